@@ -1,0 +1,27 @@
+"""pytest-opprof: operator-level performance assertions for PyTorch, as a pytest plugin."""
+
+from __future__ import annotations
+
+from .analysis import Check, KernelStats, MemoryOpStats, OpStats, Profile, analyze
+from .capture import capture, from_profiler, measure
+from .errors import CaptureError, OpprofError, TraceError
+from .trace import load_trace
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "CaptureError",
+    "Check",
+    "KernelStats",
+    "MemoryOpStats",
+    "OpStats",
+    "OpprofError",
+    "Profile",
+    "TraceError",
+    "__version__",
+    "analyze",
+    "capture",
+    "from_profiler",
+    "load_trace",
+    "measure",
+]

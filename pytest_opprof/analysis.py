@@ -1,0 +1,804 @@
+"""Events -> Profile: steps, per-op and per-kernel statistics, device-time attribution, trust checks.
+
+One analysis serves both sources (live capture and trace file), so both give the same numbers.
+
+Attribution: a kernel or memory op carries a correlation id shared with the runtime/driver call
+that launched it; its launching op is the innermost CPU op enclosing that call on the call's
+thread. Where no runtime call is known, Kineto's External id is used when it names a CPU op.
+Each device event is attributed to at most one op (self device time) and rolled up once to each
+distinct op name enclosing it (device time), so attributed + unattributed = total device time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import statistics
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import add, lt, neg
+from typing import Any
+
+from .events import (
+    ANNOTATION,
+    CPU_OP,
+    DEVICE_KINDS,
+    KERNEL,
+    RUNTIME,
+    Event,
+    EventTable,
+    gc_paused,
+)
+
+_CPU_OP_KIND = frozenset({CPU_OP})
+_ANNOTATION_KIND = frozenset({ANNOTATION})
+_RUNTIME_KIND = frozenset({RUNTIME})
+
+SCHEMA = 1
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+# The capture wraps its own step-boundary synchronisation in this annotation, so that the
+# synchronisation it needs is not reported as the user's host-device sync.
+OPPROF_SYNC_ANNOTATION = "opprof::step_sync"
+
+# Trust-check thresholds. Timing consistency: CPU or device time may exceed the step's wall time
+# only by clock skew between threads / device and host (a few microseconds) plus 2%.
+WALL_MARGIN = 0.02
+WALL_SLACK_NS = 20_000
+SPREAD_LIMIT = 0.25  # IQR / median over steps
+SPREAD_MIN_STEPS = 4
+SPREAD_FLOOR_NS = 50_000  # ops faster than this per step are too small to judge spread
+
+OK, WARNING, ERROR = "ok", "warning", "error"
+
+# Runtime calls that launch device work: seeing them without device events means the device
+# tracer (CUPTI / roctracer) did not deliver.
+_LAUNCH_CALL = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset|GraphLaunch)", re.I)
+# Host-device synchronisation: runtime calls, CPU ops, and device-to-host copies.
+SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent$")
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+
+
+def ns_to_ms(ns: float) -> float:
+    return ns / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    """The per-step distribution of one quantity (counts, or nanoseconds)."""
+
+    samples: tuple[int, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else 0.0
+
+    @property
+    def min(self) -> int:
+        return min(self.samples, default=0)
+
+    @property
+    def max(self) -> int:
+        return max(self.samples, default=0)
+
+    @property
+    def iqr(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q3 - q1
+
+    def to_dict(self, scale: float = 1.0) -> dict[str, Any]:
+        def conv(v: float) -> float:
+            return v / scale if scale != 1.0 else v
+
+        return {
+            "median": conv(self.median),
+            "min": conv(self.min),
+            "max": conv(self.max),
+            "samples": [conv(v) for v in self.samples],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OpStats:
+    """One operator name: totals over the source and its per-step distributions."""
+
+    name: str
+    calls: int
+    cpu_ns: int  # inclusive CPU time; a call nested in a call of the same name counts once
+    self_cpu_ns: int
+    device_ns: int  # device time of work launched under the op (inclusive)
+    self_device_ns: int  # device time of work launched by the op itself
+    calls_per_step: Dist
+    cpu_per_step: Dist
+    self_cpu_per_step: Dist
+    device_per_step: Dist
+    self_device_per_step: Dist
+
+    @property
+    def on_device(self) -> bool:
+        """True when device work ran under this op: its time is then device time."""
+        return self.device_ns > 0
+
+    @property
+    def time_ns(self) -> int:
+        return self.device_ns if self.on_device else self.cpu_ns
+
+    @property
+    def time_per_step(self) -> Dist:
+        """Device time per step for ops that ran on a device, CPU time otherwise."""
+        return self.device_per_step if self.on_device else self.cpu_per_step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+            "self_cpu_ms": ns_to_ms(self.self_cpu_ns),
+            "device_ms": ns_to_ms(self.device_ns),
+            "self_device_ms": ns_to_ms(self.self_device_ns),
+            "on_device": self.on_device,
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "cpu_ms": self.cpu_per_step.to_dict(1e6),
+                "self_cpu_ms": self.self_cpu_per_step.to_dict(1e6),
+                "device_ms": self.device_per_step.to_dict(1e6),
+                "self_device_ms": self.self_device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStats:
+    """One kernel name launched by one op (op None: no launching op found)."""
+
+    name: str
+    op: str | None
+    calls: int
+    device_ns: int
+    calls_per_step: Dist
+    device_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "op": self.op,
+            "calls": self.calls,
+            "device_ms": ns_to_ms(self.device_ns),
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOpStats:
+    """One memcpy/memset kind ("Memcpy HtoD (Pageable -> Device)", "Memset (Device)")."""
+
+    name: str
+    calls: int
+    device_ns: int
+    bytes: int
+    calls_per_step: Dist
+    device_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "device_ms": ns_to_ms(self.device_ns),
+            "bytes": self.bytes,
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeStats:
+    """One runtime/driver call name (cudaLaunchKernel, hipMemcpyAsync, ...)."""
+
+    name: str
+    calls: int
+    cpu_ns: int
+    calls_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+            "per_step": {"calls": self.calls_per_step.to_dict()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one trust check on a measurement."""
+
+    name: str
+    status: str  # ok | warning | error
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpan:
+    number: int  # N of ProfilerStep#N; 0 for a source without step markers
+    start_ns: int
+    end_ns: int
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The analysed measurement: what `opprof.profile`, `measure()` and `load_trace()` return."""
+
+    source: str
+    step_spans: tuple[StepSpan, ...]
+    wall_known: bool  # False for a trace without step markers: its span is not a wall time
+    ops: tuple[OpStats, ...]
+    kernels: tuple[KernelStats, ...]
+    memory_ops: tuple[MemoryOpStats, ...]
+    runtime: tuple[RuntimeStats, ...]
+    device_ns: int
+    device_busy_ns: int
+    unattributed_device_ns: int
+    outside_step_ops: int
+    checks: tuple[Check, ...]
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    event_table: EventTable | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def events(self) -> list[Event]:
+        """The analysed events (built on demand: the analysis reads columns)."""
+        return self.event_table.to_events() if self.event_table is not None else []
+
+    # -- numbers -----------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return len(self.step_spans)
+
+    @property
+    def wall_ms(self) -> float | None:
+        """Summed wall time of the steps; None for a trace without step markers."""
+        if not self.wall_known:
+            return None
+        return ns_to_ms(sum(s.wall_ns for s in self.step_spans))
+
+    @property
+    def device_busy_ms(self) -> float:
+        return ns_to_ms(self.device_busy_ns)
+
+    @property
+    def errors(self) -> list[Check]:
+        return [c for c in self.checks if c.status == ERROR]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.status == WARNING]
+
+    # -- lookup ------------------------------------------------------------------------------
+    def op(self, name: str) -> OpStats | None:
+        """The op of exactly this name, or None."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        return None
+
+    def match(self, pattern: str) -> list[OpStats]:
+        """Ops whose name equals `pattern` or matches it as a glob ("aten::*mm")."""
+        exact = self.op(pattern)
+        if exact is not None:
+            return [exact]
+        return [op for op in self.ops if fnmatch.fnmatchcase(op.name, pattern)]
+
+    def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
+        return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
+
+    # -- output ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON form (also what `opprof analyze --json` prints)."""
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "steps": self.steps,
+            "wall_ms": self.wall_ms,
+            "step_wall_ms": Dist(tuple(s.wall_ns for s in self.step_spans)).to_dict(1e6) if self.wall_known else None,
+            "ops": [o.to_dict() for o in self.ops],
+            "kernels": [k.to_dict() for k in self.kernels],
+            "memory_ops": [m.to_dict() for m in self.memory_ops],
+            "runtime": [r.to_dict() for r in self.runtime],
+            "device_ms": ns_to_ms(self.device_ns),
+            "device_busy_ms": ns_to_ms(self.device_busy_ns),
+            "unattributed_device_ms": ns_to_ms(self.unattributed_device_ns),
+            "outside_step_ops": self.outside_step_ops,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def table(self, top: int | None = 20) -> str:
+        """The ops, kernels, memory ops and checks as text tables."""
+        from .report import profile_tables  # report reads profiles; import late to keep one way
+
+        return profile_tables(self, top=top)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
+        from .trace import write_trace
+
+        write_trace(path, self.events, {"schemaVersion": 1, "opprof": {"source": self.source}})
+
+
+# --------------------------------------------------------------------------------------------
+# the analysis
+
+
+def _is_step_marker(event: Event) -> bool:
+    return (event.kind == ANNOTATION or event.kind == CPU_OP) and STEP_NAME.match(event.name) is not None
+
+
+def _find_steps(markers: list[Event], t: EventTable) -> tuple[list[StepSpan], bool]:
+    if markers:
+        markers.sort(key=lambda e: e.start_ns)
+        spans = [StepSpan(int(STEP_NAME.match(m.name).group(1)), m.start_ns, m.end_ns) for m in markers]  # type: ignore[union-attr]
+        return spans, True
+    if not len(t):
+        return [StepSpan(0, 0, 0)], False
+    start = min(t.start_ns)
+    end = max(map(add, t.start_ns, t.dur_ns))
+    return [StepSpan(0, start, end)], False
+
+
+def _union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    total = 0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start  # type: ignore[operator]
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += cur_end - cur_start  # type: ignore[operator]
+    return total
+
+
+def analyze(
+    events: Sequence[Event] | EventTable,
+    *,
+    source: str = "events",
+    metadata: dict[str, Any] | None = None,
+) -> Profile:
+    """Analyse events into a Profile. Steps come from CPU-side ProfilerStep#N annotations;
+    without them the whole source is one step."""
+    with gc_paused():
+        table = events if isinstance(events, EventTable) else EventTable.from_events(events)
+        return _analyze(table, source, dict(metadata or {}))
+
+
+def _rows_of(kinds: list[str], counts: Counter[str], wanted: frozenset[str]) -> list[int] | range:
+    if sum(counts[k] for k in wanted) == len(kinds):
+        return range(len(kinds))
+    if not any(counts[k] for k in wanted):
+        return []
+    return [i for i, k in enumerate(kinds) if k in wanted]
+
+
+def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
+    # Hot path: 10^5 events per capture. Columns and comprehensions, no object per event.
+    kinds = t.kind
+    counts = Counter(kinds)
+    op_rows = _rows_of(kinds, counts, _CPU_OP_KIND)
+    ann_rows = _rows_of(kinds, counts, _ANNOTATION_KIND)
+    device = [t.row(i) for i in _rows_of(kinds, counts, DEVICE_KINDS)]
+    runtime = [t.row(i) for i in _rows_of(kinds, counts, _RUNTIME_KIND)]
+    annotations = [t.row(i) for i in ann_rows]
+
+    markers = [e for e in annotations if e.name.startswith("ProfilerStep#") and STEP_NAME.match(e.name)]
+    all_names = t.name
+    if not markers and any(all_names[i].startswith("ProfilerStep#") for i in op_rows):
+        # older Kineto wrote the step markers as cpu_op
+        markers = [t.row(i) for i in op_rows if STEP_NAME.match(all_names[i])]
+        op_rows = [i for i in op_rows if not STEP_NAME.match(all_names[i])]
+    sync_windows = [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION]
+
+    spans, wall_known = _find_steps(markers, t)
+    n_steps = len(spans)
+    step_starts = [s.start_ns for s in spans]
+    step_ends = [s.end_ns for s in spans]
+
+    def step_of(ts: int) -> int:
+        i = bisect_right(step_starts, ts) - 1
+        return i if i >= 0 and ts <= step_ends[i] else -1
+
+    if isinstance(op_rows, range):
+        names, starts, durs, pids, tids = t.name, t.start_ns, t.dur_ns, t.pid, t.tid
+    else:
+        is_op = [False] * len(kinds)
+        for i in op_rows:
+            is_op[i] = True
+        names, starts, durs, pids, tids = (
+            list(compress(c, is_op)) for c in (t.name, t.start_ns, t.dur_ns, t.pid, t.tid)
+        )
+    n_ops = len(names)
+
+    # -- nesting, per thread: parent of each op, innermost op around each runtime call -------
+    # Items 0..n_ops-1 are ops, n_ops.. are runtime calls. Sort key: start; at equal starts
+    # the longer op first (it encloses the shorter), calls after ops.
+    parent = [-1] * n_ops
+    child_ns = [0] * n_ops
+    nested_same_name = [False] * n_ops
+    launcher_of_runtime = [-1] * len(runtime)
+    item_starts = starts + [r.start_ns for r in runtime] if runtime else starts
+    # Sort key: start; at equal starts the longer op first (it encloses the shorter), runtime
+    # calls (1) after every op (-dur <= 0). The input is nearly sorted, so this is ~linear.
+    keys = list(zip(starts, map(neg, durs)))
+    keys += [(r.start_ns, 1) for r in runtime]
+    n_items = len(item_starts)
+    if len(set(pids)) <= 1 and len(set(tids)) <= 1 and all(r.pid == pids[0] and r.tid == tids[0] for r in runtime):
+        groups: list[list[int]] = [list(range(n_items))]
+    else:
+        item_thread = list(zip(pids, tids)) + [(r.pid, r.tid) for r in runtime]
+        by_thread: dict[tuple[int, int], list[int]] = {th: [] for th in set(item_thread)}
+        for i, th in enumerate(item_thread):
+            by_thread[th].append(i)
+        groups = list(by_thread.values())
+    op_step = [-1] * n_ops  # index of the step each op starts in; -1 outside every step
+    last_step = n_steps - 1
+    for group in groups:
+        group.sort(key=keys.__getitem__)
+        stack: list[int] = []
+        stack_ends: list[int] = []
+        stack_names: list[str] = []  # a short list: `in` on it beats a dict of counts
+        get_dur = durs.__getitem__
+        si = 0  # the step pointer moves forward with the sorted starts
+        for idx, start in zip(group, map(item_starts.__getitem__, group)):
+            while stack_ends and stack_ends[-1] <= start:
+                stack_ends.pop()
+                stack.pop()
+                stack_names.pop()
+            if idx >= n_ops:
+                if stack:
+                    launcher_of_runtime[idx - n_ops] = stack[-1]
+                continue
+            while si < last_step and step_starts[si + 1] <= start:  # the latest step begun
+                si += 1
+            if step_starts[si] <= start <= step_ends[si]:
+                op_step[idx] = si
+            name = names[idx]
+            dur = get_dur(idx)
+            if stack:
+                p = stack[-1]
+                parent[idx] = p
+                child_ns[p] += dur
+                if name in stack_names:
+                    nested_same_name[idx] = True
+            stack.append(idx)
+            stack_ends.append(start + dur)
+            stack_names.append(name)
+
+    # -- CPU op statistics, accumulated per (name, step) in flat lists ----------------------
+    name_index = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    nid = list(map(name_index.__getitem__, names))
+    n_names = len(name_index)
+    calls_by_name = Counter(nid)
+    cpu_tot = [0] * n_names
+    self_cpu_tot = [0] * n_names
+    dev_tot = [0] * n_names
+    self_dev_tot = [0] * n_names
+    ps_calls = [0] * (n_names * n_steps)
+    ps_cpu = [0] * (n_names * n_steps)
+    ps_self_cpu = [0] * (n_names * n_steps)
+    ps_dev = [0] * (n_names * n_steps)
+    ps_self_dev = [0] * (n_names * n_steps)
+    for k, s, d, c, nested in zip(nid, op_step, durs, child_ns, nested_same_name):
+        self_ns = d - c if d > c else 0
+        self_cpu_tot[k] += self_ns
+        if not nested:
+            cpu_tot[k] += d
+        if s >= 0:
+            j = k * n_steps + s
+            ps_calls[j] += 1
+            ps_self_cpu[j] += self_ns
+            if not nested:
+                ps_cpu[j] += d
+    outside = op_step.count(-1)
+
+    # -- device events: launching op, step, attribution ---------------------------------------
+    runtime_by_corr: dict[int, int] = {}
+    for j, r in enumerate(runtime):
+        if r.correlation:
+            runtime_by_corr[r.correlation] = j
+    op_by_external: dict[int, int] = {}
+    if any(d.external_id and d.correlation not in runtime_by_corr for d in device):
+        ext = t.external_id
+        op_ext = ext if isinstance(op_rows, range) else [ext[i] for i in op_rows]
+        op_by_external = {x: i for i, x in enumerate(op_ext) if x}
+
+    kernels: dict[tuple[str, str | None], list[Any]] = {}
+    memory: dict[str, list[Any]] = {}
+    device_total = 0
+    unattributed = 0
+    busy_by_device: dict[int, list[tuple[int, int]]] = {}
+    busy_by_step: list[dict[int, list[tuple[int, int]]]] = [{} for _ in range(n_steps)]
+    for d in device:
+        dur = d.dur_ns
+        device_total += dur
+        j = runtime_by_corr.get(d.correlation, -1) if d.correlation else -1
+        if j >= 0:
+            op_idx = launcher_of_runtime[j]
+            s = step_of(runtime[j].start_ns)
+        else:
+            op_idx = op_by_external.get(d.external_id, -1) if d.external_id else -1
+            s = op_step[op_idx] if op_idx >= 0 else step_of(d.start_ns)
+        interval = (d.start_ns, d.start_ns + dur)
+        busy_by_device.setdefault(d.device, []).append(interval)
+        if s >= 0:
+            busy_by_step[s].setdefault(d.device, []).append(interval)
+        op_name: str | None = None
+        if op_idx >= 0:
+            op_name = names[op_idx]
+            k = nid[op_idx]
+            self_dev_tot[k] += dur
+            if s >= 0:
+                ps_self_dev[k * n_steps + s] += dur
+            # Roll up once per distinct enclosing name, so recursion does not count twice.
+            seen: set[int] = set()
+            i = op_idx
+            while i >= 0:
+                k = nid[i]
+                if k not in seen:
+                    seen.add(k)
+                    dev_tot[k] += dur
+                    if s >= 0:
+                        ps_dev[k * n_steps + s] += dur
+                i = parent[i]
+        else:
+            unattributed += dur
+        if d.kind == KERNEL:
+            key = (d.name, op_name)
+            row = kernels.get(key)
+            if row is None:
+                row = kernels[key] = [0, 0, [0] * n_steps, [0] * n_steps]
+        else:
+            row = memory.get(d.name)
+            if row is None:
+                row = memory[d.name] = [0, 0, [0] * n_steps, [0] * n_steps, 0]
+            row[4] += d.bytes
+        row[0] += 1
+        row[1] += dur
+        if s >= 0:
+            row[2][s] += 1
+            row[3][s] += dur
+
+    # -- runtime calls (the user's; the capture's own step synchronisation excluded) ---------
+    windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for w in sync_windows:
+        windows.setdefault((w.pid, w.tid), []).append((w.start_ns, w.end_ns))
+    for lst in windows.values():
+        lst.sort()
+
+    def in_sync_window(e: Event) -> bool:
+        lst = windows.get((e.pid, e.tid))
+        if not lst:
+            return False
+        i = bisect_right(lst, (e.start_ns, 1 << 62)) - 1
+        return i >= 0 and lst[i][0] <= e.start_ns <= lst[i][1]
+
+    rt_rows: dict[str, list[Any]] = {}
+    for r in runtime:
+        if windows and in_sync_window(r):
+            continue
+        row = rt_rows.get(r.name)
+        if row is None:
+            row = rt_rows[r.name] = [0, 0, [0] * n_steps]
+        row[0] += 1
+        row[1] += r.dur_ns
+        s = step_of(r.start_ns)
+        if s >= 0:
+            row[2][s] += 1
+
+    # -- assemble -----------------------------------------------------------------------------
+    def per_step(flat: list[int], k: int) -> Dist:
+        return Dist(tuple(flat[k * n_steps : (k + 1) * n_steps]))
+
+    ops = [
+        OpStats(
+            name,
+            calls_by_name[k],
+            cpu_tot[k],
+            self_cpu_tot[k],
+            dev_tot[k],
+            self_dev_tot[k],
+            per_step(ps_calls, k),
+            per_step(ps_cpu, k),
+            per_step(ps_self_cpu, k),
+            per_step(ps_dev, k),
+            per_step(ps_self_dev, k),
+        )
+        for name, k in name_index.items()
+    ]
+    ops.sort(key=lambda o: (-o.time_ns, -o.cpu_ns, o.name))
+    kernel_stats = sorted(
+        (KernelStats(name, op, r[0], r[1], Dist(tuple(r[2])), Dist(tuple(r[3]))) for (name, op), r in kernels.items()),
+        key=lambda k: (-k.device_ns, k.name, k.op or ""),
+    )
+    memory_stats = sorted(
+        (MemoryOpStats(name, r[0], r[1], r[4], Dist(tuple(r[2])), Dist(tuple(r[3]))) for name, r in memory.items()),
+        key=lambda m: (-m.device_ns, m.name),
+    )
+    runtime_stats = sorted(
+        (RuntimeStats(name, r[0], r[1], Dist(tuple(r[2]))) for name, r in rt_rows.items()),
+        key=lambda r: (-r.cpu_ns, r.name),
+    )
+    device_busy = sum(_union_ns(v) for v in busy_by_device.values())
+
+    checks = _trust_checks(
+        pids=pids,
+        tids=tids,
+        durs=durs,
+        parent=parent,
+        op_step=op_step,
+        device=device,
+        runtime=runtime,
+        spans=spans,
+        busy_by_step=busy_by_step,
+        ops=ops,
+        outside=outside,
+        wall_known=wall_known,
+        n_events=n_ops + len(device),
+    )
+    return Profile(
+        source=source,
+        step_spans=tuple(spans),
+        wall_known=wall_known,
+        ops=tuple(ops),
+        kernels=tuple(kernel_stats),
+        memory_ops=tuple(memory_stats),
+        runtime=tuple(runtime_stats),
+        device_ns=device_total,
+        device_busy_ns=device_busy,
+        unattributed_device_ns=unattributed,
+        outside_step_ops=outside,
+        checks=tuple(checks),
+        metadata=metadata,
+        event_table=t,
+    )
+
+
+def _fmt_ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _trust_checks(
+    *,
+    pids: list[int],
+    tids: list[int],
+    durs: list[int],
+    parent: list[int],
+    op_step: list[int],
+    device: list[Event],
+    runtime: list[Event],
+    spans: list[StepSpan],
+    busy_by_step: list[dict[int, list[tuple[int, int]]]],
+    ops: list[OpStats],
+    outside: int,
+    wall_known: bool,
+    n_events: int,
+) -> list[Check]:
+    checks: list[Check] = []
+    n_steps = len(spans)
+
+    # 1. events present
+    if n_events == 0:
+        checks.append(
+            Check("events", ERROR, "no operator or device events were recorded: nothing ran under the profiler")
+        )
+    else:
+        checks.append(Check("events", OK, f"{len(durs)} CPU ops, {len(device)} device events"))
+
+    # 2. device events present when device work was launched
+    launches = sum(1 for r in runtime if _LAUNCH_CALL.search(r.name))
+    if launches and not device:
+        checks.append(
+            Check(
+                "device_events",
+                ERROR,
+                f"{launches} kernel/memory launches but no device events: the device tracer "
+                "(CUPTI/roctracer) delivered nothing; check CUPTI is installed and not in use by another profiler",
+            )
+        )
+    elif device:
+        checks.append(Check("device_events", OK, f"{len(device)} device events for {launches} launches"))
+
+    # 3. repeatable steps
+    if n_steps >= 2:
+        in_step = Counter(op_step)
+        per_step = [in_step[s] for s in range(n_steps)]
+        if len(set(per_step)) > 1:
+            checks.append(
+                Check(
+                    "step_events",
+                    WARNING,
+                    f"CPU ops per step differ between steps ({', '.join(map(str, per_step))}): "
+                    "the steps do not repeat the same work; raise warmup or check for data-dependent code",
+                )
+            )
+        else:
+            checks.append(Check("step_events", OK, f"{per_step[0]} CPU ops in each of {n_steps} steps"))
+
+    # 4. time consistent with wall time
+    top_level: dict[tuple[int, int, int], int] = {}
+    is_top = list(map(lt, parent, repeat(0)))
+    for key, dur in zip(
+        zip(compress(op_step, is_top), compress(pids, is_top), compress(tids, is_top)), compress(durs, is_top)
+    ):
+        if key[0] >= 0:
+            top_level[key] = top_level.get(key, 0) + dur
+    worst: tuple[float, str] | None = None
+    for (s, _pid, tid), total in top_level.items():
+        wall = spans[s].wall_ns
+        if total > wall * (1 + WALL_MARGIN) + WALL_SLACK_NS:
+            ratio = total / wall if wall else float("inf")
+            text = f"step {spans[s].number}, thread {tid}: top-level CPU ops take {_fmt_ms(total)} in a {_fmt_ms(wall)} step"
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, text)
+    for s, per_device in enumerate(busy_by_step):
+        wall = spans[s].wall_ns
+        for dev, intervals in per_device.items():
+            busy = _union_ns(intervals)
+            if busy > wall * (1 + WALL_MARGIN) + WALL_SLACK_NS:
+                ratio = busy / wall if wall else float("inf")
+                text = f"step {spans[s].number}, device {dev}: device busy {_fmt_ms(busy)} in a {_fmt_ms(wall)} step"
+                if worst is None or ratio > worst[0]:
+                    worst = (ratio, text)
+    if worst is not None:
+        checks.append(
+            Check("wall_time", ERROR, f"{worst[1]}: timings exceed wall time, so units or attribution are broken")
+        )
+    elif n_events:
+        checks.append(Check("wall_time", OK, "CPU and device time within each step's wall time"))
+
+    # 5. spread over steps
+    if n_steps >= SPREAD_MIN_STEPS:
+        wide = []
+        for op in ops:
+            dist = op.time_per_step
+            med = dist.median
+            if med >= SPREAD_FLOOR_NS and dist.iqr / med > SPREAD_LIMIT:
+                wide.append(f"{op.name} (IQR/median {dist.iqr / med:.2f})")
+        if wide:
+            checks.append(
+                Check(
+                    "spread",
+                    WARNING,
+                    f"per-step time too spread to compare: {', '.join(wide[:3])}"
+                    + (f" and {len(wide) - 3} more" if len(wide) > 3 else "")
+                    + "; use more warmup or steps, or a quieter machine",
+                )
+            )
+        else:
+            checks.append(Check("spread", OK, f"per-step spread of every op within IQR/median {SPREAD_LIMIT}"))
+
+    # 6. coverage of step markers
+    if outside and wall_known:
+        checks.append(
+            Check(
+                "outside_steps",
+                WARNING,
+                f"{outside} of {len(durs)} CPU ops lie outside the ProfilerStep annotations: "
+                "counted in the totals, not in the per-step numbers",
+            )
+        )
+    return checks

@@ -1,0 +1,209 @@
+"""The live source: run code under torch.profiler and read its raw Kineto events.
+
+We read `prof.profiler.kineto_results.events()` directly. torch's own `prof.events()` and
+`key_averages()` build a Python object tree per event and cost ~30x more (bench/bench_analysis.py).
+torch is imported lazily, so the rest of the package works without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
+from .errors import CaptureError, bad_argument, profiler_already_running, profiler_not_finished
+from .events import (
+    ANNOTATION,
+    CPU_OP,
+    DEVICE_KINDS,
+    KERNEL,
+    KIND_OF_CATEGORY,
+    MEMORY_KINDS,
+    NO_DEVICE,
+    OTHER,
+    PYTHON,
+    EventTable,
+    gc_paused,
+)
+
+T = TypeVar("T")
+_BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _cuda_active(torch: Any) -> bool:
+    """CUDA is traced when it is available and already initialised by the code under test."""
+    return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _profiler_running(torch: Any) -> bool:
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    return bool(enabled()) if enabled is not None else False
+
+
+def validate_run_args(fn: object, warmup: object, steps: object) -> None:
+    """Reject bad arguments to measure()/opprof.run() with one clear line."""
+    if not callable(fn):
+        raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise CaptureError(bad_argument("warmup", warmup, "an integer >= 0"))
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise CaptureError(bad_argument("steps", steps, "an integer >= 1"))
+
+
+def table_from_kineto(kineto_events: Any, pid: int | None = None) -> EventTable:
+    """Convert torch's raw _KinetoEvent list to a neutral event table.
+
+    Read column by column through the unbound accessors: a bound-method call per field per
+    event costs 3x more, and this runs on every measured test.
+    """
+    if not kineto_events:
+        return EventTable.from_events([])
+    pid = os.getpid() if pid is None else pid
+    cls = type(kineto_events[0])
+    if hasattr(cls, "activity_type"):
+        kinds = [KIND_OF_CATEGORY.get(a, OTHER) for a in map(cls.activity_type, kineto_events)]
+    else:  # older torch: infer from the device type
+        kinds = [
+            (ANNOTATION if e.is_user_annotation() else CPU_OP) if str(e.device_type()).endswith("CPU") else KERNEL
+            for e in kineto_events
+        ]
+    drop: set[int] = set()
+    if hasattr(cls, "is_hidden_event"):
+        hidden = list(map(cls.is_hidden_event, kineto_events))
+        if any(hidden):
+            drop.update(i for i, h in enumerate(hidden) if h)
+    if OTHER in kinds or PYTHON in kinds:
+        drop.update(i for i, k in enumerate(kinds) if k is OTHER or k is PYTHON)
+    if drop:
+        kineto_events = [e for i, e in enumerate(kineto_events) if i not in drop]
+        kinds = [k for i, k in enumerate(kinds) if i not in drop]
+    n = len(kinds)
+    links_needed = not {CPU_OP, ANNOTATION}.issuperset(kinds)
+    # Ids only link device work and runtime calls to ops: a CPU-only capture skips reading them.
+    corrs = list(map(cls.correlation_id, kineto_events)) if links_needed else [0] * n
+    table = EventTable(
+        kind=kinds,
+        name=list(map(cls.name, kineto_events)),
+        start_ns=list(map(cls.start_ns, kineto_events)),
+        dur_ns=list(map(cls.duration_ns, kineto_events)),
+        pid=[pid] * n,
+        tid=list(map(cls.start_thread_id, kineto_events)),
+        device=[NO_DEVICE] * n,
+        stream=[NO_DEVICE] * n,
+        # For ops and annotations correlation_id() is the op's own id: the External id that
+        # device events and runtime calls link to (their linked_correlation_id()).
+        correlation=[0] * n,
+        external_id=corrs,
+        bytes=[0] * n,
+    )
+    for i, kind in enumerate(kinds) if links_needed else ():
+        if kind is CPU_OP or kind is ANNOTATION:
+            continue
+        e = kineto_events[i]
+        table.correlation[i] = corrs[i]
+        table.external_id[i] = e.linked_correlation_id()
+        if kind in DEVICE_KINDS:
+            table.device[i] = table.pid[i] = e.device_index()
+            table.stream[i] = table.tid[i] = e.device_resource_id()
+            if kind in MEMORY_KINDS:
+                found = _BYTES.search(e.metadata_json() or "")
+                table.bytes[i] = int(found.group(1)) if found else 0
+    return table
+
+
+def from_profiler(prof: Any) -> Profile:
+    """Analyse a finished `torch.profiler.profile` (or `torch.autograd.profiler.profile`)."""
+    inner = getattr(prof, "profiler", prof)
+    results = getattr(inner, "kineto_results", None)
+    if results is None:
+        raise CaptureError(profiler_not_finished())
+    with gc_paused():
+        return analyze(table_from_kineto(results.events()), source="capture")
+
+
+def _new_profiler(torch: Any, cuda: bool) -> Any:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
+
+
+@contextmanager
+def _profiling(torch: Any) -> Iterator[tuple[Any, bool]]:
+    if _profiler_running(torch):
+        raise CaptureError(profiler_already_running())
+    cuda = _cuda_active(torch)
+    if cuda:
+        torch.cuda.synchronize()  # earlier work must not spill into the first step
+    prof = _new_profiler(torch, cuda)
+    prof.start()
+    try:
+        yield prof, cuda
+    finally:
+        prof.stop()  # whatever happened in the body
+
+
+@contextmanager
+def _step(torch: Any, number: int, cuda: bool) -> Iterator[None]:
+    record_function = torch.autograd.profiler.record_function
+    with record_function(f"ProfilerStep#{number}"):
+        yield
+        if cuda:
+            # Synchronise at the step boundary only, inside the step so the step's wall time
+            # covers its device work; the annotation keeps it out of assert_no_sync().
+            with record_function(OPPROF_SYNC_ANNOTATION):
+                torch.cuda.synchronize()
+
+
+def run_steps(
+    fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], warmup: int, steps: int
+) -> tuple[Profile, T]:
+    """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each.
+    Returns the profile and fn's last result."""
+    validate_run_args(fn, warmup, steps)
+    torch = _torch()
+    if _profiler_running(torch):  # before warmup: fail without running the user's code
+        raise CaptureError(profiler_already_running())
+    result: Any = None
+    for _ in range(warmup):
+        result = fn(*args, **kwargs)
+    with _profiling(torch) as (prof, cuda):
+        for number in range(1, steps + 1):
+            with _step(torch, number, cuda):
+                result = fn(*args, **kwargs)
+    return from_profiler(prof), result
+
+
+def measure(fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
+    """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
+    profile, _ = run_steps(fn, args, kwargs, warmup, steps)
+    return profile
+
+
+class Capture:
+    """What `capture()` yields; `.profile` is set when the block ends without an exception."""
+
+    profile: Profile | None
+
+    def __init__(self) -> None:
+        self.profile = None
+
+
+@contextmanager
+def capture() -> Iterator[Capture]:
+    """Profile the block as one step: `with capture() as cap: ...; cap.profile`."""
+    torch = _torch()
+    holder = Capture()
+    with _profiling(torch) as (prof, cuda):
+        with _step(torch, 1, cuda):
+            yield holder
+    holder.profile = from_profiler(prof)

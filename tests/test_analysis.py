@@ -1,0 +1,288 @@
+"""Unit tests of the analysis on hand-built events: no torch needed."""
+
+from __future__ import annotations
+
+import pytest
+from builders import annotation, kernel, launch, memcpy, memset, op, step
+
+from pytest_opprof.analysis import OPPROF_SYNC_ANNOTATION, Dist, analyze
+from pytest_opprof.events import SYNC, Event
+
+
+def status(profile, name):
+    found = [c for c in profile.checks if c.name == name]
+    return found[0].status if found else None
+
+
+def test_self_time_subtracts_direct_children_only():
+    """Self CPU time is the op's duration minus its direct children's; totals are inclusive."""
+    p = analyze(
+        [
+            op("aten::linear", 0, 100),
+            op("aten::t", 5, 10),
+            op("aten::transpose", 6, 4),
+            op("aten::addmm", 20, 70),
+        ]
+    )
+    linear, t, addmm = p.op("aten::linear"), p.op("aten::t"), p.op("aten::addmm")
+    assert (linear.cpu_ns, linear.self_cpu_ns) == (100_000, 20_000)
+    assert (t.cpu_ns, t.self_cpu_ns) == (10_000, 6_000)
+    assert addmm.self_cpu_ns == 70_000
+
+
+def test_nesting_is_per_thread():
+    """An op on another thread is never the child of an op that happens to overlap it."""
+    p = analyze([op("aten::mm", 0, 100, tid=1), op("aten::add", 10, 20, tid=2)])
+    assert p.op("aten::mm").self_cpu_ns == 100_000
+
+
+def test_recursive_op_counts_its_time_once():
+    """An op nested in a call of the same name is a call, but its time is not added twice."""
+    p = analyze([op("aten::copy_", 0, 50), op("aten::copy_", 10, 20)])
+    copy = p.op("aten::copy_")
+    assert copy.calls == 2
+    assert copy.cpu_ns == 50_000
+    assert copy.self_cpu_ns == 30_000 + 20_000
+
+
+def test_kernel_attributed_to_innermost_op_through_correlation_and_rolled_up():
+    """A kernel's launching op is the innermost CPU op around its runtime call; enclosing ops get it as device time."""
+    p = analyze(
+        [
+            op("aten::linear", 0, 100),
+            op("aten::addmm", 10, 50),
+            launch(20, corr=7),
+            kernel("sgemm", 30, 40, corr=7),
+        ]
+    )
+    addmm, linear = p.op("aten::addmm"), p.op("aten::linear")
+    assert (addmm.self_device_ns, addmm.device_ns) == (40_000, 40_000)
+    assert (linear.self_device_ns, linear.device_ns) == (0, 40_000)
+    assert p.kernels[0].op == "aten::addmm"
+    assert addmm.on_device and addmm.time_per_step.samples == (40_000,)
+
+
+def test_external_id_is_the_fallback_when_no_runtime_call_is_known():
+    """Without a runtime call, a device event's External id names its op directly."""
+    p = analyze([op("aten::mm", 0, 100, ext=42), kernel("gemm", 200, 10, ext=42)])
+    assert p.op("aten::mm").self_device_ns == 10_000
+    assert p.unattributed_device_ns == 0
+
+
+def test_device_work_without_launching_op_is_kept_as_unattributed():
+    """A kernel launched outside any op is counted in device time and reported as unattributed."""
+    p = analyze([op("aten::mm", 0, 10), launch(50, corr=3), kernel("nccl", 60, 25, corr=3)])
+    assert p.unattributed_device_ns == 25_000
+    assert p.kernels[0].op is None
+    assert p.device_ns == 25_000
+
+
+def test_device_time_is_conserved():
+    """Self device time over all ops plus unattributed device time equals the total device time."""
+    events = [
+        op("aten::linear", 0, 100),
+        op("aten::addmm", 10, 50),
+        launch(20, corr=1),
+        kernel("sgemm", 30, 40, corr=1),
+        op("aten::copy_", 60, 30),
+        launch(65, corr=2, name="cudaMemcpyAsync"),
+        memcpy("Memcpy HtoD (Pageable -> Device)", 70, 5, 4096, corr=2),
+        launch(150, corr=3),
+        kernel("orphan", 155, 3, corr=3),
+        memset(160, 2, 64),
+    ]
+    p = analyze(events)
+    attributed = sum(o.self_device_ns for o in p.ops)
+    assert attributed + p.unattributed_device_ns == p.device_ns == (40 + 5 + 3 + 2) * 1000
+    assert p.op("aten::linear").device_ns == 45_000  # roll-up of addmm's kernel and copy_'s memcpy
+
+
+def test_memory_ops_keep_bytes():
+    """Memcpy/memset rows sum their bytes and device time per kind."""
+    p = analyze(
+        [
+            memcpy("Memcpy DtoH (Device -> Pageable)", 0, 2, 100),
+            memcpy("Memcpy DtoH (Device -> Pageable)", 10, 3, 300),
+            memset(20, 1, 8),
+        ]
+    )
+    rows = {m.name: (m.calls, m.device_ns, m.bytes) for m in p.memory_ops}
+    assert rows == {"Memcpy DtoH (Device -> Pageable)": (2, 5_000, 400), "Memset (Device)": (1, 1_000, 8)}
+
+
+def test_device_busy_is_the_union_per_device_across_streams():
+    """Overlapping kernels on two streams count once in busy time, fully in device time."""
+    p = analyze(
+        [
+            kernel("a", 0, 10, stream=7),
+            kernel("b", 5, 10, stream=8),  # overlaps a by 5
+            kernel("c", 30, 5, stream=7),
+            kernel("d", 0, 4, stream=7, device=1),  # another device: its own union
+        ]
+    )
+    assert p.device_ns == 29_000
+    assert p.device_busy_ns == 15_000 + 5_000 + 4_000
+
+
+def test_steps_come_from_cpu_side_profiler_step_annotations():
+    """ProfilerStep#N annotations split the events into steps with per-step samples."""
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 10, 20),
+        op("aten::mm", 40, 20),
+        step(2, 100, 100),
+        op("aten::mm", 110, 30),
+    ]
+    p = analyze(events)
+    mm = p.op("aten::mm")
+    assert p.steps == 2
+    assert p.wall_ms == pytest.approx(0.2)
+    assert mm.calls_per_step.samples == (2, 1)
+    assert mm.cpu_per_step.samples == (40_000, 30_000)
+    assert p.op("ProfilerStep#1") is None  # a step marker is not an op
+    assert status(p, "step_events") == "warning"
+
+
+def test_gpu_side_step_annotation_is_not_another_step():
+    """The device-side twin of ProfilerStep#N (gpu_user_annotation) does not add a step."""
+    twin = Event("gpu_annotation", "ProfilerStep#1", 0, 50_000, 0, 7, 0, 7)
+    p = analyze([step(1, 0, 100), op("aten::mm", 10, 20), twin])
+    assert p.steps == 1
+
+
+def test_device_work_counts_in_the_step_of_its_launch():
+    """A kernel that runs after its step ended still belongs to the step that launched it."""
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 10, 20),
+        launch(15, corr=1),
+        kernel("gemm", 95, 10, corr=1),  # spills past the step's end
+        step(2, 100, 100),
+        op("aten::mm", 110, 20),
+        launch(115, corr=2),
+        kernel("gemm", 120, 10, corr=2),
+    ]
+    p = analyze(events)
+    assert p.op("aten::mm").device_per_step.samples == (10_000, 10_000)
+
+
+def test_trace_without_step_markers_is_one_step_without_wall_time():
+    """No ProfilerStep#N: one step spanning the events, and wall_ms is None."""
+    p = analyze([op("aten::mm", 10, 20), op("aten::add", 40, 5)])
+    assert p.steps == 1
+    assert p.wall_ms is None
+    assert p.to_dict()["wall_ms"] is None
+
+
+def test_ops_outside_steps_count_in_totals_and_warn():
+    """Ops outside every step annotation are in the totals, not the per-step numbers, with a warning."""
+    p = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::mm", 150, 20)])
+    mm = p.op("aten::mm")
+    assert mm.calls == 2
+    assert mm.calls_per_step.samples == (1,)
+    assert status(p, "outside_steps") == "warning"
+
+
+def test_no_events_is_an_error():
+    """A capture with no events is an error, never a pass."""
+    p = analyze([step(1, 0, 100)])
+    assert status(p, "events") == "error"
+
+
+def test_launches_without_device_events_is_an_error():
+    """Kernel launches with no device events mean the device tracer failed: an error."""
+    p = analyze([step(1, 0, 100), op("aten::mm", 10, 20), launch(15, corr=1)])
+    assert status(p, "device_events") == "error"
+    assert "CUPTI" in [c for c in p.checks if c.name == "device_events"][0].message
+
+
+def test_cpu_time_beyond_wall_time_is_an_error():
+    """Top-level CPU op time larger than the step's wall time means broken units: an error."""
+    # e.g. a duration written in ns but read as us: the op outlasts its step many times over
+    p = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::add", 40, 2000)])
+    check = [c for c in p.checks if c.name == "wall_time"][0]
+    assert check.status == "error"
+    assert "step 1" in check.message
+
+
+def test_device_busy_beyond_wall_time_is_an_error():
+    """Device busy time larger than the step's wall time is an error."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 20), launch(15, corr=1), kernel("gemm", 20, 300, corr=1)]
+    assert status(analyze(events), "wall_time") == "error"
+
+
+def test_consistent_timings_pass_the_wall_check():
+    """Ops and device work inside the step: the wall-time check is ok."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 20), launch(15, corr=1), kernel("gemm", 20, 50, corr=1)]
+    assert status(analyze(events), "wall_time") == "ok"
+
+
+def test_wide_spread_over_steps_warns():
+    """An op whose per-step time varies widely gets a spread warning naming it."""
+    durations = [100, 100, 300, 100, 400, 100]
+    events = []
+    for i, d in enumerate(durations):
+        events += [step(i + 1, i * 1000, 1000), op("aten::mm", i * 1000 + 10, d)]
+    p = analyze(events)
+    check = [c for c in p.checks if c.name == "spread"][0]
+    assert check.status == "warning" and "aten::mm" in check.message
+
+
+def test_steady_steps_do_not_warn_on_spread():
+    """Equal per-step times give an ok spread check."""
+    events = []
+    for i in range(5):
+        events += [step(i + 1, i * 1000, 1000), op("aten::mm", i * 1000 + 10, 100)]
+    assert status(analyze(events), "spread") == "ok"
+
+
+def test_capture_sync_is_not_reported_as_a_user_sync():
+    """The capture's own step-boundary synchronisation is left out of the runtime calls."""
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 10, 20),
+        annotation(OPPROF_SYNC_ANNOTATION, 80, 10),
+        launch(81, corr=0, name="cudaDeviceSynchronize"),
+        launch(40, corr=0, name="cudaStreamSynchronize"),
+    ]
+    names = [r.name for r in analyze(events).runtime]
+    assert names == ["cudaStreamSynchronize"]
+
+
+def test_sync_events_do_not_count_as_device_work():
+    """CUPTI's cuda_sync records are waits, not device work."""
+    wait = Event(SYNC, "Stream Sync", 0, 9_000, 0, 7, 0, 7)
+    p = analyze([op("aten::item", 0, 20), wait])
+    assert p.device_ns == 0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("aten::addmm", ["aten::addmm"]),
+        ("aten::*mm", ["aten::addmm", "aten::mm"]),
+        ("aten::[am]*", ["aten::addmm", "aten::mm"]),
+        ("aten::conv*", []),
+    ],
+)
+def test_match_takes_exact_names_and_globs(pattern, expected):
+    """Profile.match finds an op by exact name or glob."""
+    p = analyze([op("aten::addmm", 0, 30), op("aten::mm", 40, 20), op("aten::relu", 70, 5)])
+    assert sorted(o.name for o in p.match(pattern)) == expected
+
+
+def test_dist_statistics():
+    """Dist gives median, min, max and IQR of its samples."""
+    d = Dist((1, 2, 3, 4, 100))
+    assert (d.median, d.min, d.max) == (3, 1, 100)
+    assert d.iqr == 2.0
+    assert d.to_dict(1e6)["samples"] == [1e-6, 2e-6, 3e-6, 4e-6, 1e-4]
+
+
+def test_to_dict_has_the_documented_keys():
+    """Profile.to_dict() carries every key DESIGN §7 promises, with per-step distributions."""
+    d = analyze([step(1, 0, 100), op("aten::mm", 10, 20), launch(12, 1), kernel("k", 20, 5, corr=1)]).to_dict()
+    assert {"schema", "steps", "wall_ms", "ops", "kernels", "memory_ops", "device_busy_ms", "checks"} <= d.keys()
+    assert {"name", "calls", "cpu_ms", "self_cpu_ms", "device_ms", "self_device_ms", "per_step"} <= d["ops"][0].keys()
+    assert {"median", "min", "max", "samples"} <= d["ops"][0]["per_step"]["cpu_ms"].keys()
+    assert d["kernels"][0] == {**d["kernels"][0], "name": "k", "op": "aten::mm", "calls": 1, "device_ms": 0.005}

@@ -1,0 +1,171 @@
+"""Live CPU captures of a small known model: exact op counts, steps, and a clean profiler state."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_opprof import CaptureError, capture, from_profiler, load_trace, measure  # noqa: E402
+from pytest_opprof.capture import run_steps  # noqa: E402
+from pytest_opprof.errors import profiler_already_running  # noqa: E402
+
+
+def make_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    return model, torch.randn(4, 32)
+
+
+def infer(model, x):
+    with torch.no_grad():
+        return model(x)
+
+
+def profiler_running() -> bool:
+    return bool(torch._C._autograd._profiler_enabled())
+
+
+def test_measure_counts_ops_per_step_exactly():
+    """Each of the 5 steps holds exactly the model's ops: 2 linear/addmm, 1 relu."""
+    model, x = make_mlp()
+    profile = measure(infer, model, x, warmup=2, steps=5)
+    assert profile.steps == 5
+    assert profile.op("aten::addmm").calls_per_step.samples == (2,) * 5
+    assert profile.op("aten::linear").calls == 10
+    assert profile.op("aten::relu").calls_per_step.samples == (1,) * 5
+    assert all(len(set(o.calls_per_step.samples)) == 1 for o in profile.ops)
+    assert profile.wall_ms > 0
+    assert not profile.errors
+    assert [c.status for c in profile.checks if c.name == "step_events"] == ["ok"]
+
+
+def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
+    """warmup calls run unprofiled, steps profiled; the last result comes back."""
+    calls = []
+
+    def fn(a, scale=1):
+        calls.append(a)
+        return torch.ones(2) * len(calls) * scale
+
+    profile, result = run_steps(fn, (7,), {"scale": 2}, warmup=3, steps=4)
+    assert len(calls) == 7
+    assert result.tolist() == [14.0, 14.0]
+    assert profile.op("aten::mul").calls_per_step.samples == (2,) * 4  # only the profiled steps
+
+
+def test_capture_profiles_the_block_as_one_step():
+    """`with capture()` measures its block as one step and sets .profile."""
+    model, x = make_mlp()
+    with capture() as cap:
+        infer(model, x)
+        infer(model, x)
+    assert cap.profile.steps == 1
+    assert cap.profile.op("aten::addmm").calls_per_step.samples == (4,)
+
+
+def test_from_profiler_reads_torch_schedule_steps():
+    """A torch.profiler.profile with a schedule gives one step per active ProfilerStep."""
+    model, x = make_mlp()
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+        for _ in range(6):
+            infer(model, x)
+            prof.step()
+    profile = from_profiler(prof)
+    assert profile.steps == 3
+    assert profile.op("aten::addmm").calls_per_step.samples == (2, 2, 2)
+
+
+def test_from_profiler_needs_a_finished_profiler():
+    """An unstarted profiler is a clear CaptureError, not an AttributeError."""
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with pytest.raises(CaptureError, match="finished torch.profiler.profile"):
+        from_profiler(prof)
+
+
+def test_profiler_already_running_is_one_clear_error():
+    """Measuring inside another profiler raises one CaptureError and leaves that profiler working."""
+    model, x = make_mlp()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+        with pytest.raises(CaptureError) as info:
+            measure(infer, model, x)
+        infer(model, x)
+    assert str(info.value) == profiler_already_running()
+    assert from_profiler(outer).op("aten::addmm").calls == 2
+
+
+def test_profiler_is_stopped_when_the_body_raises():
+    """An exception in the measured code propagates and the profiler is stopped."""
+
+    def boom():
+        torch.ones(1) + 1
+        raise ValueError("model broke")
+
+    with pytest.raises(ValueError, match="model broke"):
+        measure(boom, warmup=0, steps=2)
+    assert not profiler_running()
+    with pytest.raises(ZeroDivisionError):
+        with capture():
+            raise ZeroDivisionError("model broke")
+    assert not profiler_running()
+    measure(lambda: torch.ones(1) + 1, warmup=0, steps=1)  # a new capture still works
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fn": 3}, "fn=3: expected a callable"),
+        ({"steps": 0}, "steps=0: expected an integer >= 1"),
+        ({"steps": 2.5}, "steps=2.5: expected an integer >= 1"),
+        ({"warmup": -1}, "warmup=-1: expected an integer >= 0"),
+        ({"warmup": True}, "warmup=True: expected an integer >= 0"),
+    ],
+)
+def test_bad_arguments_are_one_line(kwargs, message):
+    """Bad fn/warmup/steps give a CaptureError naming the value and what is expected."""
+    kwargs = dict(kwargs)
+    fn = kwargs.pop("fn", lambda: None)
+    with pytest.raises(CaptureError) as info:
+        measure(fn, **kwargs)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
+    """export_chrome_trace then load_trace reproduces the live profile exactly."""
+    model, x = make_mlp()
+    live = measure(infer, model, x, warmup=1, steps=3)
+    path = tmp_path / "live.json.gz"
+    live.export_chrome_trace(str(path))
+    loaded = load_trace(path)
+    assert loaded.to_dict() == {**live.to_dict(), "source": str(path)}
+
+
+def test_core_works_without_torch_or_pytest(tmp_path):
+    """events, trace, analysis, report and `opprof analyze` import and run with torch and pytest blocked."""
+    model, x = make_mlp()
+    path = tmp_path / "t.json"
+    measure(infer, model, x, warmup=1, steps=2).export_chrome_trace(str(path))
+    script = textwrap.dedent(
+        f"""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("torch", "pytest", "_pytest"):
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        from pytest_opprof import events, trace, analysis, report, cli
+        profile = trace.load_trace({str(path)!r})
+        assert profile.op("aten::addmm").calls == 4, profile.ops
+        print(profile.table(top=3))
+        sys.exit(cli.main(["analyze", {str(path)!r}, "--json"]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "aten::addmm" in done.stdout

@@ -1,0 +1,131 @@
+"""The `opprof` command: analyze tables and JSON, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from builders import kernel, launch, op, step
+from conftest import SHARED_TRACES
+from rawsums import independent_sums
+
+from pytest_opprof.cli import main
+from pytest_opprof.trace import write_trace
+
+SHARED_NAMES = sorted(p.name for p in SHARED_TRACES.glob("*.json.gz")) if SHARED_TRACES.is_dir() else []
+
+
+@pytest.fixture
+def small_trace(tmp_path):
+    events = []
+    for i in range(3):
+        base = i * 1000
+        events += [
+            step(i + 1, base, 1000),
+            op("aten::linear", base + 10, 300),
+            op("aten::addmm", base + 20, 200),
+            launch(base + 30, corr=i + 1),
+            kernel("sgemm_128x64", base + 40, 150, corr=i + 1),
+            op("aten::relu", base + 400, 50),
+        ]
+    path = tmp_path / "small.json"
+    write_trace(path, events, {})
+    return path
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_analyze_prints_ops_kernels_and_checks(capsys, small_trace):
+    """`opprof analyze` prints the op table with per-step numbers, the kernels and the checks."""
+    code, out, err = run_cli(capsys, "analyze", str(small_trace))
+    assert code == 0 and err == ""
+    assert "3 steps" in out
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
+    assert lines["aten::addmm"][1:5] == ["1", "0.200", "0.200", "0.150"]  # calls/step, cpu, self cpu, device
+    assert "sgemm_128x64" in out and "launched by" in out
+    assert "wall_time" in out
+
+
+def test_analyze_json_is_the_profile_dict(capsys, small_trace):
+    """--json prints Profile.to_dict() with per-step distributions."""
+    code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["schema"] == 1 and data["steps"] == 3
+    addmm = next(o for o in data["ops"] if o["name"] == "aten::addmm")
+    assert addmm["per_step"]["calls"]["samples"] == [1, 1, 1]
+    assert addmm["device_ms"] == pytest.approx(0.45)
+    assert data["kernels"][0]["op"] == "aten::addmm"
+
+
+def test_top_limits_rows(capsys, small_trace):
+    """--top N keeps the N costliest ops in tables and in JSON."""
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json", "--top", "1")
+    assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::linear"]
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "2")
+    assert sum(line.startswith("aten::") for line in out.splitlines()) == 2
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
+    """On every shared trace, the JSON's counts, device ms and bytes equal the raw events' sums."""
+    path = SHARED_TRACES / name
+    expected = independent_sums(path)
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {o["name"]: o["calls"] for o in data["ops"]} == dict(expected["cpu_ops"])
+    calls: Counter = Counter()
+    for k in data["kernels"]:
+        calls[k["name"]] += k["calls"]
+    assert calls == expected["kernels"]
+    assert round(sum(k["device_ms"] for k in data["kernels"]) * 1e6) == expected["kernel_ns"]
+    assert {m["name"]: m["calls"] for m in data["memory_ops"]} == dict(expected["memory"])
+    assert sum(m["bytes"] for m in data["memory_ops"]) == expected["bytes"]
+    assert data["device_busy_ms"] <= data["device_ms"] + 1e-9
+    assert all(c["status"] != "error" for c in data["checks"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["analyze", "missing.json"], "missing.json: no such file"),
+        (["analyze", "{trace}", "--top", "0"], "argument --top: '0' must be 1 or more"),
+        (["analyze", "{trace}", "--top", "many"], "argument --top: 'many' is not a whole number"),
+        (["analyze"], "the following arguments are required: TRACE"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["analyze", "{bad}"], "not valid JSON"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, small_trace, argv, fragment):
+    """Bad input exits 2 with one line on stderr naming the problem, and nothing on stdout."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    argv = [a.format(trace=small_trace, bad=bad) for a in argv]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("opprof: error: ")
+    assert fragment in err
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    """`opprof` alone prints its help (listing analyze) and exits 2."""
+    code, out, _ = run_cli(capsys)
+    assert code == 2 and "analyze" in out
+
+
+def test_module_entry_point_runs(small_trace):
+    """`python -m pytest_opprof analyze` works as the console script does."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "analyze", str(small_trace), "--json"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"] == 3

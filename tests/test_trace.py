@@ -1,0 +1,217 @@
+"""The trace reader: exact times, every bad-file case, and the real shared traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from builders import kernel, launch, memcpy, op, step
+from conftest import SHARED_TRACES
+from rawsums import independent_sums
+
+from pytest_opprof import TraceError, load_trace
+from pytest_opprof.analysis import analyze
+from pytest_opprof.trace import read_trace, us_text_to_ns, write_trace
+
+SHARED_NAMES = [
+    "a100-alexnet.json.gz",
+    "a100-triton-kernel.json.gz",
+    "cpu-only.json.gz",
+    "gpu-sampled-steps.json.gz",
+    "mi250-minitoy-train.json.gz",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [
+        (1695835542514261, 1695835542514261000),  # old Kineto: integer us
+        ("4203669604595.407", 4203669604595407),  # new Kineto: ns decimals
+        ("1700000000000000.001", 1700000000000000001),  # beyond float64's resolution
+        ("68.0", 68000),
+        ("68.5", 68500),
+        ("0.25", 250),
+        ("1.2345", 1234),  # sub-ns digits round half-even
+        ("1.2355", 1236),
+        ("1e3", 1_000_000),
+    ],
+)
+def test_microsecond_text_to_exact_nanoseconds(text, ns):
+    """Timestamps keep their nanoseconds exactly, whatever their magnitude."""
+    assert us_text_to_ns(text) == ns
+
+
+def test_float64_would_lose_the_nanoseconds():
+    """The reason for the text parsing: float64 cannot hold ns at 1.7e15 us."""
+    assert round(float("1700000000000000.001") * 1000) != 1700000000000000001
+
+
+def write_json(path: Path, doc: object) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def minimal_trace() -> dict:
+    return {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10.5,
+                "dur": 3,
+                "args": {"External id": 1},
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b"hello", "not valid JSON (line 1, column 1"),
+        (b'{"traceEvents": [{"ph": "X", "name": "a"', "truncated JSON"),
+        (b"[1, 2,, 3]", "not valid JSON (line 1, column 7"),
+        (b'{"foo": 1}', "not a Kineto/Chrome trace (no 'traceEvents')"),
+        (b'"a string"', "not a Kineto/Chrome trace"),
+        (b'{"traceEvents": 3}', "'traceEvents' is not a list"),
+        (b'{"traceEvents": [{"ph": "M", "name": "x"}, 7]}', "no complete ('ph': 'X') events"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 1}]}', "complete event 0 ('a'): no 'ts'"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}]}',
+            "complete event 0 ('a'): 'x' is not a number",
+        ),
+        (b"\x80\x81 binary", "not text"),
+    ],
+)
+def test_bad_trace_files_give_one_line_naming_the_file(tmp_path, content, reason):
+    """Every unreadable trace is a TraceError of one line that names the file and the reason."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as info:
+        read_trace(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    assert reason in message
+    assert "\n" not in message
+
+
+def test_truncated_gzip_is_a_clear_error(tmp_path):
+    """A gzip file cut short names the file and says so."""
+    data = gzip.compress(json.dumps(minimal_trace()).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match=r"cut\.json\.gz: truncated or corrupt gzip data"):
+        read_trace(path)
+
+
+def test_missing_file_and_directory_are_clear_errors(tmp_path):
+    """A missing path and a directory each get their own one-line reason."""
+    with pytest.raises(TraceError, match="no such file"):
+        read_trace(tmp_path / "nope.json")
+    with pytest.raises(TraceError, match="is a directory"):
+        read_trace(tmp_path)
+
+
+def test_gzip_is_detected_from_content_not_name(tmp_path):
+    """A gzip-compressed trace named .json and a plain one named .json.gz both load."""
+    doc = json.dumps(minimal_trace()).encode()
+    (tmp_path / "a.json").write_bytes(gzip.compress(doc))
+    (tmp_path / "b.json.gz").write_bytes(doc)
+    assert read_trace(tmp_path / "a.json").events == read_trace(tmp_path / "b.json.gz").events
+
+
+def test_a_bare_event_list_is_a_trace(tmp_path):
+    """The Chrome trace format also allows a bare list of events."""
+    path = write_json(tmp_path / "list.json", minimal_trace()["traceEvents"])
+    (event,) = read_trace(path).events
+    assert (event.name, event.start_ns, event.dur_ns) == ("aten::mm", 10_500, 3_000)
+
+
+def test_write_then_read_gives_the_same_events_and_profile(tmp_path):
+    """A written trace reads back to identical events and the same numbers."""
+    events = [
+        step(1, 1_700_000_000_000_000.001, 100),
+        op("aten::mm", 1_700_000_000_000_010, 20, ext=5),
+        launch(1_700_000_000_000_015, corr=9),
+        kernel("gemm", 1_700_000_000_000_020, 7.5, corr=9, ext=5),
+        memcpy("Memcpy DtoH (Device -> Pageable)", 1_700_000_000_000_030, 1, 64),
+    ]
+    for name in ("t.json", "t.json.gz"):
+        write_trace(tmp_path / name, events, {"schemaVersion": 1})
+        back = read_trace(tmp_path / name)
+        assert back.events == events
+        assert back.metadata == {"schemaVersion": 1}
+        assert analyze(back.events) == analyze(events)
+
+
+# -- the real traces in ../shared/traces ------------------------------------------------------
+
+
+def trace_path(name: str) -> Path:
+    path = SHARED_TRACES / name
+    if not path.exists():
+        pytest.skip(f"{path} not present (../shared/traces is not in the repository)")
+    return path
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_shared_trace_agrees_with_independent_sums(name):
+    """Op call counts, kernel and memory-op counts, device ns and bytes equal the raw events' sums."""
+    path = trace_path(name)
+    expected = independent_sums(path)
+    profile = load_trace(path)
+    assert {o.name: o.calls for o in profile.ops} == dict(expected["cpu_ops"])
+    kernel_calls: Counter = Counter()
+    for k in profile.kernels:
+        kernel_calls[k.name] += k.calls
+    assert kernel_calls == expected["kernels"]
+    assert sum(k.device_ns for k in profile.kernels) == expected["kernel_ns"]
+    assert {m.name: m.calls for m in profile.memory_ops} == dict(expected["memory"])
+    assert sum(m.device_ns for m in profile.memory_ops) == expected["memory_ns"]
+    assert sum(m.bytes for m in profile.memory_ops) == expected["bytes"]
+    assert profile.device_ns == expected["kernel_ns"] + expected["memory_ns"]
+    assert profile.device_busy_ns <= profile.device_ns
+    assert sum(o.self_device_ns for o in profile.ops) + profile.unattributed_device_ns == profile.device_ns
+    assert not profile.errors, profile.errors
+
+
+@pytest.mark.parametrize(
+    ("name", "steps", "wall_known"),
+    [
+        ("a100-alexnet.json.gz", 1, False),
+        ("gpu-sampled-steps.json.gz", 2, True),
+        ("mi250-minitoy-train.json.gz", 2, True),  # CPU-side #1, #2; the GPU-side twin of #1 is no step
+        ("cpu-only.json.gz", 1, True),
+    ],
+)
+def test_shared_trace_steps(name, steps, wall_known):
+    """Steps come from CPU-side ProfilerStep#N annotations only."""
+    profile = load_trace(trace_path(name))
+    assert profile.steps == steps
+    assert (profile.wall_ms is not None) == wall_known
+
+
+def test_shared_traces_attribute_kernels_to_launching_ops():
+    """On real traces the kernels land on the ops that launched them (correlation, then External id)."""
+    mi250 = load_trace(trace_path("mi250-minitoy-train.json.gz"))
+    assert {k.op for k in mi250.kernels if k.name.startswith("Cijk_Alik")} == {"aten::addmm"}
+    assert mi250.unattributed_device_ns == 0
+    alexnet = load_trace(trace_path("a100-alexnet.json.gz"))
+    assert all(k.op for k in alexnet.kernels)
+    assert alexnet.op("aten::cudnn_convolution").self_device_ns > 0
+    triton = load_trace(trace_path("a100-triton-kernel.json.gz"))  # launched through cuLaunchKernel
+    assert triton.kernels[0].op == "triton_poi_fused_add_cos_sin_0"
+
+
+def test_shared_nanosecond_trace_keeps_nanoseconds():
+    """A new-format trace's sub-microsecond digits survive into the events."""
+    events = read_trace(trace_path("mi250-minitoy-train.json.gz")).events
+    assert any(e.start_ns % 1000 for e in events)
