@@ -51,6 +51,7 @@ def _profiler_running(torch: Any) -> bool:
 
 def validate_run_args(fn: object, warmup: object, steps: object) -> None:
     """Reject bad arguments to measure()/opprof.run() with one clear line."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
         raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -137,6 +138,54 @@ def _new_profiler(torch: Any, cuda: bool) -> Any:
     return torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
 
 
+class StepRecorder:
+    """A one-step capture that can be started and stopped from different places (the plugin
+    starts one around the whole test call and abandons it when the test captures by itself)."""
+
+    def __init__(self) -> None:
+        self._torch: Any = None
+        self._prof: Any = None
+        self._step: Any = None
+        self._cuda = False
+
+    @property
+    def running(self) -> bool:
+        return self._prof is not None
+
+    def start(self) -> None:
+        torch = self._torch = _torch()
+        if _profiler_running(torch):
+            raise CaptureError(profiler_already_running())
+        self._cuda = _cuda_active(torch)
+        if self._cuda:
+            torch.cuda.synchronize()  # earlier work must not spill into the step
+        prof = _new_profiler(torch, self._cuda)
+        prof.start()
+        self._prof = prof
+        try:
+            self._step = torch.autograd.profiler.record_function("ProfilerStep#1")
+            self._step.__enter__()
+        except BaseException:
+            self._prof = None
+            prof.stop()
+            raise
+
+    def stop(self, keep: bool = True) -> Profile | None:
+        """End the step and the profiler; the Profile when `keep`, else the capture is dropped."""
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return None
+        torch = self._torch
+        try:
+            if self._cuda:
+                with torch.autograd.profiler.record_function(OPPROF_SYNC_ANNOTATION):
+                    torch.cuda.synchronize()
+            self._step.__exit__(None, None, None)
+        finally:
+            prof.stop()
+        return from_profiler(prof) if keep else None
+
+
 @contextmanager
 def _profiling(torch: Any) -> Iterator[tuple[Any, bool]]:
     if _profiler_running(torch):
@@ -201,9 +250,23 @@ class Capture:
 @contextmanager
 def capture() -> Iterator[Capture]:
     """Profile the block as one step: `with capture() as cap: ...; cap.profile`."""
-    torch = _torch()
     holder = Capture()
-    with _profiling(torch) as (prof, cuda):
-        with _step(torch, 1, cuda):
-            yield holder
-    holder.profile = from_profiler(prof)
+    recorder = StepRecorder()
+    recorder.start()
+    try:
+        yield holder
+    except BaseException:
+        recorder.stop(keep=False)
+        raise
+    holder.profile = recorder.stop()
+
+
+def is_known_op(name: str) -> bool:
+    """Whether torch knows an operator of this exact name ("aten::copy_"). Names outside the
+    aten/prim namespaces (custom ops, record_function labels) cannot be checked: True."""
+    namespace, sep, op = name.partition("::")
+    if not sep or namespace not in ("aten", "prim"):
+        return True
+    torch = _torch()
+    packet = getattr(getattr(torch.ops, namespace), op.split(".")[0], None)
+    return packet is not None

@@ -47,13 +47,80 @@ def bad_argument(name: str, value: object, expected: str) -> str:
 
 
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
-    """Names among `seen` that look most like `wanted` (for 'did you mean' hints)."""
+    """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
+    Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"."""
     import difflib
 
-    names = sorted(set(seen))
-    close = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.4)
-    if not close:
-        # Fall back to a shared suffix such as "mm" in "aten::bmm" vs "aten::addmm".
-        tail = wanted.rsplit("::", 1)[-1].strip("*?[]")
-        close = [n for n in names if tail and tail in n][:limit]
-    return close
+    def bare(name: str) -> str:
+        return name.rsplit("::", 1)[-1].lower()
+
+    target = bare(wanted).strip("*?[]")
+    scored = []
+    for name in dict.fromkeys(seen):
+        ratio = difflib.SequenceMatcher(None, target, bare(name)).ratio()
+        if ratio >= 0.6 or (len(target) >= 3 and target in bare(name)):
+            scored.append((-ratio, name))
+    return [name for _, name in sorted(scored)[:limit]]
+
+class OpprofUsageError(OpprofError):
+    """A bad argument to an opprof call (negative ms, steps < 1, an unknown stat...)."""
+
+
+# -- assertion messages (DESIGN §4) -----------------------------------------------------------
+
+
+def _ms(value_ns: float) -> str:
+    return f"{value_ns / 1e6:.2f}"
+
+
+def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str, samples: tuple[float, ...]) -> str:
+    """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`."""
+    steps = len(samples)
+    return (
+        f"{name}: {_ms(value_ns)} ms/{unit} > limit {limit_ms:.2f} ms "
+        f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))})"
+    )
+
+
+def no_match(pattern: str, seen: Iterable[str]) -> str:
+    """`seen` in order of cost: the hint falls back to the costliest ops."""
+    seen = list(seen)
+    close = closest_names(pattern, seen)
+    if close:
+        hint = f"; closest: {', '.join(close)}"
+    elif seen:
+        hint = f"; no similar name; the costliest ops were {', '.join(seen[:3])}"
+    else:
+        hint = "; the profile has no ops at all"
+    return f"{pattern}: no op of that name ran in the measured code{hint}"
+
+
+def unknown_op(pattern: str, close: list[str]) -> str:
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{pattern}: not an operator torch knows, so asserting it is absent proves nothing{hint}"
+
+
+def count_mismatch(pattern: str, per_step: tuple[int, ...], expected: str) -> str:
+    shown = sorted(set(per_step))
+    got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
+    steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
+    return f"{pattern}: {got} calls/step, expected {expected} (per step: {steps})"
+
+
+def unexpected_ops(pattern: str, found: list[tuple[str, float]]) -> str:
+    listed = ", ".join(f"{name} ({per_step:g}/step)" for name, per_step in found)
+    return f"{pattern}: expected no calls, found {listed}"
+
+
+def host_syncs(found: list[tuple[str, float]]) -> str:
+    listed = ", ".join(f"{name} ({per_step:g}/step)" for name, per_step in found)
+    return f"host-device syncs: {listed}"
+
+
+def untrusted_measurement(errors: list[str]) -> str:
+    return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
+
+
+def inert_summary(count: int) -> str:
+    tests = "test carries" if count == 1 else "tests carry"
+    return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"

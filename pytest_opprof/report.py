@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
@@ -76,3 +82,141 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         parts += ["", memory_table(profile)]
     parts += ["", checks_table(profile)]
     return "\n".join(parts)
+
+
+# -- the pytest run's report ------------------------------------------------------------------
+
+REPORT_SCHEMA = 1
+_PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
+
+
+@dataclass
+class TestResult:
+    """One measured test while it runs (on the worker that runs it, under xdist)."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: str | None = None  # passed | failed | error | skipped
+    profile: Profile | None = None
+    trace_path: str | None = None
+
+    def record_phase(self, when: str, outcome: str) -> None:
+        """Fold one phase's report (setup/call/teardown) into the test's outcome."""
+        if outcome == "error":
+            self.outcome = "error"
+        elif outcome == "failed":
+            if self.outcome not in ("failed", "error"):
+                self.outcome = _PHASE_OUTCOME[when]
+        elif outcome == "skipped" and self.outcome is None:
+            self.outcome = "skipped"
+        elif outcome == "passed" and when == "call" and self.outcome is None:
+            self.outcome = "passed"
+
+    def to_record(self, top: int) -> dict[str, Any]:
+        """Plain JSON-able data: it travels on the test report from an xdist worker to the
+        controller, which prints and writes the run's report from these records alone."""
+        profile = self.profile
+        return {
+            "nodeid": self.nodeid,
+            "outcome": self.outcome,
+            "profile": profile.to_dict() if profile is not None else None,
+            "checks": [c.to_dict() for c in profile.checks] if profile is not None else [],
+            "trace": self.trace_path,
+            "summary": _summary_block(self.nodeid, self.outcome, profile, top) if profile is not None else None,
+        }
+
+
+def safe_filename(text: str, limit: int = 120) -> str:
+    """A file-system-safe name for a node id: no separators or odd characters, bounded length."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "test"
+    if len(safe) > limit:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        safe = f"{safe[: limit - 11]}-{digest}"
+    return safe
+
+
+def export_trace_path(trace_dir: Path, nodeid: str) -> Path:
+    return trace_dir / f"{safe_filename(nodeid)}.json.gz"
+
+
+def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]:
+    """The per-test numbers as junitxml properties: steps, wall, and the top ops' ms/step."""
+    props = [("opprof.steps", str(profile.steps))]
+    if profile.wall_ms is not None:
+        props.append(("opprof.wall_ms", f"{profile.wall_ms:.4f}"))
+    for op in profile.ops[:top]:
+        props.append((f"opprof.op.{op.name}.calls_per_step", f"{op.calls_per_step.median:g}"))
+        props.append((f"opprof.op.{op.name}.ms_per_step", f"{op.time_per_step.median / 1e6:.4f}"))
+    for check in profile.checks:
+        if check.status != "ok":
+            props.append((f"opprof.check.{check.name}", f"{check.status}: {check.message}"))
+    return props
+
+
+def _summary_block(nodeid: str, outcome: str | None, profile: Profile, top: int) -> str:
+    wall = f", {profile.wall_ms / profile.steps:.3f} ms/step wall" if profile.wall_ms is not None else ""
+    steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
+    return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top)}"
+
+
+def format_summary(records: list[dict[str, Any]]) -> str:
+    """Per measured test, its top ops: calls/step, ms/step, device or CPU time, share of the step."""
+    return "\n\n".join(r["summary"] for r in records if r.get("summary"))
+
+
+def _summary_table(profile: Profile, top: int) -> str:
+    walls = sorted(s.wall_ns for s in profile.step_spans)
+    median_wall = walls[len(walls) // 2] if walls and profile.wall_known else 0
+    rows = []
+    for op in profile.ops[:top]:
+        per = op.time_per_step.median
+        rows.append(
+            [
+                _short(op.name),
+                _per_step(op.calls_per_step.median),
+                _ms(per / 1e6),
+                "device" if op.on_device else "cpu",
+                f"{100 * per / median_wall:.1f}%" if median_wall else "",
+            ]
+        )
+    return tabulate(rows, headers=["op", "calls/step", "ms/step", "time", "of step"], disable_numparse=True)
+
+
+def format_problems(records: list[dict[str, Any]]) -> str:
+    """The warnings and errors of the trust checks, one line each, after the tables."""
+    lines = []
+    for record in records:
+        for check in record["checks"]:
+            if check["status"] != "ok":
+                lines.append(f"{record['nodeid']}: {check['status']} {check['name']}: {check['message']}")
+        if record.get("trace"):
+            lines.append(f"{record['nodeid']}: trace written to {record['trace']}")
+    return "\n".join(lines)
+
+
+def xdist_noise_note(workers: object) -> str:
+    return (
+        f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "
+        "op counts are exact as ever"
+    )
+
+
+def inert_summary_line(count: int) -> str:
+    from .errors import inert_summary
+
+    return inert_summary(count)
+
+
+def run_report_json(records: list[dict[str, Any]], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
+    """The --opprof-json document (schema 1): device facts and, per measured test, nodeid,
+    outcome, profile (Profile.to_dict()), checks and trace path."""
+    tests = [{k: v for k, v in r.items() if k != "summary"} for r in sorted(records, key=lambda r: r["nodeid"])]
+    return {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "tests": tests}
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -32,3 +32,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytester's in-process runs drop the modules first imported inside them. torch.profiler
+    # imports ~800 modules lazily on first use (torch._inductor among them), and torch cannot
+    # register its operator libraries twice; so we use the profiler once here, up front.
+    try:
+        import torch
+    except ImportError:
+        return
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        torch.ones(1).add(1)

@@ -1,0 +1,388 @@
+"""The pytest layer: options, the `opprof` marker and fixture, and the hooks. Glue only.
+
+Without --opprof nothing here imports torch or starts a profiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import assertions
+from .errors import closest_names, untrusted_measurement
+from .report import (
+    TestResult,
+    export_trace_path,
+    format_junit_properties,
+    format_problems,
+    format_summary,
+    inert_summary_line,
+    run_report_json,
+    write_json_atomic,
+    xdist_noise_note,
+)
+from .settings import OPTIONS, Option, Settings, SettingsError, parse_settings
+
+MARKER = "opprof"
+MARKER_KEYWORDS: frozenset[str] = frozenset()  # per-test settings arrive with baselines
+
+
+@dataclass
+class RunState:
+    """What one pytest run knows about opprof (lives in config.stash)."""
+
+    settings: Settings
+    device: dict[str, Any] = field(default_factory=dict)
+    device_key: str | None = None
+    carrying: int = 0  # collected tests that use the fixture or the marker
+    records: list[dict[str, Any]] = field(default_factory=list)  # one per measured test
+
+
+RUN = pytest.StashKey[RunState]()
+TEST = pytest.StashKey["OpprofFixture"]()
+
+
+# -- options ----------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opprof", "operator-level performance assertions (pytest-opprof)")
+    for option in OPTIONS:
+        help_text = f"{option.help} [ini: {option.ini}]"
+        if option.metavar is None:
+            group.addoption(option.flag, action="store_true", default=None, dest=_dest(option), help=help_text)
+        else:
+            group.addoption(option.flag, default=None, dest=_dest(option), metavar=option.metavar, help=help_text)
+        parser.addini(option.ini, help=option.help, default=None)
+
+
+def _dest(option: Option) -> str:
+    return option.flag.lstrip("-").replace("-", "_")
+
+
+def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | None:
+    """The one helper every option goes through: CLI > ini > default."""
+    value = config.getoption(_dest(option))
+    if value is not None:
+        return value, "command line"
+    raw = config.getini(option.ini)
+    if raw is None or raw == "" or raw == []:
+        return None
+    overrides = config.getoption("override_ini", None) or []
+    if any(o.split("=", 1)[0] == option.ini for o in overrides):
+        return raw, f"-o {option.ini}"
+    return raw, config.inipath.name if config.inipath else "ini file"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
+    )
+    try:
+        settings = parse_settings(lambda option: _read_option(config, option))
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = RunState(settings)
+    if settings.enabled:
+        from .device import device_facts, device_key
+
+        state.device = device_facts()
+        state.device_key = device_key(state.device)
+    config.stash[RUN] = state
+    if settings.enabled:
+        config.pluginmanager.register(_RecordCollector(state), "opprof-records")
+
+
+class _RecordCollector:
+    """Collects each measured test's record from its report (from xdist workers too)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = getattr(report, "opprof_record", None)
+        if record is not None:
+            self.state.records.append(record)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = config.stash.get(RUN, None)
+    if state is None or not state.settings.enabled:
+        return ["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"]
+    d = state.device
+    gpu = f", {d['gpu_name']} (sm {d['gpu_capability']})" if d.get("gpu_name") else ""
+    return [
+        f"opprof: measuring on {state.device_key}: torch {d.get('torch')}, {d.get('cpu_model')} "
+        f"x{d.get('cpu_count')}{gpu}; CPU ops always, CUDA when initialised"
+    ]
+
+
+# -- collection: the marker --------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[RUN]
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        if marker is not None:
+            _validate_marker(item, marker)
+        if marker is not None or "opprof" in getattr(item, "fixturenames", ()):
+            state.carrying += 1
+
+
+def _validate_marker(item: pytest.Item, marker: pytest.Mark) -> None:
+    if marker.args:
+        msg = f"{item.nodeid}: @pytest.mark.opprof takes keyword arguments only, got {marker.args!r}"
+        raise pytest.UsageError(msg)
+    for key in marker.kwargs:
+        if key not in MARKER_KEYWORDS:
+            close = closest_names(key, MARKER_KEYWORDS)
+            known = ", ".join(sorted(MARKER_KEYWORDS)) or "none yet"
+            hint = f"; did you mean {close[0]}?" if close else f"; it takes: {known}"
+            msg = f"{item.nodeid}: @pytest.mark.opprof got an unknown keyword {key!r}{hint}"
+            raise pytest.UsageError(msg)
+
+
+# -- the fixture -------------------------------------------------------------------------------
+
+
+class OpprofFixture:
+    """The `opprof` fixture: capture operators and assert on them.
+
+    Three ways to capture; the latest finished capture wins:
+    `run(fn, ...)`, `with capture():`, or nothing (the whole test call is one step, and
+    assertions made in the body are checked when it returns).
+    Without --opprof, `run` calls fn once and assertions do nothing.
+    """
+
+    def __init__(self, nodeid: str, enabled: bool) -> None:
+        self.nodeid = nodeid
+        self.enabled = enabled
+        self._profile: Any = None
+        self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
+        self._deferred: list[assertions.Check] = []
+        self.trust_errors: list[str] = []
+
+    @property
+    def profile(self) -> Any:
+        """The latest finished capture (a pytest_opprof.Profile), or None."""
+        return self._profile
+
+    # capture ----------------------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
+        """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result."""
+        __tracebackhide__ = True
+        if not self.enabled:
+            return fn(*args, **kwargs)
+        from .capture import run_steps, validate_run_args
+
+        validate_run_args(fn, warmup, steps)
+        self._drop_whole_call()
+        profile, result = run_steps(fn, args, kwargs, warmup, steps)
+        self._finish(profile)
+        return result
+
+    @contextmanager
+    def capture(self) -> Iterator[None]:
+        """Profile the block as one step."""
+        if not self.enabled:
+            yield
+            return
+        from .capture import StepRecorder
+
+        self._drop_whole_call()
+        recorder = StepRecorder()
+        recorder.start()
+        try:
+            yield
+        except BaseException:
+            recorder.stop(keep=False)
+            raise
+        self._finish(recorder.stop())
+
+    # assertions -------------------------------------------------------------------------------
+    def assert_op_below(self, op: str, ms: float, per: str = "step", stat: str = "median") -> None:
+        """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
+        Time is device time for ops that ran on a GPU, CPU time otherwise."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.op_below(op, ms, per, stat))
+
+    def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
+        """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.op_count(op, n, min=min, max=max))
+
+    def assert_no_op(self, op: str) -> None:
+        """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
+        __tracebackhide__ = True
+        if self.enabled:
+            from .capture import is_known_op
+
+            self._check(assertions.no_op(op, is_known_op))
+
+    def assert_no_sync(self) -> None:
+        """No host-device synchronisation: cuda/hip *Synchronize calls, aten::item,
+        aten::_local_scalar_dense, device-to-host copies."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.no_sync())
+
+    def assert_total_below(self, ms: float, stat: str = "median") -> None:
+        """The step's wall time is at most `ms` ms, by `stat` over steps."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.total_below(ms, stat))
+
+    # machinery --------------------------------------------------------------------------------
+    def _check(self, check: assertions.Check) -> None:
+        """Run a check now against the latest capture, or at the end of the test call when the
+        whole call is being captured. Arguments were already validated by building `check`."""
+        __tracebackhide__ = True
+        if self._profile is None:
+            if self._whole_call is None:
+                pytest.fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
+            self._deferred.append(check)
+            return
+        if self.trust_errors:
+            return  # untrusted numbers: the test errors at teardown instead of passing or failing
+        message = check(self._profile)
+        if message is not None:
+            raise AssertionError(message)
+
+    def _finish(self, profile: Any) -> None:
+        self._profile = profile
+        self.trust_errors = [f"{c.name}: {c.message}" for c in profile.errors]
+
+    def _drop_whole_call(self) -> None:
+        if self._whole_call is not None:
+            self._whole_call.stop(keep=False)
+            self._whole_call = None
+
+    def _start_whole_call(self) -> None:
+        from .capture import StepRecorder
+
+        self._whole_call = StepRecorder()
+        self._whole_call.start()
+
+    def _end_whole_call(self, keep: bool) -> None:
+        recorder, self._whole_call = self._whole_call, None
+        if recorder is not None:
+            profile = recorder.stop(keep=keep)
+            if profile is not None:
+                self._finish(profile)
+
+    def _deferred_failures(self) -> list[str]:
+        if self._profile is None or self.trust_errors:
+            return []
+        return [m for check in self._deferred if (m := check(self._profile)) is not None]
+
+
+@pytest.fixture
+def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
+    """Capture the operators of the code under test and assert on them (see OpprofFixture)."""
+    state = request.config.stash[RUN]
+    fixture = OpprofFixture(request.node.nodeid, state.settings.enabled)
+    request.node.stash[TEST] = fixture
+    return fixture
+
+
+# -- running a test ----------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    state = item.config.stash[RUN]
+    if not state.settings.enabled:
+        return (yield)
+    fixture = item.stash.get(TEST, None)
+    if fixture is None:
+        if item.get_closest_marker(MARKER) is None:
+            return (yield)
+        fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True)
+    fixture._start_whole_call()
+    try:
+        result = yield
+    except BaseException:
+        fixture._end_whole_call(keep=False)
+        raise
+    fixture._end_whole_call(keep=True)
+    failures = fixture._deferred_failures()
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    fixture = item.stash.get(TEST, None)
+    if fixture is None or not fixture.enabled:
+        return report
+    if call.when == "call" and report.passed and fixture.trust_errors:
+        # Untrusted numbers are neither a pass nor a fail: the report becomes an error.
+        report.outcome = "failed"
+        report.longrepr = untrusted_measurement(fixture.trust_errors)
+        report.opprof_untrusted = True
+    result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
+    result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)
+    if call.when == "call" and fixture.profile is not None:
+        result.profile = fixture.profile
+        item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
+    if call.when == "teardown":
+        _finish_test(item, report, result)
+    return report
+
+
+_RESULT = pytest.StashKey[TestResult]()
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
+    if getattr(report, "opprof_untrusted", False):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
+def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
+    settings = item.config.stash[RUN].settings
+    if result.profile is not None and settings.trace_dir:
+        if settings.trace == "all" or result.outcome in ("failed", "error"):
+            path = export_trace_path(Path(settings.trace_dir), result.nodeid)
+            result.profile.export_chrome_trace(str(path))
+            result.trace_path = str(path)
+    # The record rides on the teardown report, so that the xdist controller receives it too.
+    report.opprof_record = result.to_record(settings.top)
+
+
+# -- the end of the run ------------------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(RUN, None)
+    if state is None or hasattr(config, "workerinput"):  # xdist workers report to the controller
+        return
+    if not state.settings.enabled:
+        if state.carrying:
+            terminalreporter.write_line(inert_summary_line(state.carrying))
+        return
+    if not state.records:
+        return
+    terminalreporter.write_sep("=", "opprof")
+    terminalreporter.write_line(format_summary(state.records))
+    problems = format_problems(state.records)
+    if problems:
+        terminalreporter.write_line(problems)
+    workers = getattr(config.option, "numprocesses", None)
+    if workers:
+        terminalreporter.write_line(xdist_noise_note(workers))
+    if state.settings.json_path:
+        write_json_atomic(Path(state.settings.json_path), run_report_json(state.records, state.device, state.device_key))
+        terminalreporter.write_line(f"opprof: wrote {state.settings.json_path}")

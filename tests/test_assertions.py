@@ -1,0 +1,146 @@
+"""Unit tests of the assertion checks and their messages, on hand-built profiles: no torch."""
+
+from __future__ import annotations
+
+import pytest
+from builders import launch, memcpy, op, step
+
+from pytest_opprof import assertions
+from pytest_opprof.analysis import analyze
+from pytest_opprof.errors import (
+    OpprofUsageError,
+    closest_names,
+    count_mismatch,
+    no_match,
+    over_limit,
+)
+
+
+def three_steps(addmm_us=(100, 120, 140)):
+    events = []
+    for i, d in enumerate(addmm_us):
+        base = i * 1000
+        events += [
+            step(i + 1, base, 1000),
+            op("aten::linear", base + 10, 500),
+            op("aten::addmm", base + 20, d),
+            op("aten::addmm", base + 300, 50),
+        ]
+    return analyze(events)
+
+
+def test_over_limit_message_format():
+    """The message reads as DESIGN §4 shows it."""
+    msg = over_limit("aten::addmm", 2.41e6, 2.0, "step", "median", (2.30e6, 2.41e6, 2.55e6))
+    assert msg == "aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 3 steps; min 2.30, max 2.55)"
+
+
+def test_op_below_uses_the_median_of_per_step_time_by_default():
+    """The per-step median (not the total) is compared; min/max and per-call are selectable."""
+    p = three_steps()  # per step: 0.15, 0.17, 0.19 ms
+    assert assertions.op_below("aten::addmm", 0.17)(p) is None
+    assert assertions.op_below("aten::addmm", 0.16)(p) == (
+        "aten::addmm: 0.17 ms/step > limit 0.16 ms (median of 3 steps; min 0.15, max 0.19)"
+    )
+    assert assertions.op_below("aten::addmm", 0.16, stat="min")(p) is None
+    assert assertions.op_below("aten::addmm", 0.18, stat="max")(p).startswith("aten::addmm: 0.19 ms/step")
+    assert assertions.op_below("aten::addmm", 0.085, per="call")(p) is None  # 0.085 ms per call, median
+    assert "ms/call" in assertions.op_below("aten::addmm", 0.08, per="call")(p)
+
+
+def test_glob_applies_the_limit_to_each_matching_op():
+    """With a glob, every matching op must be under the limit; the failure names the ones over it."""
+    p = three_steps()
+    msg = assertions.op_below("aten::*", 0.3)(p)
+    assert msg.startswith("aten::linear: 0.50 ms/step")
+    assert "aten::addmm" not in msg
+
+
+def test_op_count_exact_and_ranges():
+    """Calls per step must equal n in every step, or lie within min/max; globs sum their matches."""
+    p = three_steps()
+    assert assertions.op_count("aten::addmm", 2)(p) is None
+    assert assertions.op_count("aten::addmm", 1)(p) == "aten::addmm: 2 calls/step, expected 1 (per step: 2, 2, 2)"
+    assert assertions.op_count("aten::*", 3)(p) is None
+    assert assertions.op_count("aten::addmm", min=1, max=2)(p) is None
+    assert assertions.op_count("aten::addmm", max=1)(p).endswith("expected at most 1 (per step: 2, 2, 2)")
+    assert assertions.op_count("aten::conv2d", 0)(p) is None  # zero expected, none seen
+
+
+def test_count_mismatch_shows_varying_steps():
+    """Steps that differ show as a range and the per-step list."""
+    assert count_mismatch("aten::mm", (1, 2, 2), "2") == "aten::mm: 1-2 calls/step, expected 2 (per step: 1, 2, 2)"
+
+
+def test_a_name_that_matches_nothing_never_passes():
+    """op_below and op_count on an unknown name fail and name the closest op."""
+    p = three_steps()
+    assert assertions.op_below("aten::adddmm", 5)(p) == no_match("aten::adddmm", [o.name for o in p.ops])
+    assert "closest: aten::addmm" in assertions.op_count("aten::adddmm", 2)(p)
+
+
+def test_no_op_and_unknown_names():
+    """no_op fails on a match, passes on none, and rejects an exact name torch does not know."""
+    p = three_steps()
+    assert assertions.no_op("aten::addmm")(p) == "aten::addmm: expected no calls, found aten::addmm (2/step)"
+    assert assertions.no_op("aten::copy_", lambda name: True)(p) is None
+    typo = assertions.no_op("aten::copyy_", lambda name: False)(p)
+    assert typo.startswith("aten::copyy_: not an operator torch knows")
+
+
+def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():
+    """Host-device syncs: aten::item, *Synchronize runtime calls and DtoH copies are all named."""
+    events = [
+        step(1, 0, 1000),
+        op("aten::item", 10, 20),
+        op("aten::_local_scalar_dense", 12, 10),
+        launch(14, corr=1, name="cudaMemcpyAsync"),
+        memcpy("Memcpy DtoH (Device -> Pageable)", 15, 2, 4, corr=1),
+        launch(40, corr=0, name="cudaStreamSynchronize"),
+    ]
+    msg = assertions.no_sync()(analyze(events))
+    for name in ["aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "Memcpy DtoH (Device -> Pageable)"]:
+        assert name in msg
+    assert assertions.no_sync()(three_steps()) is None
+
+
+def test_total_below_uses_step_wall_time():
+    """total_below compares the step's wall time."""
+    p = three_steps()
+    assert assertions.total_below(1.0)(p) is None
+    assert assertions.total_below(0.5)(p) == "total: 1.00 ms/step > limit 0.50 ms (median of 3 steps; min 1.00, max 1.00)"
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: assertions.op_below("aten::mm", -1), "ms=-1: expected a number of milliseconds >= 0"),
+        (lambda: assertions.op_below("aten::mm", "2"), "ms='2': expected a number of milliseconds >= 0"),
+        (lambda: assertions.op_below("aten::mm", float("nan")), "ms=nan: expected a number"),
+        (lambda: assertions.op_below("aten::mm", 1, per="op"), "per='op': expected 'step' or 'call'"),
+        (lambda: assertions.op_below("aten::mm", 1, stat="mean"), "stat='mean': expected 'median' or 'min' or 'max'"),
+        (lambda: assertions.op_below("", 1), "op='': expected an op name or glob"),
+        (lambda: assertions.op_count("aten::mm"), "n=None: expected a call count, or min= and/or max="),
+        (lambda: assertions.op_count("aten::mm", 2, max=3), "n=2: expected either n or min=/max=, not both"),
+        (lambda: assertions.op_count("aten::mm", -1), "n=-1: expected a whole number >= 0"),
+        (lambda: assertions.total_below(ms=None), "ms=None: expected a number of milliseconds >= 0"),
+    ],
+)
+def test_bad_arguments_raise_one_line(build, message):
+    """Bad assertion arguments raise OpprofUsageError at once, naming the value."""
+    with pytest.raises(OpprofUsageError) as info:
+        build()
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "seen", "expected"),
+    [
+        ("aten::matmull", ["aten::t", "aten::matmul", "aten::mm"], ["aten::matmul"]),
+        ("aten::adddmm", ["aten::addmm", "aten::empty"], ["aten::addmm"]),
+        ("aten::conv2d", ["aten::linear", "aten::relu"], []),
+    ],
+)
+def test_closest_names_compare_without_the_namespace(wanted, seen, expected):
+    """Suggestions compare op names without 'aten::', so the shared prefix does not mislead."""
+    assert closest_names(wanted, seen) == expected

@@ -1,0 +1,513 @@
+"""End to end: pytest runs of a user project with our flags, asserting outcomes and output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import xml.etree.ElementTree as ET
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from pytest_opprof.errors import inert_summary  # noqa: E402
+
+USER_CONFTEST = """
+import pytest
+import torch
+
+
+@pytest.fixture
+def mlp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+    return model, torch.randn(4, 32)
+
+
+def infer(model, x):
+    with torch.no_grad():
+        return model(x)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeconftest(USER_CONFTEST)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+
+# -- registration, help, options -------------------------------------------------------------
+
+
+def test_help_documents_every_option(pytester):
+    """`pytest --help` lists each flag and its ini twin."""
+    result = run(pytester, "--help")
+    out = result.stdout.str()
+    for flag, ini in [
+        ("--opprof", "opprof"),
+        ("--opprof-top=N", "opprof_top"),
+        ("--opprof-json=PATH", "opprof_json"),
+        ("--opprof-trace-dir=DIR", "opprof_trace_dir"),
+        ("--opprof-trace=WHEN", "opprof_trace"),
+    ]:
+        assert flag in out
+        assert f"  {ini} (string):" in out
+
+
+def test_plugin_can_be_disabled(pytester):
+    """`-p no:opprof` removes the plugin: its flags are unknown."""
+    result = run(pytester, "-p", "no:opprof", "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --opprof*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (["--opprof-top", "many"], "", "--opprof-top: 'many' is not a whole number >= 1 (from command line)"),
+        (["--opprof-top", "0"], "", "--opprof-top: '0' is not a whole number >= 1 (from command line)"),
+        ([], "opprof_top = -3", "--opprof-top: '-3' is not a whole number >= 1 (from tox.ini)"),
+        ([], "opprof = maybe", "--opprof: 'maybe' is not true or false (from tox.ini)"),
+        (["--opprof-trace", "sometimes"], "", "--opprof-trace: 'sometimes' is not 'failed' or 'all' (from command line)"),
+        ([], "opprof_trace = never", "--opprof-trace: 'never' is not 'failed' or 'all' (from tox.ini)"),
+        (["-o", "opprof_top=x"], "", "--opprof-top: 'x' is not a whole number >= 1 (from -o opprof_top)"),
+    ],
+)
+def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, ini, message):
+    """A bad value, from CLI, ini or -o, stops pytest at start with one line naming flag, value and source."""
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_report_header_names_the_device(project):
+    """With --opprof the header shows the device key and facts; without, says it is off."""
+    project.makepyfile("def test_x(): pass")
+    on = run(project, "--opprof")
+    on.stdout.fnmatch_lines(["opprof: measuring on cpu-*: torch *"])
+    off = run(project)
+    off.stdout.fnmatch_lines(["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"])
+
+
+# -- inert when off ---------------------------------------------------------------------------
+
+
+def test_inert_without_flag(pytester):
+    """Off: no torch import, no profiler, no files; run() calls fn once; assertions skipped; one summary line."""
+    pytester.makeconftest(
+        """
+        import sys
+        def pytest_sessionfinish(session):
+            with open("modules.txt", "w") as f:
+                f.write("torch" if "torch" in sys.modules else "no torch")
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        calls = []
+
+        def test_run_calls_once(opprof):
+            assert opprof.run(lambda a: calls.append(a) or "done", 7, warmup=5, steps=9) == "done"
+            assert calls == [7]
+            opprof.assert_op_below("aten::nothing", ms=-1)  # not evaluated when off
+            opprof.assert_op_count("aten::addmm", 99)
+            opprof.assert_no_sync()
+            assert opprof.profile is None
+
+        @pytest.mark.opprof
+        def test_marked():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([inert_summary(2)])
+    assert (pytester.path / "modules.txt").read_text() == "no torch"
+    written = [p.name for p in pytester.path.rglob("*") if "opprof" in p.name or p.suffix in (".json", ".gz")]
+    assert written == []
+
+
+def test_no_summary_line_without_operator_checks(pytester):
+    """Off, and no test uses opprof: nothing is printed about it."""
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    assert "operator checks" not in result.stdout.str()
+
+
+# -- the marker -------------------------------------------------------------------------------
+
+
+def test_marker_is_registered_for_strict_markers(project):
+    """@pytest.mark.opprof passes --strict-markers."""
+    project.makepyfile("import pytest\n@pytest.mark.opprof\ndef test_x(): pass")
+    run(project, "--strict-markers").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("opprof(tolerence='20%')", "got an unknown keyword 'tolerence'"),
+        ("opprof(5)", "takes keyword arguments only, got (5,)"),
+    ],
+)
+def test_bad_marker_arguments_are_errors(project, marker, message):
+    """A misspelt or positional marker argument is a usage error naming it, at collection."""
+    project.makepyfile(f"import pytest\n@pytest.mark.{marker}\ndef test_x(): pass")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*test_bad_marker_arguments_are_errors.py::test_x: @pytest.mark.opprof {message}*"])
+
+
+def test_marked_test_is_measured_without_the_fixture(project, tmp_path):
+    """A marked test without the fixture is measured as one whole-call step."""
+    project.makepyfile(
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.opprof
+        def test_marked():
+            torch.ones(3).add(1).mul(2)
+        """
+    )
+    out = tmp_path / "run.json"
+    run(project, "--opprof", f"--opprof-json={out}").assert_outcomes(passed=1)
+    (test,) = json.loads(out.read_text())["tests"]
+    ops = {o["name"]: o["per_step"]["calls"]["samples"] for o in test["profile"]["ops"]}
+    assert ops["aten::add"] == [1] and ops["aten::mul"] == [1]
+    assert test["profile"]["steps"] == 1
+
+
+# -- the three capture modes and the assertions -----------------------------------------------
+
+USER_TESTS = """
+import pytest
+import torch
+from conftest import infer
+
+
+def test_run_mode(opprof, mlp):
+    model, x = mlp
+    y = opprof.run(infer, model, x, warmup=1, steps=4)
+    assert y.shape == (4, 8)
+    assert opprof.profile.steps == 4
+    opprof.assert_op_count("aten::addmm", 2)
+    opprof.assert_op_count("aten::*mm", min=1, max=2)
+    opprof.assert_op_below("aten::addmm", ms=1000)
+    opprof.assert_op_below("aten::addmm", ms=1000, per="call", stat="max")
+    opprof.assert_no_op("aten::conv2d")
+    opprof.assert_no_op("aten::conv*")
+    opprof.assert_no_sync()
+    opprof.assert_total_below(ms=1000)
+
+
+def test_capture_mode(opprof, mlp):
+    model, x = mlp
+    with opprof.capture():
+        infer(model, x)
+        infer(model, x)
+    assert opprof.profile.steps == 1
+    opprof.assert_op_count("aten::addmm", 4)
+
+
+def test_whole_call_mode(opprof, mlp):
+    opprof.assert_op_count("aten::relu", 2)  # deferred: checked when the body returns
+    model, x = mlp
+    infer(model, x)
+    infer(model, x)
+
+
+def test_latest_capture_wins(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=0, steps=2)
+    with opprof.capture():
+        torch.ones(2).sum()
+    opprof.assert_no_op("aten::addmm")
+
+
+def test_fail_below(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=3)
+    opprof.assert_op_below("aten::addmm", ms=0)
+
+
+def test_fail_count(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=3)
+    opprof.assert_op_count("aten::addmm", 3)
+
+
+def test_fail_count_range(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=3)
+    opprof.assert_op_count("aten::relu", min=2)
+
+
+def test_fail_no_op(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=2)
+    opprof.assert_no_op("aten::add*")
+
+
+def test_fail_unknown_op(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=2)
+    opprof.assert_no_op("aten::copyy_")
+
+
+def test_fail_no_sync(opprof, mlp):
+    model, x = mlp
+    opprof.run(lambda: infer(model, x).sum().item(), warmup=1, steps=2)
+    opprof.assert_no_sync()
+
+
+def test_fail_total(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=2)
+    opprof.assert_total_below(ms=0)
+
+
+def test_fail_typo(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=2)
+    opprof.assert_op_below("aten::adddmm", ms=5)
+
+
+def test_fail_deferred(opprof, mlp):
+    opprof.assert_op_count("aten::relu", 5)
+    model, x = mlp
+    infer(model, x)
+
+
+def test_fail_bad_argument(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=2)
+    opprof.assert_op_below("aten::addmm", ms=-1)
+
+
+def test_fail_bad_steps(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, steps=0)
+
+
+def test_error_nothing_measured(opprof):
+    pass
+"""
+
+
+@pytest.fixture
+def user_run(project, tmp_path_factory):
+    """The user project above, run once with --opprof and a JSON report."""
+    project.makepyfile(test_user=USER_TESTS)
+    out = tmp_path_factory.mktemp("report") / "run.json"
+    result = run(project, "--opprof", f"--opprof-json={out}", "-rA")
+    return result, json.loads(out.read_text())
+
+
+def test_user_project_outcomes(user_run):
+    """Every capture mode and assertion gives exactly the expected outcome."""
+    result, _ = user_run
+    result.assert_outcomes(passed=4, failed=11, errors=1)  # the error is not also counted as a pass
+    for name in ["test_run_mode", "test_capture_mode", "test_whole_call_mode", "test_latest_capture_wins"]:
+        result.stdout.fnmatch_lines([f"PASSED test_user.py::{name}"])
+
+
+EXPECTED_MESSAGES = {
+    "test_fail_below": "*aten::addmm: *.* ms/step > limit 0.00 ms (median of 3 steps; min *.*, max *.*)",
+    "test_fail_count": "*aten::addmm: 2 calls/step, expected 3 (per step: 2, 2, 2)",
+    "test_fail_count_range": "*aten::relu: 1 calls/step, expected at least 2 (per step: 1, 1, 1)",
+    "test_fail_no_op": "*aten::add*: expected no calls, found aten::addmm (2/step)",
+    "test_fail_unknown_op": "*aten::copyy_: not an operator torch knows*did you mean aten::copy_?",
+    "test_fail_no_sync": "*host-device syncs: aten::item (1/step)*",
+    "test_fail_total": "*total: *.* ms/step > limit 0.00 ms (median of 2 steps*",
+    "test_fail_typo": "*aten::adddmm: no op of that name ran in the measured code; closest: aten::addmm*",
+    "test_fail_deferred": "aten::relu: 1 calls/step, expected 5 (per step: 1)",
+    "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
+    "test_fail_bad_steps": "*CaptureError: steps=0: expected an integer >= 1",
+}
+
+
+def test_failure_messages(user_run):
+    """Each failing assertion fails its own test with its one clear message."""
+    result, _ = user_run
+    out = result.stdout.str()
+    for test, line in EXPECTED_MESSAGES.items():
+        section = out.split(f"_ {test} _", 1)[1].split("\n_", 1)[0]
+        assert any(fnmatch(s, line) for s in section.splitlines()), f"{test}:\n{section}"
+        result.stdout.fnmatch_lines([f"FAILED test_user.py::{test} - *"])
+
+
+def test_error_is_reported_as_error_not_pass(user_run):
+    """An untrusted measurement is an error, not a pass; the JSON says error."""
+    result, report = user_run
+    result.stdout.fnmatch_lines(["ERROR test_user.py::test_error_nothing_measured - opprof: the measurement*"])
+    assert "PASSED test_user.py::test_error_nothing_measured" not in result.stdout.str()
+    outcomes = {t["nodeid"].split("::")[1]: t["outcome"] for t in report["tests"]}
+    assert outcomes["test_error_nothing_measured"] == "error"
+    assert outcomes["test_run_mode"] == "passed"
+    assert outcomes["test_fail_count"] == "failed"
+
+
+def test_json_report_has_every_measured_test_with_per_step_counts(user_run):
+    """--opprof-json: device facts, and per test nodeid, outcome, profile with per-step op counts, checks."""
+    _, report = user_run
+    assert report["schema"] == 1
+    assert report["device_key"].startswith("cpu-")
+    assert report["device"]["torch"]
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
+    assert tests["test_fail_bad_steps"]["profile"] is None  # listed, but nothing was captured
+    run_mode = tests["test_run_mode"]["profile"]
+    addmm = next(o for o in run_mode["ops"] if o["name"] == "aten::addmm")
+    assert addmm["per_step"]["calls"]["samples"] == [2, 2, 2, 2]
+    assert tests["test_capture_mode"]["profile"]["steps"] == 1
+    whole = tests["test_whole_call_mode"]["profile"]
+    assert next(o for o in whole["ops"] if o["name"] == "aten::relu")["calls"] == 2
+    assert all({"nodeid", "outcome", "profile", "checks"} <= t.keys() for t in report["tests"])
+
+
+def test_terminal_summary_shows_top_ops(user_run):
+    """The summary has, per measured test, a table of its top ops."""
+    result, _ = user_run
+    result.stdout.fnmatch_lines(
+        [
+            "*= opprof =*",
+            "test_user.py::test_run_mode [[]passed[]] (4 steps, *.* ms/step wall)",
+            "op * calls/step * ms/step * time * of step",
+        ]
+    )
+    result.stdout.fnmatch_lines(["test_user.py::test_error_nothing_measured: error events: no operator*"])
+
+
+def test_top_option_from_cli_and_ini(project):
+    """--opprof-top and opprof_top limit the rows per test (CLI wins over ini)."""
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_x(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+
+    def rows(result):
+        lines = result.stdout.str().split("test_x [passed]")[1].splitlines()
+        return sum(1 for line in lines[3:] if line.startswith("aten::"))
+
+    assert rows(run(project, "--opprof", "--opprof-top", "2")) == 2
+    project.makeini("[pytest]\nopprof = true\nopprof_top = 3\n")
+    assert rows(run(project)) == 3
+    assert rows(run(project, "--opprof-top", "1")) == 1
+
+
+def test_json_and_traces_from_ini(project):
+    """opprof_json, opprof_trace_dir and opprof_trace = all work from the ini file."""
+    project.makeini("[pytest]\nopprof = true\nopprof_json = out/r.json\nopprof_trace_dir = traces\nopprof_trace = all\n")
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_ok(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+    assert json.loads((project.path / "out" / "r.json").read_text())["tests"][0]["outcome"] == "passed"
+    (trace,) = (project.path / "traces").iterdir()
+    assert trace.name.endswith(".json.gz")
+
+
+def test_traces_for_failing_tests_only_by_default(project):
+    """--opprof-trace-dir writes a Chrome trace per failing test; it opens as JSON with the ops."""
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_ok(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
+        def test_bad(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+            opprof.assert_op_count("aten::addmm", 7)
+        """
+    )
+    result = run(project, "--opprof", "--opprof-trace-dir", "traces")
+    result.assert_outcomes(passed=1, failed=1)
+    (trace,) = (project.path / "traces").iterdir()
+    assert "test_bad" in trace.name
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    assert sum(e["name"] == "aten::addmm" for e in events) == 4
+    result.stdout.fnmatch_lines([f"*test_bad: trace written to traces/{trace.name}"])
+
+
+def test_junitxml_carries_the_numbers(project):
+    """junitxml gets per-test properties: steps, wall, ops' calls and ms per step."""
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_x(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=3)
+        """
+    )
+    run(project, "--opprof", "--junitxml=junit.xml").assert_outcomes(passed=1)
+    props = {p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")}
+    assert props["opprof.steps"] == "3"
+    assert props["opprof.op.aten::addmm.calls_per_step"] == "2"
+    assert float(props["opprof.op.aten::addmm.ms_per_step"]) > 0
+
+
+def test_warnings_go_to_the_summary(project):
+    """A trust warning (steps that differ) is listed in the summary, and the test still passes."""
+    project.makepyfile(
+        """
+        import torch
+        def test_x(opprof):
+            n = iter(range(1, 10))
+            opprof.run(lambda: [torch.ones(2).add(1) for _ in range(next(n))], warmup=0, steps=3)
+        """
+    )
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_x: warning step_events: CPU ops per step differ between steps*"])
+
+
+def test_xdist_workers_measure_and_the_controller_reports(project, tmp_path):
+    """Under -n 2 every measured test reaches the one JSON report and summary, written once."""
+    pytest.importorskip("xdist")
+    project.makepyfile(
+        **{
+            f"test_w{i}": f"""
+from conftest import infer
+def test_{i}(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+    opprof.assert_op_count("aten::addmm", 2)
+"""
+            for i in range(4)
+        }
+    )
+    out = tmp_path / "run.json"
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=4)
+    tests = json.loads(out.read_text())["tests"]
+    assert sorted(t["nodeid"].split("::")[1] for t in tests) == ["test_0", "test_1", "test_2", "test_3"]
+    assert result.stdout.str().count("opprof: wrote") == 1
+    result.stdout.fnmatch_lines(["opprof: measured under pytest-xdist (-n 2): timings on shared CPUs are noisier*"])
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "conftest_examples"
+
+
+@pytest.mark.parametrize("flags", [[], ["--opprof"]])
+def test_the_examples_pass_with_and_without_opprof(pytester, flags):
+    """conftest_examples/ passes as shipped, measured and not."""
+    for source in EXAMPLES.glob("*.py"):
+        pytester.path.joinpath(source.name).write_text(source.read_text())
+    result = run(pytester, *flags)
+    result.assert_outcomes(passed=5)
+    if flags:
+        result.stdout.fnmatch_lines(["test_examples.py::test_run_steps [[]passed[]] (10 steps, *"])
