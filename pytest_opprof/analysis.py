@@ -258,6 +258,8 @@ class Profile:
     checks: tuple[Check, ...]
     metadata: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     event_table: EventTable | None = field(default=None, repr=False, compare=False)
+    # Best time of a fixed CPU workload around a live capture (machine speed); None for traces.
+    reference_ns: int | None = field(default=None, compare=False)
 
     @property
     def events(self) -> list[Event]:
@@ -323,6 +325,7 @@ class Profile:
             "device_busy_ms": ns_to_ms(self.device_busy_ns),
             "unattributed_device_ms": ns_to_ms(self.unattributed_device_ns),
             "outside_step_ops": self.outside_step_ops,
+            "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -336,7 +339,8 @@ class Profile:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
         from .trace import write_trace
 
-        write_trace(path, self.events, {"schemaVersion": 1, "opprof": {"source": self.source}})
+        opprof = {"source": self.source, "reference_ns": self.reference_ns}
+        write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
 
 
 # --------------------------------------------------------------------------------------------

@@ -122,8 +122,11 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
         low, high = min if min is not None else 0, max if max is not None else float("inf")
         ok = all(low <= c <= high for c in per_step)
         expected = (
-            f"between {low} and {high}" if min is not None and max is not None
-            else f"at least {low}" if min is not None else f"at most {high}"
+            f"between {low} and {high}"
+            if min is not None and max is not None
+            else f"at least {low}"
+            if min is not None
+            else f"at most {high}"
         )
     return None if ok else count_mismatch(op, per_step, expected)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
@@ -147,6 +149,7 @@ class StepRecorder:
         self._prof: Any = None
         self._step: Any = None
         self._cuda = False
+        self._reference = 0
 
     @property
     def running(self) -> bool:
@@ -156,6 +159,7 @@ class StepRecorder:
         torch = self._torch = _torch()
         if _profiler_running(torch):
             raise CaptureError(profiler_already_running())
+        self._reference = machine_reference_ns(torch)
         self._cuda = _cuda_active(torch)
         if self._cuda:
             torch.cuda.synchronize()  # earlier work must not spill into the step
@@ -183,7 +187,9 @@ class StepRecorder:
             self._step.__exit__(None, None, None)
         finally:
             prof.stop()
-        return from_profiler(prof) if keep else None
+        if not keep:
+            return None
+        return _with_reference(from_profiler(prof), self._reference, machine_reference_ns(torch))
 
 
 @contextmanager
@@ -213,6 +219,31 @@ def _step(torch: Any, number: int, cuda: bool) -> Iterator[None]:
                 torch.cuda.synchronize()
 
 
+_REFERENCE_SIZE = 256
+_REFERENCE_REPS = 8
+
+
+def machine_reference_ns(torch: Any) -> int:
+    """The best of 8 timings of a fixed CPU workload (a 256x256 float matmul, torch's threads).
+
+    Taken around every capture and stored with baselines: on a shared runner a whole process can
+    run 1.5x slower than the last one (seen here), and CPU-time comparisons divide that out.
+    """
+    a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
+    best = None
+    with torch.no_grad():
+        for _ in range(_REFERENCE_REPS):
+            start = time.perf_counter_ns()
+            torch.mm(a, a)
+            elapsed = time.perf_counter_ns() - start
+            best = elapsed if best is None else min(best, elapsed)
+    return int(best or 0)
+
+
+def _with_reference(profile: Profile, *references: int) -> Profile:
+    return replace(profile, reference_ns=min(references))
+
+
 def run_steps(
     fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], warmup: int, steps: int
 ) -> tuple[Profile, T]:
@@ -225,11 +256,12 @@ def run_steps(
     result: Any = None
     for _ in range(warmup):
         result = fn(*args, **kwargs)
+    before = machine_reference_ns(torch)
     with _profiling(torch) as (prof, cuda):
         for number in range(1, steps + 1):
             with _step(torch, number, cuda):
                 result = fn(*args, **kwargs)
-    return from_profiler(prof), result
+    return _with_reference(from_profiler(prof), before, machine_reference_ns(torch)), result
 
 
 def measure(fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:

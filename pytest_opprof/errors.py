@@ -62,6 +62,7 @@ def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]
             scored.append((-ratio, name))
     return [name for _, name in sorted(scored)[:limit]]
 
+
 class OpprofUsageError(OpprofError):
     """A bad argument to an opprof call (negative ms, steps < 1, an unknown stat...)."""
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from . import assertions
+from .baseline import BaselineError, baseline_from_profile, baseline_path, read_baseline, write_baseline
+from .compare import Rule, compare
 from .errors import closest_names, untrusted_measurement
 from .report import (
     TestResult,
@@ -26,10 +28,26 @@ from .report import (
     write_json_atomic,
     xdist_noise_note,
 )
-from .settings import OPTIONS, Option, Settings, SettingsError, parse_settings
+from .settings import (
+    OPTIONS,
+    Option,
+    Settings,
+    SettingsError,
+    parse_fail_on,
+    parse_globs,
+    parse_ms,
+    parse_percentage,
+    parse_settings,
+)
 
 MARKER = "opprof"
-MARKER_KEYWORDS: frozenset[str] = frozenset()  # per-test settings arrive with baselines
+# Per-test overrides of the run's comparison rule: keyword -> parser (raises ValueError).
+MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
+    "tolerance": parse_percentage,
+    "min_delta_ms": parse_ms,
+    "ignore_ops": parse_globs,
+    "fail_on": parse_fail_on,
+}
 
 
 @dataclass
@@ -53,9 +71,19 @@ TEST = pytest.StashKey["OpprofFixture"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("opprof", "operator-level performance assertions (pytest-opprof)")
     for option in OPTIONS:
-        help_text = f"{option.help} [ini: {option.ini}]"
+        help_text = f"{option.help} [ini: {option.ini}]".replace("%", "%%")  # argparse formats help
         if option.metavar is None:
             group.addoption(option.flag, action="store_true", default=None, dest=_dest(option), help=help_text)
+        elif option.const is not None:
+            group.addoption(
+                option.flag,
+                nargs="?",
+                const=option.const,
+                default=None,
+                dest=_dest(option),
+                metavar=option.metavar,
+                help=help_text,
+            )
         else:
             group.addoption(option.flag, default=None, dest=_dest(option), metavar=option.metavar, help=help_text)
         parser.addini(option.ini, help=option.help, default=None)
@@ -90,13 +118,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(settings)
-    if settings.enabled:
+    if settings.measuring:
         from .device import device_facts, device_key
 
         state.device = device_facts()
         state.device_key = device_key(state.device)
     config.stash[RUN] = state
-    if settings.enabled:
+    if settings.measuring:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
 
 
@@ -114,7 +142,7 @@ class _RecordCollector:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash.get(RUN, None)
-    if state is None or not state.settings.enabled:
+    if state is None or not state.settings.measuring:
         return ["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"]
     d = state.device
     gpu = f", {d['gpu_name']} (sm {d['gpu_capability']})" if d.get("gpu_name") else ""
@@ -141,13 +169,30 @@ def _validate_marker(item: pytest.Item, marker: pytest.Mark) -> None:
     if marker.args:
         msg = f"{item.nodeid}: @pytest.mark.opprof takes keyword arguments only, got {marker.args!r}"
         raise pytest.UsageError(msg)
-    for key in marker.kwargs:
-        if key not in MARKER_KEYWORDS:
+    for key, value in marker.kwargs.items():
+        parse = MARKER_KEYWORDS.get(key)
+        if parse is None:
             close = closest_names(key, MARKER_KEYWORDS)
-            known = ", ".join(sorted(MARKER_KEYWORDS)) or "none yet"
-            hint = f"; did you mean {close[0]}?" if close else f"; it takes: {known}"
-            msg = f"{item.nodeid}: @pytest.mark.opprof got an unknown keyword {key!r}{hint}"
-            raise pytest.UsageError(msg)
+            hint = f"; did you mean {close[0]}?" if close else f"; it takes: {', '.join(sorted(MARKER_KEYWORDS))}"
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.opprof got an unknown keyword {key!r}{hint}")
+        try:
+            parse(value)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.opprof({key}={value!r}): expected {exc}") from None
+
+
+def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
+    """The run's rule, with the test's marker overrides."""
+    values: dict[str, Any] = {
+        "tolerance": settings.tolerance,
+        "min_delta_ms": settings.min_delta_ms,
+        "ignore_ops": settings.ignore_ops,
+        "fail_on": settings.fail_on,
+    }
+    marker = item.get_closest_marker(MARKER)
+    if marker is not None:
+        values.update({key: MARKER_KEYWORDS[key](value) for key, value in marker.kwargs.items()})
+    return Rule(**values)
 
 
 # -- the fixture -------------------------------------------------------------------------------
@@ -168,7 +213,8 @@ class OpprofFixture:
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[assertions.Check] = []
-        self.trust_errors: list[str] = []
+        self.errors: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
+        self.baseline: dict[str, Any] | None = None  # what the baseline step found and did
 
     @property
     def profile(self) -> Any:
@@ -252,15 +298,16 @@ class OpprofFixture:
                 pytest.fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
             self._deferred.append(check)
             return
-        if self.trust_errors:
-            return  # untrusted numbers: the test errors at teardown instead of passing or failing
+        if self.errors:
+            return  # untrusted numbers: the test becomes an error instead of passing or failing
         message = check(self._profile)
         if message is not None:
             raise AssertionError(message)
 
     def _finish(self, profile: Any) -> None:
         self._profile = profile
-        self.trust_errors = [f"{c.name}: {c.message}" for c in profile.errors]
+        trust = [f"{c.name}: {c.message}" for c in profile.errors]
+        self.errors = [untrusted_measurement(trust)] if trust else []
 
     def _drop_whole_call(self) -> None:
         if self._whole_call is not None:
@@ -281,7 +328,7 @@ class OpprofFixture:
                 self._finish(profile)
 
     def _deferred_failures(self) -> list[str]:
-        if self._profile is None or self.trust_errors:
+        if self._profile is None or self.errors:
             return []
         return [m for check in self._deferred if (m := check(self._profile)) is not None]
 
@@ -290,7 +337,7 @@ class OpprofFixture:
 def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     """Capture the operators of the code under test and assert on them (see OpprofFixture)."""
     state = request.config.stash[RUN]
-    fixture = OpprofFixture(request.node.nodeid, state.settings.enabled)
+    fixture = OpprofFixture(request.node.nodeid, state.settings.measuring)
     request.node.stash[TEST] = fixture
     return fixture
 
@@ -301,7 +348,7 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     state = item.config.stash[RUN]
-    if not state.settings.enabled:
+    if not state.settings.measuring:
         return (yield)
     fixture = item.stash.get(TEST, None)
     if fixture is None:
@@ -318,7 +365,63 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     failures = fixture._deferred_failures()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+    failing = _baseline_step(item, fixture, state)
+    if failing:
+        pytest.fail("\n".join(failing), pytrace=False)
     return result
+
+
+def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
+    """Compare with the test's baseline, or record it; return the failing verdicts' messages."""
+    profile = fixture.profile
+    if profile is None or fixture.errors or state.device_key is None:
+        return []
+    settings = state.settings
+    rootpath = item.config.rootpath
+    root = Path(settings.baseline_dir) if settings.baseline_dir else rootpath / ".opprof"
+    path = baseline_path(root if root.is_absolute() else rootpath / root, state.device_key, item.nodeid)
+    shown = _relative(path, rootpath)
+    current = baseline_from_profile(profile, item.nodeid, state.device_key, state.device)
+    rule = _rule_for(item, settings)
+    try:
+        old = read_baseline(path, item.nodeid)
+    except BaselineError as exc:
+        fixture.errors.append(f"opprof: {exc}")
+        fixture.baseline = {"path": shown, "status": "unusable", "verdicts": []}
+        return []
+    if old is None:
+        status = "missing"
+        if settings.update_baseline:
+            write_baseline(path, current)
+            status = "new"
+        fixture.baseline = {"path": shown, "status": status, "verdicts": [], "rows": {}}
+        return []
+    comparison = compare(current, old, rule, shown)
+    fixture.baseline = {
+        "path": shown,
+        "status": "compared",
+        "verdicts": [v.to_dict() for v in comparison.verdicts],
+        "rows": {name: min(_op_samples(op)) for name, op in old["ops"].items() if _op_samples(op)},
+    }
+    if settings.update_baseline:
+        if settings.update_baseline == "all" or not comparison.unchanged:
+            write_baseline(path, current)
+            fixture.baseline["status"] = "rewritten" if comparison.unchanged else "changed"
+        else:
+            fixture.baseline["status"] = "kept"
+        return []
+    return [v.message for v in comparison.failing(rule)]
+
+
+def _op_samples(op: dict[str, Any]) -> list[float]:
+    return list(op["device_ms"] if op.get("on_device") else op["cpu_ms"])
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -327,10 +430,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     fixture = item.stash.get(TEST, None)
     if fixture is None or not fixture.enabled:
         return report
-    if call.when == "call" and report.passed and fixture.trust_errors:
-        # Untrusted numbers are neither a pass nor a fail: the report becomes an error.
+    if call.when == "call" and report.passed and fixture.errors:
+        # Untrusted numbers or an unusable baseline are neither a pass nor a fail: an error.
         report.outcome = "failed"
-        report.longrepr = untrusted_measurement(fixture.trust_errors)
+        report.longrepr = "\n".join(fixture.errors)
         report.opprof_untrusted = True
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)
@@ -338,6 +441,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result.profile = fixture.profile
         item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
     if call.when == "teardown":
+        result.baseline = fixture.baseline
         _finish_test(item, report, result)
     return report
 
@@ -369,7 +473,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(RUN, None)
     if state is None or hasattr(config, "workerinput"):  # xdist workers report to the controller
         return
-    if not state.settings.enabled:
+    if not state.settings.measuring:
         if state.carrying:
             terminalreporter.write_line(inert_summary_line(state.carrying))
         return
@@ -384,5 +488,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if workers:
         terminalreporter.write_line(xdist_noise_note(workers))
     if state.settings.json_path:
-        write_json_atomic(Path(state.settings.json_path), run_report_json(state.records, state.device, state.device_key))
+        write_json_atomic(
+            Path(state.settings.json_path), run_report_json(state.records, state.device, state.device_key)
+        )
         terminalreporter.write_line(f"opprof: wrote {state.settings.json_path}")

@@ -100,6 +100,7 @@ class TestResult:
     outcome: str | None = None  # passed | failed | error | skipped
     profile: Profile | None = None
     trace_path: str | None = None
+    baseline: dict[str, Any] | None = None  # path, status, verdicts, rows (baseline min ms per op)
 
     def record_phase(self, when: str, outcome: str) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome."""
@@ -123,7 +124,10 @@ class TestResult:
             "profile": profile.to_dict() if profile is not None else None,
             "checks": [c.to_dict() for c in profile.checks] if profile is not None else [],
             "trace": self.trace_path,
-            "summary": _summary_block(self.nodeid, self.outcome, profile, top) if profile is not None else None,
+            "baseline": {k: v for k, v in self.baseline.items() if k != "rows"} if self.baseline else None,
+            "summary": _summary_block(self.nodeid, self.outcome, profile, top, self.baseline)
+            if profile is not None
+            else None,
         }
 
 
@@ -154,10 +158,12 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     return props
 
 
-def _summary_block(nodeid: str, outcome: str | None, profile: Profile, top: int) -> str:
+def _summary_block(
+    nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: dict[str, Any] | None = None
+) -> str:
     wall = f", {profile.wall_ms / profile.steps:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
-    return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top)}"
+    return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top, baseline)}"
 
 
 def format_summary(records: list[dict[str, Any]]) -> str:
@@ -165,33 +171,68 @@ def format_summary(records: list[dict[str, Any]]) -> str:
     return "\n\n".join(r["summary"] for r in records if r.get("summary"))
 
 
-def _summary_table(profile: Profile, top: int) -> str:
+def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
     walls = sorted(s.wall_ns for s in profile.step_spans)
     median_wall = walls[len(walls) // 2] if walls and profile.wall_known else 0
+    rows_base = (baseline or {}).get("rows") or {}
+    verdict_of = {v["op"]: v["status"] for v in (baseline or {}).get("verdicts", []) if v.get("op")}
+    compared = bool(baseline and baseline.get("status") in ("compared", "kept", "changed", "rewritten"))
     rows = []
     for op in profile.ops[:top]:
-        per = op.time_per_step.median
-        rows.append(
-            [
-                _short(op.name),
-                _per_step(op.calls_per_step.median),
-                _ms(per / 1e6),
-                "device" if op.on_device else "cpu",
-                f"{100 * per / median_wall:.1f}%" if median_wall else "",
+        per = op.time_per_step
+        row = [
+            _short(op.name),
+            _per_step(op.calls_per_step.median),
+            _ms(per.median / 1e6),
+            _ms(per.min / 1e6),
+            "device" if op.on_device else "cpu",
+            f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
+        ]
+        if compared:
+            base = rows_base.get(op.name)
+            new_min = per.min / 1e6
+            row += [
+                _ms(base) if base is not None else "new",
+                f"{100 * (new_min - base) / base:+.0f}%" if base else "",
+                verdict_of.get(op.name, "ok" if base is not None else "added"),
             ]
-        )
-    return tabulate(rows, headers=["op", "calls/step", "ms/step", "time", "of step"], disable_numparse=True)
+        rows.append(row)
+    headers = ["op", "calls/step", "ms/step", "min", "time", "of step"]
+    if compared:
+        headers += ["baseline min", "delta", "verdict"]
+    return tabulate(rows, headers=headers, disable_numparse=True)
 
 
 def format_problems(records: list[dict[str, Any]]) -> str:
-    """The warnings and errors of the trust checks, one line each, after the tables."""
+    """After the tables: verdicts against baselines, trust warnings and errors, traces written,
+    then one line on the baselines (missing, written, kept)."""
     lines = []
     for record in records:
+        for verdict in (record.get("baseline") or {}).get("verdicts", []):
+            lines.append(f"{record['nodeid']}: {verdict['message']}")
         for check in record["checks"]:
             if check["status"] != "ok":
                 lines.append(f"{record['nodeid']}: {check['status']} {check['name']}: {check['message']}")
         if record.get("trace"):
             lines.append(f"{record['nodeid']}: trace written to {record['trace']}")
+    statuses: dict[str, int] = {}
+    for record in records:
+        status = (record.get("baseline") or {}).get("status")
+        if status:
+            statuses[status] = statuses.get(status, 0) + 1
+    if statuses.get("missing"):
+        n = statuses["missing"]
+        lines.append(
+            f"opprof: no baseline for {n} test{'s' if n != 1 else ''}; "
+            "run pytest --opprof-update-baseline to record them"
+        )
+    written = {k: statuses.get(k, 0) for k in ("new", "changed", "rewritten")}
+    if any(written.values()) or statuses.get("kept"):
+        parts = [f"{v} {k}" for k, v in written.items() if v]
+        lines.append(
+            f"opprof: baselines written: {', '.join(parts) or 'none'}; "
+            f"kept {statuses.get('kept', 0)} unchanged (within tolerance, files untouched)"
+        )
     return "\n".join(lines)
 
 

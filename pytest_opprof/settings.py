@@ -18,6 +18,8 @@ class SettingsError(OpprofError):
 
 
 TRACE_MODES = ("failed", "all")
+UPDATE_MODES = ("changed", "all")
+VERDICT_KINDS = ("structure", "time", "environment")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,16 @@ class Settings:
     json_path: str | None = None
     trace_dir: str | None = None
     trace: str = "failed"
+    update_baseline: str | None = None  # None: compare only; "changed" or "all": write baselines
+    baseline_dir: str | None = None  # None: .opprof at the rootdir
+    tolerance: float = 0.20
+    min_delta_ms: float = 0.05
+    fail_on: frozenset[str] = frozenset({"structure", "time"})
+    ignore_ops: tuple[str, ...] = ()
+
+    @property
+    def measuring(self) -> bool:
+        return self.enabled or self.update_baseline is not None
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
@@ -63,6 +75,60 @@ def _parse_path(text: object) -> str:
     return value
 
 
+def parse_percentage(text: object) -> float:
+    """'20%' (or 20) -> 0.20."""
+    if isinstance(text, bool):
+        raise ValueError("a percentage like 20%")
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1] if raw.endswith("%") else raw)
+    except ValueError:
+        raise ValueError("a percentage like 20%") from None
+    if not 0 <= value < 10_000 or value != value:
+        raise ValueError("a percentage like 20%")
+    return value / 100
+
+
+def parse_ms(text: object) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError("a number of milliseconds >= 0") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError("a number of milliseconds >= 0")
+    return value
+
+
+def _split(text: object) -> list[str]:
+    items = text if isinstance(text, (list, tuple)) else str(text).replace("\n", ",").split(",")
+    return [str(i).strip() for i in items if str(i).strip()]
+
+
+def parse_fail_on(text: object) -> frozenset[str]:
+    items = _split(text)
+    if items == ["none"]:
+        return frozenset()
+    bad = [i for i in items if i not in VERDICT_KINDS]
+    if bad or not items:
+        raise ValueError(f"a comma list of {', '.join(VERDICT_KINDS)} (or none)")
+    return frozenset(items)
+
+
+def parse_globs(text: object) -> tuple[str, ...]:
+    return tuple(_split(text))
+
+
+def _parse_update(text: object) -> str | None:
+    value = str(text).strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return "changed"
+    if value not in UPDATE_MODES:
+        raise ValueError("'changed' (the default) or 'all'")
+    return value
+
+
 def _parse_trace_mode(text: object) -> str:
     value = str(text).strip().lower()
     if value not in TRACE_MODES:
@@ -81,11 +147,14 @@ class Option:
     help: str
     metavar: str | None = None  # None: a switch (store_true)
     choices: tuple[str, ...] | None = None
+    const: str | None = None  # the value of the flag given without one (nargs="?")
 
 
 OPTIONS: tuple[Option, ...] = (
     Option("enabled", "--opprof", "opprof", _parse_bool, "measure tests that use the opprof fixture or marker"),
-    Option("top", "--opprof-top", "opprof_top", _parse_positive_int, "operators per test in the report (default 10)", "N"),
+    Option(
+        "top", "--opprof-top", "opprof_top", _parse_positive_int, "operators per test in the report (default 10)", "N"
+    ),
     Option(
         "json_path", "--opprof-json", "opprof_json", _parse_path, "write the run's measurements as JSON to PATH", "PATH"
     ),
@@ -105,6 +174,56 @@ OPTIONS: tuple[Option, ...] = (
         "which tests get a trace in --opprof-trace-dir: failed (default) or all",
         "WHEN",
         TRACE_MODES,
+    ),
+    Option(
+        "update_baseline",
+        "--opprof-update-baseline",
+        "opprof_update_baseline",
+        _parse_update,
+        "record baselines (implies --opprof): new and changed ones; =all rewrites every one",
+        "WHICH",
+        UPDATE_MODES,
+        const="changed",
+    ),
+    Option(
+        "baseline_dir",
+        "--opprof-baseline-dir",
+        "opprof_baseline_dir",
+        _parse_path,
+        "where baselines live (default .opprof at the rootdir)",
+        "DIR",
+    ),
+    Option(
+        "tolerance",
+        "--opprof-tolerance",
+        "opprof_tolerance",
+        parse_percentage,
+        "how much slower than its baseline an op may get (default 20%)",
+        "PCT",
+    ),
+    Option(
+        "min_delta_ms",
+        "--opprof-min-delta-ms",
+        "opprof_min_delta_ms",
+        parse_ms,
+        "ignore time changes smaller than this many ms per step (default 0.05)",
+        "MS",
+    ),
+    Option(
+        "fail_on",
+        "--opprof-fail-on",
+        "opprof_fail_on",
+        parse_fail_on,
+        "which verdicts fail a test: structure,time (default), environment, or none",
+        "KINDS",
+    ),
+    Option(
+        "ignore_ops",
+        "--opprof-ignore-ops",
+        "opprof_ignore_ops",
+        parse_globs,
+        "comma list of op globs never compared with the baseline",
+        "GLOBS",
     ),
 )
 

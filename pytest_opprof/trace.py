@@ -12,7 +12,7 @@ import gzip
 import json
 import os
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from itertools import compress, repeat
 from operator import add, eq, is_not, methodcaller, mul
@@ -281,4 +281,11 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
 
     with gc_paused():
         trace = read_trace(path)
-        return analyze(trace.table, source=trace.path, metadata=trace.metadata)
+        profile = analyze(trace.table, source=trace.path, metadata=trace.metadata)
+    # A trace we exported carries the machine-speed reference of its capture.
+    reference = (
+        (trace.metadata.get("opprof") or {}).get("reference_ns")
+        if isinstance(trace.metadata.get("opprof"), dict)
+        else None
+    )
+    return replace(profile, reference_ns=reference) if isinstance(reference, int) and reference > 0 else profile

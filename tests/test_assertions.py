@@ -99,7 +99,12 @@ def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():
         launch(40, corr=0, name="cudaStreamSynchronize"),
     ]
     msg = assertions.no_sync()(analyze(events))
-    for name in ["aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "Memcpy DtoH (Device -> Pageable)"]:
+    for name in [
+        "aten::item",
+        "aten::_local_scalar_dense",
+        "cudaStreamSynchronize",
+        "Memcpy DtoH (Device -> Pageable)",
+    ]:
         assert name in msg
     assert assertions.no_sync()(three_steps()) is None
 
@@ -108,7 +113,9 @@ def test_total_below_uses_step_wall_time():
     """total_below compares the step's wall time."""
     p = three_steps()
     assert assertions.total_below(1.0)(p) is None
-    assert assertions.total_below(0.5)(p) == "total: 1.00 ms/step > limit 0.50 ms (median of 3 steps; min 1.00, max 1.00)"
+    assert (
+        assertions.total_below(0.5)(p) == "total: 1.00 ms/step > limit 0.50 ms (median of 3 steps; min 1.00, max 1.00)"
+    )
 
 
 @pytest.mark.parametrize(

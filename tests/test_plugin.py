@@ -55,6 +55,12 @@ def test_help_documents_every_option(pytester):
         ("--opprof-json=PATH", "opprof_json"),
         ("--opprof-trace-dir=DIR", "opprof_trace_dir"),
         ("--opprof-trace=WHEN", "opprof_trace"),
+        ("--opprof-update-baseline=[WHICH]", "opprof_update_baseline"),
+        ("--opprof-baseline-dir=DIR", "opprof_baseline_dir"),
+        ("--opprof-tolerance=PCT", "opprof_tolerance"),
+        ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms"),
+        ("--opprof-fail-on=KINDS", "opprof_fail_on"),
+        ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops"),
     ]:
         assert flag in out
         assert f"  {ini} (string):" in out
@@ -74,7 +80,11 @@ def test_plugin_can_be_disabled(pytester):
         (["--opprof-top", "0"], "", "--opprof-top: '0' is not a whole number >= 1 (from command line)"),
         ([], "opprof_top = -3", "--opprof-top: '-3' is not a whole number >= 1 (from tox.ini)"),
         ([], "opprof = maybe", "--opprof: 'maybe' is not true or false (from tox.ini)"),
-        (["--opprof-trace", "sometimes"], "", "--opprof-trace: 'sometimes' is not 'failed' or 'all' (from command line)"),
+        (
+            ["--opprof-trace", "sometimes"],
+            "",
+            "--opprof-trace: 'sometimes' is not 'failed' or 'all' (from command line)",
+        ),
         ([], "opprof_trace = never", "--opprof-trace: 'never' is not 'failed' or 'all' (from tox.ini)"),
         (["-o", "opprof_top=x"], "", "--opprof-top: 'x' is not a whole number >= 1 (from -o opprof_top)"),
     ],
@@ -409,7 +419,9 @@ def test_top_option_from_cli_and_ini(project):
 
 def test_json_and_traces_from_ini(project):
     """opprof_json, opprof_trace_dir and opprof_trace = all work from the ini file."""
-    project.makeini("[pytest]\nopprof = true\nopprof_json = out/r.json\nopprof_trace_dir = traces\nopprof_trace = all\n")
+    project.makeini(
+        "[pytest]\nopprof = true\nopprof_json = out/r.json\nopprof_trace_dir = traces\nopprof_trace = all\n"
+    )
     project.makepyfile(
         """
         from conftest import infer
@@ -511,3 +523,191 @@ def test_the_examples_pass_with_and_without_opprof(pytester, flags):
     result.assert_outcomes(passed=5)
     if flags:
         result.stdout.fnmatch_lines(["test_examples.py::test_run_steps [[]passed[]] (10 steps, *"])
+
+
+# -- baselines --------------------------------------------------------------------------------
+
+BASELINE_TESTS = """
+import os
+import pytest
+import torch
+
+INJECT = os.environ.get("OPPROF_INJECT", "")
+
+
+def make(width):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(), torch.nn.Linear(width, 256)).eval()
+
+
+def infer(model, x):
+    with torch.no_grad():
+        y = model(x)
+        if INJECT == "extra":
+            y = y.clone()
+        return y
+
+
+def test_big(opprof):
+    width = 4096 if INJECT == "slow" else 1024  # "slow": same ops, 4x the matmul work
+    opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "a/b c"])
+def test_tiny(opprof, dtype):
+    # far below the 0.05 ms floor: only structure is ever compared
+    opprof.run(lambda: torch.ones(4).add(1), warmup=2, steps=4)
+"""
+
+
+@pytest.fixture
+def baselined(pytester, monkeypatch):
+    """A project whose baselines were just recorded."""
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 3 new; kept 0 unchanged*"])
+    return pytester
+
+
+def baseline_files(pytester):
+    return sorted(p.relative_to(pytester.path).as_posix() for p in (pytester.path / ".opprof").rglob("*.json"))
+
+
+def test_update_writes_one_file_per_test_under_the_device_key(baselined):
+    """--opprof-update-baseline writes one JSON per measured test under one device-key folder."""
+    files = baseline_files(baselined)
+    assert len(files) == 3
+    assert len({f.split("/")[1] for f in files}) == 1 and files[0].startswith(".opprof/cpu-")
+    assert any(f.endswith("/test_base.py/test_big.json") for f in files)
+    assert any("test_tiny[a_b_c]-" in f for f in files)  # parametrize id made safe, still unique
+
+
+def test_rerun_passes_and_shows_baseline_columns(baselined, tmp_path):
+    """With baselines in place a rerun passes; the table and the JSON carry the comparison."""
+    out = tmp_path / "r.json"
+    result = run(baselined, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["op * calls/step * ms/step * min * baseline min * delta * verdict"])
+    test = next(t for t in json.loads(out.read_text())["tests"] if t["nodeid"].endswith("test_big"))
+    assert test["baseline"]["status"] == "compared"
+    assert test["baseline"]["path"].startswith(".opprof/cpu-")
+
+
+def test_rerecording_unchanged_code_changes_no_file(baselined):
+    """Re-recording within tolerance keeps the files byte-identical and says so."""
+    tiny = [p for p in (baselined.path / ".opprof").rglob("*.json") if "test_tiny" in p.name]
+    before = {p: p.read_bytes() for p in tiny}
+    result = run(baselined, "--opprof-update-baseline", "-k", "tiny")
+    result.stdout.fnmatch_lines(
+        ["opprof: baselines written: none; kept 2 unchanged (within tolerance, files untouched)"]
+    )
+    assert {p: p.read_bytes() for p in tiny} == before
+
+
+def test_update_all_rewrites_every_file(baselined):
+    """--opprof-update-baseline=all rewrites even unchanged baselines."""
+    tiny = next(p for p in (baselined.path / ".opprof").rglob("*.json") if "float32" in p.name)
+    tiny.write_text(tiny.read_text().replace('"schema": 1', '"schema": 1 '))
+    result = run(baselined, "--opprof-update-baseline=all", "-k", "tiny")
+    result.stdout.fnmatch_lines(["opprof: baselines written: 2 rewritten; kept 0 unchanged*"])
+    assert '"schema": 1,' in tiny.read_text()
+
+
+def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
+    """One extra op per step fails the test that runs it, naming the op and the baseline file."""
+    monkeypatch.setenv("OPPROF_INJECT", "extra")
+    result = run(baselined, "--opprof")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*structure changed: + aten::clone (1/step)*[[].opprof/cpu-*/test_base.py/test_big.json[]]"]
+    )
+
+
+def test_slower_matmul_fails_naming_addmm(baselined, monkeypatch):
+    """Much more matmul work (same ops) fails on time, naming aten::addmm."""
+    monkeypatch.setenv("OPPROF_INJECT", "slow")
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*aten::addmm: *.* ms/step vs baseline *.* ms (+*%, limit +20%, p=*"])
+
+
+def test_time_verdicts_can_be_told_not_to_fail(baselined, monkeypatch):
+    """--opprof-fail-on=structure, a marker tolerance, or ignored ops let a slower op pass."""
+    monkeypatch.setenv("OPPROF_INJECT", "slow")
+    run(baselined, "--opprof", "-k", "big", "--opprof-fail-on=structure").assert_outcomes(passed=1)
+    run(baselined, "--opprof", "-k", "big", "--opprof-ignore-ops=aten::*").assert_outcomes(passed=1)
+    baselined.makeini("[pytest]\nopprof = true\nopprof_tolerance = 9000%\n")
+    run(baselined, "-k", "big").assert_outcomes(passed=1)
+
+
+def test_marker_overrides_the_rule_per_test(pytester, monkeypatch):
+    """@pytest.mark.opprof(ignore_ops=..., tolerance=...) applies to that test only."""
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    source = BASELINE_TESTS.replace(
+        "def test_big(opprof):",
+        "@pytest.mark.opprof(ignore_ops=['aten::clone', 'aten::copy_', 'aten::empty*'], tolerance='50%')\ndef test_big(opprof):",
+    )
+    pytester.makepyfile(test_base=source)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
+    monkeypatch.setenv("OPPROF_INJECT", "extra")
+    run(pytester, "--opprof", "-k", "big").assert_outcomes(passed=1)
+
+
+def test_no_baseline_passes_and_says_how_to_record(project):
+    """Without a baseline the test passes and the summary says how to create one."""
+    project.makepyfile("from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n")
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: no baseline for 1 test; run pytest --opprof-update-baseline to record them"])
+    assert not (project.path / ".opprof").exists()
+
+
+@pytest.mark.parametrize("update", [False, True])
+def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined, update):
+    """A corrupt baseline makes the test an error naming the file; the file is not touched."""
+    path = next(p for p in (baselined.path / ".opprof").rglob("test_big.json"))
+    path.write_text("{oops")
+    flag = "--opprof-update-baseline" if update else "--opprof"
+    result = run(baselined, flag, "-k", "big")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{path.relative_to(baselined.path)}: not valid JSON (line 1); fix or delete it*"])
+    assert path.read_text() == "{oops"
+
+
+def test_baseline_dir_option(pytester, monkeypatch):
+    """--opprof-baseline-dir puts the baselines elsewhere."""
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    run(pytester, "--opprof-update-baseline", "--opprof-baseline-dir", "perf/base", "-k", "tiny")
+    assert len(list((pytester.path / "perf" / "base").rglob("*.json"))) == 2
+    assert not (pytester.path / ".opprof").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--opprof-tolerance", "fast"], "--opprof-tolerance: 'fast' is not a percentage like 20% (from command line)"),
+        (["--opprof-min-delta-ms", "-1"], "--opprof-min-delta-ms: '-1' is not a number of milliseconds >= 0"),
+        (
+            ["--opprof-fail-on", "speed"],
+            "--opprof-fail-on: 'speed' is not a comma list of structure, time, environment",
+        ),
+        (["--opprof-update-baseline=some"], "--opprof-update-baseline: 'some' is not 'changed' (the default) or 'all'"),
+    ],
+)
+def test_bad_baseline_options(pytester, args, message):
+    """Bad comparison options are usage errors naming flag, value and source."""
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_bad_marker_rule_value(project):
+    """A bad marker value is a usage error naming the keyword and what it expects."""
+    project.makepyfile("import pytest\n@pytest.mark.opprof(tolerance='lots')\ndef test_x(): pass")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*@pytest.mark.opprof(tolerance='lots'): expected a percentage like 20%"])

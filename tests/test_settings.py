@@ -13,7 +13,9 @@ def lookup_from(values: dict[str, tuple[object, str]]):
 
 def test_defaults_when_nothing_is_set():
     """No value anywhere gives the documented defaults."""
-    assert parse_settings(lookup_from({})) == Settings(enabled=False, top=10, json_path=None, trace_dir=None, trace="failed")
+    assert parse_settings(lookup_from({})) == Settings(
+        enabled=False, top=10, json_path=None, trace_dir=None, trace="failed"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,171 @@
+"""Baselines under `.opprof/`: layout, schema, rounding, atomic read and write. No pytest, no torch.
+
+One file per test: `<root>/<device key>/<test file path>/<test name[params]>.json`, JSON with
+sorted keys, indent 2, a trailing newline, values to 4 significant digits, no timestamps, so a
+re-recording of unchanged code gives no diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from .analysis import Profile
+from .errors import OpprofError
+
+SCHEMA = 1
+ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cpu_model")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
+_NAME_LIMIT = 100
+
+
+class BaselineError(OpprofError):
+    """A baseline file that cannot be used; the message names the file and the fix."""
+
+
+def bad_baseline(
+    path: Path | str, reason: str, fix: str = "fix or delete it and run pytest --opprof-update-baseline"
+) -> str:
+    return f"{path}: {reason}; {fix}"
+
+
+def round_sig(value: float, digits: int = 4) -> float | int:
+    """4 significant digits: small noise in the last digits does not show up as a diff."""
+    if isinstance(value, int) and abs(value) < 10**digits:
+        return value
+    if value == 0:
+        return 0
+    return float(f"{value:.{digits}g}")
+
+
+def _safe_part(text: str) -> str:
+    """One path component: readable where it can be, unique always (a hash when changed)."""
+    normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    safe = _UNSAFE.sub("_", normal).strip("._") or "_"
+    if safe != text or len(safe) > _NAME_LIMIT:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        safe = f"{safe[:_NAME_LIMIT]}-{digest}"
+    return safe
+
+
+def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
+    """`tests/test_mlp.py::TestX::test_fwd[a/b]` -> `root/<key>/tests/test_mlp.py/TestX.test_fwd[a_b]-<hash>.json`."""
+    file_part, _, name = nodeid.partition("::")
+    parts = [_safe_part(p) for p in file_part.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return root.joinpath(_safe_part(device_key), *parts, _safe_part(name.replace("::", ".") or "module") + ".json")
+
+
+def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:
+    return [round_sig(v / scale) for v in values]
+
+
+def baseline_from_profile(
+    profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]
+) -> dict[str, Any]:
+    """The baseline document for one measured test (also the form compare() reads)."""
+    ops = {}
+    for op in profile.ops:
+        ops[op.name] = {
+            "calls_per_step": list(op.calls_per_step.samples),
+            "cpu_ms": _samples(op.cpu_per_step.samples, 1e6),
+            "device_ms": _samples(op.device_per_step.samples, 1e6),
+            "on_device": op.on_device,
+        }
+    kernels: dict[str, Any] = {}
+    for k in profile.kernels:
+        row = kernels.setdefault(
+            k.name, {"calls_per_step": [0] * profile.steps, "device_ms": [0.0] * profile.steps, "ops": []}
+        )
+        row["calls_per_step"] = [a + b for a, b in zip(row["calls_per_step"], k.calls_per_step.samples)]
+        row["device_ms"] = [a + b / 1e6 for a, b in zip(row["device_ms"], k.device_per_step.samples)]
+        if k.op and k.op not in row["ops"]:
+            row["ops"].append(k.op)
+    for row in kernels.values():
+        row["device_ms"] = [round_sig(v) for v in row["device_ms"]]
+        row["ops"].sort()
+    memory = {
+        m.name: {
+            "calls_per_step": list(m.calls_per_step.samples),
+            "device_ms": _samples(m.device_per_step.samples, 1e6),
+            "bytes": m.bytes,
+        }
+        for m in profile.memory_ops
+    }
+    events = [0] * profile.steps
+    for op in profile.ops:
+        events = [a + b for a, b in zip(events, op.calls_per_step.samples)]
+    return {
+        "schema": SCHEMA,
+        "nodeid": nodeid,
+        "device_key": device_key,
+        "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
+        "capture": {"steps": profile.steps, "source": profile.source},
+        "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
+        "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
+        "events_per_step": events,
+        "ops": ops,
+        "kernels": kernels,
+        "memory_ops": memory,
+    }
+
+
+def dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_baseline(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: a temporary file beside it, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | None:
+    """The baseline at `path`, None when there is none. A file that cannot be used raises
+    BaselineError naming it and the fix; the file is never touched."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
+    if not isinstance(data, dict) or "schema" not in data:
+        raise BaselineError(bad_baseline(path, "not an opprof baseline (no 'schema')"))
+    if data["schema"] != SCHEMA:
+        raise BaselineError(
+            bad_baseline(
+                path,
+                f"baseline schema {data['schema']!r}, this pytest-opprof reads schema {SCHEMA}",
+                "record it again with pytest --opprof-update-baseline=all, or use the pytest-opprof that wrote it",
+            )
+        )
+    if nodeid is not None and data.get("nodeid") != nodeid:
+        raise BaselineError(bad_baseline(path, f"belongs to {data.get('nodeid')!r}, not {nodeid!r}"))
+    for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
+        if not isinstance(data.get(key), kind):
+            raise BaselineError(bad_baseline(path, f"'{key}' is missing or not a {kind.__name__}"))
+    for name, op in data["ops"].items():
+        if not isinstance(op, dict) or not all(
+            isinstance(op.get(k), list) for k in ("calls_per_step", "cpu_ms", "device_ms")
+        ):
+            raise BaselineError(bad_baseline(path, f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"))
+    return data
+
+
+def iter_baselines(root: Path) -> list[Path]:
+    """Every baseline file under `root` (a device-key folder or the whole .opprof)."""
+    return sorted(p for p in root.rglob("*.json") if p.is_file())

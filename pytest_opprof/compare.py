@@ -1,0 +1,222 @@
+"""A measurement vs its baseline -> verdicts. Pure: both sides are baseline documents.
+
+In order of trust:
+1. structure (exact, noise-free): an op's calls per step changed, an op appeared or vanished;
+2. time: an op's per-step *minimum* exceeds the baseline's by more than the tolerance and the
+   absolute floor, and the fastest half of the step samples says the change is real; CPU times
+   are first put at the baseline's machine speed (a reference workload timed around each capture);
+3. environment: device key or software versions differ (reported).
+
+Why the minimum: on a shared CPU the per-step median of identical code moved 0.75-1.42 ms
+between runs while the minimum stayed within 0.69-0.77 ms, also with a CPU hog beside it.
+Interference only ever adds time, so the fastest step is the best estimate of the code's cost.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+STRUCTURE, TIME, ENVIRONMENT = "structure", "time", "environment"
+KINDS = (STRUCTURE, TIME, ENVIRONMENT)
+ALPHA = 0.01  # one-sided significance for the rank test
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """How a measurement is compared; set per run and per test."""
+
+    tolerance: float = 0.20
+    min_delta_ms: float = 0.05
+    ignore_ops: tuple[str, ...] = ()
+    fail_on: frozenset[str] = frozenset({STRUCTURE, TIME})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: str  # structure | time | environment
+    status: str  # regressed | improved | changed
+    message: str
+    op: str | None = None
+    base_ms: float | None = None
+    new_ms: float | None = None
+    p_value: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "status": self.status,
+            "op": self.op,
+            "message": self.message,
+            "baseline_ms": self.base_ms,
+            "ms": self.new_ms,
+            "p": self.p_value,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing worth a new baseline: no structure or time verdict."""
+        return not any(v.kind in (STRUCTURE, TIME) for v in self.verdicts)
+
+    def failing(self, rule: Rule) -> list[Verdict]:
+        return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in ("regressed", "changed")]
+
+
+def _ignored(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _calls(entry: dict[str, Any]) -> float:
+    samples = entry.get("calls_per_step") or [0]
+    return median(samples)
+
+
+def _fmt_calls(value: float) -> str:
+    return f"{value:g}"
+
+
+def _time_samples(entry: dict[str, Any]) -> list[float]:
+    return list(entry["device_ms"] if entry.get("on_device") else entry["cpu_ms"])
+
+
+def rank_test_p(new: list[float], base: list[float]) -> float:
+    """One-sided Mann-Whitney U: the probability of ranks this extreme if `new` were not larger.
+    Normal approximation with tie correction; exact enough for a gate at 1%."""
+    n1, n2 = len(new), len(base)
+    if not n1 or not n2:
+        return 1.0
+    pooled = sorted([(v, 0) for v in new] + [(v, 1) for v in base])
+    ranks = [0.0] * len(pooled)
+    i = 0
+    ties = 0.0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0)
+    u = r1 - n1 * (n1 + 1) / 2
+    mean = n1 * n2 / 2
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return 0.5
+    z = (u - mean - 0.5) / math.sqrt(var)  # continuity correction
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _fastest_half(samples: list[float]) -> list[float]:
+    ordered = sorted(samples)
+    return ordered[: max(1, (len(ordered) + 1) // 2)]
+
+
+def _speed_ratio(current: dict[str, Any], baseline: dict[str, Any]) -> float:
+    """How much slower this run's machine was than the baseline's (1.0 when unknown)."""
+    new, old = current.get("reference_ms"), baseline.get("reference_ms")
+    if not new or not old:
+        return 1.0
+    return new / old
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "") -> Comparison:
+    """Verdicts for `current` against `baseline`, both baseline documents."""
+    where = f" [{path}]" if path else ""
+    verdicts: list[Verdict] = []
+
+    # 1. structure: ops and memory ops, calls per step
+    changes: list[str] = []
+    for section in ("ops", "memory_ops"):
+        new_ops, old_ops = current[section], baseline[section]
+        for name in sorted(set(new_ops) | set(old_ops)):
+            if _ignored(name, rule.ignore_ops):
+                continue
+            new_calls = _calls(new_ops[name]) if name in new_ops else 0
+            old_calls = _calls(old_ops[name]) if name in old_ops else 0
+            if new_calls == old_calls:
+                continue
+            if not old_calls:
+                changes.append(f"+ {name} ({_fmt_calls(new_calls)}/step)")
+            elif not new_calls:
+                changes.append(f"- {name} (was {_fmt_calls(old_calls)}/step)")
+            else:
+                changes.append(f"{name} {_fmt_calls(old_calls)} -> {_fmt_calls(new_calls)}/step")
+    if changes:
+        verdicts.append(Verdict(STRUCTURE, "changed", f"structure changed: {', '.join(changes)}{where}"))
+
+    # 2. time: per-step minimum, tolerance, floor, and significance. CPU times are first put at
+    # the baseline's machine speed: the ratio of the reference workload's times.
+    speed = _speed_ratio(current, baseline)
+    note = f"; CPU times x{1 / speed:.2f} for machine speed" if abs(speed - 1) > 0.05 else ""
+    for name in sorted(set(current["ops"]) & set(baseline["ops"])):
+        if _ignored(name, rule.ignore_ops):
+            continue
+        new_s, old_s = _time_samples(current["ops"][name]), _time_samples(baseline["ops"][name])
+        if not current["ops"][name].get("on_device"):
+            new_s = [v / speed for v in new_s]
+        if not new_s or not old_s:
+            continue
+        new_min, old_min = min(new_s), min(old_s)
+        delta = new_min - old_min
+        if abs(delta) <= rule.min_delta_ms or old_min <= 0:
+            continue
+        ratio = delta / old_min
+        # Significance from the fastest half of each side: slow steps are interference (on a
+        # 2-core runner every other step was seen 4x slower), the fast ones are the code.
+        new_fast, old_fast = _fastest_half(new_s), _fastest_half(old_s)
+        if ratio > rule.tolerance:
+            p = rank_test_p(new_fast, old_fast)
+            if p < ALPHA or min(new_fast) > max(old_fast):
+                verdicts.append(
+                    Verdict(
+                        TIME,
+                        "regressed",
+                        f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms "
+                        f"(+{100 * ratio:.0f}%, limit +{100 * rule.tolerance:.0f}%, p={p:.3g}{note}){where}",
+                        name,
+                        old_min,
+                        new_min,
+                        p,
+                    )
+                )
+        elif ratio < -rule.tolerance:
+            p = rank_test_p(old_fast, new_fast)
+            if p < ALPHA or max(new_fast) < min(old_fast):
+                verdicts.append(
+                    Verdict(
+                        TIME,
+                        "improved",
+                        f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms ({100 * ratio:.0f}%): "
+                        f"faster; update the baseline to keep it{where}",
+                        name,
+                        old_min,
+                        new_min,
+                        p,
+                    )
+                )
+
+    # 3. environment
+    differ = []
+    if current.get("device_key") != baseline.get("device_key"):
+        differ.append(f"device {baseline.get('device_key')} -> {current.get('device_key')}")
+    for key in ("torch", "cuda", "hip", "driver"):
+        old, new = (baseline.get("environment") or {}).get(key), (current.get("environment") or {}).get(key)
+        if old != new:
+            differ.append(f"{key} {old} -> {new}")
+    if differ:
+        verdicts.append(
+            Verdict(ENVIRONMENT, "changed", f"environment differs from the baseline: {', '.join(differ)}{where}")
+        )
+    return Comparison(tuple(verdicts))
