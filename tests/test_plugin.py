@@ -455,6 +455,8 @@ def test_traces_for_failing_tests_only_by_default(project):
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     assert sum(e["name"] == "aten::addmm" for e in events) == 4
     result.stdout.fnmatch_lines([f"*test_bad: trace written to traces/{trace.name}"])
+    run(project, "--opprof", "--opprof-trace-dir", "all-traces", "--opprof-trace", "all")
+    assert len(list((project.path / "all-traces").iterdir())) == 2
 
 
 def test_junitxml_carries_the_numbers(project):
