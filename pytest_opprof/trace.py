@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from itertools import compress, repeat
-from operator import add, eq, is_not, methodcaller, mul
+from operator import eq, is_not, itemgetter, methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,27 +91,23 @@ def _int_id(value: object, names: dict[object, int]) -> int:
     return names.setdefault(value, -2 - len(names))
 
 
-# float(us) * 1000 rounds back to the exact ns while the value stays below this (26 days):
-# the relative error of two roundings (2 * 2**-53) times the ns count is then under 0.5 ns.
-_FLOAT_EXACT_US = 2_000_000_000_000
 _MISSING = object()
 _NO_ARGS: dict[str, Any] = {}
+_FOURTH_LAST = itemgetter(-4)
+_DROP_DOT = methodcaller("replace", ".", "", 1)
 
 
-def _ns_column(values: list[Any], names: list[Any], what: str, source: str, small: bool = False) -> list[int]:
+def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> list[int]:
     """Microsecond values -> ns, exactly.
 
-    Fast paths, at C speed, when every value is Kineto's "1234.567" text (3 decimals):
-    dropping the dot gives the nanoseconds; for small values (durations) float arithmetic
-    is exact and cheaper still. Anything else goes through us_text_to_ns."""
-    if set(map(type, values)) <= {str}:
-        dots = list(map(methodcaller("rfind", "."), values))
-        if all(map(eq, map(len, values), map(add, dots, repeat(4)))):
-            if small:
-                floats = list(map(float, values))
-                if not floats or max(map(abs, floats)) < _FLOAT_EXACT_US:
-                    return list(map(round, map(mul, floats, repeat(1000.0))))
-            return list(map(int, map(methodcaller("replace", ".", ""), values)))
+    Fast path, at C speed, when every value is Kineto's "1234.567" text (3 decimals): dropping
+    the dot gives the nanoseconds. Anything else (ints, other decimals, exponents) goes through
+    us_text_to_ns, which also names a bad value."""
+    try:
+        if all(map(eq, map(_FOURTH_LAST, values), repeat("."))):
+            return list(map(int, map(_DROP_DOT, values)))
+    except (TypeError, IndexError, ValueError):
+        pass  # an int, a short text, an exponent: the general path below
     out = []
     for i, v in enumerate(values):
         try:
@@ -179,7 +175,7 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
         i = names.index(_MISSING)
         raise TraceError(bad_trace(source, f"complete event {i}: no 'name'"))
     starts = _ns_column(ts, names, "ts", source)
-    durs = _ns_column(dur, names, "dur", source, small=True)
+    durs = _ns_column(dur, names, "dur", source)
     ids: dict[object, int] = {}
     for column in (pids, tids):
         if not set(map(type, column)) <= {int}:
