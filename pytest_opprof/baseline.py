@@ -164,8 +164,3 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
         ):
             raise BaselineError(bad_baseline(path, f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"))
     return data
-
-
-def iter_baselines(root: Path) -> list[Path]:
-    """Every baseline file under `root` (a device-key folder or the whole .opprof)."""
-    return sorted(p for p in root.rglob("*.json") if p.is_file())

@@ -140,6 +140,25 @@ def _new_profiler(torch: Any, cuda: bool) -> Any:
     return torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
 
 
+def _start_profiler(torch: Any) -> tuple[Any, bool]:
+    """Start a profiler (CUDA traced when initialised); refuse when another one is running."""
+    if _profiler_running(torch):
+        raise CaptureError(profiler_already_running())
+    cuda = _cuda_active(torch)
+    if cuda:
+        torch.cuda.synchronize()  # earlier work must not spill into the first step
+    prof = _new_profiler(torch, cuda)
+    prof.start()
+    return prof, cuda
+
+
+def _end_step_sync(torch: Any) -> None:
+    # Synchronise at the step boundary only, inside the step so the step's wall time covers its
+    # device work; the annotation keeps it out of assert_no_sync().
+    with torch.autograd.profiler.record_function(OPPROF_SYNC_ANNOTATION):
+        torch.cuda.synchronize()
+
+
 class StepRecorder:
     """A one-step capture that can be started and stopped from different places (the plugin
     starts one around the whole test call and abandons it when the test captures by itself)."""
@@ -151,20 +170,12 @@ class StepRecorder:
         self._cuda = False
         self._reference = 0
 
-    @property
-    def running(self) -> bool:
-        return self._prof is not None
-
     def start(self) -> None:
         torch = self._torch = _torch()
-        if _profiler_running(torch):
+        if _profiler_running(torch):  # before the reference: fail without measuring anything
             raise CaptureError(profiler_already_running())
         self._reference = machine_reference_ns(torch)
-        self._cuda = _cuda_active(torch)
-        if self._cuda:
-            torch.cuda.synchronize()  # earlier work must not spill into the step
-        prof = _new_profiler(torch, self._cuda)
-        prof.start()
+        prof, self._cuda = _start_profiler(torch)
         self._prof = prof
         try:
             self._step = torch.autograd.profiler.record_function("ProfilerStep#1")
@@ -182,8 +193,7 @@ class StepRecorder:
         torch = self._torch
         try:
             if self._cuda:
-                with torch.autograd.profiler.record_function(OPPROF_SYNC_ANNOTATION):
-                    torch.cuda.synchronize()
+                _end_step_sync(torch)
             self._step.__exit__(None, None, None)
         finally:
             prof.stop()
@@ -194,13 +204,7 @@ class StepRecorder:
 
 @contextmanager
 def _profiling(torch: Any) -> Iterator[tuple[Any, bool]]:
-    if _profiler_running(torch):
-        raise CaptureError(profiler_already_running())
-    cuda = _cuda_active(torch)
-    if cuda:
-        torch.cuda.synchronize()  # earlier work must not spill into the first step
-    prof = _new_profiler(torch, cuda)
-    prof.start()
+    prof, cuda = _start_profiler(torch)
     try:
         yield prof, cuda
     finally:
@@ -209,14 +213,10 @@ def _profiling(torch: Any) -> Iterator[tuple[Any, bool]]:
 
 @contextmanager
 def _step(torch: Any, number: int, cuda: bool) -> Iterator[None]:
-    record_function = torch.autograd.profiler.record_function
-    with record_function(f"ProfilerStep#{number}"):
+    with torch.autograd.profiler.record_function(f"ProfilerStep#{number}"):
         yield
         if cuda:
-            # Synchronise at the step boundary only, inside the step so the step's wall time
-            # covers its device work; the annotation keeps it out of assert_no_sync().
-            with record_function(OPPROF_SYNC_ANNOTATION):
-                torch.cuda.synchronize()
+            _end_step_sync(torch)
 
 
 _REFERENCE_SIZE = 256

@@ -84,7 +84,8 @@ def _fmt_calls(value: float) -> str:
     return f"{value:g}"
 
 
-def _time_samples(entry: dict[str, Any]) -> list[float]:
+def time_samples(entry: dict[str, Any]) -> list[float]:
+    """An op's per-step time in a baseline document: device ms if it ran on a device, else CPU ms."""
     return list(entry["device_ms"] if entry.get("on_device") else entry["cpu_ms"])
 
 
@@ -163,7 +164,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path:
     for name in sorted(set(current["ops"]) & set(baseline["ops"])):
         if _ignored(name, rule.ignore_ops):
             continue
-        new_s, old_s = _time_samples(current["ops"][name]), _time_samples(baseline["ops"][name])
+        new_s, old_s = time_samples(current["ops"][name]), time_samples(baseline["ops"][name])
         if not current["ops"][name].get("on_device"):
             new_s = [v / speed for v in new_s]
         if not new_s or not old_s:

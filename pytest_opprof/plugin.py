@@ -15,15 +15,14 @@ import pytest
 
 from . import assertions
 from .baseline import BaselineError, baseline_from_profile, baseline_path, read_baseline, write_baseline
-from .compare import Rule, compare
-from .errors import closest_names, untrusted_measurement
+from .compare import Rule, compare, time_samples
+from .errors import closest_names, inert_summary, untrusted_measurement
 from .report import (
     TestResult,
     export_trace_path,
     format_junit_properties,
     format_problems,
     format_summary,
-    inert_summary_line,
     run_report_json,
     write_json_atomic,
     xdist_noise_note,
@@ -401,7 +400,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         "path": shown,
         "status": "compared",
         "verdicts": [v.to_dict() for v in comparison.verdicts],
-        "rows": {name: min(_op_samples(op)) for name, op in old["ops"].items() if _op_samples(op)},
+        "rows": {name: min(samples) for name, op in old["ops"].items() if (samples := time_samples(op))},
     }
     if settings.update_baseline:
         if settings.update_baseline == "all" or not comparison.unchanged:
@@ -411,10 +410,6 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
             fixture.baseline["status"] = "kept"
         return []
     return [v.message for v in comparison.failing(rule)]
-
-
-def _op_samples(op: dict[str, Any]) -> list[float]:
-    return list(op["device_ms"] if op.get("on_device") else op["cpu_ms"])
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -463,7 +458,7 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
             result.profile.export_chrome_trace(str(path))
             result.trace_path = str(path)
     # The record rides on the teardown report, so that the xdist controller receives it too.
-    report.opprof_record = result.to_record(settings.top)
+    report.opprof_record = result.to_record(settings.top, with_profile=settings.json_path is not None)
 
 
 # -- the end of the run ------------------------------------------------------------------------
@@ -475,7 +470,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     if not state.settings.measuring:
         if state.carrying:
-            terminalreporter.write_line(inert_summary_line(state.carrying))
+            terminalreporter.write_line(inert_summary(state.carrying))
         return
     if not state.records:
         return

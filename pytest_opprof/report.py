@@ -28,10 +28,15 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _median_wall_ns(profile: Profile) -> int:
+    """The median step wall time, 0 when unknown (a trace without step markers)."""
+    walls = sorted(s.wall_ns for s in profile.step_spans)
+    return walls[len(walls) // 2] if walls and profile.wall_known else 0
+
+
 def ops_table(profile: Profile, top: int | None = 20) -> str:
     """Ops by time (device time for ops that ran on a device, else CPU): medians per step."""
-    walls = sorted(s.wall_ns for s in profile.step_spans)
-    median_wall = walls[len(walls) // 2] if walls and profile.wall_known else 0
+    median_wall = _median_wall_ns(profile)
     rows = []
     for op in profile.ops[: top or None]:
         per = op.time_per_step
@@ -114,14 +119,15 @@ class TestResult:
         elif outcome == "passed" and when == "call" and self.outcome is None:
             self.outcome = "passed"
 
-    def to_record(self, top: int) -> dict[str, Any]:
+    def to_record(self, top: int, with_profile: bool = True) -> dict[str, Any]:
         """Plain JSON-able data: it travels on the test report from an xdist worker to the
-        controller, which prints and writes the run's report from these records alone."""
+        controller, which prints and writes the run's report from these records alone. The full
+        profile (every op's per-step samples) only when the JSON report wants it."""
         profile = self.profile
         return {
             "nodeid": self.nodeid,
             "outcome": self.outcome,
-            "profile": profile.to_dict() if profile is not None else None,
+            "profile": profile.to_dict() if profile is not None and with_profile else None,
             "checks": [c.to_dict() for c in profile.checks] if profile is not None else [],
             "trace": self.trace_path,
             "baseline": {k: v for k, v in self.baseline.items() if k != "rows"} if self.baseline else None,
@@ -172,8 +178,7 @@ def format_summary(records: list[dict[str, Any]]) -> str:
 
 
 def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
-    walls = sorted(s.wall_ns for s in profile.step_spans)
-    median_wall = walls[len(walls) // 2] if walls and profile.wall_known else 0
+    median_wall = _median_wall_ns(profile)
     rows_base = (baseline or {}).get("rows") or {}
     verdict_of = {v["op"]: v["status"] for v in (baseline or {}).get("verdicts", []) if v.get("op")}
     compared = bool(baseline and baseline.get("status") in ("compared", "kept", "changed", "rewritten"))
@@ -241,12 +246,6 @@ def xdist_noise_note(workers: object) -> str:
         f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "
         "op counts are exact as ever"
     )
-
-
-def inert_summary_line(count: int) -> str:
-    from .errors import inert_summary
-
-    return inert_summary(count)
 
 
 def run_report_json(records: list[dict[str, Any]], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
