@@ -134,7 +134,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capture-events", type=int, default=200_000)
     parser.add_argument("--trace-events", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each side, interleaved; the best counts")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each side, interleaved; the best counts")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cpus")
     bench_capture(args.capture_events, args.repeat)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import add, lt, neg
+from operator import add, lt, neg, sub
 from typing import Any
 
 from .events import (
@@ -396,7 +396,7 @@ def _rows_of(kinds: list[str], counts: Counter[str], wanted: frozenset[str]) -> 
         return range(len(kinds))
     if not any(counts[k] for k in wanted):
         return []
-    return [i for i, k in enumerate(kinds) if k in wanted]
+    return list(compress(range(len(kinds)), map(wanted.__contains__, kinds)))
 
 
 def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
@@ -411,10 +411,11 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
 
     markers = [e for e in annotations if e.name.startswith("ProfilerStep#") and STEP_NAME.match(e.name)]
     all_names = t.name
+    old_markers: list[int] = []
     if not markers and any(all_names[i].startswith("ProfilerStep#") for i in op_rows):
         # older Kineto wrote the step markers as cpu_op
-        markers = [t.row(i) for i in op_rows if STEP_NAME.match(all_names[i])]
-        op_rows = [i for i in op_rows if not STEP_NAME.match(all_names[i])]
+        old_markers = [i for i in op_rows if STEP_NAME.match(all_names[i])]
+        markers = [t.row(i) for i in old_markers]
     sync_windows = [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION]
 
     spans, wall_known = _find_steps(markers, t)
@@ -426,12 +427,13 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         i = bisect_right(step_starts, ts) - 1
         return i if i >= 0 and ts <= step_ends[i] else -1
 
-    if isinstance(op_rows, range):
+    if isinstance(op_rows, range) and not old_markers:
         names, starts, durs, pids, tids = t.name, t.start_ns, t.dur_ns, t.pid, t.tid
     else:
-        is_op = [False] * len(kinds)
-        for i in op_rows:
-            is_op[i] = True
+        is_op = list(map(_CPU_OP_KIND.__contains__, kinds))
+        for i in old_markers:
+            is_op[i] = False
+        op_rows = list(compress(range(len(kinds)), is_op))
         names, starts, durs, pids, tids = (
             list(compress(c, is_op)) for c in (t.name, t.start_ns, t.dur_ns, t.pid, t.tid)
         )
@@ -445,10 +447,6 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     nested_same_name = [False] * n_ops
     launcher_of_runtime = [-1] * len(runtime)
     item_starts = starts + [r.start_ns for r in runtime] if runtime else starts
-    # Sort key: start; at equal starts the longer op first (it encloses the shorter), runtime
-    # calls (1) after every op (-dur <= 0). The input is nearly sorted, so this is ~linear.
-    keys = list(zip(starts, map(neg, durs)))
-    keys += [(r.start_ns, 1) for r in runtime]
     n_items = len(item_starts)
     if len(set(pids)) <= 1 and len(set(tids)) <= 1 and all(r.pid == pids[0] and r.tid == tids[0] for r in runtime):
         groups: list[list[int]] = [list(range(n_items))]
@@ -459,64 +457,92 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             by_thread[th].append(i)
         groups = list(by_thread.values())
     op_step = [-1] * n_ops  # index of the step each op starts in; -1 outside every step
-    last_step = n_steps - 1
+    # Sentinels keep the hot loop free of emptiness checks: the parent of a top-level op is -1,
+    # whose child time lands in an extra last slot of child_ns (dropped below); an infinite end
+    # never pops, and a step start at infinity is never reached.
+    child_ns.append(0)
+    inf = float("inf")
+    next_starts = step_starts[1:] + [inf]
+    keys: list[tuple[int, int]] = []
     for group in groups:
-        group.sort(key=keys.__getitem__)
-        stack: list[int] = []
-        stack_ends: list[int] = []
-        stack_names: list[str] = []  # a short list: `in` on it beats a dict of counts
+        group_starts = list(map(item_starts.__getitem__, group))
+        if not all(map(lt, group_starts, group_starts[1:])):
+            # Sort key: start; at equal starts the longer op first (it encloses the shorter),
+            # runtime calls (1) after every op (-dur <= 0). Live captures arrive sorted.
+            if not keys:
+                keys = list(zip(starts, map(neg, durs)))
+                keys += [(r.start_ns, 1) for r in runtime]
+            group.sort(key=keys.__getitem__)
+            group_starts = list(map(item_starts.__getitem__, group))
+        stack = [-1]
+        stack_ends: list[float] = [inf]
+        stack_names: list[str | None] = [None]  # a short list: `in` on it beats a dict of counts
         get_dur = durs.__getitem__
         si = 0  # the step pointer moves forward with the sorted starts
-        for idx, start in zip(group, map(item_starts.__getitem__, group)):
-            while stack_ends and stack_ends[-1] <= start:
+        cur_start, cur_end, next_start = step_starts[0], step_ends[0], next_starts[0]
+        for idx, start in zip(group, group_starts):
+            while stack_ends[-1] <= start:
                 stack_ends.pop()
                 stack.pop()
                 stack_names.pop()
             if idx >= n_ops:
-                if stack:
-                    launcher_of_runtime[idx - n_ops] = stack[-1]
+                launcher_of_runtime[idx - n_ops] = stack[-1]
                 continue
-            while si < last_step and step_starts[si + 1] <= start:  # the latest step begun
+            while next_start <= start:  # the latest step begun
                 si += 1
-            if step_starts[si] <= start <= step_ends[si]:
+                cur_start, cur_end, next_start = step_starts[si], step_ends[si], next_starts[si]
+            if cur_start <= start <= cur_end:
                 op_step[idx] = si
             name = names[idx]
             dur = get_dur(idx)
-            if stack:
-                p = stack[-1]
-                parent[idx] = p
-                child_ns[p] += dur
-                if name in stack_names:
-                    nested_same_name[idx] = True
+            p = stack[-1]
+            parent[idx] = p
+            child_ns[p] += dur
+            if name in stack_names:
+                nested_same_name[idx] = True
             stack.append(idx)
             stack_ends.append(start + dur)
             stack_names.append(name)
+    child_ns.pop()
 
     # -- CPU op statistics, accumulated per (name, step) in flat lists ----------------------
+    # Slot 0 of each name's block collects ops outside every step; totals are block sums.
     name_index = {n: i for i, n in enumerate(dict.fromkeys(names))}
     nid = list(map(name_index.__getitem__, names))
     n_names = len(name_index)
     calls_by_name = Counter(nid)
-    cpu_tot = [0] * n_names
-    self_cpu_tot = [0] * n_names
+    width = n_steps + 1
+    first_slot = [k * width + 1 for k in range(n_names)]
+    slot = list(map(add, map(first_slot.__getitem__, nid), op_step))
+    calls_slots = Counter(slot)
+    slot_calls = [calls_slots.get(j, 0) for j in range(n_names * width)]
+    slot_self_cpu = [0] * (n_names * width)
+    slot_cpu = [0] * (n_names * width)
+    self_ns = list(map(sub, durs, child_ns))
+    if any(map(lt, self_ns, repeat(0))):  # children may overrun a parent by a rounding step
+        self_ns = [v if v > 0 else 0 for v in self_ns]
+    for j, v in zip(slot, self_ns):
+        slot_self_cpu[j] += v
+    if any(nested_same_name):  # an op inside a same-name op: its time is counted once
+        outer = [not n for n in nested_same_name]
+        for j, d in zip(compress(slot, outer), compress(durs, outer)):
+            slot_cpu[j] += d
+    else:
+        for j, d in zip(slot, durs):
+            slot_cpu[j] += d
+
+    def totals(flat: list[int]) -> list[int]:
+        return [sum(flat[k * width : (k + 1) * width]) for k in range(n_names)]
+
+    def steps_only(flat: list[int]) -> list[int]:
+        return [v for k in range(n_names) for v in flat[k * width + 1 : (k + 1) * width]]
+
+    cpu_tot, self_cpu_tot = totals(slot_cpu), totals(slot_self_cpu)
+    ps_calls, ps_cpu, ps_self_cpu = steps_only(slot_calls), steps_only(slot_cpu), steps_only(slot_self_cpu)
     dev_tot = [0] * n_names
     self_dev_tot = [0] * n_names
-    ps_calls = [0] * (n_names * n_steps)
-    ps_cpu = [0] * (n_names * n_steps)
-    ps_self_cpu = [0] * (n_names * n_steps)
     ps_dev = [0] * (n_names * n_steps)
     ps_self_dev = [0] * (n_names * n_steps)
-    for k, s, d, c, nested in zip(nid, op_step, durs, child_ns, nested_same_name):
-        self_ns = d - c if d > c else 0
-        self_cpu_tot[k] += self_ns
-        if not nested:
-            cpu_tot[k] += d
-        if s >= 0:
-            j = k * n_steps + s
-            ps_calls[j] += 1
-            ps_self_cpu[j] += self_ns
-            if not nested:
-                ps_cpu[j] += d
     outside = op_step.count(-1)
 
     # -- device events: launching op, step, attribution ---------------------------------------

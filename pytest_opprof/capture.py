@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from itertools import repeat
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
@@ -73,7 +74,7 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None) -> EventTable:
     pid = os.getpid() if pid is None else pid
     cls = type(kineto_events[0])
     if hasattr(cls, "activity_type"):
-        kinds = [KIND_OF_CATEGORY.get(a, OTHER) for a in map(cls.activity_type, kineto_events)]
+        kinds = list(map(KIND_OF_CATEGORY.get, map(cls.activity_type, kineto_events), repeat(OTHER)))
     else:  # older torch: infer from the device type
         kinds = [
             (ANNOTATION if e.is_user_annotation() else CPU_OP) if str(e.device_type()).endswith("CPU") else KERNEL
