@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import statistics
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -462,11 +462,13 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     # never pops, and a step start at infinity is never reached.
     child_ns.append(0)
     inf = float("inf")
-    next_starts = step_starts[1:] + [inf]
     keys: list[tuple[int, int]] = []
+    item_durs = durs + [0] * len(runtime) if runtime else durs
+    item_names = names + [""] * len(runtime) if runtime else names
     for group in groups:
         group_starts = list(map(item_starts.__getitem__, group))
-        if not all(map(lt, group_starts, group_starts[1:])):
+        in_order = all(map(lt, group_starts, group_starts[1:]))
+        if not in_order:
             # Sort key: start; at equal starts the longer op first (it encloses the shorter),
             # runtime calls (1) after every op (-dur <= 0). Live captures arrive sorted.
             if not keys:
@@ -477,10 +479,9 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         stack = [-1]
         stack_ends: list[float] = [inf]
         stack_names: list[str | None] = [None]  # a short list: `in` on it beats a dict of counts
-        get_dur = durs.__getitem__
-        si = 0  # the step pointer moves forward with the sorted starts
-        cur_start, cur_end, next_start = step_starts[0], step_ends[0], next_starts[0]
-        for idx, start in zip(group, group_starts):
+        group_durs = list(map(item_durs.__getitem__, group))
+        group_names = list(map(item_names.__getitem__, group))
+        for idx, start, dur, name in zip(group, group_starts, group_durs, group_names):
             while stack_ends[-1] <= start:
                 stack_ends.pop()
                 stack.pop()
@@ -488,13 +489,6 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             if idx >= n_ops:
                 launcher_of_runtime[idx - n_ops] = stack[-1]
                 continue
-            while next_start <= start:  # the latest step begun
-                si += 1
-                cur_start, cur_end, next_start = step_starts[si], step_ends[si], next_starts[si]
-            if cur_start <= start <= cur_end:
-                op_step[idx] = si
-            name = names[idx]
-            dur = get_dur(idx)
             p = stack[-1]
             parent[idx] = p
             child_ns[p] += dur
@@ -503,6 +497,20 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             stack.append(idx)
             stack_ends.append(start + dur)
             stack_names.append(name)
+        # The step of each op: the latest step begun at its start, if the op starts before
+        # that step ends. Later steps overwrite earlier ones where (odd) steps overlap.
+        identity = in_order and (not group or (group[0] == 0 and group[-1] == len(group) - 1))
+        for si in range(n_steps):
+            lo = bisect_left(group_starts, step_starts[si])
+            hi = bisect_right(group_starts, step_ends[si])
+            if identity:  # positions are op indices (runtime calls come after all ops)
+                hi = min(hi, n_ops)
+                if hi > lo:
+                    op_step[lo:hi] = [si] * (hi - lo)
+            else:
+                for idx in group[lo:hi]:
+                    if idx < n_ops:
+                        op_step[idx] = si
     child_ns.pop()
 
     # -- CPU op statistics, accumulated per (name, step) in flat lists ----------------------
