@@ -19,7 +19,9 @@ from .analysis import Profile
 from .errors import OpprofError
 
 SCHEMA = 1
-ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cpu_model")
+# The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
+# of every re-recording.
+ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
 _NAME_LIMIT = 100
 

@@ -164,7 +164,8 @@ class StepRecorder:
     """A one-step capture that can be started and stopped from different places (the plugin
     starts one around the whole test call and abandons it when the test captures by itself)."""
 
-    def __init__(self) -> None:
+    def __init__(self, probe: Callable[[], None] | None = None) -> None:
+        self._probe = probe  # called just before the profiler starts and just after it stops
         self._torch: Any = None
         self._prof: Any = None
         self._step: Any = None
@@ -176,6 +177,8 @@ class StepRecorder:
         if _profiler_running(torch):  # before the reference: fail without measuring anything
             raise CaptureError(profiler_already_running())
         self._reference = machine_reference_ns(torch)
+        if self._probe is not None:
+            self._probe()
         prof, self._cuda = _start_profiler(torch)
         self._prof = prof
         try:
@@ -198,6 +201,8 @@ class StepRecorder:
             self._step.__exit__(None, None, None)
         finally:
             prof.stop()
+        if self._probe is not None:
+            self._probe()
         if not keep:
             return None
         return _with_reference(from_profiler(prof), self._reference, machine_reference_ns(torch))
@@ -246,10 +251,16 @@ def _with_reference(profile: Profile, *references: int) -> Profile:
 
 
 def run_steps(
-    fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], warmup: int, steps: int
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    warmup: int,
+    steps: int,
+    probe: Callable[[], None] | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each.
-    Returns the profile and fn's last result."""
+    Returns the profile and fn's last result. `probe` (the plugin's GPU clock sampler) is
+    called after the warm-up, just before the profiler starts, and just after it stops."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
@@ -258,10 +269,14 @@ def run_steps(
     for _ in range(warmup):
         result = fn(*args, **kwargs)
     before = machine_reference_ns(torch)
+    if probe is not None:
+        probe()
     with _profiling(torch) as (prof, cuda):
         for number in range(1, steps + 1):
             with _step(torch, number, cuda):
                 result = fn(*args, **kwargs)
+    if probe is not None:
+        probe()
     return _with_reference(from_profiler(prof), before, machine_reference_ns(torch)), result
 
 

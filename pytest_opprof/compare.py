@@ -39,7 +39,7 @@ class Rule:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     kind: str  # structure | time | environment
-    status: str  # regressed | improved | changed
+    status: str  # regressed | improved | changed | warning (a regression in an unreliable run)
     message: str
     op: str | None = None
     base_ms: float | None = None
@@ -132,8 +132,11 @@ def _speed_ratio(current: dict[str, Any], baseline: dict[str, Any]) -> float:
     return new / old
 
 
-def compare(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "") -> Comparison:
-    """Verdicts for `current` against `baseline`, both baseline documents."""
+def compare(
+    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "", unreliable: str | None = None
+) -> Comparison:
+    """Verdicts for `current` against `baseline`, both baseline documents. `unreliable` (why the
+    GPU clocks make this run's times incomparable) turns a time regression into a warning."""
     where = f" [{path}]" if path else ""
     verdicts: list[Verdict] = []
 
@@ -180,12 +183,13 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path:
         if ratio > rule.tolerance:
             p = rank_test_p(new_fast, old_fast)
             if p < ALPHA or min(new_fast) > max(old_fast):
+                caveat = f"; not failed: unreliable run ({unreliable})" if unreliable else ""
                 verdicts.append(
                     Verdict(
                         TIME,
-                        "regressed",
+                        "warning" if unreliable else "regressed",
                         f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms "
-                        f"(+{100 * ratio:.0f}%, limit +{100 * rule.tolerance:.0f}%, p={p:.3g}{note}){where}",
+                        f"(+{100 * ratio:.0f}%, limit +{100 * rule.tolerance:.0f}%, p={p:.3g}{note}{caveat}){where}",
                         name,
                         old_min,
                         new_min,
@@ -212,7 +216,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path:
     differ = []
     if current.get("device_key") != baseline.get("device_key"):
         differ.append(f"device {baseline.get('device_key')} -> {current.get('device_key')}")
-    for key in ("torch", "cuda", "hip", "driver"):
+    for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
         old, new = (baseline.get("environment") or {}).get(key), (current.get("environment") or {}).get(key)
         if old != new:
             differ.append(f"{key} {old} -> {new}")

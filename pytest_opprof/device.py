@@ -1,7 +1,14 @@
-"""Device facts and the device key. torch is imported lazily, and only when measuring.
+"""Device facts, the device key and GPU clock samples. torch and NVML are imported lazily.
 
-The key names the hardware a measurement belongs to (`cpu-x86_64`, `nvidia-h200`): stable
-across runs, free of volatile facts such as clocks or temperature.
+Facts come from the host (CPU model and count), from torch (versions, the GPU torch uses, its
+capability) and, for an NVIDIA GPU torch can use, from NVML through the `nvidia-ml-py`
+distribution (import name `pynvml`): name, UUID, driver, CUDA driver version, SM and memory
+clocks (current and max), power limit, temperature, persistence and MIG mode, clock-event
+(throttle) reasons. A fact that cannot be read is None: no exception, no warning.
+
+The key names the hardware a measurement belongs to (`nvidia-h200`, `nvidia-tesla-t4`,
+`amd-instinct-mi250`, `cpu-x86_64`): built from the device name alone, so clocks, temperature,
+driver or torch version never change it.
 """
 
 from __future__ import annotations
@@ -9,7 +16,70 @@ from __future__ import annotations
 import os
 import platform
 import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+# Every fact, in the order the JSON report and `opprof show` list them.
+FACT_KEYS = (
+    "machine",
+    "cpu_model",
+    "cpu_count",
+    "torch",
+    "torch_threads",
+    "cuda",
+    "hip",
+    "gpu_count",
+    "gpu_name",
+    "gpu_capability",
+    "gpu_uuid",
+    "driver",
+    "cuda_driver",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "mem_clock_mhz",
+    "mem_clock_max_mhz",
+    "power_limit_w",
+    "temperature_c",
+    "persistence_mode",
+    "mig_mode",
+    "clock_event_reasons",
+)
+
+# NVML's clock-event ("throttle") reason bits (nvml.h, stable ABI) and our names for them.
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+# Reasons that slow the GPU below what it would run at: times taken under them do not compare.
+SLOWDOWN_REASONS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+# An SM clock below this share of its max (while the GPU is not idle) is "far below max".
+CLOCK_FLOOR = 0.5
+
+_NVML_CLOCK_SM, _NVML_CLOCK_MEM, _NVML_TEMPERATURE_GPU = 1, 2, 0
+
+
+def slug(text: str) -> str:
+    """`NVIDIA H200` -> `nvidia-h200`; `Tesla T4` -> `tesla-t4`."""
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-") or "unknown"
+
+
+_KEY_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def valid_key(key: str) -> bool:
+    """A device key is one lowercase path component: letters, digits, `.`, `_`, `-`."""
+    return bool(_KEY_CHARS.match(key)) and len(key) <= 100
 
 
 def _cpu_model() -> str | None:
@@ -23,48 +93,266 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def slug(text: str) -> str:
-    """`NVIDIA H200` -> `nvidia-h200`; `Tesla T4` -> `tesla-t4`."""
-    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-") or "unknown"
+def empty_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = dict.fromkeys(FACT_KEYS)
+    facts["gpu_count"] = 0
+    return facts
 
 
-def device_facts() -> dict[str, Any]:
-    """Facts about this machine's compute devices; a fact that cannot be read is None."""
-    facts: dict[str, Any] = {
-        "machine": platform.machine() or None,
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch": None,
-        "torch_threads": None,
-        "cuda": None,
-        "hip": None,
-        "gpu_name": None,
-        "gpu_capability": None,
-        "gpu_count": 0,
-    }
+def _host_facts() -> dict[str, Any]:
+    return {"machine": platform.machine() or None, "cpu_model": _cpu_model(), "cpu_count": os.cpu_count()}
+
+
+def _torch_facts() -> dict[str, Any]:
+    """What torch says: versions, threads, and the GPU it uses (its current device)."""
     try:
         import torch
     except ImportError:
-        return facts
-    facts["torch"] = torch.__version__
-    facts["torch_threads"] = torch.get_num_threads()
-    facts["cuda"] = torch.version.cuda
-    facts["hip"] = getattr(torch.version, "hip", None)
+        return {}
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+    }
     try:
         if torch.cuda.is_available():
+            index = torch.cuda.current_device()
+            props = torch.cuda.get_device_properties(index)
             facts["gpu_count"] = torch.cuda.device_count()
-            facts["gpu_name"] = torch.cuda.get_device_name(0)
-            facts["gpu_capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+            facts["gpu_name"] = props.name
+            facts["gpu_capability"] = f"{props.major}.{props.minor}"
+            uuid = getattr(props, "uuid", None)
+            if uuid is not None and not facts["hip"]:
+                text = str(uuid)
+                facts["gpu_uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
     except Exception:  # a broken driver must not break the test run; the facts stay None
         pass
     return facts
 
 
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def reason_names(mask: int | None) -> list[str] | None:
+    """NVML's clock-event bitmask as names, lowest bit first; unknown bits as hex."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit]
+    rest = mask & ~sum(CLOCK_EVENT_REASONS)
+    if rest:
+        names.append(f"0x{rest:x}")
+    return names
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One look at a GPU's clocks: MHz, and the clock-event reasons active at that moment."""
+
+    sm_mhz: int | None
+    sm_max_mhz: int | None
+    reasons: tuple[str, ...] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sm_clock_mhz": self.sm_mhz,
+            "sm_clock_max_mhz": self.sm_max_mhz,
+            "clock_event_reasons": list(self.reasons) if self.reasons is not None else None,
+        }
+
+
+def unreliable_reason(samples: Iterable[ClockSample | None]) -> str | None:
+    """Why GPU times taken between these samples do not compare, or None when nothing says so.
+
+    Unreliable: a slowdown reason (power cap, thermal, hardware slowdown, power brake) was set,
+    or the SM clock was below half its max while the GPU was not idle. Unknown facts say nothing.
+    """
+    problems: list[str] = []
+    for sample in samples:
+        if sample is None:
+            continue
+        reasons = sample.reasons or ()
+        slow = sorted(SLOWDOWN_REASONS.intersection(reasons))
+        for name in slow:
+            if f"GPU clock event {name}" not in problems:
+                problems.append(f"GPU clock event {name}")
+        if (
+            sample.sm_mhz is not None
+            and sample.sm_max_mhz
+            and "gpu_idle" not in reasons
+            and sample.sm_mhz < CLOCK_FLOOR * sample.sm_max_mhz
+        ):
+            problems.append(f"SM clock {sample.sm_mhz} MHz, far below its max {sample.sm_max_mhz} MHz")
+    return "; ".join(problems) or None
+
+
+class Nvml:
+    """One NVML session: initialised on first use, shut down by close(). Nothing here raises:
+    a missing library, a missing GPU, a call the driver does not support or forbids -> None."""
+
+    def __init__(self) -> None:
+        self._lib: Any = None
+        self._tried = False
+
+    @property
+    def lib(self) -> Any:
+        if not self._tried:
+            self._tried = True
+            try:
+                with warnings.catch_warnings():  # the deprecated `pynvml` distribution warns on import
+                    warnings.simplefilter("ignore")
+                    import pynvml
+                pynvml.nvmlInit()
+                self._lib = pynvml
+            except Exception:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded, ...
+                self._lib = None
+        return self._lib
+
+    def call(self, function: str, *args: Any) -> Any:
+        """lib.function(*args), or None when NVML is absent or the call fails."""
+        lib = self.lib
+        if lib is None:
+            return None
+        try:
+            return getattr(lib, function)(*args)
+        except Exception:  # NVMLError (NotSupported, NoPermission, ...), or an older nvidia-ml-py
+            return None
+
+    def handle(self, uuid: str | None, torch_index: int | None = 0, gpu_count: int = 1) -> Any:
+        """The NVML handle of the GPU torch uses: by UUID; by index only when that is unambiguous
+        (one GPU visible to both, no CUDA_VISIBLE_DEVICES remapping)."""
+        if uuid:
+            found = self.call("nvmlDeviceGetHandleByUUID", uuid)
+            if found is not None:
+                return found
+        if gpu_count == 1 and self.call("nvmlDeviceGetCount") == 1 and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+            return self.call("nvmlDeviceGetHandleByIndex", torch_index or 0)
+        return None
+
+    def clock_sample(self, handle: Any) -> ClockSample | None:
+        if handle is None or self.lib is None:
+            return None
+        mask = self.call("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        if mask is None:  # nvidia-ml-py before 12.535 knows the older name only
+            mask = self.call("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        return ClockSample(
+            sm_mhz=self.call("nvmlDeviceGetClockInfo", handle, _NVML_CLOCK_SM),
+            sm_max_mhz=self.call("nvmlDeviceGetMaxClockInfo", handle, _NVML_CLOCK_SM),
+            reasons=tuple(reason_names(mask)) if mask is not None else None,
+        )
+
+    def facts(self, handle: Any) -> dict[str, Any]:
+        """NVML's facts about one GPU; each None when it cannot be read."""
+        if handle is None:
+            return {}
+        cuda_driver = self.call("nvmlSystemGetCudaDriverVersion")
+        power_mw = self.call("nvmlDeviceGetPowerManagementLimit", handle)
+        persistence = self.call("nvmlDeviceGetPersistenceMode", handle)
+        mig = self.call("nvmlDeviceGetMigMode", handle)
+        sample = self.clock_sample(handle)
+        return {
+            "gpu_name": _text(self.call("nvmlDeviceGetName", handle)),
+            "gpu_uuid": _text(self.call("nvmlDeviceGetUUID", handle)),
+            "driver": _text(self.call("nvmlSystemGetDriverVersion")),
+            "cuda_driver": f"{cuda_driver // 1000}.{cuda_driver % 1000 // 10}"
+            if isinstance(cuda_driver, int)
+            else None,
+            "sm_clock_mhz": sample.sm_mhz if sample else None,
+            "sm_clock_max_mhz": sample.sm_max_mhz if sample else None,
+            "mem_clock_mhz": self.call("nvmlDeviceGetClockInfo", handle, _NVML_CLOCK_MEM),
+            "mem_clock_max_mhz": self.call("nvmlDeviceGetMaxClockInfo", handle, _NVML_CLOCK_MEM),
+            "power_limit_w": round(power_mw / 1000, 1) if isinstance(power_mw, (int, float)) else None,
+            "temperature_c": self.call("nvmlDeviceGetTemperature", handle, _NVML_TEMPERATURE_GPU),
+            "persistence_mode": bool(persistence) if persistence is not None else None,
+            "mig_mode": bool(mig[0]) if isinstance(mig, (list, tuple)) and mig else None,
+            "clock_event_reasons": list(sample.reasons) if sample and sample.reasons is not None else None,
+        }
+
+    def close(self) -> None:
+        if self._lib is not None:
+            try:
+                self._lib.nvmlShutdown()
+            except Exception:
+                pass
+        self._lib = None
+
+
+def device_facts(nvml: Nvml | None = None) -> tuple[dict[str, Any], Any]:
+    """(facts, NVML handle of the GPU torch uses or None). NVML is only opened when torch can
+    use an NVIDIA GPU: on a CPU machine it costs nothing."""
+    facts = empty_facts()
+    facts.update(_host_facts())
+    facts.update(_torch_facts())
+    handle = None
+    if nvml is not None and facts["gpu_count"] and not facts["hip"]:
+        handle = nvml.handle(facts.get("gpu_uuid"), 0, facts["gpu_count"])
+        for key, value in nvml.facts(handle).items():
+            if value is not None and not (key == "gpu_name" and facts["gpu_name"]):  # torch's name wins
+                facts[key] = value
+    return facts, handle
+
+
 def device_key(facts: dict[str, Any]) -> str:
-    """The GPU name as a slug when a GPU is visible, else `cpu-<arch>`."""
+    """The GPU name as a vendor-prefixed slug when torch uses a GPU, else `cpu-<arch>`.
+
+    `NVIDIA H200` -> `nvidia-h200`, `Tesla T4` -> `nvidia-tesla-t4`,
+    `AMD Instinct MI250X / MI250` -> `amd-instinct-mi250` (the last of listed alternatives).
+    """
+    name = facts.get("gpu_name")
+    if not name:
+        return f"cpu-{slug(facts.get('machine') or 'unknown')}"
+    name = str(name)
+    if " / " in name:  # ROCm lists the variants a device may be: "AMD Instinct MI250X / MI250"
+        first, *_, last = name.split(" / ")
+        family = first.rsplit(" ", 1)[0] if " " in first else ""
+        name = f"{family} {last}" if " " not in last.strip() else last
+    key = slug(name)
+    vendor = "amd" if facts.get("hip") else "nvidia"
+    if not key.startswith(vendor):
+        key = f"{vendor}-{key}"
+    return key
+
+
+def key_from_trace_metadata(metadata: dict[str, Any]) -> str | None:
+    """The device key of a trace's first GPU (`deviceProperties`), or None for a CPU trace."""
+    props = metadata.get("deviceProperties")
+    if not isinstance(props, list) or not props or not isinstance(props[0], dict) or not props[0].get("name"):
+        return None
+    name = str(props[0]["name"])
+    hip = "amd" in name.lower() or props[0].get("warpSize") == 64
+    return device_key({"gpu_name": name, "hip": "rocm" if hip else None})
+
+
+def describe(facts: dict[str, Any]) -> str:
+    """One line of the main facts, for the report header."""
+    parts = []
     if facts.get("gpu_name"):
-        name = slug(facts["gpu_name"])
-        if facts.get("hip") and not name.startswith("amd"):
-            name = f"amd-{name}"
-        return name
-    return f"cpu-{slug(facts.get('machine') or 'unknown')}"
+        gpu = f"{facts['gpu_name']}"
+        if facts.get("gpu_capability"):
+            gpu += f" (capability {facts['gpu_capability']})"
+        if facts.get("gpu_count", 0) > 1:
+            gpu += f", {facts['gpu_count']} visible"
+        parts.append(gpu)
+        if facts.get("driver"):
+            parts.append(f"driver {facts['driver']}")
+        if facts.get("cuda_driver"):
+            parts.append(f"CUDA driver {facts['cuda_driver']}")
+        if facts.get("sm_clock_max_mhz"):
+            parts.append(f"SM clock {facts.get('sm_clock_mhz')}/{facts['sm_clock_max_mhz']} MHz")
+        if facts.get("temperature_c") is not None:
+            parts.append(f"{facts['temperature_c']} C")
+        if facts.get("mig_mode"):
+            parts.append("MIG on")
+    software = f"torch {facts.get('torch')}"
+    if facts.get("cuda"):
+        software += f" (CUDA {facts['cuda']})"
+    if facts.get("hip"):
+        software += f" (HIP {facts['hip']})"
+    parts.append(software)
+    parts.append(
+        f"{facts.get('cpu_model') or 'unknown CPU'} x{facts.get('cpu_count')}, {facts.get('torch_threads')} torch threads"
+    )
+    return ", ".join(parts)

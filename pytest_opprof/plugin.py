@@ -56,11 +56,31 @@ class RunState:
     settings: Settings
     device: dict[str, Any] = field(default_factory=dict)
     device_key: str | None = None
+    key_source: str = "device"  # device | --opprof-device-key | pytest_opprof_device_key hook
+    nvml: Any = None  # device.Nvml, opened only when torch uses an NVIDIA GPU
+    gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
     carrying: int = 0  # collected tests that use the fixture or the marker
     records: list[dict[str, Any]] = field(default_factory=list)  # one per measured test
 
 
 RUN = pytest.StashKey[RunState]()
+
+
+class _HookSpecs:
+    @pytest.hookspec(firstresult=True)
+    def pytest_opprof_device_key(self, config: pytest.Config, facts: dict[str, Any]) -> str | None:
+        """Return the device key (the baseline folder) for this run, or None for the default.
+
+        `facts` are the device facts (see `opprof show` or --opprof-json). Use it to share
+        baselines between machines you know to be equal, or to split them by a fact the default
+        key ignores. --opprof-device-key on the command line wins over this hook.
+        """
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_HookSpecs)
+
+
 TEST = pytest.StashKey["OpprofFixture"]()
 
 
@@ -118,13 +138,37 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     state = RunState(settings)
     if settings.measuring:
-        from .device import device_facts, device_key
-
-        state.device = device_facts()
-        state.device_key = device_key(state.device)
+        _resolve_device(config, state)
     config.stash[RUN] = state
     if settings.measuring:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
+
+
+def _resolve_device(config: pytest.Config, state: RunState) -> None:
+    """Device facts and the key: --opprof-device-key > pytest_opprof_device_key hook > facts."""
+    from .device import Nvml, device_facts, device_key, valid_key
+
+    state.nvml = Nvml()
+    state.device, state.gpu_handle = device_facts(state.nvml)
+    if state.settings.device_key:
+        state.device_key, state.key_source = state.settings.device_key, "--opprof-device-key"
+        return
+    hooked = config.hook.pytest_opprof_device_key(config=config, facts=dict(state.device))
+    if hooked is not None:
+        if not isinstance(hooked, str) or not valid_key(hooked):
+            raise pytest.UsageError(
+                f"pytest_opprof_device_key returned {hooked!r}: expected a device key of lowercase letters, "
+                "digits, '.', '_' or '-' (e.g. 'nvidia-a10'), or None for the default"
+            )
+        state.device_key, state.key_source = hooked, "pytest_opprof_device_key hook"
+        return
+    state.device_key = device_key(state.device)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(RUN, None)
+    if state is not None and state.nvml is not None:
+        state.nvml.close()
 
 
 class _RecordCollector:
@@ -143,11 +187,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     state = config.stash.get(RUN, None)
     if state is None or not state.settings.measuring:
         return ["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"]
-    d = state.device
-    gpu = f", {d['gpu_name']} (sm {d['gpu_capability']})" if d.get("gpu_name") else ""
+    from .device import describe
+
+    source = "" if state.key_source == "device" else f" (from {state.key_source})"
     return [
-        f"opprof: measuring on {state.device_key}: torch {d.get('torch')}, {d.get('cpu_model')} "
-        f"x{d.get('cpu_count')}{gpu}; CPU ops always, CUDA when initialised"
+        f"opprof: device key {state.device_key}{source}; CPU ops always, CUDA when initialised",
+        f"opprof: {describe(state.device)}",
     ]
 
 
@@ -206,9 +251,13 @@ class OpprofFixture:
     Without --opprof, `run` calls fn once and assertions do nothing.
     """
 
-    def __init__(self, nodeid: str, enabled: bool) -> None:
+    def __init__(self, nodeid: str, enabled: bool, sampler: Callable[[], Any] | None = None) -> None:
         self.nodeid = nodeid
         self.enabled = enabled
+        self._sampler = sampler  # GPU clock sample (device.ClockSample) or None
+        self._clocks: list[Any] = []  # samples around the capture in progress
+        self.clocks: list[dict[str, Any]] = []  # those of the latest finished capture
+        self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[assertions.Check] = []
@@ -230,7 +279,8 @@ class OpprofFixture:
 
         validate_run_args(fn, warmup, steps)
         self._drop_whole_call()
-        profile, result = run_steps(fn, args, kwargs, warmup, steps)
+        self._clocks = []
+        profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
         self._finish(profile)
         return result
 
@@ -243,7 +293,8 @@ class OpprofFixture:
         from .capture import StepRecorder
 
         self._drop_whole_call()
-        recorder = StepRecorder()
+        self._clocks = []
+        recorder = StepRecorder(self._probe)
         recorder.start()
         try:
             yield
@@ -303,8 +354,16 @@ class OpprofFixture:
         if message is not None:
             raise AssertionError(message)
 
+    def _probe(self) -> None:
+        if self._sampler is not None:
+            self._clocks.append(self._sampler())
+
     def _finish(self, profile: Any) -> None:
+        from .device import unreliable_reason
+
         self._profile = profile
+        self.clocks = [c.to_dict() for c in self._clocks if c is not None]
+        self.unreliable = unreliable_reason(self._clocks)
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.errors = [untrusted_measurement(trust)] if trust else []
 
@@ -316,7 +375,8 @@ class OpprofFixture:
     def _start_whole_call(self) -> None:
         from .capture import StepRecorder
 
-        self._whole_call = StepRecorder()
+        self._clocks = []
+        self._whole_call = StepRecorder(self._probe)
         self._whole_call.start()
 
     def _end_whole_call(self, keep: bool) -> None:
@@ -336,9 +396,17 @@ class OpprofFixture:
 def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     """Capture the operators of the code under test and assert on them (see OpprofFixture)."""
     state = request.config.stash[RUN]
-    fixture = OpprofFixture(request.node.nodeid, state.settings.measuring)
+    fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state))
     request.node.stash[TEST] = fixture
     return fixture
+
+
+def _clock_sampler(state: RunState) -> Callable[[], Any] | None:
+    """Samples the clocks of the GPU torch uses, when NVML can see it."""
+    nvml, handle = state.nvml, state.gpu_handle
+    if nvml is None or handle is None:
+        return None
+    return lambda: nvml.clock_sample(handle)
 
 
 # -- running a test ----------------------------------------------------------------------------
@@ -353,7 +421,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if fixture is None:
         if item.get_closest_marker(MARKER) is None:
             return (yield)
-        fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True)
+        fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True, _clock_sampler(state))
     fixture._start_whole_call()
     try:
         result = yield
@@ -390,12 +458,14 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return []
     if old is None:
         status = "missing"
-        if settings.update_baseline:
+        if settings.update_baseline and fixture.unreliable:
+            status = "unreliable"  # never record throttled numbers as the reference
+        elif settings.update_baseline:
             write_baseline(path, current)
             status = "new"
         fixture.baseline = {"path": shown, "status": status, "verdicts": [], "rows": {}}
         return []
-    comparison = compare(current, old, rule, shown)
+    comparison = compare(current, old, rule, shown, fixture.unreliable)
     fixture.baseline = {
         "path": shown,
         "status": "compared",
@@ -403,7 +473,9 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         "rows": {name: min(samples) for name, op in old["ops"].items() if (samples := time_samples(op))},
     }
     if settings.update_baseline:
-        if settings.update_baseline == "all" or not comparison.unchanged:
+        if fixture.unreliable:
+            fixture.baseline["status"] = "unreliable"
+        elif settings.update_baseline == "all" or not comparison.unchanged:
             write_baseline(path, current)
             fixture.baseline["status"] = "rewritten" if comparison.unchanged else "changed"
         else:
@@ -434,6 +506,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)
     if call.when == "call" and fixture.profile is not None:
         result.profile = fixture.profile
+        result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
     if call.when == "teardown":
         result.baseline = fixture.baseline

@@ -106,6 +106,8 @@ class TestResult:
     profile: Profile | None = None
     trace_path: str | None = None
     baseline: dict[str, Any] | None = None  # path, status, verdicts, rows (baseline min ms per op)
+    clocks: list[dict[str, Any]] | None = None  # GPU clock samples around the capture
+    unreliable: str | None = None  # why those clocks make the times incomparable
 
     def record_phase(self, when: str, outcome: str) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome."""
@@ -130,6 +132,8 @@ class TestResult:
             "profile": profile.to_dict() if profile is not None and with_profile else None,
             "checks": [c.to_dict() for c in profile.checks] if profile is not None else [],
             "trace": self.trace_path,
+            "clocks": self.clocks or [],
+            "unreliable": self.unreliable,
             "baseline": {k: v for k, v in self.baseline.items() if k != "rows"} if self.baseline else None,
             "summary": _summary_block(self.nodeid, self.outcome, profile, top, self.baseline)
             if profile is not None
@@ -213,6 +217,11 @@ def format_problems(records: list[dict[str, Any]]) -> str:
     then one line on the baselines (missing, written, kept)."""
     lines = []
     for record in records:
+        if record.get("unreliable"):
+            lines.append(
+                f"{record['nodeid']}: unreliable measurement: {record['unreliable']}; "
+                "time verdicts are reported, not failed, and no baseline is recorded from it"
+            )
         for verdict in (record.get("baseline") or {}).get("verdicts", []):
             lines.append(f"{record['nodeid']}: {verdict['message']}")
         for check in record["checks"]:
@@ -232,6 +241,9 @@ def format_problems(records: list[dict[str, Any]]) -> str:
             "run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in ("new", "changed", "rewritten")}
+    if statuses.get("unreliable"):
+        n = statuses["unreliable"]
+        lines.append(f"opprof: {n} baseline{'s' if n != 1 else ''} not written: unreliable GPU clocks (see above)")
     if any(written.values()) or statuses.get("kept"):
         parts = [f"{v} {k}" for k, v in written.items() if v]
         lines.append(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .device import valid_key
 from .errors import OpprofError
 
 
@@ -37,6 +38,7 @@ class Settings:
     min_delta_ms: float = 0.05
     fail_on: frozenset[str] = frozenset({"structure", "time"})
     ignore_ops: tuple[str, ...] = ()
+    device_key: str | None = None  # None: the pytest_opprof_device_key hook, else from the device facts
 
     @property
     def measuring(self) -> bool:
@@ -150,6 +152,14 @@ class Option:
     const: str | None = None  # the value of the flag given without one (nargs="?")
 
 
+def parse_device_key(text: object) -> str:
+    """A device key names a folder under the baseline dir: lowercase letters, digits, . _ -"""
+    key = str(text).strip()
+    if not valid_key(key):
+        raise ValueError("a device key: lowercase letters, digits, '.', '_' or '-', at most 100 (e.g. nvidia-a10)")
+    return key
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("enabled", "--opprof", "opprof", _parse_bool, "measure tests that use the opprof fixture or marker"),
     Option(
@@ -224,6 +234,14 @@ OPTIONS: tuple[Option, ...] = (
         parse_globs,
         "comma list of op globs never compared with the baseline",
         "GLOBS",
+    ),
+    Option(
+        "device_key",
+        "--opprof-device-key",
+        "opprof_device_key",
+        parse_device_key,
+        "the baseline folder under the baseline dir (default: from the device, e.g. nvidia-h200, cpu-x86_64)",
+        "KEY",
     ),
 )
 

@@ -102,7 +102,12 @@ def test_report_header_names_the_device(project):
     """With --opprof the header shows the device key and facts; without, says it is off."""
     project.makepyfile("def test_x(): pass")
     on = run(project, "--opprof")
-    on.stdout.fnmatch_lines(["opprof: measuring on cpu-*: torch *"])
+    on.stdout.fnmatch_lines(
+        [
+            "opprof: device key cpu-*; CPU ops always, CUDA when initialised",
+            "opprof: torch 2.*, * x*, * torch threads",
+        ]
+    )
     off = run(project)
     off.stdout.fnmatch_lines(["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"])
 
