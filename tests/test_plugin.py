@@ -61,6 +61,7 @@ def test_help_documents_every_option(pytester):
         ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms"),
         ("--opprof-fail-on=KINDS", "opprof_fail_on"),
         ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops"),
+        ("--opprof-device-key=KEY", "opprof_device_key"),
     ]:
         assert flag in out
         assert f"  {ini} (string):" in out

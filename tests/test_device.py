@@ -1,0 +1,218 @@
+"""Device facts (torch, NVML through a fake pynvml), the device key, clock samples."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import warnings
+
+import fake_nvml
+import pytest
+
+from pytest_opprof import device
+from pytest_opprof.device import ClockSample, Nvml, device_facts, device_key, unreliable_reason
+
+NVML_FACTS = (
+    "gpu_uuid",
+    "driver",
+    "cuda_driver",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "mem_clock_mhz",
+    "mem_clock_max_mhz",
+    "power_limit_w",
+    "temperature_c",
+    "persistence_mode",
+    "mig_mode",
+    "clock_event_reasons",
+)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """torch reports an H200; `install(module)` puts a fake pynvml in place."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+
+    def install(module):
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+
+    return install
+
+
+def test_no_gpu_facts_and_key_on_this_machine(monkeypatch):
+    """The real path without a GPU: GPU facts null, key cpu-<arch>, NVML never opened."""
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    nvml = Nvml()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning of any kind (-W error)
+        facts, handle = device_facts(nvml)
+    assert handle is None
+    assert "pynvml" not in sys.modules  # NVML absence costs nothing: not even imported
+    assert facts["gpu_count"] == 0
+    assert all(facts[k] is None for k in ("gpu_name", "gpu_capability", *NVML_FACTS))
+    assert facts["torch"] == torch.__version__
+    assert facts["torch_threads"] == torch.get_num_threads()
+    assert facts["cpu_count"] >= 1
+    assert set(facts) == set(device.FACT_KEYS)
+    assert device_key(facts) == f"cpu-{device.slug(platform.machine())}"
+
+
+def test_fake_gpu_gives_every_nvml_fact_and_the_key(fake_gpu):
+    module = fake_gpu(fake_nvml.make({"sm_clock": 1755, "reasons": 0x4 | 0x1}))
+    nvml = Nvml()
+    facts, handle = device_facts(nvml)
+    assert handle is not None
+    assert facts["gpu_name"] == "NVIDIA H200"
+    assert facts["gpu_capability"] == "9.0"
+    assert facts["gpu_uuid"] == fake_nvml.H200["uuid"]
+    assert facts["driver"] == "550.54.15"
+    assert facts["cuda_driver"] == "12.4"
+    assert (facts["sm_clock_mhz"], facts["sm_clock_max_mhz"]) == (1755, 1980)
+    assert (facts["mem_clock_mhz"], facts["mem_clock_max_mhz"]) == (3201, 3201)
+    assert facts["power_limit_w"] == 700.0
+    assert facts["temperature_c"] == 41
+    assert facts["persistence_mode"] is True
+    assert facts["mig_mode"] is False
+    assert facts["clock_event_reasons"] == ["gpu_idle", "sw_power_cap"]
+    assert device_key(facts) == "nvidia-h200"
+    # one NVML session for facts and clock samples, shut down once at the end
+    nvml.clock_sample(handle)
+    assert module.calls == {"init": 1, "shutdown": 0}
+    nvml.close()
+    assert module.calls == {"init": 1, "shutdown": 1}
+
+
+@pytest.mark.parametrize("error", ["LibraryNotFound", "NoPermission", "NotSupported"])
+def test_nvml_failing_to_start_leaves_facts_null_without_warnings(fake_gpu, error):
+    fake_gpu(fake_nvml.make(init_error=error))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        facts, handle = device_facts(Nvml())
+    assert handle is None
+    assert all(facts[k] is None for k in NVML_FACTS if k != "gpu_uuid")
+    assert facts["gpu_name"] == "NVIDIA H200"  # torch's facts still there
+    assert facts["gpu_uuid"] == fake_nvml.H200["uuid"]
+    assert device_key(facts) == "nvidia-h200"
+
+
+@pytest.mark.parametrize("error", ["NotSupported", "NoPermission"])
+def test_a_call_the_driver_refuses_is_null_and_the_rest_is_read(fake_gpu, error):
+    failing = {
+        "nvmlDeviceGetPowerManagementLimit": error,
+        "nvmlDeviceGetTemperature": error,
+        "nvmlDeviceGetMigMode": error,
+        "nvmlDeviceGetCurrentClocksEventReasons": error,
+        "nvmlDeviceGetCurrentClocksThrottleReasons": error,
+    }
+    fake_gpu(fake_nvml.make(failing=failing))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        facts, _ = device_facts(Nvml())
+    for key in ("power_limit_w", "temperature_c", "mig_mode", "clock_event_reasons"):
+        assert facts[key] is None, key
+    assert facts["driver"] == "550.54.15"
+    assert facts["sm_clock_max_mhz"] == 1980
+
+
+def test_older_nvidia_ml_py_reads_throttle_reasons(fake_gpu):
+    fake_gpu(fake_nvml.make({"reasons": 0x40}, old_api=True))
+    facts, _ = device_facts(Nvml())
+    assert facts["clock_event_reasons"] == ["hw_thermal_slowdown"]
+
+
+def test_gpu_found_by_uuid_not_by_index(fake_gpu, monkeypatch):
+    """With CUDA_VISIBLE_DEVICES remapping, only the UUID says which NVML device torch uses."""
+    fake_gpu(fake_nvml.make())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu(uuid="GPU-other"))
+    facts, handle = device_facts(Nvml())
+    assert handle is None  # unknown UUID, remapped indices: better no facts than another GPU's
+    assert facts["driver"] is None
+
+
+def test_deprecated_pynvml_distribution_warning_is_silenced(fake_gpu, tmp_path, monkeypatch):
+    """The deprecated `pynvml` distribution warns on import; under -W error that must not raise."""
+    (tmp_path / "pynvml.py").write_text(
+        "import warnings\n"
+        "warnings.warn('pynvml is deprecated', FutureWarning)\n"
+        "def nvmlInit(): pass\n"
+        "def nvmlShutdown(): pass\n"
+    )
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nvml = Nvml()
+        assert nvml.lib is not None
+        assert nvml.call("nvmlDeviceGetCount") is None  # missing function: null, no exception
+
+
+@pytest.mark.parametrize(
+    ("name", "hip", "key"),
+    [
+        ("NVIDIA H200", None, "nvidia-h200"),
+        ("Tesla T4", None, "nvidia-tesla-t4"),
+        ("NVIDIA A10", None, "nvidia-a10"),
+        ("NVIDIA A100-SXM4-80GB", None, "nvidia-a100-sxm4-80gb"),
+        ("AMD Instinct MI250X / MI250", "6.2", "amd-instinct-mi250"),
+        ("AMD Instinct MI300X", "6.2", "amd-instinct-mi300x"),
+    ],
+)
+def test_device_key_slugs(name, hip, key):
+    assert device_key({"gpu_name": name, "hip": hip}) == key
+
+
+def test_device_key_ignores_volatile_facts(fake_gpu):
+    keys = set()
+    for gpu in ({}, {"sm_clock": 345, "temperature": 83, "reasons": 0x20}, {"driver": "560.1", "power_limit_mw": 1}):
+        fake_gpu(fake_nvml.make(gpu))
+        facts, _ = device_facts(Nvml())
+        keys.add(device_key(facts))
+    assert keys == {"nvidia-h200"}
+    assert device_key({"machine": "x86_64", "cpu_model": "A", "cpu_count": 2}) == device_key(
+        {"machine": "x86_64", "cpu_model": "B", "cpu_count": 64}
+    )
+
+
+def test_key_from_trace_metadata():
+    assert device.key_from_trace_metadata({"deviceProperties": [{"name": "NVIDIA A100-PG509-200"}]}) == (
+        "nvidia-a100-pg509-200"
+    )
+    assert device.key_from_trace_metadata({"deviceProperties": [{"name": "AMD Radeon Graphics", "warpSize": 64}]}) == (
+        "amd-radeon-graphics"
+    )
+    assert device.key_from_trace_metadata({"deviceProperties": []}) is None
+    assert device.key_from_trace_metadata({}) is None
+
+
+def test_unreliable_reasons():
+    fine = ClockSample(1980, 1980, ())
+    idle_low = ClockSample(345, 1980, ("gpu_idle",))
+    assert unreliable_reason([fine, idle_low, None]) is None
+    assert unreliable_reason([]) is None
+    assert unreliable_reason([ClockSample(None, None, None)]) is None
+    thermal = ClockSample(1400, 1980, ("hw_thermal_slowdown",))
+    assert unreliable_reason([fine, thermal]) == "GPU clock event hw_thermal_slowdown"
+    low = ClockSample(600, 1980, ())
+    assert unreliable_reason([low]) == "SM clock 600 MHz, far below its max 1980 MHz"
+    capped = ClockSample(1500, 1980, ("sw_power_cap",))
+    assert unreliable_reason([capped, capped]) == "GPU clock event sw_power_cap"  # said once
+
+
+def test_reason_names_keep_unknown_bits():
+    assert device.reason_names(0x1 | 0x80 | 0x10000) == ["gpu_idle", "hw_power_brake_slowdown", "0x10000"]
+    assert device.reason_names(0) == []
+    assert device.reason_names(None) is None
+
+
+def test_valid_key():
+    assert device.valid_key("nvidia-h200")
+    assert device.valid_key("ci_runner.2")
+    for bad in ("", "Nvidia", "a/b", "..", "-x", "x" * 101, "a b"):
+        assert not device.valid_key(bad), bad

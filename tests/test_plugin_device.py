@@ -1,0 +1,159 @@
+"""End to end: the device key (option, ini, hook), the header's facts, a faked GPU with throttled
+clocks (unreliable run), and environment differences against a baseline."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import fake_nvml
+import pytest
+
+pytest.importorskip("torch")
+
+from pytest_opprof import device  # noqa: E402
+
+MEASURED = """
+import torch
+def test_x(opprof):
+    opprof.run(lambda: torch.ones(8).add(1), warmup=1, steps=3)
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+
+def keys_written(pytester: pytest.Pytester) -> list[str]:
+    root = pytester.path / ".opprof"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def test_hook_chooses_the_device_key(pytester):
+    pytester.makeconftest(
+        """
+        def pytest_opprof_device_key(config, facts):
+            assert facts["cpu_count"] >= 1
+            return "lab-" + facts["machine"].lower().replace("_", "-")
+        """
+    )
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=1)
+    key = "lab-" + device.platform.machine().lower().replace("_", "-")
+    result.stdout.fnmatch_lines([f"opprof: device key {key} (from pytest_opprof_device_key hook); *"])
+    assert keys_written(pytester) == [key]
+
+
+def test_option_wins_over_hook_and_ini(pytester):
+    pytester.makeconftest("def pytest_opprof_device_key(config, facts):\n    return 'from-hook'\n")
+    pytester.makeini("[pytest]\nopprof_device_key = from-ini\n")
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-a10")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: device key ci-a10 (from --opprof-device-key); *"])
+    assert keys_written(pytester) == ["ci-a10"]
+    # the ini twin is the same setting: it also wins over the hook
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    assert keys_written(pytester) == ["ci-a10", "from-ini"]
+
+
+def test_bad_device_key_option_is_a_usage_error(pytester):
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof", "--opprof-device-key=My GPU/1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--opprof-device-key: 'My GPU/1' is not a device key: lowercase letters, digits, *(from command line)"]
+    )
+
+
+def test_hook_returning_a_bad_key_is_a_usage_error(pytester):
+    pytester.makeconftest("def pytest_opprof_device_key(config, facts):\n    return 'A100 box'\n")
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_opprof_device_key returned 'A100 box': expected a device key*"])
+    assert keys_written(pytester) == []
+
+
+def test_hook_is_not_called_when_off(pytester):
+    pytester.makeconftest("def pytest_opprof_device_key(config, facts):\n    raise RuntimeError('called')\n")
+    pytester.makepyfile(MEASURED)
+    run(pytester).assert_outcomes(passed=1)
+
+
+@pytest.fixture
+def throttled_gpu(monkeypatch):
+    """torch reports an H200 and NVML says its clocks are held down by heat."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+    module = fake_nvml.make({"sm_clock": 1110, "reasons": 0x40, "temperature": 92})
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+def test_faked_gpu_facts_in_header_and_json(throttled_gpu, pytester, tmp_path):
+    pytester.makepyfile(MEASURED)
+    out = tmp_path / "run.json"
+    result = run(pytester, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: device key nvidia-h200; *",
+            "opprof: NVIDIA H200 (capability 9.0), driver 550.54.15, CUDA driver 12.4, SM clock 1110/1980 MHz, "
+            "92 C, torch 2.13.0 (CUDA 12.4), *",
+        ]
+    )
+    report = json.loads(out.read_text())
+    assert report["device_key"] == "nvidia-h200"
+    assert report["device"]["power_limit_w"] == 700.0
+    assert report["device"]["clock_event_reasons"] == ["hw_thermal_slowdown"]
+    assert throttled_gpu.calls == {"init": 1, "shutdown": 1}
+
+
+def test_throttled_gpu_run_is_flagged_and_not_recorded(throttled_gpu, pytester, tmp_path):
+    pytester.makepyfile(MEASURED)
+    out = tmp_path / "run.json"
+    result = run(pytester, "--opprof-update-baseline", f"--opprof-json={out}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_x: unreliable measurement: GPU clock event hw_thermal_slowdown; "
+            "time verdicts are reported, not failed, and no baseline is recorded from it",
+            "opprof: 1 baseline not written: unreliable GPU clocks (see above)",
+        ]
+    )
+    assert keys_written(pytester) == []
+    test = json.loads(out.read_text())["tests"][0]
+    assert test["unreliable"] == "GPU clock event hw_thermal_slowdown"
+    # sampled after the warm-up and after the capture
+    assert test["clocks"] == [
+        {"sm_clock_mhz": 1110, "sm_clock_max_mhz": 1980, "clock_event_reasons": ["hw_thermal_slowdown"]}
+    ] * 2
+    assert test["baseline"]["status"] == "unreliable"
+
+
+def test_healthy_gpu_clocks_are_not_flagged(monkeypatch, pytester, tmp_path):
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make({"sm_clock": 1755}))
+    pytester.makepyfile(MEASURED)
+    out = tmp_path / "run.json"
+    run(pytester, "--opprof-update-baseline", f"--opprof-json={out}").assert_outcomes(passed=1)
+    test = json.loads(out.read_text())["tests"][0]
+    assert test["unreliable"] is None and len(test["clocks"]) == 2
+    assert keys_written(pytester) == ["nvidia-h200"]
+
+
+def test_baseline_from_other_software_is_reported_not_failed(pytester):
+    pytester.makepyfile(MEASURED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    data = json.loads(path.read_text())
+    data["environment"]["torch"] = "2.4.0"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    import torch
+
+    result.stdout.fnmatch_lines(
+        [f"*test_x: environment differs from the baseline: torch 2.4.0 -> {torch.__version__} [.opprof/*"]
+    )
