@@ -259,3 +259,23 @@ def test_cpu_times_are_put_at_the_baselines_machine_speed():
     assert verdict.status == "regressed"
     assert "aten::addmm: 1.40 ms/step vs baseline 0.70 ms (+100%" in verdict.message
     assert "CPU times x0.67 for machine speed" in verdict.message
+
+
+def test_unreliable_run_turns_a_time_regression_into_a_warning():
+    """Throttled GPU clocks: the slowdown is reported with the reason, and does not fail."""
+    base, slow = doc(profile()), doc(profile(addmm_us=(1400,) * 8))
+    rule = Rule()
+    verdicts = compare(slow, base, rule, unreliable="GPU clock event sw_power_cap").verdicts
+    verdict = next(v for v in verdicts if v.op == "aten::addmm")
+    assert (verdict.kind, verdict.status, verdict.op) == (TIME, "warning", "aten::addmm")
+    assert verdict.message.endswith("not failed: unreliable run (GPU clock event sw_power_cap))")
+    assert compare(slow, base, rule, unreliable="x").failing(rule) == []
+    assert compare(slow, base, rule).failing(rule)  # the same numbers fail on a reliable run
+
+
+def test_cuda_driver_difference_is_an_environment_verdict():
+    env_a = dict(ENV, cuda_driver="12.4")
+    env_b = dict(ENV, cuda_driver="12.6")
+    (verdict,) = compare(doc(profile(), env=env_b), doc(profile(), env=env_a), Rule()).verdicts
+    assert verdict.kind == ENVIRONMENT
+    assert "cuda_driver 12.4 -> 12.6" in verdict.message
