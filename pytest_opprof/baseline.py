@@ -166,3 +166,21 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
         ):
             raise BaselineError(bad_baseline(path, f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"))
     return data
+
+
+def read_baseline_dir(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every baseline file under a folder (a device-key folder or the whole baseline dir),
+    sorted by path. A file that cannot be used raises BaselineError naming it."""
+    if not path.is_dir():
+        raise BaselineError(f"{path}: not a folder; pass a baseline folder such as .opprof/cpu-x86_64")
+    files = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
+    if not files:
+        raise BaselineError(
+            f"{path}: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline"
+        )
+    found = []
+    for file in files:
+        data = read_baseline(file)
+        assert data is not None  # it was just listed
+        found.append((file, data))
+    return found

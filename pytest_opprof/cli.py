@@ -1,6 +1,11 @@
-"""The `opprof` command: `opprof analyze TRACE [--json] [--top N]`.
+"""The `opprof` command.
 
-Exit codes: 0 fine, 1 a regression found, 2 bad input (one line on stderr).
+    opprof analyze TRACE [--json] [--top N]      tables (or JSON) for a Kineto/Chrome trace
+    opprof show PATH [--json] [--top N]          a baseline file or folder as tables
+    opprof compare A B [--json] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
+                                                 two baseline folders, or two traces/baseline files
+
+Exit codes: 0 fine, 1 a regression found (compare: B worse than A), 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -9,11 +14,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from .errors import OpprofError
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_TOP = 20
+_SNIFF_BYTES = 1 << 16
 
 
 class _UsageError(Exception):
@@ -36,20 +44,80 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="opprof", description="Operator-level profiles of PyTorch traces and baselines.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")
-    analyze.add_argument("trace", metavar="TRACE", help="a trace written by torch.profiler")
-    analyze.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
-    analyze.add_argument(
+def _percentage(text: str) -> float:
+    from .settings import parse_percentage
+
+    try:
+        return parse_percentage(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
+
+
+def _milliseconds(text: str) -> float:
+    from .settings import parse_ms
+
+    try:
+        return parse_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
+
+
+def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
         "--top",
         type=_positive_int,
         default=None,
         metavar="N",
-        help=f"rows per table (default {DEFAULT_TOP}); with --json, keep the N costliest ops and kernels (default all)",
+        help=f"rows per table (default {DEFAULT_TOP}); with --json, keep the first N {what} (default all)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="opprof", description="Operator-level profiles of PyTorch traces and baselines.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")
+    analyze.add_argument("trace", metavar="TRACE", help="a trace written by torch.profiler")
+    analyze.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
+    _add_top(analyze, "ops and kernels")
+
+    show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
+    show.add_argument("path", metavar="PATH", help="a baseline .json file, or a folder of them")
+    show.add_argument("--json", action="store_true", help="print the baselines as one JSON document")
+    _add_top(show, "ops per baseline")
+
+    compare = sub.add_parser(
+        "compare",
+        help="two baseline folders (e.g. two device keys) or two traces, op by op; exit 1 when B is worse",
+    )
+    compare.add_argument("a", metavar="A", help="baseline folder, baseline file or trace: the reference")
+    compare.add_argument("b", metavar="B", help="the same kind as A: what is compared with it")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument(
+        "--tolerance",
+        type=_percentage,
+        default=0.20,
+        metavar="PCT",
+        help="B may be this much slower per op before it counts as a regression (default 20%%)",
+    )
+    compare.add_argument(
+        "--min-delta-ms",
+        type=_milliseconds,
+        default=0.05,
+        metavar="MS",
+        help="ignore differences smaller than this many ms per step (default 0.05)",
+    )
+    compare.add_argument(
+        "--stat",
+        choices=("median", "min"),
+        default="median",
+        help="per-step statistic of each side (default median)",
+    )
+    _add_top(compare, "ops per test")
     return parser
+
+
+# -- analyze ------------------------------------------------------------------------------------
 
 
 def _analyze(args: argparse.Namespace) -> int:
@@ -61,11 +129,204 @@ def _analyze(args: argparse.Namespace) -> int:
         if args.top is not None:
             data["ops"] = data["ops"][: args.top]
             data["kernels"] = data["kernels"][: args.top]
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        _print_json(data)
     else:
         print(profile.table(top=args.top or DEFAULT_TOP))
     return EXIT_OK
+
+
+# -- show -----------------------------------------------------------------------------------------
+
+
+def _baselines_at(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    from .baseline import BaselineError, read_baseline, read_baseline_dir
+
+    if path.is_dir():
+        return read_baseline_dir(path)
+    if not path.exists():
+        raise BaselineError(f"{path}: no such file or folder")
+    data = read_baseline(path)
+    assert data is not None
+    return [(path, data)]
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .report import baseline_tables
+
+    found = _baselines_at(Path(args.path))
+    if args.json:
+        docs = []
+        for path, doc in found:
+            doc = dict(doc, path=str(path))
+            if args.top is not None:
+                doc["ops"] = dict(list(doc["ops"].items())[: args.top])
+            docs.append(doc)
+        _print_json({"baselines": docs})
+    else:
+        print("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found))
+    return EXIT_OK
+
+
+# -- compare --------------------------------------------------------------------------------------
+
+
+class _Side:
+    """One side of a comparison: its baseline documents by test, and how to name it."""
+
+    def __init__(self, path: Path, kind: str, docs: dict[str, dict[str, Any]], device_key: str | None) -> None:
+        self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
+
+    def to_dict(self) -> dict[str, Any]:
+        environments = {json.dumps(d.get("environment"), sort_keys=True) for d in self.docs.values()}
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "device_key": self.device_key,
+            "environment": next(iter(self.docs.values())).get("environment") if len(environments) == 1 else None,
+        }
+
+
+def _is_trace(path: Path) -> bool:
+    if path.name.endswith(".gz"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False  # read_baseline reports it
+    return any(marker in head for marker in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
+
+
+def _load_side(text: str) -> _Side:
+    from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
+    from .device import key_from_trace_metadata
+    from .trace import load_trace
+
+    path = Path(text)
+    if path.is_dir():
+        found = read_baseline_dir(path)
+        keys = sorted({str(doc.get("device_key")) for _, doc in found})
+        if len(keys) > 1:
+            raise BaselineError(
+                f"{path}: holds baselines of {len(keys)} device keys ({', '.join(keys)}); "
+                f"pass one device-key folder, e.g. {path / keys[0]}"
+            )
+        docs: dict[str, dict[str, Any]] = {}
+        for file, doc in found:
+            nodeid = str(doc.get("nodeid"))
+            if nodeid in docs:
+                raise BaselineError(f"{file}: a second baseline of {nodeid!r} under {path}; delete the stray file")
+            docs[nodeid] = doc
+        return _Side(path, "baselines", docs, keys[0])
+    if not path.exists():
+        raise BaselineError(f"{path}: no such file or folder")
+    if _is_trace(path):
+        profile = load_trace(path)
+        key = key_from_trace_metadata(profile.metadata) or "unknown"
+        doc = baseline_from_profile(profile, path.name, key, {})
+        return _Side(path, "trace", {path.name: doc}, key)
+    doc = read_baseline(path)
+    assert doc is not None
+    return _Side(path, "baseline", {str(doc.get("nodeid")): doc}, doc.get("device_key"))
+
+
+def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any]]], list[str], list[str]]:
+    """(test, A doc, B doc) pairs, and the tests only A or only B has."""
+    if a.kind != "baselines":  # one measurement on each side, whatever its name
+        ((na, da),) = a.docs.items()
+        ((nb, db),) = b.docs.items()
+        return [(na if na == nb else f"{na} vs {nb}", da, db)], [], []
+    common = sorted(set(a.docs) & set(b.docs))
+    return (
+        [(n, a.docs[n], b.docs[n]) for n in common],
+        sorted(set(a.docs) - set(b.docs)),
+        sorted(set(b.docs) - set(a.docs)),
+    )
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import b_regressed, side_by_side
+    from .report import kernels_under_ops_table, side_by_side_table
+
+    dirs = [Path(p).is_dir() for p in (args.a, args.b)]
+    if dirs[0] != dirs[1]:  # before reading anything: a folder can be large
+        folder, other = (args.a, args.b) if dirs[0] else (args.b, args.a)
+        raise _UsageError(
+            f"cannot compare the folder {folder} with the file {other}: "
+            "give two baseline folders, or two traces / baseline files"
+        )
+    a, b = _load_side(args.a), _load_side(args.b)
+    pairs, only_a, only_b = _pairs(a, b)
+    results = []
+    regressed_any = False
+    for name, da, db in pairs:
+        rows = side_by_side(da, db, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
+        worse = b_regressed(rows, args.min_delta_ms)
+        regressed_any = regressed_any or bool(worse)
+        results.append((name, rows, worse))
+
+    if args.json:
+        _print_json(
+            {
+                "schema": 1,
+                "a": a.to_dict(),
+                "b": b.to_dict(),
+                "tolerance": args.tolerance,
+                "min_delta_ms": args.min_delta_ms,
+                "stat": args.stat,
+                "unit": "ms per step; device time for ops that ran on a device, else CPU time",
+                "regressed": regressed_any,
+                "tests": [
+                    {
+                        "test": name,
+                        "regressed": bool(worse),
+                        "ops": [r.to_dict() for r in rows[: args.top]],
+                    }
+                    for name, rows, worse in results
+                ],
+                "only_in_a": only_a,
+                "only_in_b": only_b,
+            }
+        )
+        return EXIT_REGRESSION if regressed_any else EXIT_OK
+
+    top = args.top or DEFAULT_TOP
+    out = [
+        f"A: {a.path} ({a.device_key})",
+        f"B: {b.path} ({b.device_key})",
+        f"ms/step by {args.stat} over steps (device time for ops that ran on a device, else CPU); "
+        f"slower/faster beyond {100 * args.tolerance:g}% and {args.min_delta_ms:g} ms",
+    ]
+    for name, rows, worse in results:
+        verdict = f"B regressed: {len(worse)} op{'s' if len(worse) != 1 else ''} worse" if worse else "B not worse"
+        out += ["", f"{name}: {verdict}", side_by_side_table(rows, top)]
+        kernels = kernels_under_ops_table(rows, top)
+        if kernels:
+            out += ["", kernels]
+    if only_a:
+        out += ["", f"only in A ({len(only_a)}): {', '.join(only_a)}"]
+    if only_b:
+        out += ["", f"only in B ({len(only_b)}): {', '.join(only_b)}"]
+    if not pairs:
+        out += ["", "no test is in both A and B"]
+    total = sum(1 for _, _, worse in results if worse)
+    out += [
+        "",
+        f"opprof compare: {total} of {len(results)} compared test{'s' if len(results) != 1 else ''} regressed in B",
+    ]
+    print("\n".join(out))
+    return EXIT_REGRESSION if regressed_any else EXIT_OK
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+_COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_BAD_INPUT
-        return _analyze(args)
+        return _COMMANDS[args.command](args)
     except _UsageError as exc:
         print(f"opprof: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -225,3 +225,144 @@ def compare(
             Verdict(ENVIRONMENT, "changed", f"environment differs from the baseline: {', '.join(differ)}{where}")
         )
     return Comparison(tuple(verdicts))
+
+
+# -- two measurements side by side (`opprof compare A B`): e.g. the same tests on two devices ----
+
+SIDE_STATS = ("median", "min")
+
+
+@dataclass(frozen=True)
+class SideRow:
+    """One operator in A and B: calls and ms per step, B/A ratio, and what changed."""
+
+    op: str
+    a_calls: float | None
+    b_calls: float | None
+    a_ms: float | None
+    b_ms: float | None
+    a_time: str | None  # "device" or "cpu": which time the ms are, on that side
+    b_time: str | None
+    status: str  # added | removed | slower | faster | same
+    kernels_a: tuple[tuple[str, float, float], ...] = ()  # (kernel, calls/step, device ms/step)
+    kernels_b: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def diff_ms(self) -> float:
+        return (self.b_ms or 0.0) - (self.a_ms or 0.0)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.a_ms is None or self.b_ms is None or self.a_ms <= 0:
+            return None
+        return self.b_ms / self.a_ms
+
+    @property
+    def calls_changed(self) -> bool:
+        return self.a_calls is not None and self.b_calls is not None and self.a_calls != self.b_calls
+
+    def to_dict(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "op": self.op,
+            "status": self.status,
+            "a": {"calls_per_step": _n(self.a_calls), "ms_per_step": _r(self.a_ms), "time": self.a_time},
+            "b": {"calls_per_step": _n(self.b_calls), "ms_per_step": _r(self.b_ms), "time": self.b_time},
+            "diff_ms": _r(self.diff_ms),
+            "ratio": round(ratio, 4) if ratio is not None else None,
+            "calls_changed": self.calls_changed,
+            "kernels": {
+                side: [{"name": n, "calls_per_step": _n(c), "device_ms_per_step": _r(ms)} for n, c, ms in kernels]
+                for side, kernels in (("a", self.kernels_a), ("b", self.kernels_b))
+            },
+        }
+
+
+def _n(value: float | None) -> float | int | None:
+    """Calls per step: a whole number as an int."""
+    return int(value) if value is not None and value == int(value) else value
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _stat(samples: list[float], stat: str) -> float:
+    return min(samples) if stat == "min" else median(samples)
+
+
+def _kernels_by_op(doc: dict[str, Any], stat: str) -> dict[str, list[tuple[str, float, float]]]:
+    """Kernels (named per architecture) under the op that launched them."""
+    by_op: dict[str, list[tuple[str, float, float]]] = {}
+    for name, k in doc.get("kernels", {}).items():
+        calls = median(k.get("calls_per_step") or [0])
+        ms = _stat(k.get("device_ms") or [0.0], stat)
+        for op in k.get("ops") or ["(no launching op)"]:
+            by_op.setdefault(op, []).append((name, calls, ms))
+    for rows in by_op.values():
+        rows.sort(key=lambda r: (-r[2], r[0]))
+    return by_op
+
+
+def side_by_side(
+    a: dict[str, Any], b: dict[str, Any], *, tolerance: float = 0.20, min_delta_ms: float = 0.05, stat: str = "median"
+) -> list[SideRow]:
+    """Every op of two baseline documents, keyed by operator name (stable across devices),
+    sorted by the absolute difference in ms per step, largest first.
+
+    ms per step: device time for an op that ran on a device, else CPU time; `stat` over the
+    steps. slower/faster: beyond `tolerance` and `min_delta_ms`; added/removed: on one side only.
+    """
+    if stat not in SIDE_STATS:
+        raise ValueError(f"stat must be one of {', '.join(SIDE_STATS)}")
+    ka, kb = _kernels_by_op(a, stat), _kernels_by_op(b, stat)
+    rows = []
+    for name in sorted(set(a["ops"]) | set(b["ops"])):
+        sides = []
+        for doc in (a, b):
+            entry = doc["ops"].get(name)
+            if entry is None:
+                sides.append((None, None, None))
+                continue
+            samples = time_samples(entry)
+            sides.append(
+                (
+                    median(entry.get("calls_per_step") or [0]),
+                    _stat(samples, stat) if samples else 0.0,
+                    "device" if entry.get("on_device") else "cpu",
+                )
+            )
+        (a_calls, a_ms, a_time), (b_calls, b_ms, b_time) = sides
+        if a_ms is None:
+            status = "added"
+        elif b_ms is None:
+            status = "removed"
+        else:
+            delta = b_ms - a_ms
+            if delta > min_delta_ms and delta > tolerance * a_ms:
+                status = "slower"
+            elif -delta > min_delta_ms and -delta > tolerance * a_ms:
+                status = "faster"
+            else:
+                status = "same"
+        rows.append(
+            SideRow(
+                name,
+                a_calls,
+                b_calls,
+                a_ms,
+                b_ms,
+                a_time,
+                b_time,
+                status,
+                tuple(ka.get(name, ())),
+                tuple(kb.get(name, ())),
+            )
+        )
+    rows.sort(key=lambda r: (-abs(r.diff_ms), r.op))
+    return rows
+
+
+def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = 0.05) -> list[SideRow]:
+    """The rows that make B worse than A: slower ops, and added ops costing more than the floor."""
+    return [r for r in rows if r.status == "slower" or (r.status == "added" and (r.b_ms or 0.0) > min_delta_ms)]

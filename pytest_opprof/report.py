@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -272,3 +273,121 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+# -- baselines (`opprof show`) and two measurements side by side (`opprof compare`) -----------
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str:
+    """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
+    env = doc.get("environment") or {}
+    software = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None and k != "cpu_model")
+    steps = (doc.get("capture") or {}).get("steps")
+    walls = doc.get("wall_ms") or []
+    wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
+    head = [
+        f"{doc.get('nodeid')}  [{path}]",
+        f"device {doc.get('device_key')}; {software or 'no software facts'}; {steps} steps{wall}",
+    ]
+    rows = []
+    ops = sorted(
+        doc["ops"].items(),
+        key=lambda item: (-_median(item[1]["device_ms" if item[1].get("on_device") else "cpu_ms"] or [0]), item[0]),
+    )
+    for name, op in ops[:top]:
+        times = op["device_ms" if op.get("on_device") else "cpu_ms"] or [0]
+        rows.append(
+            [
+                _short(name),
+                _per_step(_median(op["calls_per_step"] or [0])),
+                _ms(_median(times)),
+                _ms(min(times)),
+                _ms(_median(op["cpu_ms"] or [0])),
+                "device" if op.get("on_device") else "cpu",
+            ]
+        )
+    parts = head + [
+        "",
+        tabulate(rows, headers=["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"], disable_numparse=True),
+    ]
+    kernels = sorted(doc.get("kernels", {}).items(), key=lambda item: (-_median(item[1]["device_ms"] or [0]), item[0]))
+    if kernels:
+        krows = [
+            [
+                _short(name, 60),
+                ", ".join(k.get("ops") or []) or "-",
+                _per_step(_median(k["calls_per_step"] or [0])),
+                _ms(_median(k["device_ms"] or [0])),
+            ]
+            for name, k in kernels[:top]
+        ]
+        parts += [
+            "",
+            tabulate(krows, headers=["kernel", "launched by", "calls/step", "device ms/step"], disable_numparse=True),
+        ]
+    memory = doc.get("memory_ops") or {}
+    if memory:
+        mrows = [
+            [name, _per_step(_median(m["calls_per_step"] or [0])), _ms(_median(m["device_ms"] or [0])), m.get("bytes")]
+            for name, m in sorted(memory.items())
+        ]
+        parts += [
+            "",
+            tabulate(mrows, headers=["memory op", "calls/step", "device ms/step", "bytes"], disable_numparse=True),
+        ]
+    return "\n".join(parts)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
+    """`opprof compare`: ops of A and B side by side, largest absolute difference first."""
+    table = []
+    for r in rows[:top]:
+        ratio = r.ratio
+        table.append(
+            [
+                _short(r.op, 60),
+                "-" if r.a_calls is None else _per_step(r.a_calls),
+                "-" if r.b_calls is None else _per_step(r.b_calls),
+                _num(r.a_ms, ".3f"),
+                _num(r.b_ms, ".3f"),
+                f"{ratio:.2f}x" if ratio is not None else "-",
+                f"{r.diff_ms:+.3f}",
+                r.a_time
+                if r.b_time in (None, r.a_time)
+                else r.b_time
+                if r.a_time is None
+                else f"{r.a_time}/{r.b_time}",
+                r.status + (" (calls)" if r.calls_changed else ""),
+            ]
+        )
+    headers = ["op", "A calls/step", "B calls/step", "A ms/step", "B ms/step", "B/A", "diff ms", "time", "status"]
+    return tabulate(table, headers=headers, disable_numparse=True)
+
+
+def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int = 3) -> str:
+    """Kernels are named per architecture: listed under the op that launched them, A beside B."""
+    table = []
+    for r in rows[:top]:
+        if not r.kernels_a and not r.kernels_b:
+            continue
+        for i in range(min(per_op, max(len(r.kernels_a), len(r.kernels_b)))):
+            cells = []
+            for kernels in (r.kernels_a, r.kernels_b):
+                if i < len(kernels):
+                    name, calls, ms = kernels[i]
+                    cells += [_short(name, 48), f"{_per_step(calls)}x {ms:.3f}"]
+                else:
+                    cells += ["", ""]
+            table.append([_short(r.op, 40) if i == 0 else "", *cells])
+    if not table:
+        return ""
+    headers = ["op", "A kernels", "calls x ms/step", "B kernels", "calls x ms/step"]
+    return tabulate(table, headers=headers, disable_numparse=True)
