@@ -223,6 +223,14 @@ def format_problems(records: list[dict[str, Any]]) -> str:
                 f"{record['nodeid']}: unreliable measurement: {record['unreliable']}; "
                 "time verdicts are reported, not failed, and no baseline is recorded from it"
             )
+        remeasured = (record.get("baseline") or {}).get("remeasured")
+        if remeasured == "not confirmed":
+            lines.append(
+                f"{record['nodeid']}: the first measurement looked slower than the baseline; "
+                "a second one did not confirm it (interference), so it passes"
+            )
+        elif remeasured == "confirmed":
+            lines.append(f"{record['nodeid']}: measured twice: both slower than the baseline")
         for verdict in (record.get("baseline") or {}).get("verdicts", []):
             lines.append(f"{record['nodeid']}: {verdict['message']}")
         for check in record["checks"]:
@@ -285,7 +293,11 @@ def _median(values: list[float]) -> float:
 def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str:
     """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
     env = doc.get("environment") or {}
-    software = ", ".join(f"{k} {v}" for k, v in env.items() if v is not None and k != "cpu_model")
+    names = {"torch": "torch", "cuda": "CUDA", "hip": "HIP", "driver": "driver", "cuda_driver": "CUDA driver"}
+    software = ", ".join(f"{label} {env[k]}" for k, label in names.items() if env.get(k) is not None)
+    hardware = env.get("gpu_name") or env.get("cpu_model")
+    if hardware:
+        software = f"{hardware}; {software}"
     steps = (doc.get("capture") or {}).get("steps")
     walls = doc.get("wall_ms") or []
     wall = f", {_median(walls):.3f} ms/step wall" if walls else ""

@@ -279,3 +279,20 @@ def test_cuda_driver_difference_is_an_environment_verdict():
     (verdict,) = compare(doc(profile(), env=env_b), doc(profile(), env=env_a), Rule()).verdicts
     assert verdict.kind == ENVIRONMENT
     assert "cuda_driver 12.4 -> 12.6" in verdict.message
+
+
+def test_machine_speed_far_from_the_baselines_makes_cpu_time_verdicts_warnings():
+    """A reference workload 5x slower than at recording: CPU times are not compared as such."""
+    base = doc(profile())
+    slow = doc(profile(addmm_us=(1400,) * 8))
+    base["reference_ms"], slow["reference_ms"] = 0.1, 0.5
+    rule = Rule()
+    verdicts = compare(slow, base, rule).verdicts
+    assert compare(slow, base, rule).failing(rule) == []
+    assert all(v.status == "improved" or v.status == "warning" for v in verdicts if v.kind == TIME)
+    slow["reference_ms"] = 0.25  # 2.5x: still compared, scaled
+    assert not [v for v in compare(slow, base, rule).verdicts if v.kind == TIME and v.status == "warning"]
+    faster_machine = doc(profile(addmm_us=(2800,) * 8))
+    faster_machine["reference_ms"] = 0.01  # 10x faster reference, 4x slower op: not trusted either
+    (addmm,) = [v for v in compare(faster_machine, base, rule).verdicts if v.op == "aten::addmm"]
+    assert addmm.status == "warning" and "machine ran x0.10 the baseline's speed" in addmm.message

@@ -126,9 +126,10 @@ def test_throttled_gpu_run_is_flagged_and_not_recorded(throttled_gpu, pytester, 
     test = json.loads(out.read_text())["tests"][0]
     assert test["unreliable"] == "GPU clock event hw_thermal_slowdown"
     # sampled after the warm-up and after the capture
-    assert test["clocks"] == [
-        {"sm_clock_mhz": 1110, "sm_clock_max_mhz": 1980, "clock_event_reasons": ["hw_thermal_slowdown"]}
-    ] * 2
+    assert (
+        test["clocks"]
+        == [{"sm_clock_mhz": 1110, "sm_clock_max_mhz": 1980, "clock_event_reasons": ["hw_thermal_slowdown"]}] * 2
+    )
     assert test["baseline"]["status"] == "unreliable"
 
 

@@ -1,0 +1,349 @@
+"""`opprof show` and `opprof compare`: baseline folders made here, the shared A100 and MI250
+traces as a real cross-vendor pair, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from statistics import median
+
+import pytest
+from builders import kernel, launch, op, step
+
+from pytest_opprof.analysis import analyze
+from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
+from pytest_opprof.cli import main
+from pytest_opprof.trace import load_trace, write_trace
+
+ENV = {"torch": "2.13.0", "cuda": "12.4", "driver": "550.54.15", "gpu_name": "x"}
+
+
+def profile(addmm_us=700.0, extra=False, steps=4, kernel_name="sm90_gemm"):
+    """Steps of linear > addmm (launching one kernel of addmm_us/2), relu, and optionally clone."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events += [
+            step(i + 1, base, 9_000),
+            op("aten::linear", base + 10, addmm_us + 100),
+            op("aten::addmm", base + 20, addmm_us),
+            launch(base + 30, corr=i + 1),
+            kernel(kernel_name, base + 40, addmm_us / 2, corr=i + 1),
+            op("aten::relu", base + 1000 + addmm_us, 50),
+        ]
+        if extra:
+            events.append(op("aten::clone", base + 2000 + addmm_us, 120))
+    return analyze(events)
+
+
+def write_folder(root, key, profiles):
+    for nodeid, p in profiles.items():
+        write_baseline(baseline_path(root, key, nodeid), baseline_from_profile(p, nodeid, key, ENV))
+    return root / key
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def folders(tmp_path):
+    """Two device-key folders: on B test_mlp's addmm takes 2x and adds a clone; test_small is the
+    same; test_old only on A, test_new only on B."""
+    root = tmp_path / ".opprof"
+    a = write_folder(
+        root,
+        "nvidia-tesla-t4",
+        {
+            "tests/test_m.py::test_mlp": profile(700),
+            "tests/test_m.py::test_small": profile(300),
+            "tests/test_m.py::test_old": profile(100),
+        },
+    )
+    b = write_folder(
+        root,
+        "nvidia-a10",
+        {
+            "tests/test_m.py::test_mlp": profile(1400, extra=True, kernel_name="ampere_sgemm"),
+            "tests/test_m.py::test_small": profile(300, kernel_name="ampere_sgemm"),
+            "tests/test_m.py::test_new": profile(100),
+        },
+    )
+    return a, b
+
+
+# -- compare: baseline folders ----------------------------------------------------------------
+
+
+def test_compare_folders_side_by_side_json(capsys, folders):
+    a, b = folders
+    code, out, err = run_cli(capsys, "compare", a, b, "--json")
+    assert (code, err) == (1, "")
+    data = json.loads(out)
+    assert (data["a"]["device_key"], data["b"]["device_key"]) == ("nvidia-tesla-t4", "nvidia-a10")
+    assert data["only_in_a"] == ["tests/test_m.py::test_old"]
+    assert data["only_in_b"] == ["tests/test_m.py::test_new"]
+    tests = {t["test"]: t for t in data["tests"]}
+    assert set(tests) == {"tests/test_m.py::test_mlp", "tests/test_m.py::test_small"}
+    assert tests["tests/test_m.py::test_small"]["regressed"] is False
+    mlp = tests["tests/test_m.py::test_mlp"]
+    assert mlp["regressed"] is True
+    ops = {o["op"]: o for o in mlp["ops"]}
+    # addmm ran on the device: device ms 0.35 -> 0.70 per step, ratio 2
+    addmm = ops["aten::addmm"]
+    assert addmm["a"] == {"calls_per_step": 1, "ms_per_step": 0.35, "time": "device"}
+    assert addmm["b"] == {"calls_per_step": 1, "ms_per_step": 0.7, "time": "device"}
+    assert addmm["ratio"] == 2.0 and addmm["diff_ms"] == 0.35 and addmm["status"] == "slower"
+    # the kernels, named per architecture, under their launching op
+    assert addmm["kernels"]["a"] == [{"name": "sm90_gemm", "calls_per_step": 1, "device_ms_per_step": 0.35}]
+    assert addmm["kernels"]["b"] == [{"name": "ampere_sgemm", "calls_per_step": 1, "device_ms_per_step": 0.7}]
+    clone = ops["aten::clone"]
+    assert clone["status"] == "added" and clone["a"]["ms_per_step"] is None and clone["b"]["ms_per_step"] == 0.12
+    assert clone["b"]["time"] == "cpu"
+    assert ops["aten::relu"]["status"] == "same" and ops["aten::relu"]["ratio"] == 1.0
+    # sorted by absolute difference, largest first
+    diffs = [abs(o["diff_ms"]) for o in mlp["ops"]]
+    assert diffs == sorted(diffs, reverse=True)
+
+
+def test_compare_folders_tables(capsys, folders):
+    a, b = folders
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 1
+    assert f"A: {a} (nvidia-tesla-t4)" in out and f"B: {b} (nvidia-a10)" in out
+    assert "tests/test_m.py::test_mlp: B regressed: 3 ops worse" in out  # addmm, linear slower; clone added
+    section = out.split("tests/test_m.py::test_mlp: ")[1]
+    ops_table, kernel_table = section.split("\n\n")[:2]
+    rows = {line.split()[0]: line.split() for line in ops_table.splitlines() if line.startswith("aten::")}
+    assert kernel_table.splitlines()[2].split() == [
+        "aten::addmm",
+        "sm90_gemm",
+        "1x",
+        "0.350",
+        "ampere_sgemm",
+        "1x",
+        "0.700",
+    ]
+    assert rows["aten::addmm"][1:] == ["1", "1", "0.350", "0.700", "2.00x", "+0.350", "device", "slower"]
+    assert rows["aten::clone"][1:] == ["-", "1", "-", "0.120", "-", "+0.120", "cpu", "added"]
+    assert "only in A (1): tests/test_m.py::test_old" in out
+    assert "only in B (1): tests/test_m.py::test_new" in out
+    assert out.rstrip().endswith("opprof compare: 1 of 2 compared tests regressed in B")
+
+
+def test_b_faster_or_equal_exits_0(capsys, folders):
+    a, b = folders
+    code, out, _ = run_cli(capsys, "compare", b, a, "--json")  # reversed: B is the faster one
+    assert code == 0
+    mlp = next(t for t in json.loads(out)["tests"] if t["test"].endswith("test_mlp"))
+    statuses = {o["op"]: o["status"] for o in mlp["ops"]}
+    assert statuses["aten::addmm"] == "faster" and statuses["aten::clone"] == "removed"
+    assert run_cli(capsys, "compare", a, a)[0] == 0
+
+
+def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
+    a, b = folders
+    # +100% on addmm, +0.12 ms added clone: within a 150% tolerance and a 0.5 ms floor
+    assert run_cli(capsys, "compare", a, b, "--tolerance", "150%", "--min-delta-ms", "0.5")[0] == 0
+    assert run_cli(capsys, "compare", a, b, "--tolerance", "150%")[0] == 1  # the clone costs > 0.05 ms
+
+
+def test_compare_baseline_folders_recorded_by_pytest(pytester):
+    """The real flow: two runs record under two device keys, the command compares them."""
+    pytest.importorskip("torch")
+    pytester.makepyfile(
+        test_w="""
+import os, torch
+W = int(os.environ["W"])
+def test_mlp(opprof):
+    m = torch.nn.Sequential(torch.nn.Linear(256, W), torch.nn.ReLU(), torch.nn.Linear(W, 256)).eval()
+    x = torch.randn(64, 256)
+    with torch.no_grad():
+        opprof.run(m, x, warmup=2, steps=5)
+"""
+    )
+    for key, width in (("box-a", "64"), ("box-b", "4096")):
+        os.environ["W"] = width
+        try:
+            pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline", f"--opprof-device-key={key}")
+        finally:
+            del os.environ["W"]
+    root = pytester.path / ".opprof"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "compare", str(root / "box-a"), str(root / "box-b"), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (test,) = json.loads(proc.stdout)["tests"]
+    assert test["test"] == "test_w.py::test_mlp"
+    addmm = next(o for o in test["ops"] if o["op"] == "aten::addmm")
+    assert addmm["status"] == "slower" and addmm["ratio"] > 2  # 64x the multiply-adds
+    assert addmm["a"]["calls_per_step"] == addmm["b"]["calls_per_step"] == 2
+
+
+# -- compare: traces -----------------------------------------------------------------------------
+
+
+def test_compare_a100_and_mi250_traces(capsys, shared_traces):
+    """A real cross-vendor pair: ratios equal those of each trace's own analysis."""
+    a, b = shared_traces / "a100-alexnet.json.gz", shared_traces / "mi250-minitoy-train.json.gz"
+    code, out, err = run_cli(capsys, "compare", a, b, "--json")
+    data = json.loads(out)
+    assert data["a"]["device_key"] == "nvidia-a100-pg509-200"
+    assert data["b"]["device_key"] == "amd-radeon-graphics"
+    (test,) = data["tests"]
+    rows = {o["op"]: o for o in test["ops"]}
+    pa, pb = load_trace(a), load_trace(b)
+    ops_a, ops_b = {o.name: o for o in pa.ops}, {o.name: o for o in pb.ops}
+    assert set(rows) == set(ops_a) | set(ops_b)
+    common = set(ops_a) & set(ops_b)
+    assert len(common) >= 5
+    for name in common:
+        ms_a = ops_a[name].time_per_step.median / 1e6
+        ms_b = ops_b[name].time_per_step.median / 1e6
+        assert rows[name]["a"]["ms_per_step"] == pytest.approx(ms_a, rel=1e-3, abs=1e-6), name
+        assert rows[name]["b"]["ms_per_step"] == pytest.approx(ms_b, rel=1e-3, abs=1e-6), name
+        assert rows[name]["a"]["time"] == ("device" if ops_a[name].on_device else "cpu")
+        if ms_a > 1e-4 and ms_b > 0:
+            assert rows[name]["ratio"] == pytest.approx(ms_b / ms_a, rel=2e-3), name
+    for name in set(ops_b) - set(ops_a):
+        assert rows[name]["status"] == "added"
+    for name in set(ops_a) - set(ops_b):
+        assert rows[name]["status"] == "removed"
+    # kernels under their launching op, per vendor
+    addmm_b = [k["name"] for k in rows["aten::addmm"]["kernels"]["b"]]
+    assert any(name.startswith("Cijk_") for name in addmm_b)  # a ROCm GEMM kernel
+    worse = [
+        o for o in test["ops"] if o["status"] == "slower" or (o["status"] == "added" and o["b"]["ms_per_step"] > 0.05)
+    ]
+    assert code == (1 if worse else 0) and test["regressed"] == bool(worse)
+
+
+def test_same_fields_and_units_for_gpu_and_cpu_traces(capsys, shared_traces):
+    gpu = json.loads(
+        run_cli(
+            capsys, "compare", shared_traces / "a100-alexnet.json.gz", shared_traces / "a100-alexnet.json.gz", "--json"
+        )[1]
+    )
+    cpu = json.loads(
+        run_cli(capsys, "compare", shared_traces / "cpu-only.json.gz", shared_traces / "cpu-only.json.gz", "--json")[1]
+    )
+    assert gpu["unit"] == cpu["unit"]
+    keys = {tuple(sorted(o)) for d in (gpu, cpu) for o in d["tests"][0]["ops"]}
+    assert len(keys) == 1
+    sides = {tuple(sorted(o[s])) for d in (gpu, cpu) for o in d["tests"][0]["ops"] for s in ("a", "b")}
+    assert sides == {("calls_per_step", "ms_per_step", "time")}
+    assert not gpu["regressed"] and all(o["status"] == "same" for o in gpu["tests"][0]["ops"])
+
+
+def test_compare_written_traces_exact_ratio(capsys, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json.gz"
+    write_trace(a, profile(700).events, {})
+    write_trace(b, profile(2100).events, {})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    assert code == 1
+    ops = {o["op"]: o for o in json.loads(out)["tests"][0]["ops"]}
+    assert ops["aten::addmm"]["ratio"] == 3.0
+    assert ops["aten::addmm"]["a"]["ms_per_step"] == 0.35
+
+
+def test_compare_stat_min(capsys, tmp_path):
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "a", {"t.py::t": analyze(steps_with([500, 900, 900]))})
+    b = write_folder(root, "b", {"t.py::t": analyze(steps_with([500, 500, 500]))})
+    by = {}
+    for stat in ("median", "min"):
+        data = json.loads(run_cli(capsys, "compare", a, b, "--json", "--stat", stat)[1])
+        by[stat] = next(o for o in data["tests"][0]["ops"] if o["op"] == "aten::mm")["a"]["ms_per_step"]
+    assert by == {"median": 0.9, "min": 0.5}
+
+
+def steps_with(durations_us):
+    events = []
+    for i, d in enumerate(durations_us):
+        events += [step(i + 1, i * 10_000, 9_000), op("aten::mm", i * 10_000 + 10, d)]
+    return events
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+
+def test_show_file_and_folder(capsys, folders):
+    a, _ = folders
+    file = a / "tests" / "test_m.py" / "test_mlp.json"
+    code, out, err = run_cli(capsys, "show", file)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"tests/test_m.py::test_mlp  [{file}]")
+    assert "device nvidia-tesla-t4; x; torch 2.13.0, CUDA 12.4, driver 550.54.15; 4 steps, 9.000 ms/step wall" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
+    assert rows["aten::addmm"][1:] == ["1", "0.350", "0.350", "0.700", "device"]
+    assert rows["aten::relu"][1:] == ["1", "0.050", "0.050", "0.050", "cpu"]
+    assert "sm90_gemm" in out
+    code, out, _ = run_cli(capsys, "show", a)
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines() if "  [" in line] == [
+        "tests/test_m.py::test_mlp",
+        "tests/test_m.py::test_old",
+        "tests/test_m.py::test_small",
+    ]
+    data = json.loads(run_cli(capsys, "show", a, "--json")[1])
+    assert [d["nodeid"] for d in data["baselines"]] == [
+        "tests/test_m.py::test_mlp",
+        "tests/test_m.py::test_old",
+        "tests/test_m.py::test_small",
+    ]
+    assert median(data["baselines"][0]["ops"]["aten::addmm"]["device_ms"]) == 0.35
+
+
+# -- bad input: exit 2, one line -------------------------------------------------------------
+
+
+def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
+    a, b = folders
+    code, _, err = run_cli(capsys, "compare", b.parent, b)
+    assert code == 2 and "holds baselines of 2 device keys (nvidia-a10, nvidia-tesla-t4); pass one" in err
+    corrupt = a / "tests" / "test_m.py" / "test_small.json"
+    before = corrupt.read_bytes()[:-20]
+    corrupt.write_bytes(before)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    cases = [
+        (("show", a), f"{corrupt}: not valid JSON"),
+        (("compare", a, b), f"{corrupt}: not valid JSON"),
+        (("show", tmp_path / "nope"), "nope: no such file or folder"),
+        (
+            ("show", empty),
+            "empty: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline",
+        ),
+        (("compare", b, other), "cannot compare the folder"),
+        (("compare", other, other), "other.json: not an opprof baseline (no 'schema')"),
+        (("compare", b, b, "--tolerance", "fast"), "argument --tolerance: 'fast' is not a percentage like 20%"),
+        (("compare", b, b, "--min-delta-ms", "-1"), "argument --min-delta-ms: '-1' is not a number of milliseconds"),
+        (("compare", b, b, "--stat", "mean"), "argument --stat: invalid choice: 'mean'"),
+        (("compare", b), "the following arguments are required: B"),
+    ]
+    for argv, expected in cases:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2, argv
+        assert out == "" and err.count("\n") == 1 and err.startswith("opprof: error: "), (argv, err)
+        assert expected in err, (argv, err)
+    assert corrupt.read_bytes() == before  # left as it was
+
+
+def test_console_script_compare_exit_code(tmp_path):
+    """Through the installed `opprof` entry point (or python -m): the exit code reaches the shell."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, profile(700).events, {})
+    write_trace(b, profile(1400).events, {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "compare", str(a), str(b)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "a.json vs b.json: B regressed" in proc.stdout
