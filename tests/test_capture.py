@@ -147,7 +147,7 @@ def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
 
 
 def test_core_works_without_torch_or_pytest(tmp_path):
-    """events, trace, analysis, report and `opprof analyze` import and run with torch and pytest blocked."""
+    """The core and `opprof analyze/show/compare` import and run with torch and pytest blocked."""
     model, x = make_mlp()
     path = tmp_path / "t.json"
     measure(infer, model, x, warmup=1, steps=2).export_chrome_trace(str(path))
@@ -159,10 +159,17 @@ def test_core_works_without_torch_or_pytest(tmp_path):
                 if name.split(".")[0] in ("torch", "pytest", "_pytest"):
                     raise ImportError("blocked: " + name)
         sys.meta_path.insert(0, Block())
-        from pytest_opprof import events, trace, analysis, report, cli
+        from pathlib import Path
+        from pytest_opprof import events, trace, analysis, report, cli, baseline, compare, device
         profile = trace.load_trace({str(path)!r})
         assert profile.op("aten::addmm").calls == 4, profile.ops
         print(profile.table(top=3))
+        doc = baseline.baseline_from_profile(profile, "t.py::t", "cpu-x86_64", {{}})
+        folder = Path({str(tmp_path)!r}) / ".opprof"
+        baseline.write_baseline(baseline.baseline_path(folder, "cpu-x86_64", "t.py::t"), doc)
+        assert cli.main(["show", str(folder)]) == 0
+        assert cli.main(["compare", str(folder / "cpu-x86_64"), str(folder / "cpu-x86_64")]) == 0
+        assert cli.main(["compare", {str(path)!r}, {str(path)!r}]) == 0
         sys.exit(cli.main(["analyze", {str(path)!r}, "--json"]))
         """
     )
