@@ -470,20 +470,16 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return []
     comparison = compare(current, old, rule, shown, fixture.unreliable)
     remeasured = None
-    if _suspect_time(comparison, rule, bool(settings.update_baseline)) and fixture._remeasure is not None:
+    updating = settings.update_baseline == "changed" and not fixture.unreliable
+    may_confirm = fixture._remeasure is not None and (updating or not settings.update_baseline)
+    if may_confirm and _suspect_time(comparison, rule, updating):
         # A time verdict is about to fail the test (or rewrite its baseline): measure once more
         # and judge both measurements together. Interference rarely hits twice; a slowdown does.
         again = fixture._remeasure()
         if not again.errors:
-            merged = merge_measurements(
-                current, baseline_from_profile(again, item.nodeid, state.device_key, state.device)
-            )
-            comparison = compare(merged, old, rule, shown, fixture.unreliable)
-            remeasured = (
-                "not confirmed"
-                if not _suspect_time(comparison, rule, bool(settings.update_baseline))
-                else ("confirmed")
-            )
+            second = baseline_from_profile(again, item.nodeid, state.device_key, state.device)
+            comparison = compare(merge_measurements(current, second), old, rule, shown, fixture.unreliable)
+            remeasured = "confirmed" if _suspect_time(comparison, rule, updating) else "not confirmed"
     fixture.baseline = {
         "path": shown,
         "status": "compared",
@@ -504,10 +500,10 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
 
 def _suspect_time(comparison: Any, rule: Rule, updating: bool) -> bool:
-    """A time verdict would fail the test, or (updating) alone would rewrite its baseline."""
+    """A time verdict would fail the test, or (updating changed baselines) alone would rewrite
+    its baseline."""
     if updating:
-        kinds = {v.kind for v in comparison.verdicts if v.kind in (STRUCTURE, TIME)}
-        return kinds == {TIME}
+        return {v.kind for v in comparison.verdicts if v.kind in (STRUCTURE, TIME)} == {TIME}
     return any(v.kind == TIME for v in comparison.failing(rule))
 
 

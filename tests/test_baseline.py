@@ -296,3 +296,23 @@ def test_machine_speed_far_from_the_baselines_makes_cpu_time_verdicts_warnings()
     faster_machine["reference_ms"] = 0.01  # 10x faster reference, 4x slower op: not trusted either
     (addmm,) = [v for v in compare(faster_machine, base, rule).verdicts if v.op == "aten::addmm"]
     assert addmm.status == "warning" and "machine ran x0.10 the baseline's speed" in addmm.message
+
+
+def test_merge_measurements_pools_samples_at_the_first_ones_speed():
+    first = doc(profile(addmm_us=(1400,) * 8))
+    second = doc(profile(addmm_us=(700,) * 4))
+    first["reference_ms"], second["reference_ms"] = 0.2, 0.4  # the second ran at half speed
+    from pytest_opprof.compare import merge_measurements
+
+    merged = merge_measurements(first, second)
+    addmm = merged["ops"]["aten::addmm"]
+    assert addmm["cpu_ms"] == [1.4] * 8 + [0.35] * 4  # 0.7 ms at half speed is 0.35 at full
+    assert addmm["calls_per_step"] == [1] * 12
+    assert merged["capture"]["steps"] == 12 and len(merged["events_per_step"]) == 12
+    assert merged["reference_ms"] == 0.2
+    assert first["ops"]["aten::addmm"]["cpu_ms"] == [1.4] * 8  # inputs untouched
+    # judged together: the fast second measurement clears the first one's slow steps
+    base = doc(profile())
+    base["reference_ms"] = 0.2
+    assert not compare(first, base, Rule()).unchanged
+    assert not [v for v in compare(merged, base, Rule()).verdicts if v.status == "regressed"]
