@@ -134,10 +134,16 @@ def _speed_ratio(current: dict[str, Any], baseline: dict[str, Any]) -> float:
 
 
 def compare(
-    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "", unreliable: str | None = None
+    current: dict[str, Any],
+    baseline: dict[str, Any],
+    rule: Rule,
+    path: str = "",
+    unreliable: str | None = None,
+    cpu_unreliable: str | None = None,
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. `unreliable` (why the
-    GPU clocks make this run's times incomparable) turns a time regression into a warning."""
+    GPU clocks make this run's times incomparable) turns a time regression into a warning;
+    `cpu_unreliable` (CPU contention during the capture) does so for ops timed on the CPU."""
     where = f" [{path}]" if path else ""
     verdicts: list[Verdict] = []
 
@@ -167,11 +173,8 @@ def compare(
     note = f"; CPU times x{1 / speed:.2f} for machine speed" if abs(speed - 1) > 0.05 else ""
     # A machine several times slower or faster than the baseline's (a runner drowning in other
     # work, or another CPU): its CPU times say nothing about the code. Reported, not failed.
-    cpu_unreliable = (
-        f"the machine ran x{speed:.2f} the baseline's speed (reference workload)"
-        if not 1 / MAX_SPEED_RATIO <= speed <= MAX_SPEED_RATIO
-        else None
-    )
+    if not 1 / MAX_SPEED_RATIO <= speed <= MAX_SPEED_RATIO:
+        cpu_unreliable = f"the machine ran x{speed:.2f} the baseline's speed (reference workload)"
     for name in sorted(set(current["ops"]) & set(baseline["ops"])):
         if _ignored(name, rule.ignore_ops):
             continue

@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -258,6 +259,9 @@ class OpprofFixture:
         self._clocks: list[Any] = []  # samples around the capture in progress
         self.clocks: list[dict[str, Any]] = []  # those of the latest finished capture
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
+        self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
+        self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
+        self.contended: str | None = None  # why that makes its CPU times incomparable
         self._remeasure: Callable[[], Any] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
@@ -280,7 +284,7 @@ class OpprofFixture:
 
         validate_run_args(fn, warmup, steps)
         self._drop_whole_call()
-        self._clocks = []
+        self._clocks, self._host = [], []
         profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
         self._finish(profile)
         self._remeasure = lambda: run_steps(fn, args, kwargs, warmup, steps)[0]
@@ -295,7 +299,7 @@ class OpprofFixture:
         from .capture import StepRecorder
 
         self._drop_whole_call()
-        self._clocks = []
+        self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
         recorder.start()
@@ -358,15 +362,23 @@ class OpprofFixture:
             raise AssertionError(message)
 
     def _probe(self) -> None:
+        from .device import cpu_wait_ns
+
+        self._host.append((time.perf_counter_ns(), cpu_wait_ns()))
         if self._sampler is not None:
             self._clocks.append(self._sampler())
 
     def _finish(self, profile: Any) -> None:
-        from .device import unreliable_reason
+        from .device import contention_reason, unreliable_reason
 
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = unreliable_reason(self._clocks)
+        self.cpu_wait = self.contended = None
+        if len(self._host) >= 2 and self._host[0][1] is not None and self._host[-1][1] is not None:
+            (t0, w0), (t1, w1) = self._host[0], self._host[-1]
+            self.cpu_wait = round((w1 - w0) / (t1 - t0), 4) if t1 > t0 else None  # type: ignore[operator]
+            self.contended = contention_reason(w1 - w0, t1 - t0)  # type: ignore[operator]
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.errors = [untrusted_measurement(trust)] if trust else []
 
@@ -378,7 +390,7 @@ class OpprofFixture:
     def _start_whole_call(self) -> None:
         from .capture import StepRecorder
 
-        self._clocks = []
+        self._clocks, self._host = [], []
         self._whole_call = StepRecorder(self._probe)
         self._whole_call.start()
 
@@ -468,7 +480,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
             status = "new"
         fixture.baseline = {"path": shown, "status": status, "verdicts": [], "rows": {}}
         return []
-    comparison = compare(current, old, rule, shown, fixture.unreliable)
+    comparison = compare(current, old, rule, shown, fixture.unreliable, fixture.contended)
     remeasured = None
     updating = settings.update_baseline == "changed" and not fixture.unreliable
     may_confirm = fixture._remeasure is not None and (updating or not settings.update_baseline)
@@ -478,7 +490,9 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         again = fixture._remeasure()
         if not again.errors:
             second = baseline_from_profile(again, item.nodeid, state.device_key, state.device)
-            comparison = compare(merge_measurements(current, second), old, rule, shown, fixture.unreliable)
+            comparison = compare(
+                merge_measurements(current, second), old, rule, shown, fixture.unreliable, fixture.contended
+            )
             remeasured = "confirmed" if _suspect_time(comparison, rule, updating) else "not confirmed"
     fixture.baseline = {
         "path": shown,
@@ -530,6 +544,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and fixture.profile is not None:
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
+        result.cpu_wait = fixture.cpu_wait
         item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
     if call.when == "teardown":
         result.baseline = fixture.baseline

@@ -109,6 +109,7 @@ class TestResult:
     baseline: dict[str, Any] | None = None  # path, status, verdicts, rows (baseline min ms per op)
     clocks: list[dict[str, Any]] | None = None  # GPU clock samples around the capture
     unreliable: str | None = None  # why those clocks make the times incomparable
+    cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
 
     def record_phase(self, when: str, outcome: str) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome."""
@@ -135,6 +136,7 @@ class TestResult:
             "trace": self.trace_path,
             "clocks": self.clocks or [],
             "unreliable": self.unreliable,
+            "cpu_wait": self.cpu_wait,
             "baseline": {k: v for k, v in self.baseline.items() if k != "rows"} if self.baseline else None,
             "summary": _summary_block(self.nodeid, self.outcome, profile, top, self.baseline)
             if profile is not None

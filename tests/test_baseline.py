@@ -316,3 +316,16 @@ def test_merge_measurements_pools_samples_at_the_first_ones_speed():
     base["reference_ms"] = 0.2
     assert not compare(first, base, Rule()).unchanged
     assert not [v for v in compare(merged, base, Rule()).verdicts if v.status == "regressed"]
+
+
+def test_cpu_contention_downgrades_cpu_time_verdicts_only():
+    base, slow = doc(profile()), doc(profile(addmm_us=(1400,) * 8))
+    rule = Rule()
+    why = "CPU contention: this process's threads waited for a CPU 50% of the capture"
+    addmm = next(v for v in compare(slow, base, rule, cpu_unreliable=why).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "warning" and why in addmm.message
+    slow["ops"]["aten::addmm"]["on_device"] = base["ops"]["aten::addmm"]["on_device"] = True
+    slow["ops"]["aten::addmm"]["device_ms"] = slow["ops"]["aten::addmm"]["cpu_ms"]
+    base["ops"]["aten::addmm"]["device_ms"] = base["ops"]["aten::addmm"]["cpu_ms"]
+    addmm = next(v for v in compare(slow, base, rule, cpu_unreliable=why).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "regressed"  # device time does not suffer from CPU contention

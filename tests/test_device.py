@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import warnings
@@ -216,3 +217,21 @@ def test_valid_key():
     assert device.valid_key("ci_runner.2")
     for bad in ("", "Nvidia", "a/b", "..", "-x", "x" * 101, "a b"):
         assert not device.valid_key(bad), bad
+
+
+def test_cpu_wait_is_read_from_schedstat():
+    if not os.path.exists("/proc/self/task"):
+        pytest.skip("no /proc")
+    first = device.cpu_wait_ns()
+    assert isinstance(first, int) and first >= 0
+    assert device.cpu_wait_ns() >= first  # cumulative
+
+
+def test_contention_reason():
+    assert device.contention_reason(None, 10**6) is None
+    assert device.contention_reason(0, 10**6) is None
+    assert device.contention_reason(100_000, 10**6) is None  # 10%: at the limit, fine
+    assert device.contention_reason(500_000, 10**6) == (
+        "CPU contention: this process's threads waited for a CPU 50% of the capture"
+    )
+    assert device.contention_reason(5, 0) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import fake_nvml
 import pytest
@@ -158,3 +159,24 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
     result.stdout.fnmatch_lines(
         [f"*test_x: environment differs from the baseline: torch 2.4.0 -> {torch.__version__} [.opprof/*"]
     )
+
+
+def test_cpu_contention_turns_time_failures_into_warnings(pytester, monkeypatch, tmp_path):
+    """Our threads waiting for a CPU half the capture: a slower op is reported, not failed."""
+    from test_plugin import REMEASURE_TESTS
+
+    monkeypatch.delenv("OPPROF_MODE", raising=False)
+    pytester.makepyfile(test_re=REMEASURE_TESTS)
+    out = tmp_path / "run.json"
+    run(pytester, "--opprof-update-baseline", f"--opprof-json={out}").assert_outcomes(passed=1)
+    assert 0 <= json.loads(out.read_text())["tests"][0]["cpu_wait"] < 1
+    # as if our threads waited for a CPU half of every nanosecond
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    monkeypatch.setenv("OPPROF_MODE", "slow")
+    result = run(pytester, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*aten::mm: * ms/step vs baseline * ms (*not failed: unreliable run (CPU contention: this process's threads*"]
+    )
+    test = json.loads(out.read_text())["tests"][0]
+    assert test["cpu_wait"] == pytest.approx(0.5, abs=0.01)
