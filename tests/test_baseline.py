@@ -329,3 +329,17 @@ def test_cpu_contention_downgrades_cpu_time_verdicts_only():
     base["ops"]["aten::addmm"]["device_ms"] = base["ops"]["aten::addmm"]["cpu_ms"]
     addmm = next(v for v in compare(slow, base, rule, cpu_unreliable=why).verdicts if v.op == "aten::addmm")
     assert addmm.status == "regressed"  # device time does not suffer from CPU contention
+
+
+def test_a_faster_reference_never_scales_times_up():
+    """A baseline recorded while the machine was disturbed (slow reference) does not make this
+    run's times look slower: the reference only excuses, it never accuses."""
+    old = doc(profile(addmm_us=[700] * 8))
+    old["reference_ms"] = 0.3
+    same_code = doc(profile(addmm_us=[720] * 8))
+    same_code["reference_ms"] = 0.2  # this run's machine looks 1.5x faster
+    assert [v for v in compare(same_code, old, Rule()).verdicts if v.kind == TIME] == []
+    really_slower = doc(profile(addmm_us=[1400] * 8))
+    really_slower["reference_ms"] = 0.2
+    verdict = next(v for v in compare(really_slower, old, Rule()).verdicts if v.op == "aten::addmm")
+    assert verdict.status == "regressed" and "machine speed" not in verdict.message
