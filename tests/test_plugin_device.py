@@ -180,3 +180,13 @@ def test_cpu_contention_turns_time_failures_into_warnings(pytester, monkeypatch,
     )
     test = json.loads(out.read_text())["tests"][0]
     assert test["cpu_wait"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_no_warnings_under_w_error(pytester, monkeypatch):
+    """Device facts, NVML (faked here, with refused calls) and the capture raise no warning."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+    refused = {"nvmlDeviceGetPowerManagementLimit": "NoPermission", "nvmlDeviceGetMigMode": "NotSupported"}
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make(failing=refused))
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "-W", "error", "--opprof")
+    result.assert_outcomes(passed=1, warnings=0)  # a warning under -W error would be an error
