@@ -25,6 +25,7 @@ STRUCTURE, TIME, ENVIRONMENT = "structure", "time", "environment"
 KINDS = (STRUCTURE, TIME, ENVIRONMENT)
 ALPHA = 0.01  # one-sided significance for the rank test
 MAX_SPEED_RATIO = 3.0  # beyond this, CPU times of the two machines (or moments) do not compare
+CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture widen the tolerance
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,16 @@ def rank_test_p(new: list[float], base: list[float]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
+def contention_limit(tolerance: float, cpu_wait: float | None) -> tuple[float, str]:
+    """The tolerance for CPU times of a capture during which this process's threads waited for
+    a CPU `cpu_wait` of the time: a slowdown by 1 / (1 - cpu_wait) is what the wait explains,
+    so the limit becomes (1 + tolerance) / (1 - cpu_wait) - 1 above CONTENTION_LIMIT."""
+    if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
+        return tolerance, ""
+    wait = min(cpu_wait, 0.9)
+    return (1 + tolerance) / (1 - wait) - 1, f"CPU contention: threads waited for a CPU {100 * cpu_wait:.0f}% of it"
+
+
 def _fastest_half(samples: list[float]) -> list[float]:
     ordered = sorted(samples)
     return ordered[: max(1, (len(ordered) + 1) // 2)]
@@ -139,11 +150,12 @@ def compare(
     rule: Rule,
     path: str = "",
     unreliable: str | None = None,
-    cpu_unreliable: str | None = None,
+    cpu_wait: float | None = None,
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. `unreliable` (why the
-    GPU clocks make this run's times incomparable) turns a time regression into a warning;
-    `cpu_unreliable` (CPU contention during the capture) does so for ops timed on the CPU."""
+    GPU clocks make this run's times incomparable) turns a time regression into a warning.
+    `cpu_wait` (the share of the capture this process's threads waited for a CPU) widens the
+    tolerance of ops timed on the CPU: contention can explain that much slowdown, no more."""
     where = f" [{path}]" if path else ""
     verdicts: list[Verdict] = []
 
@@ -177,8 +189,10 @@ def compare(
     note = f"; CPU times x{1 / speed:.2f} for machine speed" if speed > 1.05 else ""
     # A machine several times slower or faster than the baseline's (a runner drowning in other
     # work, or another CPU): its CPU times say nothing about the code. Reported, not failed.
+    cpu_unreliable = None
     if not 1 / MAX_SPEED_RATIO <= measured_speed <= MAX_SPEED_RATIO:
         cpu_unreliable = f"the machine ran x{measured_speed:.2f} the baseline's speed (reference workload)"
+    cpu_limit, cpu_why = contention_limit(rule.tolerance, cpu_wait)
     for name in sorted(set(current["ops"]) & set(baseline["ops"])):
         if _ignored(name, rule.ignore_ops):
             continue
@@ -187,6 +201,7 @@ def compare(
         if not on_device:
             new_s = [v / speed for v in new_s]
         why = unreliable if on_device else unreliable or cpu_unreliable
+        limit = rule.tolerance if on_device else cpu_limit
         if not new_s or not old_s:
             continue
         new_min, old_min = min(new_s), min(old_s)
@@ -200,11 +215,17 @@ def compare(
         if ratio > rule.tolerance:
             p = rank_test_p(new_fast, old_fast)
             if p < ALPHA or min(new_fast) > max(old_fast):
-                caveat = f"; not failed: unreliable run ({why})" if why else ""
+                if why:
+                    status, caveat = "warning", f"; not failed: unreliable run ({why})"
+                elif ratio <= limit:
+                    status, caveat = "warning", f"; not failed: within +{100 * limit:.0f}% for {cpu_why}"
+                else:
+                    status = "regressed"
+                    caveat = f"; limit widened to +{100 * limit:.0f}% for {cpu_why}" if limit > rule.tolerance else ""
                 verdicts.append(
                     Verdict(
                         TIME,
-                        "warning" if why else "regressed",
+                        status,
                         f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms "
                         f"(+{100 * ratio:.0f}%, limit +{100 * rule.tolerance:.0f}%, p={p:.3g}{note}{caveat}){where}",
                         name,
@@ -389,12 +410,11 @@ def merge_measurements(first: dict[str, Any], second: dict[str, Any]) -> dict[st
     """Two measurements of the same test as one: every op's per-step samples from both.
 
     Used to confirm a suspected time regression: interference that hit the first measurement
-    rarely hits the second, while a real slowdown shows in both. CPU samples of a second
-    measurement that ran on a slower machine (reference workload) are first put at the first
-    one's speed, so that the merged document keeps the first one's `reference_ms`.
+    rarely hits the second, while a real slowdown shows in both. The samples are pooled as they
+    are: the two ran seconds apart in one process, so a difference of their reference workload
+    times is noise of the reference more than of the machine (scaling by it hid a real 2x
+    slowdown once). The merged document keeps the first one's `reference_ms`.
     """
-    r1, r2 = first.get("reference_ms"), second.get("reference_ms")
-    scale = min(1.0, r1 / r2) if r1 and r2 else 1.0  # as in compare(): excuse slowness, never add it
     merged = dict(first)
     for section in ("ops", "memory_ops", "kernels"):
         entries: dict[str, Any] = {}
@@ -407,7 +427,7 @@ def merge_measurements(first: dict[str, Any], second: dict[str, Any]) -> dict[st
             for key, value in a.items():
                 if isinstance(value, list) and key != "ops":
                     other = b.get(key) or []
-                    entry[key] = value + ([v * scale for v in other] if key == "cpu_ms" else list(other))
+                    entry[key] = value + list(other)
             entries[name] = entry
         merged[section] = entries
     if first.get("wall_ms") and second.get("wall_ms"):

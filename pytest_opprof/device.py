@@ -189,11 +189,6 @@ def unreliable_reason(samples: Iterable[ClockSample | None]) -> str | None:
     return "; ".join(problems) or None
 
 
-# Our threads waiting for a CPU this share of a capture's wall time: other processes competed
-# for the cores, and CPU times say more about them than about the code.
-CONTENTION_LIMIT = 0.10
-
-
 def cpu_wait_ns() -> int | None:
     """Nanoseconds this process's threads have spent runnable but waiting for a CPU (Linux
     schedstat, summed over threads); None where the kernel does not say."""
@@ -211,16 +206,6 @@ def cpu_wait_ns() -> int | None:
         except (OSError, ValueError, IndexError):
             continue  # a thread that just ended
     return total if found else None
-
-
-def contention_reason(wait_ns: int | None, wall_ns: int) -> str | None:
-    """Why CPU times of a capture do not compare: our threads waited for a CPU too long."""
-    if wait_ns is None or wall_ns <= 0:
-        return None
-    share = wait_ns / wall_ns
-    if share <= CONTENTION_LIMIT:
-        return None
-    return f"CPU contention: this process's threads waited for a CPU {100 * share:.0f}% of the capture"
 
 
 class Nvml:

@@ -261,7 +261,6 @@ class OpprofFixture:
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
-        self.contended: str | None = None  # why that makes its CPU times incomparable
         self._remeasure: Callable[[], Any] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
@@ -369,16 +368,15 @@ class OpprofFixture:
             self._clocks.append(self._sampler())
 
     def _finish(self, profile: Any) -> None:
-        from .device import contention_reason, unreliable_reason
+        from .device import unreliable_reason
 
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = unreliable_reason(self._clocks)
-        self.cpu_wait = self.contended = None
+        self.cpu_wait = None
         if len(self._host) >= 2 and self._host[0][1] is not None and self._host[-1][1] is not None:
             (t0, w0), (t1, w1) = self._host[0], self._host[-1]
             self.cpu_wait = round((w1 - w0) / (t1 - t0), 4) if t1 > t0 else None  # type: ignore[operator]
-            self.contended = contention_reason(w1 - w0, t1 - t0)  # type: ignore[operator]
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.errors = [untrusted_measurement(trust)] if trust else []
 
@@ -480,7 +478,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
             status = "new"
         fixture.baseline = {"path": shown, "status": status, "verdicts": [], "rows": {}}
         return []
-    comparison = compare(current, old, rule, shown, fixture.unreliable, fixture.contended)
+    comparison = compare(current, old, rule, shown, fixture.unreliable, fixture.cpu_wait)
     remeasured = None
     updating = settings.update_baseline == "changed" and not fixture.unreliable
     may_confirm = fixture._remeasure is not None and (updating or not settings.update_baseline)
@@ -491,7 +489,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         if not again.errors:
             second = baseline_from_profile(again, item.nodeid, state.device_key, state.device)
             comparison = compare(
-                merge_measurements(current, second), old, rule, shown, fixture.unreliable, fixture.contended
+                merge_measurements(current, second), old, rule, shown, fixture.unreliable, fixture.cpu_wait
             )
             remeasured = "confirmed" if _suspect_time(comparison, rule, updating) else "not confirmed"
     fixture.baseline = {

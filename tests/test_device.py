@@ -225,13 +225,3 @@ def test_cpu_wait_is_read_from_schedstat():
     first = device.cpu_wait_ns()
     assert isinstance(first, int) and first >= 0
     assert device.cpu_wait_ns() >= first  # cumulative
-
-
-def test_contention_reason():
-    assert device.contention_reason(None, 10**6) is None
-    assert device.contention_reason(0, 10**6) is None
-    assert device.contention_reason(100_000, 10**6) is None  # 10%: at the limit, fine
-    assert device.contention_reason(500_000, 10**6) == (
-        "CPU contention: this process's threads waited for a CPU 50% of the capture"
-    )
-    assert device.contention_reason(5, 0) is None
