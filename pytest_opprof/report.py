@@ -374,11 +374,7 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
                 _num(r.b_ms, ".3f"),
                 f"{ratio:.2f}x" if ratio is not None else "-",
                 f"{r.diff_ms:+.3f}",
-                r.a_time
-                if r.b_time in (None, r.a_time)
-                else r.b_time
-                if r.a_time is None
-                else f"{r.a_time}/{r.b_time}",
+                "/".join(dict.fromkeys(t for t in (r.a_time, r.b_time) if t)),  # cpu, device or cpu/device
                 r.status + (" (calls)" if r.calls_changed else ""),
             ]
         )
