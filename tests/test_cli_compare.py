@@ -347,3 +347,19 @@ def test_console_script_compare_exit_code(tmp_path):
     )
     assert proc.returncode == 1
     assert "a.json vs b.json: B regressed" in proc.stdout
+
+
+def test_cpu_against_gpu_names_both_times(capsys, tmp_path):
+    """The same model on CPU (A) and on a GPU (B): the time column says which time each side is."""
+    cpu_events = [e for e in profile(700).events if e.kind in ("cpu_op", "annotation")]
+    a, b = tmp_path / "cpu.json", tmp_path / "gpu.json"
+    write_trace(a, cpu_events, {})
+    write_trace(b, profile(700).events, {})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():  # the first table only: the kernel table repeats op names
+        if line.startswith("aten::"):
+            rows.setdefault(line.split()[0], line.split())
+    assert rows["aten::addmm"][7] == "cpu/device"
+    assert rows["aten::relu"][7] == "cpu"
+    assert code == 0  # 0.70 ms of CPU time against 0.35 ms of device time: B faster
