@@ -365,7 +365,7 @@ def side_by_side(
             samples = time_samples(entry)
             sides.append(
                 (
-                    median(entry.get("calls_per_step") or [0]),
+                    _calls(entry),
                     _stat(samples, stat) if samples else 0.0,
                     "device" if entry.get("on_device") else "cpu",
                 )

@@ -189,6 +189,15 @@ def unreliable_reason(samples: Iterable[ClockSample | None]) -> str | None:
     return "; ".join(problems) or None
 
 
+def wait_share(first: tuple[int, int | None], last: tuple[int, int | None]) -> float | None:
+    """The share of the time between two (wall ns, cpu_wait_ns()) readings that this process's
+    threads waited for a CPU, summed over threads (so it can exceed 1); None when unknown."""
+    (t0, w0), (t1, w1) = first, last
+    if w0 is None or w1 is None or t1 <= t0:
+        return None
+    return round((w1 - w0) / (t1 - t0), 4)
+
+
 def cpu_wait_ns() -> int | None:
     """Nanoseconds this process's threads have spent runnable but waiting for a CPU (Linux
     schedstat, summed over threads); None where the kernel does not say."""

@@ -368,15 +368,12 @@ class OpprofFixture:
             self._clocks.append(self._sampler())
 
     def _finish(self, profile: Any) -> None:
-        from .device import unreliable_reason
+        from .device import unreliable_reason, wait_share
 
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = unreliable_reason(self._clocks)
-        self.cpu_wait = None
-        if len(self._host) >= 2 and self._host[0][1] is not None and self._host[-1][1] is not None:
-            (t0, w0), (t1, w1) = self._host[0], self._host[-1]
-            self.cpu_wait = round((w1 - w0) / (t1 - t0), 4) if t1 > t0 else None  # type: ignore[operator]
+        self.cpu_wait = wait_share(self._host[0], self._host[-1]) if len(self._host) >= 2 else None
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.errors = [untrusted_measurement(trust)] if trust else []
 

@@ -308,12 +308,11 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
         f"device {doc.get('device_key')}; {software or 'no software facts'}; {steps} steps{wall}",
     ]
     rows = []
-    ops = sorted(
-        doc["ops"].items(),
-        key=lambda item: (-_median(item[1]["device_ms" if item[1].get("on_device") else "cpu_ms"] or [0]), item[0]),
-    )
+    from .compare import time_samples
+
+    ops = sorted(doc["ops"].items(), key=lambda item: (-_median(time_samples(item[1])), item[0]))
     for name, op in ops[:top]:
-        times = op["device_ms" if op.get("on_device") else "cpu_ms"] or [0]
+        times = time_samples(op) or [0]
         rows.append(
             [
                 _short(name),

@@ -225,3 +225,10 @@ def test_cpu_wait_is_read_from_schedstat():
     first = device.cpu_wait_ns()
     assert isinstance(first, int) and first >= 0
     assert device.cpu_wait_ns() >= first  # cumulative
+
+
+def test_wait_share():
+    assert device.wait_share((0, 0), (1_000, 500)) == 0.5
+    assert device.wait_share((0, 0), (1_000, 1_500)) == 1.5  # two threads waiting
+    assert device.wait_share((0, None), (1_000, 5)) is None
+    assert device.wait_share((7, 0), (7, 5)) is None
