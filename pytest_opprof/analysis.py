@@ -260,6 +260,8 @@ class Profile:
     event_table: EventTable | None = field(default=None, repr=False, compare=False)
     # Best time of a fixed CPU workload around a live capture (machine speed); None for traces.
     reference_ns: int | None = field(default=None, compare=False)
+    # Best time of 100 one-element ops around it (dispatch speed: a core shared with another tenant).
+    dispatch_reference_ns: int | None = field(default=None, compare=False)
 
     @property
     def events(self) -> list[Event]:
@@ -326,6 +328,7 @@ class Profile:
             "unattributed_device_ms": ns_to_ms(self.unattributed_device_ns),
             "outside_step_ops": self.outside_step_ops,
             "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
+            "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -339,7 +342,11 @@ class Profile:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
         from .trace import write_trace
 
-        opprof = {"source": self.source, "reference_ns": self.reference_ns}
+        opprof = {
+            "source": self.source,
+            "reference_ns": self.reference_ns,
+            "dispatch_reference_ns": self.dispatch_reference_ns,
+        }
         write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
 
 

@@ -108,6 +108,9 @@ def baseline_from_profile(
         "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
         "capture": {"steps": profile.steps, "source": profile.source},
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
+        "dispatch_reference_ms": (
+            round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None
+        ),
         "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
         "events_per_step": events,
         "ops": ops,
@@ -160,6 +163,10 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
     for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
         if not isinstance(data.get(key), kind):
             raise BaselineError(bad_baseline(path, f"'{key}' is missing or not a {kind.__name__}"))
+    for key in ("reference_ms", "dispatch_reference_ms"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise BaselineError(bad_baseline(path, f"'{key}' is {value!r}, not a positive number or null"))
     for name, op in data["ops"].items():
         if not isinstance(op, dict) or not all(
             isinstance(op.get(k), list) for k in ("calls_per_step", "cpu_ms", "device_ms")

@@ -278,10 +278,12 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     with gc_paused():
         trace = read_trace(path)
         profile = analyze(trace.table, source=trace.path, metadata=trace.metadata)
-    # A trace we exported carries the machine-speed reference of its capture.
-    reference = (
-        (trace.metadata.get("opprof") or {}).get("reference_ns")
-        if isinstance(trace.metadata.get("opprof"), dict)
-        else None
-    )
-    return replace(profile, reference_ns=reference) if isinstance(reference, int) and reference > 0 else profile
+    # A trace we exported carries the machine-speed references of its capture.
+    opprof = trace.metadata.get("opprof")
+    opprof = opprof if isinstance(opprof, dict) else {}
+    found = {}
+    for key in ("reference_ns", "dispatch_reference_ns"):
+        value = opprof.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found[key] = value
+    return replace(profile, **found) if found else profile

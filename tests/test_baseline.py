@@ -112,6 +112,16 @@ def test_same_measurement_gives_byte_identical_file():
         ('{"schema": 99}', "baseline schema 99, this pytest-opprof reads schema 1"),
         ('{"schema": 1, "nodeid": "other.py::test_y"}', "belongs to 'other.py::test_y'"),
         ('{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": 3}', "'ops' is missing or not a dict"),
+        (
+            '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
+            '"events_per_step": [], "reference_ms": "fast"}',
+            "'reference_ms' is 'fast', not a positive number or null",
+        ),
+        (
+            '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
+            '"events_per_step": [], "dispatch_reference_ms": 0}',
+            "'dispatch_reference_ms' is 0, not a positive number or null",
+        ),
     ],
 )
 def test_unusable_baselines_raise_naming_the_file(tmp_path, content, reason):
@@ -334,12 +344,15 @@ def test_merge_measurements_pools_samples():
     first = doc(profile(addmm_us=(1400,) * 8))
     second = doc(profile(addmm_us=(700,) * 4))
     first["reference_ms"], second["reference_ms"] = 0.2, 0.4
+    first["dispatch_reference_ms"], second["dispatch_reference_ms"] = 0.6, 0.35
     merged = merge_measurements(first, second)
     addmm = merged["ops"]["aten::addmm"]
     assert addmm["cpu_ms"] == [1.4] * 8 + [0.7] * 4  # as measured: seconds apart in one process
     assert addmm["calls_per_step"] == [1] * 12
     assert merged["capture"]["steps"] == 12 and len(merged["events_per_step"]) == 12
-    assert merged["reference_ms"] == 0.2
+    assert merged["reference_ms"] == 0.2  # the faster of each reference: the least excused
+    assert merged["dispatch_reference_ms"] == 0.35
+    assert merge_measurements(doc(profile()), doc(profile()))["dispatch_reference_ms"] is None
     assert first["ops"]["aten::addmm"]["cpu_ms"] == [1.4] * 8  # inputs untouched
     # judged together: the fast second measurement clears the first one's slow steps
     base = doc(profile())
@@ -360,3 +373,62 @@ def test_a_faster_reference_never_scales_times_up():
     really_slower["reference_ms"] = 0.2
     verdict = next(v for v in compare(really_slower, old, Rule()).verdicts if v.op == "aten::addmm")
     assert verdict.status == "regressed" and "machine speed" not in verdict.message
+
+
+def test_state_limit():
+    from pytest_opprof.compare import state_limit
+
+    assert state_limit(0.2, None) == (0.2, "")
+    assert state_limit(0.2, 1.15) == (0.2, "")  # within the reference's own spread
+    assert state_limit(0.2, 0.5) == (0.2, "")  # a faster state never narrows or widens
+    limit, why = state_limit(0.2, 1.69)
+    assert limit == pytest.approx(1.2 * 1.3 - 1)
+    assert why == "a slower CPU state: the dispatch reference ran x1.69 its baseline time"
+
+
+def test_a_slower_cpu_state_widens_the_cpu_time_limit_by_the_square_root():
+    """The dispatch reference ran x1.69 (a core shared with another tenant): +40% on a small op
+    passes as a warning (limit +56%), a 2x slowdown still fails and says the limit was widened;
+    device time is not widened; a baseline without the reference compares as before."""
+    base = doc(profile(addmm_us=[700] * 8))
+    base["dispatch_reference_ms"] = 0.4
+    shared = doc(profile(addmm_us=[980] * 8))
+    shared["dispatch_reference_ms"] = 0.676
+    rule = Rule()
+    addmm = next(v for v in compare(shared, base, rule).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "warning"
+    assert "not failed: within +56% for a slower CPU state: the dispatch reference ran x1.69" in addmm.message
+    assert compare(shared, base, rule).failing(rule) == []
+    twice = doc(profile(addmm_us=[1400] * 8))
+    twice["dispatch_reference_ms"] = 0.676
+    addmm = next(v for v in compare(twice, base, rule).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "regressed" and "limit widened to +56% for a slower CPU state" in addmm.message
+    steady = dict(shared, dispatch_reference_ms=0.41)
+    assert next(v for v in compare(steady, base, rule).verdicts if v.op == "aten::addmm").status == "regressed"
+    unknown = dict(shared, dispatch_reference_ms=None)
+    assert next(v for v in compare(unknown, base, rule).verdicts if v.op == "aten::addmm").status == "regressed"
+    for d in (shared, base):
+        d["ops"]["aten::addmm"]["on_device"] = True
+        d["ops"]["aten::addmm"]["device_ms"] = d["ops"]["aten::addmm"]["cpu_ms"]
+    addmm = next(v for v in compare(shared, base, rule).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "regressed"  # device time does not depend on the host core
+
+
+def test_the_wider_allowance_of_contention_and_cpu_state_applies():
+    base = doc(profile(addmm_us=[700] * 8))
+    base["dispatch_reference_ms"] = 0.4
+    slow = doc(profile(addmm_us=[1400] * 8))
+    slow["dispatch_reference_ms"] = 0.676  # +56%
+    addmm = next(v for v in compare(slow, base, Rule(), cpu_wait=0.5).verdicts if v.op == "aten::addmm")
+    assert "within +140% for CPU contention" in addmm.message  # contention's +140% is wider
+    addmm = next(v for v in compare(slow, base, Rule(), cpu_wait=0.15).verdicts if v.op == "aten::addmm")
+    assert "limit widened to +56% for a slower CPU state" in addmm.message  # +41% for 15% wait
+
+
+def test_a_dispatch_reference_far_off_makes_cpu_time_verdicts_warnings():
+    base = doc(profile(addmm_us=[700] * 8))
+    base["dispatch_reference_ms"] = 0.4
+    slow = doc(profile(addmm_us=[2800] * 8))
+    slow["dispatch_reference_ms"] = 1.6
+    addmm = next(v for v in compare(slow, base, Rule()).verdicts if v.op == "aten::addmm")
+    assert addmm.status == "warning" and "the dispatch reference ran x4.00 its baseline time" in addmm.message

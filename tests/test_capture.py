@@ -144,6 +144,7 @@ def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
     live.export_chrome_trace(str(path))
     loaded = load_trace(path)
     assert loaded.to_dict() == {**live.to_dict(), "source": str(path)}
+    assert live.reference_ns > 0 and live.dispatch_reference_ns > 0  # both machine references travel
 
 
 def test_core_works_without_torch_or_pytest(tmp_path):
