@@ -636,7 +636,7 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
 @pytest.fixture
 def uncontended(monkeypatch):
     """Tests of the time rule itself: CPU contention unknown (as on a kernel without schedstat)
-    and a steady machine-speed reference. Under `-n 2` on 2 cores both rightly turn time
+    and steady machine references. Under `-n 2` on 2 cores both rightly turn time
     failures into warnings; they have their own tests."""
     import importlib
 
@@ -645,6 +645,7 @@ def uncontended(monkeypatch):
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: None)
     monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
 
 
 def test_slower_matmul_fails_naming_addmm(uncontended, baselined, monkeypatch):
@@ -739,19 +740,24 @@ REMEASURE_TESTS = """
 import os
 import torch
 
+torch.set_num_threads(1)  # beside another xdist worker, 2 spinning OpenMP threads each ran 50x slower
 calls = {"n": 0}
 a = torch.randn(256, 256)
 wide = torch.randn(256, 2048)
+medium = torch.randn(256, 256)
 narrow = torch.randn(256, 64)
 
 
 def step():
     # MODE "burst": the first 8 calls (one warmup + steps) do 32x the work, as if another process
-    # had held the CPU during the first measurement; "slow": every call does; else none.
+    # had held the CPU during the first measurement; "slow": every call does; "burst-4x": 32x in
+    # the first measurement, 4x after; else none.
     calls["n"] += 1
     mode = os.environ.get("OPPROF_MODE", "")
-    heavy = mode == "slow" or (mode == "burst" and calls["n"] <= 8)
-    return torch.mm(a, wide if heavy else narrow)
+    first = calls["n"] <= 8
+    if mode == "slow" or (mode in ("burst", "burst-4x") and first):
+        return torch.mm(a, wide)
+    return torch.mm(a, medium if mode == "burst-4x" else narrow)
 
 
 def test_mm(opprof):

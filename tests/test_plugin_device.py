@@ -170,6 +170,7 @@ def test_cpu_contention_reaches_the_verdict(pytester, monkeypatch, tmp_path):
 
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
     monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
     monkeypatch.delenv("OPPROF_MODE", raising=False)
     pytester.makepyfile(test_re=REMEASURE_TESTS)
     out = tmp_path / "run.json"
@@ -184,6 +185,43 @@ def test_cpu_contention_reaches_the_verdict(pytester, monkeypatch, tmp_path):
         ["*aten::mm: * ms/step vs baseline * ms (*limit widened to +140% for CPU contention: threads waited*50%*"]
     )
     assert json.loads(out.read_text())["tests"][0]["cpu_wait"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(pytester, monkeypatch, tmp_path):
+    """A first measurement with threads waiting 90% of it (limit +1100%) and 32x slower triggers
+    a second one, 4x slower without any wait: the pooled minimum comes from the second, so it is
+    judged by the plain +20% and fails, confirmed."""
+    import importlib
+
+    from test_plugin import REMEASURE_TESTS
+
+    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
+    monkeypatch.delenv("OPPROF_MODE", raising=False)
+    pytester.makepyfile(test_re=REMEASURE_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    readings = []
+
+    def first_capture_waits() -> int:
+        # read around each capture: after the warm-up and after the steps; the test file counts
+        # its calls, and the first measurement ends with call 8
+        calls = sys.modules["test_re"].calls["n"] if "test_re" in sys.modules else 0
+        readings.append(calls)
+        return time.perf_counter_ns() * 9 // 10 if calls <= 8 else 0
+
+    monkeypatch.setattr(device, "cpu_wait_ns", first_capture_waits)
+    monkeypatch.setenv("OPPROF_MODE", "burst-4x")
+    out = tmp_path / "run.json"
+    result = run(pytester, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["test_re.py::test_mm: measured twice: both slower than the baseline"])
+    (test,) = json.loads(out.read_text())["tests"]
+    assert test["cpu_wait"] == pytest.approx(0.9, abs=0.01)  # the report shows the first measurement
+    (verdict,) = [v for v in test["baseline"]["verdicts"] if v["op"] == "aten::mm"]
+    assert verdict["status"] == "regressed" and "widened" not in verdict["message"]
+    assert readings[-4:] == [2, 8, 10, 16]  # both measurements were read
 
 
 def test_no_warnings_under_w_error(pytester, monkeypatch):
