@@ -80,12 +80,14 @@ def run_suite(project: Path, inject: str = "", *flags: str) -> tuple[int, dict]:
 
 
 def failed_tests(report: dict) -> dict[str, list[str]]:
-    """nodeid -> messages of its failing verdicts (only tests that failed)."""
+    """nodeid -> messages of its failing verdicts (only tests that failed), then the machine's
+    state: CPU wait and whether it was measured twice."""
     found = {}
     for test in report["tests"]:
         if test["outcome"] != "passed":
-            verdicts = (test.get("baseline") or {}).get("verdicts", [])
-            found[test["nodeid"]] = [v["message"] for v in verdicts] or [test["outcome"]]
+            base = test.get("baseline") or {}
+            messages = [v["message"] for v in base.get("verdicts", [])] or [test["outcome"]]
+            found[test["nodeid"]] = [*messages, f"cpu_wait {test.get('cpu_wait')}, remeasured {base.get('remeasured')}"]
     return found
 
 
@@ -169,7 +171,7 @@ def main() -> int:
     for label, results in (("idle", idle), ("hog", loaded)):
         for r in results:
             for test, messages in r.items():
-                print(f"  [{label}] {test}: {'; '.join(messages)[:300]}")
+                print(f"  [{label}] {test}: {'; '.join(messages)[:600]}")
     for miss in misses:
         print(f"  {miss[:400]}")
     return 0
