@@ -224,6 +224,38 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(pytester, mo
     assert readings[-4:] == [2, 8, 10, 16]  # both measurements were read
 
 
+def test_gpu_throttled_during_the_confirmation_makes_time_verdicts_warnings(pytester, monkeypatch):
+    """Healthy clocks in the first measurement, a thermal throttle in the second one: the pooled
+    samples are not trusted either, so the slowdown is a warning and the test passes."""
+    import importlib
+
+    from test_plugin import REMEASURE_TESTS
+
+    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+    module = fake_nvml.make({"sm_clock": 1755})
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    monkeypatch.delenv("OPPROF_MODE", raising=False)
+    pytester.makepyfile(test_re=REMEASURE_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+
+    def reasons(handle: object) -> int:  # hw_thermal_slowdown after the first measurement (8 calls)
+        return 0x40 if "test_re" in sys.modules and sys.modules["test_re"].calls["n"] > 8 else 0
+
+    monkeypatch.setattr(module, "nvmlDeviceGetCurrentClocksEventReasons", reasons)
+    monkeypatch.setenv("OPPROF_MODE", "slow")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*aten::mm: * ms/step vs baseline * (*not failed: unreliable run (GPU clock event hw_thermal_slowdown))*"]
+    )
+    monkeypatch.setattr(module, "nvmlDeviceGetCurrentClocksEventReasons", lambda handle: 0)
+    run(pytester, "--opprof").assert_outcomes(failed=1)  # the same slowdown with healthy clocks fails
+
+
 def test_no_warnings_under_w_error(pytester, monkeypatch):
     """Device facts, NVML (faked here, with refused calls) and the capture raise no warning."""
     monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
