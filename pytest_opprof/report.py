@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from .compare import CONTENTION_LIMIT
+
 if TYPE_CHECKING:
     from .analysis import Profile
 
@@ -93,6 +95,7 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
 # -- the pytest run's report ------------------------------------------------------------------
 
 REPORT_SCHEMA = 1
+WRITTEN = ("new", "changed", "rewritten")  # baseline statuses of a file written by this run
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
 
 
@@ -235,6 +238,13 @@ def format_problems(records: list[dict[str, Any]]) -> str:
             lines.append(f"{record['nodeid']}: measured twice: both slower than the baseline")
         for verdict in (record.get("baseline") or {}).get("verdicts", []):
             lines.append(f"{record['nodeid']}: {verdict['message']}")
+        wait = record.get("cpu_wait")
+        if (record.get("baseline") or {}).get("status") in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
+            lines.append(
+                f"{record['nodeid']}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
+                "of the capture: its CPU times may be inflated and hide later slowdowns; "
+                "record it again on a quiet machine (without -n on a small runner)"
+            )
         for check in record["checks"]:
             if check["status"] != "ok":
                 lines.append(f"{record['nodeid']}: {check['status']} {check['name']}: {check['message']}")
@@ -251,7 +261,7 @@ def format_problems(records: list[dict[str, Any]]) -> str:
             f"opprof: no baseline for {n} test{'s' if n != 1 else ''}; "
             "run pytest --opprof-update-baseline to record them"
         )
-    written = {k: statuses.get(k, 0) for k in ("new", "changed", "rewritten")}
+    written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
         n = statuses["unreliable"]
         lines.append(f"opprof: {n} baseline{'s' if n != 1 else ''} not written: unreliable GPU clocks (see above)")

@@ -187,6 +187,27 @@ def test_cpu_contention_reaches_the_verdict(pytester, monkeypatch, tmp_path):
     assert json.loads(out.read_text())["tests"][0]["cpu_wait"] == pytest.approx(0.5, abs=0.01)
 
 
+def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatch):
+    """Recording while threads waited for a CPU half the capture writes the baseline (its
+    structure is exact) and says its CPU times may be inflated; a calm recording says nothing."""
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*::test_x: baseline recorded while its threads waited for a CPU 50% of the capture: its CPU times "
+            "may be inflated and hide later slowdowns; record it again on a quiet machine (without -n on a small runner)",
+            "opprof: baselines written: 1 new; *",
+        ]
+    )
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
+    result = run(pytester, "--opprof-update-baseline=all")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 rewritten; *"])
+    assert "waited for a CPU" not in result.stdout.str()
+
+
 def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(pytester, monkeypatch, tmp_path):
     """A first measurement with threads waiting 90% of it (limit +1100%) and 32x slower triggers
     a second one, 4x slower without any wait: the pooled minimum comes from the second, so it is
