@@ -740,7 +740,7 @@ REMEASURE_TESTS = """
 import os
 import torch
 
-torch.set_num_threads(1)  # beside another xdist worker, 2 spinning OpenMP threads each ran 50x slower
+torch.set_num_threads(1)  # two threads beside another xdist worker on 2 cores: once 50x slower
 calls = {"n": 0}
 a = torch.randn(256, 256)
 wide = torch.randn(256, 2048)
