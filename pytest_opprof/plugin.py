@@ -243,6 +243,13 @@ def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
 # -- the fixture -------------------------------------------------------------------------------
 
 
+def _wait_of(host: list[tuple[int, int | None]]) -> float | None:
+    """The CPU-wait share between the first and last host sample of a capture."""
+    from .device import wait_share
+
+    return wait_share(host[0], host[-1]) if len(host) >= 2 else None
+
+
 class Remeasured(NamedTuple):
     """A confirmation measurement and the state of the machine during it."""
 
@@ -369,37 +376,34 @@ class OpprofFixture:
             raise AssertionError(message)
 
     def _probe(self) -> None:
+        self._sample(self._host, self._clocks)
+
+    def _sample(self, host: list[tuple[int, int | None]], clocks: list[Any]) -> None:
+        """Host time and CPU wait, and a GPU clock sample, just before or after a capture."""
         from .device import cpu_wait_ns
 
-        self._host.append((time.perf_counter_ns(), cpu_wait_ns()))
+        host.append((time.perf_counter_ns(), cpu_wait_ns()))
         if self._sampler is not None:
-            self._clocks.append(self._sampler())
+            clocks.append(self._sampler())
 
     def _measure_again(self, fn: Callable[..., Any], args: Any, kwargs: Any, warmup: int, steps: int) -> Remeasured:
         """run()'s measurement once more, with its own CPU-wait share and GPU clock verdict (the
         report keeps the first one's)."""
         from .capture import run_steps
-        from .device import cpu_wait_ns, unreliable_reason, wait_share
+        from .device import unreliable_reason
 
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
-
-        def probe() -> None:
-            host.append((time.perf_counter_ns(), cpu_wait_ns()))
-            if self._sampler is not None:
-                clocks.append(self._sampler())
-
-        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe)
-        wait = wait_share(host[0], host[-1]) if len(host) >= 2 else None
-        return Remeasured(profile, wait, unreliable_reason(clocks))
+        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks))
+        return Remeasured(profile, _wait_of(host), unreliable_reason(clocks))
 
     def _finish(self, profile: Any) -> None:
-        from .device import unreliable_reason, wait_share
+        from .device import unreliable_reason
 
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = unreliable_reason(self._clocks)
-        self.cpu_wait = wait_share(self._host[0], self._host[-1]) if len(self._host) >= 2 else None
+        self.cpu_wait = _wait_of(self._host)
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.errors = [untrusted_measurement(trust)] if trust else []
 

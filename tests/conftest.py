@@ -19,6 +19,26 @@ def shared_traces() -> Path:
     return SHARED_TRACES
 
 
+@pytest.fixture
+def steady_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matmul and dispatch references read the same every time: a steady machine."""
+    import importlib
+
+    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+
+
+@pytest.fixture
+def uncontended(steady_references: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests of the time rule itself: steady references and CPU contention unknown (as on a
+    kernel without schedstat). Under `-n 2` on 2 cores both guards rightly turn time failures
+    into warnings; they have their own tests."""
+    from pytest_opprof import device
+
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         import torch

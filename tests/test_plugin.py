@@ -633,21 +633,6 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
     )
 
 
-@pytest.fixture
-def uncontended(monkeypatch):
-    """Tests of the time rule itself: CPU contention unknown (as on a kernel without schedstat)
-    and steady machine references. Under `-n 2` on 2 cores both rightly turn time
-    failures into warnings; they have their own tests."""
-    import importlib
-
-    from pytest_opprof import device
-
-    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(device, "cpu_wait_ns", lambda: None)
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
-
-
 def test_slower_matmul_fails_naming_addmm(uncontended, baselined, monkeypatch):
     """Much more matmul work (same ops) fails on time, naming aten::addmm."""
     monkeypatch.setenv("OPPROF_INJECT", "slow")

@@ -161,16 +161,11 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
     )
 
 
-def test_cpu_contention_reaches_the_verdict(pytester, monkeypatch, tmp_path):
+def test_cpu_contention_reaches_the_verdict(steady_references, pytester, monkeypatch, tmp_path):
     """The share of the capture our threads waited for a CPU goes into the JSON and widens the
     CPU-time limit: a 32x heavier matmul still fails, saying by how much the limit grew."""
-    import importlib
-
     from test_plugin import REMEASURE_TESTS
 
-    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
     monkeypatch.delenv("OPPROF_MODE", raising=False)
     pytester.makepyfile(test_re=REMEASURE_TESTS)
     out = tmp_path / "run.json"
@@ -208,17 +203,12 @@ def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatc
     assert "waited for a CPU" not in result.stdout.str()
 
 
-def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(pytester, monkeypatch, tmp_path):
+def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(steady_references, pytester, monkeypatch, tmp_path):
     """A first measurement with threads waiting 90% of it (limit +1100%) and 32x slower triggers
     a second one, 4x slower without any wait: the pooled minimum comes from the second, so it is
     judged by the plain +20% and fails, confirmed."""
-    import importlib
-
     from test_plugin import REMEASURE_TESTS
 
-    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
     monkeypatch.delenv("OPPROF_MODE", raising=False)
     pytester.makepyfile(test_re=REMEASURE_TESTS)
@@ -245,16 +235,11 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(pytester, mo
     assert readings[-4:] == [2, 8, 10, 16]  # both measurements were read
 
 
-def test_gpu_throttled_during_the_confirmation_makes_time_verdicts_warnings(pytester, monkeypatch):
+def test_gpu_throttled_during_the_confirmation_makes_time_verdicts_warnings(steady_references, pytester, monkeypatch):
     """Healthy clocks in the first measurement, a thermal throttle in the second one: the pooled
     samples are not trusted either, so the slowdown is a warning and the test passes."""
-    import importlib
-
     from test_plugin import REMEASURE_TESTS
 
-    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)  # a steady machine
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
     monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
     module = fake_nvml.make({"sm_clock": 1755})
