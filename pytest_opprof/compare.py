@@ -66,9 +66,16 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
 
     @property
+    def changes(self) -> list[Verdict]:
+        """The structure and time verdicts worth a new baseline. A time warning is not one: the
+        run could not be compared (throttled GPU, a machine far off) or its slowdown is what
+        contention or a slower CPU state explains; recording it would inflate the baseline."""
+        return [v for v in self.verdicts if v.kind in (STRUCTURE, TIME) and v.status != "warning"]
+
+    @property
     def unchanged(self) -> bool:
-        """Nothing worth a new baseline: no structure or time verdict."""
-        return not any(v.kind in (STRUCTURE, TIME) for v in self.verdicts)
+        """Nothing worth a new baseline."""
+        return not self.changes
 
     def failing(self, rule: Rule) -> list[Verdict]:
         return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in ("regressed", "changed")]

@@ -16,7 +16,7 @@ import pytest
 
 from . import assertions
 from .baseline import BaselineError, baseline_from_profile, baseline_path, read_baseline, write_baseline
-from .compare import STRUCTURE, TIME, Rule, compare, merge_measurements, time_samples
+from .compare import TIME, Rule, compare, merge_measurements, time_samples
 from .errors import closest_names, inert_summary, untrusted_measurement
 from .report import (
     TestResult,
@@ -550,7 +550,7 @@ def _suspect_time(comparison: Any, rule: Rule, updating: bool) -> bool:
     """A time verdict would fail the test, or (updating changed baselines) alone would rewrite
     its baseline."""
     if updating:
-        return {v.kind for v in comparison.verdicts if v.kind in (STRUCTURE, TIME)} == {TIME}
+        return {v.kind for v in comparison.changes} == {TIME}
     return any(v.kind == TIME for v in comparison.failing(rule))
 
 

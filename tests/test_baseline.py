@@ -432,3 +432,17 @@ def test_a_dispatch_reference_far_off_makes_cpu_time_verdicts_warnings():
     slow["dispatch_reference_ms"] = 1.6
     addmm = next(v for v in compare(slow, base, Rule()).verdicts if v.op == "aten::addmm")
     assert addmm.status == "warning" and "the dispatch reference ran x4.00 its baseline time" in addmm.message
+
+
+def test_a_time_warning_is_no_reason_for_a_new_baseline():
+    """A slowdown excused by contention, or a run not comparable, keeps the baseline when
+    updating changed ones: recording it would inflate the baseline. A regression does not."""
+    base = doc(profile(addmm_us=[700] * 8))
+    slower = doc(profile(addmm_us=[1400] * 8))
+    contended = compare(slower, base, Rule(), cpu_wait=0.5)
+    assert [v.status for v in contended.verdicts if v.op == "aten::addmm"] == ["warning"]
+    assert contended.unchanged and contended.changes == []
+    throttled = compare(slower, base, Rule(), unreliable="GPU clock event sw_power_cap")
+    assert throttled.unchanged
+    regressed = compare(slower, base, Rule())
+    assert not regressed.unchanged and [v.op for v in regressed.changes] == ["aten::addmm", "aten::linear"]
