@@ -230,6 +230,17 @@ _REFERENCE_REPS = 8
 _DISPATCH_OPS = 100
 
 
+def _best_ns(work: Callable[[], Any]) -> int:
+    """The best of _REFERENCE_REPS timings of `work`: interference only adds time."""
+    best = None
+    for _ in range(_REFERENCE_REPS):
+        start = time.perf_counter_ns()
+        work()
+        elapsed = time.perf_counter_ns() - start
+        best = elapsed if best is None else min(best, elapsed)
+    return int(best or 0)
+
+
 def machine_reference_ns(torch: Any) -> int:
     """The best of 8 timings of a fixed CPU workload (a 256x256 float matmul, torch's threads).
 
@@ -237,14 +248,8 @@ def machine_reference_ns(torch: Any) -> int:
     run 1.5x slower than the last one (seen here), and CPU-time comparisons divide that out.
     """
     a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
-    best = None
     with torch.no_grad():
-        for _ in range(_REFERENCE_REPS):
-            start = time.perf_counter_ns()
-            torch.mm(a, a)
-            elapsed = time.perf_counter_ns() - start
-            best = elapsed if best is None else min(best, elapsed)
-    return int(best or 0)
+        return _best_ns(lambda: torch.mm(a, a))
 
 
 def dispatch_reference_ns(torch: Any) -> int:
@@ -255,15 +260,13 @@ def dispatch_reference_ns(torch: Any) -> int:
     the time rule widens the CPU-time limit by it (compare.state_limit).
     """
     one = torch.ones(1)
-    best = None
+
+    def work() -> None:
+        for _ in range(_DISPATCH_OPS):
+            torch.add(one, 1)
+
     with torch.no_grad():
-        for _ in range(_REFERENCE_REPS):
-            start = time.perf_counter_ns()
-            for _ in range(_DISPATCH_OPS):
-                torch.add(one, 1)
-            elapsed = time.perf_counter_ns() - start
-            best = elapsed if best is None else min(best, elapsed)
-    return int(best or 0)
+        return _best_ns(work)
 
 
 def _references(torch: Any) -> tuple[int, int]:

@@ -139,6 +139,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _baselines_at(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
     from .baseline import BaselineError, read_baseline, read_baseline_dir
 
     if path.is_dir():
@@ -198,13 +199,18 @@ def _is_trace(path: Path) -> bool:
 
 
 def _load_side(text: str) -> _Side:
-    from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
+    from .baseline import BaselineError, baseline_from_profile
     from .device import key_from_trace_metadata
     from .trace import load_trace
 
     path = Path(text)
+    if path.is_file() and _is_trace(path):
+        profile = load_trace(path)
+        key = key_from_trace_metadata(profile.metadata) or "unknown"
+        doc = baseline_from_profile(profile, path.name, key, {})
+        return _Side(path, "trace", {path.name: doc}, key)
+    found = _baselines_at(path)
     if path.is_dir():
-        found = read_baseline_dir(path)
         keys = sorted({str(doc.get("device_key")) for _, doc in found})
         if len(keys) > 1:
             raise BaselineError(
@@ -218,15 +224,7 @@ def _load_side(text: str) -> _Side:
                 raise BaselineError(f"{file}: a second baseline of {nodeid!r} under {path}; delete the stray file")
             docs[nodeid] = doc
         return _Side(path, "baselines", docs, keys[0])
-    if not path.exists():
-        raise BaselineError(f"{path}: no such file or folder")
-    if _is_trace(path):
-        profile = load_trace(path)
-        key = key_from_trace_metadata(profile.metadata) or "unknown"
-        doc = baseline_from_profile(profile, path.name, key, {})
-        return _Side(path, "trace", {path.name: doc}, key)
-    doc = read_baseline(path)
-    assert doc is not None
+    ((_, doc),) = found
     return _Side(path, "baseline", {str(doc.get("nodeid")): doc}, doc.get("device_key"))
 
 

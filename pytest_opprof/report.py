@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from .compare import CONTENTION_LIMIT
+from .compare import CONTENTION_LIMIT, time_samples
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -318,8 +318,6 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
         f"device {doc.get('device_key')}; {software or 'no software facts'}; {steps} steps{wall}",
     ]
     rows = []
-    from .compare import time_samples
-
     ops = sorted(doc["ops"].items(), key=lambda item: (-_median(time_samples(item[1])), item[0]))
     for name, op in ops[:top]:
         times = time_samples(op) or [0]
