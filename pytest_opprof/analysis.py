@@ -102,6 +102,61 @@ class Dist:
         }
 
 
+_NOT_TENSORS = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", "Device", "Layout", "ScalarType"})
+
+
+def _dims(shape: Any) -> str:
+    return "[" + ",".join(_dims(d) if isinstance(d, tuple) else str(d) for d in shape) + "]"
+
+
+def inputs_text(shapes: Any, dtypes: tuple[str, ...]) -> str:
+    """`float[128,512], float[512,1024], Scalar`: tensors with their shapes, other inputs by
+    kind; absent optional inputs left out."""
+    parts = []
+    for i, dtype in enumerate(dtypes):
+        shape = shapes[i] if i < len(shapes) else ()
+        if not dtype:
+            continue
+        parts.append(dtype if dtype in _NOT_TENSORS and not shape else f"{dtype}{_dims(shape)}")
+    return ", ".join(parts) or "no inputs"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One input signature of an op (shapes and types, from record_shapes) and its calls per step."""
+
+    shapes: Any  # one shape per input: a tuple of ints, nested for a list of tensors
+    dtypes: tuple[str, ...]
+    calls_per_step: Dist
+
+    @property
+    def text(self) -> str:
+        return inputs_text(self.shapes, self.dtypes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shapes": _lists(self.shapes), "dtypes": list(self.dtypes), "calls": sum(self.calls_per_step.samples)}
+
+
+def _lists(value: Any) -> Any:
+    return [_lists(v) for v in value] if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True, slots=True)
+class OpWork:
+    """What an op computed, as exact counts: its input signatures, FLOPs, the bytes its copies moved.
+
+    Recorded with record_shapes and with_flops: in a separate untimed step of `run()`, in the
+    single step of a one-step capture, in every step of a trace that has them."""
+
+    signatures: tuple[Signature, ...]
+    flops_per_step: Dist
+    bytes_per_step: tuple[tuple[str, Dist], ...] = ()  # (memory op, bytes per step) launched by the op
+
+    @property
+    def flops(self) -> int:
+        return sum(self.flops_per_step.samples)
+
+
 @dataclass(frozen=True, slots=True)
 class OpStats:
     """One operator name: totals over the source and its per-step distributions."""
@@ -117,6 +172,7 @@ class OpStats:
     self_cpu_per_step: Dist
     device_per_step: Dist
     self_device_per_step: Dist
+    work: OpWork | None = None  # None: inputs not recorded
 
     @property
     def on_device(self) -> bool:
@@ -147,7 +203,10 @@ class OpStats:
                 "self_cpu_ms": self.self_cpu_per_step.to_dict(1e6),
                 "device_ms": self.device_per_step.to_dict(1e6),
                 "self_device_ms": self.self_device_per_step.to_dict(1e6),
+                "flops": self.work.flops_per_step.to_dict() if self.work else None,
             },
+            "flops": self.work.flops if self.work else None,
+            "signatures": [sig.to_dict() for sig in self.work.signatures] if self.work else None,
         }
 
 
@@ -262,6 +321,22 @@ class Profile:
     reference_ns: int | None = field(default=None, compare=False)
     # Best time of 100 one-element ops around it (dispatch speed: a core shared with another tenant).
     dispatch_reference_ns: int | None = field(default=None, compare=False)
+    # Steps the ops' work (input signatures, FLOPs) was recorded over: 0 when not recorded.
+    work_steps: int = field(default=0, compare=False)
+    # Op names and parent indices of the analysed ops, for naming an op's callers in messages.
+    op_tree: tuple[list[str], list[int]] = field(default=((), ()), repr=False, compare=False)  # type: ignore[assignment]
+
+    def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
+        """The names of the ops that called the first `name` op, innermost first."""
+        names, parent = self.op_tree
+        try:
+            i = names.index(name)
+        except ValueError:
+            return ()
+        found: list[str] = []
+        while len(found) < depth and (i := parent[i]) >= 0:
+            found.append(names[i])
+        return tuple(found)
 
     @property
     def events(self) -> list[Event]:
@@ -329,6 +404,7 @@ class Profile:
             "outside_step_ops": self.outside_step_ops,
             "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
             "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
+            "work_steps": self.work_steps,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -520,6 +596,20 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
                         op_step[idx] = si
     child_ns.pop()
 
+    # -- torch's counting rule: a redispatch to an op of the same name is one call ----------
+    folded = _redispatches(names, parent, nested_same_name)
+    if folded:
+        rows = list(op_rows)
+        fold = _fold(folded, parent, child_ns, durs, launcher_of_runtime)
+        keep = fold.keep
+        names, starts, durs, pids, tids, op_step, child_ns, nested_same_name, rows = (
+            list(compress(c, keep))
+            for c in (names, starts, durs, pids, tids, op_step, child_ns, nested_same_name, rows)
+        )
+        parent, launcher_of_runtime, op_rows = fold.parent, fold.launcher_of_runtime, rows
+        n_ops = len(names)
+    inputs = _op_inputs(t, op_rows)
+
     # -- CPU op statistics, accumulated per (name, step) in flat lists ----------------------
     # Slot 0 of each name's block collects ops outside every step; totals are block sums.
     name_index = {n: i for i, n in enumerate(dict.fromkeys(names))}
@@ -572,6 +662,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         op_by_external = {x: i for i, x in enumerate(op_ext) if x}
 
     kernels: dict[tuple[str, str | None], list[Any]] = {}
+    op_copies: dict[tuple[str, str], list[int]] = {}  # (op, memory op) -> bytes per step
     memory: dict[str, list[Any]] = {}
     device_total = 0
     unattributed = 0
@@ -621,6 +712,8 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             if row is None:
                 row = memory[d.name] = [0, 0, [0] * n_steps, [0] * n_steps, 0]
             row[4] += d.bytes
+            if op_name is not None and s >= 0 and d.bytes:
+                op_copies.setdefault((op_name, d.name), [0] * n_steps)[s] += d.bytes
         row[0] += 1
         row[1] += dur
         if s >= 0:
@@ -654,6 +747,9 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         if s >= 0:
             row[2][s] += 1
 
+    # -- work: input signatures, FLOPs and copied bytes per op and step -----------------------
+    work = _work(nid, op_step, list(name_index), inputs, n_steps, op_copies)
+
     # -- assemble -----------------------------------------------------------------------------
     def per_step(flat: list[int], k: int) -> Dist:
         return Dist(tuple(flat[k * n_steps : (k + 1) * n_steps]))
@@ -671,6 +767,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             per_step(ps_self_cpu, k),
             per_step(ps_dev, k),
             per_step(ps_self_dev, k),
+            work.get(name),
         )
         for name, k in name_index.items()
     ]
@@ -719,7 +816,114 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         checks=tuple(checks),
         metadata=metadata,
         event_table=t,
+        work_steps=n_steps if inputs.shapes else 0,
+        op_tree=(names, parent),
     )
+
+
+def _redispatches(names: list[str], parent: list[int], nested_same_name: list[bool]) -> set[int]:
+    """Ops torch's key_averages() folds into their caller: the only CPU-op child of an op of the
+    same name (aten::upsample_bilinear2d.vec calling aten::upsample_bilinear2d, say)."""
+    same = [i for i in compress(range(len(names)), nested_same_name) if names[parent[i]] == names[i]]
+    if not same:
+        return set()
+    callers = {parent[i] for i in same}
+    children = Counter(filter(callers.__contains__, parent))
+    return {i for i in same if children[parent[i]] == 1}
+
+
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    keep: list[bool]  # per op: not folded into its caller
+    parent: list[int]  # the kept ops' parents, as indices among the kept ops
+    launcher_of_runtime: list[int]  # likewise for runtime calls
+
+
+def _fold(folded: set[int], parent: list[int], child_ns: list[int], durs: list[int], launchers: list[int]) -> _Fold:
+    """Fold each redispatch into its caller: its children and launches become the caller's,
+    and its self time too (the caller's child time loses it and gains its children's)."""
+
+    def survivor(i: int) -> int:
+        while i in folded:
+            i = parent[i]
+        return i
+
+    for i in folded:
+        child_ns[survivor(i)] += child_ns[i] - durs[i]
+    keep = [i not in folded for i in range(len(parent))]
+    new_index = [-1] * (len(parent) + 1)  # the last slot maps a top-level op's parent -1 to -1
+    for new, old in enumerate(compress(range(len(parent)), keep)):
+        new_index[old] = new
+
+    def remap(i: int) -> int:
+        return new_index[survivor(i)] if i >= 0 else -1
+
+    return _Fold(
+        keep,
+        [remap(p) for p in compress(parent, keep)],
+        [remap(j) for j in launchers],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """The analysed ops' input shapes, types and FLOPs; empty lists when not recorded."""
+
+    shapes: list[Any]
+    dtypes: list[tuple[str, ...]]
+    flops: list[int]
+
+
+def _op_inputs(t: EventTable, op_rows: Sequence[int]) -> _Inputs:
+    if not t.has_shapes:
+        return _Inputs([], [], [])
+    if isinstance(op_rows, range) and len(op_rows) == len(t):
+        return _Inputs(t.shapes, t.dtypes, t.flops)
+    pick = list(op_rows)
+    return _Inputs(
+        list(map(t.shapes.__getitem__, pick)),
+        list(map(t.dtypes.__getitem__, pick)),
+        list(map(t.flops.__getitem__, pick)),
+    )
+
+
+def _work(
+    nid: list[int],
+    op_step: list[int],
+    names: list[str],
+    inputs: _Inputs,
+    n_steps: int,
+    op_copies: dict[tuple[str, str], list[int]],
+) -> dict[str, OpWork]:
+    """Per op name: its calls per step by input signature, its FLOPs and the bytes its memory
+    ops moved per step. Empty when the source recorded no inputs."""
+    if not inputs.shapes:
+        return {}
+    calls: dict[int, dict[tuple[Any, tuple[str, ...]], list[int]]] = {}
+    flops = [0] * (len(names) * n_steps)
+    for k, s, shapes, dtypes, f in zip(nid, op_step, inputs.shapes, inputs.dtypes, inputs.flops):
+        if s >= 0:
+            calls.setdefault(k, {}).setdefault((shapes, dtypes), [0] * n_steps)[s] += 1
+            flops[k * n_steps + s] += f
+    copies: dict[str, list[tuple[str, Dist]]] = {}
+    for (op, memory_op), per_step in sorted(op_copies.items()):
+        copies.setdefault(op, []).append((memory_op, Dist(tuple(per_step))))
+    return {
+        name: OpWork(
+            tuple(
+                Signature(shapes, dtypes, Dist(tuple(per_step)))
+                for (shapes, dtypes), per_step in sorted(calls.get(k, {}).items(), key=_signature_order)
+            ),
+            Dist(tuple(flops[k * n_steps : (k + 1) * n_steps])),
+            tuple(copies.get(name, ())),
+        )
+        for k, name in enumerate(names)
+    }
+
+
+def _signature_order(item: tuple[tuple[Any, tuple[str, ...]], list[int]]) -> tuple[int, str]:
+    (shapes, dtypes), per_step = item
+    return -sum(per_step), repr((shapes, dtypes))
 
 
 def _fmt_ms(ns: float) -> str:

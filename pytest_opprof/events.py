@@ -70,6 +70,10 @@ class Event(NamedTuple):
     correlation: int = 0  # links a runtime call with the device work it launched
     external_id: int = 0  # Kineto's External id: the op (or annotation) the record belongs to
     bytes: int = 0  # memcpy / memset size
+    # The op's inputs (record_shapes): one shape and one type name per input, () when not recorded.
+    shapes: tuple[tuple[int, ...], ...] = ()
+    dtypes: tuple[str, ...] = ()
+    flops: int = 0  # with_flops: torch's estimate for the ops it knows (matmul, conv, ...)
 
     @property
     def end_ns(self) -> int:
@@ -83,6 +87,11 @@ class Event(NamedTuple):
 def kind_of(category: str) -> str:
     """The event kind for a Kineto category / activity type; OTHER when unknown."""
     return KIND_OF_CATEGORY.get(category, OTHER)
+
+
+def freeze(value: object) -> object:
+    """Nested lists (the input dims of a tensor list) as nested tuples: hashable, comparable."""
+    return tuple(map(freeze, value)) if isinstance(value, (list, tuple)) else value
 
 
 @contextmanager
@@ -121,9 +130,17 @@ class EventTable:
     correlation: list[int]
     external_id: list[int]
     bytes: list[int]
+    shapes: list[tuple[tuple[int, ...], ...]]
+    dtypes: list[tuple[str, ...]]
+    flops: list[int]
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    @property
+    def has_shapes(self) -> bool:
+        """Whether the source recorded op inputs (record_shapes): the work signatures."""
+        return any(self.shapes)
 
     @classmethod
     def from_events(cls, events: Sequence[Event]) -> EventTable:
@@ -144,6 +161,9 @@ class EventTable:
             self.correlation[i],
             self.external_id[i],
             self.bytes[i],
+            self.shapes[i],
+            self.dtypes[i],
+            self.flops[i],
         )
 
     def to_events(self) -> list[Event]:
@@ -163,6 +183,9 @@ class EventTable:
                         self.correlation,
                         self.external_id,
                         self.bytes,
+                        self.shapes,
+                        self.dtypes,
+                        self.flops,
                     ),
                 )
             )

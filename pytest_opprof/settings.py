@@ -20,7 +20,7 @@ class SettingsError(OpprofError):
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
-VERDICT_KINDS = ("structure", "time", "environment")
+VERDICT_KINDS = ("structure", "work", "time", "environment")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +36,10 @@ class Settings:
     baseline_dir: str | None = None  # None: .opprof at the rootdir
     tolerance: float = 0.20
     min_delta_ms: float = 0.05
-    fail_on: frozenset[str] = frozenset({"structure", "time"})
+    fail_on: frozenset[str] = frozenset({"structure", "work", "time"})
     ignore_ops: tuple[str, ...] = ()
     device_key: str | None = None  # None: the pytest_opprof_device_key hook, else from the device facts
+    strict: bool = False  # an inconclusive time check makes the test an error
 
     @property
     def measuring(self) -> bool:
@@ -224,7 +225,7 @@ OPTIONS: tuple[Option, ...] = (
         "--opprof-fail-on",
         "opprof_fail_on",
         parse_fail_on,
-        "which verdicts fail a test: structure,time (default), environment, or none",
+        "which verdicts fail a test: structure,work,time (default), environment, or none",
         "KINDS",
     ),
     Option(
@@ -242,6 +243,13 @@ OPTIONS: tuple[Option, ...] = (
         parse_device_key,
         "the baseline folder under the baseline dir (default: from the device, e.g. nvidia-h200, cpu-x86_64)",
         "KEY",
+    ),
+    Option(
+        "strict",
+        "--opprof-strict",
+        "opprof_strict",
+        _parse_bool,
+        "make an inconclusive time check (a loaded or throttled machine) an error instead of a summary line",
     ),
 )
 

@@ -24,7 +24,19 @@ from .errors import TraceError, bad_trace, trace_not_found
 if TYPE_CHECKING:
     from .analysis import Profile
 
-from .events import ANNOTATION, DEVICE_KINDS, KIND_OF_CATEGORY, NO_DEVICE, OTHER, PYTHON, Event, EventTable, gc_paused
+from .events import (
+    ANNOTATION,
+    CPU_OP,
+    DEVICE_KINDS,
+    KIND_OF_CATEGORY,
+    NO_DEVICE,
+    OTHER,
+    PYTHON,
+    Event,
+    EventTable,
+    freeze,
+    gc_paused,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +161,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
                 d.get("tid", 0),
                 args.get("correlation", 0),
                 args.get("External id", 0),
-                args if kind in DEVICE_KINDS else None,
+                args if kind in DEVICE_KINDS or (kind is CPU_OP and "Input Dims" in args) else None,
             )
         )
         return None
@@ -187,15 +199,31 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     devices = [NO_DEVICE] * n
     streams = [NO_DEVICE] * n
     nbytes = [0] * n
+    shapes: list[Any] = [()] * n
+    dtypes: list[Any] = [()] * n
+    flops = [0] * n
     for i in compress(range(n), map(is_not, device_args, repeat(None))):
         a = device_args[i]
+        if kinds[i] is CPU_OP:
+            shapes[i], dtypes[i], flops[i] = _inputs(a)
+            continue
         device = a.get("device", pids[i])
         stream = a.get("stream", tids[i])
         size = a.get("bytes", 0)
         devices[i] = device if type(device) is int else _int_id(device, ids)
         streams[i] = stream if type(stream) is int else _int_id(stream, ids)
         nbytes[i] = size if type(size) is int else 0
-    return EventTable(kinds, names, starts, durs, pids, tids, devices, streams, corrs, exts, nbytes)
+    return EventTable(
+        kinds, names, starts, durs, pids, tids, devices, streams, corrs, exts, nbytes, shapes, dtypes, flops
+    )
+
+
+def _inputs(args: dict[str, Any]) -> tuple[Any, tuple[str, ...], int]:
+    """An op's input shapes, input types and FLOPs from its trace args ("Input Dims", ...)."""
+    dims, types, flops = args.get("Input Dims"), args.get("Input type"), args.get("flops", 0)
+    shapes = freeze(dims) if isinstance(dims, list) else ()
+    dtypes = tuple(str(t) for t in types) if isinstance(types, list) else ()
+    return shapes, dtypes, flops if type(flops) is int and flops > 0 else 0
 
 
 def read_trace(path: str | os.PathLike[str]) -> TraceFile:
@@ -225,6 +253,11 @@ def event_to_trace_json(event: Event) -> str:
         args["External id"] = event.external_id
     if event.correlation:
         args["correlation"] = event.correlation
+    if event.shapes or event.dtypes:
+        args["Input Dims"] = event.shapes
+        args["Input type"] = event.dtypes
+    if event.flops:
+        args["flops"] = event.flops
     if event.kind in DEVICE_KINDS:
         args["device"] = event.device
         args["stream"] = event.stream

@@ -19,6 +19,7 @@ def independent_sums(path: Path) -> dict:
 
     sums: dict = {
         "cpu_ops": Counter(),
+        "cpu_ops_torch_rule": torch_rule_counts(doc["traceEvents"]),
         "kernels": Counter(),
         "kernel_ns": 0,
         "memory": Counter(),
@@ -39,3 +40,29 @@ def independent_sums(path: Path) -> dict:
             sums["memory_ns"] += ns(e["dur"])
             sums["bytes"] += e["args"].get("bytes", 0)
     return sums
+
+
+def torch_rule_counts(events: list) -> Counter:
+    """Calls per op name as torch's key_averages() counts them: an op whose only CPU-op child has
+    the same name is one call. A naive tree (each op's parent is the innermost earlier op on its
+    thread that encloses it), written apart from the analysis, with Decimal times."""
+    ops = [
+        (e.get("pid"), e.get("tid"), Decimal(str(e["ts"])), Decimal(str(e.get("dur", 0))), e["name"])
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")
+    ]
+    ops.sort(key=lambda o: (o[0], o[1], o[2], -o[3]))
+    parent = [None] * len(ops)
+    for i, (pid, tid, start, dur, _) in enumerate(ops):
+        for j in range(i - 1, -1, -1):
+            p = ops[j]
+            if (p[0], p[1]) != (pid, tid):
+                break
+            if p[2] <= start and start + dur <= p[2] + p[3]:
+                parent[i] = j
+                break
+    children = Counter(p for p in parent if p is not None)
+    dropped = {
+        i for i, p in enumerate(parent) if p is not None and children[p] == 1 and ops[p][4] == ops[i][4]
+    }
+    return Counter(o[4] for i, o in enumerate(ops) if i not in dropped)

@@ -37,12 +37,33 @@ def test_nesting_is_per_thread():
 
 
 def test_recursive_op_counts_its_time_once():
-    """An op nested in a call of the same name is a call, but its time is not added twice."""
-    p = analyze([op("aten::copy_", 0, 50), op("aten::copy_", 10, 20)])
+    """An op nested in a call of the same name (beside a sibling) is a call, but its time is not added twice."""
+    p = analyze([op("aten::copy_", 0, 50), op("aten::copy_", 10, 20), op("aten::empty", 35, 5)])
     copy = p.op("aten::copy_")
     assert copy.calls == 2
     assert copy.cpu_ns == 50_000
-    assert copy.self_cpu_ns == 30_000 + 20_000
+    assert copy.self_cpu_ns == 25_000 + 20_000
+
+
+def test_redispatch_to_the_same_name_is_one_call_as_in_torch():
+    """torch's rule: an op whose only CPU-op child has its name is one call; the child's children,
+    self time and launches become the caller's."""
+    p = analyze(
+        [
+            op("aten::upsample_bilinear2d", 0, 50),
+            op("aten::upsample_bilinear2d", 5, 40),
+            op("aten::contiguous", 10, 10),
+            op("aten::copy_", 25, 10),
+            launch(30, corr=3),
+            kernel("upsample_kernel", 60, 8, corr=3),
+        ]
+    )
+    up = p.op("aten::upsample_bilinear2d")
+    assert (up.calls, up.cpu_ns, up.self_cpu_ns) == (1, 50_000, 50_000 - 10_000 - 10_000)
+    assert p.op("aten::copy_").self_device_ns == 8_000 and up.self_device_ns == 0
+    assert p.callers("aten::contiguous") == ("aten::upsample_bilinear2d",)
+    chain = analyze([op("aten::mean", 0, 30), op("aten::mean", 1, 28), op("aten::mean", 2, 26), op("aten::sum", 3, 5)])
+    assert chain.op("aten::mean").calls == 1 and chain.op("aten::mean").self_cpu_ns == 25_000
 
 
 def test_kernel_attributed_to_innermost_op_through_correlation_and_rolled_up():

@@ -81,7 +81,7 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
     code, out, _ = run_cli(capsys, "analyze", str(path), "--json")
     data = json.loads(out)
     assert code == 0
-    assert {o["name"]: o["calls"] for o in data["ops"]} == dict(expected["cpu_ops"])
+    assert {o["name"]: o["calls"] for o in data["ops"]} == dict(expected["cpu_ops_torch_rule"])
     calls: Counter = Counter()
     for k in data["kernels"]:
         calls[k["name"]] += k["calls"]

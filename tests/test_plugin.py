@@ -700,7 +700,7 @@ def test_baseline_dir_option(pytester, monkeypatch):
         (["--opprof-min-delta-ms", "-1"], "--opprof-min-delta-ms: '-1' is not a number of milliseconds >= 0"),
         (
             ["--opprof-fail-on", "speed"],
-            "--opprof-fail-on: 'speed' is not a comma list of structure, time, environment",
+            "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment",
         ),
         (["--opprof-update-baseline=some"], "--opprof-update-baseline: 'some' is not 'changed' (the default) or 'all'"),
     ],
