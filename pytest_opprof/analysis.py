@@ -17,7 +17,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import add, lt, neg, sub
 from typing import Any
@@ -30,6 +30,7 @@ from .events import (
     RUNTIME,
     Event,
     EventTable,
+    freeze,
     gc_paused,
 )
 
@@ -155,6 +156,33 @@ class OpWork:
     @property
     def flops(self) -> int:
         return sum(self.flops_per_step.samples)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, per step: what an exported trace carries for load_trace to restore."""
+        return {
+            "signatures": [
+                {"shapes": _lists(s.shapes), "dtypes": list(s.dtypes), "calls_per_step": list(s.calls_per_step.samples)}
+                for s in self.signatures
+            ],
+            "flops_per_step": list(self.flops_per_step.samples),
+            "bytes_per_step": {name: list(d.samples) for name, d in self.bytes_per_step},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> OpWork:
+        """The inverse of to_json; ValueError (or a KeyError/TypeError) on anything else."""
+        signatures = tuple(
+            Signature(freeze(s["shapes"]), tuple(map(str, s["dtypes"])), Dist(_ints(s["calls_per_step"])))
+            for s in data["signatures"]
+        )
+        copies = tuple((str(name), Dist(_ints(v))) for name, v in sorted(data["bytes_per_step"].items()))
+        return cls(signatures, Dist(_ints(data["flops_per_step"])), copies)
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(type(v) is int for v in values):
+        raise ValueError(f"{values!r} is not a list of integers")
+    return tuple(values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +354,12 @@ class Profile:
     # Op names and parent indices of the analysed ops, for naming an op's callers in messages.
     op_tree: tuple[list[str], list[int]] = field(default=((), ()), repr=False, compare=False)  # type: ignore[assignment]
 
+    def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
+        """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
+        the untimed signature step of a run, or an exported trace's header)."""
+        ops = tuple(replace(op, work=work.get(op.name)) for op in self.ops)
+        return replace(self, ops=ops, work_steps=steps)
+
     def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
         """The names of the ops that called the first `name` op, innermost first."""
         names, parent = self.op_tree
@@ -422,6 +456,9 @@ class Profile:
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
+            # The work of a run() comes from its untimed signature step, not from these events.
+            "work_steps": self.work_steps,
+            "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
         }
         write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
 

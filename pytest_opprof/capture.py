@@ -152,21 +152,24 @@ def from_profiler(prof: Any) -> Profile:
         return analyze(table_from_kineto(results.events(), with_shapes=with_shapes), source="capture")
 
 
-def _new_profiler(torch: Any, cuda: bool) -> Any:
+def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    return torch.profiler.profile(activities=activities, record_shapes=False, with_stack=False, profile_memory=False)
+    return torch.profiler.profile(
+        activities=activities, record_shapes=work, with_flops=work, with_stack=False, profile_memory=False
+    )
 
 
-def _start_profiler(torch: Any) -> tuple[Any, bool]:
-    """Start a profiler (CUDA traced when initialised); refuse when another one is running."""
+def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
+    """Start a profiler (CUDA traced when initialised); refuse when another one is running.
+    `work`: record op inputs and FLOPs too (record_shapes, with_flops: ~2.8x slower ops)."""
     if _profiler_running(torch):
         raise CaptureError(profiler_already_running())
     cuda = _cuda_active(torch)
     if cuda:
         torch.cuda.synchronize()  # earlier work must not spill into the first step
-    prof = _new_profiler(torch, cuda)
+    prof = _new_profiler(torch, cuda, work)
     prof.start()
     return prof, cuda
 
@@ -197,7 +200,9 @@ class StepRecorder:
         self._reference = _references(torch)
         if self._probe is not None:
             self._probe()
-        prof, self._cuda = _start_profiler(torch)
+        # One step carries both: its times include the cost of recording inputs (one-step
+        # captures are reported, never judged on time).
+        prof, self._cuda = _start_profiler(torch, work=True)
         self._prof = prof
         try:
             self._step = torch.autograd.profiler.record_function("ProfilerStep#1")
@@ -227,8 +232,8 @@ class StepRecorder:
 
 
 @contextmanager
-def _profiling(torch: Any) -> Iterator[tuple[Any, bool]]:
-    prof, cuda = _start_profiler(torch)
+def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
+    prof, cuda = _start_profiler(torch, work)
     try:
         yield prof, cuda
     finally:
@@ -316,8 +321,9 @@ def run_steps(
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
     result: Any = None
-    for _ in range(warmup):
+    for _ in range(warmup - 1):
         result = fn(*args, **kwargs)
+    signature, result = _signature_step(torch, fn, args, kwargs)
     before = _references(torch)
     if probe is not None:
         probe()
@@ -327,7 +333,19 @@ def run_steps(
                 result = fn(*args, **kwargs)
     if probe is not None:
         probe()
-    return _with_reference(from_profiler(prof), before, _references(torch)), result
+    timed = _with_reference(from_profiler(prof), before, _references(torch))
+    return timed.with_work({op.name: op.work for op in signature.ops if op.work}, signature.work_steps), result
+
+
+def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:
+    """One untimed call profiled with record_shapes and with_flops: the work signatures.
+
+    Recording inputs makes ops ~2.8x slower, so it never shares a profiler with the timed steps.
+    It is the last warm-up call (an extra call when warmup=0)."""
+    with _profiling(torch, work=True) as (prof, cuda):
+        with _step(torch, 1, cuda):
+            result = fn(*args, **kwargs)
+    return from_profiler(prof), result
 
 
 def measure(fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:

@@ -319,4 +319,21 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         value = opprof.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             found[key] = value
-    return replace(profile, **found) if found else profile
+    profile = replace(profile, **found) if found else profile
+    if "work" in opprof:
+        profile = _with_exported_work(profile, opprof, str(path))
+    return profile
+
+
+def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -> Profile:
+    """The ops' work that a trace we exported carries in its header (a run()'s signature step)."""
+    from .analysis import OpWork
+
+    try:
+        work = {str(name): OpWork.from_json(data) for name, data in opprof["work"].items()}
+        steps = opprof.get("work_steps")
+        if type(steps) is not int or steps < 0:
+            raise ValueError(f"work_steps {steps!r}")
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise TraceError(bad_trace(source, f"the 'opprof.work' header is malformed ({exc})")) from None
+    return profile.with_work(work, steps) if work else profile
