@@ -103,6 +103,7 @@ class Dist:
         }
 
 
+NO_TENSOR_INPUTS = "no tensor inputs"
 _NOT_TENSORS = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", "Device", "Layout", "ScalarType"})
 
 
@@ -111,15 +112,15 @@ def _dims(shape: Any) -> str:
 
 
 def inputs_text(shapes: Any, dtypes: tuple[str, ...]) -> str:
-    """`float[128,512], float[512,1024], Scalar`: tensors with their shapes, other inputs by
-    kind; absent optional inputs left out."""
+    """`float[128,512], float[512,1024]`: tensors with their shapes, lists by kind; scalars and
+    absent optional inputs left out (they are still part of the signature)."""
     parts = []
     for i, dtype in enumerate(dtypes):
         shape = shapes[i] if i < len(shapes) else ()
-        if not dtype:
+        if not dtype or dtype == "Scalar":
             continue
         parts.append(dtype if dtype in _NOT_TENSORS and not shape else f"{dtype}{_dims(shape)}")
-    return ", ".join(parts) or "no inputs"
+    return ", ".join(parts) or NO_TENSOR_INPUTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -958,9 +959,9 @@ def _work(
     }
 
 
-def _signature_order(item: tuple[tuple[Any, tuple[str, ...]], list[int]]) -> tuple[int, str]:
-    (shapes, dtypes), per_step = item
-    return -sum(per_step), repr((shapes, dtypes))
+def _signature_order(item: tuple[tuple[Any, tuple[str, ...]], list[int]]) -> int:
+    """Most calls first; a stable sort keeps ties in the order they first ran."""
+    return -sum(item[1])
 
 
 def _fmt_ms(ns: float) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 Check = Callable[["Profile"], "str | None"]
 from statistics import median
 
-from .analysis import SYNC_OPS, SYNC_RUNTIME_CALL, Profile
+from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .errors import (
     OpprofUsageError,
     bad_argument,
@@ -128,7 +128,7 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
             if min is not None
             else f"at most {high}"
         )
-    return None if ok else count_mismatch(op, per_step, expected)
+    return None if ok else count_mismatch(op, per_step, expected, [context(profile, m.name) for m in matched[:3]])
 
 
 def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Check:
@@ -139,9 +139,22 @@ def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Check:
     return lambda profile: _no_op(profile, op, is_known)
 
 
+def context(profile: Profile, name: str) -> str:
+    """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` (the callers,
+    innermost first, and its most frequent input signature when inputs were recorded)."""
+    callers = profile.callers(name)
+    parts = ["in " + " <- ".join(callers) if callers else "called from Python"]
+    stats = profile.op(name)
+    if stats is not None and stats.work is not None and stats.work.signatures:
+        first, *others = stats.work.signatures
+        text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
+        parts.append(text + (f" (+{len(others)} other signatures)" if others else ""))
+    return "; ".join(parts)
+
+
 def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) -> str | None:
-    found = [(o.name, o.calls_per_step.median) for o in profile.match(op) if o.calls]
-    found += [(m.name, m.calls_per_step.median) for m in profile.match_memory_ops(op) if m.calls]
+    found = [(o.name, o.calls_per_step.median, context(profile, o.name)) for o in profile.match(op) if o.calls]
+    found += [(m.name, m.calls_per_step.median, "") for m in profile.match_memory_ops(op) if m.calls]
     if found:
         return unexpected_ops(op, found)
     if not is_glob(op) and is_known is not None and not is_known(op):

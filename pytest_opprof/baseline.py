@@ -15,10 +15,11 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from .analysis import Profile
+from .analysis import Dist, OpStats, Profile
 from .errors import OpprofError
 
-SCHEMA = 1
+SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
+READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
 # The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
 # of every re-recording.
 ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model")
@@ -66,17 +67,52 @@ def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:
     return [round_sig(v / scale) for v in values]
 
 
+def _per_step(dist: Dist) -> int | float:
+    """A work figure per step: exact, and the same in every step of unchanged code."""
+    value = dist.median
+    return int(value) if value == int(value) else value
+
+
+def _work_entry(op: OpStats, kernels: dict[str, dict[str, int | float]]) -> dict[str, Any] | None:
+    if op.work is None:
+        return None
+    return {
+        "signatures": [
+            {
+                "shapes": sig.to_dict()["shapes"],
+                "dtypes": list(sig.dtypes),
+                "calls_per_step": _per_step(sig.calls_per_step),
+            }
+            for sig in op.work.signatures
+        ],
+        "flops_per_step": _per_step(op.work.flops_per_step),
+        "kernels": kernels.get(op.name, {}),
+        "bytes_per_step": {name: _per_step(d) for name, d in op.work.bytes_per_step},
+    }
+
+
+def _kernels_by_launcher(profile: Profile) -> dict[str, dict[str, int | float]]:
+    """Per op, the kernels it launched itself and their calls per step."""
+    found: dict[str, dict[str, int | float]] = {}
+    for k in profile.kernels:
+        if k.op is not None:
+            found.setdefault(k.op, {})[k.name] = _per_step(k.calls_per_step)
+    return {op: dict(sorted(kernels.items())) for op, kernels in found.items()}
+
+
 def baseline_from_profile(
     profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]
 ) -> dict[str, Any]:
     """The baseline document for one measured test (also the form compare() reads)."""
     ops = {}
+    launched = _kernels_by_launcher(profile)
     for op in profile.ops:
         ops[op.name] = {
             "calls_per_step": list(op.calls_per_step.samples),
             "cpu_ms": _samples(op.cpu_per_step.samples, 1e6),
             "device_ms": _samples(op.device_per_step.samples, 1e6),
             "on_device": op.on_device,
+            "work": _work_entry(op, launched),
         }
     kernels: dict[str, Any] = {}
     for k in profile.kernels:
@@ -150,11 +186,12 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
     if not isinstance(data, dict) or "schema" not in data:
         raise BaselineError(bad_baseline(path, "not an opprof baseline (no 'schema')"))
-    if data["schema"] != SCHEMA:
+    if data["schema"] not in READABLE_SCHEMAS or isinstance(data["schema"], bool):
         raise BaselineError(
             bad_baseline(
                 path,
-                f"baseline schema {data['schema']!r}, this pytest-opprof reads schema {SCHEMA}",
+                f"baseline schema {data['schema']!r}, this pytest-opprof reads schemas "
+                f"{', '.join(map(str, READABLE_SCHEMAS))}",
                 "record it again with pytest --opprof-update-baseline=all, or use the pytest-opprof that wrote it",
             )
         )
@@ -172,7 +209,38 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
             isinstance(op.get(k), list) for k in ("calls_per_step", "cpu_ms", "device_ms")
         ):
             raise BaselineError(bad_baseline(path, f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"))
+        problem = _work_problem(op.get("work"))
+        if problem:
+            raise BaselineError(bad_baseline(path, f"op {name!r}: 'work' {problem}"))
     return data
+
+
+def _work_problem(work: Any) -> str | None:
+    """What is wrong with an op's 'work' entry, None when it is fine (or absent: schema 1)."""
+    if work is None:
+        return None
+    if not isinstance(work, dict):
+        return "is not an object or null"
+    sigs = work.get("signatures")
+    if not isinstance(sigs, list) or not all(
+        isinstance(s, dict)
+        and isinstance(s.get("shapes"), list)
+        and isinstance(s.get("dtypes"), list)
+        and _number(s.get("calls_per_step"))
+        for s in sigs
+    ):
+        return "has no list of signatures with shapes, dtypes and calls_per_step"
+    if not _number(work.get("flops_per_step")):
+        return "has no number flops_per_step"
+    for key in ("kernels", "bytes_per_step"):
+        table = work.get(key)
+        if not isinstance(table, dict) or not all(_number(v) for v in table.values()):
+            return f"has no {key} object of numbers"
+    return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def read_baseline_dir(path: Path) -> list[tuple[Path, dict[str, Any]]]:

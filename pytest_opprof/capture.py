@@ -191,13 +191,11 @@ class StepRecorder:
         self._prof: Any = None
         self._step: Any = None
         self._cuda = False
-        self._reference = (0, 0)
 
     def start(self) -> None:
         torch = self._torch = _torch()
         if _profiler_running(torch):  # before the reference: fail without measuring anything
             raise CaptureError(profiler_already_running())
-        self._reference = _references(torch)
         if self._probe is not None:
             self._probe()
         # One step carries both: its times include the cost of recording inputs (one-step
@@ -228,7 +226,8 @@ class StepRecorder:
             self._probe()
         if not keep:
             return None
-        return _with_reference(from_profiler(prof), self._reference, _references(torch))
+        # References only for a kept capture, after it: a whole call that run() abandons costs none.
+        return _with_reference(from_profiler(prof), _references(torch))
 
 
 @contextmanager

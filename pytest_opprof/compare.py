@@ -1,32 +1,35 @@
 """A measurement vs its baseline -> verdicts. Pure: both sides are baseline documents.
 
-In order of trust:
-1. structure (exact, noise-free): an op's calls per step changed, an op appeared or vanished;
-2. time: an op's per-step *minimum* exceeds the baseline's by more than the tolerance and the
-   absolute floor, and the fastest half of the step samples says the change is real; CPU times
-   are first put at the baseline's machine speed (a reference workload timed around each capture);
-3. environment: device key or software versions differ (reported).
+In order of trust, each a function below:
+1. structure (exact): an op's calls per step changed, an op appeared or vanished;
+2. work (exact): an op's input signatures, FLOPs, kernels or copied bytes per step changed;
+3. time: an op's per-step minimum moved beyond the tolerance and the floor, the fastest half of
+   the steps says the move is real, and the machine cannot explain it; otherwise inconclusive;
+4. environment: device key or software versions differ (reported).
 
 Why the minimum: on a shared CPU the per-step median of identical code moved 0.75-1.42 ms
-between runs while the minimum stayed within 0.69-0.77 ms, also with a CPU hog beside it.
-Interference only ever adds time, so the fastest step is the best estimate of the code's cost.
+between runs while the minimum stayed within 0.69-0.77 ms. Interference only ever adds time.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-STRUCTURE, TIME, ENVIRONMENT = "structure", "time", "environment"
-KINDS = (STRUCTURE, TIME, ENVIRONMENT)
+from .analysis import inputs_text
+
+STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
+KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
+REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
 ALPHA = 0.01  # one-sided significance for the rank test
-MAX_SPEED_RATIO = 3.0  # beyond this, CPU times of the two machines (or moments) do not compare
-CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture widen the tolerance
-STATE_NOISE = 1.15  # the dispatch reference's own spread on a steady machine; beyond it, a slower state
+MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
+CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
+STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +39,29 @@ class Rule:
     tolerance: float = 0.20
     min_delta_ms: float = 0.05
     ignore_ops: tuple[str, ...] = ()
-    fail_on: frozenset[str] = frozenset({STRUCTURE, TIME})
+    fail_on: frozenset[str] = frozenset({STRUCTURE, WORK, TIME})
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What the time rule knows of the machine during a measurement (the references are in the
+    documents): the share of the capture our threads waited for a CPU, and why the GPU clocks
+    make device times incomparable (None: they do not)."""
+
+    cpu_wait: float | None = None
+    gpu_unreliable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    kind: str  # structure | time | environment
-    status: str  # regressed | improved | changed | warning (a regression in an unreliable run)
+    kind: str  # structure | work | time | environment
+    status: str  # regressed | improved | changed | inconclusive
     message: str
     op: str | None = None
     base_ms: float | None = None
     new_ms: float | None = None
     p_value: float | None = None
+    why: str | None = None  # an inconclusive verdict: what about the machine made it so
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,27 +72,32 @@ class Verdict:
             "baseline_ms": self.base_ms,
             "ms": self.new_ms,
             "p": self.p_value,
+            "why": self.why,
         }
 
 
 @dataclass(frozen=True)
 class Comparison:
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
+    untimed: str | None = None  # why no time verdict was possible for the whole test
 
     @property
     def changes(self) -> list[Verdict]:
-        """The structure and time verdicts worth a new baseline. A time warning is not one: the
-        run could not be compared (throttled GPU, a machine far off) or its slowdown is what
-        contention or a slower CPU state explains; recording it would inflate the baseline."""
-        return [v for v in self.verdicts if v.kind in (STRUCTURE, TIME) and v.status != "warning"]
+        """The verdicts worth a new baseline: structure and work changes, conclusive time changes.
+        An inconclusive one is not: recording it would inflate the baseline."""
+        return [v for v in self.verdicts if v.kind in (STRUCTURE, WORK, TIME) and v.status != INCONCLUSIVE]
 
     @property
     def unchanged(self) -> bool:
         """Nothing worth a new baseline."""
         return not self.changes
 
+    @property
+    def inconclusive(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == INCONCLUSIVE]
+
     def failing(self, rule: Rule) -> list[Verdict]:
-        return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in ("regressed", "changed")]
+        return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in (REGRESSED, CHANGED)]
 
 
 def _ignored(name: str, patterns: Iterable[str]) -> bool:
@@ -129,60 +148,29 @@ def rank_test_p(new: list[float], base: list[float]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def contention_limit(tolerance: float, cpu_wait: float | None) -> tuple[float, str]:
-    """The tolerance for CPU times of a capture during which this process's threads waited for
-    a CPU `cpu_wait` of the time: a slowdown by 1 / (1 - cpu_wait) is what the wait explains,
-    so the limit becomes (1 + tolerance) / (1 - cpu_wait) - 1 above CONTENTION_LIMIT."""
-    if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
-        return tolerance, ""
-    wait = min(cpu_wait, 0.9)
-    return (1 + tolerance) / (1 - wait) - 1, f"CPU contention: threads waited for a CPU {100 * cpu_wait:.0f}% of it"
-
-
-def state_limit(tolerance: float, dispatch_ratio: float | None) -> tuple[float, str]:
-    """The tolerance for CPU times when the dispatch reference (scalar code: 100 one-element
-    ops) ran `dispatch_ratio` times its baseline time: the core is shared with another tenant
-    or clocked lower. Ops slow down by less than the reference (measured here with it at x1.54
-    to x1.61: a matmul x1.1, MLPs x1.1-1.3, a small convolution x1.3-1.4, each within the square
-    root), so the limit becomes (1 + tolerance) * sqrt(dispatch_ratio) - 1 above STATE_NOISE."""
-    if dispatch_ratio is None or dispatch_ratio <= STATE_NOISE:
-        return tolerance, ""
-    return (
-        (1 + tolerance) * math.sqrt(dispatch_ratio) - 1,
-        f"a slower CPU state: the dispatch reference ran x{dispatch_ratio:.2f} its baseline time",
-    )
-
-
-def _fastest_half(samples: list[float]) -> list[float]:
-    ordered = sorted(samples)
-    return ordered[: max(1, (len(ordered) + 1) // 2)]
-
-
-def _ratio(current: dict[str, Any], baseline: dict[str, Any], key: str) -> float | None:
-    """A reference's time in this run over the baseline's (None when either lacks it)."""
-    new, old = current.get(key), baseline.get(key)
-    if not new or not old:
-        return None
-    return new / old
-
-
 def compare(
-    current: dict[str, Any],
-    baseline: dict[str, Any],
-    rule: Rule,
-    path: str = "",
-    unreliable: str | None = None,
-    cpu_wait: float | None = None,
+    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "", machine: Machine | None = None
 ) -> Comparison:
-    """Verdicts for `current` against `baseline`, both baseline documents. `unreliable` (why the
-    GPU clocks make this run's times incomparable) turns a time regression into a warning.
-    `cpu_wait` (the share of the capture this process's threads waited for a CPU) widens the
-    tolerance of ops timed on the CPU: contention can explain that much slowdown, no more."""
+    """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
+    ops whose structure and work are unchanged, and only where `machine` cannot explain a move."""
     where = f" [{path}]" if path else ""
-    verdicts: list[Verdict] = []
+    structure, recounted = _structure(current, baseline, rule, where)
+    work = _work(current, baseline, rule, recounted, where)
+    untimed = _untimed(current, baseline)
+    skip = recounted | {v.op for v in work if v.op}
+    timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
+    return Comparison(tuple(structure + work + timed + _environment(current, baseline, where)), untimed)
 
-    # 1. structure: ops and memory ops, calls per step
+
+# -- 1. structure ------------------------------------------------------------------------------
+
+
+def _structure(
+    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, where: str
+) -> tuple[list[Verdict], set[str]]:
+    """One verdict listing every op and memory op whose calls per step changed; and their names."""
     changes: list[str] = []
+    names: set[str] = set()
     for section in ("ops", "memory_ops"):
         new_ops, old_ops = current[section], baseline[section]
         for name in sorted(set(new_ops) | set(old_ops)):
@@ -192,91 +180,195 @@ def compare(
             old_calls = _calls(old_ops[name]) if name in old_ops else 0
             if new_calls == old_calls:
                 continue
+            names.add(name)
             if not old_calls:
                 changes.append(f"+ {name} ({_fmt_calls(new_calls)}/step)")
             elif not new_calls:
                 changes.append(f"- {name} (was {_fmt_calls(old_calls)}/step)")
             else:
                 changes.append(f"{name} {_fmt_calls(old_calls)} -> {_fmt_calls(new_calls)}/step")
-    if changes:
-        verdicts.append(Verdict(STRUCTURE, "changed", f"structure changed: {', '.join(changes)}{where}"))
+    if not changes:
+        return [], names
+    return [Verdict(STRUCTURE, CHANGED, f"structure changed: {', '.join(changes)}{where}")], names
 
-    # 2. time: per-step minimum, tolerance, floor, and significance. CPU times are first put at
-    # the baseline's machine speed: the ratio of the reference workload's times.
-    measured_speed = _ratio(current, baseline, "reference_ms") or 1.0
-    dispatch = _ratio(current, baseline, "dispatch_reference_ms")
-    # The reference only ever excuses slowness, never creates it: a reference faster than the
-    # baseline's says the recording was disturbed (interference only adds time), not that the
-    # code got slower; scaling this run's times up by it failed 11 of 20 idle reruns.
-    speed = max(1.0, measured_speed)
-    note = f"; CPU times x{1 / speed:.2f} for machine speed" if speed > 1.05 else ""
-    # A machine several times slower or faster than the baseline's (a runner drowning in other
-    # work, or another CPU): its CPU times say nothing about the code. Reported, not failed.
-    cpu_unreliable = None
-    if not 1 / MAX_SPEED_RATIO <= measured_speed <= MAX_SPEED_RATIO:
-        cpu_unreliable = f"the machine ran x{measured_speed:.2f} the baseline's speed (reference workload)"
-    elif dispatch is not None and not 1 / MAX_SPEED_RATIO <= dispatch <= MAX_SPEED_RATIO:
-        cpu_unreliable = f"the dispatch reference ran x{dispatch:.2f} its baseline time"
-    # The wider of the two allowances: threads waiting for a CPU, a slower CPU state.
-    cpu_limit, cpu_why = max(contention_limit(rule.tolerance, cpu_wait), state_limit(rule.tolerance, dispatch))
+
+# -- 2. work -----------------------------------------------------------------------------------
+
+
+def _work(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, skip: set[str], where: str) -> list[Verdict]:
+    """A verdict per op whose work changed (both sides recorded it; its call count did not change)."""
+    verdicts = []
     for name in sorted(set(current["ops"]) & set(baseline["ops"])):
+        new, old = current["ops"][name].get("work"), baseline["ops"][name].get("work")
+        if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
+            continue
+        parts = work_changes(new, old)
+        if parts:
+            verdicts.append(Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
+    return verdicts
+
+
+def work_changes(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
+    """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes."""
+    parts = []
+    if new["flops_per_step"] != old["flops_per_step"]:
+        parts.append(_flops_change(old["flops_per_step"], new["flops_per_step"]))
+    sig_new, sig_old = _signatures(new), _signatures(old)
+    if sig_new != sig_old:
+        parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
+    for key, what, fmt in (("kernels", "kernels", _fmt_calls), ("bytes_per_step", "bytes per step", si)):
+        a, b = old.get(key) or {}, new.get(key) or {}
+        if a != b:
+            changed = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+            shown = ", ".join(f"{n} {fmt(a.get(n, 0))} -> {fmt(b.get(n, 0))}" for n in changed[:3])
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            parts.append(f"{what}: {shown}{more}")
+    return parts
+
+
+def _flops_change(old: float, new: float) -> str:
+    if old and new:
+        return f"{new / old:.3g}x the FLOPs per step ({si(old)} -> {si(new)})"
+    return f"FLOPs per step {si(old)} -> {si(new)}"
+
+
+def si(value: float) -> str:
+    """134217728 -> 134.2M: counts and bytes at a glance."""
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.1f}{suffix}"
+    return f"{value:g}"
+
+
+def _signatures(work: dict[str, Any]) -> dict[str, float]:
+    """Input signature (as readable text, unique per shapes and types) -> calls per step."""
+    found: dict[str, float] = {}
+    for sig in work["signatures"]:
+        text = inputs_text(_tuples(sig["shapes"]), tuple(sig["dtypes"]))
+        key = text if text not in found else f"{text} {json.dumps(sig['shapes'])}"
+        found[key] = found.get(key, 0) + sig["calls_per_step"]
+    return found
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(map(_tuples, value)) if isinstance(value, list) else value
+
+
+def _listed(these: dict[str, float], others: dict[str, float], limit: int = 2) -> str:
+    """The signatures of `these` that `others` lacks (or calls differently), with their calls."""
+    differ = [(k, c) for k, c in these.items() if others.get(k) != c]
+    if not differ:
+        return "(none)"
+    shown = [f"({k})" + (f" x{_fmt_calls(c)}" if c != 1 else "") for k, c in differ[:limit]]
+    return " ".join(shown) + (f" and {len(differ) - limit} more" if len(differ) > limit else "")
+
+
+# -- 3. time -----------------------------------------------------------------------------------
+
+
+def _steps(doc: dict[str, Any]) -> int:
+    steps = (doc.get("capture") or {}).get("steps")
+    return steps if isinstance(steps, int) else len(doc.get("events_per_step") or [])
+
+
+def _untimed(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
+    """Why this test's times are reported, never judged: too few steps on a side."""
+    steps = min(_steps(current), _steps(baseline))
+    if steps >= MIN_TIME_STEPS:
+        return None
+    captured = "a single-step capture" if steps == 1 else f"{steps} steps"
+    return (
+        f"time not judged: {captured} (a time check needs {MIN_TIME_STEPS}+ steps on both sides); "
+        "measure with opprof.run(fn, ..., steps=10) for one"
+    )
+
+
+def _fastest_half(samples: list[float]) -> list[float]:
+    ordered = sorted(samples)
+    return ordered[: max(1, (len(ordered) + 1) // 2)]
+
+
+def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
+    """Whether `high` is really above `low`, judged on the fastest half of each: slow steps are
+    interference (on a 2-core runner every other step was seen 4x slower), fast ones the code."""
+    high_fast, low_fast = _fastest_half(high), _fastest_half(low)
+    p = rank_test_p(high_fast, low_fast)
+    return p < ALPHA or min(high_fast) > max(low_fast), p
+
+
+def _time(
+    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, machine: Machine, skip: set[str], where: str
+) -> list[Verdict]:
+    verdicts = []
+    for name in sorted(set(current["ops"]) & set(baseline["ops"]) - skip):
         if _ignored(name, rule.ignore_ops):
             continue
-        new_s, old_s = time_samples(current["ops"][name]), time_samples(baseline["ops"][name])
-        on_device = bool(current["ops"][name].get("on_device"))
-        if not on_device:
-            new_s = [v / speed for v in new_s]
-        why = unreliable if on_device else unreliable or cpu_unreliable
-        limit = rule.tolerance if on_device else cpu_limit
-        if not new_s or not old_s:
-            continue
-        new_min, old_min = min(new_s), min(old_s)
-        delta = new_min - old_min
-        if abs(delta) <= rule.min_delta_ms or old_min <= 0:
-            continue
-        ratio = delta / old_min
-        # Significance from the fastest half of each side: slow steps are interference (on a
-        # 2-core runner every other step was seen 4x slower), the fast ones are the code.
-        new_fast, old_fast = _fastest_half(new_s), _fastest_half(old_s)
-        if ratio > rule.tolerance:
-            p = rank_test_p(new_fast, old_fast)
-            if p < ALPHA or min(new_fast) > max(old_fast):
-                if why:
-                    status, caveat = "warning", f"; not failed: unreliable run ({why})"
-                elif ratio <= limit:
-                    status, caveat = "warning", f"; not failed: within +{100 * limit:.0f}% for {cpu_why}"
-                else:
-                    status = "regressed"
-                    caveat = f"; limit widened to +{100 * limit:.0f}% for {cpu_why}" if limit > rule.tolerance else ""
-                verdicts.append(
-                    Verdict(
-                        TIME,
-                        status,
-                        f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms "
-                        f"(+{100 * ratio:.0f}%, limit +{100 * rule.tolerance:.0f}%, p={p:.3g}{note}{caveat}){where}",
-                        name,
-                        old_min,
-                        new_min,
-                        p,
-                    )
-                )
-        elif ratio < -rule.tolerance:
-            p = rank_test_p(old_fast, new_fast)
-            if p < ALPHA or max(new_fast) < min(old_fast):
-                verdicts.append(
-                    Verdict(
-                        TIME,
-                        "improved",
-                        f"{name}: {new_min:.2f} ms/step vs baseline {old_min:.2f} ms ({100 * ratio:.0f}%): "
-                        f"faster; update the baseline to keep it{where}",
-                        name,
-                        old_min,
-                        new_min,
-                        p,
-                    )
-                )
+        verdict = _op_time(name, current, baseline, rule, machine, where)
+        if verdict is not None:
+            verdicts.append(verdict)
+    return verdicts
 
-    # 3. environment
+
+def _op_time(
+    name: str, current: dict[str, Any], baseline: dict[str, Any], rule: Rule, machine: Machine, where: str
+) -> Verdict | None:
+    new_s, old_s = time_samples(current["ops"][name]), time_samples(baseline["ops"][name])
+    if not new_s or not old_s:
+        return None
+    new_min, old_min = min(new_s), min(old_s)
+    delta = new_min - old_min
+    if abs(delta) <= rule.min_delta_ms or old_min <= 0 or abs(delta) <= rule.tolerance * old_min:
+        return None
+    slower = delta > 0
+    real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
+    if not real:
+        return None
+    on_device = bool(current["ops"][name].get("on_device"))
+    why = explained_by_machine(slower, on_device, current, baseline, machine)
+    change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
+    if why:
+        return Verdict(TIME, INCONCLUSIVE, f"{change}; inconclusive: {why}){where}", name, old_min, new_min, p, why)
+    limit = f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
+    return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
+
+
+def _reference_ratio(current: dict[str, Any], baseline: dict[str, Any], key: str) -> float | None:
+    """A reference workload's time in this run over the baseline's (None when either lacks it)."""
+    new, old = current.get(key), baseline.get(key)
+    if not new or not old:
+        return None
+    return new / old
+
+
+def speed_words(ratio: float) -> str:
+    """A time ratio in words: 45.6x slower, 1.3x faster."""
+    return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
+
+
+def explained_by_machine(
+    slower: bool, on_device: bool, current: dict[str, Any], baseline: dict[str, Any], machine: Machine
+) -> str | None:
+    """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
+
+    Only a move in the machine's direction is excused: a slowdown on a slower or contended
+    machine, a speed-up on a faster one. A GPU with throttled clocks excuses both."""
+    if machine.gpu_unreliable:
+        return f"unreliable GPU clocks ({machine.gpu_unreliable})"
+    if on_device:
+        return None
+    if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
+        return f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture"
+    for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
+        ratio = _reference_ratio(current, baseline, key)
+        if ratio is not None and (ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE):
+            return f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
+    return None
+
+
+# -- 4. environment ----------------------------------------------------------------------------
+
+
+def _environment(current: dict[str, Any], baseline: dict[str, Any], where: str) -> list[Verdict]:
     differ = []
     if current.get("device_key") != baseline.get("device_key"):
         differ.append(f"device {baseline.get('device_key')} -> {current.get('device_key')}")
@@ -284,11 +376,9 @@ def compare(
         old, new = (baseline.get("environment") or {}).get(key), (current.get("environment") or {}).get(key)
         if old != new:
             differ.append(f"{key} {old} -> {new}")
-    if differ:
-        verdicts.append(
-            Verdict(ENVIRONMENT, "changed", f"environment differs from the baseline: {', '.join(differ)}{where}")
-        )
-    return Comparison(tuple(verdicts))
+    if not differ:
+        return []
+    return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]
 
 
 # -- two measurements side by side (`opprof compare A B`): e.g. the same tests on two devices ----

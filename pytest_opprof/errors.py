@@ -101,15 +101,18 @@ def unknown_op(pattern: str, close: list[str]) -> str:
     return f"{pattern}: not an operator torch knows, so asserting it is absent proves nothing{hint}"
 
 
-def count_mismatch(pattern: str, per_step: tuple[int, ...], expected: str) -> str:
+def count_mismatch(pattern: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str] = ()) -> str:
+    """`aten::addmm: 3 calls/step, expected 2 (per step: 3, 3; in aten::linear; inputs float[64,256], ...)`."""
     shown = sorted(set(per_step))
     got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
     steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
-    return f"{pattern}: {got} calls/step, expected {expected} (per step: {steps})"
+    where = "".join(f"; {c}" for c in contexts if c)
+    return f"{pattern}: {got} calls/step, expected {expected} (per step: {steps}{where})"
 
 
-def unexpected_ops(pattern: str, found: list[tuple[str, float]]) -> str:
-    listed = ", ".join(f"{name} ({per_step:g}/step)" for name, per_step in found)
+def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
+    """`aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])`."""
+    listed = ", ".join(f"{name} ({per_step:g}/step{', ' + where if where else ''})" for name, per_step, where in found)
     return f"{pattern}: expected no calls, found {listed}"
 
 
@@ -120,6 +123,13 @@ def host_syncs(found: list[tuple[str, float]]) -> str:
 
 def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
+
+
+def strict_inconclusive(nodeid: str, message: str) -> str:
+    return (
+        f"opprof: --opprof-strict: a time check of {nodeid} was inconclusive, which strict mode makes an error: "
+        f"{message}; rerun on a quiet machine, or drop --opprof-strict to report it as a summary line"
+    )
 
 
 def inert_summary(count: int) -> str:

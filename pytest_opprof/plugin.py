@@ -16,8 +16,9 @@ import pytest
 
 from . import assertions
 from .baseline import BaselineError, baseline_from_profile, baseline_path, read_baseline, write_baseline
-from .compare import TIME, Rule, compare, merge_measurements, time_samples
-from .errors import closest_names, inert_summary, untrusted_measurement
+from .compare import Machine, Rule, time_samples
+from .decide import Measurement, decide
+from .errors import closest_names, inert_summary, strict_inconclusive, untrusted_measurement
 from .report import (
     TestResult,
     export_trace_path,
@@ -276,7 +277,7 @@ class OpprofFixture:
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
-        self._remeasure: Callable[[], Any] | None = None  # measures run()'s fn again, for confirmation
+        self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[assertions.Check] = []
@@ -303,6 +304,15 @@ class OpprofFixture:
         self._finish(profile)
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         return result
+
+    @property
+    def can_measure_again(self) -> bool:
+        """Whether the latest capture can be repeated (a run(), not a block or the whole call)."""
+        return self._remeasure is not None
+
+    def measure_again(self) -> Remeasured | None:
+        """The latest run() once more, to confirm a suspected time change."""
+        return self._remeasure() if self._remeasure is not None else None
 
     @contextmanager
     def capture(self) -> Iterator[None]:
@@ -488,70 +498,47 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     root = Path(settings.baseline_dir) if settings.baseline_dir else rootpath / ".opprof"
     path = baseline_path(root if root.is_absolute() else rootpath / root, state.device_key, item.nodeid)
     shown = _relative(path, rootpath)
-    current = baseline_from_profile(profile, item.nodeid, state.device_key, state.device)
-    rule = _rule_for(item, settings)
     try:
         old = read_baseline(path, item.nodeid)
     except BaselineError as exc:
         fixture.errors.append(f"opprof: {exc}")
         fixture.baseline = {"path": shown, "status": "unusable", "verdicts": []}
         return []
-    if old is None:
-        status = "missing"
-        if settings.update_baseline and fixture.unreliable:
-            status = "unreliable"  # never record throttled numbers as the reference
-        elif settings.update_baseline:
-            write_baseline(path, current)
-            status = "new"
-        fixture.baseline = {"path": shown, "status": status, "verdicts": [], "rows": {}}
-        return []
-    comparison = compare(current, old, rule, shown, fixture.unreliable, fixture.cpu_wait)
-    remeasured = None
-    updating = settings.update_baseline == "changed" and not fixture.unreliable
-    may_confirm = fixture._remeasure is not None and (updating or not settings.update_baseline)
-    if may_confirm and _suspect_time(comparison, rule, updating):
-        # A time verdict is about to fail the test (or rewrite its baseline): measure once more
-        # and judge both measurements together. Interference rarely hits twice; a slowdown does.
-        again = fixture._remeasure()
-        if not again.profile.errors:
-            second = baseline_from_profile(again.profile, item.nodeid, state.device_key, state.device)
-            # The pooled minimum may come from either measurement: judge it by the calmer one's
-            # CPU wait (a contended first one must not excuse a clean second one's slowdown).
-            waits = [w for w in (fixture.cpu_wait, again.cpu_wait) if w is not None]
-            comparison = compare(
-                merge_measurements(current, second),
-                old,
-                rule,
-                shown,
-                fixture.unreliable or again.unreliable,
-                min(waits) if waits else None,
-            )
-            remeasured = "confirmed" if _suspect_time(comparison, rule, updating) else "not confirmed"
+    current = Measurement(
+        baseline_from_profile(profile, item.nodeid, state.device_key, state.device),
+        Machine(fixture.cpu_wait, fixture.unreliable),
+    )
+
+    def remeasure() -> Measurement | None:
+        again = fixture.measure_again()
+        if again is None or again.profile.errors:
+            return None
+        doc = baseline_from_profile(again.profile, item.nodeid, state.device_key, state.device)
+        return Measurement(doc, Machine(again.cpu_wait, again.unreliable))
+
+    rule = _rule_for(item, settings)
+    outcome = decide(
+        current, old, rule, settings.update_baseline, remeasure if fixture.can_measure_again else None, shown
+    )
+    if outcome.write is not None:
+        write_baseline(path, outcome.write)
     fixture.baseline = {
         "path": shown,
-        "status": "compared",
-        "remeasured": remeasured,
-        "verdicts": [v.to_dict() for v in comparison.verdicts],
-        "rows": {name: min(samples) for name, op in old["ops"].items() if (samples := time_samples(op))},
+        "status": outcome.status,
+        "remeasured": outcome.remeasured,
+        "untimed": outcome.comparison.untimed if old is not None else None,
+        "schema": outcome.old_schema,
+        "verdicts": [v.to_dict() for v in outcome.comparison.verdicts],
+        "rows": {
+            name: min(samples) for name, op in (old or {}).get("ops", {}).items() if (samples := time_samples(op))
+        },
     }
+    inconclusive = outcome.comparison.inconclusive
+    if settings.strict and inconclusive and not settings.update_baseline:
+        fixture.errors.append(strict_inconclusive(item.nodeid, inconclusive[0].message))
     if settings.update_baseline:
-        if fixture.unreliable:
-            fixture.baseline["status"] = "unreliable"
-        elif settings.update_baseline == "all" or not comparison.unchanged:
-            write_baseline(path, current)
-            fixture.baseline["status"] = "rewritten" if comparison.unchanged else "changed"
-        else:
-            fixture.baseline["status"] = "kept"
         return []
-    return [v.message for v in comparison.failing(rule)]
-
-
-def _suspect_time(comparison: Any, rule: Rule, updating: bool) -> bool:
-    """A time verdict would fail the test, or (updating changed baselines) alone would rewrite
-    its baseline."""
-    if updating:
-        return {v.kind for v in comparison.changes} == {TIME}
-    return any(v.kind == TIME for v in comparison.failing(rule))
+    return [v.message for v in outcome.comparison.failing(rule)]
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -620,7 +607,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.write_sep("=", "opprof")
     terminalreporter.write_line(format_summary(state.records))
-    problems = format_problems(state.records)
+    problems = format_problems(state.records, verbose=config.option.verbose > 0)
     if problems:
         terminalreporter.write_line(problems)
     workers = getattr(config.option, "numprocesses", None)

@@ -7,13 +7,14 @@ import json
 import os
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from .compare import CONTENTION_LIMIT, time_samples
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, time_samples
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -190,7 +191,7 @@ def format_summary(records: list[dict[str, Any]]) -> str:
 def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
     median_wall = _median_wall_ns(profile)
     rows_base = (baseline or {}).get("rows") or {}
-    verdict_of = {v["op"]: v["status"] for v in (baseline or {}).get("verdicts", []) if v.get("op")}
+    verdict_of = {v["op"]: _verdict_word(v) for v in (baseline or {}).get("verdicts", []) if v.get("op")}
     compared = bool(baseline and baseline.get("status") in ("compared", "kept", "changed", "rewritten"))
     rows = []
     for op in profile.ops[:top]:
@@ -218,48 +219,135 @@ def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None =
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-def format_problems(records: list[dict[str, Any]]) -> str:
-    """After the tables: verdicts against baselines, trust warnings and errors, traces written,
-    then one line on the baselines (missing, written, kept)."""
+def _verdict_word(verdict: dict[str, Any]) -> str:
+    """The verdict column: slower / faster / inconclusive / work changed."""
+    if verdict["kind"] == TIME:
+        return _SPEED.get(verdict["status"], verdict["status"])
+    return f"{verdict['kind']} {verdict['status']}"
+
+
+def format_problems(records: list[dict[str, Any]], verbose: bool = False) -> str:
+    """After the tables: per test at most one line per verdict kind (every verdict with
+    `verbose`), trust warnings and errors, traces written; then the run's lines on baselines."""
     lines = []
     for record in records:
-        if record.get("unreliable"):
+        lines += _test_lines(record, verbose)
+    return "\n".join(lines + _run_lines(records))
+
+
+def _test_lines(record: dict[str, Any], verbose: bool) -> list[str]:
+    nodeid, baseline = record["nodeid"], record.get("baseline") or {}
+    lines = []
+    if record.get("unreliable"):
+        lines.append(
+            f"{nodeid}: unreliable measurement: {record['unreliable']}; "
+            "time verdicts are inconclusive, and no baseline is recorded from it"
+        )
+    remeasured = baseline.get("remeasured")
+    if remeasured == "not confirmed":
+        lines.append(
+            f"{nodeid}: the first measurement looked slower than the baseline; "
+            "a second one did not confirm it (interference), so it passes"
+        )
+    elif remeasured == "confirmed":
+        lines.append(f"{nodeid}: measured twice: both differ from the baseline")
+    lines += [f"{nodeid}: {line}" for line in verdict_lines(baseline.get("verdicts", []), verbose)]
+    wait = record.get("cpu_wait")
+    if baseline.get("status") in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
+        lines.append(
+            f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
+            "of the capture: its CPU times may be inflated and hide later slowdowns; "
+            "record it again on a quiet machine (without -n on a small runner)"
+        )
+    for check in record["checks"]:
+        if check["status"] != "ok":
+            lines.append(f"{nodeid}: {check['status']} {check['name']}: {check['message']}")
+    if record.get("trace"):
+        lines.append(f"{nodeid}: trace written to {record['trace']}")
+    return lines
+
+
+_MORE = "-v or --opprof-json lists them all"
+
+
+def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False) -> list[str]:
+    """One line per verdict kind (conclusive time and inconclusive time apart), or every
+    verdict's message when `verbose`."""
+    if verbose:
+        return [v["message"] for v in verdicts]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for v in verdicts:
+        key = "inconclusive" if v["status"] == INCONCLUSIVE else v["kind"]
+        groups.setdefault(key, []).append(v)
+    lines = []
+    for key, group in groups.items():
+        if key == "inconclusive":
+            lines.append(_inconclusive_line(group))
+        elif key == TIME:
+            lines.append(_time_line(group))
+        elif len(group) == 1:
+            lines.append(group[0]["message"])
+        else:
             lines.append(
-                f"{record['nodeid']}: unreliable measurement: {record['unreliable']}; "
-                "time verdicts are reported, not failed, and no baseline is recorded from it"
+                f"{key} changed in {len(group)} ops: {group[0]['message']}; and {len(group) - 1} more ({_MORE})"
             )
-        remeasured = (record.get("baseline") or {}).get("remeasured")
-        if remeasured == "not confirmed":
-            lines.append(
-                f"{record['nodeid']}: the first measurement looked slower than the baseline; "
-                "a second one did not confirm it (interference), so it passes"
-            )
-        elif remeasured == "confirmed":
-            lines.append(f"{record['nodeid']}: measured twice: both slower than the baseline")
-        for verdict in (record.get("baseline") or {}).get("verdicts", []):
-            lines.append(f"{record['nodeid']}: {verdict['message']}")
-        wait = record.get("cpu_wait")
-        if (record.get("baseline") or {}).get("status") in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
-            lines.append(
-                f"{record['nodeid']}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
-                "of the capture: its CPU times may be inflated and hide later slowdowns; "
-                "record it again on a quiet machine (without -n on a small runner)"
-            )
-        for check in record["checks"]:
-            if check["status"] != "ok":
-                lines.append(f"{record['nodeid']}: {check['status']} {check['name']}: {check['message']}")
-        if record.get("trace"):
-            lines.append(f"{record['nodeid']}: trace written to {record['trace']}")
+    return lines
+
+
+def _time_line(group: list[dict[str, Any]]) -> str:
+    first, *others = sorted(group, key=lambda v: v["status"] != "regressed")  # slower ones first
+    counts = Counter(_SPEED[v["status"]] for v in others)
+    more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
+    keep = "; pytest --opprof-update-baseline records the faster times" if first["status"] == "improved" else ""
+    return f"time: {first['message']}{more}{keep}"
+
+
+_SPEED = {"regressed": "slower", "improved": "faster"}
+
+
+def _inconclusive_line(group: list[dict[str, Any]]) -> str:
+    ops = ", ".join(v["op"] for v in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+    return (
+        f"time inconclusive for {ops}: {group[0].get('why')}; neither passed nor failed: rerun on a quiet machine "
+        "(no other load, no -n on a small runner) for a time verdict; --opprof-strict makes this an error"
+    )
+
+
+def _run_lines(records: list[dict[str, Any]]) -> list[str]:
+    """The run's lines: tests not judged on time, old baselines, then missing and written ones."""
+    lines = []
+    untimed = [r["nodeid"] for r in records if (r.get("baseline") or {}).get("untimed")]
+    if untimed:
+        shown = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more" if len(untimed) > 3 else "")
+        lines.append(
+            f"opprof: time not judged for {_tests(len(untimed))} with under {MIN_TIME_STEPS} steps "
+            f"(single-step captures: the whole call, capture(), the marker): {shown}; "
+            "structure and work were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
+        )
+    old = sum(1 for r in records if (r.get("baseline") or {}).get("schema") == 1)
+    if old:
+        lines.append(
+            f"opprof: {old} baseline{'s' if old != 1 else ''} of schema 1 (no work signatures, counts before "
+            "torch's redispatch rule): compared on structure and time only; "
+            "pytest --opprof-update-baseline=all records them again as schema 2"
+        )
+    return lines + _baseline_lines(records)
+
+
+def _tests(n: int) -> str:
+    return f"{n} test{'s' if n != 1 else ''}"
+
+
+def _baseline_lines(records: list[dict[str, Any]]) -> list[str]:
+    lines = []
     statuses: dict[str, int] = {}
     for record in records:
         status = (record.get("baseline") or {}).get("status")
         if status:
             statuses[status] = statuses.get(status, 0) + 1
     if statuses.get("missing"):
-        n = statuses["missing"]
         lines.append(
-            f"opprof: no baseline for {n} test{'s' if n != 1 else ''}; "
-            "run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for {_tests(statuses['missing'])}; run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
@@ -269,9 +357,10 @@ def format_problems(records: list[dict[str, Any]]) -> str:
         parts = [f"{v} {k}" for k, v in written.items() if v]
         lines.append(
             f"opprof: baselines written: {', '.join(parts) or 'none'}; "
-            f"kept {statuses.get('kept', 0)} unchanged (within tolerance, files untouched)"
+            f"kept {statuses.get('kept', 0)} unchanged (no structure or work change, no conclusive time change; "
+            "files untouched)"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def xdist_noise_note(workers: object) -> str:

@@ -7,8 +7,21 @@ from pytest_opprof.events import ANNOTATION, CPU_OP, KERNEL, MEMCPY, MEMSET, RUN
 US = 1000
 
 
-def op(name: str, start_us: float, dur_us: float, tid: int = 1, ext: int = 0) -> Event:
-    return Event(CPU_OP, name, int(start_us * US), int(dur_us * US), 100, tid, external_id=ext)
+def op(
+    name: str, start_us: float, dur_us: float, tid: int = 1, ext: int = 0, shapes=(), dtypes=(), flops: int = 0
+) -> Event:
+    return Event(
+        CPU_OP,
+        name,
+        int(start_us * US),
+        int(dur_us * US),
+        100,
+        tid,
+        external_id=ext,
+        shapes=shapes,
+        dtypes=dtypes,
+        flops=flops,
+    )
 
 
 def step(n: int, start_us: float, dur_us: float, tid: int = 1) -> Event:

@@ -39,6 +39,25 @@ def uncontended(steady_references: None, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: None)
 
 
+@pytest.fixture
+def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
+    """Live captures timed by a fixed cost table (tests/fake_clock.py) on a steady, uncontended
+    machine: tests of the time rule, deterministic under any load."""
+    import importlib
+
+    from fake_clock import FakeClock
+
+    capture = importlib.import_module("pytest_opprof.capture")
+    clock = FakeClock()
+    read = capture.table_from_kineto
+
+    def timed(events, pid=None, with_shapes=False):
+        return clock.apply(read(events, pid, with_shapes), with_shapes)
+
+    monkeypatch.setattr(capture, "table_from_kineto", timed)
+    return clock
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         import torch

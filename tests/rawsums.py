@@ -62,7 +62,5 @@ def torch_rule_counts(events: list) -> Counter:
                 parent[i] = j
                 break
     children = Counter(p for p in parent if p is not None)
-    dropped = {
-        i for i, p in enumerate(parent) if p is not None and children[p] == 1 and ops[p][4] == ops[i][4]
-    }
+    dropped = {i for i, p in enumerate(parent) if p is not None and children[p] == 1 and ops[p][4] == ops[i][4]}
     return Counter(o[4] for i, o in enumerate(ops) if i not in dropped)

@@ -60,10 +60,15 @@ def test_op_count_exact_and_ranges():
     """Calls per step must equal n in every step, or lie within min/max; globs sum their matches."""
     p = three_steps()
     assert assertions.op_count("aten::addmm", 2)(p) is None
-    assert assertions.op_count("aten::addmm", 1)(p) == "aten::addmm: 2 calls/step, expected 1 (per step: 2, 2, 2)"
+    assert (
+        assertions.op_count("aten::addmm", 1)(p)
+        == "aten::addmm: 2 calls/step, expected 1 (per step: 2, 2, 2; in aten::linear)"
+    )
     assert assertions.op_count("aten::*", 3)(p) is None
     assert assertions.op_count("aten::addmm", min=1, max=2)(p) is None
-    assert assertions.op_count("aten::addmm", max=1)(p).endswith("expected at most 1 (per step: 2, 2, 2)")
+    assert assertions.op_count("aten::addmm", max=1)(p).endswith(
+        "expected at most 1 (per step: 2, 2, 2; in aten::linear)"
+    )
     assert assertions.op_count("aten::conv2d", 0)(p) is None  # zero expected, none seen
 
 
@@ -82,7 +87,10 @@ def test_a_name_that_matches_nothing_never_passes():
 def test_no_op_and_unknown_names():
     """no_op fails on a match, passes on none, and rejects an exact name torch does not know."""
     p = three_steps()
-    assert assertions.no_op("aten::addmm")(p) == "aten::addmm: expected no calls, found aten::addmm (2/step)"
+    assert (
+        assertions.no_op("aten::addmm")(p)
+        == "aten::addmm: expected no calls, found aten::addmm (2/step, in aten::linear)"
+    )
     assert assertions.no_op("aten::copy_", lambda name: True)(p) is None
     typo = assertions.no_op("aten::copyy_", lambda name: False)(p)
     assert typo.startswith("aten::copyy_: not an operator torch knows")
@@ -151,3 +159,29 @@ def test_bad_arguments_raise_one_line(build, message):
 def test_closest_names_compare_without_the_namespace(wanted, seen, expected):
     """Suggestions compare op names without 'aten::', so the shared prefix does not mislead."""
     assert closest_names(wanted, seen) == expected
+
+
+def test_count_and_no_op_failures_name_the_caller_and_the_inputs():
+    """A cast torch does inside div_ on a 0-dim scalar is told apart: the message names the
+    op's callers (innermost first) and its input signature."""
+    events = [
+        step(1, 0, 1000),
+        op("aten::mean", 10, 300, shapes=((4, 4), ()), dtypes=("float", "")),
+        op("aten::div_", 100, 200, shapes=((), ()), dtypes=("float", "Scalar")),
+        op("aten::to", 120, 100, shapes=((), (), (), (), ()), dtypes=("long int", "Scalar", "Scalar", "Scalar", "")),
+        op(
+            "aten::_to_copy",
+            130,
+            80,
+            shapes=((), (), (), (), (), (), ()),
+            dtypes=("long int", "Scalar", "", "", "", "Scalar", ""),
+        ),
+        op("aten::relu", 500, 10),
+    ]
+    p = analyze(events)
+    assert assertions.no_op("aten::_to_copy")(p) == (
+        "aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])"
+    )
+    assert assertions.op_count("aten::relu", 2)(p) == (
+        "aten::relu: 1 calls/step, expected 2 (per step: 1; called from Python; no tensor inputs)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import time
 import json
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
@@ -36,6 +37,12 @@ def infer(model, x):
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(USER_CONFTEST)
     return pytester
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(fake_clock):
+    """Every capture in these runs is timed by the fake clock: no test here reads real time."""
+    return fake_clock
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -339,14 +346,14 @@ def test_user_project_outcomes(user_run):
 
 EXPECTED_MESSAGES = {
     "test_fail_below": "*aten::addmm: *.* ms/step > limit 0.00 ms (median of 3 steps; min *.*, max *.*)",
-    "test_fail_count": "*aten::addmm: 2 calls/step, expected 3 (per step: 2, 2, 2)",
-    "test_fail_count_range": "*aten::relu: 1 calls/step, expected at least 2 (per step: 1, 1, 1)",
-    "test_fail_no_op": "*aten::add*: expected no calls, found aten::addmm (2/step)",
+    "test_fail_count": "*aten::addmm: 2 calls/step, expected 3 (per step: 2, 2, 2; in aten::linear; inputs float[[]64], float[[]4,32], float[[]32,64] (+1 other signatures))",
+    "test_fail_count_range": "*aten::relu: 1 calls/step, expected at least 2 (per step: 1, 1, 1; called from Python; inputs float[[]4,64])",
+    "test_fail_no_op": "*aten::add*: expected no calls, found aten::addmm (2/step, in aten::linear; inputs float[[]*], float[[]*], float[[]*] (+1 other signatures))",
     "test_fail_unknown_op": "*aten::copyy_: not an operator torch knows*did you mean aten::copy_?",
     "test_fail_no_sync": "*host-device syncs: aten::item (1/step)*",
     "test_fail_total": "*total: *.* ms/step > limit 0.00 ms (median of 2 steps*",
     "test_fail_typo": "*aten::adddmm: no op of that name ran in the measured code; closest: aten::addmm*",
-    "test_fail_deferred": "aten::relu: 1 calls/step, expected 5 (per step: 1)",
+    "test_fail_deferred": "aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
     "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
     "test_fail_bad_steps": "*CaptureError: steps=0: expected an integer >= 1",
 }
@@ -557,7 +564,7 @@ def infer(model, x):
 
 
 def test_big(opprof):
-    width = 4096 if INJECT == "slow" else 1024  # "slow": same ops, 4x the matmul work
+    width = 4096 if INJECT == "wide" else 1024  # "wide": same ops, 4x the matmul work
     opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6)
 
 
@@ -569,9 +576,10 @@ def test_tiny(opprof, dtype):
 
 
 @pytest.fixture
-def baselined(pytester, monkeypatch):
-    """A project whose baselines were just recorded."""
+def baselined(pytester, monkeypatch, fake_clock):
+    """A project whose baselines were just recorded (aten::addmm 0.2 ms a call on the fake clock)."""
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    fake_clock.costs["aten::addmm"] = 200_000
     pytester.makepyfile(test_base=BASELINE_TESTS)
     result = run(pytester, "--opprof-update-baseline")
     result.assert_outcomes(passed=3)
@@ -609,7 +617,9 @@ def test_rerecording_unchanged_code_changes_no_file(baselined):
     before = {p: p.read_bytes() for p in tiny}
     result = run(baselined, "--opprof-update-baseline", "-k", "tiny")
     result.stdout.fnmatch_lines(
-        ["opprof: baselines written: none; kept 2 unchanged (within tolerance, files untouched)"]
+        [
+            "opprof: baselines written: none; kept 2 unchanged (no structure or work change, no conclusive time change; files untouched)"
+        ]
     )
     assert {p: p.read_bytes() for p in tiny} == before
 
@@ -617,10 +627,10 @@ def test_rerecording_unchanged_code_changes_no_file(baselined):
 def test_update_all_rewrites_every_file(baselined):
     """--opprof-update-baseline=all rewrites even unchanged baselines."""
     tiny = next(p for p in (baselined.path / ".opprof").rglob("*.json") if "float32" in p.name)
-    tiny.write_text(tiny.read_text().replace('"schema": 1', '"schema": 1 '))
+    tiny.write_text(tiny.read_text().replace('"schema": 2', '"schema": 2 '))
     result = run(baselined, "--opprof-update-baseline=all", "-k", "tiny")
     result.stdout.fnmatch_lines(["opprof: baselines written: 2 rewritten; kept 0 unchanged*"])
-    assert '"schema": 1,' in tiny.read_text()
+    assert '"schema": 2,' in tiny.read_text()
 
 
 def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
@@ -633,17 +643,35 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
     )
 
 
-def test_slower_matmul_fails_naming_addmm(uncontended, baselined, monkeypatch):
-    """Much more matmul work (same ops) fails on time, naming aten::addmm."""
-    monkeypatch.setenv("OPPROF_INJECT", "slow")
+def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
+    """The same work taking 4x the time fails on time, naming aten::addmm in the baseline's numbers."""
+    fake_clock.costs["aten::addmm"] = 800_000
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*aten::addmm: *.* ms/step vs baseline *.* ms (+*%, limit +20%, p=*"])
+    result.stdout.fnmatch_lines(["aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*"])
+    result.stdout.fnmatch_lines(["aten::addmm * 1.700 * 0.500 * +240% * slower"])  # the table: the same numbers
+    result.stdout.fnmatch_lines(["test_base.py::test_big: measured twice: both differ from the baseline"])
 
 
-def test_time_verdicts_can_be_told_not_to_fail(baselined, monkeypatch):
+def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):
+    """4x the hidden size (same ops, same calls): a work verdict names the FLOPs ratio and the
+    shapes; deterministic, whatever the machine's timing."""
+    monkeypatch.setenv("OPPROF_INJECT", "wide")
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*aten::addmm: 4x the FLOPs per step (67.1M -> 268.4M); inputs (float[[]1024], float[[]64,256], "
+            "float[[]256,1024]) (float[[]256], float[[]64,1024], float[[]1024,256]) -> (float[[]4096], *test_big.json[]]",
+        ]
+    )
+    summary = result.stdout.str().split("= opprof =")[1]
+    assert summary.count("test_base.py::test_big: work changed in ") == 1  # one line per verdict kind
+
+
+def test_time_verdicts_can_be_told_not_to_fail(baselined, fake_clock):
     """--opprof-fail-on=structure, a marker tolerance, or ignored ops let a slower op pass."""
-    monkeypatch.setenv("OPPROF_INJECT", "slow")
+    fake_clock.costs["aten::addmm"] = 800_000
     run(baselined, "--opprof", "-k", "big", "--opprof-fail-on=structure").assert_outcomes(passed=1)
     run(baselined, "--opprof", "-k", "big", "--opprof-ignore-ops=aten::*").assert_outcomes(passed=1)
     baselined.makeini("[pytest]\nopprof = true\nopprof_tolerance = 9000%\n")
@@ -722,48 +750,118 @@ def test_bad_marker_rule_value(project):
 
 
 REMEASURE_TESTS = """
-import os
 import torch
 
-torch.set_num_threads(1)  # two threads beside another xdist worker on 2 cores: once 50x slower
-calls = {"n": 0}
-a = torch.randn(256, 256)
-wide = torch.randn(256, 2048)
-medium = torch.randn(256, 256)
-narrow = torch.randn(256, 64)
-
-
-def step():
-    # MODE "burst": the first 8 calls (one warmup + steps) do 32x the work, as if another process
-    # had held the CPU during the first measurement; "slow": every call does; "burst-4x": 32x in
-    # the first measurement, 4x after; else none.
-    calls["n"] += 1
-    mode = os.environ.get("OPPROF_MODE", "")
-    first = calls["n"] <= 8
-    if mode == "slow" or (mode in ("burst", "burst-4x") and first):
-        return torch.mm(a, wide)
-    return torch.mm(a, medium if mode == "burst-4x" else narrow)
+a, b = torch.randn(64, 64), torch.randn(64, 64)
 
 
 def test_mm(opprof):
-    opprof.run(step, warmup=2, steps=6)
+    opprof.run(lambda: torch.mm(a, b), warmup=2, steps=6)
 """
 
 
-def test_suspected_time_regression_is_measured_again(pytester, monkeypatch, uncontended):
-    """A slowdown seen once (interference) passes after a second measurement; one seen twice fails."""
-    monkeypatch.delenv("OPPROF_MODE", raising=False)
+@pytest.fixture
+def remeasure_project(pytester, fake_clock):
+    """A run() test of one matmul, 0.2 ms a call on the fake clock, its baseline recorded."""
+    fake_clock.costs["aten::mm"] = 200_000
     pytester.makepyfile(test_re=REMEASURE_TESTS)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
-    monkeypatch.setenv("OPPROF_MODE", "burst")
-    result = run(pytester, "--opprof")
+    fake_clock.captures = 0
+    return pytester
+
+
+def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clock):
+    """A slowdown seen once (interference) passes after a second measurement; one seen twice fails."""
+    fake_clock.plan = [8.0, 1.0]  # the first measurement 8x slow, its confirmation as recorded
+    result = run(remeasure_project, "--opprof")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["test_re.py::test_mm: the first measurement looked slower than the baseline; a second one did not confirm it*"]
     )
-    monkeypatch.setenv("OPPROF_MODE", "slow")
-    result = run(pytester, "--opprof")
+    assert fake_clock.captures == 2
+    fake_clock.costs["aten::mm"] = 800_000
+    result = run(remeasure_project, "--opprof")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["test_re.py::test_mm: measured twice: both slower than the baseline", "*aten::mm: * ms/step vs baseline *"]
+        [
+            "test_re.py::test_mm: measured twice: both differ from the baseline",
+            "*aten::mm: 0.830 ms/step vs baseline 0.230 ms*",
+        ]
+    )
+
+
+def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeasure_project, fake_clock, monkeypatch):
+    """--opprof-update-baseline on unchanged code whose times a loaded machine inflated (threads
+    waiting for a CPU half the capture): the slowdown is inconclusive, the file is kept as it was."""
+    from pytest_opprof import device
+
+    (path,) = (remeasure_project.path / ".opprof").rglob("*.json")
+    before = path.read_bytes()
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    fake_clock.plan = [5.0, 5.0]
+    result = run(remeasure_project, "--opprof-update-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_re.py::test_mm: time inconclusive for aten::mm*: CPU contention: the test's threads waited for a CPU 50%*"
+        ]
+    )
+    result.stdout.fnmatch_lines(["opprof: baselines written: none; kept 1 unchanged*"])
+    assert path.read_bytes() == before
+
+
+def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(remeasure_project, fake_clock, monkeypatch):
+    """A slowdown under contention neither passes silently nor fails: one line with the reason
+    and the fix; --opprof-strict (or ini opprof_strict) makes the test an error."""
+    from pytest_opprof import device
+
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    fake_clock.costs["aten::mm"] = 800_000
+    result = run(remeasure_project, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_re.py::test_mm: time inconclusive for aten::mm*: CPU contention: the test's threads waited for a "
+            "CPU 50% of the capture; neither passed nor failed: rerun on a quiet machine *; --opprof-strict makes this an error"
+        ]
+    )
+    for args in (["--opprof-strict"], ["-o", "opprof_strict=true"]):
+        result = run(remeasure_project, "--opprof", *args)
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*--opprof-strict: a time check of test_re.py::test_mm was inconclusive*"])
+
+
+def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pytester, fake_clock):
+    """Whole-call, capture() and marker captures 10x slower than their baselines pass; one line
+    names them and says how to get a time check."""
+    pytester.makepyfile(
+        test_one="""
+        import pytest
+        import torch
+
+        a = torch.randn(64, 64)
+
+        def test_whole(opprof):
+            torch.mm(a, a)
+
+        def test_block(opprof):
+            with opprof.capture():
+                torch.mm(a, a)
+
+        @pytest.mark.opprof
+        def test_marked():
+            torch.mm(a, a)
+        """
+    )
+    fake_clock.costs["aten::mm"] = 200_000
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
+    fake_clock.costs["aten::mm"] = 2_000_000
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: time not judged for 3 tests with under 5 steps (single-step captures: the whole call, capture(), "
+            "the marker): test_one.py::test_whole, test_one.py::test_block, test_one.py::test_marked; structure and "
+            "work were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
+        ]
     )

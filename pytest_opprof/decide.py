@@ -1,0 +1,112 @@
+"""One measured test against its baseline: compare, confirm, write or keep. Pure: the plugin
+reads and writes the files and turns the outcome into a pytest result; report.py renders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .compare import REGRESSED, TIME, Comparison, Machine, Rule, compare, merge_measurements
+
+# Baseline statuses: what the baseline step found and did.
+MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
+    "missing",
+    "new",
+    "unreliable",
+    "compared",
+    "kept",
+    "changed",
+    "rewritten",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A measurement as a baseline document, and the machine's state while it ran."""
+
+    doc: dict[str, Any]
+    machine: Machine = field(default_factory=Machine)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the baseline step decided for one test."""
+
+    status: str
+    comparison: Comparison = field(default_factory=Comparison)
+    remeasured: str | None = None  # "confirmed" | "not confirmed": a second measurement was judged
+    write: dict[str, Any] | None = None  # the document to write to the baseline file; None: leave it
+    old_schema: int | None = None  # the baseline file's schema, when one was compared
+
+
+def decide(
+    current: Measurement,
+    old: dict[str, Any] | None,
+    rule: Rule,
+    update: str | None,
+    remeasure: Callable[[], Measurement | None] | None = None,
+    path: str = "",
+) -> Outcome:
+    """The outcome for `current` against the baseline document `old` (None: no baseline).
+
+    `update`: None compares only, "changed" writes new and changed baselines, "all" every one.
+    `remeasure` measures the test once more (run() captures only); it is called when a time
+    verdict alone would fail the test or rewrite its baseline."""
+    if old is None:
+        if not update:
+            return Outcome(MISSING)
+        if current.machine.gpu_unreliable:
+            return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
+        return Outcome(NEW, write=current.doc)
+    comparison = compare(current.doc, old, rule, path, current.machine)
+    remeasured = None
+    updating = update == "changed" and not current.machine.gpu_unreliable
+    if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
+        again = remeasure()
+        if again is not None:
+            comparison = compare(merge_measurements(current.doc, again.doc), old, rule, path, calmer(current, again))
+            remeasured = "confirmed" if _time_decides(comparison, rule, updating) else "not confirmed"
+    schema = old.get("schema")
+    return Outcome(
+        _status(comparison, update, current),
+        comparison,
+        remeasured,
+        _to_write(comparison, update, current),
+        schema if isinstance(schema, int) else None,
+    )
+
+
+def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
+    """A conclusive time verdict alone would fail the test, or (updating) rewrite its baseline."""
+    if updating:
+        return {v.kind for v in comparison.changes} == {TIME}
+    return any(v.kind == TIME and v.status == REGRESSED for v in comparison.failing(rule))
+
+
+def calmer(first: Measurement, second: Measurement) -> Machine:
+    """The pooled samples of two measurements are judged by the calmer one's state: a contended
+    first measurement must not excuse a clean second one's slowdown (seen: a real 2x missed)."""
+    waits = [w for w in (first.machine.cpu_wait, second.machine.cpu_wait) if w is not None]
+    return Machine(min(waits) if waits else None, first.machine.gpu_unreliable or second.machine.gpu_unreliable)
+
+
+def _status(comparison: Comparison, update: str | None, current: Measurement) -> str:
+    if not update:
+        return COMPARED
+    if current.machine.gpu_unreliable:
+        return UNRELIABLE
+    if update == "all":
+        return REWRITTEN if comparison.unchanged else CHANGED
+    return KEPT if comparison.unchanged else CHANGED
+
+
+def _to_write(comparison: Comparison, update: str | None, current: Measurement) -> dict[str, Any] | None:
+    """Rewrite only for a structure or work change or a conclusive time change (or =all): an
+    inconclusive measurement never replaces a baseline."""
+    if not update or current.machine.gpu_unreliable:
+        return None
+    if update == "all" or not comparison.unchanged:
+        return current.doc
+    return None

@@ -1,0 +1,74 @@
+"""A fake clock for live captures: the ops that really ran, timed by a fixed cost table.
+
+Tests of the time rule must not depend on this machine's timing. The `fake_clock` fixture
+(conftest.py) rewrites every live capture's CPU timestamps: each op or annotation costs its
+self time from `costs` (default 10 us), and spans its children. Nesting, counts and inputs stay
+as torch recorded them; the times are exact and the same on a loaded CI machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_opprof.events import ANNOTATION, CPU_OP, RUNTIME, EventTable
+
+DEFAULT_COST_NS = 10_000
+_TIMED = (CPU_OP, ANNOTATION, RUNTIME)
+
+
+@dataclass
+class FakeClock:
+    """Self cost in ns per op name; `plan` scales the costs of successive timed captures
+    (the first run() measurement, its confirmation, ...); after the plan, 1.0."""
+
+    costs: dict[str, int] = field(default_factory=dict)
+    plan: list[float] = field(default_factory=list)
+    captures: int = 0  # timed captures rewritten so far
+
+    def cost(self, name: str, scale: float) -> int:
+        if name.startswith("ProfilerStep#") or name.startswith("opprof::"):
+            return 0
+        return int(self.costs.get(name, DEFAULT_COST_NS) * scale)
+
+    def apply(self, table: EventTable, with_shapes: bool) -> EventTable:
+        """Rewrite the CPU-side times of one capture (a signature step is not a timed capture)."""
+        scale = 1.0
+        if not with_shapes:
+            scale = self.plan[self.captures] if self.captures < len(self.plan) else 1.0
+            self.captures += 1
+        retime(table, lambda name: self.cost(name, scale))
+        return table
+
+
+def retime(table: EventTable, cost: Callable[[str], int]) -> None:
+    """Give each CPU-side event a start and duration from a fake clock, per thread: an event
+    starts when its predecessors' costs are spent and lasts its own cost plus its children's."""
+    threads: dict[tuple[int, int], list[int]] = {}
+    for i, kind in enumerate(table.kind):
+        if kind in _TIMED:
+            threads.setdefault((table.pid[i], table.tid[i]), []).append(i)
+    clock = 1_000_000
+    for rows in threads.values():
+        rows.sort(key=lambda i: (table.start_ns[i], -table.dur_ns[i]))
+        clock = _retime_thread(table, rows, cost, clock)
+
+
+def _retime_thread(table: EventTable, rows: list[int], cost: Callable[[str], int], clock: int) -> int:
+    stack: list[tuple[int, int]] = []  # (row, real end)
+    starts: dict[int, int] = {}
+
+    def close(row: int) -> None:
+        table.dur_ns[row] = clock - starts[row]
+        table.start_ns[row] = starts[row]
+
+    for i in rows:
+        real_start = table.start_ns[i]
+        while stack and stack[-1][1] <= real_start:
+            close(stack.pop()[0])
+        starts[i] = clock
+        clock += cost(table.name[i]) if table.kind[i] != RUNTIME else 1_000
+        stack.append((i, real_start + table.dur_ns[i]))
+    while stack:
+        close(stack.pop()[0])
+    return clock
