@@ -58,6 +58,27 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
     return clock
 
 
+REMEASURE_TESTS = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+def test_mm(opprof):
+    opprof.run(lambda: torch.mm(a, b), warmup=2, steps=6)
+"""
+
+
+@pytest.fixture
+def remeasure_project(pytester, fake_clock):
+    """A run() test of one matmul, 0.2 ms a call on the fake clock, its baseline recorded."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_re=REMEASURE_TESTS)
+    pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline").assert_outcomes(passed=1)
+    fake_clock.captures = 0
+    return pytester
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         import torch

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_opprof import CaptureError, capture, from_profiler, load_trace, measure  # noqa: E402
+from pytest_opprof import CaptureError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
 from pytest_opprof.errors import profiler_already_running  # noqa: E402
 
@@ -177,3 +177,62 @@ def test_core_works_without_torch_or_pytest(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "aten::addmm" in done.stdout
+
+
+def test_work_comes_from_one_untimed_signature_step():
+    """run() profiles its last warm-up call with record_shapes and with_flops: the ops carry their
+    input signatures and FLOPs (torch's own count), the timed steps read no inputs; with warmup=0
+    the signature step is one extra call."""
+    model, x = make_mlp()
+    profile = measure(infer, model, x, warmup=2, steps=3)
+    addmm = profile.op("aten::addmm")
+    assert profile.work_steps == 1 and addmm.calls_per_step.samples == (2,) * 3
+    assert [s.text for s in addmm.work.signatures] == [
+        "float[64], float[4,32], float[32,64]",
+        "float[8], float[4,64], float[64,8]",
+    ]
+    assert addmm.work.flops == 2 * 4 * 32 * 64 + 2 * 4 * 64 * 8
+    assert not profile.event_table.has_shapes  # the timed steps ran without record_shapes
+    calls = []
+    run_steps(lambda: calls.append(1), (), {}, warmup=0, steps=2)
+    assert len(calls) == 3
+
+
+def test_a_one_step_capture_records_its_inputs_in_its_step():
+    """capture() takes signatures and FLOPs from its single step."""
+    a = torch.randn(16, 8)
+    with capture() as cap:
+        torch.mm(a, a.t())
+    mm = cap.profile.op("aten::mm")
+    assert cap.profile.work_steps == 1 and mm.work.signatures[0].text == "float[16,8], float[8,16]"
+    assert mm.work.flops == 2 * 16 * 8 * 16
+
+
+def test_counts_agree_with_torch_key_averages():
+    """Calls per op follow torch's rule (a redispatch to the same name is one call): every op's
+    count equals key_averages()'s, e.g. bilinear interpolation is one call, not two."""
+    model, x = make_mlp()
+    image = torch.randn(1, 3, 8, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.nn.functional.interpolate(image, scale_factor=2, mode="bilinear")
+        t = torch.randn(4, 4)
+        t.div_(t.mean())
+        infer(model, x)
+    torch_counts = {e.key: e.count for e in prof.key_averages()}
+    ours = {o.name: o.calls for o in from_profiler(prof).ops}
+    assert ours["aten::upsample_bilinear2d"] == 1
+    assert ours == {name: torch_counts[name] for name in ours}
+
+
+def test_exported_trace_carries_the_signature_steps_work(tmp_path):
+    """A run()'s work comes from its untimed step; its exported trace carries it in the header."""
+    model, x = make_mlp()
+    live = measure(infer, model, x, warmup=1, steps=2)
+    path = tmp_path / "t.json"
+    live.export_chrome_trace(str(path))
+    loaded = load_trace(path)
+    assert loaded.op("aten::addmm").work == live.op("aten::addmm").work and loaded.work_steps == 1
+    text = path.read_text().replace('"flops_per_step": [', '"flops_per_step": ["x", ', 1)
+    path.write_text(text)
+    with pytest.raises(TraceError, match=r"t.json: the 'opprof.work' header is malformed \(\['x', 0\] is not a list"):
+        load_trace(path)

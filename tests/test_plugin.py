@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import time
 import json
+import time
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -747,27 +747,6 @@ def test_bad_marker_rule_value(project):
     result = run(project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*@pytest.mark.opprof(tolerance='lots'): expected a percentage like 20%"])
-
-
-REMEASURE_TESTS = """
-import torch
-
-a, b = torch.randn(64, 64), torch.randn(64, 64)
-
-
-def test_mm(opprof):
-    opprof.run(lambda: torch.mm(a, b), warmup=2, steps=6)
-"""
-
-
-@pytest.fixture
-def remeasure_project(pytester, fake_clock):
-    """A run() test of one matmul, 0.2 ms a call on the fake clock, its baseline recorded."""
-    fake_clock.costs["aten::mm"] = 200_000
-    pytester.makepyfile(test_re=REMEASURE_TESTS)
-    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
-    fake_clock.captures = 0
-    return pytester
 
 
 def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clock):

@@ -13,7 +13,6 @@ import pytest
 pytest.importorskip("torch")
 
 from pytest_opprof import device  # noqa: E402
-from test_plugin import remeasure_project  # noqa: E402, F401  (a fixture)
 
 MEASURED = """
 import torch
@@ -204,7 +203,9 @@ def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatc
     assert "waited for a CPU" not in result.stdout.str()
 
 
-def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(remeasure_project, fake_clock, monkeypatch, tmp_path):
+def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
+    remeasure_project, fake_clock, monkeypatch, tmp_path
+):
     """A calm first measurement 32x slower triggers a second one, 4x slower while our threads
     waited for a CPU 90% of it: the pooled samples are judged by the calmer measurement's wait,
     so the contended confirmation excuses nothing and the test fails, confirmed."""

@@ -1,0 +1,80 @@
+"""Unit tests of the per-test decision: compare, confirm, write or keep. Pure: hand-built
+documents, no torch, no pytest internals."""
+
+from __future__ import annotations
+
+from test_baseline import doc, mlp_profile, profile
+
+from pytest_opprof.compare import Machine, Rule
+from pytest_opprof.decide import Measurement, decide
+
+
+def measured(p, wait=None, gpu=None):
+    return Measurement(doc(p), Machine(wait, gpu))
+
+
+def test_no_baseline_is_missing_or_new_never_from_a_throttled_gpu():
+    """No file: missing when comparing, written when updating, unless the GPU was throttled."""
+    current = measured(profile())
+    assert decide(current, None, Rule(), None).status == "missing"
+    new = decide(current, None, Rule(), "changed")
+    assert (new.status, new.write) == ("new", current.doc)
+    throttled = decide(measured(profile(), gpu="hw_slowdown"), None, Rule(), "changed")
+    assert (throttled.status, throttled.write) == ("unreliable", None)
+
+
+def test_unchanged_code_keeps_its_file_even_when_slowed_by_contention():
+    """Updating: identical numbers, or a slowdown the machine explains, write nothing."""
+    base = doc(profile())
+    assert decide(measured(profile()), base, Rule(), "changed").write is None
+    slowed = decide(measured(profile(addmm_us=(3500,) * 8), wait=0.5), base, Rule(), "changed")
+    assert (slowed.status, slowed.write) == ("kept", None)
+    assert slowed.comparison.inconclusive
+
+
+def test_structure_and_work_changes_are_written():
+    """Updating: a structure or work change rewrites the baseline with the new document."""
+    for current in (measured(profile(extra_ops=("aten::clone",))), measured(mlp_profile(2048))):
+        base = doc(profile()) if "aten::clone" in current.doc["ops"] else doc(mlp_profile())
+        outcome = decide(current, base, Rule(), "changed")
+        assert (outcome.status, outcome.write) == ("changed", current.doc)
+
+
+def test_a_time_change_alone_is_written_only_when_confirmed():
+    """Updating: a conclusive time change is measured again; written when the second agrees,
+    kept when it does not (interference)."""
+    base, slow = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
+    confirmed = decide(slow, base, Rule(), "changed", lambda: measured(profile(addmm_us=(1400,) * 8)))
+    assert (confirmed.status, confirmed.remeasured, confirmed.write) == ("changed", "confirmed", slow.doc)
+    denied = decide(slow, base, Rule(), "changed", lambda: measured(profile()))
+    assert (denied.status, denied.remeasured, denied.write) == ("kept", "not confirmed", None)
+
+
+def test_a_regression_is_measured_again_and_judged_on_both():
+    """Comparing: a failing time verdict triggers one more measurement; the pooled samples decide."""
+    base, slow = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
+    calls = []
+
+    def again():
+        calls.append(1)
+        return measured(profile())
+
+    outcome = decide(slow, base, Rule(), None, again)
+    assert calls == [1] and outcome.remeasured == "not confirmed" and outcome.comparison.failing(Rule()) == []
+    failing = decide(slow, base, Rule(), None, lambda: slow)
+    assert failing.remeasured == "confirmed" and failing.comparison.failing(Rule())
+
+
+def test_the_calmer_measurement_judges_the_pooled_samples():
+    """A contended confirmation does not excuse a calm first measurement's slowdown."""
+    base, slow = doc(profile()), measured(profile(addmm_us=(3500,) * 8), wait=0.0)
+    outcome = decide(slow, base, Rule(), None, lambda: measured(profile(addmm_us=(3500,) * 8), wait=0.9))
+    assert outcome.remeasured == "confirmed" and outcome.comparison.failing(Rule())
+
+
+def test_update_all_rewrites_without_measuring_again():
+    """=all writes every baseline, changed or not, and never re-measures."""
+    base, current = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
+    outcome = decide(current, base, Rule(), "all", lambda: (_ for _ in ()).throw(AssertionError("measured")))
+    assert (outcome.status, outcome.write) == ("changed", current.doc)
+    assert decide(measured(profile()), base, Rule(), "all").status == "rewritten"
