@@ -1,11 +1,14 @@
-"""The flake study: does the default verdict rule stay quiet on noise and catch real regressions?
+"""The flake study: does the gate stay quiet on noise and catch real regressions, in every capture mode?
 
-Records baselines for a small example suite once, then reruns it N times (default 20):
-idle, with a CPU hog beside it, with one op 2x slower (a twice-as-wide layer: same ops, more
-work), and with one extra op per step. Prints false-failure and detection rates.
-Targets: 0/N false failures, idle and under load; N/N detections of both injections.
+Records baselines for a small example suite once on the quiet machine, then reruns it N times
+(default 20) with a CPU-bound process beside it (2 cores: the tests share them with the hog):
+unchanged code, a doubled hidden layer (same ops, 2x the FLOPs), one extra op per step, and
+`--opprof-update-baseline` on unchanged code. Every MLP test exists in each capture mode: run(),
+capture(), the whole test call, and the marker. Prints, per mode:
+false failures (target 0/N), doubled layers failed as `work` naming the FLOPs (target N/N), extra
+ops failed as `structure` (target N/N), and re-recordings that changed any baseline byte (target 0/N).
 
-    python bench/noise.py [--runs 20] [--keep DIR]
+    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,rerecord,idle]
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from pathlib import Path
 
 SUITE = """
 import os
+
+import pytest
 import torch
 
 INJECT = os.environ.get("OPPROF_INJECT", "")
+WIDTH = 2048 if INJECT == "wide" else 1024  # "wide": the same ops, twice the work in both addmm
 
 
-def mlp(width):
+def mlp(width=WIDTH):
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(), torch.nn.Linear(width, 256)).eval()
 
@@ -41,23 +47,46 @@ def infer(model, x):
         return y
 
 
-def test_mlp(opprof):
-    width = 2048 if INJECT == "slow" else 1024  # "slow": the same ops, twice the work in addmm
-    opprof.run(infer, mlp(width), torch.randn(64, 256), warmup=3, steps=10)
+def test_run_mlp(opprof):
+    opprof.run(infer, mlp(), torch.randn(64, 256), warmup=3, steps=10)
     opprof.assert_op_count("aten::addmm", 2)
 
 
-def test_small_mlp(opprof):
+def test_run_small_mlp(opprof):
     opprof.run(infer, mlp(128), torch.randn(16, 256), warmup=3, steps=10)
 
 
-def test_conv(opprof):
+def test_run_conv(opprof):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(8, 16, 3, padding=1).eval()
     x = torch.randn(4, 8, 32, 32)
     with torch.no_grad():
         opprof.run(conv, x, warmup=3, steps=10)
+
+
+def test_capture_mlp(opprof):
+    model, x = mlp(), torch.randn(64, 256)
+    infer(model, x)
+    with opprof.capture():
+        infer(model, x)
+
+
+def test_whole_mlp(opprof):
+    model, x = mlp(), torch.randn(64, 256)
+    infer(model, x)
+
+
+@pytest.mark.opprof
+def test_marker_mlp():
+    infer(mlp(), torch.randn(64, 256))
 """
+MODES = {"run": "test_run_", "capture": "test_capture_", "whole call": "test_whole_", "marker": "test_marker_"}
+MLP_TESTS = {
+    "run": "test_run_mlp",
+    "capture": "test_capture_mlp",
+    "whole call": "test_whole_mlp",
+    "marker": "test_marker_mlp",
+}
 
 
 def hog(stop_at: float) -> None:
@@ -80,46 +109,63 @@ def run_suite(project: Path, inject: str = "", *flags: str) -> tuple[int, dict]:
 
 
 def failed_tests(report: dict) -> dict[str, list[str]]:
-    """nodeid -> messages of its failing verdicts (only tests that failed), then the machine's
-    state: CPU wait and whether it was measured twice."""
+    """nodeid -> (verdict kind, message) of each failed test's failing verdicts, then the
+    machine's state: CPU wait and whether it was measured twice."""
     found = {}
     for test in report["tests"]:
         if test["outcome"] != "passed":
             base = test.get("baseline") or {}
-            messages = [v["message"] for v in base.get("verdicts", [])] or [test["outcome"]]
+            failing = [v for v in base.get("verdicts", []) if v["status"] in ("regressed", "changed")]
+            messages = [f"{v['kind']}: {v['message']}" for v in failing] or [test["outcome"]]
             found[test["nodeid"]] = [*messages, f"cpu_wait {test.get('cpu_wait')}, remeasured {base.get('remeasured')}"]
     return found
 
 
-def passed_notes(report: dict, test: str) -> str:
-    """Why a test that should have failed passed: its verdicts, CPU wait, re-measurement."""
-    for t in report["tests"]:
-        if test in t["nodeid"] and t["outcome"] == "passed":
-            base = t.get("baseline") or {}
-            verdicts = "; ".join(v["message"] for v in base.get("verdicts", [])) or "no verdict"
-            return f"cpu_wait {t.get('cpu_wait')}, remeasured {base.get('remeasured')}: {verdicts}"
-    return ""
+def with_hog(action):
+    proc = multiprocessing.Process(target=hog, args=(time.time() + 300,), daemon=True)
+    proc.start()
+    try:
+        return action()
+    finally:
+        proc.terminate()
+        proc.join()
 
 
-def scenario(
-    project: Path, name: str, runs: int, inject: str = "", with_hog: bool = False, misses: list | None = None
-) -> list[dict]:
+def scenario(project: Path, runs: int, inject: str = "", hogged: bool = True) -> list[dict]:
     results = []
     for _ in range(runs):
-        proc = None
-        if with_hog:
-            proc = multiprocessing.Process(target=hog, args=(time.time() + 120,), daemon=True)
-            proc.start()
-        try:
-            _, report = run_suite(project, inject, "--opprof")
-        finally:
-            if proc is not None:
-                proc.terminate()
-                proc.join()
+        _, report = (
+            with_hog(lambda: run_suite(project, inject, "--opprof"))
+            if hogged
+            else run_suite(project, inject, "--opprof")
+        )
         results.append(failed_tests(report))
-        if misses is not None and "test_mlp" not in " ".join(results[-1]):
-            misses.append(f"[{name}] test_mlp passed: {passed_notes(report, 'test_mlp')}")
     return results
+
+
+def snapshot(project: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in (project / ".opprof").rglob("*.json")}
+
+
+def rerecord(project: Path, runs: int) -> list[int]:
+    """Files changed by each hogged --opprof-update-baseline on unchanged code (restored after)."""
+    before = snapshot(project)
+    changed = []
+    for _ in range(runs):
+        with_hog(lambda: run_suite(project, "", "--opprof-update-baseline"))
+        after = snapshot(project)
+        changed.append(sum(1 for p, data in after.items() if before.get(p) != data) + len(set(before) - set(after)))
+        for p, data in before.items():
+            p.write_bytes(data)
+    return changed
+
+
+def detected(results: list[dict], test: str, kind: str, needle: str) -> int:
+    return sum(
+        1
+        for r in results
+        if any(k.endswith(test) and any(m.startswith(f"{kind}: ") and needle in m for m in v) for k, v in r.items())
+    )
 
 
 def main() -> int:
@@ -127,7 +173,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--keep", help="keep the example project in this folder")
     parser.add_argument(
-        "--scenarios", default="idle,hog,slow,extra", help="comma list of idle, hog, slow, extra (default all)"
+        "--scenarios", default="hog,wide,extra,rerecord", help="comma list of hog, wide, extra, rerecord, idle"
     )
     args = parser.parse_args()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="opprof-noise-"))
@@ -137,43 +183,39 @@ def main() -> int:
     if code != 0:
         print("recording the baselines failed", file=sys.stderr)
         return 2
-    n = args.runs
-    started = time.time()
-    wanted = set(args.scenarios.split(","))
-    misses: list[str] = []
-    idle = scenario(base, "idle", n) if "idle" in wanted else []
-    loaded = scenario(base, "hog", n, with_hog=True) if "hog" in wanted else []
-    slow = scenario(base, "slow", n, inject="slow", misses=misses) if "slow" in wanted else []
-    extra = scenario(base, "extra", n, inject="extra", misses=misses) if "extra" in wanted else []
-
-    def false_failures(results: list[dict]) -> int:
-        return sum(1 for r in results if r)
-
-    def detected(results: list[dict], test: str, needle: str) -> int:
-        return sum(1 for r in results if any(test in k and any(needle in m for m in v) for k, v in r.items()))
-
-    print(f"{n} runs per scenario, {os.cpu_count()} cpus, {time.time() - started:.0f} s")
-    if "idle" in wanted:
-        print(f"  false failures, idle:              {false_failures(idle)}/{n}   (target 0/{n})")
-    if "hog" in wanted:
-        print(f"  false failures, with a CPU hog:    {false_failures(loaded)}/{n}   (target 0/{n})")
-    if "slow" in wanted:
+    n, wanted, started = args.runs, set(args.scenarios.split(",")), time.time()
+    results = {
+        name: scenario(base, n, inject, name != "idle")
+        for name, inject in (("idle", ""), ("hog", ""), ("wide", "wide"), ("extra", "extra"))
+        if name in wanted
+    }
+    changed = rerecord(base, n) if "rerecord" in wanted else []
+    print(
+        f"{n} runs per scenario, {os.cpu_count()} cpus, a CPU hog beside every run but idle's, {time.time() - started:.0f} s"
+    )
+    for mode, prefix in MODES.items():
+        line = [f"  {mode:<11}"]
+        for name in ("idle", "hog"):
+            if name in results:
+                false = sum(1 for r in results[name] if any(prefix in k for k in r))
+                line.append(f"false failures {name} {false}/{n}")
+        if "wide" in results:
+            line.append(
+                f"doubled layer as work {detected(results['wide'], MLP_TESTS[mode], 'work', 'aten::addmm: 2x the FLOPs')}/{n}"
+            )
+        if "extra" in results:
+            line.append(
+                f"extra op as structure {detected(results['extra'], MLP_TESTS[mode], 'structure', '+ aten::clone')}/{n}"
+            )
+        print("  ".join(line))
+    if changed:
         print(
-            f"  2x slower aten::addmm detected:    {detected(slow, 'test_mlp', 'aten::addmm')}/{n}   (target {n}/{n})"
+            f"  re-recording unchanged code under the hog: {sum(1 for c in changed if c)}/{n} runs changed a baseline file ({sum(changed)} files in all; target 0)"
         )
-    if "extra" in wanted:
-        print(
-            f"  extra op per step detected:        {detected(extra, 'test_mlp', 'aten::clone')}/{n}   (target {n}/{n})"
-        )
-    if slow or extra:
-        others = sum(len([k for k in r if "test_mlp" not in k]) for r in slow + extra)
-        print(f"  other tests failed with injections: {others} (the extra op is in every test's model)")
-    for label, results in (("idle", idle), ("hog", loaded)):
-        for r in results:
+    for name in ("idle", "hog"):
+        for r in results.get(name, []):
             for test, messages in r.items():
-                print(f"  [{label}] {test}: {'; '.join(messages)[:600]}")
-    for miss in misses:
-        print(f"  {miss[:400]}")
+                print(f"  [{name}] {test}: {'; '.join(messages)[:600]}")
     return 0
 
 

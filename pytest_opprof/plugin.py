@@ -42,6 +42,7 @@ from .settings import (
 )
 
 MARKER = "opprof"
+host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 # Per-test overrides of the run's comparison rule: keyword -> parser (raises ValueError).
 MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
     "tolerance": parse_percentage,
@@ -392,7 +393,7 @@ class OpprofFixture:
         """Host time and CPU wait, and a GPU clock sample, just before or after a capture."""
         from .device import cpu_wait_ns
 
-        host.append((time.perf_counter_ns(), cpu_wait_ns()))
+        host.append((host_ns(), cpu_wait_ns()))
         if self._sampler is not None:
             clocks.append(self._sampler())
 

@@ -55,6 +55,7 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
         return clock.apply(read(events, pid, with_shapes), with_shapes)
 
     monkeypatch.setattr(capture, "table_from_kineto", timed)
+    monkeypatch.setattr(importlib.import_module("pytest_opprof.plugin"), "host_ns", clock.host_ns)
     return clock
 
 

@@ -25,6 +25,16 @@ class FakeClock:
     costs: dict[str, int] = field(default_factory=dict)
     plan: list[float] = field(default_factory=list)
     captures: int = 0  # timed captures rewritten so far
+    host_reads: list[int] = field(default_factory=list)  # the plugin's wall-clock reads around captures
+
+    def host_ns(self) -> int:
+        """The plugin's wall clock around captures: 1 ms further at each read."""
+        self.host_reads.append((len(self.host_reads) + 1) * 1_000_000)
+        return self.host_reads[-1]
+
+    @property
+    def now_ns(self) -> int:
+        return self.host_reads[-1] if self.host_reads else 0
 
     def cost(self, name: str, scale: float) -> int:
         if name.startswith("ProfilerStep#") or name.startswith("opprof::"):

@@ -152,8 +152,9 @@ def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
     assert run_cli(capsys, "compare", a, b, "--tolerance", "150%")[0] == 1  # the clone costs > 0.05 ms
 
 
-def test_compare_baseline_folders_recorded_by_pytest(pytester):
-    """The real flow: two runs record under two device keys, the command compares them."""
+def test_compare_baseline_folders_recorded_by_pytest(pytester, fake_clock):
+    """The real flow: two runs record under two device keys, the command compares them (the
+    wider layer's addmm costs 4x on the fake clock)."""
     pytest.importorskip("torch")
     pytester.makepyfile(
         test_w="""
@@ -166,8 +167,9 @@ def test_mlp(opprof):
         opprof.run(m, x, warmup=2, steps=5)
 """
     )
-    for key, width in (("box-a", "64"), ("box-b", "4096")):
+    for key, width, cost in (("box-a", "64", 50_000), ("box-b", "4096", 200_000)):
         os.environ["W"] = width
+        fake_clock.costs["aten::addmm"] = cost
         try:
             pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline", f"--opprof-device-key={key}")
         finally:

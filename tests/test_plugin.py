@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -776,7 +775,7 @@ def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeas
 
     (path,) = (remeasure_project.path / ".opprof").rglob("*.json")
     before = path.read_bytes()
-    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
     fake_clock.plan = [5.0, 5.0]
     result = run(remeasure_project, "--opprof-update-baseline")
     result.assert_outcomes(passed=1)
@@ -794,7 +793,7 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
     and the fix; --opprof-strict (or ini opprof_strict) makes the test an error."""
     from pytest_opprof import device
 
-    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
     fake_clock.costs["aten::mm"] = 800_000
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(passed=1)

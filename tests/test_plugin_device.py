@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import fake_nvml
 import pytest
@@ -170,7 +169,7 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
 def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monkeypatch, tmp_path):
     """The share of the capture our threads waited for a CPU goes into the JSON; a slowdown
     under it is inconclusive, with the reason, in the JSON's verdicts too."""
-    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)  # half of every ns
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)  # half of every ns
     fake_clock.costs["aten::mm"] = 6_400_000
     out = tmp_path / "run.json"
     result = run(remeasure_project, "--opprof", f"--opprof-json={out}")
@@ -182,10 +181,10 @@ def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monke
     assert verdict["why"] == "CPU contention: the test's threads waited for a CPU 50% of the capture"
 
 
-def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatch):
+def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatch, fake_clock):
     """Recording while threads waited for a CPU half the capture writes the baseline (its
     structure is exact) and says its CPU times may be inflated; a calm recording says nothing."""
-    monkeypatch.setattr(device, "cpu_wait_ns", lambda: time.perf_counter_ns() // 2)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
     pytester.makepyfile(MEASURED)
     result = run(pytester, "--opprof-update-baseline")
     result.assert_outcomes(passed=1)
@@ -209,11 +208,10 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
     """A calm first measurement 32x slower triggers a second one, 4x slower while our threads
     waited for a CPU 90% of it: the pooled samples are judged by the calmer measurement's wait,
     so the contended confirmation excuses nothing and the test fails, confirmed."""
-    reads: list[int] = []
+    reads = fake_clock.host_reads  # 1 ms apart; 4 in the fixture's recording, then 2 around each capture:
 
-    def wait_ns() -> int:  # read before and after each capture: the abandoned whole call, then run()'s two
-        reads.append(time.perf_counter_ns())
-        return (reads[5] - reads[4]) * 9 // 10 if len(reads) == 6 else 0
+    def wait_ns() -> int:  # the abandoned whole call, the first measurement, the confirmation
+        return 900_000 if len(reads) == 10 else 0  # 90% of the confirmation's 1 ms
 
     monkeypatch.setattr(device, "cpu_wait_ns", wait_ns)
     fake_clock.plan = [32.0, 4.0]
@@ -221,7 +219,7 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
     result = run(remeasure_project, "--opprof", f"--opprof-json={out}")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["test_re.py::test_mm: measured twice: both differ from the baseline"])
-    assert len(reads) == 6
+    assert len(reads) == 10
     (test,) = json.loads(out.read_text())["tests"]
     (verdict,) = [v for v in test["baseline"]["verdicts"] if v["op"] == "aten::mm"]
     assert verdict["status"] == "regressed" and verdict["why"] is None
