@@ -23,6 +23,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 SUITE = """
 import os
@@ -108,16 +109,24 @@ def run_suite(project: Path, inject: str = "", *flags: str) -> tuple[int, dict]:
     return done.returncode, report
 
 
-def failed_tests(report: dict) -> dict[str, list[str]]:
+def failed_tests(report: dict) -> dict[str, Any]:
     """nodeid -> (verdict kind, message) of each failed test's failing verdicts, then the
-    machine's state: CPU wait and whether it was measured twice."""
-    found = {}
+    machine's state: CPU wait and whether it was measured twice; under "inconclusive" the
+    tests with an inconclusive time verdict (counted, not failures)."""
+    found: dict[str, Any] = {}
+    unsure = {
+        t["nodeid"]: 1
+        for t in report["tests"]
+        if any(v["status"] == "inconclusive" for v in (t.get("baseline") or {}).get("verdicts", []))
+    }
     for test in report["tests"]:
         if test["outcome"] != "passed":
             base = test.get("baseline") or {}
             failing = [v for v in base.get("verdicts", []) if v["status"] in ("regressed", "changed")]
             messages = [f"{v['kind']}: {v['message']}" for v in failing] or [test["outcome"]]
             found[test["nodeid"]] = [*messages, f"cpu_wait {test.get('cpu_wait')}, remeasured {base.get('remeasured')}"]
+    if unsure:
+        found["inconclusive"] = unsure
     return found
 
 
@@ -197,8 +206,11 @@ def main() -> int:
         line = [f"  {mode:<11}"]
         for name in ("idle", "hog"):
             if name in results:
-                false = sum(1 for r in results[name] if any(prefix in k for k in r))
+                false = sum(1 for r in results[name] if any(prefix in k for k in r if k != "inconclusive"))
                 line.append(f"false failures {name} {false}/{n}")
+        if "hog" in results:
+            unsure = sum(1 for r in results["hog"] if any(prefix in k for k in r.get("inconclusive", {})))
+            line.append(f"inconclusive time hog {unsure}/{n}")
         if "wide" in results:
             line.append(
                 f"doubled layer as work {detected(results['wide'], MLP_TESTS[mode], 'work', 'aten::addmm: 2x the FLOPs')}/{n}"
@@ -215,7 +227,8 @@ def main() -> int:
     for name in ("idle", "hog"):
         for r in results.get(name, []):
             for test, messages in r.items():
-                print(f"  [{name}] {test}: {'; '.join(messages)[:600]}")
+                if test != "inconclusive":
+                    print(f"  [{name}] {test}: {'; '.join(messages)[:600]}")
     return 0
 
 

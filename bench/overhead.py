@@ -82,7 +82,10 @@ def end_to_end(tests: int, fn_s: float) -> list[float]:
     pytest_run(project, f"--junitxml={project / 'off.xml'}")
     pytest_run(project, "--opprof", f"--opprof-json={project / 'on.json'}", f"--junitxml={project / 'on.xml'}")
     off, on = junit_times(project / "off.xml"), junit_times(project / "on.xml")
-    walls = {t["nodeid"].split("::")[-1]: t["profile"]["wall_ms"] / 1e3 for t in json.loads((project / "on.json").read_text())["tests"]}
+    walls = {
+        t["nodeid"].split("::")[-1]: t["profile"]["wall_ms"] / 1e3
+        for t in json.loads((project / "on.json").read_text())["tests"]
+    }
     # off: run() called fn once; on: 2 warm-up calls, the signature step, 10 profiled steps
     return [on[name] - off[name] - walls[name] - 2 * fn_s + fn_s for name in on]
 
@@ -138,14 +141,22 @@ def main() -> int:
     added = end_to_end(args.tests, p["fn_s"])
     ms = 1e3
     print(f"{os.cpu_count()} cpus, torch {torch.__version__}, MLP 256-1024-256 on a [64, 256] batch")
+    first, rest = added[0], added[1:] or added
     print(
-        f"  --opprof adds per measured test, beyond its profiled steps: median {statistics.median(added):.3f} s, "
-        f"max {max(added):.3f} s over {len(added)} tests   (target <= 0.15 s)"
+        f"  --opprof adds per measured test, beyond its profiled steps: median {statistics.median(rest):.3f} s, "
+        f"max {max(rest):.3f} s over the {len(rest)} tests after the first   (target <= 0.15 s)"
+    )
+    print(f"  the first measured test also pays torch.profiler's one-time start in the process: {first:.3f} s")
+    rule_ms = 2 * p["references_s"] * ms + p["judgement_s"] * ms
+    print(
+        f"  the time rule's own cost per run() test (references twice + judgement): {rule_ms:.1f} ms   (target ~20 ms)"
     )
     print(f"  the MLP call unprofiled: {p['fn_s'] * ms:.2f} ms")
     print(f"  machine references (matmul + dispatch), taken twice per run(): {p['references_s'] * ms:.1f} ms each time")
-    print(f"  untimed signature step (one call with record_shapes + with_flops, analysed): {p['signature_step_s'] * ms:.1f} ms")
-    print(f"  judgement (baseline document + compare + decide): {p['judgement_s'] * ms:.2f} ms   (target ~20 ms)")
+    print(
+        f"  untimed signature step (one call with record_shapes + with_flops, analysed): {p['signature_step_s'] * ms:.1f} ms"
+    )
+    print(f"  judgement (baseline document + compare + decide): {p['judgement_s'] * ms:.2f} ms")
     print(
         f"  a profiled step: {p['plain_step_s'] * ms:.3f} ms plain, {p['work_step_s'] * ms:.3f} ms with record_shapes + "
         f"with_flops (x{p['work_step_s'] / p['plain_step_s']:.2f}; "

@@ -180,6 +180,8 @@ def _summary_block(
 ) -> str:
     wall = f", {profile.wall_ms / profile.steps:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
+    if profile.event_table is not None and profile.event_table.has_shapes:
+        wall += ", times include recording inputs"  # a one-step capture records them in its step
     return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top, baseline)}"
 
 

@@ -216,3 +216,14 @@ def test_shared_nanosecond_trace_keeps_nanoseconds():
     """A new-format trace's sub-microsecond digits survive into the events."""
     events = read_trace(trace_path("mi250-minitoy-train.json.gz")).events
     assert any(e.start_ns % 1000 for e in events)
+
+
+def test_shared_trace_counts_follow_torchs_redispatch_rule():
+    """Pinned: on the sampled-steps GPU trace, ops redispatching to their own name are one call
+    (raw events: aten::mean 15, aten::div 36, aten::nan_to_num 16)."""
+    profile = load_trace(trace_path("gpu-sampled-steps.json.gz"))
+    counts = {
+        name: profile.op(name).calls
+        for name in ("aten::mean", "aten::div", "aten::nan_to_num", "aten::add", "aten::where")
+    }
+    assert counts == {"aten::mean": 8, "aten::div": 28, "aten::nan_to_num": 8, "aten::add": 7, "aten::where": 8}
