@@ -843,4 +843,4 @@ def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pyte
             "work were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
         ]
     )
-    result.stdout.fnmatch_lines(["test_one.py::test_block [passed] (1 step, * ms/step wall, times include recording inputs)"])
+    result.stdout.fnmatch_lines(["test_one.py::test_block [[]passed] (1 step, * ms/step wall, times include recording inputs)"])
