@@ -111,13 +111,16 @@ def _dims(shape: Any) -> str:
     return "[" + ",".join(_dims(d) if isinstance(d, tuple) else str(d) for d in shape) + "]"
 
 
-def inputs_text(shapes: Any, dtypes: tuple[str, ...]) -> str:
+def inputs_text(shapes: Any, dtypes: tuple[str, ...], full: bool = False) -> str:
     """`float[128,512], float[512,1024]`: tensors with their shapes, lists by kind; scalars and
-    absent optional inputs left out (they are still part of the signature)."""
+    absent optional inputs left out (they are still part of the signature) unless `full`, which
+    shows every position (`float[4,4], -, Scalar`)."""
     parts = []
     for i, dtype in enumerate(dtypes):
         shape = shapes[i] if i < len(shapes) else ()
         if not dtype or dtype == "Scalar":
+            if full:
+                parts.append(dtype or "-")
             continue
         parts.append(dtype if dtype in _NOT_TENSORS and not shape else f"{dtype}{_dims(shape)}")
     return ", ".join(parts) or NO_TENSOR_INPUTS
@@ -130,13 +133,19 @@ class Signature:
     shapes: Any  # one shape per input: a tuple of ints, nested for a list of tensors
     dtypes: tuple[str, ...]
     calls_per_step: Dist
+    callers: tuple[str, ...] = ()  # the ops around its first call, innermost first
 
     @property
     def text(self) -> str:
         return inputs_text(self.shapes, self.dtypes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shapes": _lists(self.shapes), "dtypes": list(self.dtypes), "calls": sum(self.calls_per_step.samples)}
+        return {
+            "shapes": _lists(self.shapes),
+            "dtypes": list(self.dtypes),
+            "calls": sum(self.calls_per_step.samples),
+            "callers": list(self.callers),
+        }
 
 
 def _lists(value: Any) -> Any:
@@ -162,7 +171,12 @@ class OpWork:
         """Everything, per step: what an exported trace carries for load_trace to restore."""
         return {
             "signatures": [
-                {"shapes": _lists(s.shapes), "dtypes": list(s.dtypes), "calls_per_step": list(s.calls_per_step.samples)}
+                {
+                    "shapes": _lists(s.shapes),
+                    "dtypes": list(s.dtypes),
+                    "calls_per_step": list(s.calls_per_step.samples),
+                    "callers": list(s.callers),
+                }
                 for s in self.signatures
             ],
             "flops_per_step": list(self.flops_per_step.samples),
@@ -173,7 +187,12 @@ class OpWork:
     def from_json(cls, data: Any) -> OpWork:
         """The inverse of to_json; ValueError (or a KeyError/TypeError) on anything else."""
         signatures = tuple(
-            Signature(freeze(s["shapes"]), tuple(map(str, s["dtypes"])), Dist(_ints(s["calls_per_step"])))
+            Signature(
+                freeze(s["shapes"]),
+                tuple(map(str, s["dtypes"])),
+                Dist(_ints(s["calls_per_step"])),
+                tuple(map(str, s.get("callers", ()))),
+            )
             for s in data["signatures"]
         )
         copies = tuple((str(name), Dist(_ints(v))) for name, v in sorted(data["bytes_per_step"].items()))
@@ -786,7 +805,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
             row[2][s] += 1
 
     # -- work: input signatures, FLOPs and copied bytes per op and step -----------------------
-    work = _work(nid, op_step, list(name_index), inputs, n_steps, op_copies)
+    work = _work(nid, op_step, list(name_index), inputs, n_steps, op_copies, _Tree(names, parent))
 
     # -- assemble -----------------------------------------------------------------------------
     def per_step(flat: list[int], k: int) -> Dist:
@@ -925,6 +944,18 @@ def _op_inputs(t: EventTable, op_rows: Sequence[int]) -> _Inputs:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    names: list[str]  # per analysed op
+    parent: list[int]  # index of its caller, -1 at the top
+
+    def callers(self, i: int, depth: int = 2) -> tuple[str, ...]:
+        found: list[str] = []
+        while len(found) < depth and (i := self.parent[i]) >= 0:
+            found.append(self.names[i])
+        return tuple(found)
+
+
 def _work(
     nid: list[int],
     op_step: list[int],
@@ -932,16 +963,19 @@ def _work(
     inputs: _Inputs,
     n_steps: int,
     op_copies: dict[tuple[str, str], list[int]],
+    tree: _Tree,
 ) -> dict[str, OpWork]:
-    """Per op name: its calls per step by input signature, its FLOPs and the bytes its memory
-    ops moved per step. Empty when the source recorded no inputs."""
+    """Per op name: its calls per step by input signature (with the callers of its first call),
+    its FLOPs and the bytes its memory ops moved per step. Empty when no inputs were recorded."""
     if not inputs.shapes:
         return {}
     calls: dict[int, dict[tuple[Any, tuple[str, ...]], list[int]]] = {}
+    first_call: dict[tuple[int, Any, tuple[str, ...]], int] = {}
     flops = [0] * (len(names) * n_steps)
-    for k, s, shapes, dtypes, f in zip(nid, op_step, inputs.shapes, inputs.dtypes, inputs.flops):
+    for i, (k, s, shapes, dtypes, f) in enumerate(zip(nid, op_step, inputs.shapes, inputs.dtypes, inputs.flops)):
         if s >= 0:
             calls.setdefault(k, {}).setdefault((shapes, dtypes), [0] * n_steps)[s] += 1
+            first_call.setdefault((k, shapes, dtypes), i)
             flops[k * n_steps + s] += f
     copies: dict[str, list[tuple[str, Dist]]] = {}
     for (op, memory_op), per_step in sorted(op_copies.items()):
@@ -949,7 +983,7 @@ def _work(
     return {
         name: OpWork(
             tuple(
-                Signature(shapes, dtypes, Dist(tuple(per_step)))
+                Signature(shapes, dtypes, Dist(tuple(per_step)), tree.callers(first_call[k, shapes, dtypes]))
                 for (shapes, dtypes), per_step in sorted(calls.get(k, {}).items(), key=_signature_order)
             ),
             Dist(tuple(flops[k * n_steps : (k + 1) * n_steps])),

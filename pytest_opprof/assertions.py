@@ -128,7 +128,14 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
             if min is not None
             else f"at most {high}"
         )
-    return None if ok else count_mismatch(op, per_step, expected, [context(profile, m.name) for m in matched[:3]])
+    if ok:
+        return None
+    contexts = [
+        context(profile, m.name) if len(matched) == 1 else f"{m.name} {context(profile, m.name)}" for m in matched[:3]
+    ]
+    if len(matched) > 3:
+        contexts.append(f"and {len(matched) - 3} more ops")
+    return count_mismatch(op, per_step, expected, contexts)
 
 
 def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Check:
@@ -140,16 +147,19 @@ def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Check:
 
 
 def context(profile: Profile, name: str) -> str:
-    """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` (the callers,
-    innermost first, and its most frequent input signature when inputs were recorded)."""
-    callers = profile.callers(name)
-    parts = ["in " + " <- ".join(callers) if callers else "called from Python"]
+    """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` — its most
+    frequent input signature and the callers of that signature's first call (innermost first),
+    or, without recorded inputs, the callers of its first call."""
     stats = profile.op(name)
-    if stats is not None and stats.work is not None and stats.work.signatures:
-        first, *others = stats.work.signatures
-        text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
-        parts.append(text + (f" (+{len(others)} other signatures)" if others else ""))
-    return "; ".join(parts)
+    if stats is None or stats.work is None or not stats.work.signatures:
+        return _where(profile.callers(name))
+    first, *others = stats.work.signatures
+    text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
+    return f"{_where(first.callers)}; {text}" + (f" (+{len(others)} other signatures)" if others else "")
+
+
+def _where(callers: tuple[str, ...]) -> str:
+    return "in " + " <- ".join(callers) if callers else "called from Python"
 
 
 def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) -> str | None:

@@ -222,14 +222,8 @@ def _work_problem(work: Any) -> str | None:
     if not isinstance(work, dict):
         return "is not an object or null"
     sigs = work.get("signatures")
-    if not isinstance(sigs, list) or not all(
-        isinstance(s, dict)
-        and isinstance(s.get("shapes"), list)
-        and isinstance(s.get("dtypes"), list)
-        and _number(s.get("calls_per_step"))
-        for s in sigs
-    ):
-        return "has no list of signatures with shapes, dtypes and calls_per_step"
+    if not isinstance(sigs, list) or not all(_signature_ok(s) for s in sigs):
+        return "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
     if not _number(work.get("flops_per_step")):
         return "has no number flops_per_step"
     for key in ("kernels", "bytes_per_step"):
@@ -239,8 +233,29 @@ def _work_problem(work: Any) -> str | None:
     return None
 
 
+def _signature_ok(sig: Any) -> bool:
+    return (
+        isinstance(sig, dict)
+        and isinstance(sig.get("shapes"), list)
+        and all(_shape_ok(shape) for shape in sig["shapes"])
+        and isinstance(sig.get("dtypes"), list)
+        and all(isinstance(t, str) for t in sig["dtypes"])
+        and _number(sig.get("calls_per_step"))
+    )
+
+
+def _shape_ok(shape: Any) -> bool:
+    """A shape: a list of integers, or of shapes (a list of tensors)."""
+    return isinstance(shape, list) and all(
+        (isinstance(d, int) and not isinstance(d, bool)) or _shape_ok(d) for d in shape
+    )
+
+
+_LARGEST = 1e30  # beyond any count, FLOPs or bytes per step; keeps ratios finite
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _LARGEST
 
 
 def read_baseline_dir(path: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -163,7 +163,7 @@ def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
 
 def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     """Start a profiler (CUDA traced when initialised); refuse when another one is running.
-    `work`: record op inputs and FLOPs too (record_shapes, with_flops: ~2.8x slower ops)."""
+    `work`: record op inputs and FLOPs too (record_shapes, with_flops: every op costs more)."""
     if _profiler_running(torch):
         raise CaptureError(profiler_already_running())
     cuda = _cuda_active(torch)
@@ -313,35 +313,35 @@ def run_steps(
     steps: int,
     probe: Callable[[], None] | None = None,
 ) -> tuple[Profile, T]:
-    """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each.
+    """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then once
+    more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
     Returns the profile and fn's last result. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
-    result: Any = None
-    for _ in range(warmup - 1):
-        result = fn(*args, **kwargs)
-    signature, result = _signature_step(torch, fn, args, kwargs)
+    for _ in range(warmup):
+        fn(*args, **kwargs)
     before = _references(torch)
     if probe is not None:
         probe()
     with _profiling(torch) as (prof, cuda):
         for number in range(1, steps + 1):
             with _step(torch, number, cuda):
-                result = fn(*args, **kwargs)
+                fn(*args, **kwargs)
     if probe is not None:
         probe()
     timed = _with_reference(from_profiler(prof), before, _references(torch))
+    signature, result = _signature_step(torch, fn, args, kwargs)
     return timed.with_work({op.name: op.work for op in signature.ops if op.work}, signature.work_steps), result
 
 
 def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:
     """One untimed call profiled with record_shapes and with_flops: the work signatures.
 
-    Recording inputs makes ops ~2.8x slower, so it never shares a profiler with the timed steps.
-    It is the last warm-up call (an extra call when warmup=0)."""
+    Recording inputs costs every op time, so it never shares a profiler with the timed steps.
+    It comes after them: warm whatever `warmup` is, and the timed steps are as they were."""
     with _profiling(torch, work=True) as (prof, cuda):
         with _step(torch, 1, cuda):
             result = fn(*args, **kwargs)

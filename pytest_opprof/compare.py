@@ -240,26 +240,36 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def _signatures(work: dict[str, Any]) -> dict[str, float]:
-    """Input signature (as readable text, unique per shapes and types) -> calls per step."""
-    found: dict[str, float] = {}
+def _signatures(work: dict[str, Any]) -> dict[str, tuple[str, float]]:
+    """Input signature (exact: its shapes and types as JSON) -> (readable text, calls per step)."""
+    found: dict[str, tuple[str, float]] = {}
     for sig in work["signatures"]:
-        text = inputs_text(_tuples(sig["shapes"]), tuple(sig["dtypes"]))
-        key = text if text not in found else f"{text} {json.dumps(sig['shapes'])}"
-        found[key] = found.get(key, 0) + sig["calls_per_step"]
+        key = json.dumps([sig["shapes"], sig["dtypes"]])
+        calls = found.get(key, ("", 0))[1] + sig["calls_per_step"]
+        found[key] = (inputs_text(_tuples(sig["shapes"]), tuple(sig["dtypes"])), calls)
     return found
+
+
+def _full_text(key: str) -> str:
+    shapes, dtypes = json.loads(key)
+    return inputs_text(_tuples(shapes), tuple(dtypes), full=True)
 
 
 def _tuples(value: Any) -> Any:
     return tuple(map(_tuples, value)) if isinstance(value, list) else value
 
 
-def _listed(these: dict[str, float], others: dict[str, float], limit: int = 2) -> str:
-    """The signatures of `these` that `others` lacks (or calls differently), with their calls."""
-    differ = [(k, c) for k, c in these.items() if others.get(k) != c]
+def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]], limit: int = 2) -> str:
+    """The signatures of `these` that `others` lacks (or calls differently), with their calls;
+    in full (every input position) where the short texts of the two sides would read alike."""
+    differ = [(key, text, calls) for key, (text, calls) in these.items() if others.get(key, (None, None))[1] != calls]
     if not differ:
         return "(none)"
-    shown = [f"({k})" + (f" x{_fmt_calls(c)}" if c != 1 else "") for k, c in differ[:limit]]
+    other_texts = {text for text, _ in others.values()}
+    shown = [
+        f"({_full_text(key) if text in other_texts else text})" + (f" x{_fmt_calls(calls)}" if calls != 1 else "")
+        for key, text, calls in differ[:limit]
+    ]
     return " ".join(shown) + (f" and {len(differ) - limit} more" if len(differ) > limit else "")
 
 

@@ -69,13 +69,11 @@ def decide(
             comparison = compare(merge_measurements(current.doc, again.doc), old, rule, path, calmer(current, again))
             remeasured = "confirmed" if _time_decides(comparison, rule, updating) else "not confirmed"
     schema = old.get("schema")
-    return Outcome(
-        _status(comparison, update, current),
-        comparison,
-        remeasured,
-        _to_write(comparison, update, current),
-        schema if isinstance(schema, int) else None,
-    )
+    write = _to_write(comparison, update, current, remeasured)
+    status = _status(comparison, update, current)
+    if status == CHANGED and write is None:
+        status = KEPT  # a time change the second measurement could not confirm
+    return Outcome(status, comparison, remeasured, write, schema if isinstance(schema, int) else None)
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
@@ -102,11 +100,16 @@ def _status(comparison: Comparison, update: str | None, current: Measurement) ->
     return KEPT if comparison.unchanged else CHANGED
 
 
-def _to_write(comparison: Comparison, update: str | None, current: Measurement) -> dict[str, Any] | None:
-    """Rewrite only for a structure or work change or a conclusive time change (or =all): an
-    inconclusive measurement never replaces a baseline."""
+def _to_write(
+    comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None
+) -> dict[str, Any] | None:
+    """Rewrite only for a structure or work change or a confirmed conclusive time change (or
+    =all): an inconclusive or unconfirmed measurement never replaces a baseline."""
     if not update or current.machine.gpu_unreliable:
         return None
-    if update == "all" or not comparison.unchanged:
+    if update == "all":
         return current.doc
-    return None
+    kinds = {v.kind for v in comparison.changes}
+    if not kinds or (kinds == {TIME} and remeasured != "confirmed"):
+        return None
+    return current.doc

@@ -97,6 +97,7 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
 
 REPORT_SCHEMA = 1
 WRITTEN = ("new", "changed", "rewritten")  # baseline statuses of a file written by this run
+RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
 
 
@@ -207,12 +208,13 @@ def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None =
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
         ]
         if compared:
-            base = rows_base.get(op.name)
+            base, base_calls = rows_base.get(op.name) or (None, None)
             new_min = per.min / 1e6
+            recounted = base_calls is not None and statistics.median(base_calls) != op.calls_per_step.median
             row += [
                 _ms(base) if base is not None else "new",
                 f"{100 * (new_min - base) / base:+.0f}%" if base else "",
-                verdict_of.get(op.name, "ok" if base is not None else "added"),
+                "calls changed" if recounted else verdict_of.get(op.name, "ok" if base is not None else "added"),
             ]
         rows.append(row)
     headers = ["op", "calls/step", "ms/step", "min", "time", "of step"]
@@ -253,7 +255,8 @@ def _test_lines(record: dict[str, Any], verbose: bool) -> list[str]:
         )
     elif remeasured == "confirmed":
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
-    lines += [f"{nodeid}: {line}" for line in verdict_lines(baseline.get("verdicts", []), verbose)]
+    recording = baseline.get("status") in RECORDING
+    lines += [f"{nodeid}: {line}" for line in verdict_lines(baseline.get("verdicts", []), verbose, recording)]
     wait = record.get("cpu_wait")
     if baseline.get("status") in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
@@ -272,9 +275,9 @@ def _test_lines(record: dict[str, Any], verbose: bool) -> list[str]:
 _MORE = "-v or --opprof-json lists them all"
 
 
-def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False) -> list[str]:
+def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False, recording: bool = False) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
-    verdict's message when `verbose`."""
+    verdict's message when `verbose`. `recording`: the run updated baselines."""
     if verbose:
         return [v["message"] for v in verdicts]
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -284,7 +287,7 @@ def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False) -> list
     lines = []
     for key, group in groups.items():
         if key == "inconclusive":
-            lines.append(_inconclusive_line(group))
+            lines.append(_inconclusive_line(group, recording))
         elif key == TIME:
             lines.append(_time_line(group))
         elif len(group) == 1:
@@ -307,11 +310,15 @@ def _time_line(group: list[dict[str, Any]]) -> str:
 _SPEED = {"regressed": "slower", "improved": "faster"}
 
 
-def _inconclusive_line(group: list[dict[str, Any]]) -> str:
+def _inconclusive_line(group: list[dict[str, Any]], recording: bool = False) -> str:
     ops = ", ".join(v["op"] for v in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+    if recording:
+        outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
+    else:
+        outcome = "neither passed nor failed (--opprof-strict makes this an error)"
     return (
-        f"time inconclusive for {ops}: {group[0].get('why')}; neither passed nor failed: rerun on a quiet machine "
-        "(no other load, no -n on a small runner) for a time verdict; --opprof-strict makes this an error"
+        f"time inconclusive for {ops}: {group[0].get('why')}; {outcome}; rerun on a quiet machine "
+        "(no other load, no -n on a small runner) for a time verdict"
     )
 
 
@@ -324,7 +331,8 @@ def _run_lines(records: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"opprof: time not judged for {_tests(len(untimed))} with under {MIN_TIME_STEPS} steps "
             f"(single-step captures: the whole call, capture(), the marker): {shown}; "
-            "structure and work were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
+            "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
+            "for a time check"
         )
     old = sum(1 for r in records if (r.get("baseline") or {}).get("schema") == 1)
     if old:

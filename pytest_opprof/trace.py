@@ -219,11 +219,19 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
 
 
 def _inputs(args: dict[str, Any]) -> tuple[Any, tuple[str, ...], int]:
-    """An op's input shapes, input types and FLOPs from its trace args ("Input Dims", ...)."""
+    """An op's input shapes, input types and FLOPs from its trace args ("Input Dims", ...).
+    Inputs that are not a list of shapes with a list of type names are taken as not recorded."""
     dims, types, flops = args.get("Input Dims"), args.get("Input type"), args.get("flops", 0)
-    shapes = freeze(dims) if isinstance(dims, list) else ()
-    dtypes = tuple(str(t) for t in types) if isinstance(types, list) else ()
-    return shapes, dtypes, flops if type(flops) is int and flops > 0 else 0
+    if not (isinstance(dims, list) and all(map(_is_shape, dims))):
+        return (), (), 0
+    if not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
+        return (), (), 0
+    return freeze(dims), tuple(types), flops if type(flops) is int and 0 < flops < 1 << 100 else 0
+
+
+def _is_shape(value: Any) -> bool:
+    """A list of integers, or of shapes (the inputs of a list of tensors)."""
+    return isinstance(value, list) and all(type(d) is int or _is_shape(d) for d in value)
 
 
 def read_trace(path: str | os.PathLike[str]) -> TraceFile:

@@ -185,3 +185,21 @@ def test_count_and_no_op_failures_name_the_caller_and_the_inputs():
     assert assertions.op_count("aten::relu", 2)(p) == (
         "aten::relu: 1 calls/step, expected 2 (per step: 1; called from Python; no tensor inputs)"
     )
+
+
+def test_context_names_the_callers_of_the_signature_it_shows():
+    """An op called in two places: the message pairs the most frequent input signature with the
+    callers of that signature's call; a glob labels each matching op."""
+    events = [
+        step(1, 0, 1000),
+        op("aten::div_", 10, 100, shapes=((), ()), dtypes=("float", "Scalar")),
+        op("aten::_to_copy", 20, 50, shapes=((),), dtypes=("long int",)),
+        op("aten::to", 200, 100, shapes=((4, 4),), dtypes=("float",)),
+        op("aten::_to_copy", 210, 50, shapes=((4, 4),), dtypes=("float",)),
+        op("aten::to", 400, 100, shapes=((4, 4),), dtypes=("float",)),
+        op("aten::_to_copy", 410, 50, shapes=((4, 4),), dtypes=("float",)),
+    ]
+    p = analyze(events)
+    assert assertions.context(p, "aten::_to_copy") == "in aten::to; inputs float[4,4] (+1 other signatures)"
+    message = assertions.op_count("aten::*", 1)(p)
+    assert "aten::_to_copy in aten::to; inputs float[4,4]" in message and "aten::div_ called from Python" in message

@@ -481,6 +481,12 @@ def test_work_recorded_in_the_baseline_document(tmp_path):
         ('{"signatures": 1}', "has no list of signatures"),
         ('{"signatures": [], "flops_per_step": "x"}', "has no number flops_per_step"),
         ('{"signatures": [], "flops_per_step": 1, "kernels": [], "bytes_per_step": {}}', "has no kernels object"),
+        (
+            '{"signatures": [{"shapes": [5, null, "x"], "dtypes": [], "calls_per_step": 1}]}',
+            "has no list of signatures",
+        ),
+        ('{"signatures": [{"shapes": [], "dtypes": [["float"]], "calls_per_step": 1}]}', "has no list of signatures"),
+        ('{"signatures": [], "flops_per_step": 1' + "0" * 400 + ', "kernels": {}, "bytes_per_step": {}}', "flops"),
     ],
 )
 def test_a_bad_work_entry_is_an_error_naming_the_file(tmp_path, work, reason):
@@ -503,3 +509,15 @@ def test_schema_1_baselines_are_read_and_compared_on_structure_and_time():
         del entry["work"]
     c = compare(doc(mlp_profile(2048)), old, Rule())
     assert {v.kind for v in c.verdicts} == {STRUCTURE}
+
+
+def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full():
+    """clamp(min=0) vs clamp(max=1): same tensors, scalars in other places: a work verdict whose
+    inputs show every position, so the two sides read apart."""
+
+    def clamp(dtypes):
+        return analyze([step(1, 0, 100)] + [op("aten::clamp", 10, 50, shapes=((4, 4), (), ()), dtypes=dtypes)])
+
+    old, new = doc(clamp(("float", "Scalar", ""))), doc(clamp(("float", "", "Scalar")))
+    (verdict,) = compare(new, old, Rule()).verdicts
+    assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"

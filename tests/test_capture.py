@@ -45,7 +45,7 @@ def test_measure_counts_ops_per_step_exactly():
 
 
 def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
-    """warmup calls run unprofiled, steps profiled; the last result comes back."""
+    """warmup calls run unprofiled, steps profiled, then the untimed signature call; the last result comes back."""
     calls = []
 
     def fn(a, scale=1):
@@ -53,8 +53,8 @@ def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
         return torch.ones(2) * len(calls) * scale
 
     profile, result = run_steps(fn, (7,), {"scale": 2}, warmup=3, steps=4)
-    assert len(calls) == 7
-    assert result.tolist() == [14.0, 14.0]
+    assert len(calls) == 3 + 4 + 1
+    assert result.tolist() == [16.0, 16.0]
     assert profile.op("aten::mul").calls_per_step.samples == (2,) * 4  # only the profiled steps
 
 
@@ -180,9 +180,9 @@ def test_core_works_without_torch_or_pytest(tmp_path):
 
 
 def test_work_comes_from_one_untimed_signature_step():
-    """run() profiles its last warm-up call with record_shapes and with_flops: the ops carry their
-    input signatures and FLOPs (torch's own count), the timed steps read no inputs; with warmup=0
-    the signature step is one extra call."""
+    """run() profiles one more call after the timed steps with record_shapes and with_flops: the
+    ops carry their input signatures and FLOPs (torch's own count), the timed steps read no
+    inputs; the call is warm whatever warmup is, so a first-call cache never shows as work."""
     model, x = make_mlp()
     profile = measure(infer, model, x, warmup=2, steps=3)
     addmm = profile.op("aten::addmm")
@@ -193,9 +193,16 @@ def test_work_comes_from_one_untimed_signature_step():
     ]
     assert addmm.work.flops == 2 * 4 * 32 * 64 + 2 * 4 * 64 * 8
     assert not profile.event_table.has_shapes  # the timed steps ran without record_shapes
-    calls = []
-    run_steps(lambda: calls.append(1), (), {}, warmup=0, steps=2)
-    assert len(calls) == 3
+    cache = []
+
+    def rotary():  # fills a cache on its first call only
+        if not cache:
+            cache.append(torch.cat([torch.ones(4), torch.ones(4)]))
+        return cache[0] * 2
+
+    cold = measure(rotary, warmup=0, steps=2)
+    assert cold.op("aten::cat").calls_per_step.samples == (1, 0)  # the cold first call is timed, as asked
+    assert cold.op("aten::cat").work is None  # ... and the signature call, warm, had no cat
 
 
 def test_a_one_step_capture_records_its_inputs_in_its_step():

@@ -78,3 +78,11 @@ def test_update_all_rewrites_without_measuring_again():
     outcome = decide(current, base, Rule(), "all", lambda: (_ for _ in ()).throw(AssertionError("measured")))
     assert (outcome.status, outcome.write) == ("changed", current.doc)
     assert decide(measured(profile()), base, Rule(), "all").status == "rewritten"
+
+
+def test_a_time_change_whose_confirmation_failed_is_kept():
+    """Updating: when the second measurement cannot be used (untrusted), the time change is
+    unconfirmed and the baseline is kept."""
+    base, slow = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
+    outcome = decide(slow, base, Rule(), "changed", lambda: None)
+    assert (outcome.status, outcome.write) == ("kept", None)

@@ -800,13 +800,18 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
     result.stdout.fnmatch_lines(
         [
             "test_re.py::test_mm: time inconclusive for aten::mm*: CPU contention: the test's threads waited for a "
-            "CPU 50% of the capture; neither passed nor failed: rerun on a quiet machine *; --opprof-strict makes this an error"
+            "CPU 50% of the capture; neither passed nor failed (--opprof-strict makes this an error); rerun on a quiet machine *"
         ]
     )
     for args in (["--opprof-strict"], ["-o", "opprof_strict=true"]):
         result = run(remeasure_project, "--opprof", *args)
         result.assert_outcomes(errors=1)
         result.stdout.fnmatch_lines(["*--opprof-strict: a time check of test_re.py::test_mm was inconclusive*"])
+    # strict follows --opprof-fail-on: time that may not fail the test may not error it either
+    run(remeasure_project, "--opprof", "--opprof-strict", "--opprof-fail-on=structure,work").assert_outcomes(passed=1)
+    result = run(remeasure_project, "--opprof-update-baseline", "--opprof-strict")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*time inconclusive for aten::mm*; its baseline was kept as it was*"])
 
 
 def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pytester, fake_clock):
@@ -840,7 +845,20 @@ def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pyte
         [
             "opprof: time not judged for 3 tests with under 5 steps (single-step captures: the whole call, capture(), "
             "the marker): test_one.py::test_whole, test_one.py::test_block, test_one.py::test_marked; structure and "
-            "work were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
+            "work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
         ]
     )
-    result.stdout.fnmatch_lines(["test_one.py::test_block [[]passed] (1 step, * ms/step wall, times include recording inputs)"])
+    result.stdout.fnmatch_lines(
+        ["test_one.py::test_block [[]passed] (1 step, * ms/step wall, times include recording inputs)"]
+    )
+
+
+def test_a_changed_call_count_reads_calls_changed_in_the_table(remeasure_project):
+    """An op whose calls per step changed says so in the verdict column (its time is not judged)."""
+    (path,) = (remeasure_project.path / ".opprof").rglob("*.json")
+    data = json.loads(path.read_text())
+    data["ops"]["aten::mm"]["calls_per_step"] = [2] * 6
+    path.write_text(json.dumps(data))
+    result = run(remeasure_project, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["aten::mm * calls changed"])

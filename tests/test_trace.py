@@ -227,3 +227,15 @@ def test_shared_trace_counts_follow_torchs_redispatch_rule():
         for name in ("aten::mean", "aten::div", "aten::nan_to_num", "aten::add", "aten::where")
     }
     assert counts == {"aten::mean": 8, "aten::div": 28, "aten::nan_to_num": 8, "aten::add": 7, "aten::where": 8}
+
+
+@pytest.mark.parametrize("dims", ["[3, 4]", "[true]", '"x"', "[[1, null]]"])
+def test_malformed_input_dims_are_taken_as_not_recorded(tmp_path, dims):
+    """A trace whose "Input Dims" are not a list of shapes gives no work for that op, no crash."""
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1, '
+        f'"args": {{"Input Dims": {dims}, "Input type": ["float"]}}}}]}}'
+    )
+    profile = load_trace(path)
+    assert profile.op("aten::mm").work is None and profile.work_steps == 0
