@@ -1,0 +1,162 @@
+"""The trust checks of a measurement (DESIGN §7), each a function: events present, device
+events delivered, steps repeatable, timings within wall time, spread narrow enough, ops inside
+the steps. A check that fires with `error` makes the measurement untrusted."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import lt
+
+from ..events import Event
+from .model import ERROR, OK, WARNING, Check, OpStats, StepSpan, union_ns
+
+# Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
+# between threads / device and host (a few microseconds) plus 2%.
+WALL_MARGIN = 0.02
+WALL_SLACK_NS = 20_000
+SPREAD_LIMIT = 0.25  # IQR / median over steps
+SPREAD_MIN_STEPS = 4
+SPREAD_FLOOR_NS = 50_000  # ops faster than this per step are too small to judge spread
+
+# Runtime calls that launch device work: seeing them without device events means the device
+# tracer (CUPTI / roctracer) did not deliver.
+_LAUNCH_CALL = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset|GraphLaunch)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckInputs:
+    """The analysed ops' columns and the device and runtime events, as the checks read them."""
+
+    pids: list[int]
+    tids: list[int]
+    durs: list[int]
+    parent: list[int]
+    op_step: list[int]
+    device: list[Event]
+    runtime: list[Event]
+
+
+def trust_checks(
+    cols: CheckInputs,
+    spans: list[StepSpan],
+    busy_by_step: list[dict[int, list[tuple[int, int]]]],
+    ops: list[OpStats],
+    outside: int,
+    wall_known: bool,
+) -> list[Check]:
+    n_events = len(cols.durs) + len(cols.device)
+    found = [
+        _events(len(cols.durs), len(cols.device)),
+        _device_events(cols.device, cols.runtime),
+        _step_events(cols.op_step, len(spans)),
+        _wall_time(cols, spans, busy_by_step) if n_events else None,
+        _spread(ops, len(spans)),
+        _outside_steps(outside, len(cols.durs)) if wall_known else None,
+    ]
+    return [c for c in found if c is not None]
+
+
+def _fmt_ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _events(n_ops: int, n_device: int) -> Check:
+    if n_ops + n_device == 0:
+        return Check("events", ERROR, "no operator or device events were recorded: nothing ran under the profiler")
+    return Check("events", OK, f"{n_ops} CPU ops, {n_device} device events")
+
+
+def _device_events(device: list[Event], runtime: list[Event]) -> Check | None:
+    launches = sum(1 for r in runtime if _LAUNCH_CALL.search(r.name))
+    if launches and not device:
+        return Check(
+            "device_events",
+            ERROR,
+            f"{launches} kernel/memory launches but no device events: the device tracer "
+            "(CUPTI/roctracer) delivered nothing; check CUPTI is installed and not in use by another profiler",
+        )
+    if device:
+        return Check("device_events", OK, f"{len(device)} device events for {launches} launches")
+    return None
+
+
+def _step_events(op_step: list[int], n_steps: int) -> Check | None:
+    if n_steps < 2:
+        return None
+    in_step = Counter(op_step)
+    per_step = [in_step[s] for s in range(n_steps)]
+    if len(set(per_step)) > 1:
+        return Check(
+            "step_events",
+            WARNING,
+            f"CPU ops per step differ between steps ({', '.join(map(str, per_step))}): "
+            "the steps do not repeat the same work; raise warmup or check for data-dependent code",
+        )
+    return Check("step_events", OK, f"{per_step[0]} CPU ops in each of {n_steps} steps")
+
+
+def _wall_time(cols: CheckInputs, spans: list[StepSpan], busy_by_step: list[dict[int, list[tuple[int, int]]]]) -> Check:
+    """The worst step where top-level CPU op time on a thread, or device busy time, exceeds
+    the step's wall time: units or attribution are broken."""
+    worst: tuple[float, str] | None = None
+
+    def consider(total: int, s: int, what: str) -> None:
+        nonlocal worst
+        wall = spans[s].wall_ns
+        if total > wall * (1 + WALL_MARGIN) + WALL_SLACK_NS:
+            ratio = total / wall if wall else float("inf")
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, f"step {spans[s].number}, {what} {_fmt_ms(total)} in a {_fmt_ms(wall)} step")
+
+    for (s, _pid, tid), total in _top_level_per_thread(cols).items():
+        consider(total, s, f"thread {tid}: top-level CPU ops take")
+    for s, per_device in enumerate(busy_by_step):
+        for dev, intervals in per_device.items():
+            consider(union_ns(intervals), s, f"device {dev}: device busy")
+    if worst is not None:
+        return Check("wall_time", ERROR, f"{worst[1]}: timings exceed wall time, so units or attribution are broken")
+    return Check("wall_time", OK, "CPU and device time within each step's wall time")
+
+
+def _top_level_per_thread(cols: CheckInputs) -> dict[tuple[int, int, int], int]:
+    """(step, pid, tid) -> summed duration of the ops at the top of that thread's stack."""
+    top_level: dict[tuple[int, int, int], int] = {}
+    is_top = list(map(lt, cols.parent, repeat(0)))
+    keys = zip(compress(cols.op_step, is_top), compress(cols.pids, is_top), compress(cols.tids, is_top))
+    for key, dur in zip(keys, compress(cols.durs, is_top)):
+        if key[0] >= 0:
+            top_level[key] = top_level.get(key, 0) + dur
+    return top_level
+
+
+def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
+    if n_steps < SPREAD_MIN_STEPS:
+        return None
+    wide = []
+    for op in ops:
+        dist = op.time_per_step
+        med = dist.median
+        if med >= SPREAD_FLOOR_NS and dist.iqr / med > SPREAD_LIMIT:
+            wide.append(f"{op.name} (IQR/median {dist.iqr / med:.2f})")
+    if not wide:
+        return Check("spread", OK, f"per-step spread of every op within IQR/median {SPREAD_LIMIT}")
+    more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
+    return Check(
+        "spread",
+        WARNING,
+        f"per-step time too spread to compare: {', '.join(wide[:3])}{more}; use more warmup or steps, or a quieter machine",
+    )
+
+
+def _outside_steps(outside: int, n_ops: int) -> Check | None:
+    if not outside:
+        return None
+    return Check(
+        "outside_steps",
+        WARNING,
+        f"{outside} of {n_ops} CPU ops lie outside the ProfilerStep annotations: "
+        "counted in the totals, not in the per-step numbers",
+    )

@@ -1,0 +1,467 @@
+"""The measurement model: Profile and its records (OpStats, KernelStats, OpWork, Check, ...).
+
+Pure data and lookups; built by the analysis stages (stages.py), read by everything else.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..events import Event, EventTable, freeze
+
+SCHEMA = 1
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+# The capture wraps its own step-boundary synchronisation in this annotation, so that the
+# synchronisation it needs is not reported as the user's host-device sync.
+OPPROF_SYNC_ANNOTATION = "opprof::step_sync"
+
+OK, WARNING, ERROR = "ok", "warning", "error"
+# Host-device synchronisation: runtime calls, CPU ops, and device-to-host copies.
+SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent$")
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
+
+
+def ns_to_ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """The length of the union of [start, end) intervals."""
+    total = 0
+    cur_start = cur_end = None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start  # type: ignore[operator]
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += cur_end - cur_start  # type: ignore[operator]
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    """The per-step distribution of one quantity (counts, or nanoseconds)."""
+
+    samples: tuple[int, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else 0.0
+
+    @property
+    def min(self) -> int:
+        return min(self.samples, default=0)
+
+    @property
+    def max(self) -> int:
+        return max(self.samples, default=0)
+
+    @property
+    def iqr(self) -> float:
+        if len(self.samples) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q3 - q1
+
+    def to_dict(self, scale: float = 1.0) -> dict[str, Any]:
+        def conv(v: float) -> float:
+            return v / scale if scale != 1.0 else v
+
+        return {
+            "median": conv(self.median),
+            "min": conv(self.min),
+            "max": conv(self.max),
+            "samples": [conv(v) for v in self.samples],
+        }
+
+
+NO_TENSOR_INPUTS = "no tensor inputs"
+_NOT_TENSORS = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", "Device", "Layout", "ScalarType"})
+
+
+def _dims(shape: Any) -> str:
+    return "[" + ",".join(_dims(d) if isinstance(d, tuple) else str(d) for d in shape) + "]"
+
+
+def inputs_text(shapes: Any, dtypes: tuple[str, ...], full: bool = False) -> str:
+    """`float[128,512], float[512,1024]`: tensors with their shapes, lists by kind; scalars and
+    absent optional inputs left out (they are still part of the signature) unless `full`, which
+    shows every position (`float[4,4], -, Scalar`)."""
+    parts = []
+    for i, dtype in enumerate(dtypes):
+        shape = shapes[i] if i < len(shapes) else ()
+        if not dtype or dtype == "Scalar":
+            if full:
+                parts.append(dtype or "-")
+            continue
+        parts.append(dtype if dtype in _NOT_TENSORS and not shape else f"{dtype}{_dims(shape)}")
+    return ", ".join(parts) or NO_TENSOR_INPUTS
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One input signature of an op (shapes and types, from record_shapes) and its calls per step."""
+
+    shapes: Any  # one shape per input: a tuple of ints, nested for a list of tensors
+    dtypes: tuple[str, ...]
+    calls_per_step: Dist
+    callers: tuple[str, ...] = ()  # the ops around its first call, innermost first
+
+    @property
+    def text(self) -> str:
+        return inputs_text(self.shapes, self.dtypes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shapes": _lists(self.shapes),
+            "dtypes": list(self.dtypes),
+            "calls": sum(self.calls_per_step.samples),
+            "callers": list(self.callers),
+        }
+
+
+def _lists(value: Any) -> Any:
+    return [_lists(v) for v in value] if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True, slots=True)
+class OpWork:
+    """What an op computed, as exact counts: its input signatures, FLOPs, the bytes its copies moved.
+
+    Recorded with record_shapes and with_flops: in a separate untimed step of `run()`, in the
+    single step of a one-step capture, in every step of a trace that has them."""
+
+    signatures: tuple[Signature, ...]
+    flops_per_step: Dist
+    bytes_per_step: tuple[tuple[str, Dist], ...] = ()  # (memory op, bytes per step) launched by the op
+
+    @property
+    def flops(self) -> int:
+        return sum(self.flops_per_step.samples)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, per step: what an exported trace carries for load_trace to restore."""
+        return {
+            "signatures": [
+                {
+                    "shapes": _lists(s.shapes),
+                    "dtypes": list(s.dtypes),
+                    "calls_per_step": list(s.calls_per_step.samples),
+                    "callers": list(s.callers),
+                }
+                for s in self.signatures
+            ],
+            "flops_per_step": list(self.flops_per_step.samples),
+            "bytes_per_step": {name: list(d.samples) for name, d in self.bytes_per_step},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> OpWork:
+        """The inverse of to_json; ValueError (or a KeyError/TypeError) on anything else."""
+        signatures = tuple(
+            Signature(
+                freeze(s["shapes"]),
+                tuple(map(str, s["dtypes"])),
+                Dist(_ints(s["calls_per_step"])),
+                tuple(map(str, s.get("callers", ()))),
+            )
+            for s in data["signatures"]
+        )
+        copies = tuple((str(name), Dist(_ints(v))) for name, v in sorted(data["bytes_per_step"].items()))
+        return cls(signatures, Dist(_ints(data["flops_per_step"])), copies)
+
+
+def _ints(values: Any) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(type(v) is int for v in values):
+        raise ValueError(f"{values!r} is not a list of integers")
+    return tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class OpStats:
+    """One operator name: totals over the source and its per-step distributions."""
+
+    name: str
+    calls: int
+    cpu_ns: int  # inclusive CPU time; a call nested in a call of the same name counts once
+    self_cpu_ns: int
+    device_ns: int  # device time of work launched under the op (inclusive)
+    self_device_ns: int  # device time of work launched by the op itself
+    calls_per_step: Dist
+    cpu_per_step: Dist
+    self_cpu_per_step: Dist
+    device_per_step: Dist
+    self_device_per_step: Dist
+    work: OpWork | None = None  # None: inputs not recorded
+
+    @property
+    def on_device(self) -> bool:
+        """True when device work ran under this op: its time is then device time."""
+        return self.device_ns > 0
+
+    @property
+    def time_ns(self) -> int:
+        return self.device_ns if self.on_device else self.cpu_ns
+
+    @property
+    def time_per_step(self) -> Dist:
+        """Device time per step for ops that ran on a device, CPU time otherwise."""
+        return self.device_per_step if self.on_device else self.cpu_per_step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+            "self_cpu_ms": ns_to_ms(self.self_cpu_ns),
+            "device_ms": ns_to_ms(self.device_ns),
+            "self_device_ms": ns_to_ms(self.self_device_ns),
+            "on_device": self.on_device,
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "cpu_ms": self.cpu_per_step.to_dict(1e6),
+                "self_cpu_ms": self.self_cpu_per_step.to_dict(1e6),
+                "device_ms": self.device_per_step.to_dict(1e6),
+                "self_device_ms": self.self_device_per_step.to_dict(1e6),
+                "flops": self.work.flops_per_step.to_dict() if self.work else None,
+            },
+            "flops": self.work.flops if self.work else None,
+            "signatures": [sig.to_dict() for sig in self.work.signatures] if self.work else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStats:
+    """One kernel name launched by one op (op None: no launching op found)."""
+
+    name: str
+    op: str | None
+    calls: int
+    device_ns: int
+    calls_per_step: Dist
+    device_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "op": self.op,
+            "calls": self.calls,
+            "device_ms": ns_to_ms(self.device_ns),
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOpStats:
+    """One memcpy/memset kind ("Memcpy HtoD (Pageable -> Device)", "Memset (Device)")."""
+
+    name: str
+    calls: int
+    device_ns: int
+    bytes: int
+    calls_per_step: Dist
+    device_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "device_ms": ns_to_ms(self.device_ns),
+            "bytes": self.bytes,
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeStats:
+    """One runtime/driver call name (cudaLaunchKernel, hipMemcpyAsync, ...)."""
+
+    name: str
+    calls: int
+    cpu_ns: int
+    calls_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+            "per_step": {"calls": self.calls_per_step.to_dict()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one trust check on a measurement."""
+
+    name: str
+    status: str  # ok | warning | error
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpan:
+    number: int  # N of ProfilerStep#N; 0 for a source without step markers
+    start_ns: int
+    end_ns: int
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The analysed measurement: what `opprof.profile`, `measure()` and `load_trace()` return."""
+
+    source: str
+    step_spans: tuple[StepSpan, ...]
+    wall_known: bool  # False for a trace without step markers: its span is not a wall time
+    ops: tuple[OpStats, ...]
+    kernels: tuple[KernelStats, ...]
+    memory_ops: tuple[MemoryOpStats, ...]
+    runtime: tuple[RuntimeStats, ...]
+    device_ns: int
+    device_busy_ns: int
+    unattributed_device_ns: int
+    outside_step_ops: int
+    checks: tuple[Check, ...]
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    event_table: EventTable | None = field(default=None, repr=False, compare=False)
+    # Best time of a fixed CPU workload around a live capture (machine speed); None for traces.
+    reference_ns: int | None = field(default=None, compare=False)
+    # Best time of 100 one-element ops around it (dispatch speed: a core shared with another tenant).
+    dispatch_reference_ns: int | None = field(default=None, compare=False)
+    # Steps the ops' work (input signatures, FLOPs) was recorded over: 0 when not recorded.
+    work_steps: int = field(default=0, compare=False)
+    # Op names and parent indices of the analysed ops, for naming an op's callers in messages.
+    op_tree: tuple[list[str], list[int]] = field(default=((), ()), repr=False, compare=False)  # type: ignore[assignment]
+
+    def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
+        """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
+        the untimed signature step of a run, or an exported trace's header)."""
+        ops = tuple(replace(op, work=work.get(op.name)) for op in self.ops)
+        return replace(self, ops=ops, work_steps=steps)
+
+    def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
+        """The names of the ops that called the first `name` op, innermost first."""
+        names, parent = self.op_tree
+        try:
+            i = names.index(name)
+        except ValueError:
+            return ()
+        found: list[str] = []
+        while len(found) < depth and (i := parent[i]) >= 0:
+            found.append(names[i])
+        return tuple(found)
+
+    @property
+    def events(self) -> list[Event]:
+        """The analysed events (built on demand: the analysis reads columns)."""
+        return self.event_table.to_events() if self.event_table is not None else []
+
+    # -- numbers -----------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return len(self.step_spans)
+
+    @property
+    def wall_ms(self) -> float | None:
+        """Summed wall time of the steps; None for a trace without step markers."""
+        if not self.wall_known:
+            return None
+        return ns_to_ms(sum(s.wall_ns for s in self.step_spans))
+
+    @property
+    def device_busy_ms(self) -> float:
+        return ns_to_ms(self.device_busy_ns)
+
+    @property
+    def errors(self) -> list[Check]:
+        return [c for c in self.checks if c.status == ERROR]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.status == WARNING]
+
+    # -- lookup ------------------------------------------------------------------------------
+    def op(self, name: str) -> OpStats | None:
+        """The op of exactly this name, or None."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        return None
+
+    def match(self, pattern: str) -> list[OpStats]:
+        """Ops whose name equals `pattern` or matches it as a glob ("aten::*mm")."""
+        exact = self.op(pattern)
+        if exact is not None:
+            return [exact]
+        return [op for op in self.ops if fnmatch.fnmatchcase(op.name, pattern)]
+
+    def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
+        return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
+
+    # -- output ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The documented JSON form (also what `opprof analyze --json` prints)."""
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "steps": self.steps,
+            "wall_ms": self.wall_ms,
+            "step_wall_ms": Dist(tuple(s.wall_ns for s in self.step_spans)).to_dict(1e6) if self.wall_known else None,
+            "ops": [o.to_dict() for o in self.ops],
+            "kernels": [k.to_dict() for k in self.kernels],
+            "memory_ops": [m.to_dict() for m in self.memory_ops],
+            "runtime": [r.to_dict() for r in self.runtime],
+            "device_ms": ns_to_ms(self.device_ns),
+            "device_busy_ms": ns_to_ms(self.device_busy_ns),
+            "unattributed_device_ms": ns_to_ms(self.unattributed_device_ns),
+            "outside_step_ops": self.outside_step_ops,
+            "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
+            "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
+            "work_steps": self.work_steps,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    def table(self, top: int | None = 20) -> str:
+        """The ops, kernels, memory ops and checks as text tables."""
+        from ..report import profile_tables  # report reads profiles; import late to keep one way
+
+        return profile_tables(self, top=top)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
+        from ..trace import write_trace
+
+        opprof = {
+            "source": self.source,
+            "reference_ns": self.reference_ns,
+            "dispatch_reference_ns": self.dispatch_reference_ns,
+            # The work of a run() comes from its untimed signature step, not from these events.
+            "work_steps": self.work_steps,
+            "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
+        }
+        write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
+
+
+# --------------------------------------------------------------------------------------------
+# the analysis
