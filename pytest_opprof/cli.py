@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .errors import OpprofError
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -96,16 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--tolerance",
         type=_percentage,
-        default=0.20,
+        default=DEFAULT_TOLERANCE,
         metavar="PCT",
-        help="B may be this much slower per op before it counts as a regression (default 20%%)",
+        help=f"B may be this much slower per op before it counts as a regression (default {100 * DEFAULT_TOLERANCE:.0f}%%)",
     )
     compare.add_argument(
         "--min-delta-ms",
         type=_milliseconds,
-        default=0.05,
+        default=DEFAULT_MIN_DELTA_MS,
         metavar="MS",
-        help="ignore differences smaller than this many ms per step (default 0.05)",
+        help=f"ignore differences smaller than this many ms per step (default {DEFAULT_MIN_DELTA_MS})",
     )
     compare.add_argument(
         "--stat",

@@ -26,6 +26,9 @@ from .analysis import inputs_text
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
 KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
 REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
+DEFAULT_TOLERANCE = 0.20  # how much slower than its baseline an op may get
+DEFAULT_MIN_DELTA_MS = 0.05  # time changes smaller than this (ms per step) are never verdicts
+DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
 ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
@@ -36,10 +39,10 @@ STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it th
 class Rule:
     """How a measurement is compared; set per run and per test."""
 
-    tolerance: float = 0.20
-    min_delta_ms: float = 0.05
+    tolerance: float = DEFAULT_TOLERANCE
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS
     ignore_ops: tuple[str, ...] = ()
-    fail_on: frozenset[str] = frozenset({STRUCTURE, WORK, TIME})
+    fail_on: frozenset[str] = DEFAULT_FAIL_ON
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,7 +472,12 @@ def _kernels_by_op(doc: dict[str, Any], stat: str) -> dict[str, list[tuple[str, 
 
 
 def side_by_side(
-    a: dict[str, Any], b: dict[str, Any], *, tolerance: float = 0.20, min_delta_ms: float = 0.05, stat: str = "median"
+    a: dict[str, Any],
+    b: dict[str, Any],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS,
+    stat: str = "median",
 ) -> list[SideRow]:
     """Every op of two baseline documents, keyed by operator name (stable across devices),
     sorted by the absolute difference in ms per step, largest first.
@@ -527,7 +535,7 @@ def side_by_side(
     return rows
 
 
-def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = 0.05) -> list[SideRow]:
+def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA_MS) -> list[SideRow]:
     """The rows that make B worse than A: slower ops, and added ops costing more than the floor."""
     return [r for r in rows if r.status == "slower" or (r.status == "added" and (r.b_ms or 0.0) > min_delta_ms)]
 

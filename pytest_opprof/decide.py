@@ -1,14 +1,18 @@
-"""One measured test against its baseline: compare, confirm, write or keep. Pure: the plugin
-reads and writes the files and turns the outcome into a pytest result; report.py renders it.
+"""One measured test against its baseline: compare, confirm, write or keep.
+
+`decide` is pure; `baseline_step` reads the file, decides, writes what was decided and returns
+a typed `BaselineResult` that the plugin turns into a pytest outcome and report.py renders.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .compare import REGRESSED, TIME, Comparison, Machine, Rule, compare, merge_measurements
+from .baseline import BaselineError, read_baseline, write_baseline
+from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements, time_samples
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -113,3 +117,70 @@ def _to_write(
     if not kinds or (kinds == {TIME} and remeasured != "confirmed"):
         return None
     return current.doc
+
+
+UNUSABLE = "unusable"
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineResult:
+    """What the baseline step found and did for one test: what the report shows and the JSON
+    report and xdist carry (as `to_dict()`)."""
+
+    path: str  # as shown: relative to the rootdir where it can be
+    status: str  # missing | new | unreliable | compared | kept | changed | rewritten | unusable
+    remeasured: str | None = None
+    untimed: str | None = None  # why time was not judged
+    schema: int | None = None  # the compared file's schema
+    verdicts: tuple[Verdict, ...] = ()
+    rows: dict[str, tuple[float, list[float]]] = field(default_factory=dict)  # op -> (min ms, calls per step)
+    error: str | None = None  # an unusable file: the message that makes the test an error
+
+    def failing(self, rule: Rule) -> list[str]:
+        return [v.message for v in Comparison(self.verdicts).failing(rule)]
+
+    @property
+    def inconclusive(self) -> list[Verdict]:
+        return Comparison(self.verdicts).inconclusive
+
+    def to_dict(self, with_rows: bool = False) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "path": self.path,
+            "status": self.status,
+            "remeasured": self.remeasured,
+            "untimed": self.untimed,
+            "schema": self.schema,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+        }
+        if with_rows:
+            found["rows"] = {name: list(row) for name, row in self.rows.items()}
+        return found
+
+
+def baseline_step(
+    path: Path,
+    shown: str,
+    nodeid: str,
+    current: Measurement,
+    rule: Rule,
+    update: str | None,
+    remeasure: Callable[[], Measurement | None] | None,
+) -> BaselineResult:
+    """Read the test's baseline, decide, write what was decided. An unusable file is never
+    touched: the result carries the error that makes the test an error."""
+    try:
+        old = read_baseline(path, nodeid)
+    except BaselineError as exc:
+        return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
+    outcome = decide(current, old, rule, update, remeasure, shown)
+    if outcome.write is not None:
+        write_baseline(path, outcome.write)
+    rows = {
+        name: (min(samples), op["calls_per_step"])
+        for name, op in (old or {}).get("ops", {}).items()
+        if (samples := time_samples(op))
+    }
+    untimed = outcome.comparison.untimed if old is not None else None
+    return BaselineResult(
+        shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, outcome.comparison.verdicts, rows
+    )

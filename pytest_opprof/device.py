@@ -384,3 +384,19 @@ def describe(facts: dict[str, Any]) -> str:
         f"{facts.get('cpu_model') or 'unknown CPU'} x{facts.get('cpu_count')}, {facts.get('torch_threads')} torch threads"
     )
     return ", ".join(parts)
+
+
+def resolve_key(option_key: str | None, hooked: object, facts: dict[str, Any]) -> tuple[str, str]:
+    """The device key and where it came from: --opprof-device-key > the pytest_opprof_device_key
+    hook's answer > the facts. A bad hook answer raises ValueError with the one-line reason."""
+    if option_key:
+        return option_key, "--opprof-device-key"
+    if hooked is not None:
+        if not isinstance(hooked, str) or not valid_key(hooked):
+            msg = (
+                f"pytest_opprof_device_key returned {hooked!r}: expected a device key of lowercase letters, "
+                "digits, '.', '_' or '-' (e.g. 'nvidia-a10'), or None for the default"
+            )
+            raise ValueError(msg)
+        return hooked, "pytest_opprof_device_key hook"
+    return device_key(facts), "device"

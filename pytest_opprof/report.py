@@ -18,6 +18,7 @@ from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, time_
 
 if TYPE_CHECKING:
     from .analysis import Profile
+    from .decide import BaselineResult
 
 
 def _ms(value: float) -> str:
@@ -111,7 +112,7 @@ class TestResult:
     outcome: str | None = None  # passed | failed | error | skipped
     profile: Profile | None = None
     trace_path: str | None = None
-    baseline: dict[str, Any] | None = None  # path, status, verdicts, rows (baseline min ms per op)
+    baseline: BaselineResult | None = None
     clocks: list[dict[str, Any]] | None = None  # GPU clock samples around the capture
     unreliable: str | None = None  # why those clocks make the times incomparable
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
@@ -133,6 +134,7 @@ class TestResult:
         controller, which prints and writes the run's report from these records alone. The full
         profile (every op's per-step samples) only when the JSON report wants it."""
         profile = self.profile
+        baseline_rows = self.baseline.to_dict(with_rows=True) if self.baseline else None
         return {
             "nodeid": self.nodeid,
             "outcome": self.outcome,
@@ -142,8 +144,8 @@ class TestResult:
             "clocks": self.clocks or [],
             "unreliable": self.unreliable,
             "cpu_wait": self.cpu_wait,
-            "baseline": {k: v for k, v in self.baseline.items() if k != "rows"} if self.baseline else None,
-            "summary": _summary_block(self.nodeid, self.outcome, profile, top, self.baseline)
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "summary": _summary_block(self.nodeid, self.outcome, profile, top, baseline_rows)
             if profile is not None
             else None,
         }

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
-from .errors import OpprofError
+from .errors import OpprofError, closest_names
 
 
 class SettingsError(OpprofError):
@@ -20,7 +21,7 @@ class SettingsError(OpprofError):
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
-VERDICT_KINDS = ("structure", "work", "time", "environment")
+VERDICT_KINDS = KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +35,9 @@ class Settings:
     trace: str = "failed"
     update_baseline: str | None = None  # None: compare only; "changed" or "all": write baselines
     baseline_dir: str | None = None  # None: .opprof at the rootdir
-    tolerance: float = 0.20
-    min_delta_ms: float = 0.05
-    fail_on: frozenset[str] = frozenset({"structure", "work", "time"})
+    tolerance: float = DEFAULT_TOLERANCE
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS
+    fail_on: frozenset[str] = DEFAULT_FAIL_ON
     ignore_ops: tuple[str, ...] = ()
     device_key: str | None = None  # None: the pytest_opprof_device_key hook, else from the device facts
     strict: bool = False  # an inconclusive time check makes the test an error
@@ -268,3 +269,43 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
         except ValueError as exc:
             raise SettingsError(bad_option(option.flag, raw, str(exc), source)) from None
     return Settings(**values)
+
+
+# -- the marker: per-test overrides of the run's rule -----------------------------------------
+
+# keyword -> parser (raises ValueError naming what it expects)
+MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
+    "tolerance": parse_percentage,
+    "min_delta_ms": parse_ms,
+    "ignore_ops": parse_globs,
+    "fail_on": parse_fail_on,
+}
+
+
+def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
+    """What is wrong with a test's @pytest.mark.opprof(...), in one line; None when nothing."""
+    if args:
+        return f"{nodeid}: @pytest.mark.opprof takes keyword arguments only, got {args!r}"
+    for key, value in kwargs.items():
+        parse = MARKER_KEYWORDS.get(key)
+        if parse is None:
+            close = closest_names(key, MARKER_KEYWORDS)
+            hint = f"; did you mean {close[0]}?" if close else f"; it takes: {', '.join(sorted(MARKER_KEYWORDS))}"
+            return f"{nodeid}: @pytest.mark.opprof got an unknown keyword {key!r}{hint}"
+        try:
+            parse(value)
+        except ValueError as exc:
+            return f"{nodeid}: @pytest.mark.opprof({key}={value!r}): expected {exc}"
+    return None
+
+
+def rule_for(settings: Settings, marker_kwargs: dict[str, object] | None = None) -> Rule:
+    """The run's comparison rule, with a test's (validated) marker overrides."""
+    values: dict[str, Any] = {
+        "tolerance": settings.tolerance,
+        "min_delta_ms": settings.min_delta_ms,
+        "ignore_ops": settings.ignore_ops,
+        "fail_on": settings.fail_on,
+    }
+    values.update({key: MARKER_KEYWORDS[key](value) for key, value in (marker_kwargs or {}).items()})
+    return Rule(**values)

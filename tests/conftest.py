@@ -55,7 +55,7 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
         return clock.apply(read(events, pid, with_shapes), with_shapes)
 
     monkeypatch.setattr(capture, "table_from_kineto", timed)
-    monkeypatch.setattr(importlib.import_module("pytest_opprof.plugin"), "host_ns", clock.host_ns)
+    monkeypatch.setattr(importlib.import_module("pytest_opprof.fixture"), "host_ns", clock.host_ns)
     return clock
 
 

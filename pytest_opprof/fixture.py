@@ -1,0 +1,230 @@
+"""The `opprof` fixture object: captures (run, capture, the whole call) and deferred assertions.
+
+No pytest here: the plugin creates it, drives the whole-call capture, and passes `pytest.fail`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple, NoReturn
+
+from . import assertions
+from .decide import BaselineResult
+from .errors import OpprofUsageError, untrusted_measurement
+
+host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
+
+
+def _usage_error(message: str) -> NoReturn:
+    raise OpprofUsageError(message)
+
+
+def _wait_of(host: list[tuple[int, int | None]]) -> float | None:
+    """The CPU-wait share between the first and last host sample of a capture."""
+    from .device import wait_share
+
+    return wait_share(host[0], host[-1]) if len(host) >= 2 else None
+
+
+class Remeasured(NamedTuple):
+    """A confirmation measurement and the state of the machine during it."""
+
+    profile: Any
+    cpu_wait: float | None
+    unreliable: str | None
+
+
+class OpprofFixture:
+    """The `opprof` fixture: capture operators and assert on them.
+
+    Three ways to capture; the latest finished capture wins:
+    `run(fn, ...)`, `with capture():`, or nothing (the whole test call is one step, and
+    assertions made in the body are checked when it returns).
+    Without --opprof, `run` calls fn once and assertions do nothing.
+    """
+
+    def __init__(
+        self,
+        nodeid: str,
+        enabled: bool,
+        sampler: Callable[[], Any] | None = None,
+        fail: Callable[[str], NoReturn] = _usage_error,
+    ) -> None:
+        self.nodeid = nodeid
+        self.enabled = enabled
+        self._fail = fail  # how a misuse fails the test (the plugin passes pytest.fail)
+        self._sampler = sampler  # GPU clock sample (device.ClockSample) or None
+        self._clocks: list[Any] = []  # samples around the capture in progress
+        self.clocks: list[dict[str, Any]] = []  # those of the latest finished capture
+        self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
+        self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
+        self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
+        self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
+        self._profile: Any = None
+        self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
+        self._deferred: list[assertions.Check] = []
+        self.errors: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
+        self.baseline: BaselineResult | None = None  # what the baseline step found and did
+
+    @property
+    def profile(self) -> Any:
+        """The latest finished capture (a pytest_opprof.Profile), or None."""
+        return self._profile
+
+    # capture ----------------------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
+        """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result."""
+        __tracebackhide__ = True
+        if not self.enabled:
+            return fn(*args, **kwargs)
+        from .capture import run_steps, validate_run_args
+
+        validate_run_args(fn, warmup, steps)
+        self._drop_whole_call()
+        self._clocks, self._host = [], []
+        profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
+        self._finish(profile)
+        self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
+        return result
+
+    @property
+    def can_measure_again(self) -> bool:
+        """Whether the latest capture can be repeated (a run(), not a block or the whole call)."""
+        return self._remeasure is not None
+
+    def measure_again(self) -> Remeasured | None:
+        """The latest run() once more, to confirm a suspected time change."""
+        return self._remeasure() if self._remeasure is not None else None
+
+    @contextmanager
+    def capture(self) -> Iterator[None]:
+        """Profile the block as one step."""
+        if not self.enabled:
+            yield
+            return
+        from .capture import StepRecorder
+
+        self._drop_whole_call()
+        self._clocks, self._host = [], []
+        self._remeasure = None  # a block cannot be run again
+        recorder = StepRecorder(self._probe)
+        recorder.start()
+        try:
+            yield
+        except BaseException:
+            recorder.stop(keep=False)
+            raise
+        self._finish(recorder.stop())
+
+    # assertions -------------------------------------------------------------------------------
+    def assert_op_below(self, op: str, ms: float, per: str = "step", stat: str = "median") -> None:
+        """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
+        Time is device time for ops that ran on a GPU, CPU time otherwise."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.op_below(op, ms, per, stat))
+
+    def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
+        """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.op_count(op, n, min=min, max=max))
+
+    def assert_no_op(self, op: str) -> None:
+        """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
+        __tracebackhide__ = True
+        if self.enabled:
+            from .capture import is_known_op
+
+            self._check(assertions.no_op(op, is_known_op))
+
+    def assert_no_sync(self) -> None:
+        """No host-device synchronisation: cuda/hip *Synchronize calls, aten::item,
+        aten::_local_scalar_dense, device-to-host copies."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.no_sync())
+
+    def assert_total_below(self, ms: float, stat: str = "median") -> None:
+        """The step's wall time is at most `ms` ms, by `stat` over steps."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.total_below(ms, stat))
+
+    # machinery --------------------------------------------------------------------------------
+    def _check(self, check: assertions.Check) -> None:
+        """Run a check now against the latest capture, or at the end of the test call when the
+        whole call is being captured. Arguments were already validated by building `check`."""
+        __tracebackhide__ = True
+        if self._profile is None:
+            if self._whole_call is None:
+                self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
+            self._deferred.append(check)
+            return
+        if self.errors:
+            return  # untrusted numbers: the test becomes an error instead of passing or failing
+        message = check(self._profile)
+        if message is not None:
+            raise AssertionError(message)
+
+    def _probe(self) -> None:
+        self._sample(self._host, self._clocks)
+
+    def _sample(self, host: list[tuple[int, int | None]], clocks: list[Any]) -> None:
+        """Host time and CPU wait, and a GPU clock sample, just before or after a capture."""
+        from .device import cpu_wait_ns
+
+        host.append((host_ns(), cpu_wait_ns()))
+        if self._sampler is not None:
+            clocks.append(self._sampler())
+
+    def _measure_again(self, fn: Callable[..., Any], args: Any, kwargs: Any, warmup: int, steps: int) -> Remeasured:
+        """run()'s measurement once more, with its own CPU-wait share and GPU clock verdict (the
+        report keeps the first one's)."""
+        from .capture import run_steps
+        from .device import unreliable_reason
+
+        host: list[tuple[int, int | None]] = []
+        clocks: list[Any] = []
+        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks))
+        return Remeasured(profile, _wait_of(host), unreliable_reason(clocks))
+
+    def _finish(self, profile: Any) -> None:
+        from .device import unreliable_reason
+
+        self._profile = profile
+        self.clocks = [c.to_dict() for c in self._clocks if c is not None]
+        self.unreliable = unreliable_reason(self._clocks)
+        self.cpu_wait = _wait_of(self._host)
+        trust = [f"{c.name}: {c.message}" for c in profile.errors]
+        self.errors = [untrusted_measurement(trust)] if trust else []
+
+    # the whole test call as one step, driven by the plugin's pytest_runtest_call ----------------
+    def _drop_whole_call(self) -> None:
+        if self._whole_call is not None:
+            self._whole_call.stop(keep=False)
+            self._whole_call = None
+
+    def start_whole_call(self) -> None:
+        """Capture the test call as one step, until a run() or capture() of its own replaces it."""
+        from .capture import StepRecorder
+
+        self._clocks, self._host = [], []
+        self._whole_call = StepRecorder(self._probe)
+        self._whole_call.start()
+
+    def end_whole_call(self, keep: bool) -> None:
+        """End the whole-call capture; keep its profile unless the call failed."""
+        recorder, self._whole_call = self._whole_call, None
+        if recorder is not None:
+            profile = recorder.stop(keep=keep)
+            if profile is not None:
+                self._finish(profile)
+
+    def deferred_failures(self) -> list[str]:
+        """The messages of the assertions made during a whole-call capture that fail."""
+        if self._profile is None or self.errors:
+            return []
+        return [m for check in self._deferred if (m := check(self._profile)) is not None]
