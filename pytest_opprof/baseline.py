@@ -63,6 +63,20 @@ def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     return root.joinpath(_safe_part(device_key), *parts, _safe_part(name.replace("::", ".") or "module") + ".json")
 
 
+def baseline_file(rootpath: Path, baseline_dir: str | None, device_key: str, nodeid: str) -> Path:
+    """A test's baseline file: under --opprof-baseline-dir (relative to the rootdir) or .opprof."""
+    root = Path(baseline_dir) if baseline_dir else Path(".opprof")
+    return baseline_path(root if root.is_absolute() else rootpath / root, device_key, nodeid)
+
+
+def shown_path(path: Path, rootpath: Path) -> str:
+    """A path as messages show it: relative to the rootdir where it can be."""
+    try:
+        return str(path.relative_to(rootpath))
+    except ValueError:
+        return str(path)
+
+
 def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:
     return [round_sig(v / scale) for v in values]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements, time_samples
+from .errors import strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -138,6 +139,15 @@ class BaselineResult:
 
     def failing(self, rule: Rule) -> list[str]:
         return [v.message for v in Comparison(self.verdicts).failing(rule)]
+
+    def errors(self, nodeid: str, rule: Rule, strict: bool, recording: bool) -> list[str]:
+        """What makes the test an error: an unusable file; with strict, when comparing, an
+        inconclusive time check where time may fail the test."""
+        if self.error:
+            return [self.error]
+        if strict and not recording and TIME in rule.fail_on and self.inconclusive:
+            return [strict_inconclusive(nodeid, self.inconclusive[0].message)]
+        return []
 
     @property
     def inconclusive(self) -> list[Verdict]:

@@ -6,63 +6,29 @@ Without --opprof nothing here imports torch or starts a profiler.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .baseline import baseline_from_profile, baseline_path
-from .compare import TIME, Machine, Rule
+from . import hooks
+from .baseline import baseline_file, baseline_from_profile, shown_path
+from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import inert_summary, strict_inconclusive
+from .errors import inert_summary
 from .fixture import OpprofFixture
-from .report import (
-    TestResult,
-    export_trace_path,
-    format_junit_properties,
-    format_problems,
-    format_summary,
-    run_report_json,
-    write_json_atomic,
-    xdist_noise_note,
-)
-from .settings import OPTIONS, Option, Settings, SettingsError, marker_problem, parse_settings, rule_for
+from .report import TestResult, format_junit_properties, run_report_json, summary_lines, write_json_atomic
+from .settings import OPTIONS, Option, RunState, Settings, SettingsError, marker_problem, parse_settings, rule_for
 
 MARKER = "opprof"
-
-
-@dataclass
-class RunState:
-    """What one pytest run knows about opprof (lives in config.stash)."""
-
-    settings: Settings
-    device: dict[str, Any] = field(default_factory=dict)
-    device_key: str | None = None
-    key_source: str = "device"  # device | --opprof-device-key | pytest_opprof_device_key hook
-    nvml: Any = None  # device.Nvml, opened only when torch uses an NVIDIA GPU
-    gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
-    carrying: int = 0  # collected tests that use the fixture or the marker
-    records: list[dict[str, Any]] = field(default_factory=list)  # one per measured test
 
 
 RUN = pytest.StashKey[RunState]()
 
 
-class _HookSpecs:
-    @pytest.hookspec(firstresult=True)
-    def pytest_opprof_device_key(self, config: pytest.Config, facts: dict[str, Any]) -> str | None:
-        """Return the device key (the baseline folder) for this run, or None for the default.
-
-        `facts` are the device facts (see `opprof show` or --opprof-json). Use it to share
-        baselines between machines you know to be equal, or to split them by a fact the default
-        key ignores. --opprof-device-key on the command line wins over this hook.
-        """
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    pluginmanager.add_hookspecs(_HookSpecs)
+    pluginmanager.add_hookspecs(hooks)
 
 
 TEST = pytest.StashKey["OpprofFixture"]()
@@ -75,20 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("opprof", "operator-level performance assertions (pytest-opprof)")
     for option in OPTIONS:
         help_text = f"{option.help} [ini: {option.ini}]".replace("%", "%%")  # argparse formats help
-        if option.metavar is None:
-            group.addoption(option.flag, action="store_true", default=None, dest=_dest(option), help=help_text)
-        elif option.const is not None:
-            group.addoption(
-                option.flag,
-                nargs="?",
-                const=option.const,
-                default=None,
-                dest=_dest(option),
-                metavar=option.metavar,
-                help=help_text,
-            )
-        else:
-            group.addoption(option.flag, default=None, dest=_dest(option), metavar=option.metavar, help=help_text)
+        kind: dict[str, Any] = {"action": "store_true"} if option.metavar is None else {"metavar": option.metavar}
+        if option.const is not None:
+            kind["nargs"], kind["const"] = "?", option.const
+        group.addoption(option.flag, default=None, dest=_dest(option), help=help_text, **kind)
         parser.addini(option.ini, help=option.help, default=None)
 
 
@@ -250,8 +206,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     if profile is None or fixture.errors or state.device_key is None:
         return []
     settings, rootpath = state.settings, item.config.rootpath
-    root = Path(settings.baseline_dir) if settings.baseline_dir else rootpath / ".opprof"
-    path = baseline_path(root if root.is_absolute() else rootpath / root, state.device_key, item.nodeid)
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, item.nodeid)
 
     def measured(again: Any) -> Measurement:
         doc = baseline_from_profile(again.profile, item.nodeid, state.device_key or "", state.device)
@@ -263,22 +218,14 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
     rule = _rule_for(item, settings)
     result = baseline_step(
-        path, _relative(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
+        path, shown_path(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
         remeasure if fixture.can_measure_again else None,
     )  # fmt: skip
     fixture.baseline = result
-    if result.error:
-        fixture.errors.append(result.error)
-    elif settings.strict and result.inconclusive and not settings.update_baseline and TIME in rule.fail_on:
-        fixture.errors.append(strict_inconclusive(item.nodeid, result.inconclusive[0].message))
+    fixture.errors.extend(
+        result.errors(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
+    )
     return [] if settings.update_baseline else result.failing(rule)
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -316,11 +263,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
     settings = item.config.stash[RUN].settings
-    if result.profile is not None and settings.trace_dir:
-        if settings.trace == "all" or result.outcome in ("failed", "error"):
-            path = export_trace_path(Path(settings.trace_dir), result.nodeid)
-            result.profile.export_chrome_trace(str(path))
-            result.trace_path = str(path)
+    result.export_trace(settings.trace_dir, everything=settings.trace == "all")
     # The record rides on the teardown report, so that the xdist controller receives it too.
     report.opprof_record = result.to_record(settings.top, with_profile=settings.json_path is not None)
 
@@ -339,13 +282,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not state.records:
         return
     terminalreporter.write_sep("=", "opprof")
-    terminalreporter.write_line(format_summary(state.records))
-    problems = format_problems(state.records, verbose=config.option.verbose > 0)
-    if problems:
-        terminalreporter.write_line(problems)
-    workers = getattr(config.option, "numprocesses", None)
-    if workers:
-        terminalreporter.write_line(xdist_noise_note(workers))
+    for line in summary_lines(state.records, config.option.verbose > 0, getattr(config.option, "numprocesses", None)):
+        terminalreporter.write_line(line)
     if state.settings.json_path:
         write_json_atomic(
             Path(state.settings.json_path), run_report_json(state.records, state.device, state.device_key)

@@ -117,6 +117,16 @@ class TestResult:
     unreliable: str | None = None  # why those clocks make the times incomparable
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
 
+    def export_trace(self, trace_dir: str | None, everything: bool) -> None:
+        """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
+        or always with `everything` (--opprof-trace=all)."""
+        if self.profile is None or not trace_dir:
+            return
+        if everything or self.outcome in ("failed", "error"):
+            path = export_trace_path(Path(trace_dir), self.nodeid)
+            self.profile.export_chrome_trace(str(path))
+            self.trace_path = str(path)
+
     def record_phase(self, when: str, outcome: str) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome."""
         if outcome == "error":
@@ -372,6 +382,17 @@ def _baseline_lines(records: list[dict[str, Any]]) -> list[str]:
             f"kept {statuses.get('kept', 0)} unchanged (no structure or work change, no conclusive time change; "
             "files untouched)"
         )
+    return lines
+
+
+def summary_lines(records: list[dict[str, Any]], verbose: bool, workers: object = None) -> list[str]:
+    """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
+    lines = [format_summary(records)]
+    problems = format_problems(records, verbose=verbose)
+    if problems:
+        lines.append(problems)
+    if workers:
+        lines.append(xdist_noise_note(workers))
     return lines
 
 

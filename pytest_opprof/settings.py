@@ -7,7 +7,7 @@ with its source to `parse_settings`, which validates all of them when pytest sta
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
@@ -45,6 +45,20 @@ class Settings:
     @property
     def measuring(self) -> bool:
         return self.enabled or self.update_baseline is not None
+
+
+@dataclass
+class RunState:
+    """What one pytest run knows about opprof (lives in config.stash)."""
+
+    settings: Settings
+    device: dict[str, Any] = field(default_factory=dict)
+    device_key: str | None = None
+    key_source: str = "device"  # device | --opprof-device-key | pytest_opprof_device_key hook
+    nvml: Any = None  # device.Nvml, opened only when torch uses an NVIDIA GPU
+    gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
+    carrying: int = 0  # collected tests that use the fixture or the marker
+    records: list[dict[str, Any]] = field(default_factory=list)  # one per measured test
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
