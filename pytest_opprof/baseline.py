@@ -7,24 +7,19 @@ re-recording of unchanged code gives no diff.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
-import unicodedata
 from pathlib import Path
 from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .errors import OpprofError
+from .files import safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
 # The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
 # of every re-recording.
 ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
-_NAME_LIMIT = 100
 
 
 class BaselineError(OpprofError):
@@ -46,21 +41,11 @@ def round_sig(value: float, digits: int = 4) -> float | int:
     return float(f"{value:.{digits}g}")
 
 
-def _safe_part(text: str) -> str:
-    """One path component: readable where it can be, unique always (a hash when changed)."""
-    normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    safe = _UNSAFE.sub("_", normal).strip("._") or "_"
-    if safe != text or len(safe) > _NAME_LIMIT:
-        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-        safe = f"{safe[:_NAME_LIMIT]}-{digest}"
-    return safe
-
-
 def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     """`tests/test_mlp.py::TestX::test_fwd[a/b]` -> `root/<key>/tests/test_mlp.py/TestX.test_fwd[a_b]-<hash>.json`."""
     file_part, _, name = nodeid.partition("::")
-    parts = [_safe_part(p) for p in file_part.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    return root.joinpath(_safe_part(device_key), *parts, _safe_part(name.replace("::", ".") or "module") + ".json")
+    parts = [safe_name(p) for p in file_part.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return root.joinpath(safe_name(device_key), *parts, safe_name(name.replace("::", ".") or "module") + ".json")
 
 
 def baseline_file(rootpath: Path, baseline_dir: str | None, device_key: str, nodeid: str) -> Path:
@@ -175,14 +160,7 @@ def dumps(data: dict[str, Any]) -> str:
 
 def write_baseline(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: a temporary file beside it, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, dumps(data))
 
 
 def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | None:

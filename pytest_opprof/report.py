@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -15,83 +12,12 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, time_samples
+from .files import safe_name, write_atomic
+from .tables import _median_wall_ns, _ms, _per_step, _short
 
 if TYPE_CHECKING:
     from .analysis import Profile
     from .decide import BaselineResult
-
-
-def _ms(value: float) -> str:
-    return f"{value:.3f}"
-
-
-def _per_step(value: float) -> str:
-    return f"{value:g}" if value == int(value) else f"{value:.2f}"
-
-
-def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def _median_wall_ns(profile: Profile) -> int:
-    """The median step wall time, 0 when unknown (a trace without step markers)."""
-    walls = sorted(s.wall_ns for s in profile.step_spans)
-    return walls[len(walls) // 2] if walls and profile.wall_known else 0
-
-
-def ops_table(profile: Profile, top: int | None = 20) -> str:
-    """Ops by time (device time for ops that ran on a device, else CPU): medians per step."""
-    median_wall = _median_wall_ns(profile)
-    rows = []
-    for op in profile.ops[: top or None]:
-        per = op.time_per_step
-        share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
-        rows.append(
-            [
-                _short(op.name),
-                _per_step(op.calls_per_step.median),
-                _ms(op.cpu_per_step.median / 1e6),
-                _ms(op.self_cpu_per_step.median / 1e6),
-                _ms(op.device_per_step.median / 1e6) if op.on_device else "-",
-                share,
-            ]
-        )
-    headers = ["op", "calls/step", "cpu ms/step", "self cpu", "device ms/step", "of step"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
-
-
-def kernels_table(profile: Profile, top: int | None = 20) -> str:
-    rows = [[_short(k.name, 60), k.op or "-", k.calls, _ms(k.device_ns / 1e6)] for k in profile.kernels[: top or None]]
-    return tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True)
-
-
-def memory_table(profile: Profile) -> str:
-    rows = [[m.name, m.calls, _ms(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
-    return tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True)
-
-
-def checks_table(profile: Profile) -> str:
-    rows = [[c.status, c.name, c.message] for c in profile.checks]
-    return tabulate(rows, headers=["check", "name", "message"], disable_numparse=True)
-
-
-def profile_tables(profile: Profile, top: int | None = 20) -> str:
-    """Every table for one profile, with a one-line header."""
-    wall = f"{profile.wall_ms:.3f} ms wall" if profile.wall_ms is not None else "no wall time (no step markers)"
-    device = (
-        f", device {profile.device_ns / 1e6:.3f} ms (busy {profile.device_busy_ms:.3f} ms, "
-        f"not attributed to an op {profile.unattributed_device_ns / 1e6:.3f} ms)"
-        if profile.device_ns
-        else ", no device events"
-    )
-    head = f"{profile.source}: {profile.steps} step{'s' if profile.steps != 1 else ''}, {wall}, {len(profile.ops)} ops{device}"
-    parts = [head, "", ops_table(profile, top)]
-    if profile.kernels:
-        parts += ["", kernels_table(profile, top)]
-    if profile.memory_ops:
-        parts += ["", memory_table(profile)]
-    parts += ["", checks_table(profile)]
-    return "\n".join(parts)
 
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -161,17 +87,8 @@ class TestResult:
         }
 
 
-def safe_filename(text: str, limit: int = 120) -> str:
-    """A file-system-safe name for a node id: no separators or odd characters, bounded length."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "test"
-    if len(safe) > limit:
-        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
-        safe = f"{safe[: limit - 11]}-{digest}"
-    return safe
-
-
 def export_trace_path(trace_dir: Path, nodeid: str) -> Path:
-    return trace_dir / f"{safe_filename(nodeid)}.json.gz"
+    return trace_dir / f"{safe_name(nodeid)}.json.gz"
 
 
 def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]:
@@ -411,10 +328,7 @@ def run_report_json(records: list[dict[str, Any]], device: dict[str, Any], devic
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # -- baselines (`opprof show`) and two measurements side by side (`opprof compare`) -----------

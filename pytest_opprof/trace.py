@@ -17,15 +17,11 @@ from decimal import Decimal, InvalidOperation
 from itertools import compress, repeat
 from operator import eq, is_not, itemgetter, methodcaller
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .analysis import OpWork, Profile, analyze
 from .errors import TraceError, bad_trace, trace_not_found
-
-if TYPE_CHECKING:
-    from .analysis import Profile
-
 from .events import (
-    ANNOTATION,
     CPU_OP,
     DEVICE_KINDS,
     KIND_OF_CATEGORY,
@@ -254,68 +250,8 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
     return TraceFile(str(p), _table_from_rows(rows, str(p)), metadata)
 
 
-def event_to_trace_json(event: Event) -> str:
-    """One event as a Chrome-trace record, its times written exactly (us with ns decimals)."""
-    args: dict[str, Any] = {}
-    if event.external_id:
-        args["External id"] = event.external_id
-    if event.correlation:
-        args["correlation"] = event.correlation
-    if event.shapes or event.dtypes:
-        args["Input Dims"] = event.shapes
-        args["Input type"] = event.dtypes
-    if event.flops:
-        args["flops"] = event.flops
-    if event.kind in DEVICE_KINDS:
-        args["device"] = event.device
-        args["stream"] = event.stream
-        if event.bytes:
-            args["bytes"] = event.bytes
-        ev_pid, ev_tid = event.device, event.stream
-    else:
-        ev_pid, ev_tid = event.pid, event.tid
-    return (
-        f'{{"ph":"X","cat":"{_CATEGORY_OF_KIND[event.kind]}","name":{json.dumps(event.name)},'
-        f'"pid":{ev_pid},"tid":{ev_tid},"ts":{_ns_to_us_text(event.start_ns)},'
-        f'"dur":{_ns_to_us_text(event.dur_ns)},"args":{json.dumps(args)}}}'
-    )
-
-
-_CATEGORY_OF_KIND = {
-    "cpu_op": "cpu_op",
-    ANNOTATION: "user_annotation",
-    "gpu_annotation": "gpu_user_annotation",
-    "kernel": "kernel",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-    "runtime": "cuda_runtime",
-    "sync": "cuda_sync",
-}
-
-
-def _ns_to_us_text(ns: int) -> str:
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(ns), 1000)
-    return f"{sign}{q}.{r:03d}"
-
-
-def write_trace(path: str | os.PathLike[str], events: list[Event], metadata: dict[str, Any]) -> None:
-    """Write events as a Chrome/Perfetto trace (.json, or .json.gz by the file name), atomically."""
-    head = json.dumps({k: v for k, v in metadata.items() if k != "traceEvents"})[:-1]
-    body = ",\n".join(event_to_trace_json(e) for e in events)
-    sep = ", " if head != "{" else ""
-    data = f'{head}{sep}"traceEvents": [\n{body}\n]}}\n'.encode()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_bytes(gzip.compress(data) if p.name.endswith(".gz") else data)
-    os.replace(tmp, p)
-
-
 def load_trace(path: str | os.PathLike[str]) -> Profile:
     """Read a Kineto/Chrome trace file and analyse it into a Profile."""
-    from .analysis import analyze
-
     with gc_paused():
         trace = read_trace(path)
         profile = analyze(trace.table, source=trace.path, metadata=trace.metadata)
@@ -335,8 +271,6 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
 
 def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -> Profile:
     """The ops' work that a trace we exported carries in its header (a run()'s signature step)."""
-    from .analysis import OpWork
-
     try:
         work = {str(name): OpWork.from_json(data) for name, data in opprof["work"].items()}
         steps = opprof.get("work_steps")

@@ -12,8 +12,8 @@ from builders import kernel, launch, op, step
 from conftest import SHARED_TRACES
 from rawsums import independent_sums
 
+from pytest_opprof.chrome import write_trace
 from pytest_opprof.cli import main
-from pytest_opprof.trace import write_trace
 
 SHARED_NAMES = sorted(p.name for p in SHARED_TRACES.glob("*.json.gz")) if SHARED_TRACES.is_dir() else []
 

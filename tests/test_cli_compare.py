@@ -14,8 +14,9 @@ from builders import kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
+from pytest_opprof.chrome import write_trace
 from pytest_opprof.cli import main
-from pytest_opprof.trace import load_trace, write_trace
+from pytest_opprof.trace import load_trace
 
 ENV = {"torch": "2.13.0", "cuda": "12.4", "driver": "550.54.15", "gpu_name": "x"}
 

@@ -14,7 +14,8 @@ from rawsums import independent_sums
 
 from pytest_opprof import TraceError, load_trace
 from pytest_opprof.analysis import analyze
-from pytest_opprof.trace import read_trace, us_text_to_ns, write_trace
+from pytest_opprof.chrome import write_trace
+from pytest_opprof.trace import read_trace, us_text_to_ns
 
 SHARED_NAMES = [
     "a100-alexnet.json.gz",

@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..chrome import write_trace
 from ..events import Event, EventTable, freeze
+from ..tables import profile_tables
 
 SCHEMA = 1
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
@@ -444,14 +446,10 @@ class Profile:
 
     def table(self, top: int | None = 20) -> str:
         """The ops, kernels, memory ops and checks as text tables."""
-        from ..report import profile_tables  # report reads profiles; import late to keep one way
-
         return profile_tables(self, top=top)
 
     def export_chrome_trace(self, path: str) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
-        from ..trace import write_trace
-
         opprof = {
             "source": self.source,
             "reference_ns": self.reference_ns,

@@ -1,0 +1,39 @@
+"""Files we write: one atomic writer and one file-name sanitiser for baselines, traces, reports."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import unicodedata
+import uuid
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
+NAME_LIMIT = 100
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `path` whole or not at all: a uniquely named temporary file beside it (two writers
+    never share one), then a rename; the temporary file is removed if anything fails."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def safe_name(text: str) -> str:
+    """One path component made file-system safe: readable where it can be, unique always (a
+    short hash of the original whenever it had to change or was longer than NAME_LIMIT)."""
+    normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    safe = _UNSAFE.sub("_", normal).strip("._") or "_"
+    if safe != text or len(safe) > NAME_LIMIT:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        safe = f"{safe[:NAME_LIMIT]}-{digest}"
+    return safe
