@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable
 
-Check = Callable[["Profile"], "str | None"]
+Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
@@ -64,7 +64,7 @@ def _count(name: str, value: object) -> int:
     return value
 
 
-def op_below(op: str, ms: float, per: str = "step", stat: str = "median") -> Check:
+def op_below(op: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
     """Every op matching `op` takes at most `ms` per step (or per call), by `stat` over steps."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
@@ -95,7 +95,7 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
     return "; ".join(msg for _, msg in failures)
 
 
-def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> Check:
+def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> Assertion:
     """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max]."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
@@ -138,7 +138,7 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
     return count_mismatch(op, per_step, expected, contexts)
 
 
-def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Check:
+def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Assertion:
     """No op (or memory op) matching `op` ran. An exact name torch does not know is an error:
     a typo would otherwise pass forever."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
@@ -174,7 +174,7 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     return None
 
 
-def no_sync() -> Check:
+def no_sync() -> Assertion:
     """No host-device synchronisation: sync runtime calls, aten::item/_local_scalar_dense, DtoH copies."""
     return _no_sync
 
@@ -186,7 +186,7 @@ def _no_sync(profile: Profile) -> str | None:
     return host_syncs(found) if found else None
 
 
-def total_below(ms: float, stat: str = "median") -> Check:
+def total_below(ms: float, stat: str = "median") -> Assertion:
     """The step's wall time is at most `ms`, by `stat` over steps."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     limit = validate_ms("ms", ms)

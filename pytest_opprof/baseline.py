@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import Dist, OpStats, Profile
-from .errors import OpprofError
+from .errors import BaselineError
 from .files import safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -20,10 +20,6 @@ READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
 # The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
 # of every re-recording.
 ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model")
-
-
-class BaselineError(OpprofError):
-    """A baseline file that cannot be used; the message names the file and the fix."""
 
 
 def bad_baseline(

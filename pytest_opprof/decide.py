@@ -140,7 +140,7 @@ class BaselineResult:
     def failing(self, rule: Rule) -> list[str]:
         return [v.message for v in Comparison(self.verdicts).failing(rule)]
 
-    def errors(self, nodeid: str, rule: Rule, strict: bool, recording: bool) -> list[str]:
+    def error_messages(self, nodeid: str, rule: Rule, strict: bool, recording: bool) -> list[str]:
         """What makes the test an error: an unusable file; with strict, when comparing, an
         inconclusive time check where time may fail the test."""
         if self.error:

@@ -5,7 +5,10 @@ Tests import these formatters so they assert the real text.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
+
+from .units import ms_text, ns_to_ms
 
 
 class OpprofError(Exception):
@@ -18,6 +21,14 @@ class TraceError(OpprofError):
 
 class CaptureError(OpprofError):
     """A live capture that cannot start or finish."""
+
+
+class BaselineError(OpprofError):
+    """A baseline file that cannot be used; the message names the file and the fix."""
+
+
+class SettingsError(OpprofError):
+    """A bad option value; the plugin turns it into a pytest UsageError."""
 
 
 def bad_trace(path: object, reason: str) -> str:
@@ -49,7 +60,6 @@ def bad_argument(name: str, value: object, expected: str) -> str:
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
     """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
     Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"."""
-    import difflib
 
     def bare(name: str) -> str:
         return name.rsplit("::", 1)[-1].lower()
@@ -67,11 +77,11 @@ class OpprofUsageError(OpprofError):
     """A bad argument to an opprof call (negative ms, steps < 1, an unknown stat...)."""
 
 
-# -- assertion messages (DESIGN §4) -----------------------------------------------------------
+# -- assertion messages -------------------------------------------------------------------------
 
 
 def _ms(value_ns: float) -> str:
-    return f"{value_ns / 1e6:.2f}"
+    return ms_text(ns_to_ms(value_ns), 2)
 
 
 def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str, samples: tuple[float, ...]) -> str:

@@ -64,8 +64,8 @@ class OpprofFixture:
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
-        self._deferred: list[assertions.Check] = []
-        self.errors: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
+        self._deferred: list[assertions.Assertion] = []
+        self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
 
     @property
@@ -154,7 +154,7 @@ class OpprofFixture:
             self._check(assertions.total_below(ms, stat))
 
     # machinery --------------------------------------------------------------------------------
-    def _check(self, check: assertions.Check) -> None:
+    def _check(self, check: assertions.Assertion) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`."""
         __tracebackhide__ = True
@@ -163,7 +163,7 @@ class OpprofFixture:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
             self._deferred.append(check)
             return
-        if self.errors:
+        if self.error_messages:
             return  # untrusted numbers: the test becomes an error instead of passing or failing
         message = check(self._profile)
         if message is not None:
@@ -199,7 +199,7 @@ class OpprofFixture:
         self.unreliable = unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
-        self.errors = [untrusted_measurement(trust)] if trust else []
+        self.error_messages = [untrusted_measurement(trust)] if trust else []
 
     # the whole test call as one step, driven by the plugin's pytest_runtest_call ----------------
     def _drop_whole_call(self) -> None:
@@ -225,6 +225,6 @@ class OpprofFixture:
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""
-        if self._profile is None or self.errors:
+        if self._profile is None or self.error_messages:
             return []
         return [m for check in self._deferred if (m := check(self._profile)) is not None]

@@ -203,7 +203,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
     """Compare with the test's baseline, or record it; return the failing verdicts' messages."""
     profile = fixture.profile
-    if profile is None or fixture.errors or state.device_key is None:
+    if profile is None or fixture.error_messages or state.device_key is None:
         return []
     settings, rootpath = state.settings, item.config.rootpath
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key, item.nodeid)
@@ -222,8 +222,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         remeasure if fixture.can_measure_again else None,
     )  # fmt: skip
     fixture.baseline = result
-    fixture.errors.extend(
-        result.errors(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
+    fixture.error_messages.extend(
+        result.error_messages(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
     )
     return [] if settings.update_baseline else result.failing(rule)
 
@@ -234,10 +234,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     fixture = item.stash.get(TEST, None)
     if fixture is None or not fixture.enabled:
         return report
-    if call.when == "call" and report.passed and fixture.errors:
+    if call.when == "call" and report.passed and fixture.error_messages:
         # Untrusted numbers or an unusable baseline are neither a pass nor a fail: an error.
         report.outcome = "failed"
-        report.longrepr = "\n".join(fixture.errors)
+        report.longrepr = "\n".join(fixture.error_messages)
         report.opprof_untrusted = True
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)

@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, time_samples
 from .files import safe_name, write_atomic
-from .tables import _median_wall_ns, _ms, _per_step, _short
+from .tables import median_wall_ns, ms_cell, per_step_text, short
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -121,7 +121,7 @@ def format_summary(records: list[dict[str, Any]]) -> str:
 
 
 def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
-    median_wall = _median_wall_ns(profile)
+    median_wall = median_wall_ns(profile)
     rows_base = (baseline or {}).get("rows") or {}
     verdict_of = {v["op"]: _verdict_word(v) for v in (baseline or {}).get("verdicts", []) if v.get("op")}
     compared = bool(baseline and baseline.get("status") in ("compared", "kept", "changed", "rewritten"))
@@ -129,10 +129,10 @@ def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None =
     for op in profile.ops[:top]:
         per = op.time_per_step
         row = [
-            _short(op.name),
-            _per_step(op.calls_per_step.median),
-            _ms(per.median / 1e6),
-            _ms(per.min / 1e6),
+            short(op.name),
+            per_step_text(op.calls_per_step.median),
+            ms_cell(per.median / 1e6),
+            ms_cell(per.min / 1e6),
             "device" if op.on_device else "cpu",
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
         ]
@@ -141,7 +141,7 @@ def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None =
             new_min = per.min / 1e6
             recounted = base_calls is not None and statistics.median(base_calls) != op.calls_per_step.median
             row += [
-                _ms(base) if base is not None else "new",
+                ms_cell(base) if base is not None else "new",
                 f"{100 * (new_min - base) / base:+.0f}%" if base else "",
                 "calls changed" if recounted else verdict_of.get(op.name, "ok" if base is not None else "added"),
             ]
@@ -359,11 +359,11 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
         times = time_samples(op) or [0]
         rows.append(
             [
-                _short(name),
-                _per_step(_median(op["calls_per_step"] or [0])),
-                _ms(_median(times)),
-                _ms(min(times)),
-                _ms(_median(op["cpu_ms"] or [0])),
+                short(name),
+                per_step_text(_median(op["calls_per_step"] or [0])),
+                ms_cell(_median(times)),
+                ms_cell(min(times)),
+                ms_cell(_median(op["cpu_ms"] or [0])),
                 "device" if op.get("on_device") else "cpu",
             ]
         )
@@ -375,10 +375,10 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
     if kernels:
         krows = [
             [
-                _short(name, 60),
+                short(name, 60),
                 ", ".join(k.get("ops") or []) or "-",
-                _per_step(_median(k["calls_per_step"] or [0])),
-                _ms(_median(k["device_ms"] or [0])),
+                per_step_text(_median(k["calls_per_step"] or [0])),
+                ms_cell(_median(k["device_ms"] or [0])),
             ]
             for name, k in kernels[:top]
         ]
@@ -389,7 +389,12 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
     memory = doc.get("memory_ops") or {}
     if memory:
         mrows = [
-            [name, _per_step(_median(m["calls_per_step"] or [0])), _ms(_median(m["device_ms"] or [0])), m.get("bytes")]
+            [
+                name,
+                per_step_text(_median(m["calls_per_step"] or [0])),
+                ms_cell(_median(m["device_ms"] or [0])),
+                m.get("bytes"),
+            ]
             for name, m in sorted(memory.items())
         ]
         parts += [
@@ -410,9 +415,9 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
         ratio = r.ratio
         table.append(
             [
-                _short(r.op, 60),
-                "-" if r.a_calls is None else _per_step(r.a_calls),
-                "-" if r.b_calls is None else _per_step(r.b_calls),
+                short(r.op, 60),
+                "-" if r.a_calls is None else per_step_text(r.a_calls),
+                "-" if r.b_calls is None else per_step_text(r.b_calls),
                 _num(r.a_ms, ".3f"),
                 _num(r.b_ms, ".3f"),
                 f"{ratio:.2f}x" if ratio is not None else "-",
@@ -436,10 +441,10 @@ def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int =
             for kernels in (r.kernels_a, r.kernels_b):
                 if i < len(kernels):
                     name, calls, ms = kernels[i]
-                    cells += [_short(name, 48), f"{_per_step(calls)}x {ms:.3f}"]
+                    cells += [short(name, 48), f"{per_step_text(calls)}x {ms:.3f}"]
                 else:
                     cells += ["", ""]
-            table.append([_short(r.op, 40) if i == 0 else "", *cells])
+            table.append([short(r.op, 40) if i == 0 else "", *cells])
     if not table:
         return ""
     headers = ["op", "A kernels", "calls x ms/step", "B kernels", "calls x ms/step"]

@@ -12,12 +12,7 @@ from typing import Any
 
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
-from .errors import OpprofError, closest_names
-
-
-class SettingsError(OpprofError):
-    """A bad option value; the plugin turns it into a pytest UsageError."""
-
+from .errors import SettingsError, closest_names
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")

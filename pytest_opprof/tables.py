@@ -10,23 +10,25 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
+from .units import ms_text
+
 if TYPE_CHECKING:  # for annotations only: the model imports this module
     from .analysis import Profile
 
 
-def _ms(value: float) -> str:
-    return f"{value:.3f}"
+def ms_cell(value: float) -> str:
+    return ms_text(value)
 
 
-def _per_step(value: float) -> str:
+def per_step_text(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.2f}"
 
 
-def _short(name: str, width: int = 70) -> str:
+def short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _median_wall_ns(profile: Profile) -> int:
+def median_wall_ns(profile: Profile) -> int:
     """The median step wall time, 0 when unknown (a trace without step markers)."""
     walls = sorted(s.wall_ns for s in profile.step_spans)
     return walls[len(walls) // 2] if walls and profile.wall_known else 0
@@ -34,18 +36,18 @@ def _median_wall_ns(profile: Profile) -> int:
 
 def ops_table(profile: Profile, top: int | None = 20) -> str:
     """Ops by time (device time for ops that ran on a device, else CPU): medians per step."""
-    median_wall = _median_wall_ns(profile)
+    median_wall = median_wall_ns(profile)
     rows = []
     for op in profile.ops[: top or None]:
         per = op.time_per_step
         share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
         rows.append(
             [
-                _short(op.name),
-                _per_step(op.calls_per_step.median),
-                _ms(op.cpu_per_step.median / 1e6),
-                _ms(op.self_cpu_per_step.median / 1e6),
-                _ms(op.device_per_step.median / 1e6) if op.on_device else "-",
+                short(op.name),
+                per_step_text(op.calls_per_step.median),
+                ms_cell(op.cpu_per_step.median / 1e6),
+                ms_cell(op.self_cpu_per_step.median / 1e6),
+                ms_cell(op.device_per_step.median / 1e6) if op.on_device else "-",
                 share,
             ]
         )
@@ -54,12 +56,14 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
 
 
 def kernels_table(profile: Profile, top: int | None = 20) -> str:
-    rows = [[_short(k.name, 60), k.op or "-", k.calls, _ms(k.device_ns / 1e6)] for k in profile.kernels[: top or None]]
+    rows = [
+        [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
+    ]
     return tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True)
 
 
 def memory_table(profile: Profile) -> str:
-    rows = [[m.name, m.calls, _ms(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
+    rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
     return tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True)
 
 

@@ -1,4 +1,4 @@
-"""The trust checks of a measurement (DESIGN §7), each a function: events present, device
+"""The trust checks of a measurement, each a function: events present, device
 events delivered, steps repeatable, timings within wall time, spread narrow enough, ops inside
 the steps. A check that fires with `error` makes the measurement untrusted."""
 
@@ -11,6 +11,7 @@ from itertools import compress, repeat
 from operator import lt
 
 from ..events import Event
+from ..units import ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, OpStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
@@ -60,7 +61,7 @@ def trust_checks(
 
 
 def _fmt_ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
+    return f"{ms_text(ns_to_ms(ns))} ms"
 
 
 def _events(n_ops: int, n_device: int) -> Check:

@@ -15,6 +15,7 @@ from typing import Any
 from ..chrome import write_trace
 from ..events import Event, EventTable, freeze
 from ..tables import profile_tables
+from ..units import ns_to_ms
 
 SCHEMA = 1
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
@@ -26,10 +27,6 @@ OK, WARNING, ERROR = "ok", "warning", "error"
 # Host-device synchronisation: runtime calls, CPU ops, and device-to-host copies.
 SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent$")
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
-
-
-def ns_to_ms(ns: float) -> float:
-    return ns / 1e6
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
