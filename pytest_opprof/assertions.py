@@ -18,6 +18,7 @@ from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .errors import (
     OpprofUsageError,
     bad_argument,
+    closest_names,
     count_mismatch,
     host_syncs,
     no_match,
@@ -168,8 +169,6 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     if found:
         return unexpected_ops(op, found)
     if not is_glob(op) and is_known is not None and not is_known(op):
-        from .errors import closest_names
-
         return unknown_op(op, closest_names(op, (o.name for o in profile.ops)))
     return None
 

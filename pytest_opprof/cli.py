@@ -17,8 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
+from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, b_regressed, side_by_side
+from .device import key_from_trace_metadata
 from .errors import OpprofError
+from .report import baseline_tables, kernels_under_ops_table, side_by_side_table
+from .settings import parse_ms, parse_percentage
+from .trace import load_trace
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_TOP = 20
@@ -46,8 +51,6 @@ def _positive_int(text: str) -> int:
 
 
 def _percentage(text: str) -> float:
-    from .settings import parse_percentage
-
     try:
         return parse_percentage(text)
     except ValueError as exc:
@@ -55,8 +58,6 @@ def _percentage(text: str) -> float:
 
 
 def _milliseconds(text: str) -> float:
-    from .settings import parse_ms
-
     try:
         return parse_ms(text)
     except ValueError as exc:
@@ -122,8 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from .trace import load_trace
-
     profile = load_trace(args.trace)
     if args.json:
         data = profile.to_dict()
@@ -141,8 +140,6 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _baselines_at(path: Path) -> list[tuple[Path, dict[str, Any]]]:
     """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
-    from .baseline import BaselineError, read_baseline, read_baseline_dir
-
     if path.is_dir():
         return read_baseline_dir(path)
     if not path.exists():
@@ -153,8 +150,6 @@ def _baselines_at(path: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .report import baseline_tables
-
     found = _baselines_at(Path(args.path))
     if args.json:
         docs = []
@@ -200,9 +195,6 @@ def _is_trace(path: Path) -> bool:
 
 
 def _load_side(text: str) -> _Side:
-    from .baseline import BaselineError, baseline_from_profile
-    from .device import key_from_trace_metadata
-    from .trace import load_trace
 
     path = Path(text)
     if path.is_file() and _is_trace(path):
@@ -244,8 +236,6 @@ def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, dict[str, Any], dict[str
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .compare import b_regressed, side_by_side
-    from .report import kernels_under_ops_table, side_by_side_table
 
     dirs = [Path(p).is_dir() for p in (args.a, args.b)]
     if dirs[0] != dirs[1]:  # before reading anything: a folder can be large

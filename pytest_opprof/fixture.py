@@ -10,7 +10,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, NoReturn
 
-from . import assertions
+from . import (
+    assertions,
+    device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
+)
+from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
 from .errors import OpprofUsageError, untrusted_measurement
 
@@ -23,9 +27,7 @@ def _usage_error(message: str) -> NoReturn:
 
 def _wait_of(host: list[tuple[int, int | None]]) -> float | None:
     """The CPU-wait share between the first and last host sample of a capture."""
-    from .device import wait_share
-
-    return wait_share(host[0], host[-1]) if len(host) >= 2 else None
+    return device.wait_share(host[0], host[-1]) if len(host) >= 2 else None
 
 
 class Remeasured(NamedTuple):
@@ -79,8 +81,6 @@ class OpprofFixture:
         __tracebackhide__ = True
         if not self.enabled:
             return fn(*args, **kwargs)
-        from .capture import run_steps, validate_run_args
-
         validate_run_args(fn, warmup, steps)
         self._drop_whole_call()
         self._clocks, self._host = [], []
@@ -104,8 +104,6 @@ class OpprofFixture:
         if not self.enabled:
             yield
             return
-        from .capture import StepRecorder
-
         self._drop_whole_call()
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
@@ -136,8 +134,6 @@ class OpprofFixture:
         """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
         __tracebackhide__ = True
         if self.enabled:
-            from .capture import is_known_op
-
             self._check(assertions.no_op(op, is_known_op))
 
     def assert_no_sync(self) -> None:
@@ -174,29 +170,23 @@ class OpprofFixture:
 
     def _sample(self, host: list[tuple[int, int | None]], clocks: list[Any]) -> None:
         """Host time and CPU wait, and a GPU clock sample, just before or after a capture."""
-        from .device import cpu_wait_ns
-
-        host.append((host_ns(), cpu_wait_ns()))
+        host.append((host_ns(), device.cpu_wait_ns()))
         if self._sampler is not None:
             clocks.append(self._sampler())
 
     def _measure_again(self, fn: Callable[..., Any], args: Any, kwargs: Any, warmup: int, steps: int) -> Remeasured:
         """run()'s measurement once more, with its own CPU-wait share and GPU clock verdict (the
         report keeps the first one's)."""
-        from .capture import run_steps
-        from .device import unreliable_reason
 
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
         profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks))
-        return Remeasured(profile, _wait_of(host), unreliable_reason(clocks))
+        return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks))
 
     def _finish(self, profile: Any) -> None:
-        from .device import unreliable_reason
-
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
-        self.unreliable = unreliable_reason(self._clocks)
+        self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.error_messages = [untrusted_measurement(trust)] if trust else []
@@ -209,8 +199,6 @@ class OpprofFixture:
 
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""
-        from .capture import StepRecorder
-
         self._clocks, self._host = [], []
         self._whole_call = StepRecorder(self._probe)
         self._whole_call.start()
