@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
@@ -27,7 +27,7 @@ from .errors import (
     unknown_op,
 )
 
-STATS = {"median": median, "min": min, "max": max}
+STATS: dict[str, Callable[[Sequence[float]], float]] = {"median": median, "min": min, "max": max}
 PERS = ("step", "call")
 _DTOH = "Memcpy DtoH*"
 _GLOB = re.compile(r"[*?\[]")
@@ -55,7 +55,7 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if value not in choices:
         raise OpprofUsageError(bad_argument(name, value, " or ".join(repr(c) for c in choices)))
-    return value  # type: ignore[return-value]
+    return str(value)
 
 
 def _count(name: str, value: object) -> int:
@@ -75,13 +75,16 @@ def op_below(op: str, ms: float, per: str = "step", stat: str = "median") -> Ass
     return lambda profile: _op_below(profile, op, limit, per, stat, reduce)
 
 
-def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Callable) -> str | None:
+Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
+
+
+def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
     matched = profile.match(op)
     if not matched:
         return no_match(op, (o.name for o in profile.ops))
     failures = []
     for stats in matched:
-        samples = stats.time_per_step.samples
+        samples: tuple[float, ...] = stats.time_per_step.samples
         if per == "call":
             calls = stats.calls_per_step.samples
             samples = tuple(t / c for t, c in zip(samples, calls) if c)
@@ -193,7 +196,7 @@ def total_below(ms: float, stat: str = "median") -> Assertion:
     return lambda profile: _total_below(profile, limit, stat, reduce)
 
 
-def _total_below(profile: Profile, limit: float, stat: str, reduce: Callable) -> str | None:
+def _total_below(profile: Profile, limit: float, stat: str, reduce: Reduce) -> str | None:
     samples = tuple(s.wall_ns for s in profile.step_spans)
     value = reduce(samples)
     if value > limit * 1e6:

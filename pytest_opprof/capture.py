@@ -136,7 +136,7 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP:
             e = kineto_events[i]
-            table.shapes[i] = freeze(cls.shapes(e))
+            table.shapes[i] = freeze(cls.shapes(e))  # type: ignore[call-overload]  # nested tuples of ints
             table.dtypes[i] = tuple(cls.dtypes(e))
             table.flops[i] = int(cls.flops(e) or 0)
 

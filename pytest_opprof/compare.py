@@ -109,7 +109,7 @@ def _ignored(name: str, patterns: Iterable[str]) -> bool:
 
 def _calls(entry: dict[str, Any]) -> float:
     samples = entry.get("calls_per_step") or [0]
-    return median(samples)
+    return float(median(samples))
 
 
 def _fmt_calls(value: float) -> str:
@@ -350,7 +350,7 @@ def _reference_ratio(current: dict[str, Any], baseline: dict[str, Any], key: str
     new, old = current.get(key), baseline.get(key)
     if not new or not old:
         return None
-    return new / old
+    return float(new / old)
 
 
 def speed_words(ratio: float) -> str:
@@ -490,7 +490,7 @@ def side_by_side(
     ka, kb = _kernels_by_op(a, stat), _kernels_by_op(b, stat)
     rows = []
     for name in sorted(set(a["ops"]) | set(b["ops"])):
-        sides = []
+        sides: list[tuple[float | None, float | None, str | None]] = []
         for doc in (a, b):
             entry = doc["ops"].get(name)
             if entry is None:

@@ -269,7 +269,7 @@ class Nvml:
         return ClockSample(
             sm_mhz=self.call("nvmlDeviceGetClockInfo", handle, _NVML_CLOCK_SM),
             sm_max_mhz=self.call("nvmlDeviceGetMaxClockInfo", handle, _NVML_CLOCK_SM),
-            reasons=tuple(reason_names(mask)) if mask is not None else None,
+            reasons=tuple(reason_names(mask) or ()) if mask is not None else None,
         )
 
     def facts(self, handle: Any) -> dict[str, Any]:

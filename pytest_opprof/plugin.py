@@ -265,7 +265,8 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     settings = item.config.stash[RUN].settings
     result.export_trace(settings.trace_dir, everything=settings.trace == "all")
     # The record rides on the teardown report, so that the xdist controller receives it too.
-    report.opprof_record = result.to_record(settings.top, with_profile=settings.json_path is not None)
+    record = result.to_record(settings.top, with_profile=settings.json_path is not None)
+    report.opprof_record = record  # type: ignore[attr-defined]
 
 
 # -- the end of the run ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ with its source to `parse_settings`, which validates all of them when pytest sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,7 +291,7 @@ MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
 }
 
 
-def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
+def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> str | None:
     """What is wrong with a test's @pytest.mark.opprof(...), in one line; None when nothing."""
     if args:
         return f"{nodeid}: @pytest.mark.opprof takes keyword arguments only, got {args!r}"
@@ -308,7 +308,7 @@ def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: dict[str, obje
     return None
 
 
-def rule_for(settings: Settings, marker_kwargs: dict[str, object] | None = None) -> Rule:
+def rule_for(settings: Settings, marker_kwargs: Mapping[str, object] | None = None) -> Rule:
     """The run's comparison rule, with a test's (validated) marker overrides."""
     values: dict[str, Any] = {
         "tolerance": settings.tolerance,

@@ -52,24 +52,24 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
             ]
         )
     headers = ["op", "calls/step", "cpu ms/step", "self cpu", "device ms/step", "of step"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    return str(tabulate(rows, headers=headers, disable_numparse=True))
 
 
 def kernels_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
     ]
-    return tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True)
+    return str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
 
 
 def memory_table(profile: Profile) -> str:
     rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
-    return tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True)
+    return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
 
 
 def checks_table(profile: Profile) -> str:
     rows = [[c.status, c.name, c.message] for c in profile.checks]
-    return tabulate(rows, headers=["check", "name", "message"], disable_numparse=True)
+    return str(tabulate(rows, headers=["check", "name", "message"], disable_numparse=True))
 
 
 def profile_tables(profile: Profile, top: int | None = 20) -> str:

@@ -258,15 +258,18 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     # A trace we exported carries the machine-speed references of its capture.
     opprof = trace.metadata.get("opprof")
     opprof = opprof if isinstance(opprof, dict) else {}
-    found = {}
-    for key in ("reference_ns", "dispatch_reference_ns"):
-        value = opprof.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            found[key] = value
-    profile = replace(profile, **found) if found else profile
+    found = {key: _positive_int(opprof.get(key)) for key in ("reference_ns", "dispatch_reference_ns")}
+    if any(found.values()):
+        profile = replace(
+            profile, reference_ns=found["reference_ns"], dispatch_reference_ns=found["dispatch_reference_ns"]
+        )
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
     return profile
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -> Profile:

@@ -191,8 +191,11 @@ class OpColumns:
         return len(self.names)
 
     def keep(self, keep: list[bool]) -> OpColumns:
+        def kept(column: Sequence[Any]) -> list[Any]:
+            return list(compress(column, keep))
+
         return OpColumns(
-            *(list(compress(c, keep)) for c in (self.rows, self.names, self.starts, self.durs, self.pids, self.tids))
+            kept(self.rows), kept(self.names), kept(self.starts), kept(self.durs), kept(self.pids), kept(self.tids)
         )
 
 
@@ -202,10 +205,11 @@ def op_columns(t: EventTable, rows: Rows) -> OpColumns:
     is_op = list(map(_CPU_OP_KIND.__contains__, t.kind))
     for i in rows.old_markers:
         is_op[i] = False
-    return OpColumns(
-        list(compress(range(len(t)), is_op)),
-        *(list(compress(c, is_op)) for c in (t.name, t.start_ns, t.dur_ns, t.pid, t.tid)),
-    )
+
+    def kept(column: Sequence[Any]) -> list[Any]:
+        return list(compress(column, is_op))
+
+    return OpColumns(kept(range(len(t))), kept(t.name), kept(t.start_ns), kept(t.dur_ns), kept(t.pid), kept(t.tid))
 
 
 # -- 4. nesting -------------------------------------------------------------------------------
