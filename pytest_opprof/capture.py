@@ -266,9 +266,8 @@ def _best_ns(work: Callable[[], Any]) -> int:
 def machine_reference_ns(torch: Any) -> int:
     """The best of 8 timings of a fixed CPU workload (a 256x256 float matmul, torch's threads).
 
-    Taken around every capture and stored with baselines: on a shared runner a whole process can
-    run 1.5x slower than the last one (seen here); a time move in the machine's direction is then
-    inconclusive (compare.explained_by_machine).
+    Taken around every capture and stored with baselines: a time move in the machine's direction
+    is then inconclusive (compare.explained_by_machine; measurements in docs/design.md).
     """
     a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
     with torch.no_grad():
@@ -278,9 +277,8 @@ def machine_reference_ns(torch: Any) -> int:
 def dispatch_reference_ns(torch: Any) -> int:
     """The best of 8 timings of 100 one-element torch additions: the dispatch path, scalar code.
 
-    The matmul reference is vector code and barely notices a core shared with another tenant
-    (x1.1 here, while a Python loop ran x1.8 and a small convolution x1.4); this one does, and
-    a slowdown while it ran slower is inconclusive (compare.explained_by_machine).
+    Scalar code notices a core shared with another tenant that the vector matmul barely does
+    (docs/design.md); a slowdown while it ran slower is inconclusive.
     """
     one = torch.ones(1)
 

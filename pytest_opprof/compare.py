@@ -7,8 +7,7 @@ In order of trust, each a function below:
    the steps says the move is real, and the machine cannot explain it; otherwise inconclusive;
 4. environment: device key or software versions differ (reported).
 
-Why the minimum: on a shared CPU the per-step median of identical code moved 0.75-1.42 ms
-between runs while the minimum stayed within 0.69-0.77 ms. Interference only ever adds time.
+Why the minimum, why "inconclusive" instead of a widened limit: docs/design.md.
 """
 
 from __future__ import annotations
@@ -543,12 +542,8 @@ def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA
 def merge_measurements(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """Two measurements of the same test as one: every op's per-step samples from both.
 
-    Used to confirm a suspected time regression: interference that hit the first measurement
-    rarely hits the second, while a real slowdown shows in both. The samples are pooled as they
-    are: the two ran seconds apart in one process, so a difference of their reference workload
-    times is noise of the reference more than of the machine (scaling by it hid a real 2x
-    slowdown once). The merged document keeps the faster of the two measurements' references
-    (the pooled minimum may come from either; the less excused of the two is the safe one).
+    Confirms a suspected time change: interference rarely hits twice, a slowdown shows in both.
+    Pooled unscaled, keeping the faster of each reference (the less excused; docs/design.md).
     """
     merged = dict(first)
     for section in ("ops", "memory_ops", "kernels"):
