@@ -77,6 +77,13 @@ class Verdict:
             "why": self.why,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        return cls(
+            data["kind"], data["status"], data["message"], data.get("op"), data.get("baseline_ms"),
+            data.get("ms"), data.get("p"), data.get("why"),
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Comparison:

@@ -166,6 +166,16 @@ class BaselineResult:
             found["rows"] = {name: list(row) for name, row in self.rows.items()}
         return found
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BaselineResult:
+        """The inverse of to_dict (what crossed from an xdist worker)."""
+        rows = {name: (row[0], row[1]) for name, row in (data.get("rows") or {}).items()}
+        verdicts = tuple(Verdict.from_dict(v) for v in data.get("verdicts", []))
+        return cls(
+            data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"),
+            verdicts, rows,
+        )  # fmt: skip
+
 
 def baseline_step(
     path: Path,

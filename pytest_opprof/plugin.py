@@ -18,7 +18,7 @@ from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import inert_summary
 from .fixture import OpprofFixture
-from .report import TestResult, format_junit_properties, run_report_json, summary_lines, write_json_atomic
+from .report import TestRecord, TestResult, format_junit_properties, run_report_json, summary_lines, write_json_atomic
 from .settings import OPTIONS, Option, RunState, Settings, SettingsError, marker_problem, parse_settings, rule_for
 
 MARKER = "opprof"
@@ -112,7 +112,7 @@ class _RecordCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "opprof_record", None)
         if record is not None:
-            self.state.records.append(record)
+            self.state.records.append(TestRecord.from_dict(record))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -266,7 +266,7 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     result.export_trace(settings.trace_dir, everything=settings.trace == "all")
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(settings.top, with_profile=settings.json_path is not None)
-    report.opprof_record = record  # type: ignore[attr-defined]
+    report.opprof_record = record.to_dict()  # type: ignore[attr-defined]  # plain JSON: xdist carries it
 
 
 # -- the end of the run ------------------------------------------------------------------------

@@ -7,18 +7,15 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tabulate import tabulate
 
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, time_samples
+from .analysis import Check, Profile
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, time_samples
+from .decide import BaselineResult
 from .files import safe_name, write_atomic
 from .tables import median_wall_ns, ms_cell, per_step_text, short
-
-if TYPE_CHECKING:
-    from .analysis import Profile
-    from .decide import BaselineResult
-
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -65,26 +62,77 @@ class TestResult:
         elif outcome == "passed" and when == "call" and self.outcome is None:
             self.outcome = "passed"
 
-    def to_record(self, top: int, with_profile: bool = True) -> dict[str, Any]:
-        """Plain JSON-able data: it travels on the test report from an xdist worker to the
-        controller, which prints and writes the run's report from these records alone. The full
-        profile (every op's per-step samples) only when the JSON report wants it."""
+    def to_record(self, top: int, with_profile: bool = True) -> TestRecord:
+        """What the controller needs of this test: it prints and writes the run's report from
+        these records alone. The full profile (every op's per-step samples) only when the JSON
+        report wants it."""
         profile = self.profile
         baseline_rows = self.baseline.to_dict(with_rows=True) if self.baseline else None
+        return TestRecord(
+            self.nodeid,
+            self.outcome,
+            profile.to_dict() if profile is not None and with_profile else None,
+            profile.checks if profile is not None else (),
+            self.trace_path,
+            tuple(self.clocks or ()),
+            self.unreliable,
+            self.cpu_wait,
+            self.baseline,
+            _summary_block(self.nodeid, self.outcome, profile, top, baseline_rows) if profile is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """One measured test as the controller sees it (from an xdist worker too: as `to_dict()` on
+    the teardown report); the summary and the JSON report are made from these."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: str | None
+    profile: dict[str, Any] | None  # Profile.to_dict(), when the JSON report wants it
+    checks: tuple[Check, ...]
+    trace: str | None
+    clocks: tuple[dict[str, Any], ...]  # GPU clock samples around the capture
+    unreliable: str | None  # why those clocks make the times incomparable
+    cpu_wait: float | None  # share of the capture our threads waited for a CPU
+    baseline: BaselineResult | None
+    summary: str | None  # the test's header and table in the terminal summary
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,
             "outcome": self.outcome,
-            "profile": profile.to_dict() if profile is not None and with_profile else None,
-            "checks": [c.to_dict() for c in profile.checks] if profile is not None else [],
-            "trace": self.trace_path,
-            "clocks": self.clocks or [],
+            "profile": self.profile,
+            "checks": [c.to_dict() for c in self.checks],
+            "trace": self.trace,
+            "clocks": list(self.clocks),
             "unreliable": self.unreliable,
             "cpu_wait": self.cpu_wait,
             "baseline": self.baseline.to_dict() if self.baseline else None,
-            "summary": _summary_block(self.nodeid, self.outcome, profile, top, baseline_rows)
-            if profile is not None
-            else None,
+            "summary": self.summary,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestRecord:
+        baseline = data.get("baseline")
+        return cls(
+            data["nodeid"],
+            data.get("outcome"),
+            data.get("profile"),
+            tuple(Check.from_dict(c) for c in data.get("checks", [])),
+            data.get("trace"),
+            tuple(data.get("clocks") or ()),
+            data.get("unreliable"),
+            data.get("cpu_wait"),
+            BaselineResult.from_dict(baseline) if baseline else None,
+            data.get("summary"),
+        )
+
+    @property
+    def baseline_status(self) -> str | None:
+        return self.baseline.status if self.baseline else None
 
 
 def export_trace_path(trace_dir: Path, nodeid: str) -> Path:
@@ -115,9 +163,9 @@ def _summary_block(
     return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top, baseline)}"
 
 
-def format_summary(records: list[dict[str, Any]]) -> str:
+def format_summary(records: list[TestRecord]) -> str:
     """Per measured test, its top ops: calls/step, ms/step, device or CPU time, share of the step."""
-    return "\n\n".join(r["summary"] for r in records if r.get("summary"))
+    return "\n\n".join(r.summary for r in records if r.summary)
 
 
 def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
@@ -159,7 +207,7 @@ def _verdict_word(verdict: dict[str, Any]) -> str:
     return f"{verdict['kind']} {verdict['status']}"
 
 
-def format_problems(records: list[dict[str, Any]], verbose: bool = False) -> str:
+def format_problems(records: list[TestRecord], verbose: bool = False) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
     `verbose`), trust warnings and errors, traces written; then the run's lines on baselines."""
     lines = []
@@ -168,15 +216,15 @@ def format_problems(records: list[dict[str, Any]], verbose: bool = False) -> str
     return "\n".join(lines + _run_lines(records))
 
 
-def _test_lines(record: dict[str, Any], verbose: bool) -> list[str]:
-    nodeid, baseline = record["nodeid"], record.get("baseline") or {}
+def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
+    nodeid, baseline = record.nodeid, record.baseline
     lines = []
-    if record.get("unreliable"):
+    if record.unreliable:
         lines.append(
-            f"{nodeid}: unreliable measurement: {record['unreliable']}; "
+            f"{nodeid}: unreliable measurement: {record.unreliable}; "
             "time verdicts are inconclusive, and no baseline is recorded from it"
         )
-    remeasured = baseline.get("remeasured")
+    remeasured = baseline.remeasured if baseline else None
     if remeasured == "not confirmed":
         lines.append(
             f"{nodeid}: the first measurement looked slower than the baseline; "
@@ -184,34 +232,33 @@ def _test_lines(record: dict[str, Any], verbose: bool) -> list[str]:
         )
     elif remeasured == "confirmed":
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
-    recording = baseline.get("status") in RECORDING
-    lines += [f"{nodeid}: {line}" for line in verdict_lines(baseline.get("verdicts", []), verbose, recording)]
-    wait = record.get("cpu_wait")
-    if baseline.get("status") in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
+    if baseline:
+        recording = baseline.status in RECORDING
+        lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, recording)]
+    wait = record.cpu_wait
+    if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
             f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
             "of the capture: its CPU times may be inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
         )
-    for check in record["checks"]:
-        if check["status"] != "ok":
-            lines.append(f"{nodeid}: {check['status']} {check['name']}: {check['message']}")
-    if record.get("trace"):
-        lines.append(f"{nodeid}: trace written to {record['trace']}")
+    lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in record.checks if c.status != "ok"]
+    if record.trace:
+        lines.append(f"{nodeid}: trace written to {record.trace}")
     return lines
 
 
 _MORE = "-v or --opprof-json lists them all"
 
 
-def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False, recording: bool = False) -> list[str]:
+def verdict_lines(verdicts: list[Verdict], verbose: bool = False, recording: bool = False) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `recording`: the run updated baselines."""
     if verbose:
-        return [v["message"] for v in verdicts]
-    groups: dict[str, list[dict[str, Any]]] = {}
+        return [v.message for v in verdicts]
+    groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
-        key = "inconclusive" if v["status"] == INCONCLUSIVE else v["kind"]
+        key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
         groups.setdefault(key, []).append(v)
     lines = []
     for key, group in groups.items():
@@ -220,41 +267,39 @@ def verdict_lines(verdicts: list[dict[str, Any]], verbose: bool = False, recordi
         elif key == TIME:
             lines.append(_time_line(group))
         elif len(group) == 1:
-            lines.append(group[0]["message"])
+            lines.append(group[0].message)
         else:
-            lines.append(
-                f"{key} changed in {len(group)} ops: {group[0]['message']}; and {len(group) - 1} more ({_MORE})"
-            )
+            lines.append(f"{key} changed in {len(group)} ops: {group[0].message}; and {len(group) - 1} more ({_MORE})")
     return lines
 
 
-def _time_line(group: list[dict[str, Any]]) -> str:
-    first, *others = sorted(group, key=lambda v: v["status"] != "regressed")  # slower ones first
-    counts = Counter(_SPEED[v["status"]] for v in others)
+def _time_line(group: list[Verdict]) -> str:
+    first, *others = sorted(group, key=lambda v: v.status != "regressed")  # slower ones first
+    counts = Counter(_SPEED[v.status] for v in others)
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
-    keep = "; pytest --opprof-update-baseline records the faster times" if first["status"] == "improved" else ""
-    return f"time: {first['message']}{more}{keep}"
+    keep = "; pytest --opprof-update-baseline records the faster times" if first.status == "improved" else ""
+    return f"time: {first.message}{more}{keep}"
 
 
 _SPEED = {"regressed": "slower", "improved": "faster"}
 
 
-def _inconclusive_line(group: list[dict[str, Any]], recording: bool = False) -> str:
-    ops = ", ".join(v["op"] for v in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+def _inconclusive_line(group: list[Verdict], recording: bool = False) -> str:
+    ops = ", ".join(v.op or "" for v in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
     if recording:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
     return (
-        f"time inconclusive for {ops}: {group[0].get('why')}; {outcome}; rerun on a quiet machine "
+        f"time inconclusive for {ops}: {group[0].why}; {outcome}; rerun on a quiet machine "
         "(no other load, no -n on a small runner) for a time verdict"
     )
 
 
-def _run_lines(records: list[dict[str, Any]]) -> list[str]:
+def _run_lines(records: list[TestRecord]) -> list[str]:
     """The run's lines: tests not judged on time, old baselines, then missing and written ones."""
     lines = []
-    untimed = [r["nodeid"] for r in records if (r.get("baseline") or {}).get("untimed")]
+    untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
     if untimed:
         shown = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more" if len(untimed) > 3 else "")
         lines.append(
@@ -263,7 +308,7 @@ def _run_lines(records: list[dict[str, Any]]) -> list[str]:
             "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
             "for a time check"
         )
-    old = sum(1 for r in records if (r.get("baseline") or {}).get("schema") == 1)
+    old = sum(1 for r in records if r.baseline and r.baseline.schema == 1)
     if old:
         lines.append(
             f"opprof: {old} baseline{'s' if old != 1 else ''} of schema 1 (no work signatures, counts before "
@@ -277,11 +322,11 @@ def _tests(n: int) -> str:
     return f"{n} test{'s' if n != 1 else ''}"
 
 
-def _baseline_lines(records: list[dict[str, Any]]) -> list[str]:
+def _baseline_lines(records: list[TestRecord]) -> list[str]:
     lines = []
     statuses: dict[str, int] = {}
     for record in records:
-        status = (record.get("baseline") or {}).get("status")
+        status = record.baseline_status
         if status:
             statuses[status] = statuses.get(status, 0) + 1
     if statuses.get("missing"):
@@ -302,7 +347,7 @@ def _baseline_lines(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def summary_lines(records: list[dict[str, Any]], verbose: bool, workers: object = None) -> list[str]:
+def summary_lines(records: list[TestRecord], verbose: bool, workers: object = None) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     lines = [format_summary(records)]
     problems = format_problems(records, verbose=verbose)
@@ -320,10 +365,10 @@ def xdist_noise_note(workers: object) -> str:
     )
 
 
-def run_report_json(records: list[dict[str, Any]], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
+def run_report_json(records: list[TestRecord], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
     """The --opprof-json document (schema 1): device facts and, per measured test, nodeid,
     outcome, profile (Profile.to_dict()), checks and trace path."""
-    tests = [{k: v for k, v in r.items() if k != "summary"} for r in sorted(records, key=lambda r: r["nodeid"])]
+    tests = [{k: v for k, v in r.to_dict().items() if k != "summary"} for r in sorted(records, key=lambda r: r.nodeid)]
     return {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "tests": tests}
 
 

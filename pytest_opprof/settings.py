@@ -53,7 +53,7 @@ class RunState:
     nvml: Any = None  # device.Nvml, opened only when torch uses an NVIDIA GPU
     gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
     carrying: int = 0  # collected tests that use the fixture or the marker
-    records: list[dict[str, Any]] = field(default_factory=list)  # one per measured test
+    records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

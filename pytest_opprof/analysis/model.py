@@ -314,6 +314,10 @@ class Check:
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "status": self.status, "message": self.message}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> Check:
+        return cls(data["name"], data["status"], data["message"])
+
 
 @dataclass(frozen=True, slots=True)
 class StepSpan:
