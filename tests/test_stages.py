@@ -97,3 +97,11 @@ def test_device_attribution_self_inclusive_and_unattributed():
     assert device.self_dev_ns[linear] == 0 and device.unattributed_ns == 2_000
     assert device.total_ns == sum(device.self_dev_ns) + device.unattributed_ns
     assert [(k.name, k.op) for k in device.kernel_stats(1)] == [("gemm", "aten::addmm"), ("orphan", None)]
+
+
+def test_runtime_calls_without_any_cpu_op():
+    """A trace with runtime calls and kernels but no CPU op analyses (all device time unattributed)."""
+    from pytest_opprof.analysis import analyze
+
+    profile = analyze([launch(10, corr=1), kernel("gemm", 20, 5, corr=1)])
+    assert profile.ops == () and profile.unattributed_device_ns == 5_000

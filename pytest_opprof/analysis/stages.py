@@ -282,7 +282,12 @@ class _Items:
 def _thread_groups(ops: OpColumns, runtime: list[Event]) -> list[list[int]]:
     pids, tids = ops.pids, ops.tids
     n_items = len(ops) + len(runtime)
-    if len(set(pids)) <= 1 and len(set(tids)) <= 1 and all(r.pid == pids[0] and r.tid == tids[0] for r in runtime):
+    if (
+        pids
+        and len(set(pids)) <= 1
+        and len(set(tids)) <= 1
+        and all(r.pid == pids[0] and r.tid == tids[0] for r in runtime)
+    ):
         return [list(range(n_items))]
     item_thread = list(zip(pids, tids)) + [(r.pid, r.tid) for r in runtime]
     by_thread: dict[tuple[int, int], list[int]] = {th: [] for th in set(item_thread)}
