@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import Dist, OpStats, Profile
+from .documents import BaselineDoc
 from .errors import BaselineError
 from .files import safe_name, write_atomic
 
@@ -95,10 +96,13 @@ def _kernels_by_launcher(profile: Profile) -> dict[str, dict[str, int | float]]:
     return {op: dict(sorted(kernels.items())) for op, kernels in found.items()}
 
 
-def baseline_from_profile(
-    profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]
-) -> dict[str, Any]:
+def baseline_from_profile(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> BaselineDoc:
     """The baseline document for one measured test (also the form compare() reads)."""
+    return BaselineDoc.from_dict(_document(profile, nodeid, device_key, environment))
+
+
+def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> dict[str, Any]:
+    """The document in its JSON form (rounded as files hold it)."""
     ops = {}
     launched = _kernels_by_launcher(profile)
     for op in profile.ops:
@@ -154,12 +158,12 @@ def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_baseline(path: Path, data: dict[str, Any]) -> None:
+def write_baseline(path: Path, doc: BaselineDoc) -> None:
     """Write atomically: a temporary file beside it, then a rename."""
-    write_atomic(path, dumps(data))
+    write_atomic(path, dumps(doc.to_dict()))
 
 
-def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | None:
+def read_baseline(path: Path, nodeid: str | None = None) -> BaselineDoc | None:
     """The baseline at `path`, None when there is none. A file that cannot be used raises
     BaselineError naming it and the fix; the file is never touched."""
     try:
@@ -185,68 +189,13 @@ def read_baseline(path: Path, nodeid: str | None = None) -> dict[str, Any] | Non
         )
     if nodeid is not None and data.get("nodeid") != nodeid:
         raise BaselineError(bad_baseline(path, f"belongs to {data.get('nodeid')!r}, not {nodeid!r}"))
-    for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
-        if not isinstance(data.get(key), kind):
-            raise BaselineError(bad_baseline(path, f"'{key}' is missing or not a {kind.__name__}"))
-    for key in ("reference_ms", "dispatch_reference_ms"):
-        value = data.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise BaselineError(bad_baseline(path, f"'{key}' is {value!r}, not a positive number or null"))
-    for name, op in data["ops"].items():
-        if not isinstance(op, dict) or not all(
-            isinstance(op.get(k), list) for k in ("calls_per_step", "cpu_ms", "device_ms")
-        ):
-            raise BaselineError(bad_baseline(path, f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"))
-        problem = _work_problem(op.get("work"))
-        if problem:
-            raise BaselineError(bad_baseline(path, f"op {name!r}: 'work' {problem}"))
-    return data
+    try:
+        return BaselineDoc.from_dict(data)
+    except ValueError as exc:
+        raise BaselineError(bad_baseline(path, str(exc))) from None
 
 
-def _work_problem(work: Any) -> str | None:
-    """What is wrong with an op's 'work' entry, None when it is fine (or absent: schema 1)."""
-    if work is None:
-        return None
-    if not isinstance(work, dict):
-        return "is not an object or null"
-    sigs = work.get("signatures")
-    if not isinstance(sigs, list) or not all(_signature_ok(s) for s in sigs):
-        return "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
-    if not _number(work.get("flops_per_step")):
-        return "has no number flops_per_step"
-    for key in ("kernels", "bytes_per_step"):
-        table = work.get(key)
-        if not isinstance(table, dict) or not all(_number(v) for v in table.values()):
-            return f"has no {key} object of numbers"
-    return None
-
-
-def _signature_ok(sig: Any) -> bool:
-    return (
-        isinstance(sig, dict)
-        and isinstance(sig.get("shapes"), list)
-        and all(_shape_ok(shape) for shape in sig["shapes"])
-        and isinstance(sig.get("dtypes"), list)
-        and all(isinstance(t, str) for t in sig["dtypes"])
-        and _number(sig.get("calls_per_step"))
-    )
-
-
-def _shape_ok(shape: Any) -> bool:
-    """A shape: a list of integers, or of shapes (a list of tensors)."""
-    return isinstance(shape, list) and all(
-        (isinstance(d, int) and not isinstance(d, bool)) or _shape_ok(d) for d in shape
-    )
-
-
-_LARGEST = 1e30  # beyond any count, FLOPs or bytes per step; keeps ratios finite
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _LARGEST
-
-
-def read_baseline_dir(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """Every baseline file under a folder (a device-key folder or the whole baseline dir),
     sorted by path. A file that cannot be used raises BaselineError naming it."""
     if not path.is_dir():

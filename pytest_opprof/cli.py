@@ -20,6 +20,7 @@ from typing import Any
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, b_regressed, side_by_side
 from .device import key_from_trace_metadata
+from .documents import BaselineDoc
 from .errors import OpprofError
 from .report import baseline_tables, kernels_under_ops_table, side_by_side_table
 from .settings import parse_ms, parse_percentage
@@ -138,7 +139,7 @@ def _analyze(args: argparse.Namespace) -> int:
 # -- show -----------------------------------------------------------------------------------------
 
 
-def _baselines_at(path: Path) -> list[tuple[Path, dict[str, Any]]]:
+def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
     if path.is_dir():
         return read_baseline_dir(path)
@@ -153,8 +154,8 @@ def _show(args: argparse.Namespace) -> int:
     found = _baselines_at(Path(args.path))
     if args.json:
         docs = []
-        for path, doc in found:
-            doc = dict(doc, path=str(path))
+        for path, found_doc in found:
+            doc = dict(found_doc.to_dict(), path=str(path))
             if args.top is not None:
                 doc["ops"] = dict(list(doc["ops"].items())[: args.top])
             docs.append(doc)
@@ -170,16 +171,16 @@ def _show(args: argparse.Namespace) -> int:
 class _Side:
     """One side of a comparison: its baseline documents by test, and how to name it."""
 
-    def __init__(self, path: Path, kind: str, docs: dict[str, dict[str, Any]], device_key: str | None) -> None:
+    def __init__(self, path: Path, kind: str, docs: dict[str, BaselineDoc], device_key: str | None) -> None:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
 
     def to_dict(self) -> dict[str, Any]:
-        environments = {json.dumps(d.get("environment"), sort_keys=True) for d in self.docs.values()}
+        environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
         return {
             "path": str(self.path),
             "kind": self.kind,
             "device_key": self.device_key,
-            "environment": next(iter(self.docs.values())).get("environment") if len(environments) == 1 else None,
+            "environment": next(iter(self.docs.values())).environment if len(environments) == 1 else None,
         }
 
 
@@ -204,24 +205,24 @@ def _load_side(text: str) -> _Side:
         return _Side(path, "trace", {path.name: doc}, key)
     found = _baselines_at(path)
     if path.is_dir():
-        keys = sorted({str(doc.get("device_key")) for _, doc in found})
+        keys = sorted({str(doc.device_key) for _, doc in found})
         if len(keys) > 1:
             raise BaselineError(
                 f"{path}: holds baselines of {len(keys)} device keys ({', '.join(keys)}); "
                 f"pass one device-key folder, e.g. {path / keys[0]}"
             )
-        docs: dict[str, dict[str, Any]] = {}
+        docs: dict[str, BaselineDoc] = {}
         for file, doc in found:
-            nodeid = str(doc.get("nodeid"))
+            nodeid = doc.nodeid
             if nodeid in docs:
                 raise BaselineError(f"{file}: a second baseline of {nodeid!r} under {path}; delete the stray file")
             docs[nodeid] = doc
         return _Side(path, "baselines", docs, keys[0])
     ((_, doc),) = found
-    return _Side(path, "baseline", {str(doc.get("nodeid")): doc}, doc.get("device_key"))
+    return _Side(path, "baseline", {doc.nodeid: doc}, doc.device_key)
 
 
-def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any]]], list[str], list[str]]:
+def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, BaselineDoc, BaselineDoc]], list[str], list[str]]:
     """(test, A doc, B doc) pairs, and the tests only A or only B has."""
     if a.kind != "baselines":  # one measurement on each side, whatever its name
         ((na, da),) = a.docs.items()

@@ -15,12 +15,13 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from statistics import median
-from typing import Any
+from typing import Any, TypeVar
 
 from .analysis import inputs_text
+from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
 
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
 KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
@@ -113,18 +114,17 @@ def _ignored(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def _calls(entry: dict[str, Any]) -> float:
-    samples = entry.get("calls_per_step") or [0]
-    return float(median(samples))
+def _calls(entry: OpEntry | KernelEntry | MemoryEntry) -> float:
+    return float(median(entry.calls_per_step or (0,)))
 
 
 def _fmt_calls(value: float) -> str:
     return f"{value:g}"
 
 
-def time_samples(entry: dict[str, Any]) -> list[float]:
+def time_samples(entry: OpEntry) -> list[float]:
     """An op's per-step time in a baseline document: device ms if it ran on a device, else CPU ms."""
-    return list(entry["device_ms"] if entry.get("on_device") else entry["cpu_ms"])
+    return list(entry.time_samples)
 
 
 def rank_test_p(new: list[float], base: list[float]) -> float:
@@ -158,7 +158,7 @@ def rank_test_p(new: list[float], base: list[float]) -> float:
 
 
 def compare(
-    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, path: str = "", machine: Machine | None = None
+    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, path: str = "", machine: Machine | None = None
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
     ops whose structure and work are unchanged, and only where `machine` cannot explain a move."""
@@ -174,14 +174,15 @@ def compare(
 # -- 1. structure ------------------------------------------------------------------------------
 
 
-def _structure(
-    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, where: str
-) -> tuple[list[Verdict], set[str]]:
+def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: str) -> tuple[list[Verdict], set[str]]:
     """One verdict listing every op and memory op whose calls per step changed; and their names."""
     changes: list[str] = []
     names: set[str] = set()
-    for section in ("ops", "memory_ops"):
-        new_ops, old_ops = current[section], baseline[section]
+    sections: tuple[tuple[Mapping[str, OpEntry | MemoryEntry], Mapping[str, OpEntry | MemoryEntry]], ...] = (
+        (current.ops, baseline.ops),
+        (current.memory_ops, baseline.memory_ops),
+    )
+    for new_ops, old_ops in sections:
         for name in sorted(set(new_ops) | set(old_ops)):
             if _ignored(name, rule.ignore_ops):
                 continue
@@ -204,11 +205,11 @@ def _structure(
 # -- 2. work -----------------------------------------------------------------------------------
 
 
-def _work(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, skip: set[str], where: str) -> list[Verdict]:
+def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
     """A verdict per op whose work changed (both sides recorded it; its call count did not change)."""
     verdicts = []
-    for name in sorted(set(current["ops"]) & set(baseline["ops"])):
-        new, old = current["ops"][name].get("work"), baseline["ops"][name].get("work")
+    for name in sorted(set(current.ops) & set(baseline.ops)):
+        new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
             continue
         parts = work_changes(new, old)
@@ -217,16 +218,19 @@ def _work(current: dict[str, Any], baseline: dict[str, Any], rule: Rule, skip: s
     return verdicts
 
 
-def work_changes(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
+def work_changes(new: WorkEntry, old: WorkEntry) -> list[str]:
     """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes."""
     parts = []
-    if new["flops_per_step"] != old["flops_per_step"]:
-        parts.append(_flops_change(old["flops_per_step"], new["flops_per_step"]))
+    if new.flops_per_step != old.flops_per_step:
+        parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
     sig_new, sig_old = _signatures(new), _signatures(old)
     if sig_new != sig_old:
         parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
-    for key, what, fmt in (("kernels", "kernels", _fmt_calls), ("bytes_per_step", "bytes per step", si)):
-        a, b = old.get(key) or {}, new.get(key) or {}
+    tables = (
+        ("kernels", old.kernels, new.kernels, _fmt_calls),
+        ("bytes per step", old.bytes_per_step, new.bytes_per_step, si),
+    )
+    for what, a, b, fmt in tables:
         if a != b:
             changed = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
             shown = ", ".join(f"{n} {fmt(a.get(n, 0))} -> {fmt(b.get(n, 0))}" for n in changed[:3])
@@ -249,13 +253,13 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def _signatures(work: dict[str, Any]) -> dict[str, tuple[str, float]]:
+def _signatures(work: WorkEntry) -> dict[str, tuple[str, float]]:
     """Input signature (exact: its shapes and types as JSON) -> (readable text, calls per step)."""
     found: dict[str, tuple[str, float]] = {}
-    for sig in work["signatures"]:
-        key = json.dumps([sig["shapes"], sig["dtypes"]])
-        calls = found.get(key, ("", 0))[1] + sig["calls_per_step"]
-        found[key] = (inputs_text(_tuples(sig["shapes"]), tuple(sig["dtypes"])), calls)
+    for sig in work.signatures:
+        key = json.dumps([sig.shapes, list(sig.dtypes)])
+        calls = found.get(key, ("", 0.0))[1] + sig.calls_per_step
+        found[key] = (inputs_text(_tuples(sig.shapes), sig.dtypes), calls)
     return found
 
 
@@ -285,14 +289,9 @@ def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, fl
 # -- 3. time -----------------------------------------------------------------------------------
 
 
-def _steps(doc: dict[str, Any]) -> int:
-    steps = (doc.get("capture") or {}).get("steps")
-    return steps if isinstance(steps, int) else len(doc.get("events_per_step") or [])
-
-
-def _untimed(current: dict[str, Any], baseline: dict[str, Any]) -> str | None:
+def _untimed(current: BaselineDoc, baseline: BaselineDoc) -> str | None:
     """Why this test's times are reported, never judged: too few steps on a side."""
-    steps = min(_steps(current), _steps(baseline))
+    steps = min(current.steps, baseline.steps)
     if steps >= MIN_TIME_STEPS:
         return None
     captured = "a single-step capture" if steps == 1 else f"{steps} steps"
@@ -316,10 +315,10 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
 
 
 def _time(
-    current: dict[str, Any], baseline: dict[str, Any], rule: Rule, machine: Machine, skip: set[str], where: str
+    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
     verdicts = []
-    for name in sorted(set(current["ops"]) & set(baseline["ops"]) - skip):
+    for name in sorted(set(current.ops) & set(baseline.ops) - skip):
         if _ignored(name, rule.ignore_ops):
             continue
         verdict = _op_time(name, current, baseline, rule, machine, where)
@@ -329,9 +328,9 @@ def _time(
 
 
 def _op_time(
-    name: str, current: dict[str, Any], baseline: dict[str, Any], rule: Rule, machine: Machine, where: str
+    name: str, current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, where: str
 ) -> Verdict | None:
-    new_s, old_s = time_samples(current["ops"][name]), time_samples(baseline["ops"][name])
+    new_s, old_s = time_samples(current.ops[name]), time_samples(baseline.ops[name])
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -342,7 +341,7 @@ def _op_time(
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    on_device = bool(current["ops"][name].get("on_device"))
+    on_device = current.ops[name].on_device
     why = explained_by_machine(slower, on_device, current, baseline, machine)
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
     if why:
@@ -351,9 +350,9 @@ def _op_time(
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
-def _reference_ratio(current: dict[str, Any], baseline: dict[str, Any], key: str) -> float | None:
+def _reference_ratio(current: BaselineDoc, baseline: BaselineDoc, key: str) -> float | None:
     """A reference workload's time in this run over the baseline's (None when either lacks it)."""
-    new, old = current.get(key), baseline.get(key)
+    new, old = getattr(current, key), getattr(baseline, key)
     if not new or not old:
         return None
     return float(new / old)
@@ -365,7 +364,7 @@ def speed_words(ratio: float) -> str:
 
 
 def explained_by_machine(
-    slower: bool, on_device: bool, current: dict[str, Any], baseline: dict[str, Any], machine: Machine
+    slower: bool, on_device: bool, current: BaselineDoc, baseline: BaselineDoc, machine: Machine
 ) -> str | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
 
@@ -387,12 +386,12 @@ def explained_by_machine(
 # -- 4. environment ----------------------------------------------------------------------------
 
 
-def _environment(current: dict[str, Any], baseline: dict[str, Any], where: str) -> list[Verdict]:
+def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
     differ = []
-    if current.get("device_key") != baseline.get("device_key"):
-        differ.append(f"device {baseline.get('device_key')} -> {current.get('device_key')}")
+    if current.device_key != baseline.device_key:
+        differ.append(f"device {baseline.device_key} -> {current.device_key}")
     for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
-        old, new = (baseline.get("environment") or {}).get(key), (current.get("environment") or {}).get(key)
+        old, new = baseline.environment.get(key), current.environment.get(key)
         if old != new:
             differ.append(f"{key} {old} -> {new}")
     if not differ:
@@ -464,13 +463,13 @@ def _stat(samples: list[float], stat: str) -> float:
     return min(samples) if stat == "min" else median(samples)
 
 
-def _kernels_by_op(doc: dict[str, Any], stat: str) -> dict[str, list[tuple[str, float, float]]]:
+def _kernels_by_op(doc: BaselineDoc, stat: str) -> dict[str, list[tuple[str, float, float]]]:
     """Kernels (named per architecture) under the op that launched them."""
     by_op: dict[str, list[tuple[str, float, float]]] = {}
-    for name, k in doc.get("kernels", {}).items():
-        calls = median(k.get("calls_per_step") or [0])
-        ms = _stat(k.get("device_ms") or [0.0], stat)
-        for op in k.get("ops") or ["(no launching op)"]:
+    for name, k in doc.kernels.items():
+        calls = float(median(k.calls_per_step or (0,)))
+        ms = _stat(list(k.device_ms or (0.0,)), stat)
+        for op in k.ops or ("(no launching op)",):
             by_op.setdefault(op, []).append((name, calls, ms))
     for rows in by_op.values():
         rows.sort(key=lambda r: (-r[2], r[0]))
@@ -478,8 +477,8 @@ def _kernels_by_op(doc: dict[str, Any], stat: str) -> dict[str, list[tuple[str, 
 
 
 def side_by_side(
-    a: dict[str, Any],
-    b: dict[str, Any],
+    a: BaselineDoc,
+    b: BaselineDoc,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     min_delta_ms: float = DEFAULT_MIN_DELTA_MS,
@@ -495,10 +494,10 @@ def side_by_side(
         raise ValueError(f"stat must be one of {', '.join(SIDE_STATS)}")
     ka, kb = _kernels_by_op(a, stat), _kernels_by_op(b, stat)
     rows = []
-    for name in sorted(set(a["ops"]) | set(b["ops"])):
+    for name in sorted(set(a.ops) | set(b.ops)):
         sides: list[tuple[float | None, float | None, str | None]] = []
         for doc in (a, b):
-            entry = doc["ops"].get(name)
+            entry = doc.ops.get(name)
             if entry is None:
                 sides.append((None, None, None))
                 continue
@@ -507,7 +506,7 @@ def side_by_side(
                 (
                     _calls(entry),
                     _stat(samples, stat) if samples else 0.0,
-                    "device" if entry.get("on_device") else "cpu",
+                    "device" if entry.on_device else "cpu",
                 )
             )
         (a_calls, a_ms, a_time), (b_calls, b_ms, b_time) = sides
@@ -546,32 +545,49 @@ def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA
     return [r for r in rows if r.status == "slower" or (r.status == "added" and (r.b_ms or 0.0) > min_delta_ms)]
 
 
-def merge_measurements(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
     """Two measurements of the same test as one: every op's per-step samples from both.
 
     Confirms a suspected time change: interference rarely hits twice, a slowdown shows in both.
     Pooled unscaled, keeping the faster of each reference (the less excused; docs/design.md).
     """
-    merged = dict(first)
-    for section in ("ops", "memory_ops", "kernels"):
-        entries: dict[str, Any] = {}
-        for name in set(first.get(section, {})) | set(second.get(section, {})):
-            a, b = first.get(section, {}).get(name), second.get(section, {}).get(name)
-            if a is None or b is None:
-                entries[name] = a if a is not None else b
-                continue
-            entry = dict(a)
-            for key, value in a.items():
-                if isinstance(value, list) and key != "ops":
-                    other = b.get(key) or []
-                    entry[key] = value + list(other)
-            entries[name] = entry
-        merged[section] = entries
-    if first.get("wall_ms") and second.get("wall_ms"):
-        merged["wall_ms"] = first["wall_ms"] + second["wall_ms"]
-    merged["events_per_step"] = list(first.get("events_per_step", [])) + list(second.get("events_per_step", []))
-    merged["capture"] = dict(first.get("capture") or {}, steps=len(merged["events_per_step"]))
-    for key in ("reference_ms", "dispatch_reference_ms"):
-        known = [v for v in (first.get(key), second.get(key)) if v]
-        merged[key] = min(known) if known else None
-    return merged
+
+    def pooled_op(a: OpEntry, b: OpEntry) -> OpEntry:
+        return replace(
+            a,
+            calls_per_step=a.calls_per_step + b.calls_per_step,
+            cpu_ms=a.cpu_ms + b.cpu_ms,
+            device_ms=a.device_ms + b.device_ms,
+        )
+
+    def pooled_kernel(a: KernelEntry, b: KernelEntry) -> KernelEntry:
+        return replace(a, calls_per_step=a.calls_per_step + b.calls_per_step, device_ms=a.device_ms + b.device_ms)
+
+    def pooled_memory(a: MemoryEntry, b: MemoryEntry) -> MemoryEntry:
+        return replace(a, calls_per_step=a.calls_per_step + b.calls_per_step, device_ms=a.device_ms + b.device_ms)
+
+    events = first.events_per_step + second.events_per_step
+    return replace(
+        first,
+        ops=_pooled(first.ops, second.ops, pooled_op),
+        kernels=_pooled(first.kernels, second.kernels, pooled_kernel),
+        memory_ops=_pooled(first.memory_ops, second.memory_ops, pooled_memory),
+        wall_ms=first.wall_ms + second.wall_ms if first.wall_ms and second.wall_ms else first.wall_ms,
+        events_per_step=events,
+        steps=len(events),
+        reference_ms=_faster(first.reference_ms, second.reference_ms),
+        dispatch_reference_ms=_faster(first.dispatch_reference_ms, second.dispatch_reference_ms),
+    )
+
+
+E = TypeVar("E")
+
+
+def _pooled(a: Mapping[str, E], b: Mapping[str, E], pool: Callable[[E, E], E]) -> dict[str, E]:
+    """Entries of both; an entry on one side only is kept as it is."""
+    return {name: pool(a[name], b[name]) if name in a and name in b else a.get(name) or b[name] for name in {**a, **b}}
+
+
+def _faster(a: float | None, b: float | None) -> float | None:
+    known = [v for v in (a, b) if v]
+    return min(known) if known else None

@@ -13,6 +13,7 @@ from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements, time_samples
+from .documents import BaselineDoc
 from .errors import strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
@@ -31,7 +32,7 @@ MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
 class Measurement:
     """A measurement as a baseline document, and the machine's state while it ran."""
 
-    doc: dict[str, Any]
+    doc: BaselineDoc
     machine: Machine = field(default_factory=Machine)
 
 
@@ -42,13 +43,13 @@ class Outcome:
     status: str
     comparison: Comparison = field(default_factory=Comparison)
     remeasured: str | None = None  # "confirmed" | "not confirmed": a second measurement was judged
-    write: dict[str, Any] | None = None  # the document to write to the baseline file; None: leave it
+    write: BaselineDoc | None = None  # the document to write to the baseline file; None: leave it
     old_schema: int | None = None  # the baseline file's schema, when one was compared
 
 
 def decide(
     current: Measurement,
-    old: dict[str, Any] | None,
+    old: BaselineDoc | None,
     rule: Rule,
     update: str | None,
     remeasure: Callable[[], Measurement | None] | None = None,
@@ -73,12 +74,12 @@ def decide(
         if again is not None:
             comparison = compare(merge_measurements(current.doc, again.doc), old, rule, path, calmer(current, again))
             remeasured = "confirmed" if _time_decides(comparison, rule, updating) else "not confirmed"
-    schema = old.get("schema")
+    schema = old.schema
     write = _to_write(comparison, update, current, remeasured)
     status = _status(comparison, update, current)
     if status == CHANGED and write is None:
         status = KEPT  # a time change the second measurement could not confirm
-    return Outcome(status, comparison, remeasured, write, schema if isinstance(schema, int) else None)
+    return Outcome(status, comparison, remeasured, write, schema)
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
@@ -107,7 +108,7 @@ def _status(comparison: Comparison, update: str | None, current: Measurement) ->
 
 def _to_write(
     comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None
-) -> dict[str, Any] | None:
+) -> BaselineDoc | None:
     """Rewrite only for a structure or work change or a confirmed conclusive time change (or
     =all): an inconclusive or unconfirmed measurement never replaces a baseline."""
     if not update or current.machine.gpu_unreliable:
@@ -196,8 +197,8 @@ def baseline_step(
     if outcome.write is not None:
         write_baseline(path, outcome.write)
     rows = {
-        name: (min(samples), op["calls_per_step"])
-        for name, op in (old or {}).get("ops", {}).items()
+        name: (min(samples), list(op.calls_per_step))
+        for name, op in (old.ops if old is not None else {}).items()
         if (samples := time_samples(op))
     }
     untimed = outcome.comparison.untimed if old is not None else None

@@ -14,6 +14,7 @@ from tabulate import tabulate
 from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, time_samples
 from .decide import BaselineResult
+from .documents import BaselineDoc
 from .files import safe_name, write_atomic
 from .tables import median_wall_ns, ms_cell, per_step_text, short
 
@@ -383,47 +384,47 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str:
+def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
     """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
-    env = doc.get("environment") or {}
+    env = doc.environment
     names = {"torch": "torch", "cuda": "CUDA", "hip": "HIP", "driver": "driver", "cuda_driver": "CUDA driver"}
     software = ", ".join(f"{label} {env[k]}" for k, label in names.items() if env.get(k) is not None)
     hardware = env.get("gpu_name") or env.get("cpu_model")
     if hardware:
         software = f"{hardware}; {software}"
-    steps = (doc.get("capture") or {}).get("steps")
-    walls = doc.get("wall_ms") or []
+    steps = doc.steps
+    walls = list(doc.wall_ms or [])
     wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
     head = [
-        f"{doc.get('nodeid')}  [{path}]",
-        f"device {doc.get('device_key')}; {software or 'no software facts'}; {steps} steps{wall}",
+        f"{doc.nodeid}  [{path}]",
+        f"device {doc.device_key}; {software or 'no software facts'}; {steps} steps{wall}",
     ]
     rows = []
-    ops = sorted(doc["ops"].items(), key=lambda item: (-_median(time_samples(item[1])), item[0]))
+    ops = sorted(doc.ops.items(), key=lambda item: (-_median(time_samples(item[1])), item[0]))
     for name, op in ops[:top]:
         times = time_samples(op) or [0]
         rows.append(
             [
                 short(name),
-                per_step_text(_median(op["calls_per_step"] or [0])),
+                per_step_text(_median(list(op.calls_per_step or [0]))),
                 ms_cell(_median(times)),
                 ms_cell(min(times)),
-                ms_cell(_median(op["cpu_ms"] or [0])),
-                "device" if op.get("on_device") else "cpu",
+                ms_cell(_median(list(op.cpu_ms or [0]))),
+                "device" if op.on_device else "cpu",
             ]
         )
     parts = head + [
         "",
         tabulate(rows, headers=["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"], disable_numparse=True),
     ]
-    kernels = sorted(doc.get("kernels", {}).items(), key=lambda item: (-_median(item[1]["device_ms"] or [0]), item[0]))
+    kernels = sorted(doc.kernels.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
     if kernels:
         krows = [
             [
                 short(name, 60),
-                ", ".join(k.get("ops") or []) or "-",
-                per_step_text(_median(k["calls_per_step"] or [0])),
-                ms_cell(_median(k["device_ms"] or [0])),
+                ", ".join(k.ops) or "-",
+                per_step_text(_median(list(k.calls_per_step or [0]))),
+                ms_cell(_median(list(k.device_ms or [0]))),
             ]
             for name, k in kernels[:top]
         ]
@@ -431,14 +432,14 @@ def baseline_tables(path: str, doc: dict[str, Any], top: int | None = 20) -> str
             "",
             tabulate(krows, headers=["kernel", "launched by", "calls/step", "device ms/step"], disable_numparse=True),
         ]
-    memory = doc.get("memory_ops") or {}
+    memory = doc.memory_ops
     if memory:
         mrows = [
             [
                 name,
-                per_step_text(_median(m["calls_per_step"] or [0])),
-                ms_cell(_median(m["device_ms"] or [0])),
-                m.get("bytes"),
+                per_step_text(_median(list(m.calls_per_step or [0]))),
+                ms_cell(_median(list(m.device_ms or [0]))),
+                m.bytes,
             ]
             for name, m in sorted(memory.items())
         ]

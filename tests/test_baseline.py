@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from builders import op, step
@@ -30,6 +31,7 @@ from pytest_opprof.compare import (
     rank_test_p,
     work_changes,
 )
+from pytest_opprof.documents import WorkEntry
 
 NODE = "tests/test_mlp.py::test_fwd"
 ENV = {"torch": "2.13.0", "cuda": None, "cpu_model": "x"}
@@ -50,6 +52,12 @@ def profile(addmm_us=(700,) * 8, extra_ops=(), linear=True):
 
 def doc(p, key="cpu-x86_64", env=ENV):
     return baseline_from_profile(p, NODE, key, env)
+
+
+def on_device(d, name="aten::addmm"):
+    """The document with that op's CPU times as device times."""
+    op = d.ops[name]
+    return d.replace(ops={**d.ops, name: replace(op, on_device=True, device_ms=op.cpu_ms)})
 
 
 # -- layout and format ------------------------------------------------------------------------
@@ -80,7 +88,7 @@ def test_names_are_filesystem_safe_and_unique(tmp_path, param):
     assert tmp_path in path.parents
     assert len(path.name) <= 130
     assert all(c.isascii() and c not in ' /\\:*?"' for c in path.name)
-    write_baseline(path, {"schema": SCHEMA})
+    write_baseline(path, doc(profile()))
     assert path.exists()
 
 
@@ -109,7 +117,7 @@ def test_document_is_sorted_rounded_and_free_of_timestamps(tmp_path):
 
 def test_same_measurement_gives_byte_identical_file():
     """Recording the same numbers twice gives the same bytes."""
-    assert dumps(doc(profile())) == dumps(doc(profile()))
+    assert dumps(doc(profile()).to_dict()) == dumps(doc(profile()).to_dict())
 
 
 # -- reading: every bad file is an error naming it, and the file is left alone -----------------
@@ -158,7 +166,8 @@ def test_written_baseline_reads_back(tmp_path):
     path = tmp_path / "x" / "b.json"
     data = doc(profile())
     write_baseline(path, data)
-    assert read_baseline(path, NODE) == json.loads(dumps(data))
+    assert read_baseline(path, NODE) == data
+    assert read_baseline(path, NODE).to_dict() == json.loads(dumps(data.to_dict()))
 
 
 # -- verdicts -----------------------------------------------------------------------------------
@@ -319,10 +328,7 @@ def test_a_slowdown_the_machine_explains_is_inconclusive(machine, why):
 
 def test_contention_does_not_excuse_device_time_or_a_speed_up():
     """CPU contention explains slower CPU time only: device time and improvements stay conclusive."""
-    base, slow = doc(profile()), doc(profile(addmm_us=(1400,) * 8))
-    for d in (slow, base):
-        d["ops"]["aten::addmm"]["on_device"] = True
-        d["ops"]["aten::addmm"]["device_ms"] = d["ops"]["aten::addmm"]["cpu_ms"]
+    base, slow = on_device(doc(profile())), on_device(doc(profile(addmm_us=(1400,) * 8)))
     assert addmm_verdict(slow, base, Machine(cpu_wait=0.5)).status == "regressed"
     fast = doc(profile(addmm_us=(300,) * 8))
     assert addmm_verdict(fast, doc(profile()), Machine(cpu_wait=0.5)).status == "improved"
@@ -333,47 +339,44 @@ def test_a_machine_reference_off_the_baselines_makes_a_move_its_way_inconclusive
     """A reference workload 1.69x slower than at recording: a slowdown is inconclusive (the
     machine explains it) while a speed-up is still conclusive; and the other way round. Within
     the reference's own spread (x1.15), times are judged."""
-    base = doc(profile(addmm_us=[700] * 8))
-    base[key] = 0.4
-    slow, fast = doc(profile(addmm_us=[1400] * 8)), doc(profile(addmm_us=[300] * 8))
-    slow[key] = fast[key] = 0.676
+    base = doc(profile(addmm_us=[700] * 8)).replace(**{key: 0.4})
+    slow_doc, fast_doc = doc(profile(addmm_us=[1400] * 8)), doc(profile(addmm_us=[300] * 8))
+
+    def at(d, value):
+        return d.replace(**{key: value})
+
     what = "dispatch" if key.startswith("dispatch") else "matmul"
-    verdict = addmm_verdict(slow, base)
+    verdict = addmm_verdict(at(slow_doc, 0.676), base)
     assert verdict.status == "inconclusive"
     assert verdict.why == f"the machine ran 1.69x slower than when the baseline was recorded ({what} reference)"
-    assert addmm_verdict(fast, base).status == "improved"
-    slow[key] = fast[key] = 0.2
-    assert addmm_verdict(slow, base).status == "regressed"
-    faster = addmm_verdict(fast, base)
+    assert addmm_verdict(at(fast_doc, 0.676), base).status == "improved"
+    assert addmm_verdict(at(slow_doc, 0.2), base).status == "regressed"
+    faster = addmm_verdict(at(fast_doc, 0.2), base)
     assert faster.status == "inconclusive" and "the machine ran 2.00x faster than when" in faster.why
-    slow[key] = 0.45  # x1.125: within the reference's spread
-    assert addmm_verdict(slow, base).status == "regressed"
-    slow[key] = None  # a baseline without references compares as before
-    assert addmm_verdict(slow, base).status == "regressed"
+    assert addmm_verdict(at(slow_doc, 0.45), base).status == "regressed"  # x1.125: within the reference's spread
+    assert addmm_verdict(at(slow_doc, None), base).status == "regressed"  # no references: as before
 
 
 def test_machine_far_off_says_how_far_in_words():
     """x45.6 is said as '45.60x slower', never as 'the baseline's speed'."""
-    base, slow = doc(profile()), doc(profile(addmm_us=(2800,) * 8))
-    base["reference_ms"], slow["reference_ms"] = 0.1, 4.56
+    base = doc(profile()).replace(reference_ms=0.1)
+    slow = doc(profile(addmm_us=(2800,) * 8)).replace(reference_ms=4.56)
     assert "the machine ran 45.60x slower than when the baseline was recorded" in addmm_verdict(slow, base).why
 
 
 def test_merge_measurements_pools_samples():
     """Two measurements pooled: samples appended, the faster of each reference kept."""
-    first = doc(profile(addmm_us=(1400,) * 8))
-    second = doc(profile(addmm_us=(700,) * 4))
-    first["reference_ms"], second["reference_ms"] = 0.2, 0.4
-    first["dispatch_reference_ms"], second["dispatch_reference_ms"] = 0.6, 0.35
+    first = doc(profile(addmm_us=(1400,) * 8)).replace(reference_ms=0.2, dispatch_reference_ms=0.6)
+    second = doc(profile(addmm_us=(700,) * 4)).replace(reference_ms=0.4, dispatch_reference_ms=0.35)
     merged = merge_measurements(first, second)
-    addmm = merged["ops"]["aten::addmm"]
-    assert addmm["cpu_ms"] == [1.4] * 8 + [0.7] * 4  # as measured: seconds apart in one process
-    assert addmm["calls_per_step"] == [1] * 12
-    assert merged["capture"]["steps"] == 12 and len(merged["events_per_step"]) == 12
-    assert merged["reference_ms"] == 0.2  # the faster of each reference: the least excused
-    assert merged["dispatch_reference_ms"] == 0.35
-    assert merge_measurements(doc(profile()), doc(profile()))["dispatch_reference_ms"] is None
-    assert first["ops"]["aten::addmm"]["cpu_ms"] == [1.4] * 8  # inputs untouched
+    addmm = merged.ops["aten::addmm"]
+    assert addmm.cpu_ms == (1.4,) * 8 + (0.7,) * 4  # as measured: seconds apart in one process
+    assert addmm.calls_per_step == (1,) * 12
+    assert merged.steps == 12 and len(merged.events_per_step) == 12
+    assert merged.reference_ms == 0.2  # the faster of each reference: the least excused
+    assert merged.dispatch_reference_ms == 0.35
+    assert merge_measurements(doc(profile()), doc(profile())).dispatch_reference_ms is None
+    assert first.ops["aten::addmm"].cpu_ms == (1.4,) * 8  # inputs untouched
     base = doc(profile())
     assert not compare(first, base, Rule()).unchanged
     assert not [v for v in compare(merged, base, Rule()).verdicts if v.kind == TIME]
@@ -440,15 +443,14 @@ def test_unchanged_work_and_unrecorded_work_give_no_work_verdict():
     """Identical work is no verdict; a side without recorded inputs (schema 1, a trace) skips work."""
     assert compare(doc(mlp_profile()), doc(mlp_profile()), Rule()).verdicts == ()
     old = doc(mlp_profile())
-    for entry in old["ops"].values():
-        entry["work"] = None
+    old = old.replace(ops={name: replace(entry, work=None) for name, entry in old.ops.items()})
     assert compare(doc(mlp_profile(2048)), old, Rule()).verdicts == ()
 
 
 def test_work_changes_name_kernels_and_bytes():
     """On a GPU the kernels an op launched and the bytes its copies moved are work too."""
-    old = {"signatures": [], "flops_per_step": 0, "kernels": {"gemm_a": 1}, "bytes_per_step": {"Memcpy HtoD": 4194304}}
-    new = {"signatures": [], "flops_per_step": 0, "kernels": {"gemm_b": 1}, "bytes_per_step": {"Memcpy HtoD": 8388608}}
+    old = WorkEntry((), 0, {"gemm_a": 1}, {"Memcpy HtoD": 4194304})
+    new = WorkEntry((), 0, {"gemm_b": 1}, {"Memcpy HtoD": 8388608})
     assert work_changes(new, old) == [
         "kernels: gemm_a 1 -> 0, gemm_b 0 -> 1",
         "bytes per step: Memcpy HtoD 4.2M -> 8.4M",
@@ -459,8 +461,8 @@ def test_work_recorded_in_the_baseline_document(tmp_path):
     """Schema 2 documents carry each op's signatures, FLOPs, kernels and bytes per step; they
     round-trip through the file."""
     data = doc(mlp_profile())
-    addmm = data["ops"]["aten::addmm"]["work"]
-    assert data["schema"] == 2
+    addmm = data.to_dict()["ops"]["aten::addmm"]["work"]
+    assert data.schema == 2
     assert addmm["flops_per_step"] == 2 * 2 * 64 * 256 * 1024
     assert {
         "shapes": [[1024], [64, 256], [256, 1024], [], []],
@@ -470,8 +472,9 @@ def test_work_recorded_in_the_baseline_document(tmp_path):
     assert addmm["kernels"] == {} and addmm["bytes_per_step"] == {}
     path = tmp_path / "b.json"
     write_baseline(path, data)
-    assert read_baseline(path, NODE) == json.loads(dumps(data))
-    assert doc(profile())["ops"]["aten::addmm"]["work"] is None  # no inputs recorded
+    assert read_baseline(path, NODE) == data
+    assert path.read_text() == dumps(data.to_dict())
+    assert doc(profile()).ops["aten::addmm"].work is None  # no inputs recorded
 
 
 @pytest.mark.parametrize(
@@ -492,7 +495,7 @@ def test_work_recorded_in_the_baseline_document(tmp_path):
 def test_a_bad_work_entry_is_an_error_naming_the_file(tmp_path, work, reason):
     """A hand-edited 'work' entry that is not what we write: BaselineError naming file and op."""
     data = doc(profile())
-    text = dumps(data).replace('"work": null', f'"work": {work}', 1)
+    text = dumps(data.to_dict()).replace('"work": null', f'"work": {work}', 1)
     path = tmp_path / "b.json"
     path.write_text(text)
     with pytest.raises(BaselineError) as info:
@@ -501,12 +504,16 @@ def test_a_bad_work_entry_is_an_error_naming_the_file(tmp_path, work, reason):
     assert reason in str(info.value)
 
 
-def test_schema_1_baselines_are_read_and_compared_on_structure_and_time():
+def test_schema_1_baselines_are_read_and_compared_on_structure_and_time(tmp_path):
     """An old baseline (no work) is no error: structure and time are compared."""
-    old = doc(profile())
-    old["schema"] = 1
-    for entry in old["ops"].values():
+    data = doc(profile()).to_dict()
+    data["schema"] = 1
+    for entry in data["ops"].values():
         del entry["work"]
+    path = tmp_path / "b.json"
+    path.write_text(dumps(data))
+    old = read_baseline(path, NODE)
+    assert old.schema == 1 and old.to_dict() == data  # read and written back as it was
     c = compare(doc(mlp_profile(2048)), old, Rule())
     assert {v.kind for v in c.verdicts} == {STRUCTURE}
 

@@ -35,7 +35,7 @@ def test_unchanged_code_keeps_its_file_even_when_slowed_by_contention():
 def test_structure_and_work_changes_are_written():
     """Updating: a structure or work change rewrites the baseline with the new document."""
     for current in (measured(profile(extra_ops=("aten::clone",))), measured(mlp_profile(2048))):
-        base = doc(profile()) if "aten::clone" in current.doc["ops"] else doc(mlp_profile())
+        base = doc(profile()) if "aten::clone" in current.doc.ops else doc(mlp_profile())
         outcome = decide(current, base, Rule(), "changed")
         assert (outcome.status, outcome.write) == ("changed", current.doc)
 

@@ -14,7 +14,7 @@ LAYERS = [
     {"units", "errors", "files", "events", "chrome", "tables", "hooks"},  # know no Profile
     {"analysis", "analysis.model", "analysis.stages", "analysis.checks"},  # the model
     {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
-    {"baseline", "compare"},  # documents and verdicts
+    {"documents", "baseline", "compare"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture"},  # views of results; the fixture object
     {"plugin", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)

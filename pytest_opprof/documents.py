@@ -1,0 +1,255 @@
+"""A baseline document as typed records: what a baseline file holds, what compare() reads.
+
+`BaselineDoc.from_dict` validates (a ValueError names what is wrong; baseline.py adds the file)
+and `to_dict` gives back the JSON form, so a file read and written again is byte-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from statistics import median
+from typing import Any
+
+_LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _LARGEST
+
+
+def _numbers(value: Any, what: str) -> tuple[float, ...]:
+    if not isinstance(value, list) or not all(_number(v) for v in value):
+        raise ValueError(what)
+    return tuple(value)
+
+
+def _shape_ok(shape: Any) -> bool:
+    """A shape: a list of integers, or of shapes (a list of tensors)."""
+    return isinstance(shape, list) and all(
+        (isinstance(d, int) and not isinstance(d, bool)) or _shape_ok(d) for d in shape
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureEntry:
+    """One input signature of an op and its calls per step."""
+
+    shapes: list[Any]  # as JSON gives them: one list per input (nested for a list of tensors)
+    dtypes: tuple[str, ...]
+    calls_per_step: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shapes": self.shapes, "dtypes": list(self.dtypes), "calls_per_step": self.calls_per_step}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SignatureEntry:
+        ok = (
+            isinstance(data, dict)
+            and isinstance(data.get("shapes"), list)
+            and all(_shape_ok(s) for s in data["shapes"])
+            and isinstance(data.get("dtypes"), list)
+            and all(isinstance(t, str) for t in data["dtypes"])
+            and _number(data.get("calls_per_step"))
+        )
+        if not ok:
+            msg = "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
+            raise ValueError(msg)
+        return cls(data["shapes"], tuple(data["dtypes"]), data["calls_per_step"])
+
+
+@dataclass(frozen=True, slots=True)
+class WorkEntry:
+    """An op's work per step: input signatures, FLOPs, kernels it launched, bytes it copied."""
+
+    signatures: tuple[SignatureEntry, ...]
+    flops_per_step: float
+    kernels: dict[str, float] = field(default_factory=dict)
+    bytes_per_step: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signatures": [s.to_dict() for s in self.signatures],
+            "flops_per_step": self.flops_per_step,
+            "kernels": dict(self.kernels),
+            "bytes_per_step": dict(self.bytes_per_step),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> WorkEntry:
+        if not isinstance(data, dict):
+            raise ValueError("is not an object or null")
+        sigs = data.get("signatures")
+        if not isinstance(sigs, list):
+            raise ValueError(
+                "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
+            )
+        signatures = tuple(SignatureEntry.from_dict(s) for s in sigs)
+        if not _number(data.get("flops_per_step")):
+            raise ValueError("has no number flops_per_step")
+        tables = []
+        for key in ("kernels", "bytes_per_step"):
+            table = data.get(key)
+            if not isinstance(table, dict) or not all(_number(v) for v in table.values()):
+                raise ValueError(f"has no {key} object of numbers")
+            tables.append(dict(table))
+        return cls(signatures, data["flops_per_step"], tables[0], tables[1])
+
+
+@dataclass(frozen=True, slots=True)
+class OpEntry:
+    """One op: calls and CPU and device ms per step, whether its time is device time, its work."""
+
+    calls_per_step: tuple[float, ...]
+    cpu_ms: tuple[float, ...]
+    device_ms: tuple[float, ...]
+    on_device: bool = False
+    work: WorkEntry | None = None
+    has_work_key: bool = True  # False for a schema-1 entry (written without 'work')
+
+    @property
+    def calls(self) -> float:
+        """Calls per step, the median over the steps."""
+        return float(median(self.calls_per_step or (0,)))
+
+    @property
+    def time_samples(self) -> tuple[float, ...]:
+        """Per-step time: device ms if the op ran on a device, else CPU ms."""
+        return self.device_ms if self.on_device else self.cpu_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "calls_per_step": list(self.calls_per_step),
+            "cpu_ms": list(self.cpu_ms),
+            "device_ms": list(self.device_ms),
+            "on_device": self.on_device,
+        }
+        if self.has_work_key:
+            found["work"] = self.work.to_dict() if self.work else None
+        return found
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> OpEntry:
+        what = f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"
+        if not isinstance(data, dict):
+            raise ValueError(what)
+        lists = [_numbers(data.get(k), what) for k in ("calls_per_step", "cpu_ms", "device_ms")]
+        work = None
+        if data.get("work") is not None:
+            try:
+                work = WorkEntry.from_dict(data["work"])
+            except ValueError as exc:
+                raise ValueError(f"op {name!r}: 'work' {exc}") from None
+        return cls(lists[0], lists[1], lists[2], bool(data.get("on_device")), work, "work" in data)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEntry:
+    calls_per_step: tuple[float, ...]
+    device_ms: tuple[float, ...]
+    ops: tuple[str, ...] = ()  # the ops that launched it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms), "ops": list(self.ops)}
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> KernelEntry:
+        what = f"kernel {name!r} lacks calls_per_step/device_ms lists"
+        if not isinstance(data, dict):
+            raise ValueError(what)
+        ops = data.get("ops") or []
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise ValueError(f"kernel {name!r}: 'ops' is not a list of op names")
+        return cls(_numbers(data.get("calls_per_step"), what), _numbers(data.get("device_ms"), what), tuple(ops))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    calls_per_step: tuple[float, ...]
+    device_ms: tuple[float, ...]
+    bytes: float = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms), "bytes": self.bytes}
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> MemoryEntry:
+        what = f"memory op {name!r} lacks calls_per_step/device_ms lists"
+        if not isinstance(data, dict):
+            raise ValueError(what)
+        size = data.get("bytes", 0)
+        if not _number(size):
+            raise ValueError(f"memory op {name!r}: 'bytes' is {size!r}, not a number")
+        return cls(_numbers(data.get("calls_per_step"), what), _numbers(data.get("device_ms"), what), size)
+
+
+@dataclass(frozen=True)
+class BaselineDoc:
+    """One test's measurement as a baseline file holds it (also a fresh measurement to compare)."""
+
+    schema: int
+    nodeid: str
+    device_key: str | None
+    environment: dict[str, Any]
+    steps: int  # capture.steps
+    source: str | None  # capture.source
+    reference_ms: float | None
+    dispatch_reference_ms: float | None
+    wall_ms: tuple[float, ...] | None
+    events_per_step: tuple[float, ...]
+    ops: dict[str, OpEntry]
+    kernels: dict[str, KernelEntry]
+    memory_ops: dict[str, MemoryEntry]
+
+    def replace(self, **changes: Any) -> BaselineDoc:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "nodeid": self.nodeid,
+            "device_key": self.device_key,
+            "environment": dict(self.environment),
+            "capture": {"steps": self.steps, "source": self.source},
+            "reference_ms": self.reference_ms,
+            "dispatch_reference_ms": self.dispatch_reference_ms,
+            "wall_ms": list(self.wall_ms) if self.wall_ms is not None else None,
+            "events_per_step": list(self.events_per_step),
+            "ops": {name: op.to_dict() for name, op in self.ops.items()},
+            "kernels": {name: k.to_dict() for name, k in self.kernels.items()},
+            "memory_ops": {name: m.to_dict() for name, m in self.memory_ops.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BaselineDoc:
+        """A validated document; ValueError says what is wrong (the schema is checked by the reader)."""
+        for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
+            if not isinstance(data.get(key), kind):
+                raise ValueError(f"'{key}' is missing or not a {kind.__name__}")
+        references = [_reference(data, key) for key in ("reference_ms", "dispatch_reference_ms")]
+        found = data.get("capture")
+        capture: dict[str, Any] = found if isinstance(found, dict) else {}
+        environment = data.get("environment")
+        steps = capture.get("steps")
+        wall = data.get("wall_ms")
+        return cls(
+            data["schema"],
+            str(data.get("nodeid")),
+            data.get("device_key"),
+            environment if isinstance(environment, dict) else {},
+            steps if isinstance(steps, int) and not isinstance(steps, bool) else len(data["events_per_step"]),
+            capture.get("source"),
+            references[0],
+            references[1],
+            _numbers(wall, "'wall_ms' is not a list of numbers or null") if wall is not None else None,
+            _numbers(data["events_per_step"], "'events_per_step' is not a list of numbers"),
+            {str(name): OpEntry.from_dict(name, op) for name, op in data["ops"].items()},
+            {str(name): KernelEntry.from_dict(name, k) for name, k in data["kernels"].items()},
+            {str(name): MemoryEntry.from_dict(name, m) for name, m in data["memory_ops"].items()},
+        )
+
+
+def _reference(data: dict[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    if value is not None and (not _number(value) or value <= 0):
+        raise ValueError(f"'{key}' is {value!r}, not a positive number or null")
+    return value
