@@ -7,7 +7,6 @@ and `to_dict` gives back the JSON form, so a file read and written again is byte
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from statistics import median
 from typing import Any
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
@@ -105,11 +104,6 @@ class OpEntry:
     on_device: bool = False
     work: WorkEntry | None = None
     has_work_key: bool = True  # False for a schema-1 entry (written without 'work')
-
-    @property
-    def calls(self) -> float:
-        """Calls per step, the median over the steps."""
-        return float(median(self.calls_per_step or (0,)))
 
     @property
     def time_samples(self) -> tuple[float, ...]:
