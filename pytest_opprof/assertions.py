@@ -110,6 +110,8 @@ def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int 
     for name, value in (("n", n), ("min", min), ("max", max)):
         if value is not None:
             _count(name, value)
+    if min is not None and max is not None and min > max:
+        raise OpprofUsageError(bad_argument("min", min, f"at most max={max} (no count lies between them)"))
     return lambda profile: _op_count(profile, op, n, min, max)
 
 

@@ -45,10 +45,15 @@ def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     return root.joinpath(safe_name(device_key), *parts, safe_name(name.replace("::", ".") or "module") + ".json")
 
 
-def baseline_file(rootpath: Path, baseline_dir: str | None, device_key: str, nodeid: str) -> Path:
-    """A test's baseline file: under --opprof-baseline-dir (relative to the rootdir) or .opprof."""
+def baseline_root(rootpath: Path, baseline_dir: str | None) -> Path:
+    """The baseline folder: --opprof-baseline-dir (relative to the rootdir) or .opprof there."""
     root = Path(baseline_dir) if baseline_dir else Path(".opprof")
-    return baseline_path(root if root.is_absolute() else rootpath / root, device_key, nodeid)
+    return root if root.is_absolute() else rootpath / root
+
+
+def baseline_file(rootpath: Path, baseline_dir: str | None, device_key: str, nodeid: str) -> Path:
+    """A test's baseline file under the baseline folder."""
+    return baseline_path(baseline_root(rootpath, baseline_dir), device_key, nodeid)
 
 
 def shown_path(path: Path, rootpath: Path) -> str:
@@ -158,9 +163,9 @@ def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_baseline(path: Path, doc: BaselineDoc) -> None:
-    """Write atomically: a temporary file beside it, then a rename."""
-    write_atomic(path, dumps(doc.to_dict()))
+def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> None:
+    """Write atomically: a temporary file beside it, then a rename; never outside `root`."""
+    write_atomic(path, dumps(doc.to_dict()), inside=root)
 
 
 def read_baseline(path: Path, nodeid: str | None = None) -> BaselineDoc | None:

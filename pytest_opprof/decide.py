@@ -14,7 +14,7 @@ from typing import Any
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements, time_samples
 from .documents import BaselineDoc
-from .errors import strict_inconclusive
+from .errors import OpprofError, cannot_write, strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -121,7 +121,7 @@ def _to_write(
     return current.doc
 
 
-UNUSABLE = "unusable"
+UNUSABLE, UNWRITABLE = "unusable", "unwritable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,16 +186,23 @@ def baseline_step(
     rule: Rule,
     update: str | None,
     remeasure: Callable[[], Measurement | None] | None,
+    root: Path | None = None,
 ) -> BaselineResult:
-    """Read the test's baseline, decide, write what was decided. An unusable file is never
-    touched: the result carries the error that makes the test an error."""
+    """Read the test's baseline, decide, write what was decided (never outside `root`). An
+    unusable file is never touched, and one that cannot be written is left as it was: the result
+    carries the error that makes the test an error."""
     try:
         old = read_baseline(path, nodeid)
     except BaselineError as exc:
         return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
     outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
-        write_baseline(path, outcome.write)
+        try:
+            write_baseline(path, outcome.write, root)
+        except OSError as exc:
+            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {cannot_write(shown, exc)}")
+        except OpprofError as exc:
+            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}")
     rows = {
         name: (min(samples), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()

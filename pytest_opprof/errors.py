@@ -31,6 +31,24 @@ class SettingsError(OpprofError):
     """A bad option value; the plugin turns it into a pytest UsageError."""
 
 
+class UnsafePathError(OpprofError):
+    """A file we would write resolves outside the folder it belongs in."""
+
+
+def cannot_write(path: object, exc: OSError) -> str:
+    return (
+        f"{path}: cannot write the baseline ({exc.strerror or exc}); make its folder writable "
+        "or choose another with --opprof-baseline-dir"
+    )
+
+
+def outside_folder(path: object, inside: object, resolved: object) -> str:
+    return (
+        f"{path}: its folder resolves to {resolved}, outside {inside} (a symlink?); "
+        "nothing was written: replace the symlink with a real folder"
+    )
+
+
 def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 

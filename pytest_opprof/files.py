@@ -10,13 +10,22 @@ import unicodedata
 import uuid
 from pathlib import Path
 
+from .errors import UnsafePathError, outside_folder
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
 NAME_LIMIT = 100
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write `path` whole or not at all: a uniquely named temporary file beside it (two writers
-    never share one), then a rename; the temporary file is removed if anything fails."""
+def write_atomic(path: Path, data: str | bytes, inside: Path | None = None) -> None:
+    """Write `path` whole or not at all: a uniquely named temporary file beside it, created
+    exclusively (two writers never share one, a planted symlink is never followed), then a rename
+    (which replaces a symlink at `path`, never what it points to); the temporary file is removed
+    if anything fails. `inside`: refuse a `path` whose folder resolves outside that folder (a
+    symlinked folder in a repository must not send files elsewhere)."""
+    if inside is not None:  # before any folder is made: resolve() follows the existing part
+        folder, root = path.parent.resolve(), inside.resolve()
+        if folder != root and root not in folder.parents:
+            raise UnsafePathError(outside_folder(path, inside, folder))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:

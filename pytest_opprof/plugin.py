@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from . import hooks
-from .baseline import baseline_file, baseline_from_profile, shown_path
+from .baseline import baseline_file, baseline_from_profile, baseline_root, shown_path
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
@@ -206,6 +206,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     if profile is None or fixture.error_messages or state.device_key is None:
         return []
     settings, rootpath = state.settings, item.config.rootpath
+    root = baseline_root(rootpath, settings.baseline_dir)
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key, item.nodeid)
 
     def measured(again: Any) -> Measurement:
@@ -219,7 +220,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     rule = _rule_for(item, settings)
     result = baseline_step(
         path, shown_path(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
-        remeasure if fixture.can_measure_again else None,
+        remeasure if fixture.can_measure_again else None, root,
     )  # fmt: skip
     fixture.baseline = result
     fixture.error_messages.extend(
@@ -286,7 +287,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in summary_lines(state.records, config.option.verbose > 0, getattr(config.option, "numprocesses", None)):
         terminalreporter.write_line(line)
     if state.settings.json_path:
-        write_json_atomic(
-            Path(state.settings.json_path), run_report_json(state.records, state.device, state.device_key)
-        )
-        terminalreporter.write_line(f"opprof: wrote {state.settings.json_path}")
+        try:
+            report = run_report_json(state.records, state.device, state.device_key)
+            write_json_atomic(Path(state.settings.json_path), report)
+        except OSError as exc:
+            terminalreporter.write_line(f"opprof: could not write {state.settings.json_path}: {exc.strerror or exc}")
+        else:
+            terminalreporter.write_line(f"opprof: wrote {state.settings.json_path}")

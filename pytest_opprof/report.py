@@ -48,8 +48,12 @@ class TestResult:
             return
         if everything or self.outcome in ("failed", "error"):
             path = export_trace_path(Path(trace_dir), self.nodeid)
-            self.profile.export_chrome_trace(str(path))
-            self.trace_path = str(path)
+            try:
+                self.profile.export_chrome_trace(str(path))
+            except OSError as exc:  # the run goes on; the summary says why there is no trace
+                self.trace_path = f"{path} could not be written ({exc.strerror or exc})"
+            else:
+                self.trace_path = str(path)
 
     def record_phase(self, when: str, outcome: str) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
@@ -88,8 +89,36 @@ def _parse_path(text: object) -> str:
     return value
 
 
+def _parse_file_path(text: object) -> str:
+    """A file to write at the end of the run: not a folder, not below a file."""
+    value = _parse_path(text)
+    path = Path(value)
+    if path.is_dir():
+        raise ValueError("a file path, and it names a folder")
+    if _blocked(path.parent):
+        raise ValueError(f"a file path, and {_blocked(path.parent)} is a file, not a folder")
+    return value
+
+
+def _parse_dir_path(text: object) -> str:
+    """A folder to write into: not a file, not below a file."""
+    value = _parse_path(text)
+    if _blocked(Path(value)):
+        raise ValueError(f"a folder, and {_blocked(Path(value))} is a file")
+    return value
+
+
+def _blocked(path: Path) -> Path | None:
+    """The first existing non-folder on the way to `path`, None when the way is clear."""
+    for part in [*reversed(path.parents), path]:
+        if part.exists() and not part.is_dir():
+            return part
+    return None
+
+
 def parse_percentage(text: object) -> float:
-    """'20%' (or 20) -> 0.20."""
+    """'20%' (or 20) -> 0.20. A bare number between 0 and 1 (0.2) is refused: it reads as a
+    fraction and would be taken as 0.2%, 100x off."""
     if isinstance(text, bool):
         raise ValueError("a percentage like 20%")
     raw = str(text).strip()
@@ -99,6 +128,8 @@ def parse_percentage(text: object) -> float:
         raise ValueError("a percentage like 20%") from None
     if not 0 <= value < 10_000 or value != value:
         raise ValueError("a percentage like 20%")
+    if not raw.endswith("%") and 0 < value < 1:
+        raise ValueError(f"a percentage like 20%: a bare {raw} is ambiguous; write {value * 100:g}% or {raw}%")
     return value / 100
 
 
@@ -128,6 +159,9 @@ def parse_fail_on(text: object) -> frozenset[str]:
 
 
 def parse_globs(text: object) -> tuple[str, ...]:
+    items = text if isinstance(text, (list, tuple)) else [text]
+    if not all(isinstance(i, str) for i in items):
+        raise ValueError('op globs: a text or a list of texts like ["aten::copy_", "aten::*mm"]')
     return tuple(_split(text))
 
 
@@ -177,13 +211,18 @@ OPTIONS: tuple[Option, ...] = (
         "top", "--opprof-top", "opprof_top", _parse_positive_int, "operators per test in the report (default 10)", "N"
     ),
     Option(
-        "json_path", "--opprof-json", "opprof_json", _parse_path, "write the run's measurements as JSON to PATH", "PATH"
+        "json_path",
+        "--opprof-json",
+        "opprof_json",
+        _parse_file_path,
+        "write the run's measurements as JSON to PATH",
+        "PATH",
     ),
     Option(
         "trace_dir",
         "--opprof-trace-dir",
         "opprof_trace_dir",
-        _parse_path,
+        _parse_dir_path,
         "write a Chrome/Perfetto trace per failing test (see --opprof-trace) under DIR",
         "DIR",
     ),
@@ -210,7 +249,7 @@ OPTIONS: tuple[Option, ...] = (
         "baseline_dir",
         "--opprof-baseline-dir",
         "opprof_baseline_dir",
-        _parse_path,
+        _parse_dir_path,
         "where baselines live (default .opprof at the rootdir)",
         "DIR",
     ),
@@ -277,7 +316,11 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
             values[option.field] = option.parse(raw)
         except ValueError as exc:
             raise SettingsError(bad_option(option.flag, raw, str(exc), source)) from None
-    return Settings(**values)
+    settings = Settings(**values)
+    if settings.trace == "all" and not settings.trace_dir:
+        msg = "--opprof-trace=all: no --opprof-trace-dir to write the traces to; add --opprof-trace-dir DIR"
+        raise SettingsError(msg)
+    return settings
 
 
 # -- the marker: per-test overrides of the run's rule -----------------------------------------

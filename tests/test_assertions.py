@@ -203,3 +203,9 @@ def test_context_names_the_callers_of_the_signature_it_shows():
     assert assertions.context(p, "aten::_to_copy") == "in aten::to; inputs float[4,4] (+1 other signatures)"
     message = assertions.op_count("aten::*", 1)(p)
     assert "aten::_to_copy in aten::to; inputs float[4,4]" in message and "aten::div_ called from Python" in message
+
+
+def test_a_count_range_that_no_count_fits_is_refused():
+    """min=3, max=1 can never pass: an argument error at once, not a failure later."""
+    with pytest.raises(OpprofUsageError, match=r"min=3: expected at most max=1"):
+        assertions.op_count("aten::mm", min=3, max=1)

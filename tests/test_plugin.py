@@ -862,3 +862,65 @@ def test_a_changed_call_count_reads_calls_changed_in_the_table(remeasure_project
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["aten::mm * calls changed"])
+
+
+# -- hostile paths: nothing written outside the tree, one line instead of a traceback ----------
+
+
+def test_a_symlinked_baseline_folder_never_sends_files_outside(project, tmp_path_factory):
+    """A device-key folder that is a symlink to somewhere else: recording refuses with one line,
+    the test is an error, and nothing is written there."""
+    outside = tmp_path_factory.mktemp("outside")
+    (project.path / ".opprof").mkdir()
+    (project.path / ".opprof" / "cpu-x86_64").symlink_to(outside, target_is_directory=True)
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    result = run(project, "--opprof-update-baseline", "--opprof-device-key=cpu-x86_64")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*test_x.json: its folder resolves to {outside}*, outside *.opprof (a symlink?)*"])
+    assert list(outside.rglob("*")) == []
+
+
+def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkeypatch):
+    """A disk that refuses the write (injected: no space left): the test is an error with one
+    line naming the file, no traceback; no file appears."""
+    from pytest_opprof import baseline
+
+    def full_disk(path, data, inside=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(baseline, "write_atomic", full_disk)
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    result = run(project, "--opprof-update-baseline", "--opprof-device-key=cpu-x86_64")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*test_x.json: cannot write the baseline (No space left on device); make its folder writable*"]
+    )
+    assert not (project.path / ".opprof").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--opprof-json", "."], "--opprof-json: '.' is not a file path, and it names a folder (from command line)"),
+        (
+            ["--opprof-trace-dir", "plain.txt"],
+            "--opprof-trace-dir: 'plain.txt' is not a folder, and plain.txt is a file*",
+        ),
+        (["--opprof-trace=all"], "--opprof-trace=all: no --opprof-trace-dir to write the traces to*"),
+        (
+            ["-o", "opprof_tolerance=0.2"],
+            "--opprof-tolerance: '0.2' is not a percentage like 20%: a bare 0.2 is ambiguous*",
+        ),
+    ],
+)
+def test_bad_outputs_are_usage_errors_before_any_test_runs(pytester, args, message):
+    """An output that cannot be written or a 100x-off number stops pytest at start, one line."""
+    pytester.makepyfile("def test_x(): pass")
+    (pytester.path / "plain.txt").write_text("x")
+    result = run(pytester, "--opprof", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])

@@ -31,7 +31,8 @@ def test_defaults_when_nothing_is_set():
 )
 def test_values_parse(field, raw, parsed):
     """Each option parses its text form."""
-    assert getattr(parse_settings(lookup_from({field: (raw, "pytest.ini")})), field) == parsed
+    values = {field: (raw, "pytest.ini"), "trace_dir": ("traces", "pytest.ini")}
+    assert getattr(parse_settings(lookup_from(values)), field) == parsed
 
 
 def test_bad_value_names_flag_value_and_source():
@@ -46,3 +47,49 @@ def test_every_option_has_flag_and_ini_twin():
     for option in OPTIONS:
         assert option.flag.startswith("--opprof")
         assert option.ini == option.flag.lstrip("-").replace("-", "_")
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    path = tmp_path / "plain.txt"
+    path.write_text("x")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"tolerance": ("0.2", "tox.ini")},
+            "--opprof-tolerance: '0.2' is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2% (from tox.ini)",
+        ),
+        ({"tolerance": (0.5, "marker")}, "a bare 0.5 is ambiguous; write 50% or 0.5%"),
+        (
+            {"trace": ("all", "pytest.ini")},
+            "--opprof-trace=all: no --opprof-trace-dir to write the traces to; add --opprof-trace-dir DIR",
+        ),
+        ({"json_path": ("{dir}", "command line")}, "is not a file path, and it names a folder (from command line)"),
+        ({"json_path": ("{file}/r.json", "command line")}, "is not a file path, and {file} is a file, not a folder"),
+        ({"trace_dir": ("{file}", "command line")}, "is not a folder, and {file} is a file"),
+        ({"baseline_dir": ("{file}/base", "pytest.ini")}, "is not a folder, and {file} is a file"),
+    ],
+)
+def test_bad_output_paths_and_ambiguous_numbers_are_refused_at_start(tmp_path, a_file, values, message):
+    """Values that would be 100x off, or outputs that cannot be written, fail when pytest starts
+    with one line, before any test runs."""
+    filled = {
+        k: (str(v).format(dir=tmp_path, file=a_file) if isinstance(v, str) else v, src)
+        for k, (v, src) in values.items()
+    }
+    with pytest.raises(SettingsError) as info:
+        parse_settings(lookup_from(filled))
+    assert message.format(file=a_file) in str(info.value)
+
+
+@pytest.mark.parametrize("value", [None, 5, ["aten::mm", 3]])
+def test_marker_ignore_ops_must_be_texts(value):
+    """ignore_ops=None or 5 is refused, not read as the op named 'None'."""
+    from pytest_opprof.settings import marker_problem
+
+    problem = marker_problem("t.py::t", (), {"ignore_ops": value})
+    assert problem.startswith(f"t.py::t: @pytest.mark.opprof(ignore_ops={value!r}): expected op globs")
