@@ -42,7 +42,12 @@ def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     """`tests/test_mlp.py::TestX::test_fwd[a/b]` -> `root/<key>/tests/test_mlp.py/TestX.test_fwd[a_b]-<hash>.json`."""
     file_part, _, name = nodeid.partition("::")
     parts = [safe_name(p) for p in file_part.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    return root.joinpath(safe_name(device_key), *parts, safe_name(name.replace("::", ".") or "module") + ".json")
+    # Class::method reads as Class.method (names cannot hold a dot); a parameter id is kept as
+    # it is, so an id with "::" gets a hash and never meets an id with "." in its place.
+    function, bracket, params = name.partition("[")
+    return root.joinpath(
+        safe_name(device_key), *parts, safe_name(function.replace("::", ".") + bracket + params or "module") + ".json"
+    )
 
 
 def baseline_root(rootpath: Path, baseline_dir: str | None) -> Path:

@@ -238,6 +238,11 @@ def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, BaselineDoc, BaselineDoc
 
 def _compare(args: argparse.Namespace) -> int:
 
+    for given in (args.a, args.b):
+        if not Path(given).exists():
+            raise _UsageError(
+                f"{given}: no such file or folder; give two baseline folders, or two traces or baseline files"
+            )
     dirs = [Path(p).is_dir() for p in (args.a, args.b)]
     if dirs[0] != dirs[1]:  # before reading anything: a folder can be large
         folder, other = (args.a, args.b) if dirs[0] else (args.b, args.a)

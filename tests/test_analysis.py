@@ -307,3 +307,10 @@ def test_to_dict_has_the_documented_keys():
     assert {"name", "calls", "cpu_ms", "self_cpu_ms", "device_ms", "self_device_ms", "per_step"} <= d["ops"][0].keys()
     assert {"median", "min", "max", "samples"} <= d["ops"][0]["per_step"]["cpu_ms"].keys()
     assert d["kernels"][0] == {**d["kernels"][0], "name": "k", "op": "aten::mm", "calls": 1, "device_ms": 0.005}
+
+
+def test_negative_durations_make_the_measurement_untrusted():
+    """An op or kernel with a negative duration is an error check, not a -0.005 ms/step op."""
+    p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])
+    assert [(c.name, c.status) for c in p.errors] == [("durations", "error")]
+    assert "1 events have negative durations" in p.errors[0].message

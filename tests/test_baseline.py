@@ -528,3 +528,13 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
     old, new = doc(clamp(("float", "Scalar", ""))), doc(clamp(("float", "", "Scalar")))
     (verdict,) = compare(new, old, Rule()).verdicts
     assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"
+
+
+def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_path):
+    """Ids a::b and a.b (and a class method beside them) never share a baseline file."""
+    paths = {
+        baseline_path(tmp_path, "cpu", f"t.py::{name}")
+        for name in ("test_x[a::b]", "test_x[a.b]", "TestA::test_x", "test_x[a_b]")
+    }
+    assert len(paths) == 4
+    assert baseline_path(tmp_path, "cpu", "t.py::TestA::test_x").name == "TestA.test_x.json"  # unchanged names

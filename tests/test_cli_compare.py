@@ -337,6 +337,7 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
             "empty: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline",
         ),
         (("compare", b, other), "cannot compare the folder"),
+        (("compare", b, tmp_path / "nope"), "nope: no such file or folder; give two baseline folders"),
         (("compare", other, other), "other.json: not an opprof baseline (no 'schema')"),
         (("compare", b, b, "--tolerance", "fast"), "argument --tolerance: 'fast' is not a percentage like 20%"),
         (("compare", b, b, "--min-delta-ms", "-1"), "argument --min-delta-ms: '-1' is not a number of milliseconds"),

@@ -51,6 +51,7 @@ def trust_checks(
     n_events = len(cols.durs) + len(cols.device)
     found = [
         _events(len(cols.durs), len(cols.device)),
+        _durations(cols),
         _device_events(cols.device, cols.runtime),
         _step_events(cols.op_step, len(spans)),
         _wall_time(cols, spans, busy_by_step) if n_events else None,
@@ -68,6 +69,18 @@ def _events(n_ops: int, n_device: int) -> Check:
     if n_ops + n_device == 0:
         return Check("events", ERROR, "no operator or device events were recorded: nothing ran under the profiler")
     return Check("events", OK, f"{n_ops} CPU ops, {n_device} device events")
+
+
+def _durations(cols: CheckInputs) -> Check | None:
+    """A negative duration is no measurement: every number built on it is wrong."""
+    negative = sum(1 for d in cols.durs if d < 0) + sum(1 for e in cols.device if e.dur_ns < 0)
+    if not negative:
+        return None
+    return Check(
+        "durations",
+        ERROR,
+        f"{negative} events have negative durations: the source is broken; export the trace again",
+    )
 
 
 def _device_events(device: list[Event], runtime: list[Event]) -> Check | None:
