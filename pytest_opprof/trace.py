@@ -9,8 +9,11 @@ resolution of 0.25 us, and we promise nanoseconds.
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import math
 import os
+import stat
 import zlib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -51,6 +54,8 @@ class TraceFile:
 def us_text_to_ns(value: object) -> int:
     """Microseconds as JSON gives them (int, or the text of a decimal) -> integer nanoseconds."""
     if type(value) is int:
+        if abs(value) >= _MAX_US:
+            raise ValueError(f"{value!r} microseconds is beyond any clock")
         return value * 1000
     if type(value) is str:
         dot = value.find(".")
@@ -58,19 +63,35 @@ def us_text_to_ns(value: object) -> int:
             frac = value[dot + 1 :]
             if len(frac) <= 3:
                 return int(value[:dot] + frac + "000"[len(frac) :])
-        try:
-            # Sub-nanosecond digits or an exponent: exact decimal, rounded half-even.
-            return int((Decimal(value) * 1000).to_integral_value())
-        except InvalidOperation:
-            pass
-    if isinstance(value, float):  # only when a caller parsed floats itself
+        if len(value) <= _MAX_NUMBER_TEXT:
+            try:
+                # Sub-nanosecond digits or an exponent: exact decimal, rounded half-even; the
+                # exponent is bounded first (1e999990 would take half a minute to expand).
+                number = Decimal(value)
+                if number.is_finite() and abs(number.adjusted()) <= _MAX_EXPONENT:
+                    return int((number * 1000).to_integral_value())
+            except InvalidOperation:
+                pass
+    if isinstance(value, float) and math.isfinite(value):  # only when a caller parsed floats itself
         return round(value * 1000)
     msg = f"{value!r} is not a number of microseconds"
     raise ValueError(msg)
 
 
+_MAX_NUMBER_TEXT = 64  # characters: a timestamp has ~20
+_MAX_US = 10**31
+_MAX_EXPONENT = 30  # |microseconds| below 1e31: beyond any clock
+
+
+MAX_TRACE_BYTES = 4 << 30  # a trace (after gzip) larger than this is refused, not read into memory
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
+        if path.exists() and not path.is_dir() and not stat.S_ISREG(path.stat().st_mode):
+            raise TraceError(bad_trace(path, "not a regular file (a pipe or a device?)"))
+        if path.is_file() and path.stat().st_size > MAX_TRACE_BYTES:
+            raise TraceError(bad_trace(path, f"larger than {MAX_TRACE_BYTES:,} bytes"))
         data = path.read_bytes()
     except FileNotFoundError:
         raise TraceError(trace_not_found(path)) from None
@@ -81,21 +102,32 @@ def _read_bytes(path: Path) -> bytes:
     if not data.strip():
         raise TraceError(bad_trace(path, "empty file"))
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error):
-            raise TraceError(bad_trace(path, "truncated or corrupt gzip data")) from None
+        data = _gunzip(path, data)
         if not data.strip():
             raise TraceError(bad_trace(path, "empty file (inside the gzip)"))
     return data
+
+
+def _gunzip(path: Path, data: bytes) -> bytes:
+    """Decompressed, but never beyond MAX_TRACE_BYTES (a small gzip of zeros can be huge)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            out = f.read(MAX_TRACE_BYTES + 1)
+    except (EOFError, OSError, zlib.error):
+        raise TraceError(bad_trace(path, "truncated or corrupt gzip data")) from None
+    if len(out) > MAX_TRACE_BYTES:
+        raise TraceError(bad_trace(path, f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"))
+    return out
 
 
 def _int_id(value: object, names: dict[object, int]) -> int:
     """pid/tid/stream as an int; string ids ("stream 7", "Spans") get stable negative ids."""
     if type(value) is int:
         return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 20:
         return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a number or a name")
     return names.setdefault(value, -2 - len(names))
 
 
@@ -140,7 +172,8 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
     def take_event(d: dict[str, Any], kinds: dict[str, str] = KIND_OF_CATEGORY) -> Any:
         if d.get("ph") != "X":
             return d
-        kind = kinds.get(d.get("cat"), OTHER)  # type: ignore[arg-type]
+        cat = d.get("cat")
+        kind = kinds.get(cat, OTHER) if type(cat) is str else OTHER
         if kind is OTHER or kind is PYTHON:
             skip(1)
             return None
@@ -166,12 +199,16 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
         doc = json.loads(data, parse_float=str, object_hook=take_event)
     except UnicodeDecodeError:
         raise TraceError(bad_trace(path, "not text (neither JSON nor gzip-compressed JSON)")) from None
+    except RecursionError:
+        raise TraceError(bad_trace(path, "nested too deeply to be a profiler trace")) from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(data.rstrip()) - 1:
             reason = f"truncated JSON (ends at line {exc.lineno})"
         else:
             reason = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         raise TraceError(bad_trace(path, reason)) from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise TraceError(bad_trace(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
     return doc, rows, len(rows) + len(skipped)
 
 
@@ -179,15 +216,19 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     if not rows:
         return EventTable.from_events([])
     kinds, names, ts, dur, pids, tids, corrs, exts, device_args = map(list, zip(*rows))
-    if _MISSING in names:
-        i = names.index(_MISSING)
-        raise TraceError(bad_trace(source, f"complete event {i}: no 'name'"))
+    if not set(map(type, names)) <= {str}:
+        i = next(i for i, n in enumerate(names) if type(n) is not str)
+        what = "no 'name'" if names[i] is _MISSING else f"'name' is {names[i]!r}, not a text"
+        raise TraceError(bad_trace(source, f"complete event {i}: {what}"))
     starts = _ns_column(ts, names, "ts", source)
     durs = _ns_column(dur, names, "dur", source)
     ids: dict[object, int] = {}
-    for column in (pids, tids):
+    for column, what in ((pids, "pid"), (tids, "tid")):
         if not set(map(type, column)) <= {int}:
-            column[:] = [v if type(v) is int else _int_id(v, ids) for v in column]
+            try:
+                column[:] = [v if type(v) is int else _int_id(v, ids) for v in column]
+            except ValueError as exc:
+                raise TraceError(bad_trace(source, f"a complete event's '{what}': {exc}")) from None
     for column in (corrs, exts):
         if not set(map(type, column)) <= {int}:
             column[:] = [v if type(v) is int else 0 for v in column]
@@ -206,8 +247,11 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
         device = a.get("device", pids[i])
         stream = a.get("stream", tids[i])
         size = a.get("bytes", 0)
-        devices[i] = device if type(device) is int else _int_id(device, ids)
-        streams[i] = stream if type(stream) is int else _int_id(stream, ids)
+        try:
+            devices[i] = device if type(device) is int else _int_id(device, ids)
+            streams[i] = stream if type(stream) is int else _int_id(stream, ids)
+        except ValueError as exc:
+            raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): device or stream {exc}")) from None
         nbytes[i] = size if type(size) is int else 0
     return EventTable(
         kinds, names, starts, durs, pids, tids, devices, streams, corrs, exts, nbytes, shapes, dtypes, flops

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -240,3 +241,57 @@ def test_malformed_input_dims_are_taken_as_not_recorded(tmp_path, dims):
     )
     profile = load_trace(path)
     assert profile.op("aten::mm").work is None and profile.work_steps == 0
+
+
+def _event(**fields):
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1, **fields}
+    return json.dumps({"traceEvents": [event]})
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a profiler trace"),
+        (_event(name=["aten::mm"]), "complete event 0: 'name' is ['aten::mm'], not a text"),
+        (_event(pid={"a": 1}), "a complete event's 'pid': {'a': 1} is not a number or a name"),
+        (_event(ts=float("inf")), "complete event 0 ('aten::mm'): inf is not a number of microseconds"),
+        (_event(ts="Infinity"), "'Infinity' is not a number of microseconds"),
+        (_event(ts="1e999990"), "'1e999990' is not a number of microseconds"),
+        (
+            '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + "9" * 5000 + "}]}",
+            "a number JSON cannot hold",
+        ),
+    ],
+)
+def test_hostile_traces_are_one_line_errors(tmp_path, text, reason):
+    """Deep nesting, names and ids of the wrong type, infinite or absurd numbers: a TraceError
+    naming the file and what is wrong, quickly, never a traceback."""
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(TraceError) as info:
+        read_trace(path)
+    assert str(info.value).startswith(f"{path}: ") and reason in str(info.value)
+
+
+def test_pipes_and_decompression_bombs_are_refused(tmp_path, monkeypatch):
+    """A FIFO is refused without reading (it would hang); a gzip that decompresses beyond the
+    cap is refused before it fills memory."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError, match="not a regular file"):
+        read_trace(fifo)
+    from pytest_opprof import trace
+
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", 10_000)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 100_000))
+    with pytest.raises(TraceError, match="decompresses to more than 10,000 bytes"):
+        read_trace(bomb)
+
+
+def test_a_category_that_is_not_a_text_is_skipped():
+    """`cat` as a list is not a kind we know: the event is skipped, nothing crashes."""
+    from pytest_opprof.trace import _parse
+
+    _, rows, total = _parse(Path("t.json"), _event(cat=["cpu_op"]).encode())
+    assert rows == [] and total == 1
