@@ -8,6 +8,7 @@ import os
 import re
 import unicodedata
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import UnsafePathError, outside_folder
@@ -31,6 +32,24 @@ def write_atomic(path: Path, data: str | bytes, inside: Path | None = None) -> N
     try:
         with open(tmp, "xb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_atomic_chunks(path: Path, chunks: Iterable[str], inside: Path | None = None) -> None:
+    """write_atomic for a document written piece by piece (never whole in memory)."""
+    if inside is not None:
+        folder, root = path.parent.resolve(), inside.resolve()
+        if folder != root and root not in folder.parents:
+            raise UnsafePathError(outside_folder(path, inside, folder))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            for chunk in chunks:
+                f.write(chunk.encode("utf-8"))
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):

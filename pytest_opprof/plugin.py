@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import inert_summary
 from .fixture import OpprofFixture
-from .report import TestRecord, TestResult, format_junit_properties, run_report_json, summary_lines, write_json_atomic
+from .report import ReportSpool, TestRecord, TestResult, format_junit_properties, summary_lines, write_run_report
 from .settings import OPTIONS, Option, RunState, Settings, SettingsError, marker_problem, parse_settings, rule_for
 
 MARKER = "opprof"
@@ -76,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    state = RunState(settings)
+    state = RunState(settings, spool=ReportSpool() if settings.json_path else None)
     if settings.measuring:
         _resolve_device(config, state)
     config.stash[RUN] = state
@@ -101,6 +102,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN, None)
     if state is not None and state.nvml is not None:
         state.nvml.close()
+    if state is not None and state.spool is not None:
+        state.spool.close()
 
 
 class _RecordCollector:
@@ -112,7 +115,9 @@ class _RecordCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "opprof_record", None)
         if record is not None:
-            self.state.records.append(TestRecord.from_dict(record))
+            found = TestRecord.from_dict(json.loads(record))
+            spool = self.state.spool
+            self.state.records.append(spool.add(found) if spool is not None else found)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -250,6 +255,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "teardown":
         result.baseline = fixture.baseline
         _finish_test(item, report, result)
+        # Items live for the whole session: let the test's events and profile go now.
+        del item.stash[_RESULT], item.stash[TEST]
     return report
 
 
@@ -267,7 +274,9 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     result.export_trace(settings.trace_dir, everything=settings.trace == "all")
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(settings.top, with_profile=settings.json_path is not None)
-    report.opprof_record = record.to_dict()  # type: ignore[attr-defined]  # plain JSON: xdist carries it
+    # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
+    # run (as dicts, 500 tests' profiles held ~75 MB).
+    report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
 
 
 # -- the end of the run ------------------------------------------------------------------------
@@ -288,8 +297,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     if state.settings.json_path:
         try:
-            report = run_report_json(state.records, state.device, state.device_key)
-            write_json_atomic(Path(state.settings.json_path), report)
+            write_run_report(Path(state.settings.json_path), state.device, state.device_key, state.spool)
         except OSError as exc:
             terminalreporter.write_line(f"opprof: could not write {state.settings.json_path}: {exc.strerror or exc}")
         else:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import statistics
+import tempfile
+import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +20,7 @@ from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, time_samples
 from .decide import BaselineResult
 from .documents import BaselineDoc
-from .files import safe_name, write_atomic
+from .files import safe_name, write_atomic, write_atomic_chunks
 from .tables import median_wall_ns, ms_cell, per_step_text, short
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -375,6 +380,49 @@ def run_report_json(records: list[TestRecord], device: dict[str, Any], device_ke
     outcome, profile (Profile.to_dict()), checks and trace path."""
     tests = [{k: v for k, v in r.to_dict().items() if k != "summary"} for r in sorted(records, key=lambda r: r.nodeid)]
     return {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "tests": tests}
+
+
+class ReportSpool:
+    """Each test's part of the --opprof-json report, as JSON text in a temporary file as soon as
+    it arrives: a long run keeps no profile in memory (500 tests held ~75 MB as objects)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115  # closed by close()
+        self._parts: list[tuple[str, int, int]] = []  # (nodeid, offset, length)
+
+    def add(self, record: TestRecord) -> TestRecord:
+        """Spool the record's JSON part; give back the record without its profile."""
+        part = {k: v for k, v in record.to_dict().items() if k != "summary"}
+        data = json.dumps(part, indent=2, sort_keys=True).encode()
+        offset = self._file.seek(0, os.SEEK_END)
+        self._file.write(data)
+        self._parts.append((record.nodeid, offset, len(data)))
+        return dataclasses.replace(record, profile=None)
+
+    def tests(self) -> Iterator[str]:
+        """Each test's JSON text, sorted by node id."""
+        for _, offset, length in sorted(self._parts, key=lambda part: part[0]):
+            self._file.seek(offset)
+            yield self._file.read(length).decode()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def write_run_report(path: Path, device: dict[str, Any], device_key: str | None, spool: ReportSpool) -> None:
+    """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
+    json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
+    head = json.dumps({"device": device, "device_key": device_key, "schema": REPORT_SCHEMA}, indent=2, sort_keys=True)
+
+    def chunks() -> Iterator[str]:
+        yield head[:-2] + ',\n  "tests": ['
+        first = True
+        for text in spool.tests():
+            yield ("\n" if first else ",\n") + textwrap.indent(text, "    ")
+            first = False
+        yield "]\n}\n" if first else "\n  ]\n}\n"
+
+    write_atomic_chunks(path, chunks())
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -55,6 +55,7 @@ class RunState:
     gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
     carrying: int = 0  # collected tests that use the fixture or the marker
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
+    spool: Any = None  # report.ReportSpool when --opprof-json is on: the records' profiles
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

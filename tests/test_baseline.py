@@ -538,3 +538,37 @@ def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_pat
     }
     assert len(paths) == 4
     assert baseline_path(tmp_path, "cpu", "t.py::TestA::test_x").name == "TestA.test_x.json"  # unchanged names
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            lambda d: d["ops"]["aten::addmm"].update(cpu_ms=["0.001"] * 8),
+            "op 'aten::addmm' lacks calls_per_step/cpu_ms/device_ms lists",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=["2"] * 8), "op 'aten::addmm' lacks calls_per_step"),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm' lacks calls_per_step"),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm' lacks calls_per_step"),
+        (lambda d: d.update(schema=True), "baseline schema True, this pytest-opprof reads schemas 1, 2"),
+        (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers or null"),
+        (lambda d: d.update(kernels={"gemm": {"calls_per_step": [1], "device_ms": "x"}}), "kernel 'gemm' lacks"),
+        (
+            lambda d: d.update(memory_ops={"Memcpy": {"calls_per_step": [1], "device_ms": [1], "bytes": "4"}}),
+            "'bytes' is '4'",
+        ),
+    ],
+)
+def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_path, edit, reason):
+    """Strings where numbers belong, a number where a list belongs, NaN, a boolean schema: one
+    BaselineError naming the file and the field (the test becomes an error), never a traceback
+    from the comparison, and never a time check silently disabled by a NaN."""
+    data = doc(profile()).to_dict()
+    edit(data)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    before = path.read_bytes()
+    with pytest.raises(BaselineError) as info:
+        read_baseline(path, NODE)
+    assert str(info.value).startswith(f"{path}: ") and reason in str(info.value)
+    assert path.read_bytes() == before

@@ -1,0 +1,35 @@
+"""The run's JSON report written from the spool: the same bytes as the whole document dumped at
+once, with no profile kept in memory. Hand-built records: no torch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_opprof.analysis import Check
+from pytest_opprof.report import ReportSpool, TestRecord, run_report_json, write_run_report
+
+
+def record(nodeid: str, with_profile: bool = True) -> TestRecord:
+    profile = {"schema": 1, "ops": [{"name": "aten::mm", "calls": 3, "per_step": {"calls": {"samples": [1, 1, 1]}}}]}
+    return TestRecord(
+        nodeid, "passed", profile if with_profile else None, (Check("events", "ok", "3 CPU ops"),), None,
+        ({"sm_clock_mhz": 1},), None, 0.01, None, f"{nodeid} [passed]",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("nodeids", [[], ["t.py::b", "t.py::a", "t.py::c[ü]"]])
+def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, nodeids):
+    """Streaming the tests from the spool gives exactly json.dumps(indent=2, sort_keys) + newline,
+    tests sorted by node id; the kept records no longer hold their profiles."""
+    spool = ReportSpool()
+    records = [record(n) for n in nodeids]
+    kept = [spool.add(r) for r in records]
+    assert all(r.profile is None for r in kept)
+    path = tmp_path / "r.json"
+    write_run_report(path, {"cpu_model": "x"}, "cpu-x86_64", spool)
+    expected = json.dumps(run_report_json(records, {"cpu_model": "x"}, "cpu-x86_64"), indent=2, sort_keys=True) + "\n"
+    assert path.read_text() == expected
+    assert [t["nodeid"] for t in json.loads(path.read_text())["tests"]] == sorted(nodeids)
+    spool.close()
