@@ -20,7 +20,17 @@ from .device import Nvml, describe, device_facts, resolve_key
 from .errors import inert_summary
 from .fixture import OpprofFixture
 from .report import ReportSpool, TestRecord, TestResult, format_junit_properties, summary_lines, write_run_report
-from .settings import OPTIONS, Option, RunState, Settings, SettingsError, marker_problem, parse_settings, rule_for
+from .settings import (
+    OPTIONS,
+    UPDATE_MODES,
+    Option,
+    RunState,
+    Settings,
+    SettingsError,
+    marker_problem,
+    parse_settings,
+    rule_for,
+)
 
 MARKER = "opprof"
 
@@ -73,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
+    _give_back_a_path_taken_by_the_update_flag(config)
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
@@ -83,6 +94,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN] = state
     if settings.measuring:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
+
+
+def _give_back_a_path_taken_by_the_update_flag(config: pytest.Config) -> None:
+    """`pytest --opprof-update-baseline tests/test_x.py`: the flag's optional value swallowed the
+    path. A value that names a test path is the path: the flag means "changed", the path goes
+    back to pytest's arguments (collection reads them after this hook)."""
+    value = config.getoption("opprof_update_baseline")
+    if not isinstance(value, str) or value.strip().lower() in (*UPDATE_MODES, "1", "0", "true", "false", "yes", "no"):
+        return
+    if not (config.invocation_params.dir / value.split("::")[0]).exists():
+        return  # not a path: the settings say what the flag accepts
+    config.option.opprof_update_baseline = "changed"
+    given = config.args_source == pytest.Config.ArgsSource.ARGS
+    config.args[:] = [*config.args, value] if given else [value]
 
 
 def _resolve_device(config: pytest.Config, state: RunState) -> None:

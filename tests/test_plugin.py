@@ -924,3 +924,15 @@ def test_bad_outputs_are_usage_errors_before_any_test_runs(pytester, args, messa
     result = run(pytester, "--opprof", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_path_after_the_update_flag_stays_a_path(project):
+    """`pytest --opprof-update-baseline test_x.py` records the tests of test_x.py only, instead
+    of refusing 'test_x.py' as the flag's value."""
+    source = "from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    project.makepyfile(test_x=source, test_y=source.replace("test_x", "test_y"))
+    result = run(project, "--opprof-update-baseline", "test_x.py")
+    result.assert_outcomes(passed=1)
+    assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_x.json"]
+    result = run(project, "--opprof-update-baseline", "test_x.py::test_x", "test_y.py")
+    result.assert_outcomes(passed=2)
