@@ -18,28 +18,17 @@ NAME_LIMIT = 100
 
 
 def write_atomic(path: Path, data: str | bytes, inside: Path | None = None) -> None:
-    """Write `path` whole or not at all: a uniquely named temporary file beside it, created
-    exclusively (two writers never share one, a planted symlink is never followed), then a rename
-    (which replaces a symlink at `path`, never what it points to); the temporary file is removed
-    if anything fails. `inside`: refuse a `path` whose folder resolves outside that folder (a
-    symlinked folder in a repository must not send files elsewhere)."""
-    if inside is not None:  # before any folder is made: resolve() follows the existing part
-        folder, root = path.parent.resolve(), inside.resolve()
-        if folder != root and root not in folder.parents:
-            raise UnsafePathError(outside_folder(path, inside, folder))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    """Write `path` whole or not at all (see write_atomic_chunks)."""
+    write_atomic_chunks(path, [data], inside)
 
 
-def write_atomic_chunks(path: Path, chunks: Iterable[str], inside: Path | None = None) -> None:
-    """write_atomic for a document written piece by piece (never whole in memory)."""
+def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path | None = None) -> None:
+    """Write `path` whole or not at all, piece by piece (a document never whole in memory): a
+    uniquely named temporary file beside it, created exclusively (two writers never share one, a
+    planted symlink is never followed), then a rename (which replaces a symlink at `path`, never
+    what it points to); the temporary file is removed if anything fails. `inside`: refuse a
+    `path` whose folder resolves outside that folder (a symlinked folder in a repository must
+    not send files elsewhere), checked before any folder is made."""
     if inside is not None:
         folder, root = path.parent.resolve(), inside.resolve()
         if folder != root and root not in folder.parents:
@@ -49,7 +38,7 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str], inside: Path | None =
     try:
         with open(tmp, "xb") as f:
             for chunk in chunks:
-                f.write(chunk.encode("utf-8"))
+                f.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
