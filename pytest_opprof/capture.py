@@ -185,12 +185,17 @@ class StepRecorder:
     """A one-step capture that can be started and stopped from different places (the plugin
     starts one around the whole test call and abandons it when the test captures by itself)."""
 
-    def __init__(self, probe: Callable[[], None] | None = None) -> None:
+    def __init__(self, probe: Callable[[], None] | None = None, step_aside: bool = False) -> None:
         self._probe = probe  # called just before the profiler starts and just after it stops
         self._torch: Any = None
         self._prof: Any = None
         self._step: Any = None
         self._cuda = False
+        # The whole-call capture steps aside when the test starts a profiler of its own: torch
+        # runs one at a time, and stopping ours later would empty the user's.
+        self._step_aside = step_aside
+        self._entered: Any = None  # the profiler class's _prepare_trace while it is watched
+        self.stepped_aside = False
 
     def start(self) -> None:
         torch = self._torch = _torch()
@@ -209,9 +214,32 @@ class StepRecorder:
             self._prof = None
             prof.stop()
             raise
+        if self._step_aside:
+            self._watch_for_other_profilers(torch)
+
+    def _watch_for_other_profilers(self, torch: Any) -> None:
+        """Until stop(): a profiler the test enters itself first ends ours (dropped)."""
+        # Both torch.profiler.profile and the autograd profiler's `with` prepare through this.
+        cls = torch.autograd.profiler.profile
+        entered = self._entered = cls._prepare_trace
+        recorder = self
+
+        def prepare(profiler: Any) -> Any:
+            if recorder._prof is not None:
+                recorder.stepped_aside = True
+                recorder.stop(keep=False)
+            return entered(profiler)
+
+        cls._prepare_trace = prepare
+
+    def _unwatch(self) -> None:
+        if self._entered is not None:
+            self._torch.autograd.profiler.profile._prepare_trace = self._entered
+            self._entered = None
 
     def stop(self, keep: bool = True) -> Profile | None:
         """End the step and the profiler; the Profile when `keep`, else the capture is dropped."""
+        self._unwatch()
         prof, self._prof = self._prof, None
         if prof is None:
             return None

@@ -160,6 +160,14 @@ def strict_inconclusive(nodeid: str, message: str) -> str:
     )
 
 
+def stepped_aside(assertions: int) -> str:
+    return (
+        f"opprof: the test started a torch profiler of its own, so the whole-call capture stepped "
+        f"aside and its {assertions} operator assertion{'s' if assertions != 1 else ''} could not be checked; "
+        "measure with opprof.run(...) or `with opprof.capture():` outside your profiler"
+    )
+
+
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"

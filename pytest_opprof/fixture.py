@@ -16,7 +16,7 @@ from . import (
 )
 from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
-from .errors import OpprofUsageError, untrusted_measurement
+from .errors import OpprofUsageError, stepped_aside, untrusted_measurement
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
@@ -200,7 +200,7 @@ class OpprofFixture:
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""
         self._clocks, self._host = [], []
-        self._whole_call = StepRecorder(self._probe)
+        self._whole_call = StepRecorder(self._probe, step_aside=True)
         self._whole_call.start()
 
     def end_whole_call(self, keep: bool) -> None:
@@ -210,6 +210,8 @@ class OpprofFixture:
             profile = recorder.stop(keep=keep)
             if profile is not None:
                 self._finish(profile)
+            elif recorder.stepped_aside and self._deferred and self._profile is None:
+                self.error_messages.append(stepped_aside(len(self._deferred)))
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""

@@ -936,3 +936,43 @@ def test_a_path_after_the_update_flag_stays_a_path(project):
     assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_x.json"]
     result = run(project, "--opprof-update-baseline", "test_x.py::test_x", "test_y.py")
     result.assert_outcomes(passed=2)
+
+
+def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
+    """A test that runs its own torch.profiler: the whole-call capture steps aside (the test
+    passes as without --opprof, the user's profiler keeps its events, opprof.run inside it is
+    refused with one line); assertions left for the whole call make the test an error."""
+    pytester.makepyfile(
+        test_own="""
+        import pytest
+        import torch
+
+        def profiled():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+                torch.ones(3).add(1)
+            return p
+
+        @pytest.mark.opprof
+        def test_marker_only():
+            assert len(profiled().events()) > 0
+
+        def test_fixture_unused(opprof):
+            assert len(profiled().events()) > 0
+
+        def test_run_inside(opprof):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+                with pytest.raises(Exception, match="a torch profiler is already running"):
+                    opprof.run(lambda: torch.ones(3).add(1), steps=2)
+                torch.ones(2).mul(2)
+            assert len(p.events()) > 0
+
+        def test_deferred(opprof):
+            opprof.assert_op_count("aten::add", 1)
+            assert len(profiled().events()) > 0
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(
+        ["opprof: the test started a torch profiler of its own*1 operator assertion could not be checked*"]
+    )
