@@ -27,6 +27,7 @@ from .settings import (
     RunState,
     Settings,
     SettingsError,
+    baseline_dir_problem,
     marker_problem,
     parse_settings,
     rule_for,
@@ -88,6 +89,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
+    problem = baseline_dir_problem(
+        baseline_root(config.rootpath, settings.baseline_dir), settings.baseline_dir or ".opprof"
+    )
+    if settings.measuring and problem:  # resolved where it is used: against the rootdir
+        raise pytest.UsageError(problem)
     state = RunState(settings, spool=ReportSpool() if settings.json_path else None)
     if settings.measuring:
         _resolve_device(config, state)

@@ -96,20 +96,20 @@ def _parse_file_path(text: object) -> str:
     path = Path(value)
     if path.is_dir():
         raise ValueError("a file path, and it names a folder")
-    if _blocked(path.parent):
-        raise ValueError(f"a file path, and {_blocked(path.parent)} is a file, not a folder")
+    if blocked(path.parent):
+        raise ValueError(f"a file path, and {blocked(path.parent)} is a file, not a folder")
     return value
 
 
 def _parse_dir_path(text: object) -> str:
     """A folder to write into: not a file, not below a file."""
     value = _parse_path(text)
-    if _blocked(Path(value)):
-        raise ValueError(f"a folder, and {_blocked(Path(value))} is a file")
+    if blocked(Path(value)):
+        raise ValueError(f"a folder, and {blocked(Path(value))} is a file")
     return value
 
 
-def _blocked(path: Path) -> Path | None:
+def blocked(path: Path) -> Path | None:
     """The first existing non-folder on the way to `path`, None when the way is clear."""
     for part in [*reversed(path.parents), path]:
         if part.exists() and not part.is_dir():
@@ -250,7 +250,7 @@ OPTIONS: tuple[Option, ...] = (
         "baseline_dir",
         "--opprof-baseline-dir",
         "opprof_baseline_dir",
-        _parse_dir_path,
+        _parse_path,
         "where baselines live (default .opprof at the rootdir)",
         "DIR",
     ),
@@ -362,3 +362,11 @@ def rule_for(settings: Settings, marker_kwargs: Mapping[str, object] | None = No
     }
     values.update({key: MARKER_KEYWORDS[key](value) for key, value in (marker_kwargs or {}).items()})
     return Rule(**values)
+
+
+def baseline_dir_problem(root: Path, source_value: str) -> str | None:
+    """What is wrong with the baseline folder as resolved against the rootdir (where it is used)."""
+    found = blocked(root)
+    if found is None:
+        return None
+    return bad_option("--opprof-baseline-dir", source_value, f"a folder, and {found} is a file", "the rootdir")

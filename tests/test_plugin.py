@@ -976,3 +976,25 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
     result.stdout.fnmatch_lines(
         ["opprof: the test started a torch profiler of its own*1 operator assertion could not be checked*"]
     )
+
+
+def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(project, monkeypatch):
+    """Run from a subfolder: --opprof-baseline-dir resolves against the rootdir, so a file in the
+    way there is a usage error at start, and a file of that name in the current folder is not."""
+    project.makeini("[pytest]\n")
+    (project.path / "blk").write_text("a file")
+    sub = project.path / "tests"
+    sub.mkdir()
+    (sub / "bl").write_text("a file here, not at the rootdir")
+    (sub / "test_a.py").write_text(
+        "from conftest import infer\ndef test_a(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    monkeypatch.chdir(sub)
+    result = run(project, "--opprof", "--opprof-baseline-dir", "blk")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--opprof-baseline-dir: 'blk' is not a folder, and */blk is a file (from the rootdir)*"]
+    )
+    result = run(project, "--opprof-update-baseline", "--opprof-baseline-dir", "bl/x")
+    result.assert_outcomes(passed=1)
+    assert list((project.path / "bl" / "x").rglob("test_a.json"))

@@ -71,7 +71,6 @@ def a_file(tmp_path):
         ({"json_path": ("{dir}", "command line")}, "is not a file path, and it names a folder (from command line)"),
         ({"json_path": ("{file}/r.json", "command line")}, "is not a file path, and {file} is a file, not a folder"),
         ({"trace_dir": ("{file}", "command line")}, "is not a folder, and {file} is a file"),
-        ({"baseline_dir": ("{file}/base", "pytest.ini")}, "is not a folder, and {file} is a file"),
     ],
 )
 def test_bad_output_paths_and_ambiguous_numbers_are_refused_at_start(tmp_path, a_file, values, message):
