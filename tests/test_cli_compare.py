@@ -378,3 +378,13 @@ def test_cpu_against_gpu_names_both_times(capsys, tmp_path):
     assert rows["aten::addmm"][7] == "cpu/device"
     assert rows["aten::relu"][7] == "cpu"
     assert code == 0  # 0.70 ms of CPU time against 0.35 ms of device time: B faster
+
+
+def test_a_baseline_with_an_op_named_like_a_trace_key_is_read_as_a_baseline(capsys, tmp_path):
+    """A baseline whose op is called `deviceProperties` (any name may be an op) is still a
+    baseline file to `opprof compare`, not sniffed as a trace."""
+    events = [step(1, 0, 100), op("deviceProperties", 10, 50)]
+    for name in ("a.json", "b.json"):
+        write_baseline(tmp_path / name, baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", ENV))
+    code, out, _ = run_cli(capsys, "compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
+    assert code == 0 and json.loads(out)["a"]["kind"] == "baseline"
