@@ -338,9 +338,10 @@ def run_steps(
     warmup: int,
     steps: int,
     probe: Callable[[], None] | None = None,
+    work: bool = True,
 ) -> tuple[Profile, T]:
-    """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then once
-    more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
+    """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
+    `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
     Returns the profile and fn's last result. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops."""
     validate_run_args(fn, warmup, steps)
@@ -352,13 +353,16 @@ def run_steps(
     before = _references(torch)
     if probe is not None:
         probe()
+    result: Any = None
     with _profiling(torch) as (prof, cuda):
         for number in range(1, steps + 1):
             with _step(torch, number, cuda):
-                fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
     if probe is not None:
         probe()
     timed = _with_reference(from_profiler(prof), before, _references(torch))
+    if not work:
+        return timed, result
     signature, result = _signature_step(torch, fn, args, kwargs)
     return timed.with_work({op.name: op.work for op in signature.ops if op.work}, signature.work_steps), result
 

@@ -180,7 +180,8 @@ class OpprofFixture:
 
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
-        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks))
+        # No signature step: only the times are pooled; the work is the first measurement's.
+        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks), work=False)
         return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks))
 
     def _finish(self, profile: Any) -> None:

@@ -25,6 +25,7 @@ class FakeClock:
     costs: dict[str, int] = field(default_factory=dict)
     plan: list[float] = field(default_factory=list)
     captures: int = 0  # timed captures rewritten so far
+    signature_captures: int = 0  # captures with inputs recorded (run()'s signature steps, one-step captures)
     host_reads: list[int] = field(default_factory=list)  # the plugin's wall-clock reads around captures
 
     def host_ns(self) -> int:
@@ -44,7 +45,9 @@ class FakeClock:
     def apply(self, table: EventTable, with_shapes: bool) -> EventTable:
         """Rewrite the CPU-side times of one capture (a signature step is not a timed capture)."""
         scale = 1.0
-        if not with_shapes:
+        if with_shapes:
+            self.signature_captures += 1
+        else:
             scale = self.plan[self.captures] if self.captures < len(self.plan) else 1.0
             self.captures += 1
         retime(table, lambda name: self.cost(name, scale))

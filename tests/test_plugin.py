@@ -751,12 +751,16 @@ def test_bad_marker_rule_value(project):
 def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clock):
     """A slowdown seen once (interference) passes after a second measurement; one seen twice fails."""
     fake_clock.plan = [8.0, 1.0]  # the first measurement 8x slow, its confirmation as recorded
+    fake_clock.signature_captures = 0
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["test_re.py::test_mm: the first measurement looked slower than the baseline; a second one did not confirm it*"]
     )
     assert fake_clock.captures == 2
+    # the whole call (abandoned before its capture was read) and run()'s one signature step: the
+    # confirmation records no inputs again
+    assert fake_clock.signature_captures == 1
     fake_clock.costs["aten::mm"] = 800_000
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(failed=1)
