@@ -94,11 +94,13 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if settings.measuring and problem:  # resolved where it is used: against the rootdir
         raise pytest.UsageError(problem)
-    state = RunState(settings, spool=ReportSpool() if settings.json_path else None)
+    # The controller reports (xdist workers only send their records there): it alone collects.
+    reporting = settings.measuring and not hasattr(config, "workerinput")
+    state = RunState(settings, spool=ReportSpool() if reporting and settings.json_path else None)
     if settings.measuring:
         _resolve_device(config, state)
     config.stash[RUN] = state
-    if settings.measuring:
+    if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
 
 
