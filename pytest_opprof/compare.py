@@ -122,11 +122,6 @@ def _fmt_calls(value: float) -> str:
     return f"{value:g}"
 
 
-def time_samples(entry: OpEntry) -> list[float]:
-    """An op's per-step time in a baseline document: device ms if it ran on a device, else CPU ms."""
-    return list(entry.time_samples)
-
-
 def rank_test_p(new: list[float], base: list[float]) -> float:
     """One-sided Mann-Whitney U: the probability of ranks this extreme if `new` were not larger.
     Normal approximation with tie correction; exact enough for a gate at 1%."""
@@ -330,7 +325,7 @@ def _time(
 def _op_time(
     name: str, current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, where: str
 ) -> Verdict | None:
-    new_s, old_s = time_samples(current.ops[name]), time_samples(baseline.ops[name])
+    new_s, old_s = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -501,7 +496,7 @@ def side_by_side(
             if entry is None:
                 sides.append((None, None, None))
                 continue
-            samples = time_samples(entry)
+            samples = list(entry.time_samples)
             sides.append(
                 (
                     _calls(entry),

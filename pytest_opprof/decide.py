@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
-from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements, time_samples
+from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements
 from .documents import BaselineDoc
 from .errors import OpprofError, cannot_write, strict_inconclusive
 
@@ -154,8 +154,9 @@ class BaselineResult:
     def inconclusive(self) -> list[Verdict]:
         return Comparison(self.verdicts).inconclusive
 
-    def to_dict(self, with_rows: bool = False) -> dict[str, Any]:
-        found: dict[str, Any] = {
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`rows` stay on the worker: they only feed its summary table)."""
+        return {
             "path": self.path,
             "status": self.status,
             "remeasured": self.remeasured,
@@ -163,19 +164,14 @@ class BaselineResult:
             "schema": self.schema,
             "verdicts": [v.to_dict() for v in self.verdicts],
         }
-        if with_rows:
-            found["rows"] = {name: list(row) for name, row in self.rows.items()}
-        return found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BaselineResult:
         """The inverse of to_dict (what crossed from an xdist worker)."""
-        rows = {name: (row[0], row[1]) for name, row in (data.get("rows") or {}).items()}
         verdicts = tuple(Verdict.from_dict(v) for v in data.get("verdicts", []))
         return cls(
-            data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"),
-            verdicts, rows,
-        )  # fmt: skip
+            data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts
+        )
 
 
 def baseline_step(
@@ -206,7 +202,7 @@ def baseline_step(
     rows = {
         name: (min(samples), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()
-        if (samples := time_samples(op))
+        if (samples := op.time_samples)
     }
     untimed = outcome.comparison.untimed if old is not None else None
     return BaselineResult(

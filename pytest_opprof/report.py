@@ -17,7 +17,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, time_samples
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict
 from .decide import BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_atomic, write_atomic_chunks
@@ -77,7 +77,6 @@ class TestResult:
         these records alone. The full profile (every op's per-step samples) only when the JSON
         report wants it."""
         profile = self.profile
-        baseline_rows = self.baseline.to_dict(with_rows=True) if self.baseline else None
         return TestRecord(
             self.nodeid,
             self.outcome,
@@ -88,7 +87,7 @@ class TestResult:
             self.unreliable,
             self.cpu_wait,
             self.baseline,
-            _summary_block(self.nodeid, self.outcome, profile, top, baseline_rows) if profile is not None else None,
+            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline) if profile is not None else None,
         )
 
 
@@ -164,7 +163,7 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
 
 
 def _summary_block(
-    nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: dict[str, Any] | None = None
+    nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: BaselineResult | None = None
 ) -> str:
     wall = f", {profile.wall_ms / profile.steps:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
@@ -178,11 +177,11 @@ def format_summary(records: list[TestRecord]) -> str:
     return "\n\n".join(r.summary for r in records if r.summary)
 
 
-def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None = None) -> str:
+def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None = None) -> str:
     median_wall = median_wall_ns(profile)
-    rows_base = (baseline or {}).get("rows") or {}
-    verdict_of = {v["op"]: _verdict_word(v) for v in (baseline or {}).get("verdicts", []) if v.get("op")}
-    compared = bool(baseline and baseline.get("status") in ("compared", "kept", "changed", "rewritten"))
+    rows_base = baseline.rows if baseline else {}
+    verdict_of = {v.op: _verdict_word(v) for v in (baseline.verdicts if baseline else ()) if v.op}
+    compared = baseline is not None and baseline.status in ("compared", "kept", "changed", "rewritten")
     rows = []
     for op in profile.ops[:top]:
         per = op.time_per_step
@@ -210,11 +209,11 @@ def _summary_table(profile: Profile, top: int, baseline: dict[str, Any] | None =
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-def _verdict_word(verdict: dict[str, Any]) -> str:
+def _verdict_word(verdict: Verdict) -> str:
     """The verdict column: slower / faster / inconclusive / work changed."""
-    if verdict["kind"] == TIME:
-        return _SPEED.get(verdict["status"], verdict["status"])
-    return f"{verdict['kind']} {verdict['status']}"
+    if verdict.kind == TIME:
+        return _SPEED.get(verdict.status, verdict.status)
+    return f"{verdict.kind} {verdict.status}"
 
 
 def format_problems(records: list[TestRecord], verbose: bool = False) -> str:
@@ -452,9 +451,9 @@ def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
         f"device {doc.device_key}; {software or 'no software facts'}; {steps} steps{wall}",
     ]
     rows = []
-    ops = sorted(doc.ops.items(), key=lambda item: (-_median(time_samples(item[1])), item[0]))
+    ops = sorted(doc.ops.items(), key=lambda item: (-_median(list(item[1].time_samples)), item[0]))
     for name, op in ops[:top]:
-        times = time_samples(op) or [0]
+        times = list(op.time_samples) or [0]
         rows.append(
             [
                 short(name),
