@@ -74,12 +74,8 @@ def decide(
         if again is not None:
             comparison = compare(merge_measurements(current.doc, again.doc), old, rule, path, calmer(current, again))
             remeasured = "confirmed" if _time_decides(comparison, rule, updating) else "not confirmed"
-    schema = old.schema
     write = _to_write(comparison, update, current, remeasured)
-    status = _status(comparison, update, current)
-    if status == CHANGED and write is None:
-        status = KEPT  # a time change the second measurement could not confirm
-    return Outcome(status, comparison, remeasured, write, schema)
+    return Outcome(_status(comparison, update, current, write), comparison, remeasured, write, old.schema)
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
@@ -96,14 +92,16 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     return Machine(min(waits) if waits else None, first.machine.gpu_unreliable or second.machine.gpu_unreliable)
 
 
-def _status(comparison: Comparison, update: str | None, current: Measurement) -> str:
+def _status(comparison: Comparison, update: str | None, current: Measurement, write: BaselineDoc | None) -> str:
+    """What happened to the file: compared only, not recorded (throttled GPU), kept, or written
+    (changed, or rewritten unchanged by =all)."""
     if not update:
         return COMPARED
     if current.machine.gpu_unreliable:
         return UNRELIABLE
-    if update == "all":
-        return REWRITTEN if comparison.unchanged else CHANGED
-    return KEPT if comparison.unchanged else CHANGED
+    if write is None:
+        return KEPT  # unchanged, inconclusive, or a time change the confirmation did not back
+    return REWRITTEN if comparison.unchanged else CHANGED
 
 
 def _to_write(
