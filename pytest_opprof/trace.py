@@ -88,9 +88,12 @@ MAX_TRACE_BYTES = 4 << 30  # a trace (after gzip) larger than this is refused, n
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        if path.exists() and not path.is_dir() and not stat.S_ISREG(path.stat().st_mode):
+        mode, size = (info := path.stat()).st_mode, info.st_size
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):
             raise TraceError(bad_trace(path, "not a regular file (a pipe or a device?)"))
-        if path.is_file() and path.stat().st_size > MAX_TRACE_BYTES:
+        if size > MAX_TRACE_BYTES:
             raise TraceError(bad_trace(path, f"larger than {MAX_TRACE_BYTES:,} bytes"))
         data = path.read_bytes()
     except FileNotFoundError:

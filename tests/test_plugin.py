@@ -950,6 +950,7 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
         test_own="""
         import pytest
         import torch
+        from pytest_opprof import CaptureError
 
         def profiled():
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
@@ -965,7 +966,7 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
 
         def test_run_inside(opprof):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
-                with pytest.raises(Exception, match="a torch profiler is already running"):
+                with pytest.raises(CaptureError, match="a torch profiler is already running"):
                     opprof.run(lambda: torch.ones(3).add(1), steps=2)
                 torch.ones(2).mul(2)
             assert len(p.events()) > 0

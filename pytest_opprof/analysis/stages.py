@@ -248,23 +248,17 @@ def nest(ops: OpColumns, runtime: list[Event], steps: Steps) -> Tree:
     return tree
 
 
-@dataclass(slots=True)
 class _Items:
     """Ops and runtime calls side by side, as the sweep reads them."""
 
-    starts: list[int]
-    durs: list[int]
-    names: list[str]
-    op_starts: list[int]
-    op_durs: list[int]
-    runtime: list[Event]
-    keys: list[tuple[int, int]] = field(default_factory=list)
+    __slots__ = ("starts", "durs", "names", "op_starts", "op_durs", "runtime", "keys")
 
     def __init__(self, ops: OpColumns, runtime: list[Event]) -> None:
         self.starts = ops.starts + [r.start_ns for r in runtime] if runtime else ops.starts
         self.durs = ops.durs + [0] * len(runtime) if runtime else ops.durs
         self.names = ops.names + [""] * len(runtime) if runtime else ops.names
-        self.op_starts, self.op_durs, self.runtime, self.keys = ops.starts, ops.durs, runtime, []
+        self.op_starts, self.op_durs, self.runtime = ops.starts, ops.durs, runtime
+        self.keys: list[tuple[int, int]] = []  # sort keys, made only if a thread arrives out of order
 
     def ordered(self, group: list[int]) -> tuple[list[int], list[int], bool]:
         """The group in sweep order, its starts, and whether it arrived in order (live captures do)."""
