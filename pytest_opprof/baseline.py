@@ -14,7 +14,7 @@ from typing import Any
 from .analysis import Dist, OpStats, Profile
 from .documents import BaselineDoc
 from .errors import BaselineError
-from .files import safe_name, write_atomic
+from .files import NotReadable, read_regular, safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
@@ -173,13 +173,18 @@ def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> No
     write_atomic(path, dumps(doc.to_dict()), inside=root)
 
 
+MAX_BASELINE_BYTES = 64 << 20  # a baseline is kilobytes; a larger file is refused, not read
+
+
 def read_baseline(path: Path, nodeid: str | None = None) -> BaselineDoc | None:
     """The baseline at `path`, None when there is none. A file that cannot be used raises
     BaselineError naming it and the fix; the file is never touched."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_BASELINE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
+    except NotReadable as exc:
+        raise BaselineError(bad_baseline(path, str(exc))) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
     try:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import unicodedata
 import uuid
 from collections.abc import Iterable
@@ -43,6 +44,25 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+class NotReadable(ValueError):
+    """A path that must not be read whole: a pipe or device (a read would hang or never end) or
+    a file over the reader's size limit. Its text says which, for the caller's message."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Raises FileNotFoundError,
+    IsADirectoryError or another OSError as reading does, and NotReadable before reading a pipe,
+    a device or a larger file."""
+    info = path.stat()
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise NotReadable("not a regular file (a pipe or a device?)")
+    if info.st_size > limit:
+        raise NotReadable(f"larger than {limit:,} bytes")
+    return path.read_bytes()
 
 
 def safe_name(text: str) -> str:

@@ -57,7 +57,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if option.const is not None:
             kind["nargs"], kind["const"] = "?", option.const
         group.addoption(option.flag, default=None, dest=_dest(option), help=help_text, **kind)
-        parser.addini(option.ini, help=option.help, default=None)
+        _add_ini(parser, option)
+
+
+def _add_ini(parser: pytest.Parser, option: Option) -> None:
+    """pytest 9's native `[tool.pytest]` table checks types strictly: a key registered as a
+    string refuses `opprof_top = 5`. Where pytest takes a union type (9.2+), a key whose value is
+    a number or a switch is `str | <that type>`, and our parser judges the value and names the
+    fix; ini files still give strings (str comes first). Older pytest: a string key, as before."""
+    if option.native is not None:
+        try:
+            parser.addini(option.ini, help=option.help, type=str | option.native, default=None)  # type: ignore[arg-type]
+            return
+        except (ValueError, TypeError, AssertionError):  # this pytest has no union types
+            pass
+    parser.addini(option.ini, help=option.help, default=None)
 
 
 def _dest(option: Option) -> str:

@@ -196,6 +196,7 @@ class Option:
     metavar: str | None = None  # None: a switch (store_true)
     choices: tuple[str, ...] | None = None
     const: str | None = None  # the value of the flag given without one (nargs="?")
+    native: type | None = None  # the TOML type `[tool.pytest]` may also give (int for opprof_top = 5)
 
 
 def parse_device_key(text: object) -> str:
@@ -207,9 +208,17 @@ def parse_device_key(text: object) -> str:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("enabled", "--opprof", "opprof", _parse_bool, "measure tests that use the opprof fixture or marker"),
     Option(
-        "top", "--opprof-top", "opprof_top", _parse_positive_int, "operators per test in the report (default 10)", "N"
+        "enabled", "--opprof", "opprof", _parse_bool, "measure tests that use the opprof fixture or marker", native=bool
+    ),
+    Option(
+        "top",
+        "--opprof-top",
+        "opprof_top",
+        _parse_positive_int,
+        "operators per test in the report (default 10)",
+        "N",
+        native=int,
     ),
     Option(
         "json_path",
@@ -245,6 +254,7 @@ OPTIONS: tuple[Option, ...] = (
         "WHICH",
         UPDATE_MODES,
         const="changed",
+        native=bool,
     ),
     Option(
         "baseline_dir",
@@ -261,6 +271,7 @@ OPTIONS: tuple[Option, ...] = (
         parse_percentage,
         "how much slower than its baseline an op may get (default 20%)",
         "PCT",
+        native=float,
     ),
     Option(
         "min_delta_ms",
@@ -269,6 +280,7 @@ OPTIONS: tuple[Option, ...] = (
         parse_ms,
         "ignore time changes smaller than this many ms per step (default 0.05)",
         "MS",
+        native=float,
     ),
     Option(
         "fail_on",
@@ -300,6 +312,7 @@ OPTIONS: tuple[Option, ...] = (
         "opprof_strict",
         _parse_bool,
         "make an inconclusive time check (a loaded or throttled machine) an error instead of a summary line",
+        native=bool,
     ),
 )
 

@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import stat
 import zlib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -36,6 +35,7 @@ from .events import (
     freeze,
     gc_paused,
 )
+from .files import NotReadable, read_regular
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +88,9 @@ MAX_TRACE_BYTES = 4 << 30  # a trace (after gzip) larger than this is refused, n
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        mode, size = (info := path.stat()).st_mode, info.st_size
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError
-        if not stat.S_ISREG(mode):
-            raise TraceError(bad_trace(path, "not a regular file (a pipe or a device?)"))
-        if size > MAX_TRACE_BYTES:
-            raise TraceError(bad_trace(path, f"larger than {MAX_TRACE_BYTES:,} bytes"))
-        data = path.read_bytes()
+        data = read_regular(path, MAX_TRACE_BYTES)
+    except NotReadable as exc:
+        raise TraceError(bad_trace(path, str(exc))) from None
     except FileNotFoundError:
         raise TraceError(trace_not_found(path)) from None
     except IsADirectoryError:
@@ -112,15 +107,31 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _gunzip(path: Path, data: bytes) -> bytes:
-    """Decompressed, but never beyond MAX_TRACE_BYTES (a small gzip of zeros can be huge)."""
+    """Decompressed in chunks, never beyond MAX_TRACE_BYTES (a small gzip of zeros can be huge),
+    and refused at the first chunk that cannot be JSON text: a bomb of zeros costs one chunk."""
+    chunks: list[bytes] = []
+    total = 0
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-            out = f.read(MAX_TRACE_BYTES + 1)
+            while chunk := f.read(_GUNZIP_CHUNK):
+                _check_json_text(path, chunk, first=not chunks)
+                total += len(chunk)
+                if total > MAX_TRACE_BYTES:
+                    raise TraceError(bad_trace(path, f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"))
+                chunks.append(chunk)
     except (EOFError, OSError, zlib.error):
         raise TraceError(bad_trace(path, "truncated or corrupt gzip data")) from None
-    if len(out) > MAX_TRACE_BYTES:
-        raise TraceError(bad_trace(path, f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"))
-    return out
+    return b"".join(chunks)
+
+
+_GUNZIP_CHUNK = 8 << 20
+
+
+def _check_json_text(path: Path, chunk: bytes, first: bool) -> None:
+    """JSON text holds no NUL byte and a trace opens with `{` or `[`."""
+    opening = chunk.lstrip()[:1]
+    if b"\0" in chunk or (first and opening not in (b"{", b"[", b"")):
+        raise TraceError(bad_trace(path, "not a JSON trace inside the gzip"))
 
 
 def _int_id(value: object, names: dict[object, int]) -> int:

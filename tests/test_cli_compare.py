@@ -13,7 +13,7 @@ import pytest
 from builders import kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
-from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
+from pytest_opprof.baseline import MAX_BASELINE_BYTES, baseline_from_profile, baseline_path, write_baseline
 from pytest_opprof.chrome import write_trace
 from pytest_opprof.cli import main
 from pytest_opprof.trace import load_trace
@@ -328,6 +328,11 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     empty.mkdir()
     other = tmp_path / "other.json"
     other.write_text('{"hello": 1}')
+    fifo = tmp_path / "pipe.json"  # reading it would hang: refused before any read
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:  # sparse: refused by its size, never read
+        f.truncate(MAX_BASELINE_BYTES + 1)
     cases = [
         (("show", a), f"{corrupt}: not valid JSON"),
         (("compare", a, b), f"{corrupt}: not valid JSON"),
@@ -343,6 +348,10 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("compare", b, b, "--min-delta-ms", "-1"), "argument --min-delta-ms: '-1' is not a number of milliseconds"),
         (("compare", b, b, "--stat", "mean"), "argument --stat: invalid choice: 'mean'"),
         (("compare", b), "the following arguments are required: B"),
+        (("show", fifo), "pipe.json: not a regular file (a pipe or a device?)"),
+        (("compare", fifo, fifo), "pipe.json: not a regular file (a pipe or a device?)"),
+        (("show", "/dev/zero"), "/dev/zero: not a regular file (a pipe or a device?)"),
+        (("show", huge), f"huge.json: larger than {MAX_BASELINE_BYTES:,} bytes"),
     ]
     for argv, expected in cases:
         code, out, err = run_cli(capsys, *argv)

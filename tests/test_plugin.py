@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -55,22 +56,23 @@ def test_help_documents_every_option(pytester):
     """`pytest --help` lists each flag and its ini twin."""
     result = run(pytester, "--help")
     out = result.stdout.str()
-    for flag, ini in [
-        ("--opprof", "opprof"),
-        ("--opprof-top=N", "opprof_top"),
-        ("--opprof-json=PATH", "opprof_json"),
-        ("--opprof-trace-dir=DIR", "opprof_trace_dir"),
-        ("--opprof-trace=WHEN", "opprof_trace"),
-        ("--opprof-update-baseline=[WHICH]", "opprof_update_baseline"),
-        ("--opprof-baseline-dir=DIR", "opprof_baseline_dir"),
-        ("--opprof-tolerance=PCT", "opprof_tolerance"),
-        ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms"),
-        ("--opprof-fail-on=KINDS", "opprof_fail_on"),
-        ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops"),
-        ("--opprof-device-key=KEY", "opprof_device_key"),
+    for flag, ini, kind in [
+        ("--opprof", "opprof", "string | bool"),
+        ("--opprof-top=N", "opprof_top", "string | int"),
+        ("--opprof-json=PATH", "opprof_json", "string"),
+        ("--opprof-trace-dir=DIR", "opprof_trace_dir", "string"),
+        ("--opprof-trace=WHEN", "opprof_trace", "string"),
+        ("--opprof-update-baseline=[WHICH]", "opprof_update_baseline", "string | bool"),
+        ("--opprof-baseline-dir=DIR", "opprof_baseline_dir", "string"),
+        ("--opprof-tolerance=PCT", "opprof_tolerance", "string | float"),
+        ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms", "string | float"),
+        ("--opprof-fail-on=KINDS", "opprof_fail_on", "string"),
+        ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops", "string"),
+        ("--opprof-device-key=KEY", "opprof_device_key", "string"),
+        ("--opprof-strict", "opprof_strict", "string | bool"),
     ]:
         assert flag in out
-        assert f"  {ini} (string):" in out
+        assert f"  {ini} ({kind}):" in out
 
 
 def test_plugin_can_be_disabled(pytester):
@@ -103,6 +105,62 @@ def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, in
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+NATIVE_TOML_CASES = [
+    # pytest 9's [tool.pytest] table: numbers and switches are TOML values, read as the flag reads text
+    ("opprof_top = 2", None),
+    ("opprof_tolerance = 25", None),
+    ("opprof_tolerance = 12.5", None),
+    ("opprof_min_delta_ms = 0", None),
+    ("opprof_strict = true", None),
+    ("opprof_update_baseline = false", None),
+    ('opprof_fail_on = "structure,work"', None),
+    ("opprof_top = 0", "--opprof-top: 0 is not a whole number >= 1 (from pyproject.toml)"),
+    ("opprof_top = 2.5", "config option 'opprof_top' expects one of string | int, got float: 2.5"),
+    (
+        "opprof_tolerance = 0.2",
+        "--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2%",
+    ),
+    ("opprof_min_delta_ms = -1", "--opprof-min-delta-ms: -1 is not a number of milliseconds >= 0"),
+    ("opprof_tolerance = true", "config option 'opprof_tolerance' expects one of string | float, got bool: True"),
+    ("opprof_top = [5]", "config option 'opprof_top' expects one of string | int, got list: [5]"),
+    ("opprof_json = 5", "config option 'opprof_json' expects a string, got int: 5"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), NATIVE_TOML_CASES)
+def test_native_toml_table_takes_typed_values(pytester, line, message):
+    """`[tool.pytest]` (pytest 9): `opprof_top = 2` is a number, not refused as "not a string"; a
+    bad value stops the run at start with one line naming the key and the fix."""
+    if tuple(int(p) for p in pytest.__version__.split(".")[:2]) < (9, 2):
+        pytest.skip("typed ini values need pytest 9.2 (union ini types)")
+    pytester.makepyprojecttoml(f"[tool.pytest]\nopprof = true\n{line}\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    if message is None:
+        result.assert_outcomes(passed=1)
+        assert "opprof: device key" in result.stdout.str()  # opprof = true (a TOML bool) took effect
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_native_toml_numbers_take_effect(project):
+    """`opprof_top = 2` in `[tool.pytest]` limits the report to 2 rows, as --opprof-top 2 does."""
+    if tuple(int(p) for p in pytest.__version__.split(".")[:2]) < (9, 2):
+        pytest.skip("typed ini values need pytest 9.2 (union ini types)")
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_x(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    project.makepyprojecttoml("[tool.pytest]\nopprof = true\nopprof_top = 2\n")
+    lines = run(project).stdout.str().split("test_x [passed]")[1].splitlines()
+    assert sum(1 for line in lines[3:] if line.startswith("aten::")) == 2
 
 
 def test_report_header_names_the_device(project):
@@ -884,6 +942,29 @@ def test_a_symlinked_baseline_folder_never_sends_files_outside(project, tmp_path
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*test_x.json: its folder resolves to {outside}*, outside *.opprof (a symlink?)*"])
     assert list(outside.rglob("*")) == []
+
+
+def test_planted_symlinks_never_overwrite_a_file_outside(project, tmp_path_factory):
+    """A repository that commits symlinks under `.opprof/` named like temporary files (every pid
+    of the old `.<name>.<pid>.tmp` scheme near ours) pointing at a file outside: recording a new
+    baseline and then rewriting it with `=all` (under xdist too) leave the outside file
+    byte-identical and write a real file inside the tree."""
+    outside = tmp_path_factory.mktemp("outside") / "precious.txt"
+    outside.write_text("do not touch")
+    folder = project.path / ".opprof" / "cpu-x86_64" / "test_x.py"
+    folder.mkdir(parents=True)
+    for pid in range(max(os.getpid() - 2000, 1), os.getpid() + 2000):
+        (folder / f".test_x.json.{pid}.tmp").symlink_to(outside)
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    for update in ("--opprof-update-baseline", "--opprof-update-baseline=all"):
+        result = run(project, update, "--opprof-device-key=cpu-x86_64", "-n", "2")
+        result.assert_outcomes(passed=1)
+        assert outside.read_text() == "do not touch"
+        written = folder / "test_x.json"
+        assert not written.is_symlink() and json.loads(written.read_text())["schema"] == 2
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 rewritten*"])
 
 
 def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkeypatch):

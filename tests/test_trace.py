@@ -289,6 +289,35 @@ def test_pipes_and_decompression_bombs_are_refused(tmp_path, monkeypatch):
         read_trace(bomb)
 
 
+def test_a_gzip_of_zeros_is_refused_at_its_first_chunk(tmp_path):
+    """A small gzip of 64 MiB of zeros (or of a JSON head followed by zeros) is refused as not
+    JSON after one chunk: memory stays at one chunk, not the decompressed size (tracemalloc)."""
+    import tracemalloc
+    import zlib
+
+    from pytest_opprof import trace
+
+    def bomb(head: bytes, zeros: int) -> bytes:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip framing
+        parts = [packer.compress(head)]
+        block = bytes(1 << 20)
+        parts += [packer.compress(block) for _ in range(zeros >> 20)]
+        return b"".join([*parts, packer.flush()])
+
+    for name, head in [("zeros.json.gz", b""), ("headed.json.gz", b'{"traceEvents": [')]:
+        path = tmp_path / name
+        path.write_bytes(bomb(head, 64 << 20))
+        assert path.stat().st_size < 1 << 20
+        tracemalloc.start()
+        try:
+            with pytest.raises(TraceError, match=f"{name}: not a JSON trace inside the gzip"):
+                read_trace(path)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 * trace._GUNZIP_CHUNK, peak
+
+
 def test_a_category_that_is_not_a_text_is_skipped():
     """`cat` as a list is not a kind we know: the event is skipped, nothing crashes."""
     from pytest_opprof.trace import _parse

@@ -1,0 +1,84 @@
+"""The one writer every output goes through: atomic, exclusive temp files, nothing outside."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from pytest_opprof.errors import UnsafePathError
+from pytest_opprof.files import write_atomic, write_atomic_chunks
+
+
+def test_a_planted_symlink_at_the_temp_name_is_never_followed(tmp_path, monkeypatch):
+    """Even when the temporary name is guessed (uuid pinned) and a symlink planted there, the
+    writer refuses to open it (exclusive create) and the target outside stays as it was."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=0))
+    (folder / f".b.json.{os.getpid()}.00000000.tmp").symlink_to(outside)
+    with pytest.raises(FileExistsError):
+        write_atomic(folder / "b.json", "{}", inside=folder)
+    assert outside.read_text() == "precious"
+    assert not (folder / "b.json").exists()
+
+
+def test_the_temp_file_is_removed_when_writing_fails(tmp_path):
+    """A chunk source that fails half-way leaves neither the target nor a temporary file."""
+
+    def chunks():
+        yield "{"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic_chunks(tmp_path / "r.json", chunks())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_file_is_replaced_whole_and_a_symlink_at_the_target_is_replaced_not_followed(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    (folder / "b.json").symlink_to(outside)
+    write_atomic(folder / "b.json", '{"a": 1}', inside=folder)
+    assert outside.read_text() == "precious"
+    assert not (folder / "b.json").is_symlink() and (folder / "b.json").read_text() == '{"a": 1}'
+
+
+@pytest.mark.parametrize("target", ["link/b.json", "link/deeper/b.json", "../b.json"])
+def test_a_target_whose_folder_resolves_outside_is_refused_before_anything_is_made(tmp_path, target):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    (folder / "link").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match=r"outside .*tree \(a symlink\?\); nothing was written"):
+        write_atomic(folder / target, "{}", inside=folder)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "b.json").exists()
+
+
+def test_two_writers_never_share_a_temporary_file(tmp_path):
+    """Unique temp names: 200 interleaved writers of one target all succeed, the last one wins whole."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        try:
+            for _ in range(5):
+                write_atomic(tmp_path / "r.json", f'{{"writer": {i}, "pad": "{"x" * 10_000}"}}')
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert (tmp_path / "r.json").read_text().startswith('{"writer": ')
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
