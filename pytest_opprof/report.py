@@ -41,6 +41,7 @@ class TestResult:
     outcome: str | None = None  # passed | failed | error | skipped
     profile: Profile | None = None
     trace_path: str | None = None
+    trace_error: str | None = None  # why the trace wanted for this test could not be written
     baseline: BaselineResult | None = None
     clocks: list[dict[str, Any]] | None = None  # GPU clock samples around the capture
     unreliable: str | None = None  # why those clocks make the times incomparable
@@ -56,7 +57,7 @@ class TestResult:
             try:
                 self.profile.export_chrome_trace(str(path))
             except OSError as exc:  # the run goes on; the summary says why there is no trace
-                self.trace_path = f"{path} could not be written ({exc.strerror or exc})"
+                self.trace_error = f"{path} could not be written ({exc.strerror or exc})"
             else:
                 self.trace_path = str(path)
 
@@ -88,6 +89,7 @@ class TestResult:
             self.cpu_wait,
             self.baseline,
             _summary_block(self.nodeid, self.outcome, profile, top, self.baseline) if profile is not None else None,
+            self.trace_error,
         )
 
 
@@ -108,6 +110,7 @@ class TestRecord:
     cpu_wait: float | None  # share of the capture our threads waited for a CPU
     baseline: BaselineResult | None
     summary: str | None  # the test's header and table in the terminal summary
+    trace_error: str | None = None  # the trace this test wanted, and why it could not be written
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +124,7 @@ class TestRecord:
             "cpu_wait": self.cpu_wait,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "summary": self.summary,
+            "trace_error": self.trace_error,
         }
 
     @classmethod
@@ -137,6 +141,7 @@ class TestRecord:
             data.get("cpu_wait"),
             BaselineResult.from_dict(baseline) if baseline else None,
             data.get("summary"),
+            data.get("trace_error"),
         )
 
     @property
@@ -254,6 +259,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
     lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in record.checks if c.status != "ok"]
     if record.trace:
         lines.append(f"{nodeid}: trace written to {record.trace}")
+    if record.trace_error:
+        lines.append(f"{nodeid}: trace {record.trace_error}")
     return lines
 
 

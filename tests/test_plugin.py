@@ -529,6 +529,25 @@ def test_traces_for_failing_tests_only_by_default(project):
     assert len(list((project.path / "all-traces").iterdir())) == 2
 
 
+def test_every_test_gets_its_own_trace_file(project):
+    """Parameter ids that sanitise alike (`a::b`, `a.b`, `a/b`, `a b`, `a?b`, accents, 300
+    characters) each get their own trace: 14 tests, 14 files, none overwritten."""
+    ids = ["a::b", "a.b", "a/b", "a b", "a?b", "a_b", "ä.b", "a..b", "a:b", "A.B", "x" * 300, "x" * 301, "", "-"]
+    project.makepyfile(
+        f"""
+        import pytest
+        import torch
+        @pytest.mark.parametrize("p", {ids!r}, ids={ids!r})
+        def test_p(opprof, p):
+            opprof.run(lambda: torch.ones(2).add(1), warmup=0, steps=1)
+        """
+    )
+    result = run(project, "--opprof", "--opprof-trace-dir", "traces", "--opprof-trace", "all")
+    result.assert_outcomes(passed=14)
+    files = list((project.path / "traces").iterdir())
+    assert len(files) == 14 and all(len(f.name) < 200 for f in files)
+
+
 def test_junitxml_carries_the_numbers(project):
     """junitxml gets per-test properties: steps, wall, ops' calls and ms per step."""
     project.makepyfile(
@@ -1009,6 +1028,31 @@ def test_bad_outputs_are_usage_errors_before_any_test_runs(pytester, args, messa
     result = run(pytester, "--opprof", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_outputs_that_become_unwritable_during_the_run_are_one_summary_line(project):
+    """The test itself puts a file where the report's and the traces' folders should be (as a
+    full disk or a cleanup job would): the run goes on, each output is one summary line, no
+    traceback, and the exit code is the tests' own (1: one failed)."""
+    project.makepyfile(
+        """
+        from pathlib import Path
+        from conftest import infer
+        def test_bad(opprof, mlp):
+            Path("out").write_text("in the way")
+            Path("traces").write_text("in the way")
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+            opprof.assert_op_count("aten::addmm", 7)
+        """
+    )
+    result = run(project, "--opprof", "--opprof-json", "out/r.json", "--opprof-trace-dir", "traces")
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    result.stdout.fnmatch_lines(["*::test_bad: trace traces/*test_bad-*.json.gz could not be written (*)"])
+    result.stdout.fnmatch_lines(["opprof: could not write out/r.json: *"])
+    assert (project.path / "out").read_text() == "in the way"
 
 
 def test_a_path_after_the_update_flag_stays_a_path(project):
