@@ -120,6 +120,9 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
     if not matched:
         if n == 0 or (n is None and not min):
             return None  # zero calls expected and seen
+        fused = fused_into(profile, op)
+        if fused:
+            return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         return no_match(op, (o.name for o in profile.ops))
     per_step = tuple(sum(s) for s in zip(*(m.calls_per_step.samples for m in matched)))
     if n is not None:
@@ -173,6 +176,9 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     found += [(m.name, m.calls_per_step.median, "") for m in profile.match_memory_ops(op) if m.calls]
     if found:
         return unexpected_ops(op, found)
+    fused = fused_into(profile, op)
+    if fused:
+        return f"{op}: did not run as an op, but its work did: {fused_text(op, fused)}"
     if not is_glob(op) and is_known is not None and not is_known(op):
         return unknown_op(op, closest_names(op, (o.name for o in profile.ops)))
     return None
@@ -204,3 +210,202 @@ def _total_below(profile: Profile, limit: float, stat: str, reduce: Reduce) -> s
     if value > limit * 1e6:
         return over_limit("total", value, limit, "step", stat, samples)
     return None
+
+
+# -- compiled code: fused ops, graph breaks, recompiles, eager work -------------------------------
+
+NOTHING_COMPILED = (
+    "no torch.compile'd region ran in the measured steps, so there is nothing compiled to check: "
+    "wrap the model in torch.compile, and check Dynamo did not fall back to eager (TORCH_LOGS=recompiles)"
+)
+
+
+def fused_into(profile: Profile, op: str) -> list[str]:
+    """The compiled kernels whose names say they fused `op` (`aten::gelu` ->
+    `triton_poi_fused_gelu_0`, `graph_0_cpp_fused_gelu_0`); [] without compiled code or for a glob."""
+    if profile.compiled is None or is_glob(op) or "::" not in op:
+        return []
+    token = "_" + op.rsplit("::", 1)[1].split(".")[0] + "_"
+    kernels = [k.name for k in profile.kernel_rows()]
+    kernels += [o.name for o in profile.ops if o.name.startswith("triton_") and o.name not in kernels]
+    return [k for k in kernels if "fused" in k and token in "_" + k.split("fused", 1)[1] + "_"]
+
+
+def fused_text(op: str, kernels: list[str]) -> str:
+    more = f" and {len(kernels) - 3} more" if len(kernels) > 3 else ""
+    return f"{op} ran inside compiled code, fused into {', '.join(kernels[:3])}{more}"
+
+
+def no_graph_break() -> Assertion:
+    """At most one compiled region per compiled call per step: a region nested in another is
+    the rest of a frame Dynamo had to resume after a graph break."""
+    return _no_graph_break
+
+
+def _no_graph_break(profile: Profile) -> str | None:
+    regions = [r for r in profile.compiled.regions if r.step >= 0] if profile.compiled else []
+    if not regions:
+        return NOTHING_COMPILED
+    broken = [r for r in regions if r.nested]
+    if not broken:
+        return None
+    step = broken[0].step
+    in_step = [r for r in regions if r.step == step]
+    listed = ", ".join(f"{REGION_NAME} {r.compile_id}" + (" (resumed)" if r.nested else "") for r in in_step[:6])
+    reasons = profile.metadata.get("graph_break_reasons") or []
+    why = (
+        f"; torch's reason: {'; '.join(reasons[:3])}"
+        if reasons
+        else "; torch names the reason when the model compiles inside opprof.run() (its warmup), "
+        "or see torch._dynamo.explain(model)(*inputs)"
+    )
+    return (
+        f"graph break: {len(broken)} compiled regions ran resumed inside another in the measured steps "
+        f"(step {step}: {listed}){why}"
+    )
+
+
+REGION_NAME = "Torch-Compiled Region"
+
+
+def no_recompile() -> Assertion:
+    """No compilation inside the measured steps, and each frame ran as one compilation in all of
+    them (frames that alternate between compilations fail their guards on some inputs)."""
+    return _no_recompile
+
+
+def _no_recompile(profile: Profile) -> str | None:
+    compiled = profile.compiled
+    if compiled is None or not compiled.regions and not compiled.compilations:
+        return NOTHING_COMPILED
+    inside = [c for c in compiled.compilations if c.step >= 0]
+    if inside:
+        listed = ", ".join(f"{c.compile_id} in step {c.step} ({c.dur_ns / 1e6:.1f} ms)" for c in inside[:3])
+        return (
+            f"recompiled inside the measured steps: {listed}; a new input shape, dtype or Python value "
+            "failed the guards of the compiled code (TORCH_LOGS=recompiles names the guard)"
+        )
+    by_frame: dict[int, set[int]] = {}
+    for r in compiled.regions:
+        if r.step >= 0:
+            by_frame.setdefault(r.frame, set()).add(r.compile)
+    varied = {f: ids for f, ids in by_frame.items() if len(ids) > 1}
+    if not varied:
+        return None
+    frame, ids = min(varied.items())
+    listed = ", ".join(f"{frame}/{c}" for c in sorted(ids))
+    return (
+        f"frame {frame} ran as {len(ids)} different compilations across the steps ({listed}): its guards "
+        "fail for some inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
+    )
+
+
+def compiled() -> Assertion:
+    """The steps' work ran inside compiled code: no op ran eagerly outside it."""
+    return _compiled
+
+
+def _compiled(profile: Profile) -> str | None:
+    c = profile.compiled
+    if c is None or not any(r.step >= 0 for r in c.regions):
+        return NOTHING_COMPILED
+    if not c.eager:
+        return None
+    steps = max(profile.steps, 1)
+    listed = ", ".join(
+        f"{e.name} ({e.calls / steps:g}/step, {e.cpu_ns / steps / 1e6:.3f} ms/step)" for e in c.eager[:3]
+    )
+    more = f" and {len(c.eager) - 3} more" if len(c.eager) > 3 else ""
+    return (
+        f"{c.eager_share:.0%} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
+        "a graph break or work outside the compiled function"
+    )
+
+
+# -- kernels ----------------------------------------------------------------------------------
+
+
+def kernel_count(pattern: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> Assertion:
+    """Launches per step of the kernels matching `pattern` (device kernels and Inductor CPU
+    kernels; summed over matches): exactly n, or within [min, max]."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    _validate_counts(pattern, n, min, max, 'a kernel name or glob such as "triton_*" or "*gemm*"')
+    return lambda profile: _kernel_count(profile, pattern, n, min, max)
+
+
+def _validate_counts(pattern: object, n: object, min: object, max: object, what: str) -> None:
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise OpprofUsageError(bad_argument("kernel", pattern, what))
+    if n is None and min is None and max is None:
+        raise OpprofUsageError(bad_argument("n", None, "a launch count, or min= and/or max="))
+    if n is not None and (min is not None or max is not None):
+        raise OpprofUsageError(bad_argument("n", n, "either n or min=/max=, not both"))
+    for name, value in (("n", n), ("min", min), ("max", max)):
+        if value is not None:
+            _count(name, value)
+    if isinstance(min, int) and isinstance(max, int) and min > max:
+        raise OpprofUsageError(bad_argument("min", min, f"at most max={max} (no count lies between them)"))
+
+
+def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None, max: int | None) -> str | None:
+    matched = profile.match_kernels(pattern)
+    if not matched:
+        if n == 0 or (n is None and not min):
+            return None
+        return no_kernel(pattern, profile)
+    per_step = tuple(sum(s) for s in zip(*(k.calls_per_step.samples for k in matched)))
+    low = n if n is not None else (min if min is not None else 0)
+    high = n if n is not None else (max if max is not None else float("inf"))
+    if all(low <= c <= high for c in per_step):
+        return None
+    expected = (
+        str(n)
+        if n is not None
+        else f"between {low} and {high}"
+        if min is not None and max is not None
+        else (f"at least {low}" if min is not None else f"at most {high}")
+    )
+    names = ", ".join(k.name for k in matched[:3]) + (f" and {len(matched) - 3} more" if len(matched) > 3 else "")
+    return count_mismatch(pattern, per_step, expected, [f"kernels {names}"]).replace(" calls/step", " launches/step", 1)
+
+
+def no_kernel(pattern: str, profile: Profile) -> str:
+    seen = [k.name for k in sorted(profile.kernel_rows(), key=lambda k: -sum(k.time_per_step.samples))]
+    close = closest_names(pattern, seen)
+    hint = (
+        f"; closest: {', '.join(close)}"
+        if close
+        else f"; the kernels were {', '.join(seen[:3])}"
+        if seen
+        else "; no kernels ran (on CPU only compiled code has kernels: Inductor's cpp_fused_*)"
+    )
+    return f"{pattern}: no kernel of that name ran in the measured code{hint}"
+
+
+def kernel_below(pattern: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
+    """Every kernel matching `pattern` takes at most `ms` per step (or per launch), by `stat`
+    over steps: device time for device kernels, CPU time for Inductor CPU kernels."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise OpprofUsageError(bad_argument("kernel", pattern, 'a kernel name or glob such as "triton_*"'))
+    limit = validate_ms("ms", ms)
+    _choice("per", per, PERS)
+    reduce = STATS[_choice("stat", stat, tuple(STATS))]
+    return lambda profile: _kernel_below(profile, pattern, limit, per, stat, reduce)
+
+
+def _kernel_below(profile: Profile, pattern: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
+    matched = profile.match_kernels(pattern)
+    if not matched:
+        return no_kernel(pattern, profile)
+    failures = []
+    for k in matched:
+        samples: tuple[float, ...] = k.time_per_step.samples
+        if per == "call":
+            samples = tuple(t / c for t, c in zip(samples, k.calls_per_step.samples) if c)
+        if samples and (value := reduce(samples)) > limit * 1e6:
+            failures.append(
+                (value, over_limit(k.name, value, limit, "launch" if per == "call" else per, stat, samples))
+            )
+    return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -348,6 +350,8 @@ def run_steps(
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
+    enable_compiled_kernel_profiling()
+    breaks_before = graph_break_reasons()
     for _ in range(warmup):
         fn(*args, **kwargs)
     before = _references(torch)
@@ -361,6 +365,9 @@ def run_steps(
     if probe is not None:
         probe()
     timed = _with_reference(from_profiler(prof), before, _references(torch))
+    new_breaks = list(graph_break_reasons() - breaks_before)
+    if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
+        timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
     if not work:
         return timed, result
     signature, result = _signature_step(torch, fn, args, kwargs)
@@ -405,6 +412,27 @@ def capture() -> Iterator[Capture]:
         recorder.stop(keep=False)
         raise
     holder.profile = recorder.stop()
+
+
+INDUCTOR_KERNEL_PROFILE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"
+
+
+def enable_compiled_kernel_profiling() -> None:
+    """Inductor's C++ kernels show in a profile only when compiled with kernel profiling on:
+    switch it on for code compiled from now on (unless the user set it to 0). Nothing is
+    imported; a config already loaded is set too."""
+    os.environ.setdefault(INDUCTOR_KERNEL_PROFILE, "1")
+    config = sys.modules.get("torch._inductor.config")
+    if config is not None and os.environ[INDUCTOR_KERNEL_PROFILE] == "1":
+        config.cpp.enable_kernel_profile = True
+
+
+def graph_break_reasons() -> Counter[str]:
+    """The graph-break reasons Dynamo has counted in this process (empty when it is not loaded)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    found = counters.get("graph_break") if isinstance(counters, dict) else None
+    return Counter({str(k): v for k, v in found.items()}) if found else Counter()
 
 
 def is_known_op(name: str) -> bool:

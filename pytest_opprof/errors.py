@@ -99,14 +99,20 @@ class OpprofUsageError(OpprofError):
 
 
 def _ms(value_ns: float) -> str:
-    return ms_text(ns_to_ms(value_ns), 2)
+    return _ms_of(ns_to_ms(value_ns))
+
+
+def _ms_of(ms: float) -> str:
+    """2 decimals, more below 0.1 ms so that a small value or limit never reads as another
+    (0.005 is not 0.01)."""
+    return ms_text(ms, 2 if ms >= 0.1 or ms == 0 else 3 if ms >= 0.01 else 4)
 
 
 def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str, samples: tuple[float, ...]) -> str:
     """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`."""
     steps = len(samples)
     return (
-        f"{name}: {_ms(value_ns)} ms/{unit} > limit {limit_ms:.2f} ms "
+        f"{name}: {_ms(value_ns)} ms/{unit} > limit {_ms_of(limit_ms)} ms "
         f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))})"
     )
 

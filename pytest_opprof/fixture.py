@@ -149,6 +149,42 @@ class OpprofFixture:
         if self.enabled:
             self._check(assertions.total_below(ms, stat))
 
+    def assert_no_graph_break(self) -> None:
+        """Each compiled call ran as one torch.compile'd region: no graph break split it (the
+        message names the regions and, when the model compiled inside run(), torch's reason)."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.no_graph_break())
+
+    def assert_no_recompile(self) -> None:
+        """No torch.compile compilation inside the measured steps, and each compiled frame ran
+        as one compilation in all of them."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.no_recompile())
+
+    def assert_compiled(self) -> None:
+        """The steps' work ran inside compiled code: no op ran eagerly outside it."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.compiled())
+
+    def assert_kernel_count(
+        self, kernel: str, n: int | None = None, *, min: int | None = None, max: int | None = None
+    ) -> None:
+        """Launches per step of the kernels matching `kernel` (a name or glob): exactly `n`, or
+        within min/max. Device kernels, and Inductor's C++ kernels on CPU."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.kernel_count(kernel, n, min=min, max=max))
+
+    def assert_kernel_below(self, kernel: str, ms: float, per: str = "step", stat: str = "median") -> None:
+        """Each kernel matching `kernel` takes at most `ms` ms per step (or per launch: per="call"),
+        by `stat` over steps: device time, or CPU time for Inductor's C++ kernels."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.kernel_below(kernel, ms, per, stat))
+
     # machinery --------------------------------------------------------------------------------
     def _check(self, check: assertions.Assertion) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the

@@ -14,6 +14,7 @@ import pytest
 
 from . import hooks
 from .baseline import baseline_file, baseline_from_profile, baseline_root, shown_path
+from .capture import enable_compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
@@ -112,6 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     reporting = settings.measuring and not hasattr(config, "workerinput")
     state = RunState(settings, spool=ReportSpool() if reporting and settings.json_path else None)
     if settings.measuring:
+        enable_compiled_kernel_profiling()  # before any model compiles: Inductor's C++ kernels then show
         _resolve_device(config, state)
     config.stash[RUN] = state
     if reporting:

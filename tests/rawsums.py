@@ -9,6 +9,15 @@ from decimal import Decimal
 from pathlib import Path
 
 
+def stable(name: str) -> str:
+    """torch.compile's names without their process-dependent parts (frame/compile ids, hashes)."""
+    if name.startswith("Torch-Compiled Region: "):
+        return "Torch-Compiled Region"
+    if name.startswith("## Call CompiledFxGraph ") and name.endswith(" ##"):
+        return "CompiledFxGraph"
+    return name
+
+
 def independent_sums(path: Path) -> dict:
     """Sums of the raw events, parsed with Decimal and no code of ours."""
     with gzip.open(path, "rt") as f:
@@ -31,7 +40,7 @@ def independent_sums(path: Path) -> dict:
             continue
         cat = e.get("cat")
         if cat == "cpu_op" and not e["name"].startswith("ProfilerStep#"):
-            sums["cpu_ops"][e["name"]] += 1
+            sums["cpu_ops"][stable(e["name"])] += 1
         elif cat == "kernel":
             sums["kernels"][e["name"]] += 1
             sums["kernel_ns"] += ns(e["dur"])
@@ -47,7 +56,7 @@ def torch_rule_counts(events: list) -> Counter:
     the same name is one call. A naive tree (each op's parent is the innermost earlier op on its
     thread that encloses it), written apart from the analysis, with Decimal times."""
     ops = [
-        (e.get("pid"), e.get("tid"), Decimal(str(e["ts"])), Decimal(str(e.get("dur", 0))), e["name"])
+        (e.get("pid"), e.get("tid"), Decimal(str(e["ts"])), Decimal(str(e.get("dur", 0))), stable(e["name"]))
         for e in events
         if e.get("ph") == "X" and e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")
     ]

@@ -12,7 +12,7 @@ from operator import lt
 
 from ..events import Event
 from ..units import ms_text, ns_to_ms
-from .model import ERROR, OK, WARNING, Check, OpStats, StepSpan, union_ns
+from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
 # between threads / device and host (a few microseconds) plus 2%.
@@ -25,6 +25,8 @@ SPREAD_FLOOR_NS = 50_000  # ops faster than this per step are too small to judge
 # Runtime calls that launch device work: seeing them without device events means the device
 # tracer (CUPTI / roctracer) did not deliver.
 _LAUNCH_CALL = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|Memcpy|Memset|GraphLaunch)", re.I)
+# Calls that launch kernels (a graph launch: one or more): each should have a kernel record.
+_KERNEL_LAUNCH = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +49,15 @@ def trust_checks(
     ops: list[OpStats],
     outside: int,
     wall_known: bool,
+    compilations: tuple[Compilation, ...] = (),
 ) -> list[Check]:
     n_events = len(cols.durs) + len(cols.device)
     found = [
         _events(len(cols.durs), len(cols.device)),
         _durations(cols),
         _device_events(cols.device, cols.runtime),
+        _kernel_records(cols.device, cols.runtime),
+        _compilation(compilations),
         _step_events(cols.op_step, len(spans)),
         _wall_time(cols, spans, busy_by_step) if n_events else None,
         _spread(ops, len(spans)),
@@ -95,6 +100,44 @@ def _device_events(device: list[Event], runtime: list[Event]) -> Check | None:
     if device:
         return Check("device_events", OK, f"{len(device)} device events for {launches} launches")
     return None
+
+
+def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
+    """Every kernel launch (a graph launch included) has at least one kernel record with its
+    correlation id; one without was dropped by the tracer, and its time is missing."""
+    if not device:
+        return None  # no device events at all: _device_events speaks
+    recorded = {d.correlation for d in device if d.correlation}
+    if not recorded:
+        return None  # a source without correlation ids: nothing to pair
+    launches = [r for r in runtime if r.correlation and _KERNEL_LAUNCH.search(r.name)]
+    missing = [r for r in launches if r.correlation not in recorded]
+    if not missing:
+        return None
+    names = Counter(r.name for r in missing)
+    return Check(
+        "kernel_records",
+        WARNING,
+        f"{len(missing)} of {len(launches)} kernel launches have no kernel record "
+        f"({', '.join(f'{n} x{c}' for n, c in names.most_common(3))}): the device tracer dropped them, "
+        "so device times are too low; profile fewer steps or raise CUPTI's buffer size",
+    )
+
+
+def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
+    """A torch.compile compilation inside the steps: its compiler ops are set apart, but the
+    step's wall time (and anything timed around it) includes it."""
+    inside = [c for c in compilations if c.step >= 0]
+    if not inside:
+        return None
+    listed = ", ".join(f"{c.compile_id} in step {c.step} ({_fmt_ms(c.dur_ns)})" for c in inside[:3])
+    more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
+    return Check(
+        "compilation",
+        WARNING,
+        f"torch.compile compiled inside the measured steps: {listed}{more}; its compiler ops are left out "
+        "of the op table but the step's wall time includes it; warm up with the inputs the steps use",
+    )
 
 
 def _step_events(op_step: list[int], n_steps: int) -> Check | None:

@@ -29,6 +29,14 @@ SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchron
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 
 
+# Inductor's C++ kernels, profiled as CPU ops (graph_0_cpp_fused_gelu_0, cpp_fused_add_relu_1).
+INDUCTOR_CPU_KERNEL = re.compile(r"(?:graph_\d+_)?cpp_fused_\w+$")
+
+
+def _summed(dists: Iterable[Dist]) -> Dist:
+    return Dist(tuple(map(sum, zip(*(d.samples for d in dists)))))
+
+
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     """The length of the union of [start, end) intervals."""
     total = 0
@@ -304,6 +312,122 @@ class RuntimeStats:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphLaunchStats:
+    """CUDA/HIP graph replays (cudaGraphLaunch) made under one op: one row with the kernels of
+    the replays under it. Their device time also rolls up to that op and its callers."""
+
+    op: str | None  # the op enclosing the launch call; None outside every op
+    launch: str  # cudaGraphLaunch, hipGraphLaunch
+    calls: int
+    kernels: int  # kernel records of all replays
+    device_ns: int
+    calls_per_step: Dist
+    kernels_per_step: Dist
+    device_per_step: Dist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "launch": self.launch,
+            "calls": self.calls,
+            "kernels": self.kernels,
+            "device_ms": ns_to_ms(self.device_ns),
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "kernels": self.kernels_per_step.to_dict(),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RegionCall:
+    """One run of a torch.compile'd frame ("Torch-Compiled Region: <frame>/<compile>")."""
+
+    step: int  # the ProfilerStep number it ran in; -1 outside every step
+    frame: int  # Dynamo's process-wide frame counter: depends on test order, never in a name
+    compile: int  # 0 for the first compilation of the frame, N for its N-th recompilation
+    graphs: tuple[str, ...]  # the FX graphs it called (Inductor's hashes)
+    nested: bool  # ran inside another region: a graph break resumed the frame in a new one
+    cpu_ns: int
+
+    @property
+    def compile_id(self) -> str:
+        return f"{self.frame}/{self.compile}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "frame": self.frame,
+            "compile": self.compile,
+            "graphs": list(self.graphs),
+            "nested": self.nested,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Compilation:
+    """A Dynamo compilation inside the capture (its ops are left out of the op table)."""
+
+    step: int  # the ProfilerStep number; -1 outside every step
+    compile_id: str  # "<frame>/<compile>", "?" when torch did not name it
+    dur_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "compile_id": self.compile_id, "ms": ns_to_ms(self.dur_ns)}
+
+
+@dataclass(frozen=True, slots=True)
+class EagerOp:
+    """An op that ran in the steps outside compiled code (outermost such op only)."""
+
+    name: str
+    calls: int
+    cpu_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "calls": self.calls, "cpu_ms": ns_to_ms(self.cpu_ns)}
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """What torch.compile did in a capture: the regions that ran, compilations inside it, and
+    the work in the steps that ran eagerly, outside compiled code."""
+
+    regions: tuple[RegionCall, ...]
+    compilations: tuple[Compilation, ...]
+    eager: tuple[EagerOp, ...]  # most CPU time first
+    compiled_cpu_ns: int  # CPU time at the top of compiled code (FX graph calls, ...) in the steps
+    eager_cpu_ns: int  # CPU time of the eager ops above
+
+    @property
+    def eager_share(self) -> float:
+        total = self.compiled_cpu_ns + self.eager_cpu_ns
+        return self.eager_cpu_ns / total if total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "regions": [r.to_dict() for r in self.regions],
+            "compilations": [c.to_dict() for c in self.compilations],
+            "eager": [e.to_dict() for e in self.eager],
+            "compiled_cpu_ms": ns_to_ms(self.compiled_cpu_ns),
+            "eager_cpu_ms": ns_to_ms(self.eager_cpu_ns),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One kernel name as the kernel assertions see it: a device kernel (summed over the ops
+    that launched it) or an Inductor CPU kernel (cpp_fused_*, timed on the CPU)."""
+
+    name: str
+    on_device: bool
+    calls_per_step: Dist
+    time_per_step: Dist
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """The outcome of one trust check on a measurement."""
 
@@ -356,6 +480,9 @@ class Profile:
     work_steps: int = field(default=0, compare=False)
     # Op names and parent indices of the analysed ops, for naming an op's callers in messages.
     op_tree: tuple[list[str], list[int]] = field(default=((), ()), repr=False, compare=False)  # type: ignore[assignment]
+    # torch.compile: regions, compilations and eager work; None when nothing compiled ran.
+    compiled: Compiled | None = None
+    graph_launches: tuple[GraphLaunchStats, ...] = ()
 
     def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -422,6 +549,26 @@ class Profile:
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
 
+    def kernel_rows(self) -> list[KernelRow]:
+        """Every kernel by name: device kernels (summed over their launching ops) and Inductor
+        CPU kernels (ops named cpp_fused_*, whose time is CPU time)."""
+        device: dict[str, list[KernelStats]] = {}
+        for k in self.kernels:
+            device.setdefault(k.name, []).append(k)
+        rows = [
+            KernelRow(name, True, _summed(k.calls_per_step for k in ks), _summed(k.device_per_step for k in ks))
+            for name, ks in device.items()
+        ]
+        rows += [
+            KernelRow(op.name, False, op.calls_per_step, op.cpu_per_step)
+            for op in self.ops
+            if INDUCTOR_CPU_KERNEL.match(op.name) and op.name not in device
+        ]
+        return rows
+
+    def match_kernels(self, pattern: str) -> list[KernelRow]:
+        return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
+
     # -- output ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The documented JSON form (also what `opprof analyze --json` prints)."""
@@ -442,6 +589,8 @@ class Profile:
             "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
             "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
             "work_steps": self.work_steps,
+            "compiled": self.compiled.to_dict() if self.compiled else None,
+            "graph_launches": [g.to_dict() for g in self.graph_launches],
             "checks": [c.to_dict() for c in self.checks],
         }
 

@@ -23,10 +23,21 @@ from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
 from .checks import CheckInputs, trust_checks
+from .compiled import (
+    COMPILE_MARK,
+    FX_GRAPH,
+    REGION,
+    CompileScan,
+    OpView,
+    scan_compilation,
+    summarize_compiled,
+)
 from .model import (
     OPPROF_SYNC_ANNOTATION,
     STEP_NAME,
+    Compiled,
     Dist,
+    GraphLaunchStats,
     KernelStats,
     MemoryOpStats,
     OpStats,
@@ -60,8 +71,10 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     rows = select_rows(t)
     steps = find_steps(rows, t)
     ops = op_columns(t, rows)
+    scan, ops = set_compilation_apart(rows, ops)
     tree = nest(ops, rows.runtime, steps)
     ops, tree = fold_redispatches(ops, tree)
+    compiled = compiled_summary(t, ops, tree, steps, scan) if scan.present else None
     cpu = cpu_statistics(ops, tree, steps.count)
     device = attribute_device_time(rows, t, ops, tree, cpu, steps)
     runtime = runtime_statistics(rows, steps)
@@ -74,6 +87,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         op_stats,
         cpu.outside,
         steps.wall_known,
+        compiled.compilations if compiled else (),
     )
     return Profile(
         source=source,
@@ -92,6 +106,8 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         event_table=t,
         work_steps=steps.count if work else 0,
         op_tree=(ops.names, tree.parent),
+        compiled=compiled,
+        graph_launches=tuple(device.graph_stats()),
     )
 
 
@@ -108,6 +124,7 @@ class Rows:
     markers: list[Event]  # ProfilerStep#N annotations (or, in older Kineto, cpu_ops)
     old_markers: list[int]  # rows of step markers written as cpu_op (excluded from the ops)
     sync_windows: list[Event]  # the capture's own step synchronisation
+    compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations
 
 
 def _rows_of(kinds: list[str], counts: Counter[str], wanted: frozenset[str]) -> list[int] | range:
@@ -135,6 +152,7 @@ def select_rows(t: EventTable) -> Rows:
         markers,
         old_markers,
         [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION],
+        [e for e in annotations if e.name.startswith(COMPILE_MARK)],
     )
 
 
@@ -210,6 +228,25 @@ def op_columns(t: EventTable, rows: Rows) -> OpColumns:
         return list(compress(column, is_op))
 
     return OpColumns(kept(range(len(t))), kept(t.name), kept(t.start_ns), kept(t.dur_ns), kept(t.pid), kept(t.tid))
+
+
+def set_compilation_apart(rows: Rows, ops: OpColumns) -> tuple[CompileScan, OpColumns]:
+    """torch.compile: compiler ops inside a compilation leave the op table (the compilation is
+    reported on its own) and regions and graph calls take their stable names."""
+    scan, keep, names = scan_compilation(ops.names, ops.starts, ops.durs, ops.pids, ops.tids, rows.compile_marks)
+    if keep is not None:
+        ops = ops.keep(keep)
+        names = list(compress(names, keep)) if names is not None else None
+    if names is not None:
+        ops = OpColumns(ops.rows, names, ops.starts, ops.durs, ops.pids, ops.tids)
+    return scan, ops
+
+
+def compiled_summary(t: EventTable, ops: OpColumns, tree: Tree, steps: Steps, scan: CompileScan) -> Compiled:
+    raw = t.name
+    raw_names = [raw[r] if n in (REGION, FX_GRAPH) else n for r, n in zip(ops.rows, ops.names)]
+    view = OpView(ops.names, raw_names, tree.parent, tree.op_step, ops.durs)
+    return summarize_compiled(view, [s.number for s in steps.spans], scan.spans, steps.of)
 
 
 # -- 4. nesting -------------------------------------------------------------------------------
@@ -479,6 +516,19 @@ class DeviceAcc:
 
 
 @dataclass(slots=True)
+class GraphAcc:
+    """The replays of CUDA/HIP graphs launched under one op: which launch calls, their kernels."""
+
+    launches: set[int]  # runtime-call indices
+    launches_per_step: list[int]
+    kernels: DeviceAcc
+
+
+def is_graph_launch(name: str) -> bool:
+    return name in ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+
+@dataclass(slots=True)
 class DeviceStats:
     kernels: dict[tuple[str, str | None], DeviceAcc]
     memory: dict[str, DeviceAcc]
@@ -491,6 +541,23 @@ class DeviceStats:
     dev_per_step: list[int]  # flat, n_names * n_steps
     self_dev_per_step: list[int]
     op_copies: dict[tuple[str, str], list[int]]  # (op, memory op) -> bytes per step
+    graphs: dict[tuple[str | None, str], GraphAcc] = field(default_factory=dict)  # (op, launch call)
+
+    def graph_stats(self) -> list[GraphLaunchStats]:
+        stats = (
+            GraphLaunchStats(
+                op,
+                launch,
+                len(a.launches),
+                a.kernels.calls,
+                a.kernels.ns,
+                Dist(tuple(a.launches_per_step)),
+                Dist(tuple(a.kernels.calls_per_step)),
+                Dist(tuple(a.kernels.ns_per_step)),
+            )  # fmt: skip
+            for (op, launch), a in self.graphs.items()
+        )
+        return sorted(stats, key=lambda g: (-g.device_ns, g.op or "", g.launch))
 
     def kernel_stats(self, n_steps: int) -> list[KernelStats]:
         stats = (
@@ -524,11 +591,30 @@ def attribute_device_time(
         j = runtime_by_corr.get(d.correlation, -1) if d.correlation else -1
         if j >= 0:
             op_idx, s = tree.launcher_of_runtime[j], steps.of(runtime[j].start_ns)
+            if is_graph_launch(runtime[j].name):
+                _add_graph_replay(stats, d, j, runtime[j].name, ops.names[op_idx] if op_idx >= 0 else None, s, n_steps)
         else:
             op_idx = op_by_external.get(d.external_id, -1) if d.external_id else -1
             s = tree.op_step[op_idx] if op_idx >= 0 else steps.of(d.start_ns)
         _add_device_event(stats, d, op_idx, s, ops.names, tree.parent, cpu.nid, n_steps)
     return stats
+
+
+def _add_graph_replay(stats: DeviceStats, d: Event, j: int, launch: str, op: str | None, s: int, n_steps: int) -> None:
+    """A kernel of a graph replay: counted under its launch call's row (the op's row gets it too)."""
+    acc = stats.graphs.get((op, launch))
+    if acc is None:
+        acc = stats.graphs[op, launch] = GraphAcc(set(), [0] * n_steps, DeviceAcc(0, 0, [0] * n_steps, [0] * n_steps))
+    if j not in acc.launches:
+        acc.launches.add(j)
+        if s >= 0:
+            acc.launches_per_step[s] += 1
+    if d.kind == KERNEL:
+        acc.kernels.calls += 1
+        acc.kernels.ns += d.dur_ns
+        if s >= 0:
+            acc.kernels.calls_per_step[s] += 1
+            acc.kernels.ns_per_step[s] += d.dur_ns
 
 
 def _ops_by_external_id(

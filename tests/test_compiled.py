@@ -1,0 +1,303 @@
+"""torch.compile and CUDA graphs in the analysis and the gates, on events built to the shapes
+torch 2.13 emits (checked against real CPU Inductor captures and the shared A100 Triton trace).
+The real thing runs in tests/test_compiled_live.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import annotation, kernel, launch, op, step
+
+from pytest_opprof.analysis import analyze
+from pytest_opprof.assertions import (
+    compiled,
+    kernel_below,
+    kernel_count,
+    no_graph_break,
+    no_op,
+    no_recompile,
+    op_count,
+)
+from pytest_opprof.errors import OpprofUsageError
+from pytest_opprof.events import GPU_ANNOTATION, Event
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+HASH_A = "f64c4cs3fnasjgrltzfvuqmz2bixpamilzcm3rn3x2g32f327cnz"
+HASH_B = "fkmyh3ucmqyhczvgvyfnj45l43tylrpxu5my57pxapjngujjx6mn"
+
+
+def compiled_step(n: int, t0: float, frame: int = 0, compile_: int = 0, graph: str = HASH_A) -> list[Event]:
+    """One step of a compiled MLP as Inductor on CPU runs it: lookup, region, graph call, an
+    addmm that stayed an aten op and the fused gelu kernel."""
+    return [
+        step(n, t0, 100),
+        op("TorchDynamo Cache Lookup", t0 + 1, 2),
+        op(f"Torch-Compiled Region: {frame}/{compile_}", t0 + 4, 90),
+        op("Pregraph bytecode", t0 + 5, 1),
+        op(f"## Call CompiledFxGraph {graph} ##", t0 + 10, 60),
+        op("aten::addmm", t0 + 11, 30),
+        op("graph_0_cpp_fused_gelu_0", t0 + 45, 10),
+    ]
+
+
+def test_regions_and_graph_calls_get_stable_names_with_their_ids_as_details():
+    """The process-wide frame counter and the graph hash never reach an op name: a baseline
+    recorded with frame 0 matches a run where the same model is frame 3."""
+    first = analyze(compiled_step(1, 0, frame=0) + compiled_step(2, 200, frame=0))
+    later = analyze(compiled_step(1, 0, frame=3, graph=HASH_B) + compiled_step(2, 200, frame=3, graph=HASH_B))
+    names = {o.name for o in first.ops}
+    assert {"Torch-Compiled Region", "CompiledFxGraph"} <= names
+    assert not any(":" in n and n.startswith("Torch") or "##" in n for n in names)
+    assert [(o.name, o.calls) for o in first.ops] == [(o.name, o.calls) for o in later.ops]
+    regions = first.to_dict()["compiled"]["regions"]
+    assert [(r["step"], r["frame"], r["compile"], r["graphs"], r["nested"]) for r in regions] == [
+        (1, 0, 0, [HASH_A], False),
+        (2, 0, 0, [HASH_A], False),
+    ]
+    assert later.compiled.regions[0].frame == 3 and later.compiled.regions[0].graphs == (HASH_B,)
+
+
+def test_an_eager_profile_has_no_compiled_summary():
+    profile = analyze([step(1, 0, 10), op("aten::add", 1, 2)])
+    assert profile.compiled is None and profile.to_dict()["compiled"] is None
+
+
+def compilation_in_step_1() -> list[Event]:
+    """Step 1 compiles (dynamo wraps hundreds of compiler ops), then runs the region; step 2 runs it."""
+    return [
+        step(1, 0, 5000),
+        op("TorchDynamo Cache Lookup", 1, 2),
+        op("dynamo", 5, 4000),
+        annotation("dynamo_data: compile_id=0/1", 6, 1),
+        op("entire_frame_compile", 10, 3900),
+        op("PythonDispatchMode", 20, 100),
+        op("prims::erf", 30, 50),
+        op("aten::addmm", 200, 10),  # traced while compiling: not the model's step work
+        op("Torch-Compiled Region: 0/1", 4100, 80),
+        op("## Call CompiledFxGraph " + HASH_A + " ##", 4110, 50),
+        op("aten::addmm", 4111, 30),
+        *compiled_step(2, 6000, compile_=1)[0:],
+    ]
+
+
+def test_a_compilation_in_the_steps_is_set_apart_and_said_in_one_line():
+    profile = analyze(compilation_in_step_1())
+    names = {o.name for o in profile.ops}
+    assert not names & {"dynamo", "entire_frame_compile", "PythonDispatchMode", "prims::erf"}
+    assert profile.op("aten::addmm").calls == 2  # the compiled graph's, once per step
+    assert [c.to_dict() for c in profile.compiled.compilations] == [{"step": 1, "compile_id": "0/1", "ms": 4.0}]
+    (check,) = [c for c in profile.checks if c.name == "compilation"]
+    assert check.status == "warning"
+    assert check.message.startswith("torch.compile compiled inside the measured steps: 0/1 in step 1 (4.000 ms)")
+
+
+def test_no_recompile_fails_on_a_compilation_in_the_steps_and_on_alternating_compilations():
+    assert no_recompile()(analyze(compilation_in_step_1())) == (
+        "recompiled inside the measured steps: 0/1 in step 1 (4.0 ms); a new input shape, dtype or Python "
+        "value failed the guards of the compiled code (TORCH_LOGS=recompiles names the guard)"
+    )
+    alternating = analyze(compiled_step(1, 0, compile_=0) + compiled_step(2, 200, compile_=1))
+    assert no_recompile()(alternating) == (
+        "frame 0 ran as 2 different compilations across the steps (0/0, 0/1): its guards fail for some "
+        "inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
+    )
+    steady = analyze(compiled_step(1, 0, compile_=1) + compiled_step(2, 200, compile_=1))
+    assert no_recompile()(steady) is None
+
+
+def graph_break_step(n: int, t0: float) -> list[Event]:
+    """A graph break: the first region runs the eager code at the break and then the resumed
+    frame, which Dynamo runs as another region nested inside the first."""
+    return [
+        step(n, t0, 200),
+        op("TorchDynamo Cache Lookup", t0 + 1, 2),
+        op("Torch-Compiled Region: 0/0", t0 + 4, 180),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", t0 + 10, 40),
+        op("aten::sin", t0 + 60, 20),  # the eager code at the break
+        op("TorchDynamo Cache Lookup", t0 + 90, 2),
+        op("Torch-Compiled Region: 1/0", t0 + 95, 80),
+        op(f"## Call CompiledFxGraph {HASH_B} ##", t0 + 100, 60),
+        op("graph_1_cpp_fused_add_relu_0", t0 + 110, 10),
+    ]
+
+
+def test_no_graph_break_names_the_regions_and_torchs_reason():
+    profile = analyze(graph_break_step(1, 0) + graph_break_step(2, 300))
+    assert profile.op("Torch-Compiled Region").calls_per_step.samples == (2, 2)
+    message = no_graph_break()(profile)
+    assert message.startswith(
+        "graph break: 2 compiled regions ran resumed inside another in the measured steps "
+        "(step 1: Torch-Compiled Region 0/0, Torch-Compiled Region 1/0 (resumed)); torch names the reason"
+    )
+    profile.metadata["graph_break_reasons"] = ["Call to `torch._dynamo.graph_break()`"]
+    assert no_graph_break()(profile).endswith("; torch's reason: Call to `torch._dynamo.graph_break()`")
+    assert no_graph_break()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
+
+
+def test_two_compiled_models_in_one_step_are_not_a_graph_break():
+    events = compiled_step(1, 0)
+    events += [op("TorchDynamo Cache Lookup", 96, 1), op("Torch-Compiled Region: 1/0", 97, 2)]
+    events[0] = step(1, 0, 100)
+    assert no_graph_break()(analyze(events)) is None
+
+
+def test_assert_compiled_names_the_eager_work():
+    broken = analyze(graph_break_step(1, 0) + graph_break_step(2, 300))
+    assert compiled()(broken).startswith(
+        "17% of the steps' CPU time ran eagerly, outside compiled code: aten::sin (1/step, 0.020 ms/step); "
+    )
+    assert compiled()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
+    eager_only = analyze([step(1, 0, 10), op("aten::add", 1, 2)])
+    for gate in (compiled(), no_graph_break(), no_recompile()):
+        assert gate(eager_only).startswith("no torch.compile'd region ran in the measured steps")
+
+
+def test_a_backward_wrapper_around_compiled_code_is_not_eager():
+    """autograd's evaluate_function around CompiledFunctionBackward holds compiled code: only
+    the work outside it is eager."""
+    events = [
+        step(1, 0, 100),
+        op("autograd::engine::evaluate_function: CompiledFunctionBackward", 1, 50, tid=2),
+        op("CompiledFunctionBackward", 2, 45, tid=2),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 3, 40, tid=2),
+        op("aten::mm", 4, 30, tid=2),
+        op("TorchDynamo Cache Lookup", 60, 1),
+        op("Torch-Compiled Region: 0/0", 62, 30),
+        op("CompiledFunction", 63, 25),
+        op(f"## Call CompiledFxGraph {HASH_B} ##", 64, 20),
+    ]
+    assert analyze(events).compiled.eager == ()
+
+
+def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
+    profile = analyze(compiled_step(1, 0) + compiled_step(2, 200))
+    assert op_count("aten::gelu", 1)(profile) == (
+        "aten::gelu: no op of that name ran: aten::gelu ran inside compiled code, fused into "
+        "graph_0_cpp_fused_gelu_0; count them with assert_kernel_count"
+    )
+    assert no_op("aten::gelu")(profile) == (
+        "aten::gelu: did not run as an op, but its work did: aten::gelu ran inside compiled code, "
+        "fused into graph_0_cpp_fused_gelu_0"
+    )
+    assert no_op("aten::relu")(profile) is None
+    assert op_count("aten::relu", 1)(profile).startswith("aten::relu: no op of that name ran in the measured code")
+
+
+def test_kernel_assertions_on_cpu_inductor_kernels():
+    profile = analyze(compiled_step(1, 0) + compiled_step(2, 200))
+    assert kernel_count("*cpp_fused_gelu*", 1)(profile) is None
+    assert kernel_count("*cpp_fused*", 2)(profile) == (
+        "*cpp_fused*: 1 launches/step, expected 2 (per step: 1, 1; kernels graph_0_cpp_fused_gelu_0)"
+    )
+    assert kernel_below("graph_0_cpp_fused_gelu_0", ms=0.01)(profile) is None
+    assert kernel_below("graph_0_cpp_fused_gelu_0", ms=0.005)(profile) == (
+        "graph_0_cpp_fused_gelu_0: 0.010 ms/step > limit 0.0050 ms (median of 2 steps; min 0.010, max 0.010)"
+    )
+    assert kernel_count("triton_*", 0)(profile) is None
+    assert kernel_count("triton_*", min=1)(profile) == (
+        "triton_*: no kernel of that name ran in the measured code; the kernels were graph_0_cpp_fused_gelu_0"
+    )
+
+
+def gpu_step(n: int, t0: float) -> list[Event]:
+    """A compiled step on a GPU: a Triton kernel launched through cuLaunchKernel under its CPU
+    event, the graph call also as a GPU annotation over the kernel (not device work)."""
+    return [
+        step(n, t0, 100),
+        op("Torch-Compiled Region: 0/0", t0 + 2, 90),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", t0 + 5, 80),
+        op("triton_poi_fused_add_relu_0", t0 + 10, 20),
+        launch(t0 + 12, corr=n * 10, name="cuLaunchKernel"),
+        op("aten::mm", t0 + 40, 20),
+        launch(t0 + 42, corr=n * 10 + 1),
+        kernel("triton_poi_fused_add_relu_0", t0 + 50, 4, corr=n * 10),
+        kernel("sm90_xmma_gemm", t0 + 55, 6, corr=n * 10 + 1),
+        Event(GPU_ANNOTATION, f"## Call CompiledFxGraph {HASH_A} ##", int((t0 + 50) * 1000), 11_000, 0, 7, 0, 7),
+    ]
+
+
+def test_device_time_under_a_region_rolls_up_once_and_the_gpu_annotation_is_not_summed():
+    profile = analyze(gpu_step(1, 0) + gpu_step(2, 200))
+    region = profile.op("Torch-Compiled Region")
+    assert region.device_per_step.samples == (10_000, 10_000)
+    assert profile.device_ns == 20_000
+    assert profile.op("triton_poi_fused_add_relu_0").self_device_per_step.samples == (4_000, 4_000)
+    assert kernel_count("triton_*", 1)(profile) is None
+    assert kernel_below("sm90_*", ms=0.005)(profile).startswith("sm90_xmma_gemm: 0.0060 ms/step > limit 0.0050 ms")
+    assert kernel_below("sm90_*", ms=0.006, per="call")(profile) is None
+
+
+def test_a_cuda_graph_replay_is_its_own_row_with_its_kernels():
+    """One cudaGraphLaunch, three kernels sharing its correlation id and no CPU op each: a row
+    for the replay (under the op around the launch), the kernels under that op."""
+    events = []
+    for n, t0 in ((1, 0), (2, 200)):
+        events += [
+            step(n, t0, 100),
+            op("CUDAGraph.replay", t0 + 1, 20),
+            launch(t0 + 2, corr=n, name="cudaGraphLaunch", dur_us=5),
+            kernel("k_a", t0 + 30, 3, corr=n),
+            kernel("k_b", t0 + 34, 3, corr=n),
+            kernel("k_c", t0 + 38, 4, corr=n),
+        ]
+    profile = analyze(events)
+    (graph,) = profile.graph_launches
+    assert (graph.op, graph.launch, graph.calls, graph.kernels, graph.device_ns) == (
+        "CUDAGraph.replay",
+        "cudaGraphLaunch",
+        2,
+        6,
+        20_000,
+    )
+    assert graph.kernels_per_step.samples == (3, 3)
+    assert {k.name: k.op for k in profile.kernels} == {
+        "k_a": "CUDAGraph.replay",
+        "k_b": "CUDAGraph.replay",
+        "k_c": "CUDAGraph.replay",
+    }
+    assert profile.op("CUDAGraph.replay").device_per_step.samples == (10_000, 10_000)
+    assert profile.to_dict()["graph_launches"][0]["kernels"] == 6
+    assert not [c for c in profile.checks if c.name == "kernel_records"]
+
+
+def test_a_launch_without_its_kernel_record_is_a_trust_warning():
+    events = gpu_step(1, 0) + [launch(80, corr=99)]
+    (check,) = [c for c in analyze(events).checks if c.name == "kernel_records"]
+    assert check.status == "warning"
+    assert check.message.startswith("1 of 3 kernel launches have no kernel record (cudaLaunchKernel x1)")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: kernel_count("", 1), "kernel=''"),
+        (lambda: kernel_count("k"), "n=None"),
+        (lambda: kernel_count("k", 1, min=0), "either n or min=/max=, not both"),
+        (lambda: kernel_count("k", min=3, max=1), "at most max=1"),
+        (lambda: kernel_count("k", -1), "a whole number >= 0"),
+        (lambda: kernel_below("k", ms=-1), "ms=-1"),
+        (lambda: kernel_below("k", ms=1, per="launch"), "per='launch'"),
+        (lambda: kernel_below(None, ms=1), "kernel=None"),
+    ],
+)
+def test_kernel_assertion_arguments_are_checked_at_once(make, message):
+    with pytest.raises(OpprofUsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        make()
+
+
+@pytest.mark.skipif(not (SHARED / "a100-triton-kernel.json.gz").exists(), reason="shared traces not present")
+def test_the_shared_triton_trace():
+    """A100, one Triton kernel through cuLaunchKernel: attributed to its CPU event, under the
+    region (stable name), counted once; the kernel gates see it."""
+    from pytest_opprof.trace import load_trace
+
+    profile = load_trace(SHARED / "a100-triton-kernel.json.gz")
+    (k,) = profile.kernels
+    assert (k.name, k.op, k.calls) == ("triton_poi_fused_add_cos_sin_0", "triton_poi_fused_add_cos_sin_0", 1)
+    assert profile.op("Torch-Compiled Region").device_ns == k.device_ns == profile.device_ns
+    assert [(r.frame, r.compile, r.nested) for r in profile.compiled.regions] == [(0, 0, False)]
+    assert kernel_count("triton_*", 1)(profile) is None
+    assert op_count("aten::sin", 1)(profile).startswith(
+        "aten::sin: no op of that name ran: aten::sin ran inside compiled code, fused into triton_poi_fused_add_cos_sin_0"
+    )
