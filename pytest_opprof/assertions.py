@@ -10,6 +10,7 @@ import fnmatch
 import math
 import re
 from collections.abc import Callable, Sequence
+from itertools import takewhile
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
@@ -246,13 +247,19 @@ def _no_graph_break(profile: Profile) -> str | None:
     regions = [r for r in profile.compiled.regions if r.step >= 0] if profile.compiled else []
     if not regions:
         return NOTHING_COMPILED
-    broken = [r for r in regions if r.nested]
-    if not broken:
+    first = next((i for i, r in enumerate(regions) if r.nested), None)
+    if first is None:
         return None
-    step = broken[0].step
-    in_step = [r for r in regions if r.step == step]
-    listed = ", ".join(f"{REGION_NAME} {r.compile_id}" + (" (resumed)" if r.nested else "") for r in in_step[:6])
-    reasons = profile.metadata.get("graph_break_reasons") or []
+    call = first - 1  # the region the resumed ones ran inside: the last top-level one before
+    while call > 0 and regions[call].nested:
+        call -= 1
+    parts = [regions[call]] + list(takewhile(lambda r: r.nested, regions[call + 1 :]))
+    listed = ", then ".join(f"{r.compile_id}" + (" resumed" if r.nested else "") for r in parts)
+    breaks = sum(1 for r in regions if r.nested)
+    steps = len({r.step for r in regions})
+    reasons = list(
+        dict.fromkeys(str(r).strip().splitlines()[0] for r in profile.metadata.get("graph_break_reasons") or [])
+    )
     why = (
         f"; torch's reason: {'; '.join(reasons[:3])}"
         if reasons
@@ -260,8 +267,8 @@ def _no_graph_break(profile: Profile) -> str | None:
         "or see torch._dynamo.explain(model)(*inputs)"
     )
     return (
-        f"graph break: {len(broken)} compiled regions ran resumed inside another in the measured steps "
-        f"(step {step}: {listed}){why}"
+        f"graph break: in step {regions[call].step} one compiled call ran as {len(parts)} {REGION_NAME}s "
+        f"({listed}); {breaks} resumed regions in {steps} steps{why}"
     )
 
 

@@ -62,6 +62,33 @@ def kernels_table(profile: Profile, top: int | None = 20) -> str:
     return str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
 
 
+def graph_launches_table(profile: Profile) -> str:
+    rows = [
+        [g.launch, g.op or "-", per_step_text(g.calls_per_step.median), per_step_text(g.kernels_per_step.median),
+         ms_cell(g.device_per_step.median / 1e6)]
+        for g in profile.graph_launches
+    ]  # fmt: skip
+    headers = ["graph replay", "launched in", "replays/step", "kernels/step", "device ms/step"]
+    return str(tabulate(rows, headers=headers, disable_numparse=True))
+
+
+def compiled_line(profile: Profile) -> str | None:
+    """`torch.compile: 2 regions/step (frames 0, 1), 1 resumed after a graph break, ...`."""
+    c = profile.compiled
+    if c is None:
+        return None
+    in_steps = [r for r in c.regions if r.step >= 0]
+    steps = max(profile.steps, 1)
+    frames = ", ".join(sorted({r.compile_id for r in in_steps}))
+    parts = [f"torch.compile: {per_step_text(len(in_steps) / steps)} regions/step ({frames or 'none'})"]
+    if resumed := sum(1 for r in in_steps if r.nested):
+        parts.append(f"{per_step_text(resumed / steps)}/step resumed after a graph break")
+    if inside := [x for x in c.compilations if x.step >= 0]:
+        parts.append(f"{len(inside)} compilations inside the steps")
+    parts.append(f"eager {c.eager_share:.0%} of the CPU time")
+    return "; ".join(parts)
+
+
 def memory_table(profile: Profile) -> str:
     rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
     return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
@@ -82,9 +109,14 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         else ", no device events"
     )
     head = f"{profile.source}: {profile.steps} step{'s' if profile.steps != 1 else ''}, {wall}, {len(profile.ops)} ops{device}"
-    parts = [head, "", ops_table(profile, top)]
+    parts = [head]
+    if line := compiled_line(profile):
+        parts.append(line)
+    parts += ["", ops_table(profile, top)]
     if profile.kernels:
         parts += ["", kernels_table(profile, top)]
+    if profile.graph_launches:
+        parts += ["", graph_launches_table(profile)]
     if profile.memory_ops:
         parts += ["", memory_table(profile)]
     parts += ["", checks_table(profile)]

@@ -127,11 +127,11 @@ def test_no_graph_break_names_the_regions_and_torchs_reason():
     assert profile.op("Torch-Compiled Region").calls_per_step.samples == (2, 2)
     message = no_graph_break()(profile)
     assert message.startswith(
-        "graph break: 2 compiled regions ran resumed inside another in the measured steps "
-        "(step 1: Torch-Compiled Region 0/0, Torch-Compiled Region 1/0 (resumed)); torch names the reason"
+        "graph break: in step 1 one compiled call ran as 2 Torch-Compiled Regions (0/0, then 1/0 resumed); "
+        "2 resumed regions in 2 steps; torch names the reason"
     )
-    profile.metadata["graph_break_reasons"] = ["Call to `torch._dynamo.graph_break()`"]
-    assert no_graph_break()(profile).endswith("; torch's reason: Call to `torch._dynamo.graph_break()`")
+    profile.metadata["graph_break_reasons"] = ["Call to `torch._dynamo.graph_break()`\n  Explanation: ...", "x"]
+    assert no_graph_break()(profile).endswith("; torch's reason: Call to `torch._dynamo.graph_break()`; x")
     assert no_graph_break()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
 
 
@@ -301,3 +301,27 @@ def test_the_shared_triton_trace():
     assert op_count("aten::sin", 1)(profile).startswith(
         "aten::sin: no op of that name ran: aten::sin ran inside compiled code, fused into triton_poi_fused_add_cos_sin_0"
     )
+
+
+def test_the_tables_show_the_compiled_summary_and_graph_replays():
+    text = analyze(graph_break_step(1, 0) + graph_break_step(2, 300)).table()
+    assert (
+        "torch.compile: 2 regions/step (0/0, 1/0); 1/step resumed after a graph break; eager 17% of the CPU time"
+        in text
+    )
+    events = [step(1, 0, 100), op("CUDAGraph.replay", 1, 20), launch(2, corr=1, name="cudaGraphLaunch")]
+    events += [kernel("k_a", 30, 3, corr=1), kernel("k_b", 34, 3, corr=1)]
+    rows = [line.split() for line in analyze(events).table().splitlines() if line.startswith("cudaGraphLaunch")]
+    assert rows == [["cudaGraphLaunch", "CUDAGraph.replay", "1", "2", "0.006"]]
+
+
+def test_exported_and_reloaded_traces_keep_the_compiled_details(tmp_path):
+    """An exported trace keeps torch's own names; reading it back gives the same stable names
+    and region details."""
+    from pytest_opprof.trace import load_trace
+
+    profile = analyze(graph_break_step(1, 0) + graph_break_step(2, 300))
+    profile.export_chrome_trace(str(tmp_path / "t.json.gz"))
+    again = load_trace(tmp_path / "t.json.gz")
+    assert [(o.name, o.calls) for o in again.ops] == [(o.name, o.calls) for o in profile.ops]
+    assert again.compiled.regions == profile.compiled.regions

@@ -49,3 +49,40 @@ def test_memcpy_has_bytes():
     profile = measure(lambda: host.to("cuda"), warmup=2, steps=3)
     copies = profile.match_memory_ops("Memcpy HtoD*")
     assert copies and copies[0].bytes == 3 * 4 * 1024 * 1024
+
+
+def test_compiled_model_triton_kernels_roll_up_once():
+    """torch.compile on CUDA: Triton kernels launched through cuLaunchKernel under their CPU
+    events, inside the stable-named region; device time counted once; no kernel dropped."""
+    model, x = gpu_mlp()
+    compiled = torch.compile(model)
+    profile = measure(infer, compiled, x, warmup=3, steps=5)
+    assert not profile.errors, profile.errors
+    region = profile.op("Torch-Compiled Region")
+    assert region is not None and region.calls_per_step.samples == (1,) * 5
+    assert region.device_ns == profile.device_ns - profile.unattributed_device_ns
+    assert assertions.kernel_count("triton_*", min=1)(profile) is None
+    assert assertions.no_graph_break()(profile) is None
+    assert assertions.no_recompile()(profile) is None
+    assert not [c for c in profile.checks if c.name == "kernel_records"]
+
+
+def test_cuda_graph_replay_is_one_row_with_its_kernels():
+    """A captured CUDA graph replayed: one cudaGraphLaunch per step, its kernels under it and
+    under the op around the launch."""
+    model, x = gpu_mlp()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            infer(model, x)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        infer(model, x)
+    profile = measure(graph.replay, warmup=2, steps=5)
+    assert not profile.errors, profile.errors
+    launches = [g for g in profile.graph_launches if g.launch == "cudaGraphLaunch"]
+    assert launches and launches[0].calls_per_step.samples == (1,) * 5
+    assert launches[0].kernels_per_step.min >= 2
+    assert sum(g.device_ns for g in launches) == sum(k.device_ns for k in profile.kernels)

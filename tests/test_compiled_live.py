@@ -1,0 +1,182 @@
+"""Real torch.compile (Inductor's C++ backend) under `pytest --opprof`: baselines that do not
+depend on test order, the compile gates failing exactly on their deliberate breaks, fused ops
+named. Captures are timed by the fake clock; compilation itself is real (a few seconds each)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+if shutil.which("g++") is None and shutil.which("c++") is None:  # Inductor's CPU backend compiles C++
+    pytest.skip("torch.compile on CPU needs a C++ compiler", allow_module_level=True)
+
+MODELS = """
+import torch
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, graph_break=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.l1, self.l2, self.graph_break = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64), graph_break
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(self.l1(x))
+        if self.graph_break:
+            torch._dynamo.graph_break()
+        return torch.relu(self.l2(y) + 1)
+
+
+class Other(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.l = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.tanh(self.l(x)) * 2
+
+
+X = torch.randn(8, 64)
+
+
+def infer(model, x=X):
+    with torch.no_grad():
+        return model(x)
+"""
+
+ORDER_TESTS = """
+import torch
+from models import Mlp, Other, infer
+
+BREAK = {graph_break}
+
+
+def test_a(opprof):
+    model = torch.compile(Mlp(graph_break=BREAK))
+    opprof.run(infer, model, warmup=2, steps=5)
+
+
+def test_b(opprof):
+    model = torch.compile(Other())
+    opprof.run(infer, model, warmup=2, steps=5)
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """In a fresh process, as CI runs it: Dynamo's frame numbers start again at 0 (and torch's
+    compiler registers its caches once per process). Time verdicts are off (real clocks here):
+    these tests are about names, structure and the gates."""
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof-fail-on=structure,work", *args
+    )
+
+
+@pytest.fixture
+def compiled_project(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the short summary's failure lines whole
+    pytester.makepyfile(models=MODELS)
+    return pytester
+
+
+def test_baselines_of_compiled_models_pass_under_any_selection_and_order(compiled_project):
+    """Recorded on the whole file, the baselines pass under -k (the model gets another Dynamo
+    frame number) and in reversed order; a graph break added to the model is a structure verdict."""
+    p = compiled_project
+    p.makepyfile(test_order=ORDER_TESTS.format(graph_break=False))
+    p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
+    run(p, "--opprof-update-baseline", "--opprof-device-key=cpu").assert_outcomes(passed=2)
+    written = sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json"))
+    assert b"Torch-Compiled Region" in written[0] + written[1] and b"Region: " not in written[0] + written[1]
+    for args in (["-k", "test_b"], ["test_order.py::test_b", "test_order.py::test_a"]):
+        result = run(p, "--opprof", "--opprof-device-key=cpu", *args)
+        result.assert_outcomes(passed=2 if len(args) == 2 and "::" in args[0] else 1)
+        assert "structure changed" not in result.stdout.str()
+    assert sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json")) == written
+    p.makepyfile(test_order=ORDER_TESTS.format(graph_break=True))
+    result = run(p, "--opprof", "--opprof-device-key=cpu", "-k", "test_a")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Torch-Compiled Region*1 -> 2*"])
+
+
+GATE_TESTS = """
+import itertools
+
+import torch
+from models import Mlp, X, infer
+
+CLEAN = torch.compile(Mlp())
+
+
+def test_clean_passes_every_gate(opprof):
+    opprof.run(infer, CLEAN, warmup=2, steps=3)
+    opprof.assert_no_graph_break()
+    opprof.assert_no_recompile()
+    opprof.assert_compiled()
+    opprof.assert_kernel_count("*cpp_fused*", 2)
+
+
+def test_fused_gelu_is_named(opprof):
+    opprof.run(infer, CLEAN, warmup=2, steps=3)
+    opprof.assert_op_count("aten::gelu", 1)
+
+
+def test_graph_break(opprof):
+    opprof.run(infer, torch.compile(Mlp(graph_break=True)), warmup=2, steps=3)
+    opprof.assert_no_graph_break()
+
+
+def test_recompile(opprof):
+    fn = torch.compile(lambda x: torch.relu(x) + 1, dynamic=False)  # every new shape recompiles
+    rows = itertools.count(4)
+    opprof.run(lambda: fn(torch.ones(next(rows), 8)), warmup=2, steps=3)
+    opprof.assert_no_recompile()
+
+
+def test_eager_work(opprof):
+    opprof.run(lambda: infer(CLEAN).sin(), warmup=2, steps=3)
+    opprof.assert_compiled()
+
+
+def test_compile_in_the_steps(opprof):
+    fn = torch.compile(lambda x: torch.nn.functional.silu(x) * 3)
+    opprof.run(fn, X, warmup=0, steps=2)
+"""
+
+
+def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
+    p = compiled_project
+    p.makepyfile(test_gates=GATE_TESTS)
+    p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
+    result = run(p, "--opprof", "--opprof-device-key=cpu", "-rf", "--tb=no")
+    result.assert_outcomes(passed=2, failed=4)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED test_gates.py::test_fused_gelu_is_named - AssertionError: aten::gelu: no op of that name "
+            "ran: aten::gelu ran inside compiled code, fused into *cpp_fused_gelu*",
+        ],
+        consecutive=False,
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED test_gates.py::test_graph_break - AssertionError: graph break: in step 1 one compiled call "
+            "ran as 2 Torch-Compiled Regions (*/*, then */* resumed); 3 resumed regions in 3 steps; torch's reason: "
+            "Call to `torch._dynamo.graph_break()`"
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["FAILED test_gates.py::test_recompile - AssertionError: recompiled inside the measured steps: *"]
+    )
+    result.stdout.fnmatch_lines(
+        ["FAILED test_gates.py::test_eager_work - AssertionError: *% of the steps' CPU time ran eagerly*aten::sin*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*test_compile_in_the_steps: warning compilation: torch.compile compiled inside the measured steps: *"]
+    )
+    table = out.split("test_gates.py::test_compile_in_the_steps [passed]")[1].split("\ntest_gates.py::")[0]
+    assert "CompiledFxGraph" in table and "cpp_fused_mul_silu" in table
+    assert "dynamo" not in table and "compile" not in table.lower().replace("compiled", "")
