@@ -124,7 +124,10 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
         fused = fused_into(profile, op)
         if fused:
             return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
-        return no_match(op, (o.name for o in profile.ops))
+        message = no_match(op, (o.name for o in profile.ops))
+        if profile.compiled is not None and profile.compiled.regions:
+            message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
+        return message
     per_step = tuple(sum(s) for s in zip(*(m.calls_per_step.samples for m in matched)))
     if n is not None:
         ok, expected = all(c == n for c in per_step), str(n)

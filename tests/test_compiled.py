@@ -181,7 +181,9 @@ def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
         "fused into graph_0_cpp_fused_gelu_0"
     )
     assert no_op("aten::relu")(profile) is None
-    assert op_count("aten::relu", 1)(profile).startswith("aten::relu: no op of that name ran in the measured code")
+    message = op_count("aten::relu", 1)(profile)
+    assert message.startswith("aten::relu: no op of that name ran in the measured code")
+    assert message.endswith("; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead")
 
 
 def test_kernel_assertions_on_cpu_inductor_kernels():
@@ -325,3 +327,25 @@ def test_exported_and_reloaded_traces_keep_the_compiled_details(tmp_path):
     again = load_trace(tmp_path / "t.json.gz")
     assert [(o.name, o.calls) for o in again.ops] == [(o.name, o.calls) for o in profile.ops]
     assert again.compiled.regions == profile.compiled.regions
+
+
+def test_a_lost_fusion_is_a_structure_verdict():
+    """The same compiled model, but Inductor no longer fuses gelu: an eager aten::gelu appears
+    and the fused kernel is gone. Frame numbers and graph hashes differ and do not matter."""
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.compare import Rule, compare
+
+    def lost(n: int, t0: float) -> list[Event]:
+        events = compiled_step(n, t0, frame=5, graph=HASH_B)
+        return [*events[:-1], op("aten::gelu", t0 + 45, 10)]
+
+    def doc(p):
+        return baseline_from_profile(p, "t.py::test", "cpu", {})
+
+    fused = analyze([e for n in range(1, 6) for e in compiled_step(n, n * 200)])
+    same = analyze([e for n in range(1, 6) for e in compiled_step(n, n * 200, frame=9, graph=HASH_B)])
+    unfused = analyze([e for n in range(1, 6) for e in lost(n, n * 200)])
+    assert compare(doc(same), doc(fused), Rule()).verdicts == ()
+    (verdict,) = compare(doc(unfused), doc(fused), Rule()).verdicts
+    assert verdict.kind == "structure"
+    assert "+ aten::gelu" in verdict.message and "- graph_0_cpp_fused_gelu_0" in verdict.message
