@@ -73,3 +73,58 @@ def torch_rule_counts(events: list) -> Counter:
     children = Counter(p for p in parent if p is not None)
     dropped = {i for i, p in enumerate(parent) if p is not None and children[p] == 1 and ops[p][4] == ops[i][4]}
     return Counter(o[4] for i, o in enumerate(ops) if i not in dropped)
+
+
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime", "privateuse1_runtime", "privateuse1_driver")
+
+
+def _covered(intervals: list, *wanted: str) -> Decimal:
+    """Time during which every kind in `wanted` has an interval open: a sweep over start/end
+    points with a counter per kind (a different method from the analysis's merge)."""
+    points = []
+    for start, end, kind in intervals:
+        if kind in wanted:
+            points += [(start, 1, kind), (end, -1, kind)]
+    points.sort(key=lambda p: (p[0], p[1]))
+    open_ = Counter()
+    total, last = Decimal(0), None
+    for t, delta, kind in points:
+        if last is not None and all(open_[k] > 0 for k in wanted):
+            total += t - last
+        open_[kind] += delta
+        last = t
+    return total
+
+
+def independent_timeline(path: Path) -> dict:
+    """The timeline figures of a trace from its raw events, with Decimal microseconds."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f, parse_float=Decimal)["traceEvents"]
+    device, launches = [], {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        start, end = Decimal(str(e["ts"])), Decimal(str(e["ts"])) + Decimal(str(e.get("dur", 0)))
+        cat = e.get("cat")
+        if cat == "kernel":
+            name = e["name"].lower()
+            kind = "comm" if "nccl" in name or "rccl" in name else "compute"
+            device.append((start, end, kind, e.get("args", {}).get("correlation")))
+        elif cat in ("gpu_memcpy", "gpu_memset"):
+            device.append((start, end, "memory", None))
+        elif cat in RUNTIME_CATS and e.get("args", {}).get("correlation"):
+            launches[e["args"]["correlation"]] = start
+    spans = [(s, t, "any") for s, t, _, _ in device] + [(s, t, k) for s, t, k, _ in device]
+    queue = sorted((s - launches[c]) for s, _, k, c in device if k != "memory" and c in launches)
+    ms = Decimal(1000)
+    return {
+        "span_ms": (max(t for _, t, _, _ in device) - min(s for s, _, _, _ in device)) / ms,
+        "busy_ms": _covered(spans, "any") / ms,
+        "compute_ms": _covered(spans, "compute") / ms,
+        "comm_ms": _covered(spans, "comm") / ms,
+        "memory_ms": _covered(spans, "memory") / ms,
+        "compute_comm_overlap_ms": _covered(spans, "compute", "comm") / ms,
+        "compute_memory_overlap_ms": _covered(spans, "compute", "memory") / ms,
+        "queue_max_ms": queue[-1] / ms if queue else None,
+        "queue_median_ms": (queue[len(queue) // 2] + queue[(len(queue) - 1) // 2]) / 2 / ms if queue else None,
+    }

@@ -129,3 +129,26 @@ def test_module_entry_point_runs(small_trace):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["steps"] == 3
+
+
+@pytest.mark.parametrize("name", [n for n in SHARED_NAMES if not n.startswith("cpu")])
+def test_analyze_json_timeline_agrees_with_an_independent_sweep(capsys, name):
+    """Busy, idle, compute, comm, memory, both overlaps and the queue of every shared GPU trace
+    equal a sweep over the raw events (Decimal µs, no code of ours) within 0.5%."""
+    from rawsums import independent_timeline
+
+    path = SHARED_TRACES / name
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    got, want = json.loads(out)["timeline"], independent_timeline(path)
+    assert code == 0
+    for key in ("span_ms", "busy_ms", "compute_ms", "comm_ms", "memory_ms"):
+        assert float(want[key]) == pytest.approx(got[key], rel=0.005, abs=1e-6), key
+    for key in ("compute_comm_overlap_ms", "compute_memory_overlap_ms"):
+        assert float(want[key]) == pytest.approx(got[key], rel=0.005, abs=1e-6), key
+    assert got["idle_ms"] == pytest.approx(got["span_ms"] - got["busy_ms"], abs=1e-6)
+    if want["queue_max_ms"] is not None:
+        assert float(want["queue_max_ms"]) == pytest.approx(got["queue_ms"]["max"], rel=0.005)
+        assert float(want["queue_median_ms"]) == pytest.approx(got["queue_ms"]["median"], rel=0.005)
+    assert sum(s["kernels"] + s["memory_ops"] for s in got["streams"]) == len(
+        [1 for k in json.loads(out)["kernels"] for _ in range(k["calls"])]
+    ) + sum(m["calls"] for m in json.loads(out)["memory_ops"])

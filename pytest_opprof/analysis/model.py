@@ -428,6 +428,100 @@ class KernelRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TimelineFigures:
+    """How the device spent a capture or one step (integer ns; queue in ns as floats)."""
+
+    span_ns: int  # first device start to last device end
+    busy_ns: int  # union of every device interval
+    compute_ns: int  # union of kernels that are not communication
+    comm_ns: int  # union of communication kernels (names with nccl or rccl)
+    memory_ns: int  # union of memcpy and memset
+    compute_comm_overlap_ns: int
+    compute_memory_overlap_ns: int
+    queue: tuple[float, float, int] | None  # kernel start - its launch call's start: median, p90, max
+
+    @property
+    def idle_ns(self) -> int:
+        return self.span_ns - self.busy_ns
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "span_ms": ns_to_ms(self.span_ns),
+            "busy_ms": ns_to_ms(self.busy_ns),
+            "idle_ms": ns_to_ms(self.idle_ns),
+            "compute_ms": ns_to_ms(self.compute_ns),
+            "comm_ms": ns_to_ms(self.comm_ns),
+            "memory_ms": ns_to_ms(self.memory_ns),
+            "compute_comm_overlap_ms": ns_to_ms(self.compute_comm_overlap_ns),
+            "compute_memory_overlap_ms": ns_to_ms(self.compute_memory_overlap_ns),
+            "queue_ms": (
+                {"median": self.queue[0] / 1e6, "p90": self.queue[1] / 1e6, "max": ns_to_ms(self.queue[2])}
+                if self.queue
+                else None
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    device: int
+    stream: int
+    busy_ns: int
+    kernels: int
+    memory_ops: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "stream": self.stream,
+            "busy_ms": ns_to_ms(self.busy_ns),
+            "kernels": self.kernels,
+            "memory_ops": self.memory_ops,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchBound:
+    """An op whose kernels (median) are shorter than the calls that launch them (median)."""
+
+    op: str
+    kernels: int
+    kernel_ns: float
+    launch_ns: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "kernels": self.kernels,
+            "kernel_ms": self.kernel_ns / 1e6,
+            "launch_ms": self.launch_ns / 1e6,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """The device's timeline over the capture: figures for the whole and per step, streams,
+    the device idle while the host ran ops, and launch-bound ops."""
+
+    total: TimelineFigures
+    streams: tuple[StreamStats, ...]
+    per_step: tuple[TimelineFigures, ...]
+    host_bound_ns: int  # in the steps: host running ops while no device worked
+    host_bound_share: float | None  # of the steps' wall time; None without device events
+    launch_bound: tuple[LaunchBound, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.total.to_dict(),
+            "streams": [s.to_dict() for s in self.streams],
+            "per_step": [f.to_dict() for f in self.per_step],
+            "host_bound_ms": ns_to_ms(self.host_bound_ns),
+            "host_bound_pct": round(self.host_bound_share * 100, 2) if self.host_bound_share is not None else None,
+            "launch_bound": [b.to_dict() for b in self.launch_bound],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """The outcome of one trust check on a measurement."""
 
@@ -483,6 +577,9 @@ class Profile:
     # torch.compile: regions, compilations and eager work; None when nothing compiled ran.
     compiled: Compiled | None = None
     graph_launches: tuple[GraphLaunchStats, ...] = ()
+    timeline: Timeline | None = field(default=None, compare=False)
+    # run(): median profiled step wall time / median unprofiled step wall time (the observer effect)
+    overhead: float | None = field(default=None, compare=False)
 
     def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -591,6 +688,8 @@ class Profile:
             "work_steps": self.work_steps,
             "compiled": self.compiled.to_dict() if self.compiled else None,
             "graph_launches": [g.to_dict() for g in self.graph_launches],
+            "timeline": self.timeline.to_dict() if self.timeline else None,
+            "overhead": self.overhead,
             "checks": [c.to_dict() for c in self.checks],
         }
 

@@ -46,8 +46,10 @@ from .model import (
     RuntimeStats,
     Signature,
     StepSpan,
+    Timeline,
     union_ns,
 )
+from .timeline import Launches, timeline
 
 _CPU_OP_KIND = frozenset({CPU_OP})
 _ANNOTATION_KIND = frozenset({ANNOTATION})
@@ -78,6 +80,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     cpu = cpu_statistics(ops, tree, steps.count)
     device = attribute_device_time(rows, t, ops, tree, cpu, steps)
     runtime = runtime_statistics(rows, steps)
+    device_timeline = timeline_of(rows, ops, tree, steps)
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
     checks = trust_checks(
@@ -108,6 +111,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         op_tree=(ops.names, tree.parent),
         compiled=compiled,
         graph_launches=tuple(device.graph_stats()),
+        timeline=device_timeline,
     )
 
 
@@ -682,7 +686,27 @@ def _roll_up(
         i = parent[i]
 
 
-# -- 8. runtime calls -------------------------------------------------------------------------
+# -- 8. the device's timeline -----------------------------------------------------------------
+
+
+def timeline_of(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> Timeline:
+    """The timeline stage's inputs: each device event's launch call, each call's op, and per
+    step the host's busy time (top-level ops on any thread)."""
+    runtime = rows.runtime
+    by_corr = {r.correlation: j for j, r in enumerate(runtime) if r.correlation}
+    call_of = [by_corr.get(d.correlation, -1) if d.correlation else -1 for d in rows.device]
+    names = ops.names
+    op_of_call = [names[i] if i >= 0 else None for i in tree.launcher_of_runtime]
+    host_busy: list[list[tuple[int, int]]] = [[] for _ in steps.spans]
+    if rows.device:
+        for i, (p, s) in enumerate(zip(tree.parent, tree.op_step)):
+            if p < 0 and s >= 0:
+                host_busy[s].append((ops.starts[i], ops.starts[i] + ops.durs[i]))
+    windows = [(span.start_ns, span.end_ns) for span in steps.spans]
+    return timeline(rows.device, runtime, Launches(call_of, op_of_call), windows, steps.of, host_busy)
+
+
+# -- 9. runtime calls -------------------------------------------------------------------------
 
 
 def runtime_statistics(rows: Rows, steps: Steps) -> list[RuntimeStats]:

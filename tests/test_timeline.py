@@ -1,0 +1,78 @@
+"""The device's timeline, on hand-built events whose figures can be worked out by hand."""
+
+from __future__ import annotations
+
+from builders import kernel, launch, memcpy, op, step
+
+from pytest_opprof.analysis import analyze
+from pytest_opprof.events import KERNEL, Event
+
+
+def two_steps():
+    """Per step (100 us): an add whose kernel (10 us) is shorter than its launch (20 us), a
+    copy (30 us) overlapping a matmul kernel (40 us) by 10 us, an NCCL kernel on stream 9
+    overlapping the matmul by 5 us; the host runs ops for 60 us of the step."""
+    events = []
+    for n, t0 in ((1, 0), (2, 100)):
+        c = n * 10
+        events += [
+            step(n, t0, 100),
+            op("aten::add", t0 + 0, 25),
+            launch(t0 + 2, corr=c, dur_us=20),
+            op("aten::mm", t0 + 30, 10),
+            launch(t0 + 31, corr=c + 1, dur_us=2),
+            op("aten::copy_", t0 + 42, 8),
+            launch(t0 + 43, corr=c + 2, name="cudaMemcpyAsync", dur_us=2),
+            op("nccl:all_reduce", t0 + 51, 9),
+            launch(t0 + 52, corr=c + 3, dur_us=2),
+            kernel("vectorized_add", t0 + 24, 10, corr=c),  # 24-34
+            kernel("gemm", t0 + 40, 40, corr=c + 1),  # 40-80
+            memcpy("Memcpy HtoD (Pageable -> Device)", t0 + 70, 30, 4096, corr=c + 2),  # 70-100
+            kernel("ncclKernel_AllReduce", t0 + 75, 10, corr=c + 3, stream=9),  # 75-85
+        ]
+    return events
+
+
+def test_the_figures_of_a_capture_and_of_each_step():
+    t = analyze(two_steps()).timeline
+    # device intervals per step: 24-34, 40-100 -> busy 70 us; span 24-200 over both steps
+    assert (t.total.span_ns, t.total.busy_ns, t.total.idle_ns) == (176_000, 140_000, 36_000)
+    assert (t.total.compute_ns, t.total.comm_ns, t.total.memory_ns) == (100_000, 20_000, 60_000)
+    assert (t.total.compute_comm_overlap_ns, t.total.compute_memory_overlap_ns) == (10_000, 20_000)
+    assert [(f.span_ns, f.busy_ns, f.compute_memory_overlap_ns) for f in t.per_step] == [(76_000, 70_000, 10_000)] * 2
+    # queue: kernel start - launch start: add 22, gemm 9, nccl 23 (memcpy is not a kernel)
+    assert t.total.queue == (22_000, 23_000, 23_000)
+    assert [(s.device, s.stream, s.busy_ns, s.kernels, s.memory_ops) for s in t.streams] == [
+        (0, 7, 140_000, 4, 2),
+        (0, 9, 20_000, 2, 0),
+    ]
+
+
+def test_host_bound_time_and_launch_bound_ops():
+    t = analyze(two_steps()).timeline
+    # host ops 0-25, 30-40, 42-50, 51-60; device idle 0-24, 34-40 -> 24 + 6 us per step
+    assert t.host_bound_ns == 60_000
+    assert t.host_bound_share == 0.3
+    ((bound),) = t.launch_bound
+    assert (bound.op, bound.kernels, bound.kernel_ns, bound.launch_ns) == ("aten::add", 2, 10_000, 20_000)
+
+
+def test_json_has_the_fields_and_cpu_profiles_have_zeros():
+    d = analyze(two_steps()).to_dict()["timeline"]
+    assert d["busy_ms"] == 0.14 and d["idle_ms"] == 0.036 and d["queue_ms"] == {"median": 0.022, "p90": 0.023, "max": 0.023}
+    assert d["host_bound_pct"] == 30.0 and d["launch_bound"][0]["op"] == "aten::add"
+    assert len(d["per_step"]) == 2 and set(d["per_step"][0]) == set(d) - {"streams", "per_step", "host_bound_ms", "host_bound_pct", "launch_bound"}
+    cpu = analyze([step(1, 0, 10), op("aten::add", 1, 2)]).to_dict()["timeline"]
+    assert cpu["busy_ms"] == 0 and cpu["queue_ms"] is None and cpu["host_bound_pct"] is None
+    assert cpu["streams"] == [] and len(cpu["per_step"]) == 1
+
+
+def test_overlap_on_two_devices_counts_wall_time_once():
+    events = [
+        step(1, 0, 100),
+        Event(KERNEL, "k0", 10_000, 20_000, 0, 7, 0, 7),
+        Event(KERNEL, "k1", 15_000, 20_000, 1, 7, 1, 7),
+    ]
+    t = analyze(events).timeline
+    assert (t.total.span_ns, t.total.busy_ns) == (25_000, 25_000)
+    assert [s.busy_ns for s in t.streams] == [20_000, 20_000]
