@@ -19,6 +19,7 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
+from .analysis.checks import overhead_check
 from .errors import CaptureError, bad_argument, profiler_already_running, profiler_not_finished
 from .events import (
     ANNOTATION,
@@ -324,6 +325,35 @@ def _references(torch: Any) -> tuple[int, int]:
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
 
 
+# Steps timed without the profiler right after the profiled ones (warm; never before them: with
+# warmup=0 the first profiled step is the cold call the user asked to measure).
+UNPROFILED_STEPS = 2
+
+
+def unprofiled_step_ns(torch: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> int:
+    """The wall time of one call of fn without the profiler (device work included)."""
+    cuda = _cuda_active(torch)
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter_ns()
+    fn(*args, **kwargs)
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter_ns() - start
+
+
+def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
+    """The observer effect: the best profiled step's wall time / the best unprofiled one's (the
+    best: interference only adds time, and the first calls after a pause wake thread pools), and
+    a trust warning when it is far above the usual."""
+    walls = [s.wall_ns for s in profile.step_spans]
+    if not walls or not unprofiled or min(unprofiled) <= 0:
+        return profile
+    ratio = min(walls) / min(unprofiled)
+    check = overhead_check(ratio)
+    return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
+
+
 def _with_reference(profile: Profile, *references: tuple[int, int]) -> Profile:
     """The best of each reference taken around the capture."""
     return replace(
@@ -364,7 +394,8 @@ def run_steps(
                 result = fn(*args, **kwargs)
     if probe is not None:
         probe()
-    timed = _with_reference(from_profiler(prof), before, _references(torch))
+    unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(UNPROFILED_STEPS)]
+    timed = _with_overhead(_with_reference(from_profiler(prof), before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})

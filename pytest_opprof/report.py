@@ -21,7 +21,7 @@ from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdi
 from .decide import BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_atomic, write_atomic_chunks
-from .tables import median_wall_ns, ms_cell, per_step_text, short
+from .tables import median_wall_ns, ms_cell, per_step_text, short, timeline_line
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -174,7 +174,12 @@ def _summary_block(
     steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
-    return f"{nodeid} [{outcome}] ({steps}{wall})\n{_summary_table(profile, top, baseline)}"
+    if profile.overhead is not None:
+        wall += f", profiler x{profile.overhead:.2f}"  # best profiled step / best unprofiled one
+    lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
+    if timeline := timeline_line(profile):
+        lines.append(timeline)
+    return "\n".join([*lines, _summary_table(profile, top, baseline)])
 
 
 def format_summary(records: list[TestRecord]) -> str:

@@ -89,6 +89,31 @@ def compiled_line(profile: Profile) -> str | None:
     return "; ".join(parts)
 
 
+def timeline_line(profile: Profile) -> str | None:
+    """`device busy 62% of 1.20 ms; idle while the host ran ops 30% of the steps; compute/memory
+    overlap 0.020 ms; queue median 0.010 ms; launch-bound: aten::add (kernel 0.002 < launch 0.005 ms)`."""
+    t = profile.timeline
+    if t is None or not t.total.span_ns:
+        return None
+    total = t.total
+    parts = [f"device busy {total.busy_ns / total.span_ns:.0%} of {total.span_ns / 1e6:.3f} ms"]
+    if t.host_bound_share is not None:
+        parts.append(f"idle while the host ran ops {t.host_bound_share:.0%} of the steps")
+    if total.compute_memory_overlap_ns:
+        parts.append(f"compute/memory overlap {total.compute_memory_overlap_ns / 1e6:.3f} ms")
+    if total.compute_comm_overlap_ns:
+        parts.append(f"compute/comm overlap {total.compute_comm_overlap_ns / 1e6:.3f} ms")
+    if total.queue is not None:
+        parts.append(f"queue median {total.queue[0] / 1e6:.3f} ms")
+    if t.launch_bound:
+        shown = ", ".join(
+            f"{b.op} (kernel {b.kernel_ns / 1e6:.4f} < launch {b.launch_ns / 1e6:.4f} ms)" for b in t.launch_bound[:3]
+        )
+        more = f" and {len(t.launch_bound) - 3} more" if len(t.launch_bound) > 3 else ""
+        parts.append(f"launch-bound: {shown}{more}")
+    return "timeline: " + "; ".join(parts)
+
+
 def memory_table(profile: Profile) -> str:
     rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
     return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
@@ -110,8 +135,9 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
     )
     head = f"{profile.source}: {profile.steps} step{'s' if profile.steps != 1 else ''}, {wall}, {len(profile.ops)} ops{device}"
     parts = [head]
-    if line := compiled_line(profile):
-        parts.append(line)
+    for line in (compiled_line(profile), timeline_line(profile)):
+        if line:
+            parts.append(line)
     parts += ["", ops_table(profile, top)]
     if profile.kernels:
         parts += ["", kernels_table(profile, top)]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import OpWork, Profile, analyze
+from .analysis.checks import overhead_check
 from .errors import TraceError, bad_trace, trace_not_found
 from .events import (
     CPU_OP,
@@ -321,9 +322,24 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(
             profile, reference_ns=found["reference_ns"], dispatch_reference_ns=found["dispatch_reference_ns"]
         )
+    overhead = _ratio(opprof.get("overhead"))
+    if overhead is not None:
+        check = overhead_check(overhead)  # the run's observer effect, as it was judged
+        profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
     return profile
+
+
+def _ratio(value: object) -> float | None:
+    """A positive ratio written by us (floats are read as their text, for exact timestamps)."""
+    if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _MAX_NUMBER_TEXT:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if 0 < number < 1e6 else None
 
 
 def _positive_int(value: object) -> int | None:

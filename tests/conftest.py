@@ -55,6 +55,12 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
         return clock.apply(read(events, pid, with_shapes), with_shapes)
 
     monkeypatch.setattr(capture, "table_from_kineto", timed)
+
+    def unprofiled(torch, fn, args, kwargs):  # a step without the profiler: clock.unprofiled_ns
+        fn(*args, **kwargs)
+        return clock.unprofiled_ns
+
+    monkeypatch.setattr(capture, "unprofiled_step_ns", unprofiled)
     monkeypatch.setattr(importlib.import_module("pytest_opprof.fixture"), "host_ns", clock.host_ns)
     return clock
 

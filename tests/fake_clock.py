@@ -27,6 +27,7 @@ class FakeClock:
     captures: int = 0  # timed captures rewritten so far
     signature_captures: int = 0  # captures with inputs recorded (run()'s signature steps, one-step captures)
     host_reads: list[int] = field(default_factory=list)  # the plugin's wall-clock reads around captures
+    unprofiled_ns: int = 1_000_000  # a step of run() timed without the profiler (the observer effect)
 
     def host_ns(self) -> int:
         """The plugin's wall clock around captures: 1 ms further at each read."""

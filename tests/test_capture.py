@@ -45,7 +45,8 @@ def test_measure_counts_ops_per_step_exactly():
 
 
 def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
-    """warmup calls run unprofiled, steps profiled, then the untimed signature call; the last result comes back."""
+    """warmup calls run unprofiled, steps profiled, two unprofiled calls timed (the observer
+    effect), then the untimed signature call; the last result comes back."""
     calls = []
 
     def fn(a, scale=1):
@@ -53,8 +54,9 @@ def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
         return torch.ones(2) * len(calls) * scale
 
     profile, result = run_steps(fn, (7,), {"scale": 2}, warmup=3, steps=4)
-    assert len(calls) == 3 + 4 + 1
-    assert result.tolist() == [16.0, 16.0]
+    assert len(calls) == 3 + 4 + 2 + 1
+    assert result.tolist() == [20.0, 20.0]
+    assert profile.overhead is not None and profile.overhead > 0
     assert profile.op("aten::mul").calls_per_step.samples == (2,) * 4  # only the profiled steps
 
 

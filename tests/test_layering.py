@@ -12,7 +12,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_opprof"
 # Lowest first. A module may import from its own layer or the ones below.
 LAYERS = [
     {"units", "errors", "files", "events", "chrome", "tables", "hooks"},  # know no Profile
-    {"analysis", "analysis.model", "analysis.stages", "analysis.checks", "analysis.compiled", "analysis.timeline"},  # the model
+    {
+        "analysis",
+        "analysis.model",
+        "analysis.stages",
+        "analysis.checks",
+        "analysis.compiled",
+        "analysis.timeline",
+    },  # the model
     {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
     {"documents", "baseline", "compare"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings

@@ -460,7 +460,7 @@ def test_terminal_summary_shows_top_ops(user_run):
     result.stdout.fnmatch_lines(
         [
             "*= opprof =*",
-            "test_user.py::test_run_mode [[]passed[]] (4 steps, *.* ms/step wall)",
+            "test_user.py::test_run_mode [[]passed[]] (4 steps, *.* ms/step wall, profiler x0.*)",
             "op * calls/step * ms/step * time * of step",
         ]
     )
@@ -1128,3 +1128,29 @@ def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(projec
     result = run(project, "--opprof-update-baseline", "--opprof-baseline-dir", "bl/x")
     result.assert_outcomes(passed=1)
     assert list((project.path / "bl" / "x").rglob("test_a.json"))
+
+
+def test_the_observer_effect_is_in_the_report_and_far_above_the_usual_is_a_warning(project, fake_clock):
+    """run() times unprofiled steps after the profiled ones: the header shows profiled/unprofiled
+    (here the fake clock's 10 us unprofiled step against its profiled one), the JSON carries it,
+    and above x3 it is a trust warning naming the fix."""
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=3)\n"
+    )
+    fake_clock.unprofiled_ns = 10_000
+    result = run(project, "--opprof", "--opprof-json", "r.json")
+    result.assert_outcomes(passed=1)
+    data = json.loads((project.path / "r.json").read_text())["tests"][0]
+    overhead = data["profile"]["overhead"]
+    wall_ms = data["profile"]["step_wall_ms"]["min"]
+    assert overhead == pytest.approx(wall_ms / 0.01, rel=1e-3) and overhead > 3
+    result.stdout.fnmatch_lines(
+        [
+            f"test_x.py::test_x [[]passed[]] (3 steps, *.* ms/step wall, profiler x{overhead:.2f})",
+            f"test_x.py::test_x: warning overhead: profiled steps took x{overhead:.1f} the time of unprofiled ones*",
+        ]
+    )
+    fake_clock.unprofiled_ns = int(wall_ms * 1e6)  # the profiler costs nothing
+    result = run(project, "--opprof")
+    assert "warning overhead" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["test_x.py::test_x [[]passed[]] (3 steps, *.* ms/step wall, profiler x1.00)"])

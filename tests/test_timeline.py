@@ -59,9 +59,19 @@ def test_host_bound_time_and_launch_bound_ops():
 
 def test_json_has_the_fields_and_cpu_profiles_have_zeros():
     d = analyze(two_steps()).to_dict()["timeline"]
-    assert d["busy_ms"] == 0.14 and d["idle_ms"] == 0.036 and d["queue_ms"] == {"median": 0.022, "p90": 0.023, "max": 0.023}
+    assert (
+        d["busy_ms"] == 0.14
+        and d["idle_ms"] == 0.036
+        and d["queue_ms"] == {"median": 0.022, "p90": 0.023, "max": 0.023}
+    )
     assert d["host_bound_pct"] == 30.0 and d["launch_bound"][0]["op"] == "aten::add"
-    assert len(d["per_step"]) == 2 and set(d["per_step"][0]) == set(d) - {"streams", "per_step", "host_bound_ms", "host_bound_pct", "launch_bound"}
+    assert len(d["per_step"]) == 2 and set(d["per_step"][0]) == set(d) - {
+        "streams",
+        "per_step",
+        "host_bound_ms",
+        "host_bound_pct",
+        "launch_bound",
+    }
     cpu = analyze([step(1, 0, 10), op("aten::add", 1, 2)]).to_dict()["timeline"]
     assert cpu["busy_ms"] == 0 and cpu["queue_ms"] is None and cpu["host_bound_pct"] is None
     assert cpu["streams"] == [] and len(cpu["per_step"]) == 1
@@ -76,3 +86,13 @@ def test_overlap_on_two_devices_counts_wall_time_once():
     t = analyze(events).timeline
     assert (t.total.span_ns, t.total.busy_ns) == (25_000, 25_000)
     assert [s.busy_ns for s in t.streams] == [20_000, 20_000]
+
+
+def test_the_tables_name_the_timeline_figures():
+    text = analyze(two_steps()).table()
+    assert (
+        "timeline: device busy 80% of 0.176 ms; idle while the host ran ops 30% of the steps; "
+        "compute/memory overlap 0.020 ms; compute/comm overlap 0.010 ms; queue median 0.022 ms; "
+        "launch-bound: aten::add (kernel 0.0100 < launch 0.0200 ms)"
+    ) in text
+    assert "timeline:" not in analyze([step(1, 0, 10), op("aten::add", 1, 2)]).table()

@@ -217,3 +217,19 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
         f"{outside} of {n_ops} CPU ops lie outside the ProfilerStep annotations: "
         "counted in the totals, not in the per-step numbers",
     )
+
+
+OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
+
+
+def overhead_check(ratio: float) -> Check | None:
+    """The observer effect of one run(): its profiled steps took `ratio` times the unprofiled ones."""
+    if ratio <= OVERHEAD_LIMIT:
+        return None
+    return Check(
+        "overhead",
+        WARNING,
+        f"profiled steps took x{ratio:.1f} the time of unprofiled ones (above x{OVERHEAD_LIMIT:g}): the profiler "
+        "distorted the run, so op times are mostly its own; give each step more work (a larger batch, more "
+        "calls per step)",
+    )

@@ -578,7 +578,7 @@ class Profile:
     compiled: Compiled | None = None
     graph_launches: tuple[GraphLaunchStats, ...] = ()
     timeline: Timeline | None = field(default=None, compare=False)
-    # run(): median profiled step wall time / median unprofiled step wall time (the observer effect)
+    # run(): best profiled step wall time / best unprofiled one (the observer effect); None otherwise
     overhead: float | None = field(default=None, compare=False)
 
     def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
@@ -703,6 +703,7 @@ class Profile:
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
+            "overhead": self.overhead,
             # The work of a run() comes from its untimed signature step, not from these events.
             "work_steps": self.work_steps,
             "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
