@@ -419,3 +419,103 @@ def _kernel_below(profile: Profile, pattern: str, limit: float, per: str, stat: 
                 (value, over_limit(k.name, value, limit, "launch" if per == "call" else per, stat, samples))
             )
     return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
+
+
+# -- the device's timeline --------------------------------------------------------------------
+
+OVERLAP_KINDS = (("compute", "memory"), ("compute", "comm"))
+_NO_DEVICE = "no device work was recorded, so the device timeline cannot be checked (a CPU-only run?)"
+
+
+def _pct(name: str, value: object) -> float:
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise OpprofUsageError(bad_argument(name, value, "a percentage between 0 and 100"))
+    return float(value)
+
+
+def overlap(kinds: Sequence[str] = ("compute", "memory"), min_pct: float = 50.0) -> Assertion:
+    """In every step, at least `min_pct`% of the shorter of the two kinds of device work ran at
+    the same time as the other (copies hidden behind compute, communication behind compute)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    pair = tuple(kinds) if isinstance(kinds, (tuple, list)) else ()
+    if pair not in OVERLAP_KINDS and pair[::-1] not in OVERLAP_KINDS:
+        raise OpprofUsageError(bad_argument("kinds", kinds, '("compute", "memory") or ("compute", "comm")'))
+    limit = _pct("min_pct", min_pct)
+    other = pair[1] if pair[0] == "compute" else pair[0]
+    return lambda profile: _overlap(profile, other, limit)
+
+
+def _overlap(profile: Profile, other: str, limit: float) -> str | None:
+    t = profile.timeline
+    if t is None or not t.total.busy_ns:
+        return _NO_DEVICE
+    worst: tuple[float, int, int, int, int] | None = None
+    for number, f in zip((s.number for s in profile.step_spans), t.per_step):
+        other_ns = f.memory_ns if other == "memory" else f.comm_ns
+        both = f.compute_memory_overlap_ns if other == "memory" else f.compute_comm_overlap_ns
+        shorter = min(f.compute_ns, other_ns)
+        if not shorter:
+            continue
+        pct = 100 * both / shorter
+        if worst is None or pct < worst[0]:
+            worst = (pct, number, both, f.compute_ns, other_ns)
+    if worst is None:
+        return f"compute/{other} overlap: no step ran both compute and {other} work on the device"
+    pct, number, both, compute_ns, other_ns = worst
+    if pct >= limit:
+        return None
+    return (
+        f"compute/{other} overlap: {pct:.0f}% < {limit:g}% in step {number} (the worst): {both / 1e6:.3f} ms of "
+        f"compute {compute_ns / 1e6:.3f} ms and {other} {other_ns / 1e6:.3f} ms ran at once; run the {other} work "
+        "on another stream (non_blocking copies from pinned memory)"
+    )
+
+
+def device_busy_above(pct: float) -> Assertion:
+    """In every step, the device worked at least `pct`% of the step's wall time."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    limit = _pct("pct", pct)
+    return lambda profile: _device_busy_above(profile, limit)
+
+
+def _device_busy_above(profile: Profile, limit: float) -> str | None:
+    t = profile.timeline
+    if t is None or not t.total.busy_ns:
+        return _NO_DEVICE
+    shares = [
+        (100 * f.busy_ns / span.wall_ns, span.number, f.busy_ns, span.wall_ns)
+        for span, f in zip(profile.step_spans, t.per_step)
+        if span.wall_ns
+    ]
+    worst = min(shares, default=None)
+    if worst is None or worst[0] >= limit:
+        return None
+    share, number, busy, wall = worst
+    host = f"; the host ran ops while it was idle {t.host_bound_share:.0%} of the steps" if t.host_bound_share else ""
+    return (
+        f"device busy {share:.0f}% < {limit:g}% of step {number} (the worst): {busy / 1e6:.3f} ms of a "
+        f"{wall / 1e6:.3f} ms step{host}"
+    )
+
+
+def no_launch_bound() -> Assertion:
+    """No op's kernels are shorter (median) than the host calls that launch them."""
+    return _no_launch_bound
+
+
+def _no_launch_bound(profile: Profile) -> str | None:
+    t = profile.timeline
+    if t is None or not t.total.busy_ns:
+        return _NO_DEVICE
+    if not t.launch_bound:
+        return None
+    listed = ", ".join(
+        f"{b.op} ({b.kernels} kernels of {b.kernel_ns / 1e6:.4f} ms < launch {b.launch_ns / 1e6:.4f} ms)"
+        for b in t.launch_bound[:3]
+    )
+    more = f" and {len(t.launch_bound) - 3} more" if len(t.launch_bound) > 3 else ""
+    return (
+        f"launch-bound: {listed}{more}: the host cannot launch kernels as fast as the device runs them; "
+        "fuse them (torch.compile) or capture them in a CUDA graph"
+    )

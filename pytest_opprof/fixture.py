@@ -185,6 +185,25 @@ class OpprofFixture:
         if self.enabled:
             self._check(assertions.kernel_below(kernel, ms, per, stat))
 
+    def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
+        """In every step, at least `min_pct`% of the shorter of the two kinds of device work
+        (compute and memory, or compute and comm) ran at the same time as the other."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.overlap(kinds, min_pct))
+
+    def assert_device_busy_above(self, pct: float) -> None:
+        """In every step, the device worked at least `pct`% of the step's wall time."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.device_busy_above(pct))
+
+    def assert_no_launch_bound(self) -> None:
+        """No op's kernels are shorter (median) than the host calls that launch them."""
+        __tracebackhide__ = True
+        if self.enabled:
+            self._check(assertions.no_launch_bound())
+
     # machinery --------------------------------------------------------------------------------
     def _check(self, check: assertions.Assertion) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the

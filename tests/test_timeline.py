@@ -96,3 +96,37 @@ def test_the_tables_name_the_timeline_figures():
         "launch-bound: aten::add (kernel 0.0100 < launch 0.0200 ms)"
     ) in text
     assert "timeline:" not in analyze([step(1, 0, 10), op("aten::add", 1, 2)]).table()
+
+
+def test_overlap_busy_and_launch_bound_assertions():
+    import pytest
+
+    from pytest_opprof.assertions import device_busy_above, no_launch_bound, overlap
+    from pytest_opprof.errors import OpprofUsageError
+
+    profile = analyze(two_steps())
+    # memory 30 us per step, 10 of them under compute: 33% of the shorter kind
+    assert overlap(("compute", "memory"), min_pct=30)(profile) is None
+    assert overlap(("memory", "compute"), min_pct=50)(profile) == (
+        "compute/memory overlap: 33% < 50% in step 1 (the worst): 0.010 ms of compute 0.050 ms and memory "
+        "0.030 ms ran at once; run the memory work on another stream (non_blocking copies from pinned memory)"
+    )
+    assert overlap(("compute", "comm"), min_pct=50)(profile) is None  # comm 10 us, 5... within gemm: 50%
+    assert device_busy_above(70)(profile) is None
+    assert device_busy_above(75)(profile) == (
+        "device busy 70% < 75% of step 1 (the worst): 0.070 ms of a 0.100 ms step; "
+        "the host ran ops while it was idle 30% of the steps"
+    )
+    assert no_launch_bound()(profile).startswith(
+        "launch-bound: aten::add (2 kernels of 0.0100 ms < launch 0.0200 ms): the host cannot launch"
+    )
+    cpu = analyze([step(1, 0, 10), op("aten::add", 1, 2)])
+    for check in (overlap(), device_busy_above(10), no_launch_bound()):
+        assert check(cpu).startswith("no device work was recorded")
+    for make, fragment in [
+        (lambda: overlap(("memory", "comm")), "kinds=('memory', 'comm')"),
+        (lambda: overlap(min_pct=120), "min_pct=120"),
+        (lambda: device_busy_above("90%"), "pct='90%'"),
+    ]:
+        with pytest.raises(OpprofUsageError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            make()
