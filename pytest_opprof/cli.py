@@ -1,6 +1,6 @@
 """The `opprof` command.
 
-    opprof analyze TRACE [--json] [--top N]      tables (or JSON) for a Kineto/Chrome trace
+    opprof analyze TRACE [--json|--csv] [--top N] tables (or JSON, or CSV) for a Kineto/Chrome trace
     opprof show PATH [--json] [--top N]          a baseline file or folder as tables
     opprof compare A B [--json] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
                                                  two baseline folders, or two traces/baseline files
@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, b_regressed, side_
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import OpprofError
-from .report import baseline_tables, kernels_under_ops_table, side_by_side_table
+from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .trace import load_trace
 
@@ -81,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")
     analyze.add_argument("trace", metavar="TRACE", help="a trace written by torch.profiler")
-    analyze.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
+    output = analyze.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
+    output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
     _add_top(analyze, "ops and kernels")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
@@ -131,6 +134,9 @@ def _analyze(args: argparse.Namespace) -> int:
             data["ops"] = data["ops"][: args.top]
             data["kernels"] = data["kernels"][: args.top]
         _print_json(data)
+    elif args.csv:
+        ops = profile.ops[: args.top] if args.top is not None else profile.ops
+        sys.stdout.write(op_csv(replace(profile, ops=ops)))
     else:
         print(profile.table(top=args.top or DEFAULT_TOP))
     return EXIT_OK

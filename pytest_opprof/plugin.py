@@ -20,7 +20,16 @@ from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import inert_summary
 from .fixture import OpprofFixture
-from .report import ReportSpool, TestRecord, TestResult, format_junit_properties, summary_lines, write_run_report
+from .htmlreport import write_html_report
+from .report import (
+    ReportSpool,
+    TestRecord,
+    TestResult,
+    format_junit_properties,
+    summary_lines,
+    write_csv_report,
+    write_run_report,
+)
 from .settings import (
     OPTIONS,
     UPDATE_MODES,
@@ -111,7 +120,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(problem)
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
-    state = RunState(settings, spool=ReportSpool() if reporting and settings.json_path else None)
+    outputs = settings.json_path or settings.csv_path or settings.html_path
+    spool = (
+        ReportSpool(json=bool(settings.json_path), csv=bool(settings.csv_path), html=bool(settings.html_path))
+        if reporting and outputs
+        else None
+    )
+    state = RunState(settings, spool=spool)
     if settings.measuring:
         enable_compiled_kernel_profiling()  # before any model compiles: Inductor's C++ kernels then show
         _resolve_device(config, state)
@@ -322,7 +337,12 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     settings = item.config.stash[RUN].settings
     result.export_trace(settings.trace_dir, everything=settings.trace == "all")
     # The record rides on the teardown report, so that the xdist controller receives it too.
-    record = result.to_record(settings.top, with_profile=settings.json_path is not None)
+    record = result.to_record(
+        settings.top,
+        with_profile=settings.json_path is not None,
+        with_csv=settings.csv_path is not None,
+        html_dir=Path(settings.html_path).absolute().parent if settings.html_path else None,
+    )
     # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
     # run (as dicts, 500 tests' profiles held ~75 MB).
     report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
@@ -344,10 +364,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "opprof")
     for line in summary_lines(state.records, config.option.verbose > 0, getattr(config.option, "numprocesses", None)):
         terminalreporter.write_line(line)
-    if state.settings.json_path:
-        try:
-            write_run_report(Path(state.settings.json_path), state.device, state.device_key, state.spool)
-        except OSError as exc:
-            terminalreporter.write_line(f"opprof: could not write {state.settings.json_path}: {exc.strerror or exc}")
-        else:
-            terminalreporter.write_line(f"opprof: wrote {state.settings.json_path}")
+    settings, spool = state.settings, state.spool
+    outputs = [
+        (settings.json_path, lambda path: write_run_report(path, state.device, state.device_key, spool)),
+        (settings.csv_path, lambda path: write_csv_report(path, spool)),
+        (settings.html_path, lambda path: write_html_report(path, state.device, state.device_key, spool)),
+    ]
+    for where, write in outputs:
+        if where:
+            try:
+                write(Path(where))
+            except OSError as exc:
+                terminalreporter.write_line(f"opprof: could not write {where}: {exc.strerror or exc}")
+            else:
+                terminalreporter.write_line(f"opprof: wrote {where}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import os
 import statistics
@@ -21,6 +23,7 @@ from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdi
 from .decide import BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_atomic, write_atomic_chunks
+from .htmlreport import test_section
 from .tables import median_wall_ns, ms_cell, per_step_text, short, timeline_line
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -73,7 +76,9 @@ class TestResult:
         elif outcome == "passed" and when == "call" and self.outcome is None:
             self.outcome = "passed"
 
-    def to_record(self, top: int, with_profile: bool = True) -> TestRecord:
+    def to_record(
+        self, top: int, with_profile: bool = True, with_csv: bool = False, html_dir: Path | None = None
+    ) -> TestRecord:
         """What the controller needs of this test: it prints and writes the run's report from
         these records alone. The full profile (every op's per-step samples) only when the JSON
         report wants it."""
@@ -90,6 +95,10 @@ class TestResult:
             self.baseline,
             _summary_block(self.nodeid, self.outcome, profile, top, self.baseline) if profile is not None else None,
             self.trace_error,
+            op_csv(profile, self.nodeid, self.baseline, header=False) if profile is not None and with_csv else None,
+            test_section(self.nodeid, self.outcome, profile, self.baseline, self.trace_path, html_dir)
+            if profile is not None and html_dir is not None
+            else None,
         )
 
 
@@ -111,6 +120,8 @@ class TestRecord:
     baseline: BaselineResult | None
     summary: str | None  # the test's header and table in the terminal summary
     trace_error: str | None = None  # the trace this test wanted, and why it could not be written
+    csv: str | None = None  # the test's rows of the --opprof-csv table (made where the baseline rows are)
+    html: str | None = None  # the test's section of the --opprof-html page (likewise)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +136,8 @@ class TestRecord:
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "summary": self.summary,
             "trace_error": self.trace_error,
+            "csv": self.csv,
+            "html": self.html,
         }
 
     @classmethod
@@ -142,6 +155,8 @@ class TestRecord:
             BaselineResult.from_dict(baseline) if baseline else None,
             data.get("summary"),
             data.get("trace_error"),
+            data.get("csv"),
+            data.get("html"),
         )
 
     @property
@@ -389,7 +404,7 @@ def xdist_noise_note(workers: object) -> str:
 def run_report_json(records: list[TestRecord], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
     """The --opprof-json document (schema 1): device facts and, per measured test, nodeid,
     outcome, profile (Profile.to_dict()), checks and trace path."""
-    tests = [{k: v for k, v in r.to_dict().items() if k != "summary"} for r in sorted(records, key=lambda r: r.nodeid)]
+    tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
     return {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "tests": tests}
 
 
@@ -397,22 +412,47 @@ class ReportSpool:
     """Each test's part of the --opprof-json report, as JSON text in a temporary file as soon as
     it arrives: a long run keeps no profile in memory (500 tests held ~75 MB as objects)."""
 
-    def __init__(self) -> None:
+    def __init__(self, json: bool = True, csv: bool = False, html: bool = False) -> None:
+        self.json, self.csv, self.html = json, csv, html
         self._file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115  # closed by close()
         self._parts: list[tuple[str, int, int]] = []  # (nodeid, offset, length)
+        self._csv_parts: list[tuple[str, int, int]] = []
+        self._html_parts: list[tuple[str, int, int]] = []
 
     def add(self, record: TestRecord) -> TestRecord:
         """Spool the record's JSON part; give back the record without its profile."""
-        part = {k: v for k, v in record.to_dict().items() if k != "summary"}
-        data = json.dumps(part, indent=2, sort_keys=True).encode()
+        if self.json:
+            self._parts.append((record.nodeid, *self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))))
+        if self.csv and record.csv:
+            self._csv_parts.append((record.nodeid, *self._spool(record.csv)))
+        if self.html and record.html:
+            self._html_parts.append((record.nodeid, *self._spool(record.html)))
+        return dataclasses.replace(record, profile=None, csv=None, html=None)
+
+    def _spool(self, text: str) -> tuple[int, int]:
+        data = text.encode()
         offset = self._file.seek(0, os.SEEK_END)
         self._file.write(data)
-        self._parts.append((record.nodeid, offset, len(data)))
-        return dataclasses.replace(record, profile=None)
+        return offset, len(data)
 
     def tests(self) -> Iterator[str]:
         """Each test's JSON text, sorted by node id."""
-        for _, offset, length in sorted(self._parts, key=lambda part: part[0]):
+        return self._read(self._parts)
+
+    def csv_rows(self) -> Iterator[str]:
+        """Each test's CSV rows, sorted by node id."""
+        return self._read(self._csv_parts)
+
+    def html_sections(self) -> Iterator[str]:
+        """Each test's HTML section, sorted by node id."""
+        return self._read(self._html_parts)
+
+    @property
+    def count_html(self) -> int:
+        return len(self._html_parts)
+
+    def _read(self, parts: list[tuple[str, int, int]]) -> Iterator[str]:
+        for _, offset, length in sorted(parts, key=lambda part: part[0]):
             self._file.seek(offset)
             yield self._file.read(length).decode()
 
@@ -434,6 +474,62 @@ def write_run_report(path: Path, device: dict[str, Any], device_key: str | None,
         yield "]\n}\n" if first else "\n  ]\n}\n"
 
     write_atomic_chunks(path, chunks())
+
+
+def write_csv_report(path: Path, spool: ReportSpool) -> None:
+    """The --opprof-csv table: one row per measured test and op, streamed from the spool."""
+    write_atomic_chunks(path, [CSV_HEADER_LINE, *spool.csv_rows()])
+
+
+def _json_part(record: TestRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
+
+
+CSV_COLUMNS = [
+    "op", "calls_per_step", "ms_per_step", "min_ms_per_step", "time", "of_step_pct", "cpu_ms_per_step",
+    "self_cpu_ms_per_step", "device_ms_per_step", "self_device_ms_per_step",
+]  # fmt: skip
+CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict"]
+
+
+def _whole(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def _csv_text(rows: list[list[Any]]) -> str:
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    return out.getvalue()
+
+
+CSV_HEADER_LINE = _csv_text([["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS]])
+
+
+def op_csv(
+    profile: Profile, nodeid: str | None = None, baseline: BaselineResult | None = None, header: bool = True
+) -> str:
+    """Every op of a profile as CSV rows, the numbers of the terminal table unrounded (medians
+    over the steps; ms): with a `test` column and the baseline's columns when `nodeid` is given
+    (--opprof-csv), without them for one trace (opprof analyze --csv)."""
+    median_wall = median_wall_ns(profile)
+    base_rows = baseline.rows if baseline else {}
+    verdict_of = {v.op: _verdict_word(v) for v in (baseline.verdicts if baseline else ()) if v.op}
+    rows: list[list[Any]] = []
+    if header:
+        rows.append(["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS] if nodeid is not None else CSV_COLUMNS)
+    for op in profile.ops:
+        per = op.time_per_step
+        row: list[Any] = [
+            op.name, _whole(op.calls_per_step.median), per.median / 1e6, per.min / 1e6, "device" if op.on_device else "cpu",
+            round(100 * per.median / median_wall, 2) if median_wall else "", op.cpu_per_step.median / 1e6,
+            op.self_cpu_per_step.median / 1e6, op.device_per_step.median / 1e6, op.self_device_per_step.median / 1e6,
+        ]  # fmt: skip
+        if nodeid is not None:
+            base = (base_rows.get(op.name) or (None, None))[0]
+            delta = round(100 * (per.min / 1e6 - base) / base, 2) if base else ""
+            row = [nodeid, *row, base if base is not None else "", delta, verdict_of.get(op.name, "")]
+        rows.append(row)
+    return _csv_text(rows)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

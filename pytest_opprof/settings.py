@@ -27,6 +27,8 @@ class Settings:
     enabled: bool = False
     top: int = 10
     json_path: str | None = None
+    csv_path: str | None = None
+    html_path: str | None = None
     trace_dir: str | None = None
     trace: str = "failed"
     update_baseline: str | None = None  # None: compare only; "changed" or "all": write baselines
@@ -55,7 +57,7 @@ class RunState:
     gpu_handle: Any = None  # NVML handle of that GPU, for clock samples around captures
     carrying: int = 0  # collected tests that use the fixture or the marker
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
-    spool: Any = None  # report.ReportSpool when --opprof-json is on: the records' profiles
+    spool: Any = None  # report.ReportSpool when --opprof-json/-csv/-html is on: the records' parts
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
@@ -226,6 +228,22 @@ OPTIONS: tuple[Option, ...] = (
         "opprof_json",
         _parse_file_path,
         "write the run's measurements as JSON to PATH",
+        "PATH",
+    ),
+    Option(
+        "csv_path",
+        "--opprof-csv",
+        "opprof_csv",
+        _parse_file_path,
+        "write every measured test's per-op table as CSV to PATH (for spreadsheets and monitoring)",
+        "PATH",
+    ),
+    Option(
+        "html_path",
+        "--opprof-html",
+        "opprof_html",
+        _parse_file_path,
+        "write the run as one self-contained HTML report to PATH (tables, top-op bars, device timeline)",
         "PATH",
     ),
     Option(

@@ -152,3 +152,24 @@ def test_analyze_json_timeline_agrees_with_an_independent_sweep(capsys, name):
     assert sum(s["kernels"] + s["memory_ops"] for s in got["streams"]) == len(
         [1 for k in json.loads(out)["kernels"] for _ in range(k["calls"])]
     ) + sum(m["calls"] for m in json.loads(out)["memory_ops"])
+
+
+def test_analyze_csv_is_the_op_table_for_a_spreadsheet(capsys, small_trace):
+    """`opprof analyze --csv`: a header and a row per op (every op; --top N the first N), the
+    numbers of --json's per-step medians, in milliseconds."""
+    import csv
+    import io
+
+    code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    _, data, _ = run_cli(capsys, "analyze", str(small_trace), "--json")
+    ops = json.loads(data)["ops"]
+    assert [r["op"] for r in rows] == [o["name"] for o in ops]
+    for r, o in zip(rows, ops):
+        assert float(r["ms_per_step"]) == pytest.approx(
+            o["per_step"]["device_ms" if o["on_device"] else "cpu_ms"]["median"]
+        )
+        assert float(r["calls_per_step"]) == o["per_step"]["calls"]["median"]
+    _, top, _ = run_cli(capsys, "analyze", str(small_trace), "--csv", "--top", "1")
+    assert len(list(csv.DictReader(io.StringIO(top)))) == 1

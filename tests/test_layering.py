@@ -23,7 +23,7 @@ LAYERS = [
     {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
     {"documents", "baseline", "compare"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
-    {"report", "fixture"},  # views of results; the fixture object
+    {"report", "fixture", "htmlreport"},  # views of results; the fixture object
     {"plugin", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}

@@ -1154,3 +1154,72 @@ def test_the_observer_effect_is_in_the_report_and_far_above_the_usual_is_a_warni
     result = run(project, "--opprof")
     assert "warning overhead" not in result.stdout.str()
     result.stdout.fnmatch_lines(["test_x.py::test_x [[]passed[]] (3 steps, *.* ms/step wall, profiler x1.00)"])
+
+
+# -- CSV and HTML reports -----------------------------------------------------------------------
+
+REPORT_TESTS = """
+from conftest import infer
+def test_a(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=5)
+def test_b(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=5)
+    opprof.assert_op_count("aten::addmm", 3)
+"""
+
+
+def _csv_rows(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project, xdist):
+    """--opprof-csv: every measured test's ops with the numbers of the terminal table (and of
+    --opprof-json), the baseline's min and delta where there is one; the same under xdist."""
+    project.makepyfile(test_r=REPORT_TESTS)
+    run(project, "--opprof-update-baseline", "-k", "test_a").assert_outcomes(passed=1)
+    result = run(project, "--opprof", "--opprof-csv", "out/r.csv", "--opprof-json", "r.json", *xdist)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["opprof: wrote out/r.csv"])
+    rows = _csv_rows(project.path / "out" / "r.csv")
+    tests = json.loads((project.path / "r.json").read_text())["tests"]
+    assert [r["test"] for r in rows] == sorted(r["test"] for r in rows)
+    for test in tests:
+        ops = test["profile"]["ops"]
+        mine = [r for r in rows if r["test"] == test["nodeid"]]
+        assert [r["op"] for r in mine] == [o["name"] for o in ops]
+        for r, o in zip(mine, ops):
+            assert float(r["calls_per_step"]) == o["per_step"]["calls"]["median"]
+            assert float(r["cpu_ms_per_step"]) == pytest.approx(o["per_step"]["cpu_ms"]["median"])
+            assert r["time"] == ("device" if o["on_device"] else "cpu")
+    compared = [r for r in rows if r["test"].endswith("test_a")]
+    assert all(float(r["baseline_min_ms_per_step"]) > 0 and r["delta_pct"] != "" for r in compared)
+    assert all(r["baseline_min_ms_per_step"] == "" for r in rows if r["test"].endswith("test_b"))
+
+
+def test_html_report_is_one_self_contained_page(project):
+    """--opprof-html: one file, no external resource, a section per test with its op table,
+    top-op bars and baseline columns, and a relative link to the test's trace."""
+    project.makepyfile(test_r=REPORT_TESTS)
+    run(project, "--opprof-update-baseline", "-k", "test_a").assert_outcomes(passed=1)
+    result = run(project, "--opprof", "--opprof-html", "out/r.html", "--opprof-trace-dir", "traces")
+    result.stdout.fnmatch_lines(["opprof: wrote out/r.html"])
+    page = (project.path / "out" / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "http://" not in page and "https://" not in page and "<link" not in page and " src=" not in page
+    assert page.count('<section class="test"') == 2
+    assert 'data-nodeid="test_r.py::test_a"' in page and "baseline compared" in page
+    (trace,) = (project.path / "traces").iterdir()
+    assert f'href="../traces/{trace.name}"' in page
+    assert '<span class="outcome failed">failed</span>' in page and "aten::addmm" in page
+
+
+def test_bad_csv_and_html_paths_are_usage_errors(pytester):
+    pytester.makepyfile("def test_x(): pass")
+    for flag in ("--opprof-csv", "--opprof-html"):
+        result = run(pytester, "--opprof", flag, ".")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*{flag}: '.' is not a file path, and it names a folder (from command line)*"])

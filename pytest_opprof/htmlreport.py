@@ -1,0 +1,170 @@
+"""The --opprof-html report: one self-contained HTML file for the run (no network, no CDN).
+
+Each test's section is made where its baseline rows are (the xdist worker, like its terminal
+table); the controller puts the sections in one page.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .files import write_atomic_chunks
+from .tables import median_wall_ns
+
+if TYPE_CHECKING:
+    from .analysis import Profile
+    from .decide import BaselineResult
+
+TOP_BARS = 10
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d232a;background:#fff}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:0;word-break:break-all}
+.meta{color:#555;margin:4px 0 10px} section{border:1px solid #d8dde3;border-radius:6px;padding:12px 16px;margin:14px 0}
+.outcome{font-size:12px;padding:1px 6px;border-radius:3px;color:#fff;margin-left:6px}
+.passed{background:#2e7d32}.failed{background:#c62828}.error{background:#6a1b9a}.skipped{background:#777}.None{background:#777}
+table{border-collapse:collapse;margin-top:8px} td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
+td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace}
+.bars div{display:flex;align-items:center;margin:2px 0}.bars span.name{width:320px;font-family:ui-monospace,monospace;
+overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.bars span.bar{background:#3f7fbf;height:12px;margin:0 8px}
+.stack{display:flex;height:18px;width:600px;border:1px solid #ccc;margin:6px 0}.stack span{height:100%}
+.compute{background:#3f7fbf}.comm{background:#e08a1e}.memory{background:#6aaa5a}.idle{background:#e3e3e3}
+.legend span{margin-right:12px}.verdict{color:#c62828}#filter{margin:8px 0;padding:4px;width:320px}
+"""
+
+_SCRIPT = """
+function applyFilter(wanted) {
+  wanted = wanted.toLowerCase();
+  document.querySelectorAll("section.test").forEach(function (section) {
+    section.hidden = wanted !== "" && section.dataset.nodeid.toLowerCase().indexOf(wanted) < 0;
+  });
+}
+var box = document.getElementById("filter");
+box.addEventListener("input", function (event) { applyFilter(event.target.value); });
+if (location.hash.indexOf("#filter=") === 0) {
+  box.value = decodeURIComponent(location.hash.slice(8));
+  applyFilter(box.value);
+}
+document.body.dataset.ready = "1";
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def test_section(
+    nodeid: str,
+    outcome: str | None,
+    profile: Profile,
+    baseline: BaselineResult | None,
+    trace_path: str | None,
+    html_dir: Path | None,
+) -> str:
+    """One test's section: its numbers, a bar chart of its top ops, its device timeline as a
+    stacked bar, its op table with the baseline's columns, and a link to its trace."""
+    parts = [
+        f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
+        f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>',
+        f'<div class="meta">{_e(_meta(profile, baseline))}</div>',
+        _bars(profile),
+        _timeline(profile),
+        _ops_table(profile, baseline),
+    ]
+    if trace_path:
+        href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
+        parts.append(f'<p><a href="{_e(href)}">Perfetto / chrome://tracing trace</a> ({_e(trace_path)})</p>')
+    return "".join(parts) + "</section>\n"
+
+
+def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
+    bits = [f"{profile.steps} steps"]
+    if profile.wall_ms is not None and profile.steps:
+        bits.append(f"{profile.wall_ms / profile.steps:.3f} ms/step wall")
+    if profile.overhead is not None:
+        bits.append(f"profiler x{profile.overhead:.2f}")
+    if baseline is not None:
+        bits.append(f"baseline {baseline.status}")
+    bits += [f"{c.status} {c.name}: {c.message}" for c in profile.checks if c.status != "ok"]
+    return "; ".join(bits)
+
+
+def _bars(profile: Profile) -> str:
+    ops = sorted(profile.ops, key=lambda o: -o.time_per_step.median)[:TOP_BARS]
+    top = max((o.time_per_step.median for o in ops), default=0)
+    if not top:
+        return ""
+    rows = "".join(
+        f'<div><span class="name" title="{_e(o.name)}">{_e(o.name)}</span>'
+        f'<span class="bar" style="width:{300 * o.time_per_step.median / top:.0f}px"></span>'
+        f"{_ms(o.time_per_step.median)} ms/step</div>"
+        for o in ops
+    )
+    return f'<div class="bars">{rows}</div>'
+
+
+def _timeline(profile: Profile) -> str:
+    t = profile.timeline
+    if t is None or not t.total.span_ns:
+        return ""
+    f = t.total
+    kinds = [("compute", f.compute_ns), ("comm", f.comm_ns), ("memory", f.memory_ns), ("idle", f.idle_ns)]
+    total = sum(ns for _, ns in kinds) or 1
+    stack = "".join(
+        f'<span class="{k}" style="width:{100 * ns / total:.2f}%" title="{k} {_ms(ns)} ms"></span>'
+        for k, ns in kinds
+        if ns
+    )
+    legend = "".join(f'<span class="{k}-key">{k} {_ms(ns)} ms</span>' for k, ns in kinds)
+    return f'<div class="stack">{stack}</div><div class="legend">{legend}; span {_ms(f.span_ns)} ms</div>'
+
+
+def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
+    median_wall = median_wall_ns(profile)
+    base_rows = baseline.rows if baseline else {}
+    verdicts = {v.op: f"{v.kind} {v.status}" for v in (baseline.verdicts if baseline else ()) if v.op}
+    head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
+    head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
+    rows = []
+    for op in profile.ops:
+        per = op.time_per_step
+        base = (base_rows.get(op.name) or (None, None))[0]
+        delta = f"{100 * (per.min / 1e6 - base) / base:+.0f}%" if base else ""
+        share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
+        cells = [
+            op.name, f"{op.calls_per_step.median:g}", _ms(per.median), _ms(per.min),
+            "device" if op.on_device else "cpu", share, f"{base:.3f}" if base is not None else "", delta,
+        ]  # fmt: skip
+        verdict = verdicts.get(op.name, "")
+        rows.append(
+            "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f'<td class="verdict">{_e(verdict)}</td></tr>'
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def page_head(device: dict[str, Any], device_key: str | None, tests: int) -> str:
+    facts = ", ".join(f"{k}: {v}" for k, v in sorted(device.items()) if v not in (None, "", [], {}))
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>pytest-opprof report</title><style>{_STYLE}</style></head><body>\n"
+        f"<h1>pytest-opprof: {tests} measured tests</h1>"
+        f'<div class="meta">device key {_e(device_key)}; {_e(facts)}</div>'
+        '<input id="filter" type="search" placeholder="filter tests by node id (or open the page with #filter=TEXT)">\n'
+    )
+
+
+PAGE_TAIL = f"<script>{_SCRIPT}</script></body></html>\n"
+
+
+def write_html_report(path: Path, device: dict[str, Any], device_key: str | None, spool: Any) -> None:
+    """The page, streamed from the spool's test sections (sorted by node id)."""
+    sections: Iterable[str] = spool.html_sections()
+    write_atomic_chunks(path, [page_head(device, device_key, spool.count_html), *sections, PAGE_TAIL])
