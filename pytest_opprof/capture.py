@@ -325,9 +325,7 @@ def _references(torch: Any) -> tuple[int, int]:
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
 
 
-# Steps timed without the profiler right after the profiled ones (warm; never before them: with
-# warmup=0 the first profiled step is the cold call the user asked to measure).
-UNPROFILED_STEPS = 2
+UNPROFILED_STEPS = 2  # steps of run() timed without the profiler (the best one is compared)
 
 
 def unprofiled_step_ns(torch: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> int:
@@ -385,6 +383,9 @@ def run_steps(
     for _ in range(warmup):
         fn(*args, **kwargs)
     before = _references(torch)
+    # The observer effect: steps timed without the profiler, warm, just before the profiled ones
+    # (after them when there is no warmup: the first profiled step is then the cold call asked for).
+    unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(UNPROFILED_STEPS if warmup else 0)]
     if probe is not None:
         probe()
     result: Any = None
@@ -394,7 +395,7 @@ def run_steps(
                 result = fn(*args, **kwargs)
     if probe is not None:
         probe()
-    unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(UNPROFILED_STEPS)]
+    unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else UNPROFILED_STEPS)]
     timed = _with_overhead(_with_reference(from_profiler(prof), before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
