@@ -130,3 +130,13 @@ def test_overlap_busy_and_launch_bound_assertions():
     ]:
         with pytest.raises(OpprofUsageError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             make()
+
+
+def test_the_terminal_summary_has_the_timeline_line_for_device_work():
+    from pytest_opprof.report import TestResult
+
+    result = TestResult("t.py::test_gpu", outcome="passed", profile=analyze(two_steps()))
+    summary = result.to_record(10).summary
+    assert summary.splitlines()[1].startswith("timeline: device busy 80% of 0.176 ms; idle while the host ran ops 30%")
+    cpu = TestResult("t.py::test_cpu", outcome="passed", profile=analyze([step(1, 0, 10), op("aten::add", 1, 2)]))
+    assert "timeline:" not in cpu.to_record(10).summary
