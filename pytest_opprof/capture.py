@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -173,8 +174,36 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     if cuda:
         torch.cuda.synchronize()  # earlier work must not spill into the first step
     prof = _new_profiler(torch, cuda, work)
-    prof.start()
+    with quiet_kineto():
+        prof.start()
     return prof, cuda
+
+
+_KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):[^\n]*\] ")
+
+
+@contextmanager
+def quiet_kineto() -> Iterator[None]:
+    """Kineto writes `USDT: ... profiler_start` and `STAGE: ... Completed Stage` lines to the
+    process's stderr at every profiler start and stop, which nobody asked for (they fill every
+    failing test's captured stderr). Around a start or stop, stderr (fd 2) goes to a temporary
+    file; every other line (a Kineto error, anything else written meanwhile) is written back."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(line)]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def _end_step_sync(torch: Any) -> None:
@@ -215,7 +244,8 @@ class StepRecorder:
             self._step.__enter__()
         except BaseException:
             self._prof = None
-            prof.stop()
+            with quiet_kineto():
+                prof.stop()
             raise
         if self._step_aside:
             self._watch_for_other_profilers(torch)
@@ -252,7 +282,8 @@ class StepRecorder:
                 _end_step_sync(torch)
             self._step.__exit__(None, None, None)
         finally:
-            prof.stop()
+            with quiet_kineto():
+                prof.stop()
         if self._probe is not None:
             self._probe()
         if not keep:
@@ -267,7 +298,8 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
     try:
         yield prof, cuda
     finally:
-        prof.stop()  # whatever happened in the body
+        with quiet_kineto():
+            prof.stop()  # whatever happened in the body
 
 
 @contextmanager

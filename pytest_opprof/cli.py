@@ -76,8 +76,15 @@ def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _version() -> str:
+    from . import __version__  # the package's own, whether installed or run from a checkout
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="opprof", description="Operator-level profiles of PyTorch traces and baselines.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")

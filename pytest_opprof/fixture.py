@@ -5,6 +5,8 @@ No pytest here: the plugin creates it, drives the whole-call capture, and passes
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +40,22 @@ class Remeasured(NamedTuple):
     unreliable: str | None
 
 
+def _caller_line() -> str:
+    """`tests/test_x.py:12`: the first frame outside this package (the test's assertion)."""
+    frame = sys._getframe(1)
+    package = os.path.dirname(__file__)
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == package:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "?"
+    path = frame.f_code.co_filename
+    try:
+        path = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        pass
+    return f"{path}:{frame.f_lineno}"
+
+
 class OpprofFixture:
     """The `opprof` fixture: capture operators and assert on them.
 
@@ -66,7 +84,7 @@ class OpprofFixture:
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
-        self._deferred: list[assertions.Assertion] = []
+        self._deferred: list[tuple[assertions.Assertion, str]] = []  # and where the test made it
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
 
@@ -212,7 +230,7 @@ class OpprofFixture:
         if self._profile is None:
             if self._whole_call is None:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
-            self._deferred.append(check)
+            self._deferred.append((check, _caller_line()))
             return
         if self.error_messages:
             return  # untrusted numbers: the test becomes an error instead of passing or failing
@@ -273,4 +291,4 @@ class OpprofFixture:
         """The messages of the assertions made during a whole-call capture that fail."""
         if self._profile is None or self.error_messages:
             return []
-        return [m for check in self._deferred if (m := check(self._profile)) is not None]
+        return [f"{where}: {m}" for check, where in self._deferred if (m := check(self._profile)) is not None]

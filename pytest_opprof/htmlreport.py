@@ -134,7 +134,7 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
     head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
     head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
     rows = []
-    for op in profile.ops:
+    for op in sorted(profile.ops, key=lambda o: (-o.time_per_step.median, o.name)):
         per = op.time_per_step
         base = (base_rows.get(op.name) or (None, None))[0]
         delta = f"{100 * (per.min / 1e6 - base) / base:+.0f}%" if base else ""

@@ -6,6 +6,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from .settings import (
 )
 
 MARKER = "opprof"
+TORCH_NUMPY_WARNING = "Failed to initialize NumPy"
 
 
 RUN = pytest.StashKey[RunState]()
@@ -103,11 +105,30 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """A rootdir conftest that imports torch does so before pytest_configure: the NumPy warning
+    filter (see pytest_configure) must be in place before, when the run measures."""
+    flags = ("--opprof", "--opprof-update-baseline")
+    if any(a in flags or a.startswith("--opprof-update-baseline=") for a in args) or _ini_on(early_config):
+        warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+
+
+def _ini_on(config: pytest.Config) -> bool:
+    try:
+        return str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
+    except (ValueError, pytest.UsageError):  # a bad value: pytest_configure says so
+        return False
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
+    # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
+    # user's doing and not ours to show; their own warnings stay as they are.
+    config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
     _give_back_a_path_taken_by_the_update_flag(config)
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
@@ -225,7 +246,14 @@ def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
 
 @pytest.fixture
 def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
-    """Capture the operators of the code under test and assert on them (see OpprofFixture)."""
+    """Operator-level performance assertions (pytest-opprof; measures only under --opprof).
+
+    opprof.run(fn, *args, warmup=3, steps=10) profiles steps of fn (or `with opprof.capture():`,
+    or the whole test call); then assert_op_below(op, ms=), assert_op_count(op, n),
+    assert_no_op(op), assert_no_sync(), assert_total_below(ms=), assert_kernel_count/_below,
+    assert_no_graph_break(), assert_no_recompile(), assert_compiled(), assert_overlap(),
+    assert_device_busy_above(pct), assert_no_launch_bound(). opprof.profile is the Profile.
+    Without --opprof, run() calls fn once and the assertions do nothing."""
     state = request.config.stash[RUN]
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     request.node.stash[TEST] = fixture

@@ -185,7 +185,8 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
 def _summary_block(
     nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: BaselineResult | None = None
 ) -> str:
-    wall = f", {profile.wall_ms / profile.steps:.3f} ms/step wall" if profile.wall_ms is not None else ""
+    # the median step, as "of step" divides by it
+    wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
@@ -208,12 +209,14 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     verdict_of = {v.op: _verdict_word(v) for v in (baseline.verdicts if baseline else ()) if v.op}
     compared = baseline is not None and baseline.status in ("compared", "kept", "changed", "rewritten")
     rows = []
-    for op in profile.ops[:top]:
+    for op in shown_ops(profile, top):
         per = op.time_per_step
+        own = op.self_device_per_step if op.on_device else op.self_cpu_per_step
         row = [
             short(op.name),
             per_step_text(op.calls_per_step.median),
             ms_cell(per.median / 1e6),
+            ms_cell(own.median / 1e6),
             ms_cell(per.min / 1e6),
             "device" if op.on_device else "cpu",
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
@@ -228,10 +231,17 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
                 "calls changed" if recounted else verdict_of.get(op.name, "ok" if base is not None else "added"),
             ]
         rows.append(row)
-    headers = ["op", "calls/step", "ms/step", "min", "time", "of step"]
+    headers = ["op", "calls/step", "ms/step", "self", "min", "time", "of step"]
     if compared:
         headers += ["baseline min", "delta", "verdict"]
     return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def shown_ops(profile: Profile, top: int | None) -> list[Any]:
+    """The `top` ops by the median time per step the table shows (device time for ops that ran
+    on a device, CPU time otherwise), largest first."""
+    ordered = sorted(profile.ops, key=lambda o: (-o.time_per_step.median, o.name))
+    return ordered[:top] if top else ordered
 
 
 def _verdict_word(verdict: Verdict) -> str:

@@ -35,10 +35,12 @@ def median_wall_ns(profile: Profile) -> int:
 
 
 def ops_table(profile: Profile, top: int | None = 20) -> str:
-    """Ops by time (device time for ops that ran on a device, else CPU): medians per step."""
+    """Ops by time per step (device time for ops that ran on a device, else CPU), largest
+    first, as the share column shows it: medians per step."""
     median_wall = median_wall_ns(profile)
     rows = []
-    for op in profile.ops[: top or None]:
+    ordered = sorted(profile.ops, key=lambda o: (-o.time_per_step.median, o.name))
+    for op in ordered[: top or None]:
         per = op.time_per_step
         share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
         rows.append(

@@ -410,7 +410,8 @@ EXPECTED_MESSAGES = {
     "test_fail_no_sync": "*host-device syncs: aten::item (1/step)*",
     "test_fail_total": "*total: *.* ms/step > limit 0.00 ms (median of 2 steps*",
     "test_fail_typo": "*aten::adddmm: no op of that name ran in the measured code; closest: aten::addmm*",
-    "test_fail_deferred": "aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
+    # made in the body of a whole-call capture, checked when it returns: it names its line
+    "test_fail_deferred": "test_user.py:*: aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
     "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
     "test_fail_bad_steps": "*CaptureError: steps=0: expected an integer >= 1",
 }
@@ -424,6 +425,9 @@ def test_failure_messages(user_run):
         section = out.split(f"_ {test} _", 1)[1].split("\n_", 1)[0]
         assert any(fnmatch(s, line) for s in section.splitlines()), f"{test}:\n{section}"
         result.stdout.fnmatch_lines([f"FAILED test_user.py::{test} - *"])
+    lines = USER_TESTS.strip("\n").splitlines()  # makepyfile dedents and strips the text
+    deferred = 1 + next(i for i, line in enumerate(lines) if 'assert_op_count("aten::relu", 5)' in line)
+    assert f"test_user.py:{deferred}: aten::relu: 1 calls/step, expected 5" in out
 
 
 def test_error_is_reported_as_error_not_pass(user_run):
@@ -1223,3 +1227,39 @@ def test_bad_csv_and_html_paths_are_usage_errors(pytester):
         result = run(pytester, "--opprof", flag, ".")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{flag}: '.' is not a file path, and it names a folder (from command line)*"])
+
+
+def test_no_stray_lines_from_torch_or_kineto_but_the_users_own_warnings_stay(pytester):
+    """A measured run (in a subprocess: Kineto writes to the process's stderr, torch warns at
+    import) shows no Kineto USDT/STAGE lines and no "Failed to initialize NumPy" warning, even
+    in a failing test's captured stderr and with torch imported by the rootdir conftest; the
+    user's own warning is still reported."""
+    pytester.makeconftest("import torch\n")
+    pytester.makepyfile(
+        """
+        import warnings
+        import torch
+        def test_fails(opprof):
+            warnings.warn("the user's own warning", UserWarning)
+            opprof.run(lambda: torch.ones(3) + 1, warmup=1, steps=2)
+            opprof.assert_op_count("aten::add", 5)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof", "-rA")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str() + result.stderr.str()
+    assert "USDT:" not in text and "STAGE:" not in text and "profiler_start" not in text
+    assert "Failed to initialize NumPy" not in text
+    assert "the user's own warning" in text
+
+
+def test_quiet_kineto_keeps_every_other_line_written_to_stderr(capfd):
+    import os
+
+    from pytest_opprof.capture import quiet_kineto
+
+    with quiet_kineto():
+        os.write(2, b"USDT:2026-11-30 14:46:05 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"ERROR: CUPTI could not be initialised\n")
+        os.write(2, b"STAGE:2026-11-30 14:46:07 1:1 SyncActivityProfilerHandler.cpp:51] Completed Stage: Warm Up\n")
+    assert capfd.readouterr().err == "ERROR: CUPTI could not be initialised\n"
