@@ -150,7 +150,9 @@ def pytest_configure(config: pytest.Config) -> None:
     state = RunState(settings, spool=spool)
     if settings.measuring:
         enable_compiled_kernel_profiling()  # before any model compiles: Inductor's C++ kernels then show
-        _resolve_device(config, state)
+        with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
+            warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+            _resolve_device(config, state)
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")

@@ -606,20 +606,6 @@ def test_{i}(opprof, mlp):
     result.stdout.fnmatch_lines(["opprof: measured under pytest-xdist (-n 2): timings on shared CPUs are noisier*"])
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "conftest_examples"
-
-
-@pytest.mark.parametrize("flags", [[], ["--opprof"]])
-def test_the_examples_pass_with_and_without_opprof(pytester, flags):
-    """conftest_examples/ passes as shipped, measured and not."""
-    for source in EXAMPLES.glob("*.py"):
-        pytester.path.joinpath(source.name).write_text(source.read_text())
-    result = run(pytester, *flags)
-    result.assert_outcomes(passed=5)
-    if flags:
-        result.stdout.fnmatch_lines(["test_examples.py::test_run_steps [[]passed[]] (10 steps, *"])
-
-
 # -- baselines --------------------------------------------------------------------------------
 
 BASELINE_TESTS = """

@@ -1,0 +1,32 @@
+"""Device-side checks: kernels, copies, syncs and the timeline of a GPU step.
+
+pytest --opprof conftest_examples/05_gpu_only       # skipped, with the reason, without CUDA
+"""
+
+import torch
+from conftest import infer
+
+
+def test_kernels_and_no_sync(opprof, gpu_mlp):
+    model, x = gpu_mlp
+    opprof.run(infer, model, x, warmup=3, steps=10)
+    opprof.assert_op_count("aten::addmm", 2)
+    opprof.assert_kernel_count("*gemm*", min=2)  # cuBLAS/CUTLASS names vary by GPU; they say gemm
+    opprof.assert_no_sync()
+    opprof.assert_no_op("Memcpy DtoH*")
+    opprof.assert_device_busy_above(10)  # the device worked at least 10% of every step
+
+
+def test_a_sync_is_caught(opprof, gpu_mlp):
+    """.item() inside the step: a host-device sync, named by the assertion's message."""
+    model, x = gpu_mlp
+    opprof.run(lambda: infer(model, x).sum().item(), warmup=3, steps=5)
+    assert opprof.profile is None or any(op.name == "aten::item" for op in opprof.profile.ops)
+
+
+def test_host_to_device_copy_has_bytes(opprof):
+    host = torch.ones(1024, 1024)
+    opprof.run(lambda: host.to("cuda"), warmup=2, steps=5)
+    if opprof.profile is not None:
+        (copy,) = opprof.profile.match_memory_ops("Memcpy HtoD*")
+        assert copy.bytes == 5 * 1024 * 1024 * 4

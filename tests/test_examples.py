@@ -1,0 +1,91 @@
+"""Every folder of conftest_examples/ runs as its README says, from the repository root, in a
+fresh process (as a newcomer runs it), so that none of them can rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "conftest_examples"
+FOLDERS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name[:2].isdigit())
+
+
+def pytest_in_repo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`pytest ARGS` at the repository root, as the README shows it (no cache files written).
+    Time verdicts are off here: the examples' baselines were recorded on another machine, and
+    the time rule has its own deterministic tests; structure and work are compared."""
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args]
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+    )
+
+
+def counts(stdout: str) -> dict[str, int]:
+    last = stdout.strip().splitlines()[-1]
+    return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last)}
+
+
+def test_each_folder_has_its_conftest_tests_and_readme():
+    assert len(FOLDERS) >= 6
+    for name in FOLDERS:
+        folder = EXAMPLES / name
+        assert (folder / "README.md").is_file(), name
+        if name != "06_ci":
+            assert (folder / "conftest.py").is_file() and list(folder.glob("test_*.py")), name
+
+
+def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
+    """`pytest --opprof conftest_examples`: every test passes (the GPU folder skips, saying
+    why), prints its table, and every test is compared with its committed baseline."""
+    report = tmp_path / "r.json"
+    result = pytest_in_repo(
+        "--opprof", "conftest_examples", "--opprof-fail-on=structure,work", f"--opprof-json={report}", "-rs"
+    )
+    assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
+    assert "needs a CUDA device" in result.stdout
+    assert "01_mlp_budgets/test_mlp.py::test_budgets [passed] (10 steps" in result.stdout
+    tests = json.loads(report.read_text())["tests"]
+    assert {t["baseline"]["status"] for t in tests} <= {"compared", "kept"}, [t["baseline"] for t in tests]
+    assert len(tests) == 11 and {t["nodeid"].split("/")[0] for t in tests} == {
+        "01_mlp_budgets",
+        "02_transformer_block",
+        "03_rules_and_keys",
+        "04_compiled",
+    }
+    assert "Failed to initialize NumPy" not in result.stdout + result.stderr
+    assert "USDT:" not in result.stdout + result.stderr and "warnings summary" not in result.stdout
+
+
+def test_the_examples_pass_without_opprof():
+    result = pytest_in_repo("conftest_examples")
+    assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
+    assert "opprof: off" in result.stdout
+
+
+def test_the_regression_demo_fails_as_its_readme_says():
+    """OPPROF_EXAMPLE_REGRESSION=1 adds a layer: the budget fails on its count, the baselines
+    of the other tests fail on structure."""
+    result = pytest_in_repo("--opprof", "conftest_examples/01_mlp_budgets", env={"OPPROF_EXAMPLE_REGRESSION": "1"})
+    assert counts(result.stdout) == {"failed": 5}, result.stdout[-3000:]
+    assert "aten::addmm: 3 calls/step, expected 2" in result.stdout
+    assert "structure changed: aten::addmm 2 -> 3/step" in result.stdout
+
+
+def test_the_ci_workflows_use_only_flags_that_exist():
+    from pytest_opprof.settings import OPTIONS
+
+    known = {o.flag for o in OPTIONS}
+    for workflow in (EXAMPLES / "06_ci" / "workflows").glob("*.yml"):
+        text = workflow.read_text()
+        used = set(re.findall(r"(--opprof[a-z-]*)", text))
+        assert used and used <= known, (workflow.name, used - known)
+        assert "upload-artifact" in text and "pytest --opprof" in text
