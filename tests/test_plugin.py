@@ -7,7 +7,6 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
-from pathlib import Path
 
 import pytest
 
