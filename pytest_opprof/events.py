@@ -77,10 +77,12 @@ class Event(NamedTuple):
 
     @property
     def end_ns(self) -> int:
+        """start_ns + dur_ns."""
         return self.start_ns + self.dur_ns
 
     @property
     def is_device(self) -> bool:
+        """A kernel, memcpy or memset (device work)."""
         return self.kind in DEVICE_KINDS
 
 
@@ -144,11 +146,13 @@ class EventTable:
 
     @classmethod
     def from_events(cls, events: Sequence[Event]) -> EventTable:
+        """The columns of a list of Events (one C-level transpose)."""
         if not events:
             return cls(*([] for _ in Event._fields))
         return cls(*map(list, zip(*events)))
 
     def row(self, i: int) -> Event:
+        """Row `i` as an Event."""
         return Event(
             self.kind[i],
             self.name[i],
@@ -167,6 +171,7 @@ class EventTable:
         )
 
     def to_events(self) -> list[Event]:
+        """Every row as an Event."""
         with gc_paused():
             return list(
                 map(

@@ -61,24 +61,30 @@ class Dist:
 
     @property
     def median(self) -> float:
+        """The median over the steps (0 without samples)."""
         return statistics.median(self.samples) if self.samples else 0.0
 
     @property
     def min(self) -> int:
+        """The smallest sample (0 without samples)."""
         return min(self.samples, default=0)
 
     @property
     def max(self) -> int:
+        """The largest sample (0 without samples)."""
         return max(self.samples, default=0)
 
     @property
     def iqr(self) -> float:
+        """The interquartile range (0 with fewer than 2 samples)."""
         if len(self.samples) < 2:
             return 0.0
         q1, _, q3 = statistics.quantiles(self.samples, n=4, method="inclusive")
         return q3 - q1
 
     def to_dict(self, scale: float = 1.0) -> dict[str, Any]:
+        """median, min, max and the samples, each divided by `scale` (1e6: ns to ms)."""
+
         def conv(v: float) -> float:
             return v / scale if scale != 1.0 else v
 
@@ -124,9 +130,11 @@ class Signature:
 
     @property
     def text(self) -> str:
+        """The inputs as text: `float[128,512], float[512,1024]`."""
         return inputs_text(self.shapes, self.dtypes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`signatures[]`)."""
         return {
             "shapes": _lists(self.shapes),
             "dtypes": list(self.dtypes),
@@ -152,6 +160,7 @@ class OpWork:
 
     @property
     def flops(self) -> int:
+        """FLOPs over all the steps the work was recorded over."""
         return sum(self.flops_per_step.samples)
 
     def to_json(self) -> dict[str, Any]:
@@ -216,6 +225,7 @@ class OpStats:
 
     @property
     def time_ns(self) -> int:
+        """Device time for ops that ran on a device, CPU time otherwise (totals)."""
         return self.device_ns if self.on_device else self.cpu_ns
 
     @property
@@ -224,6 +234,7 @@ class OpStats:
         return self.device_per_step if self.on_device else self.cpu_per_step
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`ops[]`)."""
         return {
             "name": self.name,
             "calls": self.calls,
@@ -257,6 +268,7 @@ class KernelStats:
     device_per_step: Dist
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`kernels[]`)."""
         return {
             "name": self.name,
             "op": self.op,
@@ -281,6 +293,7 @@ class MemoryOpStats:
     device_per_step: Dist
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`memory_ops[]`)."""
         return {
             "name": self.name,
             "calls": self.calls,
@@ -303,6 +316,7 @@ class RuntimeStats:
     calls_per_step: Dist
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`runtime[]`)."""
         return {
             "name": self.name,
             "calls": self.calls,
@@ -326,6 +340,7 @@ class GraphLaunchStats:
     device_per_step: Dist
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`graph_launches[]`)."""
         return {
             "op": self.op,
             "launch": self.launch,
@@ -353,9 +368,11 @@ class RegionCall:
 
     @property
     def compile_id(self) -> str:
+        """`<frame>/<compile>`, as torch names it."""
         return f"{self.frame}/{self.compile}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`compiled.regions[]`)."""
         return {
             "step": self.step,
             "frame": self.frame,
@@ -375,6 +392,7 @@ class Compilation:
     dur_ns: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`compiled.compilations[]`)."""
         return {"step": self.step, "compile_id": self.compile_id, "ms": ns_to_ms(self.dur_ns)}
 
 
@@ -387,6 +405,7 @@ class EagerOp:
     cpu_ns: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`compiled.eager[]`)."""
         return {"name": self.name, "calls": self.calls, "cpu_ms": ns_to_ms(self.cpu_ns)}
 
 
@@ -403,10 +422,12 @@ class Compiled:
 
     @property
     def eager_share(self) -> float:
+        """The eager ops' share of the steps' CPU time at the top of compiled and eager work."""
         total = self.compiled_cpu_ns + self.eager_cpu_ns
         return self.eager_cpu_ns / total if total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`compiled`)."""
         return {
             "regions": [r.to_dict() for r in self.regions],
             "compilations": [c.to_dict() for c in self.compilations],
@@ -442,9 +463,11 @@ class TimelineFigures:
 
     @property
     def idle_ns(self) -> int:
+        """span_ns - busy_ns."""
         return self.span_ns - self.busy_ns
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, in milliseconds."""
         return {
             "span_ms": ns_to_ms(self.span_ns),
             "busy_ms": ns_to_ms(self.busy_ns),
@@ -471,6 +494,7 @@ class StreamStats:
     memory_ops: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`timeline.streams[]`)."""
         return {
             "device": self.device,
             "stream": self.stream,
@@ -490,6 +514,7 @@ class LaunchBound:
     launch_ns: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`timeline.launch_bound[]`)."""
         return {
             "op": self.op,
             "kernels": self.kernels,
@@ -511,6 +536,7 @@ class Timeline:
     launch_bound: tuple[LaunchBound, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`timeline`): the capture's figures, streams, per step, host- and launch-bound."""
         return {
             **self.total.to_dict(),
             "streams": [s.to_dict() for s in self.streams],
@@ -530,10 +556,12 @@ class Check:
     message: str
 
     def to_dict(self) -> dict[str, str]:
+        """The JSON form: name, status, message."""
         return {"name": self.name, "status": self.status, "message": self.message}
 
     @classmethod
     def from_dict(cls, data: dict[str, str]) -> Check:
+        """The inverse of to_dict."""
         return cls(data["name"], data["status"], data["message"])
 
 
@@ -545,6 +573,7 @@ class StepSpan:
 
     @property
     def wall_ns(self) -> int:
+        """The step's wall time."""
         return self.end_ns - self.start_ns
 
 
@@ -607,6 +636,7 @@ class Profile:
     # -- numbers -----------------------------------------------------------------------------
     @property
     def steps(self) -> int:
+        """The number of steps."""
         return len(self.step_spans)
 
     @property
@@ -618,14 +648,17 @@ class Profile:
 
     @property
     def device_busy_ms(self) -> float:
+        """Time any device was busy (per device, summed), in ms."""
         return ns_to_ms(self.device_busy_ns)
 
     @property
     def errors(self) -> list[Check]:
+        """The trust checks that failed: the measurement cannot be trusted."""
         return [c for c in self.checks if c.status == ERROR]
 
     @property
     def warnings(self) -> list[Check]:
+        """The trust checks that warn."""
         return [c for c in self.checks if c.status == WARNING]
 
     # -- lookup ------------------------------------------------------------------------------
@@ -644,6 +677,7 @@ class Profile:
         return [op for op in self.ops if fnmatch.fnmatchcase(op.name, pattern)]
 
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
+        """Memory ops whose name equals `pattern` or matches it as a glob ("Memcpy DtoH*")."""
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
 
     def kernel_rows(self) -> list[KernelRow]:
@@ -664,6 +698,7 @@ class Profile:
         return rows
 
     def match_kernels(self, pattern: str) -> list[KernelRow]:
+        """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches `pattern`."""
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
     # -- output ------------------------------------------------------------------------------
