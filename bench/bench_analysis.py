@@ -50,21 +50,25 @@ def peak_mib(fn: Callable[[], Any]) -> float:
     return peak / 2**20
 
 
-def record(n_events: int) -> torch.profiler.profile:
-    """A CPU capture of about n_events events: 10-layer MLP steps of ~110 ops each."""
-    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(10)])
-    x = torch.randn(2, 8)
-    per_step = 101  # measured: 10 events per Linear + the step annotation
+def record(n_events: int, device: str = "cpu") -> torch.profiler.profile:
+    """A capture of about n_events events: 10-layer MLP steps of ~110 ops each (on CUDA, with
+    their runtime calls and kernels: fewer steps for the same number of events)."""
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(10)]).to(device)
+    x = torch.randn(2, 8, device=device)
+    per_step = 101 if device == "cpu" else 141  # measured: + a launch and a kernel per Linear on CUDA
     steps = max(1, n_events // per_step)
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.no_grad(), torch.profiler.profile(activities=activities) as prof:
         for i in range(steps):
             with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                 model(x)
     return prof
 
 
-def bench_capture(n_events: int, repeat: int) -> None:
-    prof = record(n_events)
+def bench_capture(n_events: int, repeat: int, device: str = "cpu") -> None:
+    prof = record(n_events, device)
     n = len(prof.profiler.kineto_results.events())
 
     def torch_path() -> None:
@@ -135,9 +139,11 @@ def main() -> int:
     parser.add_argument("--capture-events", type=int, default=200_000)
     parser.add_argument("--trace-events", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5, help="runs of each side, interleaved; the best counts")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the captured model runs")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    bench_capture(args.capture_events, args.repeat)
+    print(f"capture on {args.device}")
+    bench_capture(args.capture_events, args.repeat, args.device)
     bench_trace(args.trace_events, args.repeat)
     return 0
 

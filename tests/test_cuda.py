@@ -86,3 +86,66 @@ def test_cuda_graph_replay_is_one_row_with_its_kernels():
     assert launches and launches[0].calls_per_step.samples == (1,) * 5
     assert launches[0].kernels_per_step.min >= 2
     assert sum(g.device_ns for g in launches) == sum(k.device_ns for k in profile.kernels)
+
+
+def test_device_time_per_op_agrees_with_torchs_key_averages():
+    """For the same profiler, each op's calls and (inclusive) device time equal torch's own
+    key_averages() (torch keeps microseconds as floats: within 0.1%)."""
+    from pytest_opprof import from_profiler
+
+    model, x = gpu_mlp()
+    for _ in range(3):
+        infer(model, x)
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        infer(model, x)
+        torch.cuda.synchronize()
+    profile = from_profiler(prof)
+    checked = 0
+    for avg in prof.key_averages():
+        op = profile.op(avg.key)
+        device_us = getattr(avg, "device_time_total", None) or getattr(avg, "cuda_time_total", 0)
+        if op is None or not device_us:
+            continue
+        assert op.calls == avg.count, avg.key
+        assert op.device_ns / 1000 == pytest.approx(device_us, rel=1e-3), avg.key
+        checked += 1
+    assert checked >= 2  # at least aten::linear and aten::addmm
+
+
+def test_copies_to_the_host_and_memsets_have_bytes_and_cpu_is_a_sync():
+    x = torch.ones(256, 1024, device="cuda")
+    profile = measure(lambda: x.cpu(), warmup=2, steps=3)
+    (dtoh,) = profile.match_memory_ops("Memcpy DtoH*")
+    assert dtoh.bytes == 3 * 256 * 1024 * 4
+    message = assertions.no_sync()(profile)
+    assert message and "Memcpy DtoH" in message
+    zeroed = measure(lambda: torch.zeros(1024, 1024, device="cuda"), warmup=2, steps=3)
+    memsets = zeroed.match_memory_ops("Memset*")
+    assert not memsets or memsets[0].bytes == 3 * 1024 * 1024 * 4  # zeros may be a fill kernel instead
+
+
+def test_device_busy_within_wall_and_the_timeline_adds_up():
+    model, x = gpu_mlp()
+    profile = measure(infer, model, x, warmup=3, steps=5)
+    t = profile.timeline
+    assert t is not None and t.total.busy_ns > 0
+    assert t.total.busy_ns <= t.total.span_ns and t.total.compute_ns <= t.total.busy_ns
+    for span, figures in zip(profile.step_spans, t.per_step):
+        assert figures.busy_ns <= span.wall_ns
+    assert sum(f.busy_ns for f in t.per_step) <= t.total.busy_ns
+    assert t.total.queue is not None and t.total.queue[0] >= 0
+    assert profile.overhead is not None
+
+
+def test_nvml_facts_and_the_device_key():
+    from pytest_opprof.device import Nvml, device_facts, device_key
+
+    nvml = Nvml()
+    try:
+        facts, _ = device_facts(nvml)
+    finally:
+        nvml.close()
+    assert facts["gpu_name"] and facts["driver"] and facts["sm_clock_max_mhz"]
+    assert device_key(facts).startswith("nvidia-")
