@@ -108,9 +108,33 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """A rootdir conftest that imports torch does so before pytest_configure: the NumPy warning
     filter (see pytest_configure) must be in place before, when the run measures."""
+    _give_back_a_path_before_the_conftests(early_config, args)
     flags = ("--opprof", "--opprof-update-baseline")
     if any(a in flags or a.startswith("--opprof-update-baseline=") for a in args) or _ini_on(early_config):
         warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+
+
+def _give_back_a_path_before_the_conftests(config: pytest.Config, args: list[str]) -> None:
+    """`pytest --opprof-update-baseline tests/test_x.py`, seen before pytest loads the initial
+    conftests: the path goes back to the arguments (the conftests of tests/ are loaded, not
+    those of the default test paths), and the flag means "changed"."""
+    namespace = config.known_args_namespace
+    value = getattr(namespace, "opprof_update_baseline", None)
+    if not _names_a_path(config, value):
+        return
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--opprof-update-baseline" and args[i + 1] == value:
+            args[i] = "--opprof-update-baseline=changed"  # pytest parses these args again
+            namespace.opprof_update_baseline = "changed"
+            namespace.file_or_dir = [*(namespace.file_or_dir or []), value]
+            return
+
+
+def _names_a_path(config: pytest.Config, value: object) -> bool:
+    """A value of --opprof-update-baseline that is no mode but an existing test path."""
+    if not isinstance(value, str) or value.strip().lower() in (*UPDATE_MODES, "1", "0", "true", "false", "yes", "no"):
+        return False
+    return (config.invocation_params.dir / value.split("::")[0]).exists()
 
 
 def _ini_on(config: pytest.Config) -> bool:
@@ -161,12 +185,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def _give_back_a_path_taken_by_the_update_flag(config: pytest.Config) -> None:
     """`pytest --opprof-update-baseline tests/test_x.py`: the flag's optional value swallowed the
     path. A value that names a test path is the path: the flag means "changed", the path goes
-    back to pytest's arguments (collection reads them after this hook)."""
+    back to pytest's arguments (collection reads them after this hook). Normally done already
+    before the initial conftests (above); this catches the flag given through addopts."""
     value = config.getoption("opprof_update_baseline")
-    if not isinstance(value, str) or value.strip().lower() in (*UPDATE_MODES, "1", "0", "true", "false", "yes", "no"):
-        return
-    if not (config.invocation_params.dir / value.split("::")[0]).exists():
-        return  # not a path: the settings say what the flag accepts
+    if not _names_a_path(config, value):
+        return  # a mode, or not a path: the settings say what the flag accepts
     config.option.opprof_update_baseline = "changed"
     given = config.args_source == pytest.Config.ArgsSource.ARGS
     config.args[:] = [*config.args, value] if given else [value]

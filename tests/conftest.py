@@ -105,9 +105,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytester's in-process runs drop the modules first imported inside them. torch.profiler
     # imports ~800 modules lazily on first use (torch._inductor among them), and torch cannot
     # register its operator libraries twice; so we use the profiler once here, up front.
+    import warnings
+
     try:
-        import torch
+        with warnings.catch_warnings():  # torch without numpy warns at import: not ours to show
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+            import torch
     except ImportError:
         return
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        torch.ones(1).add(1)
+    from pytest_opprof.capture import quiet_kineto
+
+    with quiet_kineto():  # Kineto's USDT lines at start and stop
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            torch.ones(1).add(1)

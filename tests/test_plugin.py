@@ -1248,3 +1248,23 @@ def test_quiet_kineto_keeps_every_other_line_written_to_stderr(capfd):
         os.write(2, b"ERROR: CUPTI could not be initialised\n")
         os.write(2, b"STAGE:2026-11-30 14:46:07 1:1 SyncActivityProfilerHandler.cpp:51] Completed Stage: Warm Up\n")
     assert capfd.readouterr().err == "ERROR: CUPTI could not be initialised\n"
+
+
+def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(project):
+    """`--opprof-update-baseline sub/test_x.py`: pytest loads the conftest of sub/ at start (as
+    for `pytest sub/test_x.py`), not those of the default test paths."""
+    project.makeini("[pytest]\ntestpaths = other\n")
+    project.mkdir("other").joinpath("conftest.py").write_text(
+        "def pytest_configure(config):\n    open('other-conftest-loaded', 'w').close()\n"
+    )
+    sub = project.mkdir("sub")
+    sub.joinpath("conftest.py").write_text(
+        "def pytest_configure(config):\n    open('sub-conftest-loaded', 'w').close()\n"
+    )
+    sub.joinpath("test_x.py").write_text(
+        "import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(2) + 1, steps=2)\n"
+    )
+    result = run(project, "--opprof-update-baseline", "sub/test_x.py")
+    result.assert_outcomes(passed=1)
+    assert (project.path / "sub-conftest-loaded").exists()
+    assert not (project.path / "other-conftest-loaded").exists()
