@@ -10,12 +10,12 @@ import fnmatch
 import math
 import re
 from collections.abc import Callable, Sequence
-from itertools import takewhile
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
+from .analysis.compiled import REGION
 from .errors import (
     OpprofUsageError,
     bad_argument,
@@ -104,26 +104,18 @@ def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int 
     """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max]."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
-    if n is None and min is None and max is None:
-        raise OpprofUsageError(bad_argument("n", None, "a call count, or min= and/or max="))
-    if n is not None and (min is not None or max is not None):
-        raise OpprofUsageError(bad_argument("n", n, "either n or min=/max=, not both"))
-    for name, value in (("n", n), ("min", min), ("max", max)):
-        if value is not None:
-            _count(name, value)
-    if min is not None and max is not None and min > max:
-        raise OpprofUsageError(bad_argument("min", min, f"at most max={max} (no count lies between them)"))
+    _validate_counts(n, min, max, "a call count")
     return lambda profile: _op_count(profile, op, n, min, max)
 
 
 def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: int | None) -> str | None:
     matched = profile.match(op)
     if not matched:
+        fused = fused_into(profile, op)
+        if fused:  # the op's work ran all the same: zero calls is not "absent", as for assert_no_op
+            return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         if n == 0 or (n is None and not min):
             return None  # zero calls expected and seen
-        fused = fused_into(profile, op)
-        if fused:
-            return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         message = no_match(op, (o.name for o in profile.ops))
         if profile.compiled is not None and profile.compiled.regions:
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
@@ -250,15 +242,10 @@ def _no_graph_break(profile: Profile) -> str | None:
     regions = [r for r in profile.compiled.regions if r.step >= 0] if profile.compiled else []
     if not regions:
         return NOTHING_COMPILED
-    first = next((i for i, r in enumerate(regions) if r.nested), None)
-    if first is None:
+    broken = [r for r in regions if r.nested]
+    if not broken:
         return None
-    call = first - 1  # the region the resumed ones ran inside: the last top-level one before
-    while call > 0 and regions[call].nested:
-        call -= 1
-    parts = [regions[call]] + list(takewhile(lambda r: r.nested, regions[call + 1 :]))
-    listed = ", then ".join(f"{r.compile_id}" + (" resumed" if r.nested else "") for r in parts)
-    breaks = sum(1 for r in regions if r.nested)
+    first = min(broken, key=lambda r: r.step)
     steps = len({r.step for r in regions})
     reasons = list(
         dict.fromkeys(str(r).strip().splitlines()[0] for r in profile.metadata.get("graph_break_reasons") or [])
@@ -270,12 +257,9 @@ def _no_graph_break(profile: Profile) -> str | None:
         "or see torch._dynamo.explain(model)(*inputs)"
     )
     return (
-        f"graph break: in step {regions[call].step} one compiled call ran as {len(parts)} {REGION_NAME}s "
-        f"({listed}); {breaks} resumed regions in {steps} steps{why}"
+        f"graph break: in step {first.step} {REGION} {first.inside} resumed its frame in {REGION} "
+        f"{first.compile_id}; {len(broken)} resumed regions in {steps} steps{why}"
     )
-
-
-REGION_NAME = "Torch-Compiled Region"
 
 
 def no_recompile() -> Assertion:
@@ -339,16 +323,22 @@ def kernel_count(pattern: str, n: int | None = None, *, min: int | None = None, 
     """Launches per step of the kernels matching `pattern` (device kernels and Inductor CPU
     kernels; summed over matches): exactly n, or within [min, max]."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    _validate_counts(pattern, n, min, max, 'a kernel name or glob such as "triton_*" or "*gemm*"')
+    _validate_kernel(pattern)
+    _validate_counts(n, min, max, "a launch count")
     return lambda profile: _kernel_count(profile, pattern, n, min, max)
 
 
-def _validate_counts(pattern: object, n: object, min: object, max: object, what: str) -> None:
+def _validate_kernel(pattern: object) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(pattern, str) or not pattern.strip():
-        raise OpprofUsageError(bad_argument("kernel", pattern, what))
+        raise OpprofUsageError(bad_argument("kernel", pattern, 'a kernel name or glob such as "triton_*" or "*gemm*"'))
+
+
+def _validate_counts(n: object, min: object, max: object, what: str) -> None:
+    """n, or min=/max=, each a whole number >= 0, min <= max."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if n is None and min is None and max is None:
-        raise OpprofUsageError(bad_argument("n", None, "a launch count, or min= and/or max="))
+        raise OpprofUsageError(bad_argument("n", None, f"{what}, or min= and/or max="))
     if n is not None and (min is not None or max is not None):
         raise OpprofUsageError(bad_argument("n", n, "either n or min=/max=, not both"))
     for name, value in (("n", n), ("min", min), ("max", max)):
@@ -397,8 +387,7 @@ def kernel_below(pattern: str, ms: float, per: str = "step", stat: str = "median
     """Every kernel matching `pattern` takes at most `ms` per step (or per launch), by `stat`
     over steps: device time for device kernels, CPU time for Inductor CPU kernels."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise OpprofUsageError(bad_argument("kernel", pattern, 'a kernel name or glob such as "triton_*"'))
+    _validate_kernel(pattern)
     limit = validate_ms("ms", ms)
     _choice("per", per, PERS)
     reduce = STATS[_choice("stat", stat, tuple(STATS))]

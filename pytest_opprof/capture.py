@@ -404,7 +404,9 @@ def run_steps(
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
-    Returns the profile and fn's last result. `probe` (the plugin's GPU clock sampler) is
+    With `work`, UNPROFILED_STEPS more calls are timed without the profiler (before the profiled
+    steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
+    last result. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
@@ -417,7 +419,8 @@ def run_steps(
     before = _references(torch)
     # The observer effect: steps timed without the profiler, warm, just before the profiled ones
     # (after them when there is no warmup: the first profiled step is then the cold call asked for).
-    unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(UNPROFILED_STEPS if warmup else 0)]
+    observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
+    unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
     if probe is not None:
         probe()
     result: Any = None
@@ -427,7 +430,7 @@ def run_steps(
                 result = fn(*args, **kwargs)
     if probe is not None:
         probe()
-    unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else UNPROFILED_STEPS)]
+    unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
     timed = _with_overhead(_with_reference(from_profiler(prof), before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons

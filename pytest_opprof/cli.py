@@ -25,6 +25,7 @@ from .documents import BaselineDoc
 from .errors import OpprofError
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
+from .tables import by_shown_time
 from .trace import load_trace
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
@@ -142,8 +143,8 @@ def _analyze(args: argparse.Namespace) -> int:
             data["kernels"] = data["kernels"][: args.top]
         _print_json(data)
     elif args.csv:
-        ops = profile.ops[: args.top] if args.top is not None else profile.ops
-        sys.stdout.write(op_csv(replace(profile, ops=ops)))
+        ops = by_shown_time(profile.ops)[: args.top] if args.top is not None else profile.ops
+        sys.stdout.write(op_csv(replace(profile, ops=tuple(ops))))
     else:
         print(profile.table(top=args.top or DEFAULT_TOP))
     return EXIT_OK

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .files import write_atomic_chunks
-from .tables import median_wall_ns
+from .tables import by_shown_time, median_wall_ns
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -33,7 +33,7 @@ td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace
 overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.bars span.bar{background:#3f7fbf;height:12px;margin:0 8px}
 .stack{display:flex;height:18px;width:600px;border:1px solid #ccc;margin:6px 0}.stack span{height:100%}
 .compute{background:#3f7fbf}.comm{background:#e08a1e}.memory{background:#6aaa5a}.idle{background:#e3e3e3}
-.legend span{margin-right:12px}.verdict{color:#c62828}#filter{margin:8px 0;padding:4px;width:320px}
+.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px}.verdict{color:#c62828}#filter{margin:8px 0;padding:4px;width:320px}
 """
 
 _SCRIPT = """
@@ -88,7 +88,7 @@ def test_section(
 def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
     bits = [f"{profile.steps} steps"]
     if profile.wall_ms is not None and profile.steps:
-        bits.append(f"{profile.wall_ms / profile.steps:.3f} ms/step wall")
+        bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:
         bits.append(f"profiler x{profile.overhead:.2f}")
     if baseline is not None:
@@ -98,7 +98,7 @@ def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
 
 
 def _bars(profile: Profile) -> str:
-    ops = sorted(profile.ops, key=lambda o: -o.time_per_step.median)[:TOP_BARS]
+    ops = by_shown_time(profile.ops)[:TOP_BARS]
     top = max((o.time_per_step.median for o in ops), default=0)
     if not top:
         return ""
@@ -112,19 +112,26 @@ def _bars(profile: Profile) -> str:
 
 
 def _timeline(profile: Profile) -> str:
+    """Compute, then the communication and memory work not under compute, then idle: parts of
+    the span that do not overlap (communication and memory may overlap each other: rarely)."""
     t = profile.timeline
     if t is None or not t.total.span_ns:
         return ""
     f = t.total
-    kinds = [("compute", f.compute_ns), ("comm", f.comm_ns), ("memory", f.memory_ns), ("idle", f.idle_ns)]
+    kinds = [
+        ("compute", f.compute_ns),
+        ("comm", f.comm_ns - f.compute_comm_overlap_ns),
+        ("memory", f.memory_ns - f.compute_memory_overlap_ns),
+        ("idle", f.idle_ns),
+    ]
     total = sum(ns for _, ns in kinds) or 1
     stack = "".join(
         f'<span class="{k}" style="width:{100 * ns / total:.2f}%" title="{k} {_ms(ns)} ms"></span>'
         for k, ns in kinds
         if ns
     )
-    legend = "".join(f'<span class="{k}-key">{k} {_ms(ns)} ms</span>' for k, ns in kinds)
-    return f'<div class="stack">{stack}</div><div class="legend">{legend}; span {_ms(f.span_ns)} ms</div>'
+    legend = "".join(f'<span><i class="{k}"></i> {k} {_ms(ns)} ms</span>' for k, ns in kinds)
+    return f'<div class="stack">{stack}</div><div class="legend">{legend} (span {_ms(f.span_ns)} ms)</div>'
 
 
 def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
@@ -134,7 +141,7 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
     head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
     head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
     rows = []
-    for op in sorted(profile.ops, key=lambda o: (-o.time_per_step.median, o.name)):
+    for op in by_shown_time(profile.ops):
         per = op.time_per_step
         base = (base_rows.get(op.name) or (None, None))[0]
         delta = f"{100 * (per.min / 1e6 - base) / base:+.0f}%" if base else ""

@@ -150,9 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
-    # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
-    # user's doing and not ours to show; their own warnings stay as they are.
-    config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
     _give_back_a_path_taken_by_the_update_flag(config)
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
@@ -173,6 +170,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = RunState(settings, spool=spool)
     if settings.measuring:
+        # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
+        # user's doing and not ours to show; their own warnings stay as they are.
+        config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
         enable_compiled_kernel_profiling()  # before any model compiles: Inductor's C++ kernels then show
         with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
             warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)

@@ -24,7 +24,7 @@ from .decide import BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_atomic, write_atomic_chunks
 from .htmlreport import test_section
-from .tables import median_wall_ns, ms_cell, per_step_text, short, timeline_line
+from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -240,7 +240,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
 def shown_ops(profile: Profile, top: int | None) -> list[Any]:
     """The `top` ops by the median time per step the table shows (device time for ops that ran
     on a device, CPU time otherwise), largest first."""
-    ordered = sorted(profile.ops, key=lambda o: (-o.time_per_step.median, o.name))
+    ordered = by_shown_time(profile.ops)
     return ordered[:top] if top else ordered
 
 

@@ -106,25 +106,45 @@ def independent_timeline(path: Path) -> dict:
             continue
         start, end = Decimal(str(e["ts"])), Decimal(str(e["ts"])) + Decimal(str(e.get("dur", 0)))
         cat = e.get("cat")
+        where = e.get("args", {}).get("device", e.get("pid"))
         if cat == "kernel":
             name = e["name"].lower()
             kind = "comm" if "nccl" in name or "rccl" in name else "compute"
-            device.append((start, end, kind, e.get("args", {}).get("correlation")))
+            device.append((start, end, kind, e.get("args", {}).get("correlation"), where))
         elif cat in ("gpu_memcpy", "gpu_memset"):
-            device.append((start, end, "memory", None))
+            device.append((start, end, "memory", None, where))
         elif cat in RUNTIME_CATS and e.get("args", {}).get("correlation"):
             launches[e["args"]["correlation"]] = start
-    spans = [(s, t, "any") for s, t, _, _ in device] + [(s, t, k) for s, t, k, _ in device]
-    queue = sorted((s - launches[c]) for s, _, k, c in device if k != "memory" and c in launches)
+    first: dict = {}  # correlation -> its first kernel's start (a graph launch has many)
+    for s, _, k, c, _ in sorted(device, key=lambda d: d[0]):
+        if k != "memory" and c in launches and c not in first:
+            first[c] = s
+    queue = sorted(s - launches[c] for c, s in first.items())
     ms = Decimal(1000)
+
+    def per_device(*wanted: str) -> Decimal:  # each device its own timeline, summed
+        total = Decimal(0)
+        for where in {d[4] for d in device}:
+            mine = [d for d in device if d[4] == where]
+            spans = [(s, t, "any") for s, t, _, _, _ in mine] + [(s, t, k) for s, t, k, _, _ in mine]
+            total += _covered(spans, *wanted)
+        return total
+
+    def span() -> Decimal:
+        ends = {}
+        for s, t, _, _, where in device:
+            lo, hi = ends.get(where, (s, t))
+            ends[where] = (min(lo, s), max(hi, t))
+        return sum((hi - lo for lo, hi in ends.values()), Decimal(0))
+
     return {
-        "span_ms": (max(t for _, t, _, _ in device) - min(s for s, _, _, _ in device)) / ms,
-        "busy_ms": _covered(spans, "any") / ms,
-        "compute_ms": _covered(spans, "compute") / ms,
-        "comm_ms": _covered(spans, "comm") / ms,
-        "memory_ms": _covered(spans, "memory") / ms,
-        "compute_comm_overlap_ms": _covered(spans, "compute", "comm") / ms,
-        "compute_memory_overlap_ms": _covered(spans, "compute", "memory") / ms,
+        "span_ms": span() / ms,
+        "busy_ms": per_device("any") / ms,
+        "compute_ms": per_device("compute") / ms,
+        "comm_ms": per_device("comm") / ms,
+        "memory_ms": per_device("memory") / ms,
+        "compute_comm_overlap_ms": per_device("compute", "comm") / ms,
+        "compute_memory_overlap_ms": per_device("compute", "memory") / ms,
         "queue_max_ms": queue[-1] / ms if queue else None,
         "queue_median_ms": (queue[len(queue) // 2] + queue[(len(queue) - 1) // 2]) / 2 / ms if queue else None,
     }

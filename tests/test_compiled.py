@@ -51,14 +51,15 @@ def test_regions_and_graph_calls_get_stable_names_with_their_ids_as_details():
     assert not any(":" in n and n.startswith("Torch") or "##" in n for n in names)
     assert [(o.name, o.calls) for o in first.ops] == [(o.name, o.calls) for o in later.ops]
     regions = first.to_dict()["compiled"]["regions"]
-    assert [(r["step"], r["frame"], r["compile"], r["graphs"], r["nested"]) for r in regions] == [
-        (1, 0, 0, [HASH_A], False),
-        (2, 0, 0, [HASH_A], False),
+    assert [(r["step"], r["frame"], r["compile"], r["graphs"], r["nested"], r["inside"]) for r in regions] == [
+        (1, 0, 0, [HASH_A], False, None),
+        (2, 0, 0, [HASH_A], False, None),
     ]
     assert later.compiled.regions[0].frame == 3 and later.compiled.regions[0].graphs == (HASH_B,)
 
 
 def test_an_eager_profile_has_no_compiled_summary():
+    """Nothing compiled ran: no `compiled` summary, and `null` in the JSON."""
     profile = analyze([step(1, 0, 10), op("aten::add", 1, 2)])
     assert profile.compiled is None and profile.to_dict()["compiled"] is None
 
@@ -82,6 +83,8 @@ def compilation_in_step_1() -> list[Event]:
 
 
 def test_a_compilation_in_the_steps_is_set_apart_and_said_in_one_line():
+    """Compiler ops inside `dynamo` leave the op table; the compilation is a trust warning naming
+    its id, step and time."""
     profile = analyze(compilation_in_step_1())
     names = {o.name for o in profile.ops}
     assert not names & {"dynamo", "entire_frame_compile", "PythonDispatchMode", "prims::erf"}
@@ -93,6 +96,8 @@ def test_a_compilation_in_the_steps_is_set_apart_and_said_in_one_line():
 
 
 def test_no_recompile_fails_on_a_compilation_in_the_steps_and_on_alternating_compilations():
+    """A compilation inside the steps, or a frame switching compilations between steps, fails the
+    gate; a steady recompiled frame passes."""
     assert no_recompile()(analyze(compilation_in_step_1())) == (
         "recompiled inside the measured steps: 0/1 in step 1 (4.0 ms); a new input shape, dtype or Python "
         "value failed the guards of the compiled code (TORCH_LOGS=recompiles names the guard)"
@@ -123,11 +128,13 @@ def graph_break_step(n: int, t0: float) -> list[Event]:
 
 
 def test_no_graph_break_names_the_regions_and_torchs_reason():
+    """A region resumed inside another is a graph break: the message names both compile ids, the
+    step and torch's reason when known."""
     profile = analyze(graph_break_step(1, 0) + graph_break_step(2, 300))
     assert profile.op("Torch-Compiled Region").calls_per_step.samples == (2, 2)
     message = no_graph_break()(profile)
     assert message.startswith(
-        "graph break: in step 1 one compiled call ran as 2 Torch-Compiled Regions (0/0, then 1/0 resumed); "
+        "graph break: in step 1 Torch-Compiled Region 0/0 resumed its frame in Torch-Compiled Region 1/0; "
         "2 resumed regions in 2 steps; torch names the reason"
     )
     profile.metadata["graph_break_reasons"] = ["Call to `torch._dynamo.graph_break()`\n  Explanation: ...", "x"]
@@ -135,7 +142,18 @@ def test_no_graph_break_names_the_regions_and_torchs_reason():
     assert no_graph_break()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
 
 
+def test_the_graph_break_message_names_the_broken_step_whatever_the_event_order():
+    """Trace events need not come in start order: the message still names step 2, where the
+    break is, and the region it resumed in."""
+    events = compiled_step(1, 0) + graph_break_step(2, 200) + compiled_step(3, 500)
+    message = no_graph_break()(analyze(list(reversed(events))))
+    assert message.startswith(
+        "graph break: in step 2 Torch-Compiled Region 0/0 resumed its frame in Torch-Compiled Region 1/0; 1 resumed regions in 3 steps"
+    )
+
+
 def test_two_compiled_models_in_one_step_are_not_a_graph_break():
+    """Two top-level regions (two compiled models called in turn) are no graph break."""
     events = compiled_step(1, 0)
     events += [op("TorchDynamo Cache Lookup", 96, 1), op("Torch-Compiled Region: 1/0", 97, 2)]
     events[0] = step(1, 0, 100)
@@ -143,6 +161,8 @@ def test_two_compiled_models_in_one_step_are_not_a_graph_break():
 
 
 def test_assert_compiled_names_the_eager_work():
+    """The code at a graph break ran eagerly: named with its share of the CPU time; without regions
+    every gate says nothing compiled ran."""
     broken = analyze(graph_break_step(1, 0) + graph_break_step(2, 300))
     assert compiled()(broken).startswith(
         "17% of the steps' CPU time ran eagerly, outside compiled code: aten::sin (1/step, 0.020 ms/step); "
@@ -153,9 +173,9 @@ def test_assert_compiled_names_the_eager_work():
         assert gate(eager_only).startswith("no torch.compile'd region ran in the measured steps")
 
 
-def test_a_backward_wrapper_around_compiled_code_is_not_eager():
-    """autograd's evaluate_function around CompiledFunctionBackward holds compiled code: only
-    the work outside it is eager."""
+def test_a_compiled_training_step_has_no_eager_work():
+    """autograd's evaluate_function around CompiledFunctionBackward holds compiled code, and
+    autograd's own bookkeeping (AccumulateGrad, the backward seed) is not the model's eager work."""
     events = [
         step(1, 0, 100),
         op("autograd::engine::evaluate_function: CompiledFunctionBackward", 1, 50, tid=2),
@@ -166,11 +186,22 @@ def test_a_backward_wrapper_around_compiled_code_is_not_eager():
         op("Torch-Compiled Region: 0/0", 62, 30),
         op("CompiledFunction", 63, 25),
         op(f"## Call CompiledFxGraph {HASH_B} ##", 64, 20),
+        # a training step: the gradient seed of loss.backward(), gradients accumulated into leaves
+        op("aten::ones_like", 93, 2),
+        op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 55, 10, tid=2),
+        op("torch::autograd::AccumulateGrad", 56, 8, tid=2),
+        op("aten::detach", 57, 2, tid=2),
     ]
     assert analyze(events).compiled.eager == ()
+    eager_seed = [
+        e for e in events if not e.name.startswith(("autograd::engine::evaluate_function: Compiled", "Compiled"))
+    ]
+    assert [e.name for e in analyze(eager_seed).compiled.eager] == ["aten::ones_like"]  # no compiled backward: eager
 
 
 def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
+    """An op Inductor fused into a kernel: count and no-op assertions name the kernel; an op absent
+    from compiled code says compile decomposes."""
     profile = analyze(compiled_step(1, 0) + compiled_step(2, 200))
     assert op_count("aten::gelu", 1)(profile) == (
         "aten::gelu: no op of that name ran: aten::gelu ran inside compiled code, fused into "
@@ -180,6 +211,7 @@ def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
         "aten::gelu: did not run as an op, but its work did: aten::gelu ran inside compiled code, "
         "fused into graph_0_cpp_fused_gelu_0"
     )
+    assert op_count("aten::gelu", 0)(profile) == op_count("aten::gelu", 1)(profile)  # as assert_no_op: the work ran
     assert no_op("aten::relu")(profile) is None
     message = op_count("aten::relu", 1)(profile)
     assert message.startswith("aten::relu: no op of that name ran in the measured code")
@@ -187,6 +219,7 @@ def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
 
 
 def test_kernel_assertions_on_cpu_inductor_kernels():
+    """Inductor's C++ kernels (CPU ops named cpp_fused_*) are kernels for the kernel assertions, timed on the CPU."""
     profile = analyze(compiled_step(1, 0) + compiled_step(2, 200))
     assert kernel_count("*cpp_fused_gelu*", 1)(profile) is None
     assert kernel_count("*cpp_fused*", 2)(profile) == (
@@ -220,6 +253,8 @@ def gpu_step(n: int, t0: float) -> list[Event]:
 
 
 def test_device_time_under_a_region_rolls_up_once_and_the_gpu_annotation_is_not_summed():
+    """A Triton kernel's time reaches its CPU event, the graph call and the region once; the graph
+    call's GPU annotation is not device work."""
     profile = analyze(gpu_step(1, 0) + gpu_step(2, 200))
     region = profile.op("Torch-Compiled Region")
     assert region.device_per_step.samples == (10_000, 10_000)
@@ -264,6 +299,7 @@ def test_a_cuda_graph_replay_is_its_own_row_with_its_kernels():
 
 
 def test_a_launch_without_its_kernel_record_is_a_trust_warning():
+    """A kernel launch whose correlation id no kernel carries: the tracer dropped it, a trust warning."""
     events = gpu_step(1, 0) + [launch(80, corr=99)]
     (check,) = [c for c in analyze(events).checks if c.name == "kernel_records"]
     assert check.status == "warning"
@@ -284,6 +320,7 @@ def test_a_launch_without_its_kernel_record_is_a_trust_warning():
     ],
 )
 def test_kernel_assertion_arguments_are_checked_at_once(make, message):
+    """Bad kernel-assertion arguments raise OpprofUsageError naming the argument when the assertion is made."""
     with pytest.raises(OpprofUsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
         make()
 
@@ -306,6 +343,7 @@ def test_the_shared_triton_trace():
 
 
 def test_the_tables_show_the_compiled_summary_and_graph_replays():
+    """The text tables carry the torch.compile line and a row per graph replay."""
     text = analyze(graph_break_step(1, 0) + graph_break_step(2, 300)).table()
     assert (
         "torch.compile: 2 regions/step (0/0, 1/0); 1/step resumed after a graph break; eager 17% of the CPU time"

@@ -115,18 +115,25 @@ def test_device_time_per_op_agrees_with_torchs_key_averages():
 
 
 def test_copies_to_the_host_and_memsets_have_bytes_and_cpu_is_a_sync():
+    """A device-to-host copy has its bytes and is a sync for assert_no_sync; zeroing a buffer is a
+    memset with bytes or a fill kernel."""
     x = torch.ones(256, 1024, device="cuda")
     profile = measure(lambda: x.cpu(), warmup=2, steps=3)
     (dtoh,) = profile.match_memory_ops("Memcpy DtoH*")
     assert dtoh.bytes == 3 * 256 * 1024 * 4
     message = assertions.no_sync()(profile)
     assert message and "Memcpy DtoH" in message
-    zeroed = measure(lambda: torch.zeros(1024, 1024, device="cuda"), warmup=2, steps=3)
+    buffer = torch.empty(1024, 1024, device="cuda")
+    zeroed = measure(lambda: buffer.zero_(), warmup=2, steps=3)
     memsets = zeroed.match_memory_ops("Memset*")
-    assert not memsets or memsets[0].bytes == 3 * 1024 * 1024 * 4  # zeros may be a fill kernel instead
+    fills = [k for k in zeroed.kernels if "fill" in k.name.lower()]
+    assert memsets or fills  # torch zeroes with a memset or a fill kernel, per version
+    if memsets:
+        assert memsets[0].bytes == 3 * 1024 * 1024 * 4
 
 
 def test_device_busy_within_wall_and_the_timeline_adds_up():
+    """On a real GPU the timeline's figures are consistent: busy within span and wall time, steps within the total."""
     model, x = gpu_mlp()
     profile = measure(infer, model, x, warmup=3, steps=5)
     t = profile.timeline
@@ -140,6 +147,7 @@ def test_device_busy_within_wall_and_the_timeline_adds_up():
 
 
 def test_nvml_facts_and_the_device_key():
+    """NVML gives the GPU's name, driver and max clock; the device key starts with nvidia-."""
     from pytest_opprof.device import Nvml, device_facts, device_key
 
     nvml = Nvml()

@@ -44,4 +44,5 @@ def undocumented() -> list[str]:
 
 
 def test_the_public_api_has_docstrings():
+    """No public name, method or property of the API lacks a docstring."""
     assert undocumented() == []

@@ -35,6 +35,7 @@ def counts(stdout: str) -> dict[str, int]:
 
 
 def test_each_folder_has_its_conftest_tests_and_readme():
+    """Every example folder has a README; every folder but the CI recipes a conftest.py and tests."""
     assert len(FOLDERS) >= 6
     for name in FOLDERS:
         folder = EXAMPLES / name
@@ -66,6 +67,7 @@ def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
 
 
 def test_the_examples_pass_without_opprof():
+    """Without --opprof the examples pass as plain tests and the plugin says it is off."""
     result = pytest_in_repo("conftest_examples")
     assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
     assert "opprof: off" in result.stdout
@@ -81,6 +83,7 @@ def test_the_regression_demo_fails_as_its_readme_says():
 
 
 def test_the_ci_workflows_use_only_flags_that_exist():
+    """The CI recipes use only flags the plugin has, run pytest --opprof and upload the reports."""
     from pytest_opprof.settings import OPTIONS
 
     known = {o.flag for o in OPTIONS}

@@ -39,6 +39,7 @@ def test_the_temp_file_is_removed_when_writing_fails(tmp_path):
 
 
 def test_an_existing_file_is_replaced_whole_and_a_symlink_at_the_target_is_replaced_not_followed(tmp_path):
+    """A symlink at the target is replaced by the new file; what it pointed to is untouched."""
     outside = tmp_path / "outside.txt"
     outside.write_text("precious")
     folder = tmp_path / "tree"
@@ -51,6 +52,7 @@ def test_an_existing_file_is_replaced_whole_and_a_symlink_at_the_target_is_repla
 
 @pytest.mark.parametrize("target", ["link/b.json", "link/deeper/b.json", "../b.json"])
 def test_a_target_whose_folder_resolves_outside_is_refused_before_anything_is_made(tmp_path, target):
+    """A target whose folder resolves outside the chosen folder is refused before any folder or file is made."""
     outside = tmp_path / "outside"
     outside.mkdir()
     folder = tmp_path / "tree"

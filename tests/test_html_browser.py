@@ -65,6 +65,8 @@ def page(tmp_path):
 
 
 def test_the_page_loads_without_console_errors_and_shows_every_test(page):
+    """The page loads in chromium with no console line, its script runs, each test shows and markup
+    in names is escaped."""
     dom, console = load(page.as_uri())
     assert console == []
     assert 'data-ready="1"' in dom  # its script ran to the end
@@ -73,6 +75,7 @@ def test_the_page_loads_without_console_errors_and_shows_every_test(page):
 
 
 def test_the_filter_hides_the_other_tests(page):
+    """Opened with #filter=TEXT, the page hides the tests whose node id does not contain TEXT."""
     dom, console = load(page.as_uri() + "#filter=test_other")
     assert console == []
     sections = dom.split('<section class="test"')[1:]

@@ -1207,6 +1207,7 @@ def test_html_report_is_one_self_contained_page(project):
 
 
 def test_bad_csv_and_html_paths_are_usage_errors(pytester):
+    """A folder given as --opprof-csv or --opprof-html is a usage error at start."""
     pytester.makepyfile("def test_x(): pass")
     for flag in ("--opprof-csv", "--opprof-html"):
         result = run(pytester, "--opprof", flag, ".")
@@ -1239,6 +1240,7 @@ def test_no_stray_lines_from_torch_or_kineto_but_the_users_own_warnings_stay(pyt
 
 
 def test_quiet_kineto_keeps_every_other_line_written_to_stderr(capfd):
+    """Around a profiler start or stop only Kineto's USDT and STAGE lines are dropped from stderr."""
     import os
 
     from pytest_opprof.capture import quiet_kineto

@@ -27,15 +27,20 @@ def recorded() -> list[tuple[str, Path]]:
 )
 @pytest.mark.parametrize(("name", "path"), recorded())
 def test_a_recorded_gpu_trace_reads_back_as_captured_and_agrees_with_torch(name, path):
+    """A trace recorded on a GPU reads back to the profile captured, and each op's calls and device
+    time equal torch's key_averages()."""
     expected = json.loads(EXPECTED.read_text())[name]
     profile = load_trace(path)
     assert {**profile.to_dict(), "source": None} == {**expected["opprof"], "source": None}
+    checked = 0
     for op_name, figures in expected["torch"].items():
         op = profile.op(op_name)
         if op is None or not figures["device_ns"]:
             continue
         assert op.calls == figures["calls"], op_name
         assert op.device_ns == pytest.approx(figures["device_ns"], rel=1e-3), op_name
+        checked += 1
+    assert checked >= 1  # torch's own figures pinned at least one op with device time
 
 
 def test_the_gpu_script_fits_its_budget_and_parses():

@@ -34,6 +34,7 @@ def two_steps():
 
 
 def test_the_figures_of_a_capture_and_of_each_step():
+    """Span, busy, idle, compute, comm, memory, overlaps, queue and streams, worked out by hand."""
     t = analyze(two_steps()).timeline
     # device intervals per step: 24-34, 40-100 -> busy 70 us; span 24-200 over both steps
     assert (t.total.span_ns, t.total.busy_ns, t.total.idle_ns) == (176_000, 140_000, 36_000)
@@ -49,6 +50,7 @@ def test_the_figures_of_a_capture_and_of_each_step():
 
 
 def test_host_bound_time_and_launch_bound_ops():
+    """The device idle while the host ran ops, and the op whose kernels are shorter than their launches."""
     t = analyze(two_steps()).timeline
     # host ops 0-25, 30-40, 42-50, 51-60; device idle 0-24, 34-40 -> 24 + 6 us per step
     assert t.host_bound_ns == 60_000
@@ -58,6 +60,7 @@ def test_host_bound_time_and_launch_bound_ops():
 
 
 def test_json_has_the_fields_and_cpu_profiles_have_zeros():
+    """The JSON fields, per step too; on CPU zeros and nulls, the same fields."""
     d = analyze(two_steps()).to_dict()["timeline"]
     assert (
         d["busy_ms"] == 0.14
@@ -77,18 +80,34 @@ def test_json_has_the_fields_and_cpu_profiles_have_zeros():
     assert cpu["streams"] == [] and len(cpu["per_step"]) == 1
 
 
-def test_overlap_on_two_devices_counts_wall_time_once():
+def test_two_devices_are_each_their_own_timeline_summed():
+    """Two GPUs busy at once are two busy GPUs (busy equals Profile.device_busy_ns), and compute
+    on one does not overlap communication on the other."""
     events = [
         step(1, 0, 100),
-        Event(KERNEL, "k0", 10_000, 20_000, 0, 7, 0, 7),
-        Event(KERNEL, "k1", 15_000, 20_000, 1, 7, 1, 7),
+        Event(KERNEL, "gemm", 10_000, 20_000, 0, 7, 0, 7),
+        Event(KERNEL, "ncclKernel_AllReduce", 15_000, 20_000, 1, 7, 1, 7),
     ]
-    t = analyze(events).timeline
-    assert (t.total.span_ns, t.total.busy_ns) == (25_000, 25_000)
+    profile = analyze(events)
+    t = profile.timeline
+    assert (t.total.span_ns, t.total.busy_ns, t.total.idle_ns) == (40_000, 40_000, 0)
+    assert t.total.busy_ns == profile.device_busy_ns
+    assert (t.total.compute_ns, t.total.comm_ns, t.total.compute_comm_overlap_ns) == (20_000, 20_000, 0)
     assert [s.busy_ns for s in t.streams] == [20_000, 20_000]
 
 
+def test_a_cuda_graph_replay_is_not_launch_bound_and_queues_once():
+    """One 15 us cudaGraphLaunch replaying 8 kernels of 5 us: the one call feeds them all (not
+    launch-bound), and the queue counts the launch once, by its first kernel."""
+    events = [step(1, 0, 200), op("CUDAGraph::replay", 1, 20), launch(2, corr=5, name="cudaGraphLaunch", dur_us=15)]
+    events += [kernel(f"k{i}", 20 + 6 * i, 5, corr=5) for i in range(8)]
+    t = analyze(events).timeline
+    assert t.launch_bound == ()
+    assert t.total.queue == (18_000, 18_000, 18_000)
+
+
 def test_the_tables_name_the_timeline_figures():
+    """The tables' timeline line, and none without device work."""
     text = analyze(two_steps()).table()
     assert (
         "timeline: device busy 80% of 0.176 ms; idle while the host ran ops 30% of the steps; "
@@ -99,6 +118,8 @@ def test_the_tables_name_the_timeline_figures():
 
 
 def test_overlap_busy_and_launch_bound_assertions():
+    """The three timeline assertions pass and fail on figures worked out by hand, name the worst
+    step, and check their arguments."""
     import pytest
 
     from pytest_opprof.assertions import device_busy_above, no_launch_bound, overlap
@@ -133,6 +154,7 @@ def test_overlap_busy_and_launch_bound_assertions():
 
 
 def test_the_terminal_summary_has_the_timeline_line_for_device_work():
+    """A test with device work gets a timeline line under its header in the summary; a CPU test none."""
     from pytest_opprof.report import TestResult
 
     result = TestResult("t.py::test_gpu", outcome="passed", profile=analyze(two_steps()))

@@ -164,7 +164,6 @@ def _number(step: int, step_numbers: list[int]) -> int:
 
 def _regions(ops: OpView, step_numbers: list[int]) -> tuple[RegionCall, ...]:
     names, parent = ops.names, ops.parent
-    region_of: dict[int, int] = {}  # op -> its innermost enclosing region (memo)
 
     def enclosing_region(i: int) -> int:
         j = parent[i]
@@ -172,57 +171,84 @@ def _regions(ops: OpView, step_numbers: list[int]) -> tuple[RegionCall, ...]:
             j = parent[j]
         return j
 
+    def compile_id(i: int) -> tuple[int, int]:
+        found = _REGION.match(ops.raw_names[i])
+        return (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
+
     graphs: dict[int, list[str]] = {}
     for i, name in enumerate(names):
         if name == FX_GRAPH:
-            r = region_of.setdefault(i, enclosing_region(i))
             found = _FX.match(ops.raw_names[i])
-            graphs.setdefault(r, []).append(found.group(1) if found else "?")
+            graphs.setdefault(enclosing_region(i), []).append(found.group(1) if found else "?")
     regions = []
     for i, name in enumerate(names):
         if name != REGION:
             continue
-        found = _REGION.match(ops.raw_names[i])
-        frame, compile_ = (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
-        nested = enclosing_region(i) >= 0
+        frame, compile_ = compile_id(i)
+        outer = enclosing_region(i)
+        inside = "{}/{}".format(*compile_id(outer)) if outer >= 0 else None
         step = _number(ops.op_step[i], step_numbers)
-        regions.append(RegionCall(step, frame, compile_, tuple(graphs.get(i, ())), nested, ops.durs[i]))
+        regions.append(RegionCall(step, frame, compile_, tuple(graphs.get(i, ())), outer >= 0, ops.durs[i], inside))
     return tuple(regions)
 
 
 def _eager(ops: OpView, has_graphs: bool) -> tuple[list[EagerOp], int]:
-    """Outermost ops in the steps that are neither compiled code, nor Dynamo's machinery, nor
-    a wrapper around compiled code (autograd's evaluate_function around CompiledFunctionBackward).
-    Without Inductor's graph calls (another backend), a region's body is the compiled code."""
+    """Outermost ops in the steps that are neither compiled code, nor Dynamo's or autograd's
+    bookkeeping, nor a wrapper around compiled code (autograd's evaluate_function around
+    CompiledFunctionBackward). Without Inductor's graph calls (another backend), a region's body
+    is the compiled code."""
     names, parent = ops.names, ops.parent
     code = COMPILED_CODE if has_graphs else COMPILED_CODE | {REGION}
+    inside, wrapper = _compiled_and_wrappers(names, parent, code, _bookkeeping(names))
+    eager: dict[str, list[int]] = {}
+    compiled_ns = 0
+    for i, name in enumerate(names):
+        if ops.op_step[i] < 0:
+            continue
+        p = parent[i]
+        if name in code and not (p >= 0 and inside[p]):
+            compiled_ns += ops.durs[i]
+        elif not (inside[i] or wrapper[i] or name in MACHINERY) and (p < 0 or wrapper[p] or names[p] in MACHINERY):
+            acc = eager.setdefault(name, [0, 0])
+            acc[0] += 1
+            acc[1] += ops.durs[i]
+    return [EagerOp(name, calls, ns) for name, (calls, ns) in eager.items()], compiled_ns
+
+
+# Autograd's own work around a compiled training step: accumulating the gradients of leaf
+# tensors (any subtree), and the gradient seed of `loss.backward()` when a compiled backward ran.
+_ACCUMULATE_GRAD = (
+    "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+    "torch::autograd::AccumulateGrad",
+)
+_BACKWARD_SEED = "aten::ones_like"
+
+
+def _bookkeeping(names: list[str]) -> frozenset[str]:
+    found = set(_ACCUMULATE_GRAD)
+    if "CompiledFunctionBackward" in names:
+        found.add(_BACKWARD_SEED)
+    return frozenset(found)
+
+
+def _compiled_and_wrappers(
+    names: list[str], parent: list[int], code: frozenset[str], bookkeeping: frozenset[str]
+) -> tuple[list[bool], list[bool]]:
+    """Per op: whether it ran inside compiled code (or autograd's bookkeeping: not eager
+    either), and whether it wraps compiled code."""
     n = len(names)
-    compiled = [False] * n
+    inside = [False] * n
     wrapper = [False] * n
     for i in _parents_first(parent):
         p = parent[i]
-        compiled[i] = names[i] in code or (p >= 0 and compiled[p])
+        inside[i] = names[i] in code or names[i] in bookkeeping or (p >= 0 and inside[p])
     for i in range(n):
         if names[i] in code:
             j = parent[i]
             while j >= 0 and not wrapper[j]:
                 wrapper[j] = True
                 j = parent[j]
-    eager: dict[str, list[int]] = {}
-    compiled_ns = 0
-    for i in range(n):
-        if ops.op_step[i] < 0:
-            continue
-        p = parent[i]
-        if names[i] in code and not (p >= 0 and compiled[p]):
-            compiled_ns += ops.durs[i]
-        elif not (compiled[i] or wrapper[i] or names[i] in MACHINERY) and (
-            p < 0 or wrapper[p] or names[p] in MACHINERY
-        ):
-            acc = eager.setdefault(names[i], [0, 0])
-            acc[0] += 1
-            acc[1] += ops.durs[i]
-    return [EagerOp(name, calls, ns) for name, (calls, ns) in eager.items()], compiled_ns
+    return inside, wrapper
 
 
 def _parents_first(parent: list[int]) -> list[int]:

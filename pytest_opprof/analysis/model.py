@@ -365,6 +365,7 @@ class RegionCall:
     graphs: tuple[str, ...]  # the FX graphs it called (Inductor's hashes)
     nested: bool  # ran inside another region: a graph break resumed the frame in a new one
     cpu_ns: int
+    inside: str | None = None  # the compile id of the region it ran inside (when nested)
 
     @property
     def compile_id(self) -> str:
@@ -379,6 +380,7 @@ class RegionCall:
             "compile": self.compile,
             "graphs": list(self.graphs),
             "nested": self.nested,
+            "inside": self.inside,
             "cpu_ms": ns_to_ms(self.cpu_ns),
         }
 

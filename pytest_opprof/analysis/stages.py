@@ -49,7 +49,7 @@ from .model import (
     Timeline,
     union_ns,
 )
-from .timeline import Launches, timeline
+from .timeline import GRAPH_LAUNCHES, Launches, timeline
 
 _CPU_OP_KIND = frozenset({CPU_OP})
 _ANNOTATION_KIND = frozenset({ANNOTATION})
@@ -529,7 +529,8 @@ class GraphAcc:
 
 
 def is_graph_launch(name: str) -> bool:
-    return name in ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+    """cudaGraphLaunch and its HIP and driver twins: one call, the kernels of a whole graph."""
+    return name in GRAPH_LAUNCHES
 
 
 @dataclass(slots=True)

@@ -17,10 +17,10 @@ from .model import LaunchBound, StreamStats, Timeline, TimelineFigures
 Interval = tuple[int, int]
 
 
-def merged(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted, disjoint intervals covering the same time."""
+def merged(intervals: Iterable[Interval], presorted: bool = False) -> list[Interval]:
+    """Sorted, disjoint intervals covering the same time (`presorted`: already by start)."""
     out: list[Interval] = []
-    for start, end in sorted(intervals):
+    for start, end in intervals if presorted else sorted(intervals):
         if out and start <= out[-1][1]:
             if end > out[-1][1]:
                 out[-1] = (out[-1][0], end)
@@ -30,6 +30,7 @@ def merged(intervals: Iterable[Interval]) -> list[Interval]:
 
 
 def length(intervals: list[Interval]) -> int:
+    """The time a merged interval list covers."""
     return sum(end - start for start, end in intervals)
 
 
@@ -47,13 +48,8 @@ def intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
     return out
 
 
-def clipped(intervals: list[Interval], window: Interval) -> list[Interval]:
-    return [(max(s, window[0]), min(e, window[1])) for s, e in intervals if e > window[0] and s < window[1]]
-
-
-def is_comm(name: str) -> bool:
-    lowered = name.lower()
-    return "nccl" in lowered or "rccl" in lowered
+_COMM = ("nccl", "rccl")
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"})
 
 
 def quantiles(values: Sequence[int]) -> tuple[float, float, int] | None:
@@ -65,24 +61,34 @@ def quantiles(values: Sequence[int]) -> tuple[float, float, int] | None:
     return statistics.median(ordered), p90, ordered[-1]
 
 
-def figures(device: Sequence[Event], queue: Sequence[int]) -> TimelineFigures:
-    """The timeline figures of a set of device events (a capture, or one step)."""
-    if not device:
-        return TimelineFigures(0, 0, 0, 0, 0, 0, 0, quantiles(queue))
-    everything = merged((d.start_ns, d.end_ns) for d in device)
-    compute = merged((d.start_ns, d.end_ns) for d in device if d.kind == KERNEL and not is_comm(d.name))
-    comm = merged((d.start_ns, d.end_ns) for d in device if d.kind == KERNEL and is_comm(d.name))
-    memory = merged((d.start_ns, d.end_ns) for d in device if d.kind in MEMORY_KINDS)
-    span = everything[-1][1] - everything[0][0]
-    return TimelineFigures(
-        span,
+def figures(device: Sequence[Event], queue: Sequence[int], comm: set[str]) -> TimelineFigures:
+    """The timeline figures of a set of device events sorted by start (a capture, or one step):
+    each device's own, summed over devices (two GPUs busy at once are two busy GPUs; compute on
+    one and communication on another do not overlap)."""
+    by_device: dict[int, list[Event]] = {}
+    for d in device:
+        by_device.setdefault(d.device, []).append(d)
+    parts = [_device_figures(events, comm) for events in by_device.values()]
+    span, busy, compute, comms, memory, with_comm, with_memory = (sum(p[k] for p in parts) for k in range(7))
+    return TimelineFigures(span, busy, compute, comms, memory, with_comm, with_memory, quantiles(queue))
+
+
+def _device_figures(device: list[Event], comm: set[str]) -> tuple[int, ...]:
+    spans = [(d.start_ns, d.end_ns) for d in device]
+    everything = merged(spans, presorted=True)
+    kernel = [d.kind == KERNEL for d in device]
+    is_comm = [k and d.name in comm for k, d in zip(kernel, device)]
+    compute = merged((s for s, k, c in zip(spans, kernel, is_comm) if k and not c), presorted=True)
+    comms = merged((s for s, c in zip(spans, is_comm) if c), presorted=True)
+    memory = merged((s for s, d in zip(spans, device) if d.kind in MEMORY_KINDS), presorted=True)
+    return (
+        everything[-1][1] - everything[0][0],
         length(everything),
         length(compute),
-        length(comm),
+        length(comms),
         length(memory),
-        length(intersection(compute, comm)),
+        length(intersection(compute, comms)),
         length(intersection(compute, memory)),
-        quantiles(queue),
     )
 
 
@@ -94,7 +100,7 @@ def streams(device: Sequence[Event]) -> tuple[StreamStats, ...]:
         StreamStats(
             dev,
             stream,
-            length(merged((d.start_ns, d.end_ns) for d in events)),
+            length(merged(((d.start_ns, d.end_ns) for d in events), presorted=True)),
             sum(1 for d in events if d.kind == KERNEL),
             sum(1 for d in events if d.kind in MEMORY_KINDS),
         )
@@ -120,57 +126,64 @@ def timeline(
 ) -> Timeline:
     """Stage: the capture's figures, per step (a device event belongs to the step of its launch
     call, else of its start), streams, host-bound time and launch-bound ops."""
-    queue = [d.start_ns - runtime[j].start_ns for d, j in zip(device, launches.call_of) if d.kind == KERNEL and j >= 0]
+    order = sorted(range(len(device)), key=lambda i: device[i].start_ns)  # one sort serves every union
+    events = [device[i] for i in order]
+    call_of = [launches.call_of[i] for i in order]
+    comm = {d.name for d in events if d.kind == KERNEL and any(c in d.name.lower() for c in _COMM)}
+    first_kernel = _first_kernel_of_each_call(events, call_of)
     per_step_events: list[list[Event]] = [[] for _ in steps]
     per_step_queue: list[list[int]] = [[] for _ in steps]
-    for d, j in zip(device, launches.call_of):
+    for d, j in zip(events, call_of):
         s = step_of(runtime[j].start_ns if j >= 0 else d.start_ns)
         if s >= 0:
             per_step_events[s].append(d)
-            if d.kind == KERNEL and j >= 0:
-                per_step_queue[s].append(d.start_ns - runtime[j].start_ns)
-    host_bound = _host_bound(device, steps, host_busy)
+    for j, start in first_kernel.items():
+        s = step_of(runtime[j].start_ns)
+        if s >= 0:
+            per_step_queue[s].append(start - runtime[j].start_ns)
+    queue = [start - runtime[j].start_ns for j, start in first_kernel.items()]
+    host_bound = _host_bound(events, host_busy)
     wall = sum(e - s for s, e in steps)
     return Timeline(
-        figures(device, queue),
-        streams(device),
-        tuple(figures(ev, q) for ev, q in zip(per_step_events, per_step_queue)),
+        figures(events, queue, comm),
+        streams(events),
+        tuple(figures(ev, q, comm) for ev, q in zip(per_step_events, per_step_queue)),
         host_bound,
         host_bound / wall if device and wall else None,
-        _launch_bound(device, runtime, launches),
+        _launch_bound(events, call_of, runtime, launches.op_of_call),
     )
 
 
-def _host_bound(device: Sequence[Event], steps: Sequence[Interval], host_busy: Sequence[list[Interval]]) -> int:
-    """Per step: the time the host ran ops (top-level, any thread) while no device worked."""
+def _first_kernel_of_each_call(events: list[Event], call_of: list[int]) -> dict[int, int]:
+    """Launch call -> the start of its first kernel: how far ahead the host ran. A graph launch
+    has many kernels; the queue counts it once, by its first."""
+    first: dict[int, int] = {}
+    for d, j in zip(events, call_of):
+        if d.kind == KERNEL and j >= 0 and j not in first:
+            first[j] = d.start_ns  # events are in start order
+    return first
+
+
+def _host_bound(device: list[Event], host_busy: Sequence[list[Interval]]) -> int:
+    """The time the host ran ops (top-level, any thread, inside the steps) while no device
+    worked: the host's busy time minus the part a device was busy too."""
     if not device:
         return 0
-    busy = merged((d.start_ns, d.end_ns) for d in device)
-    total = 0
-    for window, host in zip(steps, host_busy):
-        idle = _complement(clipped(busy, window), window)
-        total += length(intersection(merged(host), idle))
-    return total
+    host = merged(interval for step in host_busy for interval in step)
+    busy = merged(((d.start_ns, d.end_ns) for d in device), presorted=True)
+    return length(host) - length(intersection(host, busy))
 
 
-def _complement(intervals: list[Interval], window: Interval) -> list[Interval]:
-    out, cursor = [], window[0]
-    for start, end in intervals:
-        if start > cursor:
-            out.append((cursor, start))
-        cursor = max(cursor, end)
-    if cursor < window[1]:
-        out.append((cursor, window[1]))
-    return out
-
-
-def _launch_bound(device: Sequence[Event], runtime: Sequence[Event], launches: Launches) -> tuple[LaunchBound, ...]:
+def _launch_bound(
+    events: list[Event], call_of: list[int], runtime: Sequence[Event], op_of_call: list[str | None]
+) -> tuple[LaunchBound, ...]:
     """Ops whose kernels take less time on the device (median) than the calls that launch them
-    take on the host: a flood of tiny kernels the host cannot feed."""
+    take on the host: a flood of tiny kernels the host cannot feed. A graph launch is left out:
+    its one call launches many kernels, which is the cure, not the disease."""
     kernels: dict[str, list[int]] = {}
     calls: dict[str, dict[int, int]] = {}
-    for d, j in zip(device, launches.call_of):
-        if d.kind != KERNEL or j < 0 or (op := launches.op_of_call[j]) is None:
+    for d, j in zip(events, call_of):
+        if d.kind != KERNEL or j < 0 or (op := op_of_call[j]) is None or runtime[j].name in GRAPH_LAUNCHES:
             continue
         kernels.setdefault(op, []).append(d.dur_ns)
         calls.setdefault(op, {})[j] = runtime[j].dur_ns
