@@ -10,6 +10,7 @@ import fnmatch
 import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
@@ -83,21 +84,20 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
     matched = profile.match(op)
     if not matched:
         return no_match(op, (o.name for o in profile.ops))
+    return _over_limits(matched, limit, per, per, stat, reduce)
+
+
+def _over_limits(matched: Sequence[Any], limit: float, per: str, unit: str, stat: str, reduce: Reduce) -> str | None:
+    """The matches (ops or kernels: name, time_per_step, calls_per_step) over `limit` ms per
+    step (or per call), by `stat`; the worst first, or None."""
     failures = []
-    for stats in matched:
-        samples: tuple[float, ...] = stats.time_per_step.samples
+    for m in matched:
+        samples: tuple[float, ...] = m.time_per_step.samples
         if per == "call":
-            calls = stats.calls_per_step.samples
-            samples = tuple(t / c for t, c in zip(samples, calls) if c)
-        if not samples:
-            continue
-        value = reduce(samples)
-        if value > limit * 1e6:
-            failures.append((value, over_limit(stats.name, value, limit, per, stat, samples)))
-    if not failures:
-        return None
-    failures.sort(reverse=True)
-    return "; ".join(msg for _, msg in failures)
+            samples = tuple(t / c for t, c in zip(samples, m.calls_per_step.samples) if c)
+        if samples and (value := reduce(samples)) > limit * 1e6:
+            failures.append((value, over_limit(m.name, value, limit, unit, stat, samples)))
+    return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
 
 
 def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> Assertion:
@@ -398,16 +398,7 @@ def _kernel_below(profile: Profile, pattern: str, limit: float, per: str, stat: 
     matched = profile.match_kernels(pattern)
     if not matched:
         return no_kernel(pattern, profile)
-    failures = []
-    for k in matched:
-        samples: tuple[float, ...] = k.time_per_step.samples
-        if per == "call":
-            samples = tuple(t / c for t, c in zip(samples, k.calls_per_step.samples) if c)
-        if samples and (value := reduce(samples)) > limit * 1e6:
-            failures.append(
-                (value, over_limit(k.name, value, limit, "launch" if per == "call" else per, stat, samples))
-            )
-    return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
+    return _over_limits(matched, limit, per, "launch" if per == "call" else per, stat, reduce)
 
 
 # -- the device's timeline --------------------------------------------------------------------
