@@ -29,7 +29,8 @@ from .errors import (
     unknown_op,
 )
 
-STATS: dict[str, Callable[[Sequence[float]], float]] = {"median": median, "min": min, "max": max}
+Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
+STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
 PERS = ("step", "call")
 _DTOH = "Memcpy DtoH*"
 _GLOB = re.compile(r"[*?\[]")
@@ -71,13 +72,16 @@ def op_below(op: str, ms: float, per: str = "step", stat: str = "median") -> Ass
     """Every op matching `op` takes at most `ms` per step (or per call), by `stat` over steps."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
-    limit = validate_ms("ms", ms)
-    _choice("per", per, PERS)
-    reduce = STATS[_choice("stat", stat, tuple(STATS))]
+    limit, reduce = _time_limit(ms, per, stat)
     return lambda profile: _op_below(profile, op, limit, per, stat, reduce)
 
 
-Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
+def _time_limit(ms: object, per: object, stat: object) -> tuple[float, Reduce]:
+    """The limit in ms and the statistic over steps, each checked (OpprofUsageError names it)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    limit = validate_ms("ms", ms)
+    _choice("per", per, PERS)
+    return limit, STATS[_choice("stat", stat, tuple(STATS))]
 
 
 def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
@@ -121,19 +125,8 @@ def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: in
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message
     per_step = tuple(sum(s) for s in zip(*(m.calls_per_step.samples for m in matched)))
-    if n is not None:
-        ok, expected = all(c == n for c in per_step), str(n)
-    else:
-        low, high = min if min is not None else 0, max if max is not None else float("inf")
-        ok = all(low <= c <= high for c in per_step)
-        expected = (
-            f"between {low} and {high}"
-            if min is not None and max is not None
-            else f"at least {low}"
-            if min is not None
-            else f"at most {high}"
-        )
-    if ok:
+    expected = _expected_count(per_step, n, min, max)
+    if expected is None:
         return None
     contexts = [
         context(profile, m.name) if len(matched) == 1 else f"{m.name} {context(profile, m.name)}" for m in matched[:3]
@@ -355,22 +348,27 @@ def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None
             return None
         return no_kernel(pattern, profile)
     per_step = tuple(sum(s) for s in zip(*(k.calls_per_step.samples for k in matched)))
-    low = n if n is not None else (min if min is not None else 0)
-    high = n if n is not None else (max if max is not None else float("inf"))
+    expected = _expected_count(per_step, n, min, max)
+    if expected is None:
+        return None
+    names = ", ".join(k.name for k in matched[:3]) + (f" and {len(matched) - 3} more" if len(matched) > 3 else "")
+    return count_mismatch(pattern, per_step, expected, [f"kernels {names}"], unit="launches")
+
+
+def _expected_count(per_step: tuple[int, ...], n: int | None, min: int | None, max: int | None) -> str | None:
+    """None when every step's count is n (or within min/max); else what was expected, in words."""
+    if n is not None:
+        return None if all(c == n for c in per_step) else str(n)
+    low, high = min if min is not None else 0, max if max is not None else float("inf")
     if all(low <= c <= high for c in per_step):
         return None
-    expected = (
-        str(n)
-        if n is not None
-        else f"between {low} and {high}"
-        if min is not None and max is not None
-        else (f"at least {low}" if min is not None else f"at most {high}")
-    )
-    names = ", ".join(k.name for k in matched[:3]) + (f" and {len(matched) - 3} more" if len(matched) > 3 else "")
-    return count_mismatch(pattern, per_step, expected, [f"kernels {names}"]).replace(" calls/step", " launches/step", 1)
+    if min is not None and max is not None:
+        return f"between {low} and {high}"
+    return f"at least {low}" if min is not None else f"at most {high}"
 
 
 def no_kernel(pattern: str, profile: Profile) -> str:
+    """No kernel matched: the closest names, else the costliest kernels, else that none ran."""
     seen = [k.name for k in sorted(profile.kernel_rows(), key=lambda k: -sum(k.time_per_step.samples))]
     close = closest_names(pattern, seen)
     hint = (
@@ -388,9 +386,7 @@ def kernel_below(pattern: str, ms: float, per: str = "step", stat: str = "median
     over steps: device time for device kernels, CPU time for Inductor CPU kernels."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     _validate_kernel(pattern)
-    limit = validate_ms("ms", ms)
-    _choice("per", per, PERS)
-    reduce = STATS[_choice("stat", stat, tuple(STATS))]
+    limit, reduce = _time_limit(ms, per, stat)
     return lambda profile: _kernel_below(profile, pattern, limit, per, stat, reduce)
 
 

@@ -135,13 +135,15 @@ def unknown_op(pattern: str, close: list[str]) -> str:
     return f"{pattern}: not an operator torch knows, so asserting it is absent proves nothing{hint}"
 
 
-def count_mismatch(pattern: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str] = ()) -> str:
+def count_mismatch(
+    pattern: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str] = (), unit: str = "calls"
+) -> str:
     """`aten::addmm: 3 calls/step, expected 2 (per step: 3, 3; in aten::linear; inputs float[64,256], ...)`."""
     shown = sorted(set(per_step))
     got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
     steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
     where = "".join(f"; {c}" for c in contexts if c)
-    return f"{pattern}: {got} calls/step, expected {expected} (per step: {steps}{where})"
+    return f"{pattern}: {got} {unit}/step, expected {expected} (per step: {steps}{where})"
 
 
 def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
