@@ -6,6 +6,7 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,26 @@ def _to_write(
 UNUSABLE, UNWRITABLE = "unusable", "unwritable"
 
 
+SPEED = {"regressed": "slower", "improved": "faster"}
+
+
+def verdict_word(verdict: Verdict) -> str:
+    """The verdict column: slower / faster / inconclusive / work changed."""
+    if verdict.kind == TIME:
+        return SPEED.get(verdict.status, verdict.status)
+    return f"{verdict.kind} {verdict.status}"
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """An op's baseline columns: the baseline's min ms per step (None: the op is new), the
+    delta of this run's min in %, and the verdict word."""
+
+    base_min_ms: float | None
+    delta_pct: float | None
+    verdict: str
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineResult:
     """What the baseline step found and did for one test: what the report shows and the JSON
@@ -135,6 +156,23 @@ class BaselineResult:
     verdicts: tuple[Verdict, ...] = ()
     rows: dict[str, tuple[float, list[float]]] = field(default_factory=dict)  # op -> (min ms, calls per step)
     error: str | None = None  # an unusable file: the message that makes the test an error
+
+    @property
+    def compared(self) -> bool:
+        """A baseline was compared with (its rows and verdicts belong in the op tables)."""
+        return self.status in ("compared", "kept", "changed", "rewritten")
+
+    def op_row(self, op: str, calls_per_step: float, min_ms: float) -> OpRow:
+        """The baseline columns of one op's row in every table (terminal, CSV, HTML)."""
+        base, base_calls = self.rows.get(op) or (None, None)
+        delta = 100 * (min_ms - base) / base if base else None
+        if base_calls is not None and statistics.median(base_calls) != calls_per_step:
+            verdict = "calls changed"
+        else:
+            verdict = next(
+                (verdict_word(v) for v in self.verdicts if v.op == op), "ok" if base is not None else "added"
+            )
+        return OpRow(base, delta, verdict)
 
     def failing(self, rule: Rule) -> list[str]:
         return [v.message for v in Comparison(self.verdicts).failing(rule)]

@@ -136,21 +136,27 @@ def _timeline(profile: Profile) -> str:
 
 def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
     median_wall = median_wall_ns(profile)
-    base_rows = baseline.rows if baseline else {}
-    verdicts = {v.op: f"{v.kind} {v.status}" for v in (baseline.verdicts if baseline else ()) if v.op}
+    compared = baseline is not None and baseline.compared
     head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
     head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
     rows = []
     for op in by_shown_time(profile.ops):
         per = op.time_per_step
-        base = (base_rows.get(op.name) or (None, None))[0]
-        delta = f"{100 * (per.min / 1e6 - base) / base:+.0f}%" if base else ""
         share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
         cells = [
-            op.name, f"{op.calls_per_step.median:g}", _ms(per.median), _ms(per.min),
-            "device" if op.on_device else "cpu", share, f"{base:.3f}" if base is not None else "", delta,
+            op.name, f"{op.calls_per_step.median:g}", _ms(per.median), _ms(per.min), "device" if op.on_device else "cpu",
+            share,
         ]  # fmt: skip
-        verdict = verdicts.get(op.name, "")
+        verdict = ""
+        if baseline is not None and compared:
+            row = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
+            cells += [
+                f"{row.base_min_ms:.3f}" if row.base_min_ms is not None else "new",
+                f"{row.delta_pct:+.0f}%" if row.delta_pct is not None else "",
+            ]
+            verdict = row.verdict
+        else:
+            cells += ["", ""]
         rows.append(
             "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f'<td class="verdict">{_e(verdict)}</td></tr>'
         )

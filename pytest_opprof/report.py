@@ -20,7 +20,7 @@ from tabulate import tabulate
 
 from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict
-from .decide import BaselineResult
+from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_atomic, write_atomic_chunks
 from .htmlreport import test_section
@@ -205,9 +205,7 @@ def format_summary(records: list[TestRecord]) -> str:
 
 def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None = None) -> str:
     median_wall = median_wall_ns(profile)
-    rows_base = baseline.rows if baseline else {}
-    verdict_of = {v.op: _verdict_word(v) for v in (baseline.verdicts if baseline else ()) if v.op}
-    compared = baseline is not None and baseline.status in ("compared", "kept", "changed", "rewritten")
+    compared = baseline is not None and baseline.compared
     rows = []
     for op in shown_ops(profile, top):
         per = op.time_per_step
@@ -221,14 +219,12 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
             "device" if op.on_device else "cpu",
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
         ]
-        if compared:
-            base, base_calls = rows_base.get(op.name) or (None, None)
-            new_min = per.min / 1e6
-            recounted = base_calls is not None and statistics.median(base_calls) != op.calls_per_step.median
+        if baseline is not None and compared:
+            cells = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
             row += [
-                ms_cell(base) if base is not None else "new",
-                f"{100 * (new_min - base) / base:+.0f}%" if base else "",
-                "calls changed" if recounted else verdict_of.get(op.name, "ok" if base is not None else "added"),
+                ms_cell(cells.base_min_ms) if cells.base_min_ms is not None else "new",
+                f"{cells.delta_pct:+.0f}%" if cells.delta_pct is not None else "",
+                cells.verdict,
             ]
         rows.append(row)
     headers = ["op", "calls/step", "ms/step", "self", "min", "time", "of step"]
@@ -242,13 +238,6 @@ def shown_ops(profile: Profile, top: int | None) -> list[Any]:
     on a device, CPU time otherwise), largest first."""
     ordered = by_shown_time(profile.ops)
     return ordered[:top] if top else ordered
-
-
-def _verdict_word(verdict: Verdict) -> str:
-    """The verdict column: slower / faster / inconclusive / work changed."""
-    if verdict.kind == TIME:
-        return _SPEED.get(verdict.status, verdict.status)
-    return f"{verdict.kind} {verdict.status}"
 
 
 def format_problems(records: list[TestRecord], verbose: bool = False) -> str:
@@ -321,13 +310,10 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, recording: boo
 
 def _time_line(group: list[Verdict]) -> str:
     first, *others = sorted(group, key=lambda v: v.status != "regressed")  # slower ones first
-    counts = Counter(_SPEED[v.status] for v in others)
+    counts = Counter(SPEED[v.status] for v in others)
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
     keep = "; pytest --opprof-update-baseline records the faster times" if first.status == "improved" else ""
     return f"time: {first.message}{more}{keep}"
-
-
-_SPEED = {"regressed": "slower", "improved": "faster"}
 
 
 def _inconclusive_line(group: list[Verdict], recording: bool = False) -> str:
@@ -522,8 +508,6 @@ def op_csv(
     over the steps; ms): with a `test` column and the baseline's columns when `nodeid` is given
     (--opprof-csv), without them for one trace (opprof analyze --csv)."""
     median_wall = median_wall_ns(profile)
-    base_rows = baseline.rows if baseline else {}
-    verdict_of = {v.op: _verdict_word(v) for v in (baseline.verdicts if baseline else ()) if v.op}
     rows: list[list[Any]] = []
     if header:
         rows.append(["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS] if nodeid is not None else CSV_COLUMNS)
@@ -535,9 +519,22 @@ def op_csv(
             op.self_cpu_per_step.median / 1e6, op.device_per_step.median / 1e6, op.self_device_per_step.median / 1e6,
         ]  # fmt: skip
         if nodeid is not None:
-            base = (base_rows.get(op.name) or (None, None))[0]
-            delta = round(100 * (per.min / 1e6 - base) / base, 2) if base else ""
-            row = [nodeid, *row, base if base is not None else "", delta, verdict_of.get(op.name, "")]
+            cells = (
+                baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
+                if baseline is not None and baseline.compared
+                else None
+            )
+            if cells is None:
+                row = [nodeid, *row, "", "", ""]
+            else:
+                base, delta = cells.base_min_ms, cells.delta_pct
+                row = [
+                    nodeid,
+                    *row,
+                    "" if base is None else base,
+                    "" if delta is None else round(delta, 2),
+                    cells.verdict,
+                ]
         rows.append(row)
     return _csv_text(rows)
 

@@ -86,3 +86,26 @@ def test_a_time_change_whose_confirmation_failed_is_kept():
     base, slow = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
     outcome = decide(slow, base, Rule(), "changed", lambda: None)
     assert (outcome.status, outcome.write) == ("kept", None)
+
+
+def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
+    """BaselineResult.op_row: the terminal, CSV and HTML tables show the same baseline min,
+    delta and verdict word for an op (new, recounted, slower, work changed, ok)."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.decide import BaselineResult, OpRow
+
+    result = BaselineResult(
+        "b.json",
+        "compared",
+        verdicts=(
+            Verdict("time", "regressed", "aten::mm slower", op="aten::mm"),
+            Verdict("work", "changed", "aten::addmm 2x the FLOPs", op="aten::addmm"),
+        ),
+        rows={"aten::mm": (0.5, [1, 1]), "aten::addmm": (1.0, [2, 2]), "aten::relu": (0.1, [1, 1])},
+    )
+    assert result.compared
+    assert result.op_row("aten::mm", 1, 0.75) == OpRow(0.5, 50.0, "slower")
+    assert result.op_row("aten::addmm", 2, 1.0) == OpRow(1.0, 0.0, "work changed")
+    assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
+    assert result.op_row("aten::new", 1, 0.3) == OpRow(None, None, "added")
+    assert BaselineResult("b.json", "missing").compared is False
