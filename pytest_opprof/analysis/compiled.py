@@ -60,7 +60,7 @@ class CompileSpan:
     compile_id: str
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CompileScan:
     """What the first stage found: whether compiled code ran or was compiled (the profile then
     gets a Compiled summary), and the compilations' spans."""

@@ -37,20 +37,43 @@ def _summed(dists: Iterable[Dist]) -> Dist:
     return Dist(tuple(map(sum, zip(*(d.samples for d in dists)))))
 
 
-def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+Interval = tuple[int, int]
+
+
+def merged(intervals: Iterable[Interval], presorted: bool = False) -> list[Interval]:
+    """Sorted, disjoint intervals covering the same time (`presorted`: already by start)."""
+    out: list[Interval] = []
+    for start, end in intervals if presorted else sorted(intervals):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def length(intervals: list[Interval]) -> int:
+    """The time a merged interval list covers."""
+    return sum(end - start for start, end in intervals)
+
+
+def intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """Of two merged interval lists, the time both cover."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def union_ns(intervals: Iterable[Interval]) -> int:
     """The length of the union of [start, end) intervals."""
-    total = 0
-    cur_start = cur_end = None
-    for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start  # type: ignore[operator]
-            cur_start, cur_end = start, end
-        elif end > cur_end:
-            cur_end = end
-    if cur_end is not None:
-        total += cur_end - cur_start  # type: ignore[operator]
-    return total
+    return length(merged(intervals))
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,6 @@ from .model import (
     Signature,
     StepSpan,
     Timeline,
-    union_ns,
 )
 from .timeline import GRAPH_LAUNCHES, Launches, timeline
 
@@ -101,7 +100,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         memory_ops=tuple(device.memory_stats()),
         runtime=tuple(runtime),
         device_ns=device.total_ns,
-        device_busy_ns=sum(union_ns(v) for v in device.busy_by_device.values()),
+        device_busy_ns=device_timeline.total.busy_ns,  # per device, summed: the timeline's own
         unattributed_device_ns=device.unattributed_ns,
         outside_step_ops=cpu.outside,
         checks=tuple(checks),
@@ -129,6 +128,10 @@ class Rows:
     old_markers: list[int]  # rows of step markers written as cpu_op (excluded from the ops)
     sync_windows: list[Event]  # the capture's own step synchronisation
     compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations
+    runtime_by_corr: dict[int, int] = field(default_factory=dict)  # correlation id -> runtime call
+
+    def __post_init__(self) -> None:
+        self.runtime_by_corr = {r.correlation: j for j, r in enumerate(self.runtime) if r.correlation}
 
 
 def _rows_of(kinds: list[str], counts: Counter[str], wanted: frozenset[str]) -> list[int] | range:
@@ -539,7 +542,6 @@ class DeviceStats:
     memory: dict[str, DeviceAcc]
     total_ns: int
     unattributed_ns: int
-    busy_by_device: dict[int, list[tuple[int, int]]]
     busy_by_step: list[dict[int, list[tuple[int, int]]]]
     dev_ns: list[int]  # per op name: device time under it (inclusive)
     self_dev_ns: list[int]
@@ -586,11 +588,10 @@ def attribute_device_time(
     else the External id), its step, and its time rolled up once per enclosing op name."""
     n_names, n_steps = len(cpu.name_index), steps.count
     stats = DeviceStats(
-        {}, {}, 0, 0, {}, [{} for _ in range(n_steps)], [0] * n_names, [0] * n_names,
+        {}, {}, 0, 0, [{} for _ in range(n_steps)], [0] * n_names, [0] * n_names,
         [0] * (n_names * n_steps), [0] * (n_names * n_steps), {},
     )  # fmt: skip
-    runtime = rows.runtime
-    runtime_by_corr = {r.correlation: j for j, r in enumerate(runtime) if r.correlation}
+    runtime, runtime_by_corr = rows.runtime, rows.runtime_by_corr
     op_by_external = _ops_by_external_id(rows.device, runtime_by_corr, t, ops)
     for d in rows.device:
         j = runtime_by_corr.get(d.correlation, -1) if d.correlation else -1
@@ -639,7 +640,6 @@ def _add_device_event(
     dur = d.dur_ns
     stats.total_ns += dur
     interval = (d.start_ns, d.start_ns + dur)
-    stats.busy_by_device.setdefault(d.device, []).append(interval)
     if s >= 0:
         stats.busy_by_step[s].setdefault(d.device, []).append(interval)
     op_name: str | None = None
@@ -693,8 +693,7 @@ def _roll_up(
 def timeline_of(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> Timeline:
     """The timeline stage's inputs: each device event's launch call, each call's op, and per
     step the host's busy time (top-level ops on any thread)."""
-    runtime = rows.runtime
-    by_corr = {r.correlation: j for j, r in enumerate(runtime) if r.correlation}
+    runtime, by_corr = rows.runtime, rows.runtime_by_corr
     call_of = [by_corr.get(d.correlation, -1) if d.correlation else -1 for d in rows.device]
     names = ops.names
     op_of_call = [names[i] if i >= 0 else None for i in tree.launcher_of_runtime]

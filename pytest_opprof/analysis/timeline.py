@@ -8,45 +8,11 @@ Exact integer nanoseconds over all device events (kernels, memcpy, memset), like
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..events import KERNEL, MEMORY_KINDS, Event
-from .model import LaunchBound, StreamStats, Timeline, TimelineFigures
-
-Interval = tuple[int, int]
-
-
-def merged(intervals: Iterable[Interval], presorted: bool = False) -> list[Interval]:
-    """Sorted, disjoint intervals covering the same time (`presorted`: already by start)."""
-    out: list[Interval] = []
-    for start, end in intervals if presorted else sorted(intervals):
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
-def length(intervals: list[Interval]) -> int:
-    """The time a merged interval list covers."""
-    return sum(end - start for start, end in intervals)
-
-
-def intersection(a: list[Interval], b: list[Interval]) -> list[Interval]:
-    """Of two merged interval lists, the time both cover."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if start < end:
-            out.append((start, end))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
+from .model import Interval, LaunchBound, StreamStats, Timeline, TimelineFigures, intersection, length, merged
 
 _COMM = ("nccl", "rccl")
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"})
