@@ -43,12 +43,17 @@ Interval = tuple[int, int]
 def merged(intervals: Iterable[Interval], presorted: bool = False) -> list[Interval]:
     """Sorted, disjoint intervals covering the same time (`presorted`: already by start)."""
     out: list[Interval] = []
+    cur_start = cur_end = None
     for start, end in intervals if presorted else sorted(intervals):
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
+        if cur_end is not None and start <= cur_end:
+            if end > cur_end:
+                cur_end = end
+            continue
+        if cur_end is not None:
+            out.append((cur_start, cur_end))  # type: ignore[arg-type]
+        cur_start, cur_end = start, end
+    if cur_end is not None:
+        out.append((cur_start, cur_end))  # type: ignore[arg-type]
     return out
 
 

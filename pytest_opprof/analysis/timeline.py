@@ -43,10 +43,13 @@ def _device_figures(device: list[Event], comm: set[str]) -> tuple[int, ...]:
     spans = [(d.start_ns, d.end_ns) for d in device]
     everything = merged(spans, presorted=True)
     kernel = [d.kind == KERNEL for d in device]
-    is_comm = [k and d.name in comm for k, d in zip(kernel, device)]
-    compute = merged((s for s, k, c in zip(spans, kernel, is_comm) if k and not c), presorted=True)
-    comms = merged((s for s, c in zip(spans, is_comm) if c), presorted=True)
-    memory = merged((s for s, d in zip(spans, device) if d.kind in MEMORY_KINDS), presorted=True)
+    is_comm = [k and d.name in comm for k, d in zip(kernel, device)] if comm else [False] * len(device)
+    if all(kernel) and not any(is_comm):  # only compute kernels (most captures): no more unions
+        compute, comms, memory = everything, [], []
+    else:
+        compute = merged((s for s, k, c in zip(spans, kernel, is_comm) if k and not c), presorted=True)
+        comms = merged((s for s, c in zip(spans, is_comm) if c), presorted=True)
+        memory = merged((s for s, d in zip(spans, device) if d.kind in MEMORY_KINDS), presorted=True)
     return (
         everything[-1][1] - everything[0][0],
         length(everything),
@@ -95,17 +98,18 @@ def timeline(
     order = sorted(range(len(device)), key=lambda i: device[i].start_ns)  # one sort serves every union
     events = [device[i] for i in order]
     call_of = [launches.call_of[i] for i in order]
-    comm = {d.name for d in events if d.kind == KERNEL and any(c in d.name.lower() for c in _COMM)}
+    kernel_names = {d.name for d in events if d.kind == KERNEL}
+    comm = {name for name in kernel_names if any(c in name.lower() for c in _COMM)}
     first_kernel = _first_kernel_of_each_call(events, call_of)
+    step_of_call = {j: step_of(runtime[j].start_ns) for j in set(call_of) if j >= 0}
     per_step_events: list[list[Event]] = [[] for _ in steps]
     per_step_queue: list[list[int]] = [[] for _ in steps]
     for d, j in zip(events, call_of):
-        s = step_of(runtime[j].start_ns if j >= 0 else d.start_ns)
+        s = step_of_call[j] if j >= 0 else step_of(d.start_ns)
         if s >= 0:
             per_step_events[s].append(d)
     for j, start in first_kernel.items():
-        s = step_of(runtime[j].start_ns)
-        if s >= 0:
+        if (s := step_of_call[j]) >= 0:
             per_step_queue[s].append(start - runtime[j].start_ns)
     queue = [start - runtime[j].start_ns for j, start in first_kernel.items()]
     host_bound = _host_bound(events, host_busy)
