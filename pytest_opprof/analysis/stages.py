@@ -693,16 +693,17 @@ def _roll_up(
 def timeline_of(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> Timeline:
     """The timeline stage's inputs: each device event's launch call, each call's op, and per
     step the host's busy time (top-level ops on any thread)."""
+    windows = [(span.start_ns, span.end_ns) for span in steps.spans]
+    if not rows.device:
+        return timeline([], [], Launches([], []), windows, steps.of, [])
     runtime, by_corr = rows.runtime, rows.runtime_by_corr
     call_of = [by_corr.get(d.correlation, -1) if d.correlation else -1 for d in rows.device]
     names = ops.names
     op_of_call = [names[i] if i >= 0 else None for i in tree.launcher_of_runtime]
     host_busy: list[list[tuple[int, int]]] = [[] for _ in steps.spans]
-    if rows.device:
-        for i, (p, s) in enumerate(zip(tree.parent, tree.op_step)):
-            if p < 0 and s >= 0:
-                host_busy[s].append((ops.starts[i], ops.starts[i] + ops.durs[i]))
-    windows = [(span.start_ns, span.end_ns) for span in steps.spans]
+    for i, (p, s) in enumerate(zip(tree.parent, tree.op_step)):
+        if p < 0 and s >= 0:
+            host_busy[s].append((ops.starts[i], ops.starts[i] + ops.durs[i]))
     return timeline(rows.device, runtime, Launches(call_of, op_of_call), windows, steps.of, host_busy)
 
 

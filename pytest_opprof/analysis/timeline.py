@@ -95,6 +95,9 @@ def timeline(
 ) -> Timeline:
     """Stage: the capture's figures, per step (a device event belongs to the step of its launch
     call, else of its start), streams, host-bound time and launch-bound ops."""
+    if not device:  # a CPU capture: the same fields, all zero, at no cost per step
+        empty = TimelineFigures(0, 0, 0, 0, 0, 0, 0, None)
+        return Timeline(empty, (), (empty,) * len(steps), 0, None, ())
     order = sorted(range(len(device)), key=lambda i: device[i].start_ns)  # one sort serves every union
     events = [device[i] for i in order]
     call_of = [launches.call_of[i] for i in order]
