@@ -150,7 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
-    _give_back_a_path_taken_by_the_update_flag(config)
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
@@ -180,19 +179,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
-
-
-def _give_back_a_path_taken_by_the_update_flag(config: pytest.Config) -> None:
-    """`pytest --opprof-update-baseline tests/test_x.py`: the flag's optional value swallowed the
-    path. A value that names a test path is the path: the flag means "changed", the path goes
-    back to pytest's arguments (collection reads them after this hook). Normally done already
-    before the initial conftests (above); this catches the flag given through addopts."""
-    value = config.getoption("opprof_update_baseline")
-    if not _names_a_path(config, value):
-        return  # a mode, or not a path: the settings say what the flag accepts
-    config.option.opprof_update_baseline = "changed"
-    given = config.args_source == pytest.Config.ArgsSource.ARGS
-    config.args[:] = [*config.args, value] if given else [value]
 
 
 def _resolve_device(config: pytest.Config, state: RunState) -> None:
