@@ -12,6 +12,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -174,20 +175,35 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     if cuda:
         torch.cuda.synchronize()  # earlier work must not spill into the first step
     prof = _new_profiler(torch, cuda, work)
-    with quiet_kineto():
+    with quiet_profiler():
         prof.start()
     return prof, cuda
 
 
-_KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):[^\n]*\] ")
+# Kineto's lines at every profiler start and stop, and its one line at the first stop of a CUDA
+# build of torch on a machine without a GPU driver (the capture then runs on the CPU, as the
+# report's device says).
+_KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):[^\n]*\] |^ERROR:[^\n]*\] gpuGetDeviceCount failed with code ")
+# torch 2.11-2.12 warn at every first start that a profiler "clears events at the end of each
+# cycle": true of every capture, which runs one cycle.
+_ONE_CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
 
 
 @contextmanager
-def quiet_kineto() -> Iterator[None]:
+def quiet_profiler() -> Iterator[None]:
     """Kineto writes `USDT: ... profiler_start` and `STAGE: ... Completed Stage` lines to the
     process's stderr at every profiler start and stop, which nobody asked for (they fill every
     failing test's captured stderr). Around a start or stop, stderr (fd 2) goes to a temporary
-    file; every other line (a Kineto error, anything else written meanwhile) is written back."""
+    file; every other line (a Kineto error, anything else written meanwhile) is written back.
+    torch's warning that a profiler keeps one cycle's events is dropped too."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_ONE_CYCLE_WARNING, category=UserWarning)
+        with _stderr_filtered(_KINETO_CHATTER):
+            yield
+
+
+@contextmanager
+def _stderr_filtered(drop: re.Pattern[bytes]) -> Iterator[None]:
     try:
         saved = os.dup(2)
     except OSError:  # no stderr to redirect
@@ -201,7 +217,7 @@ def quiet_kineto() -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
-            kept = [line for line in sink.read().splitlines(keepends=True) if not _KINETO_CHATTER.match(line)]
+            kept = [line for line in sink.read().splitlines(keepends=True) if not drop.match(line)]
             if kept:
                 os.write(2, b"".join(kept))
 
@@ -244,7 +260,7 @@ class StepRecorder:
             self._step.__enter__()
         except BaseException:
             self._prof = None
-            with quiet_kineto():
+            with quiet_profiler():
                 prof.stop()
             raise
         if self._step_aside:
@@ -282,7 +298,7 @@ class StepRecorder:
                 _end_step_sync(torch)
             self._step.__exit__(None, None, None)
         finally:
-            with quiet_kineto():
+            with quiet_profiler():
                 prof.stop()
         if self._probe is not None:
             self._probe()
@@ -298,7 +314,7 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
     try:
         yield prof, cuda
     finally:
-        with quiet_kineto():
+        with quiet_profiler():
             prof.stop()  # whatever happened in the body
 
 

@@ -1,37 +1,59 @@
 #!/usr/bin/env bash
 # The one prepared run for a GPU machine (no network, a few minutes of device time):
 #   bash scripts/gpu_check.sh [OUT]          (OUT defaults to $OUT, else ./gpu-out)
-# 1. install the project without network; 2. the cuda-marked tests; 3. the example suite
-# measured on the GPU (JSON, HTML, traces); 4. the GPU benches (observer effect, capture speed);
-# 5. small recorded traces for tests/data/ with torch's own key_averages() figures.
-# Every step has its own timeout and the script goes on after a failure: whatever ran is in OUT.
+# 1. install the project without network (from the source tree if pip cannot build); 2. the
+# cuda-marked tests; 3. the example suite measured on the GPU (JSON, HTML, CSV, traces); 4. the GPU
+# benches (observer effect, capture speed); 5. small recorded traces for tests/data/ with torch's
+# own key_averages() figures.
+# Every step has its own timeout and the script goes on after a failure. OUT receives two files,
+# rewritten after every step so a run cut short still brings back what ran: summary.txt (this
+# output) and gpu-check.tar.gz (every log, report and trace; the device tool returns 8 files at most).
 # Budget: under 8 minutes on an H200 (each step's timeout below; they sum to 7.5 minutes).
+# A dry run of the plumbing without a GPU: GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh /tmp/out
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-gpu-out}}"
+DEVICE="${GPU_CHECK_DEVICE:-cuda}"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+WORK="$(mktemp -d)/gpu-check"
+mkdir -p "$WORK"
+exec > >(tee "$OUT/summary.txt") 2>&1
 START=$(date +%s)
 status=0
-step() {  # step NAME SECONDS COMMAND...: run, log to OUT/NAME.txt, keep the exit code
+# the interpreter that holds torch: $PYTHON, else python3 (some images have no plain `python`)
+PY="${PYTHON:-$(command -v python3 || command -v python)}"
+pack() { tar czf "$OUT/gpu-check.tar.gz" -C "$(dirname "$WORK")" gpu-check; }
+step() {  # step NAME SECONDS COMMAND...: run, log to WORK/NAME.txt, pack; returns the exit code
     local name=$1 limit=$2
     shift 2
     echo "== $name (at $(( $(date +%s) - START )) s, limit ${limit} s)"
-    timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
+    timeout "$limit" "$@" > "$WORK/$name.txt" 2>&1
     local rc=$?
-    tail -n 25 "$OUT/$name.txt"
+    tail -n 25 "$WORK/$name.txt"
     echo "== $name: exit $rc"
     [ "$rc" = 0 ] || status=1
+    pack
+    return $rc
 }
 
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$OUT/nvidia-smi.txt"
-python -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '')" > "$OUT/torch.txt" 2>&1
-step install 45 python -m pip install -q --no-deps --no-build-isolation -e .
-step cuda-tests 140 python -m pytest -p no:cacheprovider -q -rA -m cuda tests --junitxml="$OUT/cuda-tests.xml"
-step examples 100 python -m pytest -p no:cacheprovider -q --opprof conftest_examples \
-    --opprof-json="$OUT/examples.json" --opprof-html="$OUT/examples.html" --opprof-csv="$OUT/examples.csv" \
-    --opprof-trace-dir="$OUT/example-traces" --opprof-trace=all
-step observer 40 python bench/observer.py --device cuda --runs 5
-step capture-speed 55 python bench/bench_analysis.py --device cuda --capture-events 100000 --trace-events 50000 --repeat 3
-step record-traces 70 python scripts/record_gpu_traces.py "$OUT/fixtures"
-echo "== done in $(( $(date +%s) - START )) s; exit $status; files in $OUT"
+nvidia-smi > "$WORK/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$WORK/nvidia-smi.txt"
+"$PY" -c "import torch, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '', 'pytest', pytest.__version__)" | tee "$WORK/versions.txt"
+before=$status
+step install 45 "$PY" -m pip install -q --no-deps --no-build-isolation -e .
+# without network a failed build (setuptools without `wheel`, say) must not cost the run:
+# register the plugin from the source tree instead, as an install would
+if ! "$PY" scripts/install_from_source.py --check > /dev/null 2>&1; then
+    step install-from-source 10 "$PY" scripts/install_from_source.py
+    step install-check 10 "$PY" scripts/install_from_source.py --check && status=$before
+fi
+step cuda-tests 140 "$PY" -m pytest -p no:cacheprovider -q -rA -m cuda tests --junitxml="$WORK/cuda-tests.xml"
+step examples 100 "$PY" -m pytest -p no:cacheprovider -q --opprof conftest_examples \
+    --opprof-json="$WORK/examples.json" --opprof-html="$WORK/examples.html" --opprof-csv="$WORK/examples.csv" \
+    --opprof-trace-dir="$WORK/example-traces" --opprof-trace=all
+step observer 40 "$PY" bench/observer.py --device "$DEVICE" --runs 5
+step capture-speed 55 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 100000 --trace-events 50000 --repeat 3
+step record-traces 70 "$PY" scripts/record_gpu_traces.py --device "$DEVICE" "$WORK/fixtures"
+echo "== done in $(( $(date +%s) - START )) s; exit $status; everything in $OUT/gpu-check.tar.gz"
+pack
 exit $status

@@ -1,17 +1,20 @@
 """Record small traces of known models on a CUDA GPU, for test fixtures (tests/data/).
 
-    python scripts/record_gpu_traces.py OUT_DIR
+    python scripts/record_gpu_traces.py [--device cuda|cpu] OUT_DIR
 
 Writes, each a few steps with `opprof.run`'s capture exported as a Chrome trace (.json.gz):
   matmul_copy_sync  three matmuls, a copy to the host and a synchronisation per step
   compiled_block    a torch.compile'd block (Triton kernels launched through cuLaunchKernel)
   cuda_graph        a CUDA-graph replay of a small MLP
 and `expected.json`: per trace, the numbers torch's own key_averages() gives for the same
-capture (device time and calls per op), to pin them in CPU-side tests.
+capture (device time and calls per op), to pin them in CPU-side tests. Files are named
+`h200_<model>.json.gz` on a GPU; `--device cpu` (a dry run of the plumbing, no CUDA graph)
+writes `cpu_<model>.json.gz`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,21 +24,28 @@ import torch
 from pytest_opprof import from_profiler
 
 
-def profiled(fn, steps: int = 3, warmup: int = 3):
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def profiled(fn, device: str, steps: int = 3, warmup: int = 3):
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    synchronize(device)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as prof:
         for i in range(steps):
             with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                 fn()
-                torch.cuda.synchronize()
+                synchronize(device)
     return prof
 
 
-def matmul_copy_sync():
-    a = torch.randn(512, 512, device="cuda")
+def matmul_copy_sync(device: str):
+    a = torch.randn(512, 512, device=device)
 
     def step():
         b = a @ a
@@ -46,10 +56,10 @@ def matmul_copy_sync():
     return step
 
 
-def compiled_block():
-    block = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).cuda().eval()
-    compiled = torch.compile(block)
-    x = torch.randn(64, 256, device="cuda")
+def compiled_block(device: str):
+    block = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
+    compiled = torch.compile(block.to(device).eval())
+    x = torch.randn(64, 256, device=device)
 
     def step():
         with torch.no_grad():
@@ -58,7 +68,8 @@ def compiled_block():
     return step
 
 
-def cuda_graph():
+def cuda_graph(device: str):
+    assert device == "cuda", "a CUDA graph needs a CUDA device"
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256)).cuda().eval()
     x = torch.randn(32, 256, device="cuda")
     stream = torch.cuda.Stream()
@@ -82,18 +93,25 @@ def torch_numbers(prof) -> dict:
     return out
 
 
-def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "gpu-traces")
+MODELS = {"matmul_copy_sync": matmul_copy_sync, "compiled_block": compiled_block, "cuda_graph": cuda_graph}
+CPU_MODELS = ("matmul_copy_sync", "compiled_block")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="record small traces of known models for tests/data/")
+    parser.add_argument("out", nargs="?", default="gpu-traces", type=Path)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--only", action="append", choices=sorted(MODELS), help="record these models alone")
+    args = parser.parse_args(argv)
+    names = args.only or (list(MODELS) if args.device == "cuda" else list(CPU_MODELS))
+    prefix = "h200" if args.device == "cuda" else "cpu"
+    out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     expected = {}
-    for name, make in (
-        ("matmul_copy_sync", matmul_copy_sync),
-        ("compiled_block", compiled_block),
-        ("cuda_graph", cuda_graph),
-    ):
-        prof = profiled(make())
+    for name in names:
+        prof = profiled(MODELS[name](args.device), args.device)
         profile = from_profiler(prof)
-        path = out / f"h200_{name}.json.gz"
+        path = out / f"{prefix}_{name}.json.gz"
         profile.export_chrome_trace(str(path))
         expected[name] = {"torch": torch_numbers(prof), "opprof": profile.to_dict()}
         print(f"{path}: {path.stat().st_size} bytes, {len(profile.ops)} ops, {len(profile.kernels)} kernels")
@@ -102,4 +120,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

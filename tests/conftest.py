@@ -113,8 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
             import torch
     except ImportError:
         return
-    from pytest_opprof.capture import quiet_kineto
+    from pytest_opprof.capture import quiet_profiler
 
-    with quiet_kineto():  # Kineto's USDT lines at start and stop
+    with quiet_profiler():  # Kineto's USDT lines at start and stop
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
             torch.ones(1).add(1)
