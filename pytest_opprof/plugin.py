@@ -9,6 +9,7 @@ import json
 import warnings
 from collections.abc import Callable, Generator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -346,7 +347,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.passed and fixture.error_messages:
         # Untrusted numbers or an unusable baseline are neither a pass nor a fail: an error.
         report.outcome = "failed"
-        report.longrepr = "\n".join(fixture.error_messages)
+        report.longrepr = UntrustedRepr("\n".join(fixture.error_messages))
         report.opprof_untrusted = True
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)
@@ -364,6 +365,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _RESULT = pytest.StashKey[TestResult]()
+
+
+class UntrustedRepr:
+    """The long report of an untrusted measurement: its text, and the `reprcrash` through which
+    pytest 8's short summary shows the reason (pytest 9 shows a plain string's too)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.reprcrash = SimpleNamespace(message=text)
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:  # what xdist carries to its controller, and JUnit XML writes
+        return self.text
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
