@@ -22,12 +22,17 @@ from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import overhead_check
-from .errors import CaptureError, bad_argument, profiler_already_running, profiler_not_finished
+from .errors import (
+    CaptureError,
+    bad_argument,
+    profiler_already_running,
+    profiler_not_finished,
+    trace_already_saved,
+)
 from .events import (
     ANNOTATION,
     CPU_OP,
     DEVICE_KINDS,
-    KERNEL,
     KIND_OF_CATEGORY,
     MEMORY_KINDS,
     NO_DEVICE,
@@ -37,6 +42,7 @@ from .events import (
     freeze,
     gc_paused,
 )
+from .trace import read_trace
 
 T = TypeVar("T")
 _BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
@@ -80,13 +86,7 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
         return EventTable.from_events([])
     pid = os.getpid() if pid is None else pid
     cls = type(kineto_events[0])
-    if hasattr(cls, "activity_type"):
-        kinds = list(map(KIND_OF_CATEGORY.get, map(cls.activity_type, kineto_events), repeat(OTHER)))
-    else:  # older torch: infer from the device type
-        kinds = [
-            (ANNOTATION if e.is_user_annotation() else CPU_OP) if str(e.device_type()).endswith("CPU") else KERNEL
-            for e in kineto_events
-        ]
+    kinds = list(map(KIND_OF_CATEGORY.get, map(cls.activity_type, kineto_events), repeat(OTHER)))
     drop: set[int] = set()
     if hasattr(cls, "is_hidden_event"):
         hidden = list(map(cls.is_hidden_event, kineto_events))
@@ -154,7 +154,39 @@ def from_profiler(prof: Any) -> Profile:
         raise CaptureError(profiler_not_finished())
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
-        return analyze(table_from_kineto(results.events(), with_shapes=with_shapes), source="capture")
+        return analyze(table_of(results, with_shapes=with_shapes), source="capture")
+
+
+def events_carry_category() -> bool:
+    """Whether this torch's profiler events carry their Kineto category (`activity_type`)."""
+    return hasattr(sys.modules["torch"]._C._autograd._KinetoEvent, "activity_type")
+
+
+def table_of(results: Any, with_shapes: bool = False) -> EventTable:
+    """A finished capture's events (torch's `kineto_results`) as a neutral table.
+
+    Where torch's events carry their Kineto category (`activity_type`, torch 2.13), they are read
+    directly. Older torch's events say only CPU or device: a runtime call would pass for an op, a
+    memory copy or a GPU-side annotation for a kernel. There the capture goes through Kineto's
+    own Chrome trace of it (`save()`, as `export_chrome_trace` writes) and the trace reader,
+    whose categories are Kineto's; that trace has no FLOPs, which come from the events, matched
+    by the op's External id. Such a torch saves a capture's trace once: the profilers opprof
+    starts are its own; a user's, already exported, is refused in one line."""
+    if events_carry_category():
+        return table_from_kineto(results.events(), with_shapes=with_shapes)
+    with tempfile.TemporaryDirectory(prefix="opprof-") as folder:
+        path = os.path.join(folder, "capture.json")
+        try:
+            results.save(path)  # once per capture on this torch: a later export of it fails
+        except RuntimeError:
+            raise CaptureError(trace_already_saved(sys.modules["torch"].__version__)) from None
+        table = read_trace(path).table
+    if with_shapes:
+        flops = {e.correlation_id(): e.flops() for e in results.events() if e.flops()}
+        for i, kind in enumerate(table.kind):
+            if kind is CPU_OP:
+                table.flops[i] = flops.get(table.external_id[i], 0)
+    return table
 
 
 def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:

@@ -14,12 +14,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, b_regressed, side_by_side
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, SideRow, b_regressed, side_by_side
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import OpprofError
@@ -252,55 +252,71 @@ def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, BaselineDoc, BaselineDoc
     )
 
 
-def _compare(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class _Compared:
+    """One test compared: its op rows A vs B and the ops B made worse."""
 
-    for given in (args.a, args.b):
+    name: str
+    rows: list[SideRow]
+    worse: list[SideRow]
+
+
+def _compare(args: argparse.Namespace) -> int:
+    _check_compare_paths(args.a, args.b)
+    a, b = _load_side(args.a), _load_side(args.b)
+    pairs, only_a, only_b = _pairs(a, b)
+    results = [
+        _Compared(name, rows, b_regressed(rows, args.min_delta_ms))
+        for name, da, db in pairs
+        for rows in [side_by_side(da, db, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)]
+    ]
+    if args.json:
+        _print_json(_compare_json(args, a, b, results, only_a, only_b))
+    else:
+        print("\n".join(_compare_text(args, a, b, results, only_a, only_b)))
+    return EXIT_REGRESSION if any(r.worse for r in results) else EXIT_OK
+
+
+def _check_compare_paths(first: str, second: str) -> None:
+    """Both exist and are both folders or both files (before reading anything: a folder can be large)."""
+    for given in (first, second):
         if not Path(given).exists():
             raise _UsageError(
                 f"{given}: no such file or folder; give two baseline folders, or two traces or baseline files"
             )
-    dirs = [Path(p).is_dir() for p in (args.a, args.b)]
-    if dirs[0] != dirs[1]:  # before reading anything: a folder can be large
-        folder, other = (args.a, args.b) if dirs[0] else (args.b, args.a)
+    dirs = [Path(p).is_dir() for p in (first, second)]
+    if dirs[0] != dirs[1]:
+        folder, other = (first, second) if dirs[0] else (second, first)
         raise _UsageError(
             f"cannot compare the folder {folder} with the file {other}: "
             "give two baseline folders, or two traces / baseline files"
         )
-    a, b = _load_side(args.a), _load_side(args.b)
-    pairs, only_a, only_b = _pairs(a, b)
-    results = []
-    regressed_any = False
-    for name, da, db in pairs:
-        rows = side_by_side(da, db, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-        worse = b_regressed(rows, args.min_delta_ms)
-        regressed_any = regressed_any or bool(worse)
-        results.append((name, rows, worse))
 
-    if args.json:
-        _print_json(
-            {
-                "schema": 1,
-                "a": a.to_dict(),
-                "b": b.to_dict(),
-                "tolerance": args.tolerance,
-                "min_delta_ms": args.min_delta_ms,
-                "stat": args.stat,
-                "unit": "ms per step; device time for ops that ran on a device, else CPU time",
-                "regressed": regressed_any,
-                "tests": [
-                    {
-                        "test": name,
-                        "regressed": bool(worse),
-                        "ops": [r.to_dict() for r in rows[: args.top]],
-                    }
-                    for name, rows, worse in results
-                ],
-                "only_in_a": only_a,
-                "only_in_b": only_b,
-            }
-        )
-        return EXIT_REGRESSION if regressed_any else EXIT_OK
 
+def _compare_json(
+    args: argparse.Namespace, a: _Side, b: _Side, results: list[_Compared], only_a: list[str], only_b: list[str]
+) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "a": a.to_dict(),
+        "b": b.to_dict(),
+        "tolerance": args.tolerance,
+        "min_delta_ms": args.min_delta_ms,
+        "stat": args.stat,
+        "unit": "ms per step; device time for ops that ran on a device, else CPU time",
+        "regressed": any(r.worse for r in results),
+        "tests": [
+            {"test": r.name, "regressed": bool(r.worse), "ops": [row.to_dict() for row in r.rows[: args.top]]}
+            for r in results
+        ],
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+    }
+
+
+def _compare_text(
+    args: argparse.Namespace, a: _Side, b: _Side, results: list[_Compared], only_a: list[str], only_b: list[str]
+) -> list[str]:
     top = args.top or DEFAULT_TOP
     out = [
         f"A: {a.path} ({a.device_key})",
@@ -308,25 +324,22 @@ def _compare(args: argparse.Namespace) -> int:
         f"ms/step by {args.stat} over steps (device time for ops that ran on a device, else CPU); "
         f"slower/faster beyond {100 * args.tolerance:g}% and {args.min_delta_ms:g} ms",
     ]
-    for name, rows, worse in results:
-        verdict = f"B regressed: {len(worse)} op{'s' if len(worse) != 1 else ''} worse" if worse else "B not worse"
-        out += ["", f"{name}: {verdict}", side_by_side_table(rows, top)]
-        kernels = kernels_under_ops_table(rows, top)
+    for r in results:
+        n = len(r.worse)
+        verdict = f"B regressed: {n} op{'s' if n != 1 else ''} worse" if r.worse else "B not worse"
+        out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]
+        kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
             out += ["", kernels]
     if only_a:
         out += ["", f"only in A ({len(only_a)}): {', '.join(only_a)}"]
     if only_b:
         out += ["", f"only in B ({len(only_b)}): {', '.join(only_b)}"]
-    if not pairs:
+    if not results:
         out += ["", "no test is in both A and B"]
-    total = sum(1 for _, _, worse in results if worse)
-    out += [
-        "",
-        f"opprof compare: {total} of {len(results)} compared test{'s' if len(results) != 1 else ''} regressed in B",
-    ]
-    print("\n".join(out))
-    return EXIT_REGRESSION if regressed_any else EXIT_OK
+    total = sum(1 for r in results if r.worse)
+    plural = "s" if len(results) != 1 else ""
+    return out + ["", f"opprof compare: {total} of {len(results)} compared test{plural} regressed in B"]
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -71,6 +71,14 @@ def profiler_not_finished() -> str:
     )
 
 
+def trace_already_saved(torch_version: str) -> str:
+    return (
+        f"from_profiler(): torch {torch_version} reads a capture through its one trace export, and this "
+        "profiler's trace was already exported; call opprof.from_profiler(prof) before "
+        "prof.export_chrome_trace(), and write the trace with Profile.export_chrome_trace(path)"
+    )
+
+
 def bad_argument(name: str, value: object, expected: str) -> str:
     return f"{name}={value!r}: expected {expected}"
 

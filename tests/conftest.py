@@ -49,12 +49,12 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
 
     capture = importlib.import_module("pytest_opprof.capture")
     clock = FakeClock()
-    read = capture.table_from_kineto
+    read = capture.table_of
 
-    def timed(events, pid=None, with_shapes=False):
-        return clock.apply(read(events, pid, with_shapes), with_shapes)
+    def timed(results, with_shapes=False):
+        return clock.apply(read(results, with_shapes), with_shapes)
 
-    monkeypatch.setattr(capture, "table_from_kineto", timed)
+    monkeypatch.setattr(capture, "table_of", timed)
 
     def unprofiled(torch, fn, args, kwargs):  # a step without the profiler: clock.unprofiled_ns
         fn(*args, **kwargs)

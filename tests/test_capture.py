@@ -245,3 +245,45 @@ def test_exported_trace_carries_the_signature_steps_work(tmp_path):
     path.write_text(text)
     with pytest.raises(TraceError, match=r"t.json: the 'opprof.work' header is malformed \(\['x', 0\] is not a list"):
         load_trace(path)
+
+
+def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbers(monkeypatch):
+    """torch before 2.13 does not say an event's Kineto category (a runtime call would pass for an
+    op, a copy for a kernel): its captures go through Kineto's own trace of them. On the same
+    capture, that route gives the profile the direct one gives, FLOPs and inputs included."""
+    import importlib
+
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    if not capture_module.events_carry_category():
+        pytest.skip(f"torch {torch.__version__} has only the trace route: nothing to compare it with")
+    model, x = make_mlp()
+    model.train()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+        for i in range(3):
+            with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
+                with torch.autograd.profiler.record_function("my annotation"):
+                    model(x).sum().backward()
+    direct = from_profiler(prof).to_dict()
+    monkeypatch.setattr(capture_module, "events_carry_category", lambda: False)
+    through_trace = from_profiler(prof).to_dict()
+    assert through_trace == direct
+    assert any(op["flops"] for op in direct["ops"]) and any(op["signatures"] for op in direct["ops"])
+
+
+def test_older_torch_refuses_a_profiler_whose_one_trace_was_already_exported(monkeypatch):
+    """torch before 2.13 exports a capture's trace once ("Trace is already saved"): from_profiler
+    on a user's profiler exported before says so in one line, naming the order that works."""
+    import importlib
+    from types import SimpleNamespace
+
+    def save(path):
+        raise RuntimeError("Trace is already saved.")
+
+    monkeypatch.setattr(importlib.import_module("pytest_opprof.capture"), "events_carry_category", lambda: False)
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(save=save)), record_shapes=False)
+    with pytest.raises(CaptureError) as caught:
+        from_profiler(prof)
+    message = str(caught.value)
+    assert "\n" not in message and "call opprof.from_profiler(prof) before prof.export_chrome_trace()" in message
+    assert f"torch {torch.__version__}" in message

@@ -95,6 +95,36 @@ def test_a_compilation_in_the_steps_is_set_apart_and_said_in_one_line():
     assert check.message.startswith("torch.compile compiled inside the measured steps: 0/1 in step 1 (4.000 ms)")
 
 
+def test_torch_26_marks_a_compilation_by_an_annotation_only_and_it_is_set_apart_too():
+    """torch 2.6-2.7 emit no `dynamo` op and no compile id: the compilation is the user
+    annotation `_compile.compile_inner (dynamo_timed)` (checked on 2.6.0 and 2.7.1); the ops under
+    it leave the table all the same, and the warning says the id is unknown (`?`)."""
+    events = [
+        step(1, 0, 5000),
+        op("TorchDynamo Cache Lookup", 1, 2),
+        annotation("_compile.compile_inner (dynamo_timed)", 5, 4000),
+        annotation("OutputGraph.call_user_compiler (dynamo_timed)", 100, 3000),
+        op("aten::lift_fresh", 20, 100),
+        op("aten::detach", 300, 50),
+        op("aten::addmm", 400, 10),  # traced while compiling
+        op("Torch-Compiled Region: 0/0", 4100, 80),
+        op("aten::addmm", 4111, 30),
+        op("graph_0_cpp_fused_gelu_0", 4150, 10),
+        step(2, 6000, 100),
+        op("TorchDynamo Cache Lookup", 6001, 2),
+        op("Torch-Compiled Region: 0/0", 6004, 90),
+        op("aten::addmm", 6011, 30),
+        op("graph_0_cpp_fused_gelu_0", 6045, 10),
+    ]
+    profile = analyze(events)
+    assert not {o.name for o in profile.ops} & {"aten::lift_fresh", "aten::detach"}
+    assert profile.op("aten::addmm").calls == 2
+    assert [c.to_dict() for c in profile.compiled.compilations] == [{"step": 1, "compile_id": "?", "ms": 4.0}]
+    (check,) = [c for c in profile.checks if c.name == "compilation"]
+    assert check.message.startswith("torch.compile compiled inside the measured steps: ? in step 1 (4.000 ms)")
+    assert no_recompile()(profile).startswith("recompiled inside the measured steps: ? in step 1 (4.0 ms)")
+
+
 def test_no_recompile_fails_on_a_compilation_in_the_steps_and_on_alternating_compilations():
     """A compilation inside the steps, or a frame switching compilations between steps, fails the
     gate; a steady recompiled frame passes."""

@@ -168,11 +168,12 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
         [
             "FAILED test_gates.py::test_graph_break - AssertionError: graph break: in step 1 Torch-Compiled Region */* "
             "resumed its frame in Torch-Compiled Region */*; 3 resumed regions in 3 steps; torch's reason: "
-            "Call to `torch._dynamo.graph_break()`"
+            "*graph_break*"
         ]
     )
     result.stdout.fnmatch_lines(
-        ["FAILED test_gates.py::test_recompile - AssertionError: recompiled inside the measured steps: *"]
+        # torch >= 2.7 shows the recompilation itself; 2.6 only the compile ids that changed
+        ["FAILED test_gates.py::test_recompile - AssertionError: *recompile*"]
     )
     result.stdout.fnmatch_lines(
         ["FAILED test_gates.py::test_eager_work - AssertionError: *% of the steps' CPU time ran eagerly*aten::sin*"]
@@ -181,5 +182,7 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
         ["*test_compile_in_the_steps: warning compilation: torch.compile compiled inside the measured steps: *"]
     )
     table = out.split("test_gates.py::test_compile_in_the_steps [passed]")[1].split("\ntest_gates.py::")[0]
-    assert "CompiledFxGraph" in table and "cpp_fused_mul_silu" in table
+    clean = out.split("test_gates.py::test_clean_passes_every_gate [passed]")[1].split("\ntest_gates.py::")[0]
+    assert "cpp_fused_mul_silu" in table
+    assert ("CompiledFxGraph" in table) == ("CompiledFxGraph" in clean)  # torch 2.6-2.7 emit none
     assert "dynamo" not in table and "compile" not in table.lower().replace("compiled", "")

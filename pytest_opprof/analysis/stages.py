@@ -26,6 +26,7 @@ from .checks import CheckInputs, trust_checks
 from .compiled import (
     COMPILE_MARK,
     FX_GRAPH,
+    LEGACY_COMPILE_ROOT,
     REGION,
     CompileScan,
     OpView,
@@ -127,7 +128,7 @@ class Rows:
     markers: list[Event]  # ProfilerStep#N annotations (or, in older Kineto, cpu_ops)
     old_markers: list[int]  # rows of step markers written as cpu_op (excluded from the ops)
     sync_windows: list[Event]  # the capture's own step synchronisation
-    compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations
+    compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations (and 2.6-2.7's root)
     runtime_by_corr: dict[int, int] = field(default_factory=dict)  # correlation id -> runtime call
 
     def __post_init__(self) -> None:
@@ -159,7 +160,7 @@ def select_rows(t: EventTable) -> Rows:
         markers,
         old_markers,
         [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION],
-        [e for e in annotations if e.name.startswith(COMPILE_MARK)],
+        [e for e in annotations if e.name.startswith(COMPILE_MARK) or e.name == LEGACY_COMPILE_ROOT],
     )
 
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The supported-versions matrix, run by hand before a release (CI pins torch 2.13 alone: each
+# other torch is a multi-GB CUDA build to download). For each entry: a fresh venv with that torch
+# and pytest, the plugin registered from this checkout (scripts/install_from_source.py, no build),
+# and the whole suite.
+#   bash scripts/compat_check.sh [WORKDIR]        (default /tmp/opprof-compat; logs beside the venvs)
+# Last run: see "Supported versions" in README.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+WORK="${1:-/tmp/opprof-compat}"
+mkdir -p "$WORK"
+MATRIX=(
+    "torch==2.6.0 pytest==8.3.5 numpy<2"   # the floor; numpy present
+    "torch==2.7.1 pytest==8.4.2"
+    "torch==2.11.0 pytest==8.0.0"           # the H200 image's torch; the oldest pytest 8
+    "torch==2.14.1 pytest==9.2.0"           # the newest torch we admit
+)
+status=0
+for entry in "${MATRIX[@]}"; do
+    name=$(echo "$entry" | sed 's/[^A-Za-z0-9.]\{1,\}/_/g')
+    venv="$WORK/$name"
+    echo "== $entry"
+    if [ ! -x "$venv/bin/python" ]; then
+        # shellcheck disable=SC2086  # the entry is several requirements
+        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q $entry pytest-xdist tabulate nvidia-ml-py \
+            > "$WORK/$name.install.log" 2>&1 || { echo "== $entry: install failed ($WORK/$name.install.log)"; status=1; continue; }
+    fi
+    "$venv/bin/python" scripts/install_from_source.py > /dev/null
+    "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider > "$WORK/$name.log" 2>&1
+    rc=$?
+    echo "== $entry: $(tail -n 1 "$WORK/$name.log") (exit $rc; log $WORK/$name.log)"
+    [ "$rc" = 0 ] || status=1
+done
+exit $status
