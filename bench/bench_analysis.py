@@ -85,7 +85,7 @@ def bench_capture(n_events: int, repeat: int, device: str = "cpu") -> None:
         prof.profiler._function_events = None
         gc.collect()
 
-    # torch < 2.13 reads a capture through its one trace export (see capture.table_of): there
+    # torch < 2.12 reads a capture through its one trace export (see capture.table_of): there
     # each run of ours gets a fresh capture of the same workload.
     fresh = not events_carry_category()
 

@@ -28,6 +28,7 @@ from .errors import (
     profiler_already_running,
     profiler_not_finished,
     trace_already_saved,
+    trace_not_written,
 )
 from .events import (
     ANNOTATION,
@@ -165,21 +166,23 @@ def events_carry_category() -> bool:
 def table_of(results: Any, with_shapes: bool = False) -> EventTable:
     """A finished capture's events (torch's `kineto_results`) as a neutral table.
 
-    Where torch's events carry their Kineto category (`activity_type`, torch 2.13), they are read
+    Where torch's events carry their Kineto category (`activity_type`, torch 2.12 on), they are read
     directly. Older torch's events say only CPU or device: a runtime call would pass for an op, a
     memory copy or a GPU-side annotation for a kernel. There the capture goes through Kineto's
     own Chrome trace of it (`save()`, as `export_chrome_trace` writes) and the trace reader,
     whose categories are Kineto's; that trace has no FLOPs, which come from the events, matched
-    by the op's External id. Such a torch saves a capture's trace once: the profilers opprof
-    starts are its own; a user's, already exported, is refused in one line."""
+    by the op's External id. Such a torch writes a capture's trace once: the profilers opprof
+    starts are its own; a user's, already written, is refused in one line naming load_trace."""
     if events_carry_category():
         return table_from_kineto(results.events(), with_shapes=with_shapes)
     with tempfile.TemporaryDirectory(prefix="opprof-") as folder:
         path = os.path.join(folder, "capture.json")
         try:
             results.save(path)  # once per capture on this torch: a later export of it fails
-        except RuntimeError:
-            raise CaptureError(trace_already_saved(sys.modules["torch"].__version__)) from None
+        except RuntimeError as exc:
+            if "already saved" in str(exc):
+                raise CaptureError(trace_already_saved(sys.modules["torch"].__version__)) from None
+            raise CaptureError(trace_not_written(str(exc).strip())) from None
         table = read_trace(path).table
     if with_shapes:
         flops = {e.correlation_id(): e.flops() for e in results.events() if e.flops()}
@@ -216,7 +219,7 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
 # build of torch on a machine without a GPU driver (the capture then runs on the CPU, as the
 # report's device says).
 _KINETO_CHATTER = re.compile(rb"^(USDT|STAGE):[^\n]*\] |^ERROR:[^\n]*\] gpuGetDeviceCount failed with code ")
-# torch 2.11-2.12 warn at every first start that a profiler "clears events at the end of each
+# torch 2.10-2.11 warn at every first start that a profiler "clears events at the end of each
 # cycle": true of every capture, which runs one cycle.
 _ONE_CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
 

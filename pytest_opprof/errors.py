@@ -73,10 +73,15 @@ def profiler_not_finished() -> str:
 
 def trace_already_saved(torch_version: str) -> str:
     return (
-        f"from_profiler(): torch {torch_version} reads a capture through its one trace export, and this "
-        "profiler's trace was already exported; call opprof.from_profiler(prof) before "
-        "prof.export_chrome_trace(), and write the trace with Profile.export_chrome_trace(path)"
+        f"from_profiler(): torch {torch_version} lets opprof read a capture only through its trace, which it "
+        "writes once, and this profiler's trace was already written (by prof.export_chrome_trace(), an "
+        "on_trace_ready handler or an earlier from_profiler); read that file with opprof.load_trace(path), "
+        "or call from_profiler(prof) once and write the trace with Profile.export_chrome_trace(path)"
     )
+
+
+def trace_not_written(reason: str) -> str:
+    return f"from_profiler(): Kineto could not write the capture's trace to a temporary file: {reason}"
 
 
 def bad_argument(name: str, value: object, expected: str) -> str:

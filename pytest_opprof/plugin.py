@@ -383,6 +383,13 @@ class UntrustedRepr:
         return self.text
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # xdist carries a report's long repr to its controller as text: an untrusted one gets back the
+    # reprcrash through which pytest 8's short summary names the reason.
+    if getattr(report, "opprof_untrusted", False) and isinstance(report.longrepr, str):
+        report.longrepr = UntrustedRepr(report.longrepr)  # type: ignore[assignment]  # read duck-typed
+
+
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
     if getattr(report, "opprof_untrusted", False):
         # A plain word, red from the failed outcome: pytest < 8.3's short summary printed a

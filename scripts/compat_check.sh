@@ -12,6 +12,7 @@ mkdir -p "$WORK"
 MATRIX=(
     "torch==2.6.0 pytest==8.3.5 numpy<2"   # the floor; numpy present
     "torch==2.7.1 pytest==8.4.2"
+    "torch==2.9.1 pytest==8.2.2"
     "torch==2.11.0 pytest==8.0.0"           # the H200 image's torch; the oldest pytest 8
     "torch==2.14.1 pytest==9.2.0"           # the newest torch we admit
 )
@@ -20,12 +21,15 @@ for entry in "${MATRIX[@]}"; do
     name=$(echo "$entry" | sed 's/[^A-Za-z0-9.]\{1,\}/_/g')
     venv="$WORK/$name"
     echo "== $entry"
-    if [ ! -x "$venv/bin/python" ]; then
+    if [ ! -f "$venv/.installed" ]; then  # a venv whose install failed is made again
+        rm -rf "$venv"
         # shellcheck disable=SC2086  # the entry is several requirements
         python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q $entry pytest-xdist tabulate nvidia-ml-py \
-            > "$WORK/$name.install.log" 2>&1 || { echo "== $entry: install failed ($WORK/$name.install.log)"; status=1; continue; }
+            > "$WORK/$name.install.log" 2>&1 && touch "$venv/.installed" \
+            || { echo "== $entry: install failed ($WORK/$name.install.log)"; status=1; continue; }
     fi
-    "$venv/bin/python" scripts/install_from_source.py > /dev/null
+    "$venv/bin/python" scripts/install_from_source.py > /dev/null \
+        || { echo "== $entry: the plugin could not be registered"; status=1; continue; }
     "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider > "$WORK/$name.log" 2>&1
     rc=$?
     echo "== $entry: $(tail -n 1 "$WORK/$name.log") (exit $rc; log $WORK/$name.log)"

@@ -8,7 +8,8 @@
 # Every step has its own timeout and the script goes on after a failure. OUT receives two files,
 # rewritten after every step so a run cut short still brings back what ran: summary.txt (this
 # output) and gpu-check.tar.gz (every log, report and trace; the device tool returns 8 files at most).
-# Budget: under 8 minutes on an H200 (each step's timeout below; they sum to 7.5 minutes).
+# Budget: the step limits below sum to 450 s (7.5 minutes, the two fallback-install steps
+# included); a step that hangs is killed at its limit with its log and Python's stack kept.
 # A dry run of the plumbing without a GPU: GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh /tmp/out
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,16 +20,21 @@ OUT="$(cd "$OUT" && pwd)"
 WORK="$(mktemp -d)/gpu-check"
 mkdir -p "$WORK"
 exec > >(tee "$OUT/summary.txt") 2>&1
+export PYTHONUNBUFFERED=1                 # a step killed at its limit keeps what it printed
+export PYTHONFAULTHANDLER=1
 START=$(date +%s)
 status=0
 # the interpreter that holds torch: $PYTHON, else python3 (some images have no plain `python`)
 PY="${PYTHON:-$(command -v python3 || command -v python)}"
-pack() { tar czf "$OUT/gpu-check.tar.gz" -C "$(dirname "$WORK")" gpu-check; }
+pack() {  # the tarball is replaced whole, never left half-written
+    tar czf "$OUT/.gpu-check.tar.gz.part" -C "$(dirname "$WORK")" gpu-check \
+        && mv -f "$OUT/.gpu-check.tar.gz.part" "$OUT/gpu-check.tar.gz"
+}
 step() {  # step NAME SECONDS COMMAND...: run, log to WORK/NAME.txt, pack; returns the exit code
     local name=$1 limit=$2
     shift 2
     echo "== $name (at $(( $(date +%s) - START )) s, limit ${limit} s)"
-    timeout "$limit" "$@" > "$WORK/$name.txt" 2>&1
+    timeout -k 5 "$limit" "$@" > "$WORK/$name.txt" 2>&1
     local rc=$?
     tail -n 25 "$WORK/$name.txt"
     echo "== $name: exit $rc"
@@ -36,24 +42,28 @@ step() {  # step NAME SECONDS COMMAND...: run, log to WORK/NAME.txt, pack; retur
     pack
     return $rc
 }
+# pytest: each test's name as it starts, and the stack of one that hangs for a minute
+PYTEST=("$PY" -m pytest -p no:cacheprovider -o faulthandler_timeout=60)
 
 nvidia-smi > "$WORK/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$WORK/nvidia-smi.txt"
-"$PY" -c "import torch, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '', 'pytest', pytest.__version__)" | tee "$WORK/versions.txt"
+"$PY" -c "import torch, pytest, tabulate, pynvml; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '', 'pytest', pytest.__version__)" 2>&1 | tee "$WORK/versions.txt"
 before=$status
-step install 45 "$PY" -m pip install -q --no-deps --no-build-isolation -e .
+step install 40 "$PY" -m pip install -q --no-deps --no-build-isolation -e .
 # without network a failed build (setuptools without `wheel`, say) must not cost the run:
 # register the plugin from the source tree instead, as an install would
 if ! "$PY" scripts/install_from_source.py --check > /dev/null 2>&1; then
     step install-from-source 10 "$PY" scripts/install_from_source.py
     step install-check 10 "$PY" scripts/install_from_source.py --check && status=$before
 fi
-step cuda-tests 140 "$PY" -m pytest -p no:cacheprovider -q -rA -m cuda tests --junitxml="$WORK/cuda-tests.xml"
-step examples 100 "$PY" -m pytest -p no:cacheprovider -q --opprof conftest_examples \
+step cuda-tests 140 "${PYTEST[@]}" -v -rA -m cuda tests --junitxml="$WORK/cuda-tests.xml"
+step examples 75 "${PYTEST[@]}" -q --opprof conftest_examples \
     --opprof-json="$WORK/examples.json" --opprof-html="$WORK/examples.html" --opprof-csv="$WORK/examples.csv" \
     --opprof-trace-dir="$WORK/example-traces" --opprof-trace=all
 step observer 40 "$PY" bench/observer.py --device "$DEVICE" --runs 5
-step capture-speed 55 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 100000 --trace-events 50000 --repeat 3
-step record-traces 70 "$PY" scripts/record_gpu_traces.py --device "$DEVICE" "$WORK/fixtures"
+step capture-speed 50 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 100000 --trace-events 50000 --repeat 3
+step record-traces 85 "$PY" scripts/record_gpu_traces.py --device "$DEVICE" "$WORK/fixtures"
 echo "== done in $(( $(date +%s) - START )) s; exit $status; everything in $OUT/gpu-check.tar.gz"
 pack
+exec >&- 2>&-
+wait  # for tee: the last lines reach summary.txt before the script ends
 exit $status

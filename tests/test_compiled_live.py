@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 torch = pytest.importorskip("torch")
+TORCH_RELEASE = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 
 if shutil.which("g++") is None and shutil.which("c++") is None:  # Inductor's CPU backend compiles C++
     pytest.skip("torch.compile on CPU needs a C++ compiler", allow_module_level=True)
@@ -184,5 +185,8 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
     table = out.split("test_gates.py::test_compile_in_the_steps [passed]")[1].split("\ntest_gates.py::")[0]
     clean = out.split("test_gates.py::test_clean_passes_every_gate [passed]")[1].split("\ntest_gates.py::")[0]
     assert "cpp_fused_mul_silu" in table
-    assert ("CompiledFxGraph" in table) == ("CompiledFxGraph" in clean)  # torch 2.6-2.7 emit none
+    if TORCH_RELEASE >= (2, 11):  # seen on 2.11, 2.13, 2.14; torch 2.6-2.7 emit no graph-call event
+        assert "CompiledFxGraph" in table and "CompiledFxGraph" in clean
+    else:
+        assert ("CompiledFxGraph" in table) == ("CompiledFxGraph" in clean)
     assert "dynamo" not in table and "compile" not in table.lower().replace("compiled", "")

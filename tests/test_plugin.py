@@ -441,6 +441,16 @@ def test_error_is_reported_as_error_not_pass(user_run):
     assert outcomes["test_fail_count"] == "failed"
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]])
+def test_an_untrusted_measurement_names_its_reason_in_the_short_summary(pytester, xdist):
+    """`-rE` names why the measurement was untrusted, in-process and from an xdist worker (whose
+    report reaches the controller with its long repr as text), on every pytest 8 and 9."""
+    pytester.makepyfile(test_u="def test_nothing_measured(opprof):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof", "-rE", *xdist)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["ERROR test_u.py::test_nothing_measured - opprof: the measurement*"])
+
+
 def test_json_report_has_every_measured_test_with_per_step_counts(user_run):
     """--opprof-json: device facts, and per test nodeid, outcome, profile with per-step op counts, checks."""
     _, report = user_run
