@@ -1,7 +1,8 @@
 """The live source: run code under torch.profiler and read its raw Kineto events.
 
-We read `prof.profiler.kineto_results.events()` directly. torch's own `prof.events()` and
-`key_averages()` build a Python object tree per event and cost ~30x more (bench/bench_analysis.py).
+We read `prof.profiler.kineto_results.events()` directly (torch 2.12+; older torch through
+Kineto's own trace of the capture, see `table_of`). torch's own `prof.events()` and
+`key_averages()` build a Python object tree per event and cost ~20x more (bench/bench_analysis.py).
 torch is imported lazily, so the rest of the package works without it.
 """
 

@@ -96,9 +96,9 @@ def test_a_compilation_in_the_steps_is_set_apart_and_said_in_one_line():
 
 
 def test_torch_26_marks_a_compilation_by_an_annotation_only_and_it_is_set_apart_too():
-    """torch 2.6-2.7 emit no `dynamo` op and no compile id: the compilation is the user
-    annotation `_compile.compile_inner (dynamo_timed)` (checked on 2.6.0 and 2.7.1); the ops under
-    it leave the table all the same, and the warning says the id is unknown (`?`)."""
+    """torch before 2.11 emits no `dynamo` op and no compile id: the compilation is the user
+    annotation `_compile.compile_inner (dynamo_timed)` (checked on 2.6.0, 2.7.1 and 2.9.1); the
+    ops under it leave the table all the same, and the warning says the id is unknown (`?`)."""
     events = [
         step(1, 0, 5000),
         op("TorchDynamo Cache Lookup", 1, 2),

@@ -7,8 +7,9 @@ resumes the frame in another region, nested inside the first); `## Call Compiled
 spans a compiled graph's work; `dynamo` wraps a compilation (its `dynamo_data: compile_id=F/C`
 annotation names it), with hundreds of compiler ops inside. The frame counter is process-wide
 and the hash changes with any model edit, so both are kept as details, never in an op name.
-Older torch (2.6, 2.7; checked) has no `dynamo` op and no CompiledFxGraph: a compilation is the
-user annotation `_compile.compile_inner (dynamo_timed)`, without a compile id.
+Older torch (checked: 2.6, 2.7, 2.9) has no `dynamo` op and no CompiledFxGraph op (2.9 writes
+it as an annotation): a compilation is the user annotation `_compile.compile_inner
+(dynamo_timed)`, without a compile id.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _FX = re.compile(r"## Call CompiledFxGraph (\S+) ##$")
 _PREFIXES = ("Torch-Compiled Region: ", "## Call CompiledFxGraph ")
 COMPILE_ROOT = "dynamo"
 COMPILE_MARK = "dynamo_data: "
-LEGACY_COMPILE_ROOT = "_compile.compile_inner (dynamo_timed)"  # torch 2.6-2.7: an annotation
+LEGACY_COMPILE_ROOT = "_compile.compile_inner (dynamo_timed)"  # torch < 2.11: an annotation
 _COMPILE_ID = re.compile(r"compile_id=([^,\s]+)")
 # Ops that are compiled code: everything under them ran as the compiled graph.
 COMPILED_CODE = frozenset({FX_GRAPH, "CompiledFunction", "CompiledFunctionBackward"})
@@ -78,7 +79,7 @@ def scan_compilation(
 ) -> tuple[CompileScan, list[bool] | None, list[str] | None]:  # fmt: skip
     """Stage: which ops to keep (None: all; compiler ops inside a compilation go) and the ops'
     stable names (None: unchanged). Costs one set() of the names when nothing was compiled.
-    `marks`: the compile annotations (`dynamo_data: ...`, and torch 2.6-2.7's compile root)."""
+    `marks`: the compile annotations (`dynamo_data: ...`, and older torch's compile root)."""
     distinct = set(names)
     renamed = {n: stable_name(n) for n in distinct if n.startswith(_PREFIXES)}
     legacy = [m for m in marks if m.name == LEGACY_COMPILE_ROOT]

@@ -128,7 +128,7 @@ class Rows:
     markers: list[Event]  # ProfilerStep#N annotations (or, in older Kineto, cpu_ops)
     old_markers: list[int]  # rows of step markers written as cpu_op (excluded from the ops)
     sync_windows: list[Event]  # the capture's own step synchronisation
-    compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations (and 2.6-2.7's root)
+    compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations (and older torch's root)
     runtime_by_corr: dict[int, int] = field(default_factory=dict)  # correlation id -> runtime call
 
     def __post_init__(self) -> None:
