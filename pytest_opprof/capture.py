@@ -88,17 +88,7 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
         return EventTable.from_events([])
     pid = os.getpid() if pid is None else pid
     cls = type(kineto_events[0])
-    kinds = list(map(KIND_OF_CATEGORY.get, map(cls.activity_type, kineto_events), repeat(OTHER)))
-    drop: set[int] = set()
-    if hasattr(cls, "is_hidden_event"):
-        hidden = list(map(cls.is_hidden_event, kineto_events))
-        if any(hidden):
-            drop.update(i for i, h in enumerate(hidden) if h)
-    if OTHER in kinds or PYTHON in kinds:
-        drop.update(i for i, k in enumerate(kinds) if k is OTHER or k is PYTHON)
-    if drop:
-        kineto_events = [e for i, e in enumerate(kineto_events) if i not in drop]
-        kinds = [k for i, k in enumerate(kinds) if i not in drop]
+    kineto_events, kinds = _kept_events(kineto_events, cls)
     n = len(kinds)
     links_needed = not {CPU_OP, ANNOTATION}.issuperset(kinds)
     # Ids only link device work and runtime calls to ops: a CPU-only capture skips reading them.
@@ -123,7 +113,32 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
     )
     if with_shapes:
         _read_inputs(table, kineto_events, cls)
-    for i, kind in enumerate(kinds) if links_needed else ():
+    if links_needed:
+        _link_device_work(table, kineto_events, corrs)
+    return table
+
+
+def _kept_events(kineto_events: Any, cls: Any) -> tuple[Any, list[str]]:
+    """The events and their kinds, without torch's hidden events, Python functions and kinds we
+    do not read."""
+    kinds = list(map(KIND_OF_CATEGORY.get, map(cls.activity_type, kineto_events), repeat(OTHER)))
+    drop: set[int] = set()
+    if hasattr(cls, "is_hidden_event"):
+        hidden = list(map(cls.is_hidden_event, kineto_events))
+        if any(hidden):
+            drop.update(i for i, h in enumerate(hidden) if h)
+    if OTHER in kinds or PYTHON in kinds:
+        drop.update(i for i, k in enumerate(kinds) if k is OTHER or k is PYTHON)
+    if not drop:
+        return kineto_events, kinds
+    kept = [i for i in range(len(kinds)) if i not in drop]
+    return [kineto_events[i] for i in kept], [kinds[i] for i in kept]
+
+
+def _link_device_work(table: EventTable, kineto_events: Any, corrs: list[int]) -> None:
+    """Device events and runtime calls: their correlation ids, the op they link to, and a device
+    event's device, stream and (a memory op's) bytes."""
+    for i, kind in enumerate(table.kind):
         if kind is CPU_OP or kind is ANNOTATION:
             continue
         e = kineto_events[i]
@@ -135,7 +150,6 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
             if kind in MEMORY_KINDS:
                 found = _BYTES.search(e.metadata_json() or "")
                 table.bytes[i] = int(found.group(1)) if found else 0
-    return table
 
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:

@@ -300,3 +300,117 @@ def test_older_torch_refuses_a_profiler_whose_one_trace_was_already_written(monk
         from_profiler(prof)
     message = str(caught.value)
     assert "\n" not in message and we_say in message and message.startswith("from_profiler(): ")
+
+
+class FakeKinetoEvent:
+    """A torch 2.12+ _KinetoEvent's accessors, for a GPU-shaped capture without a GPU."""
+
+    def __init__(self, cat, name, start_ns, dur_ns, tid=1, corr=0, linked=0, device=-1, stream=-1, meta=""):
+        self.cat, self._name, self.start, self.dur, self.tid = cat, name, start_ns, dur_ns, tid
+        self.corr, self.linked, self.device, self.stream, self.meta = corr, linked, device, stream, meta
+
+    def activity_type(self):
+        return self.cat
+
+    def is_hidden_event(self):
+        return self.cat == "hidden"
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self.start
+
+    def duration_ns(self):
+        return self.dur
+
+    def start_thread_id(self):
+        return self.tid
+
+    def correlation_id(self):
+        return self.corr
+
+    def linked_correlation_id(self):
+        return self.linked
+
+    def device_index(self):
+        return self.device
+
+    def device_resource_id(self):
+        return self.stream
+
+    def metadata_json(self):
+        return self.meta
+
+
+def gpu_shaped_capture() -> list[FakeKinetoEvent]:
+    """One step: aten::mm launches a kernel, aten::copy_ a 4 KiB copy to the host; a hidden event
+    and a Python function that the reader drops."""
+    return [
+        FakeKinetoEvent("user_annotation", "ProfilerStep#1", 1_000, 9_000),
+        FakeKinetoEvent("cpu_op", "aten::mm", 2_000, 2_000, corr=10),
+        FakeKinetoEvent("cuda_runtime", "cudaLaunchKernel", 2_500, 500, corr=100, linked=10),
+        FakeKinetoEvent("kernel", "gemm_kernel", 3_100, 1_500, corr=100, linked=10, device=0, stream=7),
+        FakeKinetoEvent("cpu_op", "aten::copy_", 5_000, 3_000, corr=11),
+        FakeKinetoEvent("cuda_runtime", "cudaMemcpyAsync", 5_200, 2_500, corr=101, linked=11),
+        FakeKinetoEvent(
+            "gpu_memcpy",
+            "Memcpy DtoH (Device -> Pageable)",
+            5_400,
+            1_000,
+            corr=101,
+            linked=11,
+            device=0,
+            stream=7,
+            meta='"device": 0, "bytes": 4096',
+        ),  # fmt: skip
+        FakeKinetoEvent("hidden", "hidden op", 6_000, 10),
+        FakeKinetoEvent("python_function", "torch/nn/modules/module.py(1): _call_impl", 1_500, 8_000),
+    ]
+
+
+def as_chrome_trace(events: list[FakeKinetoEvent], pid: int) -> dict:
+    """The same capture as Kineto writes it to a trace (what older torch is read through)."""
+    rows = []
+    for e in events:
+        if e.cat == "hidden":
+            continue
+        on_device = e.device >= 0
+        args = {"External id": e.linked if e.linked else e.corr}
+        if e.cat not in ("cpu_op", "user_annotation", "python_function"):
+            args["correlation"] = e.corr
+        if on_device:
+            args.update(device=e.device, stream=e.stream)
+        if e.cat == "gpu_memcpy":
+            args["bytes"] = 4096
+        rows.append(
+            {
+                "ph": "X", "cat": e.cat, "name": e._name, "ts": e.start / 1000, "dur": e.dur / 1000,
+                "pid": e.device if on_device else pid, "tid": e.stream if on_device else e.tid, "args": args,
+            }
+        )  # fmt: skip
+    return {"traceEvents": rows}
+
+
+def test_a_gpu_shaped_capture_reads_the_same_directly_and_through_kinetos_trace(tmp_path):
+    """torch 2.12+'s events read column by column and the same capture read from Kineto's trace
+    give one profile: the kernel's time on its op, the copy's bytes, the runtime calls apart,
+    hidden events and Python functions dropped. (No GPU here: events built to torch's shapes.)"""
+    import importlib
+    import json
+
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.trace import read_trace
+
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    events = gpu_shaped_capture()
+    direct = analyze(capture_module.table_from_kineto(events, pid=4242), source="capture")
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(as_chrome_trace(events, pid=4242)))
+    through_trace = analyze(read_trace(path).table, source="capture")
+    assert direct.to_dict() == through_trace.to_dict()
+    assert direct.op("aten::mm").device_ns == 1_500 and direct.op("aten::mm").on_device
+    (copy,) = direct.memory_ops
+    assert copy.bytes == 4096 and direct.op("aten::copy_").device_ns == 1_000
+    assert {r.name for r in direct.runtime} == {"cudaLaunchKernel", "cudaMemcpyAsync"}
+    assert not {"hidden op"} & {o.name for o in direct.ops} and len(direct.ops) == 2
