@@ -490,33 +490,9 @@ def side_by_side(
     ka, kb = _kernels_by_op(a, stat), _kernels_by_op(b, stat)
     rows = []
     for name in sorted(set(a.ops) | set(b.ops)):
-        sides: list[tuple[float | None, float | None, str | None]] = []
-        for doc in (a, b):
-            entry = doc.ops.get(name)
-            if entry is None:
-                sides.append((None, None, None))
-                continue
-            samples = list(entry.time_samples)
-            sides.append(
-                (
-                    _calls(entry),
-                    _stat(samples, stat) if samples else 0.0,
-                    "device" if entry.on_device else "cpu",
-                )
-            )
-        (a_calls, a_ms, a_time), (b_calls, b_ms, b_time) = sides
-        if a_ms is None:
-            status = "added"
-        elif b_ms is None:
-            status = "removed"
-        else:
-            delta = b_ms - a_ms
-            if delta > min_delta_ms and delta > tolerance * a_ms:
-                status = "slower"
-            elif -delta > min_delta_ms and -delta > tolerance * a_ms:
-                status = "faster"
-            else:
-                status = "same"
+        a_calls, a_ms, a_time = _side(a, name, stat)
+        b_calls, b_ms, b_time = _side(b, name, stat)
+        status = _side_status(a_ms, b_ms, tolerance, min_delta_ms)
         rows.append(
             SideRow(
                 name,
@@ -533,6 +509,30 @@ def side_by_side(
         )
     rows.sort(key=lambda r: (-abs(r.diff_ms), r.op))
     return rows
+
+
+def _side(doc: BaselineDoc, name: str, stat: str) -> tuple[float | None, float | None, str | None]:
+    """One side of an op's row: calls per step, ms per step by `stat`, and which clock it is
+    (all None when the op is not on this side)."""
+    entry = doc.ops.get(name)
+    if entry is None:
+        return None, None, None
+    samples = list(entry.time_samples)
+    return _calls(entry), _stat(samples, stat) if samples else 0.0, "device" if entry.on_device else "cpu"
+
+
+def _side_status(a_ms: float | None, b_ms: float | None, tolerance: float, min_delta_ms: float) -> str:
+    """added/removed on one side only; slower/faster beyond both the tolerance and the floor."""
+    if a_ms is None:
+        return "added"
+    if b_ms is None:
+        return "removed"
+    delta = b_ms - a_ms
+    if delta > min_delta_ms and delta > tolerance * a_ms:
+        return "slower"
+    if -delta > min_delta_ms and -delta > tolerance * a_ms:
+        return "faster"
+    return "same"
 
 
 def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA_MS) -> list[SideRow]:

@@ -552,19 +552,29 @@ def _median(values: list[float]) -> float:
 
 def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
     """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
+    parts = _baseline_header(path, doc) + ["", _baseline_op_table(doc, top)]
+    for table in (_baseline_kernel_table(doc, top), _baseline_memory_table(doc)):
+        if table:
+            parts += ["", table]
+    return "\n".join(parts)
+
+
+def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     env = doc.environment
     names = {"torch": "torch", "cuda": "CUDA", "hip": "HIP", "driver": "driver", "cuda_driver": "CUDA driver"}
     software = ", ".join(f"{label} {env[k]}" for k, label in names.items() if env.get(k) is not None)
     hardware = env.get("gpu_name") or env.get("cpu_model")
     if hardware:
         software = f"{hardware}; {software}"
-    steps = doc.steps
     walls = list(doc.wall_ms or [])
     wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
-    head = [
+    return [
         f"{doc.nodeid}  [{path}]",
-        f"device {doc.device_key}; {software or 'no software facts'}; {steps} steps{wall}",
+        f"device {doc.device_key}; {software or 'no software facts'}; {doc.steps} steps{wall}",
     ]
+
+
+def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     rows = []
     ops = sorted(doc.ops.items(), key=lambda item: (-_median(list(item[1].time_samples)), item[0]))
     for name, op in ops[:top]:
@@ -579,41 +589,37 @@ def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
                 "device" if op.on_device else "cpu",
             ]
         )
-    parts = head + [
-        "",
-        tabulate(rows, headers=["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"], disable_numparse=True),
-    ]
+    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"]
+    return str(tabulate(rows, headers=headers, disable_numparse=True))
+
+
+def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
     kernels = sorted(doc.kernels.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
-    if kernels:
-        krows = [
-            [
-                short(name, 60),
-                ", ".join(k.ops) or "-",
-                per_step_text(_median(list(k.calls_per_step or [0]))),
-                ms_cell(_median(list(k.device_ms or [0]))),
-            ]
-            for name, k in kernels[:top]
+    rows = [
+        [
+            short(name, 60),
+            ", ".join(k.ops) or "-",
+            per_step_text(_median(list(k.calls_per_step or [0]))),
+            ms_cell(_median(list(k.device_ms or [0]))),
         ]
-        parts += [
-            "",
-            tabulate(krows, headers=["kernel", "launched by", "calls/step", "device ms/step"], disable_numparse=True),
+        for name, k in kernels[:top]
+    ]
+    headers = ["kernel", "launched by", "calls/step", "device ms/step"]
+    return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
+
+
+def _baseline_memory_table(doc: BaselineDoc) -> str:
+    rows = [
+        [
+            name,
+            per_step_text(_median(list(m.calls_per_step or [0]))),
+            ms_cell(_median(list(m.device_ms or [0]))),
+            m.bytes,
         ]
-    memory = doc.memory_ops
-    if memory:
-        mrows = [
-            [
-                name,
-                per_step_text(_median(list(m.calls_per_step or [0]))),
-                ms_cell(_median(list(m.device_ms or [0]))),
-                m.bytes,
-            ]
-            for name, m in sorted(memory.items())
-        ]
-        parts += [
-            "",
-            tabulate(mrows, headers=["memory op", "calls/step", "device ms/step", "bytes"], disable_numparse=True),
-        ]
-    return "\n".join(parts)
+        for name, m in sorted(doc.memory_ops.items())
+    ]
+    headers = ["memory op", "calls/step", "device ms/step", "bytes"]
+    return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
 
 
 def _num(value: float | None, fmt: str) -> str:
