@@ -93,3 +93,19 @@ def test_install_from_source_registers_the_plugin_as_pip_would(tmp_path):
     assert check.returncode == 0, check.stdout
     bare = subprocess.run([sys.executable, "-S", str(script), "--check"], capture_output=True, text=True)
     assert bare.returncode == 1 and "no pytest11 entry point named opprof" in bare.stdout
+
+
+def test_the_compatibility_matrix_spans_the_declared_torch_range():
+    """scripts/compat_check.sh: valid bash, and its matrix runs the oldest torch pyproject.toml
+    admits and a torch below its ceiling, and pytest 8.0 (the floor) and 9.x."""
+    import re
+
+    script = ROOT / "scripts" / "compat_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    entries = re.findall(r'^\s*"(torch==[^"]+)"', script.read_text(), re.M)
+    torches = sorted(tuple(map(int, re.search(r"torch==([\d.]+)", e).group(1).split("."))) for e in entries)
+    pytests = {re.search(r"pytest==([\d.]+)", e).group(1) for e in entries}
+    declared = re.search(r'"torch>=([\d.]+),<([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    floor, ceiling = (tuple(map(int, v.split("."))) for v in declared.groups())
+    assert torches[0][:2] == floor and torches[-1][:2] < ceiling
+    assert "8.0.0" in pytests and any(v.startswith("9.") for v in pytests)
