@@ -265,16 +265,17 @@ def _compare(args: argparse.Namespace) -> int:
     _check_compare_paths(args.a, args.b)
     a, b = _load_side(args.a), _load_side(args.b)
     pairs, only_a, only_b = _pairs(a, b)
-    results = [
-        _Compared(name, rows, b_regressed(rows, args.min_delta_ms))
-        for name, da, db in pairs
-        for rows in [side_by_side(da, db, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)]
-    ]
+    results = [_compared(name, da, db, args) for name, da, db in pairs]
     if args.json:
         _print_json(_compare_json(args, a, b, results, only_a, only_b))
     else:
         print("\n".join(_compare_text(args, a, b, results, only_a, only_b)))
     return EXIT_REGRESSION if any(r.worse for r in results) else EXIT_OK
+
+
+def _compared(name: str, a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace) -> _Compared:
+    rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
+    return _Compared(name, rows, b_regressed(rows, args.min_delta_ms))
 
 
 def _check_compare_paths(first: str, second: str) -> None:

@@ -107,7 +107,7 @@ def _compile_spans(
                 if (found := _COMPILE_ID.search(m.name))
             ]
             spans.append(CompileSpan(pids[i], tids[i], start, end, ids[0] if ids else "?"))
-    return _outermost(spans)
+    return spans
 
 
 def _outermost(spans: list[CompileSpan]) -> list[CompileSpan]:
