@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 
 import pytest
 
@@ -302,45 +303,38 @@ def test_older_torch_refuses_a_profiler_whose_one_trace_was_already_written(monk
     assert "\n" not in message and we_say in message and message.startswith("from_profiler(): ")
 
 
+@dataclass
 class FakeKinetoEvent:
-    """A torch 2.12+ _KinetoEvent's accessors, for a GPU-shaped capture without a GPU."""
+    """A torch 2.12+ _KinetoEvent, for a GPU-shaped capture without a GPU: its accessors (below)
+    return these fields."""
 
-    def __init__(self, cat, name, start_ns, dur_ns, tid=1, corr=0, linked=0, device=-1, stream=-1, meta=""):
-        self.cat, self._name, self.start, self.dur, self.tid = cat, name, start_ns, dur_ns, tid
-        self.corr, self.linked, self.device, self.stream, self.meta = corr, linked, device, stream, meta
+    cat: str
+    label: str
+    start: int
+    dur: int
+    tid: int = 1
+    corr: int = 0
+    linked: int = 0
+    device: int = -1
+    stream: int = -1
+    meta: str = ""
 
-    def activity_type(self):
-        return self.cat
 
-    def is_hidden_event(self):
-        return self.cat == "hidden"
-
-    def name(self):
-        return self._name
-
-    def start_ns(self):
-        return self.start
-
-    def duration_ns(self):
-        return self.dur
-
-    def start_thread_id(self):
-        return self.tid
-
-    def correlation_id(self):
-        return self.corr
-
-    def linked_correlation_id(self):
-        return self.linked
-
-    def device_index(self):
-        return self.device
-
-    def device_resource_id(self):
-        return self.stream
-
-    def metadata_json(self):
-        return self.meta
+KINETO_ACCESSORS = {
+    "activity_type": "cat",
+    "name": "label",
+    "start_ns": "start",
+    "duration_ns": "dur",
+    "start_thread_id": "tid",
+    "correlation_id": "corr",
+    "linked_correlation_id": "linked",
+    "device_index": "device",
+    "device_resource_id": "stream",
+    "metadata_json": "meta",
+}
+for _accessor, _field in KINETO_ACCESSORS.items():
+    setattr(FakeKinetoEvent, _accessor, lambda self, field=_field: getattr(self, field))
+FakeKinetoEvent.is_hidden_event = lambda self: self.cat == "hidden"  # type: ignore[attr-defined]
 
 
 def gpu_shaped_capture() -> list[FakeKinetoEvent]:
@@ -385,7 +379,7 @@ def as_chrome_trace(events: list[FakeKinetoEvent], pid: int) -> dict:
             args["bytes"] = 4096
         rows.append(
             {
-                "ph": "X", "cat": e.cat, "name": e._name, "ts": e.start / 1000, "dur": e.dur / 1000,
+                "ph": "X", "cat": e.cat, "name": e.label, "ts": e.start / 1000, "dur": e.dur / 1000,
                 "pid": e.device if on_device else pid, "tid": e.stream if on_device else e.tid, "args": args,
             }
         )  # fmt: skip
