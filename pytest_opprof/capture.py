@@ -478,7 +478,20 @@ def run_steps(
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
-    enable_compiled_kernel_profiling()
+    with compiled_kernel_profiling():
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work)
+
+
+def _run_steps(
+    torch: Any,
+    fn: Callable[..., T],
+    args: Any,
+    kwargs: dict[str, Any],
+    warmup: int,
+    steps: int,
+    probe: Callable[[], None] | None,
+    work: bool,
+) -> tuple[Profile, T]:
     breaks_before = graph_break_reasons()
     for _ in range(warmup):
         fn(*args, **kwargs)
@@ -553,11 +566,30 @@ INDUCTOR_KERNEL_PROFILE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"
 def enable_compiled_kernel_profiling() -> None:
     """Inductor's C++ kernels show in a profile only when compiled with kernel profiling on:
     switch it on for code compiled from now on (unless the user set it to 0). Nothing is
-    imported; a config already loaded is set too."""
+    imported; a config already loaded is set too. The plugin calls this once under --opprof."""
     os.environ.setdefault(INDUCTOR_KERNEL_PROFILE, "1")
     config = sys.modules.get("torch._inductor.config")
     if config is not None and os.environ[INDUCTOR_KERNEL_PROFILE] == "1":
         config.cpp.enable_kernel_profile = True
+
+
+@contextmanager
+def compiled_kernel_profiling() -> Iterator[None]:
+    """Kernel profiling on for what compiles inside the block only (`measure()` used as a
+    library): the variable and Inductor's flag are as they were after it, so models the caller
+    compiles later are not slowed by it. Kernels compiled inside keep their profiling."""
+    variable = os.environ.get(INDUCTOR_KERNEL_PROFILE)
+    loaded = sys.modules.get("torch._inductor.config")
+    flag = loaded.cpp.enable_kernel_profile if loaded is not None else None
+    enable_compiled_kernel_profiling()
+    try:
+        yield
+    finally:
+        if variable is None:
+            os.environ.pop(INDUCTOR_KERNEL_PROFILE, None)
+        config = sys.modules.get("torch._inductor.config")  # maybe loaded inside: it read the variable
+        if config is not None:
+            config.cpp.enable_kernel_profile = flag if loaded is not None else variable == "1"
 
 
 def graph_break_reasons() -> Counter[str]:

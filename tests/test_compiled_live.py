@@ -5,6 +5,7 @@ named. Captures are timed by the fake clock; compilation itself is real (a few s
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pytest
 
@@ -189,3 +190,45 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
     else:
         assert ("CompiledFxGraph" in table) == ("CompiledFxGraph" in clean)
     assert "dynamo" not in table and "compile" not in table.lower().replace("compiled", "")
+
+
+LIBRARY_USE = """
+import os, sys
+import torch
+from pytest_opprof import measure
+from models import Mlp, Other, infer
+
+VARIABLE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"
+{before}
+profile = measure(infer, torch.compile(Mlp()), warmup=1, steps=1)
+print("rows:", " ".join(op.name for op in profile.ops))
+config = sys.modules["torch._inductor.config"]
+print("after:", os.environ.get(VARIABLE), config.cpp.enable_kernel_profile)
+later = torch.compile(Other())
+infer(later)
+with torch.profiler.profile() as prof:
+    infer(later)
+print("later:", " ".join(sorted(set(e.name for e in prof.events() if "cpp_fused" in e.name))) or "-")
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("", "after: None False"),  # nothing set: nothing left set
+        ("import torch._inductor.config", "after: None False"),  # Inductor loaded before: its flag restored
+        ("os.environ[VARIABLE] = '1'", "after: 1 True"),  # the user's own setting is kept
+    ],
+)
+def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester, before, after):
+    """`measure()` as a library profiles the kernels it compiles, and leaves Inductor's kernel
+    profiling as it found it: a model the caller compiles afterwards is not slowed by it."""
+    pytester.makepyfile(models=MODELS)
+    pytester.makepyfile(use=LIBRARY_USE.replace("{before}", before))
+    result = pytester.run(sys.executable, "use.py")
+    assert result.ret == 0, result.stderr.str()
+    rows = result.stdout.str()
+    assert "cpp_fused_gelu" in rows.split("rows:")[1].split("\n")[0]
+    result.stdout.fnmatch_lines([after])
+    later = rows.split("later:")[1].strip()
+    assert (later != "-") == (after == "after: 1 True"), later
