@@ -21,10 +21,11 @@ NAME = "pytest_opprof"
 
 
 def version() -> str:
-    for line in (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines():
-        if line.startswith("version = "):
+    """The package's one version string (pyproject.toml reads it from there too)."""
+    for line in (ROOT / NAME / "__init__.py").read_text(encoding="utf-8").splitlines():
+        if line.startswith("__version__ = "):
             return line.split("=", 1)[1].strip().strip('"')
-    raise SystemExit("install_from_source: no `version = ` line in pyproject.toml")
+    raise SystemExit(f"install_from_source: no `__version__ = ` line in {NAME}/__init__.py")
 
 
 def install(site: Path) -> Path:

@@ -173,3 +173,20 @@ def test_analyze_csv_is_the_op_table_for_a_spreadsheet(capsys, small_trace):
         assert float(r["calls_per_step"]) == o["per_step"]["calls"]["median"]
     _, top, _ = run_cli(capsys, "analyze", str(small_trace), "--csv", "--top", "1")
     assert len(list(csv.DictReader(io.StringIO(top)))) == 1
+
+
+def test_version_is_the_installed_distributions_and_the_readmes(capsys):
+    """`opprof --version` prints the one version string: the package's, which pyproject reads
+    (dynamic) and the installed distribution carries, and the README's install block shows."""
+    from importlib.metadata import version
+    from pathlib import Path
+
+    import pytest_opprof
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    out = capsys.readouterr().out.strip()
+    assert exit_.value.code == 0 and out == f"opprof {pytest_opprof.__version__}"
+    assert version("pytest-opprof") == pytest_opprof.__version__
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"opprof --version                   # {out}\n" in readme
