@@ -11,6 +11,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import UnsafePathError, outside_folder
 
@@ -38,12 +39,37 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "xb") as f:
-            for chunk in chunks:
-                f.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+            _write_chunks(f, chunks)
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _write_chunks(f: BinaryIO, chunks: Iterable[str | bytes]) -> None:
+    for chunk in chunks:
+        f.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+
+
+def is_stream(path: Path) -> bool:
+    """Whether `path` (symlinks followed) is a pipe, a device or a socket: written into, never
+    replaced (/dev/stdout, /dev/null, a FIFO)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
+    """A report at a path the user named, written as the shell's `>` would: into a pipe or a
+    device as it is (/dev/stdout, /dev/null), a file through a symlink to its target; a file is
+    written whole or not at all (write_atomic_chunks), never the symlink replaced by a file."""
+    if is_stream(path):
+        with open(path, "wb") as f:
+            _write_chunks(f, chunks)
+        return
+    write_atomic_chunks(Path(os.path.realpath(path)), chunks)
 
 
 class NotReadable(ValueError):

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .files import write_atomic_chunks
+from .files import write_output
 from .tables import by_shown_time, median_wall_ns
 
 if TYPE_CHECKING:
@@ -180,4 +180,4 @@ PAGE_TAIL = f"<script>{_SCRIPT}</script></body></html>\n"
 def write_html_report(path: Path, device: dict[str, Any], device_key: str | None, spool: Any) -> None:
     """The page, streamed from the spool's test sections (sorted by node id)."""
     sections: Iterable[str] = spool.html_sections()
-    write_atomic_chunks(path, [page_head(device, device_key, spool.count_html), *sections, PAGE_TAIL])
+    write_output(path, [page_head(device, device_key, spool.count_html), *sections, PAGE_TAIL])

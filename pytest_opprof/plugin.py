@@ -41,6 +41,7 @@ from .settings import (
     SettingsError,
     baseline_dir_problem,
     marker_problem,
+    output_paths_problem,
     parse_settings,
     rule_for,
 )
@@ -160,6 +161,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if settings.measuring and problem:  # resolved where it is used: against the rootdir
         raise pytest.UsageError(problem)
+    clash = output_paths_problem(settings, baseline_root(config.rootpath, settings.baseline_dir))
+    if settings.measuring and clash:
+        raise pytest.UsageError(clash)
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
     outputs = settings.json_path or settings.csv_path or settings.html_path

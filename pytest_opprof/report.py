@@ -22,7 +22,7 @@ from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
-from .files import safe_name, write_atomic, write_atomic_chunks
+from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
 
@@ -469,12 +469,12 @@ def write_run_report(path: Path, device: dict[str, Any], device_key: str | None,
             first = False
         yield "]\n}\n" if first else "\n  ]\n}\n"
 
-    write_atomic_chunks(path, chunks())
+    write_output(path, chunks())
 
 
 def write_csv_report(path: Path, spool: ReportSpool) -> None:
     """The --opprof-csv table: one row per measured test and op, streamed from the spool."""
-    write_atomic_chunks(path, [CSV_HEADER_LINE, *spool.csv_rows()])
+    write_output(path, [CSV_HEADER_LINE, *spool.csv_rows()])
 
 
 def _json_part(record: TestRecord) -> dict[str, Any]:
@@ -537,10 +537,6 @@ def op_csv(
                 ]
         rows.append(row)
     return _csv_text(rows)
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # -- baselines (`opprof show`) and two measurements side by side (`opprof compare`) -----------

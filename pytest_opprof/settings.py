@@ -6,6 +6,7 @@ with its source to `parse_settings`, which validates all of them when pytest sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
 from .errors import SettingsError, closest_names
+from .files import is_stream
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
@@ -401,3 +403,27 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     if found is None:
         return None
     return bad_option("--opprof-baseline-dir", source_value, f"a folder, and {found} is a file", "the rootdir")
+
+
+def output_paths_problem(settings: Settings, baseline_folder: Path) -> str | None:
+    """What is wrong with where the reports go, taken together: two reports at one file (the
+    second would replace the first), or a report or the trace folder inside the baseline folder
+    (a report would replace a committed baseline). Pipes and devices (/dev/null) may be shared."""
+    folder = Path(os.path.realpath(baseline_folder))
+    outputs = [
+        ("--opprof-json", settings.json_path),
+        ("--opprof-csv", settings.csv_path),
+        ("--opprof-html", settings.html_path),
+        ("--opprof-trace-dir", settings.trace_dir),
+    ]
+    taken: dict[Path, str] = {}
+    for flag, value in outputs:
+        if not value:
+            continue
+        where = Path(os.path.realpath(value))
+        if where == folder or folder in where.parents:
+            return f"{flag}: {value!r} is inside the baseline folder {baseline_folder}; write it elsewhere (a report there would replace committed baselines)"
+        if where in taken and not is_stream(where):
+            return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
+        taken[where] = flag
+    return None

@@ -1298,3 +1298,62 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
     result.assert_outcomes(passed=1)
     assert (project.path / "sub-conftest-loaded").exists()
     assert not (project.path / "other-conftest-loaded").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--opprof-json", ".opprof/cpu/test_x.py/test_x.json"],
+            "--opprof-json: '.opprof/cpu/test_x.py/test_x.json' is inside the baseline folder *; write it elsewhere*",
+        ),
+        (
+            ["--opprof-trace-dir", ".opprof/traces"],
+            "--opprof-trace-dir: '.opprof/traces' is inside the baseline folder*",
+        ),
+        (
+            ["--opprof-json", "out/same", "--opprof-csv", "out/./same"],
+            "--opprof-csv: 'out/./same' is also --opprof-json's path, which it would overwrite; give each report its own file",
+        ),
+    ],
+)
+def test_reports_that_would_replace_a_baseline_or_each_other_are_refused_at_start(pytester, args, message):
+    """A report path inside the baseline folder (a committed baseline would be replaced) or
+    shared by two reports is a usage error at start, one line; nothing runs or is written."""
+    pytester.makepyfile("def test_x(opprof): pass")
+    baseline = pytester.path / ".opprof" / "cpu" / "test_x.py" / "test_x.json"
+    baseline.parent.mkdir(parents=True)
+    baseline.write_text('{"committed": true}\n')
+    result = run(pytester, "--opprof", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert baseline.read_text() == '{"committed": true}\n' and not (pytester.path / "out").exists()
+
+
+def test_reports_go_into_a_pipe_or_device_and_through_a_symlink_as_the_shell_would(project):
+    """--opprof-json into a FIFO is written into it (a reader gets the JSON), /dev/null is
+    written into and stays a device (both reports may share it), a symlinked CSV path writes its
+    target and the link stays a link."""
+    import os
+    import stat
+    import threading
+
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    fifo = project.path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    (project.path / "real.csv").write_text("old\n")
+    (project.path / "link.csv").symlink_to("real.csv")
+    result = run(
+        project, "--opprof", "--opprof-json", str(fifo), "--opprof-csv", "link.csv", "--opprof-html", os.devnull
+    )
+    reader.join(timeout=30)
+    result.assert_outcomes(passed=1)
+    assert json.loads(got[0])["tests"][0]["nodeid"].endswith("test_x.py::test_x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert (project.path / "link.csv").is_symlink() and (project.path / "real.csv").read_text().startswith("test,op,")
+    result.stdout.fnmatch_lines([f"opprof: wrote {fifo}", "opprof: wrote link.csv", f"opprof: wrote {os.devnull}"])
