@@ -47,6 +47,7 @@ from .settings import (
 )
 
 MARKER = "opprof"
+BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what is wrong with the test's marker
 TORCH_NUMPY_WARNING = "Failed to initialize NumPy"
 
 
@@ -247,8 +248,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _validate_marker(item: pytest.Item, marker: pytest.Mark) -> None:
     problem = marker_problem(item.nodeid, marker.args, marker.kwargs)
+    if not problem:
+        return
+    if hasattr(item.config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
+        item.stash[BAD_MARKER] = problem
+        return
+    raise pytest.UsageError(problem)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    problem = item.stash.get(BAD_MARKER, None)
     if problem:
-        raise pytest.UsageError(problem)
+        pytest.fail(problem, pytrace=False)
 
 
 def _rule_for(item: pytest.Item, settings: Settings) -> Rule:

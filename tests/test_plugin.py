@@ -247,6 +247,21 @@ def test_bad_marker_arguments_are_errors(project, marker, message):
     result.stderr.fnmatch_lines([f"*test_bad_marker_arguments_are_errors.py::test_x: @pytest.mark.opprof {message}*"])
 
 
+@pytest.mark.parametrize("opprof", [[], ["--opprof"]])
+def test_a_bad_marker_under_xdist_is_that_tests_error_not_an_internal_error(project, opprof):
+    """xdist workers collect, and cannot stop the run: there a bad marker makes its test an
+    error with the same one line (the other tests run), never an INTERNALERROR."""
+    project.makepyfile(
+        test_m="import pytest\n@pytest.mark.opprof(bogus=1)\ndef test_bad(): pass\ndef test_ok(): pass\n"
+    )
+    result = run(project, "-n", "1", *opprof)
+    result.assert_outcomes(passed=1, errors=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        ["test_m.py::test_bad: @pytest.mark.opprof got an unknown keyword 'bogus'; it takes: fail_on, *"]
+    )
+
+
 def test_marked_test_is_measured_without_the_fixture(project, tmp_path):
     """A marked test without the fixture is measured as one whole-call step."""
     project.makepyfile(
