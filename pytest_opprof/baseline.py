@@ -191,9 +191,13 @@ def read_baseline(path: Path, nodeid: str | None = None) -> BaselineDoc | None:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
+    except RecursionError:
+        raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
     if not isinstance(data, dict) or "schema" not in data:
         raise BaselineError(bad_baseline(path, "not an opprof baseline (no 'schema')"))
-    if data["schema"] not in READABLE_SCHEMAS or isinstance(data["schema"], bool):
+    if type(data["schema"]) is not int or data["schema"] not in READABLE_SCHEMAS:
         raise BaselineError(
             bad_baseline(
                 path,

@@ -16,9 +16,19 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _LARGEST
 
 
-def _numbers(value: Any, what: str) -> tuple[float, ...]:
-    if not isinstance(value, list) or not all(_number(v) for v in value):
-        raise ValueError(what)
+def _amount(value: Any) -> bool:
+    """A count, FLOPs, bytes or milliseconds: a number >= 0."""
+    return _number(value) and value >= 0
+
+
+def _per_step(value: Any, what: str, steps: int, whole: bool = False) -> tuple[float, ...]:
+    """A list of one amount (a whole number with `whole`) per step. `what` names the list."""
+    ok = isinstance(value, list) and all(_amount(v) and (not whole or v == int(v)) for v in value)
+    if not ok:
+        kind = "whole numbers >= 0" if whole else "numbers >= 0"
+        raise ValueError(f"{what} is not a list of {kind}")
+    if len(value) != steps:
+        raise ValueError(f"{what} has {len(value)} values for {steps} steps")
     return tuple(value)
 
 
@@ -48,7 +58,7 @@ class SignatureEntry:
             and all(_shape_ok(s) for s in data["shapes"])
             and isinstance(data.get("dtypes"), list)
             and all(isinstance(t, str) for t in data["dtypes"])
-            and _number(data.get("calls_per_step"))
+            and _amount(data.get("calls_per_step"))
         )
         if not ok:
             msg = "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
@@ -83,13 +93,13 @@ class WorkEntry:
                 "has no list of signatures, each with shapes (lists of integers), dtypes (texts) and calls_per_step"
             )
         signatures = tuple(SignatureEntry.from_dict(s) for s in sigs)
-        if not _number(data.get("flops_per_step")):
-            raise ValueError("has no number flops_per_step")
+        if not _amount(data.get("flops_per_step")):
+            raise ValueError("has no flops_per_step number >= 0")
         tables = []
         for key in ("kernels", "bytes_per_step"):
             table = data.get(key)
-            if not isinstance(table, dict) or not all(_number(v) for v in table.values()):
-                raise ValueError(f"has no {key} object of numbers")
+            if not isinstance(table, dict) or not all(_amount(v) for v in table.values()):
+                raise ValueError(f"has no {key} object of numbers >= 0")
             tables.append(dict(table))
         return cls(signatures, data["flops_per_step"], tables[0], tables[1])
 
@@ -122,11 +132,13 @@ class OpEntry:
         return found
 
     @classmethod
-    def from_dict(cls, name: str, data: Any) -> OpEntry:
-        what = f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists"
+    def from_dict(cls, name: str, data: Any, steps: int) -> OpEntry:
         if not isinstance(data, dict):
-            raise ValueError(what)
-        lists = [_numbers(data.get(k), what) for k in ("calls_per_step", "cpu_ms", "device_ms")]
+            raise ValueError(f"op {name!r} lacks calls_per_step/cpu_ms/device_ms lists")
+        lists = [
+            _per_step(data.get(k), f"op {name!r}: '{k}'", steps, whole=k == "calls_per_step")
+            for k in ("calls_per_step", "cpu_ms", "device_ms")
+        ]
         work = None
         if data.get("work") is not None:
             try:
@@ -146,14 +158,14 @@ class KernelEntry:
         return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms), "ops": list(self.ops)}
 
     @classmethod
-    def from_dict(cls, name: str, data: Any) -> KernelEntry:
-        what = f"kernel {name!r} lacks calls_per_step/device_ms lists"
+    def from_dict(cls, name: str, data: Any, steps: int) -> KernelEntry:
         if not isinstance(data, dict):
-            raise ValueError(what)
+            raise ValueError(f"kernel {name!r} lacks calls_per_step/device_ms lists")
         ops = data.get("ops") or []
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise ValueError(f"kernel {name!r}: 'ops' is not a list of op names")
-        return cls(_numbers(data.get("calls_per_step"), what), _numbers(data.get("device_ms"), what), tuple(ops))
+        calls = _per_step(data.get("calls_per_step"), f"kernel {name!r}: 'calls_per_step'", steps, whole=True)
+        return cls(calls, _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps), tuple(ops))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +178,14 @@ class MemoryEntry:
         return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms), "bytes": self.bytes}
 
     @classmethod
-    def from_dict(cls, name: str, data: Any) -> MemoryEntry:
-        what = f"memory op {name!r} lacks calls_per_step/device_ms lists"
+    def from_dict(cls, name: str, data: Any, steps: int) -> MemoryEntry:
         if not isinstance(data, dict):
-            raise ValueError(what)
+            raise ValueError(f"memory op {name!r} lacks calls_per_step/device_ms lists")
         size = data.get("bytes", 0)
-        if not _number(size):
-            raise ValueError(f"memory op {name!r}: 'bytes' is {size!r}, not a number")
-        return cls(_numbers(data.get("calls_per_step"), what), _numbers(data.get("device_ms"), what), size)
+        if not _amount(size):
+            raise ValueError(f"memory op {name!r}: 'bytes' is {size!r}, not a number >= 0")
+        calls = _per_step(data.get("calls_per_step"), f"memory op {name!r}: 'calls_per_step'", steps, whole=True)
+        return cls(calls, _per_step(data.get("device_ms"), f"memory op {name!r}: 'device_ms'", steps), size)
 
 
 @dataclass(frozen=True)
@@ -220,26 +232,46 @@ class BaselineDoc:
             if not isinstance(data.get(key), kind):
                 raise ValueError(f"'{key}' is missing or not a {kind.__name__}")
         references = [_reference(data, key) for key in ("reference_ms", "dispatch_reference_ms")]
+        nodeid, device_key, environment = _identity(data)
         found = data.get("capture")
         capture: dict[str, Any] = found if isinstance(found, dict) else {}
-        environment = data.get("environment")
-        steps = capture.get("steps")
+        steps = _steps(capture, data["events_per_step"])
         wall = data.get("wall_ms")
         return cls(
             data["schema"],
-            str(data.get("nodeid")),
-            data.get("device_key"),
-            environment if isinstance(environment, dict) else {},
-            steps if isinstance(steps, int) and not isinstance(steps, bool) else len(data["events_per_step"]),
+            nodeid,
+            device_key,
+            environment,
+            steps,
             capture.get("source"),
             references[0],
             references[1],
-            _numbers(wall, "'wall_ms' is not a list of numbers or null") if wall is not None else None,
-            _numbers(data["events_per_step"], "'events_per_step' is not a list of numbers"),
-            {str(name): OpEntry.from_dict(name, op) for name, op in data["ops"].items()},
-            {str(name): KernelEntry.from_dict(name, k) for name, k in data["kernels"].items()},
-            {str(name): MemoryEntry.from_dict(name, m) for name, m in data["memory_ops"].items()},
+            _per_step(wall, "'wall_ms'", steps) if wall is not None else None,
+            _per_step(data["events_per_step"], "'events_per_step'", steps, whole=True),
+            {str(name): OpEntry.from_dict(name, op, steps) for name, op in data["ops"].items()},
+            {str(name): KernelEntry.from_dict(name, k, steps) for name, k in data["kernels"].items()},
+            {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
         )
+
+
+def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
+    """The test's node id, the device key and the environment facts, checked."""
+    nodeid, key, environment = data.get("nodeid"), data.get("device_key"), data.get("environment", {})
+    if not isinstance(nodeid, str) or not nodeid:
+        raise ValueError(f"'nodeid' is {nodeid!r}, not the test's node id")
+    if key is not None and not isinstance(key, str):
+        raise ValueError(f"'device_key' is {key!r}, not a text or null")
+    if not isinstance(environment, dict):
+        raise ValueError(f"'environment' is {environment!r}, not an object")
+    return nodeid, key, environment
+
+
+def _steps(capture: dict[str, Any], events_per_step: Any) -> int:
+    """The captured steps: capture.steps (a whole number >= 1), else one per events_per_step."""
+    steps = capture.get("steps", len(events_per_step) if isinstance(events_per_step, list) else 0)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"'capture.steps' is {steps!r}, not a whole number >= 1")
+    return steps
 
 
 def _reference(data: dict[str, Any], key: str) -> float | None:

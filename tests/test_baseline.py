@@ -482,7 +482,15 @@ def test_work_recorded_in_the_baseline_document(tmp_path):
     [
         ("3", "'work' is not an object or null"),
         ('{"signatures": 1}', "has no list of signatures"),
-        ('{"signatures": [], "flops_per_step": "x"}', "has no number flops_per_step"),
+        ('{"signatures": [], "flops_per_step": "x"}', "has no flops_per_step number >= 0"),
+        (
+            '{"signatures": [], "flops_per_step": -5, "kernels": {}, "bytes_per_step": {}}',
+            "has no flops_per_step number",
+        ),
+        (
+            '{"signatures": [], "flops_per_step": 1, "kernels": {}, "bytes_per_step": {"x": -1}}',
+            "bytes_per_step object",
+        ),
         ('{"signatures": [], "flops_per_step": 1, "kernels": [], "bytes_per_step": {}}', "has no kernels object"),
         (
             '{"signatures": [{"shapes": [5, null, "x"], "dtypes": [], "calls_per_step": 1}]}',
@@ -545,14 +553,20 @@ def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_pat
     [
         (
             lambda d: d["ops"]["aten::addmm"].update(cpu_ms=["0.001"] * 8),
-            "op 'aten::addmm' lacks calls_per_step/cpu_ms/device_ms lists",
+            "op 'aten::addmm': 'cpu_ms' is not a list of numbers >= 0",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=["2"] * 8), "op 'aten::addmm' lacks calls_per_step"),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm' lacks calls_per_step"),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm' lacks calls_per_step"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(calls_per_step=["2"] * 8),
+            "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm': 'cpu_ms' is not a list"),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm': 'cpu_ms' is not"),
         (lambda d: d.update(schema=True), "baseline schema True, this pytest-opprof reads schemas 1, 2"),
-        (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers or null"),
-        (lambda d: d.update(kernels={"gemm": {"calls_per_step": [1], "device_ms": "x"}}), "kernel 'gemm' lacks"),
+        (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers >= 0"),
+        (
+            lambda d: d.update(kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": "x"}}),
+            "kernel 'gemm': 'device_ms' is not a list of numbers >= 0",
+        ),
         (
             lambda d: d.update(memory_ops={"Memcpy": {"calls_per_step": [1], "device_ms": [1], "bytes": "4"}}),
             "'bytes' is '4'",
@@ -572,3 +586,61 @@ def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_pat
         read_baseline(path, NODE)
     assert str(info.value).startswith(f"{path}: ") and reason in str(info.value)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        # found by a trial: each of these was read, and then compared, or crashed the run
+        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[]), "'calls_per_step' has 0 values for 8 steps"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[-1] * 8),
+            "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[1.5] * 8), "'calls_per_step' is not a list of whole"),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[-1.0] * 8), "'cpu_ms' is not a list of numbers >= 0"),
+        (lambda d: d["ops"]["aten::addmm"].update(device_ms=[0.0] * 7), "'device_ms' has 7 values for 8 steps"),
+        (lambda d: d["capture"].update(steps="10"), "'capture.steps' is '10', not a whole number >= 1"),
+        (lambda d: d["capture"].update(steps=-10), "'capture.steps' is -10, not a whole number >= 1"),
+        (lambda d: d["capture"].update(steps=0), "'capture.steps' is 0, not a whole number >= 1"),
+        (lambda d: d["capture"].update(steps=50), "'wall_ms' has 8 values for 50 steps"),
+        (lambda d: d.update(environment=[]), "'environment' is [], not an object"),
+        (lambda d: d.update(device_key=5), "'device_key' is 5, not a text or null"),
+        (lambda d: d.update(schema=2.0), "baseline schema 2.0, this pytest-opprof reads schemas 1, 2"),
+        (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
+    ],
+)
+def test_values_out_of_range_or_of_the_wrong_length_are_errors_naming_the_file(tmp_path, edit, reason):
+    """Negative or fractional counts, negative times, per-step lists of another length than the
+    steps, a step count that is not a whole number >= 1: one BaselineError naming the file and
+    the field, never a verdict computed from them or an internal error; the file is untouched."""
+    test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_path, edit, reason)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('{"schema": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply to be a baseline"),
+        ('{"schema": 2, "x": 1' + "0" * 5000 + "}", "a number JSON cannot hold (Exceeds the limit (4300 digits)"),
+    ],
+)
+def test_a_baseline_json_cannot_hold_is_an_error_naming_the_file(tmp_path, text, reason):
+    """Nesting deeper than Python's recursion limit and integers of thousands of digits: the
+    baseline reader names the file (as the trace reader does), no traceback."""
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    with pytest.raises(BaselineError) as info:
+        read_baseline(path, NODE)
+    assert str(info.value).startswith(f"{path}: {reason}")
+
+
+def test_a_baseline_without_a_node_id_is_an_error_where_no_node_id_is_expected(tmp_path):
+    """`opprof show` reads without an expected node id: a file without one is refused, not
+    shown as the test `None`."""
+    data = doc(profile()).to_dict()
+    del data["nodeid"]
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError) as info:
+        read_baseline(path)
+    assert "'nodeid' is None, not the test's node id" in str(info.value)

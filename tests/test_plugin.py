@@ -1345,10 +1345,11 @@ def test_reports_that_would_replace_a_baseline_or_each_other_are_refused_at_star
     assert baseline.read_text() == '{"committed": true}\n' and not (pytester.path / "out").exists()
 
 
-def test_reports_go_into_a_pipe_or_device_and_through_a_symlink_as_the_shell_would(project):
-    """--opprof-json into a FIFO is written into it (a reader gets the JSON), /dev/null is
-    written into and stays a device (both reports may share it), a symlinked CSV path writes its
-    target and the link stays a link."""
+def test_reports_go_into_pipes_and_through_a_symlink_as_the_shell_would(project):
+    """--opprof-json and --opprof-html into FIFOs are written into them (readers get the
+    documents; the FIFOs stay FIFOs: /dev/stdout and /dev/null work the same way), a symlinked
+    CSV path writes its target and the link stays a link. (Never tried on a real device here:
+    a regression would replace it.)"""
     import os
     import stat
     import threading
@@ -1356,19 +1357,37 @@ def test_reports_go_into_a_pipe_or_device_and_through_a_symlink_as_the_shell_wou
     project.makepyfile(
         test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
     )
-    fifo = project.path / "pipe"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
+    got: dict[str, bytes] = {}
+    readers = []
+    for name in ("json", "html"):
+        os.mkfifo(project.path / name)
+        read = (lambda n: lambda: got.__setitem__(n, (project.path / n).read_bytes()))(name)
+        readers.append(threading.Thread(target=read, daemon=True))  # daemon: a regression must not hang the run
+        readers[-1].start()
     (project.path / "real.csv").write_text("old\n")
     (project.path / "link.csv").symlink_to("real.csv")
-    result = run(
-        project, "--opprof", "--opprof-json", str(fifo), "--opprof-csv", "link.csv", "--opprof-html", os.devnull
-    )
-    reader.join(timeout=30)
+    result = run(project, "--opprof", "--opprof-json", "json", "--opprof-csv", "link.csv", "--opprof-html", "html")
+    for reader in readers:
+        reader.join(timeout=30)
     result.assert_outcomes(passed=1)
-    assert json.loads(got[0])["tests"][0]["nodeid"].endswith("test_x.py::test_x")
-    assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert json.loads(got["json"])["tests"][0]["nodeid"].endswith("test_x.py::test_x")
+    assert got["html"].startswith(b"<!doctype html>")
+    assert all(stat.S_ISFIFO((project.path / name).stat().st_mode) for name in ("json", "html"))
     assert (project.path / "link.csv").is_symlink() and (project.path / "real.csv").read_text().startswith("test,op,")
-    result.stdout.fnmatch_lines([f"opprof: wrote {fifo}", "opprof: wrote link.csv", f"opprof: wrote {os.devnull}"])
+    result.stdout.fnmatch_lines(["opprof: wrote json", "opprof: wrote link.csv", "opprof: wrote html"])
+
+
+def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
+    """The start-up check of report paths: one FIFO (or device) may take two reports, one file
+    may not; a report inside the baseline folder is refused."""
+    import os
+
+    from pytest_opprof.settings import Settings, output_paths_problem
+
+    os.mkfifo(tmp_path / "pipe")
+    shared = Settings(json_path=str(tmp_path / "pipe"), csv_path=str(tmp_path / "pipe"))
+    assert output_paths_problem(shared, tmp_path / ".opprof") is None
+    clash = Settings(json_path=str(tmp_path / "r"), csv_path=str(tmp_path / "r"))
+    assert "is also --opprof-json's path" in (output_paths_problem(clash, tmp_path / ".opprof") or "")
+    inside = Settings(html_path=str(tmp_path / ".opprof" / "r.html"))
+    assert "inside the baseline folder" in (output_paths_problem(inside, tmp_path / ".opprof") or "")
