@@ -104,21 +104,33 @@ def _over_limits(matched: Sequence[Any], limit: float, per: str, unit: str, stat
     return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
 
 
-def op_count(op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> Assertion:
-    """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max]."""
+def op_count(
+    op: str,
+    n: int | None = None,
+    *,
+    min: int | None = None,
+    max: int | None = None,
+    is_known: Callable[[str], bool] | None = None,
+) -> Assertion:
+    """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max].
+    A count that admits zero on an exact name torch does not know is an error, as in no_op."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     _validate_counts(n, min, max, "a call count")
-    return lambda profile: _op_count(profile, op, n, min, max)
+    return lambda profile: _op_count(profile, op, n, min, max, is_known)
 
 
-def _op_count(profile: Profile, op: str, n: int | None, min: int | None, max: int | None) -> str | None:
+def _op_count(
+    profile: Profile, op: str, n: int | None, min: int | None, max: int | None, is_known: Callable[[str], bool] | None
+) -> str | None:
     matched = profile.match(op)
     if not matched:
         fused = fused_into(profile, op)
         if fused:  # the op's work ran all the same: zero calls is not "absent", as for assert_no_op
             return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         if n == 0 or (n is None and not min):
+            if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
+                return unknown_op(op, closest_names(op, (o.name for o in profile.ops)), "counting zero calls of it")
             return None  # zero calls expected and seen
         message = no_match(op, (o.name for o in profile.ops))
         if profile.compiled is not None and profile.compiled.regions:

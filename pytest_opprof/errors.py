@@ -143,9 +143,9 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
     return f"{pattern}: no op of that name ran in the measured code{hint}"
 
 
-def unknown_op(pattern: str, close: list[str]) -> str:
+def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{pattern}: not an operator torch knows, so asserting it is absent proves nothing{hint}"
+    return f"{pattern}: not an operator torch knows, so {claim} proves nothing{hint}"
 
 
 def count_mismatch(

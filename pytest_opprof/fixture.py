@@ -18,7 +18,7 @@ from . import (
 )
 from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
-from .errors import OpprofUsageError, stepped_aside, untrusted_measurement
+from .errors import CaptureError, OpprofUsageError, stepped_aside, untrusted_measurement
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
@@ -62,7 +62,7 @@ class OpprofFixture:
     Three ways to capture; the latest finished capture wins:
     `run(fn, ...)`, `with capture():`, or nothing (the whole test call is one step, and
     assertions made in the body are checked when it returns).
-    Without --opprof, `run` calls fn once and assertions do nothing.
+    Without --opprof, `run` calls fn once and assertions only check their arguments.
     """
 
     def __init__(
@@ -87,6 +87,7 @@ class OpprofFixture:
         self._deferred: list[tuple[assertions.Assertion, str]] = []  # and where the test made it
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
+        self._in_capture = False  # inside `with capture():` (captures cannot nest)
 
     @property
     def profile(self) -> Any:
@@ -97,9 +98,13 @@ class OpprofFixture:
     def run(self, fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
         """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result."""
         __tracebackhide__ = True
+        try:
+            validate_run_args(fn, warmup, steps)  # with or without --opprof
+        except CaptureError as exc:
+            raise OpprofUsageError(str(exc)) from None
         if not self.enabled:
             return fn(*args, **kwargs)
-        validate_run_args(fn, warmup, steps)
+        self._refuse_nesting("opprof.run()")
         self._drop_whole_call()
         self._clocks, self._host = [], []
         profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
@@ -119,73 +124,78 @@ class OpprofFixture:
     @contextmanager
     def capture(self) -> Iterator[None]:
         """Profile the block as one step."""
+        __tracebackhide__ = True
         if not self.enabled:
             yield
             return
+        self._refuse_nesting("opprof.capture()")
         self._drop_whole_call()
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
         recorder.start()
+        self._in_capture = True
         try:
             yield
         except BaseException:
             recorder.stop(keep=False)
             raise
+        finally:
+            self._in_capture = False
         self._finish(recorder.stop())
+
+    def _refuse_nesting(self, what: str) -> None:
+        __tracebackhide__ = True
+        if self._in_capture:
+            raise OpprofUsageError(
+                f"{what} inside `with opprof.capture():`: captures cannot nest (torch runs one profiler at a time); "
+                "move it out of the block, or measure the block alone"
+            )
 
     # assertions -------------------------------------------------------------------------------
     def assert_op_below(self, op: str, ms: float, per: str = "step", stat: str = "median") -> None:
         """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.op_below(op, ms, per, stat))
+        self._check(assertions.op_below(op, ms, per, stat))
 
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.op_count(op, n, min=min, max=max))
+        self._check(assertions.op_count(op, n, min=min, max=max, is_known=is_known_op))
 
     def assert_no_op(self, op: str) -> None:
         """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.no_op(op, is_known_op))
+        self._check(assertions.no_op(op, is_known_op))
 
     def assert_no_sync(self) -> None:
         """No host-device synchronisation: cuda/hip *Synchronize calls, aten::item,
         aten::_local_scalar_dense, device-to-host copies."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.no_sync())
+        self._check(assertions.no_sync())
 
     def assert_total_below(self, ms: float, stat: str = "median") -> None:
         """The step's wall time is at most `ms` ms, by `stat` over steps."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.total_below(ms, stat))
+        self._check(assertions.total_below(ms, stat))
 
     def assert_no_graph_break(self) -> None:
         """Each compiled call ran as one torch.compile'd region: no graph break split it (the
         message names the regions and, when the model compiled inside run(), torch's reason)."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.no_graph_break())
+        self._check(assertions.no_graph_break())
 
     def assert_no_recompile(self) -> None:
         """No torch.compile compilation inside the measured steps, and each compiled frame ran
         as one compilation in all of them."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.no_recompile())
+        self._check(assertions.no_recompile())
 
     def assert_compiled(self) -> None:
         """The steps' work ran inside compiled code: no op ran eagerly outside it."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.compiled())
+        self._check(assertions.compiled())
 
     def assert_kernel_count(
         self, kernel: str, n: int | None = None, *, min: int | None = None, max: int | None = None
@@ -193,40 +203,37 @@ class OpprofFixture:
         """Launches per step of the kernels matching `kernel` (a name or glob): exactly `n`, or
         within min/max. Device kernels, and Inductor's C++ kernels on CPU."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.kernel_count(kernel, n, min=min, max=max))
+        self._check(assertions.kernel_count(kernel, n, min=min, max=max))
 
     def assert_kernel_below(self, kernel: str, ms: float, per: str = "step", stat: str = "median") -> None:
         """Each kernel matching `kernel` takes at most `ms` ms per step (or per launch: per="call"),
         by `stat` over steps: device time, or CPU time for Inductor's C++ kernels."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.kernel_below(kernel, ms, per, stat))
+        self._check(assertions.kernel_below(kernel, ms, per, stat))
 
     def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
         """In every step, at least `min_pct`% of the shorter of the two kinds of device work
         (compute and memory, or compute and comm) ran at the same time as the other."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.overlap(kinds, min_pct))
+        self._check(assertions.overlap(kinds, min_pct))
 
     def assert_device_busy_above(self, pct: float) -> None:
         """In every step, the device worked at least `pct`% of the step's wall time."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.device_busy_above(pct))
+        self._check(assertions.device_busy_above(pct))
 
     def assert_no_launch_bound(self) -> None:
         """No op's kernels are shorter (median) than the host calls that launch them."""
         __tracebackhide__ = True
-        if self.enabled:
-            self._check(assertions.no_launch_bound())
+        self._check(assertions.no_launch_bound())
 
     # machinery --------------------------------------------------------------------------------
     def _check(self, check: assertions.Assertion) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`."""
         __tracebackhide__ = True
+        if not self.enabled:  # arguments checked all the same: a typo shows without --opprof too
+            return
         if self._profile is None:
             if self._whole_call is None:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")

@@ -281,7 +281,7 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     assert_no_op(op), assert_no_sync(), assert_total_below(ms=), assert_kernel_count/_below,
     assert_no_graph_break(), assert_no_recompile(), assert_compiled(), assert_overlap(),
     assert_device_busy_above(pct), assert_no_launch_bound(). opprof.profile is the Profile.
-    Without --opprof, run() calls fn once and the assertions do nothing."""
+    Without --opprof, run() calls fn once and the assertions only check their arguments."""
     state = request.config.stash[RUN]
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     request.node.stash[TEST] = fixture

@@ -96,6 +96,22 @@ def test_no_op_and_unknown_names():
     assert typo.startswith("aten::copyy_: not an operator torch knows")
 
 
+def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
+    """assert_op_count(typo, 0) (or min=0) would pass forever: like no_op, an exact name torch
+    does not know fails; a known name, a glob, or a count that needs calls behave as before."""
+    p = three_steps()
+    unknown = lambda name: False  # noqa: E731
+    for check in (
+        assertions.op_count("aten::nonexistent", 0, is_known=unknown),
+        assertions.op_count("aten::nonexistent", min=0, max=3, is_known=unknown),
+        assertions.op_count("aten::nonexistent", max=3, is_known=unknown),
+    ):
+        assert check(p).startswith("aten::nonexistent: not an operator torch knows, so counting zero calls of it")
+    assert assertions.op_count("aten::copy_", 0, is_known=lambda name: True)(p) is None
+    assert assertions.op_count("aten::nonexist*", 0, is_known=unknown)(p) is None
+    assert "no op of that name ran" in assertions.op_count("aten::nonexistent", 2, is_known=unknown)(p)
+
+
 def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():
     """Host-device syncs: aten::item, *Synchronize runtime calls and DtoH copies are all named."""
     events = [

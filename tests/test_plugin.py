@@ -198,7 +198,7 @@ def test_inert_without_flag(pytester):
         def test_run_calls_once(opprof):
             assert opprof.run(lambda a: calls.append(a) or "done", 7, warmup=5, steps=9) == "done"
             assert calls == [7]
-            opprof.assert_op_below("aten::nothing", ms=-1)  # not evaluated when off
+            opprof.assert_op_below("aten::nothing", ms=1)  # not evaluated when off
             opprof.assert_op_count("aten::addmm", 99)
             opprof.assert_no_sync()
             assert opprof.profile is None
@@ -214,6 +214,75 @@ def test_inert_without_flag(pytester):
     assert (pytester.path / "modules.txt").read_text() == "no torch"
     written = [p.name for p in pytester.path.rglob("*") if "opprof" in p.name or p.suffix in (".json", ".gz")]
     assert written == []
+
+
+def test_bad_arguments_fail_without_the_flag_too(pytester):
+    """Off, an assertion or run() with a bad argument fails its test with the same one line as
+    under --opprof (a typo must not wait for the first measured run), still without torch; a
+    capture nested in a capture is refused under --opprof in one line, not as 'a profiler is
+    already running'."""
+    pytester.makeconftest(
+        """
+        import sys
+        def pytest_sessionfinish(session):
+            with open("modules.txt", "w") as f:
+                f.write("torch" if "torch" in sys.modules else "no torch")
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_ms(opprof):
+            opprof.assert_op_below("aten::mm", ms=-1)
+
+        def test_range(opprof):
+            opprof.assert_op_count("aten::mm", min=3, max=1)
+
+        def test_steps(opprof):
+            opprof.run(lambda: None, steps=0)
+
+        def test_fn(opprof):
+            opprof.run(42)
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E  *OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
+            "E  *OpprofUsageError: min=3: expected at most max=1*",
+            "E  *OpprofUsageError: steps=0: expected an integer >= 1",
+            "E  *OpprofUsageError: fn=42: expected a callable*",
+        ]
+    )
+    assert (pytester.path / "modules.txt").read_text() == "no torch"
+
+
+def test_nested_captures_are_refused_in_one_line(project):
+    """capture() in capture(), and run() in capture(): one line at the test's own line, naming
+    the nesting (not torch's 'a profiler is already running', which blames another profiler)."""
+    project.makepyfile(
+        test_n="""
+        from conftest import infer
+        def test_capture_in_capture(opprof, mlp):
+            with opprof.capture():
+                with opprof.capture():
+                    infer(*mlp)
+
+        def test_run_in_capture(opprof, mlp):
+            with opprof.capture():
+                opprof.run(infer, *mlp, steps=2)
+        """
+    )
+    result = run(project, "--opprof", "-rf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E  *OpprofUsageError: opprof.capture() inside `with opprof.capture():`: captures cannot nest*",
+            "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "already running" not in out and "pytest_opprof/capture.py" not in out and "fixture.py" not in out
 
 
 def test_no_summary_line_without_operator_checks(pytester):
@@ -428,7 +497,7 @@ EXPECTED_MESSAGES = {
     # made in the body of a whole-call capture, checked when it returns: it names its line
     "test_fail_deferred": "test_user.py:*: aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
     "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
-    "test_fail_bad_steps": "*CaptureError: steps=0: expected an integer >= 1",
+    "test_fail_bad_steps": "*OpprofUsageError: steps=0: expected an integer >= 1",
 }
 
 
