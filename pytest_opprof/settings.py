@@ -171,13 +171,15 @@ def parse_globs(text: object) -> tuple[str, ...]:
 
 
 def _parse_update(text: object) -> str | None:
+    """'changed' or 'all'; in an ini file also true/false (1/0, yes/no, on/off). An empty value
+    (`--opprof-update-baseline=` from an unset variable) is refused: it would record nothing."""
     value = str(text).strip().lower()
-    if value in ("", "0", "false", "no", "off"):
+    if value in ("0", "false", "no", "off"):
         return None
     if value in ("1", "true", "yes", "on"):
         return "changed"
     if value not in UPDATE_MODES:
-        raise ValueError("'changed' (the default) or 'all'")
+        raise ValueError("'changed' (the default), 'all', or true/false")
     return value
 
 

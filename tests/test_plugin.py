@@ -890,7 +890,14 @@ def test_baseline_dir_option(pytester, monkeypatch):
             ["--opprof-fail-on", "speed"],
             "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment",
         ),
-        (["--opprof-update-baseline=some"], "--opprof-update-baseline: 'some' is not 'changed' (the default) or 'all'"),
+        (
+            ["--opprof-update-baseline=some"],
+            "--opprof-update-baseline: 'some' is not 'changed' (the default), 'all', or true/false (from command line)",
+        ),
+        (
+            ["--opprof-update-baseline="],
+            "--opprof-update-baseline: '' is not 'changed' (the default), 'all', or true/false",
+        ),
     ],
 )
 def test_bad_baseline_options(pytester, args, message):
