@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .analysis import Profile
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, SideRow, b_regressed, side_by_side
 from .device import key_from_trace_metadata
@@ -147,7 +148,17 @@ def _analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(op_csv(replace(profile, ops=tuple(ops))))
     else:
         print(profile.table(top=args.top or DEFAULT_TOP))
+    broken = _untrusted(profile)
+    if broken:  # shown above with the rest; the exit code tells a script
+        print(f"opprof: error: {args.trace}: {broken}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
+
+
+def _untrusted(profile: Profile) -> str | None:
+    """Why a trace's numbers cannot be trusted (its error-level checks), or None."""
+    errors = [f"{c.name}: {c.message}" for c in profile.checks if c.status == "error"]
+    return f"the measurement cannot be trusted ({'; '.join(errors)})" if errors else None
 
 
 # -- show -----------------------------------------------------------------------------------------
@@ -216,6 +227,9 @@ def _load_side(text: str) -> _Side:
     path = Path(text)
     if path.is_file() and _is_trace(path):
         profile = load_trace(path)
+        broken = _untrusted(profile)
+        if broken:
+            raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, {})
         return _Side(path, "trace", {path.name: doc}, key)
@@ -231,7 +245,10 @@ def _load_side(text: str) -> _Side:
         for file, doc in found:
             nodeid = doc.nodeid
             if nodeid in docs:
-                raise BaselineError(f"{file}: a second baseline of {nodeid!r} under {path}; delete the stray file")
+                raise BaselineError(
+                    f"{file}: a second baseline of {nodeid!r} under {path}; pass one device-key folder "
+                    f"(such as {path / file.relative_to(path).parts[0]}) if it holds several, else delete the stray file"
+                )
             docs[nodeid] = doc
         return _Side(path, "baselines", docs, keys[0])
     ((_, doc),) = found

@@ -190,3 +190,30 @@ def test_version_is_the_installed_distributions_and_the_readmes(capsys):
     assert version("pytest-opprof") == pytest_opprof.__version__
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     assert f"opprof --version                   # {out}\n" in readme
+
+
+@pytest.fixture
+def broken_trace(tmp_path):
+    """A trace whose complete event has a negative duration: the `durations` check is an error."""
+    path = tmp_path / "broken.json"
+    write_trace(path, [step(1, 0, 1000), op("aten::mm", 10, 300), op("aten::relu", 400, -50)], {})
+    return path
+
+
+def test_analyze_of_an_untrusted_trace_shows_it_and_exits_2(capsys, broken_trace):
+    """The tables and the failing check are printed as always, and the exit code (2, with one
+    line on stderr naming the check) tells a script that the numbers cannot be trusted."""
+    for extra in ([], ["--json"]):
+        code, out, err = run_cli(capsys, "analyze", str(broken_trace), *extra)
+        assert code == 2 and "aten::mm" in out
+        assert err.startswith(f"opprof: error: {broken_trace}: the measurement cannot be trusted (durations: ")
+        assert err.count("\n") == 1
+
+
+def test_compare_refuses_an_untrusted_trace(capsys, small_trace, broken_trace):
+    """A verdict against a broken trace would be meaningless (it read 'B not worse'): exit 2,
+    one line naming the trace, the check and how to see it."""
+    code, out, err = run_cli(capsys, "compare", str(small_trace), str(broken_trace))
+    assert code == 2 and out == ""
+    assert err.startswith(f"opprof: error: {broken_trace}: the measurement cannot be trusted (durations: ")
+    assert err.rstrip().endswith(f"compare traces whose checks pass (opprof analyze {broken_trace} shows them)")

@@ -321,6 +321,13 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     a, b = folders
     code, _, err = run_cli(capsys, "compare", b.parent, b)
     assert code == 2 and "holds baselines of 2 device keys (nvidia-a10, nvidia-tesla-t4); pass one" in err
+    import shutil
+
+    shutil.copytree(a, tmp_path / "mixed" / "nvidia-a10")  # copied by hand: the files still say their own key
+    shutil.copytree(a, tmp_path / "mixed" / "nvidia-a10-copy")
+    code, _, err = run_cli(capsys, "compare", tmp_path / "mixed", tmp_path / "mixed")
+    assert code == 2 and "a second baseline of 'tests/test_m.py::test_" in err
+    assert f"pass one device-key folder (such as {tmp_path / 'mixed' / 'nvidia-a10-copy'}) if it holds several" in err
     corrupt = a / "tests" / "test_m.py" / "test_small.json"
     before = corrupt.read_bytes()[:-20]
     corrupt.write_bytes(before)

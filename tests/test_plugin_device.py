@@ -258,3 +258,21 @@ def test_no_warnings_under_w_error(pytester, monkeypatch):
     # (-p no:benchmark: pytest-benchmark, where installed, warns at configure under xdist)
     result = run(pytester, "-W", "error", "-p", "no:benchmark", "--opprof")
     result.assert_outcomes(passed=1, warnings=0)  # a warning under -W error would be an error
+
+
+def test_a_baseline_copied_into_another_device_keys_folder_is_an_error_and_kept(pytester):
+    """A file recorded as `ci-a10` found in the `ci-t4` folder (copied by hand): the test errs
+    naming both keys and the fix, even under --opprof-update-baseline, and the file is kept."""
+    pytester.makepyfile(MEASURED)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-a10").assert_outcomes(passed=1)
+    (recorded,) = (pytester.path / ".opprof" / "ci-a10").rglob("*.json")
+    copied = pytester.path / ".opprof" / "ci-t4" / recorded.relative_to(pytester.path / ".opprof" / "ci-a10")
+    copied.parent.mkdir(parents=True)
+    copied.write_bytes(recorded.read_bytes())
+    for flag in ("--opprof", "--opprof-update-baseline"):
+        result = run(pytester, flag, "--opprof-device-key=ci-t4")
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(
+            ["*.opprof/ci-t4/*: recorded on device key 'ci-a10', but it is in the folder of 'ci-t4'; move it *"]
+        )
+        assert copied.read_bytes() == recorded.read_bytes()
