@@ -443,7 +443,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not state.records:
         return
     terminalreporter.write_sep("=", "opprof")
-    for line in summary_lines(state.records, config.option.verbose > 0, getattr(config.option, "numprocesses", None)):
+    workers = getattr(config.option, "numprocesses", None)
+    for line in summary_lines(state.records, config.option.verbose > 0, workers, bool(state.settings.update_baseline)):
         terminalreporter.write_line(line)
     settings, spool = state.settings, state.spool
     outputs = [

@@ -240,13 +240,13 @@ def shown_ops(profile: Profile, top: int | None) -> list[Any]:
     return ordered[:top] if top else ordered
 
 
-def format_problems(records: list[TestRecord], verbose: bool = False) -> str:
+def format_problems(records: list[TestRecord], verbose: bool = False, recording: bool = False) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
     `verbose`), trust warnings and errors, traces written; then the run's lines on baselines."""
     lines = []
     for record in records:
         lines += _test_lines(record, verbose)
-    return "\n".join(lines + _run_lines(records))
+    return "\n".join(lines + _run_lines(records, recording))
 
 
 def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
@@ -328,8 +328,9 @@ def _inconclusive_line(group: list[Verdict], recording: bool = False) -> str:
     )
 
 
-def _run_lines(records: list[TestRecord]) -> list[str]:
-    """The run's lines: tests not judged on time, old baselines, then missing and written ones."""
+def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
+    """The run's lines: tests not judged on time, old baselines, then missing and written ones
+    (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
     untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
     if untimed:
@@ -347,7 +348,15 @@ def _run_lines(records: list[TestRecord]) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
-    return lines + _baseline_lines(records)
+    lines += _baseline_lines(records)
+    unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
+    if recording and unrecorded:
+        shown = ", ".join(unrecorded[:3]) + (f" and {len(unrecorded) - 3} more" if len(unrecorded) > 3 else "")
+        lines.append(
+            f"opprof: {_tests(len(unrecorded))} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
+            f"or erred (a baseline records code that passes its own checks; files as they were): {shown}"
+        )
+    return lines
 
 
 def _tests(n: int) -> str:
@@ -379,10 +388,12 @@ def _baseline_lines(records: list[TestRecord]) -> list[str]:
     return lines
 
 
-def summary_lines(records: list[TestRecord], verbose: bool, workers: object = None) -> list[str]:
+def summary_lines(
+    records: list[TestRecord], verbose: bool, workers: object = None, recording: bool = False
+) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     lines = [format_summary(records)]
-    problems = format_problems(records, verbose=verbose)
+    problems = format_problems(records, verbose=verbose, recording=recording)
     if problems:
         lines.append(problems)
     if workers:

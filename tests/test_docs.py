@@ -46,3 +46,31 @@ def undocumented() -> list[str]:
 def test_the_public_api_has_docstrings():
     """No public name, method or property of the API lacks a docstring."""
     assert undocumented() == []
+
+
+def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
+    """The README's self-contained test for one's own project (pyproject at the root), run as
+    the README says: --opprof passes and says there is no baseline, then
+    --opprof-update-baseline writes the file the README names (under this machine's key)."""
+    import re
+    from pathlib import Path
+
+    pytest = __import__("pytest")
+    pytest.importorskip("torch")
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("**In your own project**", 1)[1]
+    (code,) = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_model.py").write_text(code)
+    first = pytester.runpytest("-p", "no:cacheprovider", "--opprof")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["opprof: no baseline for 1 test; run pytest --opprof-update-baseline to record them"])
+    pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline").assert_outcomes(passed=1)
+    (written,) = (pytester.path / ".opprof").rglob("*.json")
+    assert written.relative_to(pytester.path / ".opprof").parts[1:] == (
+        "tests",
+        "test_model.py",
+        "test_model_budget.json",
+    )
+    assert "`.opprof/cpu-x86_64/tests/test_model.py/test_model_budget.json`" in section
