@@ -130,6 +130,12 @@ def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str
     )
 
 
+def shown_name(name: str) -> str:
+    """A name as a message shows it: as it is, or quoted with escapes when it holds a character
+    that does not show (`'aten::mm\\u200b'`: else it would read like the op it is not)."""
+    return name if name.isprintable() else repr(name)
+
+
 def no_match(pattern: str, seen: Iterable[str]) -> str:
     """`seen` in order of cost: the hint falls back to the costliest ops."""
     seen = list(seen)
@@ -140,12 +146,12 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
         hint = f"; no similar name; the costliest ops were {', '.join(seen[:3])}"
     else:
         hint = "; the profile has no ops at all"
-    return f"{pattern}: no op of that name ran in the measured code{hint}"
+    return f"{shown_name(pattern)}: no op of that name ran in the measured code{hint}"
 
 
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{pattern}: not an operator torch knows, so {claim} proves nothing{hint}"
+    return f"{shown_name(pattern)}: not an operator torch knows, so {claim} proves nothing{hint}"
 
 
 def count_mismatch(

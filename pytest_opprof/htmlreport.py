@@ -86,7 +86,7 @@ def test_section(
 
 
 def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
-    bits = [f"{profile.steps} steps"]
+    bits = [f"{profile.steps} step{'s' if profile.steps != 1 else ''}"]
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:

@@ -577,7 +577,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
     return [
         f"{doc.nodeid}  [{path}]",
-        f"device {doc.device_key}; {software or 'no software facts'}; {doc.steps} steps{wall}",
+        f"device {doc.device_key}; {software or 'no software facts'}; {doc.steps} step{'s' if doc.steps != 1 else ''}{wall}",
     ]
 
 

@@ -225,3 +225,13 @@ def test_a_count_range_that_no_count_fits_is_refused():
     """min=3, max=1 can never pass: an argument error at once, not a failure later."""
     with pytest.raises(OpprofUsageError, match=r"min=3: expected at most max=1"):
         assertions.op_count("aten::mm", min=3, max=1)
+
+
+def test_a_name_with_an_invisible_character_is_shown_quoted():
+    """'aten::addmm' + a zero-width space matches nothing; the message quotes it with its escape,
+    so it does not read like the op it names as closest."""
+    p = three_steps()
+    message = assertions.op_below("aten::addmm\u200b", 5)(p)
+    assert message.startswith("'aten::addmm\\u200b': no op of that name ran") and "closest: aten::addmm" in message
+    typo = assertions.no_op("aten::copy_\u200b", lambda name: False)(p)
+    assert typo.startswith("'aten::copy_\\u200b': not an operator torch knows")

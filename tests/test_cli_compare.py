@@ -298,6 +298,9 @@ def test_show_file_and_folder(capsys, folders):
     assert rows["aten::addmm"][1:] == ["1", "0.350", "0.350", "0.700", "device"]
     assert rows["aten::relu"][1:] == ["1", "0.050", "0.050", "0.050", "cpu"]
     assert "sm90_gemm" in out
+    one = write_folder(a.parent / "one", "cpu", {"tests/test_m.py::test_one": profile(steps=1)})
+    code, out, _ = run_cli(capsys, "show", one)
+    assert code == 0 and "; 1 step, 9.000 ms/step wall" in out
     code, out, _ = run_cli(capsys, "show", a)
     assert code == 0
     assert [line.split()[0] for line in out.splitlines() if "  [" in line] == [
