@@ -66,6 +66,9 @@ def _profiler_running(torch: Any) -> bool:
     return bool(enabled()) if enabled is not None else False
 
 
+MAX_STEPS = 10_000
+
+
 def validate_run_args(fn: object, warmup: object, steps: object) -> None:
     """Reject bad arguments to measure()/opprof.run() with one clear line."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
@@ -75,6 +78,10 @@ def validate_run_args(fn: object, warmup: object, steps: object) -> None:
         raise CaptureError(bad_argument("warmup", warmup, "an integer >= 0"))
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise CaptureError(bad_argument("steps", steps, "an integer >= 1"))
+    if steps > MAX_STEPS:  # a typo (10**6): the profiler would hold every step's events in memory
+        raise CaptureError(
+            bad_argument("steps", steps, f"at most {MAX_STEPS:,} (a capture holds every step's events in memory)")
+        )
 
 
 def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: bool = False) -> EventTable:

@@ -125,6 +125,7 @@ def test_profiler_is_stopped_when_the_body_raises():
         ({"fn": 3}, "fn=3: expected a callable"),
         ({"steps": 0}, "steps=0: expected an integer >= 1"),
         ({"steps": 2.5}, "steps=2.5: expected an integer >= 1"),
+        ({"steps": 10**20}, "steps=100000000000000000000: expected at most 10,000 (a capture holds every step's"),
         ({"warmup": -1}, "warmup=-1: expected an integer >= 0"),
         ({"warmup": True}, "warmup=True: expected an integer >= 0"),
     ],
