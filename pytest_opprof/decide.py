@@ -15,7 +15,7 @@ from typing import Any
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements
 from .documents import BaselineDoc
-from .errors import OpprofError, cannot_write, foreign_device, strict_inconclusive
+from .errors import OpprofError, cannot_write, strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -227,10 +227,6 @@ def baseline_step(
         old = read_baseline(path, nodeid)
     except BaselineError as exc:
         return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
-    if old is not None and old.device_key is not None and old.device_key != current.doc.device_key:
-        return BaselineResult(
-            shown, UNUSABLE, error=f"opprof: {foreign_device(shown, old.device_key, current.doc.device_key)}"
-        )
     outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
         try:

@@ -345,7 +345,12 @@ def device_key(facts: dict[str, Any]) -> str:
 
 
 def key_from_trace_metadata(metadata: dict[str, Any]) -> str | None:
-    """The device key of a trace's first GPU (`deviceProperties`), or None for a CPU trace."""
+    """The device key of a trace: the one opprof wrote into the header of a trace it exported,
+    else that of its first GPU (`deviceProperties`), else None (a CPU trace from torch)."""
+    opprof = metadata.get("opprof")
+    written = opprof.get("device_key") if isinstance(opprof, dict) else None
+    if isinstance(written, str) and valid_key(written):
+        return written
     props = metadata.get("deviceProperties")
     if not isinstance(props, list) or not props or not isinstance(props[0], dict) or not props[0].get("name"):
         return None

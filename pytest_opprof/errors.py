@@ -198,11 +198,3 @@ def stepped_aside(assertions: int) -> str:
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"
-
-
-def foreign_device(shown: str, recorded: str, here: object) -> str:
-    """A baseline file under this device key's folder that was recorded under another key."""
-    return (
-        f"{shown}: recorded on device key {recorded!r}, but it is in the folder of {here!r}; "
-        f"move it to its own device key's folder, or delete it and run pytest --opprof-update-baseline"
-    )

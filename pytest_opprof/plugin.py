@@ -415,8 +415,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
-    settings = item.config.stash[RUN].settings
-    result.export_trace(settings.trace_dir, everything=settings.trace == "all")
+    state = item.config.stash[RUN]
+    settings = state.settings
+    result.export_trace(settings.trace_dir, everything=settings.trace == "all", device_key=state.device_key)
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(
         settings.top,

@@ -50,7 +50,7 @@ class TestResult:
     unreliable: str | None = None  # why those clocks make the times incomparable
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
 
-    def export_trace(self, trace_dir: str | None, everything: bool) -> None:
+    def export_trace(self, trace_dir: str | None, everything: bool, device_key: str | None = None) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
         or always with `everything` (--opprof-trace=all)."""
         if self.profile is None or not trace_dir:
@@ -58,7 +58,7 @@ class TestResult:
         if everything or self.outcome in ("failed", "error"):
             path = export_trace_path(Path(trace_dir), self.nodeid)
             try:
-                self.profile.export_chrome_trace(str(path))
+                self.profile.export_chrome_trace(str(path), device_key)
             except OSError as exc:  # the run goes on; the summary says why there is no trace
                 self.trace_error = f"{path} could not be written ({exc.strerror or exc})"
             else:

@@ -762,9 +762,11 @@ class Profile:
         """The ops, kernels, memory ops and checks as text tables."""
         return profile_tables(self, top=top)
 
-    def export_chrome_trace(self, path: str) -> None:
-        """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz)."""
+    def export_chrome_trace(self, path: str, device_key: str | None = None) -> None:
+        """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
+        (the plugin's) goes into its header, so `opprof compare` names the trace's machine."""
         opprof = {
+            "device_key": device_key,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
