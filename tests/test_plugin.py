@@ -1472,17 +1472,7 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
 def test_recording_names_the_tests_it_did_not_record_because_they_failed(project):
     """--opprof-update-baseline skips a test that failed its own assertions (its file is kept,
     its JSON baseline is null) and says so in one line; a passing test is recorded."""
-    project.makepyfile(
-        test_r="""
-        from conftest import infer
-        def test_ok(opprof, mlp):
-            opprof.run(infer, *mlp, warmup=1, steps=2)
-
-        def test_fails(opprof, mlp):
-            opprof.run(infer, *mlp, warmup=1, steps=2)
-            opprof.assert_op_count("aten::addmm", 7)
-        """
-    )
+    project.makepyfile(test_r=REPORT_TESTS)  # test_a passes, test_b fails its count
     out = project.path / "r.json"
     result = run(project, "--opprof-update-baseline", f"--opprof-json={out}")
     result.assert_outcomes(passed=1, failed=1)
@@ -1490,10 +1480,10 @@ def test_recording_names_the_tests_it_did_not_record_because_they_failed(project
         [
             "opprof: baselines written: 1 new; *",
             "opprof: 1 test not recorded: it failed or erred (a baseline records code that passes its own checks; "
-            "files as they were): test_r.py::test_fails",
+            "files as they were): test_r.py::test_b",
         ]
     )
-    assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_ok.json"]
+    assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_a.json"]
     tests = {t["nodeid"]: t for t in json.loads(out.read_text())["tests"]}
-    assert tests["test_r.py::test_fails"]["baseline"] is None and tests["test_r.py::test_ok"]["baseline"]
+    assert tests["test_r.py::test_b"]["baseline"] is None and tests["test_r.py::test_a"]["baseline"]
     assert "not recorded" not in run(project, "--opprof").stdout.str()  # only when recording
