@@ -317,7 +317,7 @@ def _time_line(group: list[Verdict]) -> str:
 
 
 def _inconclusive_line(group: list[Verdict], recording: bool = False) -> str:
-    ops = ", ".join(v.op or "" for v in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+    ops = _listed([v.op or "" for v in group])
     if recording:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
@@ -334,7 +334,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     lines = []
     untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
     if untimed:
-        shown = ", ".join(untimed[:3]) + (f" and {len(untimed) - 3} more" if len(untimed) > 3 else "")
+        shown = _listed(untimed)
         lines.append(
             f"opprof: time not judged for {_tests(len(untimed))} with under {MIN_TIME_STEPS} steps "
             f"(single-step captures: the whole call, capture(), the marker): {shown}; "
@@ -351,12 +351,16 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     lines += _baseline_lines(records)
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
-        shown = ", ".join(unrecorded[:3]) + (f" and {len(unrecorded) - 3} more" if len(unrecorded) > 3 else "")
         lines.append(
             f"opprof: {_tests(len(unrecorded))} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
-            f"or erred (a baseline records code that passes its own checks; files as they were): {shown}"
+            f"or erred (a baseline records code that passes its own checks; files as they were): {_listed(unrecorded)}"
         )
     return lines
+
+
+def _listed(names: list[str]) -> str:
+    """The first three names, and how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _tests(n: int) -> str:
