@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable, Generator
+from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from . import hooks
 from .baseline import baseline_file, baseline_from_profile, baseline_root, shown_path
-from .capture import enable_compiled_kernel_profiling
+from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
@@ -178,10 +179,17 @@ def pytest_configure(config: pytest.Config) -> None:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
         # user's doing and not ours to show; their own warnings stay as they are.
         config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
-        enable_compiled_kernel_profiling()  # before any model compiles: Inductor's C++ kernels then show
+        # Before any model compiles, for the session: Inductor's C++ kernels then show. Restored at
+        # the end (an in-process pytest run, pytester's, must not leave it on for its host).
+        state.profiling = ExitStack()
+        state.profiling.enter_context(compiled_kernel_profiling())
         with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
             warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
-            _resolve_device(config, state)
+            try:
+                _resolve_device(config, state)
+            except BaseException:
+                state.profiling.close()
+                raise
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
@@ -206,6 +214,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.nvml.close()
     if state is not None and state.spool is not None:
         state.spool.close()
+    if state is not None and state.profiling is not None:
+        state.profiling.close()
 
 
 class _RecordCollector:

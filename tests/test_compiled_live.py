@@ -220,9 +220,10 @@ print("later:", " ".join(sorted(set(e.name for e in prof.events() if "cpp_fused"
         ("os.environ[VARIABLE] = '1'", "after: 1 True"),  # the user's own setting is kept
     ],
 )
-def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester, before, after):
+def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester, monkeypatch, before, after):
     """`measure()` as a library profiles the kernels it compiles, and leaves Inductor's kernel
     profiling as it found it: a model the caller compiles afterwards is not slowed by it."""
+    monkeypatch.delenv("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", raising=False)  # the script's own start
     pytester.makepyfile(models=MODELS)
     pytester.makepyfile(use=LIBRARY_USE.replace("{before}", before))
     result = pytester.run(sys.executable, "use.py")
@@ -232,3 +233,22 @@ def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester
     result.stdout.fnmatch_lines([after])
     later = rows.split("later:")[1].strip()
     assert (later != "-") == (after == "after: 1 True"), later
+
+
+def test_an_in_process_measured_run_leaves_kernel_profiling_as_it_found_it(pytester, monkeypatch):
+    """`pytest --opprof` turns Inductor's kernel profiling on for its session and back off at
+    its end: an in-process run (pytester's, or an IDE's) does not leave it on for its host."""
+    import os
+
+    monkeypatch.delenv("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", raising=False)
+    pytester.makepyfile(
+        "def test_x(opprof):\n    import os, torch\n    torch.ones(2).add(1)\n    assert os.environ['TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE'] == '1'\n"
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--opprof").assert_outcomes(passed=1)
+    assert "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE" not in os.environ
+    monkeypatch.setenv("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", "0")  # the user's own setting is kept
+    pytester.makepyfile(
+        "def test_x(opprof):\n    import os, torch\n    torch.ones(2).add(1)\n    assert os.environ['TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE'] == '0'\n"
+    )
+    pytester.runpytest("-p", "no:cacheprovider", "--opprof").assert_outcomes(passed=1)
+    assert os.environ["TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"] == "0"
