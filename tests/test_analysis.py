@@ -314,3 +314,10 @@ def test_negative_durations_make_the_measurement_untrusted():
     p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])
     assert [(c.name, c.status) for c in p.errors] == [("durations", "error")]
     assert "1 events have negative durations" in p.errors[0].message
+
+
+def test_a_step_with_a_negative_duration_makes_the_measurement_untrusted():
+    """A `ProfilerStep#N` with a negative duration (a hand-edited trace) is the same error:
+    its wall time is no measurement (`opprof compare` crashed on it, `analyze` exited 0)."""
+    p = analyze([step(1, 0, -1), op("aten::mm", 0, 10), step(2, 100, 50), op("aten::mm", 110, 10)])
+    assert [(c.name, c.status) for c in p.errors] == [("durations", "error")]

@@ -54,7 +54,7 @@ def trust_checks(
     n_events = len(cols.durs) + len(cols.device)
     found = [
         _events(len(cols.durs), len(cols.device)),
-        _durations(cols),
+        _durations(cols, spans),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
         _compilation(compilations),
@@ -76,9 +76,11 @@ def _events(n_ops: int, n_device: int) -> Check:
     return Check("events", OK, f"{n_ops} CPU ops, {n_device} device events")
 
 
-def _durations(cols: CheckInputs) -> Check | None:
-    """A negative duration is no measurement: every number built on it is wrong."""
+def _durations(cols: CheckInputs, spans: list[StepSpan]) -> Check | None:
+    """A negative duration is no measurement: every number built on it is wrong (a step's too:
+    its wall time)."""
     negative = sum(1 for d in cols.durs if d < 0) + sum(1 for e in cols.device if e.dur_ns < 0)
+    negative += sum(1 for s in spans if s.wall_ns < 0)
     if not negative:
         return None
     return Check(
