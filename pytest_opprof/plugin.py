@@ -141,6 +141,26 @@ def _names_a_path(config: pytest.Config, value: object) -> bool:
     return (config.invocation_params.dir / value.split("::")[0]).exists()
 
 
+PATH_FLAGS = ("--opprof-json", "--opprof-csv", "--opprof-html", "--opprof-trace-dir", "--opprof-baseline-dir")
+
+
+def _spaced_path_outside(config: pytest.Config) -> str | None:
+    """`--opprof-json /elsewhere/r.json` (a space, not `=`) naming an existing path outside the
+    current folder: pytest reads the arguments for the rootdir before plugins' options are known,
+    took it for a test path, and may have moved the rootdir (and so .opprof/ and the ini file)."""
+    args = [str(a) for a in config.invocation_params.args]
+    here = config.invocation_params.dir.resolve()
+    for flag, value in zip(args, args[1:]):
+        where = Path(here, value).resolve()
+        if flag in PATH_FLAGS and where.exists() and here != where and here not in where.parents:
+            return (
+                f"{flag} {value}: write {flag}={value} (with '='): before it knows this option, pytest takes an "
+                f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}), "
+                "which decides where .opprof/ and the ini file are"
+            )
+    return None
+
+
 def _ini_on(config: pytest.Config) -> bool:
     try:
         return str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
@@ -158,6 +178,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
+    spaced = _spaced_path_outside(config)
+    if settings.measuring and spaced:
+        raise pytest.UsageError(spaced)
     problem = baseline_dir_problem(
         baseline_root(config.rootpath, settings.baseline_dir), settings.baseline_dir or ".opprof"
     )

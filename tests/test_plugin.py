@@ -1487,3 +1487,22 @@ def test_recording_names_the_tests_it_did_not_record_because_they_failed(project
     tests = {t["nodeid"]: t for t in json.loads(out.read_text())["tests"]}
     assert tests["test_r.py::test_b"]["baseline"] is None and tests["test_r.py::test_a"]["baseline"]
     assert "not recorded" not in run(project, "--opprof").stdout.str()  # only when recording
+
+
+def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tmp_path_factory):
+    """`--opprof-json /elsewhere/r.json` with a space, the file existing: pytest took it for a
+    test path when it chose the rootdir (before it knew the option) and moved the rootdir, so
+    baselines would be looked for and written elsewhere. Refused with the fix; `=` works."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        test_x="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+    )
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "r.json"
+    elsewhere.write_text("{}")
+    result = run(pytester, "--opprof", "--opprof-json", str(elsewhere))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --opprof-json {elsewhere}: write --opprof-json={elsewhere} (with '='): before it knows this option*"]
+    )
+    run(pytester, "--opprof", f"--opprof-json={elsewhere}").assert_outcomes(passed=1)
+    run(pytester, "--opprof", "--opprof-json", "inside.json").assert_outcomes(passed=1)  # not an existing path
