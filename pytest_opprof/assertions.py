@@ -51,6 +51,12 @@ def validate_op(op: object) -> str:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(op, str) or not op.strip():
         raise OpprofUsageError(bad_argument("op", op, 'an op name or glob such as "aten::addmm" or "aten::*mm"'))
+    namespace, sep, name = op.partition("::")
+    if sep and namespace in ("aten", "prim") and "." in name:  # aten::mm.default: never in a profile
+        bare = f"{namespace}::{name.split('.')[0]}"
+        raise OpprofUsageError(
+            bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
+        )
     return op
 
 

@@ -235,3 +235,23 @@ def test_a_name_with_an_invisible_character_is_shown_quoted():
     assert message.startswith("'aten::addmm\\u200b': no op of that name ran") and "closest: aten::addmm" in message
     typo = assertions.no_op("aten::copy_\u200b", lambda name: False)(p)
     assert typo.startswith("'aten::copy_\\u200b': not an operator torch knows")
+
+
+@pytest.mark.parametrize("name", ["aten::mm.default", "aten::add.Tensor", "prim::add.int", "aten::add.*"])
+def test_an_overload_qualified_name_is_a_usage_error(name):
+    """torch's schema names (`aten::mm.default`) never appear in a profile, which names ops
+    without their overload: assert_no_op / count 0 on one would pass forever. Refused, naming
+    the name to use."""
+    bare = name.split(".")[0]
+    for make in (
+        lambda: assertions.no_op(name),
+        lambda: assertions.op_count(name, 0),
+        lambda: assertions.op_below(name, 1),
+    ):
+        with pytest.raises(OpprofUsageError) as info:
+            make()
+        assert (
+            str(info.value)
+            == f"op={name!r}: expected a name without its overload, as the profiler records it: {bare!r}"
+        )
+    assertions.no_op("mylib.layer1::block")  # other namespaces and record_function labels keep their dots
