@@ -266,8 +266,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
     elif remeasured == "confirmed":
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
-        recording = baseline.status in RECORDING
-        lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, recording)]
+        lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, baseline.status)]
     wait = record.cpu_wait
     if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
@@ -286,9 +285,9 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
 _MORE = "-v or --opprof-json lists them all"
 
 
-def verdict_lines(verdicts: list[Verdict], verbose: bool = False, recording: bool = False) -> list[str]:
+def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | None = None) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
-    verdict's message when `verbose`. `recording`: the run updated baselines."""
+    verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...)."""
     if verbose:
         return [v.message for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
@@ -298,7 +297,7 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, recording: boo
     lines = []
     for key, group in groups.items():
         if key == "inconclusive":
-            lines.append(_inconclusive_line(group, recording))
+            lines.append(_inconclusive_line(group, status))
         elif key == TIME:
             lines.append(_time_line(group))
         elif len(group) == 1:
@@ -316,9 +315,11 @@ def _time_line(group: list[Verdict]) -> str:
     return f"time: {first.message}{more}{keep}"
 
 
-def _inconclusive_line(group: list[Verdict], recording: bool = False) -> str:
+def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     ops = _listed([v.op or "" for v in group])
-    if recording:
+    if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides
+        outcome = f"its baseline was {status} all the same (=all, or a structure or work change), with these times"
+    elif status in RECORDING:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"

@@ -958,6 +958,16 @@ def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeas
     )
     result.stdout.fnmatch_lines(["opprof: baselines written: none; kept 1 unchanged*"])
     assert path.read_bytes() == before
+    result = run(remeasure_project, "--opprof-update-baseline=all")  # =all rewrites it, and says so
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_re.py::test_mm: time inconclusive for aten::mm*; its baseline was rewritten all the same (=all, or a "
+            "structure or work change), with these times; *",
+            "opprof: baselines written: 1 rewritten*",
+        ]
+    )
+    assert "kept as it was" not in result.stdout.str()
 
 
 def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(remeasure_project, fake_clock, monkeypatch):
