@@ -76,6 +76,8 @@ def validate_run_args(fn: object, warmup: object, steps: object) -> None:
         raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise CaptureError(bad_argument("warmup", warmup, "an integer >= 0"))
+    if warmup > MAX_STEPS:  # a typo (10**20) would run the model for ever before any output
+        raise CaptureError(bad_argument("warmup", warmup, f"at most {MAX_STEPS:,}"))
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise CaptureError(bad_argument("steps", steps, "an integer >= 1"))
     if steps > MAX_STEPS:  # a typo (10**6): the profiler would hold every step's events in memory

@@ -145,7 +145,10 @@ class OpEntry:
                 work = WorkEntry.from_dict(data["work"])
             except ValueError as exc:
                 raise ValueError(f"op {name!r}: 'work' {exc}") from None
-        return cls(lists[0], lists[1], lists[2], bool(data.get("on_device")), work, "work" in data)
+        on_device = data.get("on_device", False)
+        if not isinstance(on_device, bool):
+            raise ValueError(f"op {name!r}: 'on_device' is {on_device!r}, not true or false")
+        return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,8 +236,10 @@ class BaselineDoc:
                 raise ValueError(f"'{key}' is missing or not a {kind.__name__}")
         references = [_reference(data, key) for key in ("reference_ms", "dispatch_reference_ms")]
         nodeid, device_key, environment = _identity(data)
-        found = data.get("capture")
-        capture: dict[str, Any] = found if isinstance(found, dict) else {}
+        found = data.get("capture", {})
+        if not isinstance(found, dict):
+            raise ValueError(f"'capture' is {found!r}, not an object")
+        capture: dict[str, Any] = found
         steps = _steps(capture, data["events_per_step"])
         wall = data.get("wall_ms")
         return cls(

@@ -49,6 +49,13 @@ def outside_folder(path: object, inside: object, resolved: object) -> str:
     )
 
 
+def symlink_outside(path: object, target: object, inside: object) -> str:
+    return (
+        f"{path}: a symlink to {target}, outside {inside}; nothing was read or written: "
+        "replace the symlink with the baseline file itself"
+    )
+
+
 def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 

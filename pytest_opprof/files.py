@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -66,10 +67,25 @@ def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
     device as it is (/dev/stdout, /dev/null), a file through a symlink to its target; a file is
     written whole or not at all (write_atomic_chunks), never the symlink replaced by a file."""
     if is_stream(path):
-        with open(path, "wb") as f:
+        with _open_stream(path) as f:
             _write_chunks(f, chunks)
         return
     write_atomic_chunks(Path(os.path.realpath(path)), chunks)
+
+
+def _open_stream(path: Path) -> BinaryIO:
+    """A pipe with no process reading it would block the run at its end for ever (as the shell
+    does): refused at once (OSError, so the caller's "could not write" line names it)."""
+    if stat.S_ISFIFO(path.stat().st_mode):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                raise OSError(exc.errno, "no process reads this pipe") from None
+            raise
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "wb")
+    return open(path, "wb")
 
 
 class NotReadable(ValueError):

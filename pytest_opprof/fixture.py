@@ -102,9 +102,9 @@ class OpprofFixture:
             validate_run_args(fn, warmup, steps)  # with or without --opprof
         except CaptureError as exc:
             raise OpprofUsageError(str(exc)) from None
+        self._refuse_nesting("opprof.run()")
         if not self.enabled:
             return fn(*args, **kwargs)
-        self._refuse_nesting("opprof.run()")
         self._drop_whole_call()
         self._clocks, self._host = [], []
         profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
@@ -125,10 +125,14 @@ class OpprofFixture:
     def capture(self) -> Iterator[None]:
         """Profile the block as one step."""
         __tracebackhide__ = True
+        self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
         if not self.enabled:
-            yield
+            self._in_capture = True
+            try:
+                yield
+            finally:
+                self._in_capture = False
             return
-        self._refuse_nesting("opprof.capture()")
         self._drop_whole_call()
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again

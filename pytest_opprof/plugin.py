@@ -186,7 +186,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if settings.measuring and problem:  # resolved where it is used: against the rootdir
         raise pytest.UsageError(problem)
-    clash = output_paths_problem(settings, baseline_root(config.rootpath, settings.baseline_dir))
+    junitxml = getattr(config.option, "xmlpath", None)
+    clash = output_paths_problem(settings, baseline_root(config.rootpath, settings.baseline_dir), junitxml)
     if settings.measuring and clash:
         raise pytest.UsageError(clash)
     # The controller reports (xdist workers only send their records there): it alone collects.

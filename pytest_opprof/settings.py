@@ -408,7 +408,7 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     return bad_option("--opprof-baseline-dir", source_value, f"a folder, and {found} is a file", "the rootdir")
 
 
-def output_paths_problem(settings: Settings, baseline_folder: Path) -> str | None:
+def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
     second would replace the first), or a report or the trace folder inside the baseline folder
     (a report would replace a committed baseline). Pipes and devices (/dev/null) may be shared."""
@@ -419,7 +419,7 @@ def output_paths_problem(settings: Settings, baseline_folder: Path) -> str | Non
         ("--opprof-html", settings.html_path),
         ("--opprof-trace-dir", settings.trace_dir),
     ]
-    taken: dict[Path, str] = {}
+    taken: dict[Path, str] = {Path(os.path.realpath(junitxml)): "--junitxml"} if junitxml else {}
     for flag, value in outputs:
         if not value:
             continue

@@ -128,6 +128,7 @@ def test_profiler_is_stopped_when_the_body_raises():
         ({"steps": 10**20}, "steps=100000000000000000000: expected at most 10,000 (a capture holds every step's"),
         ({"warmup": -1}, "warmup=-1: expected an integer >= 0"),
         ({"warmup": True}, "warmup=True: expected an integer >= 0"),
+        ({"warmup": 10**20}, "warmup=100000000000000000000: expected at most 10,000"),
     ],
 )
 def test_bad_arguments_are_one_line(kwargs, message):

@@ -242,16 +242,21 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
 
         def test_fn(opprof):
             opprof.run(42)
+
+        def test_nested(opprof):
+            with opprof.capture():
+                opprof.run(print)
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(failed=4)
+    result.assert_outcomes(failed=5)
     result.stdout.fnmatch_lines_random(
         [
             "E  *OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
             "E  *OpprofUsageError: min=3: expected at most max=1*",
             "E  *OpprofUsageError: steps=0: expected an integer >= 1",
             "E  *OpprofUsageError: fn=42: expected a callable*",
+            "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
         ]
     )
     assert (pytester.path / "modules.txt").read_text() == "no torch"
@@ -1087,6 +1092,27 @@ def test_planted_symlinks_never_overwrite_a_file_outside(project, tmp_path_facto
     result.stdout.fnmatch_lines(["opprof: baselines written: 1 rewritten*"])
 
 
+def test_a_baseline_file_symlinked_outside_the_folder_is_an_error_and_left_alone(project, tmp_path_factory):
+    """A baseline file that is a symlink to a file outside `.opprof/`: neither read nor
+    replaced (=all replaced the link with a file before, silently): the test errs naming it."""
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (written,) = (project.path / ".opprof").rglob("test_x.json")
+    outside = tmp_path_factory.mktemp("outside") / "test_x.json"
+    outside.write_bytes(written.read_bytes())
+    written.unlink()
+    written.symlink_to(outside)
+    for flag in ("--opprof", "--opprof-update-baseline=all"):
+        result = run(project, flag)
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(
+            [f"*test_x.json: a symlink to {outside}, outside *.opprof; nothing was read or written*"]
+        )
+        assert written.is_symlink() and outside.read_bytes().startswith(b"{")
+
+
 def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkeypatch):
     """A disk that refuses the write (injected: no space left): the test is an error with one
     line naming the file, no traceback; no file appears."""
@@ -1413,6 +1439,10 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
             "--opprof-trace-dir: '.opprof/traces' is inside the baseline folder*",
         ),
         (
+            ["--junitxml", "out/r.xml", "--opprof-json", "out/r.xml"],
+            "--opprof-json: 'out/r.xml' is also --junitxml's path, which it would overwrite; give each report its own file",
+        ),
+        (
             ["--opprof-json", "out/same", "--opprof-csv", "out/./same"],
             "--opprof-csv: 'out/./same' is also --opprof-json's path, which it would overwrite; give each report its own file",
         ),
@@ -1475,6 +1505,10 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
     assert output_paths_problem(shared, tmp_path / ".opprof") is None
     clash = Settings(json_path=str(tmp_path / "r"), csv_path=str(tmp_path / "r"))
     assert "is also --opprof-json's path" in (output_paths_problem(clash, tmp_path / ".opprof") or "")
+    junit = output_paths_problem(
+        Settings(json_path=str(tmp_path / "r.xml")), tmp_path / ".opprof", str(tmp_path / "r.xml")
+    )
+    assert "is also --junitxml's path" in (junit or "")
     inside = Settings(html_path=str(tmp_path / ".opprof" / "r.html"))
     assert "inside the baseline folder" in (output_paths_problem(inside, tmp_path / ".opprof") or "")
 
@@ -1516,3 +1550,18 @@ def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tm
     )
     run(pytester, "--opprof", f"--opprof-json={elsewhere}").assert_outcomes(passed=1)
     run(pytester, "--opprof", "--opprof-json", "inside.json").assert_outcomes(passed=1)  # not an existing path
+
+
+def test_a_pipe_nobody_reads_is_one_summary_line_not_a_hang(project):
+    """--opprof-json into a FIFO with no reader would block the run at its end for ever (CI
+    jobs hang): one line says so, the run ends with the tests' own exit code."""
+    import os
+
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    os.mkfifo(project.path / "pipe")
+    result = run(project, "--opprof", "--opprof-json=pipe")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["opprof: could not write pipe: no process reads this pipe"])
