@@ -302,6 +302,11 @@ def _check_compare_paths(first: str, second: str) -> None:
             raise _UsageError(
                 f"{given}: no such file or folder; give two baseline folders, or two traces or baseline files"
             )
+        if not Path(given).is_file() and not Path(given).is_dir():
+            raise _UsageError(
+                f"{given}: not a file or folder (a pipe or a device?); give two baseline folders, or two traces or "
+                "baseline files"
+            )
     dirs = [Path(p).is_dir() for p in (first, second)]
     if dirs[0] != dirs[1]:
         folder, other = (first, second) if dirs[0] else (second, first)

@@ -210,7 +210,10 @@ def parse_device_key(text: object) -> str:
     """A device key names a folder under the baseline dir: lowercase letters, digits, . _ -"""
     key = str(text).strip()
     if not valid_key(key):
-        raise ValueError("a device key: lowercase letters, digits, '.', '_' or '-', at most 100 (e.g. nvidia-a10)")
+        raise ValueError(
+            "a device key: a lowercase letter or digit, then lowercase letters, digits, '.', '_' or '-', "
+            "at most 100 (e.g. nvidia-a10)"
+        )
     return key
 
 
@@ -405,7 +408,7 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     found = blocked(root)
     if found is None:
         return None
-    return bad_option("--opprof-baseline-dir", source_value, f"a folder, and {found} is a file", "the rootdir")
+    return f"--opprof-baseline-dir: {source_value!r} is not a folder, and {found} is a file (as resolved against the rootdir: {root})"
 
 
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:

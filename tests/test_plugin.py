@@ -1250,7 +1250,7 @@ def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(projec
     result = run(project, "--opprof", "--opprof-baseline-dir", "blk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--opprof-baseline-dir: 'blk' is not a folder, and */blk is a file (from the rootdir)*"]
+        ["*--opprof-baseline-dir: 'blk' is not a folder, and */blk is a file (as resolved against the rootdir: */blk)"]
     )
     result = run(project, "--opprof-update-baseline", "--opprof-baseline-dir", "bl/x")
     result.assert_outcomes(passed=1)

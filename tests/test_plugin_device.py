@@ -69,7 +69,9 @@ def test_bad_device_key_option_is_a_usage_error(pytester):
     result = run(pytester, "--opprof", "--opprof-device-key=My GPU/1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--opprof-device-key: 'My GPU/1' is not a device key: lowercase letters, digits, *(from command line)"]
+        [
+            "*--opprof-device-key: 'My GPU/1' is not a device key: a lowercase letter or digit, then lowercase *(from command line)"
+        ]
     )
 
 
