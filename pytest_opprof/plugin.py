@@ -141,6 +141,18 @@ def _names_a_path(config: pytest.Config, value: object) -> bool:
     return (config.invocation_params.dir / value.split("::")[0]).exists()
 
 
+def _refuse_bad_paths(config: pytest.Config, settings: Settings) -> None:
+    """Where the run would read and write, checked together before any test runs."""
+    folder = baseline_root(config.rootpath, settings.baseline_dir)
+    problem = (
+        _spaced_path_outside(config)
+        or baseline_dir_problem(folder, settings.baseline_dir or ".opprof")  # resolved against the rootdir
+        or output_paths_problem(settings, folder, getattr(config.option, "xmlpath", None))
+    )
+    if problem:
+        raise pytest.UsageError(problem)
+
+
 PATH_FLAGS = ("--opprof-json", "--opprof-csv", "--opprof-html", "--opprof-trace-dir", "--opprof-baseline-dir")
 
 
@@ -178,18 +190,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    spaced = _spaced_path_outside(config)
-    if settings.measuring and spaced:
-        raise pytest.UsageError(spaced)
-    problem = baseline_dir_problem(
-        baseline_root(config.rootpath, settings.baseline_dir), settings.baseline_dir or ".opprof"
-    )
-    if settings.measuring and problem:  # resolved where it is used: against the rootdir
-        raise pytest.UsageError(problem)
-    junitxml = getattr(config.option, "xmlpath", None)
-    clash = output_paths_problem(settings, baseline_root(config.rootpath, settings.baseline_dir), junitxml)
-    if settings.measuring and clash:
-        raise pytest.UsageError(clash)
+    if settings.measuring:
+        _refuse_bad_paths(config, settings)
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
     outputs = settings.json_path or settings.csv_path or settings.html_path
