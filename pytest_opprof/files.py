@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 import stat
+import sys
 import unicodedata
 import uuid
 from collections.abc import Iterable
@@ -66,11 +67,34 @@ def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
     """A report at a path the user named, written as the shell's `>` would: into a pipe or a
     device as it is (/dev/stdout, /dev/null), a file through a symlink to its target; a file is
     written whole or not at all (write_atomic_chunks), never the symlink replaced by a file."""
+    fd = own_descriptor(path)
+    if fd is not None:  # /dev/stdout redirected to a log: written at its place in it, not replaced
+        for stream in (sys.stdout, sys.stderr):  # what was printed before comes before
+            with contextlib.suppress(Exception):
+                stream.flush()
+        with os.fdopen(os.dup(fd), "wb") as f:
+            _write_chunks(f, chunks)
+        return
     if is_stream(path):
         with _open_stream(path) as f:
             _write_chunks(f, chunks)
         return
     write_atomic_chunks(Path(os.path.realpath(path)), chunks)
+
+
+_OWN_FD = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+_STD_NAMES = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def own_descriptor(path: Path) -> int | None:
+    """The file descriptor of this process that `path` names (/dev/stdout, /dev/fd/3,
+    /proc/self/fd/1), or None: what it points to (a log file, a terminal, a pipe) is written
+    through that descriptor, never opened anew (which would truncate a log) or replaced."""
+    text = os.path.normpath(os.path.abspath(path))
+    if text in _STD_NAMES:
+        return _STD_NAMES[text]
+    found = _OWN_FD.match(text)
+    return int(found.group(1)) if found else None
 
 
 def _open_stream(path: Path) -> BinaryIO:

@@ -84,3 +84,38 @@ def test_two_writers_never_share_a_temporary_file(tmp_path):
     assert errors == []
     assert (tmp_path / "r.json").read_text().startswith('{"writer": ')
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize("name", ["/proc/self/fd/{fd}", "/dev/fd/{fd}"])
+def test_a_report_to_one_of_our_own_descriptors_is_written_at_its_place_in_the_file(tmp_path, name):
+    """`--opprof-json=/dev/stdout` with stdout redirected to a log: the log keeps what was
+    written before (it was replaced by the JSON alone), the report follows it, the file stays
+    the same file. Tried on a descriptor of the test's own (never the real stdout)."""
+    from pathlib import Path
+
+    from pytest_opprof.files import own_descriptor, write_output
+
+    log = tmp_path / "log.txt"
+    with open(log, "wb") as f:
+        f.write(b"header line\n")
+        f.flush()
+        inode = os.stat(log).st_ino
+        path = name.format(fd=f.fileno())
+        assert own_descriptor(Path(path)) == f.fileno()
+        write_output(Path(path), ['{"schema": 1}', "\n"])
+        f.write(b"summary line\n")
+    assert log.read_bytes() == b'header line\n{"schema": 1}\nsummary line\n'
+    assert os.stat(log).st_ino == inode
+
+
+def test_standard_stream_names_are_our_descriptors():
+    from pathlib import Path
+
+    from pytest_opprof.files import own_descriptor
+
+    assert [own_descriptor(Path(p)) for p in ("/dev/stdout", "/dev/stderr", "/dev/null", "out/r.json")] == [
+        1,
+        2,
+        None,
+        None,
+    ]
