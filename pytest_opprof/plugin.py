@@ -158,18 +158,43 @@ PATH_FLAGS = ("--opprof-json", "--opprof-csv", "--opprof-html", "--opprof-trace-
 
 def _spaced_path_outside(config: pytest.Config) -> str | None:
     """`--opprof-json /elsewhere/r.json` (a space, not `=`) naming an existing path outside the
-    current folder: pytest reads the arguments for the rootdir before plugins' options are known,
-    took it for a test path, and may have moved the rootdir (and so .opprof/ and the ini file)."""
+    current folder: pytest reads the arguments for the rootdir before plugins' options are known
+    and takes it for a test path. Refused when that moved the ini file (and so the rootdir and
+    .opprof/) away from the one above the current folder; a rootdir it did not move passes."""
     args = [str(a) for a in config.invocation_params.args]
     here = config.invocation_params.dir.resolve()
+    if config.option.rootdir or config.option.inifilename:  # chosen explicitly
+        return None
     for flag, value in zip(args, args[1:]):
         where = Path(here, value).resolve()
-        if flag in PATH_FLAGS and where.exists() and here != where and here not in where.parents:
+        outside = where.exists() and here != where and here not in where.parents
+        if flag in PATH_FLAGS and outside and config.inipath != _ini_above(here):
             return (
                 f"{flag} {value}: write {flag}={value} (with '='): before it knows this option, pytest takes an "
-                f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}), "
-                "which decides where .opprof/ and the ini file are"
+                f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}, "
+                f"not the folder of {_ini_above(here) or 'the current folder'}), which decides where .opprof/ and the "
+                "ini file are"
             )
+    return None
+
+
+_INI_FILES = (
+    ("pytest.ini", ""),
+    (".pytest.ini", ""),
+    ("pyproject.toml", "[tool.pytest"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
+
+
+def _ini_above(folder: Path) -> Path | None:
+    """The pytest configuration file pytest would find from `folder` upwards (its names and the
+    section each needs), or None."""
+    for candidate in (folder, *folder.parents):
+        for name, section in _INI_FILES:
+            path = candidate / name
+            if path.is_file() and (not section or section in path.read_text(encoding="utf-8", errors="replace")):
+                return path
     return None
 
 

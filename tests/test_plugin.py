@@ -1536,7 +1536,8 @@ def test_recording_names_the_tests_it_did_not_record_because_they_failed(project
 def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tmp_path_factory):
     """`--opprof-json /elsewhere/r.json` with a space, the file existing: pytest took it for a
     test path when it chose the rootdir (before it knew the option) and moved the rootdir, so
-    baselines would be looked for and written elsewhere. Refused with the fix; `=` works."""
+    baselines would be looked for and written elsewhere. Refused with the fix; `=` works, and so
+    does the space when the rootdir did not move."""
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(
         test_x="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
@@ -1550,6 +1551,8 @@ def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tm
     )
     run(pytester, "--opprof", f"--opprof-json={elsewhere}").assert_outcomes(passed=1)
     run(pytester, "--opprof", "--opprof-json", "inside.json").assert_outcomes(passed=1)  # not an existing path
+    # With a test path, pytest finds the project's ini from it: the rootdir did not move, no refusal
+    run(pytester, "test_x.py", "--opprof", "--opprof-json", str(elsewhere)).assert_outcomes(passed=1)
 
 
 def test_a_pipe_nobody_reads_is_one_summary_line_not_a_hang(project):
