@@ -242,17 +242,26 @@ def _load_side(text: str) -> _Side:
                 f"pass one device-key folder, e.g. {path / keys[0]}"
             )
         docs: dict[str, BaselineDoc] = {}
+        files: dict[str, Path] = {}
         for file, doc in found:
             nodeid = doc.nodeid
             if nodeid in docs:
-                raise BaselineError(
-                    f"{file}: a second baseline of {nodeid!r} under {path}; pass one device-key folder "
-                    f"(such as {path / file.relative_to(path).parts[0]}) if it holds several, else delete the stray file"
-                )
-            docs[nodeid] = doc
+                raise BaselineError(_second_baseline(path, files[nodeid], file, nodeid))
+            docs[nodeid], files[nodeid] = doc, file
         return _Side(path, "baselines", docs, keys[0])
     ((_, doc),) = found
     return _Side(path, "baseline", {doc.nodeid: doc}, doc.device_key)
+
+
+def _second_baseline(folder: Path, first: Path, second: Path, nodeid: str) -> str:
+    """Two files of one test under a folder: copies under two device-key folders (pass one of
+    them), or a stray copy in one."""
+    tops = {file.relative_to(folder).parts[0] for file in (first, second)}
+    if len(tops) > 1:
+        fix = f"pass one device-key folder, such as {folder / sorted(tops)[0]}"
+    else:
+        fix = f"delete the stray file (the other is {first})"
+    return f"{second}: a second baseline of {nodeid!r} under {folder}; {fix}"
 
 
 def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, BaselineDoc, BaselineDoc]], list[str], list[str]]:

@@ -273,7 +273,11 @@ def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
 
 def _steps(capture: dict[str, Any], events_per_step: Any) -> int:
     """The captured steps: capture.steps (a whole number >= 1), else one per events_per_step."""
-    steps = capture.get("steps", len(events_per_step) if isinstance(events_per_step, list) else 0)
+    if "steps" not in capture:
+        if not events_per_step:
+            raise ValueError("'events_per_step' is empty and there is no 'capture.steps': no step was recorded")
+        return len(events_per_step)
+    steps = capture["steps"]
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"'capture.steps' is {steps!r}, not a whole number >= 1")
     return steps

@@ -413,8 +413,9 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
 
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
-    second would replace the first), or a report or the trace folder inside the baseline folder
-    (a report would replace a committed baseline). Pipes and devices (/dev/null) may be shared."""
+    second would replace the first), or a report or the trace folder inside a device-key folder
+    of the baseline folder, where baselines live (a report would replace one; beside the
+    device-key folders it cannot). Pipes and devices (/dev/null) may be shared."""
     folder = Path(os.path.realpath(baseline_folder))
     outputs = [
         ("--opprof-json", settings.json_path),
@@ -427,8 +428,9 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
         if not value:
             continue
         where = Path(os.path.realpath(value))
-        if where == folder or folder in where.parents:
-            return f"{flag}: {value!r} is inside the baseline folder {baseline_folder}; write it elsewhere (a report there would replace committed baselines)"
+        if folder in where.parents and len(where.relative_to(folder).parts) >= 2:
+            key = folder / where.relative_to(folder).parts[0]
+            return f"{flag}: {value!r} is inside the device-key folder {key} of the baselines; write it elsewhere (a report there could replace a committed baseline)"
         if where in taken and not is_stream(where):
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
         taken[where] = flag

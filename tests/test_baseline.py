@@ -610,6 +610,10 @@ def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_pat
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
+        (
+            lambda d: (d.pop("capture"), d.update(events_per_step=[])),
+            "'events_per_step' is empty and there is no 'capture",
+        ),
     ],
 )
 def test_values_out_of_range_or_of_the_wrong_length_are_errors_naming_the_file(tmp_path, edit, reason):

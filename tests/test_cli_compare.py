@@ -330,7 +330,11 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     shutil.copytree(a, tmp_path / "mixed" / "nvidia-a10-copy")
     code, _, err = run_cli(capsys, "compare", tmp_path / "mixed", tmp_path / "mixed")
     assert code == 2 and "a second baseline of 'tests/test_m.py::test_" in err
-    assert f"pass one device-key folder (such as {tmp_path / 'mixed' / 'nvidia-a10-copy'}) if it holds several" in err
+    assert f"pass one device-key folder, such as {tmp_path / 'mixed' / 'nvidia-a10'}" in err
+    stray = tmp_path / "mixed" / "nvidia-a10"
+    shutil.copy(stray / "tests" / "test_m.py" / "test_mlp.json", stray / "tests" / "copy.json")  # a stray copy
+    code, _, err = run_cli(capsys, "compare", stray, stray)
+    assert code == 2 and "a second baseline of 'tests/test_m.py::test_mlp'" in err and "delete the stray file" in err
     corrupt = a / "tests" / "test_m.py" / "test_small.json"
     before = corrupt.read_bytes()[:-20]
     corrupt.write_bytes(before)

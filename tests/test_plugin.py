@@ -1432,11 +1432,12 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
     [
         (
             ["--opprof-json", ".opprof/cpu/test_x.py/test_x.json"],
-            "--opprof-json: '.opprof/cpu/test_x.py/test_x.json' is inside the baseline folder *; write it elsewhere*",
+            "--opprof-json: '.opprof/cpu/test_x.py/test_x.json' is inside the device-key folder */.opprof/cpu of the "
+            "baselines; write it elsewhere*",
         ),
         (
-            ["--opprof-trace-dir", ".opprof/traces"],
-            "--opprof-trace-dir: '.opprof/traces' is inside the baseline folder*",
+            ["--opprof-trace-dir", ".opprof/cpu/traces"],
+            "--opprof-trace-dir: '.opprof/cpu/traces' is inside the device-key folder*",
         ),
         (
             ["--junitxml", "out/r.xml", "--opprof-json", "out/r.xml"],
@@ -1509,8 +1510,10 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
         Settings(json_path=str(tmp_path / "r.xml")), tmp_path / ".opprof", str(tmp_path / "r.xml")
     )
     assert "is also --junitxml's path" in (junit or "")
-    inside = Settings(html_path=str(tmp_path / ".opprof" / "r.html"))
-    assert "inside the baseline folder" in (output_paths_problem(inside, tmp_path / ".opprof") or "")
+    inside = Settings(html_path=str(tmp_path / ".opprof" / "cpu" / "r.html"))
+    assert "inside the device-key folder" in (output_paths_problem(inside, tmp_path / ".opprof") or "")
+    beside = Settings(html_path=str(tmp_path / "r.html"))  # --opprof-baseline-dir=. : reports beside the key folders
+    assert output_paths_problem(beside, tmp_path) is None
 
 
 def test_recording_names_the_tests_it_did_not_record_because_they_failed(project):
