@@ -28,6 +28,7 @@ from .errors import (
     unexpected_ops,
     unknown_op,
 )
+from .events import without_overload
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -51,9 +52,8 @@ def validate_op(op: object) -> str:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(op, str) or not op.strip():
         raise OpprofUsageError(bad_argument("op", op, 'an op name or glob such as "aten::addmm" or "aten::*mm"'))
-    namespace, sep, name = op.partition("::")
-    if sep and namespace in ("aten", "prim") and "." in name:  # aten::mm.default: never in a profile
-        bare = f"{namespace}::{name.split('.')[0]}"
+    bare = without_overload(op)
+    if bare is not None:  # aten::mm.default: never in a profile
         raise OpprofUsageError(
             bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
         )

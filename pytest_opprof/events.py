@@ -194,3 +194,12 @@ class EventTable:
                     ),
                 )
             )
+
+
+def without_overload(name: str) -> str | None:
+    """`aten::mm` for torch's schema name `aten::mm.default`, which no profile holds (the profiler
+    names aten and prim ops without their overload); None for a name without one."""
+    namespace, sep, op = name.partition("::")
+    if sep and namespace in ("aten", "prim") and "." in op:
+        return f"{namespace}::{op.split('.')[0]}"
+    return None

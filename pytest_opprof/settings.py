@@ -15,6 +15,7 @@ from typing import Any
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
 from .errors import SettingsError, closest_names
+from .events import without_overload
 from .files import is_stream
 
 TRACE_MODES = ("failed", "all")
@@ -168,7 +169,12 @@ def parse_globs(text: object) -> tuple[str, ...]:
     items = text if isinstance(text, (list, tuple)) else [text]
     if not all(isinstance(i, str) for i in items):
         raise ValueError('op globs: a text or a list of texts like ["aten::copy_", "aten::*mm"]')
-    return tuple(_split(text))
+    globs = tuple(_split(text))
+    for glob in globs:
+        bare = without_overload(glob)
+        if bare is not None:  # it would ignore nothing
+            raise ValueError(f"op globs without overloads, as the profiler names ops: {bare!r}, not {glob!r}")
+    return globs
 
 
 def _parse_update(text: object) -> str | None:

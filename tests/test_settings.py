@@ -92,3 +92,20 @@ def test_marker_ignore_ops_must_be_texts(value):
 
     problem = marker_problem("t.py::t", (), {"ignore_ops": value})
     assert problem.startswith(f"t.py::t: @pytest.mark.opprof(ignore_ops={value!r}): expected op globs")
+
+
+def test_ignore_ops_with_an_overload_name_is_refused():
+    """`aten::add.Tensor` (torch's schema name) would ignore nothing: profiles name ops without
+    their overload. Refused from the flag, the ini and the marker, naming the name to use."""
+    from pytest_opprof.settings import marker_problem
+
+    with pytest.raises(SettingsError) as info:
+        parse_settings(lookup_from({"ignore_ops": ("aten::copy_, aten::add.Tensor", "command line")}))
+    assert str(info.value) == (
+        "--opprof-ignore-ops: 'aten::copy_, aten::add.Tensor' is not op globs without overloads, as the profiler "
+        "names ops: 'aten::add', not 'aten::add.Tensor' (from command line)"
+    )
+    problem = marker_problem("t.py::t", (), {"ignore_ops": ["aten::mm.default"]})
+    assert problem and problem.endswith(
+        "expected op globs without overloads, as the profiler names ops: 'aten::mm', not 'aten::mm.default'"
+    )
