@@ -13,7 +13,7 @@ from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .documents import BaselineDoc
-from .errors import BaselineError
+from .errors import BaselineError, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -176,9 +176,14 @@ def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> No
 MAX_BASELINE_BYTES = 64 << 20  # a baseline is kilobytes; a larger file is refused, not read
 
 
-def read_baseline(path: Path, nodeid: str | None = None) -> BaselineDoc | None:
+def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = None) -> BaselineDoc | None:
     """The baseline at `path`, None when there is none. A file that cannot be used raises
-    BaselineError naming it and the fix; the file is never touched."""
+    BaselineError naming it and the fix; the file is never touched. `inside`: a symlink to a
+    file outside that folder is refused, not read (as the writer refuses to write through one)."""
+    if inside is not None and path.is_symlink():
+        target = path.resolve()
+        if inside.resolve() not in target.parents:
+            raise BaselineError(symlink_outside(path, target, inside))
     try:
         text = read_regular(path, MAX_BASELINE_BYTES).decode("utf-8")
     except FileNotFoundError:

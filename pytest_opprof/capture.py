@@ -575,7 +575,7 @@ INDUCTOR_KERNEL_PROFILE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"
 def enable_compiled_kernel_profiling() -> None:
     """Inductor's C++ kernels show in a profile only when compiled with kernel profiling on:
     switch it on for code compiled from now on (unless the user set it to 0). Nothing is
-    imported; a config already loaded is set too. The plugin calls this once under --opprof."""
+    imported; a config already loaded is set too. Used through compiled_kernel_profiling()."""
     os.environ.setdefault(INDUCTOR_KERNEL_PROFILE, "1")
     config = sys.modules.get("torch._inductor.config")
     if config is not None and os.environ[INDUCTOR_KERNEL_PROFILE] == "1":

@@ -15,7 +15,7 @@ from typing import Any
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements
 from .documents import BaselineDoc
-from .errors import OpprofError, cannot_write, strict_inconclusive, symlink_outside
+from .errors import OpprofError, cannot_write, strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -223,11 +223,8 @@ def baseline_step(
     """Read the test's baseline, decide, write what was decided (never outside `root`). An
     unusable file is never touched, and one that cannot be written is left as it was: the result
     carries the error that makes the test an error."""
-    target = path.resolve() if root is not None and path.is_symlink() else None
-    if target is not None and root is not None and root.resolve() not in target.parents:
-        return BaselineResult(shown, UNUSABLE, error=f"opprof: {symlink_outside(shown, target, root)}")
     try:
-        old = read_baseline(path, nodeid)
+        old = read_baseline(path, nodeid, inside=root)
     except BaselineError as exc:
         return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
     outcome = decide(current, old, rule, update, remeasure, shown)

@@ -232,15 +232,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
         # Before any model compiles, for the session: Inductor's C++ kernels then show. Restored at
         # the end (an in-process pytest run, pytester's, must not leave it on for its host).
-        state.profiling = ExitStack()
-        state.profiling.enter_context(compiled_kernel_profiling())
+        profiling = ExitStack()
+        profiling.enter_context(compiled_kernel_profiling())
+        config.add_cleanup(profiling.close)  # also run when configure fails
         with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
             warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
-            try:
-                _resolve_device(config, state)
-            except BaseException:
-                state.profiling.close()
-                raise
+            _resolve_device(config, state)
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
@@ -265,8 +262,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.nvml.close()
     if state is not None and state.spool is not None:
         state.spool.close()
-    if state is not None and state.profiling is not None:
-        state.profiling.close()
 
 
 class _RecordCollector:

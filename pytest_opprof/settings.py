@@ -61,7 +61,6 @@ class RunState:
     carrying: int = 0  # collected tests that use the fixture or the marker
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
     spool: Any = None  # report.ReportSpool when --opprof-json/-csv/-html is on: the records' parts
-    profiling: Any = None  # contextlib.ExitStack: Inductor's kernel profiling on for the session, off after
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
