@@ -29,6 +29,7 @@ from .errors import (
     unknown_op,
 )
 from .events import without_overload
+from .units import first_three
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -239,8 +240,7 @@ def fused_into(profile: Profile, op: str) -> list[str]:
 
 
 def fused_text(op: str, kernels: list[str]) -> str:
-    more = f" and {len(kernels) - 3} more" if len(kernels) > 3 else ""
-    return f"{op} ran inside compiled code, fused into {', '.join(kernels[:3])}{more}"
+    return f"{op} ran inside compiled code, fused into {first_three(list(kernels))}"
 
 
 def no_graph_break() -> Assertion:
@@ -369,7 +369,7 @@ def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None
     expected = _expected_count(per_step, n, min, max)
     if expected is None:
         return None
-    names = ", ".join(k.name for k in matched[:3]) + (f" and {len(matched) - 3} more" if len(matched) > 3 else "")
+    names = first_three([k.name for k in matched])
     return count_mismatch(pattern, per_step, expected, [f"kernels {names}"], unit="launches")
 
 

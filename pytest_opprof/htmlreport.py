@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .files import write_output
 from .tables import by_shown_time, median_wall_ns
+from .units import count_of
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -86,7 +87,7 @@ def test_section(
 
 
 def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
-    bits = [f"{profile.steps} step{'s' if profile.steps != 1 else ''}"]
+    bits = [count_of(profile.steps, "step")]
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:

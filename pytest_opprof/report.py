@@ -25,6 +25,7 @@ from .documents import BaselineDoc
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
+from .units import count_of, first_three
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -187,7 +188,7 @@ def _summary_block(
 ) -> str:
     # the median step, as "of step" divides by it
     wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
-    steps = f"{profile.steps} step{'s' if profile.steps != 1 else ''}"
+    steps = count_of(profile.steps, "step")
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
     if profile.overhead is not None:
@@ -316,7 +317,7 @@ def _time_line(group: list[Verdict]) -> str:
 
 
 def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
-    ops = _listed([v.op or "" for v in group])
+    ops = first_three([v.op or "" for v in group])
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides
         outcome = f"its baseline was {status} all the same (=all, or a structure or work change), with these times"
     elif status in RECORDING:
@@ -335,7 +336,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     lines = []
     untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
     if untimed:
-        shown = _listed(untimed)
+        shown = first_three(untimed)
         lines.append(
             f"opprof: time not judged for {_tests(len(untimed))} with under {MIN_TIME_STEPS} steps "
             f"(single-step captures: the whole call, capture(), the marker): {shown}; "
@@ -345,7 +346,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     old = sum(1 for r in records if r.baseline and r.baseline.schema == 1)
     if old:
         lines.append(
-            f"opprof: {old} baseline{'s' if old != 1 else ''} of schema 1 (no work signatures, counts before "
+            f"opprof: {count_of(old, 'baseline')} of schema 1 (no work signatures, counts before "
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
@@ -354,18 +355,13 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     if recording and unrecorded:
         lines.append(
             f"opprof: {_tests(len(unrecorded))} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
-            f"or erred (a baseline records code that passes its own checks; files as they were): {_listed(unrecorded)}"
+            f"or erred (a baseline records code that passes its own checks; files as they were): {first_three(unrecorded)}"
         )
     return lines
 
 
-def _listed(names: list[str]) -> str:
-    """The first three names, and how many more."""
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
 def _tests(n: int) -> str:
-    return f"{n} test{'s' if n != 1 else ''}"
+    return count_of(n, "test")
 
 
 def _baseline_lines(records: list[TestRecord]) -> list[str]:
@@ -382,7 +378,7 @@ def _baseline_lines(records: list[TestRecord]) -> list[str]:
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
         n = statuses["unreliable"]
-        lines.append(f"opprof: {n} baseline{'s' if n != 1 else ''} not written: unreliable GPU clocks (see above)")
+        lines.append(f"opprof: {count_of(n, 'baseline')} not written: unreliable GPU clocks (see above)")
     if any(written.values()) or statuses.get("kept"):
         parts = [f"{v} {k}" for k, v in written.items() if v]
         lines.append(
@@ -582,7 +578,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
     return [
         f"{doc.nodeid}  [{path}]",
-        f"device {doc.device_key}; {software or 'no software facts'}; {doc.steps} step{'s' if doc.steps != 1 else ''}{wall}",
+        f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{wall}",
     ]
 
 

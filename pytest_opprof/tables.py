@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from .units import ms_text
+from .units import count_of, ms_text
 
 if TYPE_CHECKING:  # for annotations only: the model imports this module
     from .analysis import Profile
@@ -140,7 +140,7 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         if profile.device_ns
         else ", no device events"
     )
-    head = f"{profile.source}: {profile.steps} step{'s' if profile.steps != 1 else ''}, {wall}, {len(profile.ops)} ops{device}"
+    head = f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {len(profile.ops)} ops{device}"
     parts = [head]
     for line in (compiled_line(profile), timeline_line(profile)):
         if line:

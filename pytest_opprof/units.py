@@ -10,3 +10,13 @@ def ns_to_ms(ns: float) -> float:
 def ms_text(ms: float, digits: int = 3) -> str:
     """A number of milliseconds as the reports print it: `0.418`."""
     return f"{ms:.{digits}f}"
+
+
+def count_of(n: int, noun: str) -> str:
+    """`1 step`, `3 steps`."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def first_three(names: list[str]) -> str:
+    """`a, b, c and 2 more`: the first three names, and how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
