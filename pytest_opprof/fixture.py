@@ -126,26 +126,27 @@ class OpprofFixture:
         """Profile the block as one step."""
         __tracebackhide__ = True
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
-        if not self.enabled:
-            self._in_capture = True
-            try:
+        self._in_capture = True
+        try:
+            if self.enabled:
+                yield from self._captured_block()
+            else:
                 yield
-            finally:
-                self._in_capture = False
-            return
+        finally:
+            self._in_capture = False
+
+    def _captured_block(self) -> Iterator[None]:
+        __tracebackhide__ = True
         self._drop_whole_call()
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
         recorder.start()
-        self._in_capture = True
         try:
             yield
         except BaseException:
             recorder.stop(keep=False)
             raise
-        finally:
-            self._in_capture = False
         self._finish(recorder.stop())
 
     def _refuse_nesting(self, what: str) -> None:

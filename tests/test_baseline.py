@@ -577,6 +577,12 @@ def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_pat
     """Strings where numbers belong, a number where a list belongs, NaN, a boolean schema: one
     BaselineError naming the file and the field (the test becomes an error), never a traceback
     from the comparison, and never a time check silently disabled by a NaN."""
+    assert_edit_refused(tmp_path, edit, reason)
+
+
+def assert_edit_refused(tmp_path, edit, reason):
+    """A recorded baseline, edited by `edit`, raises one BaselineError naming the file and
+    `reason`; the file is left as it was."""
     data = doc(profile()).to_dict()
     edit(data)
     path = tmp_path / "b.json"
@@ -620,7 +626,7 @@ def test_values_out_of_range_or_of_the_wrong_length_are_errors_naming_the_file(t
     """Negative or fractional counts, negative times, per-step lists of another length than the
     steps, a step count that is not a whole number >= 1: one BaselineError naming the file and
     the field, never a verdict computed from them or an internal error; the file is untouched."""
-    test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_path, edit, reason)
+    assert_edit_refused(tmp_path, edit, reason)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 import pytest_opprof
 from pytest_opprof import analysis
 from pytest_opprof.fixture import OpprofFixture
@@ -55,7 +57,6 @@ def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
     import re
     from pathlib import Path
 
-    pytest = __import__("pytest")
     pytest.importorskip("torch")
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("**In your own project**", 1)[1]
