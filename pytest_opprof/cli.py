@@ -170,6 +170,8 @@ def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
         return read_baseline_dir(path)
     if not path.exists():
         raise BaselineError(f"{path}: no such file or folder")
+    if not path.is_file():
+        raise BaselineError(f"{path}: not a file or folder (a pipe or a device?); give a baseline file or folder")
     data = read_baseline(path)
     assert data is not None
     return [(path, data)]

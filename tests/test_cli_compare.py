@@ -362,9 +362,12 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("compare", b, b, "--min-delta-ms", "-1"), "argument --min-delta-ms: '-1' is not a number of milliseconds"),
         (("compare", b, b, "--stat", "mean"), "argument --stat: invalid choice: 'mean'"),
         (("compare", b), "the following arguments are required: B"),
-        (("show", fifo), "pipe.json: not a regular file (a pipe or a device?)"),
+        (("show", fifo), "pipe.json: not a file or folder (a pipe or a device?); give a baseline file or folder"),
         (("compare", fifo, fifo), "pipe.json: not a file or folder (a pipe or a device?); give two baseline folders"),
-        (("show", "/dev/zero"), "/dev/zero: not a regular file (a pipe or a device?)"),
+        (
+            ("show", "/dev/zero"),
+            "/dev/zero: not a file or folder (a pipe or a device?); give a baseline file or folder",
+        ),
         (("show", huge), f"huge.json: larger than {MAX_BASELINE_BYTES:,} bytes"),
     ]
     for argv, expected in cases:
