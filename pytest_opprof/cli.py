@@ -28,6 +28,7 @@ from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_si
 from .settings import parse_ms, parse_percentage
 from .tables import by_shown_time
 from .trace import load_trace
+from .units import count_of
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_TOP = 20
@@ -359,8 +360,7 @@ def _compare_text(
         f"slower/faster beyond {100 * args.tolerance:g}% and {args.min_delta_ms:g} ms",
     ]
     for r in results:
-        n = len(r.worse)
-        verdict = f"B regressed: {n} op{'s' if n != 1 else ''} worse" if r.worse else "B not worse"
+        verdict = f"B regressed: {count_of(len(r.worse), 'op')} worse" if r.worse else "B not worse"
         out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
@@ -372,8 +372,7 @@ def _compare_text(
     if not results:
         out += ["", "no test is in both A and B"]
     total = sum(1 for r in results if r.worse)
-    plural = "s" if len(results) != 1 else ""
-    return out + ["", f"opprof compare: {total} of {len(results)} compared test{plural} regressed in B"]
+    return out + ["", f"opprof compare: {total} of {count_of(len(results), 'compared test')} regressed in B"]
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -64,9 +64,10 @@ def is_stream(path: Path) -> bool:
 
 
 def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
-    """A report at a path the user named, written as the shell's `>` would: into a pipe or a
-    device as it is (/dev/stdout, /dev/null), a file through a symlink to its target; a file is
-    written whole or not at all (write_atomic_chunks), never the symlink replaced by a file."""
+    """A report at a path the user named, written as the shell's `>` would: through this
+    process's own descriptor (/dev/stdout, /dev/fd/N), into a pipe or a device as it is (a FIFO,
+    /dev/null), a file through a symlink to its target; a file is written whole or not at all
+    (write_atomic_chunks), never the symlink replaced by a file."""
     fd = own_descriptor(path)
     if fd is not None:  # /dev/stdout redirected to a log: written at its place in it, not replaced
         for stream in (sys.stdout, sys.stderr):  # what was printed before comes before

@@ -165,17 +165,21 @@ def _spaced_path_outside(config: pytest.Config) -> str | None:
     here = config.invocation_params.dir.resolve()
     if config.option.rootdir or config.option.inifilename:  # chosen explicitly
         return None
-    for flag, value in zip(args, args[1:]):
-        where = Path(here, value).resolve()
-        outside = where.exists() and here != where and here not in where.parents
-        if flag in PATH_FLAGS and outside and config.inipath != _ini_above(here):
-            return (
-                f"{flag} {value}: write {flag}={value} (with '='): before it knows this option, pytest takes an "
-                f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}, "
-                f"not the folder of {_ini_above(here) or 'the current folder'}), which decides where .opprof/ and the "
-                "ini file are"
-            )
-    return None
+    spaced = [(f, v) for f, v in zip(args, args[1:]) if f in PATH_FLAGS and _outside(Path(here, v).resolve(), here)]
+    expected = _ini_above(here) if spaced else None
+    if not spaced or config.inipath == expected:
+        return None
+    flag, value = spaced[0]
+    return (
+        f"{flag} {value}: write {flag}={value} (with '='): before it knows this option, pytest takes an "
+        f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}, "
+        f"not the folder of {expected or 'the current folder'}), which decides where .opprof/ and the ini file are"
+    )
+
+
+def _outside(where: Path, here: Path) -> bool:
+    """An existing path that is not the current folder or below it."""
+    return where.exists() and where != here and here not in where.parents
 
 
 _INI_FILES = (

@@ -338,7 +338,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     if untimed:
         shown = first_three(untimed)
         lines.append(
-            f"opprof: time not judged for {_tests(len(untimed))} with under {MIN_TIME_STEPS} steps "
+            f"opprof: time not judged for {count_of(len(untimed), 'test')} with under {MIN_TIME_STEPS} steps "
             f"(single-step captures: the whole call, capture(), the marker): {shown}; "
             "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
             "for a time check"
@@ -354,14 +354,10 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
-            f"opprof: {_tests(len(unrecorded))} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
+            f"opprof: {count_of(len(unrecorded), 'test')} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
             f"or erred (a baseline records code that passes its own checks; files as they were): {first_three(unrecorded)}"
         )
     return lines
-
-
-def _tests(n: int) -> str:
-    return count_of(n, "test")
 
 
 def _baseline_lines(records: list[TestRecord]) -> list[str]:
@@ -373,7 +369,7 @@ def _baseline_lines(records: list[TestRecord]) -> list[str]:
             statuses[status] = statuses.get(status, 0) + 1
     if statuses.get("missing"):
         lines.append(
-            f"opprof: no baseline for {_tests(statuses['missing'])}; run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for {count_of(statuses['missing'], 'test')}; run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):

@@ -16,7 +16,7 @@ from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, K
 from .device import valid_key
 from .errors import SettingsError, closest_names
 from .events import without_overload
-from .files import is_stream
+from .files import is_stream, own_descriptor
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
@@ -430,13 +430,13 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
     ]
     taken: dict[Path, str] = {Path(os.path.realpath(junitxml)): "--junitxml"} if junitxml else {}
     for flag, value in outputs:
-        if not value:
-            continue
+        if not value or own_descriptor(Path(value)) is not None or is_stream(Path(value)):
+            continue  # written into, never replaced: /dev/stdout (a log or a pipe behind it), a FIFO
         where = Path(os.path.realpath(value))
         if folder in where.parents and len(where.relative_to(folder).parts) >= 2:
             key = folder / where.relative_to(folder).parts[0]
             return f"{flag}: {value!r} is inside the device-key folder {key} of the baselines; write it elsewhere (a report there could replace a committed baseline)"
-        if where in taken and not is_stream(where):
+        if where in taken:
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
         taken[where] = flag
     return None

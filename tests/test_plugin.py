@@ -1504,6 +1504,9 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     shared = Settings(json_path=str(tmp_path / "pipe"), csv_path=str(tmp_path / "pipe"))
     assert output_paths_problem(shared, tmp_path / ".opprof") is None
+    # /dev/fd/1 may be a log file or an unnamed pipe behind it: written through the descriptor, shareable
+    own = Settings(json_path="/dev/fd/1", csv_path="/dev/fd/1")
+    assert output_paths_problem(own, tmp_path / ".opprof") is None
     clash = Settings(json_path=str(tmp_path / "r"), csv_path=str(tmp_path / "r"))
     assert "is also --opprof-json's path" in (output_paths_problem(clash, tmp_path / ".opprof") or "")
     junit = output_paths_problem(
