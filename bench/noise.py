@@ -2,13 +2,15 @@
 
 Records baselines for a small example suite once on the quiet machine, then reruns it N times
 (default 20) with a CPU-bound process beside it (2 cores: the tests share them with the hog):
-unchanged code, a doubled hidden layer (same ops, 2x the FLOPs), one extra op per step, and
+unchanged code, a doubled hidden layer (same ops, 2x the FLOPs), one extra op per step, the same
+code on one torch thread (torch.set_num_threads(1): same work, only time moves), and
 `--opprof-update-baseline` on unchanged code. Every MLP test exists in each capture mode: run(),
 capture(), the whole test call, and the marker. Prints, per mode:
 false failures (target 0/N), doubled layers failed as `work` naming the FLOPs (target N/N), extra
-ops failed as `structure` (target N/N), and re-recordings that changed any baseline byte (target 0/N).
+ops failed as `structure` (target N/N), one-thread runs failed as `work` naming the threads (target
+N/N), and re-recordings that changed any baseline byte (target 0/N).
 
-    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,rerecord,idle]
+    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,threads,rerecord,idle]
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import torch
 
 INJECT = os.environ.get("OPPROF_INJECT", "")
 WIDTH = 2048 if INJECT == "wide" else 1024  # "wide": the same ops, twice the work in both addmm
+if INJECT == "threads":  # the same ops and work on one thread (x1.7 the addmm time here): a set_num_threads slip
+    torch.set_num_threads(1)
 
 
 def mlp(width=WIDTH):
@@ -182,7 +186,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--keep", help="keep the example project in this folder")
     parser.add_argument(
-        "--scenarios", default="hog,wide,extra,rerecord", help="comma list of hog, wide, extra, rerecord, idle"
+        "--scenarios",
+        default="hog,wide,extra,threads,rerecord",
+        help="comma list of hog, wide, extra, threads, rerecord, idle",
     )
     args = parser.parse_args()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="opprof-noise-"))
@@ -195,7 +201,7 @@ def main() -> int:
     n, wanted, started = args.runs, set(args.scenarios.split(",")), time.time()
     results = {
         name: scenario(base, n, inject, name != "idle")
-        for name, inject in (("idle", ""), ("hog", ""), ("wide", "wide"), ("extra", "extra"))
+        for name, inject in (("idle", ""), ("hog", ""), ("wide", "wide"), ("extra", "extra"), ("threads", "threads"))
         if name in wanted
     }
     changed = rerecord(base, n) if "rerecord" in wanted else []
@@ -218,6 +224,10 @@ def main() -> int:
         if "extra" in results:
             line.append(
                 f"extra op as structure {detected(results['extra'], MLP_TESTS[mode], 'structure', '+ aten::clone')}/{n}"
+            )
+        if "threads" in results:
+            line.append(
+                f"one thread as work {detected(results['threads'], MLP_TESTS[mode], 'work', 'torch threads ')}/{n}"
             )
         print("  ".join(line))
     if changed:

@@ -20,7 +20,17 @@ SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied b
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
 # The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
 # of every re-recording.
-ENVIRONMENT_KEYS = ("torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model")
+ENVIRONMENT_KEYS = (
+    "torch",
+    "cuda",
+    "hip",
+    "gpu_name",
+    "gpu_capability",
+    "driver",
+    "cuda_driver",
+    "cpu_model",
+    "torch_threads",  # the process's default thread count: tells a machine's from a test's (compare.py)
+)
 
 
 def bad_baseline(
@@ -151,7 +161,8 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "nodeid": nodeid,
         "device_key": device_key,
         "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
-        "capture": {"steps": profile.steps, "source": profile.source},
+        "capture": {"steps": profile.steps, "source": profile.source}
+        | ({"threads": profile.threads} if profile.threads is not None else {}),
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None

@@ -364,7 +364,7 @@ class StepRecorder:
         if not keep:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
-        return _with_reference(from_profiler(prof), _references(torch))
+        return _with_reference(from_profiler(prof), torch, _references(torch))
 
 
 @contextmanager
@@ -459,12 +459,14 @@ def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
     return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
 
 
-def _with_reference(profile: Profile, *references: tuple[int, int]) -> Profile:
-    """The best of each reference taken around the capture."""
+def _with_reference(profile: Profile, torch: Any, *references: tuple[int, int]) -> Profile:
+    """The best of each reference taken around the capture, and torch's thread count at its end
+    (the references ran on those threads: compare.py compares them only at equal counts)."""
     return replace(
         profile,
         reference_ns=min(r[0] for r in references),
         dispatch_reference_ns=min(r[1] for r in references),
+        threads=torch.get_num_threads(),
     )
 
 
@@ -519,7 +521,7 @@ def _run_steps(
     if probe is not None:
         probe()
     unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
-    timed = _with_overhead(_with_reference(from_profiler(prof), before, _references(torch)), unprofiled)
+    timed = _with_overhead(_with_reference(from_profiler(prof), torch, before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})

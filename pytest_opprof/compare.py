@@ -2,7 +2,8 @@
 
 In order of trust, each a function below:
 1. structure (exact): an op's calls per step changed, an op appeared or vanished;
-2. work (exact): an op's input signatures, FLOPs, kernels or copied bytes per step changed;
+2. work (exact): an op's input signatures, FLOPs, kernels or copied bytes per step changed, or
+   the test ran its ops on another number of torch threads than its baseline;
 3. time: an op's per-step minimum moved beyond the tolerance and the floor, the fastest half of
    the steps says the move is real, and the machine cannot explain it; otherwise inconclusive;
 4. environment: device key or software versions differ (reported).
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
+from .units import count_of
 
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
 KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
@@ -60,7 +62,7 @@ class Verdict:
     kind: str  # structure | work | time | environment
     status: str  # regressed | improved | changed | inconclusive
     message: str
-    op: str | None = None
+    op: str | None = None  # None: the whole test (a work verdict without an op: its torch threads)
     base_ms: float | None = None
     new_ms: float | None = None
     p_value: float | None = None
@@ -159,9 +161,12 @@ def compare(
     ops whose structure and work are unchanged, and only where `machine` cannot explain a move."""
     where = f" [{path}]" if path else ""
     structure, recounted = _structure(current, baseline, rule, where)
-    work = _work(current, baseline, rule, recounted, where)
+    threads = _threads_set_by_test(current, baseline, where)
+    work = threads + _work(current, baseline, rule, recounted, where)
     untimed = _untimed(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
+    if threads:  # its CPU times moved with the threads: the work verdict says why
+        skip |= {name for name, op in current.ops.items() if not op.on_device}
     timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
     return Comparison(tuple(structure + work + timed + _environment(current, baseline, where)), untimed)
 
@@ -211,6 +216,30 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         if parts:
             verdicts.append(Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
     return verdicts
+
+
+def _default_threads(doc: BaselineDoc) -> int | None:
+    """The process's own thread count when the run started (environment.torch_threads)."""
+    value = doc.environment.get("torch_threads")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _threads_differ(current: BaselineDoc, baseline: BaselineDoc) -> bool:
+    return current.threads is not None and baseline.threads is not None and current.threads != baseline.threads
+
+
+def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
+    """A work verdict when the capture ran on another number of torch threads while the process
+    started with the same number on both sides: the test, the code it calls or an earlier test
+    set it (torch.set_num_threads). Another default is another machine: _environment says so."""
+    default = _default_threads(current)
+    if not _threads_differ(current, baseline) or default is None or default != _default_threads(baseline):
+        return []
+    message = (
+        f"torch threads {baseline.threads} -> {current.threads} (the process started with {default} on both "
+        f"sides: torch.set_num_threads in the test, the code it calls or an earlier test); CPU times not compared{where}"
+    )
+    return [Verdict(WORK, CHANGED, message)]
 
 
 def work_changes(new: WorkEntry, old: WorkEntry) -> list[str]:
@@ -369,6 +398,8 @@ def explained_by_machine(
         return f"unreliable GPU clocks ({machine.gpu_unreliable})"
     if on_device:
         return None
+    if _threads_differ(current, baseline):  # so did the references: they ran on those threads
+        return f"{THREADS_WHY} {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}"
     if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
         return f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture"
     for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
@@ -381,6 +412,19 @@ def explained_by_machine(
 # -- 4. environment ----------------------------------------------------------------------------
 
 
+QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
+THREADS_WHY = "torch ran on"  # how explained_by_machine's thread reason starts
+THREADS_FIX = (
+    "record the baseline on the machine that checks it (--opprof-update-baseline=all there), "
+    "or set OMP_NUM_THREADS to the baseline's count"
+)
+
+
+def inconclusive_fix(why: str | None) -> str:
+    """What to do about an inconclusive time verdict, by its reason."""
+    return THREADS_FIX if why and why.startswith(THREADS_WHY) else QUIET_MACHINE_FIX
+
+
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
     differ = []
     if current.device_key != baseline.device_key:
@@ -389,6 +433,11 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
         old, new = baseline.environment.get(key), current.environment.get(key)
         if old != new:
             differ.append(f"{key} {old} -> {new}")
+    if _threads_differ(current, baseline) and not _threads_set_by_test(current, baseline, where):
+        defaults = f"process default {_default_threads(baseline)} -> {_default_threads(current)}"
+        differ.append(
+            f"torch threads {baseline.threads} -> {current.threads} ({defaults}: another machine or OMP_NUM_THREADS)"
+        )
     if not differ:
         return []
     return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]

@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
-from .compare import REGRESSED, TIME, Comparison, Machine, Rule, Verdict, compare, merge_measurements
+from .compare import (
+    REGRESSED,
+    TIME,
+    WORK,
+    Comparison,
+    Machine,
+    Rule,
+    Verdict,
+    compare,
+    inconclusive_fix,
+    merge_measurements,
+)
 from .documents import BaselineDoc
 from .errors import OpprofError, cannot_write, strict_inconclusive
 
@@ -162,12 +173,14 @@ class BaselineResult:
         """A baseline was compared with (its rows and verdicts belong in the op tables)."""
         return self.status in ("compared", "kept", "changed", "rewritten")
 
-    def op_row(self, op: str, calls_per_step: float, min_ms: float) -> OpRow:
+    def op_row(self, op: str, calls_per_step: float, min_ms: float, on_device: bool = False) -> OpRow:
         """The baseline columns of one op's row in every table (terminal, CSV, HTML)."""
         base, base_calls = self.rows.get(op) or (None, None)
         delta = 100 * (min_ms - base) / base if base else None
         if base_calls is not None and statistics.median(base_calls) != calls_per_step:
             verdict = "calls changed"
+        elif not on_device and any(v.kind == WORK and v.op is None for v in self.verdicts):
+            verdict = "threads changed"  # the test-wide work verdict: its CPU times were not judged
         else:
             verdict = next(
                 (verdict_word(v) for v in self.verdicts if v.op == op), "ok" if base is not None else "added"
@@ -183,7 +196,8 @@ class BaselineResult:
         if self.error:
             return [self.error]
         if strict and not recording and TIME in rule.fail_on and self.inconclusive:
-            return [strict_inconclusive(nodeid, self.inconclusive[0].message)]
+            first = self.inconclusive[0]
+            return [strict_inconclusive(nodeid, first.message, inconclusive_fix(first.why))]
         return []
 
     @property

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .analysis import MAX_THREADS
+
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 
 
@@ -201,6 +203,7 @@ class BaselineDoc:
     environment: dict[str, Any]
     steps: int  # capture.steps
     source: str | None  # capture.source
+    threads: int | None  # capture.threads: torch's intra-op threads (None: unknown, not written)
     reference_ms: float | None
     dispatch_reference_ms: float | None
     wall_ms: tuple[float, ...] | None
@@ -218,7 +221,7 @@ class BaselineDoc:
             "nodeid": self.nodeid,
             "device_key": self.device_key,
             "environment": dict(self.environment),
-            "capture": {"steps": self.steps, "source": self.source},
+            "capture": self._capture(),
             "reference_ms": self.reference_ms,
             "dispatch_reference_ms": self.dispatch_reference_ms,
             "wall_ms": list(self.wall_ms) if self.wall_ms is not None else None,
@@ -227,6 +230,13 @@ class BaselineDoc:
             "kernels": {name: k.to_dict() for name, k in self.kernels.items()},
             "memory_ops": {name: m.to_dict() for name, m in self.memory_ops.items()},
         }
+
+    def _capture(self) -> dict[str, Any]:
+        """capture.threads only when known: a file written before it existed reads back the same."""
+        found: dict[str, Any] = {"steps": self.steps, "source": self.source}
+        if self.threads is not None:
+            found["threads"] = self.threads
+        return found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BaselineDoc:
@@ -249,6 +259,7 @@ class BaselineDoc:
             environment,
             steps,
             capture.get("source"),
+            _threads(capture.get("threads")),
             references[0],
             references[1],
             _per_step(wall, "'wall_ms'", steps) if wall is not None else None,
@@ -281,6 +292,13 @@ def _steps(capture: dict[str, Any], events_per_step: Any) -> int:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"'capture.steps' is {steps!r}, not a whole number >= 1")
     return steps
+
+
+def _threads(value: Any) -> int | None:
+    """capture.threads: absent or null (unknown), else a whole number of threads."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_THREADS):
+        raise ValueError(f"'capture.threads' is {value!r}, not a whole number of threads (1 to {MAX_THREADS}) or null")
+    return value
 
 
 def _reference(data: dict[str, Any], key: str) -> float | None:

@@ -187,10 +187,10 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
-def strict_inconclusive(nodeid: str, message: str) -> str:
+def strict_inconclusive(nodeid: str, message: str, fix: str) -> str:
     return (
         f"opprof: --opprof-strict: a time check of {nodeid} was inconclusive, which strict mode makes an error: "
-        f"{message}; rerun on a quiet machine, or drop --opprof-strict to report it as a summary line"
+        f"{message}; {fix}, or drop --opprof-strict to report it as a summary line"
     )
 
 

@@ -150,7 +150,7 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
         ]  # fmt: skip
         verdict = ""
         if baseline is not None and compared:
-            row = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
+            row = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6, op.on_device)
             cells += [
                 f"{row.base_min_ms:.3f}" if row.base_min_ms is not None else "new",
                 f"{row.delta_pct:+.0f}%" if row.delta_pct is not None else "",

@@ -19,7 +19,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, inconclusive_fix
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_output
@@ -221,7 +221,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
         ]
         if baseline is not None and compared:
-            cells = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
+            cells = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6, op.on_device)
             row += [
                 ms_cell(cells.base_min_ms) if cells.base_min_ms is not None else "new",
                 f"{cells.delta_pct:+.0f}%" if cells.delta_pct is not None else "",
@@ -324,10 +324,7 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
-    return (
-        f"time inconclusive for {ops}: {group[0].why}; {outcome}; rerun on a quiet machine "
-        "(no other load, no -n on a small runner) for a time verdict"
-    )
+    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {inconclusive_fix(group[0].why)}"
 
 
 def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
@@ -528,7 +525,7 @@ def op_csv(
         ]  # fmt: skip
         if nodeid is not None:
             cells = (
-                baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6)
+                baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6, op.on_device)
                 if baseline is not None and baseline.compared
                 else None
             )

@@ -21,7 +21,7 @@ from operator import eq, is_not, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
-from .analysis import OpWork, Profile, analyze
+from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
 from .errors import TraceError, bad_trace, trace_not_found
 from .events import (
@@ -322,6 +322,9 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(
             profile, reference_ns=found["reference_ns"], dispatch_reference_ns=found["dispatch_reference_ns"]
         )
+    threads = _positive_int(opprof.get("threads"))
+    if threads is not None and threads <= MAX_THREADS:
+        profile = replace(profile, threads=threads)
     overhead = _ratio(opprof.get("overhead"))
     if overhead is not None:
         check = overhead_check(overhead)  # the run's observer effect, as it was judged

@@ -27,6 +27,7 @@ from pytest_opprof.compare import (
     Machine,
     Rule,
     compare,
+    inconclusive_fix,
     merge_measurements,
     rank_test_p,
     work_changes,
@@ -656,3 +657,102 @@ def test_a_baseline_without_a_node_id_is_an_error_where_no_node_id_is_expected(t
     with pytest.raises(BaselineError) as info:
         read_baseline(path)
     assert "'nodeid' is None, not the test's node id" in str(info.value)
+
+
+# -- torch threads: the same work on another number of threads --------------------------------
+
+
+def threaded(d, threads, default=2):
+    """The document as a capture on `threads` torch threads in a process that started with `default`."""
+    return d.replace(threads=threads, environment={**d.environment, "torch_threads": default})
+
+
+def test_threads_changed_by_the_test_are_a_work_verdict_and_its_cpu_times_are_not_judged():
+    """The process started with 2 threads on both sides and the capture ran on 1: the test (or
+    the code it calls, or an earlier test) set them. A work change: it fails by default on any
+    machine, it is worth a new baseline, and the CPU times it moved are not judged on time
+    (the same slowdown on equal threads is a time regression); device times still are."""
+    base = threaded(doc(profile(linear=False)), 2)
+    slow = threaded(doc(profile(addmm_us=(1400,) * 8, linear=False)), 1)
+    c = compare(slow, base, Rule(), path="b.json")
+    (verdict,) = c.verdicts
+    assert (verdict.kind, verdict.status, verdict.op) == (WORK, "changed", None)
+    assert verdict.message == (
+        "torch threads 2 -> 1 (the process started with 2 on both sides: torch.set_num_threads in the test, "
+        "the code it calls or an earlier test); CPU times not compared [b.json]"
+    )
+    assert c.failing(Rule()) == [verdict] and c.changes == [verdict]
+    assert addmm_verdict(threaded(doc(profile(addmm_us=(1400,) * 8)), 2), threaded(doc(profile()), 2)).status == (
+        "regressed"
+    )
+    device_base = on_device(threaded(doc(profile(linear=False)), 2))
+    device_slow = on_device(threaded(doc(profile(addmm_us=(1400,) * 8, linear=False)), 1))
+    assert [v.kind for v in compare(device_slow, device_base, Rule()).verdicts] == [WORK, TIME]
+
+
+def test_threads_from_another_process_default_are_environment_and_make_cpu_times_inconclusive():
+    """Another default (another machine, OMP_NUM_THREADS): an environment verdict, not failing;
+    a CPU time moved either way is inconclusive with the reason and its own fix (the machine
+    references ran on those threads too, so they cannot judge it)."""
+    base = threaded(doc(profile()).replace(reference_ms=0.4), 2, default=2)
+    for addmm_us, direction in (((1400,) * 8, "slower"), ((300,) * 8, "faster")):
+        new = threaded(doc(profile(addmm_us=addmm_us)).replace(reference_ms=0.4), 4, default=4)
+        c = compare(new, base, Rule())
+        environment = next(v for v in c.verdicts if v.kind == ENVIRONMENT)
+        assert (
+            "torch threads 2 -> 4 (process default 2 -> 4: another machine or OMP_NUM_THREADS)" in environment.message
+        )
+        addmm = addmm_verdict(new, base)
+        assert addmm.status == "inconclusive" and f", {direction}; inconclusive: " in addmm.message
+        assert addmm.why == "torch ran on 4 threads, the baseline on 2"
+        assert inconclusive_fix(addmm.why).startswith("record the baseline on the machine that checks it")
+        assert c.failing(Rule()) == [] and c.unchanged
+    one = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, default=1)
+    assert addmm_verdict(one, base).why == "torch ran on 1 thread, the baseline on 2"
+    assert inconclusive_fix("CPU contention: ...").startswith("rerun on a quiet machine")
+
+
+def test_unknown_threads_on_either_side_compare_as_before():
+    """A baseline from before threads were recorded (or from a trace): no thread verdict, and
+    the machine references judge as they did."""
+    base = doc(profile())
+    assert base.threads is None
+    slow = threaded(doc(profile(addmm_us=(1400,) * 8)), 1)
+    assert {(v.kind, v.status) for v in compare(slow, base, Rule()).verdicts} == {(TIME, "regressed")}
+    same_default_unknown = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, default=None)
+    c = compare(same_default_unknown, threaded(doc(profile()), 2, default=None), Rule())
+    assert {v.kind for v in c.verdicts} == {ENVIRONMENT, TIME} and c.failing(Rule()) == []
+
+
+def test_threads_are_written_in_the_capture_object_only_when_known(tmp_path):
+    """capture.threads holds the capture's thread count and environment.torch_threads the
+    process's; a document without threads (older file, a trace) reads and writes back without
+    the key, byte for byte."""
+    known = threaded(doc(profile()), 1)
+    data = known.to_dict()
+    assert data["capture"]["threads"] == 1 and data["environment"]["torch_threads"] == 2
+    path = tmp_path / "b.json"
+    write_baseline(path, known)
+    assert read_baseline(path, NODE).threads == 1
+    old = doc(profile()).to_dict()
+    assert "threads" not in old["capture"]
+    path.write_text(dumps(old))
+    before = path.read_bytes()
+    write_baseline(path, read_baseline(path, NODE))
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("threads", "reason"),
+    [
+        ("2", "'capture.threads' is '2', not a whole number of threads (1 to 65536) or null"),
+        (0, "'capture.threads' is 0, not"),
+        (-1, "'capture.threads' is -1, not"),
+        (True, "'capture.threads' is True, not"),
+        (2.0, "'capture.threads' is 2.0, not"),
+        (10**6, "'capture.threads' is 1000000, not"),
+    ],
+)
+def test_a_hand_edited_thread_count_is_an_error_naming_the_file(tmp_path, threads, reason):
+    """capture.threads that is not a whole number of threads: one error naming file and field."""
+    assert_edit_refused(tmp_path, lambda d: d["capture"].update(threads=threads), reason)

@@ -150,6 +150,23 @@ def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
     loaded = load_trace(path)
     assert loaded.to_dict() == {**live.to_dict(), "source": str(path)}
     assert live.reference_ns > 0 and live.dispatch_reference_ns > 0  # both machine references travel
+    assert loaded.threads == live.threads == torch.get_num_threads()  # and the threads they ran on
+
+
+def test_captures_record_the_torch_threads_the_code_ran_on():
+    """run() and capture() record torch.get_num_threads() as the capture ends, so a test that sets
+    its own thread count is seen (compare.py tells it from the machine's default)."""
+    model, x = make_mlp()
+    default = torch.get_num_threads()
+    assert measure(infer, model, x, warmup=0, steps=1).threads == default
+    try:
+        torch.set_num_threads(1)
+        assert measure(infer, model, x, warmup=0, steps=1).threads == 1
+        with capture() as cap:
+            infer(model, x)
+        assert cap.profile.threads == 1
+    finally:
+        torch.set_num_threads(default)
 
 
 def test_core_works_without_torch_or_pytest(tmp_path):

@@ -10,7 +10,7 @@ from fnmatch import fnmatch
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from pytest_opprof.errors import inert_summary  # noqa: E402
 
@@ -730,7 +730,13 @@ def infer(model, x):
 
 def test_big(opprof):
     width = 4096 if INJECT == "wide" else 1024  # "wide": same ops, 4x the matmul work
-    opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6)
+    threads = torch.get_num_threads()
+    if INJECT == "threads":  # the same work on another number of threads, set by the test
+        torch.set_num_threads(1 if threads > 1 else 2)
+    try:
+        opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "a/b c"])
@@ -832,6 +838,54 @@ def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypa
     )
     summary = result.stdout.str().split("= opprof =")[1]
     assert summary.count("test_base.py::test_big: work changed in ") == 1  # one line per verdict kind
+
+
+def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined, monkeypatch):
+    """torch.set_num_threads in the test: a work verdict naming both counts (deterministic: the
+    references ran on those threads too and cannot judge the time), the table says which rows
+    it moved, and recording it makes it the baseline."""
+    default = torch.get_num_threads()
+    other = 1 if default > 1 else 2
+    monkeypatch.setenv("OPPROF_INJECT", "threads")
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "aten::addmm * threads changed",
+            f"test_base.py::test_big: torch threads {default} -> {other} (the process started with {default} on both "
+            "sides: torch.set_num_threads in the test, the code it calls or an earlier test); CPU times not compared "
+            "[[].opprof/cpu-*/test_big.json[]]",
+        ]
+    )
+    assert torch.get_num_threads() == default
+    run(baselined, "--opprof-update-baseline", "-k", "big").stdout.fnmatch_lines(
+        ["opprof: baselines written: 1 changed; kept 0 unchanged*"]
+    )
+    run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
+
+
+def test_another_default_thread_count_is_environment_and_its_times_inconclusive(baselined, fake_clock):
+    """A process that starts with another thread count (another machine, OMP_NUM_THREADS): an
+    environment line, and a CPU slowdown is inconclusive with its own fix, not a failure."""
+    default = torch.get_num_threads()
+    other = 1 if default > 1 else 2
+    baselined.makeconftest(
+        f"import torch\ntorch.set_num_threads({other})\n\n\n"
+        f"def pytest_unconfigure(config):\n    torch.set_num_threads({default})\n"
+    )
+    fake_clock.costs["aten::addmm"] = 800_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"test_base.py::test_big: time inconclusive for aten::addmm*: torch ran on {other} thread*, the baseline on "
+            f"{default}; neither passed nor failed (--opprof-strict makes this an error); record the baseline on the "
+            "machine that checks it (--opprof-update-baseline=all there), or set OMP_NUM_THREADS to the baseline's count",
+            f"test_base.py::test_big: environment differs from the baseline: torch threads {default} -> {other} (process "
+            f"default {default} -> {other}: another machine or OMP_NUM_THREADS)*",
+        ]
+    )
+    assert torch.get_num_threads() == default
 
 
 def test_time_verdicts_can_be_told_not_to_fail(baselined, fake_clock):

@@ -154,6 +154,15 @@ def test_write_then_read_gives_the_same_events_and_profile(tmp_path):
         assert analyze(back.events) == analyze(events)
 
 
+@pytest.mark.parametrize(("threads", "read"), [(4, 4), (1, 1), ("4", None), (0, None), (True, None), (10**9, None)])
+def test_the_thread_count_an_exported_trace_carries_is_read_when_it_is_one(tmp_path, threads, read):
+    """Our header's `threads` (the capture's torch threads) comes back with the profile; a value
+    that is not a whole number of threads (hand-edited, another tool's) is left unknown."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 20)]
+    write_trace(tmp_path / "t.json", events, {"opprof": {"threads": threads}})
+    assert load_trace(tmp_path / "t.json").threads == read
+
+
 # -- the real traces in ../shared/traces ------------------------------------------------------
 
 

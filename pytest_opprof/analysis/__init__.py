@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .model import (
     ERROR,
+    MAX_THREADS,
     NO_TENSOR_INPUTS,
     OK,
     OPPROF_SYNC_ANNOTATION,
@@ -33,6 +34,7 @@ from .stages import analyze
 
 __all__ = [
     "ERROR",
+    "MAX_THREADS",
     "NO_TENSOR_INPUTS",
     "OK",
     "OPPROF_SYNC_ANNOTATION",

@@ -607,6 +607,9 @@ class StepSpan:
         return self.end_ns - self.start_ns
 
 
+MAX_THREADS = 1 << 16  # a thread count read from a file beyond this is not one
+
+
 @dataclass(frozen=True)
 class Profile:
     """The analysed measurement: what `opprof.profile`, `measure()` and `load_trace()` return."""
@@ -639,6 +642,8 @@ class Profile:
     timeline: Timeline | None = field(default=None, compare=False)
     # run(): best profiled step wall time / best unprofiled one (the observer effect); None otherwise
     overhead: float | None = field(default=None, compare=False)
+    # torch's intra-op threads when a live capture ended (torch.get_num_threads()); None for traces
+    threads: int | None = field(default=None, compare=False)
 
     def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -755,6 +760,7 @@ class Profile:
             "graph_launches": [g.to_dict() for g in self.graph_launches],
             "timeline": self.timeline.to_dict() if self.timeline else None,
             "overhead": self.overhead,
+            "threads": self.threads,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -771,6 +777,7 @@ class Profile:
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
             "overhead": self.overhead,
+            "threads": self.threads,
             # The work of a run() comes from its untimed signature step, not from these events.
             "work_steps": self.work_steps,
             "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
