@@ -177,14 +177,13 @@ class BaselineResult:
         """The baseline columns of one op's row in every table (terminal, CSV, HTML)."""
         base, base_calls = self.rows.get(op) or (None, None)
         delta = 100 * (min_ms - base) / base if base else None
+        own = next((verdict_word(v) for v in self.verdicts if v.op == op), None)
         if base_calls is not None and statistics.median(base_calls) != calls_per_step:
             verdict = "calls changed"
-        elif not on_device and any(v.kind == WORK and v.op is None for v in self.verdicts):
+        elif own is None and not on_device and any(v.kind == WORK and v.op is None for v in self.verdicts):
             verdict = "threads changed"  # the test-wide work verdict: its CPU times were not judged
         else:
-            verdict = next(
-                (verdict_word(v) for v in self.verdicts if v.op == op), "ok" if base is not None else "added"
-            )
+            verdict = own or ("ok" if base is not None else "added")
         return OpRow(base, delta, verdict)
 
     def failing(self, rule: Rule) -> list[str]:

@@ -109,3 +109,24 @@ def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
     assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
     assert result.op_row("aten::new", 1, 0.3) == OpRow(None, None, "added")
     assert BaselineResult("b.json", "missing").compared is False
+
+
+def test_a_thread_change_marks_the_cpu_rows_it_moved_but_not_an_ops_own_verdict():
+    """The test-wide work verdict (torch threads, no op): CPU rows say `threads changed`; a row
+    with a verdict of its own, a recounted row and a device row keep theirs."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.decide import BaselineResult, OpRow
+
+    result = BaselineResult(
+        "b.json",
+        "compared",
+        verdicts=(
+            Verdict("work", "changed", "torch threads 2 -> 1 (...)"),
+            Verdict("work", "changed", "aten::addmm 2x the FLOPs", op="aten::addmm"),
+        ),
+        rows={"aten::mm": (0.5, [1, 1]), "aten::addmm": (1.0, [2, 2]), "aten::relu": (0.1, [1, 1])},
+    )
+    assert result.op_row("aten::mm", 1, 0.9) == OpRow(0.5, 80.0, "threads changed")
+    assert result.op_row("aten::mm", 1, 0.9, on_device=True) == OpRow(0.5, 80.0, "ok")
+    assert result.op_row("aten::addmm", 2, 1.0) == OpRow(1.0, 0.0, "work changed")
+    assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
