@@ -4,13 +4,15 @@ Records baselines for a small example suite once on the quiet machine, then reru
 (default 20) with a CPU-bound process beside it (2 cores: the tests share them with the hog):
 unchanged code, a doubled hidden layer (same ops, 2x the FLOPs), one extra op per step, the same
 code on one torch thread (torch.set_num_threads(1): same work, only time moves), and
-`--opprof-update-baseline` on unchanged code. Every MLP test exists in each capture mode: run(),
+`--opprof-update-baseline` on unchanged code; and without the hog: unchanged code (idle) and the
+same ops with ~0.4 ms of Python per step outside them (python: only the step wall moves). Every MLP test exists in each capture mode: run(),
 capture(), the whole test call, and the marker. Prints, per mode:
 false failures (target 0/N), doubled layers failed as `work` naming the FLOPs (target N/N), extra
 ops failed as `structure` (target N/N), one-thread runs failed as `work` naming the threads (target
-N/N), and re-recordings that changed any baseline byte (target 0/N).
+N/N), Python time outside the ops failed on the `step wall` (idle), and re-recordings that changed any
+baseline byte (target 0/N).
 
-    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,threads,rerecord,idle]
+    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,threads,rerecord,idle,python]
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def infer(model, x):
         y = model(x)
         if INJECT == "extra":
             y = y.clone()  # one extra op per step
+        if INJECT == "python":  # the same ops, ~0.4 ms of Python per step outside them (a slow hook)
+            sum(i * i for i in range(20000))
         return y
 
 
@@ -188,7 +192,7 @@ def main() -> int:
     parser.add_argument(
         "--scenarios",
         default="hog,wide,extra,threads,rerecord",
-        help="comma list of hog, wide, extra, threads, rerecord, idle",
+        help="comma list of hog, wide, extra, threads, rerecord, idle, python",
     )
     args = parser.parse_args()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="opprof-noise-"))
@@ -200,8 +204,15 @@ def main() -> int:
         return 2
     n, wanted, started = args.runs, set(args.scenarios.split(",")), time.time()
     results = {
-        name: scenario(base, n, inject, name != "idle")
-        for name, inject in (("idle", ""), ("hog", ""), ("wide", "wide"), ("extra", "extra"), ("threads", "threads"))
+        name: scenario(base, n, inject, name not in ("idle", "python"))
+        for name, inject in (
+            ("idle", ""),
+            ("hog", ""),
+            ("wide", "wide"),
+            ("extra", "extra"),
+            ("threads", "threads"),
+            ("python", "python"),
+        )
         if name in wanted
     }
     changed = rerecord(base, n) if "rerecord" in wanted else []
@@ -228,6 +239,10 @@ def main() -> int:
         if "threads" in results:
             line.append(
                 f"one thread as work {detected(results['threads'], MLP_TESTS[mode], 'work', 'torch threads ')}/{n}"
+            )
+        if "python" in results:
+            line.append(
+                f"python as step wall (idle) {detected(results['python'], MLP_TESTS[mode], 'time', 'step wall: ')}/{n}"
             )
         print("  ".join(line))
     if changed:

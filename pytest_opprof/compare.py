@@ -338,23 +338,53 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
     return p < ALPHA or min(high_fast) > max(low_fast), p
 
 
+STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
+OUTSIDE_OPS = (
+    "no operator moved beyond the tolerance: the time went outside them (Python code, hooks, "
+    "data preparation) or into many small moves"
+)
+
+
 def _time(
     current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
+    """A verdict per op whose time moved; when none did (and no structure or work changed), one on
+    the steps' wall time: what the op times cannot show, a step slower outside its operators."""
     verdicts = []
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
         if _ignored(name, rule.ignore_ops):
             continue
-        verdict = _op_time(name, current, baseline, rule, machine, where)
+        new, old = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
+        verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
-    return verdicts
+    if verdicts or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
+        return verdicts  # the wall moved with them, or with an op whose time is not to be judged
+    new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
+    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where)
+    return [_outside_ops(wall)] if wall is not None else []
 
 
-def _op_time(
-    name: str, current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, where: str
+def _outside_ops(verdict: Verdict) -> Verdict:
+    """The step-wall verdict says where the time went: not into any one operator."""
+    if verdict.status == INCONCLUSIVE:
+        return verdict
+    head, _, tail = verdict.message.partition("; limit ")
+    return replace(verdict, message=f"{head}; {OUTSIDE_OPS}; limit {tail}")
+
+
+def _judged(
+    name: str,
+    new_s: list[float],
+    old_s: list[float],
+    on_device: bool,
+    docs: tuple[BaselineDoc, BaselineDoc],
+    rule: Rule,
+    machine: Machine,
+    where: str,
 ) -> Verdict | None:
-    new_s, old_s = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
+    """One time verdict on per-step samples (an op's, or the steps' wall times), None when
+    the move is within the tolerance or the floor, or not significant."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -365,8 +395,7 @@ def _op_time(
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    on_device = current.ops[name].on_device
-    why = explained_by_machine(slower, on_device, current, baseline, machine)
+    why = explained_by_machine(slower, on_device, *docs, machine)
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
     if why:
         return Verdict(TIME, INCONCLUSIVE, f"{change}; inconclusive: {why}){where}", name, old_min, new_min, p, why)

@@ -21,6 +21,7 @@ from pytest_opprof.baseline import (
 )
 from pytest_opprof.compare import (
     ENVIRONMENT,
+    STEP_WALL,
     STRUCTURE,
     TIME,
     WORK,
@@ -756,3 +757,49 @@ def test_threads_are_written_in_the_capture_object_only_when_known(tmp_path):
 def test_a_hand_edited_thread_count_is_an_error_naming_the_file(tmp_path, threads, reason):
     """capture.threads that is not a whole number of threads: one error naming file and field."""
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(threads=threads), reason)
+
+
+# -- the steps' wall time: a step slower outside its operators ---------------------------------
+
+
+def walled(d, wall_ms):
+    """The document with every step's wall time set to `wall_ms`."""
+    return d.replace(wall_ms=(wall_ms,) * d.steps)
+
+
+def test_a_step_slower_outside_its_operators_is_a_time_regression_on_the_step_wall():
+    """No op moved, the steps' wall time doubled (Python, hooks, data preparation): one time
+    verdict on `step wall` that says where the time went; failing, worth a confirmation."""
+    c = compare(walled(doc(profile()), 20.0), walled(doc(profile()), 10.0), Rule(), path="b.json")
+    (verdict,) = c.verdicts
+    assert (verdict.kind, verdict.status, verdict.op) == (TIME, "regressed", STEP_WALL)
+    assert verdict.message.startswith(
+        "step wall: 20.000 ms/step vs baseline 10.000 ms (+100%, slower; no operator moved beyond the tolerance: "
+        "the time went outside them (Python code, hooks, data preparation) or into many small moves; limit +20%, p="
+    )
+    assert verdict.message.endswith(") [b.json]") and c.failing(Rule()) == [verdict]
+    faster = compare(walled(doc(profile()), 5.0), walled(doc(profile()), 10.0), Rule()).verdicts
+    assert [(v.op, v.status) for v in faster] == [(STEP_WALL, "improved")]
+    assert compare(walled(doc(profile()), 11.5), walled(doc(profile()), 10.0), Rule()).verdicts == ()  # +15%
+
+
+def test_the_step_wall_is_judged_only_where_no_op_explains_it():
+    """An op's own time verdict, a structure or work change, an op whose time is ignored, or
+    `step wall` itself ignored: no wall verdict. Contention makes it inconclusive, as for ops."""
+    base = walled(doc(profile()), 10.0)
+    slow_op = walled(doc(profile(addmm_us=(1400,) * 8)), 20.0)
+    assert STEP_WALL not in [v.op for v in compare(slow_op, base, Rule()).verdicts]
+    extra = walled(doc(profile(extra_ops=("aten::clone",))), 20.0)
+    assert [v.kind for v in compare(extra, base, Rule()).verdicts] == [STRUCTURE]
+    slow_wall = walled(doc(profile()), 20.0)
+    for patterns in (("aten::addmm",), ("step wall",)):
+        assert compare(slow_wall, base, Rule(ignore_ops=patterns)).verdicts == ()
+    contended = compare(slow_wall, base, Rule(), machine=Machine(cpu_wait=0.5)).verdicts
+    assert [(v.op, v.status, v.why) for v in contended] == [
+        (STEP_WALL, "inconclusive", "CPU contention: the test's threads waited for a CPU 50% of the capture")
+    ]
+    assert contended[0].message.startswith(
+        "step wall: 20.000 ms/step vs baseline 10.000 ms (+100%, slower; inconclusive"
+    )
+    one_step = compare(walled(doc(profile(addmm_us=[700])), 20.0), walled(doc(profile(addmm_us=[700])), 10.0), Rule())
+    assert one_step.verdicts == () and one_step.untimed

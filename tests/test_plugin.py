@@ -725,6 +725,9 @@ def infer(model, x):
         y = model(x)
         if INJECT == "extra":
             y = y.clone()
+        if INJECT == "hook":  # the same ops; time outside them (the fake clock gives it its cost)
+            with torch.autograd.profiler.record_function("slow_hook"):
+                pass
         return y
 
 
@@ -822,6 +825,25 @@ def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
     result.stdout.fnmatch_lines(["aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*"])
     result.stdout.fnmatch_lines(["aten::addmm * 1.700 * 0.500 * +240% * slower"])  # the table: the same numbers
     result.stdout.fnmatch_lines(["test_base.py::test_big: measured twice: both differ from the baseline"])
+
+
+def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeypatch, fake_clock):
+    """The same ops, 0.8 ms more per step outside them (a slow hook): no op moved, the steps'
+    wall time did; confirmed by a second measurement, the test fails saying where the time went."""
+    monkeypatch.setenv("OPPROF_INJECT", "hook")
+    fake_clock.costs["slow_hook"] = 800_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: measured twice: both differ from the baseline",
+            "test_base.py::test_big: time: step wall: 1.400 ms/step vs baseline 0.600 ms (+133%, slower; no operator "
+            "moved beyond the tolerance: the time went outside them (Python code, hooks, data preparation) or into "
+            "many small moves; limit +20%, p=*) [[].opprof/cpu-*/test_big.json[]]",
+        ]
+    )
+    fake_clock.costs["slow_hook"] = 0
+    run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
 
 
 def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):
