@@ -5,7 +5,8 @@ In order of trust, each a function below:
 2. work (exact): an op's input signatures, FLOPs, kernels or copied bytes per step changed, or
    the test ran its ops on another number of torch threads than its baseline;
 3. time: an op's per-step minimum moved beyond the tolerance and the floor, the fastest half of
-   the steps says the move is real, and the machine cannot explain it; otherwise inconclusive;
+   the steps says the move is real, and the machine cannot explain it; otherwise inconclusive.
+   When no op moved, the steps' wall time is judged the same way (time outside the operators);
 4. environment: device key or software versions differ (reported).
 
 Why the minimum, why "inconclusive" instead of a widened limit: docs/design.md.
@@ -361,16 +362,8 @@ def _time(
     if verdicts or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
         return verdicts  # the wall moved with them, or with an op whose time is not to be judged
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
-    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where)
-    return [_outside_ops(wall)] if wall is not None else []
-
-
-def _outside_ops(verdict: Verdict) -> Verdict:
-    """The step-wall verdict says where the time went: not into any one operator."""
-    if verdict.status == INCONCLUSIVE:
-        return verdict
-    head, _, tail = verdict.message.partition("; limit ")
-    return replace(verdict, message=f"{head}; {OUTSIDE_OPS}; limit {tail}")
+    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, OUTSIDE_OPS)
+    return [wall] if wall is not None else []
 
 
 def _judged(
@@ -382,9 +375,11 @@ def _judged(
     rule: Rule,
     machine: Machine,
     where: str,
+    note: str = "",
 ) -> Verdict | None:
     """One time verdict on per-step samples (an op's, or the steps' wall times), None when
-    the move is within the tolerance or the floor, or not significant."""
+    the move is within the tolerance or the floor, or not significant. `note`: said of a
+    conclusive move, before its limit."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -399,7 +394,7 @@ def _judged(
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
     if why:
         return Verdict(TIME, INCONCLUSIVE, f"{change}; inconclusive: {why}){where}", name, old_min, new_min, p, why)
-    limit = f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
+    limit = (f"{note}; " if note else "") + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 

@@ -326,7 +326,7 @@ OPTIONS: tuple[Option, ...] = (
         "--opprof-ignore-ops",
         "opprof_ignore_ops",
         parse_globs,
-        "comma list of op globs never compared with the baseline",
+        "comma list of op globs never compared with the baseline ('step wall': the steps' wall time)",
         "GLOBS",
     ),
     Option(
