@@ -341,7 +341,7 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
 
 STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
 OUTSIDE_OPS = (
-    "no operator moved beyond the tolerance: the time went outside them (Python code, hooks, "
+    "no operator got slower beyond the tolerance: the time went outside them (Python code, hooks, "
     "data preparation) or into many small moves"
 )
 
@@ -349,8 +349,9 @@ OUTSIDE_OPS = (
 def _time(
     current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
-    """A verdict per op whose time moved; when none did (and no structure or work changed), one on
-    the steps' wall time: what the op times cannot show, a step slower outside its operators."""
+    """A verdict per op whose time moved; when none got slower (and no structure or work changed),
+    one on the steps' wall time: what the op times cannot show, a step slower outside its
+    operators (an op that got faster explains no slower wall)."""
     verdicts = []
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
         if _ignored(name, rule.ignore_ops):
@@ -359,11 +360,12 @@ def _time(
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
-    if verdicts or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
+    slower = any((v.new_ms or 0) > (v.base_ms or 0) for v in verdicts)
+    if slower or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
         return verdicts  # the wall moved with them, or with an op whose time is not to be judged
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
     wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, OUTSIDE_OPS)
-    return [wall] if wall is not None else []
+    return verdicts + ([wall] if wall is not None else [])
 
 
 def _judged(

@@ -774,7 +774,7 @@ def test_a_step_slower_outside_its_operators_is_a_time_regression_on_the_step_wa
     (verdict,) = c.verdicts
     assert (verdict.kind, verdict.status, verdict.op) == (TIME, "regressed", STEP_WALL)
     assert verdict.message.startswith(
-        "step wall: 20.000 ms/step vs baseline 10.000 ms (+100%, slower; no operator moved beyond the tolerance: "
+        "step wall: 20.000 ms/step vs baseline 10.000 ms (+100%, slower; no operator got slower beyond the tolerance: "
         "the time went outside them (Python code, hooks, data preparation) or into many small moves; limit +20%, p="
     )
     assert verdict.message.endswith(") [b.json]") and c.failing(Rule()) == [verdict]
@@ -789,6 +789,12 @@ def test_the_step_wall_is_judged_only_where_no_op_explains_it():
     base = walled(doc(profile()), 10.0)
     slow_op = walled(doc(profile(addmm_us=(1400,) * 8)), 20.0)
     assert STEP_WALL not in [v.op for v in compare(slow_op, base, Rule()).verdicts]
+    fast_op = walled(doc(profile(addmm_us=(300,) * 8)), 20.0)  # a faster op explains no slower wall
+    assert [(v.op, v.status) for v in compare(fast_op, base, Rule()).verdicts] == [
+        ("aten::addmm", "improved"),
+        ("aten::linear", "improved"),
+        (STEP_WALL, "regressed"),
+    ]
     extra = walled(doc(profile(extra_ops=("aten::clone",))), 20.0)
     assert [v.kind for v in compare(extra, base, Rule()).verdicts] == [STRUCTURE]
     slow_wall = walled(doc(profile()), 20.0)

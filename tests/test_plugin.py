@@ -838,7 +838,7 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
         [
             "test_base.py::test_big: measured twice: both differ from the baseline",
             "test_base.py::test_big: time: step wall: 1.400 ms/step vs baseline 0.600 ms (+133%, slower; no operator "
-            "moved beyond the tolerance: the time went outside them (Python code, hooks, data preparation) or into "
+            "got slower beyond the tolerance: the time went outside them (Python code, hooks, data preparation) or into "
             "many small moves; limit +20%, p=*) [[].opprof/cpu-*/test_big.json[]]",
         ]
     )
