@@ -189,10 +189,13 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
                 continue
             new_calls = _calls(new_ops[name]) if name in new_ops else 0
             old_calls = _calls(old_ops[name]) if name in old_ops else 0
-            if new_calls == old_calls:
+            if new_calls == old_calls and (name in new_ops) == (name in old_ops):
                 continue
             names.add(name)
-            if not old_calls:
+            if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
+                added = name in new_ops
+                changes.append(_sometimes(name, (new_ops if added else old_ops)[name], added))
+            elif not old_calls:
                 changes.append(f"+ {name} ({_fmt_calls(new_calls)}/step)")
             elif not new_calls:
                 changes.append(f"- {name} (was {_fmt_calls(old_calls)}/step)")
@@ -201,6 +204,12 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     if not changes:
         return [], names
     return [Verdict(STRUCTURE, CHANGED, f"structure changed: {', '.join(changes)}{where}")], names
+
+
+def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
+    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
+    steps = f"in {sum(1 for c in entry.calls_per_step if c)} of {len(entry.calls_per_step)} steps"
+    return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
 
 
 # -- 2. work -----------------------------------------------------------------------------------

@@ -194,6 +194,21 @@ def test_extra_op_is_a_structure_change_naming_it():
     assert c.failing(Rule()) == [verdict]
 
 
+def test_an_op_in_some_steps_only_is_a_structure_change():
+    """Extra work every 4th step: a median of 0 calls per step, yet the op ran in the measured
+    steps where the baseline never had it (found by a trial: it passed, the table said `added`).
+    The same op gone is a structure change too; in some steps on both sides it is not."""
+    every = doc(profile(extra_ops=("aten::matmul",)))
+    entry = every.ops["aten::matmul"]
+    sometimes = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0, 0, 0, 1) * 2)})
+    c = compare(sometimes, doc(profile()), Rule(), "b.json")
+    assert [v.message for v in c.verdicts] == ["structure changed: + aten::matmul (in 2 of 8 steps) [b.json]"]
+    assert c.failing(Rule()) == list(c.verdicts)
+    gone = compare(doc(profile()), sometimes, Rule())
+    assert [v.message for v in gone.verdicts] == ["structure changed: - aten::matmul (was in 2 of 8 steps)"]
+    assert compare(sometimes, sometimes, Rule()).verdicts == ()
+
+
 def test_vanished_and_changed_counts():
     """Vanished ops and changed calls per step are listed."""
     two = profile(extra_ops=("aten::copy_", "aten::copy_"))
