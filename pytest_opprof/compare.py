@@ -56,6 +56,7 @@ class Machine:
 
     cpu_wait: float | None = None
     gpu_unreliable: str | None = None
+    python_tracer: str | None = None  # what traced Python during the capture (coverage, a debugger)
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +374,7 @@ def _time(
     if slower or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
         return verdicts  # the wall moved with them, or with an op whose time is not to be judged
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
-    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, OUTSIDE_OPS)
+    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, wall=True)
     return verdicts + ([wall] if wall is not None else [])
 
 
@@ -386,11 +387,10 @@ def _judged(
     rule: Rule,
     machine: Machine,
     where: str,
-    note: str = "",
+    wall: bool = False,
 ) -> Verdict | None:
-    """One time verdict on per-step samples (an op's, or the steps' wall times), None when
-    the move is within the tolerance or the floor, or not significant. `note`: said of a
-    conclusive move, before its limit."""
+    """One time verdict on per-step samples (an op's, or with `wall` the steps' wall times), None
+    when the move is within the tolerance or the floor, or not significant."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -401,11 +401,13 @@ def _judged(
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    why = explained_by_machine(slower, on_device, *docs, machine)
+    why = explained_by_machine(slower, on_device, *docs, machine, python_time=wall)
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
     if why:
         return Verdict(TIME, INCONCLUSIVE, f"{change}; inconclusive: {why}){where}", name, old_min, new_min, p, why)
-    limit = (f"{note}; " if note else "") + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
+    limit = (
+        f"{OUTSIDE_OPS}; " if wall else ""
+    ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
@@ -423,14 +425,22 @@ def speed_words(ratio: float) -> str:
 
 
 def explained_by_machine(
-    slower: bool, on_device: bool, current: BaselineDoc, baseline: BaselineDoc, machine: Machine
+    slower: bool,
+    on_device: bool,
+    current: BaselineDoc,
+    baseline: BaselineDoc,
+    machine: Machine,
+    python_time: bool = False,
 ) -> str | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
-    machine, a speed-up on a faster one. A GPU with throttled clocks excuses both."""
+    machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
+    tracer (coverage) a slower `python_time` (the step wall: the Python between the ops)."""
     if machine.gpu_unreliable:
         return f"unreliable GPU clocks ({machine.gpu_unreliable})"
+    if python_time and slower and machine.python_tracer:
+        return f"{TRACER_WHY} ({machine.python_tracer}) slowed the Python between the ops"
     if on_device:
         return None
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
@@ -455,9 +465,15 @@ THREADS_FIX = (
 )
 
 
+TRACER_WHY = "a Python tracer"  # how explained_by_machine's coverage reason starts
+TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
+
+
 def inconclusive_fix(why: str | None) -> str:
     """What to do about an inconclusive time verdict, by its reason."""
-    return THREADS_FIX if why and why.startswith(THREADS_WHY) else QUIET_MACHINE_FIX
+    if why and why.startswith(THREADS_WHY):
+        return THREADS_FIX
+    return TRACER_FIX if why and why.startswith(TRACER_WHY) else QUIET_MACHINE_FIX
 
 
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

@@ -101,7 +101,10 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     """The pooled samples of two measurements are judged by the calmer one's state: a contended
     first measurement must not excuse a clean second one's slowdown (seen: a real 2x missed)."""
     waits = [w for w in (first.machine.cpu_wait, second.machine.cpu_wait) if w is not None]
-    return Machine(min(waits) if waits else None, first.machine.gpu_unreliable or second.machine.gpu_unreliable)
+    a, b = first.machine, second.machine
+    return Machine(
+        min(waits) if waits else None, a.gpu_unreliable or b.gpu_unreliable, a.python_tracer or b.python_tracer
+    )
 
 
 def _status(comparison: Comparison, update: str | None, current: Measurement, write: BaselineDoc | None) -> str:

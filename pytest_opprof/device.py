@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -196,6 +197,19 @@ def wait_share(first: tuple[int, int | None], last: tuple[int, int | None]) -> f
     if w0 is None or w1 is None or t1 <= t0:
         return None
     return round((w1 - w0) / (t1 - t0), 4)
+
+
+def python_tracer() -> str | None:
+    """What traces Python in this thread (coverage, a debugger, a profiler; sys.settrace,
+    sys.setprofile or sys.monitoring), by name; None when nothing does. It slows the Python
+    between operators, not the operators."""
+    tracer = sys.gettrace() or sys.getprofile()
+    if tracer is not None:
+        kind = tracer if callable(tracer) and hasattr(tracer, "__qualname__") else type(tracer)
+        return f"{getattr(kind, '__module__', None) or '?'}.{getattr(kind, '__qualname__', '?')}"
+    monitoring: Any = getattr(sys, "monitoring", None)  # Python 3.12+: coverage's sys.monitoring core
+    names = [monitoring.get_tool(tool) for tool in range(6)] if monitoring is not None else []
+    return next((str(name) for name in names if name), None)
 
 
 def cpu_wait_ns() -> int | None:

@@ -38,6 +38,7 @@ class Remeasured(NamedTuple):
     profile: Any
     cpu_wait: float | None
     unreliable: str | None
+    python_tracer: str | None
 
 
 def _caller_line() -> str:
@@ -81,6 +82,7 @@ class OpprofFixture:
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
+        self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
@@ -267,13 +269,14 @@ class OpprofFixture:
         clocks: list[Any] = []
         # No signature step: only the times are pooled; the work is the first measurement's.
         profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks), work=False)
-        return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks))
+        return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
 
     def _finish(self, profile: Any) -> None:
         self._profile = profile
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
+        self.python_tracer = device.python_tracer()
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.error_messages = [untrusted_measurement(trust)] if trust else []
 

@@ -396,7 +396,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
     def measured(again: Any) -> Measurement:
         doc = baseline_from_profile(again.profile, item.nodeid, state.device_key or "", state.device)
-        return Measurement(doc, Machine(again.cpu_wait, again.unreliable))
+        return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer))
 
     def remeasure() -> Measurement | None:
         again = fixture.measure_again()

@@ -824,3 +824,17 @@ def test_the_step_wall_is_judged_only_where_no_op_explains_it():
     )
     one_step = compare(walled(doc(profile(addmm_us=[700])), 20.0), walled(doc(profile(addmm_us=[700])), 10.0), Rule())
     assert one_step.verdicts == () and one_step.untimed
+
+
+def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():
+    """Under coverage (or a debugger) the Python between the ops runs slower, the ops do not:
+    a slower step wall is inconclusive with its own fix; an op's slowdown and a faster wall
+    are judged as ever (found by a trial: `pytest --cov` failed unchanged code on the wall)."""
+    traced = Machine(python_tracer="coverage.tracer.CTracer")
+    base = walled(doc(profile()), 10.0)
+    (wall,) = compare(walled(doc(profile()), 20.0), base, Rule(), machine=traced).verdicts
+    assert (wall.op, wall.status) == (STEP_WALL, "inconclusive")
+    assert wall.why == "a Python tracer (coverage.tracer.CTracer) slowed the Python between the ops"
+    assert inconclusive_fix(wall.why).startswith("measure without coverage or a debugger")
+    assert compare(walled(doc(profile()), 5.0), base, Rule(), machine=traced).verdicts[0].status == "improved"
+    assert addmm_verdict(walled(doc(profile(addmm_us=(1400,) * 8)), 20.0), base, traced).status == "regressed"

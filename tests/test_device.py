@@ -232,3 +232,30 @@ def test_wait_share():
     assert device.wait_share((0, 0), (1_000, 1_500)) == 1.5  # two threads waiting
     assert device.wait_share((0, None), (1_000, 5)) is None
     assert device.wait_share((7, 0), (7, 5)) is None
+
+
+def _tracer(frame, event, arg):
+    return None
+
+
+class _Monitoring:
+    """sys.monitoring (Python 3.12+) as coverage uses it: one tool id taken, by name."""
+
+    @staticmethod
+    def get_tool(tool):
+        return "coverage.py" if tool == 1 else None
+
+
+def test_python_tracer_names_what_traces_python_or_says_none(monkeypatch):
+    """sys.settrace / sys.setprofile (coverage's C tracer, a debugger) and sys.monitoring tools
+    are named; nothing tracing is None."""
+    monkeypatch.setattr(sys, "gettrace", lambda: None)
+    monkeypatch.setattr(sys, "getprofile", lambda: None)
+    monkeypatch.delattr(sys, "monitoring", raising=False)
+    assert device.python_tracer() is None
+    monkeypatch.setattr(sys, "monitoring", _Monitoring(), raising=False)
+    assert device.python_tracer() == "coverage.py"
+    monkeypatch.setattr(sys, "getprofile", lambda: _tracer)
+    assert device.python_tracer() == "test_device._tracer"
+    monkeypatch.setattr(sys, "gettrace", lambda: fake_nvml)  # an object: named by its type
+    assert device.python_tracer() == "builtins.module"

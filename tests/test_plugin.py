@@ -725,10 +725,23 @@ def infer(model, x):
         y = model(x)
         if INJECT == "extra":
             y = y.clone()
-        if INJECT == "hook":  # the same ops; time outside them (the fake clock gives it its cost)
+        if "hook" in INJECT:  # the same ops; time outside them (the fake clock gives it its cost)
             with torch.autograd.profiler.record_function("slow_hook"):
                 pass
         return y
+
+
+def traced(fn):  # fn under a Python tracer when INJECT says so (as coverage or a debugger would)
+    if "traced" not in INJECT:
+        return fn()
+    import sys
+
+    before = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: None)
+    try:
+        return fn()
+    finally:
+        sys.settrace(before)
 
 
 def test_big(opprof):
@@ -737,7 +750,7 @@ def test_big(opprof):
     if INJECT == "threads":  # the same work on another number of threads, set by the test
         torch.set_num_threads(1 if threads > 1 else 2)
     try:
-        opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6)
+        traced(lambda: opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6))
     finally:
         torch.set_num_threads(threads)
 
@@ -844,6 +857,22 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
     )
     fake_clock.costs["slow_hook"] = 0
     run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
+
+
+def test_under_a_python_tracer_a_slower_step_wall_is_inconclusive(baselined, monkeypatch, fake_clock):
+    """The same slow hook under a Python tracer (coverage, a debugger): the wall's slowdown may be
+    the tracer's, so it is inconclusive with its own fix, and the test passes."""
+    monkeypatch.setenv("OPPROF_INJECT", "hook traced")
+    fake_clock.costs["slow_hook"] = 800_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: time inconclusive for step wall: a Python tracer (test_base.traced.<locals>.<lambda>) "
+            "slowed the Python between the ops; neither passed nor failed (--opprof-strict makes this an error); "
+            "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
+        ]
+    )
 
 
 def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):
