@@ -29,7 +29,8 @@ ENVIRONMENT_KEYS = (
     "driver",
     "cuda_driver",
     "cpu_model",
-    "torch_threads",  # the process's default thread count: tells a machine's from a test's (compare.py)
+    "torch_threads",  # torch's thread count as the run started
+    "thread_setup",  # what sets torch's default: tells a machine's thread count from a project's (compare.py)
 )
 
 

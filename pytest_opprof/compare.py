@@ -229,10 +229,10 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
     return verdicts
 
 
-def _default_threads(doc: BaselineDoc) -> int | None:
-    """The process's own thread count when the run started (environment.torch_threads)."""
-    value = doc.environment.get("torch_threads")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _thread_setup(doc: BaselineDoc) -> str | None:
+    """What set torch's default thread count on that machine: CPUs and variables (environment)."""
+    value = doc.environment.get("thread_setup")
+    return value if isinstance(value, str) else None
 
 
 def _threads_differ(current: BaselineDoc, baseline: BaselineDoc) -> bool:
@@ -240,15 +240,17 @@ def _threads_differ(current: BaselineDoc, baseline: BaselineDoc) -> bool:
 
 
 def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
-    """A work verdict when the capture ran on another number of torch threads while the process
-    started with the same number on both sides: the test, the code it calls or an earlier test
-    set it (torch.set_num_threads). Another default is another machine: _environment says so."""
-    default = _default_threads(current)
-    if not _threads_differ(current, baseline) or default is None or default != _default_threads(baseline):
+    """A work verdict when the capture ran on another number of torch threads on the same
+    thread setup (CPUs, OMP_NUM_THREADS/MKL_NUM_THREADS): the project set them (torch.set_num_threads
+    in the test, the code it calls, a conftest or an earlier test). Another setup is another
+    machine: _environment says so."""
+    setup = _thread_setup(current)
+    if not _threads_differ(current, baseline) or setup is None or setup != _thread_setup(baseline):
         return []
     message = (
-        f"torch threads {baseline.threads} -> {current.threads} (the process started with {default} on both "
-        f"sides: torch.set_num_threads in the test, the code it calls or an earlier test); CPU times not compared{where}"
+        f"torch threads {baseline.threads} -> {current.threads} on the same machine setup ({setup}): "
+        "torch.set_num_threads in the test, the code it calls, a conftest or an earlier test; "
+        f"CPU times not compared{where}"
     )
     return [Verdict(WORK, CHANGED, message)]
 
@@ -485,10 +487,8 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
         if old != new:
             differ.append(f"{key} {old} -> {new}")
     if _threads_differ(current, baseline) and not _threads_set_by_test(current, baseline, where):
-        defaults = f"process default {_default_threads(baseline)} -> {_default_threads(current)}"
-        differ.append(
-            f"torch threads {baseline.threads} -> {current.threads} ({defaults}: another machine or OMP_NUM_THREADS)"
-        )
+        setups = f"{_thread_setup(baseline)} -> {_thread_setup(current)}"
+        differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {setups})")
     if not differ:
         return []
     return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]

@@ -29,6 +29,7 @@ FACT_KEYS = (
     "cpu_count",
     "torch",
     "torch_threads",
+    "thread_setup",
     "cuda",
     "hip",
     "gpu_count",
@@ -101,7 +102,26 @@ def empty_facts() -> dict[str, Any]:
 
 
 def _host_facts() -> dict[str, Any]:
-    return {"machine": platform.machine() or None, "cpu_model": _cpu_model(), "cpu_count": os.cpu_count()}
+    return {
+        "machine": platform.machine() or None,
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "thread_setup": thread_setup(),
+    }
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_setup() -> str:
+    """What gives torch its default thread count, read from the machine, not from torch (a
+    conftest may have set torch's already): the CPUs this process may use and the variables."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 0
+    found = [f"{name}={os.environ[name]}" for name in THREAD_VARIABLES if name in os.environ]
+    return ", ".join([f"{cpus} cpus", *found])
 
 
 def _torch_facts() -> dict[str, Any]:

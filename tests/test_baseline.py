@@ -678,24 +678,25 @@ def test_a_baseline_without_a_node_id_is_an_error_where_no_node_id_is_expected(t
 # -- torch threads: the same work on another number of threads --------------------------------
 
 
-def threaded(d, threads, default=2):
-    """The document as a capture on `threads` torch threads in a process that started with `default`."""
-    return d.replace(threads=threads, environment={**d.environment, "torch_threads": default})
+def threaded(d, threads, setup="2 cpus"):
+    """The document as a capture on `threads` torch threads on a machine whose thread setup
+    (CPUs, OMP_NUM_THREADS) is `setup`."""
+    return d.replace(threads=threads, environment={**d.environment, "torch_threads": 2, "thread_setup": setup})
 
 
 def test_threads_changed_by_the_test_are_a_work_verdict_and_its_cpu_times_are_not_judged():
-    """The process started with 2 threads on both sides and the capture ran on 1: the test (or
-    the code it calls, or an earlier test) set them. A work change: it fails by default on any
-    machine, it is worth a new baseline, and the CPU times it moved are not judged on time
-    (the same slowdown on equal threads is a time regression); device times still are."""
+    """The same machine setup on both sides and the capture ran on 1 thread, not 2: the project
+    set them (the test, the code it calls, a conftest, an earlier test). A work change: it fails by
+    default on any machine, it is worth a new baseline, and the CPU times it moved are not judged
+    on time (the same slowdown on equal threads is a time regression); device times still are."""
     base = threaded(doc(profile(linear=False)), 2)
     slow = threaded(doc(profile(addmm_us=(1400,) * 8, linear=False)), 1)
     c = compare(slow, base, Rule(), path="b.json")
     (verdict,) = c.verdicts
     assert (verdict.kind, verdict.status, verdict.op) == (WORK, "changed", None)
     assert verdict.message == (
-        "torch threads 2 -> 1 (the process started with 2 on both sides: torch.set_num_threads in the test, "
-        "the code it calls or an earlier test); CPU times not compared [b.json]"
+        "torch threads 2 -> 1 on the same machine setup (2 cpus): torch.set_num_threads in the test, "
+        "the code it calls, a conftest or an earlier test; CPU times not compared [b.json]"
     )
     assert c.failing(Rule()) == [verdict] and c.changes == [verdict]
     assert addmm_verdict(threaded(doc(profile(addmm_us=(1400,) * 8)), 2), threaded(doc(profile()), 2)).status == (
@@ -706,24 +707,22 @@ def test_threads_changed_by_the_test_are_a_work_verdict_and_its_cpu_times_are_no
     assert [v.kind for v in compare(device_slow, device_base, Rule()).verdicts] == [WORK, TIME]
 
 
-def test_threads_from_another_process_default_are_environment_and_make_cpu_times_inconclusive():
-    """Another default (another machine, OMP_NUM_THREADS): an environment verdict, not failing;
+def test_threads_on_another_machine_setup_are_environment_and_make_cpu_times_inconclusive():
+    """Another setup (more CPUs, OMP_NUM_THREADS): an environment verdict, not failing;
     a CPU time moved either way is inconclusive with the reason and its own fix (the machine
     references ran on those threads too, so they cannot judge it)."""
-    base = threaded(doc(profile()).replace(reference_ms=0.4), 2, default=2)
+    base = threaded(doc(profile()).replace(reference_ms=0.4), 2, setup="2 cpus")
     for addmm_us, direction in (((1400,) * 8, "slower"), ((300,) * 8, "faster")):
-        new = threaded(doc(profile(addmm_us=addmm_us)).replace(reference_ms=0.4), 4, default=4)
+        new = threaded(doc(profile(addmm_us=addmm_us)).replace(reference_ms=0.4), 4, setup="4 cpus")
         c = compare(new, base, Rule())
         environment = next(v for v in c.verdicts if v.kind == ENVIRONMENT)
-        assert (
-            "torch threads 2 -> 4 (process default 2 -> 4: another machine or OMP_NUM_THREADS)" in environment.message
-        )
+        assert "torch threads 2 -> 4 (another machine setup: 2 cpus -> 4 cpus)" in environment.message
         addmm = addmm_verdict(new, base)
         assert addmm.status == "inconclusive" and f", {direction}; inconclusive: " in addmm.message
         assert addmm.why == "torch ran on 4 threads, the baseline on 2"
         assert inconclusive_fix(addmm.why).startswith("record the baseline on the machine that checks it")
         assert c.failing(Rule()) == [] and c.unchanged
-    one = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, default=1)
+    one = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, setup="2 cpus, OMP_NUM_THREADS=1")
     assert addmm_verdict(one, base).why == "torch ran on 1 thread, the baseline on 2"
     assert inconclusive_fix("CPU contention: ...").startswith("rerun on a quiet machine")
 
@@ -735,18 +734,18 @@ def test_unknown_threads_on_either_side_compare_as_before():
     assert base.threads is None
     slow = threaded(doc(profile(addmm_us=(1400,) * 8)), 1)
     assert {(v.kind, v.status) for v in compare(slow, base, Rule()).verdicts} == {(TIME, "regressed")}
-    same_default_unknown = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, default=None)
-    c = compare(same_default_unknown, threaded(doc(profile()), 2, default=None), Rule())
+    same_setup_unknown = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, setup=None)
+    c = compare(same_setup_unknown, threaded(doc(profile()), 2, setup=None), Rule())
     assert {v.kind for v in c.verdicts} == {ENVIRONMENT, TIME} and c.failing(Rule()) == []
 
 
 def test_threads_are_written_in_the_capture_object_only_when_known(tmp_path):
-    """capture.threads holds the capture's thread count and environment.torch_threads the
-    process's; a document without threads (older file, a trace) reads and writes back without
+    """capture.threads holds the capture's thread count and environment.thread_setup what sets
+    the machine's default; a document without threads (older file, a trace) reads and writes back without
     the key, byte for byte."""
     known = threaded(doc(profile()), 1)
     data = known.to_dict()
-    assert data["capture"]["threads"] == 1 and data["environment"]["torch_threads"] == 2
+    assert data["capture"]["threads"] == 1 and data["environment"]["thread_setup"] == "2 cpus"
     path = tmp_path / "b.json"
     write_baseline(path, known)
     assert read_baseline(path, NODE).threads == 1

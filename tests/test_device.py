@@ -259,3 +259,16 @@ def test_python_tracer_names_what_traces_python_or_says_none(monkeypatch):
     assert device.python_tracer() == "test_device._tracer"
     monkeypatch.setattr(sys, "gettrace", lambda: fake_nvml)  # an object: named by its type
     assert device.python_tracer() == "builtins.module"
+
+
+def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
+    """The CPUs this process may use and the thread variables: what gives torch its default,
+    whatever a conftest did to torch's count since."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert device.thread_setup() == "3 cpus"
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert device.thread_setup() == "3 cpus, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"
+    assert device_facts()[0]["thread_setup"] == "3 cpus, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"

@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pytest_opprof.device import thread_setup  # noqa: E402
 from pytest_opprof.errors import inert_summary  # noqa: E402
 
 USER_CONFTEST = """
@@ -903,9 +904,9 @@ def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined
     result.stdout.fnmatch_lines(
         [
             "aten::addmm * threads changed",
-            f"test_base.py::test_big: torch threads {default} -> {other} (the process started with {default} on both "
-            "sides: torch.set_num_threads in the test, the code it calls or an earlier test); CPU times not compared "
-            "[[].opprof/cpu-*/test_big.json[]]",
+            f"test_base.py::test_big: torch threads {default} -> {other} on the same machine setup "
+            f"({thread_setup()}): torch.set_num_threads in the test, the code it calls, a conftest or an earlier "
+            "test; CPU times not compared [[].opprof/cpu-*/test_big.json[]]",
         ]
     )
     assert torch.get_num_threads() == default
@@ -915,15 +916,35 @@ def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined
     run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
 
 
-def test_another_default_thread_count_is_environment_and_its_times_inconclusive(baselined, fake_clock):
-    """A process that starts with another thread count (another machine, OMP_NUM_THREADS): an
-    environment line, and a CPU slowdown is inconclusive with its own fix, not a failure."""
-    default = torch.get_num_threads()
-    other = 1 if default > 1 else 2
-    baselined.makeconftest(
-        f"import torch\ntorch.set_num_threads({other})\n\n\n"
+def threads_conftest(pytester, threads, default):
+    """A conftest that sets torch's threads as it is imported (before the plugin reads its facts)."""
+    pytester.makeconftest(
+        f"import torch\ntorch.set_num_threads({threads})\n\n\n"
         f"def pytest_unconfigure(config):\n    torch.set_num_threads({default})\n"
     )
+
+
+def test_threads_set_in_a_conftest_are_the_projects_work_not_the_machines(baselined):
+    """A conftest that sets the threads on an unchanged machine is the project's doing: work,
+    failing (found by a trial: read as the machine's default, it passed as environment)."""
+    default = torch.get_num_threads()
+    other = 1 if default > 1 else 2
+    threads_conftest(baselined, other, default)
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"test_base.py::test_big: torch threads {default} -> {other} on the same machine*"])
+    assert torch.get_num_threads() == default
+
+
+def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(baselined, fake_clock, monkeypatch):
+    """Another thread setup (OMP_NUM_THREADS here; more CPUs on another machine): an environment
+    line, and a CPU slowdown is inconclusive with its own fix, not a failure."""
+    default = torch.get_num_threads()
+    other = 1 if default > 1 else 2
+    threads_conftest(baselined, other, default)
+    recorded = next((baselined.path / ".opprof").rglob("test_big.json")).read_text()
+    setup = json.loads(recorded)["environment"]["thread_setup"]
+    monkeypatch.setenv("OMP_NUM_THREADS", str(other))
     fake_clock.costs["aten::addmm"] = 800_000
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(passed=1)
@@ -932,8 +953,8 @@ def test_another_default_thread_count_is_environment_and_its_times_inconclusive(
             f"test_base.py::test_big: time inconclusive for aten::addmm*: torch ran on {other} thread*, the baseline on "
             f"{default}; neither passed nor failed (--opprof-strict makes this an error); record the baseline on the "
             "machine that checks it (--opprof-update-baseline=all there), or set OMP_NUM_THREADS to the baseline's count",
-            f"test_base.py::test_big: environment differs from the baseline: torch threads {default} -> {other} (process "
-            f"default {default} -> {other}: another machine or OMP_NUM_THREADS)*",
+            f"test_base.py::test_big: environment differs from the baseline: torch threads {default} -> {other} (another "
+            f"machine setup: {setup} -> {thread_setup()})*",
         ]
     )
     assert torch.get_num_threads() == default
