@@ -302,6 +302,7 @@ class StepRecorder:
         # runs one at a time, and stopping ours later would empty the user's.
         self._step_aside = step_aside
         self._entered: Any = None  # the profiler class's _prepare_trace while it is watched
+        self._threads: ThreadWatch | None = None
         self.stepped_aside = False
 
     def start(self) -> None:
@@ -314,11 +315,14 @@ class StepRecorder:
         # captures are reported, never judged on time).
         prof, self._cuda = _start_profiler(torch, work=True)
         self._prof = prof
+        self._threads = ThreadWatch(torch)
+        self._threads.start()
         try:
             self._step = torch.autograd.profiler.record_function("ProfilerStep#1")
             self._step.__enter__()
         except BaseException:
             self._prof = None
+            self._threads.stop()
             with quiet_profiler():
                 prof.stop()
             raise
@@ -351,7 +355,8 @@ class StepRecorder:
         prof, self._prof = self._prof, None
         if prof is None:
             return None
-        torch = self._torch
+        torch, threads = self._torch, self._threads or ThreadWatch(self._torch)  # started with the profiler
+        threads.stop()
         try:
             if self._cuda:
                 _end_step_sync(torch)
@@ -364,7 +369,7 @@ class StepRecorder:
         if not keep:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
-        return _with_reference(from_profiler(prof), torch, _references(torch))
+        return _with_reference(from_profiler(prof), threads.fewest, _references(torch))
 
 
 @contextmanager
@@ -375,6 +380,46 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
     finally:
         with quiet_profiler():
             prof.stop()  # whatever happened in the body
+
+
+class ThreadWatch:
+    """torch's intra-op thread counts during a capture: the count at its start and at its end,
+    and each count the code sets through torch.set_num_threads meanwhile, so a limit the code
+    restores before the capture ends is still seen. `fewest` is what the capture records."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._original: Any = None
+        self.seen = [torch.get_num_threads()]
+
+    def start(self) -> None:
+        torch, seen = self._torch, self.seen
+        original = self._original = torch.set_num_threads
+
+        def set_num_threads(n: int) -> None:
+            original(n)
+            seen.append(torch.get_num_threads())
+
+        torch.set_num_threads = set_num_threads
+
+    def stop(self) -> None:
+        if self._original is not None:
+            self._torch.set_num_threads, self._original = self._original, None
+        self.seen.append(self._torch.get_num_threads())
+
+    @property
+    def fewest(self) -> int:
+        return min(self.seen)
+
+
+@contextmanager
+def _threads_watched(torch: Any) -> Iterator[ThreadWatch]:
+    watch = ThreadWatch(torch)
+    watch.start()
+    try:
+        yield watch
+    finally:
+        watch.stop()
 
 
 @contextmanager
@@ -459,14 +504,14 @@ def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
     return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
 
 
-def _with_reference(profile: Profile, torch: Any, *references: tuple[int, int]) -> Profile:
-    """The best of each reference taken around the capture, and torch's thread count at its end
-    (the references ran on those threads: compare.py compares them only at equal counts)."""
+def _with_reference(profile: Profile, threads: int, *references: tuple[int, int]) -> Profile:
+    """The best of each reference taken around the capture, and the fewest torch threads it ran
+    on (the references run on torch's threads: compare.py compares them only at equal counts)."""
     return replace(
         profile,
         reference_ns=min(r[0] for r in references),
         dispatch_reference_ns=min(r[1] for r in references),
-        threads=torch.get_num_threads(),
+        threads=threads,
     )
 
 
@@ -514,14 +559,14 @@ def _run_steps(
     if probe is not None:
         probe()
     result: Any = None
-    with _profiling(torch) as (prof, cuda):
+    with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
         for number in range(1, steps + 1):
             with _step(torch, number, cuda):
                 result = fn(*args, **kwargs)
     if probe is not None:
         probe()
     unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
-    timed = _with_overhead(_with_reference(from_profiler(prof), torch, before, _references(torch)), unprofiled)
+    timed = _with_overhead(_with_reference(from_profiler(prof), threads.fewest, before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})

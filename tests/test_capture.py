@@ -169,6 +169,30 @@ def test_captures_record_the_torch_threads_the_code_ran_on():
         torch.set_num_threads(default)
 
 
+def test_a_thread_limit_restored_inside_the_capture_is_still_recorded():
+    """A limit the code sets and restores within the capture (a `limited_threads` context in fn,
+    or in the block) is still seen: the capture records the fewest threads it ran on, and
+    torch.set_num_threads is torch's own again afterwards (found by a trial)."""
+    model, x = make_mlp()
+    default = torch.get_num_threads()
+    if default < 2:
+        pytest.skip("one torch thread: there is no fewer to limit to")
+    original = torch.set_num_threads
+
+    def limited(model, x):
+        torch.set_num_threads(1)
+        try:
+            return infer(model, x)
+        finally:
+            torch.set_num_threads(default)
+
+    assert measure(limited, model, x, warmup=0, steps=2).threads == 1
+    with capture() as cap:
+        limited(model, x)
+    assert cap.profile.threads == 1
+    assert torch.set_num_threads is original and torch.get_num_threads() == default
+
+
 def test_core_works_without_torch_or_pytest(tmp_path):
     """The core and `opprof analyze/show/compare` import and run with torch and pytest blocked."""
     model, x = make_mlp()

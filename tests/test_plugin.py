@@ -745,13 +745,26 @@ def traced(fn):  # fn under a Python tracer when INJECT says so (as coverage or 
         sys.settrace(before)
 
 
+def limited(fn):  # fn on one thread, the count restored before it returns
+    def call(*args):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_num_threads(threads)
+
+    return call
+
+
 def test_big(opprof):
     width = 4096 if INJECT == "wide" else 1024  # "wide": same ops, 4x the matmul work
     threads = torch.get_num_threads()
     if INJECT == "threads":  # the same work on another number of threads, set by the test
         torch.set_num_threads(1 if threads > 1 else 2)
     try:
-        traced(lambda: opprof.run(infer, make(width), torch.randn(64, 256), warmup=2, steps=6))
+        fn = limited(infer) if INJECT == "limited" else infer
+        traced(lambda: opprof.run(fn, make(width), torch.randn(64, 256), warmup=2, steps=6))
     finally:
         torch.set_num_threads(threads)
 
@@ -914,6 +927,18 @@ def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined
         ["opprof: baselines written: 1 changed; kept 0 unchanged*"]
     )
     run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
+
+
+def test_a_thread_limit_the_step_restores_fails_as_work_too(baselined, monkeypatch):
+    """fn sets one thread and restores the count before it returns: the capture saw it (found by
+    a trial: read only as the capture ended, it passed as work and failed only on time)."""
+    default = torch.get_num_threads()
+    if default < 2:
+        pytest.skip("one torch thread: there is no fewer to limit to")
+    monkeypatch.setenv("OPPROF_INJECT", "limited")
+    result = run(baselined, "--opprof", "-k", "big", "--opprof-fail-on=structure,work")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"test_base.py::test_big: torch threads {default} -> 1 on the same machine setup*"])
 
 
 def threads_conftest(pytester, threads, default):
