@@ -448,7 +448,8 @@ def explained_by_machine(
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
         return f"{THREADS_WHY} {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}"
     if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
-        return f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture"
+        summed = " (summed over them)" if machine.cpu_wait > 1 else ""
+        return f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture{summed}"
     for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
         ratio = _reference_ratio(current, baseline, key)
         if ratio is not None and (ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE):

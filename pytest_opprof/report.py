@@ -304,8 +304,14 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
         elif len(group) == 1:
             lines.append(group[0].message)
         else:
-            lines.append(f"{key} changed in {len(group)} ops: {group[0].message}; and {len(group) - 1} more ({_MORE})")
+            lines.append(f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})")
     return lines
+
+
+def _changed_in(kind: str, group: list[Verdict]) -> str:
+    """`work changed in 3 ops`, `... and its torch threads`: a verdict without an op is the test's."""
+    ops = sum(1 for v in group if v.op)
+    return f"{kind} changed in {count_of(ops, 'op')}" + (" and its torch threads" if ops < len(group) else "")
 
 
 def _time_line(group: list[Verdict]) -> str:

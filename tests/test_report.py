@@ -33,3 +33,30 @@ def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, no
     assert path.read_text() == expected
     assert [t["nodeid"] for t in json.loads(path.read_text())["tests"]] == sorted(nodeids)
     spool.close()
+
+
+def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
+    """Several work verdicts share one summary line counting the ops; the test-wide threads
+    verdict (no op) is named, not counted as an op (a trial read `work changed in 11 ops`)."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    threads = Verdict("work", "changed", "torch threads 1 -> 2 on the same machine setup (2 cpus): ...")
+    ops = [Verdict("work", "changed", f"aten::op{i}: inputs ...", op=f"aten::op{i}") for i in range(2)]
+    assert verdict_lines([threads, *ops]) == [
+        "work changed in 2 ops and its torch threads: torch threads 1 -> 2 on the same machine setup (2 cpus): ...; "
+        "and 2 more (-v or --opprof-json lists them all)"
+    ]
+    assert verdict_lines(ops) == [
+        "work changed in 2 ops: aten::op0: inputs ...; and 1 more (-v or --opprof-json lists them all)"
+    ]
+
+
+def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads():
+    """Two threads each waiting most of the capture: 118% reads as a sum, not as a typo."""
+    from test_baseline import addmm_verdict, doc, profile
+
+    from pytest_opprof.compare import Machine
+
+    verdict = addmm_verdict(doc(profile(addmm_us=(7000,) * 8)), doc(profile()), Machine(cpu_wait=1.18))
+    assert verdict.why == "CPU contention: the test's threads waited for a CPU 118% of the capture (summed over them)"
