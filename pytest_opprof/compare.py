@@ -364,20 +364,26 @@ def _time(
     """A verdict per op whose time moved; when none got slower (and no structure or work changed),
     one on the steps' wall time: what the op times cannot show, a step slower outside its
     operators (an op that got faster explains no slower wall)."""
-    verdicts = []
+    verdicts: list[Verdict] = []
+    ignored: list[Verdict] = []  # the would-be verdicts of ops whose time is not judged
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
-        if _ignored(name, rule.ignore_ops):
-            continue
         new, old = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
-            verdicts.append(verdict)
-    slower = any((v.new_ms or 0) > (v.base_ms or 0) for v in verdicts)
-    if slower or skip or any(_ignored(name, rule.ignore_ops) for name in (STEP_WALL, *current.ops)):
-        return verdicts  # the wall moved with them, or with an op whose time is not to be judged
+            (ignored if _ignored(name, rule.ignore_ops) else verdicts).append(verdict)
+    if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_explained(current, baseline, rule, verdicts + ignored):
+        return verdicts
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
     wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, wall=True)
     return verdicts + ([wall] if wall is not None else [])
+
+
+def _wall_explained(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, moves: list[Verdict]) -> bool:
+    """Whether the ops explain a slower wall: one got slower (judged or ignored), or an op whose
+    time is ignored ran on one side only."""
+    if any((v.new_ms or 0) > (v.base_ms or 0) for v in moves):
+        return True
+    return any(_ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
 
 
 def _judged(
@@ -449,7 +455,9 @@ def explained_by_machine(
         return f"{THREADS_WHY} {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}"
     if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
         summed = " (summed over them)" if machine.cpu_wait > 1 else ""
-        return f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture{summed}"
+        return (
+            f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture{summed}"
+        )
     for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
         ratio = _reference_ratio(current, baseline, key)
         if ratio is not None and (ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE):

@@ -798,8 +798,10 @@ def test_a_step_slower_outside_its_operators_is_a_time_regression_on_the_step_wa
 
 
 def test_the_step_wall_is_judged_only_where_no_op_explains_it():
-    """An op's own time verdict, a structure or work change, an op whose time is ignored, or
-    `step wall` itself ignored: no wall verdict. Contention makes it inconclusive, as for ops."""
+    """An op's own time verdict, a structure or work change, an ignored op that got slower (or
+    ran on one side only), or `step wall` itself ignored: no wall verdict. An ignored op that did
+    not move leaves the wall judged (a trial's +450% passed while a 0.001 ms op was ignored).
+    Contention makes it inconclusive, as for ops."""
     base = walled(doc(profile()), 10.0)
     slow_op = walled(doc(profile(addmm_us=(1400,) * 8)), 20.0)
     assert STEP_WALL not in [v.op for v in compare(slow_op, base, Rule()).verdicts]
@@ -812,8 +814,12 @@ def test_the_step_wall_is_judged_only_where_no_op_explains_it():
     extra = walled(doc(profile(extra_ops=("aten::clone",))), 20.0)
     assert [v.kind for v in compare(extra, base, Rule()).verdicts] == [STRUCTURE]
     slow_wall = walled(doc(profile()), 20.0)
-    for patterns in (("aten::addmm",), ("step wall",)):
-        assert compare(slow_wall, base, Rule(ignore_ops=patterns)).verdicts == ()
+    assert compare(slow_wall, base, Rule(ignore_ops=("step wall",))).verdicts == ()
+    unmoved_ignored = compare(slow_wall, base, Rule(ignore_ops=("aten::addmm",))).verdicts
+    assert [(v.op, v.status) for v in unmoved_ignored] == [(STEP_WALL, "regressed")]
+    assert compare(slow_op, base, Rule(ignore_ops=("aten::*",))).verdicts == ()  # the ignored ops explain it
+    ignored_extra = walled(doc(profile(extra_ops=("aten::empty",))), 20.0)
+    assert compare(ignored_extra, base, Rule(ignore_ops=("aten::empty",))).verdicts == ()
     contended = compare(slow_wall, base, Rule(), machine=Machine(cpu_wait=0.5)).verdicts
     assert [(v.op, v.status, v.why) for v in contended] == [
         (STEP_WALL, "inconclusive", "CPU contention: the test's threads waited for a CPU 50% of the capture")
