@@ -355,7 +355,7 @@ class StepRecorder:
         prof, self._prof = self._prof, None
         if prof is None:
             return None
-        torch, threads = self._torch, self._threads or ThreadWatch(self._torch)  # started with the profiler
+        torch, threads = self._torch, self._threads or ThreadWatch(self._torch)  # always set with _prof
         threads.stop()
         try:
             if self._cuda:

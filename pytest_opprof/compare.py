@@ -235,6 +235,11 @@ def _thread_setup(doc: BaselineDoc) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _same_thread_setup(current: BaselineDoc, baseline: BaselineDoc) -> bool:
+    setup = _thread_setup(current)
+    return setup is not None and setup == _thread_setup(baseline)
+
+
 def _threads_differ(current: BaselineDoc, baseline: BaselineDoc) -> bool:
     return current.threads is not None and baseline.threads is not None and current.threads != baseline.threads
 
@@ -244,11 +249,10 @@ def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str
     thread setup (CPUs, OMP_NUM_THREADS/MKL_NUM_THREADS): the project set them (torch.set_num_threads
     in the test, the code it calls, a conftest or an earlier test). Another setup is another
     machine: _environment says so."""
-    setup = _thread_setup(current)
-    if not _threads_differ(current, baseline) or setup is None or setup != _thread_setup(baseline):
+    if not _threads_differ(current, baseline) or not _same_thread_setup(current, baseline):
         return []
     message = (
-        f"torch threads {baseline.threads} -> {current.threads} on the same machine setup ({setup}): "
+        f"torch threads {baseline.threads} -> {current.threads} on the same machine setup ({_thread_setup(current)}): "
         "torch.set_num_threads in the test, the code it calls, a conftest or an earlier test; "
         f"CPU times not compared{where}"
     )
@@ -495,7 +499,7 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
         old, new = baseline.environment.get(key), current.environment.get(key)
         if old != new:
             differ.append(f"{key} {old} -> {new}")
-    if _threads_differ(current, baseline) and not _threads_set_by_test(current, baseline, where):
+    if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):
         setups = f"{_thread_setup(baseline)} -> {_thread_setup(current)}"
         differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {setups})")
     if not differ:
