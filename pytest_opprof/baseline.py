@@ -29,7 +29,6 @@ ENVIRONMENT_KEYS = (
     "driver",
     "cuda_driver",
     "cpu_model",
-    "torch_threads",  # torch's thread count as the run started
     "thread_setup",  # what sets torch's default: tells a machine's thread count from a project's (compare.py)
 )
 

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections import Counter
@@ -355,7 +356,8 @@ class StepRecorder:
         prof, self._prof = self._prof, None
         if prof is None:
             return None
-        torch, threads = self._torch, self._threads or ThreadWatch(self._torch)  # always set with _prof
+        torch, threads = self._torch, self._threads
+        assert threads is not None  # set with _prof
         threads.stop()
         try:
             if self._cuda:
@@ -383,28 +385,33 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
 
 
 class ThreadWatch:
-    """torch's intra-op thread counts during a capture: the count at its start and at its end,
-    and each count the code sets through torch.set_num_threads meanwhile, so a limit the code
-    restores before the capture ends is still seen. `fewest` is what the capture records."""
+    """torch's intra-op thread counts during a capture, on the capturing thread: the count at its
+    start and at its end, and each count that thread sets through torch.set_num_threads
+    meanwhile, so a limit the code restores before the capture ends is still seen. The setting is
+    per thread (a DataLoader's pin-memory thread sets 1 for itself): other threads' calls do not
+    count. `fewest` is what the capture records."""
 
     def __init__(self, torch: Any) -> None:
         self._torch = torch
         self._original: Any = None
+        self._wrapper: Any = None
         self.seen = [torch.get_num_threads()]
 
     def start(self) -> None:
-        torch, seen = self._torch, self.seen
+        torch, seen, me = self._torch, self.seen, threading.get_ident()
         original = self._original = torch.set_num_threads
 
         def set_num_threads(n: int) -> None:
             original(n)
-            seen.append(torch.get_num_threads())
+            if threading.get_ident() == me:
+                seen.append(torch.get_num_threads())
 
-        torch.set_num_threads = set_num_threads
+        torch.set_num_threads = self._wrapper = set_num_threads
 
     def stop(self) -> None:
-        if self._original is not None:
-            self._torch.set_num_threads, self._original = self._original, None
+        if self._original is not None and self._torch.set_num_threads is self._wrapper:
+            self._torch.set_num_threads = self._original  # not when the test replaced it meanwhile
+        self._original = self._wrapper = None
         self.seen.append(self._torch.get_num_threads())
 
     @property
@@ -523,19 +530,35 @@ def run_steps(
     steps: int,
     probe: Callable[[], None] | None = None,
     work: bool = True,
+    threads: int | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
     With `work`, UNPROFILED_STEPS more calls are timed without the profiler (before the profiled
     steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
     last result. `probe` (the plugin's GPU clock sampler) is
-    called after the warm-up, just before the profiler starts, and just after it stops."""
+    called after the warm-up, just before the profiler starts, and just after it stops.
+    `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
+    threads, which the test may have restored since), put back afterwards."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
-    with compiled_kernel_profiling():
+    with compiled_kernel_profiling(), _on_threads(torch, threads):
         return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work)
+
+
+@contextmanager
+def _on_threads(torch: Any, threads: int | None) -> Iterator[None]:
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _run_steps(

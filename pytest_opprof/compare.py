@@ -190,7 +190,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
                 continue
             new_calls = _calls(new_ops[name]) if name in new_ops else 0
             old_calls = _calls(old_ops[name]) if name in old_ops else 0
-            if new_calls == old_calls and (name in new_ops) == (name in old_ops):
+            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops):
                 continue
             names.add(name)
             if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
@@ -205,6 +205,18 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     if not changes:
         return [], names
     return [Verdict(STRUCTURE, CHANGED, f"structure changed: {', '.join(changes)}{where}")], names
+
+
+SOMETIMES_STEPS = 2  # an op on one side only, in fewer steps than half, counts from this many (1: sporadic)
+
+
+def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any]) -> bool:
+    """An op that one side ran in some steps (2 or more: a background thread's op landing in one
+    step by its timing is not the code's structure) and the other never."""
+    if (name in new_ops) == (name in old_ops):
+        return False
+    entry = new_ops[name] if name in new_ops else old_ops[name]
+    return sum(1 for c in entry.calls_per_step if c) >= SOMETIMES_STEPS
 
 
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
@@ -236,8 +248,9 @@ def _thread_setup(doc: BaselineDoc) -> str | None:
 
 
 def _same_thread_setup(current: BaselineDoc, baseline: BaselineDoc) -> bool:
-    setup = _thread_setup(current)
-    return setup is not None and setup == _thread_setup(baseline)
+    """The same thread setup on the same CPU model: torch's default thread count is the same."""
+    setup, model = _thread_setup(current), current.environment.get("cpu_model")
+    return setup is not None and setup == _thread_setup(baseline) and model == baseline.environment.get("cpu_model")
 
 
 def _threads_differ(current: BaselineDoc, baseline: BaselineDoc) -> bool:
@@ -384,7 +397,13 @@ def _time(
 
 def _wall_explained(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, moves: list[Verdict]) -> bool:
     """Whether the ops explain a slower wall: one got slower (judged or ignored), or an op whose
-    time is ignored ran on one side only."""
+    time is ignored ran on one side only; or the wall cannot be judged: on a device it holds the
+    wait for the device's work, other processes' kernels included (xdist workers sharing a GPU),
+    which no CPU-side reading excuses."""
+    if any(
+        doc.kernels or doc.memory_ops or any(op.on_device for op in doc.ops.values()) for doc in (current, baseline)
+    ):
+        return True
     if any((v.new_ms or 0) > (v.base_ms or 0) for v in moves):
         return True
     return any(_ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
@@ -500,8 +519,10 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
         if old != new:
             differ.append(f"{key} {old} -> {new}")
     if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):
-        setups = f"{_thread_setup(baseline)} -> {_thread_setup(current)}"
-        differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {setups})")
+        old, new = _thread_setup(baseline), _thread_setup(current)
+        models = f"CPU {baseline.environment.get('cpu_model')} -> {current.environment.get('cpu_model')}"
+        what = f"{old} -> {new}" if old != new else models
+        differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {what})")
     if not differ:
         return []
     return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]

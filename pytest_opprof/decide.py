@@ -183,7 +183,12 @@ class BaselineResult:
         own = next((verdict_word(v) for v in self.verdicts if v.op == op), None)
         if base_calls is not None and statistics.median(base_calls) != calls_per_step:
             verdict = "calls changed"
-        elif own is None and not on_device and any(v.kind == WORK and v.op is None for v in self.verdicts):
+        elif (
+            own is None
+            and base is not None
+            and not on_device
+            and any(v.kind == WORK and not v.op for v in self.verdicts)
+        ):
             verdict = "threads changed"  # the test-wide work verdict: its CPU times were not judged
         else:
             verdict = own or ("ok" if base is not None else "added")

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .units import count_of
+
 # Every fact, in the order the JSON report and `opprof show` list them.
 FACT_KEYS = (
     "machine",
@@ -115,13 +117,28 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def thread_setup() -> str:
     """What gives torch its default thread count, read from the machine, not from torch (a
-    conftest may have set torch's already): the CPUs this process may use and the variables."""
+    conftest may have set torch's already): the CPUs this process may use, the physical cores
+    among them where they are fewer (torch's default is the cores), and the variables."""
     try:
-        cpus = len(os.sched_getaffinity(0))
+        usable = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 0
+        usable = list(range(os.cpu_count() or 0))
+    cores = _physical_cores(usable)
+    parts = [f"{len(usable)} cpus"] + ([count_of(cores, "core")] if cores and cores != len(usable) else [])
     found = [f"{name}={os.environ[name]}" for name in THREAD_VARIABLES if name in os.environ]
-    return ", ".join([f"{cpus} cpus", *found])
+    return ", ".join(parts + found)
+
+
+def _physical_cores(cpus: list[int]) -> int | None:
+    """How many cores those CPUs are (SMT siblings counted once); None where Linux does not say."""
+    siblings = set()
+    for cpu in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list", encoding="ascii") as f:
+                siblings.add(f.read().strip())
+        except OSError:
+            return None
+    return len(siblings) or None
 
 
 def _torch_facts() -> dict[str, Any]:

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, NamedTuple, NoReturn
 
 from . import (
@@ -268,7 +269,9 @@ class OpprofFixture:
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
         # No signature step: only the times are pooled; the work is the first measurement's.
-        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=lambda: self._sample(host, clocks), work=False)
+        threads = self._profile.threads if self._profile is not None else None  # the first measurement's
+        probe = partial(self._sample, host, clocks)
+        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
         return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
 
     def _finish(self, profile: Any) -> None:

@@ -37,6 +37,7 @@ def uncontended(steady_references: None, monkeypatch: pytest.MonkeyPatch) -> Non
     from pytest_opprof import device
 
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: None)
+    monkeypatch.setattr(device, "python_tracer", lambda: None)  # also when the suite runs under coverage
 
 
 @pytest.fixture

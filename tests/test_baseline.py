@@ -204,6 +204,8 @@ def test_an_op_in_some_steps_only_is_a_structure_change():
     c = compare(sometimes, doc(profile()), Rule(), "b.json")
     assert [v.message for v in c.verdicts] == ["structure changed: + aten::matmul (in 2 of 8 steps) [b.json]"]
     assert c.failing(Rule()) == list(c.verdicts)
+    once = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0,) * 7 + (1,))})
+    assert compare(once, doc(profile()), Rule()).verdicts == ()  # one step: a background thread's timing
     gone = compare(doc(profile()), sometimes, Rule())
     assert [v.message for v in gone.verdicts] == ["structure changed: - aten::matmul (was in 2 of 8 steps)"]
     assert compare(sometimes, sometimes, Rule()).verdicts == ()
@@ -843,3 +845,20 @@ def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():
     assert inconclusive_fix(wall.why).startswith("measure without coverage or a debugger")
     assert compare(walled(doc(profile()), 5.0), base, Rule(), machine=traced).verdicts[0].status == "improved"
     assert addmm_verdict(walled(doc(profile(addmm_us=(1400,) * 8)), 20.0), base, traced).status == "regressed"
+
+
+def test_the_step_wall_is_not_judged_for_a_capture_with_device_work():
+    """On a device the wall holds the wait for the device, other processes' kernels included
+    (xdist workers sharing one GPU), which no CPU-side reading excuses: not judged (a review)."""
+    base = on_device(walled(doc(profile()), 10.0))
+    assert compare(on_device(walled(doc(profile()), 20.0)), base, Rule()).verdicts == ()
+
+
+def test_another_cpu_model_with_the_same_cpu_count_is_another_machine():
+    """torch's default is the physical cores: a 16-CPU laptop with SMT and a 16-vCPU runner share
+    `16 cpus` but not the CPU model: environment, not a work failure (a review)."""
+    base = threaded(doc(profile(), env={**ENV, "cpu_model": "laptop"}), 8, setup="16 cpus")
+    new = threaded(doc(profile(), env={**ENV, "cpu_model": "runner"}), 16, setup="16 cpus")
+    (verdict,) = compare(new, base, Rule()).verdicts
+    assert verdict.kind == ENVIRONMENT
+    assert "torch threads 8 -> 16 (another machine setup: CPU laptop -> runner)" in verdict.message

@@ -451,3 +451,44 @@ def test_a_gpu_shaped_capture_reads_the_same_directly_and_through_kinetos_trace(
     assert copy.bytes == 4096 and direct.op("aten::copy_").device_ns == 1_000
     assert {r.name for r in direct.runtime} == {"cudaLaunchKernel", "cudaMemcpyAsync"}
     assert not {"hidden op"} & {o.name for o in direct.ops} and len(direct.ops) == 2
+
+
+def test_the_thread_watch_counts_the_capturing_threads_calls_and_restores_only_its_own_wrapper():
+    """torch's thread setting is per thread: another thread's set_num_threads(1) (a DataLoader's
+    pin-memory thread) is not this capture's; and a set_num_threads the test put in place during
+    the capture is left to the test (found by a review)."""
+    import threading
+
+    from pytest_opprof.capture import ThreadWatch
+
+    model, x = make_mlp()
+    default, original = torch.get_num_threads(), torch.set_num_threads
+
+    def step(model, x):
+        worker = threading.Thread(target=torch.set_num_threads, args=(1,))
+        worker.start()
+        worker.join()
+        return infer(model, x)
+
+    assert measure(step, model, x, warmup=0, steps=1).threads == default
+    assert torch.set_num_threads is original
+    watch = ThreadWatch(torch)
+    watch.start()
+    replaced = lambda n: original(n)  # noqa: E731  # what a test's monkeypatch would put there
+    torch.set_num_threads = replaced
+    try:
+        watch.stop()
+        assert torch.set_num_threads is replaced
+    finally:
+        torch.set_num_threads = original
+
+
+def test_a_confirmation_runs_on_the_first_measurements_threads():
+    """run_steps(threads=N) measures on N threads and puts the count back: a confirmation after
+    the test restored its own limit still measures what the first measurement did."""
+    model, x = make_mlp()
+    default = torch.get_num_threads()
+    if default < 2:
+        pytest.skip("one torch thread: there is no fewer to measure on")
+    profile, _ = run_steps(infer, (model, x), {}, 0, 1, work=False, threads=1)
+    assert profile.threads == 1 and torch.get_num_threads() == default

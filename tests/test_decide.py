@@ -130,3 +130,4 @@ def test_a_thread_change_marks_the_cpu_rows_it_moved_but_not_an_ops_own_verdict(
     assert result.op_row("aten::mm", 1, 0.9, on_device=True) == OpRow(0.5, 80.0, "ok")
     assert result.op_row("aten::addmm", 2, 1.0) == OpRow(1.0, 0.0, "work changed")
     assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
+    assert result.op_row("aten::new", 1, 0.1) == OpRow(None, None, "added")

@@ -272,3 +272,5 @@ def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert device.thread_setup() == "3 cpus, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"
     assert device_facts()[0]["thread_setup"] == "3 cpus, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"
+    monkeypatch.setattr(device, "_physical_cores", lambda cpus: 1)  # SMT: torch's default is the cores
+    assert device.thread_setup() == "3 cpus, 1 core, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"

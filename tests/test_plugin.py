@@ -12,7 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_opprof.device import thread_setup  # noqa: E402
+from pytest_opprof import device  # noqa: E402
+from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
 from pytest_opprof.errors import inert_summary  # noqa: E402
 
 USER_CONFTEST = """
@@ -876,6 +877,7 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
 def test_under_a_python_tracer_a_slower_step_wall_is_inconclusive(baselined, monkeypatch, fake_clock):
     """The same slow hook under a Python tracer (coverage, a debugger): the wall's slowdown may be
     the tracer's, so it is inconclusive with its own fix, and the test passes."""
+    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setenv("OPPROF_INJECT", "hook traced")
     fake_clock.costs["slow_hook"] = 800_000
     result = run(baselined, "--opprof", "-k", "big")

@@ -642,7 +642,8 @@ class Profile:
     timeline: Timeline | None = field(default=None, compare=False)
     # run(): best profiled step wall time / best unprofiled one (the observer effect); None otherwise
     overhead: float | None = field(default=None, compare=False)
-    # torch's intra-op threads when a live capture ended (torch.get_num_threads()); None for traces
+    # The fewest torch intra-op threads a live capture ran on (capture.ThreadWatch); None for a
+    # trace unless we exported it
     threads: int | None = field(default=None, compare=False)
 
     def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
