@@ -1074,6 +1074,47 @@ def test_bad_marker_rule_value(project):
     result.stderr.fnmatch_lines(["*@pytest.mark.opprof(tolerance='lots'): expected a percentage like 20%"])
 
 
+LIMITED_TESTS = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+SEEN = []
+
+
+def mm():
+    SEEN.append(torch.get_num_threads())
+    return torch.mm(a, b)
+
+
+def test_mm(opprof):
+    default = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        opprof.run(mm, warmup=2, steps=6)
+    finally:
+        torch.set_num_threads(default)
+
+
+def test_seen():  # after test_mm's confirmation, which ran once test_mm had restored its threads
+    assert SEEN[-8:] == [1] * 8, SEEN
+"""
+
+
+def test_a_confirmation_measures_on_the_first_measurements_threads(pytester, fake_clock):
+    """A test that limits torch's threads around run() and restores them: the confirmation, run
+    after the test body, still measures on the first measurement's thread count (a review: it
+    pooled samples taken on 2 threads with those taken on 1)."""
+    if torch.get_num_threads() < 2:
+        pytest.skip("one torch thread: there is no fewer to limit to")
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_limited=LIMITED_TESTS)
+    run(pytester, "--opprof-update-baseline", "-k", "test_mm").assert_outcomes(passed=1)
+    fake_clock.costs["aten::mm"] = 800_000
+    result = run(pytester, "--opprof", "-p", "no:randomly")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["test_limited.py::test_mm: measured twice: both differ from the baseline"])
+
+
 def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clock):
     """A slowdown seen once (interference) passes after a second measurement; one seen twice fails."""
     fake_clock.plan = [8.0, 1.0]  # the first measurement 8x slow, its confirmation as recorded
