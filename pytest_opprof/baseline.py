@@ -161,8 +161,7 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "nodeid": nodeid,
         "device_key": device_key,
         "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
-        "capture": {"steps": profile.steps, "source": profile.source}
-        | ({"threads": profile.threads} if profile.threads is not None else {}),
+        "capture": {"steps": profile.steps, "source": profile.source, "threads": profile.threads},
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from statistics import median
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
@@ -69,6 +69,7 @@ class Verdict:
     new_ms: float | None = None
     p_value: float | None = None
     why: str | None = None  # an inconclusive verdict: what about the machine made it so
+    fix: str | None = None  # and what to do for a time verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,13 +81,14 @@ class Verdict:
             "ms": self.new_ms,
             "p": self.p_value,
             "why": self.why,
+            "fix": self.fix,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
         return cls(
             data["kind"], data["status"], data["message"], data.get("op"), data.get("baseline_ms"),
-            data.get("ms"), data.get("p"), data.get("why"),
+            data.get("ms"), data.get("p"), data.get("why"), data.get("fix"),
         )  # fmt: skip
 
 
@@ -216,12 +218,17 @@ def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mappi
     if (name in new_ops) == (name in old_ops):
         return False
     entry = new_ops[name] if name in new_ops else old_ops[name]
-    return sum(1 for c in entry.calls_per_step if c) >= SOMETIMES_STEPS
+    return _steps_run(entry) >= SOMETIMES_STEPS
+
+
+def _steps_run(entry: OpEntry | MemoryEntry) -> int:
+    """In how many steps the op ran."""
+    return sum(1 for c in entry.calls_per_step if c)
 
 
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
     """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
-    steps = f"in {sum(1 for c in entry.calls_per_step if c)} of {len(entry.calls_per_step)} steps"
+    steps = f"in {_steps_run(entry)} of {len(entry.calls_per_step)} steps"
     return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
 
 
@@ -432,10 +439,11 @@ def _judged(
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    why = explained_by_machine(slower, on_device, *docs, machine, python_time=wall)
+    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall)
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
-    if why:
-        return Verdict(TIME, INCONCLUSIVE, f"{change}; inconclusive: {why}){where}", name, old_min, new_min, p, why)
+    if excuse:
+        message = f"{change}; inconclusive: {excuse.why}){where}"
+        return Verdict(TIME, INCONCLUSIVE, message, name, old_min, new_min, p, excuse.why, excuse.fix)
     limit = (
         f"{OUTSIDE_OPS}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
@@ -455,6 +463,21 @@ def speed_words(ratio: float) -> str:
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
 
 
+QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
+THREADS_FIX = (
+    "record the baseline on the machine that checks it (--opprof-update-baseline=all there), "
+    "or set OMP_NUM_THREADS to the baseline's count"
+)
+TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
+
+
+class Excuse(NamedTuple):
+    """Why the machine may have moved a time, and what to do for a time verdict."""
+
+    why: str
+    fix: str = QUIET_MACHINE_FIX
+
+
 def explained_by_machine(
     slower: bool,
     on_device: bool,
@@ -462,52 +485,35 @@ def explained_by_machine(
     baseline: BaselineDoc,
     machine: Machine,
     python_time: bool = False,
-) -> str | None:
+) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
     tracer (coverage) a slower `python_time` (the step wall: the Python between the ops)."""
     if machine.gpu_unreliable:
-        return f"unreliable GPU clocks ({machine.gpu_unreliable})"
+        return Excuse(f"unreliable GPU clocks ({machine.gpu_unreliable})")
     if python_time and slower and machine.python_tracer:
-        return f"{TRACER_WHY} ({machine.python_tracer}) slowed the Python between the ops"
+        return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
         return None
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
-        return f"{THREADS_WHY} {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}"
+        threads = count_of(current.threads or 0, "thread")
+        return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
     if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
         summed = " (summed over them)" if machine.cpu_wait > 1 else ""
-        return (
-            f"CPU contention: the test's threads waited for a CPU {100 * machine.cpu_wait:.0f}% of the capture{summed}"
-        )
+        share = f"{100 * machine.cpu_wait:.0f}% of the capture{summed}"
+        return Excuse(f"CPU contention: the test's threads waited for a CPU {share}")
     for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
         ratio = _reference_ratio(current, baseline, key)
         if ratio is not None and (ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE):
-            return f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
+            return Excuse(
+                f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
+            )
     return None
 
 
 # -- 4. environment ----------------------------------------------------------------------------
-
-
-QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
-THREADS_WHY = "torch ran on"  # how explained_by_machine's thread reason starts
-THREADS_FIX = (
-    "record the baseline on the machine that checks it (--opprof-update-baseline=all there), "
-    "or set OMP_NUM_THREADS to the baseline's count"
-)
-
-
-TRACER_WHY = "a Python tracer"  # how explained_by_machine's coverage reason starts
-TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
-
-
-def inconclusive_fix(why: str | None) -> str:
-    """What to do about an inconclusive time verdict, by its reason."""
-    if why and why.startswith(THREADS_WHY):
-        return THREADS_FIX
-    return TRACER_FIX if why and why.startswith(TRACER_WHY) else QUIET_MACHINE_FIX
 
 
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

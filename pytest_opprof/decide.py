@@ -14,6 +14,7 @@ from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import (
+    QUIET_MACHINE_FIX,
     REGRESSED,
     TIME,
     WORK,
@@ -22,7 +23,6 @@ from .compare import (
     Rule,
     Verdict,
     compare,
-    inconclusive_fix,
     merge_measurements,
 )
 from .documents import BaselineDoc
@@ -204,7 +204,7 @@ class BaselineResult:
             return [self.error]
         if strict and not recording and TIME in rule.fail_on and self.inconclusive:
             first = self.inconclusive[0]
-            return [strict_inconclusive(nodeid, first.message, inconclusive_fix(first.why))]
+            return [strict_inconclusive(nodeid, first.message, first.fix or QUIET_MACHINE_FIX)]
         return []
 
     @property

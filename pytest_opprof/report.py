@@ -19,7 +19,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, TIME, Verdict, inconclusive_fix
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
 from .files import safe_name, write_output
@@ -330,7 +330,7 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
-    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {inconclusive_fix(group[0].why)}"
+    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {group[0].fix or QUIET_MACHINE_FIX}"
 
 
 def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:

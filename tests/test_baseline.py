@@ -28,7 +28,6 @@ from pytest_opprof.compare import (
     Machine,
     Rule,
     compare,
-    inconclusive_fix,
     merge_measurements,
     rank_test_p,
     work_changes,
@@ -722,11 +721,12 @@ def test_threads_on_another_machine_setup_are_environment_and_make_cpu_times_inc
         addmm = addmm_verdict(new, base)
         assert addmm.status == "inconclusive" and f", {direction}; inconclusive: " in addmm.message
         assert addmm.why == "torch ran on 4 threads, the baseline on 2"
-        assert inconclusive_fix(addmm.why).startswith("record the baseline on the machine that checks it")
+        assert addmm.fix.startswith("record the baseline on the machine that checks it")
         assert c.failing(Rule()) == [] and c.unchanged
     one = threaded(doc(profile(addmm_us=(1400,) * 8)), 1, setup="2 cpus, OMP_NUM_THREADS=1")
     assert addmm_verdict(one, base).why == "torch ran on 1 thread, the baseline on 2"
-    assert inconclusive_fix("CPU contention: ...").startswith("rerun on a quiet machine")
+    contended = addmm_verdict(doc(profile(addmm_us=(1400,) * 8)), doc(profile()), Machine(cpu_wait=0.5))
+    assert contended.fix.startswith("rerun on a quiet machine")
 
 
 def test_unknown_threads_on_either_side_compare_as_before():
@@ -842,7 +842,7 @@ def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():
     (wall,) = compare(walled(doc(profile()), 20.0), base, Rule(), machine=traced).verdicts
     assert (wall.op, wall.status) == (STEP_WALL, "inconclusive")
     assert wall.why == "a Python tracer (coverage.tracer.CTracer) slowed the Python between the ops"
-    assert inconclusive_fix(wall.why).startswith("measure without coverage or a debugger")
+    assert wall.fix.startswith("measure without coverage or a debugger")
     assert compare(walled(doc(profile()), 5.0), base, Rule(), machine=traced).verdicts[0].status == "improved"
     assert addmm_verdict(walled(doc(profile(addmm_us=(1400,) * 8)), 20.0), base, traced).status == "regressed"
 

@@ -181,6 +181,7 @@ def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monke
     (verdict,) = [v for v in test["baseline"]["verdicts"] if v["op"] == "aten::mm"]
     assert verdict["status"] == "inconclusive"
     assert verdict["why"] == "CPU contention: the test's threads waited for a CPU 50% of the capture"
+    assert verdict["fix"].startswith("rerun on a quiet machine")  # what to do, in the JSON report too
 
 
 def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatch, fake_clock):
