@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
+from .errors import closest_names
 from .units import count_of
 
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
@@ -92,10 +93,28 @@ class Verdict:
         )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Ignore:
+    """One ignore glob of a test's rule: whether it matched an op of the test (either side), and
+    if not, the op it looks like (a typo: `aten::matmull` ignores nothing)."""
+
+    glob: str
+    matched: bool
+    near: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"glob": self.glob, "matched": self.matched, "near": self.near}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ignore:
+        return cls(data["glob"], bool(data["matched"]), data.get("near"))
+
+
 @dataclass(frozen=True)
 class Comparison:
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
     untimed: str | None = None  # why no time verdict was possible for the whole test
+    ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
 
     @property
     def changes(self) -> list[Verdict]:
@@ -172,7 +191,19 @@ def compare(
     if threads:  # its CPU times moved with the threads: the work verdict says why
         skip |= {name for name, op in current.ops.items() if not op.on_device}
     timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
-    return Comparison(tuple(structure + work + timed + _environment(current, baseline, where)), untimed)
+    verdicts = tuple(structure + work + timed + _environment(current, baseline, where))
+    return Comparison(verdicts, untimed, ignores(current, baseline, rule))
+
+
+def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ignore, ...]:
+    """What each ignore glob matched among the names it applies to: ops, memory ops, the wall."""
+    names = {*current.ops, *baseline.ops, *current.memory_ops, *baseline.memory_ops}
+    found = []
+    for glob in rule.ignore_ops:
+        matched = fnmatch.fnmatchcase(STEP_WALL, glob) or any(fnmatch.fnmatchcase(n, glob) for n in names)
+        near = None if matched else next(iter(closest_names(glob, sorted(names), limit=1)), None)
+        found.append(Ignore(glob, matched, near))
+    return tuple(found)
 
 
 # -- 1. structure ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .compare import (
     TIME,
     WORK,
     Comparison,
+    Ignore,
     Machine,
     Rule,
     Verdict,
@@ -170,6 +171,7 @@ class BaselineResult:
     verdicts: tuple[Verdict, ...] = ()
     rows: dict[str, tuple[float, list[float]]] = field(default_factory=dict)  # op -> (min ms, calls per step)
     error: str | None = None  # an unusable file: the message that makes the test an error
+    ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs and what they matched (when compared)
 
     @property
     def compared(self) -> bool:
@@ -220,15 +222,18 @@ class BaselineResult:
             "untimed": self.untimed,
             "schema": self.schema,
             "verdicts": [v.to_dict() for v in self.verdicts],
+            "ignores": [i.to_dict() for i in self.ignores],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BaselineResult:
         """The inverse of to_dict (what crossed from an xdist worker)."""
         verdicts = tuple(Verdict.from_dict(v) for v in data.get("verdicts", []))
+        ignores = tuple(Ignore.from_dict(i) for i in data.get("ignores", []))
         return cls(
-            data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts
-        )
+            data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
+            ignores=ignores,
+        )  # fmt: skip
 
 
 def baseline_step(
@@ -262,6 +267,8 @@ def baseline_step(
         if (samples := op.time_samples)
     }
     untimed = outcome.comparison.untimed if old is not None else None
+    comparison = outcome.comparison
     return BaselineResult(
-        shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, outcome.comparison.verdicts, rows
-    )
+        shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, comparison.verdicts, rows,
+        ignores=comparison.ignores,
+    )  # fmt: skip

@@ -353,12 +353,38 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
-    lines += _baseline_lines(records)
+    lines += _baseline_lines(records) + _ignore_lines(records)
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
             f"opprof: {count_of(len(unrecorded), 'test')} not recorded: {'it' if len(unrecorded) == 1 else 'they'} failed "
             f"or erred (a baseline records code that passes its own checks; files as they were): {first_three(unrecorded)}"
+        )
+    return lines
+
+
+def _ignore_lines(records: list[TestRecord]) -> list[str]:
+    """A line per ignore glob that matched no op in any compared test it applied to: a typo
+    (`aten::matmull`) ignores nothing, and the changes it was meant to hide still fail."""
+    applied: dict[str, list[str]] = {}
+    matched: set[str] = set()
+    near: dict[str, str] = {}
+    for record in records:
+        for ignore in record.baseline.ignores if record.baseline else ():
+            applied.setdefault(ignore.glob, []).append(record.nodeid)
+            if ignore.matched:
+                matched.add(ignore.glob)
+            elif ignore.near:
+                near.setdefault(ignore.glob, ignore.near)
+    lines = []
+    for glob, nodeids in applied.items():
+        if glob in matched:
+            continue
+        where = nodeids[0] if len(nodeids) == 1 else f"the {count_of(len(nodeids), 'compared test')}"
+        hint = f"did you mean {near[glob]}? " if glob in near else ""
+        lines.append(
+            f"opprof: ignore glob {glob!r} matched no op in {where}: it ignores nothing; {hint}"
+            "use op names as the tables and opprof show list them"
         )
     return lines
 

@@ -25,6 +25,7 @@ from pytest_opprof.compare import (
     STRUCTURE,
     TIME,
     WORK,
+    Ignore,
     Machine,
     Rule,
     compare,
@@ -269,6 +270,20 @@ def test_ignore_ops_and_fail_on():
     assert compare(new, old, Rule(ignore_ops=("aten::cl*",))).verdicts == ()
     c = compare(new, old, Rule())
     assert c.failing(Rule(fail_on=frozenset({TIME}))) == []
+
+
+def test_ignore_globs_say_what_they_matched():
+    """Each ignore glob says whether it matched an op or memory op on either side (or the step
+    wall), and if not the op it looks like: a typo ignores nothing."""
+    new, old = doc(profile(extra_ops=("aten::clone",))), doc(profile())
+    rule = Rule(ignore_ops=("aten::cl*", "aten::addm", "step wall", "xyz::nothing_alike"))
+    assert compare(new, old, rule).ignores == (
+        Ignore("aten::cl*", True),
+        Ignore("aten::addm", False, "aten::addmm"),
+        Ignore("step wall", True),
+        Ignore("xyz::nothing_alike", False, None),
+    )
+    assert compare(new, old, Rule()).ignores == ()
 
 
 def test_environment_differences_are_reported():

@@ -996,6 +996,43 @@ def test_time_verdicts_can_be_told_not_to_fail(baselined, fake_clock):
     run(baselined, "-k", "big").assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_an_ignore_glob_that_matches_no_op_is_named_with_the_op_it_looks_like(baselined, tmp_path, xdist):
+    """A typo in --opprof-ignore-ops ignores nothing: the summary says so once for the run, naming
+    the op it looks like; a glob that matched in any test, or the step wall, says nothing."""
+    out = tmp_path / "run.json"
+    result = run(
+        baselined, "--opprof", f"--opprof-json={out}", "--opprof-ignore-ops=aten::addmmm, aten::add*, step wall", *xdist
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: ignore glob 'aten::addmmm' matched no op in the 3 compared tests: it ignores nothing; "
+            "did you mean aten::addmm? use op names as the tables and opprof show list them"
+        ]
+    )
+    assert result.stdout.str().count("matched no op") == 1
+    ignores = json.loads(out.read_text())["tests"][0]["baseline"]["ignores"]
+    assert {i["glob"]: i["matched"] for i in ignores} == {"aten::addmmm": False, "aten::add*": True, "step wall": True}
+
+
+def test_a_marker_ignore_glob_that_matches_no_op_names_its_test(baselined):
+    """A marker's glob applies to its test only: the line names that test."""
+    source = (baselined.path / "test_base.py").read_text()
+    baselined.makepyfile(
+        test_base=source.replace(
+            "def test_big(opprof):", "@pytest.mark.opprof(ignore_ops='aten::relu_')\ndef test_big(opprof):"
+        )
+    )
+    result = run(baselined, "--opprof")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: ignore glob 'aten::relu_' matched no op in test_base.py::test_big: it ignores nothing; did you mean aten::relu?*"
+        ]
+    )
+
+
 def test_marker_overrides_the_rule_per_test(pytester, monkeypatch):
     """@pytest.mark.opprof(ignore_ops=..., tolerance=...) applies to that test only."""
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
