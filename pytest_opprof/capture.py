@@ -163,11 +163,14 @@ def _link_device_work(table: EventTable, kineto_events: Any, corrs: list[int]) -
 
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
-    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes)."""
+    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes).
+    Shapes as torch 2.13+ structures them, with the shapes of a list of tensors (torch.cat's);
+    older torch records such an input as `[]`."""
+    shapes = getattr(cls, "structured_input_shapes", cls.shapes)
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP:
             e = kineto_events[i]
-            table.shapes[i] = freeze(cls.shapes(e))  # type: ignore[call-overload]  # nested tuples of ints
+            table.shapes[i] = freeze(shapes(e))  # type: ignore[call-overload]  # nested tuples of ints
             table.dtypes[i] = tuple(cls.dtypes(e))
             table.flops[i] = int(cls.flops(e) or 0)
 

@@ -115,6 +115,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
     untimed: str | None = None  # why no time verdict was possible for the whole test
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
+    lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list shapes the baseline lacks
 
     @property
     def changes(self) -> list[Verdict]:
@@ -192,7 +193,9 @@ def compare(
         skip |= {name for name, op in current.ops.items() if not op.on_device}
     timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
     verdicts = tuple(structure + work + timed + _environment(current, baseline, where))
-    return Comparison(verdicts, untimed, ignores(current, baseline, rule))
+    return Comparison(
+        verdicts, untimed, ignores(current, baseline, rule), _lists_unrecorded_in_baseline(current, baseline)
+    )
 
 
 def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ignore, ...]:
@@ -315,7 +318,8 @@ def work_changes(new: WorkEntry, old: WorkEntry) -> list[str]:
     parts = []
     if new.flops_per_step != old.flops_per_step:
         parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
-    sig_new, sig_old = _signatures(new), _signatures(old)
+    blank = lists_unrecorded(new) or lists_unrecorded(old)  # compared as the side without them
+    sig_new, sig_old = _signatures(new, blank), _signatures(old, blank)
     if sig_new != sig_old:
         parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
     tables = (
@@ -345,13 +349,42 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def _signatures(work: WorkEntry) -> dict[str, tuple[str, float]]:
-    """Input signature (exact: its shapes and types as JSON) -> (readable text, calls per step)."""
+TENSOR_LIST = "TensorList"  # the input type of a list of tensors (torch.cat's, torch.stack's)
+
+
+def lists_unrecorded(work: WorkEntry) -> bool:
+    """Whether a tensor-list input was recorded without its shapes (`[]`): torch before 2.13
+    records none (nor did pytest-opprof before it read torch's structured shapes)."""
+    return any(
+        dtype == TENSOR_LIST and i < len(sig.shapes) and sig.shapes[i] == []
+        for sig in work.signatures
+        for i, dtype in enumerate(sig.dtypes)
+    )
+
+
+def _lists_unrecorded_in_baseline(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
+    """The ops whose tensor-list inputs this capture recorded and the baseline did not: their
+    shapes are not compared until the baseline is recorded again."""
+    found = []
+    for name in sorted(set(current.ops) & set(baseline.ops)):
+        new, old = current.ops[name].work, baseline.ops[name].work
+        if new and old and lists_unrecorded(old) and not lists_unrecorded(new):
+            if any(TENSOR_LIST in sig.dtypes for sig in new.signatures):
+                found.append(name)
+    return tuple(found)
+
+
+def _signatures(work: WorkEntry, blank_lists: bool = False) -> dict[str, tuple[str, float]]:
+    """Input signature (exact: its shapes and types as JSON) -> (readable text, calls per step).
+    `blank_lists`: tensor-list inputs as if unrecorded (`[]`), to compare with a side without them."""
     found: dict[str, tuple[str, float]] = {}
     for sig in work.signatures:
-        key = json.dumps([sig.shapes, list(sig.dtypes)])
+        shapes = sig.shapes
+        if blank_lists:
+            shapes = [[] if i < len(sig.dtypes) and sig.dtypes[i] == TENSOR_LIST else s for i, s in enumerate(shapes)]
+        key = json.dumps([shapes, list(sig.dtypes)])
         calls = found.get(key, ("", 0.0))[1] + sig.calls_per_step
-        found[key] = (inputs_text(_tuples(sig.shapes), sig.dtypes), calls)
+        found[key] = (inputs_text(_tuples(shapes), sig.dtypes), calls)
     return found
 
 

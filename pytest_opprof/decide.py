@@ -172,6 +172,7 @@ class BaselineResult:
     rows: dict[str, tuple[float, list[float]]] = field(default_factory=dict)  # op -> (min ms, calls per step)
     error: str | None = None  # an unusable file: the message that makes the test an error
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs and what they matched (when compared)
+    lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list input shapes the baseline lacks
 
     @property
     def compared(self) -> bool:
@@ -223,6 +224,7 @@ class BaselineResult:
             "schema": self.schema,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "ignores": [i.to_dict() for i in self.ignores],
+            "lists_unrecorded": list(self.lists_unrecorded),
         }
 
     @classmethod
@@ -232,7 +234,7 @@ class BaselineResult:
         ignores = tuple(Ignore.from_dict(i) for i in data.get("ignores", []))
         return cls(
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
-            ignores=ignores,
+            ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())),
         )  # fmt: skip
 
 
@@ -270,5 +272,5 @@ def baseline_step(
     comparison = outcome.comparison
     return BaselineResult(
         shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, comparison.verdicts, rows,
-        ignores=comparison.ignores,
+        ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
     )  # fmt: skip

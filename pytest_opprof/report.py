@@ -353,6 +353,14 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
+    unlisted = [r for r in records if r.baseline and r.baseline.lists_unrecorded]
+    if unlisted:
+        ops = first_three(sorted({op for r in unlisted if r.baseline for op in r.baseline.lists_unrecorded}))
+        lines.append(
+            f"opprof: {count_of(len(unlisted), 'baseline')} without the shapes of tensor-list inputs ({ops}; "
+            "recorded by an older pytest-opprof or torch before 2.13): those inputs are not compared; "
+            "pytest --opprof-update-baseline=all records them"
+        )
     lines += _baseline_lines(records) + _ignore_lines(records)
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:

@@ -571,6 +571,39 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
     assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"
 
 
+def cat_doc(*lists, dim="Scalar"):
+    """A document of one aten::cat call per tensor list given (each a tuple of shapes; () unrecorded)."""
+    events = [step(1, 0, 1000)] + [
+        op("aten::cat", 10 + 100 * i, 50, shapes=(shapes, ()), dtypes=("TensorList", dim))
+        for i, shapes in enumerate(lists)
+    ]
+    return doc(analyze(events))
+
+
+def test_tensor_list_inputs_are_work_and_their_shapes_compared():
+    """torch.cat([x[:, :192], x[:, 192:]]) vs [:, :64]: the same output, FLOPs and slices' inputs;
+    only the list's shapes tell the work apart."""
+    old, new = cat_doc(((64, 192), (64, 64))), cat_doc(((64, 64), (64, 192)))
+    (verdict,) = compare(new, old, Rule()).verdicts
+    assert verdict.kind == WORK and verdict.message == (
+        "aten::cat: inputs (TensorList[[64,192],[64,64]]) -> (TensorList[[64,64],[64,192]])"
+    )
+    assert compare(old, old, Rule()).lists_unrecorded == ()
+
+
+def test_a_baseline_without_tensor_list_shapes_compares_those_inputs_as_unrecorded():
+    """A baseline recorded when live captures gave a tensor list as `[]` (torch < 2.13, or an
+    older pytest-opprof): the lists are blanked on both sides, no false work verdict, and the
+    comparison names the ops whose list shapes went unchecked; a changed scalar still counts."""
+    unrecorded, recorded = cat_doc(()), cat_doc(((64, 192), (64, 64)))
+    c = compare(recorded, unrecorded, Rule())
+    assert c.verdicts == () and c.lists_unrecorded == ("aten::cat",)
+    assert compare(unrecorded, recorded, Rule()).verdicts == ()  # a capture on older torch: the same
+    assert compare(unrecorded, recorded, Rule()).lists_unrecorded == ()  # its torch is the cause (environment)
+    (verdict,) = compare(cat_doc(((64, 192), (64, 64)), dim=""), unrecorded, Rule()).verdicts
+    assert verdict.message == "aten::cat: inputs (TensorList, Scalar) -> (TensorList, -)"
+
+
 def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_path):
     """Ids a::b and a.b (and a class method beside them) never share a baseline file."""
     paths = {

@@ -251,6 +251,18 @@ def test_work_comes_from_one_untimed_signature_step():
     assert cold.op("aten::cat").work is None  # ... and the signature call, warm, had no cat
 
 
+@pytest.mark.skipif(
+    not hasattr(torch._C._autograd._KinetoEvent, "structured_input_shapes"), reason="torch < 2.13 records lists as []"
+)
+def test_a_tensor_lists_shapes_are_part_of_its_signature():
+    """torch.cat's and torch.stack's inputs are a list of tensors: their shapes are recorded
+    (torch's structured input shapes), not `[]`."""
+    x = torch.randn(4, 8)
+    profile = measure(lambda: (torch.cat([x[:, :6], x[:, 6:]], 1), torch.stack([x, x])), warmup=1, steps=2)
+    assert profile.op("aten::cat").work.signatures[0].shapes == (((4, 6), (4, 2)), ())
+    assert profile.op("aten::stack").work.signatures[0].text == "TensorList[[4,8],[4,8]]"
+
+
 def test_a_one_step_capture_records_its_inputs_in_its_step():
     """capture() takes signatures and FLOPs from its single step."""
     a = torch.randn(16, 8)

@@ -907,6 +907,53 @@ def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypa
     assert summary.count("test_base.py::test_big: work changed in ") == 1  # one line per verdict kind
 
 
+SPLIT_TESTS = """
+import os
+import torch
+
+SPLIT = int(os.environ.get("OPPROF_SPLIT", "192"))
+
+
+def halves(x):  # the same output whatever SPLIT is: only torch.cat's inputs differ
+    return torch.cat([x[:, :SPLIT], x[:, SPLIT:]], 1) * 2
+
+
+def test_split(opprof):
+    opprof.run(halves, torch.randn(64, 256), warmup=1, steps=5)
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(torch._C._autograd._KinetoEvent, "structured_input_shapes"), reason="torch < 2.13 records lists as []"
+)
+def test_a_tensor_lists_shapes_are_work_and_an_old_baseline_without_them_says_so(pytester, fake_clock, monkeypatch):
+    """torch.cat of other slices (same output, FLOPs and slice inputs) fails as work naming the
+    list's shapes; a baseline whose lists were recorded as `[]` passes, with a line saying so."""
+    monkeypatch.delenv("OPPROF_SPLIT", raising=False)
+    pytester.makepyfile(test_split=SPLIT_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_SPLIT", "64")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*aten::cat: inputs (TensorList[[][[]64,192],[[]64,64]]) -> (TensorList[[][[]64,64],[[]64,192]]) [[]*"]
+    )
+    path = next((pytester.path / ".opprof").rglob("test_split.json"))
+    data = json.loads(path.read_text())
+    for sig in data["ops"]["aten::cat"]["work"]["signatures"]:
+        sig["shapes"][0] = []  # as an older pytest-opprof, or torch < 2.13, recorded it
+    path.write_text(json.dumps(data))
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline without the shapes of tensor-list inputs (aten::cat; recorded by an older "
+            "pytest-opprof or torch before 2.13): those inputs are not compared; "
+            "pytest --opprof-update-baseline=all records them"
+        ]
+    )
+
+
 def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined, monkeypatch):
     """torch.set_num_threads in the test: a work verdict naming both counts (deterministic: the
     references ran on those threads too and cannot judge the time), the table says which rows
