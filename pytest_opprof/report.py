@@ -353,15 +353,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
-    unlisted = [r for r in records if r.baseline and r.baseline.lists_unrecorded]
-    if unlisted:
-        ops = first_three(sorted({op for r in unlisted if r.baseline for op in r.baseline.lists_unrecorded}))
-        lines.append(
-            f"opprof: {count_of(len(unlisted), 'baseline')} without the shapes of tensor-list inputs ({ops}; "
-            "recorded by an older pytest-opprof or torch before 2.13): those inputs are not compared; "
-            "pytest --opprof-update-baseline=all records them"
-        )
-    lines += _baseline_lines(records) + _ignore_lines(records)
+    lines += _lists_lines(records) + _baseline_lines(records) + _ignore_lines(records)
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
@@ -369,6 +361,19 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             f"or erred (a baseline records code that passes its own checks; files as they were): {first_three(unrecorded)}"
         )
     return lines
+
+
+def _lists_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the baselines that hold tensor-list inputs without their shapes."""
+    ops = {r.nodeid: r.baseline.lists_unrecorded for r in records if r.baseline and r.baseline.lists_unrecorded}
+    if not ops:
+        return []
+    return [
+        f"opprof: {count_of(len(ops), 'baseline')} without the shapes of tensor-list inputs "
+        f"({first_three(sorted({op for names in ops.values() for op in names}))}; recorded by an older "
+        "pytest-opprof or torch before 2.13): those inputs are not compared; "
+        "pytest --opprof-update-baseline=all records them"
+    ]
 
 
 def _ignore_lines(records: list[TestRecord]) -> list[str]:
