@@ -22,6 +22,7 @@ from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
+from .errors import closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
@@ -381,20 +382,21 @@ def _ignore_lines(records: list[TestRecord]) -> list[str]:
     (`aten::matmull`) ignores nothing, and the changes it was meant to hide still fail."""
     applied: dict[str, list[str]] = {}
     matched: set[str] = set()
-    near: dict[str, str] = {}
+    near: dict[str, set[str]] = {}  # each test's closest op: the run's is the closest of them
     for record in records:
         for ignore in record.baseline.ignores if record.baseline else ():
             applied.setdefault(ignore.glob, []).append(record.nodeid)
             if ignore.matched:
                 matched.add(ignore.glob)
             elif ignore.near:
-                near.setdefault(ignore.glob, ignore.near)
+                near.setdefault(ignore.glob, set()).add(ignore.near)
     lines = []
     for glob, nodeids in applied.items():
         if glob in matched:
             continue
         where = nodeids[0] if len(nodeids) == 1 else f"the {count_of(len(nodeids), 'compared test')}"
-        hint = f"did you mean {near[glob]}? " if glob in near else ""
+        closest = closest_names(glob, sorted(near.get(glob, ())), limit=1)
+        hint = f"did you mean {closest[0]}? " if closest else ""
         lines.append(
             f"opprof: ignore glob {glob!r} matched no op in {where}: it ignores nothing; {hint}"
             "use op names as the tables and opprof show list them"
