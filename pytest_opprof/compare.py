@@ -116,6 +116,7 @@ class Comparison:
     untimed: str | None = None  # why no time verdict was possible for the whole test
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
     lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list shapes the baseline lacks
+    under_load: float | None = None  # the baseline's references ran this many times slower (recorded_under_load)
 
     @property
     def changes(self) -> list[Verdict]:
@@ -194,7 +195,11 @@ def compare(
     timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
     verdicts = tuple(structure + work + timed + _environment(current, baseline, where))
     return Comparison(
-        verdicts, untimed, ignores(current, baseline, rule), _lists_unrecorded_in_baseline(current, baseline)
+        verdicts,
+        untimed,
+        ignores(current, baseline, rule),
+        _lists_unrecorded_in_baseline(current, baseline),
+        recorded_under_load(current, baseline),
     )
 
 
@@ -533,6 +538,10 @@ THREADS_FIX = (
     "or set OMP_NUM_THREADS to the baseline's count"
 )
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
+LOADED_FIX = (
+    "its baseline was recorded under load (inflated times hide slowdowns): "
+    "pytest --opprof-update-baseline records it again from a calm run"
+)
 
 
 class Excuse(NamedTuple):
@@ -568,13 +577,29 @@ def explained_by_machine(
         summed = " (summed over them)" if machine.cpu_wait > 1 else ""
         share = f"{100 * machine.cpu_wait:.0f}% of the capture{summed}"
         return Excuse(f"CPU contention: the test's threads waited for a CPU {share}")
-    for key, what in (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul")):
+    for key, what in REFERENCES:
         ratio = _reference_ratio(current, baseline, key)
         if ratio is not None and (ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE):
-            return Excuse(
-                f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
-            )
+            why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
+            return Excuse(why, LOADED_FIX if recorded_under_load(current, baseline) else QUIET_MACHINE_FIX)
     return None
+
+
+REFERENCES = (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul"))
+UNDER_LOAD = 2.0  # the same machine setup ran every reference this many times slower for the baseline
+
+
+def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | None:
+    """How many times slower the baseline's references ran than this run's, when it is
+    UNDER_LOAD or more on every reference, on the same machine setup (CPU model, thread setup,
+    torch threads): the baseline was recorded under load and its times are inflated, hiding any
+    slowdown smaller than that. None otherwise (another machine is no load of this one)."""
+    if not _same_thread_setup(current, baseline) or _threads_differ(current, baseline):
+        return None
+    ratios = [r for key, _ in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
+    if not ratios or max(ratios) > 1 / UNDER_LOAD:
+        return None
+    return 1 / max(ratios)
 
 
 # -- 4. environment ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import (
+    CONTENTION_LIMIT,
     QUIET_MACHINE_FIX,
     REGRESSED,
     TIME,
@@ -127,12 +128,17 @@ def _to_write(
     =all): an inconclusive or unconfirmed measurement never replaces a baseline."""
     if not update or current.machine.gpu_unreliable:
         return None
-    if update == "all":
-        return current.doc
+    if update == "all" or (comparison.under_load and _calm(current.machine)):
+        return current.doc  # a baseline recorded under load is replaced by a calm measurement
     kinds = {v.kind for v in comparison.changes}
     if not kinds or (kinds == {TIME} and remeasured != "confirmed"):
         return None
     return current.doc
+
+
+def _calm(machine: Machine) -> bool:
+    """No contention and no Python tracer measured: fit to replace a baseline recorded under load."""
+    return (machine.cpu_wait is None or machine.cpu_wait <= CONTENTION_LIMIT) and not machine.python_tracer
 
 
 UNUSABLE, UNWRITABLE = "unusable", "unwritable"
@@ -173,6 +179,7 @@ class BaselineResult:
     error: str | None = None  # an unusable file: the message that makes the test an error
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs and what they matched (when compared)
     lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list input shapes the baseline lacks
+    under_load: float | None = None  # the compared baseline's references ran this many times slower
 
     @property
     def compared(self) -> bool:
@@ -225,6 +232,7 @@ class BaselineResult:
             "verdicts": [v.to_dict() for v in self.verdicts],
             "ignores": [i.to_dict() for i in self.ignores],
             "lists_unrecorded": list(self.lists_unrecorded),
+            "under_load": self.under_load,
         }
 
     @classmethod
@@ -234,7 +242,7 @@ class BaselineResult:
         ignores = tuple(Ignore.from_dict(i) for i in data.get("ignores", []))
         return cls(
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
-            ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())),
+            ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
         )  # fmt: skip
 
 
@@ -272,5 +280,5 @@ def baseline_step(
     comparison = outcome.comparison
     return BaselineResult(
         shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, comparison.verdicts, rows,
-        ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
+        ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded, under_load=comparison.under_load,
     )  # fmt: skip

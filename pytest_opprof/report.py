@@ -19,7 +19,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, LOADED_FIX, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
 from .errors import closest_names
@@ -269,6 +269,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
         lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, baseline.status)]
+        lines += [f"{nodeid}: {line}" for line in _under_load_lines(baseline)]
     wait = record.cpu_wait
     if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
@@ -323,8 +324,23 @@ def _time_line(group: list[Verdict]) -> str:
     return f"time: {first.message}{more}{keep}"
 
 
+def _under_load_lines(baseline: BaselineResult) -> list[str]:
+    """When recording: what became of a baseline recorded under load (compare.recorded_under_load)."""
+    if not baseline.under_load or baseline.status not in RECORDING:
+        return []
+    found = (
+        f"its baseline was recorded under load (the same machine setup ran its references "
+        f"{baseline.under_load:.1f}x slower than now)"
+    )
+    if baseline.status in WRITTEN:
+        return [f"{found}: {baseline.status} from this calm run"]
+    return [f"{found}: kept, as this run was not calm either (CPU contention or a Python tracer); {QUIET_MACHINE_FIX}"]
+
+
 def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     ops = first_three([v.op or "" for v in group])
+    if status in WRITTEN and group[0].fix == LOADED_FIX:  # replaced: _under_load_lines says why
+        return f"time inconclusive for {ops}: {group[0].why}; its baseline was {status} with these times"
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides
         outcome = f"its baseline was {status} all the same (=all, or a structure or work change), with these times"
     elif status in RECORDING:

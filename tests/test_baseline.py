@@ -25,6 +25,8 @@ from pytest_opprof.compare import (
     STRUCTURE,
     TIME,
     WORK,
+    LOADED_FIX,
+    QUIET_MACHINE_FIX,
     Ignore,
     Machine,
     Rule,
@@ -395,6 +397,34 @@ def test_machine_far_off_says_how_far_in_words():
     base = doc(profile()).replace(reference_ms=0.1)
     slow = doc(profile(addmm_us=(2800,) * 8)).replace(reference_ms=4.56)
     assert "the machine ran 45.60x slower than when the baseline was recorded" in addmm_verdict(slow, base).why
+
+
+def loaded_pair(inflated_x=70, cpu_model="x"):
+    """A baseline recorded under load (every reference `inflated_x` slower, its op up to 10x: a
+    step holds 10 ms) and a calm run of the same code on the same machine setup (or on another
+    CPU model)."""
+    base = threaded(doc(profile(addmm_us=(int(700 * min(inflated_x, 10)),) * 8)), 2)
+    base = base.replace(reference_ms=0.2 * inflated_x, dispatch_reference_ms=0.4 * inflated_x)
+    calm = threaded(doc(profile()), 2).replace(reference_ms=0.2, dispatch_reference_ms=0.4)
+    return calm.replace(environment={**calm.environment, "cpu_model": cpu_model}), base
+
+
+def test_a_baseline_recorded_under_load_says_so_and_how_to_record_it_again():
+    """The same machine setup ran every reference 2x or more slower for the baseline: its times
+    are inflated (they hide any slowdown smaller than that). Time stays inconclusive, and the fix
+    says to record it again, not to find a quiet machine (this one was). Another CPU model is
+    another machine, not load: the usual fix."""
+    calm, base = loaded_pair()
+    c = compare(calm, base, Rule())
+    assert c.under_load == pytest.approx(70)
+    (verdict, *_) = c.inconclusive
+    assert "the machine ran 70.00x faster than when the baseline was recorded" in verdict.why
+    assert verdict.fix == LOADED_FIX
+    other_machine = compare(*loaded_pair(cpu_model="y"), Rule())
+    assert other_machine.under_load is None and other_machine.inconclusive[0].fix == QUIET_MACHINE_FIX
+    assert compare(*loaded_pair(inflated_x=1.9), Rule()).under_load is None  # within a busy machine's day
+    one_slower = base.replace(dispatch_reference_ms=0.4)  # only one reference slower: not load
+    assert compare(calm, one_slower, Rule()).under_load is None
 
 
 def test_merge_measurements_pools_samples():

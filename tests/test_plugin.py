@@ -1034,6 +1034,47 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert torch.get_num_threads() == default
 
 
+def test_a_baseline_recorded_under_load_is_named_and_replaced_by_a_calm_update(pytester, fake_clock, monkeypatch):
+    """Recorded while the machine ran 20x slower (references and ops): a calm rerun is inconclusive
+    with the fix to record again (not "a quiet machine": it is one); a calm
+    --opprof-update-baseline rewrites it, and then time is judged again."""
+    import importlib
+
+    capture = importlib.import_module("pytest_opprof.capture")
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    fake_clock.costs["aten::addmm"] = 4_000_000
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 20_000_000)
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 8_000_000)
+    run(pytester, "--opprof-update-baseline", "-k", "big").assert_outcomes(passed=1)
+    fake_clock.costs["aten::addmm"] = 200_000
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+    result = run(pytester, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: time inconclusive for aten::addmm*: the machine ran 20.00x faster than when the "
+            "baseline was recorded (dispatch reference); neither passed nor failed (--opprof-strict makes this an "
+            "error); its baseline was recorded under load (inflated times hide slowdowns): "
+            "pytest --opprof-update-baseline records it again from a calm run"
+        ]
+    )
+    result = run(pytester, "--opprof-update-baseline", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: time inconclusive for aten::addmm*: the machine ran 20.00x faster*; "
+            "its baseline was rewritten with these times",
+            "test_base.py::test_big: its baseline was recorded under load (the same machine setup ran its references "
+            "20.0x slower than now): rewritten from this calm run",
+            "opprof: baselines written: 1 rewritten; kept 0 unchanged*",
+        ]
+    )
+    fake_clock.costs["aten::addmm"] = 800_000  # a 4x slowdown the inflated baseline hid
+    run(pytester, "--opprof", "-k", "big").assert_outcomes(failed=1)
+
+
 def test_time_verdicts_can_be_told_not_to_fail(baselined, fake_clock):
     """--opprof-fail-on=structure, a marker tolerance, or ignored ops let a slower op pass."""
     fake_clock.costs["aten::addmm"] = 800_000
