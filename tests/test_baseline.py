@@ -21,12 +21,12 @@ from pytest_opprof.baseline import (
 )
 from pytest_opprof.compare import (
     ENVIRONMENT,
+    LOADED_FIX,
+    QUIET_MACHINE_FIX,
     STEP_WALL,
     STRUCTURE,
     TIME,
     WORK,
-    LOADED_FIX,
-    QUIET_MACHINE_FIX,
     Ignore,
     Machine,
     Rule,
