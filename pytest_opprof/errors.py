@@ -205,3 +205,8 @@ def stepped_aside(assertions: int) -> str:
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"
+
+
+def idle_outputs(flags: Iterable[str]) -> str:
+    """Output flags given without --opprof: nothing is measured, so nothing is written."""
+    return f"opprof: {', '.join(flags)} without --opprof: nothing measured, nothing written; add --opprof"

@@ -21,7 +21,7 @@ from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import inert_summary
+from .errors import idle_outputs, inert_summary
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
@@ -92,6 +92,14 @@ def _add_ini(parser: pytest.Parser, option: Option) -> None:
 
 def _dest(option: Option) -> str:
     return option.flag.lstrip("-").replace("-", "_")
+
+
+OUTPUTS = ("json_path", "csv_path", "html_path", "trace_dir", "trace")  # what a run without --opprof never writes
+
+
+def _given(config: pytest.Config, option: Option) -> bool:
+    """Given on the command line (an ini value is the project's standing choice for --opprof runs)."""
+    return config.getoption(_dest(option)) is not None
 
 
 def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | None:
@@ -229,7 +237,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if reporting and outputs
         else None
     )
-    state = RunState(settings, spool=spool)
+    idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field in OUTPUTS and _given(config, o))
+    state = RunState(settings, spool=spool, idle_outputs=idle)
     if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
         # user's doing and not ours to show; their own warnings stay as they are.
@@ -500,6 +509,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not state.settings.measuring:
         if state.carrying:
             terminalreporter.write_line(inert_summary(state.carrying))
+        if state.idle_outputs:
+            terminalreporter.write_line(idle_outputs(state.idle_outputs))
         return
     if not state.records:
         return

@@ -61,6 +61,7 @@ class RunState:
     carrying: int = 0  # collected tests that use the fixture or the marker
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
     spool: Any = None  # report.ReportSpool when --opprof-json/-csv/-html is on: the records' parts
+    idle_outputs: tuple[str, ...] = ()  # output flags given on the command line without --opprof
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
@@ -123,8 +124,8 @@ def blocked(path: Path) -> Path | None:
 
 
 def parse_percentage(text: object) -> float:
-    """'20%' (or 20) -> 0.20. A bare number between 0 and 1 (0.2) is refused: it reads as a
-    fraction and would be taken as 0.2%, 100x off."""
+    """'20%' (or 20) -> 0.20. A bare number above 0 up to 1 (0.2, 1) is refused: it reads as a
+    fraction and would be taken as 0.2%, 100x off (a bare 1: 1% or 100%?)."""
     if isinstance(text, bool):
         raise ValueError("a percentage like 20%")
     raw = str(text).strip()
@@ -134,7 +135,7 @@ def parse_percentage(text: object) -> float:
         raise ValueError("a percentage like 20%") from None
     if not 0 <= value < 10_000 or value != value:
         raise ValueError("a percentage like 20%")
-    if not raw.endswith("%") and 0 < value < 1:
+    if not raw.endswith("%") and 0 < value <= 1:
         raise ValueError(f"a percentage like 20%: a bare {raw} is ambiguous; write {value * 100:g}% or {raw}%")
     return value / 100
 

@@ -218,6 +218,27 @@ def test_inert_without_flag(pytester):
     assert written == []
 
 
+def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_path):
+    """--opprof-json, -html, -trace-dir on the command line without --opprof: one line says nothing
+    was measured or written (a CI artifact missing without a word is worse); the same keys in the
+    ini file are the project's standing choice for --opprof runs and say nothing."""
+    pytester.makepyfile("def test_x(opprof):\n    opprof.run(lambda: None)\n")
+    out = tmp_path / "r.json"
+    result = run(pytester, f"--opprof-json={out}", f"--opprof-html={tmp_path / 'r.html'}", "--opprof-trace-dir=tr")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            inert_summary(1),
+            "opprof: --opprof-json, --opprof-html, --opprof-trace-dir without --opprof: nothing measured, "
+            "nothing written; add --opprof",
+        ]
+    )
+    assert not out.exists() and not (pytester.path / "tr").exists()
+    pytester.makeini(f"[pytest]\nopprof_json = {out}\n")
+    result = run(pytester)
+    assert "nothing written" not in result.stdout.str()
+
+
 def test_bad_arguments_fail_without_the_flag_too(pytester):
     """Off, an assertion or run() with a bad argument fails its test with the same one line as
     under --opprof (a typo must not wait for the first measured run), still without torch; a
