@@ -419,9 +419,10 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
 
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
-    second would replace the first), or a report or the trace folder inside a device-key folder
-    of the baseline folder, where baselines live (a report would replace one; beside the
-    device-key folders it cannot). Pipes and devices (/dev/null) may be shared."""
+    second would replace the first), a report or the trace folder inside a device-key folder of
+    the baseline folder (it could replace a baseline), or the JSON report anywhere in the baseline
+    folder (`opprof show` and `opprof compare` read every .json there as a baseline). Pipes and
+    devices (/dev/null) may be shared."""
     folder = Path(os.path.realpath(baseline_folder))
     outputs = [
         ("--opprof-json", settings.json_path),
@@ -437,6 +438,8 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
         if folder in where.parents and len(where.relative_to(folder).parts) >= 2:
             key = folder / where.relative_to(folder).parts[0]
             return f"{flag}: {value!r} is inside the device-key folder {key} of the baselines; write it elsewhere (a report there could replace a committed baseline)"
+        if folder in where.parents and where.suffix == ".json":
+            return f"{flag}: {value!r} is inside the baseline folder {folder}, where opprof show and compare read every .json as a baseline; write it elsewhere"
         if where in taken:
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
         taken[where] = flag

@@ -1780,6 +1780,11 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
             "--opprof-trace-dir: '.opprof/cpu/traces' is inside the device-key folder*",
         ),
         (
+            ["--opprof-json", ".opprof/r.json"],
+            "--opprof-json: '.opprof/r.json' is inside the baseline folder */.opprof, where opprof show and compare "
+            "read every .json as a baseline; write it elsewhere",
+        ),
+        (
             ["--junitxml", "out/r.xml", "--opprof-json", "out/r.xml"],
             "--opprof-json: 'out/r.xml' is also --junitxml's path, which it would overwrite; give each report its own file",
         ),
@@ -1857,6 +1862,8 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
     assert "inside the device-key folder" in (output_paths_problem(inside, tmp_path / ".opprof") or "")
     beside = Settings(html_path=str(tmp_path / "r.html"))  # --opprof-baseline-dir=. : reports beside the key folders
     assert output_paths_problem(beside, tmp_path) is None
+    read_as_baseline = Settings(json_path=str(tmp_path / "r.json"))  # ... but not a .json: show would read it
+    assert "where opprof show and compare read every .json" in (output_paths_problem(read_as_baseline, tmp_path) or "")
 
 
 def test_recording_names_the_tests_it_did_not_record_because_they_failed(project):
