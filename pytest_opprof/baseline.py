@@ -194,22 +194,81 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
         target = path.resolve()
         if inside.resolve() not in target.parents:
             raise BaselineError(symlink_outside(path, target, inside))
+    text = _text(path)
+    if text is None:
+        return None
+    data = _json(path, text)
+    _check_kind(path, data)
+    if nodeid is not None and data.get("nodeid") != nodeid:
+        raise BaselineError(bad_baseline(path, f"belongs to {data.get('nodeid')!r}, not {nodeid!r}"))
     try:
-        text = read_regular(path, MAX_BASELINE_BYTES).decode("utf-8")
+        return BaselineDoc.from_dict(data)
+    except ValueError as exc:
+        raise BaselineError(bad_baseline(path, str(exc))) from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+TRACE_FIX = "opprof analyze reads traces; a baseline is recorded by pytest --opprof-update-baseline"
+
+
+def _text(path: Path) -> str | None:
+    """The file's text (a UTF-8 byte order mark, as some editors add, is dropped); None when absent."""
+    try:
+        data = read_regular(path, MAX_BASELINE_BYTES)
     except FileNotFoundError:
         return None
     except NotReadable as exc:
         raise BaselineError(bad_baseline(path, str(exc))) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
+    if data.startswith(GZIP_MAGIC):
+        raise BaselineError(bad_baseline(path, "gzip-compressed, as traces are, not a baseline", TRACE_FIX))
     try:
-        data = json.loads(text)
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
+
+
+def _json(path: Path, text: str) -> Any:
+    """The parsed JSON; a key given twice in one object (a merge resolved by hand) is refused:
+    JSON readers keep one of them silently."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(pairs)
+        if len(found) < len(pairs):
+            twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+            raise BaselineError(bad_baseline(path, f"the key {twice!r} appears twice in one object (a merge by hand?)"))
+        return found
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
     except RecursionError:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
+    except BaselineError:
+        raise
     except ValueError as exc:  # an integer of thousands of digits
         raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+
+
+def _check_kind(path: Path, data: Any) -> None:
+    """A baseline of a schema this version reads; a trace or a run report says what it is."""
+    events = data if isinstance(data, list) else []  # a trace may also be a bare list of events
+    if (
+        isinstance(data, dict)
+        and "traceEvents" in data
+        or (events and isinstance(events[0], dict) and "ph" in events[0])
+    ):
+        raise BaselineError(bad_baseline(path, "a Kineto/Chrome trace, not a baseline", TRACE_FIX))
+    if isinstance(data, dict) and isinstance(data.get("tests"), list) and "ops" not in data:
+        raise BaselineError(
+            bad_baseline(
+                path,
+                "an opprof run report (--opprof-json), not a baseline",
+                "write reports outside the baseline folder",
+            )
+        )
     if not isinstance(data, dict) or "schema" not in data:
         raise BaselineError(bad_baseline(path, "not an opprof baseline (no 'schema')"))
     if type(data["schema"]) is not int or data["schema"] not in READABLE_SCHEMAS:
@@ -221,12 +280,6 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
                 "record it again with pytest --opprof-update-baseline=all, or use the pytest-opprof that wrote it",
             )
         )
-    if nodeid is not None and data.get("nodeid") != nodeid:
-        raise BaselineError(bad_baseline(path, f"belongs to {data.get('nodeid')!r}, not {nodeid!r}"))
-    try:
-        return BaselineDoc.from_dict(data)
-    except ValueError as exc:
-        raise BaselineError(bad_baseline(path, str(exc))) from None
 
 
 def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:

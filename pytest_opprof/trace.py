@@ -289,6 +289,15 @@ def _is_shape(value: Any) -> bool:
     return isinstance(value, list) and all(type(d) is int or _is_shape(d) for d in value)
 
 
+def _not_a_trace(path: Path, doc: Any) -> str:
+    """Why a JSON document is not a trace: an opprof baseline or run report says so and what reads it."""
+    if isinstance(doc, dict) and "schema" in doc and "ops" in doc:
+        return f"{path}: an opprof baseline, not a trace; opprof show reads baselines"
+    if isinstance(doc, dict) and isinstance(doc.get("tests"), list):
+        return f"{path}: an opprof run report (--opprof-json), not a trace; opprof analyze reads the traces --opprof-trace-dir writes"
+    return bad_trace(path, "not a Kineto/Chrome trace (no 'traceEvents')")
+
+
 def read_trace(path: str | os.PathLike[str]) -> TraceFile:
     """Read a Kineto/Chrome trace (.json or .json.gz; gzip is detected from the content).
 
@@ -303,7 +312,7 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
         if not isinstance(doc["traceEvents"], list):
             raise TraceError(bad_trace(p, "'traceEvents' is not a list"))
     else:
-        raise TraceError(bad_trace(p, "not a Kineto/Chrome trace (no 'traceEvents')"))
+        raise TraceError(_not_a_trace(p, doc))
     if not n_complete:
         raise TraceError(bad_trace(p, "no complete ('ph': 'X') events: not a profiler trace"))
     return TraceFile(str(p), _table_from_rows(rows, str(p)), metadata)

@@ -145,6 +145,13 @@ def test_same_measurement_gives_byte_identical_file():
             '"events_per_step": [], "dispatch_reference_ms": 0}',
             "'dispatch_reference_ms' is 0, not a positive number or null",
         ),
+        ('{"schema": 2, "schema": 1}', "the key 'schema' appears twice in one object (a merge by hand?)"),
+        ('{"traceEvents": []}', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
+        ('[{"ph": "X", "name": "aten::mm"}]', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
+        (
+            '{"schema": 1, "device_key": "cpu", "tests": []}',
+            "an opprof run report (--opprof-json), not a baseline; write reports outside the baseline folder",
+        ),
     ],
 )
 def test_unusable_baselines_raise_naming_the_file(tmp_path, content, reason):
@@ -158,6 +165,20 @@ def test_unusable_baselines_raise_naming_the_file(tmp_path, content, reason):
     assert reason in message
     assert "\n" not in message
     assert path.read_text() == content
+
+
+def test_a_gzip_file_is_named_as_a_trace_and_a_byte_order_mark_is_read(tmp_path):
+    """A gzip file at a baseline's path (a trace) says so and where traces are read; a UTF-8 byte
+    order mark, as some editors add, is read as the text it precedes."""
+    import gzip
+
+    path = tmp_path / "b.json"
+    path.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    with pytest.raises(BaselineError, match="gzip-compressed, as traces are, not a baseline; opprof analyze reads"):
+        read_baseline(path, NODE)
+    data = doc(profile())
+    path.write_bytes(b"\xef\xbb\xbf" + dumps(data.to_dict()).encode())
+    assert read_baseline(path, NODE) == data
 
 
 def test_missing_baseline_is_none(tmp_path):

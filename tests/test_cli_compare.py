@@ -287,6 +287,22 @@ def steps_with(durations_us):
 # -- show ----------------------------------------------------------------------------------------
 
 
+def test_show_of_a_trace_and_analyze_of_a_baseline_point_to_each_other(capsys, folders, tmp_path):
+    """Each command handed the other's file says what the file is and which command reads it,
+    never "delete it" (a trace opprof wrote, gzipped) or "export it again" (a baseline)."""
+    from pytest_opprof.chrome import write_trace
+
+    trace = tmp_path / "t.json.gz"
+    write_trace(trace, steps_with([500] * 3), {})
+    code, _, err = run_cli(capsys, "show", trace)
+    assert code == 2
+    assert f"{trace}: gzip-compressed, as traces are, not a baseline; opprof analyze reads traces" in err
+    assert "delete" not in err
+    baseline = folders[0] / "tests" / "test_m.py" / "test_mlp.json"
+    code, _, err = run_cli(capsys, "analyze", baseline)
+    assert code == 2 and f"{baseline}: an opprof baseline, not a trace; opprof show reads baselines" in err
+
+
 def test_show_file_and_folder(capsys, folders):
     a, _ = folders
     file = a / "tests" / "test_m.py" / "test_mlp.json"

@@ -82,6 +82,8 @@ def minimal_trace() -> dict:
         (b'{"traceEvents": [{"ph": "X", "name": "a"', "truncated JSON"),
         (b"[1, 2,, 3]", "not valid JSON (line 1, column 7"),
         (b'{"foo": 1}', "not a Kineto/Chrome trace (no 'traceEvents')"),
+        (b'{"schema": 2, "ops": {}}', "an opprof baseline, not a trace; opprof show reads baselines"),
+        (b'{"schema": 1, "tests": []}', "an opprof run report (--opprof-json), not a trace; opprof analyze reads the"),
         (b'"a string"', "not a Kineto/Chrome trace"),
         (b'{"traceEvents": 3}', "'traceEvents' is not a list"),
         (b'{"traceEvents": [{"ph": "M", "name": "x"}, 7]}', "no complete ('ph': 'X') events"),
