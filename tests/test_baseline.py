@@ -309,6 +309,14 @@ def test_ignore_globs_say_what_they_matched():
     assert compare(new, old, Rule()).ignores == ()
 
 
+def test_a_structure_verdict_names_at_most_twelve_changes():
+    """30 new ops: twelve named, the rest counted (a hand-made baseline of 20k ops made one 600 KB line)."""
+    new = doc(profile(extra_ops=tuple(f"aten::x{i:02}" for i in range(30))))
+    (verdict,) = compare(new, doc(profile()), Rule()).verdicts
+    assert verdict.message.startswith("structure changed: + aten::x00 (1/step), ")
+    assert verdict.message.count("/step)") == 12 and "+ aten::x11 (1/step) and 18 more (" in verdict.message
+
+
 def test_environment_differences_are_reported():
     """Another device or torch version is an environment verdict, not failing by default."""
     c = compare(doc(profile(), key="nvidia-a10", env={**ENV, "torch": "2.14.0"}), doc(profile()), Rule())
