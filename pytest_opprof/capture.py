@@ -8,6 +8,7 @@ torch is imported lazily, so the rest of the package works without it.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -75,6 +76,16 @@ def validate_run_args(fn: object, warmup: object, steps: object) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
         raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise CaptureError(
+            bad_argument("fn", fn, "a function that does its work when called, not an async def (a call only "
+            "makes a coroutine); pass lambda: asyncio.run(fn(...))")
+        )  # fmt: skip
+    if inspect.isgeneratorfunction(fn):
+        raise CaptureError(
+            bad_argument("fn", fn, "a function that does its work when called, not a generator (a call only "
+            "makes one); pass lambda: list(fn(...))")
+        )  # fmt: skip
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise CaptureError(bad_argument("warmup", warmup, "an integer >= 0"))
     if warmup > MAX_STEPS:  # a typo (10**20) would run the model for ever before any output

@@ -266,19 +266,33 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
         def test_fn(opprof):
             opprof.run(42)
 
+        def test_async(opprof):
+            async def step():
+                pass
+            opprof.run(step)
+
+        def test_generator(opprof):
+            def step():
+                yield 1
+            opprof.run(step)
+
         def test_nested(opprof):
             with opprof.capture():
                 opprof.run(print)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(failed=5)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", "-W", "error::RuntimeWarning")
+    result.assert_outcomes(failed=7)
     result.stdout.fnmatch_lines_random(
         [
             "E  *OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
             "E  *OpprofUsageError: min=3: expected at most max=1*",
             "E  *OpprofUsageError: steps=0: expected an integer >= 1",
             "E  *OpprofUsageError: fn=42: expected a callable*",
+            "E  *OpprofUsageError: fn=<function *step at *>: expected a function that does its work when called, not an "
+            "async def (a call only makes a coroutine); pass lambda: asyncio.run(fn(...))",
+            "E  *OpprofUsageError: fn=<function *step at *>: expected a function that does its work when called, not a "
+            "generator (a call only makes one); pass lambda: list(fn(...))",
             "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
         ]
     )
