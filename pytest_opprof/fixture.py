@@ -91,6 +91,7 @@ class OpprofFixture:
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
         self._in_capture = False  # inside `with capture():` (captures cannot nest)
+        self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
 
     @property
     def profile(self) -> Any:
@@ -242,6 +243,11 @@ class OpprofFixture:
         __tracebackhide__ = True
         if not self.enabled:  # arguments checked all the same: a typo shows without --opprof too
             return
+        if self._in_capture:
+            self._fail(
+                "an assertion inside `with opprof.capture():` would check a capture that has not ended "
+                "(or an earlier one); assert after the block"
+            )
         if self._profile is None:
             if self._whole_call is None:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
@@ -251,7 +257,9 @@ class OpprofFixture:
             return  # untrusted numbers: the test becomes an error instead of passing or failing
         message = check(self._profile)
         if message is not None:
-            raise AssertionError(message)
+            raise AssertionError(
+                message + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
+            )
 
     def _probe(self) -> None:
         self._sample(self._host, self._clocks)
@@ -276,6 +284,7 @@ class OpprofFixture:
 
     def _finish(self, profile: Any) -> None:
         self._profile = profile
+        self.captures += 1
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)

@@ -440,6 +440,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
+        result.captures = fixture.captures
         item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
     if call.when == "teardown":
         result.baseline = fixture.baseline

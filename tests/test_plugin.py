@@ -299,6 +299,40 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
     assert (pytester.path / "modules.txt").read_text() == "no torch"
 
 
+def test_a_second_capture_replaces_the_first_and_says_so(project):
+    """Two run()s in one test: an assertion checks the latest (its failure says so), and the
+    summary says the table and baseline hold the last; an assertion inside a capture block is
+    refused (it would check an earlier capture, or none)."""
+    project.makepyfile(
+        test_two="""
+        import torch
+        from conftest import infer
+        def test_two(opprof, mlp):
+            opprof.run(infer, *mlp, steps=2)
+            opprof.assert_op_count("aten::addmm", 2)
+            opprof.run(lambda: torch.ones(3) + 1, steps=2)
+            opprof.assert_op_count("aten::addmm", 2)
+
+        def test_inside(opprof, mlp):
+            opprof.run(infer, *mlp, steps=2)
+            with opprof.capture():
+                infer(*mlp)
+                opprof.assert_op_count("aten::addmm", 2)
+        """
+    )
+    result = run(project, "--opprof", "-rf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E  *aten::addmm: *(checked on the latest of 2 captures)",
+            "E  *an assertion inside `with opprof.capture():` would check a capture that has not ended (or an earlier "
+            "one); assert after the block",
+            "test_two.py::test_two: 2 captures in one test: its table and trace hold the last; the earlier ones were "
+            "checked only by the assertions made right after them (a test of its own keeps each)",
+        ]
+    )
+
+
 def test_nested_captures_are_refused_in_one_line(project):
     """capture() in capture(), and run() in capture(): one line at the test's own line, naming
     the nesting (not torch's 'a profiler is already running', which blames another profiler)."""
