@@ -299,7 +299,7 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
     assert (pytester.path / "modules.txt").read_text() == "no torch"
 
 
-def test_a_second_capture_replaces_the_first_and_says_so(project):
+def test_a_second_capture_replaces_the_first_and_says_so(project, tmp_path):
     """Two run()s in one test: an assertion checks the latest (its failure says so), and the
     summary says the table and baseline hold the last; an assertion inside a capture block is
     refused (it would check an earlier capture, or none)."""
@@ -320,8 +320,10 @@ def test_a_second_capture_replaces_the_first_and_says_so(project):
                 opprof.assert_op_count("aten::addmm", 2)
         """
     )
-    result = run(project, "--opprof", "-rf")
+    result = run(project, "--opprof", "-rf", f"--opprof-json={tmp_path / 'r.json'}")
     result.assert_outcomes(failed=2)
+    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
+    assert {t["nodeid"].split("::")[1]: t["captures"] for t in tests} == {"test_inside": 1, "test_two": 2}
     result.stdout.fnmatch_lines_random(
         [
             "E  *aten::addmm: *(checked on the latest of 2 captures)",
