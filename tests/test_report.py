@@ -60,3 +60,21 @@ def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads
 
     verdict = addmm_verdict(doc(profile(addmm_us=(7000,) * 8)), doc(profile()), Machine(cpu_wait=1.18))
     assert verdict.why == "CPU contention: the test's threads waited for a CPU 118% of the capture (summed over them)"
+
+
+def test_a_record_crosses_from_an_xdist_worker_whole():
+    """What a worker sends (`to_dict()` as JSON text) is the record the controller rebuilds: every
+    field of the record and of its baseline result (the op rows stay on the worker)."""
+    from pytest_opprof.compare import Ignore, Verdict
+    from pytest_opprof.decide import BaselineResult
+
+    verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 1.0, 0.1, 0.001, "faster", "record again")
+    baseline = BaselineResult(
+        ".opprof/cpu/t.py/test_a.json", "rewritten", "confirmed", None, 2, (verdict,),
+        ignores=(Ignore("aten::mmm", False, "aten::mm"),), lists_unrecorded=("aten::cat",), under_load=20.0,
+    )  # fmt: skip
+    sent = TestRecord(
+        "t.py::test_a", "passed", None, (Check("events", "ok", "3 CPU ops"),), "tr/a.json.gz",
+        ({"sm_clock_mhz": 1},), "throttled", 0.01, baseline, "t.py::test_a [passed]", None, "csv", "<html>", 2,
+    )  # fmt: skip
+    assert TestRecord.from_dict(json.loads(json.dumps(sent.to_dict()))) == sent
