@@ -621,7 +621,7 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
     for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
         old, new = baseline.environment.get(key), current.environment.get(key)
         if old != new:
-            differ.append(f"{key} {old} -> {new}")
+            differ.append(f"{key} {_fact(baseline, key)} -> {_fact(current, key)}")
     if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):
         old, new = _thread_setup(baseline), _thread_setup(current)
         models = f"CPU {baseline.environment.get('cpu_model')} -> {current.environment.get('cpu_model')}"
@@ -630,6 +630,14 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
     if not differ:
         return []
     return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]
+
+
+def _fact(doc: BaselineDoc, key: str) -> str:
+    """An environment fact in words: `none` (no CUDA on that side), `unrecorded` (a hand-edited file)."""
+    if key not in doc.environment:
+        return "unrecorded"
+    value = doc.environment[key]
+    return "none" if value is None else str(value)
 
 
 # -- two measurements side by side (`opprof compare A B`): e.g. the same tests on two devices ----

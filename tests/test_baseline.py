@@ -317,6 +317,14 @@ def test_a_structure_verdict_names_at_most_twelve_changes():
     assert verdict.message.count("/step)") == 12 and "+ aten::x11 (1/step) and 18 more (" in verdict.message
 
 
+def test_environment_facts_read_none_and_unrecorded_in_words():
+    """No CUDA on one side reads `none`; a fact missing from a hand-edited file `unrecorded`."""
+    gpu = doc(profile(), env={**ENV, "cuda": "12.4"})
+    cpu = doc(profile()).replace(environment={k: v for k, v in ENV.items() if k != "torch"})
+    (verdict,) = compare(gpu, cpu, Rule()).verdicts
+    assert "torch unrecorded -> 2.13.0" in verdict.message and "cuda none -> 12.4" in verdict.message
+
+
 def test_environment_differences_are_reported():
     """Another device or torch version is an environment verdict, not failing by default."""
     c = compare(doc(profile(), key="nvidia-a10", env={**ENV, "torch": "2.14.0"}), doc(profile()), Rule())
