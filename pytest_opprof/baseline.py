@@ -116,6 +116,13 @@ def _kernels_by_launcher(profile: Profile) -> dict[str, dict[str, int | float]]:
     return {op: dict(sorted(kernels.items())) for op, kernels in found.items()}
 
 
+def _capture(profile: Profile) -> dict[str, Any]:
+    found: dict[str, Any] = {"steps": profile.steps, "source": profile.source, "threads": profile.threads}
+    if profile.list_shapes:
+        found["list_shapes"] = True
+    return found
+
+
 def baseline_from_profile(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> BaselineDoc:
     """The baseline document for one measured test (also the form compare() reads)."""
     return BaselineDoc.from_dict(_document(profile, nodeid, device_key, environment))
@@ -161,7 +168,7 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "nodeid": nodeid,
         "device_key": device_key,
         "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
-        "capture": {"steps": profile.steps, "source": profile.source, "threads": profile.threads},
+        "capture": _capture(profile),
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None

@@ -43,6 +43,7 @@ from .events import (
     OTHER,
     PYTHON,
     EventTable,
+    capped_lists,
     freeze,
     gc_paused,
 )
@@ -181,8 +182,9 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP:
             e = kineto_events[i]
-            table.shapes[i] = freeze(shapes(e))  # type: ignore[call-overload]  # nested tuples of ints
-            table.dtypes[i] = tuple(cls.dtypes(e))
+            dtypes = tuple(cls.dtypes(e))
+            table.shapes[i] = capped_lists(freeze(shapes(e)), dtypes)  # nested tuples of ints
+            table.dtypes[i] = dtypes
             table.flops[i] = int(cls.flops(e) or 0)
 
 
@@ -194,7 +196,16 @@ def from_profiler(prof: Any) -> Profile:
         raise CaptureError(profiler_not_finished())
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
-        return analyze(table_of(results, with_shapes=with_shapes), source="capture")
+        profile = analyze(table_of(results, with_shapes=with_shapes), source="capture")
+    return replace(profile, list_shapes=with_shapes and records_list_shapes())
+
+
+def records_list_shapes() -> bool:
+    """Whether a live capture records the shapes of a list of tensors: torch 2.13's structured
+    input shapes, or (before torch 2.12) Kineto's trace of the capture, whose Input Dims have them.
+    torch 2.12's events read directly give such an input as `[]`."""
+    event = sys.modules["torch"]._C._autograd._KinetoEvent
+    return hasattr(event, "structured_input_shapes") or not events_carry_category()
 
 
 def events_carry_category() -> bool:
@@ -610,7 +621,8 @@ def _run_steps(
     if not work:
         return timed, result
     signature, result = _signature_step(torch, fn, args, kwargs)
-    return timed.with_work({op.name: op.work for op in signature.ops if op.work}, signature.work_steps), result
+    recorded = {op.name: op.work for op in signature.ops if op.work}
+    return timed.with_work(recorded, signature.work_steps, signature.list_shapes), result
 
 
 def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:

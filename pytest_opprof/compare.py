@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names
+from .events import TENSOR_LIST
 from .units import count_of
 
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
@@ -115,7 +116,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
     untimed: str | None = None  # why no time verdict was possible for the whole test
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
-    lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list shapes the baseline lacks
+    lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes a side lacks: not compared
     under_load: float | None = None  # the baseline's references ran this many times slower (recorded_under_load)
 
     @property
@@ -198,7 +199,7 @@ def compare(
         verdicts,
         untimed,
         ignores(current, baseline, rule),
-        _lists_unrecorded_in_baseline(current, baseline),
+        _lists_unrecorded(current, baseline),
         recorded_under_load(current, baseline),
     )
 
@@ -290,7 +291,7 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
             continue
-        parts = work_changes(new, old)
+        parts = work_changes(new, old, current.list_shapes and baseline.list_shapes)
         if parts:
             verdicts.append(Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
     return verdicts
@@ -327,13 +328,13 @@ def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str
     return [Verdict(WORK, CHANGED, message)]
 
 
-def work_changes(new: WorkEntry, old: WorkEntry) -> list[str]:
-    """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes."""
+def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str]:
+    """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes.
+    `lists`: both sides hold the shapes of lists of tensors (else compared as unrecorded)."""
     parts = []
     if new.flops_per_step != old.flops_per_step:
         parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
-    blank = lists_unrecorded(new) or lists_unrecorded(old)  # compared as the side without them
-    sig_new, sig_old = _signatures(new, blank), _signatures(old, blank)
+    sig_new, sig_old = _signatures(new, not lists), _signatures(old, not lists)
     if sig_new != sig_old:
         parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
     tables = (
@@ -363,28 +364,16 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-TENSOR_LIST = "TensorList"  # the input type of a list of tensors (torch.cat's, torch.stack's)
-
-
-def lists_unrecorded(work: WorkEntry) -> bool:
-    """Whether a tensor-list input was recorded without its shapes (`[]`): torch before 2.13
-    records none (nor did pytest-opprof before it read torch's structured shapes)."""
-    return any(
-        dtype == TENSOR_LIST and i < len(sig.shapes) and sig.shapes[i] == []
-        for sig in work.signatures
-        for i, dtype in enumerate(sig.dtypes)
-    )
-
-
-def _lists_unrecorded_in_baseline(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
-    """The ops whose tensor-list inputs this capture recorded and the baseline did not: their
-    shapes are not compared until the baseline is recorded again."""
+def _lists_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
+    """The ops with a list-of-tensors input whose shapes are not compared: one side was recorded
+    without them (capture.list_shapes false: an earlier pytest-opprof, or torch 2.12)."""
+    if current.list_shapes and baseline.list_shapes:
+        return ()
     found = []
     for name in sorted(set(current.ops) & set(baseline.ops)):
         new, old = current.ops[name].work, baseline.ops[name].work
-        if new and old and lists_unrecorded(old) and not lists_unrecorded(new):
-            if any(TENSOR_LIST in sig.dtypes for sig in new.signatures):
-                found.append(name)
+        if new and old and any(TENSOR_LIST in sig.dtypes for sig in (*new.signatures, *old.signatures)):
+            found.append(name)
     return tuple(found)
 
 
@@ -548,8 +537,8 @@ THREADS_FIX = (
 )
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 LOADED_FIX = (
-    "its baseline was recorded under load (inflated times hide slowdowns): "
-    "pytest --opprof-update-baseline records it again from a calm run"
+    "its baseline was recorded under load (its inflated times hide slowdowns): record it again on a quiet "
+    "machine, pytest --opprof-update-baseline=all with the test's id"
 )
 
 
@@ -600,13 +589,15 @@ UNDER_LOAD = 2.0  # the same machine setup ran every reference this many times s
 
 def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | None:
     """How many times slower the baseline's references ran than this run's, when it is
-    UNDER_LOAD or more on every reference, on the same machine setup (CPU model, thread setup,
-    torch threads): the baseline was recorded under load and its times are inflated, hiding any
-    slowdown smaller than that. None otherwise (another machine is no load of this one)."""
-    if not _same_thread_setup(current, baseline) or _threads_differ(current, baseline):
+    UNDER_LOAD or more on both references, on the same machine setup (CPU model, thread setup,
+    torch threads) and torch: the baseline was recorded under load and its times are inflated,
+    hiding any slowdown smaller than that. None otherwise (another machine or another torch is
+    no load of this one)."""
+    same_torch = current.environment.get("torch") == baseline.environment.get("torch")
+    if not same_torch or not _same_thread_setup(current, baseline) or _threads_differ(current, baseline):
         return None
     ratios = [r for key, _ in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
-    if not ratios or max(ratios) > 1 / UNDER_LOAD:
+    if len(ratios) < len(REFERENCES) or max(ratios) > 1 / UNDER_LOAD:
         return None
     return 1 / max(ratios)
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from .baseline import BaselineError, read_baseline, write_baseline
 from .compare import (
-    CONTENTION_LIMIT,
     QUIET_MACHINE_FIX,
     REGRESSED,
     TIME,
@@ -128,17 +127,12 @@ def _to_write(
     =all): an inconclusive or unconfirmed measurement never replaces a baseline."""
     if not update or current.machine.gpu_unreliable:
         return None
-    if update == "all" or (comparison.under_load and _calm(current.machine)):
-        return current.doc  # a baseline recorded under load is replaced by a calm measurement
+    if update == "all":
+        return current.doc
     kinds = {v.kind for v in comparison.changes}
     if not kinds or (kinds == {TIME} and remeasured != "confirmed"):
         return None
     return current.doc
-
-
-def _calm(machine: Machine) -> bool:
-    """No contention and no Python tracer measured: fit to replace a baseline recorded under load."""
-    return (machine.cpu_wait is None or machine.cpu_wait <= CONTENTION_LIMIT) and not machine.python_tracer
 
 
 UNUSABLE, UNWRITABLE = "unusable", "unwritable"
@@ -178,7 +172,7 @@ class BaselineResult:
     rows: dict[str, tuple[float, list[float]]] = field(default_factory=dict)  # op -> (min ms, calls per step)
     error: str | None = None  # an unusable file: the message that makes the test an error
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs and what they matched (when compared)
-    lists_unrecorded: tuple[str, ...] = ()  # ops whose tensor-list input shapes the baseline lacks
+    lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes were not compared
     under_load: float | None = None  # the compared baseline's references ran this many times slower
 
     @property
@@ -280,5 +274,6 @@ def baseline_step(
     comparison = outcome.comparison
     return BaselineResult(
         shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, comparison.verdicts, rows,
-        ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded, under_load=comparison.under_load,
+        ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
+        under_load=round(comparison.under_load, 1) if comparison.under_load else None,
     )  # fmt: skip

@@ -211,6 +211,7 @@ class BaselineDoc:
     ops: dict[str, OpEntry]
     kernels: dict[str, KernelEntry]
     memory_ops: dict[str, MemoryEntry]
+    list_shapes: bool = False  # capture.list_shapes: its work holds lists of tensors' shapes (absent: `[]`)
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -232,10 +233,13 @@ class BaselineDoc:
         }
 
     def _capture(self) -> dict[str, Any]:
-        """capture.threads only when known: a file written before it existed reads back the same."""
+        """capture.threads only when known, capture.list_shapes only when true: a file written
+        before they existed reads back the same."""
         found: dict[str, Any] = {"steps": self.steps, "source": self.source}
         if self.threads is not None:
             found["threads"] = self.threads
+        if self.list_shapes:
+            found["list_shapes"] = True
         return found
 
     @classmethod
@@ -267,6 +271,7 @@ class BaselineDoc:
             {str(name): OpEntry.from_dict(name, op, steps) for name, op in data["ops"].items()},
             {str(name): KernelEntry.from_dict(name, k, steps) for name, k in data["kernels"].items()},
             {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
+            _flag(capture, "list_shapes"),
         )
 
 
@@ -292,6 +297,14 @@ def _steps(capture: dict[str, Any], events_per_step: Any) -> int:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"'capture.steps' is {steps!r}, not a whole number >= 1")
     return steps
+
+
+def _flag(capture: dict[str, Any], key: str) -> bool:
+    """A capture flag: absent (false) or a JSON boolean."""
+    value = capture.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"'capture.{key}' is {value!r}, not true or false")
+    return value
 
 
 def _threads(value: Any) -> int | None:

@@ -10,7 +10,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Event kinds. The Kineto category names map onto these (see KIND_OF_CATEGORY).
 CPU_OP = "cpu_op"
@@ -94,6 +94,20 @@ def kind_of(category: str) -> str:
 def freeze(value: object) -> object:
     """Nested lists (the input dims of a tensor list) as nested tuples: hashable, comparable."""
     return tuple(map(freeze, value)) if isinstance(value, (list, tuple)) else value
+
+
+TENSOR_LIST = "TensorList"  # the input type of a list of tensors (torch.cat's, torch.stack's)
+LIST_LIMIT = 8  # a longer list of tensors (a foreach optimizer step's: one per parameter) keeps no shapes
+
+
+def capped_lists(shapes: Any, dtypes: Sequence[str]) -> Any:
+    """`shapes` with each list of more than LIST_LIMIT tensors as `[]` (its shapes unrecorded):
+    a baseline holds a few tensors' shapes per input, not one per parameter of a model."""
+    if TENSOR_LIST not in dtypes:
+        return shapes
+    return tuple(
+        () if i < len(dtypes) and dtypes[i] == TENSOR_LIST and len(s) > LIST_LIMIT else s for i, s in enumerate(shapes)
+    )
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, LOADED_FIX, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
+from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
 from .errors import closest_names
@@ -274,7 +274,6 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
         lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, baseline.status)]
-        lines += [f"{nodeid}: {line}" for line in _under_load_lines(baseline)]
     wait = record.cpu_wait
     if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
@@ -335,23 +334,8 @@ def _time_line(group: list[Verdict]) -> str:
     return f"time: {first.message}{more}{keep}"
 
 
-def _under_load_lines(baseline: BaselineResult) -> list[str]:
-    """When recording: what became of a baseline recorded under load (compare.recorded_under_load)."""
-    if not baseline.under_load or baseline.status not in RECORDING:
-        return []
-    found = (
-        f"its baseline was recorded under load (the same machine setup ran its references "
-        f"{baseline.under_load:.1f}x slower than now)"
-    )
-    if baseline.status in WRITTEN:
-        return [f"{found}: {baseline.status} from this calm run"]
-    return [f"{found}: kept, as this run was not calm either (CPU contention or a Python tracer); {QUIET_MACHINE_FIX}"]
-
-
 def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     ops = first_three([v.op or "" for v in group])
-    if status in WRITTEN and group[0].fix == LOADED_FIX:  # replaced: _under_load_lines says why
-        return f"time inconclusive for {ops}: {group[0].why}; its baseline was {status} with these times"
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides
         outcome = f"its baseline was {status} all the same (=all, or a structure or work change), with these times"
     elif status in RECORDING:
@@ -381,7 +365,7 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
-    lines += _lists_lines(records) + _baseline_lines(records) + _ignore_lines(records)
+    lines += _lists_lines(records) + _loaded_lines(records) + _baseline_lines(records) + _ignore_lines(records)
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
@@ -392,15 +376,29 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
 
 
 def _lists_lines(records: list[TestRecord]) -> list[str]:
-    """One line for the baselines that hold tensor-list inputs without their shapes."""
+    """One line for the tests whose list-of-tensors inputs were not compared on shapes."""
     ops = {r.nodeid: r.baseline.lists_unrecorded for r in records if r.baseline and r.baseline.lists_unrecorded}
     if not ops:
         return []
     return [
-        f"opprof: {count_of(len(ops), 'baseline')} without the shapes of tensor-list inputs "
-        f"({first_three(sorted({op for names in ops.values() for op in names}))}; recorded by an older "
-        "pytest-opprof or torch before 2.13): those inputs are not compared; "
-        "pytest --opprof-update-baseline=all records them"
+        f"opprof: the shapes of tensor-list inputs ({first_three(sorted({op for names in ops.values() for op in names}))}) "
+        f"were not compared in {count_of(len(ops), 'test')}: the baseline or this capture lacks them (a baseline "
+        "from an earlier pytest-opprof, or torch 2.12); record those baselines again on a quiet machine: "
+        f"pytest --opprof-update-baseline=all {' '.join(sorted(ops)[:3])}{' ...' if len(ops) > 3 else ''}"
+    ]
+
+
+def _loaded_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the baselines recorded under load (compare.recorded_under_load), with the
+    command that records them again: re-recording keeps them (their times are inconclusive)."""
+    loaded = {r.nodeid: r.baseline.under_load for r in records if r.baseline and r.baseline.under_load}
+    if not loaded:
+        return []
+    shown = " ".join(sorted(loaded)[:3]) + (" ..." if len(loaded) > 3 else "")
+    return [
+        f"opprof: {count_of(len(loaded), 'baseline')} recorded under load (the same machine setup and torch ran "
+        f"the references up to {max(loaded.values()):.1f}x slower than now): their inflated times hide slowdowns, "
+        f"and re-recording keeps them; record them again on a quiet machine: pytest --opprof-update-baseline=all {shown}"
     ]
 
 

@@ -33,6 +33,7 @@ from .events import (
     PYTHON,
     Event,
     EventTable,
+    capped_lists,
     freeze,
     gc_paused,
 )
@@ -281,7 +282,8 @@ def _inputs(args: dict[str, Any]) -> tuple[Any, tuple[str, ...], int]:
         return (), (), 0
     if not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
         return (), (), 0
-    return freeze(dims), tuple(types), flops if type(flops) is int and 0 < flops < 1 << 100 else 0
+    dtypes = tuple(types)
+    return capped_lists(freeze(dims), dtypes), dtypes, flops if type(flops) is int and 0 < flops < 1 << 100 else 0
 
 
 def _is_shape(value: Any) -> bool:
@@ -323,6 +325,7 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     with gc_paused():
         trace = read_trace(path)
         profile = analyze(trace.table, source=trace.path, metadata=trace.metadata)
+    profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
     opprof = trace.metadata.get("opprof")
     opprof = opprof if isinstance(opprof, dict) else {}
@@ -367,4 +370,4 @@ def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -
             raise ValueError(f"work_steps {steps!r}")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise TraceError(bad_trace(source, f"the 'opprof.work' header is malformed ({exc})")) from None
-    return profile.with_work(work, steps) if work else profile
+    return profile.with_work(work, steps, opprof.get("list_shapes") is True) if work else profile

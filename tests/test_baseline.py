@@ -462,6 +462,10 @@ def test_a_baseline_recorded_under_load_says_so_and_how_to_record_it_again():
     assert compare(*loaded_pair(inflated_x=1.9), Rule()).under_load is None  # within a busy machine's day
     one_slower = base.replace(dispatch_reference_ms=0.4)  # only one reference slower: not load
     assert compare(calm, one_slower, Rule()).under_load is None
+    one_missing = base.replace(dispatch_reference_ms=None)  # both references must say so
+    assert compare(calm, one_missing, Rule()).under_load is None
+    other_torch = calm.replace(environment={**calm.environment, "torch": "2.14.0"})  # a faster torch is no load
+    assert compare(other_torch, base, Rule()).under_load is None
 
 
 def test_merge_measurements_pools_samples():
@@ -638,37 +642,54 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
     assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"
 
 
-def cat_doc(*lists, dim="Scalar"):
-    """A document of one aten::cat call per tensor list given (each a tuple of shapes; () unrecorded)."""
+def cat_doc(*lists, dim="Scalar", list_shapes=True):
+    """A document of one aten::cat call per tensor list given (each a tuple of shapes), recorded
+    with the shapes of lists of tensors (or, `list_shapes=False`, as torch 2.12 and earlier
+    pytest-opprof recorded them: `[]`)."""
     events = [step(1, 0, 1000)] + [
-        op("aten::cat", 10 + 100 * i, 50, shapes=(shapes, ()), dtypes=("TensorList", dim))
+        op("aten::cat", 10 + 100 * i, 50, shapes=(shapes if list_shapes else (), ()), dtypes=("TensorList", dim))
         for i, shapes in enumerate(lists)
     ]
-    return doc(analyze(events))
+    return doc(analyze(events)).replace(list_shapes=list_shapes)
 
 
 def test_tensor_list_inputs_are_work_and_their_shapes_compared():
     """torch.cat([x[:, :192], x[:, 192:]]) vs [:, :64]: the same output, FLOPs and slices' inputs;
-    only the list's shapes tell the work apart."""
+    only the list's shapes tell the work apart. An empty list is a list like any other."""
     old, new = cat_doc(((64, 192), (64, 64))), cat_doc(((64, 64), (64, 192)))
     (verdict,) = compare(new, old, Rule()).verdicts
     assert verdict.kind == WORK and verdict.message == (
         "aten::cat: inputs (TensorList[[64,192],[64,64]]) -> (TensorList[[64,64],[64,192]])"
     )
     assert compare(old, old, Rule()).lists_unrecorded == ()
+    with_empty = cat_doc((), ((64, 192), (64, 64))), cat_doc((), ((64, 64), (64, 192)))
+    assert [v.kind for v in compare(*with_empty, Rule()).verdicts] == [WORK]  # not taken as unrecorded
 
 
-def test_a_baseline_without_tensor_list_shapes_compares_those_inputs_as_unrecorded():
-    """A baseline recorded when live captures gave a tensor list as `[]` (torch < 2.13, or an
-    older pytest-opprof): the lists are blanked on both sides, no false work verdict, and the
-    comparison names the ops whose list shapes went unchecked; a changed scalar still counts."""
-    unrecorded, recorded = cat_doc(()), cat_doc(((64, 192), (64, 64)))
-    c = compare(recorded, unrecorded, Rule())
-    assert c.verdicts == () and c.lists_unrecorded == ("aten::cat",)
-    assert compare(unrecorded, recorded, Rule()).verdicts == ()  # a capture on older torch: the same
-    assert compare(unrecorded, recorded, Rule()).lists_unrecorded == ()  # its torch is the cause (environment)
+def test_a_side_without_tensor_list_shapes_compares_those_inputs_as_unrecorded():
+    """A baseline (or a capture) recorded without the shapes of lists of tensors (capture.list_shapes
+    absent: an earlier pytest-opprof, torch 2.12): the lists are blanked on both sides, no false
+    work verdict, and the comparison names the ops whose list shapes went unchecked, whichever side
+    lacks them; a changed scalar still counts."""
+    unrecorded, recorded = cat_doc(((64, 192), (64, 64)), list_shapes=False), cat_doc(((64, 64), (64, 192)))
+    for pair in ((recorded, unrecorded), (unrecorded, recorded)):
+        c = compare(*pair, Rule())
+        assert c.verdicts == () and c.lists_unrecorded == ("aten::cat",)
     (verdict,) = compare(cat_doc(((64, 192), (64, 64)), dim=""), unrecorded, Rule()).verdicts
     assert verdict.message == "aten::cat: inputs (TensorList, Scalar) -> (TensorList, -)"
+
+
+def test_capture_list_shapes_is_written_only_when_true_and_read_strictly(tmp_path):
+    """capture.list_shapes: true in a file recorded with them; absent otherwise, so files written
+    before it read back byte for byte; anything but a boolean is an error naming the field."""
+    assert cat_doc(((1, 2),)).to_dict()["capture"]["list_shapes"] is True
+    assert "list_shapes" not in cat_doc(((1, 2),), list_shapes=False).to_dict()["capture"]
+    data = cat_doc(((1, 2),)).to_dict()
+    data["capture"]["list_shapes"] = "yes"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match="'capture.list_shapes' is 'yes', not true or false"):
+        read_baseline(path, NODE)
 
 
 def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_path):

@@ -259,8 +259,11 @@ def test_a_tensor_lists_shapes_are_part_of_its_signature():
     (torch's structured input shapes), not `[]`."""
     x = torch.randn(4, 8)
     profile = measure(lambda: (torch.cat([x[:, :6], x[:, 6:]], 1), torch.stack([x, x])), warmup=1, steps=2)
+    assert profile.list_shapes
     assert profile.op("aten::cat").work.signatures[0].shapes == (((4, 6), (4, 2)), ())
     assert profile.op("aten::stack").work.signatures[0].text == "TensorList[[4,8],[4,8]]"
+    many = measure(lambda: torch.cat([x] * 9), warmup=1, steps=2)  # over LIST_LIMIT: one shape per tensor no more
+    assert many.op("aten::cat").work.signatures[0].shapes == ((), ())
 
 
 def test_a_one_step_capture_records_its_inputs_in_its_step():
@@ -303,6 +306,7 @@ def test_exported_trace_carries_the_signature_steps_work(tmp_path):
     live.export_chrome_trace(str(path))
     loaded = load_trace(path)
     assert loaded.op("aten::addmm").work == live.op("aten::addmm").work and loaded.work_steps == 1
+    assert loaded.list_shapes == live.list_shapes  # from the header: the signature step's, not the timed steps'
     text = path.read_text().replace('"flops_per_step": [', '"flops_per_step": ["x", ', 1)
     path.write_text(text)
     with pytest.raises(TraceError, match=r"t.json: the 'opprof.work' header is malformed \(\['x', 0\] is not a list"):

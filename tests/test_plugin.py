@@ -1011,16 +1011,18 @@ def test_a_tensor_lists_shapes_are_work_and_an_old_baseline_without_them_says_so
     )
     path = next((pytester.path / ".opprof").rglob("test_split.json"))
     data = json.loads(path.read_text())
+    assert data["capture"]["list_shapes"] is True
+    del data["capture"]["list_shapes"]  # as an earlier pytest-opprof recorded it: lists as []
     for sig in data["ops"]["aten::cat"]["work"]["signatures"]:
-        sig["shapes"][0] = []  # as an older pytest-opprof, or torch < 2.13, recorded it
+        sig["shapes"][0] = []
     path.write_text(json.dumps(data))
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "opprof: 1 baseline without the shapes of tensor-list inputs (aten::cat; recorded by an older "
-            "pytest-opprof or torch before 2.13): those inputs are not compared; "
-            "pytest --opprof-update-baseline=all records them"
+            "opprof: the shapes of tensor-list inputs (aten::cat) were not compared in 1 test: the baseline or this "
+            "capture lacks them (a baseline from an earlier pytest-opprof, or torch 2.12); record those baselines "
+            "again on a quiet machine: pytest --opprof-update-baseline=all test_split.py::test_split"
         ]
     )
 
@@ -1105,10 +1107,13 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert torch.get_num_threads() == default
 
 
-def test_a_baseline_recorded_under_load_is_named_and_replaced_by_a_calm_update(pytester, fake_clock, monkeypatch):
+def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_it_again(
+    pytester, fake_clock, monkeypatch
+):
     """Recorded while the machine ran 20x slower (references and ops): a calm rerun is inconclusive
-    with the fix to record again (not "a quiet machine": it is one); a calm
-    --opprof-update-baseline rewrites it, and then time is judged again."""
+    with the fix to record it again (not "a quiet machine": it is one), and a summary line names
+    the command; re-recording keeps it; =all with the test's id records it, and then a slowdown the
+    inflated baseline hid fails."""
     import importlib
 
     capture = importlib.import_module("pytest_opprof.capture")
@@ -1127,22 +1132,19 @@ def test_a_baseline_recorded_under_load_is_named_and_replaced_by_a_calm_update(p
         [
             "test_base.py::test_big: time inconclusive for aten::addmm*: the machine ran 20.00x faster than when the "
             "baseline was recorded (dispatch reference); neither passed nor failed (--opprof-strict makes this an "
-            "error); its baseline was recorded under load (inflated times hide slowdowns): "
-            "pytest --opprof-update-baseline records it again from a calm run"
+            "error); its baseline was recorded under load (its inflated times hide slowdowns): record it again on a "
+            "quiet machine, pytest --opprof-update-baseline=all with the test's id",
+            "opprof: 1 baseline recorded under load (the same machine setup and torch ran the references up to 20.0x "
+            "slower than now): their inflated times hide slowdowns, and re-recording keeps them; record them again "
+            "on a quiet machine: pytest --opprof-update-baseline=all test_base.py::test_big",
         ]
     )
-    result = run(pytester, "--opprof-update-baseline", "-k", "big")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "test_base.py::test_big: time inconclusive for aten::addmm*: the machine ran 20.00x faster*; "
-            "its baseline was rewritten with these times",
-            "test_base.py::test_big: its baseline was recorded under load (the same machine setup ran its references "
-            "20.0x slower than now): rewritten from this calm run",
-            "opprof: baselines written: 1 rewritten; kept 0 unchanged*",
-        ]
-    )
-    fake_clock.costs["aten::addmm"] = 800_000  # a 4x slowdown the inflated baseline hid
+    run(pytester, "--opprof-update-baseline", "-k", "big").stdout.fnmatch_lines(["*kept 1 unchanged*"])
+    fake_clock.costs["aten::addmm"] = 800_000  # a 4x slowdown the inflated baseline hides
+    run(pytester, "--opprof", "-k", "big").assert_outcomes(passed=1)
+    fake_clock.costs["aten::addmm"] = 200_000
+    run(pytester, "--opprof-update-baseline=all", "test_base.py::test_big").assert_outcomes(passed=1)
+    fake_clock.costs["aten::addmm"] = 800_000
     run(pytester, "--opprof", "-k", "big").assert_outcomes(failed=1)
 
 

@@ -16,6 +16,7 @@ from rawsums import independent_sums
 from pytest_opprof import TraceError, load_trace
 from pytest_opprof.analysis import analyze
 from pytest_opprof.chrome import write_trace
+from pytest_opprof.events import LIST_LIMIT
 from pytest_opprof.trace import read_trace, us_text_to_ns
 
 SHARED_NAMES = [
@@ -252,6 +253,28 @@ def test_malformed_input_dims_are_taken_as_not_recorded(tmp_path, dims):
     )
     profile = load_trace(path)
     assert profile.op("aten::mm").work is None and profile.work_steps == 0
+
+
+def test_a_traces_lists_of_tensors_keep_their_shapes_up_to_the_limit(tmp_path):
+    """Kineto's Input Dims hold each tensor's shape for a list of tensors: kept (the profile says
+    so, as a baseline from it records), and a list of more than LIST_LIMIT tensors as `[]`."""
+    few, many = [[4, 8], [4, 8]], [[4, 8]] * (LIST_LIMIT + 1)
+    path = tmp_path / "t.json"
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": 2, "pid": 1, "tid": 1,
+                     "args": {"Input Dims": [dims, []], "Input type": ["TensorList", "Scalar"]}}
+                    for name, ts, dims in (("aten::cat", 1, few), ("aten::stack", 5, many))
+                ]
+            }
+        )
+    )  # fmt: skip
+    profile = load_trace(path)
+    assert profile.list_shapes
+    assert profile.op("aten::cat").work.signatures[0].shapes == (((4, 8), (4, 8)), ())
+    assert profile.op("aten::stack").work.signatures[0].shapes == ((), ())
 
 
 def _event(**fields):

@@ -645,12 +645,15 @@ class Profile:
     # The fewest torch intra-op threads a live capture ran on (capture.ThreadWatch); None for a
     # trace unless we exported it
     threads: int | None = field(default=None, compare=False)
+    # The ops' work holds the shapes of lists of tensors (torch.cat's inputs, up to LIST_LIMIT
+    # tensors): a trace's Input Dims and torch 2.13's live captures do; `[]` otherwise
+    list_shapes: bool = field(default=False, compare=False)
 
-    def with_work(self, work: dict[str, OpWork], steps: int) -> Profile:
+    def with_work(self, work: dict[str, OpWork], steps: int, list_shapes: bool) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
         the untimed signature step of a run, or an exported trace's header)."""
         ops = tuple(replace(op, work=work.get(op.name)) for op in self.ops)
-        return replace(self, ops=ops, work_steps=steps)
+        return replace(self, ops=ops, work_steps=steps, list_shapes=list_shapes)
 
     def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
         """The names of the ops that called the first `name` op, innermost first."""
@@ -779,6 +782,7 @@ class Profile:
             "dispatch_reference_ns": self.dispatch_reference_ns,
             "overhead": self.overhead,
             "threads": self.threads,
+            "list_shapes": self.list_shapes,
             # The work of a run() comes from its untimed signature step, not from these events.
             "work_steps": self.work_steps,
             "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
