@@ -207,6 +207,13 @@ def inert_summary(count: int) -> str:
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"
 
 
+def assertion_inside_capture() -> str:
+    return (
+        "an assertion inside `with opprof.capture():` would check a capture that has not ended "
+        "(or an earlier one); assert after the block"
+    )
+
+
 def idle_outputs(flags: Iterable[str]) -> str:
     """Output flags given without --opprof: nothing is measured, so nothing is written."""
     return f"opprof: {', '.join(flags)} without --opprof: nothing measured, nothing written; add --opprof"

@@ -19,7 +19,7 @@ from . import (
 )
 from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
-from .errors import CaptureError, OpprofUsageError, stepped_aside, untrusted_measurement
+from .errors import CaptureError, OpprofUsageError, assertion_inside_capture, stepped_aside, untrusted_measurement
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
@@ -241,13 +241,10 @@ class OpprofFixture:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`."""
         __tracebackhide__ = True
+        if self._in_capture:  # with or without --opprof, as nesting is refused
+            raise OpprofUsageError(assertion_inside_capture())
         if not self.enabled:  # arguments checked all the same: a typo shows without --opprof too
             return
-        if self._in_capture:
-            self._fail(
-                "an assertion inside `with opprof.capture():` would check a capture that has not ended "
-                "(or an earlier one); assert after the block"
-            )
         if self._profile is None:
             if self._whole_call is None:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")

@@ -51,7 +51,7 @@ class TestResult:
     clocks: list[dict[str, Any]] | None = None  # GPU clock samples around the capture
     unreliable: str | None = None  # why those clocks make the times incomparable
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
-    captures: int = 1  # finished captures in the test: the latest is the one reported
+    captures: int = 0  # finished captures in the test: the latest is the one reported
 
     def export_trace(self, trace_dir: str | None, everything: bool, device_key: str | None = None) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
@@ -126,7 +126,7 @@ class TestRecord:
     trace_error: str | None = None  # the trace this test wanted, and why it could not be written
     csv: str | None = None  # the test's rows of the --opprof-csv table (made where the baseline rows are)
     html: str | None = None  # the test's section of the --opprof-html page (likewise)
-    captures: int = 1  # finished captures in the test (run()s and capture() blocks): the latest is reported
+    captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,7 +163,7 @@ class TestRecord:
             data.get("trace_error"),
             data.get("csv"),
             data.get("html"),
-            int(data.get("captures", 1)),
+            int(data.get("captures", 0)),
         )
 
     @property
@@ -282,7 +282,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             "record it again on a quiet machine (without -n on a small runner)"
         )
     if record.captures > 1:
-        kept = "table, baseline and trace hold" if baseline else "table and trace hold"
+        kept = "report and baseline hold" if baseline and baseline.status != "missing" else "report holds"
         lines.append(
             f"{nodeid}: {record.captures} captures in one test: its {kept} the last; the earlier ones were "
             "checked only by the assertions made right after them (a test of its own keeps each)"

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from pytest_opprof import device  # noqa: E402
 from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
-from pytest_opprof.errors import inert_summary  # noqa: E402
+from pytest_opprof.errors import assertion_inside_capture, inert_summary  # noqa: E402
 
 USER_CONFTEST = """
 import pytest
@@ -279,10 +279,14 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
         def test_nested(opprof):
             with opprof.capture():
                 opprof.run(print)
+
+        def test_inside(opprof):
+            with opprof.capture():
+                opprof.assert_no_sync()
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", "-W", "error::RuntimeWarning")
-    result.assert_outcomes(failed=7)
+    result.assert_outcomes(failed=8)
     result.stdout.fnmatch_lines_random(
         [
             "E  *OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
@@ -294,6 +298,7 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
             "E  *OpprofUsageError: fn=<function *step at *>: expected a function that does its work when called, not a "
             "generator (a call only makes one); pass lambda: list(fn(...))",
             "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
+            f"E  *OpprofUsageError: {assertion_inside_capture()}",
         ]
     )
     assert (pytester.path / "modules.txt").read_text() == "no torch"
@@ -327,9 +332,8 @@ def test_a_second_capture_replaces_the_first_and_says_so(project, tmp_path):
     result.stdout.fnmatch_lines_random(
         [
             "E  *aten::addmm: *(checked on the latest of 2 captures)",
-            "E  *an assertion inside `with opprof.capture():` would check a capture that has not ended (or an earlier "
-            "one); assert after the block",
-            "test_two.py::test_two: 2 captures in one test: its table and trace hold the last; the earlier ones were "
+            f"E  *OpprofUsageError: {assertion_inside_capture()}",
+            "test_two.py::test_two: 2 captures in one test: its report holds the last; the earlier ones were "
             "checked only by the assertions made right after them (a test of its own keeps each)",
         ]
     )
