@@ -203,7 +203,8 @@ def from_profiler(prof: Any) -> Profile:
 def records_list_shapes() -> bool:
     """Whether a live capture records the shapes of a list of tensors: torch 2.13's structured
     input shapes, or (before torch 2.12) Kineto's trace of the capture, whose Input Dims have them.
-    torch 2.12's events read directly give such an input as `[]`."""
+    A torch that reads its events directly without structured shapes (torch 2.12 builds before
+    pytorch#179714) gives such an input as `[]`."""
     event = sys.modules["torch"]._C._autograd._KinetoEvent
     return hasattr(event, "structured_input_shapes") or not events_carry_category()
 

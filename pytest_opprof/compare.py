@@ -366,7 +366,8 @@ def si(value: float) -> str:
 
 def _lists_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
     """The ops with a list-of-tensors input whose shapes are not compared: one side was recorded
-    without them (capture.list_shapes false: an earlier pytest-opprof, or torch 2.12)."""
+    without them (capture.list_shapes false: an earlier pytest-opprof, or a torch without
+    structured input shapes)."""
     if current.list_shapes and baseline.list_shapes:
         return ()
     found = []

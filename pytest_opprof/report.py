@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -383,9 +383,16 @@ def _lists_lines(records: list[TestRecord]) -> list[str]:
     return [
         f"opprof: the shapes of tensor-list inputs ({first_three(sorted({op for names in ops.values() for op in names}))}) "
         f"were not compared in {count_of(len(ops), 'test')}: the baseline or this capture lacks them (a baseline "
-        "from an earlier pytest-opprof, or torch 2.12); record those baselines again on a quiet machine: "
-        f"pytest --opprof-update-baseline=all {' '.join(sorted(ops)[:3])}{' ...' if len(ops) > 3 else ''}"
+        "from an earlier pytest-opprof, or a torch without structured input shapes); record those baselines "
+        "again on a quiet machine: "
+        f"pytest --opprof-update-baseline=all {_ids(ops)}"
     ]
+
+
+def _ids(nodeids: Iterable[str]) -> str:
+    """The first three node ids as command-line arguments, `...` for more."""
+    ids = sorted(nodeids)
+    return " ".join(ids[:3]) + (" ..." if len(ids) > 3 else "")
 
 
 def _loaded_lines(records: list[TestRecord]) -> list[str]:
@@ -394,11 +401,10 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
     loaded = {r.nodeid: r.baseline.under_load for r in records if r.baseline and r.baseline.under_load}
     if not loaded:
         return []
-    shown = " ".join(sorted(loaded)[:3]) + (" ..." if len(loaded) > 3 else "")
     return [
         f"opprof: {count_of(len(loaded), 'baseline')} recorded under load (the same machine setup and torch ran "
         f"the references up to {max(loaded.values()):.1f}x slower than now): their inflated times hide slowdowns, "
-        f"and re-recording keeps them; record them again on a quiet machine: pytest --opprof-update-baseline=all {shown}"
+        f"and re-recording keeps them; record them again on a quiet machine: pytest --opprof-update-baseline=all {_ids(loaded)}"
     ]
 
 

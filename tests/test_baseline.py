@@ -644,7 +644,7 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
 
 def cat_doc(*lists, dim="Scalar", list_shapes=True):
     """A document of one aten::cat call per tensor list given (each a tuple of shapes), recorded
-    with the shapes of lists of tensors (or, `list_shapes=False`, as torch 2.12 and earlier
+    with the shapes of lists of tensors (or, `list_shapes=False`, as a torch without structured input shapes and earlier
     pytest-opprof recorded them: `[]`)."""
     events = [step(1, 0, 1000)] + [
         op("aten::cat", 10 + 100 * i, 50, shapes=(shapes if list_shapes else (), ()), dtypes=("TensorList", dim))
@@ -668,7 +668,7 @@ def test_tensor_list_inputs_are_work_and_their_shapes_compared():
 
 def test_a_side_without_tensor_list_shapes_compares_those_inputs_as_unrecorded():
     """A baseline (or a capture) recorded without the shapes of lists of tensors (capture.list_shapes
-    absent: an earlier pytest-opprof, torch 2.12): the lists are blanked on both sides, no false
+    absent: an earlier pytest-opprof, a torch without structured input shapes): the lists are blanked on both sides, no false
     work verdict, and the comparison names the ops whose list shapes went unchecked, whichever side
     lacks them; a changed scalar still counts."""
     unrecorded, recorded = cat_doc(((64, 192), (64, 64)), list_shapes=False), cat_doc(((64, 64), (64, 192)))
