@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .analysis import MAX_THREADS
+from .analysis.compiled import stable_name
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 
@@ -268,11 +269,32 @@ class BaselineDoc:
             references[1],
             _per_step(wall, "'wall_ms'", steps) if wall is not None else None,
             _per_step(data["events_per_step"], "'events_per_step'", steps, whole=True),
-            {str(name): OpEntry.from_dict(name, op, steps) for name, op in data["ops"].items()},
+            _stable_ops({str(name): OpEntry.from_dict(name, op, steps) for name, op in data["ops"].items()}),
             {str(name): KernelEntry.from_dict(name, k, steps) for name, k in data["kernels"].items()},
             {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
             _flag(capture, "list_shapes"),
         )
+
+
+def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
+    """The ops under the names the analysis gives them now: a baseline recorded before Inductor's
+    C++ kernels lost their process-wide graph number (`graph_2_cpp_fused_tanh_0`) reads as if
+    recorded after (`cpp_fused_tanh_0`; two kernels of one name summed, their work unrecorded)."""
+    found: dict[str, OpEntry] = {}
+    for name, entry in ops.items():
+        key = stable_name(name)
+        if key in found:
+            old = found[key]
+            entry = replace(
+                old,
+                calls_per_step=tuple(map(sum, zip(old.calls_per_step, entry.calls_per_step))),
+                cpu_ms=tuple(map(sum, zip(old.cpu_ms, entry.cpu_ms))),
+                device_ms=tuple(map(sum, zip(old.device_ms, entry.device_ms))),
+                on_device=old.on_device or entry.on_device,
+                work=None,
+            )
+        found[key] = entry
+    return found
 
 
 def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:

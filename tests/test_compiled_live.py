@@ -84,16 +84,20 @@ def compiled_project(pytester, monkeypatch):
     return pytester
 
 
-def test_baselines_of_compiled_models_pass_under_any_selection_and_order(compiled_project):
+def test_baselines_of_compiled_models_pass_under_any_selection_and_order(compiled_project, monkeypatch):
     """Recorded on the whole file, the baselines pass under -k (the model gets another Dynamo
-    frame number) and in reversed order; a graph break added to the model is a structure verdict."""
+    frame number, and with a cold Inductor cache, as on a fresh CI runner, its kernels another
+    graph number) and in reversed order; a graph break added to the model is a structure verdict."""
     p = compiled_project
     p.makepyfile(test_order=ORDER_TESTS.format(graph_break=False))
     p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(p.path / "cache-recorded"))
     run(p, "--opprof-update-baseline", "--opprof-device-key=cpu").assert_outcomes(passed=2)
     written = sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json"))
     assert b"Torch-Compiled Region" in written[0] + written[1] and b"Region: " not in written[0] + written[1]
-    for args in (["-k", "test_b"], ["test_order.py::test_b", "test_order.py::test_a"]):
+    assert b"graph_" not in written[0] + written[1] and b"cpp_fused" in written[0] + written[1]
+    for i, args in enumerate((["-k", "test_b"], ["test_order.py::test_b", "test_order.py::test_a"])):
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(p.path / f"cache-{i}"))  # cold: numbers start again
         result = run(p, "--opprof", "--opprof-device-key=cpu", *args)
         result.assert_outcomes(passed=2 if len(args) == 2 and "::" in args[0] else 1)
         assert "structure changed" not in result.stdout.str()

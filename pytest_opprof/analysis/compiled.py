@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..events import Event
-from .model import Compilation, Compiled, EagerOp, RegionCall
+from .model import GRAPH_NUMBERED_KERNEL, Compilation, Compiled, EagerOp, RegionCall
 
 REGION = "Torch-Compiled Region"
 FX_GRAPH = "CompiledFxGraph"
 _REGION = re.compile(r"Torch-Compiled Region: (\d+)/(\d+)$")
 _FX = re.compile(r"## Call CompiledFxGraph (\S+) ##$")
-_PREFIXES = ("Torch-Compiled Region: ", "## Call CompiledFxGraph ")
+_PREFIXES = ("Torch-Compiled Region: ", "## Call CompiledFxGraph ", "graph_")
+
 COMPILE_ROOT = "dynamo"
 COMPILE_MARK = "dynamo_data: "
 LEGACY_COMPILE_ROOT = "_compile.compile_inner (dynamo_timed)"  # torch < 2.11: an annotation
@@ -47,11 +48,13 @@ MACHINERY = frozenset(
 
 def stable_name(name: str) -> str:
     """`Torch-Compiled Region: 3/1` -> `Torch-Compiled Region`; `## Call CompiledFxGraph <hash> ##`
-    -> `CompiledFxGraph`; any other name as it is."""
+    -> `CompiledFxGraph`; `graph_2_cpp_fused_tanh_0` -> `cpp_fused_tanh_0`; any other name as it is."""
     if name.startswith(_PREFIXES[0]) and _REGION.match(name):
         return REGION
     if name.startswith(_PREFIXES[1]) and _FX.match(name):
         return FX_GRAPH
+    if name.startswith(_PREFIXES[2]) and (kernel := GRAPH_NUMBERED_KERNEL.match(name)):
+        return kernel.group(1)
     return name
 
 
@@ -81,7 +84,7 @@ def scan_compilation(
     stable names (None: unchanged). Costs one set() of the names when nothing was compiled.
     `marks`: the compile annotations (`dynamo_data: ...`, and older torch's compile root)."""
     distinct = set(names)
-    renamed = {n: stable_name(n) for n in distinct if n.startswith(_PREFIXES)}
+    renamed = {n: new for n in distinct if n.startswith(_PREFIXES) and (new := stable_name(n)) != n}
     legacy = [m for m in marks if m.name == LEGACY_COMPILE_ROOT]
     if not renamed and COMPILE_ROOT not in distinct and not legacy:
         return CompileScan(False, []), None, None

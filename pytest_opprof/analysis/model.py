@@ -29,8 +29,12 @@ SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchron
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 
 
-# Inductor's C++ kernels, profiled as CPU ops (graph_0_cpp_fused_gelu_0, cpp_fused_add_relu_1).
+# Inductor's C++ kernels, profiled as CPU ops (cpp_fused_gelu_0: the analysis drops the
+# process-wide graph number of graph_0_cpp_fused_gelu_0).
 INDUCTOR_CPU_KERNEL = re.compile(r"(?:graph_\d+_)?cpp_fused_\w+$")
+# Its name as Inductor gives it: `graph_<N>_cpp_fused_*`, N counting the graphs compiled in the
+# process (test order, -k, xdist and Inductor's cache decide it), so N is dropped from the name.
+GRAPH_NUMBERED_KERNEL = re.compile(r"graph_\d+_(cpp_fused_\w+)$")
 
 
 def _summed(dists: Iterable[Dist]) -> Dist:
@@ -737,7 +741,11 @@ class Profile:
         return rows
 
     def match_kernels(self, pattern: str) -> list[KernelRow]:
-        """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches `pattern`."""
+        """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
+        `pattern`; an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
+        matches its stable name (`cpp_fused_gelu_0`)."""
+        numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
+        pattern = numbered.group(1) if numbered else pattern
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
     # -- output ------------------------------------------------------------------------------
