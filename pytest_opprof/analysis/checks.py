@@ -138,7 +138,9 @@ def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
         "compilation",
         WARNING,
         f"torch.compile compiled inside the measured steps: {listed}{more}; its compiler ops are left out "
-        "of the op table but the step's wall time includes it; warm up with the inputs the steps use",
+        "of the op table, but the step's wall time includes it and the first call after it runs through "
+        "torch's dispatch wrappers (PythonDispatchMode, each op twice), so the step's ops depend on what "
+        "compiled before (test order, -k); warm up with the inputs the steps use (opprof.run(fn, warmup=1))",
     )
 
 
