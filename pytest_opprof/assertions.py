@@ -286,9 +286,11 @@ def _no_recompile(profile: Profile) -> str | None:
     inside = [c for c in compiled.compilations if c.step >= 0]
     if inside:
         listed = ", ".join(f"{c.compile_id} in step {c.step} ({c.dur_ns / 1e6:.1f} ms)" for c in inside[:3])
+        more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
         return (
-            f"recompiled inside the measured steps: {listed}; a new input shape, dtype or Python value "
-            "failed the guards of the compiled code (TORCH_LOGS=recompiles names the guard)"
+            f"compiled inside the measured steps: {listed}{more}; a first call (compile it in the warm-up: "
+            "opprof.run(fn, warmup=1)), or a new input shape, dtype or Python value that failed the guards of "
+            "the compiled code (TORCH_LOGS=recompiles names the guard)"
         )
     by_frame: dict[int, set[int]] = {}
     for r in compiled.regions:
@@ -303,6 +305,11 @@ def _no_recompile(profile: Profile) -> str | None:
         f"frame {frame} ran as {len(ids)} different compilations across the steps ({listed}): its guards "
         "fail for some inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
     )
+
+
+def _share(share: float) -> str:
+    """A share as a whole percentage; under 1% as `<1%` (a failing check never reads `0%`)."""
+    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
 def compiled() -> Assertion:
@@ -322,7 +329,7 @@ def _compiled(profile: Profile) -> str | None:
     )
     more = f" and {len(c.eager) - 3} more" if len(c.eager) > 3 else ""
     return (
-        f"{c.eager_share:.0%} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
+        f"{_share(c.eager_share)} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
         "a graph break or work outside the compiled function"
     )
 

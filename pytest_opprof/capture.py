@@ -533,7 +533,8 @@ def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
     if not walls or not unprofiled or min(unprofiled) <= 0:
         return profile
     ratio = min(walls) / min(unprofiled)
-    check = overhead_check(ratio)
+    compiling = profile.compiled is not None and any(c.step >= 0 for c in profile.compiled.compilations)
+    check = None if compiling else overhead_check(ratio)  # the compilation warning says why the steps were slow
     return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
 
 

@@ -278,7 +278,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
     if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
             f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
-            "of the capture: its CPU times may be inflated and hide later slowdowns; "
+            f"of the capture{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
         )
     if record.captures > 1:

@@ -87,7 +87,10 @@ def compiled_line(profile: Profile) -> str | None:
     in_steps = [r for r in c.regions if r.step >= 0]
     steps = max(profile.steps, 1)
     frames = ", ".join(sorted({r.compile_id for r in in_steps}))
-    parts = [f"torch.compile: {per_step_text(len(in_steps) / steps)} regions/step ({frames or 'none'})"]
+    per_step = len(in_steps) / steps
+    parts = [
+        f"torch.compile: {per_step_text(per_step)} {'region' if per_step == 1 else 'regions'}/step ({frames or 'none'})"
+    ]
     if resumed := sum(1 for r in in_steps if r.nested):
         parts.append(f"{per_step_text(resumed / steps)}/step resumed after a graph break")
     if inside := [x for x in c.compilations if x.step >= 0]:

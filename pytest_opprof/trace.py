@@ -96,7 +96,9 @@ def _read_bytes(path: Path) -> bytes:
     except FileNotFoundError:
         raise TraceError(trace_not_found(path)) from None
     except IsADirectoryError:
-        raise TraceError(bad_trace(path, "is a directory, not a trace file")) from None
+        raise TraceError(
+            f"{path}: a folder, not a trace file; give one .json or .json.gz trace (opprof compare takes two folders of baselines)"
+        ) from None
     except OSError as exc:
         raise TraceError(bad_trace(path, f"cannot be read ({exc.strerror})")) from None
     if not data.strip():

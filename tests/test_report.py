@@ -78,3 +78,15 @@ def test_a_record_crosses_from_an_xdist_worker_whole():
         ({"sm_clock_mhz": 1},), "throttled", 0.01, baseline, "t.py::test_a [passed]", None, "csv", "<html>", 2,
     )  # fmt: skip
     assert TestRecord.from_dict(json.loads(json.dumps(sent.to_dict()))) == sent
+
+
+def test_a_baseline_recorded_with_over_100_percent_cpu_wait_says_it_is_summed():
+    """Several threads waiting at once add up past 100%: the recording line says so, as the
+    comparison's contention line does."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    written = BaselineResult(".opprof/cpu/t.py/test_a.json", "new")
+    base = record("t.py::test_a")
+    lines = format_problems([TestRecord(**{**base.__dict__, "cpu_wait": 1.06, "baseline": written})], recording=True)
+    assert "waited for a CPU 106% of the capture (summed over them): its CPU times may be inflated" in lines

@@ -121,7 +121,7 @@ def test_missing_file_and_directory_are_clear_errors(tmp_path):
     """A missing path and a directory each get their own one-line reason."""
     with pytest.raises(TraceError, match="no such file"):
         read_trace(tmp_path / "nope.json")
-    with pytest.raises(TraceError, match="is a directory"):
+    with pytest.raises(TraceError, match="a folder, not a trace file; give one .json or .json.gz trace"):
         read_trace(tmp_path)
 
 
