@@ -296,6 +296,11 @@ def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:
         raise BaselineError(f"{path}: not a folder; pass a baseline folder such as .opprof/cpu-x86_64")
     files = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
     if not files:
+        if any(path.rglob("*.json.gz")):
+            raise BaselineError(
+                f"{path}: traces (*.json.gz), no baseline files; opprof compares traces one file against another "
+                "(opprof compare A.json.gz B.json.gz), and shows one with opprof analyze"
+            )
         raise BaselineError(
             f"{path}: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline"
         )

@@ -360,6 +360,9 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     other.write_text('{"hello": 1}')
     fifo = tmp_path / "pipe.json"  # reading it would hang: refused before any read
     os.mkfifo(fifo)
+    traces = tmp_path / "traces"  # a --opprof-trace-dir folder
+    traces.mkdir()
+    (traces / "t.json.gz").write_bytes(b"")
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_BASELINE_BYTES + 1)
@@ -385,6 +388,7 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
             "/dev/zero: not a file or folder (a pipe or a device?); give a baseline file or folder",
         ),
         (("show", huge), f"huge.json: larger than {MAX_BASELINE_BYTES:,} bytes"),
+        (("compare", traces, traces), "traces: traces (*.json.gz), no baseline files; opprof compares traces one"),
     ]
     for argv, expected in cases:
         code, out, err = run_cli(capsys, *argv)
