@@ -189,6 +189,9 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     return props
 
 
+DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed
+
+
 def _summary_block(
     nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: BaselineResult | None = None
 ) -> str:
@@ -197,8 +200,9 @@ def _summary_block(
     steps = count_of(profile.steps, "step")
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
-    if profile.overhead is not None:
-        wall += f", profiler x{profile.overhead:.2f}"  # best profiled step / best unprofiled one
+    if profile.overhead is not None:  # best profiled step / best unprofiled one
+        disturbed = " (unprofiled steps disturbed)" if profile.overhead < DISTURBED_BELOW else ""
+        wall += f", profiler x{profile.overhead:.2f}{disturbed}"
     lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)
