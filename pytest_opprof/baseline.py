@@ -8,6 +8,7 @@ re-recording of unchanged code gives no diff.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +117,6 @@ def _kernels_by_launcher(profile: Profile) -> dict[str, dict[str, int | float]]:
     return {op: dict(sorted(kernels.items())) for op, kernels in found.items()}
 
 
-def _capture(profile: Profile) -> dict[str, Any]:
-    found: dict[str, Any] = {"steps": profile.steps, "source": profile.source, "threads": profile.threads}
-    if profile.list_shapes:
-        found["list_shapes"] = True
-    return found
-
-
 def baseline_from_profile(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> BaselineDoc:
     """The baseline document for one measured test (also the form compare() reads)."""
     return BaselineDoc.from_dict(_document(profile, nodeid, device_key, environment))
@@ -168,7 +162,13 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "nodeid": nodeid,
         "device_key": device_key,
         "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
-        "capture": _capture(profile),
+        # BaselineDoc.to_dict writes threads only when known and list_shapes only when true
+        "capture": {
+            "steps": profile.steps,
+            "source": profile.source,
+            "threads": profile.threads,
+            "list_shapes": profile.list_shapes,
+        },
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None
@@ -243,7 +243,7 @@ def _json(path: Path, text: str) -> Any:
     def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         found = dict(pairs)
         if len(found) < len(pairs):
-            twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+            twice = _first_repeated(key for key, _ in pairs)
             raise BaselineError(bad_baseline(path, f"the key {twice!r} appears twice in one object (a merge by hand?)"))
         return found
 
@@ -253,10 +253,17 @@ def _json(path: Path, text: str) -> Any:
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
     except RecursionError:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
-    except BaselineError:
-        raise
     except ValueError as exc:  # an integer of thousands of digits
         raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+
+
+def _first_repeated(keys: Iterable[str]) -> str | None:
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
 
 
 def _check_kind(path: Path, data: Any) -> None:

@@ -176,8 +176,8 @@ def _link_device_work(table: EventTable, kineto_events: Any, corrs: list[int]) -
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
     """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes).
-    Shapes as torch 2.13+ structures them, with the shapes of a list of tensors (torch.cat's);
-    older torch records such an input as `[]`."""
+    Shapes as torch's structured input shapes give them, a list of tensors (torch.cat's) with each
+    tensor's shape; an event class without them gives such an input as `[]` (records_list_shapes)."""
     shapes = getattr(cls, "structured_input_shapes", cls.shapes)
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP:

@@ -11,10 +11,10 @@ import statistics
 import tempfile
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tabulate import tabulate
 
@@ -189,6 +189,7 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     return props
 
 
+T = TypeVar("T")
 DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed
 
 
@@ -286,7 +287,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             "record it again on a quiet machine (without -n on a small runner)"
         )
     if record.captures > 1:
-        kept = "report and baseline hold" if baseline and baseline.status != "missing" else "report holds"
+        recorded = baseline is not None and (baseline.compared or baseline.status == "new")
+        kept = "report and baseline hold" if recorded else "report holds"
         lines.append(
             f"{nodeid}: {record.captures} captures in one test: its {kept} the last; the earlier ones were "
             "checked only by the assertions made right after them (a test of its own keeps each)"
@@ -379,9 +381,14 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
     return lines
 
 
+def _by_test(records: list[TestRecord], fact: Callable[[BaselineResult], T]) -> dict[str, T]:
+    """Node id -> one fact of its baseline result, for the tests where it is set."""
+    return {r.nodeid: value for r in records if r.baseline and (value := fact(r.baseline))}
+
+
 def _lists_lines(records: list[TestRecord]) -> list[str]:
     """One line for the tests whose list-of-tensors inputs were not compared on shapes."""
-    ops = {r.nodeid: r.baseline.lists_unrecorded for r in records if r.baseline and r.baseline.lists_unrecorded}
+    ops = _by_test(records, lambda b: b.lists_unrecorded)
     if not ops:
         return []
     return [
@@ -402,7 +409,7 @@ def _ids(nodeids: Iterable[str]) -> str:
 def _loaded_lines(records: list[TestRecord]) -> list[str]:
     """One line for the baselines recorded under load (compare.recorded_under_load), with the
     command that records them again: re-recording keeps them (their times are inconclusive)."""
-    loaded = {r.nodeid: r.baseline.under_load for r in records if r.baseline and r.baseline.under_load}
+    loaded = _by_test(records, lambda b: b.under_load or 0.0)
     if not loaded:
         return []
     return [

@@ -19,14 +19,19 @@ def shared_traces() -> Path:
     return SHARED_TRACES
 
 
-@pytest.fixture
-def steady_references(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The matmul and dispatch references read the same every time: a steady machine."""
+def set_references(monkeypatch: pytest.MonkeyPatch, matmul_ns: int, dispatch_ns: int) -> None:
+    """From now on the matmul and dispatch references read these (a machine in one state)."""
     import importlib
 
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: matmul_ns)
+    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: dispatch_ns)
+
+
+@pytest.fixture
+def steady_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matmul and dispatch references read the same every time: a steady machine."""
+    set_references(monkeypatch, 1_000_000, 400_000)
 
 
 @pytest.fixture

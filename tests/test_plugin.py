@@ -1121,18 +1121,15 @@ def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_i
     with the fix to record it again (not "a quiet machine": it is one), and a summary line names
     the command; re-recording keeps it; =all with the test's id records it, and then a slowdown the
     inflated baseline hid fails."""
-    import importlib
+    from conftest import set_references
 
-    capture = importlib.import_module("pytest_opprof.capture")
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
     pytester.makepyfile(test_base=BASELINE_TESTS)
     fake_clock.costs["aten::addmm"] = 4_000_000
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 20_000_000)
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 8_000_000)
+    set_references(monkeypatch, 20_000_000, 8_000_000)  # every reference 20x slower: a slow spell
     run(pytester, "--opprof-update-baseline", "-k", "big").assert_outcomes(passed=1)
     fake_clock.costs["aten::addmm"] = 200_000
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: 1_000_000)
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: 400_000)
+    set_references(monkeypatch, 1_000_000, 400_000)
     result = run(pytester, "--opprof", "-k", "big")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(

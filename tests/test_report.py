@@ -90,3 +90,19 @@ def test_a_baseline_recorded_with_over_100_percent_cpu_wait_says_it_is_summed():
     base = record("t.py::test_a")
     lines = format_problems([TestRecord(**{**base.__dict__, "cpu_wait": 1.06, "baseline": written})], recording=True)
     assert "waited for a CPU 106% of the capture (summed over them): its CPU times may be inflated" in lines
+
+
+@pytest.mark.parametrize(
+    ("status", "holds"),
+    [("kept", "report and baseline hold"), ("new", "report and baseline hold"), ("unusable", "report holds"),
+     ("missing", "report holds"), (None, "report holds")],
+)  # fmt: skip
+def test_several_captures_name_the_baseline_only_where_the_last_one_went_into_it(status, holds):
+    """A baseline that was compared or written holds the last capture; a missing or unusable one does not."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    baseline = BaselineResult(".opprof/cpu/t.py/test_a.json", status) if status else None
+    base = record("t.py::test_a")
+    lines = format_problems([TestRecord(**{**base.__dict__, "captures": 2, "baseline": baseline})])
+    assert f"t.py::test_a: 2 captures in one test: its {holds} the last;" in lines
