@@ -6,6 +6,7 @@ Below the model: it reads a Profile's fields and imports nothing of ours at run 
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
@@ -28,10 +29,13 @@ def short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def median_wall_ns(profile: Profile) -> int:
-    """The median step wall time, 0 when unknown (a trace without step markers)."""
-    walls = sorted(s.wall_ns for s in profile.step_spans)
-    return walls[len(walls) // 2] if walls and profile.wall_known else 0
+def median_wall_ns(profile: Profile) -> float:
+    """The median step wall time (the mean of the middle two for an even step count, as the JSON's
+    `step_wall_ms.median`), 0 when unknown (a trace without step markers)."""
+    if not profile.wall_known:
+        return 0.0
+    walls = [s.wall_ns for s in profile.step_spans]
+    return float(statistics.median(walls)) if walls else 0.0
 
 
 def by_shown_time(ops: Any) -> list[Any]:

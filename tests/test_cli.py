@@ -175,6 +175,26 @@ def test_analyze_csv_is_the_op_table_for_a_spreadsheet(capsys, small_trace):
     assert len(list(csv.DictReader(io.StringIO(top)))) == 1
 
 
+def test_the_share_of_a_step_uses_the_true_median_wall_for_an_even_step_count(capsys, tmp_path):
+    """Steps of 2, 10, 2, 10 ms: the median wall is 6 ms (as the JSON's step_wall_ms), so a 0.3 ms
+    op is 5.0% of a step in the table and the CSV, not 3.0% of the upper middle step (a trial)."""
+    import csv
+    import io
+
+    events, start = [], 0
+    for i, wall in enumerate([2000, 10000, 2000, 10000]):
+        events += [step(i + 1, start, wall), op("aten::add", start + 10, 300)]
+        start += wall
+    path = tmp_path / "even.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    assert json.loads(out)["step_wall_ms"]["median"] == pytest.approx(6.0)
+    _, out, _ = run_cli(capsys, "analyze", str(path))
+    assert "5.0%" in next(line for line in out.splitlines() if line.startswith("aten::add"))
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--csv")
+    assert float(next(csv.DictReader(io.StringIO(out)))["of_step_pct"]) == pytest.approx(5.0)
+
+
 def test_version_is_the_installed_distributions_and_the_readmes(capsys):
     """`opprof --version` prints the one version string: the package's, which pyproject reads
     (dynamic) and the installed distribution carries, and the README's install block shows."""
