@@ -42,6 +42,7 @@ from .events import (
     NO_DEVICE,
     OTHER,
     PYTHON,
+    RUNTIME,
     EventTable,
     capped_lists,
     freeze,
@@ -51,6 +52,7 @@ from .trace import read_trace
 
 T = TypeVar("T")
 _BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
+_SIZE = re.compile(r'"size"\s*:\s*"?(\d+)"?')
 
 
 def _torch() -> Any:
@@ -160,6 +162,7 @@ def _kept_events(kineto_events: Any, cls: Any) -> tuple[Any, list[str]]:
 def _link_device_work(table: EventTable, kineto_events: Any, corrs: list[int]) -> None:
     """Device events and runtime calls: their correlation ids, the op they link to, and a device
     event's device, stream and (a memory op's) bytes."""
+    sizeless: dict[int, list[int]] = {}  # correlation -> copies without bytes of their own (ROCm's)
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP or kind is ANNOTATION:
             continue
@@ -171,7 +174,23 @@ def _link_device_work(table: EventTable, kineto_events: Any, corrs: list[int]) -
             table.stream[i] = table.tid[i] = e.device_resource_id()
             if kind in MEMORY_KINDS:
                 found = _BYTES.search(e.metadata_json() or "")
-                table.bytes[i] = int(found.group(1)) if found else 0
+                if found:
+                    table.bytes[i] = int(found.group(1))
+                elif table.correlation[i]:  # (corrs is the external_id column, overwritten above)
+                    sizeless.setdefault(table.correlation[i], []).append(i)
+    if sizeless:
+        _bytes_from_launches(table, kineto_events, sizeless)
+
+
+def _bytes_from_launches(table: EventTable, kineto_events: Any, sizeless: dict[int, list[int]]) -> None:
+    """Copies without bytes take the `size` of the runtime call that launched them (ROCm's
+    hipMemcpy* give it there, as text); read only when such copies exist, never on CUDA."""
+    for i, kind in enumerate(table.kind):
+        if kind is RUNTIME and table.correlation[i] in sizeless:
+            found = _SIZE.search(kineto_events[i].metadata_json() or "")
+            size = int(found.group(1)) if found else 0
+            for copy in sizeless[table.correlation[i]]:
+                table.bytes[copy] = size
 
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:

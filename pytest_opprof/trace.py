@@ -28,9 +28,11 @@ from .events import (
     CPU_OP,
     DEVICE_KINDS,
     KIND_OF_CATEGORY,
+    MEMORY_KINDS,
     NO_DEVICE,
     OTHER,
     PYTHON,
+    RUNTIME,
     Event,
     EventTable,
     capped_lists,
@@ -185,6 +187,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
     """
     rows: list[tuple[Any, ...]] = []
     skipped: list[int] = []
+    bad_args: list[int] = []
     keep, skip = rows.append, skipped.append
 
     def take_event(d: dict[str, Any], kinds: dict[str, str] = KIND_OF_CATEGORY) -> Any:
@@ -197,18 +200,26 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
             return None
         args = d.get("args")
         if type(args) is not dict:
+            if args is not None:
+                bad_args.append(len(rows))
             args = _NO_ARGS
         keep(
             (
                 kind,
                 d.get("name", _MISSING),
                 d.get("ts", _MISSING),
-                d.get("dur", 0),
+                d.get("dur", _MISSING),
                 d.get("pid", 0),
                 d.get("tid", 0),
                 args.get("correlation", 0),
                 args.get("External id", 0),
-                args if kind in DEVICE_KINDS or (kind is CPU_OP and "Input Dims" in args) else None,
+                # the args the table reads: a device event's; an op's recorded inputs; a runtime
+                # copy's size (ROCm's device copies carry no bytes; the launching call has them)
+                args
+                if kind in DEVICE_KINDS
+                or (kind is CPU_OP and "Input Dims" in args)
+                or (kind is RUNTIME and "size" in args)
+                else None,
             )
         )
         return None
@@ -227,13 +238,16 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
         raise TraceError(bad_trace(path, reason)) from None
     except ValueError as exc:  # an integer of thousands of digits
         raise TraceError(bad_trace(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+    if bad_args:
+        i = bad_args[0]
+        raise TraceError(bad_trace(path, f"complete event {i} ({rows[i][1]!r}): 'args' is not an object"))
     return doc, rows, len(rows) + len(skipped)
 
 
 def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     if not rows:
         return EventTable.from_events([])
-    kinds, names, ts, dur, pids, tids, corrs, exts, device_args = map(list, zip(*rows))
+    kinds, names, ts, dur, pids, tids, corrs, exts, kept_args = map(list, zip(*rows))
     if not set(map(type, names)) <= {str}:
         i = next(i for i, n in enumerate(names) if type(n) is not str)
         what = "no 'name'" if names[i] is _MISSING else f"'name' is {names[i]!r}, not a text"
@@ -247,33 +261,72 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
                 column[:] = [v if type(v) is int else _int_id(v, ids) for v in column]
             except ValueError as exc:
                 raise TraceError(bad_trace(source, f"a complete event's '{what}': {exc}")) from None
-    for column in (corrs, exts):
+    for column, what in ((corrs, "correlation"), (exts, "External id")):
         if not set(map(type, column)) <= {int}:
-            column[:] = [v if type(v) is int else 0 for v in column]
-    n = len(rows)
-    devices = [NO_DEVICE] * n
-    streams = [NO_DEVICE] * n
-    nbytes = [0] * n
-    shapes: list[Any] = [()] * n
-    dtypes: list[Any] = [()] * n
-    flops = [0] * n
-    for i in compress(range(n), map(is_not, device_args, repeat(None))):
-        a = device_args[i]
-        if kinds[i] is CPU_OP:
-            shapes[i], dtypes[i], flops[i] = _inputs(a)
-            continue
-        device = a.get("device", pids[i])
-        stream = a.get("stream", tids[i])
-        size = a.get("bytes", 0)
+            column[:] = [
+                v if type(v) is int else _whole_number(v, i, names, what, source) for i, v in enumerate(column)
+            ]
+    columns = _ArgColumns(len(rows))
+    for i in compress(range(len(rows)), map(is_not, kept_args, repeat(None))):
+        columns.take(i, kinds[i], kept_args[i], pids[i], tids[i], corrs[i], names, ids, source)
+    columns.fill_bytes_from_launches(corrs)
+    return EventTable(
+        kinds, names, starts, durs, pids, tids, columns.devices, columns.streams, corrs, exts, columns.nbytes,
+        columns.shapes, columns.dtypes, columns.flops,
+    )  # fmt: skip
+
+
+def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) -> int:
+    """A correlation, External id or byte count: an int >= 0, or the text of one ("2560", as ROCm
+    writes a copy's size); anything else names the event and the field."""
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is str and value.isdigit() and len(value) < 20:
+        return int(value)
+    raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): {what!r} is {value!r}, not a whole number"))
+
+
+class _ArgColumns:
+    """The columns read from events' args: device and stream, bytes, recorded inputs."""
+
+    def __init__(self, n: int) -> None:
+        self.devices = [NO_DEVICE] * n
+        self.streams = [NO_DEVICE] * n
+        self.nbytes = [0] * n
+        self.shapes: list[Any] = [()] * n
+        self.dtypes: list[Any] = [()] * n
+        self.flops = [0] * n
+        self.launch_size: dict[int, int] = {}  # correlation -> the size a runtime copy call gave
+        self.sizeless: list[int] = []  # device copies without bytes of their own
+
+    def take(
+        self, i: int, kind: str, a: dict[str, Any], pid: Any, tid: Any, corr: int, names: list[Any],
+        ids: dict[object, int], source: str,
+    ) -> None:  # fmt: skip
+        if kind is CPU_OP:
+            self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
+            return
+        if kind is RUNTIME:
+            self.launch_size[corr] = _whole_number(a["size"], i, names, "size", source)
+            return
+        device, stream = a.get("device", pid), a.get("stream", tid)
         try:
-            devices[i] = device if type(device) is int else _int_id(device, ids)
-            streams[i] = stream if type(stream) is int else _int_id(stream, ids)
+            self.devices[i] = device if type(device) is int else _int_id(device, ids)
+            self.streams[i] = stream if type(stream) is int else _int_id(stream, ids)
         except ValueError as exc:
             raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): device or stream {exc}")) from None
-        nbytes[i] = size if type(size) is int else 0
-    return EventTable(
-        kinds, names, starts, durs, pids, tids, devices, streams, corrs, exts, nbytes, shapes, dtypes, flops
-    )
+        size = a.get("bytes", _MISSING)
+        if size is _MISSING:
+            if kind in MEMORY_KINDS:
+                self.sizeless.append(i)
+        else:
+            self.nbytes[i] = size if type(size) is int and size >= 0 else _whole_number(size, i, names, "bytes", source)
+
+    def fill_bytes_from_launches(self, corrs: list[int]) -> None:
+        """A copy or memset without bytes (ROCm's) takes the size of the runtime call that
+        launched it; a kernel has none, and an unmatched copy stays at 0."""
+        for i in self.sizeless:
+            self.nbytes[i] = self.launch_size.get(corrs[i], 0) if corrs[i] else 0
 
 
 def _inputs(args: dict[str, Any]) -> tuple[Any, tuple[str, ...], int]:

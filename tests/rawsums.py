@@ -47,8 +47,17 @@ def independent_sums(path: Path) -> dict:
         elif cat in ("gpu_memcpy", "gpu_memset"):
             sums["memory"][e["name"]] += 1
             sums["memory_ns"] += ns(e["dur"])
-            sums["bytes"] += e["args"].get("bytes", 0)
+            sums["bytes"] += e["args"].get("bytes", 0) or launched_size(doc, e["args"].get("correlation"))
     return sums
+
+
+def launched_size(doc: dict, correlation: int | None) -> int:
+    """The `size` of the runtime call that launched a copy (ROCm's copies carry no bytes)."""
+    for e in doc["traceEvents"]:
+        args = e.get("args") or {}
+        if e.get("cat") == "cuda_runtime" and args.get("correlation") == correlation and "size" in args:
+            return int(args["size"])
+    return 0
 
 
 def torch_rule_counts(events: list) -> Counter:

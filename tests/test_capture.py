@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import textwrap
@@ -436,8 +437,9 @@ def as_chrome_trace(events: list[FakeKinetoEvent], pid: int) -> dict:
             args["correlation"] = e.corr
         if on_device:
             args.update(device=e.device, stream=e.stream)
-        if e.cat == "gpu_memcpy":
-            args["bytes"] = 4096
+        for field in ("bytes", "size"):  # a copy's bytes; a ROCm runtime copy's size, as text
+            if f'"{field}"' in e.meta:
+                args[field] = json.loads("{" + e.meta + "}")[field]
         rows.append(
             {
                 "ph": "X", "cat": e.cat, "name": e.label, "ts": e.start / 1000, "dur": e.dur / 1000,
@@ -469,6 +471,32 @@ def test_a_gpu_shaped_capture_reads_the_same_directly_and_through_kinetos_trace(
     assert copy.bytes == 4096 and direct.op("aten::copy_").device_ns == 1_000
     assert {r.name for r in direct.runtime} == {"cudaLaunchKernel", "cudaMemcpyAsync"}
     assert not {"hidden op"} & {o.name for o in direct.ops} and len(direct.ops) == 2
+
+
+def test_a_rocm_copy_takes_its_bytes_from_the_runtime_call_that_launched_it(tmp_path):
+    """ROCm's device copies carry no bytes; the hipMemcpyWithStream that launched each gives its
+    size as text (a shared MI250 trace: 2 copies of 2560 bytes read as 0). The live reader and the
+    trace reader both take it from there; a copy with no launch to match stays at 0."""
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.capture import table_from_kineto
+    from pytest_opprof.trace import read_trace
+
+    events = [
+        FakeKinetoEvent("user_annotation", "ProfilerStep#1", 1_000, 9_000),
+        FakeKinetoEvent("cpu_op", "aten::copy_", 2_000, 3_000, corr=11),
+        FakeKinetoEvent("cuda_runtime", "hipMemcpyWithStream", 2_200, 2_500, corr=117, linked=11,
+                        meta='"correlation": 117, "size": "2560", "kind": "1"'),
+        FakeKinetoEvent("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 2_400, 1_000, corr=117, linked=11,
+                        device=2, stream=0, meta='"device": 2, "kind": "HtoD"'),
+        FakeKinetoEvent("gpu_memcpy", "Memcpy HtoD (Host -> Device)", 6_000, 500, corr=999, linked=0,
+                        device=2, stream=0, meta='"device": 2'),
+    ]  # fmt: skip
+    direct = analyze(table_from_kineto(events, pid=7), source="capture")
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps(as_chrome_trace(events, pid=7)))
+    assert direct.to_dict() == analyze(read_trace(path).table, source="capture").to_dict()
+    (copies,) = direct.memory_ops
+    assert copies.calls == 2 and copies.bytes == 2560
 
 
 def test_the_thread_watch_counts_the_capturing_threads_calls_and_restores_only_its_own_wrapper():

@@ -278,8 +278,9 @@ def test_a_traces_lists_of_tensors_keep_their_shapes_up_to_the_limit(tmp_path):
 
 
 def _event(**fields):
+    """One complete event; a field given as None is left out."""
     event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1, **fields}
-    return json.dumps({"traceEvents": [event]})
+    return json.dumps({"traceEvents": [{k: v for k, v in event.items() if v is not None}]})
 
 
 @pytest.mark.parametrize(
@@ -295,6 +296,15 @@ def _event(**fields):
             '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + "9" * 5000 + "}]}",
             "a number JSON cannot hold",
         ),
+        # fields of the wrong type a trial found read as 0 or dropped in silence
+        (_event(dur=None), "complete event 0 ('aten::mm'): no 'dur'"),
+        (_event(args=[1, 2]), "complete event 0 ('aten::mm'): 'args' is not an object"),
+        (_event(cat="gpu_memcpy", args={"bytes": "abc"}), "'bytes' is 'abc', not a whole number"),
+        (_event(cat="gpu_memcpy", args={"bytes": 1500.0}), "'bytes' is '1500.0', not a whole number"),
+        (_event(cat="gpu_memcpy", args={"bytes": -5}), "'bytes' is -5, not a whole number"),
+        (_event(cat="kernel", args={"correlation": "x7"}), "'correlation' is 'x7', not a whole number"),
+        (_event(args={"External id": [3]}), "'External id' is [3], not a whole number"),
+        (_event(cat="cuda_runtime", args={"size": "big"}), "'size' is 'big', not a whole number"),
     ],
 )
 def test_hostile_traces_are_one_line_errors(tmp_path, text, reason):
@@ -358,3 +368,20 @@ def test_a_category_that_is_not_a_text_is_skipped():
 
     _, rows, total = _parse(Path("t.json"), _event(cat=["cpu_op"]).encode())
     assert rows == [] and total == 1
+
+
+def test_ids_written_as_digits_link_like_numbers(tmp_path):
+    """A runtime call whose correlation is the text "7" launches the kernel of correlation 7: the
+    kernel's time lands on its op (a trial found it left unattributed in silence)."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 10, "pid": 1, "tid": 1,
+         "args": {"External id": 3}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 2, "pid": 1, "tid": 1,
+         "args": {"correlation": "7", "External id": "3"}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 4, "dur": 5, "pid": 0, "tid": 7,
+         "args": {"correlation": 7, "External id": 3, "device": 0, "stream": 7}},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    profile = load_trace(path)
+    assert profile.op("aten::mm").device_ns == 5000 and profile.kernels[0].op == "aten::mm"
