@@ -69,6 +69,12 @@ def _milliseconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
 
 
+def _path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty path; give a file or folder")
+    return text
+
+
 def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--top",
@@ -91,14 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")
-    analyze.add_argument("trace", metavar="TRACE", help="a trace written by torch.profiler")
+    analyze.add_argument("trace", type=_path, metavar="TRACE", help="a trace written by torch.profiler")
     output = analyze.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
     _add_top(analyze, "ops and kernels")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
-    show.add_argument("path", metavar="PATH", help="a baseline .json file, or a folder of them")
+    show.add_argument("path", type=_path, metavar="PATH", help="a baseline .json file, or a folder of them")
     show.add_argument("--json", action="store_true", help="print the baselines as one JSON document")
     _add_top(show, "ops per baseline")
 
@@ -106,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="two baseline folders (e.g. two device keys) or two traces, op by op; exit 1 when B is worse",
     )
-    compare.add_argument("a", metavar="A", help="baseline folder, baseline file or trace: the reference")
-    compare.add_argument("b", metavar="B", help="the same kind as A: what is compared with it")
+    compare.add_argument("a", type=_path, metavar="A", help="baseline folder, baseline file or trace: the reference")
+    compare.add_argument("b", type=_path, metavar="B", help="the same kind as A: what is compared with it")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     compare.add_argument(
         "--tolerance",

@@ -16,7 +16,19 @@ class OpprofError(Exception):
 
 
 class TraceError(OpprofError):
-    """A trace file that cannot be read as a Kineto/Chrome trace."""
+    """A trace file that cannot be read as a Kineto/Chrome trace, or written."""
+
+
+class TraceWriteError(TraceError):
+    """A trace that could not be written where asked: `path` and the system's `reason` kept apart,
+    so the plugin can say it in its own words."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(
+            f"export_chrome_trace(): cannot write {path} ({reason}); give a file path (.json or .json.gz) "
+            "in a writable folder"
+        )
+        self.path, self.reason = path, reason
 
 
 class CaptureError(OpprofError):
@@ -89,6 +101,10 @@ def trace_already_saved(torch_version: str) -> str:
 
 def trace_not_written(reason: str) -> str:
     return f"from_profiler(): Kineto could not write the capture's trace to a temporary file: {reason}"
+
+
+def not_a_path(call: str, value: object) -> str:
+    return f"{call}: {value!r} is not a file path; give a str or pathlib.Path"
 
 
 def bad_argument(name: str, value: object, expected: str) -> str:

@@ -37,7 +37,7 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
         folder, root = path.parent.resolve(), inside.resolve()
         if folder != root and root not in folder.parents:
             raise UnsafePathError(outside_folder(path, inside, folder))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "xb") as f:
@@ -46,6 +46,15 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _make_folder(folder: Path) -> None:
+    """mkdir -p, saying which file is in the way (mkdir says only "File exists")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        in_the_way = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        raise NotADirectoryError(errno.ENOTDIR, f"{in_the_way} is a file, not a folder") from None
 
 
 def _write_chunks(f: BinaryIO, chunks: Iterable[str | bytes]) -> None:

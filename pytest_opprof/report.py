@@ -22,7 +22,7 @@ from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
-from .errors import closest_names
+from .errors import TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
@@ -62,8 +62,8 @@ class TestResult:
             path = export_trace_path(Path(trace_dir), self.nodeid)
             try:
                 self.profile.export_chrome_trace(str(path), device_key)
-            except OSError as exc:  # the run goes on; the summary says why there is no trace
-                self.trace_error = f"{path} could not be written ({exc.strerror or exc})"
+            except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
+                self.trace_error = f"{path} could not be written ({exc.reason})"
             else:
                 self.trace_path = str(path)
 

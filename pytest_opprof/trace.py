@@ -23,7 +23,7 @@ from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
-from .errors import TraceError, bad_trace, trace_not_found
+from .errors import TraceError, bad_trace, not_a_path, trace_not_found
 from .events import (
     CPU_OP,
     DEVICE_KINDS,
@@ -360,6 +360,8 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
 
     Raises TraceError with a one-line reason naming the file when it cannot be read.
     """
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TraceError(not_a_path("load_trace()", path))
     p = Path(path)
     doc, rows, n_complete = _parse(p, _read_bytes(p))
     if isinstance(doc, list):

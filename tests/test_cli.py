@@ -102,6 +102,9 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze"], "the following arguments are required: TRACE"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (["analyze", "{bad}"], "not valid JSON"),
+        (["analyze", ""], "argument TRACE: '' is an empty path; give a file or folder"),  # was ".: a folder"
+        (["show", " "], "argument PATH: ' ' is an empty path"),
+        (["compare", "{trace}", ""], "argument B: '' is an empty path"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, small_trace, argv, fragment):

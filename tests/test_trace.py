@@ -385,3 +385,53 @@ def test_ids_written_as_digits_link_like_numbers(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     profile = load_trace(path)
     assert profile.op("aten::mm").device_ns == 5000 and profile.kernels[0].op == "aten::mm"
+
+
+@pytest.fixture
+def small_profile():
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.events import EventTable
+
+    events = [step(1, 0, 100), op("aten::mm", 10, 50), op("aten::add", 70, 10)]
+    return analyze(EventTable.from_events(events), source="hand-built")
+
+
+@pytest.mark.parametrize("value", [None, 3, b"t.json", ""])
+def test_load_trace_and_export_name_a_path_that_is_not_one(value, tmp_path, small_profile):
+    """load_trace(None/3/bytes/"") and export_chrome_trace of the same: one line naming the value
+    (were pathlib TypeErrors, or "." read as a folder)."""
+    with pytest.raises(TraceError, match=r"^load_trace\(\): .* is not a file path; give a str or pathlib.Path$"):
+        load_trace(value)
+    with pytest.raises(TraceError, match=r"^export_chrome_trace\(\): .* is not a file path"):
+        small_profile.export_chrome_trace(value)
+
+
+def test_export_to_a_folder_or_an_unwritable_place_names_the_path_asked_for(tmp_path, small_profile):
+    """A folder, or a folder that does not exist under a file: the path given and the reason, not
+    the temporary file's name beside it (a trial saw `'/tmp/.x.123.tmp' -> '/tmp/x'`)."""
+    from pytest_opprof.errors import TraceWriteError
+
+    with pytest.raises(TraceWriteError) as caught:
+        small_profile.export_chrome_trace(tmp_path)
+    assert str(caught.value) == (
+        f"export_chrome_trace(): cannot write {tmp_path} (a folder); give a file path (.json or .json.gz) "
+        "in a writable folder"
+    )
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(
+        TraceWriteError, match=r"cannot write .*file/t\.json \(.*/file is a file, not a folder\)"
+    ) as caught:
+        small_profile.export_chrome_trace(tmp_path / "file" / "t.json")
+    assert ".tmp" not in str(caught.value) and not list(tmp_path.glob(".*"))
+    assert (tmp_path / "file").read_text() == "x"
+
+
+@pytest.mark.parametrize("top", [0, -1, True, "3", 3.5])
+def test_a_table_of_a_bad_top_is_refused(small_profile, top):
+    """Profile.table(top=) takes a whole number >= 1 or None: -1 dropped the last row in silence,
+    0 printed everything, '3' raised a slice TypeError."""
+    from pytest_opprof.errors import OpprofUsageError
+
+    with pytest.raises(OpprofUsageError, match=r"^top=.*: expected a whole number of rows >= 1, or None for all$"):
+        small_profile.table(top=top)
+    assert small_profile.table(top=1).count("aten::") == 1

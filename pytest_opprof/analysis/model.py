@@ -6,6 +6,7 @@ Pure data and lookups; built by the analysis stages (stages.py), read by everyth
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import statistics
 from collections.abc import Iterable
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chrome import write_trace
+from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path
 from ..events import Event, EventTable, freeze
 from ..tables import profile_tables
 from ..units import ns_to_ms
@@ -777,10 +779,13 @@ class Profile:
         }
 
     def table(self, top: int | None = 20) -> str:
-        """The ops, kernels, memory ops and checks as text tables."""
+        """The ops, kernels, memory ops and checks as text tables; `top`: the N costliest rows of
+        each table (None: all)."""
+        if top is not None and (type(top) is not int or top < 1):
+            raise OpprofUsageError(bad_argument("top", top, "a whole number of rows >= 1, or None for all"))
         return profile_tables(self, top=top)
 
-    def export_chrome_trace(self, path: str, device_key: str | None = None) -> None:
+    def export_chrome_trace(self, path: str | os.PathLike[str], device_key: str | None = None) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
         (the plugin's) goes into its header, so `opprof compare` names the trace's machine."""
         opprof = {
@@ -795,7 +800,14 @@ class Profile:
             "work_steps": self.work_steps,
             "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
         }
-        write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise TraceError(not_a_path("export_chrome_trace()", path))
+        if os.path.isdir(path):
+            raise TraceWriteError(path, "a folder")
+        try:
+            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
+        except OSError as exc:  # the temporary file's name would only confuse: name the path asked for
+            raise TraceWriteError(path, exc.strerror or str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------
