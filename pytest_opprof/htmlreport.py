@@ -34,7 +34,8 @@ td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace
 overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.bars span.bar{background:#3f7fbf;height:12px;margin:0 8px}
 .stack{display:flex;height:18px;width:600px;border:1px solid #ccc;margin:6px 0}.stack span{height:100%}
 .compute{background:#3f7fbf}.comm{background:#e08a1e}.memory{background:#6aaa5a}.idle{background:#e3e3e3}
-.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px}.verdict{color:#c62828}#filter{margin:8px 0;padding:4px;width:320px}
+pre.failure{background:#fdecea;border-left:3px solid #c62828;padding:6px 10px;white-space:pre-wrap;margin:8px 0}
+ul.verdicts{margin:6px 0;padding-left:20px} .legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px}.verdict{color:#c62828}#filter{margin:8px 0;padding:4px;width:320px}
 """
 
 _SCRIPT = """
@@ -69,13 +70,16 @@ def test_section(
     baseline: BaselineResult | None,
     trace_path: str | None,
     html_dir: Path | None,
+    failure: str | None = None,
 ) -> str:
-    """One test's section: its numbers, a bar chart of its top ops, its device timeline as a
-    stacked bar, its op table with the baseline's columns, and a link to its trace."""
+    """One test's section: why it failed, its numbers, a bar chart of its top ops, its device
+    timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace."""
     parts = [
         f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
         f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>',
+        _failure(failure),
         f'<div class="meta">{_e(_meta(profile, baseline))}</div>',
+        _verdicts(baseline, failure),
         _bars(profile),
         _timeline(profile),
         _ops_table(profile, baseline),
@@ -84,6 +88,28 @@ def test_section(
         href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
         parts.append(f'<p><a href="{_e(href)}">Perfetto / chrome://tracing trace</a> ({_e(trace_path)})</p>')
     return "".join(parts) + "</section>\n"
+
+
+FAILURE_LINES = 30
+
+
+def _failure(message: str | None) -> str:
+    """Why the test failed or erred, as pytest said it (its first 30 lines)."""
+    if not message:
+        return ""
+    lines = message.rstrip().splitlines()
+    more = f"\n... {len(lines) - FAILURE_LINES} more lines in pytest's output" if len(lines) > FAILURE_LINES else ""
+    return f'<pre class="failure">{_e(chr(10).join(lines[:FAILURE_LINES]) + more)}</pre>'
+
+
+def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
+    """The verdicts against the baseline that the failure above does not already say (those that
+    did not fail the test: inconclusive, improved, environment; the terminal shows the first of
+    each kind, the page and --opprof-json all of them), each with its fix."""
+    said = failure or ""
+    shown = [v for v in baseline.verdicts if v.message not in said] if baseline is not None else []
+    items = "".join(f"<li>{_e(v.message)}{_e('; ' + v.fix) if v.fix else ''}</li>" for v in shown)
+    return f'<ul class="verdicts">{items}</ul>' if items else ""
 
 
 def _meta(profile: Profile, baseline: BaselineResult | None) -> str:

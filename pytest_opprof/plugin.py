@@ -435,7 +435,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = UntrustedRepr("\n".join(fixture.error_messages))
         report.opprof_untrusted = True
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
-    result.record_phase(call.when, "error" if getattr(report, "opprof_untrusted", False) else report.outcome)
+    outcome = "error" if getattr(report, "opprof_untrusted", False) else report.outcome
+    result.record_phase(call.when, outcome, _failure_message(report) if outcome != "passed" else None)
     if call.when == "call" and fixture.profile is not None:
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
@@ -451,6 +452,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _RESULT = pytest.StashKey[TestResult]()
+
+
+def _failure_message(report: pytest.TestReport) -> str | None:
+    """Why a phase failed, as pytest's short summary says it: the exception's message (an
+    assertion's, or the verdicts opprof failed the test with), else the report's text."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    return message if isinstance(message, str) and message else (report.longreprtext or None)
 
 
 class UntrustedRepr:

@@ -52,6 +52,7 @@ class TestResult:
     unreliable: str | None = None  # why those clocks make the times incomparable
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
     captures: int = 0  # finished captures in the test: the latest is the one reported
+    failure: str | None = None  # why the test failed or erred (its first failing phase's message)
 
     def export_trace(self, trace_dir: str | None, everything: bool, device_key: str | None = None) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
@@ -67,8 +68,11 @@ class TestResult:
             else:
                 self.trace_path = str(path)
 
-    def record_phase(self, when: str, outcome: str) -> None:
-        """Fold one phase's report (setup/call/teardown) into the test's outcome."""
+    def record_phase(self, when: str, outcome: str, message: str | None = None) -> None:
+        """Fold one phase's report (setup/call/teardown) into the test's outcome; `message`: why
+        a failing phase failed (the first is kept, for the HTML report)."""
+        if outcome in ("failed", "error") and self.failure is None:
+            self.failure = message
         if outcome == "error":
             self.outcome = "error"
         elif outcome == "failed":
@@ -99,7 +103,7 @@ class TestResult:
             _summary_block(self.nodeid, self.outcome, profile, top, self.baseline) if profile is not None else None,
             self.trace_error,
             op_csv(profile, self.nodeid, self.baseline, header=False) if profile is not None and with_csv else None,
-            test_section(self.nodeid, self.outcome, profile, self.baseline, self.trace_path, html_dir)
+            test_section(self.nodeid, self.outcome, profile, self.baseline, self.trace_path, html_dir, self.failure)
             if profile is not None and html_dir is not None
             else None,
             self.captures,

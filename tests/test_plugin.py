@@ -1745,6 +1745,38 @@ def test_html_report_is_one_self_contained_page(project):
     assert '<span class="outcome failed">failed</span>' in page and "aten::addmm" in page
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_the_html_page_says_why_each_test_failed(project, xdist, monkeypatch):
+    """A failed test's section shows pytest's reason (the assertion's message, the verdicts the
+    test failed on) and lists every verdict; a trial saw 8 failed badges and no reason at all."""
+    extra = """
+        import os, torch
+        from conftest import infer
+        def step(model, x):
+            y = infer(model, x)
+            return torch.relu(y) if os.environ.get("EXTRA") else y
+        def test_a(opprof, mlp):
+            opprof.run(step, *mlp, warmup=1, steps=5)
+        def test_b(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=5)
+            opprof.assert_op_count("aten::addmm", 3)
+        """
+    project.makepyfile(test_r=extra)
+    run(project, "--opprof-update-baseline", "-k", "test_a").assert_outcomes(passed=1)
+    monkeypatch.setenv("EXTRA", "1")
+    run(project, "--opprof", "--opprof-html", "r.html", *xdist).assert_outcomes(failed=2)
+    page = (project.path / "r.html").read_text()
+    sections = {s.split('"', 1)[0]: s for s in page.split('<section class="test" data-nodeid="')[1:]}
+    a, b = sections["test_r.py::test_a"], sections["test_r.py::test_b"]
+    assert (
+        '<pre class="failure">Failed: structure changed: aten::clamp_min 1 -&gt; 2/step, aten::relu 1 -&gt; 2/step' in a
+    )
+    assert '<pre class="failure">AssertionError: aten::addmm: 2 calls/step, expected 3 (per step: 2, 2' in b
+    # the verdicts the failure says already are not listed again (under xdist the workers time
+    # for real: inconclusive time verdicts may be listed, each with its fix)
+    assert "structure changed" not in a.split("</pre>", 1)[1] and "<li>" not in b
+
+
 def test_bad_csv_and_html_paths_are_usage_errors(pytester):
     """A folder given as --opprof-csv or --opprof-html is a usage error at start."""
     pytester.makepyfile("def test_x(): pass")
