@@ -29,6 +29,7 @@ from .errors import (
     unknown_op,
 )
 from .events import without_overload
+from .tables import steps_or_span
 from .units import first_three
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
@@ -493,7 +494,11 @@ def _device_busy_above(profile: Profile, limit: float) -> str | None:
     if worst is None or worst[0] >= limit:
         return None
     share, number, busy, wall = worst
-    host = f"; the host ran ops while it was idle {t.host_bound_share:.0%} of the steps" if t.host_bound_share else ""
+    host = (
+        f"; the host ran ops while it was idle {t.host_bound_share:.0%} of {steps_or_span(profile)}"
+        if t.host_bound_share
+        else ""
+    )
     return (
         f"device busy {share:.0f}% < {limit:g}% of step {number} (the worst): {busy / 1e6:.3f} ms of a "
         f"{wall / 1e6:.3f} ms step{host}"

@@ -444,10 +444,12 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
 
 
 STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
-OUTSIDE_OPS = (
-    "no operator got slower beyond the tolerance: the time went outside them (Python code, hooks, "
-    "data preparation) or into many small moves"
-)
+OUTSIDE_OPS = {  # why the wall moved when no operator did, by direction
+    True: "no operator got slower beyond the tolerance: the time went outside them (Python code, hooks, "
+    "data preparation) or into many small moves",
+    False: "no operator explains it: the time was saved outside them (Python code, hooks, data "
+    "preparation) or in many small moves",
+}
 
 
 def _time(
@@ -513,7 +515,7 @@ def _judged(
         message = f"{change}; inconclusive: {excuse.why}){where}"
         return Verdict(TIME, INCONCLUSIVE, message, name, old_min, new_min, p, excuse.why, excuse.fix)
     limit = (
-        f"{OUTSIDE_OPS}; " if wall else ""
+        f"{OUTSIDE_OPS[slower]}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 

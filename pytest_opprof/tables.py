@@ -103,6 +103,12 @@ def compiled_line(profile: Profile) -> str | None:
     return "; ".join(parts)
 
 
+def steps_or_span(profile: Profile) -> str:
+    """What a share of "the steps" is of: a trace without step markers has one implicit step, the
+    span of its host events (its wall time is not known)."""
+    return "the steps" if profile.wall_known else "the host span (no step markers)"
+
+
 def timeline_line(profile: Profile) -> str | None:
     """`device busy 62% of 1.20 ms; idle while the host ran ops 30% of the steps; compute/memory
     overlap 0.020 ms; queue median 0.010 ms; launch-bound: aten::add (kernel 0.002 < launch 0.005 ms)`."""
@@ -112,7 +118,7 @@ def timeline_line(profile: Profile) -> str | None:
     total = t.total
     parts = [f"device busy {total.busy_ns / total.span_ns:.0%} of {total.span_ns / 1e6:.3f} ms"]
     if t.host_bound_share is not None:
-        parts.append(f"idle while the host ran ops {t.host_bound_share:.0%} of the steps")
+        parts.append(f"idle while the host ran ops {t.host_bound_share:.0%} of {steps_or_span(profile)}")
     if total.compute_memory_overlap_ns:
         parts.append(f"compute/memory overlap {total.compute_memory_overlap_ns / 1e6:.3f} ms")
     if total.compute_comm_overlap_ns:

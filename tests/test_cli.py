@@ -240,3 +240,14 @@ def test_compare_refuses_an_untrusted_trace(capsys, small_trace, broken_trace):
     assert code == 2 and out == ""
     assert err.startswith(f"opprof: error: {broken_trace}: the measurement cannot be trusted (durations: ")
     assert err.rstrip().endswith(f"compare traces whose checks pass (opprof analyze {broken_trace} shows them)")
+
+
+def test_a_trace_without_steps_gives_host_bound_time_as_a_share_of_its_host_span(capsys, tmp_path):
+    """No ProfilerStep markers: one implicit step, the span of the host events; the timeline line
+    says so instead of "of the steps" (a trial read `100% of the steps` on a trace with none)."""
+    events = [op("aten::mm", 0, 100), launch(10, corr=1), kernel("gemm", 20, 10, corr=1), op("aten::add", 200, 100)]
+    path = tmp_path / "nosteps.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path))
+    assert "idle while the host ran ops 63% of the host span (no step markers)" in out  # 190 of 300 us
+    assert "of the steps" not in out
