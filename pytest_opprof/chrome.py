@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .events import ANNOTATION, DEVICE_KINDS, Event
+from .events import ANNOTATION, DEVICE_KINDS, RUNTIME, Event
 from .files import write_atomic
 
 
@@ -64,8 +64,53 @@ def _ns_to_us_text(ns: int) -> str:
 def write_trace(path: str | os.PathLike[str], events: list[Event], metadata: dict[str, Any]) -> None:
     """Write events as a Chrome/Perfetto trace (.json, or .json.gz by the file name), atomically."""
     head = json.dumps({k: v for k, v in metadata.items() if k != "traceEvents"})[:-1]
-    body = ",\n".join(event_to_trace_json(e) for e in events)
+    records = [*map(event_to_trace_json, events), *_names(events), *_flows(events)]
+    body = ",\n".join(records)
     sep = ", " if head != "{" else ""
     data = f'{head}{sep}"traceEvents": [\n{body}\n]}}\n'.encode()
     p = Path(path)
     write_atomic(p, gzip.compress(data) if p.name.endswith(".gz") else data)
+
+
+def _names(events: list[Event]) -> list[str]:
+    """Perfetto's names for the tracks ("ph": "M"): the host process and its threads, each device
+    (`GPU 0`, sorted after the host) and its streams; without them it shows bare numbers."""
+    host = {(e.pid, e.tid) for e in events if e.kind not in DEVICE_KINDS}
+    device = {(e.device, e.stream) for e in events if e.kind in DEVICE_KINDS}
+    out = []
+    for pid in sorted({pid for pid, _ in host}):
+        out += [
+            _meta("process_name", pid, 0, name=f"host (pid {pid})"),
+            _meta("process_sort_index", pid, 0, sort_index=0),
+        ]
+    out += [_meta("thread_name", pid, tid, name=f"thread {tid}") for pid, tid in sorted(host)]
+    for dev in sorted({d for d, _ in device}):
+        out += [
+            _meta("process_name", dev, 0, name=f"GPU {dev}"),
+            _meta("process_sort_index", dev, 0, sort_index=1 + dev),
+        ]
+    out += [_meta("thread_name", dev, stream, name=f"stream {stream}") for dev, stream in sorted(device)]
+    return out
+
+
+def _meta(what: str, pid: int, tid: int, **args: Any) -> str:
+    return json.dumps({"ph": "M", "name": what, "pid": pid, "tid": tid, "args": args})
+
+
+def _flows(events: list[Event]) -> list[str]:
+    """An arrow from each runtime call to the first device work it launched (same correlation id),
+    as Kineto draws them ("ac2g" flow events): Perfetto shows which launch ran which kernel."""
+    first_work: dict[int, Event] = {}
+    for e in events:
+        if e.kind in DEVICE_KINDS and e.correlation and e.correlation not in first_work:
+            first_work[e.correlation] = e
+    out = []
+    for e in events:
+        work = first_work.pop(e.correlation, None) if e.kind == RUNTIME and e.correlation else None
+        if work is not None:
+            flow = f'"id":{e.correlation},"cat":"ac2g","name":"ac2g"'
+            out.append(f'{{"ph":"s",{flow},"pid":{e.pid},"tid":{e.tid},"ts":{_ns_to_us_text(e.start_ns)}}}')
+            out.append(
+                f'{{"ph":"f",{flow},"bp":"e","pid":{work.device},"tid":{work.stream},"ts":{_ns_to_us_text(work.start_ns)}}}'
+            )
+    return out
