@@ -231,7 +231,9 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
     except RecursionError:
         raise TraceError(bad_trace(path, "nested too deeply to be a profiler trace")) from None
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(data.rstrip()) - 1:
+        # a string still open at the end is truncated too (a raw newline inside one is refused
+        # as an "Invalid control character", so only the end of the text leaves one open)
+        if exc.pos >= len(data.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
             reason = f"truncated JSON (ends at line {exc.lineno})"
         else:
             reason = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

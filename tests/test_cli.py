@@ -251,3 +251,17 @@ def test_a_trace_without_steps_gives_host_bound_time_as_a_share_of_its_host_span
     _, out, _ = run_cli(capsys, "analyze", str(path))
     assert "idle while the host ran ops 63% of the host span (no step markers)" in out  # 190 of 300 us
     assert "of the steps" not in out
+
+
+def test_queue_quantiles_between_two_nanoseconds_print_without_float_noise(capsys, tmp_path):
+    """A p90 interpolated between ns values (18659.1 ns on the MI250 trace) prints 0.0186591, not
+    0.018659099999999998."""
+    events = [step(1, 0, 1000)]
+    for i, delay_ns in enumerate([10_000, 18_000, 18_659, 18_660, 18_661, 18_662, 18_663, 18_664, 18_665, 18_666]):
+        events += [launch(10 * i, corr=i + 1), kernel("k", 10 * i + delay_ns / 1000, 1, corr=i + 1)]
+    path = tmp_path / "q.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    queue = json.loads(out)["timeline"]["queue_ms"]
+    assert queue["p90"] != round(queue["p90"], 6)  # between two ns: 10 steps interpolate a tenth
+    assert all(len(repr(v).split(".")[1]) <= 9 for v in queue.values())  # to the ps, no 0.0186...9998

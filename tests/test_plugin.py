@@ -741,6 +741,9 @@ def test_junitxml_carries_the_numbers(project):
     run(project, "--opprof", "--junitxml=junit.xml").assert_outcomes(passed=1)
     props = {p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")}
     assert props["opprof.steps"] == "3"
+    # the fake clock makes every step the same: the total is 3 steps of the per-step wall
+    assert float(props["opprof.wall_ms"]) == pytest.approx(3 * float(props["opprof.wall_ms_per_step"]), abs=1e-3)
+    assert float(props["opprof.wall_ms_per_step"]) > 0
     assert props["opprof.op.aten::addmm.calls_per_step"] == "2"
     assert float(props["opprof.op.aten::addmm.ms_per_step"]) > 0
 

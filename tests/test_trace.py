@@ -81,6 +81,7 @@ def minimal_trace() -> dict:
         (b"   \n", "empty file"),
         (b"hello", "not valid JSON (line 1, column 1"),
         (b'{"traceEvents": [{"ph": "X", "name": "a"', "truncated JSON"),
+        (b'{\n  "traceEvents": [\n    {"ph": "X", "name": "aten::mm', "truncated JSON (ends at line 3)"),  # mid-string
         (b"[1, 2,, 3]", "not valid JSON (line 1, column 7"),
         (b'{"foo": 1}', "not a Kineto/Chrome trace (no 'traceEvents')"),
         (b'{"schema": 2, "ops": {}}', "an opprof baseline, not a trace; opprof show reads baselines"),

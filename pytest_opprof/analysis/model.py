@@ -514,7 +514,12 @@ class TimelineFigures:
             "compute_comm_overlap_ms": ns_to_ms(self.compute_comm_overlap_ns),
             "compute_memory_overlap_ms": ns_to_ms(self.compute_memory_overlap_ns),
             "queue_ms": (
-                {"median": self.queue[0] / 1e6, "p90": self.queue[1] / 1e6, "max": ns_to_ms(self.queue[2])}
+                # median and p90 may fall between two ns values: rounded to the ps, no float noise
+                {
+                    "median": round(self.queue[0] / 1e6, 9),
+                    "p90": round(self.queue[1] / 1e6, 9),
+                    "max": ns_to_ms(self.queue[2]),
+                }
                 if self.queue
                 else None
             ),
