@@ -19,17 +19,19 @@ from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
 from .errors import (
     OpprofUsageError,
+    a_range_not_an_op,
     bad_argument,
     closest_names,
     count_mismatch,
     host_syncs,
     no_match,
+    no_range,
     over_limit,
     unexpected_ops,
     unknown_op,
 )
 from .events import without_overload
-from .tables import steps_or_span
+from .tables import by_shown_time, steps_or_span
 from .units import first_three
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
@@ -95,7 +97,28 @@ def _time_limit(ms: object, per: object, stat: object) -> tuple[float, Reduce]:
 def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
     matched = profile.match(op)
     if not matched:
+        if profile.match_ranges(op):
+            return a_range_not_an_op(op, "assert_range_below")
         return no_match(op, (o.name for o in profile.ops))
+    return _over_limits(matched, limit, per, per, stat, reduce)
+
+
+def range_below(name: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
+    """Every range (record_function block, annotation) matching `name` takes at most `ms` per step
+    (or per call), by `stat` over steps: the device time launched inside it when it launched
+    device work, else its wall time on its thread."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if not isinstance(name, str) or not name.strip():
+        raise OpprofUsageError(bad_argument("name", name, 'a range name or glob such as "attention" or "## forward*"'))
+    limit, reduce = _time_limit(ms, per, stat)
+    return lambda profile: _range_below(profile, name, limit, per, stat, reduce)
+
+
+def _range_below(profile: Profile, name: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
+    matched = profile.match_ranges(name)
+    if not matched:
+        seen = (r.name for r in by_shown_time(profile.ranges))
+        return no_range(name, seen, is_op=bool(profile.match(name)))
     return _over_limits(matched, limit, per, per, stat, reduce)
 
 
@@ -136,6 +159,8 @@ def _op_count(
         fused = fused_into(profile, op)
         if fused:  # the op's work ran all the same: zero calls is not "absent", as for assert_no_op
             return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
+        if profile.match_ranges(op):  # zero calls of an op of that name proves nothing about the range
+            return a_range_not_an_op(op, "assert_range_below")
         if n == 0 or (n is None and not min):
             if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
                 return unknown_op(op, closest_names(op, (o.name for o in profile.ops)), "counting zero calls of it")

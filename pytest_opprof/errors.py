@@ -140,7 +140,9 @@ def _ms(value_ns: float) -> str:
 
 def _ms_of(ms: float) -> str:
     """2 decimals, more below 0.1 ms so that a small value or limit never reads as another
-    (0.005 is not 0.01)."""
+    (0.005 is not 0.01); below 0.0001 ms as given (a limit of 0.000001 is not 0.0000)."""
+    if 0 < ms < 0.0001:
+        return f"{ms:.12f}".rstrip("0")
     return ms_text(ms, 2 if ms >= 0.1 or ms == 0 else 3 if ms >= 0.01 else 4)
 
 
@@ -170,6 +172,29 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
     else:
         hint = "; the profile has no ops at all"
     return f"{shown_name(pattern)}: no op of that name ran in the measured code{hint}"
+
+
+def a_range_not_an_op(pattern: str, assertion: str) -> str:
+    """An op assertion given a record_function range's name."""
+    return (
+        f"{shown_name(pattern)}: a range (a record_function block or annotation), not an op; "
+        f"{assertion}({pattern!r}, ...) checks it"
+    )
+
+
+def no_range(pattern: str, seen: Iterable[str], is_op: bool) -> str:
+    """No range of that name: an op of that name, the closest ranges, or that there were none."""
+    seen = list(seen)
+    close = closest_names(pattern, seen)
+    if is_op:
+        hint = "; it is an op: assert_op_below checks it"
+    elif close:
+        hint = f"; closest: {', '.join(close)}"
+    elif seen:
+        hint = f"; the ranges were {', '.join(seen[:3])}{' and more' if len(seen) > 3 else ''}"
+    else:
+        hint = "; the profile has no ranges (torch.profiler.record_function blocks) at all"
+    return f"{shown_name(pattern)}: no range of that name ran in the measured code{hint}"
 
 
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:

@@ -220,6 +220,14 @@ class OpprofFixture:
         __tracebackhide__ = True
         self._check(assertions.kernel_below(kernel, ms, per, stat))
 
+    def assert_range_below(self, name: str, ms: float, per: str = "step", stat: str = "median") -> None:
+        """Each range matching `name` (a `torch.profiler.record_function` block, or an annotation
+        torch or a library adds) takes at most `ms` ms per step (or per call: per="call"), by
+        `stat` over steps: the device time launched inside it when it launched device work, else
+        its wall time on its thread."""
+        __tracebackhide__ = True
+        self._check(assertions.range_below(name, ms, per, stat))
+
     def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
         """In every step, at least `min_pct`% of the shorter of the two kinds of device work
         (compute and memory, or compute and comm) ran at the same time as the other."""

@@ -83,6 +83,7 @@ def test_section(
         _bars(profile),
         _timeline(profile),
         _ops_table(profile, baseline),
+        _ranges_table(profile),
     ]
     if trace_path:
         href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
@@ -188,6 +189,19 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
             "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f'<td class="verdict">{_e(verdict)}</td></tr>'
         )
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _ranges_table(profile: Profile) -> str:
+    """The test's ranges (record_function blocks): calls, CPU and device ms per step (medians)."""
+    if not profile.ranges:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(r.name)}</td><td>{r.calls_per_step.median:g}</td><td>{_ms(r.cpu_per_step.median)}</td>"
+        f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td></tr>"
+        for r in by_shown_time(profile.ranges)
+    )
+    head = "<tr><th>range (record_function)</th><th>calls/step</th><th>cpu ms/step</th><th>device ms/step</th></tr>"
+    return f'<table class="ranges">{head}{rows}</table>'
 
 
 def page_head(device: dict[str, Any], device_key: str | None, tests: int) -> str:

@@ -25,7 +25,7 @@ from .documents import BaselineDoc
 from .errors import TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
-from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, short, timeline_line
+from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, ranges_table, short, timeline_line
 from .units import count_of, first_three
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -212,7 +212,10 @@ def _summary_block(
     lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)
-    return "\n".join([*lines, _summary_table(profile, top, baseline)])
+    tables = [_summary_table(profile, top, baseline)]
+    if profile.ranges:  # the test's record_function blocks
+        tables.append(ranges_table(profile, top))
+    return "\n".join([*lines, "\n\n".join(tables)])
 
 
 def format_summary(records: list[TestRecord]) -> str:

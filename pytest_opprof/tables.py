@@ -66,6 +66,26 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
     return str(tabulate(rows, headers=headers, disable_numparse=True))
 
 
+def ranges_table(profile: Profile, top: int | None = 20) -> str:
+    """The capture's ranges (record_function blocks, annotations) by time per step: wall time on
+    their thread, and the device time of the work launched inside them."""
+    median_wall = median_wall_ns(profile)
+    rows = []
+    for r in by_shown_time(profile.ranges)[: top or None]:
+        share = f"{100 * r.time_per_step.median / median_wall:.1f}%" if median_wall else ""
+        rows.append(
+            [
+                short(r.name),
+                per_step_text(r.calls_per_step.median),
+                ms_cell(r.cpu_per_step.median / 1e6),
+                ms_cell(r.device_per_step.median / 1e6) if r.on_device else "-",
+                share,
+            ]
+        )
+    headers = ["range (record_function)", "calls/step", "cpu ms/step", "device ms/step", "of step"]
+    return str(tabulate(rows, headers=headers, disable_numparse=True))
+
+
 def kernels_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
@@ -159,6 +179,8 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         if line:
             parts.append(line)
     parts += ["", ops_table(profile, top)]
+    if profile.ranges:
+        parts += ["", ranges_table(profile, top)]
     if profile.kernels:
         parts += ["", kernels_table(profile, top)]
     if profile.graph_launches:

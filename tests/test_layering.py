@@ -19,6 +19,7 @@ LAYERS = [
         "analysis.checks",
         "analysis.compiled",
         "analysis.timeline",
+        "analysis.ranges",
     },  # the model
     {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
     {"documents", "baseline", "compare"},  # documents and verdicts

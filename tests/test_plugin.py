@@ -2017,3 +2017,59 @@ def test_a_pipe_nobody_reads_is_one_summary_line_not_a_hang(project):
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["opprof: could not write pipe: no process reads this pipe"])
+
+
+RANGE_TESTS = """
+import torch
+from conftest import infer
+
+def blocks(model, x):
+    with torch.profiler.record_function("encoder"):
+        y = infer(model, x)
+    with torch.profiler.record_function("head"):
+        return torch.relu(y)
+
+def test_ranges_pass(opprof, mlp):
+    opprof.run(blocks, *mlp, warmup=1, steps=3)
+    opprof.assert_range_below("encoder", ms=1000)
+    opprof.assert_range_below("*", ms=1000, per="call", stat="max")
+
+def test_range_over(opprof, mlp):
+    opprof.run(blocks, *mlp, warmup=1, steps=3)
+    opprof.assert_range_below("head", ms=0.000001)
+
+def test_op_assertion_on_a_range(opprof, mlp):
+    opprof.run(blocks, *mlp, warmup=1, steps=3)
+    opprof.assert_op_count("encoder", 1)
+
+def test_range_typo(opprof, mlp):
+    opprof.run(blocks, *mlp, warmup=1, steps=3)
+    opprof.assert_range_below("encodr", ms=1)
+"""
+
+
+def test_record_function_ranges_are_reported_and_asserted(project):
+    """A test's record_function blocks: a range table under its op table, `ranges` in the JSON and
+    the HTML, assert_range_below on their time, and an op assertion given a range's name says so
+    (it said "no op of that name ran", as if the block had not run)."""
+    project.makepyfile(test_r=RANGE_TESTS)
+    result = run(project, "--opprof", "--opprof-json", "r.json", "--opprof-html", "r.html")
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "E * head: 0.* ms/step > limit 0.000001 ms (median of 3 steps; *",
+            "E * encoder: a range (a record_function block or annotation), not an op; "
+            "assert_range_below('encoder', ...) checks it",
+            "E * encodr: no range of that name ran in the measured code; closest: encoder",
+            "test_r.py::test_ranges_pass [[]passed] *",
+            "range (record_function)*calls/step*cpu ms/step*device ms/step*of step",
+            "encoder *1 *0.* -*",
+        ]
+    )
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    ranges = {r["name"]: r for r in tests["test_r.py::test_ranges_pass"]["profile"]["ranges"]}
+    assert set(ranges) == {"encoder", "head"}
+    assert ranges["encoder"]["per_step"]["calls"]["samples"] == [1, 1, 1] and ranges["encoder"]["cpu_ms"] > 0
+    assert not ranges["encoder"]["on_device"] and ranges["encoder"]["device_ms"] == 0
+    page = (project.path / "r.html").read_text()
+    assert page.count('<table class="ranges">') == 4 and "<td>encoder</td><td>1</td>" in page

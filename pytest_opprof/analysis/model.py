@@ -291,6 +291,47 @@ class OpStats:
 
 
 @dataclass(frozen=True, slots=True)
+class RangeStats:
+    """One name of the capture's own ranges: `torch.profiler.record_function` blocks and the
+    annotations torch and libraries add ("## forward ##", "Optimizer.step#SGD.step",
+    "nccl:all_reduce"). Reported beside the ops, never compared with baselines: the ops inside a
+    range are."""
+
+    name: str
+    calls: int
+    cpu_ns: int  # wall time of the range on its thread; one nested in a range of the same name counts once
+    device_ns: int  # device time of the work launched inside it (by runtime calls on its thread)
+    calls_per_step: Dist
+    cpu_per_step: Dist
+    device_per_step: Dist
+
+    @property
+    def on_device(self) -> bool:
+        """True when device work was launched inside the range: its time is then device time."""
+        return self.device_ns > 0
+
+    @property
+    def time_per_step(self) -> Dist:
+        """Device time per step for ranges that launched device work, CPU time otherwise."""
+        return self.device_per_step if self.on_device else self.cpu_per_step
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`ranges[]`)."""
+        return {
+            "name": self.name,
+            "calls": self.calls,
+            "cpu_ms": ns_to_ms(self.cpu_ns),
+            "device_ms": ns_to_ms(self.device_ns),
+            "on_device": self.on_device,
+            "per_step": {
+                "calls": self.calls_per_step.to_dict(),
+                "cpu_ms": self.cpu_per_step.to_dict(1e6),
+                "device_ms": self.device_per_step.to_dict(1e6),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class KernelStats:
     """One kernel name launched by one op (op None: no launching op found)."""
 
@@ -659,6 +700,7 @@ class Profile:
     # The ops' work holds the shapes of lists of tensors (torch.cat's inputs, up to LIST_LIMIT
     # tensors): a trace's Input Dims and torch 2.13's live captures do; `[]` otherwise
     list_shapes: bool = field(default=False, compare=False)
+    ranges: tuple[RangeStats, ...] = ()  # record_function blocks and other annotations, by name
 
     def with_work(self, work: dict[str, OpWork], steps: int, list_shapes: bool) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -726,6 +768,10 @@ class Profile:
             return [exact]
         return [op for op in self.ops if fnmatch.fnmatchcase(op.name, pattern)]
 
+    def match_ranges(self, pattern: str) -> list[RangeStats]:
+        """Ranges whose name equals `pattern` or matches it as a glob ("## forward*")."""
+        return [r for r in self.ranges if r.name == pattern or fnmatch.fnmatchcase(r.name, pattern)]
+
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
         """Memory ops whose name equals `pattern` or matches it as a glob ("Memcpy DtoH*")."""
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
@@ -767,6 +813,7 @@ class Profile:
             "ops": [o.to_dict() for o in self.ops],
             "kernels": [k.to_dict() for k in self.kernels],
             "memory_ops": [m.to_dict() for m in self.memory_ops],
+            "ranges": [r.to_dict() for r in self.ranges],
             "runtime": [r.to_dict() for r in self.runtime],
             "device_ms": ns_to_ms(self.device_ns),
             "device_busy_ms": ns_to_ms(self.device_busy_ns),

@@ -49,6 +49,7 @@ from .model import (
     StepSpan,
     Timeline,
 )
+from .ranges import range_statistics
 from .timeline import GRAPH_LAUNCHES, Launches, timeline
 
 _CPU_OP_KIND = frozenset({CPU_OP})
@@ -83,6 +84,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     device_timeline = timeline_of(rows, ops, tree, steps)
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
+    ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count)
     checks = trust_checks(
         CheckInputs(ops.pids, ops.tids, ops.durs, tree.parent, tree.op_step, rows.device, rows.runtime),
         steps.spans,
@@ -112,6 +114,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         compiled=compiled,
         graph_launches=tuple(device.graph_stats()),
         timeline=device_timeline,
+        ranges=tuple(ranges),
     )
 
 
@@ -129,6 +132,7 @@ class Rows:
     old_markers: list[int]  # rows of step markers written as cpu_op (excluded from the ops)
     sync_windows: list[Event]  # the capture's own step synchronisation
     compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations (and older torch's root)
+    annotations: list[Event]  # every CPU-side annotation (the ranges are among them)
     runtime_by_corr: dict[int, int] = field(default_factory=dict)  # correlation id -> runtime call
 
     def __post_init__(self) -> None:
@@ -161,6 +165,7 @@ def select_rows(t: EventTable) -> Rows:
         old_markers,
         [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION],
         [e for e in annotations if e.name.startswith(COMPILE_MARK) or e.name == LEGACY_COMPILE_ROOT],
+        annotations,
     )
 
 

@@ -1,0 +1,112 @@
+"""The capture's own ranges (record_function blocks, torch's and libraries' annotations) by name:
+calls, wall time on their thread and the device time of the work launched inside them, per step.
+
+Pure: annotation, runtime and device events in, RangeStats out.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from itertools import accumulate
+
+from ..events import Event
+from .compiled import COMPILE_MARK, LEGACY_COMPILE_ROOT, stable_name
+from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
+
+# torch.compile's compile-stage annotations carry process-dependent ids: not the code's ranges
+_COMPILE_ID = "compile_id="
+
+
+def is_range(name: str) -> bool:
+    """An annotation that is the code's range: not a step marker, opprof's step sync or a
+    torch.compile stage."""
+    return not (
+        STEP_NAME.match(name)
+        or name == OPPROF_SYNC_ANNOTATION
+        or name.startswith(COMPILE_MARK)
+        or name == LEGACY_COMPILE_ROOT
+        or _COMPILE_ID in name
+    )
+
+
+class _Launches:
+    """Per host thread, its runtime calls by start time with the running sum of the device time
+    each launched: the device time launched in any window of the thread is two bisections."""
+
+    def __init__(self, runtime: Iterable[Event], device: Iterable[Event]) -> None:
+        launched: dict[int, int] = defaultdict(int)
+        for d in device:
+            if d.correlation:
+                launched[d.correlation] += d.dur_ns
+        by_thread: dict[tuple[int, int], list[Event]] = defaultdict(list)
+        for r in runtime:
+            by_thread[(r.pid, r.tid)].append(r)
+        self.starts: dict[tuple[int, int], list[int]] = {}
+        self.sums: dict[tuple[int, int], list[int]] = {}
+        for thread, calls in by_thread.items():
+            calls.sort(key=lambda r: r.start_ns)
+            self.starts[thread] = [r.start_ns for r in calls]
+            self.sums[thread] = [0, *accumulate(launched.get(r.correlation, 0) for r in calls)]
+
+    def device_ns(self, e: Event) -> int:
+        """The device time launched by calls starting inside `e` on its thread."""
+        starts = self.starts.get((e.pid, e.tid))
+        if not starts:
+            return 0
+        sums = self.sums[(e.pid, e.tid)]
+        return sums[bisect_left(starts, e.end_ns)] - sums[bisect_left(starts, e.start_ns)]
+
+
+def range_statistics(
+    annotations: Iterable[Event],
+    runtime: Iterable[Event],
+    device: Iterable[Event],
+    step_of: Callable[[int], int],
+    n_steps: int,
+) -> list[RangeStats]:
+    """Each range name's calls, CPU (wall) time and launched device time, totals and per step (the
+    step of the range's start; a range outside every step counts in the totals only). A range
+    nested in one of the same name on its thread is a call whose time the outer one holds."""
+    by_key: dict[tuple[str, int, int], list[Event]] = defaultdict(list)
+    for a in annotations:
+        if is_range(a.name):
+            by_key[(stable_name(a.name), a.pid, a.tid)].append(a)
+    if not by_key:
+        return []
+    launches = _Launches(runtime, device)
+    acc: dict[str, _Acc] = {}
+    for (name, _, _), events in by_key.items():
+        into = acc.setdefault(name, _Acc(n_steps))
+        outer_end = None
+        for e in sorted(events, key=lambda e: (e.start_ns, -e.dur_ns)):
+            nested = outer_end is not None and e.start_ns < outer_end
+            if not nested:
+                outer_end = e.end_ns
+            into.add(step_of(e.start_ns), 0 if nested else e.dur_ns, 0 if nested else launches.device_ns(e))
+    stats = [a.stats(name) for name, a in acc.items()]
+    return sorted(stats, key=lambda r: (-(r.device_ns or r.cpu_ns), r.name))
+
+
+class _Acc:
+    def __init__(self, n_steps: int) -> None:
+        self.calls = self.cpu = self.device = 0
+        self.step_calls = [0] * n_steps
+        self.step_cpu = [0] * n_steps
+        self.step_device = [0] * n_steps
+
+    def add(self, step: int, cpu_ns: int, device_ns: int) -> None:
+        self.calls += 1
+        self.cpu += cpu_ns
+        self.device += device_ns
+        if step >= 0:
+            self.step_calls[step] += 1
+            self.step_cpu[step] += cpu_ns
+            self.step_device[step] += device_ns
+
+    def stats(self, name: str) -> RangeStats:
+        return RangeStats(
+            name, self.calls, self.cpu, self.device,
+            Dist(tuple(self.step_calls)), Dist(tuple(self.step_cpu)), Dist(tuple(self.step_device)),
+        )  # fmt: skip
