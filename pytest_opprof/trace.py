@@ -144,7 +144,7 @@ def _int_id(value: object, names: dict[object, int]) -> int:
     """pid/tid/stream as an int; string ids ("stream 7", "Spans") get stable negative ids."""
     if type(value) is int:
         return value
-    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 20:
+    if isinstance(value, str) and value.isascii() and value.lstrip("-").isdigit() and len(value) < 20:
         return int(value)
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a number or a name")
@@ -283,7 +283,7 @@ def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) 
     writes a copy's size); anything else names the event and the field."""
     if type(value) is int and value >= 0:
         return value
-    if type(value) is str and value.isdigit() and len(value) < 20:
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20:
         return int(value)
     raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): {what!r} is {value!r}, not a whole number"))
 
@@ -308,8 +308,10 @@ class _ArgColumns:
         if kind is CPU_OP:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
             return
-        if kind is RUNTIME:
-            self.launch_size[corr] = _whole_number(a["size"], i, names, "size", source)
+        if kind is RUNTIME:  # a size that is not a whole number is not one we need: left out
+            size = a["size"]
+            if type(size) is int or (type(size) is str and size.isascii() and size.isdigit() and len(size) < 20):
+                self.launch_size[corr] = int(size)
             return
         device, stream = a.get("device", pid), a.get("stream", tid)
         try:

@@ -305,7 +305,7 @@ def _event(**fields):
         (_event(cat="gpu_memcpy", args={"bytes": -5}), "'bytes' is -5, not a whole number"),
         (_event(cat="kernel", args={"correlation": "x7"}), "'correlation' is 'x7', not a whole number"),
         (_event(args={"External id": [3]}), "'External id' is [3], not a whole number"),
-        (_event(cat="cuda_runtime", args={"size": "big"}), "'size' is 'big', not a whole number"),
+        (_event(cat="kernel", args={"correlation": "²"}), "'correlation' is '²', not a whole number"),
     ],
 )
 def test_hostile_traces_are_one_line_errors(tmp_path, text, reason):
