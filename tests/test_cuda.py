@@ -157,3 +157,21 @@ def test_nvml_facts_and_the_device_key():
         nvml.close()
     assert facts["gpu_name"] and facts["driver"] and facts["sm_clock_max_mhz"]
     assert device_key(facts).startswith("nvidia-")
+
+
+def test_a_record_function_range_holds_the_device_time_launched_inside_it():
+    """A record_function block around the whole model: one call per step, its time the device
+    time of every kernel launched inside it (here all of the step's device work); the GPU-side
+    twin of the annotation is not a range and not device work."""
+    model, x = gpu_mlp()
+
+    def blocks(model, x):
+        with torch.profiler.record_function("model_block"):
+            return infer(model, x)
+
+    profile = measure(blocks, model, x, warmup=3, steps=5)
+    assert not profile.errors, profile.errors
+    (block,) = profile.match_ranges("model_block")
+    assert block.on_device and block.calls_per_step.samples == (1,) * 5
+    assert block.device_ns == profile.device_ns > 0
+    assert assertions.range_below("model_block", ms=1000)(profile) is None

@@ -39,6 +39,10 @@ def agrees_with_torch(path: Path, expected: dict) -> tuple[int, int]:
         if figures["device_ns"]:
             assert op.device_ns == pytest.approx(figures["device_ns"], rel=1e-3), op_name
             device += 1
+    for block in profile.ranges:  # record_function blocks: torch counts them as it counts ops
+        figures = expected["torch"][block.name]
+        assert block.calls == figures["calls"], block.name
+        assert block.cpu_ns == pytest.approx(figures.get("cpu_ns", block.cpu_ns), rel=1e-3), block.name
     return calls, device
 
 
@@ -62,6 +66,7 @@ def test_the_recording_script_dry_run_on_cpu_agrees_with_torch(tmp_path):
     expected = json.loads((tmp_path / "expected.json").read_text())
     calls, device = agrees_with_torch(tmp_path / "cpu_matmul_copy_sync.json.gz", expected["matmul_copy_sync"])
     assert calls >= 10 and device == 0  # aten::matmul, mm, sum, item, copy_, ...; no device on CPU
+    assert [r.name for r in load_trace(tmp_path / "cpu_matmul_copy_sync.json.gz").ranges] == ["matmuls"]
 
 
 def test_the_gpu_script_fits_its_budget_and_parses():
