@@ -48,7 +48,7 @@ def is_glob(pattern: str) -> bool:
 def validate_ms(name: str, value: object) -> float:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise OpprofUsageError(bad_argument(name, value, "a number of milliseconds >= 0"))
+        raise OpprofUsageError(bad_argument(name, value, "a finite number of milliseconds >= 0"))
     return float(value)
 
 
@@ -118,18 +118,21 @@ def _range_below(profile: Profile, name: str, limit: float, per: str, stat: str,
     matched = profile.match_ranges(name)
     if not matched:
         seen = (r.name for r in by_shown_time(profile.ranges))
-        return no_range(name, seen, is_op=bool(profile.match(name)))
-    return _over_limits(matched, limit, per, per, stat, reduce)
+        return no_range(name, seen, is_op=bool(profile.match(name)), compiled=profile.compiled is not None)
+    # per call: of the calls the time is of (a range nested in one of its name is in the outer's time)
+    return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
 
 
-def _over_limits(matched: Sequence[Any], limit: float, per: str, unit: str, stat: str, reduce: Reduce) -> str | None:
-    """The matches (ops or kernels: name, time_per_step, calls_per_step) over `limit` ms per
-    step (or per call), by `stat`; the worst first, or None."""
+def _over_limits(
+    matched: Sequence[Any], limit: float, per: str, unit: str, stat: str, reduce: Reduce, calls: str = "calls_per_step"
+) -> str | None:
+    """The matches (ops, kernels or ranges: name, time_per_step, and the `calls` per step their
+    time is of) over `limit` ms per step (or per call), by `stat`; the worst first, or None."""
     failures = []
     for m in matched:
         samples: tuple[float, ...] = m.time_per_step.samples
         if per == "call":
-            samples = tuple(t / c for t, c in zip(samples, m.calls_per_step.samples) if c)
+            samples = tuple(t / c for t, c in zip(samples, getattr(m, calls).samples) if c)
         if samples and (value := reduce(samples)) > limit * 1e6:
             failures.append((value, over_limit(m.name, value, limit, unit, stat, samples)))
     return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
@@ -213,6 +216,8 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     fused = fused_into(profile, op)
     if fused:
         return f"{op}: did not run as an op, but its work did: {fused_text(op, fused)}"
+    if not is_glob(op) and profile.match_ranges(op):  # it ran: "no op of that name" proves nothing
+        return a_range_not_an_op(op, "assert_range_below")
     if not is_glob(op) and is_known is not None and not is_known(op):
         return unknown_op(op, closest_names(op, (o.name for o in profile.ops)))
     return None

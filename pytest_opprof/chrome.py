@@ -73,23 +73,19 @@ def write_trace(path: str | os.PathLike[str], events: list[Event], metadata: dic
 
 
 def _names(events: list[Event]) -> list[str]:
-    """Perfetto's names for the tracks ("ph": "M"): the host process and its threads, each device
-    (`GPU 0`, sorted after the host) and its streams; without them it shows bare numbers."""
-    host = {(e.pid, e.tid) for e in events if e.kind not in DEVICE_KINDS}
-    device = {(e.device, e.stream) for e in events if e.kind in DEVICE_KINDS}
+    """Perfetto's names for the tracks ("ph": "M"), one per process and thread: a process that
+    holds device work is `GPU n` (sorted after the host) with `stream s` tracks, whatever else
+    Kineto put on it (its sync records, the GPU-side twins of annotations); any other is the
+    host, `host (pid n)` with `thread t` tracks. Without them Perfetto shows bare numbers."""
+    devices = {e.device for e in events if e.kind in DEVICE_KINDS}
+    tracks = {(e.device, e.stream) if e.kind in DEVICE_KINDS else (e.pid, e.tid) for e in events}
     out = []
-    for pid in sorted({pid for pid, _ in host}):
-        out += [
-            _meta("process_name", pid, 0, name=f"host (pid {pid})"),
-            _meta("process_sort_index", pid, 0, sort_index=0),
-        ]
-    out += [_meta("thread_name", pid, tid, name=f"thread {tid}") for pid, tid in sorted(host)]
-    for dev in sorted({d for d, _ in device}):
-        out += [
-            _meta("process_name", dev, 0, name=f"GPU {dev}"),
-            _meta("process_sort_index", dev, 0, sort_index=1 + dev),
-        ]
-    out += [_meta("thread_name", dev, stream, name=f"stream {stream}") for dev, stream in sorted(device)]
+    for pid in sorted({pid for pid, _ in tracks}):
+        on_device = pid in devices
+        name, order = (f"GPU {pid}", 1 + pid) if on_device else (f"host (pid {pid})", 0)
+        out += [_meta("process_name", pid, 0, name=name), _meta("process_sort_index", pid, 0, sort_index=order)]
+        thread = "stream" if on_device else "thread"
+        out += [_meta("thread_name", pid, tid, name=f"{thread} {tid}") for p, tid in sorted(tracks) if p == pid]
     return out
 
 

@@ -182,10 +182,21 @@ def a_range_not_an_op(pattern: str, assertion: str) -> str:
     )
 
 
-def no_range(pattern: str, seen: Iterable[str], is_op: bool) -> str:
-    """No range of that name: an op of that name, the closest ranges, or that there were none."""
+def no_range(pattern: str, seen: Iterable[str], is_op: bool, compiled: bool = False) -> str:
+    """No range of that name: an op of that name, the closest ranges, or that there were none;
+    and that torch.compile drops the blocks inside compiled code, where it ran."""
     seen = list(seen)
     close = closest_names(pattern, seen)
+    dropped = (
+        "; compiled code ran here, and torch.compile drops record_function blocks inside it (put the "
+        "block around the compiled call)"
+        if compiled and not is_op
+        else ""
+    )
+    return _no_range_hint(pattern, seen, close, is_op) + dropped
+
+
+def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool) -> str:
     if is_op:
         hint = "; it is an op: assert_op_below checks it"
     elif close:

@@ -78,7 +78,7 @@ def test_section(
         f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
         f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>',
         _failure(failure),
-        f'<div class="meta">{_e(_meta(profile, baseline))}</div>',
+        f'<div class="meta">{_e(_meta(profile, baseline, failure))}</div>',
         _verdicts(baseline, failure),
         _bars(profile),
         _timeline(profile),
@@ -113,7 +113,7 @@ def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
     return f'<ul class="verdicts">{items}</ul>' if items else ""
 
 
-def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
+def _meta(profile: Profile, baseline: BaselineResult | None, failure: str | None = None) -> str:
     bits = [count_of(profile.steps, "step")]
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
@@ -121,7 +121,8 @@ def _meta(profile: Profile, baseline: BaselineResult | None) -> str:
         bits.append(f"profiler x{profile.overhead:.2f}")
     if baseline is not None:
         bits.append(f"baseline {baseline.status}")
-    bits += [f"{c.status} {c.name}: {c.message}" for c in profile.checks if c.status != "ok"]
+    said = failure or ""  # a trust error the failure above says already is not said twice
+    bits += [f"{c.status} {c.name}: {c.message}" for c in profile.checks if c.status != "ok" and c.message not in said]
     return "; ".join(bits)
 
 
@@ -163,6 +164,8 @@ def _timeline(profile: Profile) -> str:
 
 
 def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
+    if not profile.ops:
+        return ""
     median_wall = median_wall_ns(profile)
     compared = baseline is not None and baseline.compared
     head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
@@ -195,12 +198,17 @@ def _ranges_table(profile: Profile) -> str:
     """The test's ranges (record_function blocks): calls, CPU and device ms per step (medians)."""
     if not profile.ranges:
         return ""
+    median_wall = median_wall_ns(profile)
     rows = "".join(
         f"<tr><td>{_e(r.name)}</td><td>{r.calls_per_step.median:g}</td><td>{_ms(r.cpu_per_step.median)}</td>"
-        f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td></tr>"
+        f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td>"
+        f"<td>{f'{100 * r.time_per_step.median / median_wall:.1f}%' if median_wall else ''}</td></tr>"
         for r in by_shown_time(profile.ranges)
     )
-    head = "<tr><th>range (record_function)</th><th>calls/step</th><th>cpu ms/step</th><th>device ms/step</th></tr>"
+    head = (
+        "<tr><th>range (record_function)</th><th>calls/step</th><th>cpu ms/step</th><th>device ms/step</th>"
+        "<th>of step</th></tr>"
+    )
     return f'<table class="ranges">{head}{rows}</table>'
 
 

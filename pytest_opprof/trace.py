@@ -152,6 +152,15 @@ def _int_id(value: object, names: dict[object, int]) -> int:
 
 
 _MISSING = object()
+_SHOWN = 60  # characters of a name or value an error line quotes (a kernel's name runs to 1000)
+
+
+def _shown(value: object) -> str:
+    """A name or value as an error line quotes it: repr, cut to _SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 4] + "...'"
+
+
 _NO_ARGS: dict[str, Any] = {}
 _FOURTH_LAST = itemgetter(-4)
 _DROP_DOT = methodcaller("replace", ".", "", 1)
@@ -174,7 +183,7 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
             out.append(us_text_to_ns(v))
         except ValueError as exc:
             reason = f"no {what!r}" if v is _MISSING else str(exc)
-            raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): {reason}")) from None
+            raise TraceError(bad_trace(source, f"complete event {i} ({_shown(names[i])}): {reason}")) from None
     return out
 
 
@@ -242,7 +251,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
         raise TraceError(bad_trace(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
     if bad_args:
         i = bad_args[0]
-        raise TraceError(bad_trace(path, f"complete event {i} ({rows[i][1]!r}): 'args' is not an object"))
+        raise TraceError(bad_trace(path, f"complete event {i} ({_shown(rows[i][1])}): 'args' is not an object"))
     return doc, rows, len(rows) + len(skipped)
 
 
@@ -285,7 +294,9 @@ def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) 
         return value
     if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20:
         return int(value)
-    raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): {what!r} is {value!r}, not a whole number"))
+    raise TraceError(
+        bad_trace(source, f"complete event {i} ({_shown(names[i])}): {what!r} is {_shown(value)}, not a whole number")
+    )
 
 
 class _ArgColumns:
@@ -318,7 +329,9 @@ class _ArgColumns:
             self.devices[i] = device if type(device) is int else _int_id(device, ids)
             self.streams[i] = stream if type(stream) is int else _int_id(stream, ids)
         except ValueError as exc:
-            raise TraceError(bad_trace(source, f"complete event {i} ({names[i]!r}): device or stream {exc}")) from None
+            raise TraceError(
+                bad_trace(source, f"complete event {i} ({_shown(names[i])}): device or stream {exc}")
+            ) from None
         size = a.get("bytes", _MISSING)
         if size is _MISSING:
             if kind in MEMORY_KINDS:

@@ -145,16 +145,20 @@ def test_total_below_uses_step_wall_time():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: assertions.op_below("aten::mm", -1), "ms=-1: expected a number of milliseconds >= 0"),
-        (lambda: assertions.op_below("aten::mm", "2"), "ms='2': expected a number of milliseconds >= 0"),
-        (lambda: assertions.op_below("aten::mm", float("nan")), "ms=nan: expected a number"),
+        (lambda: assertions.op_below("aten::mm", -1), "ms=-1: expected a finite number of milliseconds >= 0"),
+        (lambda: assertions.op_below("aten::mm", "2"), "ms='2': expected a finite number of milliseconds >= 0"),
+        (lambda: assertions.op_below("aten::mm", float("nan")), "ms=nan: expected a finite number"),
+        (
+            lambda: assertions.op_below("aten::mm", float("inf")),
+            "ms=inf: expected a finite number of milliseconds >= 0",
+        ),
         (lambda: assertions.op_below("aten::mm", 1, per="op"), "per='op': expected 'step' or 'call'"),
         (lambda: assertions.op_below("aten::mm", 1, stat="mean"), "stat='mean': expected 'median' or 'min' or 'max'"),
         (lambda: assertions.op_below("", 1), "op='': expected an op name or glob"),
         (lambda: assertions.op_count("aten::mm"), "n=None: expected a call count, or min= and/or max="),
         (lambda: assertions.op_count("aten::mm", 2, max=3), "n=2: expected either n or min=/max=, not both"),
         (lambda: assertions.op_count("aten::mm", -1), "n=-1: expected a whole number >= 0"),
-        (lambda: assertions.total_below(ms=None), "ms=None: expected a number of milliseconds >= 0"),
+        (lambda: assertions.total_below(ms=None), "ms=None: expected a finite number of milliseconds >= 0"),
     ],
 )
 def test_bad_arguments_raise_one_line(build, message):

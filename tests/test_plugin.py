@@ -290,7 +290,7 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
     result.assert_outcomes(failed=8)
     result.stdout.fnmatch_lines_random(
         [
-            "E  *OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
+            "E  *OpprofUsageError: ms=-1: expected a finite number of milliseconds >= 0",
             "E  *OpprofUsageError: min=3: expected at most max=1*",
             "E  *OpprofUsageError: steps=0: expected an integer >= 1",
             "E  *OpprofUsageError: fn=42: expected a callable*",
@@ -579,7 +579,7 @@ EXPECTED_MESSAGES = {
     "test_fail_typo": "*aten::adddmm: no op of that name ran in the measured code; closest: aten::addmm*",
     # made in the body of a whole-call capture, checked when it returns: it names its line
     "test_fail_deferred": "test_user.py:*: aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
-    "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a number of milliseconds >= 0",
+    "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a finite number of milliseconds >= 0",
     "test_fail_bad_steps": "*OpprofUsageError: steps=0: expected an integer >= 1",
 }
 

@@ -107,3 +107,70 @@ def test_ranges_of_shared_gpu_traces_agree_with_an_independent_sweep(name):
     expected = independent_ranges(path)
     got = {r.name: (r.calls, r.cpu_ns, r.device_ns) for r in load_trace(path).ranges}
     assert got == expected and got
+
+
+def three_steps(*extra):
+    events = []
+    for i in range(3):
+        events += [step(i + 1, i * 100, 100), op("aten::add", i * 100 + 1, 1)]
+    return events + list(extra)
+
+
+def test_a_range_in_some_steps_only_is_warned_about_and_caught_per_call():
+    """A 20 us block in one step of three: a median of 0 per step (assert_range_below passes on
+    it), so a step_ranges warning names it; per="call" and stat="max" catch it."""
+    from pytest_opprof import assertions
+
+    profile = analyze(three_steps(annotation("rare", 110, 20)))
+    (check,) = [c for c in profile.checks if c.name == "step_ranges"]
+    assert check.status == "warning" and "rare (0, 1, 0)" in check.message and 'per="call"' in check.message
+    assert assertions.range_below("rare", ms=0.01)(profile) is None  # the median step ran none
+    assert "rare: 0.020 ms/call > limit 0.01" in assertions.range_below("rare", ms=0.01, per="call")(profile)
+    assert "rare: 0.020 ms/step > limit 0.01" in assertions.range_below("rare", ms=0.01, stat="max")(profile)
+    assert not [c for c in analyze(three_steps()).checks if c.name == "step_ranges"]
+
+
+def test_per_call_time_of_a_recursive_range_is_per_outermost_call():
+    """A block opened 4 times recursively in each step: 4 calls per step, one 40 us outer call;
+    per call is 40 us (a quarter of it was reported, and a limit of 30 us passed)."""
+    from pytest_opprof import assertions
+
+    nested = [annotation("tree", i * 100 + 10 + d, 40 - 2 * d) for i in range(3) for d in range(4)]
+    profile = analyze(three_steps(*nested))
+    (tree,) = profile.ranges
+    assert tree.calls_per_step.samples == (4, 4, 4) and tree.outer_calls_per_step.samples == (1, 1, 1)
+    assert "tree: 0.040 ms/call > limit 0.03" in assertions.range_below("tree", ms=0.03, per="call")(profile)
+
+
+def test_op_assertions_given_a_range_name_and_range_assertions_on_compiled_code():
+    """assert_no_op of a range's name fails naming the range assertion (it passed: no op of that
+    name); a range assertion where compiled code ran says torch.compile drops blocks inside it."""
+    from pytest_opprof import assertions
+
+    profile = analyze(three_steps(annotation("blk", 10, 5)))
+    assert "blk: a range (a record_function block or annotation), not an op" in assertions.no_op("blk")(profile)
+    assert assertions.no_op("bl*")(profile) is None  # a glob: no op matches
+    compiled = analyze(three_steps(op("Torch-Compiled Region: 0/0", 50, 10)))
+    message = assertions.range_below("inside", ms=1)(compiled)
+    assert "torch.compile drops record_function blocks inside it" in message
+
+
+def test_a_capture_of_ranges_only_says_where_the_ops_went():
+    """Ranges but no op (the ops ran on a thread torch.profiler does not record): the events
+    error names the ranges and the reason, not "nothing ran"."""
+    profile = analyze([step(1, 0, 100), annotation("main_block", 10, 50)])
+    (events,) = [c for c in profile.checks if c.name == "events"]
+    assert events.status == "error" and "only ranges (main_block)" in events.message
+    assert "a thread the step started" in events.message
+
+
+def test_the_html_section_says_a_trust_error_once_and_shows_no_empty_op_table():
+    """The failure shows pytest's message, which holds the trust error: the numbers line below it
+    does not repeat it, and a capture without ops has no empty op table (a trial's page did both)."""
+    from pytest_opprof.htmlreport import test_section
+
+    profile = analyze([step(1, 0, 100), annotation("main_block", 10, 50)])
+    (error,) = [c.message for c in profile.checks if c.status == "error"]
+    page = test_section("t.py::t", "error", profile, None, None, None, f"measurement cannot be trusted: {error}")
+    assert page.count("only ranges (main_block)") == 1
+    assert "<th>op</th>" not in page and '<table class="ranges">' in page

@@ -444,7 +444,7 @@ def test_an_exported_trace_names_its_tracks_and_draws_launch_arrows(tmp_path):
     reader ignores both, so the export reads back as the same profile (a trial found all 4,810
     events of an export plain "X" slices)."""
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.events import EventTable
+    from pytest_opprof.events import GPU_ANNOTATION, SYNC, Event, EventTable
 
     events = [
         step(1, 0, 100),
@@ -454,12 +454,18 @@ def test_an_exported_trace_names_its_tracks_and_draws_launch_arrows(tmp_path):
         op("aten::copy_", 60, 30),
         launch(62, corr=6, name="cudaMemcpyAsync"),
         memcpy("Memcpy DtoH (Device -> Pageable)", 70, 5, 4096, corr=6, stream=9),
+        # on the GPU's process too, as Kineto writes them: a sync record and an annotation's twin
+        Event(GPU_ANNOTATION, "ProfilerStep#1", 0, 100_000, 0, 7),
+        Event(SYNC, "Stream Sync", 80_000, 1_000, 0, -1),
     ]
     profile = analyze(EventTable.from_events(events), source="hand-built")
     path = tmp_path / "t.json"
     profile.export_chrome_trace(path)
     records = json.loads(path.read_text())["traceEvents"]
+    meta = [(r["name"], r["pid"], r["tid"]) for r in records if r["ph"] == "M"]
+    assert len(meta) == len(set(meta))  # one name per track (a trial saw pid 0 named host and GPU 0)
     names = {(r["name"], r["pid"], r["tid"]): r["args"] for r in records if r["ph"] == "M"}
+    assert names[("thread_name", 0, -1)] == {"name": "stream -1"}
     assert names[("process_name", 100, 0)] == {"name": "host (pid 100)"}
     assert names[("thread_name", 100, 1)] == {"name": "thread 1"}
     assert names[("process_name", 0, 0)] == {"name": "GPU 0"}

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import lt
 
 from ..events import Event
 from ..units import ms_text, ns_to_ms
-from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, StepSpan, union_ns
+from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, RangeStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
 # between threads / device and host (a few microseconds) plus 2%.
@@ -50,15 +51,17 @@ def trust_checks(
     outside: int,
     wall_known: bool,
     compilations: tuple[Compilation, ...] = (),
+    ranges: Sequence[RangeStats] = (),
 ) -> list[Check]:
     n_events = len(cols.durs) + len(cols.device)
     found = [
-        _events(len(cols.durs), len(cols.device)),
+        _events(len(cols.durs), len(cols.device), ranges),
         _durations(cols, spans),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
         _compilation(compilations),
         _step_events(cols.op_step, len(spans)),
+        _step_ranges(ranges, len(spans)),
         _wall_time(cols, spans, busy_by_step) if n_events else None,
         _spread(ops, len(spans)),
         _outside_steps(outside, len(cols.durs)) if wall_known else None,
@@ -70,10 +73,37 @@ def _fmt_ms(ns: float) -> str:
     return f"{ms_text(ns_to_ms(ns))} ms"
 
 
-def _events(n_ops: int, n_device: int) -> Check:
+def _events(n_ops: int, n_device: int, ranges: Sequence[RangeStats] = ()) -> Check:
+    if n_ops + n_device == 0 and ranges:
+        names = ", ".join(r.name for r in ranges[:3]) + (" and more" if len(ranges) > 3 else "")
+        return Check(
+            "events",
+            ERROR,
+            f"no operator or device events were recorded, only ranges ({names}): the ops ran where "
+            "torch.profiler does not record them (a thread the step started, a pool made before the capture)",
+        )
     if n_ops + n_device == 0:
         return Check("events", ERROR, "no operator or device events were recorded: nothing ran under the profiler")
     return Check("events", OK, f"{n_ops} CPU ops, {n_device} device events")
+
+
+def _step_ranges(ranges: Sequence[RangeStats], n_steps: int) -> Check | None:
+    """Ranges whose calls differ between steps: their median per step hides the steps that ran
+    them (a 20 ms block every third step has a median of 0 ms)."""
+    uneven = [r for r in ranges if len(set(r.calls_per_step.samples)) > 1] if n_steps >= 2 else []
+    if not uneven:
+        return None
+    listed = "; ".join(
+        f"{r.name} ({', '.join(map(str, r.calls_per_step.samples[:10]))}{', ...' if n_steps > 10 else ''})"
+        for r in uneven[:3]
+    )
+    more = f"; and {len(uneven) - 3} more" if len(uneven) > 3 else ""
+    return Check(
+        "step_ranges",
+        WARNING,
+        f"ranges whose calls per step differ between steps: {listed}{more}; their time per step is a "
+        'median over all the steps: check them per call (per="call") or by stat="max"',
+    )
 
 
 def _durations(cols: CheckInputs, spans: list[StepSpan]) -> Check | None:

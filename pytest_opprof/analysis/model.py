@@ -304,6 +304,7 @@ class RangeStats:
     calls_per_step: Dist
     cpu_per_step: Dist
     device_per_step: Dist
+    outer_calls_per_step: Dist  # calls not nested in one of the same name: the calls the time is of
 
     @property
     def on_device(self) -> bool:

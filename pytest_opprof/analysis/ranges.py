@@ -6,6 +6,7 @@ Pure: annotation, runtime and device events in, RangeStats out.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from .compiled import COMPILE_MARK, LEGACY_COMPILE_ROOT, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
 
 # torch.compile's compile-stage annotations carry process-dependent ids: not the code's ranges
-_COMPILE_ID = "compile_id="
+_COMPILE_ID = re.compile(r"compile_id=\[?\d+/\d+")
 
 
 def is_range(name: str) -> bool:
@@ -27,7 +28,7 @@ def is_range(name: str) -> bool:
         or name == OPPROF_SYNC_ANNOTATION
         or name.startswith(COMPILE_MARK)
         or name == LEGACY_COMPILE_ROOT
-        or _COMPILE_ID in name
+        or ("compile_id=" in name and _COMPILE_ID.search(name) is not None)
     )
 
 
@@ -84,7 +85,7 @@ def range_statistics(
             nested = outer_end is not None and e.start_ns < outer_end
             if not nested:
                 outer_end = e.end_ns
-            into.add(step_of(e.start_ns), 0 if nested else e.dur_ns, 0 if nested else launches.device_ns(e))
+            into.add(step_of(e.start_ns), nested, 0 if nested else e.dur_ns, 0 if nested else launches.device_ns(e))
     stats = [a.stats(name) for name, a in acc.items()]
     return sorted(stats, key=lambda r: (-(r.device_ns or r.cpu_ns), r.name))
 
@@ -93,15 +94,17 @@ class _Acc:
     def __init__(self, n_steps: int) -> None:
         self.calls = self.cpu = self.device = 0
         self.step_calls = [0] * n_steps
+        self.step_outer = [0] * n_steps
         self.step_cpu = [0] * n_steps
         self.step_device = [0] * n_steps
 
-    def add(self, step: int, cpu_ns: int, device_ns: int) -> None:
+    def add(self, step: int, nested: bool, cpu_ns: int, device_ns: int) -> None:
         self.calls += 1
         self.cpu += cpu_ns
         self.device += device_ns
         if step >= 0:
             self.step_calls[step] += 1
+            self.step_outer[step] += not nested
             self.step_cpu[step] += cpu_ns
             self.step_device[step] += device_ns
 
@@ -109,4 +112,5 @@ class _Acc:
         return RangeStats(
             name, self.calls, self.cpu, self.device,
             Dist(tuple(self.step_calls)), Dist(tuple(self.step_cpu)), Dist(tuple(self.step_device)),
+            Dist(tuple(self.step_outer)),
         )  # fmt: skip

@@ -93,6 +93,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
         cpu.outside,
         steps.wall_known,
         compiled.compilations if compiled else (),
+        ranges,
     )
     return Profile(
         source=source,
