@@ -235,8 +235,28 @@ def _ints(values: Any) -> tuple[int, ...]:
     return tuple(values)
 
 
+class _ShownTime:
+    """The time an op's or a range's row shows and assertions check: device time when device
+    work ran under it, CPU time otherwise."""
+
+    __slots__ = ()
+    device_ns: int
+    device_per_step: Dist
+    cpu_per_step: Dist
+
+    @property
+    def on_device(self) -> bool:
+        """True when device work ran under it: its time is then device time."""
+        return self.device_ns > 0
+
+    @property
+    def time_per_step(self) -> Dist:
+        """Device time per step when it ran on a device, CPU time otherwise."""
+        return self.device_per_step if self.on_device else self.cpu_per_step
+
+
 @dataclass(frozen=True, slots=True)
-class OpStats:
+class OpStats(_ShownTime):
     """One operator name: totals over the source and its per-step distributions."""
 
     name: str
@@ -253,19 +273,9 @@ class OpStats:
     work: OpWork | None = None  # None: inputs not recorded
 
     @property
-    def on_device(self) -> bool:
-        """True when device work ran under this op: its time is then device time."""
-        return self.device_ns > 0
-
-    @property
     def time_ns(self) -> int:
         """Device time for ops that ran on a device, CPU time otherwise (totals)."""
         return self.device_ns if self.on_device else self.cpu_ns
-
-    @property
-    def time_per_step(self) -> Dist:
-        """Device time per step for ops that ran on a device, CPU time otherwise."""
-        return self.device_per_step if self.on_device else self.cpu_per_step
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`ops[]`)."""
@@ -291,7 +301,7 @@ class OpStats:
 
 
 @dataclass(frozen=True, slots=True)
-class RangeStats:
+class RangeStats(_ShownTime):
     """One name of the capture's own ranges: `torch.profiler.record_function` blocks and the
     annotations torch and libraries add ("## forward ##", "Optimizer.step#SGD.step",
     "nccl:all_reduce"). Reported beside the ops, never compared with baselines: the ops inside a
@@ -305,16 +315,6 @@ class RangeStats:
     cpu_per_step: Dist
     device_per_step: Dist
     outer_calls_per_step: Dist  # calls not nested in one of the same name: the calls the time is of
-
-    @property
-    def on_device(self) -> bool:
-        """True when device work was launched inside the range: its time is then device time."""
-        return self.device_ns > 0
-
-    @property
-    def time_per_step(self) -> Dist:
-        """Device time per step for ranges that launched device work, CPU time otherwise."""
-        return self.device_per_step if self.on_device else self.cpu_per_step
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`ranges[]`)."""
