@@ -174,3 +174,17 @@ def test_the_html_section_says_a_trust_error_once_and_shows_no_empty_op_table():
     page = test_section("t.py::t", "error", profile, None, None, None, f"measurement cannot be trusted: {error}")
     assert page.count("only ranges (main_block)") == 1
     assert "<th>op</th>" not in page and '<table class="ranges">' in page
+
+
+def test_annotations_inside_a_compilation_are_its_stages_not_ranges():
+    """torch 2.6 marks compile stages with annotations without a compile id (`compiler
+    (dynamo_timed)`, ...) inside its compile root: they are not ranges (the compatibility run on
+    torch 2.6 listed them in the range table); a block outside the compilation is."""
+    profile = analyze(
+        three_steps(
+            annotation("_compile.compile_inner (dynamo_timed)", 10, 60),
+            annotation("compiler (dynamo_timed)", 20, 30),
+            annotation("blk", 75, 10),
+        )
+    )
+    assert [r.name for r in profile.ranges] == ["blk"]

@@ -90,7 +90,7 @@ def scan_compilation(
         return CompileScan(False, []), None, None
     spans = _compile_spans(names, starts, durs, pids, tids, marks) if COMPILE_ROOT in distinct else []
     spans = _outermost(spans + [CompileSpan(m.pid, m.tid, m.start_ns, m.start_ns + m.dur_ns, "?") for m in legacy])
-    keep = _outside_spans(spans, starts, durs, pids, tids) if spans else None
+    keep = outside_spans(spans, starts, durs, pids, tids) if spans else None
     new_names = [renamed.get(n, n) for n in names] if renamed else None
     return CompileScan(True, spans), keep, new_names
 
@@ -124,9 +124,10 @@ def _outermost(spans: list[CompileSpan]) -> list[CompileSpan]:
     return kept
 
 
-def _outside_spans(
+def outside_spans(
     spans: list[CompileSpan], starts: Sequence[int], durs: Sequence[int], pids: Sequence[int], tids: Sequence[int]
 ) -> list[bool]:
+    """Per event (columns), whether it lies outside every compilation on its thread."""
     by_thread: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     for s in spans:  # sorted, non-overlapping per thread
         begins, ends = by_thread.setdefault((s.pid, s.tid), ([], []))

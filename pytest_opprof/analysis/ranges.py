@@ -10,10 +10,10 @@ import re
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from itertools import accumulate
+from itertools import accumulate, compress
 
 from ..events import Event
-from .compiled import COMPILE_MARK, LEGACY_COMPILE_ROOT, stable_name
+from .compiled import COMPILE_MARK, LEGACY_COMPILE_ROOT, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
 
 # torch.compile's compile-stage annotations carry process-dependent ids: not the code's ranges
@@ -66,14 +66,25 @@ def range_statistics(
     device: Iterable[Event],
     step_of: Callable[[int], int],
     n_steps: int,
+    compilations: list[CompileSpan],
 ) -> list[RangeStats]:
     """Each range name's calls, CPU (wall) time and launched device time, totals and per step (the
     step of the range's start; a range outside every step counts in the totals only). A range
-    nested in one of the same name on its thread is a call whose time the outer one holds."""
+    nested in one of the same name on its thread is a call whose time the outer one holds. The
+    annotations inside a compilation are the compiler's stages (torch 2.6's `compiler
+    (dynamo_timed)`, ...), not ranges."""
+    ranges = [a for a in annotations if is_range(a.name)]
+    if ranges and compilations:
+        columns = (
+            [a.start_ns for a in ranges],
+            [a.dur_ns for a in ranges],
+            [a.pid for a in ranges],
+            [a.tid for a in ranges],
+        )
+        ranges = list(compress(ranges, outside_spans(compilations, *columns)))
     by_key: dict[tuple[str, int, int], list[Event]] = defaultdict(list)
-    for a in annotations:
-        if is_range(a.name):
-            by_key[(stable_name(a.name), a.pid, a.tid)].append(a)
+    for a in ranges:
+        by_key[(stable_name(a.name), a.pid, a.tid)].append(a)
     if not by_key:
         return []
     launches = _Launches(runtime, device)

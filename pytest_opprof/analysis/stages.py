@@ -84,7 +84,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
     device_timeline = timeline_of(rows, ops, tree, steps)
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
-    ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count)
+    ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
     checks = trust_checks(
         CheckInputs(ops.pids, ops.tids, ops.durs, tree.parent, tree.op_step, rows.device, rows.runtime),
         steps.spans,
