@@ -13,21 +13,23 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
 
 from ..events import Event
-from .compiled import COMPILE_MARK, LEGACY_COMPILE_ROOT, CompileSpan, outside_spans, stable_name
+from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
 
 # torch.compile's compile-stage annotations carry process-dependent ids: not the code's ranges
 _COMPILE_ID = re.compile(r"compile_id=\[?\d+/\d+")
+# and torch < 2.9 times its compile stages (and a gc between them) as "<stage> (dynamo_timed)"
+_DYNAMO_TIMED = " (dynamo_timed)"
 
 
 def is_range(name: str) -> bool:
     """An annotation that is the code's range: not a step marker, opprof's step sync or a
-    torch.compile stage."""
+    torch.compile stage (by name; inside a compilation, range_statistics leaves any out)."""
     return not (
         STEP_NAME.match(name)
         or name == OPPROF_SYNC_ANNOTATION
         or name.startswith(COMPILE_MARK)
-        or name == LEGACY_COMPILE_ROOT
+        or name.endswith(_DYNAMO_TIMED)  # LEGACY_COMPILE_ROOT among them
         or ("compile_id=" in name and _COMPILE_ID.search(name) is not None)
     )
 
