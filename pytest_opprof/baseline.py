@@ -173,11 +173,24 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None
         ),
+        "workload_reference": _workload_entry(profile),  # BaselineDoc.to_dict writes it only when taken
         "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
         "events_per_step": events,
         "ops": ops,
         "kernels": kernels,
         "memory_ops": memory,
+    }
+
+
+def _workload_entry(profile: Profile) -> dict[str, Any] | None:
+    ref = profile.workload_reference
+    if ref is None:
+        return None
+    return {
+        "op": ref.op,
+        "shapes": [list(s) for s in ref.shapes],
+        "dtypes": list(ref.dtypes),
+        "ms": round_sig(ref.ns / 1e6),
     }
 
 

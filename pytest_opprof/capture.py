@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import overhead_check
+from .analysis.model import WorkloadReference
 from .errors import (
     CaptureError,
     bad_argument,
@@ -529,6 +530,53 @@ def _references(torch: Any) -> tuple[int, int]:
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
 
 
+# The matrix products a workload reference replays, with how many tensor inputs each takes.
+REPLAYED = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
+_DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
+
+
+def workload_choice(profile: Profile) -> WorkloadReference | None:
+    """The op and inputs a workload reference replays: the costliest aten::addmm/mm/bmm on the
+    CPU with recorded inputs, its most called signature, when its tensors are of a float type."""
+    ops = [o for o in profile.ops if o.name in REPLAYED and o.work is not None and o.work.signatures]
+    ops = [o for o in ops if not o.on_device]
+    if not ops:
+        return None
+    op = max(ops, key=lambda o: (o.cpu_ns, o.name))
+    assert op.work is not None
+    sig = max(op.work.signatures, key=lambda s: sum(s.calls_per_step.samples))
+    shapes, dtypes = tuple(sig.shapes[: REPLAYED[op.name]]), tuple(sig.dtypes[: REPLAYED[op.name]])
+    if len(shapes) < REPLAYED[op.name] or not all(d in _DTYPES for d in dtypes):
+        return None
+    if not all(isinstance(s, tuple) and all(type(d) is int for d in s) for s in shapes):
+        return None
+    return WorkloadReference(op.name, shapes, dtypes, 0)
+
+
+def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
+    """The best of 8 timings of the chosen product on new tensors of its shapes and types
+    (torch's threads, no grad); None when they do not make a valid product (a hand-edited
+    baseline's, a bias that does not broadcast)."""
+    try:
+        tensors = [
+            torch.ones(shape, dtype=getattr(torch, _DTYPES[t])) for shape, t in zip(choice.shapes, choice.dtypes)
+        ]
+        product = getattr(torch, choice.op.split("::")[1])
+        with torch.no_grad():
+            product(*tensors)  # a shape mismatch raises here, before any timing
+            return _best_ns(lambda: product(*tensors))
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _with_workload_reference(torch: Any, profile: Profile, choice: WorkloadReference | None) -> Profile:
+    """The profile with its workload reference timed now (not on a GPU: its products run there)."""
+    if choice is None or _cuda_active(torch):
+        return profile
+    ns = workload_reference_ns(torch, choice)
+    return replace(profile, workload_reference=replace(choice, ns=ns)) if ns else profile
+
+
 UNPROFILED_STEPS = 2  # steps of run() timed without the profiler (the best one is compared)
 
 
@@ -577,6 +625,7 @@ def run_steps(
     probe: Callable[[], None] | None = None,
     work: bool = True,
     threads: int | None = None,
+    replay: WorkloadReference | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
@@ -585,13 +634,15 @@ def run_steps(
     last result. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops.
     `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
-    threads, which the test may have restored since), put back afterwards."""
+    threads, which the test may have restored since), put back afterwards. After the capture the
+    workload reference is timed (workload_choice; a confirmation replays its first measurement's
+    `replay`)."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
     with compiled_kernel_profiling(), _on_threads(torch, threads):
-        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work)
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, replay)
 
 
 @contextmanager
@@ -616,6 +667,7 @@ def _run_steps(
     steps: int,
     probe: Callable[[], None] | None,
     work: bool,
+    replay: WorkloadReference | None = None,
 ) -> tuple[Profile, T]:
     breaks_before = graph_break_reasons()
     for _ in range(warmup):
@@ -639,11 +691,12 @@ def _run_steps(
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
-    if not work:
-        return timed, result
+    if not work:  # a confirmation: the first measurement's product replayed
+        return _with_workload_reference(torch, timed, replay), result
     signature, result = _signature_step(torch, fn, args, kwargs)
     recorded = {op.name: op.work for op in signature.ops if op.work}
-    return timed.with_work(recorded, signature.work_steps, signature.list_shapes), result
+    timed = timed.with_work(recorded, signature.work_steps, signature.list_shapes)
+    return _with_workload_reference(torch, timed, workload_choice(timed)), result
 
 
 def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:

@@ -194,6 +194,42 @@ class MemoryEntry:
         return cls(calls, _per_step(data.get("device_ms"), f"memory op {name!r}: 'device_ms'", steps), size)
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadEntry:
+    """A baseline's workload reference: the product replayed alone, on what, and its best time."""
+
+    op: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    ms: float
+
+    def same_product(self, other: WorkloadEntry) -> bool:
+        return (self.op, self.shapes, self.dtypes) == (other.op, other.shapes, other.dtypes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "shapes": [list(s) for s in self.shapes], "dtypes": list(self.dtypes), "ms": self.ms}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> WorkloadEntry:
+        """ValueError names what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"'workload_reference' is {data!r}, not an object or null")
+        op, shapes, dtypes = data.get("op"), data.get("shapes"), data.get("dtypes")
+        ms: Any = data.get("ms")
+        if not isinstance(op, str) or not op:
+            raise ValueError(f"'workload_reference.op' is {op!r}, not an op name")
+        if not isinstance(shapes, list) or not all(
+            isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in s)
+            for s in shapes
+        ):
+            raise ValueError(f"'workload_reference.shapes' is {shapes!r}, not a list of shapes")
+        if not isinstance(dtypes, list) or len(dtypes) != len(shapes) or not all(isinstance(t, str) for t in dtypes):
+            raise ValueError(f"'workload_reference.dtypes' is {dtypes!r}, not one type name per shape")
+        if not _number(ms) or ms <= 0:
+            raise ValueError(f"'workload_reference.ms' is {ms!r}, not a positive number")
+        return cls(op, tuple(tuple(s) for s in shapes), tuple(dtypes), float(ms))
+
+
 @dataclass(frozen=True)
 class BaselineDoc:
     """One test's measurement as a baseline file holds it (also a fresh measurement to compare)."""
@@ -213,12 +249,15 @@ class BaselineDoc:
     kernels: dict[str, KernelEntry]
     memory_ops: dict[str, MemoryEntry]
     list_shapes: bool = False  # capture.list_shapes: its work holds lists of tensors' shapes (absent: `[]`)
+    workload_reference: WorkloadEntry | None = None  # run() on CPU: its costliest product replayed alone
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The file's form; `workload_reference` only when taken (a file written before it
+        existed reads back the same)."""
+        found = {
             "schema": self.schema,
             "nodeid": self.nodeid,
             "device_key": self.device_key,
@@ -232,6 +271,9 @@ class BaselineDoc:
             "kernels": {name: k.to_dict() for name, k in self.kernels.items()},
             "memory_ops": {name: m.to_dict() for name, m in self.memory_ops.items()},
         }
+        if self.workload_reference is not None:
+            found["workload_reference"] = self.workload_reference.to_dict()
+        return found
 
     def _capture(self) -> dict[str, Any]:
         """capture.threads only when known, capture.list_shapes only when true: a file written
@@ -273,6 +315,7 @@ class BaselineDoc:
             {str(name): KernelEntry.from_dict(name, k, steps) for name, k in data["kernels"].items()},
             {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
             _flag(capture, "list_shapes"),
+            WorkloadEntry.from_dict(data["workload_reference"]) if data.get("workload_reference") is not None else None,
         )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
+from .analysis.model import WorkloadReference
 from .errors import TraceError, bad_trace, not_a_path, trace_not_found
 from .events import (
     CPU_OP,
@@ -417,7 +418,22 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
-    return profile
+    workload = _workload_reference(opprof.get("workload_reference"))
+    return replace(profile, workload_reference=workload) if workload else profile
+
+
+def _workload_reference(value: object) -> WorkloadReference | None:
+    """The workload reference our header carries; anything else (hand-edited) is left unknown."""
+    if not isinstance(value, dict):
+        return None
+    op, shapes, dtypes, ns = value.get("op"), value.get("shapes"), value.get("dtypes"), _positive_int(value.get("ns"))
+    if not isinstance(op, str) or ns is None or not isinstance(shapes, list) or not isinstance(dtypes, list):
+        return None
+    if not all(isinstance(s, list) and all(type(d) is int for d in s) for s in shapes) or len(dtypes) != len(shapes):
+        return None
+    if not all(isinstance(t, str) for t in dtypes):
+        return None
+    return WorkloadReference(op, tuple(tuple(s) for s in shapes), tuple(dtypes), ns)
 
 
 def _ratio(value: object) -> float | None:

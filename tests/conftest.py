@@ -19,13 +19,17 @@ def shared_traces() -> Path:
     return SHARED_TRACES
 
 
-def set_references(monkeypatch: pytest.MonkeyPatch, matmul_ns: int, dispatch_ns: int) -> None:
-    """From now on the matmul and dispatch references read these (a machine in one state)."""
+def set_references(
+    monkeypatch: pytest.MonkeyPatch, matmul_ns: int, dispatch_ns: int, workload_ns: int | None = 500_000
+) -> None:
+    """From now on the matmul, dispatch and workload references read these (a machine in one
+    state; `workload_ns` None: no workload reference is taken)."""
     import importlib
 
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
     monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: matmul_ns)
     monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: dispatch_ns)
+    monkeypatch.setattr(capture, "workload_reference_ns", lambda torch, choice: workload_ns)
 
 
 @pytest.fixture

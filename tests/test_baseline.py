@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -1002,3 +1003,54 @@ def test_another_cpu_model_with_the_same_cpu_count_is_another_machine():
     (verdict,) = compare(new, base, Rule()).verdicts
     assert verdict.kind == ENVIRONMENT
     assert "torch threads 8 -> 16 (another machine setup: CPU laptop -> runner)" in verdict.message
+
+
+def test_the_workload_reference_excuses_a_slowdown_of_the_same_product_only():
+    """The test's own costliest product replayed alone: 1.30x slower on the same op and inputs
+    makes an addmm slowdown inconclusive (the fixed matmul and dispatch references were steady:
+    the idle false failures of the noise bench); replayed on other inputs, or taken on one side
+    only, it excuses nothing; a product 1.30x faster excuses a speed-up."""
+    from pytest_opprof.documents import WorkloadEntry
+
+    def at(d, ms, shapes=((1024,), (64, 256), (256, 1024))):
+        entry = WorkloadEntry("aten::addmm", shapes, ("float",) * 3, ms)
+        return d.replace(reference_ms=0.2, dispatch_reference_ms=0.4, workload_reference=entry)
+
+    base = at(doc(profile()), 0.36)
+    slow = doc(profile(addmm_us=(1400,) * 8))
+    verdict = addmm_verdict(at(slow, 0.47), base)
+    assert verdict.status == "inconclusive"
+    assert verdict.why == (
+        "the machine ran 1.31x slower than when the baseline was recorded (aten::addmm on the test's inputs reference)"
+    )
+    assert addmm_verdict(at(slow, 0.40), base).status == "regressed"  # x1.11: within the references' spread
+    assert addmm_verdict(at(slow, 0.47, shapes=((512,), (64, 256), (256, 512))), base).status == "regressed"
+    assert addmm_verdict(at(slow, 0.47).replace(workload_reference=None), base).status == "regressed"
+    fast = doc(profile(addmm_us=(300,) * 8))
+    assert addmm_verdict(at(fast, 0.27), base).status == "inconclusive"
+
+
+def test_a_baseline_holds_its_workload_reference_and_refuses_a_bad_one(tmp_path):
+    """Written when taken, read back the same; absent in a file written before it existed (the
+    file reads back byte-identical); a hand-edited bad one is one line naming the field."""
+    from pytest_opprof.documents import BaselineDoc, WorkloadEntry
+
+    entry = WorkloadEntry("aten::mm", ((64, 256), (256, 1024)), ("float", "float"), 0.22)
+    with_ref = doc(profile()).replace(workload_reference=entry)
+    data = with_ref.to_dict()
+    assert data["workload_reference"] == {
+        "op": "aten::mm",
+        "shapes": [[64, 256], [256, 1024]],
+        "dtypes": ["float", "float"],
+        "ms": 0.22,
+    }
+    assert BaselineDoc.from_dict(json.loads(json.dumps(data))) == with_ref
+    assert "workload_reference" not in doc(profile()).to_dict()
+    for bad, says in [
+        ({"op": "aten::mm", "shapes": [[64, -1]], "dtypes": ["float"], "ms": 0.2}, "'workload_reference.shapes' is"),
+        ({"op": "aten::mm", "shapes": [[64]], "dtypes": [], "ms": 0.2}, "not one type name per shape"),
+        ({"op": "aten::mm", "shapes": [[64]], "dtypes": ["float"], "ms": 0}, "'workload_reference.ms' is 0"),
+        ([1], "'workload_reference' is [1], not an object or null"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            BaselineDoc.from_dict({**data, "workload_reference": bad})

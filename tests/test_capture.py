@@ -538,3 +538,24 @@ def test_a_confirmation_runs_on_the_first_measurements_threads():
         pytest.skip("one torch thread: there is no fewer to measure on")
     profile, _ = run_steps(infer, (model, x), {}, 0, 1, work=False, threads=1)
     assert profile.threads == 1 and torch.get_num_threads() == default
+
+
+def test_a_run_takes_a_workload_reference_of_its_costliest_product_and_a_confirmation_replays_it(monkeypatch):
+    """measure() of an MLP: its costliest aten::addmm (the 32->64 layer's inputs, most called
+    signature) replayed alone; a confirmation (work=False) replays the first one's product, not
+    one of its own choosing; a model without a matrix product, or a product whose recorded
+    shapes do not multiply (a hand-edited baseline's), has none."""
+    from pytest_opprof.analysis.model import WorkloadReference
+    from pytest_opprof.capture import workload_reference_ns
+
+    model, x = make_mlp()
+    first = measure(infer, model, x, warmup=1, steps=2)
+    ref = first.workload_reference
+    assert ref is not None and ref.op == "aten::addmm" and ref.ns > 0
+    assert ref.dtypes == ("float",) * 3 and {ref.shapes} <= {((64,), (4, 32), (32, 64)), ((8,), (4, 64), (64, 8))}
+    assert first.to_dict()["workload_reference"]["op"] == "aten::addmm"
+    other = WorkloadReference("aten::mm", ((3, 5), (5, 2)), ("float", "float"), 0)
+    again, _ = run_steps(infer, (model, x), {}, 0, 1, work=False, replay=other)
+    assert again.workload_reference is not None and again.workload_reference.shapes == other.shapes
+    assert measure(lambda t: torch.relu(t), x, warmup=0, steps=1).workload_reference is None
+    assert workload_reference_ns(torch, WorkloadReference("aten::mm", ((3, 5), (4, 2)), ("float",) * 2, 0)) is None

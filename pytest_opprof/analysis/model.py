@@ -333,6 +333,27 @@ class RangeStats(_ShownTime):
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadReference:
+    """The test's own costliest matrix product (aten::addmm, mm or bmm), replayed alone on new
+    tensors of its recorded shapes and types, best of 8, outside the profiler: a machine
+    reference in the test's own shapes, stored with baselines like the matmul and dispatch ones."""
+
+    op: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    ns: int
+
+    @property
+    def inputs(self) -> str:
+        """The inputs as text: `float[1024], float[64,256], float[256,1024]`."""
+        return inputs_text(self.shapes, self.dtypes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`workload_reference`, as baselines store it)."""
+        return {"op": self.op, "shapes": _lists(self.shapes), "dtypes": list(self.dtypes), "ms": ns_to_ms(self.ns)}
+
+
+@dataclass(frozen=True, slots=True)
 class KernelStats:
     """One kernel name launched by one op (op None: no launching op found)."""
 
@@ -702,6 +723,8 @@ class Profile:
     # tensors): a trace's Input Dims and torch 2.13's live captures do; `[]` otherwise
     list_shapes: bool = field(default=False, compare=False)
     ranges: tuple[RangeStats, ...] = ()  # record_function blocks and other annotations, by name
+    # run() on CPU: the test's costliest matrix product replayed alone (a machine reference)
+    workload_reference: WorkloadReference | None = field(default=None, compare=False)
 
     def with_work(self, work: dict[str, OpWork], steps: int, list_shapes: bool) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -822,6 +845,7 @@ class Profile:
             "outside_step_ops": self.outside_step_ops,
             "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
             "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
+            "workload_reference": self.workload_reference.to_dict() if self.workload_reference else None,
             "work_steps": self.work_steps,
             "compiled": self.compiled.to_dict() if self.compiled else None,
             "graph_launches": [g.to_dict() for g in self.graph_launches],
@@ -849,6 +873,11 @@ class Profile:
             "overhead": self.overhead,
             "threads": self.threads,
             "list_shapes": self.list_shapes,
+            "workload_reference": (
+                {**self.workload_reference.to_dict(), "ns": self.workload_reference.ns}
+                if self.workload_reference
+                else None
+            ),
             # The work of a run() comes from its untimed signature step, not from these events.
             "work_steps": self.work_steps,
             "work": {op.name: op.work.to_json() for op in self.ops if op.work is not None},
