@@ -488,10 +488,10 @@ _REFERENCE_REPS = 8
 _DISPATCH_OPS = 100
 
 
-def _best_ns(work: Callable[[], Any]) -> int:
-    """The best of _REFERENCE_REPS timings of `work`: interference only adds time."""
+def _best_ns(work: Callable[[], Any], reps: int = _REFERENCE_REPS) -> int:
+    """The best of `reps` timings of `work`: interference only adds time."""
     best = None
-    for _ in range(_REFERENCE_REPS):
+    for _ in range(reps):
         start = time.perf_counter_ns()
         work()
         elapsed = time.perf_counter_ns() - start
@@ -530,6 +530,7 @@ def _references(torch: Any) -> tuple[int, int]:
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
 
 
+WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (2 at least)
 # The matrix products a workload reference replays, with how many tensor inputs each takes.
 REPLAYED = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
 _DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
@@ -554,17 +555,19 @@ def workload_choice(profile: Profile) -> WorkloadReference | None:
 
 
 def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
-    """The best of 8 timings of the chosen product on new tensors of its shapes and types
-    (torch's threads, no grad); None when they do not make a valid product (a hand-edited
-    baseline's, a bias that does not broadcast)."""
+    """The best of up to 8 timings of the chosen product on new tensors of its shapes and types
+    (torch's threads, no grad): as many as fit WORKLOAD_BUDGET_NS, at least 2; None when they do
+    not make a valid product (a hand-edited baseline's, a bias that does not broadcast)."""
     try:
         tensors = [
             torch.ones(shape, dtype=getattr(torch, _DTYPES[t])) for shape, t in zip(choice.shapes, choice.dtypes)
         ]
         product = getattr(torch, choice.op.split("::")[1])
         with torch.no_grad():
+            start = time.perf_counter_ns()
             product(*tensors)  # a shape mismatch raises here, before any timing
-            return _best_ns(lambda: product(*tensors))
+            first = max(time.perf_counter_ns() - start, 1)
+            return _best_ns(lambda: product(*tensors), max(2, min(_REFERENCE_REPS, WORKLOAD_BUDGET_NS // first)))
     except (RuntimeError, TypeError, ValueError):
         return None
 
