@@ -578,20 +578,23 @@ def explained_by_machine(
         summed = " (summed over them)" if machine.cpu_wait > 1 else ""
         share = f"{100 * machine.cpu_wait:.0f}% of the capture{summed}"
         return Excuse(f"CPU contention: the test's threads waited for a CPU {share}")
-    for ratio, what in _reference_ratios(current, baseline):
+    for ratio, what in _reference_ratios(current, baseline, workload=not python_time):
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, LOADED_FIX if recorded_under_load(current, baseline) else QUIET_MACHINE_FIX)
     return None
 
 
-def _reference_ratios(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[float, str]]:
+def _reference_ratios(current: BaselineDoc, baseline: BaselineDoc, workload: bool = True) -> list[tuple[float, str]]:
     """Each machine reference both sides took: this run's time / the baseline's, and its name.
     The workload reference counts only where both replayed the same product on the same inputs
-    (the test's own shapes: it follows slow spells that leave the fixed matmul untouched)."""
+    (the test's own shapes: it follows slow spells that leave the fixed matmul untouched), and
+    not for the step wall (`workload` False): the wall is judged only when no op got slower, so
+    its products did not, and a slower product explains none of it (it excused 3 of 20 steps
+    slowed by Python in the noise bench)."""
     found = [(r, what) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
     mine, theirs = current.workload_reference, baseline.workload_reference
-    if mine is not None and theirs is not None and mine.same_product(theirs):
+    if workload and mine is not None and theirs is not None and mine.same_product(theirs):
         found.append((mine.ms / theirs.ms, f"{mine.op} on the test's inputs"))
     return found
 

@@ -1028,6 +1028,9 @@ def test_the_workload_reference_excuses_a_slowdown_of_the_same_product_only():
     assert addmm_verdict(at(slow, 0.47).replace(workload_reference=None), base).status == "regressed"
     fast = doc(profile(addmm_us=(300,) * 8))
     assert addmm_verdict(at(fast, 0.27), base).status == "inconclusive"
+    # the step wall, judged only when no op got slower: a slower product explains none of it
+    (wall,) = compare(walled(at(doc(profile()), 0.47), 20.0), walled(base, 10.0), Rule()).verdicts
+    assert (wall.op, wall.status) == (STEP_WALL, "regressed")
 
 
 def test_a_baseline_holds_its_workload_reference_and_refuses_a_bad_one(tmp_path):
