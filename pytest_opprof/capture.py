@@ -9,6 +9,7 @@ torch is imported lazily, so the rest of the package works without it.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import re
 import sys
@@ -530,7 +531,8 @@ def _references(torch: Any) -> tuple[int, int]:
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
 
 
-WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (2 at least)
+WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (one call past this)
+WORKLOAD_ELEMENTS = 16 << 20  # nor is one whose inputs hold more elements (64 MiB of float32)
 # The matrix products a workload reference replays, with how many tensor inputs each takes.
 REPLAYED = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
 _DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
@@ -545,28 +547,39 @@ def workload_choice(profile: Profile) -> WorkloadReference | None:
         return None
     op = max(ops, key=lambda o: (o.cpu_ns, o.name))
     assert op.work is not None
-    sig = max(op.work.signatures, key=lambda s: sum(s.calls_per_step.samples))
-    shapes, dtypes = tuple(sig.shapes[: REPLAYED[op.name]]), tuple(sig.dtypes[: REPLAYED[op.name]])
-    if len(shapes) < REPLAYED[op.name] or not all(d in _DTYPES for d in dtypes):
+    n = REPLAYED[op.name]
+    replayable = [
+        s for s in op.work.signatures
+        if len(s.shapes) >= n and all(d in _DTYPES for d in s.dtypes[:n])
+        and all(isinstance(x, tuple) and all(type(d) is int for d in x) for x in s.shapes[:n])
+        and len(s.shapes[n - 2]) >= 2 and sum(math.prod(x) for x in s.shapes[:n]) <= WORKLOAD_ELEMENTS
+    ]  # fmt: skip
+    if not replayable:
         return None
-    if not all(isinstance(s, tuple) and all(type(d) is int for d in s) for s in shapes):
-        return None
-    return WorkloadReference(op.name, shapes, dtypes, 0)
+    # the costliest signature: its product's size times its calls (not a tiny, dispatch-bound one)
+    sig = max(
+        replayable, key=lambda s: math.prod(s.shapes[n - 1]) * s.shapes[n - 2][-2] * sum(s.calls_per_step.samples)
+    )
+    return WorkloadReference(op.name, tuple(sig.shapes[:n]), tuple(sig.dtypes[:n]), 0)
 
 
 def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
-    """The best of up to 8 timings of the chosen product on new tensors of its shapes and types
-    (torch's threads, no grad): as many as fit WORKLOAD_BUDGET_NS, at least 2; None when they do
-    not make a valid product (a hand-edited baseline's, a bias that does not broadcast)."""
+    """The best of up to 8 timings of the chosen product on new CPU tensors of its shapes and
+    types (torch's threads, no grad): as many as fit WORKLOAD_BUDGET_NS, at least 2, or the one
+    call of a product longer than that; None when they do not make a valid product (a bias that
+    does not broadcast)."""
     try:
         tensors = [
-            torch.ones(shape, dtype=getattr(torch, _DTYPES[t])) for shape, t in zip(choice.shapes, choice.dtypes)
+            torch.ones(shape, dtype=getattr(torch, _DTYPES[t]), device="cpu")
+            for shape, t in zip(choice.shapes, choice.dtypes)
         ]
         product = getattr(torch, choice.op.split("::")[1])
         with torch.no_grad():
             start = time.perf_counter_ns()
             product(*tensors)  # a shape mismatch raises here, before any timing
             first = max(time.perf_counter_ns() - start, 1)
+            if first > WORKLOAD_BUDGET_NS:  # a large product: its one call is the sample
+                return first
             return _best_ns(lambda: product(*tensors), max(2, min(_REFERENCE_REPS, WORKLOAD_BUDGET_NS // first)))
     except (RuntimeError, TypeError, ValueError):
         return None
@@ -628,7 +641,6 @@ def run_steps(
     probe: Callable[[], None] | None = None,
     work: bool = True,
     threads: int | None = None,
-    replay: WorkloadReference | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
@@ -637,15 +649,16 @@ def run_steps(
     last result. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops.
     `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
-    threads, which the test may have restored since), put back afterwards. After the capture the
-    workload reference is timed (workload_choice; a confirmation replays its first measurement's
-    `replay`)."""
+    threads, which the test may have restored since), put back afterwards. With `work`, after the
+    signature step, the workload reference is timed (workload_choice). A confirmation takes none:
+    it runs only when the first measurement's references excused nothing, and pooling keeps the
+    faster of each."""
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
     with compiled_kernel_profiling(), _on_threads(torch, threads):
-        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, replay)
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work)
 
 
 @contextmanager
@@ -670,7 +683,6 @@ def _run_steps(
     steps: int,
     probe: Callable[[], None] | None,
     work: bool,
-    replay: WorkloadReference | None = None,
 ) -> tuple[Profile, T]:
     breaks_before = graph_break_reasons()
     for _ in range(warmup):
@@ -694,8 +706,8 @@ def _run_steps(
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
-    if not work:  # a confirmation: the first measurement's product replayed
-        return _with_workload_reference(torch, timed, replay), result
+    if not work:  # a confirmation: its references are pooled with the first's, the faster kept
+        return timed, result
     signature, result = _signature_step(torch, fn, args, kwargs)
     recorded = {op.name: op.work for op in signature.ops if op.work}
     timed = timed.with_work(recorded, signature.work_steps, signature.list_shapes)

@@ -509,7 +509,7 @@ def _judged(
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall)
+    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=new_min / old_min)
     change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
     if excuse:
         message = f"{change}; inconclusive: {excuse.why}){where}"
@@ -559,8 +559,10 @@ def explained_by_machine(
     baseline: BaselineDoc,
     machine: Machine,
     python_time: bool = False,
+    moved: float | None = None,
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
+    `moved`: the op's time ratio (new / baseline), which the workload reference must explain.
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
@@ -578,24 +580,38 @@ def explained_by_machine(
         summed = " (summed over them)" if machine.cpu_wait > 1 else ""
         share = f"{100 * machine.cpu_wait:.0f}% of the capture{summed}"
         return Excuse(f"CPU contention: the test's threads waited for a CPU {share}")
-    for ratio, what in _reference_ratios(current, baseline, workload=not python_time):
+    for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
+        if bounded and not _within(moved, ratio):
+            continue  # the op moved further than its own product did alone: not the machine
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, LOADED_FIX if recorded_under_load(current, baseline) else QUIET_MACHINE_FIX)
     return None
 
 
-def _reference_ratios(current: BaselineDoc, baseline: BaselineDoc, workload: bool = True) -> list[tuple[float, str]]:
+def _within(moved: float | None, ratio: float) -> bool:
+    """Whether an op's time ratio (new / baseline) is no further from 1 than the workload
+    reference's `ratio`, give or take its noise: a x1.16 replay explains +20%, never +900%."""
+    if moved is None:
+        return False
+    return moved <= ratio * STATE_NOISE if ratio >= 1 else moved >= ratio / STATE_NOISE
+
+
+def _reference_ratios(
+    current: BaselineDoc, baseline: BaselineDoc, workload: bool = True
+) -> list[tuple[float, str, bool]]:
     """Each machine reference both sides took: this run's time / the baseline's, and its name.
     The workload reference counts only where both replayed the same product on the same inputs
     (the test's own shapes: it follows slow spells that leave the fixed matmul untouched), and
-    not for the step wall (`workload` False): the wall is judged only when no op got slower, so
+    excuses only a move no larger than its own (`bounded`: it is the same work), and not for the step wall (`workload` False): the wall is judged only when no op got slower, so
     its products did not, and a slower product explains none of it (it excused 3 of 20 steps
     slowed by Python in the noise bench)."""
-    found = [(r, what) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
+    found = [
+        (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
+    ]
     mine, theirs = current.workload_reference, baseline.workload_reference
     if workload and mine is not None and theirs is not None and mine.same_product(theirs):
-        found.append((mine.ms / theirs.ms, f"{mine.op} on the test's inputs"))
+        found.append((mine.ms / theirs.ms, f"{mine.op} on the test's inputs", True))  # bounded: see _within
     return found
 
 

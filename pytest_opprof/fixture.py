@@ -282,11 +282,9 @@ class OpprofFixture:
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
         # No signature step: only the times are pooled; the work is the first measurement's.
-        first = self._profile
-        threads = first.threads if first is not None else None  # the first measurement's, and its product
-        replay = first.workload_reference if first is not None else None
+        threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
-        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads, replay=replay)
+        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
         return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
 
     def _finish(self, profile: Any) -> None:

@@ -150,6 +150,7 @@ def test_op_assertions_given_a_range_name_and_range_assertions_on_compiled_code(
     profile = analyze(three_steps(annotation("blk", 10, 5)))
     assert "blk: a range (a record_function block or annotation), not an op" in assertions.no_op("blk")(profile)
     assert assertions.no_op("bl*")(profile) is None  # a glob: no op matches
+    assert assertions.op_count("bl*", 0)(profile) is None  # likewise (a review found it failing)
     compiled = analyze(three_steps(op("Torch-Compiled Region: 0/0", 50, 10)))
     message = assertions.range_below("inside", ms=1)(compiled)
     assert "torch.compile drops record_function blocks inside it" in message
