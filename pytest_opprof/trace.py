@@ -427,9 +427,11 @@ def _workload_reference(value: object) -> WorkloadReference | None:
     if not isinstance(value, dict):
         return None
     op, shapes, dtypes, ns = value.get("op"), value.get("shapes"), value.get("dtypes"), _positive_int(value.get("ns"))
-    if not isinstance(op, str) or ns is None or not isinstance(shapes, list) or not isinstance(dtypes, list):
+    if not isinstance(op, str) or not op or ns is None or not isinstance(shapes, list) or not isinstance(dtypes, list):
+        return None  # as a baseline's is read (documents.WorkloadEntry): a name, dims >= 0, a type per shape
+    if not all(isinstance(s, list) and all(type(d) is int and d >= 0 for d in s) for s in shapes):
         return None
-    if not all(isinstance(s, list) and all(type(d) is int for d in s) for s in shapes) or len(dtypes) != len(shapes):
+    if len(dtypes) != len(shapes):
         return None
     if not all(isinstance(t, str) for t in dtypes):
         return None
