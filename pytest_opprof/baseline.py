@@ -183,15 +183,9 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
 
 
 def _workload_entry(profile: Profile) -> dict[str, Any] | None:
+    """The profile's workload reference as the file holds it: its JSON form, the time rounded."""
     ref = profile.workload_reference
-    if ref is None:
-        return None
-    return {
-        "op": ref.op,
-        "shapes": [list(s) for s in ref.shapes],
-        "dtypes": list(ref.dtypes),
-        "ms": round_sig(ref.ns / 1e6),
-    }
+    return {**ref.to_dict(), "ms": round_sig(ref.ns / 1e6)} if ref is not None else None
 
 
 def dumps(data: dict[str, Any]) -> str:

@@ -240,6 +240,7 @@ class _ShownTime:
     work ran under it, CPU time otherwise."""
 
     __slots__ = ()
+    cpu_ns: int
     device_ns: int
     device_per_step: Dist
     cpu_per_step: Dist
@@ -248,6 +249,11 @@ class _ShownTime:
     def on_device(self) -> bool:
         """True when device work ran under it: its time is then device time."""
         return self.device_ns > 0
+
+    @property
+    def time_ns(self) -> int:
+        """Device time when it ran on a device, CPU time otherwise (totals)."""
+        return self.device_ns if self.on_device else self.cpu_ns
 
     @property
     def time_per_step(self) -> Dist:
@@ -271,11 +277,6 @@ class OpStats(_ShownTime):
     device_per_step: Dist
     self_device_per_step: Dist
     work: OpWork | None = None  # None: inputs not recorded
-
-    @property
-    def time_ns(self) -> int:
-        """Device time for ops that ran on a device, CPU time otherwise (totals)."""
-        return self.device_ns if self.on_device else self.cpu_ns
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`ops[]`)."""

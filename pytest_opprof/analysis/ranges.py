@@ -100,7 +100,7 @@ def range_statistics(
                 outer_end = e.end_ns
             into.add(step_of(e.start_ns), nested, 0 if nested else e.dur_ns, 0 if nested else launches.device_ns(e))
     stats = [a.stats(name) for name, a in acc.items()]
-    return sorted(stats, key=lambda r: (-(r.device_ns or r.cpu_ns), r.name))
+    return sorted(stats, key=lambda r: (-r.time_ns, r.name))
 
 
 class _Acc:
