@@ -153,6 +153,7 @@ def _int_id(value: object, names: dict[object, int]) -> int:
 
 
 _MISSING = object()
+_INT64 = 2**63  # Kineto writes ids and byte counts as int64: a larger one is not from a profiler
 _SHOWN = 60  # characters of a name or value an error line quotes (a kernel's name runs to 1000)
 
 
@@ -291,12 +292,15 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
 def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) -> int:
     """A correlation, External id or byte count: an int >= 0, or the text of one ("2560", as ROCm
     writes a copy's size); anything else names the event and the field."""
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value < _INT64:
         return value
-    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20:
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20 and int(value) < _INT64:
         return int(value)
     raise TraceError(
-        bad_trace(source, f"complete event {i} ({_shown(names[i])}): {what!r} is {_shown(value)}, not a whole number")
+        bad_trace(
+            source,
+            f"complete event {i} ({_shown(names[i])}): {what!r} is {_shown(value)}, not a whole number below 2**63",
+        )
     )
 
 
@@ -338,7 +342,9 @@ class _ArgColumns:
             if kind in MEMORY_KINDS:
                 self.sizeless.append(i)
         else:
-            self.nbytes[i] = size if type(size) is int and size >= 0 else _whole_number(size, i, names, "bytes", source)
+            self.nbytes[i] = (
+                size if type(size) is int and 0 <= size < _INT64 else _whole_number(size, i, names, "bytes", source)
+            )
 
     def fill_bytes_from_launches(self, corrs: list[int]) -> None:
         """A copy or memset without bytes (ROCm's) takes the size of the runtime call that

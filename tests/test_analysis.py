@@ -300,6 +300,13 @@ def test_dist_statistics():
     assert d.to_dict(1e6)["samples"] == [1e-6, 2e-6, 3e-6, 4e-6, 1e-4]
 
 
+def test_dist_to_dict_keeps_whole_counts_whole():
+    """An even number of steps with equal middle counts gives median 577, not 577.0; halves stay."""
+    assert repr(Dist((577, 577, 577, 578)).to_dict()["median"]) == "577"
+    assert Dist((1, 2)).to_dict()["median"] == 1.5
+    assert repr(Dist((2_000_000, 2_000_000)).to_dict(1e6)["median"]) == "2.0"
+
+
 def test_to_dict_has_the_documented_keys():
     """Profile.to_dict() carries every key DESIGN §7 promises, with per-step distributions."""
     d = analyze([step(1, 0, 100), op("aten::mm", 10, 20), launch(12, 1), kernel("k", 20, 5, corr=1)]).to_dict()

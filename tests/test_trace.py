@@ -303,6 +303,11 @@ def _event(**fields):
         (_event(cat="gpu_memcpy", args={"bytes": "abc"}), "'bytes' is 'abc', not a whole number"),
         (_event(cat="gpu_memcpy", args={"bytes": 1500.0}), "'bytes' is '1500.0', not a whole number"),
         (_event(cat="gpu_memcpy", args={"bytes": -5}), "'bytes' is -5, not a whole number"),
+        (
+            _event(cat="gpu_memcpy", args={"bytes": 10**30}),
+            "'bytes' is " + str(10**30) + ", not a whole number below 2**63",
+        ),
+        (_event(cat="gpu_memcpy", args={"bytes": "9223372036854775808"}), "not a whole number below 2**63"),
         (_event(cat="kernel", args={"correlation": "x7"}), "'correlation' is 'x7', not a whole number"),
         (_event(args={"External id": [3]}), "'External id' is [3], not a whole number"),
         (_event(cat="kernel", args={"correlation": "²"}), "'correlation' is '²', not a whole number"),

@@ -120,7 +120,9 @@ class Dist:
         """median, min, max and the samples, each divided by `scale` (1e6: ns to ms)."""
 
         def conv(v: float) -> float:
-            return v / scale if scale != 1.0 else v
+            if scale != 1.0:
+                return v / scale
+            return int(v) if isinstance(v, float) and v.is_integer() else v  # counts stay whole: 577, not 577.0
 
         return {
             "median": conv(self.median),
