@@ -213,10 +213,10 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
         return None
     data = _json(path, text)
     _check_kind(path, data)
-    if nodeid is not None and data.get("nodeid") != nodeid:
-        raise BaselineError(bad_baseline(path, f"belongs to {data.get('nodeid')!r}, not {nodeid!r}"))
+    if nodeid is not None and isinstance(data.get("nodeid"), str) and data["nodeid"] != nodeid:
+        raise BaselineError(bad_baseline(path, f"belongs to {data['nodeid']!r}, not {nodeid!r}"))
     try:
-        return BaselineDoc.from_dict(data)
+        return BaselineDoc.from_file(data)
     except ValueError as exc:
         raise BaselineError(bad_baseline(path, str(exc))) from None
 
@@ -287,19 +287,27 @@ def _check_kind(path: Path, data: Any) -> None:
             bad_baseline(
                 path,
                 "an opprof run report (--opprof-json), not a baseline",
-                "write reports outside the baseline folder",
+                "run reports are for scripts, no opprof command reads one: pass a baseline file or folder "
+                "(.opprof/<device key>), and keep reports out of baseline folders",
             )
         )
     if not isinstance(data, dict) or "schema" not in data:
         raise BaselineError(bad_baseline(path, "not an opprof baseline (no 'schema')"))
-    if type(data["schema"]) is not int or data["schema"] not in READABLE_SCHEMAS:
+    _check_schema(path, data["schema"])
+
+
+def _check_schema(path: Path, schema: Any) -> None:
+    """A schema this version reads; a newer one says to upgrade (recording again cannot help:
+    a file that cannot be read is never overwritten)."""
+    readable = ", ".join(map(str, READABLE_SCHEMAS))
+    if type(schema) is int and schema > max(READABLE_SCHEMAS):
+        fix = "upgrade pytest-opprof, or delete it and run pytest --opprof-update-baseline"
         raise BaselineError(
-            bad_baseline(
-                path,
-                f"baseline schema {data['schema']!r}, this pytest-opprof reads schemas "
-                f"{', '.join(map(str, READABLE_SCHEMAS))}",
-                "record it again with pytest --opprof-update-baseline=all, or use the pytest-opprof that wrote it",
-            )
+            bad_baseline(path, f"baseline schema {schema} is newer than this pytest-opprof reads ({readable})", fix)
+        )
+    if type(schema) is not int or schema not in READABLE_SCHEMAS:
+        raise BaselineError(
+            bad_baseline(path, f"'schema' is {schema!r}, not a schema this pytest-opprof reads ({readable})")
         )
 
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import overhead_check
-from .analysis.model import WorkloadReference
+from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
 from .errors import (
     CaptureError,
     bad_argument,
@@ -532,28 +532,21 @@ def _references(torch: Any) -> tuple[int, int]:
 
 
 WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (one call past this)
-WORKLOAD_ELEMENTS = 16 << 20  # nor is one whose inputs hold more elements (64 MiB of float32)
-# The matrix products a workload reference replays, with how many tensor inputs each takes.
-REPLAYED = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
 _DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
+assert tuple(_DTYPES) == WORKLOAD_DTYPES
 
 
 def workload_choice(profile: Profile) -> WorkloadReference | None:
     """The op and inputs a workload reference replays: the costliest aten::addmm/mm/bmm on the
     CPU with recorded inputs, its most called signature, when its tensors are of a float type."""
-    ops = [o for o in profile.ops if o.name in REPLAYED and o.work is not None and o.work.signatures]
+    ops = [o for o in profile.ops if o.name in WORKLOAD_OPS and o.work is not None and o.work.signatures]
     ops = [o for o in ops if not o.on_device]
     if not ops:
         return None
     op = max(ops, key=lambda o: (o.cpu_ns, o.name))
     assert op.work is not None
-    n = REPLAYED[op.name]
-    replayable = [
-        s for s in op.work.signatures
-        if len(s.shapes) >= n and all(d in _DTYPES for d in s.dtypes[:n])
-        and all(isinstance(x, tuple) and all(type(d) is int for d in x) for x in s.shapes[:n])
-        and len(s.shapes[n - 2]) >= 2 and sum(math.prod(x) for x in s.shapes[:n]) <= WORKLOAD_ELEMENTS
-    ]  # fmt: skip
+    n = WORKLOAD_OPS[op.name]
+    replayable = [s for s in op.work.signatures if workload_problem(op.name, s.shapes[:n], s.dtypes[:n]) is None]
     if not replayable:
         return None
     # the costliest signature: its product's size times its calls (not a tiny, dispatch-bound one)

@@ -503,14 +503,18 @@ def _judged(
         return None
     new_min, old_min = min(new_s), min(old_s)
     delta = new_min - old_min
-    if abs(delta) <= rule.min_delta_ms or old_min <= 0 or abs(delta) <= rule.tolerance * old_min:
-        return None
+    if abs(delta) <= rule.min_delta_ms or abs(delta) <= rule.tolerance * old_min:
+        return None  # a baseline of 0 ms (a hand edit, or device time in no step) is judged: any move is beyond it
     slower = delta > 0
     real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=new_min / old_min)
-    change = f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({100 * delta / old_min:+.0f}%, {'slower' if slower else 'faster'}"
+    moved = new_min / old_min if old_min > 0 else math.inf
+    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved)
+    percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
+    change = (
+        f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {'slower' if slower else 'faster'}"
+    )
     if excuse:
         message = f"{change}; inconclusive: {excuse.why}){where}"
         return Verdict(TIME, INCONCLUSIVE, message, name, old_min, new_min, p, excuse.why, excuse.fix)

@@ -11,6 +11,7 @@ from typing import Any
 
 from .analysis import MAX_THREADS
 from .analysis.compiled import stable_name
+from .analysis.model import workload_problem
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 
@@ -29,7 +30,7 @@ def _per_step(value: Any, what: str, steps: int, whole: bool = False) -> tuple[f
     ok = isinstance(value, list) and all(_amount(v) and (not whole or v == int(v)) for v in value)
     if not ok:
         kind = "whole numbers >= 0" if whole else "numbers >= 0"
-        raise ValueError(f"{what} is not a list of {kind}")
+        raise ValueError(f"{what} is not a list of {kind} (below 1e30)")
     if len(value) != steps:
         raise ValueError(f"{what} has {len(value)} values for {steps} steps")
     return tuple(value)
@@ -214,19 +215,16 @@ class WorkloadEntry:
         """ValueError names what is wrong."""
         if not isinstance(data, dict):
             raise ValueError(f"'workload_reference' is {data!r}, not an object or null")
-        op, shapes, dtypes = data.get("op"), data.get("shapes"), data.get("dtypes")
-        ms: Any = data.get("ms")
-        if not isinstance(op, str) or not op:
-            raise ValueError(f"'workload_reference.op' is {op!r}, not an op name")
-        if not isinstance(shapes, list) or not all(
-            isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in s)
-            for s in shapes
-        ):
-            raise ValueError(f"'workload_reference.shapes' is {shapes!r}, not a list of shapes")
-        if not isinstance(dtypes, list) or len(dtypes) != len(shapes) or not all(isinstance(t, str) for t in dtypes):
-            raise ValueError(f"'workload_reference.dtypes' is {dtypes!r}, not one type name per shape")
+        missing = [key for key in ("op", "shapes", "dtypes", "ms") if key not in data]
+        if missing:
+            raise ValueError(f"'workload_reference' has no {missing[0]!r}")
+        op, shapes, dtypes = data["op"], data["shapes"], data["dtypes"]
+        ms: Any = data["ms"]
+        problem = workload_problem(op, shapes, dtypes, "workload_reference.")
+        if problem:
+            raise ValueError(problem)
         if not _number(ms) or ms <= 0:
-            raise ValueError(f"'workload_reference.ms' is {ms!r}, not a positive number")
+            raise ValueError(f"'workload_reference.ms' is {ms!r}, not a positive number (below 1e30)")
         return cls(op, tuple(tuple(s) for s in shapes), tuple(dtypes), float(ms))
 
 
@@ -286,6 +284,20 @@ class BaselineDoc:
         return found
 
     @classmethod
+    def from_file(cls, data: dict[str, Any]) -> BaselineDoc:
+        """A baseline file's document: as from_dict, and the fields every file pytest-opprof
+        wrote holds must be there. Without them a check would be off in silence: a file without
+        `wall_ms` let a step 4.5x slower pass (a trial's hand edit)."""
+        doc = cls.from_dict(data)
+        for key in _RECORDED:
+            if data.get(key) is None:
+                raise ValueError(f"no {key!r}{' (null)' if key in data else ''}: {_RECORDED[key]}")
+        for name, op in data["ops"].items():
+            if "on_device" not in op:
+                raise ValueError(f"op {name!r}: no 'on_device' (true when its time is device time)")
+        return doc
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BaselineDoc:
         """A validated document; ValueError says what is wrong (the schema is checked by the reader)."""
         for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
@@ -319,6 +331,13 @@ class BaselineDoc:
         )
 
 
+_RECORDED = {  # what every baseline file holds (a document of a trace without step markers has no wall)
+    "environment": "the machine and torch facts",
+    "capture": "the capture's steps and source",
+    "wall_ms": "the steps' wall times, one per step",
+}
+
+
 def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
     """The ops under the names the analysis gives them now: a baseline recorded before Inductor's
     C++ kernels lost their process-wide graph number (`graph_2_cpp_fused_tanh_0`) reads as if
@@ -343,6 +362,8 @@ def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
 def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
     """The test's node id, the device key and the environment facts, checked."""
     nodeid, key, environment = data.get("nodeid"), data.get("device_key"), data.get("environment", {})
+    if "nodeid" not in data:
+        raise ValueError("no 'nodeid': the test's node id")
     if not isinstance(nodeid, str) or not nodeid:
         raise ValueError(f"'nodeid' is {nodeid!r}, not the test's node id")
     if key is not None and not isinstance(key, str):
@@ -382,5 +403,5 @@ def _threads(value: Any) -> int | None:
 def _reference(data: dict[str, Any], key: str) -> float | None:
     value = data.get(key)
     if value is not None and (not _number(value) or value <= 0):
-        raise ValueError(f"'{key}' is {value!r}, not a positive number or null")
+        raise ValueError(f"'{key}' is {value!r}, not a positive number (below 1e30) or null")
     return value

@@ -23,7 +23,7 @@ from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
-from .analysis.model import WorkloadReference
+from .analysis.model import WorkloadReference, workload_problem
 from .errors import TraceError, bad_trace, not_a_path, trace_not_found
 from .events import (
     CPU_OP,
@@ -433,14 +433,9 @@ def _workload_reference(value: object) -> WorkloadReference | None:
     if not isinstance(value, dict):
         return None
     op, shapes, dtypes, ns = value.get("op"), value.get("shapes"), value.get("dtypes"), _positive_int(value.get("ns"))
-    if not isinstance(op, str) or not op or ns is None or not isinstance(shapes, list) or not isinstance(dtypes, list):
-        return None  # as a baseline's is read (documents.WorkloadEntry): a name, dims >= 0, a type per shape
-    if not all(isinstance(s, list) and all(type(d) is int and d >= 0 for d in s) for s in shapes):
-        return None
-    if len(dtypes) != len(shapes):
-        return None
-    if not all(isinstance(t, str) for t in dtypes):
-        return None
+    if ns is None or workload_problem(op, shapes, dtypes) is not None:
+        return None  # the rule a baseline's is read by (documents.WorkloadEntry)
+    assert isinstance(shapes, list) and isinstance(dtypes, list) and isinstance(op, str)
     return WorkloadReference(op, tuple(tuple(s) for s in shapes), tuple(dtypes), ns)
 
 

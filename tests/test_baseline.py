@@ -36,7 +36,7 @@ from pytest_opprof.compare import (
     rank_test_p,
     work_changes,
 )
-from pytest_opprof.documents import WorkEntry
+from pytest_opprof.documents import BaselineDoc, WorkEntry
 
 NODE = "tests/test_mlp.py::test_fwd"
 ENV = {"torch": "2.13.0", "cuda": None, "cpu_model": "x"}
@@ -133,25 +133,29 @@ def test_same_measurement_gives_byte_identical_file():
     [
         ("{not json", "not valid JSON (line 1)"),
         ("[1, 2]", "not an opprof baseline (no 'schema')"),
-        ('{"schema": 99}', "baseline schema 99, this pytest-opprof reads schemas 1, 2"),
+        (
+            '{"schema": 99}',
+            "baseline schema 99 is newer than this pytest-opprof reads (1, 2); upgrade pytest-opprof, or delete it",
+        ),
+        ('{"schema": "2"}', "'schema' is '2', not a schema this pytest-opprof reads (1, 2); fix or delete it"),
         ('{"schema": 1, "nodeid": "other.py::test_y"}', "belongs to 'other.py::test_y'"),
         ('{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": 3}', "'ops' is missing or not a dict"),
         (
             '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
             '"events_per_step": [], "reference_ms": "fast"}',
-            "'reference_ms' is 'fast', not a positive number or null",
+            "'reference_ms' is 'fast', not a positive number (below 1e30) or null",
         ),
         (
             '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
             '"events_per_step": [], "dispatch_reference_ms": 0}',
-            "'dispatch_reference_ms' is 0, not a positive number or null",
+            "'dispatch_reference_ms' is 0, not a positive number (below 1e30) or null",
         ),
         ('{"schema": 2, "schema": 1}', "the key 'schema' appears twice in one object (a merge by hand?)"),
         ('{"traceEvents": []}', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
         ('[{"ph": "X", "name": "aten::mm"}]', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
         (
             '{"schema": 1, "device_key": "cpu", "tests": []}',
-            "an opprof run report (--opprof-json), not a baseline; write reports outside the baseline folder",
+            "an opprof run report (--opprof-json), not a baseline; run reports are for scripts, no opprof command reads one",
         ),
     ],
 )
@@ -254,6 +258,17 @@ def test_two_times_slower_op_regresses_with_message():
     assert addmm.message.startswith("aten::addmm: 1.400 ms/step vs baseline 0.700 ms (+100%, slower; limit +20%, p=")
     assert addmm.message.endswith("[.opprof/x.json]")
     assert addmm in c.failing(Rule())
+
+
+def test_an_op_of_zero_ms_in_the_baseline_is_still_judged():
+    """A baseline minimum of 0 ms (a hand edit; device time in no step) does not switch the time
+    rule off: 0 -> 0.134 ms/step is a slowdown "from 0" (a trial's edit passed in silence)."""
+    old = doc(profile(addmm_us=[700] * 8))
+    old = old.replace(ops={**old.ops, "aten::addmm": replace(old.ops["aten::addmm"], cpu_ms=(0.0,) * 8)})
+    new = doc(profile(addmm_us=[134 + i for i in range(8)]))
+    addmm = next(v for v in compare(new, old, Rule()).verdicts if v.op == "aten::addmm")
+    assert (addmm.kind, addmm.status) == (TIME, "regressed")
+    assert addmm.message.startswith("aten::addmm: 0.134 ms/step vs baseline 0.000 ms (from 0, slower; limit +20%")
 
 
 def test_noise_within_tolerance_is_not_a_verdict():
@@ -716,7 +731,7 @@ def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_pat
         ),
         (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm': 'cpu_ms' is not a list"),
         (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm': 'cpu_ms' is not"),
-        (lambda d: d.update(schema=True), "baseline schema True, this pytest-opprof reads schemas 1, 2"),
+        (lambda d: d.update(schema=True), "'schema' is True, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers >= 0"),
         (
             lambda d: d.update(kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": "x"}}),
@@ -733,6 +748,30 @@ def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_pat
     BaselineError naming the file and the field (the test becomes an error), never a traceback
     from the comparison, and never a time check silently disabled by a NaN."""
     assert_edit_refused(tmp_path, edit, reason)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda d: d.update(wall_ms=None), "no 'wall_ms' (null): the steps' wall times, one per step"),
+        (lambda d: d.pop("wall_ms"), "no 'wall_ms': the steps' wall times, one per step"),
+        (lambda d: d.pop("capture"), "no 'capture': the capture's steps and source"),
+        (lambda d: d.pop("environment"), "no 'environment': the machine and torch facts"),
+        (lambda d: d["ops"]["aten::addmm"].pop("on_device"), "op 'aten::addmm': no 'on_device'"),
+    ],
+)
+def test_fields_every_baseline_holds_are_required(tmp_path, edit, reason):
+    """A hand edit that drops a field every recorded baseline holds is an error naming it: without
+    `wall_ms` the step wall went unjudged and a step 4.5x slower passed in silence (a trial's find)."""
+    assert_edit_refused(tmp_path, edit, reason)
+
+
+def test_a_trace_document_without_step_markers_has_no_wall(tmp_path):
+    """The document of a trace without step markers (what `opprof compare` reads of a trace) has
+    no wall time; only a baseline file must hold one."""
+    data = doc(profile()).to_dict()
+    data["wall_ms"] = None
+    assert BaselineDoc.from_dict(data).wall_ms is None
 
 
 def assert_edit_refused(tmp_path, edit, reason):
@@ -767,7 +806,7 @@ def assert_edit_refused(tmp_path, edit, reason):
         (lambda d: d["capture"].update(steps=50), "'wall_ms' has 8 values for 50 steps"),
         (lambda d: d.update(environment=[]), "'environment' is [], not an object"),
         (lambda d: d.update(device_key=5), "'device_key' is 5, not a text or null"),
-        (lambda d: d.update(schema=2.0), "baseline schema 2.0, this pytest-opprof reads schemas 1, 2"),
+        (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
@@ -810,7 +849,7 @@ def test_a_baseline_without_a_node_id_is_an_error_where_no_node_id_is_expected(t
     path.write_text(json.dumps(data))
     with pytest.raises(BaselineError) as info:
         read_baseline(path)
-    assert "'nodeid' is None, not the test's node id" in str(info.value)
+    assert "no 'nodeid': the test's node id; fix or delete it" in str(info.value)
 
 
 # -- torch threads: the same work on another number of threads --------------------------------
@@ -1052,10 +1091,19 @@ def test_a_baseline_holds_its_workload_reference_and_refuses_a_bad_one(tmp_path)
     }
     assert BaselineDoc.from_dict(json.loads(json.dumps(data))) == with_ref
     assert "workload_reference" not in doc(profile()).to_dict()
+    mm = {"op": "aten::mm", "shapes": [[64, 256], [256, 1024]], "dtypes": ["float", "float"], "ms": 0.2}
     for bad, says in [
-        ({"op": "aten::mm", "shapes": [[64, -1]], "dtypes": ["float"], "ms": 0.2}, "'workload_reference.shapes' is"),
-        ({"op": "aten::mm", "shapes": [[64]], "dtypes": [], "ms": 0.2}, "not one type name per shape"),
-        ({"op": "aten::mm", "shapes": [[64]], "dtypes": ["float"], "ms": 0}, "'workload_reference.ms' is 0"),
+        ({**mm, "shapes": [[64, -1], [256, 1024]]}, "'workload_reference.shapes' is [[64, -1], [256, 1024]], not 2"),
+        ({**mm, "shapes": [[64, 256]]}, "'workload_reference.shapes' is [[64, 256]], not 2 shapes"),
+        ({**mm, "dtypes": ["float"]}, "'workload_reference.dtypes' is ['float'], not 2 of float, double"),
+        ({**mm, "ms": 0}, "'workload_reference.ms' is 0, not a positive number"),
+        ({**mm, "ms": 1e300}, "'workload_reference.ms' is 1e+300, not a positive number (below 1e30)"),
+        # found by a trial: each of these was read without a word
+        ({**mm, "op": "aten::relu"}, "'workload_reference.op' is 'aten::relu', not one of aten::addmm, aten::mm"),
+        ({**mm, "dtypes": ["float", "weird"]}, "'workload_reference.dtypes' is ['float', 'weird'], not 2 of"),
+        ({**mm, "shapes": [[64, 257], [256, 1024]]}, "[64, 257] by [256, 1024] is not a matrix product"),
+        ({**mm, "shapes": [[4096, 4096], [4096, 4096]]}, "over 16,777,216 elements, more than a reference replays"),
+        ({k: v for k, v in mm.items() if k != "ms"}, "'workload_reference' has no 'ms'"),
         ([1], "'workload_reference' is [1], not an object or null"),
     ]:
         with pytest.raises(ValueError, match=re.escape(says)):

@@ -6,6 +6,7 @@ Pure data and lookups; built by the analysis stages (stages.py), read by everyth
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 import statistics
@@ -333,6 +334,36 @@ class RangeStats(_ShownTime):
                 "device_ms": self.device_per_step.to_dict(1e6),
             },
         }
+
+
+# The matrix products a workload reference replays, with how many tensor inputs each takes; the
+# types it replays them in; the most elements their inputs may hold (64 MiB of float32).
+WORKLOAD_OPS = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
+WORKLOAD_DTYPES = ("float", "double", "c10::BFloat16", "c10::Half")
+WORKLOAD_ELEMENTS = 16 << 20
+
+
+def workload_problem(op: Any, shapes: Any, dtypes: Any, where: str = "") -> str | None:
+    """What makes these not a product a workload reference replays (None: they are one). Shared
+    by the capture's choice, a baseline's reader and a trace header's; `where` prefixes the
+    fields' names (`workload_reference.`)."""
+    if op not in WORKLOAD_OPS:
+        return f"'{where}op' is {op!r}, not one of {', '.join(WORKLOAD_OPS)}"
+    n = WORKLOAD_OPS[op]
+    if not isinstance(shapes, (list, tuple)) or len(shapes) != n or not all(_dims_ok(s) for s in shapes):
+        return f"'{where}shapes' is {shapes!r}, not {n} shapes of whole numbers >= 0 for {op}"
+    if not isinstance(dtypes, (list, tuple)) or len(dtypes) != n or not all(t in WORKLOAD_DTYPES for t in dtypes):
+        return f"'{where}dtypes' is {dtypes!r}, not {n} of {', '.join(WORKLOAD_DTYPES)}"
+    a, b = shapes[n - 2], shapes[n - 1]
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return f"'{where}shapes' is {shapes!r}: {list(a)} by {list(b)} is not a matrix product"
+    if sum(math.prod(s) for s in shapes) > WORKLOAD_ELEMENTS:
+        return f"'{where}shapes' is {shapes!r}: over {WORKLOAD_ELEMENTS:,} elements, more than a reference replays"
+    return None
+
+
+def _dims_ok(shape: Any) -> bool:
+    return isinstance(shape, (list, tuple)) and all(type(d) is int and d >= 0 for d in shape)
 
 
 @dataclass(frozen=True, slots=True)
