@@ -107,7 +107,11 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
     value = config.getoption(_dest(option))
     if value is not None:
         return value, "command line"
-    raw = config.getini(option.ini)
+    with warnings.catch_warnings():
+        # a TOML list under a string key (`opprof_top = [5]` in [tool.pytest.ini_options]): pytest
+        # deprecates it with a warning that -W error made an INTERNALERROR; our parser judges it
+        warnings.simplefilter("ignore", pytest.PytestDeprecationWarning)
+        raw = config.getini(option.ini)
     if raw is None or raw == "" or raw == []:
         return None
     overrides = config.getoption("override_ini", None) or []

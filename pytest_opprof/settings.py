@@ -353,18 +353,22 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
     """Build Settings from raw values. `lookup(option)` gives (raw value, source) or None for the
     default; a bad value raises SettingsError naming the flag, the value and its source."""
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for option in OPTIONS:
         found = lookup(option)
         if found is None:
             continue
-        raw, source = found
+        raw, sources[option.field] = found
         try:
             values[option.field] = option.parse(raw)
         except ValueError as exc:
-            raise SettingsError(bad_option(option.flag, raw, str(exc), source)) from None
+            raise SettingsError(bad_option(option.flag, raw, str(exc), sources[option.field])) from None
     settings = Settings(**values)
     if settings.trace == "all" and not settings.trace_dir:
-        msg = "--opprof-trace=all: no --opprof-trace-dir to write the traces to; add --opprof-trace-dir DIR"
+        msg = (
+            f"--opprof-trace=all: no --opprof-trace-dir to write the traces to (from {sources['trace']}); "
+            "add --opprof-trace-dir DIR"
+        )
         raise SettingsError(msg)
     return settings
 

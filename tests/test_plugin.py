@@ -150,6 +150,29 @@ def test_native_toml_table_takes_typed_values(pytester, line, message):
     assert len(lines) == 1 and message in lines[0], lines
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("opprof_top = [5]", "--opprof-top: [5] is not a whole number >= 1 (from pyproject.toml)"),
+        ('opprof_ignore_ops = ["aten::copy_", "aten::t"]', None),
+    ],
+)
+def test_a_toml_list_in_ini_options_under_warnings_as_errors_is_no_internal_error(pytester, line, message):
+    """`[tool.pytest.ini_options]` with `filterwarnings = ["error"]`: a TOML list under an opprof
+    key is judged by our parser (one usage line, or a list of globs taken), not pytest's
+    deprecation warning turned into an INTERNALERROR traceback (a trial's find)."""
+    pytester.makepyprojecttoml(f'[tool.pytest.ini_options]\nfilterwarnings = ["error"]\nopprof = true\n{line}\n')
+    pytester.makepyfile("def test_x(): pass")
+    result = run(pytester)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    if message is None:
+        result.assert_outcomes(passed=1)
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.str().splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
+
+
 def test_native_toml_numbers_take_effect(project):
     """`opprof_top = 2` in `[tool.pytest]` limits the report to 2 rows, as --opprof-top 2 does."""
     if tuple(int(p) for p in pytest.__version__.split(".")[:2]) < (9, 2):

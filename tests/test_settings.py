@@ -67,7 +67,7 @@ def a_file(tmp_path):
         ({"tolerance": ("1", "command line")}, "a bare 1 is ambiguous; write 100% or 1%"),
         (
             {"trace": ("all", "pytest.ini")},
-            "--opprof-trace=all: no --opprof-trace-dir to write the traces to; add --opprof-trace-dir DIR",
+            "--opprof-trace=all: no --opprof-trace-dir to write the traces to (from pytest.ini); add --opprof-trace-dir DIR",
         ),
         ({"json_path": ("{dir}", "command line")}, "is not a file path, and it names a folder (from command line)"),
         ({"json_path": ("{file}/r.json", "command line")}, "is not a file path, and {file} is a file, not a folder"),
