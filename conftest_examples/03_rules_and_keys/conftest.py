@@ -11,7 +11,7 @@ import torch
 
 HERE = Path(__file__).parent
 
-RULES = pytest.mark.opprof(tolerance="50%", min_delta_ms=0.1, ignore_ops=["aten::empty*", "aten::zero_"])
+RULES = pytest.mark.opprof(tolerance="50%", min_delta_ms=0.1, ignore_ops=["aten::empty*", "aten::resize_"])
 
 
 def pytest_collection_modifyitems(config, items):
