@@ -61,6 +61,27 @@ def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     )
 
 
+def orphan_baselines(root: Path, device_key: str, collected: Iterable[str], narrowed: Iterable[str]) -> list[Path]:
+    """The baseline files no test of this run's collection reads: in the folder of each test file
+    collected whole (each of its tests collected or deselected; `narrowed` names the files a node
+    id on the command line picked tests of), the files named after none of its tests. A renamed
+    or removed test's baseline otherwise stays, and reads in review as one that is checked."""
+    skip = set(narrowed)
+    expected: dict[Path, set[Path]] = {}
+    for nodeid in collected:
+        if nodeid.partition("::")[0] not in skip:
+            path = baseline_path(root, device_key, nodeid)
+            expected.setdefault(path.parent, set()).add(path)
+    found = [
+        path
+        for folder, paths in expected.items()
+        if folder.is_dir()
+        for path in folder.glob("*.json")
+        if path not in paths and path.is_file()
+    ]
+    return sorted(found)
+
+
 def baseline_root(rootpath: Path, baseline_dir: str | None) -> Path:
     """The baseline folder: --opprof-baseline-dir (relative to the rootdir) or .opprof there."""
     root = Path(baseline_dir) if baseline_dir else Path(".opprof")

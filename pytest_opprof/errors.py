@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from .units import ms_text, ns_to_ms
+from .units import count_of, first_three, ms_text, ns_to_ms
 
 
 class OpprofError(Exception):
@@ -269,3 +269,12 @@ def assertion_inside_capture() -> str:
 def idle_outputs(flags: Iterable[str]) -> str:
     """Output flags given without --opprof: nothing is measured, so nothing is written."""
     return f"opprof: {', '.join(flags)} without --opprof: nothing measured, nothing written; add --opprof"
+
+
+def orphans_line(paths: list[str]) -> str:
+    """Baseline files no collected test reads (their tests renamed or removed)."""
+    return (
+        f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files "
+        f"{'is' if len(paths) == 1 else 'are'} read by no test (renamed or removed tests?): {first_three(paths)}; "
+        "if those tests are gone, delete the files (git rm)"
+    )

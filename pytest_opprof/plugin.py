@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from . import hooks
-from .baseline import baseline_file, baseline_from_profile, baseline_root, shown_path
+from .baseline import baseline_file, baseline_from_profile, baseline_root, orphan_baselines, shown_path
 from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import idle_outputs, inert_summary
+from .errors import idle_outputs, inert_summary, orphans_line
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
@@ -319,6 +319,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             state.carrying += 1
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    state = items[0].config.stash.get(RUN, None) if items else None
+    if state is not None:
+        state.deselected.extend(item.nodeid for item in items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The baseline files no collected test reads (on an xdist worker, sent to the controller)."""
+    config = session.config
+    state = config.stash.get(RUN, None)
+    if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
+        return
+    root = baseline_root(config.rootpath, state.settings.baseline_dir)
+    collected = [item.nodeid for item in session.items] + state.deselected
+    found = orphan_baselines(root, state.device_key, collected, _narrowed(config))
+    state.orphans = [shown_path(path, config.rootpath) for path in found]
+    if hasattr(config, "workeroutput"):
+        config.workeroutput["opprof_orphans"] = state.orphans
+
+
+def _narrowed(config: pytest.Config) -> list[str]:
+    """The test files a node id on the command line picked tests of (`tests/test_a.py::test_x`),
+    as node ids name them."""
+    found = []
+    for arg in config.args:
+        file_part, picked, _ = arg.partition("::")
+        if picked:
+            path = (config.invocation_params.dir / file_part).resolve()
+            found.append(
+                path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) else file_part
+            )
+    return found
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller collects nothing: it takes a worker's orphan baselines."""
+    state = node.config.stash.get(RUN, None)
+    found = getattr(node, "workeroutput", {}).get("opprof_orphans")
+    if state is not None and found is not None and state.orphans is None:
+        state.orphans = list(found)
+
+
 def _validate_marker(item: pytest.Item, marker: pytest.Mark) -> None:
     problem = marker_problem(item.nodeid, marker.args, marker.kwargs)
     if not problem:
@@ -526,15 +569,24 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if state.idle_outputs:
             terminalreporter.write_line(idle_outputs(state.idle_outputs))
         return
-    if not state.records:
+    workers = getattr(config.option, "numprocesses", None)
+    recording = bool(state.settings.update_baseline)
+    lines = summary_lines(state.records, config.option.verbose > 0, workers, recording) if state.records else []
+    if state.orphans:
+        lines.append(orphans_line(state.orphans))
+    if not lines:
         return
     terminalreporter.write_sep("=", "opprof")
-    workers = getattr(config.option, "numprocesses", None)
-    for line in summary_lines(state.records, config.option.verbose > 0, workers, bool(state.settings.update_baseline)):
+    for line in lines:
         terminalreporter.write_line(line)
+    if not state.records:
+        return
     settings, spool = state.settings, state.spool
     outputs = [
-        (settings.json_path, lambda path: write_run_report(path, state.device, state.device_key, spool)),
+        (
+            settings.json_path,
+            lambda path: write_run_report(path, state.device, state.device_key, spool, state.orphans or []),
+        ),
         (settings.csv_path, lambda path: write_csv_report(path, spool)),
         (settings.html_path, lambda path: write_html_report(path, state.device, state.device_key, spool)),
     ]

@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -499,11 +499,14 @@ def xdist_noise_note(workers: object) -> str:
     )
 
 
-def run_report_json(records: list[TestRecord], device: dict[str, Any], device_key: str | None) -> dict[str, Any]:
-    """The --opprof-json document (schema 1): device facts and, per measured test, nodeid,
-    outcome, profile (Profile.to_dict()), checks and trace path."""
+def run_report_json(
+    records: list[TestRecord], device: dict[str, Any], device_key: str | None, orphans: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The --opprof-json document (schema 1): device facts, the baseline files no collected test
+    reads and, per measured test, nodeid, outcome, profile (Profile.to_dict()), checks and trace path."""
     tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
-    return {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "tests": tests}
+    found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
+    return {**found, "tests": tests}
 
 
 class ReportSpool:
@@ -558,10 +561,14 @@ class ReportSpool:
         self._file.close()
 
 
-def write_run_report(path: Path, device: dict[str, Any], device_key: str | None, spool: ReportSpool) -> None:
+def write_run_report(
+    path: Path, device: dict[str, Any], device_key: str | None, spool: ReportSpool, orphans: Sequence[str] = ()
+) -> None:
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
     json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
-    head = json.dumps({"device": device, "device_key": device_key, "schema": REPORT_SCHEMA}, indent=2, sort_keys=True)
+    found = run_report_json([], device, device_key, orphans)
+    del found["tests"]
+    head = json.dumps(found, indent=2, sort_keys=True)
 
     def chunks() -> Iterator[str]:
         yield head[:-2] + ',\n  "tests": ['

@@ -62,6 +62,8 @@ class RunState:
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
     spool: Any = None  # report.ReportSpool when --opprof-json/-csv/-html is on: the records' parts
     idle_outputs: tuple[str, ...] = ()  # output flags given on the command line without --opprof
+    deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect... left out
+    orphans: list[str] | None = None  # baseline files no collected test reads (None: not looked)
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

@@ -16,6 +16,7 @@ from pytest_opprof.baseline import (
     baseline_from_profile,
     baseline_path,
     dumps,
+    orphan_baselines,
     read_baseline,
     round_sig,
     write_baseline,
@@ -716,6 +717,26 @@ def test_parameter_ids_that_differ_only_by_separators_get_distinct_files(tmp_pat
     }
     assert len(paths) == 4
     assert baseline_path(tmp_path, "cpu", "t.py::TestA::test_x").name == "TestA.test_x.json"  # unchanged names
+
+
+def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
+    """In the folder of a test file collected whole, a file named after none of its tests (a
+    renamed parameter, a removed test) is an orphan; files of a file whose tests a node id picked,
+    and of files not collected, are not judged."""
+    kept = ["t/test_a.py::test_x[con]", "t/test_a.py::TestB::test_y", "t/test_b.py::test_z"]
+    gone = ["t/test_a.py::test_x[old]", "t/test_a.py::test_removed", "t/test_b.py::test_gone", "t/test_c.py::test_w"]
+    for nodeid in kept + gone:
+        path = baseline_path(tmp_path, "cpu", nodeid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    (baseline_path(tmp_path, "cpu", "t/test_a.py::x").parent / "notes.txt").write_text("not a baseline")
+    collected = kept + ["t/test_b.py::test_new_without_baseline"]
+    found = orphan_baselines(tmp_path, "cpu", collected, narrowed=["t/test_b.py"])
+    assert found == sorted(baseline_path(tmp_path, "cpu", n) for n in gone[:2])
+    assert orphan_baselines(tmp_path, "cpu", collected, narrowed=[]) == sorted(
+        baseline_path(tmp_path, "cpu", n) for n in gone[:3]
+    )
+    assert orphan_baselines(tmp_path, "gpu", collected, narrowed=[]) == []  # another key's folder: none
 
 
 @pytest.mark.parametrize(

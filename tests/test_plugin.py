@@ -811,6 +811,53 @@ def test_{i}(opprof, mlp):
 
 # -- baselines --------------------------------------------------------------------------------
 
+ORPHAN_TESTS = """
+import os
+import pytest
+from conftest import infer
+
+@pytest.mark.parametrize("p", os.environ.get("OPPROF_T_PARAMS", "a,b").split(","))
+def test_p(opprof, mlp, p):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+
+def test_other(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypatch, xdist):
+    """A parameter renamed b -> c leaves test_p[b].json read by no test: one summary line names
+    it (from an xdist worker's collection too) and the file stays; tests left out by -k are still
+    known, and a file whose tests a node id picked is not judged."""
+    project.makepyfile(test_o=ORPHAN_TESTS)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
+    old = next(project.path.glob(".opprof/*/test_o.py/test_p[[]b].json"))
+    monkeypatch.setenv("OPPROF_T_PARAMS", "a,c")
+    out = project.path / "run.json"
+    if xdist:
+        pytest.importorskip("xdist")
+        result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--opprof", f"--opprof-json={out}")
+    else:
+        result = run(project, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=3)
+    assert json.loads(out.read_text())["orphan_baselines"] == [old.relative_to(project.path).as_posix()]
+    lines = [line for line in result.stdout.lines if "read by no test" in line]
+    shown = old.relative_to(project.path).as_posix()
+    assert lines == [
+        f"opprof: 1 baseline file in the folders of the collected test files is read by no test (renamed or "
+        f"removed tests?): {shown}; if those tests are gone, delete the files (git rm)"
+    ]
+    assert old.is_file()
+    if xdist:
+        return
+    picked = run(project, "--opprof", "-k", "test_other")
+    assert picked.stdout.str().count("read by no test") == 1  # -k leaves test_p[a], [c] out, not unknown
+    assert "read by no test" not in run(project, "--opprof", "test_o.py::test_other").stdout.str()
+    monkeypatch.setenv("OPPROF_T_PARAMS", "a,b")
+    assert "read by no test" not in run(project, "--opprof", "-k", "test_other").stdout.str()
+
+
 BASELINE_TESTS = """
 import os
 import pytest
