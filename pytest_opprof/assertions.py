@@ -305,8 +305,8 @@ def _no_graph_break(profile: Profile) -> str | None:
 
 
 def no_recompile() -> Assertion:
-    """No compilation inside the measured steps, and each frame ran as one compilation in all of
-    them (frames that alternate between compilations fail their guards on some inputs)."""
+    """No compilation inside the measured steps, and each frame ran as the same compilations in
+    every step (a frame alternating between compilations fails its guards on some inputs)."""
     return _no_recompile
 
 
@@ -323,19 +323,32 @@ def _no_recompile(profile: Profile) -> str | None:
             "opprof.run(fn, warmup=1)), or a new input shape, dtype or Python value that failed the guards of "
             "the compiled code (TORCH_LOGS=recompiles names the guard)"
         )
-    by_frame: dict[int, set[int]] = {}
-    for r in compiled.regions:
-        if r.step >= 0:
-            by_frame.setdefault(r.frame, set()).add(r.compile)
-    varied = {f: ids for f, ids in by_frame.items() if len(ids) > 1}
-    if not varied:
+    varied = _compilations_varied(compiled.regions)
+    if varied is None:
         return None
-    frame, ids = min(varied.items())
-    listed = ", ".join(f"{frame}/{c}" for c in sorted(ids))
+    frame, by_step = varied
+    listed = "; ".join(f"step {step}: {', '.join(f'{frame}/{c}' for c in sorted(ids))}" for step, ids in by_step[:3])
     return (
-        f"frame {frame} ran as {len(ids)} different compilations across the steps ({listed}): its guards "
-        "fail for some inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
+        f"frame {frame} ran as different compilations from step to step ({listed}): its guards fail for some "
+        "inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
     )
+
+
+def _compilations_varied(regions: Any) -> tuple[int, list[tuple[int, frozenset[int]]]] | None:
+    """The first frame whose compilations differ between the steps it ran in, with the first two
+    steps that differ. A frame may run as several compilations in every step (two instances of
+    one module class compiled apart share their code, and so the frame): that is no recompile."""
+    by_frame: dict[int, dict[int, set[int]]] = {}
+    for r in regions:
+        if r.step >= 0:
+            by_frame.setdefault(r.frame, {}).setdefault(r.step, set()).add(r.compile)
+    for frame in sorted(by_frame):
+        steps = sorted(by_frame[frame].items())
+        first = frozenset(steps[0][1])
+        other = next(((step, frozenset(ids)) for step, ids in steps if frozenset(ids) != first), None)
+        if other is not None:
+            return frame, [(steps[0][0], first), other]
+    return None
 
 
 def _share(share: float) -> str:

@@ -81,12 +81,13 @@ def validate_run_args(fn: object, warmup: object, steps: object) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
         raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+    called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
+    if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise CaptureError(
             bad_argument("fn", fn, "a function that does its work when called, not an async def (a call only "
             "makes a coroutine); pass lambda: asyncio.run(fn(...))")
         )  # fmt: skip
-    if inspect.isgeneratorfunction(fn):
+    if any(inspect.isgeneratorfunction(f) for f in called):
         raise CaptureError(
             bad_argument("fn", fn, "a function that does its work when called, not a generator (a call only "
             "makes one); pass lambda: list(fn(...))")
@@ -647,6 +648,7 @@ def run_steps(
     signature step, the workload reference is timed (workload_choice). A confirmation takes none:
     it runs only when the first measurement's references excused nothing, and pooling keeps the
     faster of each."""
+    __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
     validate_run_args(fn, warmup, steps)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
@@ -678,6 +680,7 @@ def _run_steps(
     probe: Callable[[], None] | None,
     work: bool,
 ) -> tuple[Profile, T]:
+    __tracebackhide__ = True
     breaks_before = graph_break_reasons()
     for _ in range(warmup):
         fn(*args, **kwargs)

@@ -259,10 +259,17 @@ def inert_summary(count: int) -> str:
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"
 
 
-def assertion_inside_capture() -> str:
+def assertion_inside_capture(inside: str = "`with opprof.capture():`") -> str:
+    after = "run()" if inside.startswith("opprof.run()") else "the block"
+    return f"an assertion inside {inside} would check a capture that has not ended (or an earlier one); assert after {after}"
+
+
+def assertions_before_capture(made: list[str], replaced_by: str) -> str:
+    """Assertions made during the whole-call capture, before a capture of the test's own."""
     return (
-        "an assertion inside `with opprof.capture():` would check a capture that has not ended "
-        "(or an earlier one); assert after the block"
+        f"{count_of(len(made), 'assertion')} made before {replaced_by} ({first_three(made)}) had no capture of "
+        f"the code before to check: the whole-call capture ends where {replaced_by} starts, and the assertion "
+        f"would check the code after; assert after it, or measure the code above with `with opprof.capture():`"
     )
 
 

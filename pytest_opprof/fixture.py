@@ -19,7 +19,14 @@ from . import (
 )
 from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
-from .errors import CaptureError, OpprofUsageError, assertion_inside_capture, stepped_aside, untrusted_measurement
+from .errors import (
+    CaptureError,
+    OpprofUsageError,
+    assertion_inside_capture,
+    assertions_before_capture,
+    stepped_aside,
+    untrusted_measurement,
+)
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
@@ -90,7 +97,8 @@ class OpprofFixture:
         self._deferred: list[tuple[assertions.Assertion, str]] = []  # and where the test made it
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
-        self._in_capture = False  # inside `with capture():` (captures cannot nest)
+        self._inside: str | None = None  # the capture in progress: `with opprof.capture():` or run()'s fn
+        self._unchecked: list[str] = []  # untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
 
     @property
@@ -107,11 +115,15 @@ class OpprofFixture:
         except CaptureError as exc:
             raise OpprofUsageError(str(exc)) from None
         self._refuse_nesting("opprof.run()")
-        if not self.enabled:
-            return fn(*args, **kwargs)
-        self._drop_whole_call()
-        self._clocks, self._host = [], []
-        profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
+        self._inside = "opprof.run()'s fn"  # with or without --opprof, as argument checks are
+        try:
+            if not self.enabled:
+                return fn(*args, **kwargs)
+            self._drop_whole_call("opprof.run()")
+            self._clocks, self._host = [], []
+            profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
+        finally:
+            self._inside = None
         self._finish(profile)
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         return result
@@ -130,18 +142,18 @@ class OpprofFixture:
         """Profile the block as one step."""
         __tracebackhide__ = True
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
-        self._in_capture = True
+        self._inside = "`with opprof.capture():`"
         try:
             if self.enabled:
                 yield from self._captured_block()
             else:
                 yield
         finally:
-            self._in_capture = False
+            self._inside = None
 
     def _captured_block(self) -> Iterator[None]:
         __tracebackhide__ = True
-        self._drop_whole_call()
+        self._drop_whole_call("`with opprof.capture():`")
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
@@ -155,10 +167,10 @@ class OpprofFixture:
 
     def _refuse_nesting(self, what: str) -> None:
         __tracebackhide__ = True
-        if self._in_capture:
+        if self._inside:
             raise OpprofUsageError(
-                f"{what} inside `with opprof.capture():`: captures cannot nest (torch runs one profiler at a time); "
-                "move it out of the block, or measure the block alone"
+                f"{what} inside {self._inside}: captures cannot nest (torch runs one profiler at a time); "
+                "move it out, or measure the inner code alone"
             )
 
     # assertions -------------------------------------------------------------------------------
@@ -197,7 +209,7 @@ class OpprofFixture:
 
     def assert_no_recompile(self) -> None:
         """No torch.compile compilation inside the measured steps, and each compiled frame ran
-        as one compilation in all of them."""
+        as the same compilations in every step."""
         __tracebackhide__ = True
         self._check(assertions.no_recompile())
 
@@ -249,8 +261,8 @@ class OpprofFixture:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`."""
         __tracebackhide__ = True
-        if self._in_capture:  # with or without --opprof, as nesting is refused
-            raise OpprofUsageError(assertion_inside_capture())
+        if self._inside:  # with or without --opprof, as nesting is refused
+            raise OpprofUsageError(assertion_inside_capture(self._inside))
         if not self.enabled:  # arguments checked all the same: a typo shows without --opprof too
             return
         if self._profile is None:
@@ -258,8 +270,11 @@ class OpprofFixture:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
             self._deferred.append((check, _caller_line()))
             return
-        if self.error_messages:
-            return  # untrusted numbers: the test becomes an error instead of passing or failing
+        if self.error_messages:  # untrusted numbers: the test becomes an error instead of passing or failing,
+            self._unchecked += [
+                m for m in self.error_messages if m not in self._unchecked
+            ]  # also after a later capture
+            return
         message = check(self._profile)
         if message is not None:
             raise AssertionError(
@@ -295,13 +310,19 @@ class OpprofFixture:
         self.cpu_wait = _wait_of(self._host)
         self.python_tracer = device.python_tracer()
         trust = [f"{c.name}: {c.message}" for c in profile.errors]
-        self.error_messages = [untrusted_measurement(trust)] if trust else []
+        self.error_messages = [*self._unchecked, *([untrusted_measurement(trust)] if trust else [])]
 
     # the whole test call as one step, driven by the plugin's pytest_runtest_call ----------------
-    def _drop_whole_call(self) -> None:
+    def _drop_whole_call(self, replaced_by: str) -> None:
+        """A capture of the test's own ends the whole-call capture; assertions made during it had
+        the code before as their subject, and would be checked on the code after: refused."""
+        __tracebackhide__ = True
         if self._whole_call is not None:
             self._whole_call.stop(keep=False)
             self._whole_call = None
+        if self._deferred:
+            made, self._deferred = [where for _, where in self._deferred], []
+            raise OpprofUsageError(assertions_before_capture(made, replaced_by))
 
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""

@@ -187,11 +187,26 @@ def test_no_recompile_fails_on_a_compilation_in_the_steps_and_on_alternating_com
     assert "0/3 in step 3 (4.0 ms) and 1 more; a first call" in no_recompile()(analyze(four))
     alternating = analyze(compiled_step(1, 0, compile_=0) + compiled_step(2, 200, compile_=1))
     assert no_recompile()(alternating) == (
-        "frame 0 ran as 2 different compilations across the steps (0/0, 0/1): its guards fail for some "
-        "inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
+        "frame 0 ran as different compilations from step to step (step 1: 0/0; step 2: 0/1): its guards fail for "
+        "some inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
     )
     steady = analyze(compiled_step(1, 0, compile_=1) + compiled_step(2, 200, compile_=1))
     assert no_recompile()(steady) is None
+
+
+def test_two_compiled_instances_of_one_class_are_no_recompile():
+    """Two instances of one module class compiled apart (an encoder and a decoder Block, regional
+    compilation of repeated layers) share their code, so one frame runs as 0/0 and 0/1 in every
+    step: no recompile (a trial's gate failed on it); a step that runs only one of them fails."""
+
+    def both(n: int, t0: float) -> list[Event]:
+        return [step(n, t0, 300)] + compiled_step(n, t0, compile_=0)[1:] + compiled_step(n, t0 + 150, compile_=1)[1:]
+
+    assert no_recompile()(analyze(both(1, 0) + both(2, 400) + both(3, 800))) is None
+    one_missing = analyze(both(1, 0) + compiled_step(2, 400, compile_=1))
+    assert no_recompile()(one_missing).startswith(
+        "frame 0 ran as different compilations from step to step (step 1: 0/0, 0/1; step 2: 0/1)"
+    )
 
 
 def graph_break_step(n: int, t0: float) -> list[Event]:

@@ -307,10 +307,20 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
         def test_inside(opprof):
             with opprof.capture():
                 opprof.assert_no_sync()
+
+        class AsyncModel:
+            async def __call__(self):
+                pass
+
+        def test_async_call(opprof):
+            opprof.run(AsyncModel())
+
+        def test_inside_fn(opprof):
+            opprof.run(lambda: opprof.assert_no_sync(), steps=2)
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf", "-W", "error::RuntimeWarning")
-    result.assert_outcomes(failed=8)
+    result.assert_outcomes(failed=10)
     result.stdout.fnmatch_lines_random(
         [
             "E  *OpprofUsageError: ms=-1: expected a finite number of milliseconds >= 0",
@@ -323,6 +333,10 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
             "generator (a call only makes one); pass lambda: list(fn(...))",
             "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
             f"E  *OpprofUsageError: {assertion_inside_capture()}",
+            "E  *OpprofUsageError: fn=<*AsyncModel object at *>: expected a function that does its work when called, "
+            "not an async def*",
+            "E  *OpprofUsageError: an assertion inside opprof.run()'s fn would check a capture that has not ended "
+            "(or an earlier one); assert after run()",
         ]
     )
     assert (pytester.path / "modules.txt").read_text() == "no torch"
@@ -377,18 +391,91 @@ def test_nested_captures_are_refused_in_one_line(project):
         def test_run_in_capture(opprof, mlp):
             with opprof.capture():
                 opprof.run(infer, *mlp, steps=2)
+
+        def test_run_in_run(opprof, mlp):
+            opprof.run(lambda: opprof.run(infer, *mlp, steps=2), steps=2)
+
+        def test_capture_in_run(opprof, mlp):
+            def step():
+                with opprof.capture():
+                    infer(*mlp)
+            opprof.run(step, steps=2)
+        """
+    )
+    result = run(project, "--opprof", "-rf")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E  *OpprofUsageError: opprof.capture() inside `with opprof.capture():`: captures cannot nest*",
+            "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
+            "E  *OpprofUsageError: opprof.run() inside opprof.run()'s fn: captures cannot nest*",
+            "E  *OpprofUsageError: opprof.capture() inside opprof.run()'s fn: captures cannot nest*",
+        ]
+    )
+    out = result.stdout.str()
+    assert "already running" not in out and "pytest_opprof/capture.py" not in out and "fixture.py" not in out
+
+
+def test_assertions_skipped_on_an_untrusted_capture_keep_the_test_an_error(project):
+    """Assertions made after an untrusted capture were not checked: a trusted capture after it
+    does not turn the test into a pass (a trial's test passed with `assert_op_count("aten::mm", 5)`
+    never checked)."""
+    project.makepyfile(
+        test_u="""
+        import torch
+        def test_untrusted_then_good(opprof):
+            opprof.run(lambda: None, warmup=0, steps=2)
+            opprof.assert_op_count("aten::mm", 5)
+            with opprof.capture():
+                torch.mm(torch.ones(4, 4), torch.ones(4, 4))
+            opprof.assert_op_count("aten::mm", 1)
+
+        def test_untrusted_without_assertions_then_good(opprof):
+            opprof.run(lambda: None, warmup=0, steps=2)
+            with opprof.capture():
+                torch.mm(torch.ones(4, 4), torch.ones(4, 4))
+            opprof.assert_op_count("aten::mm", 1)
+        """
+    )
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at call of test_untrusted_then_good*",
+            "opprof: the measurement cannot be trusted, so its assertions were not checked: events: no operator*",
+        ]
+    )
+
+
+def test_assertions_made_before_a_capture_of_the_tests_own_are_refused(project):
+    """An assertion made during the whole-call capture is about the code before it; run() or
+    capture() after it ends that capture, and the assertion would check the code after: the test
+    fails naming the assertion's line (it passed, checked on an unrelated run())."""
+    project.makepyfile(
+        test_b="""
+        import torch
+        def test_before_run(opprof):
+            x = torch.ones(8, 8)
+            x.clone()
+            opprof.assert_no_op("aten::clone")
+            opprof.run(torch.mm, x, x, warmup=1, steps=3)
+
+        def test_before_block(opprof):
+            x = torch.ones(8, 8)
+            opprof.assert_op_count("aten::mm", 4)
+            with opprof.capture():
+                torch.mm(x, x)
         """
     )
     result = run(project, "--opprof", "-rf")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines_random(
         [
-            "E  *OpprofUsageError: opprof.capture() inside `with opprof.capture():`: captures cannot nest*",
-            "E  *OpprofUsageError: opprof.run() inside `with opprof.capture():`: captures cannot nest*",
+            "E  *OpprofUsageError: 1 assertion made before opprof.run() (test_b.py:5) had no capture of the code "
+            "before to check: the whole-call capture ends where opprof.run() starts*",
+            "E  *OpprofUsageError: 1 assertion made before `with opprof.capture():` (test_b.py:10) had no capture*",
         ]
     )
-    out = result.stdout.str()
-    assert "already running" not in out and "pytest_opprof/capture.py" not in out and "fixture.py" not in out
 
 
 def test_no_summary_line_without_operator_checks(pytester):
