@@ -25,13 +25,15 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
-from .analysis.checks import overhead_check
+from .analysis.checks import cycles_check, overhead_check
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
 from .errors import (
     CaptureError,
     bad_argument,
+    not_a_profiler,
     profiler_already_running,
     profiler_not_finished,
+    profiler_recorded_nothing,
     trace_already_saved,
     trace_not_written,
 )
@@ -215,11 +217,37 @@ def from_profiler(prof: Any) -> Profile:
     inner = getattr(prof, "profiler", prof)
     results = getattr(inner, "kineto_results", None)
     if results is None:
-        raise CaptureError(profiler_not_finished())
+        raise CaptureError(_no_results(prof))
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
         profile = analyze(table_of(results, with_shapes=with_shapes), source="capture")
-    return replace(profile, list_shapes=with_shapes and records_list_shapes())
+    check = cycles_check(_cycles_kept_last(prof))
+    checks = profile.checks + ((check,) if check is not None else ())
+    return replace(profile, list_shapes=with_shapes and records_list_shapes(), checks=checks)
+
+
+def _no_results(prof: Any) -> str:
+    """Why a profiler has no events to read: not a profiler, a schedule that never recorded, or
+    not finished."""
+    if not hasattr(prof, "profiler") and not hasattr(prof, "kineto_results"):
+        return not_a_profiler(prof)
+    steps = getattr(prof, "step_num", 0)
+    if getattr(prof, "profiler", "") is None and isinstance(steps, int) and steps > 0:
+        return profiler_recorded_nothing(steps)
+    return profiler_not_finished()
+
+
+def _cycles_kept_last(prof: Any) -> int:
+    """The active cycles a scheduled profiler completed while accumulating (`acc_events`) with no
+    `on_trace_ready` to read each: its user expects them all, and torch's raw events hold only the
+    last (1 when it is not such a profiler)."""
+    schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
+    if not getattr(prof, "acc_events", False) or getattr(prof, "on_trace_ready", None) is not None:
+        return 1
+    if not callable(schedule) or not isinstance(steps, int):
+        return 1
+    save = sys.modules["torch"].profiler.ProfilerAction.RECORD_AND_SAVE
+    return sum(1 for step in range(steps) if schedule(step) == save)
 
 
 def records_list_shapes() -> bool:

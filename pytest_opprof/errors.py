@@ -83,6 +83,19 @@ def profiler_already_running() -> str:
     )
 
 
+def not_a_profiler(value: object) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:56] + "...'"
+    return f"from_profiler() takes a finished torch.profiler.profile, not {shown}"
+
+
+def profiler_recorded_nothing(steps: int) -> str:
+    return (
+        f"from_profiler(): the profiler recorded nothing: its schedule reached no active step in its {steps} "
+        "prof.step() calls; run more steps, or shorten the schedule's wait and warmup"
+    )
+
+
 def profiler_not_finished() -> str:
     return (
         "from_profiler() needs a finished torch.profiler.profile: "

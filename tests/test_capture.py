@@ -87,10 +87,51 @@ def test_from_profiler_reads_torch_schedule_steps():
 
 
 def test_from_profiler_needs_a_finished_profiler():
-    """An unstarted profiler is a clear CaptureError, not an AttributeError."""
+    """An unstarted profiler is a clear CaptureError, not an AttributeError; a value that is no
+    profiler, and a profiler whose schedule never recorded, each say so (a trial got "call it
+    after the with block" for all three)."""
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-    with pytest.raises(CaptureError, match="finished torch.profiler.profile"):
+    with pytest.raises(CaptureError, match="finished torch.profiler.profile: call it after"):
         from_profiler(prof)
+    for value in (42, None):
+        with pytest.raises(CaptureError) as info:
+            from_profiler(value)
+        assert str(info.value) == f"from_profiler() takes a finished torch.profiler.profile, not {value!r}"
+    schedule = torch.profiler.schedule(wait=5, warmup=1, active=2)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as idle:
+        for _ in range(3):
+            torch.ones(2).add_(1)
+            idle.step()
+    with pytest.raises(CaptureError, match="recorded nothing: its schedule reached no active step in its 3 prof.step"):
+        from_profiler(idle)
+
+
+def test_from_profiler_of_an_accumulating_schedule_says_it_holds_the_last_cycle():
+    """acc_events=True over 2 cycles: torch keeps only the last cycle's events, so the profile is
+    that cycle with a `cycles` warning (a trial's 22 calls read as 15 in silence); read through
+    on_trace_ready, each cycle is whole and nothing is said."""
+    a = torch.ones(8, 8)
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)
+
+    def steps(prof):
+        for i in range(10):
+            for _ in range(i + 1):
+                torch.mm(a, a)
+            prof.step()
+
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=cpu, schedule=schedule, acc_events=True) as prof:
+        steps(prof)
+    profile = from_profiler(prof)
+    assert profile.op("aten::mm").calls_per_step.samples == (7, 8)
+    (check,) = [c for c in profile.checks if c.name == "cycles"]
+    assert check.status == "warning" and check.message.startswith("the profiler's schedule completed 2 cycles")
+    cycles = []
+    ready = lambda p: cycles.append(from_profiler(p))  # noqa: E731
+    with torch.profiler.profile(activities=cpu, schedule=schedule, acc_events=True, on_trace_ready=ready) as prof:
+        steps(prof)
+    assert [c.op("aten::mm").calls_per_step.samples for c in cycles] == [(3, 4), (7, 8)]
+    assert not [c for p in cycles for c in p.checks if c.name == "cycles"]
 
 
 def test_profiler_already_running_is_one_clear_error():

@@ -267,3 +267,17 @@ def overhead_check(ratio: float) -> Check | None:
         "distorted the run, so op times are mostly its own; give each step more work (a larger batch, more "
         "calls per step)",
     )
+
+
+def cycles_check(cycles: int) -> Check | None:
+    """A scheduled torch profiler that completed `cycles` active cycles: torch keeps only the
+    last one's events, so a profile of it holds that cycle alone."""
+    if cycles <= 1:
+        return None
+    return Check(
+        "cycles",
+        WARNING,
+        f"the profiler's schedule completed {cycles} cycles and torch keeps the events of the last one only "
+        "(acc_events accumulates torch's own averages, not the events): this profile is that cycle; read each "
+        "cycle with on_trace_ready=lambda p: profiles.append(from_profiler(p))",
+    )
