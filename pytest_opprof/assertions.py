@@ -26,6 +26,7 @@ from .errors import (
     host_syncs,
     no_match,
     no_range,
+    one_edit_apart,
     over_limit,
     unexpected_ops,
     unknown_op,
@@ -38,7 +39,7 @@ Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
 PERS = ("step", "call")
 _DTOH = "Memcpy DtoH*"
-_GLOB = re.compile(r"[*?\[]")
+_GLOB = re.compile(r"[*?]|\[.*\]")  # a `[` with no `]` after it is a literal character, as fnmatch reads it
 
 
 def is_glob(pattern: str) -> bool:
@@ -414,7 +415,7 @@ def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None
     matched = profile.match_kernels(pattern)
     if not matched:
         if n == 0 or (n is None and not min):
-            return None
+            return _kernel_typo(pattern, profile)  # zero launches expected and seen, unless a typo
         return no_kernel(pattern, profile)
     per_step = tuple(sum(s) for s in zip(*(k.calls_per_step.samples for k in matched)))
     expected = _expected_count(per_step, n, min, max)
@@ -434,6 +435,20 @@ def _expected_count(per_step: tuple[int, ...], n: int | None, min: int | None, m
     if min is not None and max is not None:
         return f"between {low} and {high}"
     return f"at least {low}" if min is not None else f"at most {high}"
+
+
+def _kernel_typo(name: str, profile: Profile) -> str | None:
+    """A kernel name no registry can check, asserted absent while a kernel one typo away from it
+    ran: the assertion would pass forever. A glob is taken as written."""
+    if is_glob(name):
+        return None
+    near = next((k.name for k in profile.kernel_rows() if one_edit_apart(name, k.name)), None)
+    if near is None:
+        return None
+    return (
+        f"{name}: no kernel of that name ran, but {near} did: one character apart, a typo would pass forever; "
+        f"name the kernel as it ran (for another kernel that must not run, write a glob such as '{name}*')"
+    )
 
 
 def no_kernel(pattern: str, profile: Profile) -> str:

@@ -823,6 +823,8 @@ def is_known_op(name: str) -> bool:
     """Whether torch knows an operator of this exact name ("aten::copy_"). Names outside the
     aten/prim namespaces (custom ops, record_function labels) cannot be checked: True."""
     namespace, sep, op = name.partition("::")
+    if not sep and re.match(r"(aten|prim)[:.]", name):  # `aten:addmm`, `aten.addmm`: the separator mistyped
+        return False
     if not sep or namespace not in ("aten", "prim"):
         return True
     torch = _torch()

@@ -124,6 +124,19 @@ def bad_argument(name: str, value: object, expected: str) -> str:
     return f"{name}={value!r}: expected {expected}"
 
 
+def one_edit_apart(a: str, b: str) -> bool:
+    """Whether b is a with one character added, dropped or changed, that character not a digit:
+    a typo's distance (`..._mull_0` for `..._mul_0`), not a numbered sibling's (`..._0`, `..._1`)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    start = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    end_a, end_b = len(a), len(b)
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a, end_b = end_a - 1, end_b - 1
+    changed = a[start:end_a] + b[start:end_b]
+    return end_a - start <= 1 and end_b - start <= 1 and not changed.isdigit()
+
+
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
     """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
     Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"."""

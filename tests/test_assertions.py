@@ -109,7 +109,20 @@ def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
         assert check(p).startswith("aten::nonexistent: not an operator torch knows, so counting zero calls of it")
     assert assertions.op_count("aten::copy_", 0, is_known=lambda name: True)(p) is None
     assert assertions.op_count("aten::nonexist*", 0, is_known=unknown)(p) is None
+    # a `[` without a `]` is a literal character (as fnmatch reads it), not a glob: checked as a name
+    assert assertions.op_count("aten::[", 0, is_known=unknown)(p).startswith("aten::[: not an operator torch knows")
+    assert not assertions.is_glob("aten::[") and assertions.is_glob("aten::[ab]mm")
     assert "no op of that name ran" in assertions.op_count("aten::nonexistent", 2, is_known=unknown)(p)
+
+
+def test_a_stream_waiting_on_another_is_no_host_sync():
+    """cudaStreamWaitEvent / hipStreamWaitEvent order two streams and never block the host: side-
+    stream prefetch passes assert_no_sync (a trial found it counted as a sync)."""
+    events = [step(1, 0, 1000), op("aten::add", 10, 20)]
+    events += [launch(40, corr=0, name="cudaStreamWaitEvent"), launch(60, corr=0, name="hipStreamWaitEvent")]
+    assert assertions.no_sync()(analyze(events)) is None
+    synced = analyze([*events, launch(80, corr=0, name="cudaEventSynchronize")])
+    assert assertions.no_sync()(synced).startswith("host-device syncs: cudaEventSynchronize")
 
 
 def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():

@@ -73,6 +73,24 @@ def test_capture_profiles_the_block_as_one_step():
     assert cap.profile.op("aten::addmm").calls_per_step.samples == (4,)
 
 
+@pytest.mark.parametrize(
+    ("name", "known"),
+    [
+        ("aten::addmm", True),
+        ("aten::addmmm", False),
+        ("aten:addmm", False),
+        ("aten.addmm", False),
+        ("my_lib::op", True),
+    ],
+)
+def test_is_known_op_checks_aten_names_and_their_separator(name, known):
+    """An aten/prim name torch lacks is unknown, and so is one whose `::` was mistyped (a trial's
+    `assert_no_op("aten:addmm")` passed as a custom op's name); other namespaces cannot be checked."""
+    from pytest_opprof.capture import is_known_op
+
+    assert is_known_op(name) is known
+
+
 def test_from_profiler_reads_torch_schedule_steps():
     """A torch.profiler.profile with a schedule gives one step per active ProfilerStep."""
     model, x = make_mlp()

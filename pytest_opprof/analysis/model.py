@@ -27,8 +27,9 @@ STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 OPPROF_SYNC_ANNOTATION = "opprof::step_sync"
 
 OK, WARNING, ERROR = "ok", "warning", "error"
-# Host-device synchronisation: runtime calls, CPU ops, and device-to-host copies.
-SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent$")
+# Host-device synchronisation: runtime calls that block the host until the device is done, CPU
+# ops, and device-to-host copies. (cudaStreamWaitEvent makes a stream wait on another, not the host.)
+SYNC_RUNTIME_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize")
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 
 
