@@ -17,6 +17,7 @@ from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
+from .analysis.model import validate_op
 from .errors import (
     OpprofUsageError,
     a_range_not_an_op,
@@ -31,9 +32,8 @@ from .errors import (
     unexpected_ops,
     unknown_op,
 )
-from .events import without_overload
 from .tables import by_shown_time, steps_or_span
-from .units import first_three
+from .units import count_text, first_three
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -50,19 +50,7 @@ def validate_ms(name: str, value: object) -> float:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise OpprofUsageError(bad_argument(name, value, "a finite number of milliseconds >= 0"))
-    return float(value)
-
-
-def validate_op(op: object) -> str:
-    __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if not isinstance(op, str) or not op.strip():
-        raise OpprofUsageError(bad_argument("op", op, 'an op name or glob such as "aten::addmm" or "aten::*mm"'))
-    bare = without_overload(op)
-    if bare is not None:  # aten::mm.default: never in a profile
-        raise OpprofUsageError(
-            bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
-        )
-    return op
+    return abs(float(value))  # -0.0 is 0 (its limit printed as `-0.00 ms`)
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
@@ -370,7 +358,7 @@ def _compiled(profile: Profile) -> str | None:
         return None
     steps = max(profile.steps, 1)
     listed = ", ".join(
-        f"{e.name} ({e.calls / steps:g}/step, {e.cpu_ns / steps / 1e6:.3f} ms/step)" for e in c.eager[:3]
+        f"{e.name} ({count_text(e.calls / steps)}/step, {e.cpu_ns / steps / 1e6:.3f} ms/step)" for e in c.eager[:3]
     )
     more = f" and {len(c.eager) - 3} more" if len(c.eager) > 3 else ""
     return (

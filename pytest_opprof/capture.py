@@ -750,7 +750,7 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
     return from_profiler(prof), result
 
 
-def measure(fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
+def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
     """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
     profile, _ = run_steps(fn, args, kwargs, warmup, steps)
     return profile

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     output = analyze.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
-    _add_top(analyze, "ops and kernels")
+    _add_top(analyze, "ops, ranges and kernels")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
     show.add_argument("path", type=_path, metavar="PATH", help="a baseline .json file, or a folder of them")
@@ -149,6 +149,7 @@ def _analyze(args: argparse.Namespace) -> int:
         if args.top is not None:
             data["ops"] = data["ops"][: args.top]
             data["kernels"] = data["kernels"][: args.top]
+            data["ranges"] = data["ranges"][: args.top]  # as the tables show them
         _print_json(data)
     elif args.csv:
         ops = by_shown_time(profile.ops)[: args.top] if args.top is not None else profile.ops

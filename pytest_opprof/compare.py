@@ -26,7 +26,7 @@ from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names
 from .events import TENSOR_LIST
-from .units import count_of
+from .units import count_of, count_text
 
 STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
 KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
@@ -147,7 +147,7 @@ def _calls(entry: OpEntry | KernelEntry | MemoryEntry) -> float:
 
 
 def _fmt_calls(value: float) -> str:
-    return f"{value:g}"
+    return count_text(value)
 
 
 def rank_test_p(new: list[float], base: list[float]) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from .units import count_of, first_three, ms_text, ns_to_ms
+from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 
 class OpprofError(Exception):
@@ -252,12 +252,14 @@ def count_mismatch(
 
 def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
     """`aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])`."""
-    listed = ", ".join(f"{name} ({per_step:g}/step{', ' + where if where else ''})" for name, per_step, where in found)
+    listed = ", ".join(
+        f"{name} ({count_text(per_step)}/step{', ' + where if where else ''})" for name, per_step, where in found
+    )
     return f"{pattern}: expected no calls, found {listed}"
 
 
 def host_syncs(found: list[tuple[str, float]]) -> str:
-    listed = ", ".join(f"{name} ({per_step:g}/step)" for name, per_step in found)
+    listed = ", ".join(f"{name} ({count_text(per_step)}/step)" for name, per_step in found)
     return f"host-device syncs: {listed}"
 
 

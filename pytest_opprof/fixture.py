@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple, NoReturn
 
@@ -98,6 +97,7 @@ class OpprofFixture:
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
         self._inside: str | None = None  # the capture in progress: `with opprof.capture():` or run()'s fn
+        self._block: Any = None  # the StepRecorder of the `with opprof.capture():` block in progress
         self._unchecked: list[str] = []  # untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
 
@@ -107,8 +107,9 @@ class OpprofFixture:
         return self._profile
 
     # capture ----------------------------------------------------------------------------------
-    def run(self, fn: Callable[..., Any], *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
-        """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result."""
+    def run(self, fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
+        """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result.
+        `fn` is positional only: a keyword of that name goes to fn."""
         __tracebackhide__ = True
         try:
             validate_run_args(fn, warmup, steps)  # with or without --opprof
@@ -137,32 +138,32 @@ class OpprofFixture:
         """The latest run() once more, to confirm a suspected time change."""
         return self._remeasure() if self._remeasure is not None else None
 
-    @contextmanager
-    def capture(self) -> Iterator[None]:
-        """Profile the block as one step."""
+    def capture(self) -> CaptureBlock:
+        """Profile the block as one step: `with opprof.capture(): ...` (each `with` is a capture)."""
+        return CaptureBlock(self)
+
+    def _begin_block(self) -> None:
         __tracebackhide__ = True
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
-        self._inside = "`with opprof.capture():`"
-        try:
-            if self.enabled:
-                yield from self._captured_block()
-            else:
-                yield
-        finally:
-            self._inside = None
-
-    def _captured_block(self) -> Iterator[None]:
-        __tracebackhide__ = True
+        if not self.enabled:
+            self._inside = "`with opprof.capture():`"
+            return
         self._drop_whole_call("`with opprof.capture():`")
+        self._inside = "`with opprof.capture():`"
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
-        recorder = StepRecorder(self._probe)
-        recorder.start()
-        try:
-            yield
-        except BaseException:
+        self._block = StepRecorder(self._probe)
+        self._block.start()
+
+    def _end_block(self, failed: bool) -> None:
+        """The block ended; a block that raised keeps no capture."""
+        self._inside = None
+        recorder, self._block = self._block, None
+        if recorder is None:
+            return
+        if failed:
             recorder.stop(keep=False)
-            raise
+            return
         self._finish(recorder.stop())
 
     def _refuse_nesting(self, what: str) -> None:
@@ -345,3 +346,20 @@ class OpprofFixture:
         if self._profile is None or self.error_messages:
             return []
         return [f"{where}: {m}" for check, where in self._deferred if (m := check(self._profile)) is not None]
+
+
+class CaptureBlock:
+    """What `opprof.capture()` returns: a context manager whose `with` profiles its block as one
+    step; entered again, it captures again (a generator-based one raised an AttributeError)."""
+
+    __slots__ = ("_fixture",)
+
+    def __init__(self, fixture: OpprofFixture) -> None:
+        self._fixture = fixture
+
+    def __enter__(self) -> None:
+        __tracebackhide__ = True
+        self._fixture._begin_block()
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        self._fixture._end_block(failed=kind is not None)  # an exception from the block goes on

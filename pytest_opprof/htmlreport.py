@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .files import write_output
 from .tables import by_shown_time, median_wall_ns
-from .units import count_of
+from .units import count_of, count_text
 
 if TYPE_CHECKING:
     from .analysis import Profile
@@ -175,7 +175,7 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
         per = op.time_per_step
         share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
         cells = [
-            op.name, f"{op.calls_per_step.median:g}", _ms(per.median), _ms(per.min), "device" if op.on_device else "cpu",
+            op.name, count_text(op.calls_per_step.median), _ms(per.median), _ms(per.min), "device" if op.on_device else "cpu",
             share,
         ]  # fmt: skip
         verdict = ""
@@ -200,7 +200,7 @@ def _ranges_table(profile: Profile) -> str:
         return ""
     median_wall = median_wall_ns(profile)
     rows = "".join(
-        f"<tr><td>{_e(r.name)}</td><td>{r.calls_per_step.median:g}</td><td>{_ms(r.cpu_per_step.median)}</td>"
+        f"<tr><td>{_e(r.name)}</td><td>{count_text(r.calls_per_step.median)}</td><td>{_ms(r.cpu_per_step.median)}</td>"
         f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td>"
         f"<td>{f'{100 * r.time_per_step.median / median_wall:.1f}%' if median_wall else ''}</td></tr>"
         for r in by_shown_time(profile.ranges)

@@ -26,7 +26,7 @@ from .errors import TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, ranges_table, short, timeline_line
-from .units import count_of, first_three
+from .units import count_of, count_text, first_three
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
         props.append(("opprof.wall_ms", f"{profile.wall_ms:.4f}"))  # over all the steps, as the JSON's
         props.append(("opprof.wall_ms_per_step", f"{median_wall_ns(profile) / 1e6:.4f}"))  # the median step
     for op in profile.ops[:top]:
-        props.append((f"opprof.op.{op.name}.calls_per_step", f"{op.calls_per_step.median:g}"))
+        props.append((f"opprof.op.{op.name}.calls_per_step", count_text(op.calls_per_step.median)))
         props.append((f"opprof.op.{op.name}.ms_per_step", f"{op.time_per_step.median / 1e6:.4f}"))
     for check in profile.checks:
         if check.status != "ok":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from .units import count_of, ms_text
+from .units import count_of, count_text, ms_text
 
 if TYPE_CHECKING:  # for annotations only: the model imports this module
     from .analysis import Profile
@@ -22,7 +22,7 @@ def ms_cell(value: float) -> str:
 
 
 def per_step_text(value: float) -> str:
-    return f"{value:g}" if value == int(value) else f"{value:.2f}"
+    return count_text(value)
 
 
 def short(name: str, width: int = 70) -> str:

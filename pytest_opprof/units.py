@@ -12,6 +12,14 @@ def ms_text(ms: float, digits: int = 3) -> str:
     return f"{ms:.{digits}f}"
 
 
+def count_text(value: float) -> str:
+    """A count, or a median or mean of counts, as reports print it: `1000000`, `2.5`, `1.33`
+    (`:g` printed a million calls as `1e+06`)."""
+    if value == int(value):
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0")
+
+
 def count_of(n: int, noun: str) -> str:
     """`1 step`, `3 steps`."""
     return f"{n} {noun}{'s' if n != 1 else ''}"

@@ -292,6 +292,26 @@ def test_match_takes_exact_names_and_globs(pattern, expected):
     assert sorted(o.name for o in p.match(pattern)) == expected
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda p: p.match(None), "op=None: expected an op name or glob"),
+        (lambda p: p.match("aten::mm.default"), "a name without its overload, as the profiler records it: 'aten::mm'"),
+        (lambda p: p.match_ranges(3), "pattern=3: expected a range name or glob"),
+        (lambda p: p.match_kernels(""), "pattern='': expected a kernel name or glob"),
+        (lambda p: p.match_memory_ops(None), "pattern=None: expected a memory op name or glob"),
+    ],
+)
+def test_match_refuses_what_is_no_name_in_one_line(call, message):
+    """Profile.match(None) raised a TypeError, and `aten::mm.default` matched nothing in silence
+    where the fixture refuses it: one OpprofUsageError naming the value."""
+    from pytest_opprof.errors import OpprofUsageError
+
+    with pytest.raises(OpprofUsageError) as info:
+        call(analyze([op("aten::mm", 0, 30)]))
+    assert message in str(info.value)
+
+
 def test_dist_statistics():
     """Dist gives median, min, max and IQR of its samples."""
     d = Dist((1, 2, 3, 4, 100))

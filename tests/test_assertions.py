@@ -155,6 +155,12 @@ def test_total_below_uses_step_wall_time():
     )
 
 
+def test_a_limit_of_minus_zero_reads_as_zero():
+    """`ms=-0.0` is 0, and its limit prints as `0.00 ms`, not `-0.00 ms` (a trial's find)."""
+    message = assertions.total_below(-0.0)(three_steps())
+    assert "limit 0.00 ms" in message and "-0.00" not in message
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [

@@ -478,6 +478,30 @@ def test_assertions_made_before_a_capture_of_the_tests_own_are_refused(project):
     )
 
 
+def test_a_capture_block_entered_twice_captures_twice_and_fn_is_positional_only(project):
+    """One `opprof.capture()` object used in two `with` statements captures each block (it raised
+    contextlib's AttributeError); `run(f, fn=...)` passes `fn` on to f (it was "multiple values")."""
+    project.makepyfile(
+        test_r="""
+        import torch
+        def test_block_twice(opprof):
+            block = opprof.capture()
+            with block:
+                torch.mm(torch.ones(4, 4), torch.ones(4, 4))
+            opprof.assert_op_count("aten::mm", 1)
+            with block:
+                torch.ones(4).add_(1)
+            opprof.assert_op_count("aten::add_", 1)
+            opprof.assert_no_op("aten::mm")
+            assert opprof.captures == 2
+
+        def test_fn_keyword(opprof):
+            assert opprof.run(lambda fn: torch.mm(fn, fn), fn=torch.ones(2, 2), warmup=0, steps=2).sum() == 8
+        """
+    )
+    run(project, "--opprof").assert_outcomes(passed=2)
+
+
 def test_no_summary_line_without_operator_checks(pytester):
     """Off, and no test uses opprof: nothing is printed about it."""
     pytester.makepyfile("def test_x(): pass")

@@ -107,3 +107,14 @@ def test_several_captures_name_the_baseline_only_where_the_last_one_went_into_it
     base = record("t.py::test_a")
     lines = format_problems([TestRecord(**{**base.__dict__, "captures": 2, "baseline": baseline})])
     assert f"t.py::test_a: 2 captures in one test: its {holds} the last;" in lines
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(1_000_000, "1000000"), (2.0, "2"), (2.5, "2.5"), (4 / 3, "1.33"), (0, "0")]
+)
+def test_counts_print_whole_and_never_in_exponent_form(value, text):
+    """A million calls per step is `1000000`, not `1e+06` (a trial's `opprof analyze` table); a
+    median of counts keeps its half."""
+    from pytest_opprof.units import count_text
+
+    assert count_text(value) == text

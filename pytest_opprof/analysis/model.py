@@ -16,7 +16,7 @@ from typing import Any
 
 from ..chrome import write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path
-from ..events import Event, EventTable, freeze
+from ..events import Event, EventTable, freeze, without_overload
 from ..tables import profile_tables
 from ..units import ns_to_ms
 
@@ -335,6 +335,26 @@ class RangeStats(_ShownTime):
                 "device_ms": self.device_per_step.to_dict(1e6),
             },
         }
+
+
+def validate_op(op: object) -> str:
+    """An op name or glob as the profiler names ops; OpprofUsageError otherwise."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if not isinstance(op, str) or not op.strip():
+        raise OpprofUsageError(bad_argument("op", op, 'an op name or glob such as "aten::addmm" or "aten::*mm"'))
+    bare = without_overload(op)
+    if bare is not None:  # aten::mm.default: never in a profile
+        raise OpprofUsageError(
+            bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
+        )
+    return op
+
+
+def _validate_name(value: object, what: str) -> str:
+    """A range, memory op or kernel name or glob: a text that is not blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise OpprofUsageError(bad_argument("pattern", value, f"a {what} name or glob"))
+    return value
 
 
 # The matrix products a workload reference replays, with how many tensor inputs each takes; the
@@ -822,6 +842,7 @@ class Profile:
 
     def match(self, pattern: str) -> list[OpStats]:
         """Ops whose name equals `pattern` or matches it as a glob ("aten::*mm")."""
+        validate_op(pattern)
         exact = self.op(pattern)
         if exact is not None:
             return [exact]
@@ -829,10 +850,12 @@ class Profile:
 
     def match_ranges(self, pattern: str) -> list[RangeStats]:
         """Ranges whose name equals `pattern` or matches it as a glob ("## forward*")."""
+        _validate_name(pattern, "range")
         return [r for r in self.ranges if r.name == pattern or fnmatch.fnmatchcase(r.name, pattern)]
 
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
         """Memory ops whose name equals `pattern` or matches it as a glob ("Memcpy DtoH*")."""
+        _validate_name(pattern, "memory op")
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
 
     def kernel_rows(self) -> list[KernelRow]:
@@ -856,7 +879,7 @@ class Profile:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
         `pattern`; an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
         matches its stable name (`cpp_fused_gelu_0`)."""
-        numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
+        numbered = GRAPH_NUMBERED_KERNEL.match(_validate_name(pattern, "kernel"))
         pattern = numbered.group(1) if numbered else pattern
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
