@@ -145,39 +145,6 @@ def baseline_from_profile(profile: Profile, nodeid: str, device_key: str, enviro
 
 def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> dict[str, Any]:
     """The document in its JSON form (rounded as files hold it)."""
-    ops = {}
-    launched = _kernels_by_launcher(profile)
-    for op in profile.ops:
-        ops[op.name] = {
-            "calls_per_step": list(op.calls_per_step.samples),
-            "cpu_ms": _samples(op.cpu_per_step.samples, 1e6),
-            "device_ms": _samples(op.device_per_step.samples, 1e6),
-            "on_device": op.on_device,
-            "work": _work_entry(op, launched),
-        }
-    kernels: dict[str, Any] = {}
-    for k in profile.kernels:
-        row = kernels.setdefault(
-            k.name, {"calls_per_step": [0] * profile.steps, "device_ms": [0.0] * profile.steps, "ops": []}
-        )
-        row["calls_per_step"] = [a + b for a, b in zip(row["calls_per_step"], k.calls_per_step.samples)]
-        row["device_ms"] = [a + b / 1e6 for a, b in zip(row["device_ms"], k.device_per_step.samples)]
-        if k.op and k.op not in row["ops"]:
-            row["ops"].append(k.op)
-    for row in kernels.values():
-        row["device_ms"] = [round_sig(v) for v in row["device_ms"]]
-        row["ops"].sort()
-    memory = {
-        m.name: {
-            "calls_per_step": list(m.calls_per_step.samples),
-            "device_ms": _samples(m.device_per_step.samples, 1e6),
-            "bytes": m.bytes,
-        }
-        for m in profile.memory_ops
-    }
-    events = [0] * profile.steps
-    for op in profile.ops:
-        events = [a + b for a, b in zip(events, op.calls_per_step.samples)]
     return {
         "schema": SCHEMA,
         "nodeid": nodeid,
@@ -196,11 +163,60 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         ),
         "workload_reference": _workload_entry(profile),  # BaselineDoc.to_dict writes it only when taken
         "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
-        "events_per_step": events,
-        "ops": ops,
-        "kernels": kernels,
-        "memory_ops": memory,
+        "events_per_step": _events_per_step(profile),
+        "ops": _op_entries(profile),
+        "kernels": _kernel_entries(profile),
+        "memory_ops": _memory_entries(profile),
     }
+
+
+def _op_entries(profile: Profile) -> dict[str, Any]:
+    launched = _kernels_by_launcher(profile)
+    return {
+        op.name: {
+            "calls_per_step": list(op.calls_per_step.samples),
+            "cpu_ms": _samples(op.cpu_per_step.samples, 1e6),
+            "device_ms": _samples(op.device_per_step.samples, 1e6),
+            "on_device": op.on_device,
+            "work": _work_entry(op, launched),
+        }
+        for op in profile.ops
+    }
+
+
+def _kernel_entries(profile: Profile) -> dict[str, Any]:
+    """Per kernel name, its launches and device time per step summed over the launching ops."""
+    kernels: dict[str, Any] = {}
+    for k in profile.kernels:
+        row = kernels.setdefault(
+            k.name, {"calls_per_step": [0] * profile.steps, "device_ms": [0.0] * profile.steps, "ops": []}
+        )
+        row["calls_per_step"] = [a + b for a, b in zip(row["calls_per_step"], k.calls_per_step.samples)]
+        row["device_ms"] = [a + b / 1e6 for a, b in zip(row["device_ms"], k.device_per_step.samples)]
+        if k.op and k.op not in row["ops"]:
+            row["ops"].append(k.op)
+    for row in kernels.values():
+        row["device_ms"] = [round_sig(v) for v in row["device_ms"]]
+        row["ops"].sort()
+    return kernels
+
+
+def _memory_entries(profile: Profile) -> dict[str, Any]:
+    return {
+        m.name: {
+            "calls_per_step": list(m.calls_per_step.samples),
+            "device_ms": _samples(m.device_per_step.samples, 1e6),
+            "bytes": m.bytes,
+        }
+        for m in profile.memory_ops
+    }
+
+
+def _events_per_step(profile: Profile) -> list[int]:
+    events = [0] * profile.steps
+    for op in profile.ops:
+        events = [a + b for a, b in zip(events, op.calls_per_step.samples)]
+    return events
 
 
 def _workload_entry(profile: Profile) -> dict[str, Any] | None:
