@@ -237,24 +237,27 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
 
     try:
         doc = json.loads(data, parse_float=str, object_hook=take_event)
-    except UnicodeDecodeError:
-        raise TraceError(bad_trace(path, "not text (neither JSON nor gzip-compressed JSON)")) from None
-    except RecursionError:
-        raise TraceError(bad_trace(path, "nested too deeply to be a profiler trace")) from None
-    except json.JSONDecodeError as exc:
-        # a string still open at the end is truncated too (a raw newline inside one is refused
-        # as an "Invalid control character", so only the end of the text leaves one open)
-        if exc.pos >= len(data.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
-            reason = f"truncated JSON (ends at line {exc.lineno})"
-        else:
-            reason = f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        raise TraceError(bad_trace(path, reason)) from None
-    except ValueError as exc:  # an integer of thousands of digits
-        raise TraceError(bad_trace(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise TraceError(bad_trace(path, _unparsed(data, exc))) from None
     if bad_args:
         i = bad_args[0]
         raise TraceError(bad_trace(path, f"complete event {i} ({_shown(rows[i][1])}): 'args' is not an object"))
     return doc, rows, len(rows) + len(skipped)
+
+
+def _unparsed(data: bytes, exc: Exception) -> str:
+    """Why json.loads could not read the text, in a trace's terms."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "not text (neither JSON nor gzip-compressed JSON)"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to be a profiler trace"
+    if isinstance(exc, json.JSONDecodeError):
+        # a string still open at the end is truncated too (a raw newline inside one is refused
+        # as an "Invalid control character", so only the end of the text leaves one open)
+        if exc.pos >= len(data.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
+            return f"truncated JSON (ends at line {exc.lineno})"
+        return f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+    return f"a number JSON cannot hold ({str(exc).split(';')[0]})"  # an integer of thousands of digits
 
 
 def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
