@@ -579,8 +579,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "opprof")
     for line in lines:
         terminalreporter.write_line(line)
-    if not state.records:
-        return
+    if state.records:
+        _write_outputs(terminalreporter, state)
+
+
+def _write_outputs(terminalreporter: Any, state: RunState) -> None:
+    """--opprof-json, -csv and -html, each written whole or not at all, each said in one line."""
     settings, spool = state.settings, state.spool
     outputs = [
         (
