@@ -77,7 +77,7 @@ def orphan_baselines(root: Path, device_key: str, collected: Iterable[str], narr
         for folder, paths in expected.items()
         if folder.is_dir()
         for path in folder.glob("*.json")
-        if path not in paths and path.is_file()
+        if path not in paths and path.is_file() and not path.name.startswith(".")  # as read_baseline_dir
     ]
     return sorted(found)
 

@@ -246,8 +246,10 @@ def _cycles_kept_last(prof: Any) -> int:
         return 1
     if not callable(schedule) or not isinstance(steps, int):
         return 1
-    save = sys.modules["torch"].profiler.ProfilerAction.RECORD_AND_SAVE
-    return sum(1 for step in range(steps) if schedule(step) == save)
+    action = sys.modules["torch"].profiler.ProfilerAction
+    completed = sum(1 for step in range(steps) if schedule(step) == action.RECORD_AND_SAVE)
+    cut_short = schedule(steps) in (action.RECORD, action.RECORD_AND_SAVE)  # stopped inside a cycle: torch saves it
+    return completed + cut_short
 
 
 def records_list_shapes() -> bool:

@@ -92,7 +92,8 @@ def not_a_profiler(value: object) -> str:
 def profiler_recorded_nothing(steps: int) -> str:
     return (
         f"from_profiler(): the profiler recorded nothing: its schedule reached no active step in its {steps} "
-        "prof.step() calls; run more steps, or shorten the schedule's wait and warmup"
+        "prof.step() calls; run more steps, or shorten the schedule's wait and warmup (or, if it is still "
+        "running, call from_profiler after the `with profile(...)` block)"
     )
 
 
@@ -261,6 +262,14 @@ def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
 def host_syncs(found: list[tuple[str, float]]) -> str:
     listed = ", ".join(f"{name} ({count_text(per_step)}/step)" for name, per_step in found)
     return f"host-device syncs: {listed}"
+
+
+def untrusted_earlier(capture: int, errors: list[str]) -> str:
+    """An earlier capture of the test could not be trusted, and assertions made after it were skipped."""
+    return (
+        f"opprof: capture {capture} of this test cannot be trusted, so the assertions made after it were not "
+        "checked: " + "; ".join(errors)
+    )
 
 
 def untrusted_measurement(errors: list[str]) -> str:

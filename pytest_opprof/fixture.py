@@ -24,6 +24,7 @@ from .errors import (
     assertion_inside_capture,
     assertions_before_capture,
     stepped_aside,
+    untrusted_earlier,
     untrusted_measurement,
 )
 
@@ -98,7 +99,8 @@ class OpprofFixture:
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
         self._inside: str | None = None  # the capture in progress: `with opprof.capture():` or run()'s fn
         self._block: Any = None  # the StepRecorder of the `with opprof.capture():` block in progress
-        self._unchecked: list[str] = []  # untrusted captures whose assertions were skipped: the test errs
+        self._trust: list[str] = []  # the latest capture's trust errors
+        self._unchecked: list[str] = []  # earlier untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
 
     @property
@@ -149,11 +151,11 @@ class OpprofFixture:
             self._inside = "`with opprof.capture():`"
             return
         self._drop_whole_call("`with opprof.capture():`")
-        self._inside = "`with opprof.capture():`"
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
-        self._block = StepRecorder(self._probe)
-        self._block.start()
+        recorder = StepRecorder(self._probe)
+        recorder.start()  # may raise (another profiler runs): then no block is in progress
+        self._inside, self._block = "`with opprof.capture():`", recorder
 
     def _end_block(self, failed: bool) -> None:
         """The block ended; a block that raised keeps no capture."""
@@ -271,10 +273,10 @@ class OpprofFixture:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
             self._deferred.append((check, _caller_line()))
             return
-        if self.error_messages:  # untrusted numbers: the test becomes an error instead of passing or failing,
-            self._unchecked += [
-                m for m in self.error_messages if m not in self._unchecked
-            ]  # also after a later capture
+        if self._trust:  # untrusted numbers: the test becomes an error instead of passing or failing,
+            earlier = untrusted_earlier(self.captures, self._trust)  # also when a later capture is trusted
+            if earlier not in self._unchecked:
+                self._unchecked.append(earlier)
             return
         message = check(self._profile)
         if message is not None:
@@ -310,8 +312,8 @@ class OpprofFixture:
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
         self.python_tracer = device.python_tracer()
-        trust = [f"{c.name}: {c.message}" for c in profile.errors]
-        self.error_messages = [*self._unchecked, *([untrusted_measurement(trust)] if trust else [])]
+        self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
+        self.error_messages = [*self._unchecked, *([untrusted_measurement(self._trust)] if self._trust else [])]
 
     # the whole test call as one step, driven by the plugin's pytest_runtest_call ----------------
     def _drop_whole_call(self, replaced_by: str) -> None:
@@ -343,7 +345,7 @@ class OpprofFixture:
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""
-        if self._profile is None or self.error_messages:
+        if self._profile is None or self._trust:
             return []
         return [f"{where}: {m}" for check, where in self._deferred if (m := check(self._profile)) is not None]
 

@@ -331,6 +331,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = config.stash.get(RUN, None)
     if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
         return
+    if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
+        return
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     collected = [item.nodeid for item in session.items] + state.deselected
     found = orphan_baselines(root, state.device_key, collected, _narrowed(config))

@@ -17,7 +17,7 @@ def count_text(value: float) -> str:
     (`:g` printed a million calls as `1e+06`)."""
     if value == int(value):
         return str(int(value))
-    return f"{value:.2f}".rstrip("0")
+    return f"{value:.2f}".rstrip("0").rstrip(".")  # 2.999 -> `3`, not `3.`
 
 
 def count_of(n: int, noun: str) -> str:

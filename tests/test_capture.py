@@ -124,6 +124,7 @@ def test_from_profiler_needs_a_finished_profiler():
         from_profiler(idle)
 
 
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
 def test_from_profiler_of_an_accumulating_schedule_says_it_holds_the_last_cycle():
     """acc_events=True over 2 cycles: torch keeps only the last cycle's events, so the profile is
     that cycle with a `cycles` warning (a trial's 22 calls read as 15 in silence); read through
@@ -150,6 +151,13 @@ def test_from_profiler_of_an_accumulating_schedule_says_it_holds_the_last_cycle(
         steps(prof)
     assert [c.op("aten::mm").calls_per_step.samples for c in cycles] == [(3, 4), (7, 8)]
     assert not [c for p in cycles for c in p.checks if c.name == "cycles"]
+    cut = torch.profiler.schedule(wait=0, warmup=0, active=2)  # stopped inside its second cycle
+    with torch.profiler.profile(activities=cpu, schedule=cut, acc_events=True) as prof:
+        for i in range(3):
+            for _ in range(i + 1):
+                torch.mm(a, a)
+            prof.step()
+    assert [c.name for c in from_profiler(prof).checks if c.name == "cycles"] == ["cycles"]
 
 
 def test_profiler_already_running_is_one_clear_error():

@@ -377,6 +377,25 @@ def test_a_second_capture_replaces_the_first_and_says_so(project, tmp_path):
     )
 
 
+def test_a_block_that_cannot_start_leaves_the_fixture_usable(project):
+    """`with opprof.capture():` inside the test's own profiler cannot start; the fixture is not
+    left "inside a capture" (a review's find: every later run() was refused as nested)."""
+    project.makepyfile(
+        test_s="""
+        import pytest, torch
+        from pytest_opprof import CaptureError
+        def test_after_a_failed_block(opprof):
+            with torch.profiler.profile():
+                with pytest.raises(CaptureError, match="already running"):
+                    with opprof.capture():
+                        pass
+            opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=2)
+            opprof.assert_op_count("aten::mm", 1)
+        """
+    )
+    run(project, "--opprof").assert_outcomes(passed=1)
+
+
 def test_nested_captures_are_refused_in_one_line(project):
     """capture() in capture(), and run() in capture(): one line at the test's own line, naming
     the nesting (not torch's 'a profiler is already running', which blames another profiler)."""
@@ -442,7 +461,8 @@ def test_assertions_skipped_on_an_untrusted_capture_keep_the_test_an_error(proje
     result.stdout.fnmatch_lines(
         [
             "*ERROR at call of test_untrusted_then_good*",
-            "opprof: the measurement cannot be trusted, so its assertions were not checked: events: no operator*",
+            "opprof: capture 1 of this test cannot be trusted, so the assertions made after it were not checked: "
+            "events: no operator*",
         ]
     )
 
@@ -962,11 +982,34 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     assert old.is_file()
     if xdist:
         return
-    picked = run(project, "--opprof", "-k", "test_other")
-    assert picked.stdout.str().count("read by no test") == 1  # -k leaves test_p[a], [c] out, not unknown
+    run(project, "--opprof", "-k", "test_other", f"--opprof-json={out}").assert_outcomes(passed=1)
+    assert json.loads(out.read_text())["orphan_baselines"] == [shown]  # -k leaves test_p[a], [c] out, not unknown
     assert "read by no test" not in run(project, "--opprof", "test_o.py::test_other").stdout.str()
     monkeypatch.setenv("OPPROF_T_PARAMS", "a,b")
     assert "read by no test" not in run(project, "--opprof", "-k", "test_other").stdout.str()
+
+
+def test_last_failed_runs_name_no_orphans(project, monkeypatch):
+    """--lf drops a file's passed tests without deselecting them: their baselines are not named
+    as read by no test (a review's find: the line told to delete live baselines)."""
+    project.makepyfile(
+        test_lf="""
+        import os, torch
+        def test_pass(opprof):
+            opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=2)
+        def test_flaky(opprof):
+            opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=2)
+            assert not os.environ.get("FAILIT")
+        """
+    )
+    lf = ("-p", "no:randomly")  # the cache provider on: --lf needs it
+    project.runpytest(*lf, "--opprof-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("FAILIT", "1")
+    project.runpytest(*lf, "--opprof").assert_outcomes(passed=1, failed=1)
+    result = project.runpytest(*lf, "--opprof", "--lf")
+    result.assert_outcomes(failed=1)
+    assert "read by no test" not in result.stdout.str()
+    assert (project.path / ".opprof").is_dir() and len(list(project.path.glob(".opprof/*/test_lf.py/*.json"))) == 2
 
 
 BASELINE_TESTS = """

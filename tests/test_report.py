@@ -110,7 +110,8 @@ def test_several_captures_name_the_baseline_only_where_the_last_one_went_into_it
 
 
 @pytest.mark.parametrize(
-    ("value", "text"), [(1_000_000, "1000000"), (2.0, "2"), (2.5, "2.5"), (4 / 3, "1.33"), (0, "0")]
+    ("value", "text"),
+    [(1_000_000, "1000000"), (2.0, "2"), (2.5, "2.5"), (4 / 3, "1.33"), (0, "0"), (2.999, "3"), (1 / 300, "0")],
 )
 def test_counts_print_whole_and_never_in_exponent_form(value, text):
     """A million calls per step is `1000000`, not `1e+06` (a trial's `opprof analyze` table); a
