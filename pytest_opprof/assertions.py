@@ -17,7 +17,7 @@ from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import validate_op
+from .analysis.model import validate_name, validate_op
 from .errors import (
     OpprofUsageError,
     a_range_not_an_op,
@@ -25,9 +25,9 @@ from .errors import (
     closest_names,
     count_mismatch,
     host_syncs,
+    looks_mistyped,
     no_match,
     no_range,
-    one_edit_apart,
     over_limit,
     unexpected_ops,
     unknown_op,
@@ -97,8 +97,7 @@ def range_below(name: str, ms: float, per: str = "step", stat: str = "median") -
     (or per call), by `stat` over steps: the device time launched inside it when it launched
     device work, else its wall time on its thread."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if not isinstance(name, str) or not name.strip():
-        raise OpprofUsageError(bad_argument("name", name, 'a range name or glob such as "attention" or "## forward*"'))
+    validate_name(name, "range", "name", ' such as "attention" or "## forward*"')
     limit, reduce = _time_limit(ms, per, stat)
     return lambda profile: _range_below(profile, name, limit, per, stat, reduce)
 
@@ -381,8 +380,7 @@ def kernel_count(pattern: str, n: int | None = None, *, min: int | None = None, 
 
 def _validate_kernel(pattern: object) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise OpprofUsageError(bad_argument("kernel", pattern, 'a kernel name or glob such as "triton_*" or "*gemm*"'))
+    validate_name(pattern, "kernel", "kernel", ' such as "triton_*" or "*gemm*"')
 
 
 def _validate_counts(n: object, min: object, max: object, what: str) -> None:
@@ -430,11 +428,11 @@ def _kernel_typo(name: str, profile: Profile) -> str | None:
     ran: the assertion would pass forever. A glob is taken as written."""
     if is_glob(name):
         return None
-    near = next((k.name for k in profile.kernel_rows() if one_edit_apart(name, k.name)), None)
+    near = next((k.name for k in profile.kernel_rows() if looks_mistyped(name, k.name)), None)
     if near is None:
         return None
     return (
-        f"{name}: no kernel of that name ran, but {near} did: one character apart, a typo would pass forever; "
+        f"{name}: no kernel of that name ran, but {near} did: a typo of it would pass forever; "
         f"name the kernel as it ran (for another kernel that must not run, write a glob such as '{name}*')"
     )
 

@@ -125,17 +125,22 @@ def bad_argument(name: str, value: object, expected: str) -> str:
     return f"{name}={value!r}: expected {expected}"
 
 
-def one_edit_apart(a: str, b: str) -> bool:
-    """Whether b is a with one character added, dropped or changed, that character not a digit:
-    a typo's distance (`..._mull_0` for `..._mul_0`), not a numbered sibling's (`..._0`, `..._1`)."""
-    if a == b or abs(len(a) - len(b)) > 1:
+def looks_mistyped(a: str, b: str) -> bool:
+    """Whether a is b with a slip of the keyboard: a letter doubled or dropped beside its twin
+    (`gelu_mull` for `gelu_mul`), or two neighbours swapped (`geul` for `gelu`). Other one-letter
+    differences name other kernels often enough (`relu`/`gelu`, `sin`/`sinh`, `lt`/`gt`), and
+    digits number siblings (`_0`, `_1`): neither counts."""
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        ) and not (a[diff[0]] + a[diff[1]]).isdigit()
+    long, short = (a, b) if len(a) == len(b) + 1 else (b, a) if len(b) == len(a) + 1 else ("", "")
+    if not long:
         return False
-    start = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    end_a, end_b = len(a), len(b)
-    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
-        end_a, end_b = end_a - 1, end_b - 1
-    changed = a[start:end_a] + b[start:end_b]
-    return end_a - start <= 1 and end_b - start <= 1 and not changed.isdigit()
+    i = next((i for i, (x, y) in enumerate(zip(long, short)) if x != y), len(short))
+    doubled = (i > 0 and long[i] == long[i - 1]) or (i + 1 < len(long) and long[i] == long[i + 1])
+    return long[:i] + long[i + 1 :] == short and doubled and not long[i].isdigit()
 
 
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:

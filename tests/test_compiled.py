@@ -337,18 +337,20 @@ def test_kernel_assertions_on_cpu_inductor_kernels():
 
 
 def test_a_kernel_asserted_absent_one_typo_from_one_that_ran_fails():
-    """assert_kernel_count(typo, 0) while the kernel one character away ran would pass forever (a
-    trial's `cpp_fused_gelu_mull_0`): it fails naming the kernel; a numbered sibling, a glob and
-    a name far from any kernel are taken as written."""
+    """assert_kernel_count(typo, 0) while the kernel it mistypes ran would pass forever (a trial's
+    `cpp_fused_gelu_mull_0`): a doubled or swapped letter fails naming the kernel; another kernel's
+    name one letter away (`relu` for `gelu`), a numbered sibling, a glob and a name far from any
+    kernel are taken as written."""
     profile = analyze(compiled_step(1, 0) + compiled_step(2, 200))
-    assert kernel_count("cpp_fused_gelu_O", 0)(profile) == (
-        "cpp_fused_gelu_O: no kernel of that name ran, but cpp_fused_gelu_0 did: one character apart, a typo "
-        "would pass forever; name the kernel as it ran (for another kernel that must not run, write a glob such as "
-        "'cpp_fused_gelu_O*')"
+    assert kernel_count("cpp_fused_gellu_0", 0)(profile) == (
+        "cpp_fused_gellu_0: no kernel of that name ran, but cpp_fused_gelu_0 did: a typo of it would pass forever; "
+        "name the kernel as it ran (for another kernel that must not run, write a glob such as 'cpp_fused_gellu_0*')"
     )
+    assert kernel_count("cpp_fused_geul_0", max=0)(profile).startswith("cpp_fused_geul_0: no kernel of that name ran")
+    assert kernel_count("cpp_fused_relu_0", 0)(profile) is None  # another op's kernel that must not run
     assert kernel_count("cpp_fused_gelu_mul_0", max=0)(profile) is None  # far from any kernel
-    assert kernel_count("cpp_fused_gelu_1", 0)(profile) is None  # a numbered sibling that must not run
-    assert kernel_count("cpp_fused_gelu_O*", 0)(profile) is None
+    assert kernel_count("cpp_fused_gelu_1", 0)(profile) is None  # a numbered sibling
+    assert kernel_count("cpp_fused_gellu_0*", 0)(profile) is None
 
 
 def gpu_step(n: int, t0: float) -> list[Event]:

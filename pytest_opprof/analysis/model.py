@@ -350,10 +350,12 @@ def validate_op(op: object) -> str:
     return op
 
 
-def _validate_name(value: object, what: str) -> str:
-    """A range, memory op or kernel name or glob: a text that is not blank."""
+def validate_name(value: object, what: str, argument: str = "pattern", example: str = "") -> str:
+    """A range, memory op or kernel name or glob: a text that is not blank; OpprofUsageError
+    naming `argument` otherwise (`example`: ` such as "triton_*"`)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(value, str) or not value.strip():
-        raise OpprofUsageError(bad_argument("pattern", value, f"a {what} name or glob"))
+        raise OpprofUsageError(bad_argument(argument, value, f"a {what} name or glob{example}"))
     return value
 
 
@@ -850,12 +852,12 @@ class Profile:
 
     def match_ranges(self, pattern: str) -> list[RangeStats]:
         """Ranges whose name equals `pattern` or matches it as a glob ("## forward*")."""
-        _validate_name(pattern, "range")
+        validate_name(pattern, "range")
         return [r for r in self.ranges if r.name == pattern or fnmatch.fnmatchcase(r.name, pattern)]
 
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
         """Memory ops whose name equals `pattern` or matches it as a glob ("Memcpy DtoH*")."""
-        _validate_name(pattern, "memory op")
+        validate_name(pattern, "memory op")
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
 
     def kernel_rows(self) -> list[KernelRow]:
@@ -879,7 +881,7 @@ class Profile:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
         `pattern`; an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
         matches its stable name (`cpp_fused_gelu_0`)."""
-        numbered = GRAPH_NUMBERED_KERNEL.match(_validate_name(pattern, "kernel"))
+        numbered = GRAPH_NUMBERED_KERNEL.match(validate_name(pattern, "kernel"))
         pattern = numbered.group(1) if numbered else pattern
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
