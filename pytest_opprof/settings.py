@@ -103,9 +103,9 @@ def _parse_file_path(text: object) -> str:
     value = _parse_path(text)
     path = Path(value)
     if path.is_dir():
-        raise ValueError("a file path, and it names a folder")
+        raise ValueError("a file path: it names a folder")
     if blocked(path.parent):
-        raise ValueError(f"a file path, and {blocked(path.parent)} is a file, not a folder")
+        raise ValueError(f"a file path: {blocked(path.parent)} on its way is a file, not a folder")
     return value
 
 
@@ -113,7 +113,7 @@ def _parse_dir_path(text: object) -> str:
     """A folder to write into: not a file, not below a file."""
     value = _parse_path(text)
     if blocked(Path(value)):
-        raise ValueError(f"a folder, and {blocked(Path(value))} is a file")
+        raise ValueError(f"a folder: {blocked(Path(value))} is a file")
     return value
 
 
@@ -420,7 +420,7 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     found = blocked(root)
     if found is None:
         return None
-    return f"--opprof-baseline-dir: {source_value!r} is not a folder, and {found} is a file (as resolved against the rootdir: {root})"
+    return f"--opprof-baseline-dir: {source_value!r} is not a folder: {found} is a file (as resolved against the rootdir: {root})"
 
 
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:

@@ -553,14 +553,14 @@ def test_bad_marker_arguments_are_errors(project, marker, message):
     result.stderr.fnmatch_lines([f"*test_bad_marker_arguments_are_errors.py::test_x: @pytest.mark.opprof {message}*"])
 
 
-@pytest.mark.parametrize("opprof", [[], ["--opprof"]])
-def test_a_bad_marker_under_xdist_is_that_tests_error_not_an_internal_error(project, opprof):
+@pytest.mark.parametrize("flags", [[], ["--opprof"]])
+def test_a_bad_marker_under_xdist_is_that_tests_error_not_an_internal_error(project, flags):
     """xdist workers collect, and cannot stop the run: there a bad marker makes its test an
     error with the same one line (the other tests run), never an INTERNALERROR."""
     project.makepyfile(
         test_m="import pytest\n@pytest.mark.opprof(bogus=1)\ndef test_bad(): pass\ndef test_ok(): pass\n"
     )
-    result = run(project, "-n", "1", *opprof)
+    result = run(project, "-n", "1", *flags)
     result.assert_outcomes(passed=1, errors=1)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines(
@@ -1782,10 +1782,10 @@ def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkey
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--opprof-json", "."], "--opprof-json: '.' is not a file path, and it names a folder (from command line)"),
+        (["--opprof-json", "."], "--opprof-json: '.' is not a file path: it names a folder (from command line)"),
         (
             ["--opprof-trace-dir", "plain.txt"],
-            "--opprof-trace-dir: 'plain.txt' is not a folder, and plain.txt is a file*",
+            "--opprof-trace-dir: 'plain.txt' is not a folder: plain.txt is a file*",
         ),
         (["--opprof-trace=all"], "--opprof-trace=all: no --opprof-trace-dir to write the traces to*"),
         (
@@ -1896,7 +1896,7 @@ def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(projec
     result = run(project, "--opprof", "--opprof-baseline-dir", "blk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--opprof-baseline-dir: 'blk' is not a folder, and */blk is a file (as resolved against the rootdir: */blk)"]
+        ["*--opprof-baseline-dir: 'blk' is not a folder: */blk is a file (as resolved against the rootdir: */blk)"]
     )
     result = run(project, "--opprof-update-baseline", "--opprof-baseline-dir", "bl/x")
     result.assert_outcomes(passed=1)
@@ -2033,7 +2033,7 @@ def test_bad_csv_and_html_paths_are_usage_errors(pytester):
     for flag in ("--opprof-csv", "--opprof-html"):
         result = run(pytester, "--opprof", flag, ".")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"*{flag}: '.' is not a file path, and it names a folder (from command line)*"])
+        result.stderr.fnmatch_lines([f"*{flag}: '.' is not a file path: it names a folder (from command line)*"])
 
 
 def test_no_stray_lines_from_torch_or_kineto_but_the_users_own_warnings_stay(pytester):

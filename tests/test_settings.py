@@ -69,9 +69,12 @@ def a_file(tmp_path):
             {"trace": ("all", "pytest.ini")},
             "--opprof-trace=all: no --opprof-trace-dir to write the traces to (from pytest.ini); add --opprof-trace-dir DIR",
         ),
-        ({"json_path": ("{dir}", "command line")}, "is not a file path, and it names a folder (from command line)"),
-        ({"json_path": ("{file}/r.json", "command line")}, "is not a file path, and {file} is a file, not a folder"),
-        ({"trace_dir": ("{file}", "command line")}, "is not a folder, and {file} is a file"),
+        ({"json_path": ("{dir}", "command line")}, "is not a file path: it names a folder (from command line)"),
+        (
+            {"json_path": ("{file}/r.json", "command line")},
+            "is not a file path: {file} on its way is a file, not a folder",
+        ),
+        ({"trace_dir": ("{file}", "command line")}, "is not a folder: {file} is a file"),
     ],
 )
 def test_bad_output_paths_and_ambiguous_numbers_are_refused_at_start(tmp_path, a_file, values, message):
