@@ -563,8 +563,6 @@ def _references(torch: Any) -> tuple[int, int]:
 
 
 WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (one call past this)
-_DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
-assert tuple(_DTYPES) == WORKLOAD_DTYPES
 
 
 def workload_choice(profile: Profile) -> WorkloadReference | None:
@@ -594,7 +592,7 @@ def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
     does not broadcast)."""
     try:
         tensors = [
-            torch.ones(shape, dtype=getattr(torch, _DTYPES[t]), device="cpu")
+            torch.ones(shape, dtype=getattr(torch, WORKLOAD_DTYPES[t]), device="cpu")
             for shape, t in zip(choice.shapes, choice.dtypes)
         ]
         product = getattr(torch, choice.op.split("::")[1])

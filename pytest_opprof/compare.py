@@ -146,10 +146,6 @@ def _calls(entry: OpEntry | KernelEntry | MemoryEntry) -> float:
     return float(median(entry.calls_per_step or (0,)))
 
 
-def _fmt_calls(value: float) -> str:
-    return count_text(value)
-
-
 def rank_test_p(new: list[float], base: list[float]) -> float:
     """One-sided Mann-Whitney U: the probability of ranks this extreme if `new` were not larger.
     Normal approximation with tie correction; exact enough for a gate at 1%."""
@@ -239,11 +235,11 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
                 added = name in new_ops
                 changes.append(_sometimes(name, (new_ops if added else old_ops)[name], added))
             elif not old_calls:
-                changes.append(f"+ {name} ({_fmt_calls(new_calls)}/step)")
+                changes.append(f"+ {name} ({count_text(new_calls)}/step)")
             elif not new_calls:
-                changes.append(f"- {name} (was {_fmt_calls(old_calls)}/step)")
+                changes.append(f"- {name} (was {count_text(old_calls)}/step)")
             else:
-                changes.append(f"{name} {_fmt_calls(old_calls)} -> {_fmt_calls(new_calls)}/step")
+                changes.append(f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step")
     if not changes:
         return [], names
     shown = ", ".join(changes[:MAX_LISTED])
@@ -338,7 +334,7 @@ def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str
     if sig_new != sig_old:
         parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
     tables = (
-        ("kernels", old.kernels, new.kernels, _fmt_calls),
+        ("kernels", old.kernels, new.kernels, count_text),
         ("bytes per step", old.bytes_per_step, new.bytes_per_step, si),
     )
     for what, a, b, fmt in tables:
@@ -409,7 +405,7 @@ def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, fl
         return "(none)"
     other_texts = {text for text, _ in others.values()}
     shown = [
-        f"({_full_text(key) if text in other_texts else text})" + (f" x{_fmt_calls(calls)}" if calls != 1 else "")
+        f"({_full_text(key) if text in other_texts else text})" + (f" x{count_text(calls)}" if calls != 1 else "")
         for key, text, calls in differ[:limit]
     ]
     return " ".join(shown) + (f" and {len(differ) - limit} more" if len(differ) > limit else "")
@@ -604,12 +600,13 @@ def _within(moved: float | None, ratio: float) -> bool:
 def _reference_ratios(
     current: BaselineDoc, baseline: BaselineDoc, workload: bool = True
 ) -> list[tuple[float, str, bool]]:
-    """Each machine reference both sides took: this run's time / the baseline's, and its name.
-    The workload reference counts only where both replayed the same product on the same inputs
-    (the test's own shapes: it follows slow spells that leave the fixed matmul untouched), and
-    excuses only a move no larger than its own (`bounded`: it is the same work), and not for the step wall (`workload` False): the wall is judged only when no op got slower, so
-    its products did not, and a slower product explains none of it (it excused 3 of 20 steps
-    slowed by Python in the noise bench)."""
+    """Each machine reference both sides took: this run's time / the baseline's, its name, and
+    whether it is bounded. The workload reference counts only where both replayed the same
+    product on the same inputs (the test's own shapes: it follows slow spells that leave the
+    fixed matmul untouched); it excuses only a move no larger than its own (`bounded`: it is the
+    same work), and never the step wall (`workload` False): the wall is judged only when no op
+    got slower, so its products did not, and a slower product explains none of it (it excused 3
+    of 20 steps slowed by Python in the noise bench)."""
     found = [
         (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
     ]

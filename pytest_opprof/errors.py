@@ -83,10 +83,17 @@ def profiler_already_running() -> str:
     )
 
 
+SHOWN = 60  # characters of a value an error line quotes (a kernel's name runs to 1000)
+
+
+def shown_value(value: object) -> str:
+    """A name or value as an error line quotes it: repr, cut to SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 4] + "...'"
+
+
 def not_a_profiler(value: object) -> str:
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:56] + "...'"
-    return f"from_profiler() takes a finished torch.profiler.profile, not {shown}"
+    return f"from_profiler() takes a finished torch.profiler.profile, not {shown_value(value)}"
 
 
 def profiler_recorded_nothing(steps: int) -> str:
@@ -234,7 +241,7 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
     elif close:
         hint = f"; closest: {', '.join(close)}"
     elif seen:
-        hint = f"; the ranges were {', '.join(seen[:3])}{' and more' if len(seen) > 3 else ''}"
+        hint = f"; the ranges were {first_three(seen)}"
     else:
         hint = "; the profile has no ranges (torch.profiler.record_function blocks) at all"
     return f"{shown_name(pattern)}: no range of that name ran in the measured code{hint}"

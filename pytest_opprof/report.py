@@ -25,7 +25,7 @@ from .documents import BaselineDoc
 from .errors import TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
-from .tables import by_shown_time, median_wall_ns, ms_cell, per_step_text, ranges_table, short, timeline_line
+from .tables import by_shown_time, median_wall_ns, ms_cell, ranges_table, short, timeline_line
 from .units import count_of, count_text, first_three
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -232,7 +232,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
         own = op.self_device_per_step if op.on_device else op.self_cpu_per_step
         row = [
             short(op.name),
-            per_step_text(op.calls_per_step.median),
+            count_text(op.calls_per_step.median),
             ms_cell(per.median / 1e6),
             ms_cell(own.median / 1e6),
             ms_cell(per.min / 1e6),
@@ -687,7 +687,7 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
         rows.append(
             [
                 short(name),
-                per_step_text(_median(list(op.calls_per_step or [0]))),
+                count_text(_median(list(op.calls_per_step or [0]))),
                 ms_cell(_median(times)),
                 ms_cell(min(times)),
                 ms_cell(_median(list(op.cpu_ms or [0]))),
@@ -704,7 +704,7 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
         [
             short(name, 60),
             ", ".join(k.ops) or "-",
-            per_step_text(_median(list(k.calls_per_step or [0]))),
+            count_text(_median(list(k.calls_per_step or [0]))),
             ms_cell(_median(list(k.device_ms or [0]))),
         ]
         for name, k in kernels[:top]
@@ -717,7 +717,7 @@ def _baseline_memory_table(doc: BaselineDoc) -> str:
     rows = [
         [
             name,
-            per_step_text(_median(list(m.calls_per_step or [0]))),
+            count_text(_median(list(m.calls_per_step or [0]))),
             ms_cell(_median(list(m.device_ms or [0]))),
             m.bytes,
         ]
@@ -739,8 +739,8 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
         table.append(
             [
                 short(r.op, 60),
-                "-" if r.a_calls is None else per_step_text(r.a_calls),
-                "-" if r.b_calls is None else per_step_text(r.b_calls),
+                "-" if r.a_calls is None else count_text(r.a_calls),
+                "-" if r.b_calls is None else count_text(r.b_calls),
                 _num(r.a_ms, ".3f"),
                 _num(r.b_ms, ".3f"),
                 f"{ratio:.2f}x" if ratio is not None else "-",
@@ -764,7 +764,7 @@ def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int =
             for kernels in (r.kernels_a, r.kernels_b):
                 if i < len(kernels):
                     name, calls, ms = kernels[i]
-                    cells += [short(name, 48), f"{per_step_text(calls)}x {ms:.3f}"]
+                    cells += [short(name, 48), f"{count_text(calls)}x {ms:.3f}"]
                 else:
                     cells += ["", ""]
             table.append([short(r.op, 40) if i == 0 else "", *cells])

@@ -21,10 +21,6 @@ def ms_cell(value: float) -> str:
     return ms_text(value)
 
 
-def per_step_text(value: float) -> str:
-    return count_text(value)
-
-
 def short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -55,7 +51,7 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
         rows.append(
             [
                 short(op.name),
-                per_step_text(op.calls_per_step.median),
+                count_text(op.calls_per_step.median),
                 ms_cell(op.cpu_per_step.median / 1e6),
                 ms_cell(op.self_cpu_per_step.median / 1e6),
                 ms_cell(op.device_per_step.median / 1e6) if op.on_device else "-",
@@ -76,7 +72,7 @@ def ranges_table(profile: Profile, top: int | None = 20) -> str:
         rows.append(
             [
                 short(r.name),
-                per_step_text(r.calls_per_step.median),
+                count_text(r.calls_per_step.median),
                 ms_cell(r.cpu_per_step.median / 1e6),
                 ms_cell(r.device_per_step.median / 1e6) if r.on_device else "-",
                 share,
@@ -95,7 +91,7 @@ def kernels_table(profile: Profile, top: int | None = 20) -> str:
 
 def graph_launches_table(profile: Profile) -> str:
     rows = [
-        [g.launch, g.op or "-", per_step_text(g.calls_per_step.median), per_step_text(g.kernels_per_step.median),
+        [g.launch, g.op or "-", count_text(g.calls_per_step.median), count_text(g.kernels_per_step.median),
          ms_cell(g.device_per_step.median / 1e6)]
         for g in profile.graph_launches
     ]  # fmt: skip
@@ -113,10 +109,10 @@ def compiled_line(profile: Profile) -> str | None:
     frames = ", ".join(sorted({r.compile_id for r in in_steps}))
     per_step = len(in_steps) / steps
     parts = [
-        f"torch.compile: {per_step_text(per_step)} {'region' if per_step == 1 else 'regions'}/step ({frames or 'none'})"
+        f"torch.compile: {count_text(per_step)} {'region' if per_step == 1 else 'regions'}/step ({frames or 'none'})"
     ]
     if resumed := sum(1 for r in in_steps if r.nested):
-        parts.append(f"{per_step_text(resumed / steps)}/step resumed after a graph break")
+        parts.append(f"{count_text(resumed / steps)}/step resumed after a graph break")
     if inside := [x for x in c.compilations if x.step >= 0]:
         parts.append(f"{len(inside)} compilations inside the steps")
     parts.append(f"eager {c.eager_share:.0%} of the CPU time")

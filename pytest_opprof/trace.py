@@ -24,7 +24,7 @@ from typing import Any
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
 from .analysis.model import WorkloadReference, workload_problem
-from .errors import TraceError, bad_trace, not_a_path, trace_not_found
+from .errors import TraceError, bad_trace, not_a_path, shown_value, trace_not_found
 from .events import (
     CPU_OP,
     DEVICE_KINDS,
@@ -154,13 +154,15 @@ def _int_id(value: object, names: dict[object, int]) -> int:
 
 _MISSING = object()
 _INT64 = 2**63  # Kineto writes ids and byte counts as int64: a larger one is not from a profiler
-_SHOWN = 60  # characters of a name or value an error line quotes (a kernel's name runs to 1000)
 
 
-def _shown(value: object) -> str:
-    """A name or value as an error line quotes it: repr, cut to _SHOWN characters."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 4] + "...'"
+def _whole(value: object) -> int | None:
+    """An int in [0, 2**63), or the ASCII digits of one ("2560", as ROCm writes a size); else None."""
+    if type(value) is int:
+        return value if 0 <= value < _INT64 else None
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20 and int(value) < _INT64:
+        return int(value)
+    return None
 
 
 _NO_ARGS: dict[str, Any] = {}
@@ -185,7 +187,7 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
             out.append(us_text_to_ns(v))
         except ValueError as exc:
             reason = f"no {what!r}" if v is _MISSING else str(exc)
-            raise TraceError(bad_trace(source, f"complete event {i} ({_shown(names[i])}): {reason}")) from None
+            raise TraceError(bad_trace(source, f"complete event {i} ({shown_value(names[i])}): {reason}")) from None
     return out
 
 
@@ -241,7 +243,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
         raise TraceError(bad_trace(path, _unparsed(data, exc))) from None
     if bad_args:
         i = bad_args[0]
-        raise TraceError(bad_trace(path, f"complete event {i} ({_shown(rows[i][1])}): 'args' is not an object"))
+        raise TraceError(bad_trace(path, f"complete event {i} ({shown_value(rows[i][1])}): 'args' is not an object"))
     return doc, rows, len(rows) + len(skipped)
 
 
@@ -295,14 +297,13 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
 def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) -> int:
     """A correlation, External id or byte count: an int >= 0, or the text of one ("2560", as ROCm
     writes a copy's size); anything else names the event and the field."""
-    if type(value) is int and 0 <= value < _INT64:
-        return value
-    if type(value) is str and value.isascii() and value.isdigit() and len(value) < 20 and int(value) < _INT64:
-        return int(value)
+    whole = _whole(value)
+    if whole is not None:
+        return whole
     raise TraceError(
         bad_trace(
             source,
-            f"complete event {i} ({_shown(names[i])}): {what!r} is {_shown(value)}, not a whole number below 2**63",
+            f"complete event {i} ({shown_value(names[i])}): {what!r} is {shown_value(value)}, not a whole number below 2**63",
         )
     )
 
@@ -328,9 +329,9 @@ class _ArgColumns:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
             return
         if kind is RUNTIME:  # a size that is not a whole number is not one we need: left out
-            size = a["size"]
-            if type(size) is int or (type(size) is str and size.isascii() and size.isdigit() and len(size) < 20):
-                self.launch_size[corr] = int(size)
+            size = _whole(a["size"])
+            if size is not None:
+                self.launch_size[corr] = size
             return
         device, stream = a.get("device", pid), a.get("stream", tid)
         try:
@@ -338,7 +339,7 @@ class _ArgColumns:
             self.streams[i] = stream if type(stream) is int else _int_id(stream, ids)
         except ValueError as exc:
             raise TraceError(
-                bad_trace(source, f"complete event {i} ({_shown(names[i])}): device or stream {exc}")
+                bad_trace(source, f"complete event {i} ({shown_value(names[i])}): device or stream {exc}")
             ) from None
         size = a.get("bytes", _MISSING)
         if size is _MISSING:

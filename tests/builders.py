@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pytest_opprof.events import ANNOTATION, CPU_OP, KERNEL, MEMCPY, MEMSET, RUNTIME, Event
 
 US = 1000
@@ -26,6 +28,12 @@ def op(
 
 def step(n: int, start_us: float, dur_us: float, tid: int = 1) -> Event:
     return Event(ANNOTATION, f"ProfilerStep#{n}", int(start_us * US), int(dur_us * US), 100, tid)
+
+
+def stepped(n: int, period_us: float, body: Callable[[int, float], list[Event]]) -> list[Event]:
+    """`n` steps of `period_us` each: a step marker, then body(i, base) for step i (0-based)
+    starting at `base` us."""
+    return [e for i in range(n) for e in (step(i + 1, i * period_us, period_us), *body(i, i * period_us))]
 
 
 def annotation(name: str, start_us: float, dur_us: float, tid: int = 1) -> Event:

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 
 import pytest
-from builders import annotation, kernel, launch, op, step
+from builders import annotation, kernel, launch, op, step, stepped
 from conftest import SHARED_TRACES
 from rawsums import independent_sums
 
@@ -84,16 +84,16 @@ def test_top_limits_rows(capsys, small_trace):
 
 def test_top_limits_the_ranges_in_json_too(capsys, tmp_path):
     """`--json --top 1` keeps the costliest range as the tables do (it kept every range)."""
-    events = []
-    for i in range(2):
-        base = i * 1000
-        events += [
-            step(i + 1, base, 1000),
+    events = stepped(
+        2,
+        1000,
+        lambda i, base: [
             annotation("forward", base + 10, 500),
             op("aten::mm", base + 20, 400),
             annotation("loss", base + 600, 100),
             op("aten::sum", base + 610, 50),
-        ]
+        ],
+    )
     path = tmp_path / "ranges.json"
     write_trace(path, events, {})
     _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--top", "1")

@@ -9,7 +9,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
-from builders import annotation, kernel, launch, op, step
+from builders import annotation, kernel, launch, op, step, stepped
 from conftest import SHARED_TRACES
 
 from pytest_opprof import load_trace
@@ -21,11 +21,10 @@ def test_a_range_has_its_calls_wall_time_and_launched_device_time_per_step():
     whose time the outer one holds); `other` on another thread gets none of thread 1's launches;
     one `blk` outside the steps counts in the totals only; step markers, opprof's step sync and
     torch.compile's stages are not ranges."""
-    events = []
-    for i in range(2):
-        base = i * 100
-        events += [
-            step(i + 1, base, 100),
+    events = stepped(
+        2,
+        100,
+        lambda i, base: [
             annotation("blk", base + 10, 40),
             annotation("blk", base + 15, 5),  # nested, same name
             op("aten::mm", base + 20, 20),
@@ -34,7 +33,8 @@ def test_a_range_has_its_calls_wall_time_and_launched_device_time_per_step():
             annotation("other", base + 10, 30, tid=2),
             annotation("opprof::step_sync", base + 90, 5),
             annotation("dynamo_data: compile_id=0/0", base + 60, 5),
-        ]
+        ],
+    )
     events.append(annotation("blk", 300, 10))
     profile = analyze(events)
     # by time: device time for a range that launched device work (blk: 10 us), else wall (other: 60 us)

@@ -12,7 +12,7 @@ from itertools import compress, repeat
 from operator import lt
 
 from ..events import Event
-from ..units import ms_text, ns_to_ms
+from ..units import first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, RangeStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
@@ -75,7 +75,7 @@ def _fmt_ms(ns: float) -> str:
 
 def _events(n_ops: int, n_device: int, ranges: Sequence[RangeStats] = ()) -> Check:
     if n_ops + n_device == 0 and ranges:
-        names = ", ".join(r.name for r in ranges[:3]) + (" and more" if len(ranges) > 3 else "")
+        names = first_three([r.name for r in ranges])
         return Check(
             "events",
             ERROR,

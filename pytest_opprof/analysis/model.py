@@ -362,7 +362,7 @@ def validate_name(value: object, what: str, argument: str = "pattern", example: 
 # The matrix products a workload reference replays, with how many tensor inputs each takes; the
 # types it replays them in; the most elements their inputs may hold (64 MiB of float32).
 WORKLOAD_OPS = {"aten::addmm": 3, "aten::mm": 2, "aten::bmm": 2}
-WORKLOAD_DTYPES = ("float", "double", "c10::BFloat16", "c10::Half")
+WORKLOAD_DTYPES = {"float": "float32", "double": "float64", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
 WORKLOAD_ELEMENTS = 16 << 20
 
 
