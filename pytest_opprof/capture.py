@@ -430,6 +430,25 @@ class StepRecorder:
 
     def stop(self, keep: bool = True) -> Profile | None:
         """End the step and the profiler; the Profile when `keep`, else the capture is dropped."""
+        prof = self._end()
+        if prof is None or not keep:
+            return None
+        # References only for a kept capture, after it: a whole call that run() abandons costs none.
+        assert self._threads is not None  # set with _prof
+        return _with_reference(from_profiler(prof), self._threads.fewest, _references(self._torch))
+
+    def stop_cut_short(self) -> Profile | None:
+        """End a capture that the test's exception interrupted: what it recorded, for the
+        failure's report (no machine references: it is never judged). None when it cannot be
+        read: the test's own exception is what must surface, not ours."""
+        try:
+            prof = self._end()
+        except Exception:
+            return None
+        return _read_cut_short(prof) if prof is not None else None
+
+    def _end(self) -> Any:
+        """End the step and the profiler; the stopped profiler, or None when none was running."""
         self._unwatch()
         prof, self._prof = self._prof, None
         if prof is None:
@@ -446,10 +465,7 @@ class StepRecorder:
                 prof.stop()
         if self._probe is not None:
             self._probe()
-        if not keep:
-            return None
-        # References only for a kept capture, after it: a whole call that run() abandons costs none.
-        return _with_reference(from_profiler(prof), threads.fewest, _references(torch))
+        return prof
 
 
 @contextmanager
@@ -664,12 +680,14 @@ def run_steps(
     probe: Callable[[], None] | None = None,
     work: bool = True,
     threads: int | None = None,
+    cut_short: Callable[[Profile], None] | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
     With `work`, UNPROFILED_STEPS more calls are timed without the profiler (before the profiled
     steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
-    last result. `probe` (the plugin's GPU clock sampler) is
+    last result. When fn raises in a profiled step, `cut_short` is given what the steps up to
+    then recorded (for the failure's report) before the exception goes on. `probe` (the plugin's GPU clock sampler) is
     called after the warm-up, just before the profiler starts, and just after it stops.
     `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
     threads, which the test may have restored since), put back afterwards. With `work`, after the
@@ -682,7 +700,22 @@ def run_steps(
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())
     with compiled_kernel_profiling(), _on_threads(torch, threads):
-        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work)
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short)
+
+
+def by_failure(exc: BaseException | None) -> bool:
+    """Whether an exception that ended a capture is the test failing (or skipping), whose report
+    may show what the capture recorded: not an interrupt (Ctrl-C) or an exit."""
+    return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
+
+
+def _read_cut_short(prof: Any) -> Profile | None:
+    """A stopped profiler's capture, cut short by the test's exception; None when it cannot be
+    read (the test's own exception is what must surface, not ours)."""
+    try:
+        return from_profiler(prof)
+    except Exception:
+        return None
 
 
 @contextmanager
@@ -707,6 +740,7 @@ def _run_steps(
     steps: int,
     probe: Callable[[], None] | None,
     work: bool,
+    cut_short: Callable[[Profile], None] | None = None,
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
     breaks_before = graph_break_reasons()
@@ -719,11 +753,7 @@ def _run_steps(
     unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
     if probe is not None:
         probe()
-    result: Any = None
-    with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
-        for number in range(1, steps + 1):
-            with _step(torch, number, cuda):
-                result = fn(*args, **kwargs)
+    prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short)
     if probe is not None:
         probe()
     unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
@@ -737,6 +767,28 @@ def _run_steps(
     recorded = {op.name: op.work for op in signature.ops if op.work}
     timed = timed.with_work(recorded, signature.work_steps, signature.list_shapes)
     return _with_workload_reference(torch, timed, workload_choice(timed)), result
+
+
+def _profiled_steps(
+    torch: Any, fn: Callable[..., T], args: Any, kwargs: Any, steps: int, cut_short: Callable[[Profile], None] | None
+) -> tuple[Any, ThreadWatch, T]:
+    """`steps` profiled calls of fn, one step each: the stopped profiler, the threads watched and
+    fn's last result. When fn raises, `cut_short` gets what was recorded up to then."""
+    __tracebackhide__ = True
+    result: Any = None
+    prof: Any = None
+    try:
+        with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
+            for number in range(1, steps + 1):
+                with _step(torch, number, cuda):
+                    result = fn(*args, **kwargs)
+    except BaseException as exc:
+        if cut_short is not None and prof is not None and by_failure(exc):
+            profile = _read_cut_short(prof)
+            if profile is not None:
+                cut_short(profile)
+        raise
+    return prof, threads, result
 
 
 def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:

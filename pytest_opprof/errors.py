@@ -327,6 +327,12 @@ def idle_outputs(flags: Iterable[str]) -> str:
     return f"opprof: {', '.join(flags)} without --opprof: nothing measured, nothing written; add --opprof"
 
 
+NOTHING_MEASURED = (
+    "opprof: no test was measured (none ran that uses the opprof fixture or marker); "
+    "the reports asked for are written all the same, empty"
+)
+
+
 def orphans_line(paths: list[str]) -> str:
     """Baseline files no collected test reads (their tests renamed or removed)."""
     return (
@@ -334,3 +340,7 @@ def orphans_line(paths: list[str]) -> str:
         f"{'is' if len(paths) == 1 else 'are'} read by no test (renamed or removed tests?): {first_three(paths)}; "
         "if those tests are gone, delete the files (git rm)"
     )
+
+
+# A test's profile when its exception ended the capture (the terminal table's header, the HTML page)
+CUT_SHORT = "cut short by the test's exception, not compared with the baseline"

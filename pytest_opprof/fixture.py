@@ -16,7 +16,7 @@ from . import (
     assertions,
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
-from .capture import StepRecorder, is_known_op, run_steps, validate_run_args
+from .capture import StepRecorder, by_failure, is_known_op, run_steps, validate_run_args
 from .decide import BaselineResult
 from .errors import (
     CaptureError,
@@ -102,6 +102,7 @@ class OpprofFixture:
         self._trust: list[str] = []  # the latest capture's trust errors
         self._unchecked: list[str] = []  # earlier untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
+        self.cut_short: Any = None  # the latest capture when the test's exception ended it: for the failure's report
 
     @property
     def profile(self) -> Any:
@@ -124,7 +125,7 @@ class OpprofFixture:
                 return fn(*args, **kwargs)
             self._drop_whole_call("opprof.run()")
             self._clocks, self._host = [], []
-            profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe)
+            profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe, cut_short=self._cut)
         finally:
             self._inside = None
         self._finish(profile)
@@ -157,14 +158,14 @@ class OpprofFixture:
         recorder.start()  # may raise (another profiler runs): then no block is in progress
         self._inside, self._block = "`with opprof.capture():`", recorder
 
-    def _end_block(self, failed: bool) -> None:
-        """The block ended; a block that raised keeps no capture."""
+    def _end_block(self, raised: BaseException | None) -> None:
+        """The block ended; a block that raised keeps its capture only for the failure's report."""
         self._inside = None
         recorder, self._block = self._block, None
         if recorder is None:
             return
-        if failed:
-            recorder.stop(keep=False)
+        if raised is not None:
+            self._stop_raised(recorder, raised)
             return
         self._finish(recorder.stop())
 
@@ -305,8 +306,17 @@ class OpprofFixture:
         profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
         return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
 
+    def _cut(self, profile: Any) -> None:
+        """A capture the test's exception ended: shown when the test fails, never judged (one
+        that recorded nothing, as when a run() refused its arguments, is not shown)."""
+        if profile is not None and (profile.ops or profile.kernels or profile.memory_ops):
+            self.cut_short = profile
+
+    def _stop_raised(self, recorder: StepRecorder, raised: BaseException) -> None:
+        self._cut(recorder.stop_cut_short() if by_failure(raised) else recorder.stop(keep=False))
+
     def _finish(self, profile: Any) -> None:
-        self._profile = profile
+        self._profile, self.cut_short = profile, None
         self.captures += 1
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)
@@ -333,15 +343,18 @@ class OpprofFixture:
         self._whole_call = StepRecorder(self._probe, step_aside=True)
         self._whole_call.start()
 
-    def end_whole_call(self, keep: bool) -> None:
-        """End the whole-call capture; keep its profile unless the call failed."""
+    def end_whole_call(self, raised: BaseException | None = None) -> None:
+        """End the whole-call capture: its profile, or, when the call `raised`, the capture as far
+        as it went for the failure's report."""
         recorder, self._whole_call = self._whole_call, None
-        if recorder is not None:
-            profile = recorder.stop(keep=keep)
-            if profile is not None:
-                self._finish(profile)
-            elif recorder.stepped_aside and self._deferred and self._profile is None:
-                self.error_messages.append(stepped_aside(len(self._deferred)))
+        if recorder is None:
+            return
+        if raised is not None:
+            self._stop_raised(recorder, raised)
+        elif (profile := recorder.stop()) is not None:
+            self._finish(profile)
+        if recorder.stepped_aside and self._deferred and self._profile is None:
+            self.error_messages.append(stepped_aside(len(self._deferred)))
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""
@@ -363,5 +376,5 @@ class CaptureBlock:
         __tracebackhide__ = True
         self._fixture._begin_block()
 
-    def __exit__(self, kind: object, value: object, traceback: object) -> None:
-        self._fixture._end_block(failed=kind is not None)  # an exception from the block goes on
+    def __exit__(self, kind: object, value: BaseException | None, traceback: object) -> None:
+        self._fixture._end_block(raised=value)  # an exception from the block goes on

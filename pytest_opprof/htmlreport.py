@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import CUT_SHORT
 from .files import write_output
 from .tables import by_shown_time, median_wall_ns
 from .units import count_of, count_text
@@ -71,6 +72,7 @@ def test_section(
     trace_path: str | None,
     html_dir: Path | None,
     failure: str | None = None,
+    cut_short: bool = False,
 ) -> str:
     """One test's section: why it failed, its numbers, a bar chart of its top ops, its device
     timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace."""
@@ -78,7 +80,7 @@ def test_section(
         f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
         f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>',
         _failure(failure),
-        f'<div class="meta">{_e(_meta(profile, baseline, failure))}</div>',
+        f'<div class="meta">{_e(_meta(profile, baseline, failure, cut_short))}</div>',
         _verdicts(baseline, failure),
         _bars(profile),
         _timeline(profile),
@@ -113,8 +115,10 @@ def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
     return f'<ul class="verdicts">{items}</ul>' if items else ""
 
 
-def _meta(profile: Profile, baseline: BaselineResult | None, failure: str | None = None) -> str:
-    bits = [count_of(profile.steps, "step")]
+def _meta(
+    profile: Profile, baseline: BaselineResult | None, failure: str | None = None, cut_short: bool = False
+) -> str:
+    bits = [count_of(profile.steps, "step"), *([CUT_SHORT] if cut_short else [])]
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:

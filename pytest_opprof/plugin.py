@@ -21,7 +21,7 @@ from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import idle_outputs, inert_summary, orphans_line
+from .errors import NOTHING_MEASURED, idle_outputs, inert_summary, orphans_line
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
@@ -315,7 +315,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker(MARKER)
         if marker is not None:
             _validate_marker(item, marker)
-        if marker is not None or "opprof" in getattr(item, "fixturenames", ()):
+        if _carries(item):
             state.carrying += 1
 
 
@@ -430,10 +430,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     fixture.start_whole_call()
     try:
         result = yield
-    except BaseException:
-        fixture.end_whole_call(keep=False)
+    except BaseException as exc:
+        fixture.end_whole_call(raised=exc)
         raise
-    fixture.end_whole_call(keep=True)
+    fixture.end_whole_call()
     failures = fixture.deferred_failures()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
@@ -476,6 +476,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     fixture = item.stash.get(TEST, None)
+    if fixture is None and call.when == "setup" and report.skipped and _measured(item):
+        _skipped_at_setup(item, report)
     if fixture is None or not fixture.enabled:
         return report
     if call.when == "call" and report.passed and fixture.error_messages:
@@ -486,7 +488,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome = "error" if getattr(report, "opprof_untrusted", False) else report.outcome
     result.record_phase(call.when, outcome, _failure_message(report) if outcome != "passed" else None)
-    if call.when == "call" and fixture.profile is not None:
+    if call.when == "call" and report.failed and fixture.cut_short is not None:
+        result.profile, result.cut_short = fixture.cut_short, True  # as far as it went: the timeline of the failure
+        result.captures = fixture.captures
+    elif call.when == "call" and fixture.profile is not None:
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
@@ -501,6 +506,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _RESULT = pytest.StashKey[TestResult]()
+
+
+def _carries(item: pytest.Item) -> bool:
+    """A test --opprof measures: it has the marker or uses the fixture."""
+    return item.get_closest_marker(MARKER) is not None or "opprof" in getattr(item, "fixturenames", ())
+
+
+def _measured(item: pytest.Item) -> bool:
+    return _carries(item) and item.config.stash[RUN].settings.measuring
+
+
+def _skipped_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A measured test that a skip marker (or a fixture) skipped before it ran still has its line
+    in the reports, as one skipped while running has."""
+    result = TestResult(item.nodeid)
+    result.record_phase("setup", "skipped")
+    _finish_test(item, report, result)
 
 
 def _failure_message(report: pytest.TestReport) -> str | None:
@@ -576,12 +598,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = summary_lines(state.records, config.option.verbose > 0, workers, recording) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans))
-    if not lines:
+    reports = (
+        state.spool is not None
+    )  # written also when nothing was measured: an earlier run's would pass for this one's
+    if reports and not state.records:
+        lines.insert(0, NOTHING_MEASURED)
+    if not lines and not reports:
         return
     terminalreporter.write_sep("=", "opprof")
     for line in lines:
         terminalreporter.write_line(line)
-    if state.records:
+    if reports:
         _write_outputs(terminalreporter, state)
 
 

@@ -22,7 +22,7 @@ from .analysis import Check, Profile
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
-from .errors import TraceWriteError, closest_names
+from .errors import CUT_SHORT, TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, ranges_table, short, timeline_line
@@ -53,14 +53,18 @@ class TestResult:
     cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
     captures: int = 0  # finished captures in the test: the latest is the one reported
     failure: str | None = None  # why the test failed or erred (its first failing phase's message)
+    cut_short: bool = False  # the profile is of a capture the test's exception ended (never judged)
 
     def export_trace(self, trace_dir: str | None, everything: bool, device_key: str | None = None) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
-        or always with `everything` (--opprof-trace=all)."""
-        if self.profile is None or not trace_dir:
+        or always with `everything` (--opprof-trace=all). Otherwise a trace an earlier run left
+        there for this test is removed: it would pass for this run's."""
+        if not trace_dir:
             return
-        if everything or self.outcome in ("failed", "error"):
-            path = export_trace_path(Path(trace_dir), self.nodeid)
+        path = export_trace_path(Path(trace_dir), self.nodeid)
+        if self.profile is None or not (everything or self.outcome in ("failed", "error")):
+            _remove_stale(path)
+        else:
             try:
                 self.profile.export_chrome_trace(str(path), device_key)
             except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
@@ -100,14 +104,34 @@ class TestResult:
             self.unreliable,
             self.cpu_wait,
             self.baseline,
-            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline) if profile is not None else None,
+            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline, self.cut_short)
+            if profile is not None
+            else None,
             self.trace_error,
             op_csv(profile, self.nodeid, self.baseline, header=False) if profile is not None and with_csv else None,
-            test_section(self.nodeid, self.outcome, profile, self.baseline, self.trace_path, html_dir, self.failure)
+            test_section(
+                self.nodeid,
+                self.outcome,
+                profile,
+                self.baseline,
+                self.trace_path,
+                html_dir,
+                self.failure,
+                self.cut_short,
+            )
             if profile is not None and html_dir is not None
             else None,
             self.captures,
+            self.cut_short,
         )
+
+
+def _remove_stale(path: Path) -> None:
+    try:
+        if path.is_file():
+            path.unlink()
+    except OSError:  # not ours to fight over: the run goes on
+        pass
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,7 @@ class TestRecord:
     csv: str | None = None  # the test's rows of the --opprof-csv table (made where the baseline rows are)
     html: str | None = None  # the test's section of the --opprof-html page (likewise)
     captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
+    cut_short: bool = False  # the profile is of a capture the test's exception ended
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +173,7 @@ class TestRecord:
             "csv": self.csv,
             "html": self.html,
             "captures": self.captures,
+            "cut_short": self.cut_short,
         }
 
     @classmethod
@@ -168,6 +194,7 @@ class TestRecord:
             data.get("csv"),
             data.get("html"),
             int(data.get("captures", 0)),
+            bool(data.get("cut_short", False)),
         )
 
     @property
@@ -199,11 +226,16 @@ DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the un
 
 
 def _summary_block(
-    nodeid: str, outcome: str | None, profile: Profile, top: int, baseline: BaselineResult | None = None
+    nodeid: str,
+    outcome: str | None,
+    profile: Profile,
+    top: int,
+    baseline: BaselineResult | None = None,
+    cut_short: bool = False,
 ) -> str:
     # the median step, as "of step" divides by it
     wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
-    steps = count_of(profile.steps, "step")
+    steps = count_of(profile.steps, "step") + (f", {CUT_SHORT}" if cut_short else "")
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
     if profile.overhead is not None:  # best profiled step / best unprofiled one
@@ -294,7 +326,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             f"of the capture{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
         )
-    if record.captures > 1:
+    if record.captures > 1 and not record.cut_short:
         recorded = baseline is not None and (baseline.compared or baseline.status == "new")
         kept = "report and baseline hold" if recorded else "report holds"
         lines.append(
@@ -483,7 +515,8 @@ def summary_lines(
     records: list[TestRecord], verbose: bool, workers: object = None, recording: bool = False
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
-    lines = [format_summary(records)]
+    tables = format_summary(records)
+    lines = [tables] if tables else []  # none when every measured test was skipped
     problems = format_problems(records, verbose=verbose, recording=recording)
     if problems:
         lines.append(problems)

@@ -8,6 +8,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
@@ -881,6 +882,132 @@ def test_every_test_gets_its_own_trace_file(project):
     result.assert_outcomes(passed=14)
     files = list((project.path / "traces").iterdir())
     assert len(files) == 14 and all(len(f.name) < 200 for f in files)
+
+
+CUT_SHORT_TESTS = """
+import pytest
+import torch
+from conftest import infer
+
+@pytest.mark.opprof
+def test_marker(mlp):
+    infer(*mlp)
+    raise ValueError("model output wrong")
+
+def test_whole_call(opprof, mlp):
+    infer(*mlp)
+    pytest.fail("model output wrong")
+
+def test_block(opprof, mlp):
+    with opprof.capture():
+        infer(*mlp)
+        raise ValueError("model output wrong")
+
+def test_run(opprof, mlp):
+    profiled = []
+    def step():
+        profiled.append(torch.autograd._profiler_enabled())
+        if sum(profiled) == 2:  # the 2nd profiled step
+            raise ValueError("model output wrong")
+        return infer(*mlp)
+    opprof.run(step, warmup=1, steps=4)
+
+def test_caught(opprof, mlp):
+    with pytest.raises(ValueError):
+        with opprof.capture():
+            raise ValueError("expected")
+    with opprof.capture():
+        infer(*mlp)
+
+def test_skip_in_block(opprof, mlp):
+    with opprof.capture():
+        infer(*mlp)
+        pytest.skip("not here")
+"""
+
+
+def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(project):
+    """A capture the test's exception ended (the whole call, a block, run()'s steps) is the failing
+    test's trace, table and JSON profile, said to be cut short; it writes no baseline."""
+    project.makepyfile(test_cut=CUT_SHORT_TESTS)
+    result = run(project, "--opprof-update-baseline", "--opprof-trace-dir=traces", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1, failed=4, skipped=1)
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    failing = ("test_marker", "test_whole_call", "test_block", "test_run")
+    for name in failing:
+        assert tests[name]["cut_short"] is True and tests[name]["outcome"] == "failed"
+        ops = {op["name"]: op for op in tests[name]["profile"]["ops"]}
+        events = json.loads(gzip.decompress(Path(tests[name]["trace"]).read_bytes()))["traceEvents"]
+        assert ops["aten::addmm"]["calls"] == sum(e["name"] == "aten::addmm" for e in events) > 0
+        result.stdout.fnmatch_lines([f"test_cut.py::{name} [[]failed[]] (* cut short by the test's exception*"])
+    assert tests["test_run"]["profile"]["steps"] == 2  # one whole step, and the one that raised
+    assert tests["test_skip_in_block"]["outcome"] == "skipped" and tests["test_skip_in_block"]["profile"] is None
+    assert tests["test_caught"]["cut_short"] is False and tests["test_caught"]["profile"]["steps"] == 1
+    assert len(list((project.path / "traces").iterdir())) == 4
+    assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_caught.json"]
+
+
+def test_a_trace_an_earlier_run_left_for_a_test_is_removed_when_the_test_passes(project):
+    """The trace folder holds this run's traces: a passing test's trace from an earlier run goes
+    (it would pass for this failure's), other files stay."""
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_ok(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    run(project, "--opprof", "--opprof-trace-dir=traces", "--opprof-trace=all").assert_outcomes(passed=1)
+    (project.path / "traces" / "notes.txt").write_text("mine")
+    run(project, "--opprof", "--opprof-trace-dir=traces").assert_outcomes(passed=1)
+    assert [f.name for f in (project.path / "traces").iterdir()] == ["notes.txt"]
+
+
+def test_reports_are_written_when_nothing_was_measured(project):
+    """--opprof-json, -csv and -html replace an earlier run's also when no test was measured: the
+    files say so (no tests), as does the summary."""
+    project.makepyfile(
+        """
+        from conftest import infer
+        def test_measured(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        def test_plain():
+            pass
+        """
+    )
+    outputs = ("--opprof-json=r.json", "--opprof-csv=r.csv", "--opprof-html=r.html")
+    run(project, "--opprof", *outputs).assert_outcomes(passed=2)
+    assert "test_measured" in (project.path / "r.csv").read_text()
+    result = run(project, "--opprof", *outputs, "-k", "test_plain")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["opprof: no test was measured (*", "opprof: wrote r.json"])
+    assert json.loads((project.path / "r.json").read_text())["tests"] == []
+    assert "test_measured" not in (project.path / "r.csv").read_text()
+    assert "0 measured tests" in (project.path / "r.html").read_text()
+
+
+def test_a_measured_test_skipped_before_it_ran_is_in_the_report(project):
+    """A skip marker skips before the fixture exists: the test is still in --opprof-json, skipped."""
+    project.makepyfile(
+        test_skip="""
+        import pytest
+        @pytest.mark.skipif(True, reason="no GPU")
+        def test_fixture(opprof):
+            pass
+        @pytest.mark.opprof
+        @pytest.mark.skip(reason="no GPU")
+        def test_marker():
+            pass
+        def test_plain_skip():
+            pytest.skip("not measured")
+        """
+    )
+    run(project, "--opprof", "--opprof-json=r.json").assert_outcomes(skipped=3)
+    tests = json.loads((project.path / "r.json").read_text())["tests"]
+    assert [(t["nodeid"], t["outcome"]) for t in tests] == [
+        ("test_skip.py::test_fixture", "skipped"),
+        ("test_skip.py::test_marker", "skipped"),
+    ]
 
 
 def test_junitxml_carries_the_numbers(project):
