@@ -6,7 +6,8 @@ In order of trust, each a function below:
    the test ran its ops on another number of torch threads than its baseline;
 3. time: an op's per-step minimum moved beyond the tolerance and the floor, the fastest half of
    the steps says the move is real, and the machine cannot explain it; otherwise inconclusive.
-   When no op moved, the steps' wall time is judged the same way (time outside the operators);
+   The steps' wall time is judged the same way on what the slower ops do not account for (time
+   outside the operators);
 4. environment: device key or software versions differ (reported).
 
 Why the minimum, why "inconclusive" instead of a widened limit: docs/design.md.
@@ -38,6 +39,7 @@ ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
+WALL_SLACK = 2.0  # a slower machine explains a slower step wall up to this times its own slowdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +220,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     """One verdict listing every op and memory op whose calls per step changed; and their names."""
     changes: list[str] = []
     names: set[str] = set()
+    costly_ms = _costly_in_one_step(current, baseline, rule)
     sections: tuple[tuple[Mapping[str, OpEntry | MemoryEntry], Mapping[str, OpEntry | MemoryEntry]], ...] = (
         (current.ops, baseline.ops),
         (current.memory_ops, baseline.memory_ops),
@@ -228,7 +231,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
                 continue
             new_calls = _calls(new_ops[name]) if name in new_ops else 0
             old_calls = _calls(old_ops[name]) if name in old_ops else 0
-            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops):
+            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops, costly_ms):
                 continue
             names.add(name)
             if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
@@ -257,13 +260,26 @@ MAX_LISTED = 12  # changes a structure verdict names; a baseline of 20k made-up 
 SOMETIMES_STEPS = 2  # an op on one side only, in fewer steps than half, counts from this many (1: sporadic)
 
 
-def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any]) -> bool:
-    """An op that one side ran in some steps (2 or more: a background thread's op landing in one
-    step by its timing is not the code's structure) and the other never."""
+def _sometimes_on_one_side(
+    name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any], costly_ms: float | None
+) -> bool:
+    """An op that one side ran in some steps and the other never: in 2 or more, or in one at a
+    cost beyond `costly_ms` (a background thread's small op landing in one step by its timing is
+    not the code's structure; 20 matmuls taking 100x a step are)."""
     if (name in new_ops) == (name in old_ops):
         return False
     entry = new_ops[name] if name in new_ops else old_ops[name]
-    return _steps_run(entry) >= SOMETIMES_STEPS
+    steps = _steps_run(entry)
+    return steps >= SOMETIMES_STEPS or (steps == 1 and costly_ms is not None and _step_cost_ms(entry) > costly_ms)
+
+
+def _costly_in_one_step(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> float | None:
+    """What an op must cost in the one step it ran in to be structure: beyond the time rule's
+    tolerance of the baseline's fastest step and its floor; None when no step wall is known."""
+    walls = baseline.wall_ms or current.wall_ms
+    if not walls or len(walls) < SOMETIMES_STEPS:
+        return None
+    return max(rule.min_delta_ms, rule.tolerance * min(walls))
 
 
 def _steps_run(entry: OpEntry | MemoryEntry) -> int:
@@ -271,9 +287,18 @@ def _steps_run(entry: OpEntry | MemoryEntry) -> int:
     return sum(1 for c in entry.calls_per_step if c)
 
 
+def _step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
+    """The op's time in its costliest step: its shown time (device or CPU), a memory op's device time."""
+    samples = entry.time_samples if isinstance(entry, OpEntry) else entry.device_ms
+    return max(samples, default=0.0)
+
+
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
-    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
+    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`, and
+    where it ran in one: `+ aten::matmul (in 1 of 10 steps, 34.050 ms there)`."""
     steps = f"in {_steps_run(entry)} of {len(entry.calls_per_step)} steps"
+    if _steps_run(entry) == 1:
+        steps += f", {_step_cost_ms(entry):.3f} ms there"
     return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
 
 
@@ -451,9 +476,10 @@ OUTSIDE_OPS = {  # why the wall moved when no operator did, by direction
 def _time(
     current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
-    """A verdict per op whose time moved; when none got slower (and no structure or work changed),
-    one on the steps' wall time: what the op times cannot show, a step slower outside its
-    operators (an op that got faster explains no slower wall)."""
+    """A verdict per op whose time moved; when no structure or work changed, one on the steps'
+    wall time beyond what the slower ops add to it (judged, inconclusive or ignored): what the op
+    times cannot show, a step slower outside its operators (an op that got faster explains no
+    slower wall; one 0.1 ms slower explains 0.1 ms of it, not a wall ten times the baseline's)."""
     verdicts: list[Verdict] = []
     ignored: list[Verdict] = []  # the would-be verdicts of ops whose time is not judged
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
@@ -461,23 +487,23 @@ def _time(
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             (ignored if _ignored(name, rule.ignore_ops) else verdicts).append(verdict)
-    if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_explained(current, baseline, rule, verdicts + ignored):
+    if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
         return verdicts
+    added = sum((v.new_ms or 0) - (v.base_ms or 0) for v in verdicts + ignored if (v.new_ms or 0) > (v.base_ms or 0))
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
-    wall = _judged(STEP_WALL, new_wall, old_wall, False, (current, baseline), rule, machine, where, wall=True)
+    docs = (current, baseline)
+    wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added)
     return verdicts + ([wall] if wall is not None else [])
 
 
-def _wall_explained(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, moves: list[Verdict]) -> bool:
-    """Whether the ops explain a slower wall: one got slower (judged or ignored), or an op whose
-    time is ignored ran on one side only; or the wall cannot be judged: on a device it holds the
-    wait for the device's work, other processes' kernels included (xdist workers sharing a GPU),
-    which no CPU-side reading excuses."""
+def _wall_unjudged(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> bool:
+    """Whether the wall is not judged: an op whose time is ignored ran on one side only (its
+    time is unknown on the other), or on a device the wall holds the wait for the device's work,
+    other processes' kernels included (xdist workers sharing a GPU), which no CPU-side reading
+    excuses."""
     if any(
         doc.kernels or doc.memory_ops or any(op.on_device for op in doc.ops.values()) for doc in (current, baseline)
     ):
-        return True
-    if any((v.new_ms or 0) > (v.base_ms or 0) for v in moves):
         return True
     return any(_ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
 
@@ -492,20 +518,24 @@ def _judged(
     machine: Machine,
     where: str,
     wall: bool = False,
+    explained_ms: float = 0.0,
 ) -> Verdict | None:
     """One time verdict on per-step samples (an op's, or with `wall` the steps' wall times), None
-    when the move is within the tolerance or the floor, or not significant."""
+    when the move is within the tolerance or the floor, or not significant. `explained_ms`: what
+    slower ops add to each step (the wall's): only the rest of a slowdown is judged and excused."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
     delta = new_min - old_min
-    if abs(delta) <= rule.min_delta_ms or abs(delta) <= rule.tolerance * old_min:
+    own = delta - explained_ms if delta > 0 else delta  # what no slower op accounts for
+    if abs(own) <= rule.min_delta_ms or abs(own) <= rule.tolerance * old_min:
         return None  # a baseline of 0 ms (a hand edit, or device time in no step) is judged: any move is beyond it
-    slower = delta > 0
-    real, p = _significant(new_s, old_s) if slower else _significant(old_s, new_s)
+    slower = own > 0
+    judged_s = [x - explained_ms for x in new_s] if slower else new_s
+    real, p = _significant(judged_s, old_s) if slower else _significant(old_s, new_s)
     if not real:
         return None
-    moved = new_min / old_min if old_min > 0 else math.inf
+    moved = (old_min + own) / old_min if old_min > 0 else math.inf
     excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved)
     percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
     change = (
@@ -515,9 +545,18 @@ def _judged(
         message = f"{change}; inconclusive: {excuse.why}){where}"
         return Verdict(TIME, INCONCLUSIVE, message, name, old_min, new_min, p, excuse.why, excuse.fix)
     limit = (
-        f"{OUTSIDE_OPS[slower]}; " if wall else ""
+        f"{_outside_ops(slower, explained_ms)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
+
+
+def _outside_ops(slower: bool, explained_ms: float) -> str:
+    if slower and explained_ms > 0:
+        return (
+            f"the operators that got slower account for {explained_ms:.3f} ms of it: the rest went outside "
+            "them (Python code, hooks, data preparation) or into many small moves"
+        )
+    return OUTSIDE_OPS[slower]
 
 
 def _reference_ratio(current: BaselineDoc, baseline: BaselineDoc, key: str) -> float | None:
@@ -583,18 +622,20 @@ def explained_by_machine(
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         if bounded and not _within(moved, ratio):
             continue  # the op moved further than its own product did alone: not the machine
+        if python_time and not _within(moved, ratio, WALL_SLACK):
+            continue  # a wall ten times the baseline's on a machine 1.5x slower is not the machine
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, LOADED_FIX if recorded_under_load(current, baseline) else QUIET_MACHINE_FIX)
     return None
 
 
-def _within(moved: float | None, ratio: float) -> bool:
+def _within(moved: float | None, ratio: float, slack: float = STATE_NOISE) -> bool:
     """Whether an op's time ratio (new / baseline) is no further from 1 than the workload
-    reference's `ratio`, give or take its noise: a x1.16 replay explains +20%, never +900%."""
+    reference's `ratio`, give or take its noise (`slack`): a x1.16 replay explains +20%, never +900%."""
     if moved is None:
         return False
-    return moved <= ratio * STATE_NOISE if ratio >= 1 else moved >= ratio / STATE_NOISE
+    return moved <= ratio * slack if ratio >= 1 else moved >= ratio / slack
 
 
 def _reference_ratios(
@@ -604,9 +645,9 @@ def _reference_ratios(
     whether it is bounded. The workload reference counts only where both replayed the same
     product on the same inputs (the test's own shapes: it follows slow spells that leave the
     fixed matmul untouched); it excuses only a move no larger than its own (`bounded`: it is the
-    same work), and never the step wall (`workload` False): the wall is judged only when no op
-    got slower, so its products did not, and a slower product explains none of it (it excused 3
-    of 20 steps slowed by Python in the noise bench)."""
+    same work), and never the step wall (`workload` False): the wall is judged on what the
+    slower ops do not account for, the products' own slowdown among them, so a slower product
+    explains none of the rest (it excused 3 of 20 steps slowed by Python in the noise bench)."""
     found = [
         (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
     ]

@@ -162,6 +162,8 @@ def test_steps_come_from_cpu_side_profiler_step_annotations():
     assert mm.cpu_per_step.samples == (40_000, 30_000)
     assert p.op("ProfilerStep#1") is None  # a step marker is not an op
     assert status(p, "step_events") == "warning"
+    (check,) = [c for c in p.checks if c.name == "step_events"]
+    assert check.message.startswith("CPU ops per step differ between steps (2, 1); calls per step of aten::mm (2, 1): ")
 
 
 def test_gpu_side_step_annotation_is_not_another_step():
@@ -340,7 +342,11 @@ def test_negative_durations_make_the_measurement_untrusted():
     """An op or kernel with a negative duration is an error check, not a -0.005 ms/step op."""
     p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])
     assert [(c.name, c.status) for c in p.errors] == [("durations", "error")]
-    assert "1 events have negative durations" in p.errors[0].message
+    assert p.errors[0].message.startswith("1 event has a negative duration: ")
+    alone = analyze([op("aten::add", 20, -5)])  # the one step of a trace without markers is not counted (said 2)
+    assert alone.errors[0].message.startswith("1 event has a negative duration: ")
+    two = analyze([op("aten::mm", 0, -10), op("aten::add", 20, -5)])
+    assert two.errors[0].message.startswith("2 events have negative durations: ")
 
 
 def test_a_step_with_a_negative_duration_makes_the_measurement_untrusted():

@@ -226,7 +226,9 @@ def test_extra_op_is_a_structure_change_naming_it():
 def test_an_op_in_some_steps_only_is_a_structure_change():
     """Extra work every 4th step: a median of 0 calls per step, yet the op ran in the measured
     steps where the baseline never had it (found by a trial: it passed, the table said `added`).
-    The same op gone is a structure change too; in some steps on both sides it is not."""
+    In one step only, it counts when it cost more there than the time rule's floor and tolerance
+    of a step (a later trial's 20 matmuls in one of 10 steps, 100x a step, passed). The same op
+    gone is a structure change too; in some steps on both sides it is not."""
     every = doc(profile(extra_ops=("aten::matmul",)))
     entry = every.ops["aten::matmul"]
     sometimes = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0, 0, 0, 1) * 2)})
@@ -235,6 +237,16 @@ def test_an_op_in_some_steps_only_is_a_structure_change():
     assert c.failing(Rule()) == list(c.verdicts)
     once = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0,) * 7 + (1,))})
     assert compare(once, doc(profile()), Rule()).verdicts == ()  # one step: a background thread's timing
+    costly = replace(entry, calls_per_step=(0,) * 7 + (20,), cpu_ms=(0.0,) * 7 + (34.05,))
+    once_costly = every.replace(ops={**every.ops, "aten::matmul": costly})  # a trial's 20 matmuls, 100x a step
+    assert [v.message for v in compare(once_costly, doc(profile()), Rule()).verdicts] == [
+        "structure changed: + aten::matmul (in 1 of 8 steps, 34.050 ms there)"
+    ]
+    assert [v.message for v in compare(doc(profile()), once_costly, Rule()).verdicts] == [
+        "structure changed: - aten::matmul (was in 1 of 8 steps, 34.050 ms there)"
+    ]
+    just_under = replace(costly, cpu_ms=(0.0,) * 7 + (0.05,))  # the floor (0.05 ms) beats 20% of a 0.01 ms step
+    assert compare(every.replace(ops={**every.ops, "aten::matmul": just_under}), doc(profile()), Rule()).verdicts == ()
     gone = compare(doc(profile()), sometimes, Rule())
     assert [v.message for v in gone.verdicts] == ["structure changed: - aten::matmul (was in 2 of 8 steps)"]
     assert compare(sometimes, sometimes, Rule()).verdicts == ()
@@ -1001,12 +1013,12 @@ def test_a_step_slower_outside_its_operators_is_a_time_regression_on_the_step_wa
 
 
 def test_the_step_wall_is_judged_only_where_no_op_explains_it():
-    """An op's own time verdict, a structure or work change, an ignored op that got slower (or
-    ran on one side only), or `step wall` itself ignored: no wall verdict. An ignored op that did
-    not move leaves the wall judged (a trial's +450% passed while a 0.001 ms op was ignored).
-    Contention makes it inconclusive, as for ops."""
+    """A slower op's time (its own verdict, or ignored), a structure or work change, an ignored
+    op that ran on one side only, or `step wall` itself ignored: no wall verdict. An ignored op
+    that did not move leaves the wall judged (a trial's +450% passed while a 0.001 ms op was
+    ignored). Contention makes it inconclusive, as for ops."""
     base = walled(doc(profile()), 10.0)
-    slow_op = walled(doc(profile(addmm_us=(1400,) * 8)), 20.0)
+    slow_op = walled(doc(profile(addmm_us=(1400,) * 8)), 11.0)  # addmm +0.7 ms, in linear: +1.4 counted
     assert STEP_WALL not in [v.op for v in compare(slow_op, base, Rule()).verdicts]
     fast_op = walled(doc(profile(addmm_us=(300,) * 8)), 20.0)  # a faster op explains no slower wall
     assert [(v.op, v.status) for v in compare(fast_op, base, Rule()).verdicts] == [
@@ -1032,6 +1044,30 @@ def test_the_step_wall_is_judged_only_where_no_op_explains_it():
     )
     one_step = compare(walled(doc(profile(addmm_us=[700])), 20.0), walled(doc(profile(addmm_us=[700])), 10.0), Rule())
     assert one_step.verdicts == () and one_step.untimed
+
+
+def test_a_slower_op_explains_only_its_own_share_of_a_slower_wall():
+    """A trial's 2 ms sleep per step made the wall x10 while addmm moved +92% on a machine 1.75x
+    slower: the op was inconclusive, and so the wall was never judged and the test passed. The
+    wall is judged on what the slower ops do not account for, and a slower machine explains at
+    most twice its own slowdown of it."""
+    base = walled(doc(profile()), 1.0).replace(reference_ms=1.0, dispatch_reference_ms=0.01)
+    slow = walled(doc(profile(addmm_us=(1400,) * 8)), 10.0).replace(reference_ms=1.75, dispatch_reference_ms=0.0175)
+    verdicts = {v.op: v for v in compare(slow, base, Rule()).verdicts}
+    assert verdicts["aten::addmm"].status == "inconclusive"
+    assert (
+        verdicts["aten::addmm"].why
+        == "the machine ran 1.75x slower than when the baseline was recorded (dispatch reference)"
+    )
+    wall = verdicts[STEP_WALL]
+    assert wall.status == "regressed"
+    assert wall.message.startswith(
+        "step wall: 10.000 ms/step vs baseline 1.000 ms (+900%, slower; the operators that got slower account for "
+        "1.400 ms of it: the rest went outside them (Python code, hooks, data preparation) or into many small moves"
+    )
+    within = walled(doc(profile(addmm_us=(1400,) * 8)), 3.0).replace(reference_ms=1.75, dispatch_reference_ms=0.0175)
+    wall = {v.op: v for v in compare(within, base, Rule()).verdicts}[STEP_WALL]  # 0.6 ms beyond the ops: x1.6
+    assert wall.status == "inconclusive" and "1.75x slower" in wall.why
 
 
 def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():

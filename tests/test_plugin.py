@@ -1223,6 +1223,39 @@ def baseline_files(pytester):
     return sorted(p.relative_to(pytester.path).as_posix() for p in (pytester.path / ".opprof").rglob("*.json"))
 
 
+def test_costly_work_in_one_step_fails_and_the_warning_names_it(pytester, monkeypatch):
+    """A trial's 20 extra matmuls in one of 10 steps (100x a step) passed with only a warning:
+    an op on one side only, in one step, is a structure change when it costs more there than the
+    time rule's tolerance of a step; the step_events warning names the uneven op."""
+    pytester.makepyfile(
+        """
+        import os
+        import torch
+        def test_once(opprof):
+            w, profiled = torch.ones(8, 8), []
+            def step():
+                profiled.append(torch.autograd._profiler_enabled())
+                y = torch.relu(w)
+                if os.environ.get("OPPROF_INJECT") == "once" and sum(profiled) == 4 and profiled[-1]:
+                    for _ in range(20):
+                        y = w @ w
+                return y
+            opprof.run(step, warmup=1, steps=10)
+        """
+    )
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_INJECT", "once")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*structure changed: + aten::matmul (in 1 of 10 steps, 1.000 ms there), + aten::mm (in 1 of 10 steps, *",
+            "*warning step_events: CPU ops per step differ between steps (*); calls per step of aten::matmul (0, 0, 0, 20, *",
+        ]
+    )
+
+
 def test_update_writes_one_file_per_test_under_the_device_key(baselined):
     """--opprof-update-baseline writes one JSON per measured test under one device-key folder."""
     files = baseline_files(baselined)

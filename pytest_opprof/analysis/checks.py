@@ -12,7 +12,7 @@ from itertools import compress, repeat
 from operator import lt
 
 from ..events import Event
-from ..units import first_three, ms_text, ns_to_ms
+from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, RangeStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
@@ -56,11 +56,11 @@ def trust_checks(
     n_events = len(cols.durs) + len(cols.device)
     found = [
         _events(len(cols.durs), len(cols.device), ranges),
-        _durations(cols, spans),
+        _durations(cols, spans, wall_known),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
         _compilation(compilations),
-        _step_events(cols.op_step, len(spans)),
+        _step_events(cols.op_step, len(spans), ops),
         _step_ranges(ranges, len(spans)),
         _wall_time(cols, spans, busy_by_step) if n_events else None,
         _spread(ops, len(spans)),
@@ -90,33 +90,44 @@ def _events(n_ops: int, n_device: int, ranges: Sequence[RangeStats] = ()) -> Che
 def _step_ranges(ranges: Sequence[RangeStats], n_steps: int) -> Check | None:
     """Ranges whose calls differ between steps: their median per step hides the steps that ran
     them (a 20 ms block every third step has a median of 0 ms)."""
-    uneven = [r for r in ranges if len(set(r.calls_per_step.samples)) > 1] if n_steps >= 2 else []
+    uneven = _uneven(ranges) if n_steps >= 2 else []
     if not uneven:
         return None
-    listed = "; ".join(
-        f"{r.name} ({', '.join(map(str, r.calls_per_step.samples[:10]))}{', ...' if n_steps > 10 else ''})"
-        for r in uneven[:3]
-    )
-    more = f"; and {len(uneven) - 3} more" if len(uneven) > 3 else ""
     return Check(
         "step_ranges",
         WARNING,
-        f"ranges whose calls per step differ between steps: {listed}{more}; their time per step is a "
+        f"ranges whose calls per step differ between steps: {_listed(uneven, n_steps)}; their time per step is a "
         'median over all the steps: check them per call (per="call") or by stat="max"',
     )
 
 
-def _durations(cols: CheckInputs, spans: list[StepSpan]) -> Check | None:
-    """A negative duration is no measurement: every number built on it is wrong (a step's too:
-    its wall time)."""
+def _uneven(items: Sequence[OpStats | RangeStats]) -> list[OpStats | RangeStats]:
+    """The ops or ranges whose calls differ between steps, costliest step first."""
+    found = [i for i in items if len(set(i.calls_per_step.samples)) > 1]
+    return sorted(found, key=lambda i: -max(i.time_per_step.samples, default=0))
+
+
+def _listed(uneven: Sequence[OpStats | RangeStats], n_steps: int) -> str:
+    """The first three by name with their calls per step: `aten::matmul (0, 0, 0, 20, ...)`."""
+    listed = "; ".join(
+        f"{r.name} ({', '.join(map(str, r.calls_per_step.samples[:10]))}{', ...' if n_steps > 10 else ''})"
+        for r in uneven[:3]
+    )
+    return listed + (f"; and {len(uneven) - 3} more" if len(uneven) > 3 else "")
+
+
+def _durations(cols: CheckInputs, spans: list[StepSpan], wall_known: bool = True) -> Check | None:
+    """A negative duration is no measurement: every number built on it is wrong (a step marker's
+    too: its wall time; not the one step of a trace without markers, spanning its events)."""
     negative = sum(1 for d in cols.durs if d < 0) + sum(1 for e in cols.device if e.dur_ns < 0)
-    negative += sum(1 for s in spans if s.wall_ns < 0)
+    negative += sum(1 for s in spans if s.wall_ns < 0) if wall_known else 0
     if not negative:
         return None
+    have = "has a negative duration" if negative == 1 else "have negative durations"
     return Check(
         "durations",
         ERROR,
-        f"{negative} events have negative durations: the source is broken; export the trace again",
+        f"{count_of(negative, 'event')} {have}: the source is broken; export the trace again",
     )
 
 
@@ -174,16 +185,18 @@ def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
     )
 
 
-def _step_events(op_step: list[int], n_steps: int) -> Check | None:
+def _step_events(op_step: list[int], n_steps: int, ops: Sequence[OpStats] = ()) -> Check | None:
     if n_steps < 2:
         return None
     in_step = Counter(op_step)
     per_step = [in_step[s] for s in range(n_steps)]
     if len(set(per_step)) > 1:
+        uneven = _uneven(ops)
+        which = f"; calls per step of {_listed(uneven, n_steps)}" if uneven else ""
         return Check(
             "step_events",
             WARNING,
-            f"CPU ops per step differ between steps ({', '.join(map(str, per_step))}): "
+            f"CPU ops per step differ between steps ({', '.join(map(str, per_step))}){which}: "
             "the steps do not repeat the same work; raise warmup or check for data-dependent code",
         )
     return Check("step_events", OK, f"{per_step[0]} CPU ops in each of {n_steps} steps")
