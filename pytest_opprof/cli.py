@@ -229,6 +229,8 @@ def _is_trace(path: Path) -> bool:
         return False  # read_baseline reports it
     if head.lstrip().startswith(b'{\n  "capture": {'):
         return False  # a baseline as we write it (sorted keys): its op names may look like trace keys
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        return True  # a bare list of events (the Chrome trace format's other form); a baseline is an object
     return any(marker in head for marker in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
 
 
@@ -397,8 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
+        if args.command is None:  # usage on stderr, as for any usage error: stdout stays for results
+            parser.print_help(sys.stderr)
             return EXIT_BAD_INPUT
         return _COMMANDS[args.command](args)
     except _UsageError as exc:

@@ -194,6 +194,8 @@ class BaselineResult:
             and any(v.kind == WORK and not v.op for v in self.verdicts)
         ):
             verdict = "threads changed"  # the test-wide work verdict: its CPU times were not judged
+        elif own is None and base is not None and self.untimed:
+            verdict = "not judged"  # too few steps for a time verdict: its delta is shown, not judged
         else:
             verdict = own or ("ok" if base is not None else "added")
         return OpRow(base, delta, verdict)

@@ -49,7 +49,9 @@ function applyFilter(wanted) {
 var box = document.getElementById("filter");
 box.addEventListener("input", function (event) { applyFilter(event.target.value); });
 if (location.hash.indexOf("#filter=") === 0) {
-  box.value = decodeURIComponent(location.hash.slice(8));
+  var wanted = location.hash.slice(8);
+  try { wanted = decodeURIComponent(wanted); } catch (e) { /* a bare "%" (50%): the text as typed */ }
+  box.value = wanted;
   applyFilter(box.value);
 }
 document.body.dataset.ready = "1";

@@ -147,9 +147,28 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, small_trace, argv, fr
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
-    """`opprof` alone prints its help (listing analyze) and exits 2."""
-    code, out, _ = run_cli(capsys)
-    assert code == 2 and "analyze" in out
+    """`opprof` alone prints its help (listing analyze) on stderr, as usage errors go, and exits 2."""
+    code, out, err = run_cli(capsys)
+    assert code == 2 and out == "" and "analyze" in err
+
+
+def test_compare_reads_a_trace_that_is_a_bare_list_of_events(capsys, tmp_path):
+    """The Chrome trace format's other form, a JSON array of events, is a trace to compare as to
+    analyze (compare said "a Kineto/Chrome trace, not a baseline" of it and exited 2)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(events))
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"traceEvents": [{**events[0], "dur": 500}]}))
+    code, out, _ = run_cli(capsys, "compare", str(bare), str(wrapped), "--json")
+    assert code == 1  # B is worse: 0.005 -> 0.5 ms
+    (row,) = json.loads(out)["tests"][0]["ops"]
+    assert (row["op"], row["a"]["ms_per_step"], row["b"]["ms_per_step"], row["status"]) == (
+        "aten::mm",
+        0.005,
+        0.5,
+        "slower",
+    )
 
 
 def test_module_entry_point_runs(small_trace):

@@ -134,6 +134,21 @@ def test_a_thread_change_marks_the_cpu_rows_it_moved_but_not_an_ops_own_verdict(
     assert result.op_row("aten::new", 1, 0.1) == OpRow(None, None, "added")
 
 
+def test_the_rows_of_a_capture_too_short_for_a_time_verdict_say_not_judged():
+    """A one-step capture's deltas are shown, never judged: its rows said `ok` at -24% (a trial)."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.decide import BaselineResult, OpRow
+
+    untimed = "1 step (a single-step capture); time needs 5 or more on both sides"
+    structure = Verdict("structure", "changed", "+ aten::clone", op="aten::clone")
+    result = BaselineResult("b.json", "compared", untimed=untimed, verdicts=(structure,), rows={"aten::mm": (0.5, [1])})
+    assert result.op_row("aten::mm", 1, 0.38) == OpRow(0.5, -24.0, "not judged")
+    assert result.op_row("aten::clone", 1, 0.1) == OpRow(None, None, "structure changed")
+    assert (
+        BaselineResult("b.json", "compared", rows={"aten::mm": (0.5, [1])}).op_row("aten::mm", 1, 0.38).verdict == "ok"
+    )
+
+
 def test_a_baseline_recorded_under_load_is_kept_by_re_recording():
     """Updating (changed): a baseline recorded under load is kept, calm machine or not (the
     contract: only a structure, work or conclusive time change rewrites a file); the comparison

@@ -79,7 +79,10 @@ def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
     assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
     assert "needs a CUDA device" in result.stdout
     assert "01_mlp_budgets/test_mlp.py::test_budgets [passed] (10 steps" in result.stdout
-    tests = json.loads(report.read_text())["tests"]
+    listed = json.loads(report.read_text())["tests"]
+    skipped = [t["nodeid"].split("/")[0] for t in listed if t["outcome"] == "skipped"]
+    assert skipped == ["05_gpu_only"] * 3  # listed, as skipped before they ran
+    tests = [t for t in listed if t["outcome"] != "skipped"]
     assert {t["baseline"]["status"] for t in tests} <= {"compared", "kept"}, [t["baseline"] for t in tests]
     assert len(tests) == 11 and {t["nodeid"].split("/")[0] for t in tests} == {
         "01_mlp_budgets",

@@ -83,6 +83,14 @@ def test_the_filter_hides_the_other_tests(page):
     assert hidden == {"tests/test_a.py::test_mm[&lt;b&gt;]": True, "tests/test_b.py::test_other": False}
 
 
+def test_a_filter_that_is_no_valid_escape_is_taken_as_typed(page):
+    """`#filter=%` (or `50%`) is no valid URI escape: the filter takes the text as typed (the page
+    threw `URIError: URI malformed` and its script stopped)."""
+    dom, console = load(page.as_uri() + "#filter=test_o%")
+    assert console == [] and 'data-ready="1"' in dom
+    assert dom.count(" hidden") == 2  # no node id holds "test_o%"
+
+
 def test_a_script_error_would_be_caught(tmp_path):
     """The check itself can fail: a page with a script error shows in the console lines."""
     bad = tmp_path / "bad.html"
