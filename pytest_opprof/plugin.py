@@ -476,8 +476,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     fixture = item.stash.get(TEST, None)
-    if fixture is None and call.when == "setup" and report.skipped and _measured(item):
-        _skipped_at_setup(item, report)
+    if fixture is None and call.when == "setup" and not report.passed and _measured(item):
+        _ended_at_setup(item, report)
     if fixture is None or not fixture.enabled:
         return report
     if call.when == "call" and report.passed and fixture.error_messages:
@@ -517,11 +517,12 @@ def _measured(item: pytest.Item) -> bool:
     return _carries(item) and item.config.stash[RUN].settings.measuring
 
 
-def _skipped_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
-    """A measured test that a skip marker (or a fixture) skipped before it ran still has its line
-    in the reports, as one skipped while running has."""
+def _ended_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A measured test that a skip marker skipped, or a fixture failed, before the opprof fixture
+    existed still has its line in the reports, as one that ended while running has."""
     result = TestResult(item.nodeid)
-    result.record_phase("setup", "skipped")
+    outcome = "skipped" if report.skipped else "error"
+    result.record_phase("setup", outcome, _failure_message(report) if outcome == "error" else None)
     _finish_test(item, report, result)
 
 

@@ -986,8 +986,9 @@ def test_reports_are_written_when_nothing_was_measured(project):
     assert "0 measured tests" in (project.path / "r.html").read_text()
 
 
-def test_a_measured_test_skipped_before_it_ran_is_in_the_report(project):
-    """A skip marker skips before the fixture exists: the test is still in --opprof-json, skipped."""
+def test_a_measured_test_that_ended_before_it_ran_is_in_the_report(project):
+    """A skip marker skips, or a fixture fails, before the opprof fixture exists: the test is still
+    in --opprof-json, skipped or an error."""
     project.makepyfile(
         test_skip="""
         import pytest
@@ -1000,13 +1001,19 @@ def test_a_measured_test_skipped_before_it_ran_is_in_the_report(project):
             pass
         def test_plain_skip():
             pytest.skip("not measured")
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("no model file")
+        def test_setup_error(broken, opprof):
+            pass
         """
     )
-    run(project, "--opprof", "--opprof-json=r.json").assert_outcomes(skipped=3)
+    run(project, "--opprof", "--opprof-json=r.json").assert_outcomes(skipped=3, errors=1)
     tests = json.loads((project.path / "r.json").read_text())["tests"]
     assert [(t["nodeid"], t["outcome"]) for t in tests] == [
         ("test_skip.py::test_fixture", "skipped"),
         ("test_skip.py::test_marker", "skipped"),
+        ("test_skip.py::test_setup_error", "error"),
     ]
 
 
