@@ -114,6 +114,7 @@ def run_suite(project: Path, inject: str = "", *flags: str) -> tuple[int, dict]:
         text=True,
     )
     report = json.loads(out.read_text()) if out.exists() else {"tests": []}
+    report["short_summary"] = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     return done.returncode, report
 
 
@@ -131,7 +132,8 @@ def failed_tests(report: dict) -> dict[str, Any]:
         if test["outcome"] != "passed":
             base = test.get("baseline") or {}
             failing = [v for v in base.get("verdicts", []) if v["status"] in ("regressed", "changed")]
-            messages = [f"{v['kind']}: {v['message']}" for v in failing] or [test["outcome"]]
+            said = [line for line in report.get("short_summary", []) if test["nodeid"] in line]
+            messages = [f"{v['kind']}: {v['message']}" for v in failing] or [test["outcome"], *said]
             found[test["nodeid"]] = [*messages, f"cpu_wait {test.get('cpu_wait')}, remeasured {base.get('remeasured')}"]
     if unsure:
         found["inconclusive"] = unsure

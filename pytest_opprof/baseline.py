@@ -234,6 +234,23 @@ def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> No
     write_atomic(path, dumps(doc.to_dict()), inside=root)
 
 
+def file_bytes(path: Path) -> bytes | None:
+    """A baseline file's bytes before a write, to put back if the test errs after it (None: no
+    file; an unreadable one is never written: the read before the write refuses it)."""
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def put_back(path: Path, before: bytes | None, root: Path | None = None) -> None:
+    """Undo a baseline write: the file's bytes as they were, or no file where there was none."""
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_atomic(path, before, inside=root)
+
+
 MAX_BASELINE_BYTES = 64 << 20  # a baseline is kilobytes; a larger file is refused, not read
 
 

@@ -756,14 +756,16 @@ def _run_steps(
     prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short)
     if probe is not None:
         probe()
-    unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
+    with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
+        unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
     timed = _with_overhead(_with_reference(from_profiler(prof), threads.fewest, before, _references(torch)), unprofiled)
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
     if not work:  # a confirmation: its references are pooled with the first's, the faster kept
         return timed, result
-    signature, result = _signature_step(torch, fn, args, kwargs)
+    with _cut_short_as(cut_short, lambda: timed):
+        signature, result = _signature_step(torch, fn, args, kwargs)
     recorded = {op.name: op.work for op in signature.ops if op.work}
     timed = timed.with_work(recorded, signature.work_steps, signature.list_shapes)
     return _with_workload_reference(torch, timed, workload_choice(timed)), result
@@ -777,18 +779,27 @@ def _profiled_steps(
     __tracebackhide__ = True
     result: Any = None
     prof: Any = None
-    try:
+    with _cut_short_as(cut_short, lambda: _read_cut_short(prof) if prof is not None else None):
         with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
             for number in range(1, steps + 1):
                 with _step(torch, number, cuda):
                     result = fn(*args, **kwargs)
-    except BaseException as exc:
-        if cut_short is not None and prof is not None and by_failure(exc):
-            profile = _read_cut_short(prof)
-            if profile is not None:
-                cut_short(profile)
-        raise
     return prof, threads, result
+
+
+@contextmanager
+def _cut_short_as(
+    cut_short: Callable[[Profile], None] | None, recorded: Callable[[], Profile | None]
+) -> Iterator[None]:
+    """When fn raises inside, `cut_short` is given what was `recorded` (for the failure's report)
+    before the exception goes on."""
+    __tracebackhide__ = True
+    try:
+        yield
+    except BaseException as exc:
+        if cut_short is not None and by_failure(exc) and (profile := recorded()) is not None:
+            cut_short(profile)
+        raise
 
 
 def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) -> tuple[Profile, T]:
@@ -796,6 +807,7 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
 
     Recording inputs costs every op time, so it never shares a profiler with the timed steps.
     It comes after them: warm whatever `warmup` is, and the timed steps are as they were."""
+    __tracebackhide__ = True  # a failure in fn shows the user's frames
     with _profiling(torch, work=True) as (prof, cuda):
         with _step(torch, 1, cuda):
             result = fn(*args, **kwargs)

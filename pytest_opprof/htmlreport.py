@@ -69,7 +69,7 @@ def _ms(ns: float) -> str:
 def test_section(
     nodeid: str,
     outcome: str | None,
-    profile: Profile,
+    profile: Profile | None,
     baseline: BaselineResult | None,
     trace_path: str | None,
     html_dir: Path | None,
@@ -77,10 +77,16 @@ def test_section(
     cut_short: bool = False,
 ) -> str:
     """One test's section: why it failed, its numbers, a bar chart of its top ops, its device
-    timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace."""
-    parts = [
+    timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace.
+    A test without a profile (skipped, or ended before it captured anything) gets its outcome and why."""
+    head = (
         f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
-        f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>',
+        f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>'
+    )
+    if profile is None:
+        return f'{head}{_failure(failure)}<div class="meta">{NO_PROFILE}</div></section>\n'
+    parts = [
+        head,
         _failure(failure),
         f'<div class="meta">{_e(_meta(profile, baseline, failure, cut_short))}</div>',
         _verdicts(baseline, failure),
@@ -96,6 +102,7 @@ def test_section(
 
 
 FAILURE_LINES = 30
+NO_PROFILE = "nothing measured: the test was skipped, or ended before its capture recorded anything"
 
 
 def _failure(message: str | None) -> str:

@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from . import hooks
-from .baseline import baseline_file, baseline_from_profile, baseline_root, orphan_baselines, shown_path
+from .baseline import (
+    baseline_file,
+    baseline_from_profile,
+    baseline_root,
+    file_bytes,
+    orphan_baselines,
+    put_back,
+    shown_path,
+)
 from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
@@ -25,6 +33,7 @@ from .errors import NOTHING_MEASURED, idle_outputs, inert_summary, orphans_line
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
+    WRITTEN,
     ReportSpool,
     TestRecord,
     TestResult,
@@ -461,10 +470,13 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return None if again is None or again.profile.errors else measured(again)
 
     rule = _rule_for(item, settings)
+    before = file_bytes(path) if settings.update_baseline else None
     result = baseline_step(
         path, shown_path(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
         remeasure if fixture.can_measure_again else None, root,
     )  # fmt: skip
+    if result.status in WRITTEN:  # put back should the test still err (in its teardown)
+        item.stash[_UNDO] = lambda: put_back(path, before, root)
     fixture.baseline = result
     fixture.error_messages.extend(
         result.error_messages(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
@@ -491,21 +503,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and fixture.cut_short is not None:
         result.profile, result.cut_short = fixture.cut_short, True  # as far as it went: the timeline of the failure
         result.captures = fixture.captures
+        item.user_properties.append(("opprof.cut_short", "true"))
     elif call.when == "call" and fixture.profile is not None:
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
         result.captures = fixture.captures
-        item.user_properties.extend(format_junit_properties(fixture.profile, item.config.stash[RUN].settings.top))
+    if call.when == "call" and result.profile is not None:
+        item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
     if call.when == "teardown":
+        undo = item.stash.get(_UNDO, None)
+        if undo is not None and report.failed:
+            _put_back(undo, fixture)
         result.baseline = fixture.baseline
         _finish_test(item, report, result)
         # Items live for the whole session: let the test's events and profile go now.
         del item.stash[_RESULT], item.stash[TEST]
+        if undo is not None:
+            del item.stash[_UNDO]
     return report
 
 
 _RESULT = pytest.StashKey[TestResult]()
+_UNDO = pytest.StashKey[Callable[[], None]]()  # puts the baseline file this test wrote back as it was
+
+
+def _put_back(undo: Callable[[], None], fixture: OpprofFixture) -> None:
+    """A test that errs in its teardown after its baseline was written is not recorded: the file
+    goes back as it was (a baseline records code that passes its own checks)."""
+    try:
+        undo()
+    except OSError:  # the file stays written, and the summary counts it so
+        return
+    fixture.baseline = None
 
 
 def _carries(item: pytest.Item) -> bool:

@@ -119,7 +119,7 @@ class TestResult:
                 self.failure,
                 self.cut_short,
             )
-            if profile is not None and html_dir is not None
+            if html_dir is not None
             else None,
             self.captures,
             self.cut_short,
