@@ -235,8 +235,8 @@ def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> No
 
 
 def file_bytes(path: Path) -> bytes | None:
-    """A baseline file's bytes before a write, to put back if the test errs after it (None: no
-    file; an unreadable one is never written: the read before the write refuses it)."""
+    """A baseline file's bytes just before a write, to put back if the test errs after it (None:
+    no file; the file was read and accepted already, so it is of a baseline's size)."""
     try:
         return path.read_bytes() if path.is_file() else None
     except OSError:
@@ -244,11 +244,19 @@ def file_bytes(path: Path) -> bytes | None:
 
 
 def put_back(path: Path, before: bytes | None, root: Path | None = None) -> None:
-    """Undo a baseline write: the file's bytes as they were, or no file where there was none."""
-    if before is None:
-        path.unlink(missing_ok=True)
-    else:
+    """Undo a baseline write: the file's bytes as they were, or no file (and none of the folders
+    the write made, up to `root`) where there was none."""
+    if before is not None:
         write_atomic(path, before, inside=root)
+        return
+    path.unlink(missing_ok=True)
+    folder = path.parent
+    while root is not None and folder != root and root in folder.parents:
+        try:
+            folder.rmdir()  # only an empty one
+        except OSError:
+            return
+        folder = folder.parent
 
 
 MAX_BASELINE_BYTES = 64 << 20  # a baseline is kilobytes; a larger file is refused, not read

@@ -680,15 +680,16 @@ def run_steps(
     probe: Callable[[], None] | None = None,
     work: bool = True,
     threads: int | None = None,
-    cut_short: Callable[[Profile], None] | None = None,
+    cut_short: Callable[[Profile, BaseException], None] | None = None,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
     With `work`, UNPROFILED_STEPS more calls are timed without the profiler (before the profiled
     steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
-    last result. When fn raises in a profiled step, `cut_short` is given what the steps up to
-    then recorded (for the failure's report) before the exception goes on. `probe` (the plugin's GPU clock sampler) is
-    called after the warm-up, just before the profiler starts, and just after it stops.
+    last result. When fn raises in a profiled step (or after the steps), `cut_short` is given
+    what was recorded up to then and the exception, for the failure's report, before the
+    exception goes on. `probe` (the plugin's GPU clock sampler) is called after the warm-up,
+    just before the profiler starts, and just after it stops.
     `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
     threads, which the test may have restored since), put back afterwards. With `work`, after the
     signature step, the workload reference is timed (workload_choice). A confirmation takes none:
@@ -705,7 +706,7 @@ def run_steps(
 
 def by_failure(exc: BaseException | None) -> bool:
     """Whether an exception that ended a capture is the test failing (or skipping), whose report
-    may show what the capture recorded: not an interrupt (Ctrl-C) or an exit."""
+    may show what the capture recorded: not an interrupt (Ctrl-C) or SystemExit."""
     return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
 
 
@@ -740,7 +741,7 @@ def _run_steps(
     steps: int,
     probe: Callable[[], None] | None,
     work: bool,
-    cut_short: Callable[[Profile], None] | None = None,
+    cut_short: Callable[[Profile, BaseException], None] | None = None,
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
     breaks_before = graph_break_reasons()
@@ -772,7 +773,12 @@ def _run_steps(
 
 
 def _profiled_steps(
-    torch: Any, fn: Callable[..., T], args: Any, kwargs: Any, steps: int, cut_short: Callable[[Profile], None] | None
+    torch: Any,
+    fn: Callable[..., T],
+    args: Any,
+    kwargs: Any,
+    steps: int,
+    cut_short: Callable[[Profile, BaseException], None] | None,
 ) -> tuple[Any, ThreadWatch, T]:
     """`steps` profiled calls of fn, one step each: the stopped profiler, the threads watched and
     fn's last result. When fn raises, `cut_short` gets what was recorded up to then."""
@@ -789,7 +795,7 @@ def _profiled_steps(
 
 @contextmanager
 def _cut_short_as(
-    cut_short: Callable[[Profile], None] | None, recorded: Callable[[], Profile | None]
+    cut_short: Callable[[Profile, BaseException], None] | None, recorded: Callable[[], Profile | None]
 ) -> Iterator[None]:
     """When fn raises inside, `cut_short` is given what was `recorded` (for the failure's report)
     before the exception goes on."""
@@ -798,7 +804,7 @@ def _cut_short_as(
         yield
     except BaseException as exc:
         if cut_short is not None and by_failure(exc) and (profile := recorded()) is not None:
-            cut_short(profile)
+            cut_short(profile, exc)
         raise
 
 

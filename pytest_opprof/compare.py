@@ -39,7 +39,7 @@ ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
-WALL_SLACK = 2.0  # a slower machine explains a slower step wall up to this times its own slowdown (x1.4: +80%)
+WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its own slowdown (x1.4: +80%)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +220,6 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     """One verdict listing every op and memory op whose calls per step changed; and their names."""
     changes: list[str] = []
     names: set[str] = set()
-    costly_ms = _costly_in_one_step(current, baseline, rule)
     sections: tuple[tuple[Mapping[str, OpEntry | MemoryEntry], Mapping[str, OpEntry | MemoryEntry]], ...] = (
         (current.ops, baseline.ops),
         (current.memory_ops, baseline.memory_ops),
@@ -231,7 +230,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
                 continue
             new_calls = _calls(new_ops[name]) if name in new_ops else 0
             old_calls = _calls(old_ops[name]) if name in old_ops else 0
-            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops, costly_ms):
+            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops):
                 continue
             names.add(name)
             if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
@@ -260,26 +259,14 @@ MAX_LISTED = 12  # changes a structure verdict names; a baseline of 20k made-up 
 SOMETIMES_STEPS = 2  # an op on one side only, in fewer steps than half, counts from this many (1: sporadic)
 
 
-def _sometimes_on_one_side(
-    name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any], costly_ms: float | None
-) -> bool:
-    """An op that one side ran in some steps and the other never: in 2 or more, or in one at a
-    cost beyond `costly_ms` (a background thread's small op landing in one step by its timing is
-    not the code's structure; 20 matmuls taking 100x a step are)."""
+def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any]) -> bool:
+    """An op that one side ran in some steps (2 or more: a background thread's op landing in one
+    step by its timing is not the code's structure; a costly one is a time verdict) and the
+    other never."""
     if (name in new_ops) == (name in old_ops):
         return False
     entry = new_ops[name] if name in new_ops else old_ops[name]
-    steps = _steps_run(entry)
-    return steps >= SOMETIMES_STEPS or (steps == 1 and costly_ms is not None and _step_cost_ms(entry) > costly_ms)
-
-
-def _costly_in_one_step(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> float | None:
-    """What an op must cost in the one step it ran in to be structure: beyond the time rule's
-    tolerance of the baseline's fastest step and its floor; None when no step wall is known."""
-    walls = baseline.wall_ms or current.wall_ms
-    if not walls or len(walls) < SOMETIMES_STEPS:
-        return None
-    return max(rule.min_delta_ms, rule.tolerance * min(walls))
+    return _steps_run(entry) >= SOMETIMES_STEPS
 
 
 def _steps_run(entry: OpEntry | MemoryEntry) -> int:
@@ -294,11 +281,8 @@ def _step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
 
 
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
-    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`, and
-    where it ran in one: `+ aten::matmul (in 1 of 10 steps, 34.050 ms there)`."""
+    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
     steps = f"in {_steps_run(entry)} of {len(entry.calls_per_step)} steps"
-    if _steps_run(entry) == 1:
-        steps += f", {_step_cost_ms(entry):.3f} ms there"
     return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
 
 
@@ -487,6 +471,7 @@ def _time(
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
+    verdicts += _in_one_step(current, baseline, rule, machine, where)
     if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
         return verdicts
     added = _ops_added_ms(current, baseline)
@@ -494,6 +479,37 @@ def _time(
     docs = (current, baseline)
     wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added)
     return verdicts + ([wall] if wall is not None else [])
+
+
+def _in_one_step(
+    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, where: str
+) -> list[Verdict]:
+    """An op that ran in one step where the baseline never ran it is no structure (a background
+    thread's op can land in a step by its timing), nor seen by the per-step minima; one that cost
+    more there than the tolerance of the baseline's fastest step and the floor is a time verdict,
+    which the machine may excuse (a trial's 20 matmuls in one of 10 steps, 100x a step, passed)."""
+    walls = baseline.wall_ms or ()
+    if len(walls) < SOMETIMES_STEPS:
+        return []
+    step_ms = min(walls)
+    limit = max(rule.min_delta_ms, rule.tolerance * step_ms)
+    found = []
+    for name in sorted(set(current.ops) - set(baseline.ops)):
+        entry, cost = current.ops[name], _step_cost_ms(current.ops[name])
+        if _steps_run(entry) != 1 or cost <= limit or _ignored(name, rule.ignore_ops):
+            continue
+        change = f"{name}: ran in 1 of {len(entry.calls_per_step)} steps, {cost:.3f} ms there, where the baseline never ran it"
+        stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
+        excuse = explained_by_machine(
+            True, entry.on_device, current, baseline, machine, moved=stretch, slack=WALL_SLACK
+        )
+        if excuse:
+            message = f"{change} (inconclusive: {excuse.why}){where}"
+            found.append(Verdict(TIME, INCONCLUSIVE, message, name, None, cost, None, excuse.why, excuse.fix))
+        else:
+            message = f"{change} (limit {limit:.3f} ms in a step){where}"
+            found.append(Verdict(TIME, REGRESSED, message, name, None, cost))
+    return found
 
 
 def _ops_added_ms(current: BaselineDoc, baseline: BaselineDoc) -> float:
@@ -541,7 +557,7 @@ def _judged(
         return None
     new_min, old_min = min(new_s), min(old_s)
     delta = new_min - old_min
-    own = delta - explained_ms if delta > 0 else delta  # what no slower op accounts for
+    own = max(0.0, delta - explained_ms) if delta > 0 else delta  # what no slower op accounts for
     if abs(own) <= rule.min_delta_ms or abs(own) <= rule.tolerance * old_min:
         return None  # a baseline of 0 ms (a hand edit, or device time in no step) is judged: any move is beyond it
     slower = own > 0
@@ -550,7 +566,8 @@ def _judged(
     if not real:
         return None
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
-    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved)
+    slack = WALL_SLACK if wall else None
+    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack)
     percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
     change = (
         f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {'slower' if slower else 'faster'}"
@@ -613,9 +630,11 @@ def explained_by_machine(
     machine: Machine,
     python_time: bool = False,
     moved: float | None = None,
+    slack: float | None = None,
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
-    `moved`: the op's time ratio (new / baseline), which the workload reference must explain.
+    `moved`: the op's time ratio (new / baseline), which the workload reference must explain, and
+    with `slack` the dispatch and matmul references too, up to `slack` times their own slowdown.
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
@@ -636,7 +655,7 @@ def explained_by_machine(
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         if bounded and not _within(moved, ratio):
             continue  # the op moved further than its own product did alone: not the machine
-        if python_time and not _within_slowdown(moved, ratio, WALL_SLACK):
+        if slack is not None and not _within_slowdown(moved, ratio, slack):
             continue  # a wall ten times the baseline's on a machine 1.5x slower is not the machine
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"

@@ -251,16 +251,19 @@ def baseline_step(
     update: str | None,
     remeasure: Callable[[], Measurement | None] | None,
     root: Path | None = None,
+    before_write: Callable[[], None] | None = None,
 ) -> BaselineResult:
-    """Read the test's baseline, decide, write what was decided (never outside `root`). An
-    unusable file is never touched, and one that cannot be written is left as it was: the result
-    carries the error that makes the test an error."""
+    """Read the test's baseline, decide, write what was decided (never outside `root`; just
+    before, `before_write` is called). An unusable file is never touched, and one that cannot be
+    written is left as it was: the result carries the error that makes the test an error."""
     try:
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError as exc:
         return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
     outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
+        if before_write is not None:
+            before_write()
         try:
             write_baseline(path, outcome.write, root)
         except OSError as exc:

@@ -102,7 +102,7 @@ class OpprofFixture:
         self._trust: list[str] = []  # the latest capture's trust errors
         self._unchecked: list[str] = []  # earlier untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
-        self.cut_short: Any = None  # the latest capture when the test's exception ended it: for the failure's report
+        self._cut_short: tuple[Any, BaseException] | None = None  # the latest capture an exception ended, and it
 
     @property
     def profile(self) -> Any:
@@ -306,17 +306,27 @@ class OpprofFixture:
         profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
         return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
 
-    def _cut(self, profile: Any) -> None:
-        """A capture the test's exception ended: shown when the test fails, never judged (one
-        that recorded nothing, as when a run() refused its arguments, is not shown)."""
+    def _cut(self, profile: Any, raised: BaseException) -> None:
+        """A capture that `raised` ended: shown if the test fails by that exception, never judged
+        (one that recorded nothing, as when a run() refused its arguments, is not shown)."""
         if profile is not None and (profile.ops or profile.kernels or profile.memory_ops):
-            self.cut_short = profile
+            self._cut_short = (profile, raised)
+
+    def cut_short(self, failure: BaseException | None) -> Any:
+        """The capture the test's `failure` ended as far as it went, for its report; None when
+        another exception (one the test caught) ended it, or none did."""
+        if self._cut_short is None or failure is None or self._cut_short[1] is not failure:
+            return None
+        return self._cut_short[0]
 
     def _stop_raised(self, recorder: StepRecorder, raised: BaseException) -> None:
-        self._cut(recorder.stop_cut_short() if by_failure(raised) else recorder.stop(keep=False))
+        if by_failure(raised):
+            self._cut(recorder.stop_cut_short(), raised)
+        else:
+            recorder.stop(keep=False)
 
     def _finish(self, profile: Any) -> None:
-        self._profile, self.cut_short = profile, None
+        self._profile, self._cut_short = profile, None
         self.captures += 1
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)

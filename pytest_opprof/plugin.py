@@ -470,13 +470,17 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return None if again is None or again.profile.errors else measured(again)
 
     rule = _rule_for(item, settings)
-    before = file_bytes(path) if settings.update_baseline else None
+
+    def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
+        before = file_bytes(path)
+        item.stash[_UNDO] = lambda: put_back(path, before, root)
+
     result = baseline_step(
         path, shown_path(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
-        remeasure if fixture.can_measure_again else None, root,
+        remeasure if fixture.can_measure_again else None, root, keep_undo,
     )  # fmt: skip
-    if result.status in WRITTEN:  # put back should the test still err (in its teardown)
-        item.stash[_UNDO] = lambda: put_back(path, before, root)
+    if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
+        del item.stash[_UNDO]
     fixture.baseline = result
     fixture.error_messages.extend(
         result.error_messages(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
@@ -500,8 +504,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome = "error" if getattr(report, "opprof_untrusted", False) else report.outcome
     result.record_phase(call.when, outcome, _failure_message(report) if outcome != "passed" else None)
-    if call.when == "call" and report.failed and fixture.cut_short is not None:
-        result.profile, result.cut_short = fixture.cut_short, True  # as far as it went: the timeline of the failure
+    cut_short = fixture.cut_short(call.excinfo.value if call.excinfo is not None else None)
+    if call.when == "call" and report.failed and cut_short is not None:
+        result.profile, result.cut_short = cut_short, True  # as far as it went: the timeline of the failure
         result.captures = fixture.captures
         item.user_properties.append(("opprof.cut_short", "true"))
     elif call.when == "call" and fixture.profile is not None:
@@ -629,9 +634,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = summary_lines(state.records, config.option.verbose > 0, workers, recording) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans))
-    reports = (
-        state.spool is not None
-    )  # written also when nothing was measured: an earlier run's would pass for this one's
+    # Reports are written also when nothing was measured: an earlier run's would pass for this one's.
+    reports = state.spool is not None
     if reports and not state.records:
         lines.insert(0, NOTHING_MEASURED)
     if not lines and not reports:

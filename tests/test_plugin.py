@@ -928,6 +928,14 @@ def test_caught(opprof, mlp):
     with opprof.capture():
         infer(*mlp)
 
+def test_caught_then_fails(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+    with pytest.raises(ValueError):
+        with opprof.capture():
+            torch.relu(torch.ones(2))
+            raise ValueError("expected")
+    assert False, "a later failure"
+
 def test_skip_in_block(opprof, mlp):
     with opprof.capture():
         infer(*mlp)
@@ -942,7 +950,7 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     result = run(
         project, "--opprof-update-baseline", "--opprof-trace-dir=traces", "--opprof-json=r.json", "--junitxml=j.xml"
     )
-    result.assert_outcomes(passed=1, failed=5, skipped=1)
+    result.assert_outcomes(passed=1, failed=6, skipped=1)
     tests = {t["nodeid"].split("::")[1]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
     failing = ("test_marker", "test_whole_call", "test_block", "test_run", "test_signature")
     for name in failing:
@@ -958,7 +966,9 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     assert props["opprof.cut_short"] == "true" and props["opprof.steps"] == "1"
     assert tests["test_skip_in_block"]["outcome"] == "skipped" and tests["test_skip_in_block"]["profile"] is None
     assert tests["test_caught"]["cut_short"] is False and tests["test_caught"]["profile"]["steps"] == 1
-    assert len(list((project.path / "traces").iterdir())) == 5
+    later = tests["test_caught_then_fails"]  # the failure is not the caught exception: its run() is shown
+    assert later["cut_short"] is False and later["profile"]["steps"] == 2
+    assert len(list((project.path / "traces").iterdir())) == 6
     assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_caught.json"]
 
 
@@ -1250,7 +1260,7 @@ def baseline_files(pytester):
 
 def test_costly_work_in_one_step_fails_and_the_warning_names_it(pytester, monkeypatch):
     """A trial's 20 extra matmuls in one of 10 steps (100x a step) passed with only a warning:
-    an op on one side only, in one step, is a structure change when it costs more there than the
+    an op on one side only, in one step, is a time verdict when it costs more there than the
     time rule's tolerance of a step; the step_events warning names the uneven op."""
     pytester.makepyfile(
         """
@@ -1275,7 +1285,7 @@ def test_costly_work_in_one_step_fails_and_the_warning_names_it(pytester, monkey
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*structure changed: + aten::matmul (in 1 of 10 steps, 1.000 ms there), + aten::mm (in 1 of 10 steps, *",
+            "*time: aten::matmul: ran in 1 of 10 steps, 1.000 ms there, where the baseline never ran it (limit 0.050 ms*",
             "*warning step_events: CPU ops per step differ between steps (*); calls per step of aten::matmul (0, 0, 0, 20, *",
         ]
     )
@@ -1313,7 +1323,7 @@ def test_a_test_that_errs_in_its_teardown_is_not_recorded(pytester, monkeypatch)
     result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(["opprof: 2 tests not recorded: they failed or erred *"])
-    assert td.read_bytes() == before and not list((pytester.path / ".opprof").rglob("test_new*.json"))
+    assert td.read_bytes() == before and not list((pytester.path / ".opprof").rglob("test_new*"))
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["outcome"], t["baseline"]) for t in tests] == [("error", None), ("error", None)]
 

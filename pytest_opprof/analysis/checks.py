@@ -108,7 +108,7 @@ def _uneven(items: Sequence[OpStats | RangeStats]) -> list[OpStats | RangeStats]
 
 
 def _listed(uneven: Sequence[OpStats | RangeStats], n_steps: int) -> str:
-    """The first three by name with their calls per step: `aten::matmul (0, 0, 0, 20, ...)`."""
+    """The first three with their calls per step: `aten::matmul (0, 0, 0, 20, ...)`."""
     listed = "; ".join(
         f"{r.name} ({', '.join(map(str, r.calls_per_step.samples[:10]))}{', ...' if n_steps > 10 else ''})"
         for r in uneven[:3]
