@@ -471,7 +471,7 @@ def _time(
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
-    verdicts += _in_one_step(current, baseline, rule, machine, where)
+    verdicts += _in_one_step(current, baseline, rule, machine, skip, where)
     if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
         return verdicts
     added = _ops_added_ms(current, baseline)
@@ -482,7 +482,7 @@ def _time(
 
 
 def _in_one_step(
-    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, where: str
+    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
     """An op that ran in one step where the baseline never ran it is no structure (a background
     thread's op can land in a step by its timing), nor seen by the per-step minima; one that cost
@@ -494,7 +494,7 @@ def _in_one_step(
     step_ms = min(walls)
     limit = max(rule.min_delta_ms, rule.tolerance * step_ms)
     found = []
-    for name in sorted(set(current.ops) - set(baseline.ops)):
+    for name in sorted(set(current.ops) - set(baseline.ops) - skip):  # skip: times moved with the threads
         entry, cost = current.ops[name], _step_cost_ms(current.ops[name])
         if _steps_run(entry) != 1 or cost <= limit or _ignored(name, rule.ignore_ops):
             continue
