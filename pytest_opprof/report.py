@@ -11,7 +11,7 @@ import statistics
 import tempfile
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -259,7 +259,8 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     median_wall = median_wall_ns(profile)
     compared = baseline is not None and baseline.compared
     rows = []
-    for op in shown_ops(profile, top):
+    named = {v.op for v in baseline.verdicts if v.op and v.status != "improved"} if compared and baseline else set()
+    for op in shown_ops(profile, top, named):
         per = op.time_per_step
         own = op.self_device_per_step if op.on_device else op.self_cpu_per_step
         row = [
@@ -285,11 +286,14 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-def shown_ops(profile: Profile, top: int | None) -> list[Any]:
+def shown_ops(profile: Profile, top: int | None, named: Collection[str] = ()) -> list[Any]:
     """The `top` ops by the median time per step the table shows (device time for ops that ran
-    on a device, CPU time otherwise), largest first."""
+    on a device, CPU time otherwise), largest first; then the ops a verdict names that the top
+    left out (an op that ran in one step only has a median of 0)."""
     ordered = by_shown_time(profile.ops)
-    return ordered[:top] if top else ordered
+    if not top:
+        return ordered
+    return ordered[:top] + [op for op in ordered[top:] if op.name in named]
 
 
 def format_problems(records: list[TestRecord], verbose: bool = False, recording: bool = False) -> str:

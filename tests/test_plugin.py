@@ -1261,7 +1261,8 @@ def baseline_files(pytester):
 def test_costly_work_in_one_step_fails_and_the_warning_names_it(pytester, monkeypatch):
     """A trial's 20 extra matmuls in one of 10 steps (100x a step) passed with only a warning:
     an op on one side only, in one step, is a time verdict when it costs more there than the
-    time rule's tolerance of a step; the step_events warning names the uneven op."""
+    time rule's tolerance of a step; the step_events warning names the uneven op, and the table
+    shows it beyond --opprof-top (its median is 0)."""
     pytester.makepyfile(
         """
         import os
@@ -1281,8 +1282,13 @@ def test_costly_work_in_one_step_fails_and_the_warning_names_it(pytester, monkey
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     monkeypatch.setenv("OPPROF_INJECT", "once")
-    result = run(pytester, "--opprof")
+    result = run(pytester, "--opprof", "--opprof-top", "1")
     result.assert_outcomes(failed=1)
+    table = result.stdout.str().split("test_once [failed]")[1].split("\n\n")[0]
+    rows = [
+        line.split()[0] for line in table.splitlines()[3:] if line.startswith("aten::")
+    ]  # the top op, then those a verdict names
+    assert rows == ["aten::relu", "aten::matmul", "aten::mm", "aten::resolve_conj"], table
     result.stdout.fnmatch_lines(
         [
             "*time: aten::matmul: ran in 1 of 10 steps, 1.000 ms there, where the baseline never ran it (limit 0.050 ms*",
