@@ -445,7 +445,7 @@ class StepRecorder:
             prof = self._end()
         except Exception:
             return None
-        return _read_cut_short(prof) if prof is not None else None
+        return _read_cut_short(prof)
 
     def _end(self) -> Any:
         """End the step and the profiler; the stopped profiler, or None when none was running."""
@@ -711,8 +711,10 @@ def by_failure(exc: BaseException | None) -> bool:
 
 
 def _read_cut_short(prof: Any) -> Profile | None:
-    """A stopped profiler's capture, cut short by the test's exception; None when it cannot be
-    read (the test's own exception is what must surface, not ours)."""
+    """A stopped profiler's capture, cut short by the test's exception; None when there is none
+    or it cannot be read (the test's own exception is what must surface, not ours)."""
+    if prof is None:
+        return None
     try:
         return from_profiler(prof)
     except Exception:
@@ -785,7 +787,7 @@ def _profiled_steps(
     __tracebackhide__ = True
     result: Any = None
     prof: Any = None
-    with _cut_short_as(cut_short, lambda: _read_cut_short(prof) if prof is not None else None):
+    with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):
         with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
             for number in range(1, steps + 1):
                 with _step(torch, number, cuda):

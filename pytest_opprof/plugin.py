@@ -504,18 +504,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome = "error" if getattr(report, "opprof_untrusted", False) else report.outcome
     result.record_phase(call.when, outcome, _failure_message(report) if outcome != "passed" else None)
-    cut_short = fixture.cut_short(call.excinfo.value if call.excinfo is not None else None)
-    if call.when == "call" and report.failed and cut_short is not None:
-        result.profile, result.cut_short = cut_short, True  # as far as it went: the timeline of the failure
-        result.captures = fixture.captures
-        item.user_properties.append(("opprof.cut_short", "true"))
-    elif call.when == "call" and fixture.profile is not None:
-        result.profile = fixture.profile
-        result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
-        result.cpu_wait = fixture.cpu_wait
-        result.captures = fixture.captures
-    if call.when == "call" and result.profile is not None:
-        item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
+    if call.when == "call":
+        _take_profile(item, call, report, fixture, result)
     if call.when == "teardown":
         undo = item.stash.get(_UNDO, None)
         if undo is not None and report.failed:
@@ -530,6 +520,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _RESULT = pytest.StashKey[TestResult]()
+
+
+def _take_profile(
+    item: pytest.Item,
+    call: pytest.CallInfo[None],
+    report: pytest.TestReport,
+    fixture: OpprofFixture,
+    result: TestResult,
+) -> None:
+    """The call's profile for the reports: the latest finished capture, or, when the test failed
+    by the exception that ended a capture, that capture as far as it went (its timeline)."""
+    cut_short = fixture.cut_short(call.excinfo.value) if report.failed and call.excinfo is not None else None
+    if cut_short is not None:
+        result.profile, result.cut_short = cut_short, True
+        item.user_properties.append(("opprof.cut_short", "true"))
+    elif fixture.profile is not None:
+        result.profile = fixture.profile
+        result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
+        result.cpu_wait = fixture.cpu_wait
+    if result.profile is not None:
+        result.captures = fixture.captures
+        item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
+
+
 _UNDO = pytest.StashKey[Callable[[], None]]()  # puts the baseline file this test wrote back as it was
 
 
