@@ -14,7 +14,7 @@ from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .documents import BaselineDoc
-from .errors import BaselineError, symlink_outside
+from .errors import BaselineError, shown_value, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -99,6 +99,22 @@ def shown_path(path: Path, rootpath: Path) -> str:
         return str(path.relative_to(rootpath))
     except ValueError:
         return str(path)
+
+
+def lookup_folder(root: Path, device_key: str, rootpath: Path) -> str:
+    """Where this run looked for baselines, for the 'no baseline' line: the device key's folder,
+    and when it does not exist, the keys the baseline folder does hold (a typo'd
+    --opprof-baseline-dir, or baselines recorded on another device, would otherwise pass quietly)."""
+    folder = root / device_key
+    shown = shown_path(folder, rootpath)
+    if folder.is_dir():
+        return shown
+    try:
+        keys = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        keys = []
+    held = f"; {shown_path(root, rootpath)} holds baselines of {', '.join(keys)}" if keys else ""
+    return f"{shown} (no such folder{held})"
 
 
 def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:
@@ -369,7 +385,7 @@ def _check_schema(path: Path, schema: Any) -> None:
         )
     if type(schema) is not int or schema not in READABLE_SCHEMAS:
         raise BaselineError(
-            bad_baseline(path, f"'schema' is {schema!r}, not a schema this pytest-opprof reads ({readable})")
+            bad_baseline(path, f"'schema' is {shown_value(schema)}, not a schema this pytest-opprof reads ({readable})")
         )
 
 

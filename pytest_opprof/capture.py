@@ -28,10 +28,13 @@ from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import cycles_check, overhead_check
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
 from .errors import (
+    FN_EXPECTED,
     CaptureError,
     bad_argument,
+    fn_keyword_taken,
     not_a_profiler,
     profiler_already_running,
+    profiler_cycle_cleared,
     profiler_not_finished,
     profiler_recorded_nothing,
     trace_already_saved,
@@ -78,11 +81,16 @@ def _profiler_running(torch: Any) -> bool:
 MAX_STEPS = 10_000
 
 
-def validate_run_args(fn: object, warmup: object, steps: object) -> None:
+def validate_run_args(
+    fn: object, warmup: object, steps: object, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+) -> None:
     """Reject bad arguments to measure()/opprof.run() with one clear line."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
-        raise CaptureError(bad_argument("fn", fn, "a callable (a model, a function)"))
+        raise CaptureError(bad_argument("fn", fn, FN_EXPECTED))
+    taken = _run_keyword_taken(fn, args, kwargs or {})
+    if taken:
+        raise CaptureError(fn_keyword_taken(taken))
     called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise CaptureError(
@@ -104,6 +112,23 @@ def validate_run_args(fn: object, warmup: object, steps: object) -> None:
         raise CaptureError(
             bad_argument("steps", steps, f"at most {MAX_STEPS:,} (a capture holds every step's events in memory)")
         )
+
+
+def _run_keyword_taken(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """'steps' or 'warmup' where fn needs a parameter of that name the call leaves without a value
+    (opprof took the keyword for itself), else None; None too where fn's signature cannot be read."""
+    try:
+        signature = inspect.signature(fn)
+        parameters, bound = signature.parameters, signature.bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return None
+    for name in ("steps", "warmup"):
+        parameter = parameters.get(name)
+        if parameter is None or name in bound or parameter.default is not inspect.Parameter.empty:
+            continue
+        if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            return name
+    return None
 
 
 def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: bool = False) -> EventTable:
@@ -221,6 +246,9 @@ def from_profiler(prof: Any) -> Profile:
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
         profile = analyze(table_of(results, with_shapes=with_shapes), source="capture")
+    cleared_at = _cycle_cleared_at(prof)
+    if cleared_at is not None and not profile.ops:
+        raise CaptureError(profiler_cycle_cleared(cleared_at))
     check = cycles_check(_cycles_kept_last(prof))
     checks = profile.checks + ((check,) if check is not None else ())
     return replace(profile, list_shapes=with_shapes and records_list_shapes(), checks=checks)
@@ -235,6 +263,19 @@ def _no_results(prof: Any) -> str:
     if getattr(prof, "profiler", "") is None and isinstance(steps, int) and steps > 0:
         return profiler_recorded_nothing(steps)
     return profiler_not_finished()
+
+
+def _cycle_cleared_at(prof: Any) -> int | None:
+    """The step whose prof.step() ended the last active cycle of a scheduled profiler that does not
+    accumulate, when the profiler then stopped outside an active cycle: torch cleared that cycle's
+    events as the next began, so what is left to read is the new cycle's nothing. Else None."""
+    schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
+    if getattr(prof, "acc_events", False) or not callable(schedule) or not isinstance(steps, int):
+        return None
+    action = sys.modules["torch"].profiler.ProfilerAction
+    ends = [step + 1 for step in range(steps) if schedule(step) == action.RECORD_AND_SAVE]
+    stopped_recording = schedule(steps) in (action.RECORD, action.RECORD_AND_SAVE)
+    return ends[-1] if ends and not stopped_recording else None
 
 
 def _cycles_kept_last(prof: Any) -> int:
@@ -696,7 +737,7 @@ def run_steps(
     it runs only when the first measurement's references excused nothing, and pooling keeps the
     faster of each."""
     __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
-    validate_run_args(fn, warmup, steps)
+    validate_run_args(fn, warmup, steps, args, kwargs)
     torch = _torch()
     if _profiler_running(torch):  # before warmup: fail without running the user's code
         raise CaptureError(profiler_already_running())

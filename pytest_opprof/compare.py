@@ -208,7 +208,7 @@ def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ig
     found = []
     for glob in rule.ignore_ops:
         matched = fnmatch.fnmatchcase(STEP_WALL, glob) or any(fnmatch.fnmatchcase(n, glob) for n in names)
-        near = None if matched else next(iter(closest_names(glob, sorted(names), limit=1)), None)
+        near = None if matched else next(iter(closest_names(glob, [*sorted(names), STEP_WALL], limit=1)), None)
         found.append(Ignore(glob, matched, near))
     return tuple(found)
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import shown_value
 from .units import count_of
 
 # Every fact, in the order the JSON report and `opprof show` list them.
@@ -450,7 +451,7 @@ def resolve_key(option_key: str | None, hooked: object, facts: dict[str, Any]) -
     if hooked is not None:
         if not isinstance(hooked, str) or not valid_key(hooked):
             msg = (
-                f"pytest_opprof_device_key returned {hooked!r}: expected a device key of lowercase letters, "
+                f"pytest_opprof_device_key returned {shown_value(hooked)}: expected a device key of lowercase letters, "
                 "digits, '.', '_' or '-' (e.g. 'nvidia-a10'), or None for the default"
             )
             raise ValueError(msg)

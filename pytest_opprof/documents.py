@@ -12,6 +12,7 @@ from typing import Any
 from .analysis import MAX_THREADS
 from .analysis.compiled import stable_name
 from .analysis.model import workload_problem
+from .errors import shown_value
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 
@@ -214,7 +215,7 @@ class WorkloadEntry:
     def from_dict(cls, data: Any) -> WorkloadEntry:
         """ValueError names what is wrong."""
         if not isinstance(data, dict):
-            raise ValueError(f"'workload_reference' is {data!r}, not an object or null")
+            raise ValueError(f"'workload_reference' is {shown_value(data)}, not an object or null")
         missing = [key for key in ("op", "shapes", "dtypes", "ms") if key not in data]
         if missing:
             raise ValueError(f"'workload_reference' has no {missing[0]!r}")
@@ -224,7 +225,7 @@ class WorkloadEntry:
         if problem:
             raise ValueError(problem)
         if not _number(ms) or ms <= 0:
-            raise ValueError(f"'workload_reference.ms' is {ms!r}, not a positive number (below 1e30)")
+            raise ValueError(f"'workload_reference.ms' is {shown_value(ms)}, not a positive number (below 1e30)")
         return cls(op, tuple(tuple(s) for s in shapes), tuple(dtypes), float(ms))
 
 
@@ -307,7 +308,7 @@ class BaselineDoc:
         nodeid, device_key, environment = _identity(data)
         found = data.get("capture", {})
         if not isinstance(found, dict):
-            raise ValueError(f"'capture' is {found!r}, not an object")
+            raise ValueError(f"'capture' is {shown_value(found)}, not an object")
         capture: dict[str, Any] = found
         steps = _steps(capture, data["events_per_step"])
         wall = data.get("wall_ms")
@@ -365,11 +366,11 @@ def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
     if "nodeid" not in data:
         raise ValueError("no 'nodeid': the test's node id")
     if not isinstance(nodeid, str) or not nodeid:
-        raise ValueError(f"'nodeid' is {nodeid!r}, not the test's node id")
+        raise ValueError(f"'nodeid' is {shown_value(nodeid)}, not the test's node id")
     if key is not None and not isinstance(key, str):
         raise ValueError(f"'device_key' is {key!r}, not a text or null")
     if not isinstance(environment, dict):
-        raise ValueError(f"'environment' is {environment!r}, not an object")
+        raise ValueError(f"'environment' is {shown_value(environment)}, not an object")
     return nodeid, key, environment
 
 
@@ -381,7 +382,7 @@ def _steps(capture: dict[str, Any], events_per_step: Any) -> int:
         return len(events_per_step)
     steps = capture["steps"]
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"'capture.steps' is {steps!r}, not a whole number >= 1")
+        raise ValueError(f"'capture.steps' is {shown_value(steps)}, not a whole number >= 1")
     return steps
 
 
@@ -389,19 +390,21 @@ def _flag(capture: dict[str, Any], key: str) -> bool:
     """A capture flag: absent (false) or a JSON boolean."""
     value = capture.get(key, False)
     if not isinstance(value, bool):
-        raise ValueError(f"'capture.{key}' is {value!r}, not true or false")
+        raise ValueError(f"'capture.{key}' is {shown_value(value)}, not true or false")
     return value
 
 
 def _threads(value: Any) -> int | None:
     """capture.threads: absent or null (unknown), else a whole number of threads."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_THREADS):
-        raise ValueError(f"'capture.threads' is {value!r}, not a whole number of threads (1 to {MAX_THREADS}) or null")
+        raise ValueError(
+            f"'capture.threads' is {shown_value(value)}, not a whole number of threads (1 to {MAX_THREADS}) or null"
+        )
     return value
 
 
 def _reference(data: dict[str, Any], key: str) -> float | None:
     value = data.get(key)
     if value is not None and (not _number(value) or value <= 0):
-        raise ValueError(f"'{key}' is {value!r}, not a positive number (below 1e30) or null")
+        raise ValueError(f"'{key}' is {shown_value(value)}, not a positive number (below 1e30) or null")
     return value

@@ -6,6 +6,9 @@ Tests import these formatters so they assert the real text.
 from __future__ import annotations
 
 import difflib
+import re
+import reprlib
+import traceback
 from collections.abc import Iterable
 
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
@@ -86,14 +89,43 @@ def profiler_already_running() -> str:
 SHOWN = 60  # characters of a value an error line quotes (a kernel's name runs to 1000)
 
 
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()  # keyword arguments only from Python 3.12
+    short.maxlevel, short.maxdict, short.maxlist, short.maxtuple, short.maxset = 2, 4, 6, 6, 6
+    short.maxstring, short.maxother = SHOWN, 4 * SHOWN  # shown_value cuts the end, not the middle
+    return short
+
+
+_REPR = _short_repr()
+_DEFAULT_REPR = re.compile(r"<(?:[\w.<>]+\.)?(\w+) object at (0x[0-9a-fA-F]+)>")
+
+
 def shown_value(value: object) -> str:
-    """A name or value as an error line quotes it: repr, cut to SHOWN characters."""
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[: SHOWN - 4] + "...'"
+    """A name or value as an error line quotes it: on one line (a tensor's repr has many), cut to
+    SHOWN characters, and never built whole (a list of 100,000 items is not spelt out first)."""
+    shape = getattr(value, "shape", None) if type(value).__name__ in ("Tensor", "Parameter") else None
+    if shape is not None:
+        return f"<tensor of shape {tuple(shape)}>"
+    try:
+        text = repr(value) if isinstance(value, str) else " ".join(_REPR.repr(value).split())
+    except Exception:  # a user object whose __repr__ raises
+        text = f"<{type(value).__name__} object>"
+    text = _DEFAULT_REPR.sub(r"<\1 object at \2>", text)  # <module.Class object ...>: the class is enough
+    if len(text) <= SHOWN:
+        return text
+    return text[: SHOWN - 4] + ("...'" if text[0] in "'\"" else "...")
 
 
 def not_a_profiler(value: object) -> str:
     return f"from_profiler() takes a finished torch.profiler.profile, not {shown_value(value)}"
+
+
+def profiler_cycle_cleared(step: int) -> str:
+    return (
+        f"from_profiler(): nothing left to read: the profiler's schedule ended its active cycle at prof.step() call {step} "
+        "and began another, and torch clears a cycle's events when the next begins; give the schedule "
+        "repeat=1, read each cycle in on_trace_ready, or keep them with profile(..., acc_events=True)"
+    )
 
 
 def profiler_recorded_nothing(steps: int) -> str:
@@ -125,11 +157,37 @@ def trace_not_written(reason: str) -> str:
 
 
 def not_a_path(call: str, value: object) -> str:
-    return f"{call}: {value!r} is not a file path; give a str or pathlib.Path"
+    return f"{call}: {shown_value(value)} is not a file path; give a str or pathlib.Path"
+
+
+def device_key_hook_raised(exc: BaseException) -> str:
+    """A pytest_opprof_device_key hook that raised: the exception, and the hook's line that raised it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    hook = [f"{f.filename}:{f.lineno}" for f in frames if f.name == "pytest_opprof_device_key"]
+    at = f" at {hook[-1]}" if hook else ""
+    said = next(iter(str(exc).splitlines()), "")[: 2 * SHOWN]
+    return (
+        f"pytest_opprof_device_key raised {type(exc).__name__}: {said}{at}; fix the hook (a fact that cannot "
+        "be read is None) or return None for the default key"
+    )
+
+
+FN_EXPECTED = (
+    "a callable (a model, a function): pass it and its arguments, run(fn, *args), not what a call of it returned"
+)
+
+
+def fn_keyword_taken(name: str) -> str:
+    """fn needs a parameter named like one of run()'s own keywords, which the call did not fill."""
+    what = "profiled" if name == "steps" else "unprofiled warm-up"
+    return (
+        f"fn's parameter {name!r} has no value: opprof takes the keyword {name}= for itself (the number of {what} "
+        f"calls); pass fn's own through a lambda: run(lambda: fn(..., {name}=...), {name}=...)"
+    )
 
 
 def bad_argument(name: str, value: object, expected: str) -> str:
-    return f"{name}={value!r}: expected {expected}"
+    return f"{name}={shown_value(value)}: expected {expected}"
 
 
 def looks_mistyped(a: str, b: str) -> bool:
@@ -150,12 +208,16 @@ def looks_mistyped(a: str, b: str) -> bool:
     return long[:i] + long[i + 1 :] == short and doubled and not long[i].isdigit()
 
 
+_NAMESPACE_SLIP = re.compile(r"^\w+[:.](?=\w)")  # aten: or aten. for aten::
+
+
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
     """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
-    Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"."""
+    Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"; a
+    namespace mistyped as "aten:" or "aten." counts as one ("aten:mm" finds "aten::mm")."""
 
     def bare(name: str) -> str:
-        return name.rsplit("::", 1)[-1].lower()
+        return name.rsplit("::", 1)[-1].lower() if "::" in name else _NAMESPACE_SLIP.sub("", name).lower()
 
     target = bare(wanted).strip("*?[]")
     scored = []

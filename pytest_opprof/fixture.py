@@ -115,7 +115,7 @@ class OpprofFixture:
         `fn` is positional only: a keyword of that name goes to fn."""
         __tracebackhide__ = True
         try:
-            validate_run_args(fn, warmup, steps)  # with or without --opprof
+            validate_run_args(fn, warmup, steps, args, kwargs)  # with or without --opprof
         except CaptureError as exc:
             raise OpprofUsageError(str(exc)) from None
         self._refuse_nesting("opprof.run()")

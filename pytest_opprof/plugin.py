@@ -21,6 +21,7 @@ from .baseline import (
     baseline_from_profile,
     baseline_root,
     file_bytes,
+    lookup_folder,
     orphan_baselines,
     put_back,
     shown_path,
@@ -29,7 +30,7 @@ from .capture import compiled_kernel_profiling
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import NOTHING_MEASURED, idle_outputs, inert_summary, orphans_line
+from .errors import NOTHING_MEASURED, device_key_hook_raised, idle_outputs, inert_summary, orphans_line
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
@@ -275,7 +276,10 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
     state.device, state.gpu_handle = device_facts(state.nvml)
     hooked = None
     if not state.settings.device_key:
-        hooked = config.hook.pytest_opprof_device_key(config=config, facts=dict(state.device))
+        try:
+            hooked = config.hook.pytest_opprof_device_key(config=config, facts=dict(state.device))
+        except Exception as exc:  # the user's hook: one line naming what it raised and where
+            raise pytest.UsageError(device_key_hook_raised(exc)) from None
     try:
         state.device_key, state.key_source = resolve_key(state.settings.device_key, hooked, state.device)
     except ValueError as exc:
@@ -633,6 +637,13 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
 # -- the end of the run ------------------------------------------------------------------------
 
 
+def _looked_in(config: pytest.Config, state: RunState) -> str | None:
+    """The device key's baseline folder, for the 'no baseline' line (None when no test lacked one)."""
+    if state.device_key is None or not any(r.baseline_status == "missing" for r in state.records):
+        return None
+    return lookup_folder(baseline_root(config.rootpath, state.settings.baseline_dir), state.device_key, config.rootpath)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(RUN, None)
     if state is None or hasattr(config, "workerinput"):  # xdist workers report to the controller
@@ -645,7 +656,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     workers = getattr(config.option, "numprocesses", None)
     recording = bool(state.settings.update_baseline)
-    lines = summary_lines(state.records, config.option.verbose > 0, workers, recording) if state.records else []
+    looked_in = _looked_in(config, state)
+    lines = (
+        summary_lines(state.records, config.option.verbose > 0, workers, recording, looked_in) if state.records else []
+    )
     if state.orphans:
         lines.append(orphans_line(state.orphans))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's.

@@ -296,13 +296,16 @@ def shown_ops(profile: Profile, top: int | None, named: Collection[str] = ()) ->
     return ordered[:top] + [op for op in ordered[top:] if op.name in named]
 
 
-def format_problems(records: list[TestRecord], verbose: bool = False, recording: bool = False) -> str:
+def format_problems(
+    records: list[TestRecord], verbose: bool = False, recording: bool = False, looked_in: str | None = None
+) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
-    `verbose`), trust warnings and errors, traces written; then the run's lines on baselines."""
+    `verbose`), trust warnings and errors, traces written; then the run's lines on baselines
+    (`looked_in`: the baseline folder the 'no baseline' line names)."""
     lines = []
     for record in records:
         lines += _test_lines(record, verbose)
-    return "\n".join(lines + _run_lines(records, recording))
+    return "\n".join(lines + _run_lines(records, recording, looked_in))
 
 
 def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
@@ -395,7 +398,7 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {group[0].fix or QUIET_MACHINE_FIX}"
 
 
-def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
+def _run_lines(records: list[TestRecord], recording: bool = False, looked_in: str | None = None) -> list[str]:
     """The run's lines: tests not judged on time, old baselines, then missing and written ones
     (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
@@ -415,7 +418,9 @@ def _run_lines(records: list[TestRecord], recording: bool = False) -> list[str]:
             "torch's redispatch rule): compared on structure and time only; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
-    lines += _lists_lines(records) + _loaded_lines(records) + _baseline_lines(records) + _ignore_lines(records)
+    lines += (
+        _lists_lines(records) + _loaded_lines(records) + _baseline_lines(records, looked_in) + _ignore_lines(records)
+    )
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
@@ -490,7 +495,7 @@ def _ignore_lines(records: list[TestRecord]) -> list[str]:
     return lines
 
 
-def _baseline_lines(records: list[TestRecord]) -> list[str]:
+def _baseline_lines(records: list[TestRecord], looked_in: str | None) -> list[str]:
     lines = []
     statuses: dict[str, int] = {}
     for record in records:
@@ -499,7 +504,8 @@ def _baseline_lines(records: list[TestRecord]) -> list[str]:
             statuses[status] = statuses.get(status, 0) + 1
     if statuses.get("missing"):
         lines.append(
-            f"opprof: no baseline for {count_of(statuses['missing'], 'test')}; run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for {count_of(statuses['missing'], 'test')}{f' in {looked_in}' if looked_in else ''}; "
+            "run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
@@ -516,12 +522,16 @@ def _baseline_lines(records: list[TestRecord]) -> list[str]:
 
 
 def summary_lines(
-    records: list[TestRecord], verbose: bool, workers: object = None, recording: bool = False
+    records: list[TestRecord],
+    verbose: bool,
+    workers: object = None,
+    recording: bool = False,
+    looked_in: str | None = None,
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     tables = format_summary(records)
     lines = [tables] if tables else []  # none when every measured test was skipped
-    problems = format_problems(records, verbose=verbose, recording=recording)
+    problems = format_problems(records, verbose=verbose, recording=recording, looked_in=looked_in)
     if problems:
         lines.append(problems)
     if workers:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
-from .errors import SettingsError, closest_names
+from .errors import SettingsError, closest_names, shown_value
 from .events import without_overload
 from .files import is_stream, own_descriptor
 
@@ -67,7 +67,7 @@ class RunState:
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
-    return f"{flag}: {value!r} is not {expected} (from {source})"
+    return f"{flag}: {shown_value(value)} is not {expected} (from {source})"
 
 
 def _parse_bool(text: object) -> bool:
@@ -389,7 +389,7 @@ MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
 def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: Mapping[str, object]) -> str | None:
     """What is wrong with a test's @pytest.mark.opprof(...), in one line; None when nothing."""
     if args:
-        return f"{nodeid}: @pytest.mark.opprof takes keyword arguments only, got {args!r}"
+        return f"{nodeid}: @pytest.mark.opprof takes keyword arguments only, got {shown_value(args)}"
     for key, value in kwargs.items():
         parse = MARKER_KEYWORDS.get(key)
         if parse is None:
@@ -399,7 +399,7 @@ def marker_problem(nodeid: str, args: tuple[object, ...], kwargs: Mapping[str, o
         try:
             parse(value)
         except ValueError as exc:
-            return f"{nodeid}: @pytest.mark.opprof({key}={value!r}): expected {exc}"
+            return f"{nodeid}: @pytest.mark.opprof({key}={shown_value(value)}): expected {exc}"
     return None
 
 

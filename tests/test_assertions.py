@@ -193,6 +193,9 @@ def test_bad_arguments_raise_one_line(build, message):
         ("aten::matmull", ["aten::t", "aten::matmul", "aten::mm"], ["aten::matmul"]),
         ("aten::adddmm", ["aten::addmm", "aten::empty"], ["aten::addmm"]),
         ("aten::conv2d", ["aten::linear", "aten::relu"], []),
+        ("aten:mm", ["aten::mm", "aten::addmm", "aten::t"], ["aten::mm"]),  # a slip of the `::`
+        ("aten.mm", ["aten::mm", "aten::t"], ["aten::mm"]),
+        ("torch::autograd::accumulategrad", ["torch::autograd::AccumulateGrad"], ["torch::autograd::AccumulateGrad"]),
     ],
 )
 def test_closest_names_compare_without_the_namespace(wanted, seen, expected):

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from pytest_opprof import CaptureError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
-from pytest_opprof.errors import profiler_already_running  # noqa: E402
+from pytest_opprof.errors import profiler_already_running, profiler_cycle_cleared  # noqa: E402
 
 
 def make_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -122,6 +122,28 @@ def test_from_profiler_needs_a_finished_profiler():
             idle.step()
     with pytest.raises(CaptureError, match="recorded nothing: its schedule reached no active step in its 3 prof.step"):
         from_profiler(idle)
+
+
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
+def test_from_profiler_after_a_cycle_torch_cleared_says_why_nothing_is_left():
+    """A schedule without repeat=1 that ran exactly its cycle: torch cleared the cycle's events as
+    the next began, so nothing is left; the error says so and how to keep them (a trial got "nothing
+    ran under the profiler"). With repeat=1 the same steps read whole."""
+    a = torch.ones(8, 8)
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    for repeat in (0, 1):
+        schedule = torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=repeat)
+        with torch.profiler.profile(activities=cpu, schedule=schedule) as prof:
+            for _ in range(4):
+                torch.mm(a, a)
+                prof.step()
+        if repeat:
+            assert from_profiler(prof).op("aten::mm").calls_per_step.samples == (1, 1, 1)
+            continue
+        with pytest.raises(CaptureError) as info:
+            from_profiler(prof)
+        assert str(info.value) == profiler_cycle_cleared(4)
+        assert "repeat=1" in str(info.value) and "acc_events=True" in str(info.value)
 
 
 @pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")

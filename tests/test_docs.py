@@ -66,7 +66,11 @@ def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
     (pytester.path / "tests" / "test_model.py").write_text(code)
     first = pytester.runpytest("-p", "no:cacheprovider", "--opprof")
     first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines(["opprof: no baseline for 1 test; run pytest --opprof-update-baseline to record them"])
+    first.stdout.fnmatch_lines(
+        [
+            "opprof: no baseline for 1 test in .opprof/cpu-* (no such folder); run pytest --opprof-update-baseline to record them"
+        ]
+    )
     pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline").assert_outcomes(passed=1)
     (written,) = (pytester.path / ".opprof").rglob("*.json")
     assert written.relative_to(pytester.path / ".opprof").parts[1:] == (

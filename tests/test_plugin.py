@@ -344,6 +344,65 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
     assert (pytester.path / "modules.txt").read_text() == "no torch"
 
 
+def test_slips_with_big_values_fail_in_one_short_line(pytester):
+    """The likeliest slips quote the value in one short line, however big it is: fn's result passed
+    instead of fn (a tensor), a huge list as fn or as a count, a tensor as a marker value; fn with
+    a required `steps` parameter says that opprof took the keyword, not Python's TypeError."""
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        model = torch.nn.Linear(4, 4)
+        x = torch.ones(2, 4)
+
+        def test_result_instead_of_fn(opprof):
+            opprof.run(model(x))
+
+        def test_huge_list(opprof):
+            opprof.run(list(range(100000)))
+
+        def test_huge_count(opprof):
+            opprof.assert_op_count("aten::mm", {"a": list(range(100000))})
+
+        def test_fn_with_own_steps(opprof):
+            def fn(x, steps):
+                return x
+            opprof.run(fn, x, steps=2)
+        """
+    )
+    for flags in ((), ("--opprof",)):
+        result = run(pytester, "-rf", *flags)
+        result.assert_outcomes(failed=4)
+        result.stdout.fnmatch_lines_random(
+            [
+                "E  *OpprofUsageError: fn=<tensor of shape (2, 4)>: expected a callable (a model, a function): pass "
+                "it and its arguments, run(fn, *args), not what a call of it returned",
+                "E  *OpprofUsageError: fn=?0, 1, 2, 3, 4, 5, ...?: expected a callable*",  # ? for [ and ]
+                "E  *OpprofUsageError: n={'a': ?0, 1, 2, 3, 4, 5, ...?}: expected a whole number >= 0",
+                "E  *OpprofUsageError: fn's parameter 'steps' has no value: opprof takes the keyword steps= for "
+                "itself (the number of profiled calls); pass fn's own through a lambda: "
+                "run(lambda: fn(..., steps=...), steps=...)",
+            ]
+        )
+        assert "tensor([[" not in result.stdout.str()
+        assert max(len(line) for line in result.stdout.lines) < 400
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.opprof(tolerance=torch.ones(20, 20))
+        def test_marker(opprof):
+            pass
+        """
+    )
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*@pytest.mark.opprof(tolerance=<tensor of shape (20, 20)>): expected*"])
+    assert "tensor([[" not in result.stderr.str()
+
+
 def test_a_second_capture_replaces_the_first_and_says_so(project, tmp_path):
     """Two run()s in one test: an assertion checks the latest (its failure says so), and the
     summary says the table and baseline hold the last; an assertion inside a capture block is
@@ -1684,6 +1743,15 @@ def test_a_marker_ignore_glob_that_matches_no_op_names_its_test(baselined):
             "opprof: ignore glob 'aten::relu_' matched no op in test_base.py::test_big: it ignores nothing; did you mean aten::relu?*"
         ]
     )
+    baselined.makepyfile(  # the wall's name is among the suggestions
+        test_base=source.replace(
+            "def test_big(opprof):", "@pytest.mark.opprof(ignore_ops='step-wall')\ndef test_big(opprof):"
+        )
+    )
+    result = run(baselined, "--opprof")
+    result.stdout.fnmatch_lines(
+        ["opprof: ignore glob 'step-wall' matched no op in *: it ignores nothing; did you mean step wall?*"]
+    )
 
 
 def test_marker_overrides_the_rule_per_test(pytester, monkeypatch):
@@ -1704,8 +1772,38 @@ def test_no_baseline_passes_and_says_how_to_record(project):
     project.makepyfile("from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n")
     result = run(project, "--opprof")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["opprof: no baseline for 1 test; run pytest --opprof-update-baseline to record them"])
+    key = device.device_key(device.device_facts()[0])
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: no baseline for 1 test in .opprof/{key} (no such folder); run pytest --opprof-update-baseline to record them"
+        ]
+    )
     assert not (project.path / ".opprof").exists()
+
+
+def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
+    """Baselines recorded under another device key, or a mistyped --opprof-baseline-dir, would pass
+    every test quietly: the line names the folder looked in and the keys the baseline folder holds;
+    a test new to an existing key folder gets the folder alone."""
+    project.makepyfile("from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n")
+    run(project, "--opprof-update-baseline", "--opprof-device-key=ci-a10").assert_outcomes(passed=1)
+    run(project, "--opprof-update-baseline", "--opprof-device-key=ci-t4").assert_outcomes(passed=1)
+    result = run(project, "--opprof", "--opprof-device-key=ci-h200")
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: no baseline for 1 test in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
+            "ci-a10, ci-t4); run pytest --opprof-update-baseline to record them"
+        ]
+    )
+    result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")
+    result.stdout.fnmatch_lines(["opprof: no baseline for 1 test in .oprof/ci-a10 (no such folder); run *"])
+    project.makepyfile(
+        test_new="from conftest import infer\ndef test_y(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    result = run(project, "--opprof", "--opprof-device-key=ci-a10")
+    result.stdout.fnmatch_lines(
+        ["opprof: no baseline for 1 test in .opprof/ci-a10; run pytest --opprof-update-baseline *"]
+    )
 
 
 @pytest.mark.parametrize("update", [False, True])

@@ -84,6 +84,30 @@ def test_hook_returning_a_bad_key_is_a_usage_error(pytester):
     assert keys_written(pytester) == []
 
 
+def test_hook_that_raises_is_one_usage_line_naming_its_line(pytester):
+    """A hook tripping over a fact that is None (cpu_model on some machines) stops the run with one
+    line: the exception, the hook's file and line, the fix; no INTERNALERROR traceback."""
+    pytester.makeconftest(
+        """
+        def pytest_opprof_device_key(config, facts):
+            model = None
+            return "ci-" + model.split()[0]
+        """
+    )
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    conftest = pytester.path / "conftest.py"
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: pytest_opprof_device_key raised AttributeError: 'NoneType' object has no attribute 'split' "
+            f"at {conftest}:3; fix the hook (a fact that cannot be read is None) or return None for the default key"
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert keys_written(pytester) == []
+
+
 def test_hook_is_not_called_when_off(pytester):
     pytester.makeconftest("def pytest_opprof_device_key(config, facts):\n    raise RuntimeError('called')\n")
     pytester.makepyfile(MEASURED)

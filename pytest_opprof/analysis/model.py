@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..chrome import write_trace
-from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path
+from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
 from ..events import Event, EventTable, freeze, without_overload
 from ..tables import profile_tables
 from ..units import ns_to_ms
@@ -235,7 +235,7 @@ class OpWork:
 
 def _ints(values: Any) -> tuple[int, ...]:
     if not isinstance(values, list) or not all(type(v) is int for v in values):
-        raise ValueError(f"{values!r} is not a list of integers")
+        raise ValueError(f"{shown_value(values)} is not a list of integers")
     return tuple(values)
 
 
@@ -374,14 +374,14 @@ def workload_problem(op: Any, shapes: Any, dtypes: Any, where: str = "") -> str 
         return f"'{where}op' is {op!r}, not one of {', '.join(WORKLOAD_OPS)}"
     n = WORKLOAD_OPS[op]
     if not isinstance(shapes, (list, tuple)) or len(shapes) != n or not all(_dims_ok(s) for s in shapes):
-        return f"'{where}shapes' is {shapes!r}, not {n} shapes of whole numbers >= 0 for {op}"
+        return f"'{where}shapes' is {shown_value(shapes)}, not {n} shapes of whole numbers >= 0 for {op}"
     if not isinstance(dtypes, (list, tuple)) or len(dtypes) != n or not all(t in WORKLOAD_DTYPES for t in dtypes):
-        return f"'{where}dtypes' is {dtypes!r}, not {n} of {', '.join(WORKLOAD_DTYPES)}"
+        return f"'{where}dtypes' is {shown_value(dtypes)}, not {n} of {', '.join(WORKLOAD_DTYPES)}"
     a, b = shapes[n - 2], shapes[n - 1]
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-        return f"'{where}shapes' is {shapes!r}: {list(a)} by {list(b)} is not a matrix product"
+        return f"'{where}shapes' is {shown_value(shapes)}: {list(a)} by {list(b)} is not a matrix product"
     if sum(math.prod(s) for s in shapes) > WORKLOAD_ELEMENTS:
-        return f"'{where}shapes' is {shapes!r}: over {WORKLOAD_ELEMENTS:,} elements, more than a reference replays"
+        return f"'{where}shapes' is {shown_value(shapes)}: over {WORKLOAD_ELEMENTS:,} elements, more than a reference replays"
     return None
 
 
