@@ -40,6 +40,8 @@ MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half mu
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
 WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its own slowdown (x1.4: +80%)
+REST_SHARE = 0.2  # the rest of a step (outside the op judged) must be this share of it to be a reference
+WORKLOAD_MIN_MS = 0.05  # a workload reference replayed faster than this is timer noise, no reference
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +292,12 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
 
 
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
-    """A verdict per op whose work changed (both sides recorded it; its call count did not change)."""
+    """A verdict per op whose work changed (both sides recorded it; its call count did not change),
+    the costliest first (the baseline's fastest step): the op that carries the step heads the
+    failure, not an `aten::add` of 0.4% of it that sorts first by name (a trial's doubled LSTM)."""
     verdicts = []
-    for name in sorted(set(current.ops) & set(baseline.ops)):
+    cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
+    for name in sorted(set(current.ops) & set(baseline.ops), key=lambda n: (-cost[n], n)):
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
             continue
@@ -568,6 +573,10 @@ def _judged(
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else None
     excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack)
+    if (
+        excuse is None and slower and not wall and not on_device and not machine.python_tracer
+    ):  # a tracer slows the rest
+        excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
     percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
     change = (
         f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {'slower' if slower else 'faster'}"
@@ -579,6 +588,32 @@ def _judged(
         f"{_outside_ops(slower, explained_ms)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
+
+
+def _rest_slowed_alike(
+    name: str, current: BaselineDoc, baseline: BaselineDoc, new_min: float, old_min: float, moved: float, rule: Rule
+) -> Excuse | None:
+    """The test's own control: the rest of its step (the fastest step's wall outside this op, nested
+    ops included in the op) slowed beyond the tolerance and by at least half as much as the op
+    (WALL_SLACK): the whole step slowed together, with the same calls and work, as on a machine in a
+    slow spell that the references, small enough to stay in cache, do not see (a trial's 18 ms
+    convolution step: +33% with the step's other ops, in 12 of 20 idle runs of unchanged code).
+    A change to this op alone leaves the rest as it was. None where the rest is too small a part
+    of the step to tell (an op that is the whole step), or the wall was not measured."""
+    new_walls, old_walls = current.wall_ms, baseline.wall_ms
+    if not new_walls or not old_walls:
+        return None
+    rest_old, rest_new = min(old_walls) - old_min, min(new_walls) - new_min
+    if rest_old < REST_SHARE * min(old_walls) or rest_old <= 0 or rest_new - rest_old <= rule.min_delta_ms:
+        return None
+    ratio = rest_new / rest_old
+    if ratio - 1 <= rule.tolerance or not _within_slowdown(moved, ratio, WALL_SLACK):
+        return None
+    why = (
+        f"the rest of the step slowed alike ({speed_words(ratio)} outside {name}, with the same calls and work): "
+        "the machine, or a change to more than this op"
+    )
+    return Excuse(why, REST_FIX)
 
 
 def _outside_ops(slower: bool, explained_ms: float) -> str:
@@ -609,6 +644,10 @@ THREADS_FIX = (
     "or set OMP_NUM_THREADS to the baseline's count"
 )
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
+REST_FIX = (
+    "rerun on a quiet machine for a time verdict; a slowdown that stays across reruns, with the rest of the "
+    "step, comes from a change to more than this op (a setting, a library, the data)"
+)
 LOADED_FIX = (
     "its baseline was recorded under load (its inflated times hide slowdowns): record it again on a quiet "
     "machine, pytest --opprof-update-baseline=all with the test's id"
@@ -695,7 +734,8 @@ def _reference_ratios(
         (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
     ]
     mine, theirs = current.workload_reference, baseline.workload_reference
-    if workload and mine is not None and theirs is not None and mine.same_product(theirs):
+    timed = mine is not None and theirs is not None and min(mine.ms, theirs.ms) >= WORKLOAD_MIN_MS
+    if workload and timed and mine is not None and theirs is not None and mine.same_product(theirs):
         found.append((mine.ms / theirs.ms, f"{mine.op} on the test's inputs", True))  # bounded: see _within
     return found
 

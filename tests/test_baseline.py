@@ -602,6 +602,24 @@ def test_a_doubled_layer_is_a_work_verdict_naming_flops_and_shapes():
     assert c.failing(Rule(fail_on=frozenset({TIME}))) == []
 
 
+def test_work_verdicts_put_the_costliest_op_first():
+    """A trial's doubled LSTM led its failure with `aten::add` (0.4% of the step, first by name) and
+    named the 79% `aten::mkldnn_rnn_layer` fifth: the costliest op of the baseline comes first."""
+
+    def rnn(hidden):
+        events = []
+        for i in range(6):
+            events.append(step(i + 1, i * 10_000, 10_000))
+            events.append(op("aten::add", i * 10_000 + 10, 5, shapes=((hidden,), (hidden,)), dtypes=("float",) * 2))
+            events.append(
+                op("aten::mkldnn_rnn_layer", i * 10_000 + 100, 4000, shapes=((20, hidden),), dtypes=("float",))
+            )
+        return analyze(events)
+
+    verdicts = compare(doc(rnn(256)), doc(rnn(128)), Rule()).verdicts
+    assert [(v.kind, v.op) for v in verdicts] == [(WORK, "aten::mkldnn_rnn_layer"), (WORK, "aten::add")]
+
+
 def test_a_dtype_change_is_a_work_verdict_with_the_same_flops():
     """float -> double: same shapes and FLOPs, other input types."""
     (verdict, *_) = compare(doc(mlp_profile(dtype="double")), doc(mlp_profile()), Rule()).verdicts
@@ -1190,6 +1208,48 @@ def test_the_workload_reference_excuses_a_slowdown_of_the_same_product_only():
     # the step wall, judged on what the ops' slowdowns leave: a slower product explains none of it
     (wall,) = compare(walled(at(doc(profile()), 0.47), 20.0), walled(base, 10.0), Rule()).verdicts
     assert (wall.op, wall.status) == (STEP_WALL, "regressed")
+
+
+def test_a_workload_reference_replayed_under_the_floor_excuses_nothing():
+    """A trial's costliest product was a 4 us Linear in an 18 ms convolution step: its replay read
+    0.0041-0.0063 ms, timer noise, and excused the convolution's +33% as "the machine ran 1.45x
+    slower". A replay under 0.05 ms is no reference."""
+    from pytest_opprof.documents import WorkloadEntry
+
+    def at(d, ms):
+        entry = WorkloadEntry("aten::addmm", ((10,), (12, 64), (64, 10)), ("float",) * 3, ms)
+        return d.replace(reference_ms=0.2, dispatch_reference_ms=0.4, workload_reference=entry)
+
+    slow = doc(profile(addmm_us=(900,) * 8))  # +29%
+    assert addmm_verdict(at(slow, 0.0061), at(doc(profile()), 0.0042)).status == "regressed"
+    assert addmm_verdict(at(slow, 0.122), at(doc(profile()), 0.084)).status == "inconclusive"
+
+
+def test_a_step_that_slowed_as_a_whole_makes_an_op_inconclusive_a_lone_op_fails():
+    """A trial's 18 ms convolution step on an idle VM: the convolutions +33% with the step's other
+    ops, the matmul and dispatch references steady (small enough to stay in cache), failed 12 of 20
+    runs of unchanged code. The rest of the step (its wall outside the op) is the test's own
+    control: slowed beyond the tolerance and by at least half as much as the op, it makes the op
+    inconclusive; an op that slowed alone, far beyond the rest, or that is nearly the whole step
+    is judged as ever, and so under a Python tracer (which slows the rest)."""
+    base = walled(doc(profile()), 2.0)  # linear 0.8 ms of a 2.0 ms step: the rest 1.2 ms
+    whole = walled(doc(profile(addmm_us=(950,) * 8)), 2.7)  # addmm +36%, the rest outside it 1.3 -> 1.75 ms
+    verdict = addmm_verdict(whole, base)
+    assert (verdict.status, verdict.why) == (
+        "inconclusive",
+        "the rest of the step slowed alike (1.35x slower outside aten::addmm, with the same calls and work): "
+        "the machine, or a change to more than this op",
+    )
+    assert verdict.fix.startswith("rerun on a quiet machine for a time verdict; a slowdown that stays")
+    assert compare(whole, base, Rule()).failing(Rule()) == []
+    alone = walled(doc(profile(addmm_us=(950,) * 8)), 2.25)  # the rest as it was
+    assert addmm_verdict(alone, base).status == "regressed"
+    far = walled(doc(profile(addmm_us=(2100,) * 8)), 4.0)  # addmm x3, the rest x1.4 (needs x2)
+    assert addmm_verdict(far, base).status == "regressed"
+    nearly_all = walled(doc(profile()), 0.85)  # the rest 0.15 of 0.85 ms: too small a part to tell
+    assert addmm_verdict(walled(doc(profile(addmm_us=(950,) * 8)), 1.2), nearly_all).status == "regressed"
+    traced = Machine(python_tracer="coverage.tracer.CTracer")
+    assert addmm_verdict(whole, base, traced).status == "regressed"
 
 
 def test_a_baseline_holds_its_workload_reference_and_refuses_a_bad_one(tmp_path):
