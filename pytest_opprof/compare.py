@@ -573,9 +573,8 @@ def _judged(
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else None
     excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack)
-    if (
-        excuse is None and slower and not wall and not on_device and not machine.python_tracer
-    ):  # a tracer slows the rest
+    traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
+    if excuse is None and slower and not wall and not on_device and not traced:
         excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
     percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
     change = (

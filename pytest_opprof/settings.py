@@ -67,7 +67,8 @@ class RunState:
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
-    return f"{flag}: {shown_value(value)} is not {expected} (from {source})"
+    shown = repr(value) if isinstance(value, str) else shown_value(value)  # a path typed in full stays whole
+    return f"{flag}: {shown} is not {expected} (from {source})"
 
 
 def _parse_bool(text: object) -> bool:
