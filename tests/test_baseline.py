@@ -1229,9 +1229,10 @@ def test_a_step_that_slowed_as_a_whole_makes_an_op_inconclusive_a_lone_op_fails(
     """A trial's 18 ms convolution step on an idle VM: the convolutions +33% with the step's other
     ops, the matmul and dispatch references steady (small enough to stay in cache), failed 12 of 20
     runs of unchanged code. The rest of the step (its wall outside the op) is the test's own
-    control: slowed beyond the tolerance and by at least half as much as the op, it makes the op
-    inconclusive; an op that slowed alone, far beyond the rest, or that is nearly the whole step
-    is judged as ever, and so under a Python tracer (which slows the rest)."""
+    control: slowed beyond the tolerance, and by at least half as much as the op or by more
+    milliseconds, it makes the op inconclusive; an op that slowed alone, far beyond the rest, or
+    that is nearly the whole step is judged as ever, and so under a Python tracer (which slows the
+    rest)."""
     base = walled(doc(profile()), 2.0)  # linear 0.8 ms of a 2.0 ms step: the rest 1.2 ms
     whole = walled(doc(profile(addmm_us=(950,) * 8)), 2.7)  # addmm +36%, the rest outside it 1.3 -> 1.75 ms
     verdict = addmm_verdict(whole, base)
@@ -1244,8 +1245,13 @@ def test_a_step_that_slowed_as_a_whole_makes_an_op_inconclusive_a_lone_op_fails(
     assert compare(whole, base, Rule()).failing(Rule()) == []
     alone = walled(doc(profile(addmm_us=(950,) * 8)), 2.25)  # the rest as it was
     assert addmm_verdict(alone, base).status == "regressed"
-    far = walled(doc(profile(addmm_us=(2100,) * 8)), 4.0)  # addmm x3, the rest x1.4 (needs x2)
+    far = walled(doc(profile(addmm_us=(2100,) * 8)), 4.0)  # addmm x3 (+1.4 ms), the rest x1.46 (+0.6 ms)
     assert addmm_verdict(far, base).status == "regressed"
+    # a small op x3.7 (+1.9 ms; x2 would be the bound) while the rest slowed x1.5 by more milliseconds
+    small_base = walled(doc(profile()), 20.0)  # the rest outside addmm 19.3 ms
+    small = walled(doc(profile(addmm_us=(2600,) * 8)), 31.55)  # the rest 28.95 ms: +9.65
+    assert addmm_verdict(small, small_base).status == "inconclusive"
+    assert addmm_verdict(walled(doc(profile(addmm_us=(2600,) * 8)), 21.9), small_base).status == "regressed"
     nearly_all = walled(doc(profile()), 0.85)  # the rest 0.15 of 0.85 ms: too small a part to tell
     assert addmm_verdict(walled(doc(profile(addmm_us=(950,) * 8)), 1.2), nearly_all).status == "regressed"
     traced = Machine(python_tracer="coverage.tracer.CTracer")
