@@ -246,8 +246,7 @@ def from_profiler(prof: Any) -> Profile:
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
         profile = analyze(table_of(results, with_shapes=with_shapes), source="capture")
-    cleared_at = _cycle_cleared_at(prof)
-    if cleared_at is not None and not profile.ops:
+    if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
     check = cycles_check(_cycles_kept_last(prof))
     checks = profile.checks + ((check,) if check is not None else ())
@@ -265,32 +264,40 @@ def _no_results(prof: Any) -> str:
     return profiler_not_finished()
 
 
-def _cycle_cleared_at(prof: Any) -> int | None:
-    """The step whose prof.step() ended the last active cycle of a scheduled profiler that does not
-    accumulate, when the profiler then stopped outside an active cycle: torch cleared that cycle's
-    events as the next began, so what is left to read is the new cycle's nothing. Else None."""
+def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:
+    """How a scheduled profiler's steps went: the prof.step() calls that ended an active cycle (1-based),
+    and whether it stopped inside one (torch saves that cycle too); None for a profiler without a
+    schedule."""
     schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
-    if getattr(prof, "acc_events", False) or not callable(schedule) or not isinstance(steps, int):
+    if not callable(schedule) or not isinstance(steps, int):
         return None
     action = sys.modules["torch"].profiler.ProfilerAction
     ends = [step + 1 for step in range(steps) if schedule(step) == action.RECORD_AND_SAVE]
-    stopped_recording = schedule(steps) in (action.RECORD, action.RECORD_AND_SAVE)
-    return ends[-1] if ends and not stopped_recording else None
+    return ends, schedule(steps) in (action.RECORD, action.RECORD_AND_SAVE)
+
+
+def _cycle_cleared_at(prof: Any) -> int | None:
+    """The prof.step() call that ended the last active cycle of a scheduled profiler that does not
+    accumulate, when the profiler then stopped outside an active cycle: torch cleared that cycle's
+    events as the next began, so what is left to read is the new cycle's nothing. Else None."""
+    run = None if getattr(prof, "acc_events", False) else _schedule_run(prof)
+    if run is None:
+        return None
+    ends, stopped_inside = run
+    return ends[-1] if ends and not stopped_inside else None
 
 
 def _cycles_kept_last(prof: Any) -> int:
     """The active cycles a scheduled profiler completed while accumulating (`acc_events`) with no
     `on_trace_ready` to read each: its user expects them all, and torch's raw events hold only the
     last (1 when it is not such a profiler)."""
-    schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
     if not getattr(prof, "acc_events", False) or getattr(prof, "on_trace_ready", None) is not None:
         return 1
-    if not callable(schedule) or not isinstance(steps, int):
+    run = _schedule_run(prof)
+    if run is None:
         return 1
-    action = sys.modules["torch"].profiler.ProfilerAction
-    completed = sum(1 for step in range(steps) if schedule(step) == action.RECORD_AND_SAVE)
-    cut_short = schedule(steps) in (action.RECORD, action.RECORD_AND_SAVE)  # stopped inside a cycle: torch saves it
-    return completed + cut_short
+    ends, stopped_inside = run
+    return len(ends) + stopped_inside
 
 
 def records_list_shapes() -> bool:
