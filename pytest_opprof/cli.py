@@ -4,6 +4,7 @@
     opprof show PATH [--json] [--top N]          a baseline file or folder as tables
     opprof compare A B [--json] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
                                                  two baseline folders, or two traces/baseline files
+    each also takes --op GLOB (repeatable): only the ops (kernels, memory ops...) it matches
 
 Exit codes: 0 fine, 1 a regression found (compare: B worse than A), 2 bad input (one line on stderr).
 """
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import Profile
+from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, SideRow, b_regressed, side_by_side
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
-from .errors import OpprofError
+from .errors import OpprofError, selects_nothing
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .tables import by_shown_time
@@ -85,6 +87,30 @@ def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _op_pattern(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is blank; give an op name or a glob such as 'aten::*mm'")
+    return text
+
+
+def _add_op(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--op",
+        action="append",
+        type=_op_pattern,
+        default=None,
+        metavar="GLOB",
+        help=f"only {what} whose name is GLOB or matches it ('aten::*mm'); repeat it for more",
+    )
+
+
+def _check_selects(patterns: list[str] | None, names: set[str], where: str, what: str) -> None:
+    """Each --op pattern matches some name: one that matches nothing is a typo, not an empty table."""
+    for pattern in patterns or ():
+        if not any(selected(name, (pattern,)) for name in names):
+            raise _UsageError(selects_nothing(pattern, where, sorted(names), what))
+
+
 def _version() -> str:
     from . import __version__  # the package's own, whether installed or run from a checkout
 
@@ -102,11 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
     _add_top(analyze, "ops, ranges and kernels")
+    _add_op(analyze, "the ops, kernels, memory ops, ranges and runtime calls (and the kernels of a chosen op)")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
     show.add_argument("path", type=_path, metavar="PATH", help="a baseline .json file, or a folder of them")
     show.add_argument("--json", action="store_true", help="print the baselines as one JSON document")
     _add_top(show, "ops per baseline")
+    _add_op(show, "the ops, kernels and memory ops (and the kernels of a chosen op), and baselines holding one")
 
     compare = sub.add_parser(
         "compare",
@@ -136,14 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-step statistic of each side (default median)",
     )
     _add_top(compare, "ops per test")
+    _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")
     return parser
 
 
 # -- analyze ------------------------------------------------------------------------------------
 
 
+ANALYZE_NAMES = "op, kernel, memory op, range or runtime call"
+DOC_NAMES = "op, kernel or memory op"
+
+
 def _analyze(args: argparse.Namespace) -> int:
-    profile = load_trace(args.trace)
+    whole = load_trace(args.trace)
+    _check_selects(args.op, whole.names(), args.trace, ANALYZE_NAMES)
+    profile = whole.only(args.op) if args.op else whole
     if args.json:
         data = profile.to_dict()
         if args.top is not None:
@@ -156,7 +191,7 @@ def _analyze(args: argparse.Namespace) -> int:
         sys.stdout.write(op_csv(replace(profile, ops=tuple(ops))))
     else:
         print(profile.table(top=args.top or DEFAULT_TOP))
-    broken = _untrusted(profile)
+    broken = _untrusted(whole)
     if broken:  # shown above with the rest; the exit code tells a script
         print(f"opprof: error: {args.trace}: {broken}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -187,6 +222,10 @@ def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
 
 def _show(args: argparse.Namespace) -> int:
     found = _baselines_at(Path(args.path))
+    if args.op:
+        _check_selects(args.op, {n for _, doc in found for n in doc.names()}, args.path, DOC_NAMES)
+        found = [(path, doc.only(args.op)) for path, doc in found]
+        found = [(path, doc) for path, doc in found if doc.names()]
     if args.json:
         docs = []
         for path, found_doc in found:
@@ -299,16 +338,39 @@ class _Compared:
     worse: list[SideRow]
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """A whole comparison: both sides, the tests compared, and those left out."""
+
+    a: _Side
+    b: _Side
+    results: list[_Compared]
+    only_a: list[str]
+    only_b: list[str]
+    unchosen: list[str]  # tests in both holding no op that --op chose
+
+    @property
+    def regressed(self) -> bool:
+        return any(r.worse for r in self.results)
+
+
 def _compare(args: argparse.Namespace) -> int:
     _check_compare_paths(args.a, args.b)
     a, b = _load_side(args.a), _load_side(args.b)
     pairs, only_a, only_b = _pairs(a, b)
-    results = [_compared(name, da, db, args) for name, da, db in pairs]
+    if args.op:
+        names = {n for side in (a, b) for doc in side.docs.values() for n in doc.names()}
+        _check_selects(args.op, names, f"{args.a} or {args.b}", DOC_NAMES)
+        pairs = [(name, da.only(args.op), db.only(args.op)) for name, da, db in pairs]
+    compared = [_compared(name, da, db, args) for name, da, db in pairs]
+    results = [r for r in compared if r.rows or not args.op]
+    unchosen = [r.name for r in compared if not r.rows and args.op]
+    outcome = _Outcome(a, b, results, only_a, only_b, unchosen)
     if args.json:
-        _print_json(_compare_json(args, a, b, results, only_a, only_b))
+        _print_json(_compare_json(args, outcome))
     else:
-        print("\n".join(_compare_text(args, a, b, results, only_a, only_b)))
-    return EXIT_REGRESSION if any(r.worse for r in results) else EXIT_OK
+        print("\n".join(_compare_text(args, outcome)))
+    return EXIT_REGRESSION if outcome.regressed else EXIT_OK
 
 
 def _compared(name: str, a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace) -> _Compared:
@@ -337,51 +399,52 @@ def _check_compare_paths(first: str, second: str) -> None:
         )
 
 
-def _compare_json(
-    args: argparse.Namespace, a: _Side, b: _Side, results: list[_Compared], only_a: list[str], only_b: list[str]
-) -> dict[str, Any]:
+def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]:
     return {
         "schema": 1,
-        "a": a.to_dict(),
-        "b": b.to_dict(),
+        "a": outcome.a.to_dict(),
+        "b": outcome.b.to_dict(),
         "tolerance": args.tolerance,
         "min_delta_ms": args.min_delta_ms,
         "stat": args.stat,
+        "op_filter": args.op,
         "unit": "ms per step; device time for ops that ran on a device, else CPU time",
-        "regressed": any(r.worse for r in results),
+        "regressed": outcome.regressed,
         "tests": [
             {"test": r.name, "regressed": bool(r.worse), "ops": [row.to_dict() for row in r.rows[: args.top]]}
-            for r in results
+            for r in outcome.results
         ],
-        "only_in_a": only_a,
-        "only_in_b": only_b,
+        "only_in_a": outcome.only_a,
+        "only_in_b": outcome.only_b,
+        "without_chosen_op": outcome.unchosen,
     }
 
 
-def _compare_text(
-    args: argparse.Namespace, a: _Side, b: _Side, results: list[_Compared], only_a: list[str], only_b: list[str]
-) -> list[str]:
+def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     top = args.top or DEFAULT_TOP
     out = [
-        f"A: {a.path} ({a.device_key})",
-        f"B: {b.path} ({b.device_key})",
+        f"A: {outcome.a.path} ({outcome.a.device_key})",
+        f"B: {outcome.b.path} ({outcome.b.device_key})",
         f"ms/step by {args.stat} over steps (device time for ops that ran on a device, else CPU); "
         f"slower/faster beyond {100 * args.tolerance:g}% and {args.min_delta_ms:g} ms",
     ]
-    for r in results:
+    if args.op:
+        out.append(f"only ops matching {' or '.join(args.op)}, with the kernels they launched")
+    for r in outcome.results:
         verdict = f"B regressed: {count_of(len(r.worse), 'op')} worse" if r.worse else "B not worse"
         out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
             out += ["", kernels]
-    if only_a:
-        out += ["", f"only in A ({len(only_a)}): {', '.join(only_a)}"]
-    if only_b:
-        out += ["", f"only in B ({len(only_b)}): {', '.join(only_b)}"]
-    if not results:
+    for label, tests in (("only in A", outcome.only_a), ("only in B", outcome.only_b)):
+        if tests:
+            out += ["", f"{label} ({len(tests)}): {', '.join(tests)}"]
+    if outcome.unchosen:
+        out += ["", f"no op matching --op ({len(outcome.unchosen)}): {', '.join(outcome.unchosen)}"]
+    if not outcome.results and not outcome.unchosen:
         out += ["", "no test is in both A and B"]
-    total = sum(1 for r in results if r.worse)
-    return out + ["", f"opprof compare: {total} of {count_of(len(results), 'compared test')} regressed in B"]
+    total = sum(1 for r in outcome.results if r.worse)
+    return out + ["", f"opprof compare: {total} of {count_of(len(outcome.results), 'compared test')} regressed in B"]
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 from .analysis import MAX_THREADS
 from .analysis.compiled import stable_name
-from .analysis.model import workload_problem
+from .analysis.model import selected, workload_problem
 from .errors import shown_value
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
@@ -252,6 +252,21 @@ class BaselineDoc:
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
+
+    def only(self, patterns: tuple[str, ...]) -> BaselineDoc:
+        """This document with only the ops, kernels and memory ops whose name matches one of
+        `patterns` (exact or glob), plus the kernels a matched op launched."""
+        ops = {name: op for name, op in self.ops.items() if selected(name, patterns)}
+        return replace(
+            self,
+            ops=ops,
+            kernels={n: k for n, k in self.kernels.items() if selected(n, patterns) or any(o in ops for o in k.ops)},
+            memory_ops={n: m for n, m in self.memory_ops.items() if selected(n, patterns)},
+        )
+
+    def names(self) -> set[str]:
+        """Every op, kernel and memory op name (what `only` selects from)."""
+        return {*self.ops, *self.kernels, *self.memory_ops}
 
     def to_dict(self) -> dict[str, Any]:
         """The file's form; `workload_reference` only when taken (a file written before it

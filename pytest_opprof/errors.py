@@ -275,6 +275,13 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
     return f"{shown_name(pattern)}: no op of that name ran in the measured code{hint}"
 
 
+def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) -> str:
+    """`opprof ... --op PATTERN` that matches no name in what was read."""
+    close = closest_names(pattern, seen)
+    hint = f"closest: {', '.join(close)}" if close else "give an exact name or a glob such as 'aten::*mm'"
+    return f"--op {shown_name(pattern)}: matches no {what} in {where}; {hint}"
+
+
 def a_range_not_an_op(pattern: str, assertion: str) -> str:
     """An op assertion given a record_function range's name."""
     return (

@@ -169,12 +169,13 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         if profile.device_ns
         else ", no device events"
     )
-    head = f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {len(profile.ops)} ops{device}"
+    head = f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {count_of(len(profile.ops), 'op')}{device}"
     parts = [head]
     for line in (compiled_line(profile), timeline_line(profile)):
         if line:
             parts.append(line)
-    parts += ["", ops_table(profile, top)]
+    if profile.ops or not (profile.ranges or profile.kernels or profile.memory_ops):  # `--op` may choose none
+        parts += ["", ops_table(profile, top)]
     if profile.ranges:
         parts += ["", ranges_table(profile, top)]
     if profile.kernels:

@@ -354,3 +354,32 @@ def test_a_step_with_a_negative_duration_makes_the_measurement_untrusted():
     its wall time is no measurement (`opprof compare` crashed on it, `analyze` exited 0)."""
     p = analyze([step(1, 0, -1), op("aten::mm", 0, 10), step(2, 100, 50), op("aten::mm", 110, 10)])
     assert [(c.name, c.status) for c in p.errors] == [("durations", "error")]
+
+
+def test_only_keeps_what_matches_and_the_kernels_run_inside_a_chosen_op():
+    """Profile.only: ops, ranges, memory ops and runtime calls by name or glob; a kernel by its
+    name or by a chosen op it ran inside (however deep); totals untouched."""
+    events = [
+        step(1, 0, 1000),
+        annotation("forward", 5, 500),
+        op("aten::linear", 10, 300),
+        op("aten::addmm", 20, 200),
+        launch(30, corr=1),
+        kernel("sgemm_128x64", 40, 150, corr=1),
+        op("aten::copy_", 400, 50),
+        launch(410, corr=2, name="cudaMemcpyAsync"),
+        memcpy("Memcpy HtoD (Pageable -> Device)", 420, 5, 4096, corr=2),
+        op("aten::relu", 600, 50),
+    ]
+    p = analyze(events)
+    linear = p.only(["aten::linear"])
+    assert [o.name for o in linear.ops] == ["aten::linear"]
+    assert [k.name for k in linear.kernels] == ["sgemm_128x64"]
+    assert (linear.memory_ops, linear.ranges, linear.runtime) == ((), (), ())
+    assert linear.device_ns == p.device_ns and linear.step_spans == p.step_spans
+    others = p.only(["forward", "Memcpy*", "cuda*Memcpy*", "aten::r*"])
+    assert [o.name for o in others.ops] == ["aten::relu"] and others.kernels == ()
+    assert [r.name for r in others.ranges] == ["forward"]
+    assert [m.name for m in others.memory_ops] == ["Memcpy HtoD (Pageable -> Device)"]
+    assert [r.name for r in others.runtime] == ["cudaMemcpyAsync"]
+    assert {"aten::linear", "sgemm_128x64", "forward", "cudaLaunchKernel"} <= p.names()

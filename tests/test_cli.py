@@ -82,6 +82,49 @@ def test_top_limits_rows(capsys, small_trace):
     assert sum(line.startswith("aten::") for line in out.splitlines()) == 2
 
 
+def test_op_chooses_ops_and_the_kernels_launched_inside_them(capsys, small_trace):
+    """--op keeps the ops it matches and the kernels launched inside them (addmm's kernel under
+    aten::linear); the totals stay those of the whole trace."""
+    _, whole, _ = run_cli(capsys, "analyze", str(small_trace), "--json")
+    code, out, err = run_cli(capsys, "analyze", str(small_trace), "--json", "--op", "aten::linear")
+    data, whole_data = json.loads(out), json.loads(whole)
+    assert (code, err) == (0, "")
+    assert [o["name"] for o in data["ops"]] == ["aten::linear"]
+    assert [k["name"] for k in data["kernels"]] == ["sgemm_128x64"]
+    assert data["device_ms"] == whole_data["device_ms"] == pytest.approx(0.45)
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json", "--op", "aten::relu")
+    assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::relu"] and json.loads(out)["kernels"] == []
+
+
+def test_op_globs_add_up_and_may_choose_a_kernel_alone(capsys, small_trace):
+    """Repeated --op globs choose what any of them matches; a kernel glob shows the kernel without
+    an empty op table; --csv and --top apply to what was chosen."""
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json", "--op", "aten::r*", "--op", "aten::addmm")
+    assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::addmm", "aten::relu"]
+    code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--op", "sgemm*")
+    assert code == 0 and "0 ops" in out.splitlines()[0]
+    assert "sgemm_128x64" in out and "calls/step    cpu ms/step" not in out
+    _, out, _ = run_cli(
+        capsys, "analyze", str(small_trace), "--csv", "--op", "aten::relu", "--op", "aten::linear", "--top", "1"
+    )
+    assert [line.split(",")[0] for line in out.splitlines()[1:]] == ["aten::linear"]
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--csv", "--op", "aten::relu")
+    assert [line.split(",")[0] for line in out.splitlines()[1:]] == ["aten::relu"]
+
+
+@pytest.mark.parametrize("name", shared(["a100-alexnet.json.gz"] if "a100-alexnet.json.gz" in SHARED_NAMES else []))
+def test_op_on_a_real_trace_keeps_the_kernels_that_make_its_device_time(capsys, name):
+    """On the A100 AlexNet trace, aten::conv2d launches nothing itself: its kernels (cuDNN's,
+    under aten::cudnn_convolution inside it) are kept, and add up to its device time."""
+    _, out, _ = run_cli(capsys, "analyze", str(SHARED_TRACES / name), "--json", "--op", "aten::conv2d")
+    data = json.loads(out)
+    (conv,) = data["ops"]
+    assert conv["name"] == "aten::conv2d" and conv["device_ms"] > 1
+    assert {k["op"] for k in data["kernels"]} >= {"aten::cudnn_convolution"}
+    assert sum(k["device_ms"] for k in data["kernels"]) == pytest.approx(conv["device_ms"], rel=0.01)
+    assert not any(k["op"] == "aten::addmm" for k in data["kernels"])  # the classifier's, not in conv2d
+
+
 def test_top_limits_the_ranges_in_json_too(capsys, tmp_path):
     """`--json --top 1` keeps the costliest range as the tables do (it kept every range)."""
     events = stepped(
@@ -132,6 +175,10 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze", ""], "argument TRACE: '' is an empty path; give a file or folder"),  # was ".: a folder"
         (["show", " "], "argument PATH: ' ' is an empty path"),
         (["compare", "{trace}", ""], "argument B: '' is an empty path"),
+        (["analyze", "{trace}", "--op", " "], "argument --op: ' ' is blank; give an op name or a glob"),
+        (["analyze", "{trace}", "--op", "aten::lineer"], "--op aten::lineer: matches no op, kernel, memory op"),
+        (["analyze", "{trace}", "--op", "aten::lineer"], "; closest: aten::linear"),
+        (["analyze", "{trace}", "--op", "zzz*"], "give an exact name or a glob such as 'aten::*mm'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, small_trace, argv, fragment):

@@ -333,6 +333,54 @@ def test_show_file_and_folder(capsys, folders):
     assert median(data["baselines"][0]["ops"]["aten::addmm"]["device_ms"]) == 0.35
 
 
+def test_compare_op_judges_only_the_chosen_ops(capsys, folders):
+    """--op limits the rows and the exit code to the chosen ops: B's 2x addmm fails a compare of
+    aten::add*, not one of aten::relu; tests without a chosen op are named, not compared."""
+    a, b = folders
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json", "--op", "aten::relu")
+    data = json.loads(out)
+    assert code == 0 and data["regressed"] is False and data["op_filter"] == ["aten::relu"]
+    assert {t["test"]: [o["op"] for o in t["ops"]] for t in data["tests"]} == {
+        "tests/test_m.py::test_mlp": ["aten::relu"],
+        "tests/test_m.py::test_small": ["aten::relu"],
+    }
+    code, out, _ = run_cli(capsys, "compare", a, b, "--op", "aten::add*")
+    assert code == 1 and "tests/test_m.py::test_mlp: B regressed: 1 op worse" in out
+    assert "only ops matching aten::add*, with the kernels they launched" in out
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json", "--op", "aten::clone")
+    data = json.loads(out)
+    assert code == 1  # an op only B has, chosen, costs more than the floor
+    assert [t["test"] for t in data["tests"]] == ["tests/test_m.py::test_mlp"]
+    assert data["without_chosen_op"] == ["tests/test_m.py::test_small"]
+    _, out, _ = run_cli(capsys, "compare", a, b, "--op", "aten::clone")
+    assert "no op matching --op (1): tests/test_m.py::test_small" in out
+
+
+def test_show_op_keeps_the_chosen_ops_and_the_baselines_holding_one(capsys, folders, tmp_path):
+    """`opprof show --op` shows the chosen ops and their kernels, and only the baselines holding one."""
+    a, b = folders
+    code, out, _ = run_cli(capsys, "show", b, "--op", "aten::clone")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines() if "  [" in line] == ["tests/test_m.py::test_mlp"]
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("aten::")] == ["aten::clone"]
+    data = json.loads(run_cli(capsys, "show", a, "--json", "--op", "aten::addmm")[1])
+    assert {d["nodeid"]: sorted(d["ops"]) for d in data["baselines"]} == {
+        f"tests/test_m.py::{t}": ["aten::addmm"] for t in ("test_mlp", "test_old", "test_small")
+    }
+    assert all(list(d["kernels"]) == ["sm90_gemm"] for d in data["baselines"])
+
+
+@pytest.mark.parametrize("command", ["show", "compare"])
+def test_an_op_glob_matching_nothing_exits_2_naming_the_closest(capsys, folders, command):
+    """An --op that matches nothing is a typo: exit 2, one line, the closest names; never an empty table."""
+    a, b = folders
+    argv = [command, a, b] if command == "compare" else [command, a]
+    code, out, err = run_cli(capsys, *argv, "--op", "aten::reluu")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "--op aten::reluu: matches no op, kernel or memory op in" in err
+    assert err.rstrip().endswith("closest: aten::relu")
+
+
 # -- bad input: exit 2, one line -------------------------------------------------------------
 
 

@@ -350,6 +350,11 @@ def validate_op(op: object) -> str:
     return op
 
 
+def selected(name: str | None, patterns: Iterable[str]) -> bool:
+    """`name` equals one of `patterns` or matches it as a glob (`opprof ... --op`)."""
+    return name is not None and any(name == p or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
 def validate_name(value: object, what: str, argument: str = "pattern", example: str = "") -> str:
     """A range, memory op or kernel name or glob: a text that is not blank; OpprofUsageError
     naming `argument` otherwise (`example`: ` such as "triton_*"`)."""
@@ -788,6 +793,41 @@ class Profile:
         the untimed signature step of a run, or an exported trace's header)."""
         ops = tuple(replace(op, work=work.get(op.name)) for op in self.ops)
         return replace(self, ops=ops, work_steps=steps, list_shapes=list_shapes)
+
+    def only(self, patterns: Iterable[str]) -> Profile:
+        """This profile with only the ops, kernels, memory ops, ranges and runtime calls whose
+        name matches one of `patterns` (exact or glob), plus the kernels and graph replays a
+        matched op launched. Totals, timeline and checks stay those of the whole measurement."""
+        patterns = tuple(patterns)
+        ops = tuple(op for op in self.ops if selected(op.name, patterns))
+        kept = {op.name for op in ops}
+        kept |= self._ran_inside(kept)  # conv2d's kernels are launched by the cudnn_convolution in it
+        return replace(
+            self,
+            ops=ops,
+            kernels=tuple(k for k in self.kernels if k.op in kept or selected(k.name, patterns)),
+            memory_ops=tuple(m for m in self.memory_ops if selected(m.name, patterns)),
+            runtime=tuple(r for r in self.runtime if selected(r.name, patterns)),
+            ranges=tuple(r for r in self.ranges if selected(r.name, patterns)),
+            graph_launches=tuple(g for g in self.graph_launches if g.op in kept),
+        )
+
+    def _ran_inside(self, outer: set[str]) -> set[str]:
+        """The names of ops that ran inside an op named in `outer`, in any of their calls."""
+        names, parent = self.op_tree
+        inside: set[str] = set()
+        for i, name in enumerate(names):
+            j = parent[i]
+            while j >= 0 and name not in inside:
+                if names[j] in outer:
+                    inside.add(name)
+                j = parent[j]
+        return inside
+
+    def names(self) -> set[str]:
+        """Every op, kernel, memory op, range and runtime call name (what `only` selects from)."""
+        rows: Iterable[Any] = (*self.ops, *self.kernels, *self.memory_ops, *self.ranges, *self.runtime)
+        return {row.name for row in rows}
 
     def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
         """The names of the ops that called the first `name` op, innermost first."""
