@@ -36,8 +36,10 @@ def median_wall_ns(profile: Profile) -> float:
 
 def by_shown_time(ops: Any) -> list[Any]:
     """Ops by the median time per step the tables show (device time for ops that ran on a
-    device, CPU time otherwise), largest first; ties by name."""
-    return sorted(ops, key=lambda o: (-o.time_per_step.median, o.name))
+    device, CPU time otherwise), largest first; ties by total CPU time (a caller before the op
+    inside it), then name. The order of `Profile.ops`, so the tables, `--json` and `--csv` agree
+    on which ops `--top N` keeps."""
+    return sorted(ops, key=lambda o: (-o.time_per_step.median, -o.cpu_ns, o.name))
 
 
 def ops_table(profile: Profile, top: int | None = 20) -> str:

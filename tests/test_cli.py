@@ -125,6 +125,34 @@ def test_op_on_a_real_trace_keeps_the_kernels_that_make_its_device_time(capsys, 
     assert not any(k["op"] == "aten::addmm" for k in data["kernels"])  # the classifier's, not in conv2d
 
 
+def test_top_keeps_the_same_ops_in_tables_json_and_csv(capsys, tmp_path):
+    """One order everywhere, median time per step first: aten::mul's one slow step (total 12 ms,
+    median 1 ms) does not outrank aten::add's steady 3 ms in --json --top while the tables and
+    CSV put add first (they disagreed); a tie goes to the op with more CPU time (the caller)."""
+    events = stepped(
+        3,
+        20_000,
+        lambda i, base: [
+            op("aten::mul", base + 10, 10_000 if i == 2 else 1000),
+            op("aten::add", base + 12_000, 3000),
+            op("aten::linear", base + 16_000, 600),
+            op("aten::addmm", base + 16_100, 400),
+        ],
+    )
+    path = tmp_path / "order.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::add", "aten::mul", "aten::linear", "aten::addmm"]
+    for top in ("1", "3"):
+        _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--top", top)
+        in_json = [o["name"] for o in json.loads(out)["ops"]]
+        _, out, _ = run_cli(capsys, "analyze", str(path), "--csv", "--top", top)
+        in_csv = [line.split(",")[0] for line in out.splitlines()[1:]]
+        _, out, _ = run_cli(capsys, "analyze", str(path), "--top", top)
+        in_table = [line.split()[0] for line in out.splitlines() if line.startswith("aten::")]
+        assert in_json == in_csv == in_table == ["aten::add", "aten::mul", "aten::linear"][: int(top)]
+
+
 def test_top_limits_the_ranges_in_json_too(capsys, tmp_path):
     """`--json --top 1` keeps the costliest range as the tables do (it kept every range)."""
     events = stepped(

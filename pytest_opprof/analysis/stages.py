@@ -22,6 +22,7 @@ from operator import add, lt, neg, sub
 from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
+from ..tables import by_shown_time
 from .checks import CheckInputs, trust_checks
 from .compiled import (
     COMPILE_MARK,
@@ -837,5 +838,4 @@ def assemble_ops(cpu: CpuStats, device: DeviceStats, n_steps: int, work: dict[st
         )
         for name, k in cpu.name_index.items()
     ]
-    ops.sort(key=lambda o: (-o.time_ns, -o.cpu_ns, o.name))
-    return ops
+    return by_shown_time(ops)
