@@ -230,8 +230,8 @@ def _show(args: argparse.Namespace) -> int:
         docs = []
         for path, found_doc in found:
             doc = dict(found_doc.to_dict(), path=str(path))
-            if args.top is not None:
-                doc["ops"] = dict(list(doc["ops"].items())[: args.top])
+            if args.top is not None:  # the ops the table shows
+                doc["ops"] = {name: doc["ops"][name] for name in found_doc.ops_by_time()[: args.top]}
             docs.append(doc)
         _print_json({"baselines": docs})
     else:

@@ -6,6 +6,7 @@ and `to_dict` gives back the JSON form, so a file read and written again is byte
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -263,6 +264,15 @@ class BaselineDoc:
             kernels={n: k for n, k in self.kernels.items() if selected(n, patterns) or any(o in ops for o in k.ops)},
             memory_ops={n: m for n, m in self.memory_ops.items() if selected(n, patterns)},
         )
+
+    def ops_by_time(self) -> list[str]:
+        """Op names as `opprof show` lists them: median time per step largest first, then median
+        CPU time (a caller before the op inside it), then name; what `--top` keeps."""
+
+        def median(values: tuple[float, ...]) -> float:
+            return statistics.median(values) if values else 0.0
+
+        return sorted(self.ops, key=lambda n: (-median(self.ops[n].time_samples), -median(self.ops[n].cpu_ms), n))
 
     def names(self) -> set[str]:
         """Every op, kernel and memory op name (what `only` selects from)."""

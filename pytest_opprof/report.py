@@ -728,8 +728,8 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
 
 def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     rows = []
-    ops = sorted(doc.ops.items(), key=lambda item: (-_median(list(item[1].time_samples)), item[0]))
-    for name, op in ops[:top]:
+    for name in doc.ops_by_time()[:top]:
+        op = doc.ops[name]
         times = list(op.time_samples) or [0]
         rows.append(
             [

@@ -153,6 +153,25 @@ def test_top_keeps_the_same_ops_in_tables_json_and_csv(capsys, tmp_path):
         assert in_json == in_csv == in_table == ["aten::add", "aten::mul", "aten::linear"][: int(top)]
 
 
+def test_ranges_come_in_the_tables_order_in_json(capsys, tmp_path):
+    """Ranges are ordered as their table orders them, median per step first: a block that ran once
+    in three steps does not outrank a steady one in --json --top 1 (it did)."""
+    events = stepped(
+        3,
+        20_000,
+        lambda i, base: [
+            annotation("common", base + 10, 2000),
+            *([annotation("rare", base + 3000, 9000)] if i == 0 else []),
+        ],
+    )
+    path = tmp_path / "ranges.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--top", "1")
+    assert [r["name"] for r in json.loads(out)["ranges"]] == ["common"]
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--top", "1")
+    assert [line.split()[0] for line in out.splitlines() if line.startswith(("common ", "rare "))] == ["common"]
+
+
 def test_top_limits_the_ranges_in_json_too(capsys, tmp_path):
     """`--json --top 1` keeps the costliest range as the tables do (it kept every range)."""
     events = stepped(

@@ -370,6 +370,19 @@ def test_show_op_keeps_the_chosen_ops_and_the_baselines_holding_one(capsys, fold
     assert all(list(d["kernels"]) == ["sm90_gemm"] for d in data["baselines"])
 
 
+def test_show_top_keeps_the_ops_of_the_table_in_json_too(capsys, folders):
+    """`show --json --top N` keeps the N ops the table lists first (it kept the first N names
+    in alphabetical order); a tie goes to the op with more CPU time, the caller."""
+    file = folders[0] / "tests" / "test_m.py" / "test_mlp.json"
+    _, out, _ = run_cli(capsys, "show", file, "--top", "2")
+    in_table = [line.split()[0] for line in out.splitlines() if line.startswith("aten::")]
+    assert in_table == ["aten::linear", "aten::addmm"]  # both 0.35 device ms/step; linear's CPU time is larger
+    data = json.loads(run_cli(capsys, "show", file, "--json", "--top", "2")[1])
+    assert sorted(data["baselines"][0]["ops"]) == sorted(in_table)
+    data = json.loads(run_cli(capsys, "show", file, "--json", "--top", "1")[1])
+    assert list(data["baselines"][0]["ops"]) == ["aten::linear"]
+
+
 @pytest.mark.parametrize("command", ["show", "compare"])
 def test_an_op_glob_matching_nothing_exits_2_naming_the_closest(capsys, folders, command):
     """An --op that matches nothing is a typo: exit 2, one line, the closest names; never an empty table."""

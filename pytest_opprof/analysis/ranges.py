@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
 
 from ..events import Event
+from ..tables import by_shown_time
 from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
 
@@ -100,7 +101,7 @@ def range_statistics(
                 outer_end = e.end_ns
             into.add(step_of(e.start_ns), nested, 0 if nested else e.dur_ns, 0 if nested else launches.device_ns(e))
     stats = [a.stats(name) for name, a in acc.items()]
-    return sorted(stats, key=lambda r: (-r.time_ns, r.name))
+    return by_shown_time(stats)  # the tables' order: --top keeps the same ranges everywhere
 
 
 class _Acc:
