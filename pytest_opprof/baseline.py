@@ -201,19 +201,32 @@ def _op_entries(profile: Profile) -> dict[str, Any]:
 
 
 def _kernel_entries(profile: Profile) -> dict[str, Any]:
-    """Per kernel name, its launches and device time per step summed over the launching ops."""
+    """Per kernel name, its launches and device time per step summed over the launching ops; and
+    each op's share (`by_op`) where the sum is not one op's: launched by several, or also by none."""
     kernels: dict[str, Any] = {}
+    shares: dict[str, dict[str, Any]] = {}
+    unlaunched: set[str] = set()
     for k in profile.kernels:
         row = kernels.setdefault(
             k.name, {"calls_per_step": [0] * profile.steps, "device_ms": [0.0] * profile.steps, "ops": []}
         )
         row["calls_per_step"] = [a + b for a, b in zip(row["calls_per_step"], k.calls_per_step.samples)]
         row["device_ms"] = [a + b / 1e6 for a, b in zip(row["device_ms"], k.device_per_step.samples)]
-        if k.op and k.op not in row["ops"]:
+        if k.op is None:
+            unlaunched.add(k.name)
+            continue
+        if k.op not in row["ops"]:
             row["ops"].append(k.op)
-    for row in kernels.values():
+        shares.setdefault(k.name, {})[k.op] = {
+            "calls_per_step": list(k.calls_per_step.samples),
+            "device_ms": _samples(k.device_per_step.samples, 1e6),
+        }
+    for name, row in kernels.items():
         row["device_ms"] = [round_sig(v) for v in row["device_ms"]]
         row["ops"].sort()
+        by_op = shares.get(name, {})
+        if len(by_op) > 1 or (by_op and name in unlaunched):
+            row["by_op"] = dict(sorted(by_op.items()))
     return kernels
 
 

@@ -24,7 +24,7 @@ from statistics import median
 from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
-from .documents import BaselineDoc, KernelEntry, MemoryEntry, OpEntry, WorkEntry
+from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names
 from .events import TENSOR_LIST
 from .units import count_of, count_text
@@ -857,10 +857,9 @@ def _kernels_by_op(doc: BaselineDoc, stat: str) -> dict[str, list[tuple[str, flo
     """Kernels (named per architecture) under the op that launched them."""
     by_op: dict[str, list[tuple[str, float, float]]] = {}
     for name, k in doc.kernels.items():
-        calls = float(median(k.calls_per_step or (0,)))
-        ms = _stat(list(k.device_ms or (0.0,)), stat)
-        for op in k.ops or ("(no launching op)",):
-            by_op.setdefault(op, []).append((name, calls, ms))
+        shares = k.shares() or {"(no launching op)": (k.calls_per_step, k.device_ms)}
+        for op, (calls, ms) in shares.items():  # each op's own launches, not the kernel's sum under each
+            by_op.setdefault(op, []).append((name, float(median(calls or (0,))), _stat(list(ms or (0.0,)), stat)))
     for rows in by_op.values():
         rows.sort(key=lambda r: (-r[2], r[0]))
     return by_op
@@ -951,7 +950,13 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
         )
 
     def pooled_kernel(a: KernelEntry, b: KernelEntry) -> KernelEntry:
-        return replace(a, calls_per_step=a.calls_per_step + b.calls_per_step, device_ms=a.device_ms + b.device_ms)
+        return replace(
+            a,
+            calls_per_step=a.calls_per_step + b.calls_per_step,
+            device_ms=a.device_ms + b.device_ms,
+            ops=tuple(sorted({*a.ops, *b.ops})),
+            by_op=_pooled_shares(a, b),
+        )
 
     def pooled_memory(a: MemoryEntry, b: MemoryEntry) -> MemoryEntry:
         return replace(a, calls_per_step=a.calls_per_step + b.calls_per_step, device_ms=a.device_ms + b.device_ms)
@@ -968,6 +973,23 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
         reference_ms=_faster(first.reference_ms, second.reference_ms),
         dispatch_reference_ms=_faster(first.dispatch_reference_ms, second.dispatch_reference_ms),
     )
+
+
+def _pooled_shares(a: KernelEntry, b: KernelEntry) -> dict[str, KernelShare]:
+    """Each launching op's share over both measurements (zeros for the steps it launched none);
+    none where one op launched every call on both sides."""
+    if not a.by_op and not b.by_op and a.ops == b.ops and len(a.ops) <= 1:
+        return {}
+
+    def zeros(entry: KernelEntry) -> KernelShare:
+        return (0,) * len(entry.calls_per_step), (0.0,) * len(entry.device_ms)
+
+    first, second = a.shares(), b.shares()
+    pooled = {}
+    for op in sorted({*first, *second}):
+        (calls_a, ms_a), (calls_b, ms_b) = first.get(op, zeros(a)), second.get(op, zeros(b))
+        pooled[op] = (calls_a + calls_b, ms_a + ms_b)
+    return pooled
 
 
 E = TypeVar("E")

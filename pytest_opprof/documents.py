@@ -157,14 +157,36 @@ class OpEntry:
         return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
 
 
+KernelShare = tuple[tuple[float, ...], tuple[float, ...]]  # one launching op's (calls, device ms) per step
+
+
 @dataclass(frozen=True, slots=True)
 class KernelEntry:
     calls_per_step: tuple[float, ...]
     device_ms: tuple[float, ...]
     ops: tuple[str, ...] = ()  # the ops that launched it
+    # each op's share, written only where the sums are not one op's (several ops launched it, or
+    # some launches had no op); empty in baselines written before it existed
+    by_op: dict[str, KernelShare] = field(default_factory=dict)
+
+    def shares(self) -> dict[str, KernelShare]:
+        """Each launching op's calls and device ms per step (as far as the document knows them:
+        the sums for each of several ops in a baseline written before `by_op`)."""
+        if self.by_op:
+            return dict(self.by_op)
+        return {op: (self.calls_per_step, self.device_ms) for op in self.ops}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms), "ops": list(self.ops)}
+        found: dict[str, Any] = {
+            "calls_per_step": list(self.calls_per_step),
+            "device_ms": list(self.device_ms),
+            "ops": list(self.ops),
+        }
+        if self.by_op:
+            found["by_op"] = {
+                op: {"calls_per_step": list(c), "device_ms": list(ms)} for op, (c, ms) in self.by_op.items()
+            }
+        return found
 
     @classmethod
     def from_dict(cls, name: str, data: Any, steps: int) -> KernelEntry:
@@ -174,7 +196,24 @@ class KernelEntry:
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise ValueError(f"kernel {name!r}: 'ops' is not a list of op names")
         calls = _per_step(data.get("calls_per_step"), f"kernel {name!r}: 'calls_per_step'", steps, whole=True)
-        return cls(calls, _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps), tuple(ops))
+        device = _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps)
+        return cls(calls, device, tuple(ops), _kernel_shares(name, data.get("by_op", {}), ops, steps))
+
+
+def _kernel_shares(name: str, data: Any, ops: list[str], steps: int) -> dict[str, KernelShare]:
+    """A kernel's `by_op`: per launching op (one of its `ops`), calls and device ms per step."""
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(f"kernel {name!r}: 'by_op' is not an object of launching ops")
+    strays = sorted(set(data) - set(ops))
+    if strays:
+        raise ValueError(f"kernel {name!r}: 'by_op' names {strays[0]!r}, which is not in its 'ops'")
+    return {
+        op: (
+            _per_step(v.get("calls_per_step"), f"kernel {name!r}: by_op {op!r} 'calls_per_step'", steps, whole=True),
+            _per_step(v.get("device_ms"), f"kernel {name!r}: by_op {op!r} 'device_ms'", steps),
+        )
+        for op, v in data.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)

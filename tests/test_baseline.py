@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from builders import op, step
+from builders import kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.baseline import (
@@ -552,6 +552,49 @@ def test_merge_measurements_pools_samples():
     assert not [v for v in compare(merged, base, Rule()).verdicts if v.kind == TIME]
 
 
+def shared_kernel_profile(steps=4):
+    """A kernel launched by two ops (nccl's by record_param_comms 4x and by an allgather once per
+    step), and another launched by one."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events.append(step(i + 1, base, 10_000))
+        for j in range(4):
+            events += [
+                op("record_param_comms", base + 100 + j * 500, 400),
+                launch(base + 110 + j * 500, corr=100 * i + j + 1),
+            ]
+            events.append(kernel("ncclKernel", base + 120 + j * 500, 300, corr=100 * i + j + 1))
+        events += [op("c10d::_allgather_base_", base + 3000, 900), launch(base + 3010, corr=100 * i + 50)]
+        events.append(kernel("ncclKernel", base + 3020, 800, corr=100 * i + 50))
+        events += [op("aten::mm", base + 5000, 200), launch(base + 5010, corr=100 * i + 60)]
+        events.append(kernel("gemm", base + 5020, 100, corr=100 * i + 60))
+    return analyze(events)
+
+
+def test_a_kernel_launched_by_several_ops_keeps_each_ops_share(tmp_path):
+    """A baseline keeps each launching op's share of a kernel several ops launch (`by_op`), and
+    only then: a file read and written again is byte-identical, and merged measurements pool the
+    shares."""
+    d = doc(shared_kernel_profile())
+    nccl, gemm = d.kernels["ncclKernel"], d.kernels["gemm"]
+    assert nccl.calls_per_step == (5,) * 4 and nccl.device_ms == (2.0,) * 4
+    assert nccl.by_op == {
+        "c10d::_allgather_base_": ((1,) * 4, (0.8,) * 4),
+        "record_param_comms": ((4,) * 4, (1.2,) * 4),
+    }
+    assert gemm.by_op == {} and gemm.shares() == {"aten::mm": ((1,) * 4, (0.1,) * 4)}
+    path = tmp_path / "b.json"
+    write_baseline(path, d)
+    text = path.read_text()
+    assert '"by_op"' in text and text.count('"by_op"') == 1
+    write_baseline(path, read_baseline(path))
+    assert path.read_text() == text
+    merged = merge_measurements(d, doc(shared_kernel_profile(steps=2)))
+    assert merged.kernels["ncclKernel"].by_op["record_param_comms"] == ((4,) * 6, (1.2,) * 6)
+    assert merged.kernels["gemm"].by_op == {}
+
+
 # -- work verdicts -----------------------------------------------------------------------------
 
 
@@ -828,6 +871,31 @@ def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
         (
             lambda d: d.update(memory_ops={"Memcpy": {"calls_per_step": [1], "device_ms": [1], "bytes": "4"}}),
             "'bytes' is '4'",
+        ),
+        (
+            lambda d: d.update(
+                kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": [1] * 8, "ops": ["a"], "by_op": {"b": {}}}}
+            ),
+            "kernel 'gemm': 'by_op' names 'b', which is not in its 'ops'",
+        ),
+        (
+            lambda d: d.update(
+                kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": [1] * 8, "ops": ["a"], "by_op": {"a": 1}}}
+            ),
+            "kernel 'gemm': 'by_op' is not an object of launching ops",
+        ),
+        (
+            lambda d: d.update(
+                kernels={
+                    "gemm": {
+                        "calls_per_step": [1] * 8,
+                        "device_ms": [1] * 8,
+                        "ops": ["a"],
+                        "by_op": {"a": {"calls_per_step": [1] * 8, "device_ms": [-1] * 8}},
+                    }
+                }
+            ),
+            "kernel 'gemm': by_op 'a' 'device_ms' is not a list of numbers >= 0",
         ),
     ],
 )

@@ -394,6 +394,26 @@ def test_an_op_glob_matching_nothing_exits_2_naming_the_closest(capsys, folders,
     assert err.rstrip().endswith("closest: aten::relu")
 
 
+def test_compare_lists_each_ops_own_share_of_a_kernel_several_ops_launched(capsys, tmp_path):
+    """A kernel two ops launch is listed under each with that op's own calls and ms (it showed
+    the kernel's sum under both, more than the op's own device time)."""
+    from test_baseline import shared_kernel_profile
+
+    path = tmp_path / "b.json"
+    write_baseline(path, baseline_from_profile(shared_kernel_profile(), "t.py::t", "gpu", ENV))
+    code, out, _ = run_cli(capsys, "compare", path, path, "--json")
+    ops = {o["op"]: o for o in json.loads(out)["tests"][0]["ops"]}
+    assert code == 0
+    assert ops["record_param_comms"]["kernels"]["a"] == [
+        {"name": "ncclKernel", "calls_per_step": 4, "device_ms_per_step": 1.2}
+    ]
+    assert ops["c10d::_allgather_base_"]["kernels"]["b"] == [
+        {"name": "ncclKernel", "calls_per_step": 1, "device_ms_per_step": 0.8}
+    ]
+    for row in ops.values():
+        assert sum(k["device_ms_per_step"] for k in row["kernels"]["a"]) <= row["a"]["ms_per_step"]
+
+
 # -- bad input: exit 2, one line -------------------------------------------------------------
 
 
