@@ -25,10 +25,10 @@ from .baseline import BaselineError, baseline_from_profile, read_baseline, read_
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, SideRow, b_regressed, side_by_side
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
-from .errors import OpprofError, selects_nothing
+from .errors import OpprofError, chooses_no_op, selects_nothing
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
-from .tables import by_shown_time
+from .tables import by_shown_time, profile_tables
 from .trace import load_trace
 from .units import count_of
 
@@ -111,6 +111,26 @@ def _check_selects(patterns: list[str] | None, names: set[str], where: str, what
             raise _UsageError(selects_nothing(pattern, where, sorted(names), what))
 
 
+def _check_chooses_ops(patterns: list[str], docs: list[BaselineDoc], where: str) -> None:
+    """compare judges ops: a pattern must match one (a kernel or copy alone compares nothing)."""
+    ops = {name for doc in docs for name in doc.ops}
+    for pattern in patterns:
+        if any(selected(name, (pattern,)) for name in ops):
+            continue
+        kernels = [k for doc in docs for name, k in doc.kernels.items() if selected(name, (pattern,))]
+        if kernels:
+            raise _UsageError(chooses_no_op(pattern, where, "kernels", sorted({o for k in kernels for o in k.ops})))
+        if any(selected(name, (pattern,)) for doc in docs for name in doc.memory_ops):
+            copiers = {
+                op
+                for doc in docs
+                for op, entry in doc.ops.items()
+                if entry.work and any(selected(m, (pattern,)) for m in entry.work.bytes_per_step)
+            }
+            raise _UsageError(chooses_no_op(pattern, where, "memory ops", sorted(copiers)))
+        raise _UsageError(selects_nothing(pattern, where, sorted(ops), "op"))
+
+
 def _version() -> str:
     from . import __version__  # the package's own, whether installed or run from a checkout
 
@@ -190,7 +210,7 @@ def _analyze(args: argparse.Namespace) -> int:
         ops = by_shown_time(profile.ops)[: args.top] if args.top is not None else profile.ops
         sys.stdout.write(op_csv(replace(profile, ops=tuple(ops))))
     else:
-        print(profile.table(top=args.top or DEFAULT_TOP))
+        print(profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None))
     broken = _untrusted(whole)
     if broken:  # shown above with the rest; the exit code tells a script
         print(f"opprof: error: {args.trace}: {broken}", file=sys.stderr)
@@ -359,8 +379,7 @@ def _compare(args: argparse.Namespace) -> int:
     a, b = _load_side(args.a), _load_side(args.b)
     pairs, only_a, only_b = _pairs(a, b)
     if args.op:
-        names = {n for side in (a, b) for doc in side.docs.values() for n in doc.names()}
-        _check_selects(args.op, names, f"{args.a} or {args.b}", DOC_NAMES)
+        _check_chooses_ops(args.op, [*a.docs.values(), *b.docs.values()], f"{args.a} or {args.b}")
         pairs = [(name, da.only(args.op), db.only(args.op)) for name, da, db in pairs]
     compared = [_compared(name, da, db, args) for name, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]

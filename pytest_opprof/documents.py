@@ -197,7 +197,25 @@ class KernelEntry:
             raise ValueError(f"kernel {name!r}: 'ops' is not a list of op names")
         calls = _per_step(data.get("calls_per_step"), f"kernel {name!r}: 'calls_per_step'", steps, whole=True)
         device = _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps)
-        return cls(calls, device, tuple(ops), _kernel_shares(name, data.get("by_op", {}), ops, steps))
+        shares = _kernel_shares(name, data.get("by_op", {}), ops, steps)
+        _check_shares(name, shares, ops, (calls, device))
+        return cls(calls, device, tuple(ops), shares)
+
+
+ROUNDING = 1e-3  # shares and sums are each rounded to 4 significant digits: their sum may pass the sum's
+
+
+def _check_shares(name: str, shares: dict[str, KernelShare], ops: list[str], total: KernelShare) -> None:
+    """Shares that hold each launching op and, per step, add up to no more than the kernel's sums."""
+    if not shares:
+        return
+    missing = [op for op in ops if op not in shares]
+    if missing:
+        raise ValueError(f"kernel {name!r}: 'by_op' has no share for {missing[0]!r}, one of its 'ops'")
+    for i, what in enumerate(("calls_per_step", "device_ms")):
+        summed = [sum(step) for step in zip(*(share[i] for share in shares.values()))]
+        if any(s > t * (1 + ROUNDING) + 1e-9 for s, t in zip(summed, total[i])):
+            raise ValueError(f"kernel {name!r}: the 'by_op' shares of '{what}' add up to more than the kernel's own")
 
 
 def _kernel_shares(name: str, data: Any, ops: list[str], steps: int) -> dict[str, KernelShare]:

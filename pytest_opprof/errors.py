@@ -11,6 +11,7 @@ import reprlib
 import traceback
 from collections.abc import Iterable
 
+from .events import without_overload
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 
@@ -275,11 +276,26 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
     return f"{shown_name(pattern)}: no op of that name ran in the measured code{hint}"
 
 
+def _shown_pattern(pattern: str) -> str:
+    """A pattern as an error line quotes it: spaces around it visible, at most 60 characters."""
+    return shown_value(pattern) if pattern != pattern.strip() or len(pattern) > 60 else shown_name(pattern)
+
+
 def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) -> str:
     """`opprof ... --op PATTERN` that matches no name in what was read."""
-    close = closest_names(pattern, seen)
+    bare = without_overload(pattern)
+    close = [bare] if bare in set(seen) else closest_names(pattern.strip(), seen)
     hint = f"closest: {', '.join(close)}" if close else "give an exact name or a glob such as 'aten::*mm'"
-    return f"--op {shown_name(pattern)}: matches no {what} in {where}; {hint}"
+    return f"--op {_shown_pattern(pattern)}: matches no {what} in {where}; {hint}"
+
+
+def chooses_no_op(pattern: str, where: str, what: str, launchers: list[str]) -> str:
+    """`opprof compare --op PATTERN` that matches kernels or memory ops but no op: compare judges ops."""
+    fix = f"choose the ops that launched them ({', '.join(launchers[:3])})" if launchers else "choose an op"
+    return (
+        f"--op {_shown_pattern(pattern)}: matches {what} but no op in {where}; compare judges ops, "
+        f"with the kernels they launched: {fix}"
+    )
 
 
 def a_range_not_an_op(pattern: str, assertion: str) -> str:

@@ -704,8 +704,10 @@ def _median(values: list[float]) -> float:
 
 def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
     """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
-    parts = _baseline_header(path, doc) + ["", _baseline_op_table(doc, top)]
-    for table in (_baseline_kernel_table(doc, top), _baseline_memory_table(doc)):
+    parts = _baseline_header(path, doc)
+    if doc.ops or not (doc.kernels or doc.memory_ops):  # `show --op` may choose kernels or copies only
+        parts += ["", _baseline_op_table(doc, top)]
+    for table in (_baseline_kernel_table(doc, top), _baseline_memory_table(doc, top)):
         if table:
             parts += ["", table]
     return "\n".join(parts)
@@ -760,7 +762,8 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
     return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
 
 
-def _baseline_memory_table(doc: BaselineDoc) -> str:
+def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
+    memory = sorted(doc.memory_ops.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
     rows = [
         [
             name,
@@ -768,7 +771,7 @@ def _baseline_memory_table(doc: BaselineDoc) -> str:
             ms_cell(_median(list(m.device_ms or [0]))),
             m.bytes,
         ]
-        for name, m in sorted(doc.memory_ops.items())
+        for name, m in memory[:top]
     ]
     headers = ["memory op", "calls/step", "device ms/step", "bytes"]
     return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""

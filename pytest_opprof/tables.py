@@ -157,13 +157,21 @@ def memory_table(profile: Profile) -> str:
     return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
 
 
+def runtime_table(profile: Profile, top: int | None = 20) -> str:
+    """Runtime and driver calls (cudaLaunchKernel, hipMemcpyAsync...) and their CPU time."""
+    rows = [[short(r.name, 60), r.calls, ms_cell(r.cpu_ns / 1e6)] for r in profile.runtime[: top or None]]
+    return str(tabulate(rows, headers=["runtime call", "calls", "cpu ms"], disable_numparse=True))
+
+
 def checks_table(profile: Profile) -> str:
     rows = [[c.status, c.name, c.message] for c in profile.checks]
     return str(tabulate(rows, headers=["check", "name", "message"], disable_numparse=True))
 
 
-def profile_tables(profile: Profile, top: int | None = 20) -> str:
-    """Every table for one profile, with a one-line header."""
+def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None = None) -> str:
+    """Every table for one profile, with a one-line header. `whole`: the measurement `profile`
+    was chosen from (`opprof analyze --op`): the header counts its ops, and the runtime calls
+    chosen get a table of their own."""
     wall = f"{profile.wall_ms:.3f} ms wall" if profile.wall_ms is not None else "no wall time (no step markers)"
     device = (
         f", device {profile.device_ns / 1e6:.3f} ms (busy {profile.device_busy_ms:.3f} ms, "
@@ -171,12 +179,17 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         if profile.device_ns
         else ", no device events"
     )
-    head = f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {count_of(len(profile.ops), 'op')}{device}"
-    parts = [head]
+    ops = count_of(len(profile.ops), "op")
+    if whole is not None:
+        ops = f"{count_of(len(whole.ops), 'op')} ({len(profile.ops)} chosen)"
+    parts = [f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {ops}{device}"]
     for line in (compiled_line(profile), timeline_line(profile)):
         if line:
             parts.append(line)
-    if profile.ops or not (profile.ranges or profile.kernels or profile.memory_ops):  # `--op` may choose none
+    runtime = whole is not None and bool(profile.runtime)
+    if profile.ops or not (
+        profile.ranges or profile.kernels or profile.memory_ops or runtime
+    ):  # `--op` may choose none
         parts += ["", ops_table(profile, top)]
     if profile.ranges:
         parts += ["", ranges_table(profile, top)]
@@ -186,5 +199,7 @@ def profile_tables(profile: Profile, top: int | None = 20) -> str:
         parts += ["", graph_launches_table(profile)]
     if profile.memory_ops:
         parts += ["", memory_table(profile)]
+    if runtime:
+        parts += ["", runtime_table(profile, top)]
     parts += ["", checks_table(profile)]
     return "\n".join(parts)

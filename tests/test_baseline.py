@@ -897,6 +897,35 @@ def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
             ),
             "kernel 'gemm': by_op 'a' 'device_ms' is not a list of numbers >= 0",
         ),
+        (
+            lambda d: d.update(
+                kernels={
+                    "gemm": {
+                        "calls_per_step": [1] * 8,
+                        "device_ms": [1] * 8,
+                        "ops": ["a", "b"],
+                        "by_op": {"a": {"calls_per_step": [1] * 8, "device_ms": [0.5] * 8}},
+                    }
+                }
+            ),
+            "kernel 'gemm': 'by_op' has no share for 'b', one of its 'ops'",
+        ),
+        (
+            lambda d: d.update(
+                kernels={
+                    "gemm": {
+                        "calls_per_step": [5] * 8,
+                        "device_ms": [1] * 8,
+                        "ops": ["a", "b"],
+                        "by_op": {
+                            "a": {"calls_per_step": [4] * 8, "device_ms": [500] * 8},
+                            "b": {"calls_per_step": [1] * 8, "device_ms": [0.5] * 8},
+                        },
+                    }
+                }
+            ),
+            "kernel 'gemm': the 'by_op' shares of 'device_ms' add up to more than the kernel's own",
+        ),
     ],
 )
 def test_hand_edited_values_of_the_wrong_type_are_errors_naming_the_file(tmp_path, edit, reason):

@@ -10,7 +10,7 @@ import sys
 from statistics import median
 
 import pytest
-from builders import kernel, launch, op, step
+from builders import kernel, launch, memcpy, op, step, stepped
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.baseline import MAX_BASELINE_BYTES, baseline_from_profile, baseline_path, write_baseline
@@ -383,6 +383,40 @@ def test_show_top_keeps_the_ops_of_the_table_in_json_too(capsys, folders):
     assert list(data["baselines"][0]["ops"]) == ["aten::linear"]
 
 
+def test_compare_op_of_a_kernel_name_names_the_ops_that_launched_it(capsys, folders):
+    """compare judges ops: an --op that matches a kernel and no op exits 2 naming the ops to
+    choose (it compared nothing and exited 0)."""
+    a, b = folders
+    code, out, err = run_cli(capsys, "compare", a, b, "--op", "sm90*")
+    assert (code, out) == (2, "")
+    assert "--op sm90*: matches kernels but no op in" in err
+    assert err.rstrip().endswith("choose the ops that launched them (aten::addmm)")
+
+
+def test_show_memory_ops_by_time_within_top_and_without_an_empty_op_table(capsys, tmp_path):
+    """`show`'s memory-op table is ordered by time and cut by --top like the others (it was in name
+    order, whole); `--op` choosing copies alone prints no empty op table."""
+    events = stepped(
+        2,
+        1000,
+        lambda i, base: [
+            op("aten::copy_", base + 10, 100),
+            launch(base + 20, corr=10 * i + 1, name="cudaMemcpyAsync"),
+            memcpy("Memcpy HtoD (Pageable -> Device)", base + 30, 5, 4096, corr=10 * i + 1),
+            op("aten::to", base + 200, 100),
+            launch(base + 210, corr=10 * i + 2, name="cudaMemcpyAsync"),
+            memcpy("Memcpy DtoH (Device -> Pageable)", base + 220, 50, 4096, corr=10 * i + 2),
+        ],
+    )
+    file = tmp_path / "m.json"
+    write_baseline(file, baseline_from_profile(analyze(events), "t.py::t", "gpu", ENV))
+    _, out, _ = run_cli(capsys, "show", file, "--top", "1")
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("Memcpy")] == ["Memcpy"]
+    assert "DtoH" in out and "HtoD" not in out
+    _, out, _ = run_cli(capsys, "show", file, "--op", "Memcpy*")
+    assert "HtoD" in out and "DtoH" in out and "calls/step    ms/step" not in out
+
+
 @pytest.mark.parametrize("command", ["show", "compare"])
 def test_an_op_glob_matching_nothing_exits_2_naming_the_closest(capsys, folders, command):
     """An --op that matches nothing is a typo: exit 2, one line, the closest names; never an empty table."""
@@ -390,7 +424,8 @@ def test_an_op_glob_matching_nothing_exits_2_naming_the_closest(capsys, folders,
     argv = [command, a, b] if command == "compare" else [command, a]
     code, out, err = run_cli(capsys, *argv, "--op", "aten::reluu")
     assert (code, out) == (2, "")
-    assert err.count("\n") == 1 and "--op aten::reluu: matches no op, kernel or memory op in" in err
+    what = "op" if command == "compare" else "op, kernel or memory op"  # compare judges ops alone
+    assert err.count("\n") == 1 and f"--op aten::reluu: matches no {what} in" in err
     assert err.rstrip().endswith("closest: aten::relu")
 
 

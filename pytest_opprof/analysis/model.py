@@ -797,7 +797,8 @@ class Profile:
     def only(self, patterns: Iterable[str]) -> Profile:
         """This profile with only the ops, kernels, memory ops, ranges and runtime calls whose
         name matches one of `patterns` (exact or glob), plus the kernels and graph replays a
-        matched op launched. Totals, timeline and checks stay those of the whole measurement."""
+        matched op launched, or an op that ran only inside matched ones. Totals, timeline and
+        checks stay those of the whole measurement."""
         patterns = tuple(patterns)
         ops = tuple(op for op in self.ops if selected(op.name, patterns))
         kept = {op.name for op in ops}
@@ -813,16 +814,18 @@ class Profile:
         )
 
     def _ran_inside(self, outer: set[str]) -> set[str]:
-        """The names of ops that ran inside an op named in `outer`, in any of their calls."""
+        """The names of ops that ran inside an op named in `outer` in every one of their calls:
+        their kernel rows then hold no launch from outside it (aten::mm runs in linear and in
+        backward: its kernels are not all linear's)."""
         names, parent = self.op_tree
         inside: set[str] = set()
+        outside: set[str] = set()
         for i, name in enumerate(names):
             j = parent[i]
-            while j >= 0 and name not in inside:
-                if names[j] in outer:
-                    inside.add(name)
+            while j >= 0 and names[j] not in outer:
                 j = parent[j]
-        return inside
+            (inside if j >= 0 else outside).add(name)
+        return inside - outside
 
     def names(self) -> set[str]:
         """Every op, kernel, memory op, range and runtime call name (what `only` selects from)."""
