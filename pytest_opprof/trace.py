@@ -179,8 +179,8 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
     try:
         if all(map(eq, map(_FOURTH_LAST, values), repeat("."))):
             return list(map(int, map(_DROP_DOT, values)))
-    except (TypeError, IndexError, ValueError):
-        pass  # an int, a short text, an exponent: the general path below
+    except (TypeError, LookupError, ValueError):
+        pass  # an int, a short text, an exponent, an object: the general path below names it
     out = []
     for i, v in enumerate(values):
         try:

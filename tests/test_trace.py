@@ -293,6 +293,8 @@ def _event(**fields):
         (_event(ts=float("inf")), "complete event 0 ('aten::mm'): inf is not a number of microseconds"),
         (_event(ts="Infinity"), "'Infinity' is not a number of microseconds"),
         (_event(ts="1e999990"), "'1e999990' is not a number of microseconds"),
+        (_event(ts={}), "complete event 0 ('aten::mm'): {} is not a number of microseconds"),  # was a KeyError
+        (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (
             '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + "9" * 5000 + "}]}",
             "a number JSON cannot hold",
