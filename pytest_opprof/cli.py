@@ -28,7 +28,7 @@ from .documents import BaselineDoc
 from .errors import OpprofError, chooses_no_op, selects_nothing
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
-from .tables import by_shown_time, profile_tables
+from .tables import profile_tables
 from .trace import load_trace
 from .units import count_of
 
@@ -207,8 +207,7 @@ def _analyze(args: argparse.Namespace) -> int:
             data["ranges"] = data["ranges"][: args.top]  # as the tables show them
         _print_json(data)
     elif args.csv:
-        ops = by_shown_time(profile.ops)[: args.top] if args.top is not None else profile.ops
-        sys.stdout.write(op_csv(replace(profile, ops=tuple(ops))))
+        sys.stdout.write(op_csv(replace(profile, ops=profile.ops[: args.top])))  # in the tables' order
     else:
         print(profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None))
     broken = _untrusted(whole)

@@ -857,9 +857,10 @@ def _kernels_by_op(doc: BaselineDoc, stat: str) -> dict[str, list[tuple[str, flo
     """Kernels (named per architecture) under the op that launched them."""
     by_op: dict[str, list[tuple[str, float, float]]] = {}
     for name, k in doc.kernels.items():
-        shares = k.shares() or {"(no launching op)": (k.calls_per_step, k.device_ms)}
-        for op, (calls, ms) in shares.items():  # each op's own launches, not the kernel's sum under each
-            by_op.setdefault(op, []).append((name, float(median(calls or (0,))), _stat(list(ms or (0.0,)), stat)))
+        shares = k.shares() or {"(no launching op)": KernelShare(k.calls_per_step, k.device_ms)}
+        for op, share in shares.items():  # each op's own launches, not the kernel's sum under each
+            calls, ms = float(median(share.calls_per_step or (0,))), _stat(list(share.device_ms or (0.0,)), stat)
+            by_op.setdefault(op, []).append((name, calls, ms))
     for rows in by_op.values():
         rows.sort(key=lambda r: (-r[2], r[0]))
     return by_op
@@ -977,19 +978,22 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
 
 def _pooled_shares(a: KernelEntry, b: KernelEntry) -> dict[str, KernelShare]:
     """Each launching op's share over both measurements (zeros for the steps it launched none);
-    none where one op launched every call on both sides."""
+    none where one op launched every call on both sides. Nothing reads a merged document's
+    shares today (it is judged, never written); pooled so that it stays a valid document."""
     if not a.by_op and not b.by_op and a.ops == b.ops and len(a.ops) <= 1:
         return {}
 
     def zeros(entry: KernelEntry) -> KernelShare:
-        return (0,) * len(entry.calls_per_step), (0.0,) * len(entry.device_ms)
+        return KernelShare((0,) * len(entry.calls_per_step), (0.0,) * len(entry.device_ms))
 
     first, second = a.shares(), b.shares()
-    pooled = {}
-    for op in sorted({*first, *second}):
-        (calls_a, ms_a), (calls_b, ms_b) = first.get(op, zeros(a)), second.get(op, zeros(b))
-        pooled[op] = (calls_a + calls_b, ms_a + ms_b)
-    return pooled
+    return {
+        op: KernelShare(
+            first.get(op, zeros(a)).calls_per_step + second.get(op, zeros(b)).calls_per_step,
+            first.get(op, zeros(a)).device_ms + second.get(op, zeros(b)).device_ms,
+        )
+        for op in sorted({*first, *second})
+    }
 
 
 E = TypeVar("E")

@@ -157,7 +157,22 @@ class OpEntry:
         return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
 
 
-KernelShare = tuple[tuple[float, ...], tuple[float, ...]]  # one launching op's (calls, device ms) per step
+@dataclass(frozen=True, slots=True)
+class KernelShare:
+    """One launching op's launches of a kernel, per step."""
+
+    calls_per_step: tuple[float, ...]
+    device_ms: tuple[float, ...]
+
+    def __add__(self, other: KernelShare) -> KernelShare:
+        """Two ops' shares of one document's kernel, step by step."""
+        return KernelShare(
+            tuple(map(sum, zip(self.calls_per_step, other.calls_per_step))),
+            tuple(map(sum, zip(self.device_ms, other.device_ms))),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls_per_step": list(self.calls_per_step), "device_ms": list(self.device_ms)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +189,22 @@ class KernelEntry:
         the sums for each of several ops in a baseline written before `by_op`)."""
         if self.by_op:
             return dict(self.by_op)
-        return {op: (self.calls_per_step, self.device_ms) for op in self.ops}
+        return {op: KernelShare(self.calls_per_step, self.device_ms) for op in self.ops}
+
+    def launched_by(self, chosen: set[str] | dict[str, Any]) -> KernelEntry | None:
+        """This kernel as far as `chosen` ops launched it: their shares summed, None when they
+        launched none. Whole where one op launched all of it, and in a baseline written before
+        `by_op` (it knows no shares)."""
+        ops = tuple(op for op in self.ops if op in chosen)
+        if not ops:
+            return None
+        if not self.by_op:
+            return self
+        total = self.by_op[ops[0]]
+        for op in ops[1:]:
+            total = total + self.by_op[op]
+        chosen_shares = {op: self.by_op[op] for op in ops} if len(ops) > 1 else {}
+        return KernelEntry(total.calls_per_step, total.device_ms, ops, chosen_shares)
 
     def to_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -183,9 +213,7 @@ class KernelEntry:
             "ops": list(self.ops),
         }
         if self.by_op:
-            found["by_op"] = {
-                op: {"calls_per_step": list(c), "device_ms": list(ms)} for op, (c, ms) in self.by_op.items()
-            }
+            found["by_op"] = {op: share.to_dict() for op, share in self.by_op.items()}
         return found
 
     @classmethod
@@ -198,7 +226,7 @@ class KernelEntry:
         calls = _per_step(data.get("calls_per_step"), f"kernel {name!r}: 'calls_per_step'", steps, whole=True)
         device = _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps)
         shares = _kernel_shares(name, data.get("by_op", {}), ops, steps)
-        _check_shares(name, shares, ops, (calls, device))
+        _check_shares(name, shares, ops, KernelShare(calls, device))
         return cls(calls, device, tuple(ops), shares)
 
 
@@ -212,10 +240,14 @@ def _check_shares(name: str, shares: dict[str, KernelShare], ops: list[str], tot
     missing = [op for op in ops if op not in shares]
     if missing:
         raise ValueError(f"kernel {name!r}: 'by_op' has no share for {missing[0]!r}, one of its 'ops'")
-    for i, what in enumerate(("calls_per_step", "device_ms")):
-        summed = [sum(step) for step in zip(*(share[i] for share in shares.values()))]
-        if any(s > t * (1 + ROUNDING) + 1e-9 for s, t in zip(summed, total[i])):
-            raise ValueError(f"kernel {name!r}: the 'by_op' shares of '{what}' add up to more than the kernel's own")
+    for what in ("calls_per_step", "device_ms"):
+        summed = [sum(step) for step in zip(*(getattr(share, what) for share in shares.values()))]
+        for step, (got, limit) in enumerate(zip(summed, getattr(total, what))):
+            if got > limit * (1 + ROUNDING) + 1e-9:
+                raise ValueError(
+                    f"kernel {name!r}: the 'by_op' shares of '{what}' add up to {got:g} in step {step + 1}, "
+                    f"more than the kernel's own {limit:g}"
+                )
 
 
 def _kernel_shares(name: str, data: Any, ops: list[str], steps: int) -> dict[str, KernelShare]:
@@ -226,7 +258,7 @@ def _kernel_shares(name: str, data: Any, ops: list[str], steps: int) -> dict[str
     if strays:
         raise ValueError(f"kernel {name!r}: 'by_op' names {strays[0]!r}, which is not in its 'ops'")
     return {
-        op: (
+        op: KernelShare(
             _per_step(v.get("calls_per_step"), f"kernel {name!r}: by_op {op!r} 'calls_per_step'", steps, whole=True),
             _per_step(v.get("device_ms"), f"kernel {name!r}: by_op {op!r} 'device_ms'", steps),
         )
@@ -313,23 +345,26 @@ class BaselineDoc:
 
     def only(self, patterns: tuple[str, ...]) -> BaselineDoc:
         """This document with only the ops, kernels and memory ops whose name matches one of
-        `patterns` (exact or glob), plus the kernels a matched op launched."""
+        `patterns` (exact or glob), plus a matched op's own launches of other kernels (a
+        document holds no op tree: an op's kernels are those it launched itself)."""
         ops = {name: op for name, op in self.ops.items() if selected(name, patterns)}
+        kernels = {n: k if selected(n, patterns) else k.launched_by(ops) for n, k in self.kernels.items()}
         return replace(
             self,
             ops=ops,
-            kernels={n: k for n, k in self.kernels.items() if selected(n, patterns) or any(o in ops for o in k.ops)},
+            kernels={n: k for n, k in kernels.items() if k is not None},
             memory_ops={n: m for n, m in self.memory_ops.items() if selected(n, patterns)},
         )
 
     def ops_by_time(self) -> list[str]:
-        """Op names as `opprof show` lists them: median time per step largest first, then median
-        CPU time (a caller before the op inside it), then name; what `--top` keeps."""
+        """Op names as `opprof show` lists them, by the rule of `tables.by_shown_time`: median time
+        per step largest first, then total CPU time (a caller before the op inside it), then
+        name; what `--top` keeps."""
 
         def median(values: tuple[float, ...]) -> float:
             return statistics.median(values) if values else 0.0
 
-        return sorted(self.ops, key=lambda n: (-median(self.ops[n].time_samples), -median(self.ops[n].cpu_ms), n))
+        return sorted(self.ops, key=lambda n: (-median(self.ops[n].time_samples), -sum(self.ops[n].cpu_ms), n))
 
     def names(self) -> set[str]:
         """Every op, kernel and memory op name (what `only` selects from)."""

@@ -281,11 +281,20 @@ def _shown_pattern(pattern: str) -> str:
     return shown_value(pattern) if pattern != pattern.strip() or len(pattern) > 60 else shown_name(pattern)
 
 
+def _cut(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) -> str:
     """`opprof ... --op PATTERN` that matches no name in what was read."""
     bare = without_overload(pattern)
     close = [bare] if bare in set(seen) else closest_names(pattern.strip(), seen)
-    hint = f"closest: {', '.join(close)}" if close else "give an exact name or a glob such as 'aten::*mm'"
+    if pattern.endswith("…"):  # copied from a table, which cuts long names
+        hint = f"names ending in … are cut in the tables: give a glob such as {_cut(pattern[:-1] + '*')!r}"
+    elif close:
+        hint = f"closest: {', '.join(_cut(shown_name(name)) for name in close)}"
+    else:
+        hint = "give an exact name or a glob such as 'aten::*mm'"
     return f"--op {_shown_pattern(pattern)}: matches no {what} in {where}; {hint}"
 
 

@@ -38,7 +38,7 @@ from pytest_opprof.compare import (
     rank_test_p,
     work_changes,
 )
-from pytest_opprof.documents import BaselineDoc, WorkEntry
+from pytest_opprof.documents import BaselineDoc, KernelShare, WorkEntry
 
 NODE = "tests/test_mlp.py::test_fwd"
 ENV = {"torch": "2.13.0", "cuda": None, "cpu_model": "x"}
@@ -580,10 +580,10 @@ def test_a_kernel_launched_by_several_ops_keeps_each_ops_share(tmp_path):
     nccl, gemm = d.kernels["ncclKernel"], d.kernels["gemm"]
     assert nccl.calls_per_step == (5,) * 4 and nccl.device_ms == (2.0,) * 4
     assert nccl.by_op == {
-        "c10d::_allgather_base_": ((1,) * 4, (0.8,) * 4),
-        "record_param_comms": ((4,) * 4, (1.2,) * 4),
+        "c10d::_allgather_base_": KernelShare((1,) * 4, (0.8,) * 4),
+        "record_param_comms": KernelShare((4,) * 4, (1.2,) * 4),
     }
-    assert gemm.by_op == {} and gemm.shares() == {"aten::mm": ((1,) * 4, (0.1,) * 4)}
+    assert gemm.by_op == {} and gemm.shares() == {"aten::mm": KernelShare((1,) * 4, (0.1,) * 4)}
     path = tmp_path / "b.json"
     write_baseline(path, d)
     text = path.read_text()
@@ -591,7 +591,7 @@ def test_a_kernel_launched_by_several_ops_keeps_each_ops_share(tmp_path):
     write_baseline(path, read_baseline(path))
     assert path.read_text() == text
     merged = merge_measurements(d, doc(shared_kernel_profile(steps=2)))
-    assert merged.kernels["ncclKernel"].by_op["record_param_comms"] == ((4,) * 6, (1.2,) * 6)
+    assert merged.kernels["ncclKernel"].by_op["record_param_comms"] == KernelShare((4,) * 6, (1.2,) * 6)
     assert merged.kernels["gemm"].by_op == {}
 
 
@@ -924,7 +924,7 @@ def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
                     }
                 }
             ),
-            "kernel 'gemm': the 'by_op' shares of 'device_ms' add up to more than the kernel's own",
+            "kernel 'gemm': the 'by_op' shares of 'device_ms' add up to 500.5 in step 1, more than the kernel's own 1",
         ),
     ],
 )

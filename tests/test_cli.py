@@ -167,6 +167,20 @@ def test_an_op_glob_matching_nothing_is_quoted_so_it_reads(capsys, small_trace, 
     assert fragment in err and err.count("\n") == 1 and len(err) < 300
 
 
+def test_an_op_glob_error_cuts_long_names_and_reads_a_cut_name(capsys, tmp_path):
+    """The closest names an --op error offers are cut to 60 characters (a kernel's ran to 5,000);
+    a name copied from a table, which ends in …, gets the glob to give instead."""
+    long_name = "aten::" + "very_long_" * 30 + "op"
+    events = stepped(2, 1000, lambda i, base: [op(long_name, base + 10, 300)])
+    path = tmp_path / "long.json"
+    write_trace(path, events, {})
+    code, _, err = run_cli(capsys, "analyze", str(path), "--op", long_name + "x")
+    assert code == 2 and len(err) < 300 and "closest: aten::very_long_very_long_" in err and "…" in err
+    code, _, err = run_cli(capsys, "analyze", str(path), "--op", long_name[:59] + "…")
+    assert code == 2
+    assert err.rstrip().endswith(f"names ending in … are cut in the tables: give a glob such as '{long_name[:59]}*'")
+
+
 def test_op_globs_add_up_and_may_choose_a_kernel_alone(capsys, small_trace):
     """Repeated --op globs choose what any of them matches; a kernel glob shows the kernel without
     an empty op table; --csv and --top apply to what was chosen."""
@@ -196,10 +210,17 @@ def test_op_on_a_real_trace_keeps_the_kernels_that_make_its_device_time(capsys, 
     assert not any(k["op"] == "aten::addmm" for k in data["kernels"])  # the classifier's, not in conv2d
 
 
-def test_top_keeps_the_same_ops_in_tables_json_and_csv(capsys, tmp_path):
+def test_top_keeps_the_same_ops_in_tables_json_and_csv(capsys, tmp_path, small_trace):
     """One order everywhere, median time per step first: aten::mul's one slow step (total 12 ms,
     median 1 ms) does not outrank aten::add's steady 3 ms in --json --top while the tables and
-    CSV put add first (they disagreed); a tie goes to the op with more CPU time (the caller)."""
+    CSV put add first (they disagreed); a tie goes to the op with more CPU time (the caller:
+    linear and the addmm in it both show 0.15 device ms/step, and name order put addmm first)."""
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "1", "--json")
+    assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::linear"]
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "1", "--csv")
+    assert [line.split(",")[0] for line in out.splitlines()[1:]] == ["aten::linear"]
+    _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "1")
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("aten::")] == ["aten::linear"]
     events = stepped(
         3,
         20_000,

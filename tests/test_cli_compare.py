@@ -393,6 +393,24 @@ def test_compare_op_of_a_kernel_name_names_the_ops_that_launched_it(capsys, fold
     assert err.rstrip().endswith("choose the ops that launched them (aten::addmm)")
 
 
+def test_show_op_lists_a_chosen_ops_own_share_of_a_kernel_others_launch_too(capsys, tmp_path):
+    """`show --op` narrows a kernel several ops launch to the chosen ones' launches (it showed the
+    kernel's sum, 2.000 ms/step, under an op of 1.200)."""
+    from test_baseline import shared_kernel_profile
+
+    path = tmp_path / "b.json"
+    write_baseline(path, baseline_from_profile(shared_kernel_profile(), "t.py::t", "gpu", ENV))
+    _, out, _ = run_cli(capsys, "show", path, "--op", "record_param_comms")
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("ncclKernel")]
+    assert row == ["ncclKernel", "record_param_comms", "4", "1.200"]
+    data = json.loads(run_cli(capsys, "show", path, "--json", "--op", "record_param_comms", "--op", "aten::mm")[1])
+    kernels = data["baselines"][0]["kernels"]
+    assert kernels["ncclKernel"] == {"calls_per_step": [4] * 4, "device_ms": [1.2] * 4, "ops": ["record_param_comms"]}
+    assert kernels["gemm"]["ops"] == ["aten::mm"]
+    whole = json.loads(run_cli(capsys, "show", path, "--json", "--op", "ncclKernel")[1])["baselines"][0]
+    assert whole["kernels"]["ncclKernel"]["calls_per_step"] == [5] * 4  # chosen by its own name: all of it
+
+
 def test_show_memory_ops_by_time_within_top_and_without_an_empty_op_table(capsys, tmp_path):
     """`show`'s memory-op table is ordered by time and cut by --top like the others (it was in name
     order, whole); `--op` choosing copies alone prints no empty op table."""

@@ -52,9 +52,10 @@ def _mutated_trace(doc: Any, rng: random.Random) -> Any:
 
 @pytest.mark.parametrize("name", TRACES or [pytest.param("-", marks=pytest.mark.skip(reason="no shared traces"))])
 def test_mutated_traces_load_or_fail_in_one_line(tmp_path, name):
-    """40 seeded mutations of each shared trace (10 of one over 2000 events): load_trace reads each or raises OpprofError (a
-    fuzzing run found `"ts": {}` raising a KeyError), and `opprof analyze` of what reads exits
-    0 or 2 (found trust errors), never with a traceback."""
+    """40 seeded mutations of each shared trace (10 of one over 2000 events): load_trace reads
+    each or raises OpprofError, and `opprof analyze` of what reads exits 0 or 2 (found trust
+    errors), never with a traceback. A guard, not a search: a longer unseeded run found `"ts": {}`
+    raising a KeyError (pinned in test_trace.py)."""
     rng = random.Random(name)
     original = json.loads(gzip.decompress((SHARED_TRACES / name).read_bytes()))
     path = tmp_path / "t.json"
