@@ -22,12 +22,13 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, SideRow, b_regressed, side_by_side
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import OpprofError, chooses_no_op, selects_nothing
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
+from .sidebyside import SideRow, b_regressed, side_by_side
 from .tables import profile_tables
 from .trace import load_trace
 from .units import count_of

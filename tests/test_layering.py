@@ -22,7 +22,7 @@ LAYERS = [
         "analysis.ranges",
     },  # the model
     {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
-    {"documents", "baseline", "compare"},  # documents and verdicts
+    {"documents", "baseline", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture", "htmlreport"},  # views of results; the fixture object
     {"plugin", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
