@@ -849,6 +849,16 @@ def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
     assert orphan_baselines(tmp_path, "gpu", collected, narrowed=[]) == []  # another key's folder: none
 
 
+def _share(calls, ms):
+    return {"calls_per_step": [calls] * 8, "device_ms": [ms] * 8}
+
+
+def _gemm(ops, by_op, calls=1):
+    """An edit giving the document one kernel, 'gemm' (1 ms per step), with these ops and by_op."""
+    kernel = {**_share(calls, 1), "ops": ops, "by_op": by_op}
+    return lambda d: d.update(kernels={"gemm": kernel})
+
+
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
@@ -872,58 +882,15 @@ def test_orphan_baselines_are_the_files_no_collected_test_reads(tmp_path):
             lambda d: d.update(memory_ops={"Memcpy": {"calls_per_step": [1], "device_ms": [1], "bytes": "4"}}),
             "'bytes' is '4'",
         ),
+        (_gemm(["a"], {"b": {}}), "kernel 'gemm': 'by_op' names 'b', which is not in its 'ops'"),
+        (_gemm(["a"], {"a": 1}), "kernel 'gemm': 'by_op' is not an object of launching ops"),
         (
-            lambda d: d.update(
-                kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": [1] * 8, "ops": ["a"], "by_op": {"b": {}}}}
-            ),
-            "kernel 'gemm': 'by_op' names 'b', which is not in its 'ops'",
-        ),
-        (
-            lambda d: d.update(
-                kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": [1] * 8, "ops": ["a"], "by_op": {"a": 1}}}
-            ),
-            "kernel 'gemm': 'by_op' is not an object of launching ops",
-        ),
-        (
-            lambda d: d.update(
-                kernels={
-                    "gemm": {
-                        "calls_per_step": [1] * 8,
-                        "device_ms": [1] * 8,
-                        "ops": ["a"],
-                        "by_op": {"a": {"calls_per_step": [1] * 8, "device_ms": [-1] * 8}},
-                    }
-                }
-            ),
+            _gemm(["a"], {"a": _share(1, -1)}),
             "kernel 'gemm': by_op 'a' 'device_ms' is not a list of numbers >= 0",
         ),
+        (_gemm(["a", "b"], {"a": _share(1, 0.5)}), "kernel 'gemm': 'by_op' has no share for 'b', one of its 'ops'"),
         (
-            lambda d: d.update(
-                kernels={
-                    "gemm": {
-                        "calls_per_step": [1] * 8,
-                        "device_ms": [1] * 8,
-                        "ops": ["a", "b"],
-                        "by_op": {"a": {"calls_per_step": [1] * 8, "device_ms": [0.5] * 8}},
-                    }
-                }
-            ),
-            "kernel 'gemm': 'by_op' has no share for 'b', one of its 'ops'",
-        ),
-        (
-            lambda d: d.update(
-                kernels={
-                    "gemm": {
-                        "calls_per_step": [5] * 8,
-                        "device_ms": [1] * 8,
-                        "ops": ["a", "b"],
-                        "by_op": {
-                            "a": {"calls_per_step": [4] * 8, "device_ms": [500] * 8},
-                            "b": {"calls_per_step": [1] * 8, "device_ms": [0.5] * 8},
-                        },
-                    }
-                }
-            ),
+            _gemm(["a", "b"], {"a": _share(4, 500), "b": _share(1, 0.5)}, calls=5),
             "kernel 'gemm': the 'by_op' shares of 'device_ms' add up to 500.5 in step 1, more than the kernel's own 1",
         ),
     ],
