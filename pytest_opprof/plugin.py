@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections.abc import Callable, Generator
@@ -299,13 +300,24 @@ class _RecordCollector:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
+        self.index: dict[str, int] = {}  # nodeid -> its place in state.records
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "opprof_record", None)
-        if record is not None:
-            found = TestRecord.from_dict(json.loads(record))
-            spool = self.state.spool
-            self.state.records.append(spool.add(found) if spool is not None else found)
+        if record is None:
+            return
+        found = TestRecord.from_dict(json.loads(record))
+        spool, records = self.state.spool, self.state.records
+        place = self.index.get(found.nodeid)
+        if place is not None:  # run again in this session (pytest-rerunfailures...): the last attempt stands
+            before = records[place]
+            found = dataclasses.replace(found, earlier=(*before.earlier, before.outcome or "not run"))
+        kept = spool.add(found) if spool is not None else found
+        if place is None:
+            self.index[found.nodeid] = len(records)
+            records.append(kept)
+        else:
+            records[place] = kept
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -535,6 +547,8 @@ def _take_profile(
 ) -> None:
     """The call's profile for the reports: the latest finished capture, or, when the test failed
     by the exception that ended a capture, that capture as far as it went (its timeline)."""
+    # An item that runs again (a rerun plugin) keeps its user_properties: the earlier attempt's figures go.
+    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("opprof.")]
     cut_short = fixture.cut_short(call.excinfo.value) if report.failed and call.excinfo is not None else None
     if cut_short is not None:
         result.profile, result.cut_short = cut_short, True

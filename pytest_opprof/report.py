@@ -156,6 +156,7 @@ class TestRecord:
     html: str | None = None  # the test's section of the --opprof-html page (likewise)
     captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
     cut_short: bool = False  # the profile is of a capture the test's exception ended
+    earlier: tuple[str, ...] = ()  # outcomes of the test's earlier runs in this session (a rerun plugin)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,6 +175,8 @@ class TestRecord:
             "html": self.html,
             "captures": self.captures,
             "cut_short": self.cut_short,
+            "attempts": self.attempts,
+            "earlier_outcomes": list(self.earlier),
         }
 
     @classmethod
@@ -195,7 +198,13 @@ class TestRecord:
             data.get("html"),
             int(data.get("captures", 0)),
             bool(data.get("cut_short", False)),
+            tuple(data.get("earlier_outcomes", ())),
         )
+
+    @property
+    def attempts(self) -> int:
+        """The times the test ran in this session; the record is the last run's."""
+        return len(self.earlier) + 1
 
     @property
     def baseline_status(self) -> str | None:
@@ -332,6 +341,11 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
             f"of the capture{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
+        )
+    if record.attempts > 1:
+        lines.append(
+            f"{nodeid}: ran {record.attempts} times (rerun): the report holds the last run ({record.outcome}); "
+            f"the earlier ones: {', '.join(record.earlier)}"
         )
     if record.captures > 1 and not record.cut_short:
         recorded = baseline is not None and (baseline.compared or baseline.status == "new")
@@ -563,19 +577,25 @@ class ReportSpool:
     def __init__(self, json: bool = True, csv: bool = False, html: bool = False) -> None:
         self.json, self.csv, self.html = json, csv, html
         self._file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115  # closed by close()
-        self._parts: list[tuple[str, int, int]] = []  # (nodeid, offset, length)
-        self._csv_parts: list[tuple[str, int, int]] = []
-        self._html_parts: list[tuple[str, int, int]] = []
+        # nodeid -> (offset, length): a test that runs again (a rerun plugin) replaces its part
+        self._parts: dict[str, tuple[int, int]] = {}
+        self._csv_parts: dict[str, tuple[int, int]] = {}
+        self._html_parts: dict[str, tuple[int, int]] = {}
 
     def add(self, record: TestRecord) -> TestRecord:
         """Spool the record's JSON part; give back the record without its profile."""
+        nodeid = record.nodeid
         if self.json:
-            self._parts.append((record.nodeid, *self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))))
-        if self.csv and record.csv:
-            self._csv_parts.append((record.nodeid, *self._spool(record.csv)))
-        if self.html and record.html:
-            self._html_parts.append((record.nodeid, *self._spool(record.html)))
+            self._parts[nodeid] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
+        self._keep(self._csv_parts, nodeid, record.csv if self.csv else None)
+        self._keep(self._html_parts, nodeid, record.html if self.html else None)
         return dataclasses.replace(record, profile=None, csv=None, html=None)
+
+    def _keep(self, parts: dict[str, tuple[int, int]], nodeid: str, text: str | None) -> None:
+        """The test's part (none without text): an earlier run's of the same test goes."""
+        parts.pop(nodeid, None)
+        if text:
+            parts[nodeid] = self._spool(text)
 
     def _spool(self, text: str) -> tuple[int, int]:
         data = text.encode()
@@ -599,8 +619,8 @@ class ReportSpool:
     def count_html(self) -> int:
         return len(self._html_parts)
 
-    def _read(self, parts: list[tuple[str, int, int]]) -> Iterator[str]:
-        for _, offset, length in sorted(parts, key=lambda part: part[0]):
+    def _read(self, parts: dict[str, tuple[int, int]]) -> Iterator[str]:
+        for _, (offset, length) in sorted(parts.items()):
             self._file.seek(offset)
             yield self._file.read(length).decode()
 

@@ -1,0 +1,138 @@
+"""A test that runs again in one session (pytest-rerunfailures, or any plugin that reruns an item):
+the report, the summary and the JUnit properties hold its last run, and say how many there were."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+# What pytest-rerunfailures does, in short: run a failing item's protocol again (up to 3 runs),
+# logging each failed run's reports as "rerun", then the last run's as they are.
+RERUN_CONFTEST = """
+import pytest
+from _pytest.runner import runtestprotocol
+
+RUNS = 3
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for run in range(1, RUNS + 1):
+        last = run == RUNS
+        reports = runtestprotocol(item, nextitem=nextitem if last else None, log=False)
+        again = not last and any(r.failed for r in reports)
+        for report in reports:
+            if again and report.failed:
+                report.outcome = "rerun"
+            item.ihook.pytest_runtest_logreport(report=report)
+        if not again:
+            break
+        item._initrequest()
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def pytest_report_teststatus(report):
+    if report.outcome == "rerun":
+        return "rerun", "R", "RERUN"
+"""
+
+TESTS = """
+import pytest
+import torch
+
+RUNS = {"flaky": 0}
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+x = torch.randn(4, 32)
+
+
+def test_flaky(opprof):
+    opprof.run(model, x, warmup=1, steps=3)
+    RUNS["flaky"] += 1
+    assert RUNS["flaky"] == 3, "fails twice, then passes"
+
+
+@pytest.mark.opprof
+def test_always_fails():
+    with torch.no_grad():
+        model(x)
+    assert False, "always"
+
+
+def test_steady(opprof):
+    opprof.run(model, x, warmup=1, steps=2)
+"""
+
+
+@pytest.fixture
+def reran(pytester: pytest.Pytester, fake_clock) -> tuple[pytest.RunResult, dict, ET.Element, str]:
+    pytester.makeconftest(RERUN_CONFTEST)
+    pytester.makepyfile(test_user=TESTS)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof",
+        "--opprof-json=r.json", "--opprof-csv=r.csv", "--opprof-html=r.html", "--junitxml=j.xml",
+    )  # fmt: skip
+    report = json.loads((pytester.path / "r.json").read_text())
+    return result, report, ET.parse(pytester.path / "j.xml").getroot(), (pytester.path / "r.csv").read_text()
+
+
+def test_the_json_report_holds_one_entry_per_test_the_last_runs(reran):
+    result, report, _, _ = reran
+    assert result.parseoutcomes() == {"passed": 2, "failed": 1, "rerun": 4}
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
+    assert [t["nodeid"] for t in report["tests"]] == sorted(t["nodeid"] for t in report["tests"])
+    assert len(report["tests"]) == 3
+    assert (tests["test_flaky"]["outcome"], tests["test_flaky"]["attempts"]) == ("passed", 3)
+    assert tests["test_flaky"]["earlier_outcomes"] == ["failed", "failed"]
+    assert (tests["test_always_fails"]["outcome"], tests["test_always_fails"]["attempts"]) == ("failed", 3)
+    assert (tests["test_steady"]["attempts"], tests["test_steady"]["earlier_outcomes"]) == (1, [])
+
+
+def test_the_summary_lists_a_rerun_test_once_and_says_it_ran_again(reran):
+    result, _, _, _ = reran
+    out = result.stdout.str()
+    assert out.count("test_user.py::test_flaky [passed] (3 steps") == 1
+    assert out.count("test_user.py::test_always_fails [failed]") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "test_user.py::test_flaky: ran 3 times (rerun): the report holds the last run (passed); "
+            "the earlier ones: failed, failed",
+            "test_user.py::test_always_fails: ran 3 times (rerun): the report holds the last run (failed); "
+            "the earlier ones: failed, failed",
+        ]
+    )
+    assert "test_steady: ran" not in out
+    assert "not judged for 3 tests" not in out  # each test counted once in the run's lines
+
+
+def test_junit_properties_are_the_runs_own_not_piled_up(reran):
+    _, _, junit, _ = reran
+    for case in junit.iter("testcase"):
+        names = [p.get("name") for p in case.iter("property")]
+        assert len(names) == len(set(names)), case.get("name")
+        assert names.count("opprof.op.aten::addmm.ms_per_step") == 1
+
+
+def test_csv_and_html_hold_one_runs_rows_per_test(reran, pytester):
+    _, _, _, table = reran
+    rows = [line.split(",") for line in table.splitlines()[1:]]
+    flaky_ops = [row[1] for row in rows if row[0].endswith("::test_flaky")]
+    assert flaky_ops and len(flaky_ops) == len(set(flaky_ops))
+    page = (pytester.path / "r.html").read_text()
+    assert page.count('data-nodeid="test_user.py::test_flaky"') == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pytest_rerunfailures") is None, reason="pytest-rerunfailures absent")
+def test_with_pytest_rerunfailures_itself(pytester, fake_clock):
+    pytester.makepyfile(test_user=TESTS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--opprof", "--reruns", "2", "--opprof-json=r.json")
+    assert result.parseoutcomes() == {"passed": 2, "failed": 1, "rerun": 4}
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    assert len(tests) == 3
+    assert (tests["test_flaky"]["outcome"], tests["test_flaky"]["earlier_outcomes"]) == ("passed", ["failed", "failed"])
