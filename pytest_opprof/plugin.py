@@ -311,7 +311,9 @@ class _RecordCollector:
         place = self.index.get(found.nodeid)
         if place is not None:  # run again in this session (pytest-rerunfailures...): the last attempt stands
             before = records[place]
-            found = dataclasses.replace(found, earlier=(*before.earlier, before.outcome or "not run"))
+            kept_trace = None if found.trace else (before.trace or before.earlier_trace)
+            earlier = (*before.earlier, before.outcome or "not run")
+            found = dataclasses.replace(found, earlier=earlier, earlier_trace=kept_trace)
         kept = spool.add(found) if spool is not None else found
         if place is None:
             self.index[found.nodeid] = len(records)
@@ -536,6 +538,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 _RESULT = pytest.StashKey[TestResult]()
+_TRACED = pytest.StashKey[bool]()  # this item wrote a trace in this session
 
 
 def _take_profile(
@@ -635,7 +638,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
     state = item.config.stash[RUN]
     settings = state.settings
-    result.export_trace(settings.trace_dir, everything=settings.trace == "all", device_key=state.device_key)
+    traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
+    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced)
+    item.stash[_TRACED] = traced or result.trace_path is not None
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(
         settings.top,

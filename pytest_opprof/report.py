@@ -55,15 +55,19 @@ class TestResult:
     failure: str | None = None  # why the test failed or erred (its first failing phase's message)
     cut_short: bool = False  # the profile is of a capture the test's exception ended (never judged)
 
-    def export_trace(self, trace_dir: str | None, everything: bool, device_key: str | None = None) -> None:
+    def export_trace(
+        self, trace_dir: str | None, everything: bool, device_key: str | None = None, keep: bool = False
+    ) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
-        or always with `everything` (--opprof-trace=all). Otherwise a trace an earlier run left
-        there for this test is removed: it would pass for this run's."""
+        or always with `everything` (--opprof-trace=all). Otherwise a trace an earlier session left
+        there for this test is removed: it would pass for this run's (`keep`: it is of an earlier
+        run of the test in this session, a rerun plugin's, and stays)."""
         if not trace_dir:
             return
         path = export_trace_path(Path(trace_dir), self.nodeid)
         if self.profile is None or not (everything or self.outcome in ("failed", "error")):
-            _remove_stale(path)
+            if not keep:
+                _remove_stale(path)
         else:
             try:
                 self.profile.export_chrome_trace(str(path), device_key)
@@ -157,6 +161,7 @@ class TestRecord:
     captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
     cut_short: bool = False  # the profile is of a capture the test's exception ended
     earlier: tuple[str, ...] = ()  # outcomes of the test's earlier runs in this session (a rerun plugin)
+    earlier_trace: str | None = None  # the trace of the latest earlier run that wrote one, when this run wrote none
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +182,7 @@ class TestRecord:
             "cut_short": self.cut_short,
             "attempts": self.attempts,
             "earlier_outcomes": list(self.earlier),
+            "earlier_trace": self.earlier_trace,
         }
 
     @classmethod
@@ -199,6 +205,7 @@ class TestRecord:
             int(data.get("captures", 0)),
             bool(data.get("cut_short", False)),
             tuple(data.get("earlier_outcomes", ())),
+            data.get("earlier_trace"),
         )
 
     @property
@@ -359,6 +366,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
         lines.append(f"{nodeid}: trace written to {record.trace}")
     if record.trace_error:
         lines.append(f"{nodeid}: trace {record.trace_error}")
+    if record.earlier_trace:
+        lines.append(f"{nodeid}: trace of an earlier run kept at {record.earlier_trace}")
     return lines
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import xml.etree.ElementTree as ET
+from fnmatch import fnmatch
 
 import pytest
 
@@ -77,6 +78,7 @@ def reran(pytester: pytest.Pytester, fake_clock) -> tuple[pytest.RunResult, dict
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof",
         "--opprof-json=r.json", "--opprof-csv=r.csv", "--opprof-html=r.html", "--junitxml=j.xml",
+        "--opprof-trace-dir=traces",
     )  # fmt: skip
     report = json.loads((pytester.path / "r.json").read_text())
     return result, report, ET.parse(pytester.path / "j.xml").getroot(), (pytester.path / "r.csv").read_text()
@@ -109,6 +111,20 @@ def test_the_summary_lists_a_rerun_test_once_and_says_it_ran_again(reran):
     )
     assert "test_steady: ran" not in out
     assert "not judged for 3 tests" not in out  # each test counted once in the run's lines
+
+
+def test_a_failed_runs_trace_stays_when_a_later_run_passes(reran, pytester):
+    """The timeline of a flaky failure is what one wants: a passing rerun does not remove it."""
+    result, report, _, _ = reran
+    tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
+    flaky = tests["test_flaky"]
+    assert flaky["trace"] is None  # the last run passed: no trace of its own
+    assert fnmatch(flaky["earlier_trace"], "traces/test_user.py_test_flaky-*.json.gz")
+    assert (pytester.path / flaky["earlier_trace"]).is_file()
+    result.stdout.fnmatch_lines(["test_user.py::test_flaky: trace of an earlier run kept at traces/*test_flaky*"])
+    failing = tests["test_always_fails"]
+    assert failing["trace"] and failing["earlier_trace"] is None  # its own, the last run's
+    assert tests["test_steady"]["trace"] is None and tests["test_steady"]["earlier_trace"] is None
 
 
 def test_junit_properties_are_the_runs_own_not_piled_up(reran):
