@@ -27,7 +27,7 @@ from .baseline import (
     put_back,
     shown_path,
 )
-from .capture import compiled_kernel_profiling
+from .capture import compiled_kernel_profiling, warm_profiler
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
@@ -442,6 +442,17 @@ def _clock_sampler(state: RunState) -> Callable[[], Any] | None:
 
 
 # -- running a test ----------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """torch's first profiler start, paid before the tests (on each xdist worker) when one of
+    them is measured: not in the first measured test's time, nor under its timeout."""
+    state = session.config.stash.get(RUN, None)
+    if state is None or not state.settings.measuring or session.config.option.collectonly:
+        return
+    if any(_carries(item) for item in session.items):
+        warm_profiler()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -210,6 +210,46 @@ def test_profiler_is_stopped_when_the_body_raises():
     measure(lambda: torch.ones(1) + 1, warmup=0, steps=1)  # a new capture still works
 
 
+class _Interrupted(BaseException):
+    """Like pytest-timeout's signal: raised wherever the code under it happens to be."""
+
+
+def test_an_exception_mid_start_leaves_no_profiler_on(monkeypatch):
+    """A timeout's signal or Ctrl-C while the profiler starts (torch's first start imports Inductor:
+    seconds) goes on, and no profiler is left on to refuse every later capture."""
+    module = importlib.import_module("pytest_opprof.capture")
+    new = module._new_profiler
+
+    def started_then_interrupted(*args, **kwargs):
+        prof = new(*args, **kwargs)
+        start = prof.start
+
+        def start_then_raise():
+            start()
+            raise _Interrupted
+
+        prof.start = start_then_raise
+        return prof
+
+    monkeypatch.setattr(module, "_new_profiler", started_then_interrupted)
+    with pytest.raises(_Interrupted):
+        measure(lambda: torch.ones(1) + 1, warmup=0, steps=1)
+    assert not profiler_running()
+    monkeypatch.setattr(module, "_new_profiler", new)
+    assert measure(lambda: torch.ones(1) + 1, warmup=0, steps=1).op("aten::add").calls == 1
+
+
+def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone():
+    module = importlib.import_module("pytest_opprof.capture")
+    module.warm_profiler()
+    assert not profiler_running()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+        module.warm_profiler()  # not stopped under the user's feet
+        torch.ones(1) + 1
+        assert profiler_running()
+    assert from_profiler(outer).op("aten::add").calls == 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -244,6 +244,38 @@ def test_inert_without_flag(pytester):
     assert written == []
 
 
+@pytest.mark.parametrize(
+    ("args", "warmed"),
+    [
+        (["--opprof"], 1),
+        ([], 0),  # off
+        (["--opprof", "-k", "plain"], 0),  # no measured test left to run
+        (["--opprof", "--collect-only"], 0),
+    ],
+)
+def test_torchs_first_profiler_start_is_paid_before_the_tests_only_when_one_is_measured(
+    project, monkeypatch, args, warmed
+):
+    """torch's first profiler start imports Inductor (1.7 s here): before the first test, so that
+    it falls in no test's time or timeout; never in a run that measures nothing."""
+    plugin = importlib.import_module("pytest_opprof.plugin")
+    calls = []
+    monkeypatch.setattr(plugin, "warm_profiler", lambda: calls.append("warmed"))
+    project.makepyfile(
+        """
+        from conftest import infer
+
+        def test_measured(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
+        def test_plain():
+            pass
+        """
+    )
+    run(project, *args)
+    assert len(calls) == warmed
+
+
 def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_path):
     """--opprof-json, -html, -trace-dir on the command line without --opprof: one line says nothing
     was measured or written (a CI artifact missing without a word is worse); the same keys in the
@@ -1020,6 +1052,12 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
         assert ops["aten::addmm"]["calls"] == sum(e["name"] == "aten::addmm" for e in events) > 0
         result.stdout.fnmatch_lines([f"test_cut.py::{name} [[]failed[]] (* cut short by the test's exception*"])
     assert tests["test_run"]["profile"]["steps"] == 2  # one whole step, and the one that raised
+    # The step that raised is partial: that the steps differ is the cut, not the code.
+    checks = {c["name"]: c for c in tests["test_run"]["checks"]}
+    assert checks["step_events"] == {
+        "name": "step_events", "status": "ok", "message": "not compared: the test's exception ended step 2 part way"
+    }  # fmt: skip
+    assert "test_run: warning step_events" not in result.stdout.str()
     assert tests["test_signature"]["profile"]["steps"] == 4  # the timed steps stand
     cases = {c.get("name"): c for c in ET.parse(project.path / "j.xml").iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["test_block"].iter("property")}
