@@ -244,6 +244,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if settings.measuring:
         _refuse_bad_paths(config, settings)
+    elif moved := _spaced_path_outside(config):  # the ini that turns opprof on may be the one not read
+        raise pytest.UsageError(moved)
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
     outputs = settings.json_path or settings.csv_path or settings.html_path

@@ -424,6 +424,11 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     return f"--opprof-baseline-dir: {source_value!r} is not a folder: {found} is a file (as resolved against the rootdir: {root})"
 
 
+# Existing files of these kinds are code or configuration, never a report to overwrite.
+SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".ipynb", ".toml", ".cfg", ".ini")
+REPORT_SUFFIX = {"--opprof-json": ".json", "--opprof-csv": ".csv", "--opprof-html": ".html"}
+
+
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
     second would replace the first), a report or the trace folder inside a device-key folder of
@@ -449,5 +454,10 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
             return f"{flag}: {value!r} is inside the baseline folder {folder}, where opprof show and compare read every .json as a baseline; write it elsewhere"
         if where in taken:
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
+        if flag != "--opprof-trace-dir" and where.suffix.lower() in SOURCE_SUFFIXES and where.is_file():
+            return (
+                f"{flag}: {value!r} is an existing {where.suffix} file, which the report would overwrite "
+                f"(a test path after a report flag?); give the report a file of its own ({flag}=report{REPORT_SUFFIX[flag]})"
+            )
         taken[where] = flag
     return None

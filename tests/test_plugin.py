@@ -2625,6 +2625,45 @@ def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tm
     run(pytester, "test_x.py", "--opprof", "--opprof-json", str(elsewhere)).assert_outcomes(passed=1)
 
 
+@pytest.mark.parametrize("flag", ["--opprof-json", "--opprof-csv", "--opprof-html"])
+def test_a_report_path_naming_an_existing_source_file_is_refused_and_the_file_kept(pytester, flag):
+    """`pytest --opprof --opprof-json tests/test_model.py`, the report's path forgotten: the test
+    file was overwritten with JSON (a trial's real test file). Code and config files are refused."""
+    source = "import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+    written = {
+        "test_x.py": pytester.makepyfile(test_x=source),
+        "pyproject.toml": pytester.makefile(".toml", pyproject="[x]"),
+    }
+    before = {name: path.read_text() for name, path in written.items()}
+    suffix = {"--opprof-json": ".json", "--opprof-csv": ".csv", "--opprof-html": ".html"}[flag]
+    for target in ("test_x.py", "pyproject.toml"):
+        result = run(pytester, "--opprof", flag, target)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            [
+                f"ERROR: {flag}: '{target}' is an existing .* file, which the report would overwrite *({flag}=report{suffix})"
+            ]
+        )
+    assert {name: path.read_text() for name, path in written.items()} == before
+    run(pytester, "--opprof", f"{flag}=new.py").assert_outcomes(passed=1)  # not existing: a name is a name
+
+
+def test_a_path_after_a_space_that_hides_the_ini_turning_opprof_on_is_refused(pytester, tmp_path_factory):
+    """`opprof = true` in the ini, no --opprof on the command line: the moved rootdir meant the ini
+    was never read, and the run went by unmeasured with exit 0 (a trial's CI line, failing test
+    passing). Refused as when --opprof is given."""
+    pytester.makeini("[pytest]\nopprof = true\n")
+    pytester.makepyfile(
+        test_x="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+        "    opprof.assert_op_count('aten::add', 5)\n"
+    )
+    artifacts = tmp_path_factory.mktemp("artifacts")
+    result = run(pytester, "--opprof-trace-dir", str(artifacts))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --opprof-trace-dir {artifacts}: write --opprof-trace-dir={artifacts} *"])
+    run(pytester, f"--opprof-trace-dir={artifacts}").assert_outcomes(failed=1)  # measured: the ini was read
+
+
 def test_a_pipe_nobody_reads_is_one_summary_line_not_a_hang(project):
     """--opprof-json into a FIFO with no reader would block the run at its end for ever (CI
     jobs hang): one line says so, the run ends with the tests' own exit code."""
