@@ -650,6 +650,11 @@ REST_FIX = (
     "rerun on a quiet machine for a time verdict; a slowdown that stays across reruns, with the rest of the "
     "step, comes from a change to more than this op (a setting, a library, the data)"
 )
+FASTER_FIX = (
+    "this run was the quicker one, so a rerun changes nothing: the baseline was recorded on a slower "
+    "machine or spell; where this speed is the runner's usual, record it again, pytest "
+    "--opprof-update-baseline=all with the test's id"
+)
 LOADED_FIX = (
     "its baseline was recorded under load (its inflated times hide slowdowns): record it again on a quiet "
     "machine, pytest --opprof-update-baseline=all with the test's id"
@@ -700,8 +705,16 @@ def explained_by_machine(
             continue  # a wall ten times the baseline's on a machine 1.5x slower is not the machine
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
-            return Excuse(why, LOADED_FIX if recorded_under_load(current, baseline) else QUIET_MACHINE_FIX)
+            return Excuse(why, _machine_fix(ratio, current, baseline))
     return None
+
+
+def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc) -> str:
+    """What to do for a time verdict when a reference moved by `ratio` (new / baseline): on a
+    slower machine, find a quiet one; on a faster one, the baseline is what was slow."""
+    if recorded_under_load(current, baseline):
+        return LOADED_FIX
+    return QUIET_MACHINE_FIX if ratio >= 1 else FASTER_FIX
 
 
 def _within(moved: float | None, ratio: float) -> bool:
