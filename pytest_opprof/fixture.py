@@ -308,7 +308,10 @@ class OpprofFixture:
 
     def _cut(self, profile: Any, raised: BaseException) -> None:
         """A capture that `raised` ended: shown if the test fails by that exception, never judged
-        (one that recorded nothing, as when a run() refused its arguments, is not shown)."""
+        (one that recorded nothing is not shown, nor one that a misuse of opprof ended, as when a
+        run() refused its arguments: that is no measurement of the code)."""
+        if isinstance(raised, OpprofUsageError):
+            return
         if profile is not None and (profile.ops or profile.kernels or profile.memory_ops):
             self._cut_short = (profile, raised)
 

@@ -28,7 +28,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d232a;background:#ff
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:0;word-break:break-all}
 .meta{color:#555;margin:4px 0 10px} section{border:1px solid #d8dde3;border-radius:6px;padding:12px 16px;margin:14px 0}
 .outcome{font-size:12px;padding:1px 6px;border-radius:3px;color:#fff;margin-left:6px}
-.passed{background:#2e7d32}.failed{background:#c62828}.error{background:#6a1b9a}.skipped{background:#777}.None{background:#777}
+.passed{background:#2e7d32}.failed{background:#c62828}.error{background:#6a1b9a}.skipped{background:#777}.xfailed{background:#777}.xpassed{background:#ef6c00}.None{background:#777}
 table{border-collapse:collapse;margin-top:8px} td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
 td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace}
 .bars div{display:flex;align-items:center;margin:2px 0}.bars span.name{width:320px;font-family:ui-monospace,monospace;

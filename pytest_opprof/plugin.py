@@ -533,8 +533,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = UntrustedRepr("\n".join(fixture.error_messages))
         report.opprof_untrusted = True
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
-    outcome = "error" if getattr(report, "opprof_untrusted", False) else report.outcome
-    result.record_phase(call.when, outcome, _failure_message(report) if outcome != "passed" else None)
+    outcome = _outcome_word(report)
+    result.record_phase(call.when, outcome, _failure_message(report) if outcome not in ("passed", "xpassed") else None)
     if call.when == "call":
         _take_profile(item, call, report, fixture, result)
     if call.when == "teardown":
@@ -600,11 +600,21 @@ def _measured(item: pytest.Item) -> bool:
     return _carries(item) and item.config.stash[RUN].settings.measuring
 
 
+def _outcome_word(report: pytest.TestReport) -> str:
+    """A phase's outcome for our reports: pytest's, with an untrusted measurement an error and
+    an xfail test's run `xfailed` or `xpassed` (pytest reports an expected failure as skipped)."""
+    if getattr(report, "opprof_untrusted", False):
+        return "error"
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed" if report.passed else report.outcome
+    return report.outcome
+
+
 def _ended_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
     """A measured test that a skip marker skipped, or a fixture failed, before the opprof fixture
     existed still has its line in the reports, as one that ended while running has."""
     result = TestResult(item.nodeid)
-    outcome = "skipped" if report.skipped else "error"
+    outcome = "error" if report.failed else _outcome_word(report)
     result.record_phase("setup", outcome, _failure_message(report) if outcome == "error" else None)
     _finish_test(item, report, result)
 

@@ -79,15 +79,15 @@ class TestResult:
     def record_phase(self, when: str, outcome: str, message: str | None = None) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome; `message`: why
         a failing phase failed (the first is kept, for the HTML report)."""
-        if outcome in ("failed", "error") and self.failure is None:
+        if outcome in ("failed", "error", "xfailed") and self.failure is None:
             self.failure = message
         if outcome == "error":
             self.outcome = "error"
         elif outcome == "failed":
             if self.outcome not in ("failed", "error"):
                 self.outcome = _PHASE_OUTCOME[when]
-        elif outcome == "skipped" and self.outcome is None:
-            self.outcome = "skipped"
+        elif outcome in ("skipped", "xfailed", "xpassed") and self.outcome is None:
+            self.outcome = outcome
         elif outcome == "passed" and when == "call" and self.outcome is None:
             self.outcome = "passed"
 

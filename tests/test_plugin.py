@@ -1070,6 +1070,72 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_caught.json"]
 
 
+def test_xfail_tests_are_reported_xfailed_and_xpassed_not_skipped(project):
+    """An xfail test that failed its budget ran and was measured: `xfailed` in the table, JSON and
+    HTML (it read `skipped`, as pytest's report has it); one that passed is `xpassed`."""
+    project.makepyfile(
+        test_xf="""
+        import pytest
+        from conftest import infer
+
+        @pytest.fixture
+        def not_yet():
+            pytest.xfail("the fused kernel is not in this torch")
+
+        @pytest.mark.xfail(reason="known: 2 addmm, budget says 1")
+        def test_over_budget(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+            opprof.assert_op_count("aten::addmm", 1)
+
+        @pytest.mark.xfail(reason="fixed since")
+        def test_fixed(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
+        def test_at_setup(not_yet, opprof):
+            pass
+        """
+    )
+    result = run(project, "--opprof", "--opprof-json=r.json", "--opprof-html=r.html", "--opprof-trace-dir=traces")
+    result.assert_outcomes(xfailed=2, xpassed=1)
+    outcomes = {
+        t["nodeid"].split("::")[1]: t["outcome"] for t in json.loads((project.path / "r.json").read_text())["tests"]
+    }
+    assert outcomes == {"test_over_budget": "xfailed", "test_fixed": "xpassed", "test_at_setup": "xfailed"}
+    result.stdout.fnmatch_lines(["test_xf.py::test_over_budget [[]xfailed[]] (2 steps, *"])
+    assert '<span class="outcome xfailed">xfailed</span>' in (project.path / "r.html").read_text()
+    assert not (project.path / "traces").exists()  # an expected failure is no failure of the run
+
+
+def test_a_misuse_of_opprof_ends_the_test_without_a_cut_short_table_or_trace(project):
+    """`opprof.run(model(x))` (a result, not a callable), a capture nested in run(): the usage
+    error is the test's failure, and the body before it (the model being built) is no measurement:
+    no table, no trace (a trial's failure came with a table of `aten::uniform_`...)."""
+    project.makepyfile(
+        test_misuse="""
+        import torch
+        from conftest import infer
+
+        def test_result_not_fn(opprof, mlp):
+            model, x = mlp
+            opprof.run(infer(model, x), warmup=1, steps=2)
+
+        def test_nested(opprof, mlp):
+            def step():
+                infer(*mlp)
+                with opprof.capture():
+                    pass
+            opprof.run(step, warmup=0, steps=2)
+        """
+    )
+    result = run(project, "--opprof", "--opprof-trace-dir=traces", "--opprof-json=r.json")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*OpprofUsageError: fn=<tensor of shape (4, 8)>*"])
+    assert "cut short" not in result.stdout.str()
+    tests = json.loads((project.path / "r.json").read_text())["tests"]
+    assert [(t["cut_short"], t["profile"], t["trace"]) for t in tests] == [(False, None, None)] * 2
+    assert not (project.path / "traces").exists() or not list((project.path / "traces").iterdir())
+
+
 def test_a_trace_an_earlier_run_left_for_a_test_is_removed_when_the_test_passes(project):
     """The trace folder holds this run's traces: a passing test's trace from an earlier run goes
     (it would pass for this failure's), other files stay."""
