@@ -370,6 +370,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         config.workeroutput["opprof_orphans"] = state.orphans
 
 
+def _picked_some(config: pytest.Config) -> bool:
+    """Whether the run picked some of the collected tests (-k, -m, --deselect, --lf, a node id):
+    known on the xdist controller too, which collects nothing."""
+    option = config.option
+    picked = getattr(option, "keyword", "") or getattr(option, "markexpr", "") or getattr(option, "deselect", None)
+    return bool(picked or getattr(option, "lf", False) or any("::" in str(arg) for arg in config.args))
+
+
 def _narrowed(config: pytest.Config) -> list[str]:
     """The test files a node id on the command line picked tests of (`tests/test_a.py::test_x`),
     as node ids name them."""
@@ -699,9 +707,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     workers = getattr(config.option, "numprocesses", None)
     recording = bool(state.settings.update_baseline)
     looked_in = _looked_in(config, state)
-    lines = (
-        summary_lines(state.records, config.option.verbose > 0, workers, recording, looked_in) if state.records else []
-    )
+    run_globs = state.settings.ignore_ops if _picked_some(config) else ()  # may match in the tests left out
+    verbose = config.option.verbose > 0
+    lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's.

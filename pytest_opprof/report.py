@@ -313,15 +313,21 @@ def shown_ops(profile: Profile, top: int | None, named: Collection[str] = ()) ->
 
 
 def format_problems(
-    records: list[TestRecord], verbose: bool = False, recording: bool = False, looked_in: str | None = None
+    records: list[TestRecord],
+    verbose: bool = False,
+    recording: bool = False,
+    looked_in: str | None = None,
+    unjudged_globs: Collection[str] = (),
 ) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
     `verbose`), trust warnings and errors, traces written; then the run's lines on baselines
-    (`looked_in`: the baseline folder the 'no baseline' line names)."""
+    (`looked_in`: the baseline folder the 'no baseline' line names; `unjudged_globs`: ignore globs
+    not said to match nothing, as the run's own in a run narrowed by -k: the rest of the suite
+    may hold their ops)."""
     lines = []
     for record in records:
         lines += _test_lines(record, verbose)
-    return "\n".join(lines + _run_lines(records, recording, looked_in))
+    return "\n".join(lines + _run_lines(records, recording, looked_in, unjudged_globs))
 
 
 def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
@@ -421,7 +427,12 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {group[0].fix or QUIET_MACHINE_FIX}"
 
 
-def _run_lines(records: list[TestRecord], recording: bool = False, looked_in: str | None = None) -> list[str]:
+def _run_lines(
+    records: list[TestRecord],
+    recording: bool = False,
+    looked_in: str | None = None,
+    unjudged_globs: Collection[str] = (),
+) -> list[str]:
     """The run's lines: tests not judged on time, old baselines, then missing and written ones
     (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
@@ -442,7 +453,10 @@ def _run_lines(records: list[TestRecord], recording: bool = False, looked_in: st
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
     lines += (
-        _lists_lines(records) + _loaded_lines(records) + _baseline_lines(records, looked_in) + _ignore_lines(records)
+        _lists_lines(records)
+        + _loaded_lines(records)
+        + _baseline_lines(records, looked_in)
+        + _ignore_lines(records, unjudged_globs)
     )
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
@@ -491,7 +505,7 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
     ]
 
 
-def _ignore_lines(records: list[TestRecord]) -> list[str]:
+def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = ()) -> list[str]:
     """A line per ignore glob that matched no op in any compared test it applied to: a typo
     (`aten::matmull`) ignores nothing, and the changes it was meant to hide still fail."""
     applied: dict[str, list[str]] = {}
@@ -506,7 +520,7 @@ def _ignore_lines(records: list[TestRecord]) -> list[str]:
                 near.setdefault(ignore.glob, set()).add(ignore.near)
     lines = []
     for glob, nodeids in applied.items():
-        if glob in matched:
+        if glob in matched or glob in unjudged:
             continue
         where = nodeids[0] if len(nodeids) == 1 else f"the {count_of(len(nodeids), 'compared test')}"
         closest = closest_names(glob, sorted(near.get(glob, ())), limit=1)
@@ -550,11 +564,12 @@ def summary_lines(
     workers: object = None,
     recording: bool = False,
     looked_in: str | None = None,
+    unjudged_globs: Collection[str] = (),
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     tables = format_summary(records)
     lines = [tables] if tables else []  # none when every measured test was skipped
-    problems = format_problems(records, verbose=verbose, recording=recording, looked_in=looked_in)
+    problems = format_problems(records, verbose, recording, looked_in, unjudged_globs)
     if problems:
         lines.append(problems)
     if workers:

@@ -1832,6 +1832,24 @@ def test_an_ignore_glob_that_matches_no_op_is_named_with_the_op_it_looks_like(ba
     assert {i["glob"]: i["matched"] for i in ignores} == {"aten::addmmm": False, "aten::add*": True, "step wall": True}
 
 
+def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(baselined):
+    """A project-wide glob (ini, command line) for ops of some tests only warned on every -k or
+    node-id run that left those tests out (a trial's `aten::zero_`, used by the train tests); a
+    marker's glob belongs to its test, which ran: still judged."""
+    source = (baselined.path / "test_base.py").read_text()
+    baselined.makepyfile(
+        test_base=source.replace(
+            "def test_big(opprof):", "@pytest.mark.opprof(ignore_ops='aten::relu_')\ndef test_big(opprof):"
+        )
+    )
+    globs = "--opprof-ignore-ops=aten::addmmm"
+    for picked in (["-k", "big"], ["test_base.py::test_big"], ["--deselect", "test_base.py::test_tiny"]):
+        out = run(baselined, "--opprof", globs, *picked).stdout.str()
+        assert "'aten::addmmm' matched no op" not in out, picked
+        assert "'aten::relu_' matched no op in test_base.py::test_big" in out, picked
+    assert "'aten::addmmm' matched no op" in run(baselined, "--opprof", globs).stdout.str()  # the whole suite
+
+
 def test_a_marker_ignore_glob_that_matches_no_op_names_its_test(baselined):
     """A marker's glob applies to its test only: the line names that test."""
     source = (baselined.path / "test_base.py").read_text()
