@@ -340,12 +340,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[RUN]
+    problems = []
     for item in items:
         marker = item.get_closest_marker(MARKER)
-        if marker is not None:
-            _validate_marker(item, marker)
+        problem = marker_problem(item.nodeid, marker.args, marker.kwargs) if marker is not None else None
+        if problem and hasattr(config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
+            item.stash[BAD_MARKER] = problem
+        elif problem:
+            problems.append(problem)
         if _carries(item):
             state.carrying += 1
+    if problems:  # every bad marker at once, not one per run
+        raise pytest.UsageError("\n".join(_first_of(problems)))
+
+
+def _first_of(problems: list[str]) -> list[str]:
+    """The first 20 problems, and a count of the rest."""
+    more = [f"... and {len(problems) - 20} more bad markers"] if len(problems) > 20 else []
+    return problems[:20] + more
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -399,16 +411,6 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     found = getattr(node, "workeroutput", {}).get("opprof_orphans")
     if state is not None and found is not None and state.orphans is None:
         state.orphans = list(found)
-
-
-def _validate_marker(item: pytest.Item, marker: pytest.Mark) -> None:
-    problem = marker_problem(item.nodeid, marker.args, marker.kwargs)
-    if not problem:
-        return
-    if hasattr(item.config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
-        item.stash[BAD_MARKER] = problem
-        return
-    raise pytest.UsageError(problem)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -646,6 +646,37 @@ def test_bad_marker_arguments_are_errors(project, marker, message):
     result.stderr.fnmatch_lines([f"*test_bad_marker_arguments_are_errors.py::test_x: @pytest.mark.opprof {message}*"])
 
 
+def test_every_bad_marker_is_named_at_once(project):
+    """Five bad markers were five runs, each naming the next one; now one run names them all."""
+    project.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.opprof(tolerence="20%")
+        def test_a(): pass
+
+        @pytest.mark.opprof("structure")
+        def test_b(): pass
+
+        @pytest.mark.opprof(tolerance="20%")
+        def test_fine(): pass
+
+        @pytest.mark.opprof(tolerance=0.5)
+        def test_c(): pass
+        """
+    )
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: test_m.py::test_a: @pytest.mark.opprof got an unknown keyword 'tolerence'; *",
+            "test_m.py::test_b: @pytest.mark.opprof takes keyword arguments only, got ('structure',)",
+            "test_m.py::test_c: @pytest.mark.opprof(tolerance=0.5): *",
+        ]
+    )
+    assert "test_fine" not in result.stderr.str()
+
+
 @pytest.mark.parametrize("flags", [[], ["--opprof"]])
 def test_a_bad_marker_under_xdist_is_that_tests_error_not_an_internal_error(project, flags):
     """xdist workers collect, and cannot stop the run: there a bad marker makes its test an
