@@ -82,9 +82,12 @@ def orphan_baselines(root: Path, device_key: str, collected: Iterable[str], narr
     return sorted(found)
 
 
+DEFAULT_BASELINE_DIR = ".opprof"
+
+
 def baseline_root(rootpath: Path, baseline_dir: str | None) -> Path:
     """The baseline folder: --opprof-baseline-dir (relative to the rootdir) or .opprof there."""
-    root = Path(baseline_dir) if baseline_dir else Path(".opprof")
+    root = Path(baseline_dir) if baseline_dir else Path(DEFAULT_BASELINE_DIR)
     return root if root.is_absolute() else rootpath / root
 
 
@@ -109,12 +112,22 @@ def lookup_folder(root: Path, device_key: str, rootpath: Path) -> str:
     shown = shown_path(folder, rootpath)
     if folder.is_dir():
         return shown
-    try:
-        keys = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    except OSError:
-        keys = []
+    keys = _device_keys(root)
     held = f"; {shown_path(root, rootpath)} holds baselines of {', '.join(keys)}" if keys else ""
+    default = rootpath / DEFAULT_BASELINE_DIR
+    if not keys and default.resolve() != root.resolve() and (found := _device_keys(default)):
+        held = (
+            f"; {shown_path(default, rootpath)} holds baselines of {', '.join(found)}: --opprof-baseline-dir mistyped?"
+        )
     return f"{shown} (no such folder{held})"
+
+
+def _device_keys(root: Path) -> list[str]:
+    """The device-key folders a baseline folder holds."""
+    try:
+        return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
 
 
 def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:

@@ -27,7 +27,7 @@ from .compare import (
     merge_measurements,
 )
 from .documents import BaselineDoc
-from .errors import OpprofError, cannot_write, strict_inconclusive
+from .errors import OpprofError, baseline_required, cannot_write, strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -203,11 +203,16 @@ class BaselineResult:
     def failing(self, rule: Rule) -> list[str]:
         return [v.message for v in Comparison(self.verdicts).failing(rule)]
 
-    def error_messages(self, nodeid: str, rule: Rule, strict: bool, recording: bool) -> list[str]:
+    def error_messages(
+        self, nodeid: str, rule: Rule, strict: bool, recording: bool, require_baseline: bool = False
+    ) -> list[str]:
         """What makes the test an error: an unusable file; with strict, when comparing, an
-        inconclusive time check where time may fail the test."""
+        inconclusive time check where time may fail the test; with `require_baseline`, when
+        comparing, no baseline file."""
         if self.error:
             return [self.error]
+        if require_baseline and not recording and self.status == MISSING:
+            return [baseline_required(nodeid, self.path)]
         if strict and not recording and TIME in rule.fail_on and self.inconclusive:
             first = self.inconclusive[0]
             return [strict_inconclusive(nodeid, first.message, first.fix or QUIET_MACHINE_FIX)]

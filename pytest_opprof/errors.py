@@ -382,6 +382,13 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
+def baseline_required(nodeid: str, path: str) -> str:
+    return (
+        f"opprof: --opprof-require-baseline: {nodeid} has no baseline ({path} does not exist); record it with "
+        f"pytest --opprof-update-baseline {nodeid} and commit it, or check --opprof-baseline-dir and the device key"
+    )
+
+
 def strict_inconclusive(nodeid: str, message: str, fix: str) -> str:
     return (
         f"opprof: --opprof-strict: a time check of {nodeid} was inconclusive, which strict mode makes an error: "

@@ -524,7 +524,9 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         del item.stash[_UNDO]
     fixture.baseline = result
     fixture.error_messages.extend(
-        result.error_messages(item.nodeid, rule, strict=settings.strict, recording=bool(settings.update_baseline))
+        result.error_messages(
+            item.nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline
+        )
     )
     return [] if settings.update_baseline else result.failing(rule)
 

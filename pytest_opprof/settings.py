@@ -42,6 +42,7 @@ class Settings:
     ignore_ops: tuple[str, ...] = ()
     device_key: str | None = None  # None: the pytest_opprof_device_key hook, else from the device facts
     strict: bool = False  # an inconclusive time check makes the test an error
+    require_baseline: bool = False  # a measured test without a baseline file is an error
 
     @property
     def measuring(self) -> bool:
@@ -347,6 +348,14 @@ OPTIONS: tuple[Option, ...] = (
         "opprof_strict",
         _parse_bool,
         "make an inconclusive time check (a loaded or throttled machine) an error instead of a summary line",
+        native=bool,
+    ),
+    Option(
+        "require_baseline",
+        "--opprof-require-baseline",
+        "opprof_require_baseline",
+        _parse_bool,
+        "make a measured test without a baseline an error (CI: a baseline not committed, a mistyped folder)",
         native=bool,
     ),
 )

@@ -1863,6 +1863,28 @@ def test_an_ignore_glob_that_matches_no_op_is_named_with_the_op_it_looks_like(ba
     assert {i["glob"]: i["matched"] for i in ignores} == {"aten::addmmm": False, "aten::add*": True, "step wall": True}
 
 
+def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):
+    """CI with a baseline not committed, or a mistyped --opprof-baseline-dir, passed every test
+    with exit 0; --opprof-require-baseline (ini opprof_require_baseline) makes each such test an
+    error. Recording runs are not held to it; a test with its baseline passes."""
+    project.makepyfile(
+        test_r="from conftest import infer\ndef test_a(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    result = run(project, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*opprof: --opprof-require-baseline: test_r.py::test_a has no baseline "
+            "(.opprof/cpu-*/test_r.py/test_a.json does not exist); record it with "
+            "pytest --opprof-update-baseline test_r.py::test_a and commit it, or check --opprof-baseline-dir*"
+        ]
+    )
+    run(project, "--opprof-update-baseline", "--opprof-require-baseline").assert_outcomes(passed=1)
+    run(project, "--opprof", "--opprof-require-baseline").assert_outcomes(passed=1)
+    project.makeini("[pytest]\nopprof = true\nopprof_require_baseline = true\n")
+    run(project, "--opprof-baseline-dir=.opprf").assert_outcomes(errors=1)  # mistyped
+
+
 def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(baselined):
     """A project-wide glob (ini, command line) for ops of some tests only warned on every -k or
     node-id run that left those tests out (a trial's `aten::zero_`, used by the train tests); a
@@ -1949,7 +1971,12 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
         ]
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")
-    result.stdout.fnmatch_lines(["opprof: no baseline for 1 test in .oprof/ci-a10 (no such folder); run *"])
+    result.stdout.fnmatch_lines(  # the default folder, which holds them, is named
+        [
+            "opprof: no baseline for 1 test in .oprof/ci-a10 (no such folder; .opprof holds baselines of "
+            "ci-a10, ci-t4: --opprof-baseline-dir mistyped?); run *"
+        ]
+    )
     project.makepyfile(
         test_new="from conftest import infer\ndef test_y(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
     )
