@@ -380,6 +380,12 @@ def _stop_quietly(torch: Any, prof: Any) -> None:
         pass
 
 
+def torch_threads() -> int | None:
+    """torch's intra-op thread count now; None before torch is imported (nothing is imported)."""
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
 def warm_profiler() -> None:
     """Start and stop a CPU profiler once, so that no test pays for torch's first start (it
     imports Inductor: 1.7 s here, into the first measured test's time and its timeout). Any

@@ -382,6 +382,14 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
+def threads_left_changed(now: int, run: int) -> str:
+    return (
+        f"the test started on {count_of(now, 'torch thread')}, the run on {run}: an earlier test or a fixture "
+        "called torch.set_num_threads and did not restore it, so this test's CPU times (and a baseline "
+        "recorded now) depend on the tests before it; restore the count where it is changed"
+    )
+
+
 def baseline_required(nodeid: str, path: str) -> str:
     return (
         f"opprof: --opprof-require-baseline: {nodeid} has no baseline ({path} does not exist); record it with "

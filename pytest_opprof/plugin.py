@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from . import hooks
+from .analysis.model import WARNING, Check
 from .baseline import (
     baseline_file,
     baseline_from_profile,
@@ -27,11 +28,18 @@ from .baseline import (
     put_back,
     shown_path,
 )
-from .capture import compiled_kernel_profiling, warm_profiler
+from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
-from .errors import NOTHING_MEASURED, device_key_hook_raised, idle_outputs, inert_summary, orphans_line
+from .errors import (
+    NOTHING_MEASURED,
+    device_key_hook_raised,
+    idle_outputs,
+    inert_summary,
+    orphans_line,
+    threads_left_changed,
+)
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
@@ -418,6 +426,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     problem = item.stash.get(BAD_MARKER, None)
     if problem:
         pytest.fail(problem, pytrace=False)
+    state = item.config.stash[RUN]
+    if state.start_threads is not None and _measured(item):
+        now = torch_threads()
+        if now is not None and now != state.start_threads:  # left by an earlier test or fixture
+            item.stash[_LEFT_THREADS] = Check("threads", WARNING, threads_left_changed(now, state.start_threads))
 
 
 def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
@@ -465,6 +478,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         return
     if any(_carries(item) for item in session.items):
         warm_profiler()
+        state.start_threads = torch_threads()  # after collection: what each test should start with
 
 
 @pytest.hookimpl(wrapper=True)
@@ -564,6 +578,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 _RESULT = pytest.StashKey[TestResult]()
 _TRACED = pytest.StashKey[bool]()  # this item wrote a trace in this session
+_LEFT_THREADS = pytest.StashKey[Check]()  # the test started on another torch thread count than the run
 
 
 def _take_profile(
@@ -673,6 +688,10 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
     state = item.config.stash[RUN]
     settings = state.settings
+    left = item.stash.get(_LEFT_THREADS, None)
+    if left is not None:
+        result.extra_checks = (left,)
+        del item.stash[_LEFT_THREADS]
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
     result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced)
     item.stash[_TRACED] = traced or result.trace_path is not None

@@ -54,6 +54,7 @@ class TestResult:
     captures: int = 0  # finished captures in the test: the latest is the one reported
     failure: str | None = None  # why the test failed or erred (its first failing phase's message)
     cut_short: bool = False  # the profile is of a capture the test's exception ended (never judged)
+    extra_checks: tuple[Check, ...] = ()  # the run's checks of this test (its start), beside the profile's
 
     def export_trace(
         self, trace_dir: str | None, everything: bool, device_key: str | None = None, keep: bool = False
@@ -102,7 +103,7 @@ class TestResult:
             self.nodeid,
             self.outcome,
             profile.to_dict() if profile is not None and with_profile else None,
-            profile.checks if profile is not None else (),
+            (*profile.checks, *self.extra_checks) if profile is not None else self.extra_checks,
             self.trace_path,
             tuple(self.clocks or ()),
             self.unreliable,

@@ -1863,6 +1863,49 @@ def test_an_ignore_glob_that_matches_no_op_is_named_with_the_op_it_looks_like(ba
     assert {i["glob"]: i["matched"] for i in ignores} == {"aten::addmmm": False, "aten::add*": True, "step wall": True}
 
 
+def test_a_thread_count_an_earlier_test_left_changed_is_a_warning_on_the_tests_after(project):
+    """A test that changes torch.set_num_threads and does not restore it makes the tests after it
+    measure (and record) on that count: order-dependent times, a flake under pytest-randomly. A
+    test that sets its own count inside, and restores it, is not warned about."""
+    project.makepyfile(
+        test_t="""
+        import torch
+        from conftest import infer
+
+        def test_own_count(opprof, mlp):
+            before = torch.get_num_threads()
+            torch.set_num_threads(before + 1)
+            try:
+                opprof.run(infer, *mlp, warmup=1, steps=2)
+            finally:
+                torch.set_num_threads(before)
+
+        def test_leaves_it_changed():
+            torch.set_num_threads(torch.get_num_threads() + 1)
+
+        def test_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    threads = torch.get_num_threads()
+    try:
+        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            f"test_t.py::test_after: warning threads: the test started on {threads + 1} torch threads, the run on "
+            f"{threads}: an earlier test or a fixture called torch.set_num_threads and did not restore it, *"
+        ]
+    )
+    checks = {
+        t["nodeid"]: [c["name"] for c in t["checks"]]
+        for t in json.loads((project.path / "r.json").read_text())["tests"]
+    }
+    assert "threads" in checks["test_t.py::test_after"] and "threads" not in checks["test_t.py::test_own_count"]
+
+
 def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):
     """CI with a baseline not committed, or a mistyped --opprof-baseline-dir, passed every test
     with exit 0; --opprof-require-baseline (ini opprof_require_baseline) makes each such test an
