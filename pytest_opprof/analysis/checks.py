@@ -251,7 +251,8 @@ def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
     return Check(
         "spread",
         WARNING,
-        f"per-step time too spread to compare: {', '.join(wide[:3])}{more}; use more warmup or steps, or a quieter machine",
+        f"per-step time spread: {', '.join(wide[:3])}{more}: their medians (the assertions' default stat) "
+        "are noisy, the baseline's time verdicts (fastest steps) less so; use more warmup or steps, or a quieter machine",
     )
 
 
