@@ -382,11 +382,11 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
-def threads_left_changed(now: int, run: int) -> str:
+def threads_left_changed(leaker: str, before: int, after: int) -> str:
     return (
-        f"the test started on {count_of(now, 'torch thread')}, the run on {run}: an earlier test or a fixture "
-        "called torch.set_num_threads and did not restore it, so this test's CPU times (and a baseline "
-        "recorded now) depend on the tests before it; restore the count where it is changed"
+        f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after it "
+        f"ran on {after}, so their CPU times (and baselines recorded then) depend on test order (a flake under "
+        "-k or pytest-randomly); restore the count in that test (try/finally)"
     )
 
 

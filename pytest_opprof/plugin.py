@@ -5,7 +5,6 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from collections.abc import Callable, Generator
@@ -279,6 +278,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
+    if settings.measuring:
+        config.pluginmanager.register(_ThreadLeaks(), "opprof-thread-leaks")
 
 
 def _resolve_device(config: pytest.Config, state: RunState) -> None:
@@ -310,7 +311,7 @@ class _RecordCollector:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        self.index: dict[str, int] = {}  # nodeid -> its place in state.records
+        self.index: dict[tuple[str, str | None], int] = {}  # (nodeid, xdist worker) -> place in state.records
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "opprof_record", None)
@@ -318,18 +319,40 @@ class _RecordCollector:
             return
         found = TestRecord.from_dict(json.loads(record))
         spool, records = self.state.spool, self.state.records
-        place = self.index.get(found.nodeid)
-        if place is not None:  # run again in this session (pytest-rerunfailures...): the last attempt stands
-            before = records[place]
-            kept_trace = None if found.trace else (before.trace or before.earlier_trace)
-            earlier = (*before.earlier, before.outcome or "not run")
-            found = dataclasses.replace(found, earlier=earlier, earlier_trace=kept_trace)
-        kept = spool.add(found) if spool is not None else found
+        # A worker of `--dist each` runs every test: each is a measurement of its own.
+        key = (found.nodeid, getattr(report, "worker_id", None))
+        place = self.index.get(key)
+        if place is not None:  # run again in this session (pytest-rerunfailures...): the last run stands
+            found = found.after(records[place])
+        kept = spool.add(found, key[1]) if spool is not None else found
         if place is None:
-            self.index[found.nodeid] = len(records)
+            self.index[key] = len(records)
             records.append(kept)
         else:
             records[place] = kept
+
+
+class _ThreadLeaks:
+    """Finds a test whose call changed torch's thread count and left it so, and marks the measured
+    tests that then ran on that count (order-dependent times). Fixtures that set the count and put
+    it back (any scope) act outside the calls: they are no leak."""
+
+    def __init__(self) -> None:
+        self.leak: tuple[str, int, int] | None = None  # (nodeid, count before its call, count left)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        start = torch_threads()
+        if self.leak is not None and start == self.leak[1]:
+            self.leak = None  # put back since (a fixture's teardown, a later test)
+        if self.leak is not None and start == self.leak[2] and _measured(item):
+            item.stash[_LEFT_THREADS] = Check("threads", WARNING, threads_left_changed(*self.leak))
+        try:
+            return (yield)
+        finally:
+            end = torch_threads()
+            if start is not None and end is not None and end != start:
+                self.leak = (item.nodeid, start, end)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -423,14 +446,11 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # An item that runs again (a rerun plugin) keeps its user_properties: an earlier run's figures go.
+    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("opprof.")]
     problem = item.stash.get(BAD_MARKER, None)
     if problem:
         pytest.fail(problem, pytrace=False)
-    state = item.config.stash[RUN]
-    if state.start_threads is not None and _measured(item):
-        now = torch_threads()
-        if now is not None and now != state.start_threads:  # left by an earlier test or fixture
-            item.stash[_LEFT_THREADS] = Check("threads", WARNING, threads_left_changed(now, state.start_threads))
 
 
 def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
@@ -478,7 +498,6 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         return
     if any(_carries(item) for item in session.items):
         warm_profiler()
-        state.start_threads = torch_threads()  # after collection: what each test should start with
 
 
 @pytest.hookimpl(wrapper=True)
@@ -590,8 +609,6 @@ def _take_profile(
 ) -> None:
     """The call's profile for the reports: the latest finished capture, or, when the test failed
     by the exception that ended a capture, that capture as far as it went (its timeline)."""
-    # An item that runs again (a rerun plugin) keeps its user_properties: the earlier attempt's figures go.
-    item.user_properties[:] = [p for p in item.user_properties if not str(p[0]).startswith("opprof.")]
     cut_short = fixture.cut_short(call.excinfo.value) if report.failed and call.excinfo is not None else None
     if cut_short is not None:
         result.profile, result.cut_short = cut_short, True

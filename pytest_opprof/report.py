@@ -161,7 +161,7 @@ class TestRecord:
     html: str | None = None  # the test's section of the --opprof-html page (likewise)
     captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
     cut_short: bool = False  # the profile is of a capture the test's exception ended
-    earlier: tuple[str, ...] = ()  # outcomes of the test's earlier runs in this session (a rerun plugin)
+    earlier_outcomes: tuple[str, ...] = ()  # of the test's earlier runs in this session (a rerun plugin)
     earlier_trace: str | None = None  # the trace of the latest earlier run that wrote one, when this run wrote none
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,7 +182,7 @@ class TestRecord:
             "captures": self.captures,
             "cut_short": self.cut_short,
             "attempts": self.attempts,
-            "earlier_outcomes": list(self.earlier),
+            "earlier_outcomes": list(self.earlier_outcomes),
             "earlier_trace": self.earlier_trace,
         }
 
@@ -212,7 +212,16 @@ class TestRecord:
     @property
     def attempts(self) -> int:
         """The times the test ran in this session; the record is the last run's."""
-        return len(self.earlier) + 1
+        return len(self.earlier_outcomes) + 1
+
+    def after(self, before: TestRecord) -> TestRecord:
+        """This run's record, when `before` is the record of the same test's earlier run in this
+        session (a rerun plugin): it counts that run, and keeps its trace when this run wrote none."""
+        return dataclasses.replace(
+            self,
+            earlier_outcomes=(*before.earlier_outcomes, before.outcome or "not run"),
+            earlier_trace=None if self.trace else (before.trace or before.earlier_trace),
+        )
 
     @property
     def baseline_status(self) -> str | None:
@@ -359,7 +368,7 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
     if record.attempts > 1:
         lines.append(
             f"{nodeid}: ran {record.attempts} times (rerun): the report holds the last run ({record.outcome}); "
-            f"the earlier ones: {', '.join(record.earlier)}"
+            f"the earlier ones: {', '.join(record.earlier_outcomes)}"
         )
     if record.captures > 1 and not record.cut_short:
         recorded = baseline is not None and (baseline.compared or baseline.status == "new")
@@ -368,7 +377,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             f"{nodeid}: {record.captures} captures in one test: its {kept} the last; the earlier ones were "
             "checked only by the assertions made right after them (a test of its own keeps each)"
         )
-    lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in record.checks if c.status != "ok"]
+    shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
+    lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in shown]
     if record.trace:
         lines.append(f"{nodeid}: trace written to {record.trace}")
     if record.trace_error:
@@ -458,6 +468,7 @@ def _run_lines(
         + _loaded_lines(records)
         + _baseline_lines(records, looked_in)
         + _ignore_lines(records, unjudged_globs)
+        + _thread_leak_lines(records)
     )
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
@@ -504,6 +515,20 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
         f"the references up to {max(loaded.values()):.1f}x slower than now): their inflated times hide slowdowns, "
         f"and re-recording keeps them; record them again on a quiet machine: pytest --opprof-update-baseline=all {_ids(loaded)}"
     ]
+
+
+THREADS = "threads"  # the check on a test that ran on a thread count an earlier test left
+
+
+def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
+    """A line per test that left torch's thread count changed, naming the measured tests that
+    ran on it (their `threads` checks, one per test in the JSON, say the same)."""
+    ran_on: dict[str, list[str]] = {}
+    for record in records:
+        for check in record.checks:
+            if check.name == THREADS:
+                ran_on.setdefault(check.message, []).append(record.nodeid)
+    return [f"opprof: {message}; measured after it: {first_three(ids)}" for message, ids in ran_on.items()]
 
 
 def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = ()) -> list[str]:
@@ -602,25 +627,26 @@ class ReportSpool:
     def __init__(self, json: bool = True, csv: bool = False, html: bool = False) -> None:
         self.json, self.csv, self.html = json, csv, html
         self._file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115  # closed by close()
-        # nodeid -> (offset, length): a test that runs again (a rerun plugin) replaces its part
-        self._parts: dict[str, tuple[int, int]] = {}
-        self._csv_parts: dict[str, tuple[int, int]] = {}
-        self._html_parts: dict[str, tuple[int, int]] = {}
+        # (nodeid, xdist worker) -> (offset, length): a test that runs again (a rerun plugin) replaces its part
+        self._parts: dict[tuple[str, str], tuple[int, int]] = {}
+        self._csv_parts: dict[tuple[str, str], tuple[int, int]] = {}
+        self._html_parts: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def add(self, record: TestRecord) -> TestRecord:
-        """Spool the record's JSON part; give back the record without its profile."""
-        nodeid = record.nodeid
+    def add(self, record: TestRecord, worker: str | None = None) -> TestRecord:
+        """Spool the record's JSON part (`worker`: the xdist worker that ran it); give back the
+        record without its profile."""
+        key = (record.nodeid, worker or "")
         if self.json:
-            self._parts[nodeid] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
-        self._keep(self._csv_parts, nodeid, record.csv if self.csv else None)
-        self._keep(self._html_parts, nodeid, record.html if self.html else None)
+            self._parts[key] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
+        self._keep(self._csv_parts, key, record.csv if self.csv else None)
+        self._keep(self._html_parts, key, record.html if self.html else None)
         return dataclasses.replace(record, profile=None, csv=None, html=None)
 
-    def _keep(self, parts: dict[str, tuple[int, int]], nodeid: str, text: str | None) -> None:
+    def _keep(self, parts: dict[tuple[str, str], tuple[int, int]], key: tuple[str, str], text: str | None) -> None:
         """The test's part (none without text): an earlier run's of the same test goes."""
-        parts.pop(nodeid, None)
+        parts.pop(key, None)
         if text:
-            parts[nodeid] = self._spool(text)
+            parts[key] = self._spool(text)
 
     def _spool(self, text: str) -> tuple[int, int]:
         data = text.encode()
@@ -644,7 +670,7 @@ class ReportSpool:
     def count_html(self) -> int:
         return len(self._html_parts)
 
-    def _read(self, parts: dict[str, tuple[int, int]]) -> Iterator[str]:
+    def _read(self, parts: dict[tuple[str, str], tuple[int, int]]) -> Iterator[str]:
         for _, (offset, length) in sorted(parts.items()):
             self._file.seek(offset)
             yield self._file.read(length).decode()

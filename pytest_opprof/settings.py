@@ -65,7 +65,6 @@ class RunState:
     idle_outputs: tuple[str, ...] = ()  # output flags given on the command line without --opprof
     deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect... left out
     orphans: list[str] | None = None  # baseline files no collected test reads (None: not looked)
-    start_threads: int | None = None  # torch's thread count when the tests began (measuring only)
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

@@ -1863,14 +1863,24 @@ def test_an_ignore_glob_that_matches_no_op_is_named_with_the_op_it_looks_like(ba
     assert {i["glob"]: i["matched"] for i in ignores} == {"aten::addmmm": False, "aten::add*": True, "step wall": True}
 
 
-def test_a_thread_count_an_earlier_test_left_changed_is_a_warning_on_the_tests_after(project):
-    """A test that changes torch.set_num_threads and does not restore it makes the tests after it
-    measure (and record) on that count: order-dependent times, a flake under pytest-randomly. A
-    test that sets its own count inside, and restores it, is not warned about."""
+def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_that_ran_on_it(project):
+    """A test that changes torch.set_num_threads and does not put it back makes the tests after it
+    measure (and record) on that count: order-dependent times, a flake under pytest-randomly. One
+    summary line names it and the measured tests that ran on it (`threads` in their JSON checks).
+    A test that sets its own count inside and restores it, and fixtures that set the count and put
+    it back (a session-wide one too), are no leak."""
     project.makepyfile(
         test_t="""
+        import pytest
         import torch
         from conftest import infer
+
+        @pytest.fixture(scope="module", autouse=True)
+        def module_threads():
+            before = torch.get_num_threads()
+            torch.set_num_threads(before + 2)
+            yield
+            torch.set_num_threads(before)
 
         def test_own_count(opprof, mlp):
             before = torch.get_num_threads()
@@ -1880,10 +1890,16 @@ def test_a_thread_count_an_earlier_test_left_changed_is_a_warning_on_the_tests_a
             finally:
                 torch.set_num_threads(before)
 
+        def test_on_the_modules_count(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
         def test_leaves_it_changed():
             torch.set_num_threads(torch.get_num_threads() + 1)
 
         def test_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
+        def test_after_too(opprof, mlp):
             opprof.run(infer, *mlp, warmup=1, steps=2)
         """
     )
@@ -1892,18 +1908,19 @@ def test_a_thread_count_an_earlier_test_left_changed_is_a_warning_on_the_tests_a
         result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
     finally:
         torch.set_num_threads(threads)
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)
+    module = threads + 2
     result.stdout.fnmatch_lines(
         [
-            f"test_t.py::test_after: warning threads: the test started on {threads + 1} torch threads, the run on "
-            f"{threads}: an earlier test or a fixture called torch.set_num_threads and did not restore it, *"
+            f"opprof: test_t.py::test_leaves_it_changed changed torch's thread count {module} -> {module + 1} and "
+            f"did not put it back: the tests after it ran on {module + 1}, *; restore the count in that test "
+            "(try/finally); measured after it: test_t.py::test_after, test_t.py::test_after_too"
         ]
     )
-    checks = {
-        t["nodeid"]: [c["name"] for c in t["checks"]]
-        for t in json.loads((project.path / "r.json").read_text())["tests"]
-    }
-    assert "threads" in checks["test_t.py::test_after"] and "threads" not in checks["test_t.py::test_own_count"]
+    assert result.stdout.str().count("did not put it back") == 1
+    tests = json.loads((project.path / "r.json").read_text())["tests"]
+    warned = sorted(t["nodeid"] for t in tests if "threads" in [c["name"] for c in t["checks"]])
+    assert warned == ["test_t.py::test_after", "test_t.py::test_after_too"]
 
 
 def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):
