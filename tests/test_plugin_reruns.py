@@ -85,6 +85,7 @@ def reran(pytester: pytest.Pytester, fake_clock) -> tuple[pytest.RunResult, dict
 
 
 def test_the_json_report_holds_one_entry_per_test_the_last_runs(reran):
+    """One entry per test, the last run's, with how many runs and the earlier ones' outcomes."""
     result, report, _, _ = reran
     assert result.parseoutcomes() == {"passed": 2, "failed": 1, "rerun": 4}
     tests = {t["nodeid"].split("::")[1]: t for t in report["tests"]}
@@ -97,6 +98,7 @@ def test_the_json_report_holds_one_entry_per_test_the_last_runs(reran):
 
 
 def test_the_summary_lists_a_rerun_test_once_and_says_it_ran_again(reran):
+    """One table per test (it was one per run), and one line saying how many runs there were."""
     result, _, _, _ = reran
     out = result.stdout.str()
     assert out.count("test_user.py::test_flaky [passed] (3 steps") == 1
@@ -128,6 +130,7 @@ def test_a_failed_runs_trace_stays_when_a_later_run_passes(reran, pytester):
 
 
 def test_junit_properties_are_the_runs_own_not_piled_up(reran):
+    """The item keeps its user_properties between runs: each run's testcase has its own figures."""
     _, _, junit, _ = reran
     for case in junit.iter("testcase"):
         names = [p.get("name") for p in case.iter("property")]
@@ -136,6 +139,7 @@ def test_junit_properties_are_the_runs_own_not_piled_up(reran):
 
 
 def test_csv_and_html_hold_one_runs_rows_per_test(reran, pytester):
+    """The CSV and the HTML page, like the JSON, hold the last run's rows and section only."""
     _, _, _, table = reran
     rows = [line.split(",") for line in table.splitlines()[1:]]
     flaky_ops = [row[1] for row in rows if row[0].endswith("::test_flaky")]
@@ -146,9 +150,59 @@ def test_csv_and_html_hold_one_runs_rows_per_test(reran, pytester):
 
 @pytest.mark.skipif(importlib.util.find_spec("pytest_rerunfailures") is None, reason="pytest-rerunfailures absent")
 def test_with_pytest_rerunfailures_itself(pytester, fake_clock):
+    """The real plugin, where installed (CI does not install it: the simulation above stands in)."""
     pytester.makepyfile(test_user=TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "--opprof", "--reruns", "2", "--opprof-json=r.json")
     assert result.parseoutcomes() == {"passed": 2, "failed": 1, "rerun": 4}
     tests = {t["nodeid"].split("::")[1]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
     assert len(tests) == 3
     assert (tests["test_flaky"]["outcome"], tests["test_flaky"]["earlier_outcomes"]) == ("passed", ["failed", "failed"])
+
+
+SETUP_FAILS_LATER = """
+import pytest
+import torch
+
+RUNS = {"n": 0}
+
+
+@pytest.fixture
+def flaky_resource():
+    RUNS["n"] += 1
+    if RUNS["n"] > 1:
+        raise RuntimeError("resource gone")
+
+
+def test_x(flaky_resource, opprof):
+    opprof.run(lambda: torch.ones(3) + 1, warmup=1, steps=2)
+    assert False, "first run fails in its call"
+"""
+
+
+def test_a_last_run_that_ends_at_setup_carries_no_earlier_runs_figures(pytester, fake_clock):
+    """Run 1 measured and failed; runs 2 and 3 failed at setup: the last testcase has no figures of
+    run 1 (its properties were only replaced by a run that measured)."""
+    pytester.makeconftest(RERUN_CONFTEST)
+    pytester.makepyfile(test_user=SETUP_FAILS_LATER)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", "--junitxml=j.xml")
+    assert result.parseoutcomes() == {"errors": 1, "rerun": 2}
+    cases = list(ET.parse(pytester.path / "j.xml").getroot().iter("testcase"))
+    first, last = (
+        [p.get("name") for p in cases[0].iter("property")],
+        [p.get("name") for p in cases[-1].iter("property")],
+    )
+    assert "opprof.wall_ms" in first and not [name for name in last if name.startswith("opprof.")]
+
+
+def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
+    """`-n 2 --dist each` runs every test on each worker: two measurements, not a rerun."""
+    pytester.makepyfile(
+        test_user="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+    )
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--opprof", "-n", "2", "--dist", "each", "--opprof-json=r.json"
+    )
+    result.assert_outcomes(passed=2)
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert [(t["nodeid"], t["attempts"]) for t in tests] == [("test_user.py::test_x", 1)] * 2
+    assert "ran 2 times" not in result.stdout.str()
