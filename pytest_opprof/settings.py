@@ -433,9 +433,23 @@ def baseline_dir_problem(root: Path, source_value: str) -> str | None:
     return f"--opprof-baseline-dir: {source_value!r} is not a folder: {found} is a file (as resolved against the rootdir: {root})"
 
 
-# Existing files of these kinds are code or configuration, never a report to overwrite.
-SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".ipynb", ".toml", ".cfg", ".ini")
 REPORT_SUFFIX = {"--opprof-json": ".json", "--opprof-csv": ".csv", "--opprof-html": ".html"}
+# How each report begins: an existing file that begins otherwise is someone's, not to overwrite.
+REPORT_HEAD = {
+    "--opprof-json": b'{\n  "device": {',
+    "--opprof-csv": b"test,op,",
+    "--opprof-html": b'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>pytest-opprof report</title>',
+}
+
+
+def _earlier_report(path: Path, head: bytes) -> bool:
+    """Whether an existing file is empty or begins as the report does (an earlier run's)."""
+    try:
+        with path.open("rb") as file:
+            found = file.read(len(head))
+    except OSError:
+        return True  # unreadable: writing it says why, in one line
+    return not found or found == head
 
 
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
@@ -463,10 +477,11 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
             return f"{flag}: {value!r} is inside the baseline folder {folder}, where opprof show and compare read every .json as a baseline; write it elsewhere"
         if where in taken:
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
-        if flag != "--opprof-trace-dir" and where.suffix.lower() in SOURCE_SUFFIXES and where.is_file():
+        if flag in REPORT_HEAD and where.is_file() and not _earlier_report(where, REPORT_HEAD[flag]):
             return (
-                f"{flag}: {value!r} is an existing {where.suffix} file, which the report would overwrite "
-                f"(a test path after a report flag?); give the report a file of its own ({flag}=report{REPORT_SUFFIX[flag]})"
+                f"{flag}: {value!r} is an existing file that is not an opprof report, which the report would "
+                f"overwrite (a test path after a report flag?); give the report a file of its own "
+                f"({flag}=report{REPORT_SUFFIX[flag]})"
             )
         taken[where] = flag
     return None

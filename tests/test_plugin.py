@@ -2745,7 +2745,7 @@ def test_reports_go_into_pipes_and_through_a_symlink_as_the_shell_would(project)
         read = (lambda n: lambda: got.__setitem__(n, (project.path / n).read_bytes()))(name)
         readers.append(threading.Thread(target=read, daemon=True))  # daemon: a regression must not hang the run
         readers[-1].start()
-    (project.path / "real.csv").write_text("old\n")
+    (project.path / "real.csv").write_text("test,op,calls_per_step\n")  # an earlier report
     (project.path / "link.csv").symlink_to("real.csv")
     result = run(project, "--opprof", "--opprof-json", "json", "--opprof-csv", "link.csv", "--opprof-html", "html")
     for reader in readers:
@@ -2815,7 +2815,7 @@ def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tm
         test_x="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
     )
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "r.json"
-    elsewhere.write_text("{}")
+    elsewhere.touch()  # an existing path (empty: an earlier report may be replaced)
     result = run(pytester, "--opprof", "--opprof-json", str(elsewhere))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -2828,26 +2828,43 @@ def test_a_report_path_after_a_space_outside_the_project_is_refused(pytester, tm
 
 
 @pytest.mark.parametrize("flag", ["--opprof-json", "--opprof-csv", "--opprof-html"])
-def test_a_report_path_naming_an_existing_source_file_is_refused_and_the_file_kept(pytester, flag):
+def test_a_report_path_naming_a_file_that_is_no_report_is_refused_and_the_file_kept(pytester, flag):
     """`pytest --opprof --opprof-json tests/test_model.py`, the report's path forgotten: the test
-    file was overwritten with JSON (a trial's real test file). Code and config files are refused."""
+    file was overwritten with JSON (a trial's real test file), as `requirements.txt` or a
+    `package.json` would be. An existing file is replaced only when it is an earlier report."""
     source = "import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
     written = {
         "test_x.py": pytester.makepyfile(test_x=source),
-        "pyproject.toml": pytester.makefile(".toml", pyproject="[x]"),
+        "requirements.txt": pytester.makefile(".txt", requirements="torch==2.13.0"),
+        "package.json": pytester.makefile(".json", package='{"name": "x"}'),
     }
     before = {name: path.read_text() for name, path in written.items()}
     suffix = {"--opprof-json": ".json", "--opprof-csv": ".csv", "--opprof-html": ".html"}[flag]
-    for target in ("test_x.py", "pyproject.toml"):
+    for target in written:
         result = run(pytester, "--opprof", flag, target)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
-            [
-                f"ERROR: {flag}: '{target}' is an existing .* file, which the report would overwrite *({flag}=report{suffix})"
-            ]
+            [f"ERROR: {flag}: '{target}' is an existing file that is not an opprof report, *({flag}=report{suffix})"]
         )
     assert {name: path.read_text() for name, path in written.items()} == before
-    run(pytester, "--opprof", f"{flag}=new.py").assert_outcomes(passed=1)  # not existing: a name is a name
+    for _ in range(2):  # an earlier report of its own is replaced, run after run
+        run(pytester, "--opprof", f"{flag}=report{suffix}").assert_outcomes(passed=1)
+    (pytester.path / f"empty{suffix}").touch()
+    run(pytester, "--opprof", f"{flag}=empty{suffix}").assert_outcomes(passed=1)
+
+
+def test_the_report_heads_the_guard_knows_are_how_the_reports_begin(tmp_path):
+    """The guard above tells an earlier report by its first bytes: they must be the writers'."""
+    from pytest_opprof.htmlreport import page_head
+    from pytest_opprof.report import CSV_HEADER_LINE, ReportSpool, write_run_report
+    from pytest_opprof.settings import REPORT_HEAD
+
+    spool = ReportSpool()
+    write_run_report(tmp_path / "r.json", {"torch": "2.13.0"}, "cpu-x86_64", spool)
+    spool.close()
+    assert (tmp_path / "r.json").read_bytes().startswith(REPORT_HEAD["--opprof-json"])
+    assert CSV_HEADER_LINE.encode().startswith(REPORT_HEAD["--opprof-csv"])
+    assert page_head({}, None, 0).encode().startswith(REPORT_HEAD["--opprof-html"])
 
 
 def test_a_path_after_a_space_that_hides_the_ini_turning_opprof_on_is_refused(pytester, tmp_path_factory):
