@@ -413,12 +413,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         config.workeroutput["opprof_orphans"] = state.orphans
 
 
+PICKING_OPTIONS = ("keyword", "markexpr", "deselect", "lf", "stepwise", "ignore", "ignore_glob")  # -k, -m, ...
+
+
 def _picked_some(config: pytest.Config) -> bool:
-    """Whether the run picked some of the collected tests (-k, -m, --deselect, --lf, a node id):
-    known on the xdist controller too, which collects nothing."""
-    option = config.option
-    picked = getattr(option, "keyword", "") or getattr(option, "markexpr", "") or getattr(option, "deselect", None)
-    return bool(picked or getattr(option, "lf", False) or any("::" in str(arg) for arg in config.args))
+    """Whether the run picked some of the project's tests: -k, -m, --deselect, --lf, --sw,
+    --ignore, a node id, or test paths that do not cover the testpaths (the rootdir without them).
+    Known on the xdist controller too, which collects nothing."""
+    if any(getattr(config.option, name, None) for name in PICKING_OPTIONS):
+        return True
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return False  # the testpaths, or the current folder: the whole project as it is run
+    if any("::" in str(arg) for arg in config.args):
+        return True
+    given = [(config.invocation_params.dir / str(arg)).resolve() for arg in config.args]
+    whole = [path.resolve() for path in _testpaths(config)]
+    return not all(any(g == w or g in w.parents for g in given) for w in whole)
+
+
+def _testpaths(config: pytest.Config) -> list[Path]:
+    """What a plain `pytest` would collect: the testpaths (globs expanded) or the rootdir."""
+    found: list[Path] = []
+    for pattern in config.getini("testpaths") or []:
+        found += (
+            sorted(config.rootpath.glob(pattern)) if any(c in pattern for c in "*?[") else [config.rootpath / pattern]
+        )
+    return found or [config.rootpath]
 
 
 def _narrowed(config: pytest.Config) -> list[str]:

@@ -1956,11 +1956,33 @@ def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(
         )
     )
     globs = "--opprof-ignore-ops=aten::addmmm"
-    for picked in (["-k", "big"], ["test_base.py::test_big"], ["--deselect", "test_base.py::test_tiny"]):
+    picks = (["-k", "big"], ["test_base.py::test_big"], ["--deselect", "test_base.py::test_tiny"], ["test_base.py"])
+    for picked in picks:
         out = run(baselined, "--opprof", globs, *picked).stdout.str()
         assert "'aten::addmmm' matched no op" not in out, picked
         assert "'aten::relu_' matched no op in test_base.py::test_big" in out, picked
-    assert "'aten::addmmm' matched no op" in run(baselined, "--opprof", globs).stdout.str()  # the whole suite
+    for whole in ([], ["."]):  # the whole suite: the rootdir, no testpaths here
+        assert "'aten::addmmm' matched no op" in run(baselined, "--opprof", globs, *whole).stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "picked"),
+    [
+        ([], False),
+        (["tests"], False),  # the testpaths
+        (["."], False),  # more than the testpaths
+        (["tests/test_a.py"], True),
+        (["tests/test_a.py::test_x"], True),
+        (["-k", "x"], True),
+        (["--ignore=tests/test_b.py"], True),
+    ],
+)
+def test_a_run_picked_some_tests_unless_its_paths_cover_the_testpaths(pytester, args, picked):
+    plugin = importlib.import_module("pytest_opprof.plugin")
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    pytester.mkdir("tests")
+    pytester.makepyfile(**{"tests/test_a": "def test_x(): pass", "tests/test_b": "def test_y(): pass"})
+    assert plugin._picked_some(pytester.parseconfig(*args)) is picked
 
 
 def test_a_marker_ignore_glob_that_matches_no_op_names_its_test(baselined):
