@@ -25,7 +25,7 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
-from .analysis.checks import cycles_check, overhead_check
+from .analysis.checks import STEP_COMPARISONS, cycles_check, differ_before_the_last_step, overhead_check
 from .analysis.model import OK, WARNING, WORKLOAD_DTYPES, WORKLOAD_OPS, Check, WorkloadReference, workload_problem
 from .errors import (
     FN_EXPECTED,
@@ -37,6 +37,7 @@ from .errors import (
     profiler_cycle_cleared,
     profiler_not_finished,
     profiler_recorded_nothing,
+    steps_not_compared,
     trace_already_saved,
     trace_not_written,
 )
@@ -881,17 +882,19 @@ def _profiled_steps(
     return prof, threads, result
 
 
-STEP_COMPARISONS = ("step_events", "spread")  # the checks that compare the steps with each other
-
-
 def _cut_in_step(profile: Profile | None) -> Profile | None:
     """A capture the test's exception ended inside a step: that step is partial, so a warning
-    that the steps differ says nothing of the code (it blamed data-dependent code for a timeout)."""
+    that the steps differ because of it says nothing of the code (it blamed data-dependent code
+    for a timeout); one that the whole steps before it bear out stands."""
     if profile is None:
         return None
-    cut = f"not compared: the test's exception ended step {len(profile.step_spans)} part way"
+    n_steps = len(profile.step_spans)
+    real = differ_before_the_last_step(profile.ops, n_steps)
     checks = tuple(
-        Check(c.name, OK, cut) if c.name in STEP_COMPARISONS and c.status == WARNING else c for c in profile.checks
+        Check(c.name, OK, steps_not_compared(n_steps))
+        if c.name in STEP_COMPARISONS and c.status == WARNING and c.name not in real
+        else c
+        for c in profile.checks
     )
     return replace(profile, checks=checks)
 

@@ -382,6 +382,10 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
+def steps_not_compared(step: int) -> str:
+    return f"not compared: the test's exception ended step {step} part way"
+
+
 def threads_left_changed(leaker: str, before: int, after: int) -> str:
     return (
         f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after it "

@@ -251,6 +251,34 @@ def test_wide_spread_over_steps_warns():
     assert check.status == "warning" and "aten::mm" in check.message
 
 
+def _mm_steps(calls: list[int], durations: list[int]) -> list:
+    """Steps of 1 ms, step i holding calls[i] aten::mm of durations[i] ns each."""
+    events = []
+    for i, (n, d) in enumerate(zip(calls, durations)):
+        events.append(step(i + 1, i * 1_000_000, 1_000_000))
+        events += [op("aten::mm", i * 1_000_000 + 10 + j * (d + 10), d) for j in range(n)]
+    return events
+
+
+@pytest.mark.parametrize(
+    ("calls", "durations", "fired"),
+    [
+        ([1, 1, 1, 0], [80] * 4, set()),  # only the cut step differs: the cut, not the code
+        ([1, 2, 1, 0], [80] * 4, {"step_events"}),  # whole steps differ: data-dependent code
+        ([1, 1], [80] * 2, set()),  # one whole step: nothing to compare it with
+        ([1] * 6, [60_000, 60_000, 200_000, 60_000, 200_000, 1], {"spread"}),
+        ([1] * 6, [60_000] * 5 + [1], set()),
+    ],
+)
+def test_the_step_comparisons_the_whole_steps_before_a_cut_bear_out(calls, durations, fired):
+    """A capture an exception ended inside its last step: which of step_events and spread fire on
+    the steps before it (those stand; the rest said only that the last step was partial)."""
+    from pytest_opprof.analysis.checks import differ_before_the_last_step
+
+    profile = analyze(_mm_steps(calls, durations))
+    assert differ_before_the_last_step(profile.ops, profile.steps) == fired
+
+
 def test_steady_steps_do_not_warn_on_spread():
     """Equal per-step times give an ok spread check."""
     events = []

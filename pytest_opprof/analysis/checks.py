@@ -13,7 +13,7 @@ from operator import lt
 
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
-from .model import ERROR, OK, WARNING, Check, Compilation, OpStats, RangeStats, StepSpan, union_ns
+from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
 # between threads / device and host (a few microseconds) plus 2%.
@@ -236,15 +236,19 @@ def _top_level_per_thread(cols: CheckInputs) -> dict[tuple[int, int, int], int]:
     return top_level
 
 
+def _wide(dist: Dist) -> bool:
+    """Whether per-step times spread too far to read their median: IQR/median over the limit."""
+    return dist.median >= SPREAD_FLOOR_NS and dist.iqr / dist.median > SPREAD_LIMIT
+
+
 def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
     if n_steps < SPREAD_MIN_STEPS:
         return None
-    wide = []
-    for op in ops:
-        dist = op.time_per_step
-        med = dist.median
-        if med >= SPREAD_FLOOR_NS and dist.iqr / med > SPREAD_LIMIT:
-            wide.append(f"{op.name} (IQR/median {dist.iqr / med:.2f})")
+    wide = [
+        f"{op.name} (IQR/median {op.time_per_step.iqr / op.time_per_step.median:.2f})"
+        for op in ops
+        if _wide(op.time_per_step)
+    ]
     if not wide:
         return Check("spread", OK, f"per-step spread of every op within IQR/median {SPREAD_LIMIT}")
     more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
@@ -254,6 +258,21 @@ def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
         f"per-step time spread: {', '.join(wide[:3])}{more}: their medians (the assertions' default stat) "
         "are noisy, the baseline's time verdicts (fastest steps) less so; use more warmup or steps, or a quieter machine",
     )
+
+
+STEP_COMPARISONS = ("step_events", "spread")  # the checks that compare the steps with each other
+
+
+def differ_before_the_last_step(ops: Sequence[OpStats], n_steps: int) -> set[str]:
+    """Of the step comparisons, those that still fire on the steps before the last: for a capture
+    an exception ended inside its last step, which is partial."""
+    whole = n_steps - 1
+    fired = set()
+    if whole >= 2 and any(len(set(op.calls_per_step.samples[:whole])) > 1 for op in ops):
+        fired.add("step_events")
+    if whole >= SPREAD_MIN_STEPS and any(_wide(Dist(op.time_per_step.samples[:whole])) for op in ops):
+        fired.add("spread")
+    return fired
 
 
 def _outside_steps(outside: int, n_ops: int) -> Check | None:
