@@ -26,6 +26,7 @@ from pytest_opprof.compare import (
     ENVIRONMENT,
     FASTER_FIX,
     LOADED_FIX,
+    QUIET_MACHINE_FIX,
     STEP_WALL,
     STRUCTURE,
     TIME,
@@ -487,10 +488,12 @@ def test_a_machine_reference_off_the_baselines_makes_a_move_its_way_inconclusive
     verdict = addmm_verdict(at(slow_doc, 0.676), base)
     assert verdict.status == "inconclusive"
     assert verdict.why == f"the machine ran 1.69x slower than when the baseline was recorded ({what} reference)"
+    assert verdict.fix == QUIET_MACHINE_FIX  # this run's machine was the slow one
     assert addmm_verdict(at(fast_doc, 0.676), base).status == "improved"
     assert addmm_verdict(at(slow_doc, 0.2), base).status == "regressed"
     faster = addmm_verdict(at(fast_doc, 0.2), base)
     assert faster.status == "inconclusive" and "the machine ran 2.00x faster than when" in faster.why
+    assert faster.fix == FASTER_FIX  # the baseline's was: a rerun changes nothing
     assert addmm_verdict(at(slow_doc, 0.45), base).status == "regressed"  # x1.125: within the reference's spread
     assert addmm_verdict(at(slow_doc, None), base).status == "regressed"  # no references: as before
 
@@ -516,7 +519,7 @@ def test_a_baseline_recorded_under_load_says_so_and_how_to_record_it_again():
     """The same machine setup ran every reference 2x or more slower for the baseline: its times
     are inflated (they hide any slowdown smaller than that). Time stays inconclusive, and the fix
     says to record it again, not to find a quiet machine (this one was). Another CPU model is
-    another machine, not load: the usual fix."""
+    another machine, not load: no under-load line, but still the faster machine's fix."""
     calm, base = loaded_pair()
     c = compare(calm, base, Rule())
     assert c.under_load == pytest.approx(70)

@@ -239,15 +239,21 @@ def test_an_exception_mid_start_leaves_no_profiler_on(monkeypatch):
     assert measure(lambda: torch.ones(1) + 1, warmup=0, steps=1).op("aten::add").calls == 1
 
 
-def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone():
+def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone(monkeypatch):
+    """One profiler started and stopped (torch's first start, paid before the tests); none when
+    the user's own is running, which goes on undisturbed."""
     module = importlib.import_module("pytest_opprof.capture")
+    new, made = module._new_profiler, []
+    monkeypatch.setattr(module, "_new_profiler", lambda *a, **k: made.append(new(*a, **k)) or made[-1])
     module.warm_profiler()
-    assert not profiler_running()
+    assert len(made) == 1 and not profiler_running()
+    assert from_profiler(made[0]).steps >= 0  # it was started and stopped: its events can be read
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
         module.warm_profiler()  # not stopped under the user's feet
         torch.ones(1) + 1
         assert profiler_running()
     assert from_profiler(outer).op("aten::add").calls == 1
+    assert len(made) == 1  # none made while the user's ran
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,7 @@ def test_help_documents_every_option(pytester):
         ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops", "string"),
         ("--opprof-device-key=KEY", "opprof_device_key", "string"),
         ("--opprof-strict", "opprof_strict", "string | bool"),
+        ("--opprof-require-baseline", "opprof_require_baseline", "string | bool"),
     ]:
         assert flag in out
         assert f"  {ini} ({kind if unions else 'string'}):" in out
@@ -101,6 +102,11 @@ def test_plugin_can_be_disabled(pytester):
         ),
         ([], "opprof_trace = never", "--opprof-trace: 'never' is not 'failed' or 'all' (from tox.ini)"),
         (["-o", "opprof_top=x"], "", "--opprof-top: 'x' is not a whole number >= 1 (from -o opprof_top)"),
+        (
+            [],
+            "opprof_require_baseline = sure",
+            "--opprof-require-baseline: 'sure' is not true or false (from tox.ini)",
+        ),
     ],
 )
 def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, ini, message):
@@ -675,6 +681,16 @@ def test_every_bad_marker_is_named_at_once(project):
         ]
     )
     assert "test_fine" not in result.stderr.str()
+
+
+def test_bad_markers_past_twenty_are_counted_not_listed(project):
+    """A file of bad markers (a renamed keyword everywhere) gives 20 lines and a count, not hundreds."""
+    tests = "".join(f"@pytest.mark.opprof(tolerence='20%')\ndef test_{i}(): pass\n" for i in range(25))
+    project.makepyfile(test_m="import pytest\n" + tests)
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().count("got an unknown keyword 'tolerence'") == 20
+    result.stderr.fnmatch_lines(["... and 5 more bad markers"])
 
 
 @pytest.mark.parametrize("flags", [[], ["--opprof"]])
@@ -1978,6 +1994,7 @@ def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(
     ],
 )
 def test_a_run_picked_some_tests_unless_its_paths_cover_the_testpaths(pytester, args, picked):
+    """What leaves the run's own ignore globs unjudged: a selection, or paths short of the testpaths."""
     plugin = importlib.import_module("pytest_opprof.plugin")
     pytester.makeini("[pytest]\ntestpaths = tests\n")
     pytester.mkdir("tests")
