@@ -389,7 +389,7 @@ def torch_threads() -> int | None:
 
 def warm_profiler() -> None:
     """Start and stop a CPU profiler once, so that no test pays for torch's first start (it
-    imports Inductor: 1.7 s here, into the first measured test's time and its timeout). Any
+    imports Inductor: 1.1-1.7 s here, into the first measured test's time and its timeout). Any
     error is left for the first capture to report."""
     try:
         torch = _torch()

@@ -382,6 +382,10 @@ def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 
 
+def more_bad_markers(count: int) -> str:
+    return f"... and {count} more bad markers"
+
+
 def steps_not_compared(step: int) -> str:
     return f"not compared: the test's exception ended step {step} part way"
 

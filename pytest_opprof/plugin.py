@@ -36,6 +36,7 @@ from .errors import (
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
+    more_bad_markers,
     orphans_line,
     threads_left_changed,
 )
@@ -387,7 +388,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _first_of(problems: list[str]) -> list[str]:
     """The first 20 problems, and a count of the rest."""
-    more = [f"... and {len(problems) - 20} more bad markers"] if len(problems) > 20 else []
+    more = [more_bad_markers(len(problems) - 20)] if len(problems) > 20 else []
     return problems[:20] + more
 
 

@@ -262,7 +262,7 @@ def test_inert_without_flag(pytester):
 def test_torchs_first_profiler_start_is_paid_before_the_tests_only_when_one_is_measured(
     project, monkeypatch, args, warmed
 ):
-    """torch's first profiler start imports Inductor (1.7 s here): before the first test, so that
+    """torch's first profiler start imports Inductor (1.1-1.7 s here): before the first test, so that
     it falls in no test's time or timeout; never in a run that measures nothing."""
     plugin = importlib.import_module("pytest_opprof.plugin")
     calls = []
