@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from tabulate import tabulate
 
 from .analysis import Check, Profile
+from .capture import is_known_op
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
@@ -517,6 +518,16 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
     ]
 
 
+def _known_op(glob: str) -> bool:
+    """Whether a glob is a plain op name torch knows (never True without torch)."""
+    if any(c in glob for c in "*?[") or "::" not in glob:
+        return False
+    try:
+        return is_known_op(glob)
+    except ImportError:
+        return False
+
+
 THREADS = "threads"  # the check on a test that ran on a thread count an earlier test left
 
 
@@ -550,11 +561,13 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = ()) -> 
             continue
         where = nodeids[0] if len(nodeids) == 1 else f"the {count_of(len(nodeids), 'compared test')}"
         closest = closest_names(glob, sorted(near.get(glob, ())), limit=1)
-        hint = f"did you mean {closest[0]}? " if closest else ""
-        lines.append(
-            f"opprof: ignore glob {glob!r} matched no op in {where}: it ignores nothing; {hint}"
-            "use op names as the tables and opprof show list them"
-        )
+        if closest:
+            hint = f"did you mean {closest[0]}? use op names as the tables and opprof show list them"
+        elif _known_op(glob):
+            hint = "torch knows that op, but no test it applied to ran it"
+        else:
+            hint = "use op names as the tables and opprof show list them"
+        lines.append(f"opprof: ignore glob {glob!r} matched no op in {where}: it ignores nothing; {hint}")
     return lines
 
 
