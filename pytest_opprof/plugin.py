@@ -618,7 +618,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 _RESULT = pytest.StashKey[TestResult]()
 _TRACED = pytest.StashKey[bool]()  # this item wrote a trace in this session
-_LEFT_THREADS = pytest.StashKey[Check]()  # the test started on another torch thread count than the run
+_LEFT_THREADS = pytest.StashKey[Check]()  # the thread count an earlier test left, which this test ran on
 
 
 def _take_profile(
