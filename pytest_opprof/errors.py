@@ -420,6 +420,17 @@ def stepped_aside(assertions: int) -> str:
     )
 
 
+def stepped_aside_unmeasured(baseline: str | None) -> str:
+    """A test whose own torch profiler made the whole-call capture step aside, with no assertion to
+    say so; `baseline`: the file that went uncompared (None: no baseline expected a measurement)."""
+    lost = f": its baseline {baseline} was not compared" if baseline else ""
+    return (
+        f"the test started a torch profiler of its own, so the whole-call capture stepped aside and measured "
+        f"nothing{lost}; measure with opprof.run(...) or `with opprof.capture():` outside your profiler, "
+        "or remove the profiler"
+    )
+
+
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"

@@ -103,6 +103,7 @@ class OpprofFixture:
         self._unchecked: list[str] = []  # earlier untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
         self._cut_short: tuple[Any, BaseException] | None = None  # the latest capture an exception ended, and it
+        self.stepped_aside = False  # the whole-call capture gave way to the test's own torch profiler
 
     @property
     def profile(self) -> Any:
@@ -366,7 +367,8 @@ class OpprofFixture:
             self._stop_raised(recorder, raised)
         elif (profile := recorder.stop()) is not None:
             self._finish(profile)
-        if recorder.stepped_aside and self._deferred and self._profile is None:
+        self.stepped_aside = recorder.stepped_aside and self._profile is None
+        if self.stepped_aside and self._deferred:
             self.error_messages.append(stepped_aside(len(self._deferred)))
 
     def deferred_failures(self) -> list[str]:

@@ -38,6 +38,7 @@ from .errors import (
     inert_summary,
     more_bad_markers,
     orphans_line,
+    stepped_aside_unmeasured,
     threads_left_changed,
 )
 from .fixture import OpprofFixture
@@ -347,7 +348,7 @@ class _ThreadLeaks:
         if self.leak is not None and start == self.leak[1]:
             self.leak = None  # put back since (a fixture's teardown, a later test)
         if self.leak is not None and start == self.leak[2] and _measured(item):
-            item.stash[_LEFT_THREADS] = Check("threads", WARNING, threads_left_changed(*self.leak))
+            _add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
         try:
             return (yield)
         finally:
@@ -541,10 +542,25 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     failures = fixture.deferred_failures()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+    if fixture.stepped_aside and not fixture.error_messages:
+        _measured_nothing(item, fixture, state)
     failing = _baseline_step(item, fixture, state)
     if failing:
         pytest.fail("\n".join(failing), pytrace=False)
     return result
+
+
+def _measured_nothing(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> None:
+    """The whole-call capture stepped aside for the test's own profiler, and no assertion was left
+    to say so: an error when a baseline (or --opprof-require-baseline) expected a measurement,
+    which a debug profiler left in the test would otherwise switch off in silence; else a warning."""
+    settings, rootpath = state.settings, item.config.rootpath
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", item.nodeid)
+    comparing = not settings.update_baseline
+    if comparing and state.device_key is not None and (path.is_file() or settings.require_baseline):
+        fixture.error_messages.append(f"opprof: {stepped_aside_unmeasured(shown_path(path, rootpath))}")
+    else:
+        _add_check(item, Check("stepped_aside", WARNING, stepped_aside_unmeasured(None)))
 
 
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
@@ -618,7 +634,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 _RESULT = pytest.StashKey[TestResult]()
 _TRACED = pytest.StashKey[bool]()  # this item wrote a trace in this session
-_LEFT_THREADS = pytest.StashKey[Check]()  # the thread count an earlier test left, which this test ran on
+_CHECKS = pytest.StashKey[list[Check]]()  # the run's checks of a test, beside its profile's (a thread leak...)
+
+
+def _add_check(item: pytest.Item, check: Check) -> None:
+    item.stash.setdefault(_CHECKS, []).append(check)
 
 
 def _take_profile(
@@ -726,10 +746,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
     state = item.config.stash[RUN]
     settings = state.settings
-    left = item.stash.get(_LEFT_THREADS, None)
-    if left is not None:
-        result.extra_checks = (left,)
-        del item.stash[_LEFT_THREADS]
+    checks: list[Check] = item.stash.get(_CHECKS, [])
+    result.extra_checks = tuple(checks)
+    item.stash[_CHECKS] = []
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
     result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced)
     item.stash[_TRACED] = traced or result.trace_path is not None

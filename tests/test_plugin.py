@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -2496,11 +2497,51 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
             assert len(profiled().events()) > 0
         """
     )
-    result = run(pytester, "--opprof")
+    result = run(pytester, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
         ["opprof: the test started a torch profiler of its own*1 operator assertion could not be checked*"]
     )
+    # Measured nothing, with no baseline expecting a measurement: a warning, in the summary and the JSON
+    result.stdout.fnmatch_lines(
+        ["test_own.py::test_marker_only: warning stepped_aside: the test started a torch profiler of its own, "
+         "so the whole-call capture stepped aside and measured nothing; measure with opprof.run(...)*"]
+    )  # fmt: skip
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    assert [c["name"] for c in tests["test_fixture_unused"]["checks"]] == ["stepped_aside"]
+
+
+def test_a_profiler_of_the_tests_own_does_not_switch_its_baseline_off_in_silence(pytester, monkeypatch):
+    """A debug profiler left in a test that has a baseline: the whole call measured nothing, so the
+    baseline (its only gate) went uncompared, and the test passed while the model changed. Now an
+    error naming the file; likewise under --opprof-require-baseline without a file."""
+    source = """
+        import os
+        import pytest
+        import torch
+
+        @pytest.mark.opprof
+        def test_marker():
+            x = torch.ones(4, 4)
+            if os.environ.get("DEBUG_PROFILER"):
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+                    (x @ x) @ x
+            else:
+                x @ x
+        """
+    pytester.makepyfile(test_own=source)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("DEBUG_PROFILER", "1")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*opprof: the test started a torch profiler of its own, so the whole-call capture stepped aside and "
+         "measured nothing: its baseline .opprof/cpu-*/test_own.py/test_marker.json was not compared; *"]
+    )  # fmt: skip
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)  # recording keeps the file: no error
+    shutil.rmtree(pytester.path / ".opprof")
+    run(pytester, "--opprof").assert_outcomes(passed=1)  # nothing expected a measurement
+    run(pytester, "--opprof", "--opprof-require-baseline").assert_outcomes(errors=1)
 
 
 def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(project, monkeypatch):
