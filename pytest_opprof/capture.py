@@ -240,13 +240,18 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
 
 def from_profiler(prof: Any) -> Profile:
     """Analyse a finished `torch.profiler.profile` (or `torch.autograd.profiler.profile`)."""
+    return _read_profiler(prof, stray_step=True)  # the user's: its loop's last prof.step() may open a stray step
+
+
+def _read_profiler(prof: Any, stray_step: bool = False) -> Profile:
+    """A finished profiler's Profile (`stray_step`: see analyze; opprof's own mark each step as a call of fn)."""
     inner = getattr(prof, "profiler", prof)
     results = getattr(inner, "kineto_results", None)
     if results is None:
         raise CaptureError(_no_results(prof))
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
-        profile = analyze(table_of(results, with_shapes=with_shapes), source="capture")
+        profile = analyze(table_of(results, with_shapes=with_shapes), source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
     check = cycles_check(_cycles_kept_last(prof))
@@ -278,10 +283,10 @@ def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:
 
 
 def _cycle_cleared_at(prof: Any) -> int | None:
-    """The prof.step() call that ended the last active cycle of a scheduled profiler that does not
-    accumulate, when the profiler then stopped outside an active cycle: torch cleared that cycle's
+    """The prof.step() call that ended the last active cycle of a scheduled profiler, when the
+    profiler then stopped outside an active cycle: torch cleared that cycle's
     events as the next began, so what is left to read is the new cycle's nothing. Else None."""
-    run = None if getattr(prof, "acc_events", False) else _schedule_run(prof)
+    run = _schedule_run(prof)  # with acc_events too: torch accumulates its averages, not the events
     if run is None:
         return None
     ends, stopped_inside = run
@@ -522,7 +527,7 @@ class StepRecorder:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
         assert self._threads is not None  # set with _prof
-        return _with_reference(from_profiler(prof), self._threads.fewest, _references(self._torch))
+        return _with_reference(_read_profiler(prof), self._threads.fewest, _references(self._torch))
 
     def stop_cut_short(self) -> Profile | None:
         """End a capture that the test's exception interrupted: what it recorded, for the
@@ -803,7 +808,7 @@ def _read_cut_short(prof: Any) -> Profile | None:
     if prof is None:
         return None
     try:
-        return from_profiler(prof)
+        return _read_profiler(prof)
     except Exception:
         return None
 
@@ -848,7 +853,9 @@ def _run_steps(
         probe()
     with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
         unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
-    timed = _with_overhead(_with_reference(from_profiler(prof), threads.fewest, before, _references(torch)), unprofiled)
+    timed = _with_overhead(
+        _with_reference(_read_profiler(prof), threads.fewest, before, _references(torch)), unprofiled
+    )
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
@@ -923,7 +930,7 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
     with _profiling(torch, work=True) as (prof, cuda):
         with _step(torch, 1, cuda):
             result = fn(*args, **kwargs)
-    return from_profiler(prof), result
+    return _read_profiler(prof), result
 
 
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:

@@ -124,8 +124,9 @@ def not_a_profiler(value: object) -> str:
 def profiler_cycle_cleared(step: int) -> str:
     return (
         f"from_profiler(): nothing left to read: the profiler's schedule ended its active cycle at prof.step() call {step} "
-        "and began another, and torch clears a cycle's events when the next begins; give the schedule "
-        "repeat=1, read each cycle in on_trace_ready, or keep them with profile(..., acc_events=True)"
+        "and began another, and torch clears a cycle's events when the next begins (acc_events keeps its "
+        "averages, not the events); give the schedule repeat=1, or read each cycle with "
+        "on_trace_ready=lambda p: profiles.append(from_profiler(p))"
     )
 
 

@@ -409,7 +409,8 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     """Read a Kineto/Chrome trace file and analyse it into a Profile."""
     with gc_paused():
         trace = read_trace(path)
-        profile = analyze(trace.table, source=trace.path, metadata=trace.metadata)
+        ours = isinstance(trace.metadata.get("opprof"), dict)  # exported by opprof: its steps are fn's calls
+        profile = analyze(trace.table, source=trace.path, metadata=trace.metadata, stray_step=not ours)
     profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
     opprof = trace.metadata.get("opprof")

@@ -8,20 +8,34 @@ from pytest_opprof.analysis import stages
 from pytest_opprof.events import EventTable
 
 
-def staged(events):
+def staged(events, stray_step=False):
     t = EventTable.from_events(events)
     rows = stages.select_rows(t)
-    steps = stages.find_steps(rows, t)
+    steps = stages.find_steps(rows, t, stray_step)
     ops = stages.op_columns(t, rows)
     return t, rows, steps, ops
 
 
 def test_rows_and_steps():
     """Step markers become steps (sorted), ops and runtime calls are told apart."""
-    _, rows, steps, ops = staged([step(2, 100, 50), step(1, 0, 50), op("aten::mm", 10, 5), launch(12, corr=1)])
+    events = [step(2, 100, 50), step(1, 0, 50), op("aten::mm", 10, 5), launch(12, corr=1), op("aten::mm", 110, 5)]
+    _, rows, steps, ops = staged(events)
     assert [s.number for s in steps.spans] == [1, 2] and steps.wall_known
-    assert ops.names == ["aten::mm"] and [r.name for r in rows.runtime] == ["cudaLaunchKernel"]
+    assert ops.names == ["aten::mm"] * 2 and [r.name for r in rows.runtime] == ["cudaLaunchKernel"]
     assert (steps.of(10_000), steps.of(120_000), steps.of(70_000)) == (0, 1, -1)
+
+
+def test_a_last_step_in_which_nothing_started_is_no_step_of_a_users_profiler():
+    """A loop's final prof.step() opens a step just before the user's profiler stops: it held no
+    work, and would read as a step of none (a profile of one's own scheduled profiler had `(1, 1, 0)`
+    calls). An empty step between steps with work stays, and so do steps where nothing ran at all.
+    opprof's own captures (no stray step) keep an empty last step: fn did nothing there."""
+    ending_empty = [step(1, 0, 50), op("aten::mm", 10, 5), step(2, 100, 50), op("aten::mm", 110, 5), step(3, 200, 1)]
+    assert [s.number for s in staged(ending_empty, stray_step=True)[2].spans] == [1, 2]
+    assert [s.number for s in staged(ending_empty)[2].spans] == [1, 2, 3]
+    empty_between = [step(1, 0, 50), op("aten::mm", 10, 5), step(2, 100, 50), step(3, 200, 50), op("aten::mm", 210, 5)]
+    assert [s.number for s in staged(empty_between, stray_step=True)[2].spans] == [1, 2, 3]
+    assert [s.number for s in staged([step(1, 0, 50), step(2, 100, 50)], stray_step=True)[2].spans] == [1, 2]
 
 
 def test_nesting_finds_parents_launchers_and_steps_in_any_order_and_thread():

@@ -204,7 +204,11 @@ def test_shared_trace_agrees_with_independent_sums(name):
     [
         ("a100-alexnet.json.gz", 1, False),
         ("gpu-sampled-steps.json.gz", 2, True),
-        ("mi250-minitoy-train.json.gz", 2, True),  # CPU-side #1, #2; the GPU-side twin of #1 is no step
+        (
+            "mi250-minitoy-train.json.gz",
+            1,
+            True,
+        ),  # CPU-side #1 (#2: the loop's last prof.step(), nothing in it); the GPU-side twin of #1 is no step
         ("cpu-only.json.gz", 1, True),
     ],
 )

@@ -17,7 +17,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, lt, neg, sub
 from typing import Any
 
@@ -63,17 +63,20 @@ def analyze(
     *,
     source: str = "events",
     metadata: dict[str, Any] | None = None,
+    stray_step: bool = False,
 ) -> Profile:
     """Analyse events into a Profile. Steps come from CPU-side ProfilerStep#N annotations;
-    without them the whole source is one step."""
+    without them the whole source is one step. `stray_step`: the source is a scheduled torch
+    profiler of the user's (or its trace), whose loop's last prof.step() may open a step it then
+    stops in: a last step in which nothing started is no step."""
     with gc_paused():
         table = events if isinstance(events, EventTable) else EventTable.from_events(events)
-        return _analyze(table, source, dict(metadata or {}))
+        return _analyze(table, source, dict(metadata or {}), stray_step)
 
 
-def _analyze(t: EventTable, source: str, metadata: dict[str, Any]) -> Profile:
+def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: bool = False) -> Profile:
     rows = select_rows(t)
-    steps = find_steps(rows, t)
+    steps = find_steps(rows, t, stray_step)
     ops = op_columns(t, rows)
     scan, ops = set_compilation_apart(rows, ops)
     tree = nest(ops, rows.runtime, steps)
@@ -195,15 +198,30 @@ class Steps:
         return i if i >= 0 and ts <= self.ends[i] else -1
 
 
-def find_steps(rows: Rows, t: EventTable) -> Steps:
+def find_steps(rows: Rows, t: EventTable, stray_step: bool = False) -> Steps:
     markers = rows.markers
     if markers:
         markers.sort(key=lambda e: e.start_ns)
         spans = [StepSpan(int(STEP_NAME.match(m.name).group(1)), m.start_ns, m.end_ns) for m in markers]  # type: ignore[union-attr]
-        return Steps(spans, True)
+        return Steps(_without_a_trailing_empty_step(spans, rows, t) if stray_step else spans, True)
     if not len(t):
         return Steps([StepSpan(0, 0, 0)], False)
     return Steps([StepSpan(0, min(t.start_ns), max(map(add, t.start_ns, t.dur_ns)))], False)
+
+
+def _without_a_trailing_empty_step(spans: list[StepSpan], rows: Rows, t: EventTable) -> list[StepSpan]:
+    """The steps less a last one in which nothing started, after steps that held work: the step
+    that a loop's final `prof.step()` opened just before the profiler stopped (a scheduled torch
+    profiler of the user's), which would read as a step of no work. Not for opprof's own captures,
+    where each step is a call of fn: an empty last one is the code's doing, and step_events says so."""
+    if len(spans) < 2:
+        return spans
+    last, start_ns = spans[-1], t.start_ns
+    # Latest first: the events of the last step are near the end, so a step with work stops the scan soon.
+    starts = chain((start_ns[i] for i in reversed(rows.op_rows)), (e.start_ns for e in (*rows.device, *rows.runtime)))
+    if any(last.start_ns <= ts <= last.end_ns for ts in starts) or not (rows.op_rows or rows.device or rows.runtime):
+        return spans
+    return spans[:-1]
 
 
 # -- 3. op columns ----------------------------------------------------------------------------
