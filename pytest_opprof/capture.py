@@ -392,10 +392,16 @@ def torch_threads() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
+_WARMED: list[bool] = []  # a profiler was started and stopped in this process (warm_profiler)
+
+
 def warm_profiler() -> None:
-    """Start and stop a CPU profiler once, so that no test pays for torch's first start (it
-    imports Inductor: 1.1-1.7 s here, into the first measured test's time and its timeout). Any
-    error is left for the first capture to report."""
+    """Start and stop a CPU profiler once per process, so that no test pays for torch's first
+    start (it imports Inductor: 1.1-1.7 s here, into the first measured test's time and its
+    timeout) and no measurement's steps for its first-time setup. Any error is left for the first
+    capture to report."""
+    if _WARMED:
+        return
     try:
         torch = _torch()
         if _profiler_running(torch):
@@ -406,6 +412,7 @@ def warm_profiler() -> None:
                 prof.start()
         finally:
             _stop_quietly(torch, prof)
+        _WARMED.append(True)
     except Exception:
         pass
 
@@ -838,10 +845,13 @@ def _run_steps(
     cut_short: Callable[[Profile, BaseException], None] | None = None,
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
+    warm_profiler()  # the Python API's first measure() too: torch's first profiler start is no step's
     breaks_before = graph_break_reasons()
+    # The machine references first: right after them compiled code ran slow for several calls (a
+    # trial's 643, 185, 98 us against 75), which the warm-up now absorbs instead of the timed calls.
+    before = _references(torch)
     for _ in range(warmup):
         fn(*args, **kwargs)
-    before = _references(torch)
     # The observer effect: steps timed without the profiler, warm, just before the profiled ones
     # (after them when there is no warmup: the first profiled step is then the cold call asked for).
     observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
