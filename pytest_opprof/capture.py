@@ -31,6 +31,7 @@ from .errors import (
     FN_EXPECTED,
     CaptureError,
     bad_argument,
+    captures_cannot_nest,
     fn_keyword_taken,
     not_a_profiler,
     profiler_already_running,
@@ -361,8 +362,7 @@ def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
 def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     """Start a profiler (CUDA traced when initialised); refuse when another one is running.
     `work`: record op inputs and FLOPs too (record_shapes, with_flops: every op costs more)."""
-    if _profiler_running(torch):
-        raise CaptureError(profiler_already_running())
+    _refuse_a_running_profiler(torch)
     cuda = _cuda_active(torch)
     if cuda:
         torch.cuda.synchronize()  # earlier work must not spill into the first step
@@ -373,7 +373,27 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     except BaseException:  # a timeout's signal or Ctrl-C mid-start: no profiler stays on for later tests
         _stop_quietly(torch, prof)
         raise
+    _RUNNING.append(prof)
     return prof, cuda
+
+
+_RUNNING: list[Any] = []  # the profilers opprof started and has not stopped (one at most: torch runs one)
+
+
+def _stop_profiler(prof: Any) -> None:
+    """Stop a profiler opprof started."""
+    try:
+        with quiet_profiler():
+            prof.stop()
+    finally:
+        if prof in _RUNNING:
+            _RUNNING.remove(prof)
+
+
+def _refuse_a_running_profiler(torch: Any) -> None:
+    """One line when a profiler runs: opprof's own (a capture inside a capture) or the user's."""
+    if _profiler_running(torch):
+        raise CaptureError(captures_cannot_nest() if _RUNNING else profiler_already_running())
 
 
 def _stop_quietly(torch: Any, prof: Any) -> None:
@@ -485,8 +505,7 @@ class StepRecorder:
 
     def start(self) -> None:
         torch = self._torch = _torch()
-        if _profiler_running(torch):  # before the reference: fail without measuring anything
-            raise CaptureError(profiler_already_running())
+        _refuse_a_running_profiler(torch)  # before the reference: fail without measuring anything
         if self._probe is not None:
             self._probe()
         # One step carries both: its times include the cost of recording inputs (one-step
@@ -501,8 +520,7 @@ class StepRecorder:
         except BaseException:
             self._prof = None
             self._threads.stop()
-            with quiet_profiler():
-                prof.stop()
+            _stop_profiler(prof)
             raise
         if self._step_aside:
             self._watch_for_other_profilers(torch)
@@ -560,8 +578,7 @@ class StepRecorder:
                 _end_step_sync(torch)
             self._step.__exit__(None, None, None)
         finally:
-            with quiet_profiler():
-                prof.stop()
+            _stop_profiler(prof)
         if self._probe is not None:
             self._probe()
         return prof
@@ -573,8 +590,7 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
     try:
         yield prof, cuda
     finally:
-        with quiet_profiler():
-            prof.stop()  # whatever happened in the body
+        _stop_profiler(prof)  # whatever happened in the body
 
 
 class ThreadWatch:
@@ -797,8 +813,7 @@ def run_steps(
     __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
     validate_run_args(fn, warmup, steps, args, kwargs)
     torch = _torch()
-    if _profiler_running(torch):  # before warmup: fail without running the user's code
-        raise CaptureError(profiler_already_running())
+    _refuse_a_running_profiler(torch)  # before warmup: fail without running the user's code
     with compiled_kernel_profiling(), _on_threads(torch, threads):
         return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short)
 

@@ -80,6 +80,13 @@ def trace_not_found(path: object) -> str:
     return f"{path}: no such file; give the path of a .json or .json.gz trace"
 
 
+def captures_cannot_nest() -> str:
+    return (
+        "an opprof capture is already running: captures cannot nest (torch runs one profiler at a time); "
+        "move this one out, or measure the inner code alone"
+    )
+
+
 def profiler_already_running() -> str:
     return (
         "a torch profiler is already running; opprof cannot start its own inside it: "

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from pytest_opprof import CaptureError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
-from pytest_opprof.errors import profiler_already_running, profiler_cycle_cleared  # noqa: E402
+from pytest_opprof.errors import captures_cannot_nest, profiler_already_running, profiler_cycle_cleared  # noqa: E402
 
 
 def make_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -210,6 +210,32 @@ def test_profiler_already_running_is_one_clear_error():
         infer(model, x)
     assert str(info.value) == profiler_already_running()
     assert from_profiler(outer).op("aten::addmm").calls == 2
+
+
+def test_an_opprof_capture_inside_another_says_captures_cannot_nest():
+    """capture() inside capture(), measure() inside measure()'s fn: the running profiler is
+    opprof's own, so the line says captures cannot nest (it said to pass the user's profiler to
+    from_profiler); the outer capture goes on, and a profiler of the user's still gets its line."""
+    with capture() as outer:
+        with pytest.raises(CaptureError) as info:
+            with capture():
+                pass
+        torch.ones(2).add(1)
+    assert str(info.value) == captures_cannot_nest()
+    assert outer.profile.op("aten::add").calls == 1
+    inner = []
+
+    def step():  # called inside the profiled step (refused) and outside it (the unprofiled calls)
+        try:
+            measure(lambda: torch.ones(2) + 1, warmup=0, steps=1)
+        except CaptureError as exc:
+            inner.append(str(exc))
+
+    measure(step, warmup=0, steps=1)
+    assert inner and set(inner) == {captures_cannot_nest()}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with pytest.raises(CaptureError, match="a torch profiler is already running"):
+            measure(lambda: torch.ones(2) + 1, warmup=0, steps=1)
 
 
 def test_profiler_is_stopped_when_the_body_raises():
