@@ -349,9 +349,15 @@ def compiled() -> Assertion:
     return _compiled
 
 
+def _ran_compiled(profile: Profile) -> bool:
+    """Whether a torch.compile'd region ran in the measured steps."""
+    c = profile.compiled
+    return c is not None and any(r.step >= 0 for r in c.regions)
+
+
 def _compiled(profile: Profile) -> str | None:
     c = profile.compiled
-    if c is None or not any(r.step >= 0 for r in c.regions):
+    if c is None or not _ran_compiled(profile):
         return NOTHING_COMPILED
     if not c.eager:
         return None
@@ -446,6 +452,8 @@ def no_kernel(pattern: str, profile: Profile) -> str:
         if close
         else f"; the kernels were {', '.join(seen[:3])}"
         if seen
+        else f"; no kernels ran, and {NOTHING_COMPILED}"
+        if not _ran_compiled(profile)
         else "; no kernels ran (on CPU only compiled code has kernels: Inductor's cpp_fused_*)"
     )
     return f"{pattern}: no kernel of that name ran in the measured code{hint}"

@@ -11,6 +11,7 @@ from builders import annotation, kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.assertions import (
+    NOTHING_COMPILED,
     compiled,
     kernel_below,
     kernel_count,
@@ -333,6 +334,20 @@ def test_kernel_assertions_on_cpu_inductor_kernels():
     assert kernel_count("triton_*", 0)(profile) is None
     assert kernel_count("triton_*", min=1)(profile) == (
         "triton_*: no kernel of that name ran in the measured code; the kernels were cpp_fused_gelu_0"
+    )
+
+
+def test_a_kernel_assertion_where_nothing_compiled_ran_says_so():
+    """A model Dynamo gave up on (its recompile limit) ran eagerly: no kernels on CPU, and the line
+    says no compiled region ran, as the gates do (it said only that no kernels ran). With a
+    compiled region that launched none, the CPU hint stays."""
+    eager = analyze([step(1, 0, 100), op("aten::gelu", 10, 20), step(2, 200, 100), op("aten::gelu", 210, 20)])
+    assert kernel_count("*fused*gelu*", 1)(eager) == (
+        f"*fused*gelu*: no kernel of that name ran in the measured code; no kernels ran, and {NOTHING_COMPILED}"
+    )
+    region_only = analyze([step(1, 0, 100), op("Torch-Compiled Region: 0/0", 5, 50), op("aten::addmm", 10, 20)])
+    assert kernel_count("*fused*gelu*", 1)(region_only).endswith(
+        "no kernels ran (on CPU only compiled code has kernels: Inductor's cpp_fused_*)"
     )
 
 
