@@ -19,7 +19,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from itertools import repeat
 from typing import Any, TypeVar
@@ -397,13 +397,10 @@ def _refuse_a_running_profiler(torch: Any) -> None:
 
 
 def _stop_quietly(torch: Any, prof: Any) -> None:
-    if not _profiler_running(torch):
-        return
-    try:
-        with quiet_profiler():
-            prof.stop()
-    except Exception:  # the exception that ended the start is the one to surface
-        pass
+    """Stop a profiler whose start did not finish, if it runs; its own error is not the one to surface."""
+    if _profiler_running(torch):
+        with suppress(Exception):
+            _stop_profiler(prof)
 
 
 def torch_threads() -> int | None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from tabulate import tabulate
 
 from .analysis import Check, Profile
+from .assertions import is_glob
 from .capture import is_known_op
 from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
 from .decide import SPEED, BaselineResult
@@ -519,8 +520,9 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
 
 
 def _known_op(glob: str) -> bool:
-    """Whether a glob is a plain op name torch knows (never True without torch)."""
-    if any(c in glob for c in "*?[") or "::" not in glob:
+    """Whether a glob is a plain aten/prim op name torch knows (is_known_op takes any other
+    namespace as known, unchecked; never True without torch)."""
+    if is_glob(glob) or glob.partition("::")[0] not in ("aten", "prim"):
         return False
     try:
         return is_known_op(glob)

@@ -409,12 +409,14 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     """Read a Kineto/Chrome trace file and analyse it into a Profile."""
     with gc_paused():
         trace = read_trace(path)
-        ours = isinstance(trace.metadata.get("opprof"), dict)  # exported by opprof: its steps are fn's calls
-        profile = analyze(trace.table, source=trace.path, metadata=trace.metadata, stray_step=not ours)
+        header = trace.metadata.get("opprof")
+        opprof: dict[str, Any] = header if isinstance(header, dict) else {}  # a trace opprof exported
+        # Its steps are fn's calls; another's may end in a loop's stray prof.step()
+        profile = analyze(
+            trace.table, source=trace.path, metadata=trace.metadata, stray_step=not isinstance(header, dict)
+        )
     profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
-    opprof = trace.metadata.get("opprof")
-    opprof = opprof if isinstance(opprof, dict) else {}
     found = {key: _positive_int(opprof.get(key)) for key in ("reference_ns", "dispatch_reference_ns")}
     if any(found.values()):
         profile = replace(

@@ -1987,6 +1987,8 @@ def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(
             "torch knows that op, but no test it applied to ran it"
         ]
     )
+    result = run(baselined, "--opprof", "--opprof-ignore-ops=myns::zero_")  # a namespace torch cannot check
+    result.stdout.fnmatch_lines(["*'myns::zero_' matched no op in * it ignores nothing; use op names as the tables*"])
 
 
 @pytest.mark.parametrize(
