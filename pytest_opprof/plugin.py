@@ -264,7 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
         else None
     )
     idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field in OUTPUTS and _given(config, o))
-    state = RunState(settings, spool=spool, idle_outputs=idle)
+    state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
     if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
         # user's doing and not ours to show; their own warnings stay as they are.
@@ -282,6 +282,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
     if settings.measuring:
         config.pluginmanager.register(_ThreadLeaks(), "opprof-thread-leaks")
+
+
+def _each_worker(config: pytest.Config) -> str | None:
+    """The xdist worker's id under `--dist each`, where every worker runs every test: its traces
+    are named apart, or one worker's would overwrite (or, passing, remove) another's."""
+    worker_input = getattr(config, "workerinput", {})
+    return worker_input.get("workerid") if worker_input.get("opprof_each") else None
 
 
 def _resolve_device(config: pytest.Config, state: RunState) -> None:
@@ -455,6 +462,12 @@ def _narrowed(config: pytest.Config) -> list[str]:
                 path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) else file_part
             )
     return found
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tells each xdist worker whether it runs under `--dist each` (its own option says `no`)."""
+    node.workerinput["opprof_each"] = getattr(node.config.option, "dist", None) == "each"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -750,7 +763,7 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
-    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced)
+    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced, tag=state.trace_tag)
     item.stash[_TRACED] = traced or result.trace_path is not None
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(

@@ -59,15 +59,21 @@ class TestResult:
     extra_checks: tuple[Check, ...] = ()  # the run's checks of this test (its start), beside the profile's
 
     def export_trace(
-        self, trace_dir: str | None, everything: bool, device_key: str | None = None, keep: bool = False
+        self,
+        trace_dir: str | None,
+        everything: bool,
+        device_key: str | None = None,
+        keep: bool = False,
+        tag: str | None = None,
     ) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
         or always with `everything` (--opprof-trace=all). Otherwise a trace an earlier session left
         there for this test is removed: it would pass for this run's (`keep`: it is of an earlier
-        run of the test in this session, a rerun plugin's, and stays)."""
+        run of the test in this session, a rerun plugin's, and stays). `tag` ends the file's name
+        (the worker of `--dist each`)."""
         if not trace_dir:
             return
-        path = export_trace_path(Path(trace_dir), self.nodeid)
+        path = export_trace_path(Path(trace_dir), self.nodeid, tag)
         if self.profile is None or not (everything or self.outcome in ("failed", "error")):
             if not keep:
                 _remove_stale(path)
@@ -230,8 +236,8 @@ class TestRecord:
         return self.baseline.status if self.baseline else None
 
 
-def export_trace_path(trace_dir: Path, nodeid: str) -> Path:
-    return trace_dir / f"{safe_name(nodeid)}.json.gz"
+def export_trace_path(trace_dir: Path, nodeid: str, tag: str | None = None) -> Path:
+    return trace_dir / f"{safe_name(nodeid)}{f'.{tag}' if tag else ''}.json.gz"
 
 
 def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]:

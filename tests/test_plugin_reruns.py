@@ -7,8 +7,11 @@ import importlib.util
 import json
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
+
+from pytest_opprof.report import export_trace_path
 
 torch = pytest.importorskip("torch")
 
@@ -206,3 +209,18 @@ def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["nodeid"], t["attempts"]) for t in tests] == [("test_user.py::test_x", 1)] * 2
     assert "ran 2 times" not in result.stdout.str()
+
+
+def test_each_worker_of_dist_each_writes_its_own_trace(pytester):
+    """Each worker's failing run keeps its timeline: one file per worker, each named in the JSON."""
+    pytester.makepyfile(
+        test_user="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+        "    assert False, 'fails on each worker'\n"
+    )
+    flags = "-p no:cacheprovider --opprof -n 2 --dist each --opprof-json=r.json --opprof-trace-dir=traces"
+    result = pytester.runpytest(*flags.split())
+    result.assert_outcomes(failed=2)
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    expected = [export_trace_path(Path("traces"), "test_user.py::test_x", f"gw{i}") for i in (0, 1)]
+    assert sorted(Path(t["trace"]) for t in tests) == expected
+    assert sorted(p.relative_to(pytester.path) for p in (pytester.path / "traces").iterdir()) == expected
