@@ -14,7 +14,7 @@ from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .documents import BaselineDoc
-from .errors import BaselineError, shown_value, symlink_outside
+from .errors import OUTPUT_FIX, BaselineError, opprof_output, shown_value, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -386,13 +386,14 @@ def _check_kind(path: Path, data: Any) -> None:
         or (events and isinstance(events[0], dict) and "ph" in events[0])
     ):
         raise BaselineError(bad_baseline(path, "a Kineto/Chrome trace, not a baseline", TRACE_FIX))
-    if isinstance(data, dict) and isinstance(data.get("tests"), list) and "ops" not in data:
+    output = opprof_output(data)
+    if output:
         raise BaselineError(
             bad_baseline(
                 path,
-                "an opprof run report (--opprof-json), not a baseline",
-                "run reports are for scripts, no opprof command reads one: pass a baseline file or folder "
-                "(.opprof/<device key>), and keep reports out of baseline folders",
+                f"{output}, not a baseline",
+                f"{OUTPUT_FIX}: pass a baseline file or folder (.opprof/<device key>), and keep such files out "
+                "of baseline folders",
             )
         )
     if not isinstance(data, dict) or "schema" not in data:

@@ -76,6 +76,29 @@ def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 
 
+RUN_REPORT = "an opprof run report (--opprof-json)"
+
+
+def opprof_output(doc: object) -> str | None:
+    """Which of opprof's own JSON outputs `doc` is, by its top-level keys (for the line refusing
+    it where a trace or a baseline was wanted), or None: none of them."""
+    if not isinstance(doc, dict):
+        return None
+    keys = set(doc)
+    if keys == {"baselines"} and isinstance(doc["baselines"], list):
+        return "`opprof show --json` output"
+    if {"a", "b", "tests", "regressed"} <= keys:
+        return "`opprof compare --json` output"
+    if isinstance(doc.get("tests"), list):
+        return RUN_REPORT
+    if {"source", "steps", "checks"} <= keys and isinstance(doc.get("ops"), list):
+        return "`opprof analyze --json` output (a profile)"
+    return None
+
+
+OUTPUT_FIX = "no opprof command reads its own JSON output (it is for scripts)"
+
+
 def trace_not_found(path: object) -> str:
     return f"{path}: no such file; give the path of a .json or .json.gz trace"
 

@@ -24,7 +24,16 @@ from typing import Any
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
 from .analysis.checks import overhead_check
 from .analysis.model import WorkloadReference, workload_problem
-from .errors import TraceError, bad_trace, not_a_path, shown_value, trace_not_found
+from .errors import (
+    OUTPUT_FIX,
+    RUN_REPORT,
+    TraceError,
+    bad_trace,
+    not_a_path,
+    opprof_output,
+    shown_value,
+    trace_not_found,
+)
 from .events import (
     CPU_OP,
     DEVICE_KINDS,
@@ -376,10 +385,13 @@ def _is_shape(value: Any) -> bool:
 
 def _not_a_trace(path: Path, doc: Any) -> str:
     """Why a JSON document is not a trace: an opprof baseline or run report says so and what reads it."""
-    if isinstance(doc, dict) and "schema" in doc and "ops" in doc:
+    output = opprof_output(doc)
+    if isinstance(doc, dict) and "schema" in doc and "ops" in doc and not output:
         return f"{path}: an opprof baseline, not a trace; opprof show reads baselines"
-    if isinstance(doc, dict) and isinstance(doc.get("tests"), list):
-        return f"{path}: an opprof run report (--opprof-json), not a trace; opprof analyze reads the traces --opprof-trace-dir writes"
+    if output == RUN_REPORT:
+        return f"{path}: {RUN_REPORT}, not a trace; opprof analyze reads the traces --opprof-trace-dir writes"
+    if output:
+        return f"{path}: {output}, not a trace; {OUTPUT_FIX}: give the trace it was made from"
     return bad_trace(path, "not a Kineto/Chrome trace (no 'traceEvents')")
 
 

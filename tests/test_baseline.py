@@ -158,7 +158,7 @@ def test_same_measurement_gives_byte_identical_file():
         ('[{"ph": "X", "name": "aten::mm"}]', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
         (
             '{"schema": 1, "device_key": "cpu", "tests": []}',
-            "an opprof run report (--opprof-json), not a baseline; run reports are for scripts, no opprof command reads one",
+            "an opprof run report (--opprof-json), not a baseline; no opprof command reads its own JSON output",
         ),
     ],
 )

@@ -303,6 +303,29 @@ def test_show_of_a_trace_and_analyze_of_a_baseline_point_to_each_other(capsys, f
     assert code == 2 and f"{baseline}: an opprof baseline, not a trace; opprof show reads baselines" in err
 
 
+def test_the_commands_own_json_outputs_are_named_when_read_back(capsys, folders, tmp_path):
+    """`--json` output handed back to a command is named as what it is, never called a broken
+    baseline to fix or delete, nor a trace."""
+    from pytest_opprof.chrome import write_trace
+
+    trace = tmp_path / "t.json.gz"
+    write_trace(trace, steps_with([500] * 3), {})
+    made = {
+        "analyze": ("analyze", trace, "--json"),
+        "show": ("show", folders[0], "--json"),
+        "compare": ("compare", *folders, "--json"),
+    }
+    for name, argv in made.items():
+        _, out, _ = run_cli(capsys, *argv)
+        output = tmp_path / f"{name}.json"
+        output.write_text(out)
+        what = f"`opprof {name} --json` output" + (" (a profile)" if name == "analyze" else "")
+        for command, wanted in (("analyze", "trace"), ("show", "baseline"), ("compare", "baseline")):
+            code, _, err = run_cli(capsys, command, *([output] * (2 if command == "compare" else 1)))
+            assert code == 2 and err.startswith(f"opprof: error: {output}: {what}, not a {wanted}; "), err
+            assert "no opprof command reads its own JSON output" in err and "delete" not in err
+
+
 def test_show_file_and_folder(capsys, folders):
     a, _ = folders
     file = a / "tests" / "test_m.py" / "test_mlp.json"
