@@ -265,8 +265,16 @@ def _show(args: argparse.Namespace) -> int:
 class _Side:
     """One side of a comparison: its baseline documents by test, and how to name it."""
 
-    def __init__(self, path: Path, kind: str, docs: dict[str, BaselineDoc], device_key: str | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        kind: str,
+        docs: dict[str, BaselineDoc],
+        device_key: str | None,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
+        self.warnings = warnings  # a trace's warning-level checks, as `name: message`
 
     def to_dict(self) -> dict[str, Any]:
         environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
@@ -275,6 +283,7 @@ class _Side:
             "kind": self.kind,
             "device_key": self.device_key,
             "environment": next(iter(self.docs.values())).environment if len(environments) == 1 else None,
+            "warnings": list(self.warnings),
         }
 
 
@@ -303,7 +312,8 @@ def _load_side(text: str) -> _Side:
             raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, {})
-        return _Side(path, "trace", {path.name: doc}, key)
+        warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
+        return _Side(path, "trace", {path.name: doc}, key, warned)
     found = _baselines_at(path)
     if path.is_dir():
         keys = sorted({str(doc.device_key) for _, doc in found})
@@ -335,15 +345,18 @@ def _second_baseline(folder: Path, first: Path, second: Path, nodeid: str) -> st
     return f"{second}: a second baseline of {nodeid!r} under {folder}; {fix}"
 
 
-def _pairs(a: _Side, b: _Side) -> tuple[list[tuple[str, BaselineDoc, BaselineDoc]], list[str], list[str]]:
-    """(test, A doc, B doc) pairs, and the tests only A or only B has."""
+_Pair = tuple[str, tuple[str, str], BaselineDoc, BaselineDoc]  # shown name, (A's name, B's name), docs
+
+
+def _pairs(a: _Side, b: _Side) -> tuple[list[_Pair], list[str], list[str]]:
+    """(test, names, A doc, B doc) pairs, and the tests only A or only B has."""
     if a.kind != "baselines":  # one measurement on each side, whatever its name
         ((na, da),) = a.docs.items()
         ((nb, db),) = b.docs.items()
-        return [(na if na == nb else f"{na} vs {nb}", da, db)], [], []
+        return [(na if na == nb else f"{na} vs {nb}", (na, nb), da, db)], [], []
     common = sorted(set(a.docs) & set(b.docs))
     return (
-        [(n, a.docs[n], b.docs[n]) for n in common],
+        [(n, (n, n), a.docs[n], b.docs[n]) for n in common],
         sorted(set(a.docs) - set(b.docs)),
         sorted(set(b.docs) - set(a.docs)),
     )
@@ -354,6 +367,7 @@ class _Compared:
     """One test compared: its op rows A vs B and the ops B made worse."""
 
     name: str
+    names: tuple[str, str]  # the test (or trace file) on each side
     rows: list[SideRow]
     worse: list[SideRow]
 
@@ -368,6 +382,7 @@ class _Outcome:
     only_a: list[str]
     only_b: list[str]
     unchosen: list[str]  # tests in both holding no op that --op chose
+    warnings: list[str]  # each side's trace warnings, and sides that differ in more than the code
 
     @property
     def regressed(self) -> bool:
@@ -380,11 +395,11 @@ def _compare(args: argparse.Namespace) -> int:
     pairs, only_a, only_b = _pairs(a, b)
     if args.op:
         _check_chooses_ops(args.op, [*a.docs.values(), *b.docs.values()], f"{args.a} or {args.b}")
-        pairs = [(name, da.only(args.op), db.only(args.op)) for name, da, db in pairs]
-    compared = [_compared(name, da, db, args) for name, da, db in pairs]
+        pairs = [(name, names, da.only(args.op), db.only(args.op)) for name, names, da, db in pairs]
+    compared = [_compared(name, names, da, db, args) for name, names, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
-    outcome = _Outcome(a, b, results, only_a, only_b, unchosen)
+    outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs))
     if args.json:
         _print_json(_compare_json(args, outcome))
     else:
@@ -392,9 +407,24 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_REGRESSION if outcome.regressed else EXIT_OK
 
 
-def _compared(name: str, a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace) -> _Compared:
+def _compared(name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-    return _Compared(name, rows, b_regressed(rows, args.min_delta_ms))
+    return _Compared(name, names, rows, b_regressed(rows, args.min_delta_ms))
+
+
+def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
+    """What makes the comparison more than one of code: a side's trace warnings (ops outside
+    the steps are in no per-step number), two machines, two tests."""
+    found = [f"{label}: {warning}" for label, side in (("A", a), ("B", b)) for warning in side.warnings]
+    keys = (a.device_key, b.device_key)
+    if a.device_key != b.device_key and "unknown" not in keys:
+        kinds = {key.startswith("cpu") for key in keys if key}
+        mixed = " (device times on one side, CPU times on the other)" if len(kinds) > 1 else ""
+        found.append(f"A ran on {a.device_key}, B on {b.device_key}: the times compare two machines{mixed}")
+    if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
+        na, nb = pairs[0][1]
+        found.append(f"A and B are baselines of two tests ({na}, {nb}): their ops differ by what the tests run")
+    return found
 
 
 def _check_compare_paths(first: str, second: str) -> None:
@@ -430,9 +460,16 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
         "unit": "ms per step; device time for ops that ran on a device, else CPU time",
         "regressed": outcome.regressed,
         "tests": [
-            {"test": r.name, "regressed": bool(r.worse), "ops": [row.to_dict() for row in r.rows[: args.top]]}
+            {
+                "test": r.name,
+                "in_a": r.names[0],
+                "in_b": r.names[1],
+                "regressed": bool(r.worse),
+                "ops": [row.to_dict() for row in r.rows[: args.top]],
+            }
             for r in outcome.results
         ],
+        "warnings": outcome.warnings,
         "only_in_a": outcome.only_a,
         "only_in_b": outcome.only_b,
         "without_chosen_op": outcome.unchosen,
@@ -449,6 +486,7 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     ]
     if args.op:
         out.append(f"only ops matching {' or '.join(args.op)}, with the kernels they launched")
+    out += [f"warning: {warning}" for warning in outcome.warnings]
     for r in outcome.results:
         verdict = f"B regressed: {count_of(len(r.worse), 'op')} worse" if r.worse else "B not worse"
         out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]

@@ -277,6 +277,43 @@ def test_compare_stat_min(capsys, tmp_path):
     assert by == {"median": 0.9, "min": 0.5}
 
 
+def test_compare_warns_of_ops_outside_the_steps_of_a_trace(capsys, tmp_path):
+    """B's slow op lies outside every step: no per-step number holds it, so it compares as
+    faster; the trace's outside_steps warning is said above the table and in the JSON."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, [*steps_with([500] * 3), *(op("aten::empty", i * 10_000 + 600, 1) for i in range(3))], {})
+    write_trace(b, [*steps_with([500] * 3), op("aten::empty", 40_000, 2_500)], {})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    warning = "B: outside_steps: 1 of 4 CPU ops lie outside the ProfilerStep annotations"
+    assert code == 0 and f"\nwarning: {warning}" in out and "warning: A:" not in out
+    data = json.loads(run_cli(capsys, "compare", a, b, "--json")[1])
+    assert [w.split(":", 2)[:2] for w in data["warnings"]] == [["B", " outside_steps"]]
+    assert data["a"]["warnings"] == [] and data["b"]["warnings"] == [data["warnings"][0][3:]]
+
+
+def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
+    """Two device keys (one of them CPU: device times against CPU times), and two baseline
+    files of different tests: said, and the JSON names each side's test."""
+    t4_mlp = folders[0] / "tests" / "test_m.py" / "test_mlp.json"
+    t4_small = folders[0] / "tests" / "test_m.py" / "test_small.json"
+    code, out, _ = run_cli(capsys, "compare", t4_mlp, t4_small, "--json")
+    data = json.loads(out)
+    assert data["warnings"] == [
+        "A and B are baselines of two tests (tests/test_m.py::test_mlp, tests/test_m.py::test_small): "
+        "their ops differ by what the tests run"
+    ]
+    assert [(t["in_a"], t["in_b"]) for t in data["tests"]] == [
+        ("tests/test_m.py::test_mlp", "tests/test_m.py::test_small")
+    ]
+    _, out, _ = run_cli(capsys, "compare", *folders)
+    assert "warning: A ran on nvidia-tesla-t4, B on nvidia-a10: the times compare two machines\n" in out
+    cpu = write_folder(folders[0].parent, "cpu-x86_64", {"tests/test_m.py::test_mlp": profile(700)})
+    _, out, _ = run_cli(capsys, "compare", folders[0], cpu)
+    assert "B on cpu-x86_64: the times compare two machines (device times on one side, CPU times on the other)" in out
+    _, out, _ = run_cli(capsys, "compare", t4_mlp, t4_mlp)
+    assert "warning:" not in out
+
+
 def steps_with(durations_us):
     events = []
     for i, d in enumerate(durations_us):
