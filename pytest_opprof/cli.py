@@ -200,6 +200,11 @@ def _analyze(args: argparse.Namespace) -> int:
     whole = load_trace(args.trace)
     _check_selects(args.op, whole.names(), args.trace, ANALYZE_NAMES)
     profile = whole.only(args.op) if args.op else whole
+    if args.csv and args.op and not profile.ops:  # a header alone would read as "no such op"
+        raise _UsageError(
+            f"--op {' '.join(map(repr, args.op))} chose no op in {args.trace}, only kernels, copies, ranges or "
+            "runtime calls, and the CSV holds one row per op: drop --csv (the tables show them) or use --json"
+        )
     if args.json:
         data = profile.to_dict()
         if args.top is not None:

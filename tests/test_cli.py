@@ -410,6 +410,21 @@ def test_analyze_csv_is_the_op_table_for_a_spreadsheet(capsys, small_trace):
     assert len(list(csv.DictReader(io.StringIO(top)))) == 1
 
 
+def test_analyze_csv_refuses_an_op_glob_that_chose_only_kernels(capsys, small_trace):
+    """The CSV holds ops: a glob that chose only a kernel would print a bare header, which reads
+    as "no such op", while the table shows the kernel."""
+    code, out, err = run_cli(capsys, "analyze", str(small_trace), "--csv", "--op", "sgemm*")
+    assert code == 2 and out == ""
+    assert err == (
+        f"opprof: error: --op 'sgemm*' chose no op in {small_trace}, only kernels, copies, ranges or runtime calls, "
+        "and the CSV holds one row per op: drop --csv (the tables show them) or use --json\n"
+    )
+    code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--op", "sgemm*")
+    assert code == 0 and "sgemm_128x64" in out
+    code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--csv", "--op", "aten::add*")
+    assert code == 0 and out.splitlines()[1].startswith("aten::addmm,")
+
+
 def test_the_share_of_a_step_uses_the_true_median_wall_for_an_even_step_count(capsys, tmp_path):
     """Steps of 2, 10, 2, 10 ms: the median wall is 6 ms (as the JSON's step_wall_ms), so a 0.3 ms
     op is 5.0% of a step in the table and the CSV, not 3.0% of the upper middle step (a trial)."""
