@@ -82,10 +82,15 @@ def us_text_to_ns(value: object) -> int:
                 # Sub-nanosecond digits or an exponent: exact decimal, rounded half-even; the
                 # exponent is bounded first (1e999990 would take half a minute to expand).
                 number = Decimal(value)
-                if number.is_finite() and abs(number.adjusted()) <= _MAX_EXPONENT:
-                    return int((number * 1000).to_integral_value())
             except InvalidOperation:
                 pass
+            else:
+                if number.is_finite():
+                    if number.adjusted() > _MAX_EXPONENT:
+                        raise ValueError(f"{value!r} microseconds is beyond any clock")
+                    if number.adjusted() < -_MAX_EXPONENT:
+                        return 0  # far below a nanosecond
+                    return int((number * 1000).to_integral_value())
     if isinstance(value, float) and math.isfinite(value):  # only when a caller parsed floats itself
         return round(value * 1000)
     msg = f"{value!r} is not a number of microseconds"

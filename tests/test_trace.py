@@ -40,6 +40,7 @@ SHARED_NAMES = [
         ("1.2345", 1234),  # sub-ns digits round half-even
         ("1.2355", 1236),
         ("1e3", 1_000_000),
+        ("1e-300", 0),  # far below a nanosecond
     ],
 )
 def test_microsecond_text_to_exact_nanoseconds(text, ns):
@@ -296,7 +297,8 @@ def _event(**fields):
         (_event(pid={"a": 1}), "a complete event's 'pid': {'a': 1} is not a number or a name"),
         (_event(ts=float("inf")), "complete event 0 ('aten::mm'): inf is not a number of microseconds"),
         (_event(ts="Infinity"), "'Infinity' is not a number of microseconds"),
-        (_event(ts="1e999990"), "'1e999990' is not a number of microseconds"),
+        (_event(ts="1e999990"), "'1e999990' microseconds is beyond any clock"),
+        (_event(dur=1e300), "complete event 0 ('aten::mm'): '1e+300' microseconds is beyond any clock"),
         (_event(ts={}), "complete event 0 ('aten::mm'): {} is not a number of microseconds"),  # was a KeyError
         (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (
