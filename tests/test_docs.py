@@ -79,3 +79,41 @@ def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
         "test_model_budget.json",
     )
     assert "`.opprof/cpu-x86_64/tests/test_model.py/test_model_budget.json`" in section
+
+
+def _readme_paragraph(starts: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index(starts)
+    return text[start : text.index("\n- **", start + 1)]
+
+
+def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_path):
+    """A trial found baseline keys the README's format paragraph left out: every key a baseline
+    file holds (with its references and every environment key), and every key of an exported
+    trace's `opprof` header, is named there in backticks."""
+    import dataclasses
+    import gzip
+    import json
+
+    from builders import op, step
+
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.analysis.model import WorkloadReference
+    from pytest_opprof.baseline import ENVIRONMENT_KEYS, baseline_from_profile
+
+    profile = dataclasses.replace(
+        analyze([step(1, 0, 1000), op("aten::mm", 10, 500)]),
+        reference_ns=200_000,
+        dispatch_reference_ns=300_000,
+        workload_reference=WorkloadReference("aten::mm", ((8, 8), (8, 8)), ("float", "float"), 5000),
+    )
+    doc = baseline_from_profile(profile, "t.py::t", "cpu-x86_64", dict.fromkeys(ENVIRONMENT_KEYS, "x")).to_dict()
+    fmt = _readme_paragraph("- **Format (schema 2):**")
+    assert [key for key in [*doc, *doc["environment"], *doc["capture"]] if f"`{key}`" not in fmt] == []
+    trace = tmp_path / "t.json.gz"
+    profile.export_chrome_trace(trace, "cpu-x86_64")
+    header = json.loads(gzip.decompress(trace.read_bytes()))
+    described = _readme_paragraph("- `--opprof-trace-dir DIR`:")
+    assert [key for key in ["schemaVersion", *header["opprof"]] if f"`{key}`" not in described] == []
