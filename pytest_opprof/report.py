@@ -28,7 +28,7 @@ from .errors import CUT_SHORT, TraceWriteError, closest_names
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, ranges_table, short, timeline_line
-from .units import count_of, count_text, first_three
+from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -813,7 +813,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     if hardware:
         software = f"{hardware}; {software}"
     walls = list(doc.wall_ms or [])
-    wall = f", {_median(walls):.3f} ms/step wall" if walls else ""
+    wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
     return [
         f"{doc.nodeid}  [{path}]",
         f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{wall}",
@@ -829,9 +829,9 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
             [
                 short(name),
                 count_text(_median(list(op.calls_per_step or [0]))),
-                ms_cell(_median(times)),
-                ms_cell(min(times)),
-                ms_cell(_median(list(op.cpu_ms or [0]))),
+                stored_ms_text(_median(times)),
+                stored_ms_text(min(times)),
+                stored_ms_text(_median(list(op.cpu_ms or [0]))),
                 "device" if op.on_device else "cpu",
             ]
         )
@@ -846,7 +846,7 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
             short(name, 60),
             ", ".join(k.ops) or "-",
             count_text(_median(list(k.calls_per_step or [0]))),
-            ms_cell(_median(list(k.device_ms or [0]))),
+            stored_ms_text(_median(list(k.device_ms or [0]))),
         ]
         for name, k in kernels[:top]
     ]
@@ -860,7 +860,7 @@ def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
         [
             name,
             count_text(_median(list(m.calls_per_step or [0]))),
-            ms_cell(_median(list(m.device_ms or [0]))),
+            stored_ms_text(_median(list(m.device_ms or [0]))),
             m.bytes,
         ]
         for name, m in memory[:top]
@@ -869,8 +869,9 @@ def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
     return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
+def _diff_decimals(a_ms: float | None, b_ms: float | None) -> int:
+    """A difference of two stored times is as precise as the coarser of them."""
+    return min(stored_decimals(ms) for ms in (a_ms, b_ms) if ms is not None) if (a_ms, b_ms) != (None, None) else 3
 
 
 def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
@@ -883,10 +884,10 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
                 short(r.op, 60),
                 "-" if r.a_calls is None else count_text(r.a_calls),
                 "-" if r.b_calls is None else count_text(r.b_calls),
-                _num(r.a_ms, ".3f"),
-                _num(r.b_ms, ".3f"),
+                "-" if r.a_ms is None else stored_ms_text(r.a_ms),
+                "-" if r.b_ms is None else stored_ms_text(r.b_ms),
                 f"{ratio:.2f}x" if ratio is not None else "-",
-                f"{r.diff_ms:+.3f}",
+                f"{r.diff_ms:+.{_diff_decimals(r.a_ms, r.b_ms)}f}",
                 "/".join(dict.fromkeys(t for t in (r.a_time, r.b_time) if t)),  # cpu, device or cpu/device
                 r.status + (" (calls)" if r.calls_changed else ""),
             ]
@@ -906,7 +907,7 @@ def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int =
             for kernels in (r.kernels_a, r.kernels_b):
                 if i < len(kernels):
                     name, calls, ms = kernels[i]
-                    cells += [short(name, 48), f"{count_text(calls)}x {ms:.3f}"]
+                    cells += [short(name, 48), f"{count_text(calls)}x {stored_ms_text(ms)}"]
                 else:
                     cells += ["", ""]
             table.append([short(r.op, 40) if i == 0 else "", *cells])

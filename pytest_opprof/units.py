@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def ns_to_ms(ns: float) -> float:
     return ns / 1e6
@@ -10,6 +12,22 @@ def ns_to_ms(ns: float) -> float:
 def ms_text(ms: float, digits: int = 3) -> str:
     """A number of milliseconds as the reports print it: `0.418`."""
     return f"{ms:.{digits}f}"
+
+
+STORED_DIGITS = 4  # significant digits of a baseline's times (baseline.round_sig)
+
+
+def stored_decimals(ms: float) -> int:
+    """The decimals a time held to 4 significant digits has, at most 3 (the reports' µs):
+    145.0 has 1, 29950 has none; a figure shown as `29950.000` claims precision it lacks."""
+    if ms == 0 or not math.isfinite(ms):
+        return 3
+    return min(3, max(0, STORED_DIGITS - 1 - math.floor(math.log10(abs(ms)))))
+
+
+def stored_ms_text(ms: float, decimals: int | None = None) -> str:
+    """A time a baseline holds, to the digits it has: `145.0`, `0.350`, `29950`."""
+    return f"{ms:.{stored_decimals(ms) if decimals is None else decimals}f}"
 
 
 def count_text(value: float) -> str:

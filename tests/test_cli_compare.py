@@ -314,6 +314,26 @@ def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
     assert "warning:" not in out
 
 
+def test_compare_and_show_print_stored_times_to_the_digits_they_have(capsys, tmp_path):
+    """Times compared are held to 4 significant digits: 145.0295 ms prints `145.0`, not
+    `145.000`, which claims microseconds it does not have; small times keep 3 decimals."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for path, us in ((a, 145_029.5), (b, 29_951_779.0)):
+        long_steps = [step(i + 1, i * 40_000_000, 39_000_000) for i in range(3)]
+        write_trace(path, [*long_steps, *(op("aten::mm", i * 40_000_000 + 10, us) for i in range(3))], {})
+    _, out, _ = run_cli(capsys, "compare", a, b)
+    row = next(line.split() for line in out.splitlines() if line.startswith("aten::mm"))
+    assert row[3:7] == ["145.0", "29950", "206.55x", "+29805"]
+    root = tmp_path / ".opprof"
+    folder = write_folder(root, "cpu-x86_64", {"t.py::t": analyze(steps_with([350.4, 350.4, 350.4]))})
+    _, out, _ = run_cli(capsys, "show", folder)
+    assert next(line.split() for line in out.splitlines() if line.startswith("aten::mm"))[2:5] == [
+        "0.350",
+        "0.350",
+        "0.350",
+    ]
+
+
 def steps_with(durations_us):
     events = []
     for i, d in enumerate(durations_us):
