@@ -33,7 +33,7 @@ from .errors import (
     unknown_op,
 )
 from .tables import by_shown_time, steps_or_span
-from .units import count_text, first_three
+from .units import count_text, first_three, share_text
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -339,11 +339,6 @@ def _compilations_varied(regions: Any) -> tuple[int, list[tuple[int, frozenset[i
     return None
 
 
-def _share(share: float) -> str:
-    """A share as a whole percentage; under 1% as `<1%` (a failing check never reads `0%`)."""
-    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
-
-
 def compiled() -> Assertion:
     """The steps' work ran inside compiled code: no op ran eagerly outside it."""
     return _compiled
@@ -367,7 +362,7 @@ def _compiled(profile: Profile) -> str | None:
     )
     more = f" and {len(c.eager) - 3} more" if len(c.eager) > 3 else ""
     return (
-        f"{_share(c.eager_share)} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
+        f"{share_text(c.eager_share)} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
         "a graph break or work outside the compiled function"
     )
 
@@ -547,7 +542,7 @@ def _device_busy_above(profile: Profile, limit: float) -> str | None:
         return None
     share, number, busy, wall = worst
     host = (
-        f"; the host ran ops while it was idle {t.host_bound_share:.0%} of {steps_or_span(profile)}"
+        f"; the host ran ops while it was idle {share_text(t.host_bound_share)} of {steps_or_span(profile)}"
         if t.host_bound_share
         else ""
     )

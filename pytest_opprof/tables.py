@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from .units import count_of, count_text, ms_text
+from .units import count_of, count_text, ms_text, share_text
 
 if TYPE_CHECKING:  # for annotations only: the model imports this module
     from .analysis import Profile
@@ -117,7 +117,7 @@ def compiled_line(profile: Profile) -> str | None:
         parts.append(f"{count_text(resumed / steps)}/step resumed after a graph break")
     if inside := [x for x in c.compilations if x.step >= 0]:
         parts.append(f"{len(inside)} compilations inside the steps")
-    parts.append(f"eager {c.eager_share:.0%} of the CPU time")
+    parts.append(f"eager {share_text(c.eager_share)} of the CPU time")
     return "; ".join(parts)
 
 
@@ -134,9 +134,9 @@ def timeline_line(profile: Profile) -> str | None:
     if t is None or not t.total.span_ns:
         return None
     total = t.total
-    parts = [f"device busy {total.busy_ns / total.span_ns:.0%} of {total.span_ns / 1e6:.3f} ms"]
+    parts = [f"device busy {share_text(total.busy_ns / total.span_ns)} of {total.span_ns / 1e6:.3f} ms"]
     if t.host_bound_share is not None:
-        parts.append(f"idle while the host ran ops {t.host_bound_share:.0%} of {steps_or_span(profile)}")
+        parts.append(f"idle while the host ran ops {share_text(t.host_bound_share)} of {steps_or_span(profile)}")
     if total.compute_memory_overlap_ns:
         parts.append(f"compute/memory overlap {total.compute_memory_overlap_ns / 1e6:.3f} ms")
     if total.compute_comm_overlap_ns:

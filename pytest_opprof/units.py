@@ -30,6 +30,17 @@ def stored_ms_text(ms: float, decimals: int | None = None) -> str:
     return f"{ms:.{stored_decimals(ms) if decimals is None else decimals}f}"
 
 
+def share_text(share: float) -> str:
+    """A share as a whole percentage, never rounded to an end it is not at: `<1%` for 0.4%,
+    `>99%` for 99.6% (a 100% would read as "all of it")."""
+    shown = f"{share:.0%}"
+    if shown == "0%" and share > 0:
+        return "<1%"
+    if shown == "100%" and share < 1:
+        return ">99%"
+    return shown
+
+
 def count_text(value: float) -> str:
     """A count, or a median or mean of counts, as reports print it: `1000000`, `2.5`, `1.33`
     (`:g` printed a million calls as `1e+06`)."""

@@ -119,3 +119,14 @@ def test_counts_print_whole_and_never_in_exponent_form(value, text):
     from pytest_opprof.units import count_text
 
     assert count_text(value) == text
+
+
+@pytest.mark.parametrize(
+    ("share", "text"),
+    [(0, "0%"), (0.004, "<1%"), (0.005, "<1%"), (0.62, "62%"), (0.9964, ">99%"), (1, "100%")],
+)
+def test_shares_never_round_to_an_end_they_are_not_at(share, text):
+    """99.64% of the host span idle read `100%` in a trial's timeline line, 0.4% read `0%`."""
+    from pytest_opprof.units import share_text
+
+    assert share_text(share) == text
