@@ -327,6 +327,7 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
 
 GZIP_MAGIC = b"\x1f\x8b"
 TRACE_FIX = "opprof analyze reads traces; a baseline is recorded by pytest --opprof-update-baseline"
+_SNIFF = 4096  # characters of a file that does not parse looked at for a trace's keys
 
 
 def _text(path: Path) -> str | None:
@@ -337,6 +338,10 @@ def _text(path: Path) -> str | None:
         return None
     except NotReadable as exc:
         raise BaselineError(bad_baseline(path, str(exc))) from None
+    except IsADirectoryError:
+        raise BaselineError(
+            bad_baseline(path, "a folder, not a baseline file", "rename or move that folder: its name is a baseline's")
+        ) from None
     except OSError as exc:
         raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
     if data.startswith(GZIP_MAGIC):
@@ -361,6 +366,9 @@ def _json(path: Path, text: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
+        if any(key in text[:_SNIFF] for key in ('"traceEvents"', '"schemaVersion"', '"deviceProperties"')):
+            reason = f"a Kineto/Chrome trace (not valid JSON at line {exc.lineno}: cut short?), not a baseline"
+            raise BaselineError(bad_baseline(path, reason, TRACE_FIX)) from None
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
     except RecursionError:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
@@ -421,7 +429,8 @@ def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:
     sorted by path. A file that cannot be used raises BaselineError naming it."""
     if not path.is_dir():
         raise BaselineError(f"{path}: not a folder; pass a baseline folder such as .opprof/cpu-x86_64")
-    files = sorted(p for p in path.rglob("*.json") if not p.name.startswith("."))
+    # a folder named *.json is no baseline (its files are listed on their own)
+    files = sorted(p for p in path.rglob("*.json") if not p.name.startswith(".") and not p.is_dir())
     if not files:
         if any(path.rglob("*.json.gz")):
             raise BaselineError(

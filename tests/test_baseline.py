@@ -19,6 +19,7 @@ from pytest_opprof.baseline import (
     orphan_baselines,
     put_back,
     read_baseline,
+    read_baseline_dir,
     round_sig,
     write_baseline,
 )
@@ -155,6 +156,10 @@ def test_same_measurement_gives_byte_identical_file():
         ),
         ('{"schema": 2, "schema": 1}', "the key 'schema' appears twice in one object (a merge by hand?)"),
         ('{"traceEvents": []}', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
+        (
+            '{\n  "schemaVersion": 1,\n  "traceEvents": [{"ph": "X", "na',
+            "a Kineto/Chrome trace (not valid JSON at line 3: cut short?), not a baseline; opprof analyze reads traces",
+        ),
         ('[{"ph": "X", "name": "aten::mm"}]', "a Kineto/Chrome trace, not a baseline; opprof analyze reads traces"),
         (
             '{"schema": 1, "device_key": "cpu", "tests": []}',
@@ -1363,3 +1368,18 @@ def test_a_baseline_holds_its_workload_reference_and_refuses_a_bad_one(tmp_path)
     ]:
         with pytest.raises(ValueError, match=re.escape(says)):
             BaselineDoc.from_dict({**data, "workload_reference": bad})
+
+
+def test_a_folder_named_as_a_baseline_is_named_so(tmp_path):
+    """A folder where a test's baseline file belongs is refused in words, not an errno; in a
+    folder listing, a folder named *.json is not a baseline (its files are listed themselves)."""
+    folder = tmp_path / "cpu" / "t.py" / "test_a.json"
+    folder.mkdir(parents=True)
+    with pytest.raises(BaselineError) as info:
+        read_baseline(folder, NODE)
+    assert (
+        str(info.value)
+        == f"{folder}: a folder, not a baseline file; rename or move that folder: its name is a baseline's"
+    )
+    write_baseline(folder / "inner.json", doc(profile()))
+    assert [path.name for path, _ in read_baseline_dir(tmp_path / "cpu")] == ["inner.json"]
