@@ -462,6 +462,17 @@ def stepped_aside_unmeasured(baseline: str | None) -> str:
     )
 
 
+def asked_late_unmeasured(baseline: str | None) -> str:
+    """A test that asked for the fixture in its body (`request.getfixturevalue("opprof")`) and
+    captured nothing: the whole call is measured only for a test that names the fixture."""
+    lost = f": its baseline {baseline} was not compared" if baseline else ""
+    return (
+        "the test asked for the opprof fixture in its body (request.getfixturevalue) and captured nothing, "
+        f"so nothing was measured{lost}; name opprof in the test's arguments (then the whole call is "
+        "measured), or measure with opprof.run(...) or `with opprof.capture():`"
+    )
+
+
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"

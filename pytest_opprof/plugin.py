@@ -33,6 +33,7 @@ from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     NOTHING_MEASURED,
+    asked_late_unmeasured,
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
@@ -541,10 +542,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if not state.settings.measuring:
         return (yield)
     fixture = item.stash.get(TEST, None)
-    if fixture is None:
-        if item.get_closest_marker(MARKER) is None:
-            return (yield)
+    if fixture is None and item.get_closest_marker(MARKER) is not None:
         fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True, _clock_sampler(state), pytest.fail)
+    if fixture is None:
+        result = yield
+        late = item.stash.get(TEST, None)  # the test asked for it in its body: request.getfixturevalue("opprof")
+        if late is not None:
+            if late.profile is None and not late.error_messages:
+                _measured_nothing(item, late, state, asked_late_unmeasured, "unmeasured")
+            _judge_call(item, late, state)
+        return result
     fixture.start_whole_call()
     try:
         result = yield
@@ -552,28 +559,36 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         fixture.end_whole_call(raised=exc)
         raise
     fixture.end_whole_call()
+    _judge_call(item, fixture, state)
+    return result
+
+
+def _judge_call(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> None:
+    """After a call that passed: the assertions deferred to its end, then the baseline's verdicts."""
     failures = fixture.deferred_failures()
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
     if fixture.stepped_aside and not fixture.error_messages:
-        _measured_nothing(item, fixture, state)
+        _measured_nothing(item, fixture, state, stepped_aside_unmeasured, "stepped_aside")
     failing = _baseline_step(item, fixture, state)
     if failing:
         pytest.fail("\n".join(failing), pytrace=False)
-    return result
 
 
-def _measured_nothing(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> None:
-    """The whole-call capture stepped aside for the test's own profiler, and no assertion was left
-    to say so: an error when a baseline (or --opprof-require-baseline) expected a measurement,
-    which a debug profiler left in the test would otherwise switch off in silence; else a warning."""
+def _measured_nothing(
+    item: pytest.Item, fixture: OpprofFixture, state: RunState, why: Callable[[str | None], str], check: str
+) -> None:
+    """A measured test that measured nothing (the whole-call capture stepped aside for the test's
+    own profiler, or the test asked for the fixture too late for it), with no assertion left to say
+    so: an error when a baseline (or --opprof-require-baseline) expected a measurement, which would
+    otherwise go uncompared in silence; else a warning check named `check`. `why(baseline)`: the line."""
     settings, rootpath = state.settings, item.config.rootpath
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", item.nodeid)
     comparing = not settings.update_baseline
     if comparing and state.device_key is not None and (path.is_file() or settings.require_baseline):
-        fixture.error_messages.append(f"opprof: {stepped_aside_unmeasured(shown_path(path, rootpath))}")
+        fixture.error_messages.append(f"opprof: {why(shown_path(path, rootpath))}")
     else:
-        _add_check(item, Check("stepped_aside", WARNING, stepped_aside_unmeasured(None)))
+        _add_check(item, Check(check, WARNING, why(None)))
 
 
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
