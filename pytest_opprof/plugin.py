@@ -6,6 +6,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
@@ -404,7 +405,7 @@ def _first_of(problems: list[str]) -> list[str]:
 def pytest_deselected(items: list[pytest.Item]) -> None:
     state = items[0].config.stash.get(RUN, None) if items else None
     if state is not None:
-        state.deselected.extend(item.nodeid for item in items)
+        state.deselected.extend(_baseline_id(item) for item in items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -416,7 +417,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
         return
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
-    collected = [item.nodeid for item in session.items] + state.deselected
+    collected = [_baseline_id(item) for item in session.items] + state.deselected
     found = orphan_baselines(root, state.device_key, collected, _narrowed(config))
     state.orphans = [shown_path(path, config.rootpath) for path in found]
     if hasattr(config, "workeroutput"):
@@ -583,7 +584,7 @@ def _measured_nothing(
     so: an error when a baseline (or --opprof-require-baseline) expected a measurement, which would
     otherwise go uncompared in silence; else a warning check named `check`. `why(baseline)`: the line."""
     settings, rootpath = state.settings, item.config.rootpath
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", item.nodeid)
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", _baseline_id(item))
     comparing = not settings.update_baseline
     if comparing and state.device_key is not None and (path.is_file() or settings.require_baseline):
         fixture.error_messages.append(f"opprof: {why(shown_path(path, rootpath))}")
@@ -598,10 +599,10 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return []
     settings, rootpath = state.settings, item.config.rootpath
     root = baseline_root(rootpath, settings.baseline_dir)
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, item.nodeid)
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, _baseline_id(item))
 
     def measured(again: Any) -> Measurement:
-        doc = baseline_from_profile(again.profile, item.nodeid, state.device_key or "", state.device)
+        doc = baseline_from_profile(again.profile, _baseline_id(item), state.device_key or "", state.device)
         return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer))
 
     def remeasure() -> Measurement | None:
@@ -615,7 +616,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         item.stash[_UNDO] = lambda: put_back(path, before, root)
 
     result = baseline_step(
-        path, shown_path(path, rootpath), item.nodeid, measured(fixture), rule, settings.update_baseline,
+        path, shown_path(path, rootpath), _baseline_id(item), measured(fixture), rule, settings.update_baseline,
         remeasure if fixture.can_measure_again else None, root, keep_undo,
     )  # fmt: skip
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
@@ -623,7 +624,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     fixture.baseline = result
     fixture.error_messages.extend(
         result.error_messages(
-            item.nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline
+            _baseline_id(item), rule, settings.strict, bool(settings.update_baseline), settings.require_baseline
         )
     )
     return [] if settings.update_baseline else result.failing(rule)
@@ -702,6 +703,23 @@ def _put_back(undo: Callable[[], None], fixture: OpprofFixture) -> None:
     except OSError:  # the file stays written, and the summary counts it so
         return
     fixture.baseline = None
+
+
+REPEAT_PARAM = "__pytest_repeat_step_number"  # pytest-repeat's parameter: `--count 3` runs test_x[1-3] ... [3-3]
+_REPEAT_ID = re.compile(r"([\[-])(\d+)-(\d+)\]$")
+
+
+def _baseline_id(item: pytest.Item) -> str:
+    """The node id the test's baseline is named by and holds: a repeat of pytest-repeat's
+    (`test_x[1-3]`, `test_p[a-2-3]`, its id last) is the test it repeats, so all repeats are
+    judged against, and record, the one baseline, which no repeat can call an orphan."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or REPEAT_PARAM not in callspec.params:
+        return item.nodeid
+    found = _REPEAT_ID.search(item.nodeid)
+    if found is None or int(found[2]) != callspec.params[REPEAT_PARAM] + 1:
+        return item.nodeid  # not the id pytest-repeat gives: judged as it is named
+    return item.nodeid[: found.start()] + ("" if found[1] == "[" else "]")
 
 
 def _carries(item: pytest.Item) -> bool:

@@ -67,3 +67,76 @@ def test_a_fixture_asked_for_in_the_body_that_captured_nothing_says_so(pytester)
     result = run(pytester, "--opprof", "--opprof-require-baseline")
     result.assert_outcomes(errors=1)
     assert "name opprof in the test's arguments" in result.stdout.str()
+
+
+# What pytest-repeat does with `--count 3`, in short: a last parametrization of every test by
+# `__pytest_repeat_step_number` (trylast: its id comes last), with the ids `1-3`, `2-3`, `3-3`.
+REPEAT_CONFTEST = """
+import os
+import pytest
+
+COUNT = 3
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc):
+    if not os.environ.get("REPEAT"):
+        return
+    metafunc.fixturenames.append("__pytest_repeat_step_number")
+    metafunc.parametrize(
+        "__pytest_repeat_step_number", range(COUNT), indirect=True, ids=lambda i: f"{i + 1}-{COUNT}"
+    )
+
+
+@pytest.fixture
+def __pytest_repeat_step_number(request):
+    return request.param
+"""
+
+REPEATED = """
+import os, pytest, torch
+
+def f(x):
+    return x * 2 + 1 if os.environ.get("REGRESS") else x * 2
+
+def test_x(opprof):
+    opprof.run(f, torch.ones(4), warmup=1, steps=3)
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_p(opprof, n):
+    opprof.run(f, torch.ones(n), warmup=1, steps=3)
+"""
+
+
+def _baselines(pytester: pytest.Pytester) -> list[str]:
+    return sorted(p.name for p in pytester.path.glob(".opprof/*/test_rep.py/*.json"))
+
+
+def _repeats_share_the_tests_baseline(pytester: pytest.Pytester, monkeypatch, *repeat: str) -> None:
+    pytester.makepyfile(test_rep=REPEATED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)  # recorded without repeats
+    if not repeat:
+        monkeypatch.setenv("REPEAT", "1")
+    before = {p: p.read_bytes() for p in pytester.path.glob(".opprof/*/test_rep.py/*.json")}
+    result = run(pytester, "--opprof", "--opprof-require-baseline", *repeat)
+    result.assert_outcomes(passed=9)
+    assert "read by no test" not in result.stdout.str() and "no baseline" not in result.stdout.str()
+    run(pytester, "--opprof-update-baseline", *repeat).assert_outcomes(passed=9)
+    assert _baselines(pytester) == ["test_p[4].json", "test_p[8].json", "test_x.json"]
+    assert {p: p.read_bytes() for p in before} == before  # unchanged code: no file rewritten
+    monkeypatch.setenv("REGRESS", "1")
+    result = run(pytester, "--opprof", *repeat)
+    result.assert_outcomes(failed=9)
+    assert "FAILED test_rep.py::test_p[8-3-3] - Failed: structure changed" in result.stdout.str()
+
+
+def test_repeats_of_pytest_repeat_share_the_tests_baseline(pytester, monkeypatch):
+    """`--count 3` ids (`test_x[1-3]`, `test_p[4-2-3]`) are the test they repeat: judged against
+    its baseline, recording into it; the baseline is no orphan, and no `test_x[1-3].json` is made."""
+    pytester.makeconftest(REPEAT_CONFTEST)
+    _repeats_share_the_tests_baseline(pytester, monkeypatch)
+
+
+def test_with_pytest_repeat_itself(pytester, monkeypatch):
+    pytest.importorskip("pytest_repeat")
+    _repeats_share_the_tests_baseline(pytester, monkeypatch, "--count", "3")
