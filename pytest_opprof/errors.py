@@ -462,6 +462,16 @@ def stepped_aside_unmeasured(baseline: str | None) -> str:
     )
 
 
+def key_hook_loaded_late(where: str, key: str) -> str:
+    """A device-key hook in a conftest pytest loaded only while collecting, after the key was chosen."""
+    return (
+        f"opprof: the pytest_opprof_device_key hook in {where} was loaded after opprof chose the device key "
+        f"({key}): pytest loads that conftest.py only when it collects its folder, so the key would depend on "
+        "the paths given; move the hook to a conftest.py pytest loads at start (the rootdir's, or that of the "
+        "testpaths folder)"
+    )
+
+
 def asked_late_unmeasured(baseline: str | None) -> str:
     """A test that asked for the fixture in its body (`request.getfixturevalue("opprof")`) and
     captured nothing: the whole call is measured only for a test that names the fixture."""

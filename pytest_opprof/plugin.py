@@ -38,6 +38,7 @@ from .errors import (
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
+    key_hook_loaded_late,
     more_bad_markers,
     orphans_line,
     stepped_aside_unmeasured,
@@ -70,7 +71,7 @@ from .settings import (
 )
 
 MARKER = "opprof"
-BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what is wrong with the test's marker
+BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what makes the test err (its marker, a late key hook)
 TORCH_NUMPY_WARNING = "Failed to initialize NumPy"
 
 
@@ -299,6 +300,7 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
     state.device, state.gpu_handle = device_facts(state.nvml)
     hooked = None
     if not state.settings.device_key:
+        state.key_hooks = _key_hooks(config)
         try:
             hooked = config.hook.pytest_opprof_device_key(config=config, facts=dict(state.device))
         except Exception as exc:  # the user's hook: one line naming what it raised and where
@@ -307,6 +309,26 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
         state.device_key, state.key_source = resolve_key(state.settings.device_key, hooked, state.device)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _key_hooks(config: pytest.Config) -> frozenset[str]:
+    return frozenset(impl.plugin_name for impl in config.hook.pytest_opprof_device_key.get_hookimpls())
+
+
+def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
+    """Why the device key cannot stand: a conftest holding the key hook was loaded while collecting,
+    after the key was chosen without it (`pytest` vs `pytest tests/gpu` would pick two keys)."""
+    if not state.settings.measuring or state.settings.device_key or state.device_key is None:
+        return None
+    late = [
+        impl.plugin
+        for impl in config.hook.pytest_opprof_device_key.get_hookimpls()
+        if impl.plugin_name not in state.key_hooks
+    ]
+    if not late:
+        return None
+    where = getattr(late[0], "__file__", None) or repr(late[0])
+    return key_hook_loaded_late(shown_path(Path(where), config.rootpath), state.device_key)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -382,10 +404,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[RUN]
+    late_hook = _late_key_hook(config, state)
+    if late_hook and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(late_hook)
     problems = []
     for item in items:
         marker = item.get_closest_marker(MARKER)
         problem = marker_problem(item.nodeid, marker.args, marker.kwargs) if marker is not None else None
+        if late_hook and _carries(item):  # an xdist worker cannot stop the run: each measured test errs
+            problem = late_hook
         if problem and hasattr(config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
             item.stash[BAD_MARKER] = problem
         elif problem:

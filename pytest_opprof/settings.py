@@ -65,6 +65,7 @@ class RunState:
     idle_outputs: tuple[str, ...] = ()  # output flags given on the command line without --opprof
     deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect... left out
     orphans: list[str] | None = None  # baseline files no collected test reads (None: not looked)
+    key_hooks: frozenset[str] = frozenset()  # the pytest_opprof_device_key implementations asked for the key
     trace_tag: str | None = None  # the xdist worker of `--dist each`, in its trace names (each runs every test)
 
 

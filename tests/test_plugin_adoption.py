@@ -140,3 +140,31 @@ def test_repeats_of_pytest_repeat_share_the_tests_baseline(pytester, monkeypatch
 def test_with_pytest_repeat_itself(pytester, monkeypatch):
     pytest.importorskip("pytest_repeat")
     _repeats_share_the_tests_baseline(pytester, monkeypatch, "--count", "3")
+
+
+def test_a_device_key_hook_loaded_while_collecting_is_refused(pytester):
+    """A key hook in tests/gpu/conftest.py ran only when the paths given reached tests/gpu: the
+    baselines were recorded under its key and checked under the machine's. Refused, naming the
+    file; in a conftest pytest loads at start, the key is the same whatever the paths."""
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    hook = "def pytest_opprof_device_key(config, facts):\n    return 'ci-pool'\n"
+    gpu = pytester.path / "tests" / "gpu"
+    gpu.mkdir(parents=True)
+    (gpu / "conftest.py").write_text(hook)
+    (gpu / "test_k.py").write_text(
+        "import torch\ndef test_k(opprof):\n    opprof.run(torch.add, torch.ones(3), torch.ones(3), warmup=1, steps=3)\n"
+    )
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*the pytest_opprof_device_key hook in tests/gpu/conftest.py was loaded after opprof chose the device key*"]
+    )
+    run(pytester, "--opprof", "tests/gpu").assert_outcomes(passed=1)  # loaded at start: the key stands
+    run(pytester, "--opprof", "--opprof-device-key=pinned").assert_outcomes(passed=1)  # the hook is not asked
+    result = run(pytester, "--opprof", "-n", "2")
+    result.assert_outcomes(errors=1)
+    assert "was loaded after opprof chose the device key" in result.stdout.str()
+    (gpu / "conftest.py").unlink()
+    (pytester.path / "tests" / "conftest.py").write_text(hook)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    assert [p.name for p in (pytester.path / ".opprof").iterdir()] == ["ci-pool"]
