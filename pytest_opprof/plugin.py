@@ -751,7 +751,25 @@ def _baseline_id(item: pytest.Item) -> str:
 
 def _carries(item: pytest.Item) -> bool:
     """A test --opprof measures: it has the marker or uses the fixture."""
-    return item.get_closest_marker(MARKER) is not None or "opprof" in getattr(item, "fixturenames", ())
+    return item.get_closest_marker(MARKER) is not None or _uses_our_fixture(item)
+
+
+def _uses_our_fixture(item: pytest.Item) -> bool:
+    """Whether the test's `opprof` is this plugin's fixture, or a fixture of the test's that
+    requests it (a wrapper): not one of its own by that name, nor a parametrize argument."""
+    if "opprof" not in getattr(item, "fixturenames", ()):
+        return False
+    info = getattr(item, "_fixtureinfo", None)
+    chain = info.name2fixturedefs.get("opprof") if info is not None else None
+    if not chain:
+        return True  # an item pytest gives no fixture definitions for: taken by its name
+    for definition in reversed(chain):  # the closest first; a wrapper asks for the one above it
+        func = definition.func
+        if getattr(func, "__module__", None) == __name__ and getattr(func, "__name__", None) == "opprof":
+            return True
+        if "opprof" not in definition.argnames:
+            return False
+    return False
 
 
 def _measured(item: pytest.Item) -> bool:

@@ -168,3 +168,42 @@ def test_a_device_key_hook_loaded_while_collecting_is_refused(pytester):
     (pytester.path / "tests" / "conftest.py").write_text(hook)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     assert [p.name for p in (pytester.path / ".opprof").iterdir()] == ["ci-pool"]
+
+
+def test_a_fixture_or_argument_of_the_tests_own_named_opprof_is_not_ours(pytester):
+    """The count of tests carrying checks (and what --opprof measures) follows the plugin's
+    fixture, not its name: a test's own `opprof` fixture or parametrize argument is not measured;
+    a wrapper fixture that requests ours is."""
+    pytester.makepyfile(
+        test_shadow="""
+        import pytest, torch
+
+        class TestOwn:
+            @pytest.fixture
+            def opprof(self):
+                return "our own helper"
+
+            def test_own(self, opprof):
+                assert opprof == "our own helper"
+
+        @pytest.mark.parametrize("opprof", ["fast", "slow"])
+        def test_param(opprof):
+            assert opprof
+
+        class TestWrap:
+            @pytest.fixture
+            def opprof(self, opprof):
+                return opprof
+
+            def test_wrap(self, opprof):
+                opprof.run(torch.add, torch.ones(3), torch.ones(3), warmup=1, steps=3)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=4)
+    assert "opprof: 1 test carries operator checks, not measured" in result.stdout.str()
+    result = run(pytester, "--opprof", "--opprof-json=r.json")
+    result.assert_outcomes(passed=4)
+    assert [t["nodeid"] for t in json.loads((pytester.path / "r.json").read_text())["tests"]] == [
+        "test_shadow.py::TestWrap::test_wrap"
+    ]
