@@ -318,7 +318,11 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     data = _json(path, text)
     _check_kind(path, data)
     if nodeid is not None and isinstance(data.get("nodeid"), str) and data["nodeid"] != nodeid:
-        raise BaselineError(bad_baseline(path, f"belongs to {data['nodeid']!r}, not {nodeid!r}"))
+        fix = (
+            f"if the test was moved or renamed and the file moved with it, set its \"nodeid\" to {nodeid!r} "
+            "to keep it; else delete it and run pytest --opprof-update-baseline"
+        )
+        raise BaselineError(bad_baseline(path, f"belongs to {data['nodeid']!r}, not {nodeid!r}", fix))
     try:
         return BaselineDoc.from_file(data)
     except ValueError as exc:

@@ -882,7 +882,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     verbose = config.option.verbose > 0
     lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
     if state.orphans:
-        lines.append(orphans_line(state.orphans))
+        lines.append(orphans_line(state.orphans, verbose))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's.
     reports = state.spool is not None
     if reports and not state.records:

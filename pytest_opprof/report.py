@@ -345,7 +345,7 @@ def format_problems(
     lines = []
     for record in records:
         lines += _test_lines(record, verbose)
-    return "\n".join(lines + _run_lines(records, recording, looked_in, unjudged_globs))
+    return "\n".join(lines + _run_lines(records, recording, looked_in, unjudged_globs, verbose))
 
 
 def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
@@ -451,13 +451,15 @@ def _run_lines(
     recording: bool = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
+    verbose: bool = False,
 ) -> list[str]:
-    """The run's lines: tests not judged on time, old baselines, then missing and written ones
+    """The run's lines (tests named three at a time, all with `verbose`): tests not judged on time,
+    old baselines, then missing and written ones
     (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
     untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
     if untimed:
-        shown = first_three(untimed)
+        shown = first_three(untimed, verbose)
         lines.append(
             f"opprof: time not judged for {count_of(len(untimed), 'test')} with under {MIN_TIME_STEPS} steps "
             f"(single-step captures: the whole call, capture(), the marker): {shown}; "
@@ -474,7 +476,7 @@ def _run_lines(
     lines += (
         _lists_lines(records)
         + _loaded_lines(records)
-        + _baseline_lines(records, looked_in)
+        + _baseline_lines(records, looked_in, verbose)
         + _ignore_lines(records, unjudged_globs)
         + _thread_leak_lines(records)
     )
@@ -579,8 +581,9 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = ()) -> 
     return lines
 
 
-def _baseline_lines(records: list[TestRecord], looked_in: str | None) -> list[str]:
+def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: bool = False) -> list[str]:
     lines = []
+    missing = [r.nodeid for r in records if r.baseline_status == "missing"]
     statuses: dict[str, int] = {}
     for record in records:
         status = record.baseline_status
@@ -588,8 +591,8 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None) -> list[st
             statuses[status] = statuses.get(status, 0) + 1
     if statuses.get("missing"):
         lines.append(
-            f"opprof: no baseline for {count_of(statuses['missing'], 'test')}{f' in {looked_in}' if looked_in else ''}; "
-            "run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for {count_of(statuses['missing'], 'test')} ({first_three(missing, verbose)})"
+            f"{f' in {looked_in}' if looked_in else ''}; run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):

@@ -54,6 +54,8 @@ def count_of(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
-def first_three(names: list[str]) -> str:
-    """`a, b, c and 2 more`: the first three names, and how many more."""
+def first_three(names: list[str], every: bool = False) -> str:
+    """`a, b, c and 2 more`: the first three names, and how many more; `every` (-v): all of them."""
+    if every:
+        return ", ".join(names)
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -2059,7 +2059,7 @@ def test_no_baseline_passes_and_says_how_to_record(project):
     key = device.device_key(device.device_facts()[0])
     result.stdout.fnmatch_lines(
         [
-            f"opprof: no baseline for 1 test in .opprof/{key} (no such folder); run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for 1 test (test_no_baseline_passes_and_says_how_to_record.py::test_x) in .opprof/{key} (no such folder); run pytest --opprof-update-baseline to record them"
         ]
     )
     assert not (project.path / ".opprof").exists()
@@ -2075,14 +2075,14 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     result = run(project, "--opprof", "--opprof-device-key=ci-h200")
     result.stdout.fnmatch_lines(
         [
-            "opprof: no baseline for 1 test in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
+            "opprof: no baseline for 1 test (*::test_x) in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
             "ci-a10, ci-t4); run pytest --opprof-update-baseline to record them"
         ]
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")
     result.stdout.fnmatch_lines(  # the default folder, which holds them, is named
         [
-            "opprof: no baseline for 1 test in .oprof/ci-a10 (no such folder; .opprof holds baselines of "
+            "opprof: no baseline for 1 test (*::test_x) in .oprof/ci-a10 (no such folder; .opprof holds baselines of "
             "ci-a10, ci-t4: --opprof-baseline-dir mistyped?); run *"
         ]
     )
@@ -2091,7 +2091,9 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10")
     result.stdout.fnmatch_lines(
-        ["opprof: no baseline for 1 test in .opprof/ci-a10; run pytest --opprof-update-baseline *"]
+        [
+            "opprof: no baseline for 1 test (test_new.py::test_y) in .opprof/ci-a10; run pytest --opprof-update-baseline *"
+        ]
     )
 
 

@@ -207,3 +207,53 @@ def test_a_fixture_or_argument_of_the_tests_own_named_opprof_is_not_ours(pyteste
     assert [t["nodeid"] for t in json.loads((pytester.path / "r.json").read_text())["tests"]] == [
         "test_shadow.py::TestWrap::test_wrap"
     ]
+
+
+def test_a_moved_test_keeps_its_baseline_by_the_recipe_the_error_gives(pytester):
+    """`git mv` of a test file and its baseline folder: the error names the old and new node ids
+    and how to keep the file; done so, the moved test is compared with its old baseline."""
+    body = "import torch\ndef test_x(opprof):\n    opprof.run(torch.add, torch.ones(3), torch.ones(3), warmup=1, steps=3)\n"
+    old = pytester.path / "tests" / "old"
+    old.mkdir(parents=True)
+    (old / "test_a.py").write_text(body)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (recorded,) = pytester.path.glob(".opprof/*/tests/old/test_a.py/test_x.json")
+    new = pytester.path / "tests" / "new"
+    old.rename(new)
+    moved = recorded.parents[2] / "new" / "test_a.py" / "test_x.json"
+    moved.parent.mkdir(parents=True)
+    recorded.rename(moved)
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(errors=1)
+    assert (
+        "belongs to 'tests/old/test_a.py::test_x', not 'tests/new/test_a.py::test_x'; if the test was moved or "
+        "renamed and the file moved with it, set its \"nodeid\" to 'tests/new/test_a.py::test_x' to keep it"
+    ) in result.stdout.str().replace("\n", "")
+    moved.write_text(moved.read_text().replace("tests/old/test_a.py::test_x", "tests/new/test_a.py::test_x"))
+    result = run(pytester, "--opprof", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert test["baseline"]["status"] == "compared"
+
+
+def test_verbose_names_every_test_without_a_baseline_and_every_orphan(pytester):
+    """Three names and a count by default; every one with -v."""
+    tests = "".join(
+        f"def test_{i}(opprof):\n    opprof.run(torch.add, torch.ones(3), torch.ones(3), warmup=1, steps=3)\n"
+        for i in range(5)
+    )
+    pytester.makepyfile(test_many="import torch\n" + tests)
+    result = run(pytester, "--opprof")
+    result.stdout.fnmatch_lines(["opprof: no baseline for 5 tests (*::test_0, *::test_1, *::test_2 and 2 more) in *"])
+    result = run(pytester, "--opprof", "-v")
+    result.stdout.fnmatch_lines(
+        ["opprof: no baseline for 5 tests (*::test_0, *::test_1, *::test_2, *::test_3, *::test_4) in *"]
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=5)
+    pytester.makepyfile(test_many="import torch\n" + tests.replace("def test_", "def test_renamed_"))
+    result = run(pytester, "--opprof", "-v")
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 5 baseline files * read by no test *: *test_0.json, *test_1.json, *test_2.json, *test_3.json, *test_4.json; *"
+        ]
+    )
