@@ -319,7 +319,7 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     _check_kind(path, data)
     if nodeid is not None and isinstance(data.get("nodeid"), str) and data["nodeid"] != nodeid:
         fix = (
-            f"if the test was moved or renamed and the file moved with it, set its \"nodeid\" to {nodeid!r} "
+            f'if the test was moved or renamed and the file moved with it, set its "nodeid" to {nodeid!r} '
             "to keep it; else delete it and run pytest --opprof-update-baseline"
         )
         raise BaselineError(bad_baseline(path, f"belongs to {data['nodeid']!r}, not {nodeid!r}", fix))

@@ -472,6 +472,13 @@ def key_hook_loaded_late(where: str, key: str) -> str:
     )
 
 
+def unknown_ini_key(key: str, where: str, known: Iterable[str]) -> str:
+    """An `opprof*` key in the ini file (or `-o`) that no option of this version reads."""
+    close = closest_names(key, known, limit=1)
+    hint = f"did you mean {close[0]}?" if close else "pytest --help lists the opprof_* ini options"
+    return f"{key} ({where}): no pytest-opprof option has that name, so it would be ignored; {hint}"
+
+
 def asked_late_unmeasured(baseline: str | None) -> str:
     """A test that asked for the fixture in its body (`request.getfixturevalue("opprof")`) and
     captured nothing: the whole call is measured only for a test that names the fixture."""

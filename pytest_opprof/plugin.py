@@ -43,6 +43,7 @@ from .errors import (
     orphans_line,
     stepped_aside_unmeasured,
     threads_left_changed,
+    unknown_ini_key,
 )
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
@@ -237,6 +238,23 @@ def _ini_above(folder: Path) -> Path | None:
     return None
 
 
+def _refuse_unknown_ini_keys(config: pytest.Config) -> None:
+    """An `opprof*` ini key (or `-o` override) no option reads is a typo of one that does
+    (`opprof_tolerence`): pytest only warns of it, and the run would go on with the default."""
+    unknown = getattr(config, "_get_unknown_ini_keys", None)  # pytest's own list, as --strict-config reads it
+    if unknown is None:
+        return
+    ours = sorted(key for key in unknown() if key.lower().startswith(("opprof", "oprof")))
+    if ours:
+        given = {
+            text.split("=", 1)[0].strip() for text in getattr(config.known_args_namespace, "override_ini", None) or ()
+        }
+        ini = shown_path(config.inipath, config.rootpath) if config.inipath else "the ini file"
+        known = [option.ini for option in OPTIONS]
+        places = {key: "given with -o" if key in given else f"in {ini}" for key in ours}
+        raise pytest.UsageError("\n".join(unknown_ini_key(key, places[key], known) for key in ours))
+
+
 def _ini_on(config: pytest.Config) -> bool:
     try:
         return str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
@@ -250,6 +268,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
+    _refuse_unknown_ini_keys(config)
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:

@@ -257,3 +257,22 @@ def test_verbose_names_every_test_without_a_baseline_and_every_orphan(pytester):
             "opprof: 5 baseline files * read by no test *: *test_0.json, *test_1.json, *test_2.json, *test_3.json, *test_4.json; *"
         ]
     )
+
+
+def test_a_mistyped_opprof_ini_key_is_a_usage_error_naming_the_closest(pytester):
+    """pytest only warns of an unknown ini key, and the run went on with the default tolerance."""
+    pytester.makeini("[pytest]\nopprof_tolerence = 50%\n")
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: opprof_tolerence (in tox.ini): no pytest-opprof option has that name, so it would be ignored; "
+            "did you mean opprof_tolerance?"
+        ]
+    )
+    pytester.makeini("[pytest]\n")
+    result = run(pytester, "-o", "opprof_topp=3")
+    if result.ret == pytest.ExitCode.OK:  # pytest < 9 keeps -o apart from the ini keys it checks
+        return
+    result.stderr.fnmatch_lines(["ERROR: opprof_topp (given with -o): *did you mean opprof_top?"])
