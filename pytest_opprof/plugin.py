@@ -913,6 +913,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     if reports:
         _write_outputs(terminalreporter, state)
+    if config.invocation_params.dir != config.rootpath:  # `.opprof/...` would read as the folder pytest ran in
+        folder = shown_path(baseline_root(config.rootpath, state.settings.baseline_dir), config.rootpath)
+        terminalreporter.write_line(
+            f"opprof: baseline paths ({folder}/...) are relative to the rootdir, {config.rootpath}, not to the "
+            "folder pytest ran in"
+        )
 
 
 def _write_outputs(terminalreporter: Any, state: RunState) -> None:

@@ -276,3 +276,21 @@ def test_a_mistyped_opprof_ini_key_is_a_usage_error_naming_the_closest(pytester)
     if result.ret == pytest.ExitCode.OK:  # pytest < 9 keeps -o apart from the ini keys it checks
         return
     result.stderr.fnmatch_lines(["ERROR: opprof_topp (given with -o): *did you mean opprof_top?"])
+
+
+def test_paths_relative_to_a_rootdir_elsewhere_say_so(pytester):
+    """With `--rootdir=tests`, `.opprof/...` in the summary is tests/.opprof: one line says the
+    baseline paths are the rootdir's, not the folder pytest ran in (where a real .opprof may sit)."""
+    tests = pytester.path / "tests"
+    tests.mkdir()
+    (tests / "test_k.py").write_text(
+        "import torch\ndef test_k(opprof):\n    opprof.run(torch.add, torch.ones(3), torch.ones(3), warmup=1, steps=3)\n"
+    )
+    result = run(pytester, "--opprof", "--rootdir=tests", "tests")
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: no baseline for 1 test (test_k.py::test_k) in .opprof/* (no such folder)*",
+            f"opprof: baseline paths (.opprof/...) are relative to the rootdir, {tests}, not to the folder pytest ran in",
+        ]
+    )
+    assert "relative to the rootdir" not in run(pytester, "--opprof", "tests").stdout.str()
