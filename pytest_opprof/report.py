@@ -13,6 +13,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,6 +75,9 @@ class TestResult:
         if not trace_dir:
             return
         path = export_trace_path(Path(trace_dir), self.nodeid, tag)
+        if not keep:  # another naming's file of this test (`--dist each` or not) is an earlier run's
+            for stale in _other_namings(Path(trace_dir), self.nodeid, tag):
+                _remove_stale(stale)
         if self.profile is None or not (everything or self.outcome in ("failed", "error")):
             if not keep:
                 _remove_stale(path)
@@ -137,6 +141,16 @@ class TestResult:
             self.captures,
             self.cut_short,
         )
+
+
+def _other_namings(trace_dir: Path, nodeid: str, tag: str | None) -> list[Path]:
+    """The test's trace files named the other way: a `--dist each` run (`tag`) leaves the plain
+    name stale; a plain run leaves every worker's (`<name>.gw0.json.gz`), never another worker's
+    file of its own run."""
+    if tag is not None:
+        return [export_trace_path(trace_dir, nodeid)]
+    name = glob_escape(safe_name(nodeid))
+    return sorted(trace_dir.glob(f"{name}.gw*.json.gz"))
 
 
 def _remove_stale(path: Path) -> None:

@@ -224,3 +224,27 @@ def test_each_worker_of_dist_each_writes_its_own_trace(pytester):
     expected = [export_trace_path(Path("traces"), "test_user.py::test_x", f"gw{i}") for i in (0, 1)]
     assert sorted(Path(t["trace"]) for t in tests) == expected
     assert sorted(p.relative_to(pytester.path) for p in (pytester.path / "traces").iterdir()) == expected
+
+
+def test_a_passing_run_removes_the_tests_traces_of_the_other_naming(pytester, monkeypatch):
+    """A plain run's passing test removes the `.gwN` traces a `--dist each` run left, and the
+    other way round: an old file never passes for this run's."""
+    pytester.makepyfile(
+        test_user="import os, torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+        "    assert not os.environ.get('FAILIT')\n"
+    )
+    traces = pytester.path / "traces"
+    each = ("-p", "no:cacheprovider", "--opprof", "--opprof-trace-dir=traces", "-n", "2", "--dist", "each")
+    plain = ("-p", "no:cacheprovider", "--opprof", "--opprof-trace-dir=traces")
+    monkeypatch.setenv("FAILIT", "1")
+    pytester.runpytest(*each).assert_outcomes(failed=2)
+    assert len(list(traces.iterdir())) == 2
+    monkeypatch.delenv("FAILIT")
+    pytester.runpytest(*plain).assert_outcomes(passed=1)
+    assert list(traces.iterdir()) == []
+    monkeypatch.setenv("FAILIT", "1")
+    pytester.runpytest(*plain).assert_outcomes(failed=1)
+    assert [p.name for p in traces.iterdir()] == [export_trace_path(traces, "test_user.py::test_x").name]
+    monkeypatch.delenv("FAILIT")
+    pytester.runpytest(*each).assert_outcomes(passed=2)
+    assert list(traces.iterdir()) == []
