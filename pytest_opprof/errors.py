@@ -462,13 +462,17 @@ def stepped_aside_unmeasured(baseline: str | None) -> str:
     )
 
 
-def key_hook_loaded_late(where: str, key: str) -> str:
-    """A device-key hook in a conftest pytest loaded only while collecting, after the key was chosen."""
+def key_hook_loaded_late(where: str, key: str, conftest: bool) -> str:
+    """A device-key hook that came after the key was chosen: in a conftest pytest loaded only while
+    collecting (`conftest`), or in a plugin registered after opprof's configure."""
+    why = (
+        "pytest loads that conftest.py only when it collects its folder, so the key would depend on the paths given"
+        if conftest
+        else "it was registered after opprof's pytest_configure, which asks for the key"
+    )
     return (
-        f"opprof: the pytest_opprof_device_key hook in {where} was loaded after opprof chose the device key "
-        f"({key}): pytest loads that conftest.py only when it collects its folder, so the key would depend on "
-        "the paths given; move the hook to a conftest.py pytest loads at start (the rootdir's, or that of the "
-        "testpaths folder)"
+        f"opprof: the pytest_opprof_device_key hook in {where} came after opprof chose the device key ({key}): "
+        f"{why}; put the hook in the rootdir's conftest.py (or an installed plugin)"
     )
 
 

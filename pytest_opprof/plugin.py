@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import warnings
@@ -346,8 +347,12 @@ def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
     ]
     if not late:
         return None
-    where = getattr(late[0], "__file__", None) or repr(late[0])
-    return key_hook_loaded_late(shown_path(Path(where), config.rootpath), state.device_key)
+    plugin = late[0]
+    module = plugin if inspect.ismodule(plugin) else inspect.getmodule(type(plugin))
+    file = getattr(module, "__file__", None)
+    where = shown_path(Path(file), config.rootpath) if file else getattr(module, "__name__", type(plugin).__name__)
+    conftest = inspect.ismodule(plugin) and Path(file or "").name == "conftest.py"
+    return key_hook_loaded_late(where, state.device_key, conftest)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

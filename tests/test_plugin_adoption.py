@@ -145,7 +145,7 @@ def test_with_pytest_repeat_itself(pytester, monkeypatch):
 def test_a_device_key_hook_loaded_while_collecting_is_refused(pytester):
     """A key hook in tests/gpu/conftest.py ran only when the paths given reached tests/gpu: the
     baselines were recorded under its key and checked under the machine's. Refused, naming the
-    file; in a conftest pytest loads at start, the key is the same whatever the paths."""
+    file; in the rootdir's conftest, the key is the same whatever the paths."""
     pytester.makeini("[pytest]\ntestpaths = tests\n")
     hook = "def pytest_opprof_device_key(config, facts):\n    return 'ci-pool'\n"
     gpu = pytester.path / "tests" / "gpu"
@@ -157,15 +157,19 @@ def test_a_device_key_hook_loaded_while_collecting_is_refused(pytester):
     result = run(pytester, "--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*the pytest_opprof_device_key hook in tests/gpu/conftest.py was loaded after opprof chose the device key*"]
+        [
+            "*the pytest_opprof_device_key hook in tests/gpu/conftest.py came after opprof chose the device key "
+            "(*): pytest loads that conftest.py only when it collects its folder*; put the hook in the rootdir's "
+            "conftest.py (or an installed plugin)"
+        ]
     )
     run(pytester, "--opprof", "tests/gpu").assert_outcomes(passed=1)  # loaded at start: the key stands
     run(pytester, "--opprof", "--opprof-device-key=pinned").assert_outcomes(passed=1)  # the hook is not asked
     result = run(pytester, "--opprof", "-n", "2")
     result.assert_outcomes(errors=1)
-    assert "was loaded after opprof chose the device key" in result.stdout.str()
+    assert "came after opprof chose the device key" in result.stdout.str()
     (gpu / "conftest.py").unlink()
-    (pytester.path / "tests" / "conftest.py").write_text(hook)
+    (pytester.path / "conftest.py").write_text(hook)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     assert [p.name for p in (pytester.path / ".opprof").iterdir()] == ["ci-pool"]
 
@@ -294,3 +298,30 @@ def test_paths_relative_to_a_rootdir_elsewhere_say_so(pytester):
         ]
     )
     assert "relative to the rootdir" not in run(pytester, "--opprof", "tests").stdout.str()
+
+
+def test_a_device_key_hook_of_a_plugin_registered_late_is_named_by_its_module(pytester):
+    """A plugin object registered after opprof asked for the key: named by its module's file,
+    never by an object address, and not called a conftest loaded while collecting."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        class KeyPlugin:
+            def pytest_opprof_device_key(self, config, facts):
+                return "ci-pool"
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config):
+            config.pluginmanager.register(KeyPlugin(), "keys")
+        """
+    )
+    pytester.makepyfile(test_k="def test_k(opprof):\n    pass\n")
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*the pytest_opprof_device_key hook in conftest.py came after opprof chose the device key (*): it was "
+            "registered after opprof's pytest_configure, which asks for the key; put the hook in the rootdir's *"
+        ]
+    )
