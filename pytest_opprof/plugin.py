@@ -240,18 +240,18 @@ def _ini_above(folder: Path) -> Path | None:
 
 
 def _refuse_unknown_ini_keys(config: pytest.Config) -> None:
-    """An `opprof*` ini key (or `-o` override) no option reads is a typo of one that does
-    (`opprof_tolerence`): pytest only warns of it, and the run would go on with the default."""
-    unknown = getattr(config, "_get_unknown_ini_keys", None)  # pytest's own list, as --strict-config reads it
-    if unknown is None:
+    """An `opprof*` ini key or `-o` override no option reads is a typo of one that does
+    (`opprof_tolerence`): pytest only warns of it (of an `-o` one, before pytest 9, not even
+    that), and the run would go on with the default. `--help` and `--version` still answer."""
+    if getattr(config.option, "help", False) or getattr(config.option, "version", False):
         return
-    ours = sorted(key for key in unknown() if key.lower().startswith(("opprof", "oprof")))
+    known = [option.ini for option in OPTIONS]
+    overrides = getattr(config.known_args_namespace, "override_ini", None) or ()
+    given = {text.split("=", 1)[0].strip() for text in overrides}
+    in_ini = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's list, as --strict-config reads it
+    ours = sorted(key for key in {*in_ini, *given} if key.lower().startswith(("opprof", "oprof")) and key not in known)
     if ours:
-        given = {
-            text.split("=", 1)[0].strip() for text in getattr(config.known_args_namespace, "override_ini", None) or ()
-        }
         ini = shown_path(config.inipath, config.rootpath) if config.inipath else "the ini file"
-        known = [option.ini for option in OPTIONS]
         places = {key: "given with -o" if key in given else f"in {ini}" for key in ours}
         raise pytest.UsageError("\n".join(unknown_ini_key(key, places[key], known) for key in ours))
 
