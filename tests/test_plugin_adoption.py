@@ -326,3 +326,24 @@ def test_a_device_key_hook_of_a_plugin_registered_late_is_named_by_its_module(py
             "registered after opprof's pytest_configure, which asks for the key; put the hook in the rootdir's *"
         ]
     )
+
+
+def test_the_faq_recipe_for_a_strict_xfail_on_an_opprof_assertion(pytester):
+    """`opprof.enabled` skips the plain run (where assertions check only their arguments, so a
+    strict xfail would XPASS) and is on under --opprof and `opprof = true` alike."""
+    pytester.makepyfile(
+        test_x="""
+        import pytest, torch
+
+        @pytest.mark.xfail(reason="known", strict=True)
+        def test_x(opprof):
+            if not opprof.enabled:
+                pytest.skip("measured only with --opprof")
+            torch.ones(3) + 1
+            opprof.assert_op_count("aten::add", 7)
+        """
+    )
+    run(pytester).assert_outcomes(skipped=1)
+    run(pytester, "--opprof").assert_outcomes(xfailed=1)
+    pytester.makeini("[pytest]\nopprof = true\n")
+    run(pytester).assert_outcomes(xfailed=1)
