@@ -77,6 +77,9 @@ def bad_trace(path: object, reason: str) -> str:
 
 
 RUN_REPORT = "an opprof run report (--opprof-json)"
+SHOW_OUTPUT = "`opprof show --json` output"
+COMPARE_OUTPUT = "`opprof compare --json` output"
+ANALYZE_OUTPUT = "`opprof analyze --json` output (a profile)"
 
 
 def opprof_output(doc: object) -> str | None:
@@ -86,17 +89,23 @@ def opprof_output(doc: object) -> str | None:
         return None
     keys = set(doc)
     if keys == {"baselines"} and isinstance(doc["baselines"], list):
-        return "`opprof show --json` output"
+        return SHOW_OUTPUT
     if {"a", "b", "tests", "regressed"} <= keys:
-        return "`opprof compare --json` output"
+        return COMPARE_OUTPUT
     if isinstance(doc.get("tests"), list):
         return RUN_REPORT
     if {"source", "steps", "checks"} <= keys and isinstance(doc.get("ops"), list):
-        return "`opprof analyze --json` output (a profile)"
+        return ANALYZE_OUTPUT
     return None
 
 
 OUTPUT_FIX = "no opprof command reads its own JSON output (it is for scripts)"
+# Where an output handed to `opprof analyze` came from, and so what to give it instead.
+OUTPUT_SOURCE = {
+    ANALYZE_OUTPUT: "give the trace it was made from",
+    SHOW_OUTPUT: "it lists baselines, which opprof show reads (.opprof/<device key>)",
+    COMPARE_OUTPUT: "give one of the traces it compared (opprof show reads baselines)",
+}
 
 
 def trace_not_found(path: object) -> str:

@@ -26,6 +26,7 @@ from .analysis.checks import overhead_check
 from .analysis.model import WorkloadReference, workload_problem
 from .errors import (
     OUTPUT_FIX,
+    OUTPUT_SOURCE,
     RUN_REPORT,
     TraceError,
     bad_trace,
@@ -396,7 +397,7 @@ def _not_a_trace(path: Path, doc: Any) -> str:
     if output == RUN_REPORT:
         return f"{path}: {RUN_REPORT}, not a trace; opprof analyze reads the traces --opprof-trace-dir writes"
     if output:
-        return f"{path}: {output}, not a trace; {OUTPUT_FIX}: give the trace it was made from"
+        return f"{path}: {output}, not a trace; {OUTPUT_FIX}: {OUTPUT_SOURCE[output]}"
     return bad_trace(path, "not a Kineto/Chrome trace (no 'traceEvents')")
 
 

@@ -361,26 +361,33 @@ def test_show_of_a_trace_and_analyze_of_a_baseline_point_to_each_other(capsys, f
 
 
 def test_the_commands_own_json_outputs_are_named_when_read_back(capsys, folders, tmp_path):
-    """`--json` output handed back to a command is named as what it is, never called a broken
-    baseline to fix or delete, nor a trace."""
+    """`--json` output handed back to a command is named as what it is, with what to give
+    instead, never called a broken baseline to fix or delete, nor a trace."""
     from pytest_opprof.chrome import write_trace
 
     trace = tmp_path / "t.json.gz"
     write_trace(trace, steps_with([500] * 3), {})
     made = {
-        "analyze": ("analyze", trace, "--json"),
-        "show": ("show", folders[0], "--json"),
-        "compare": ("compare", *folders, "--json"),
+        "analyze": (("analyze", trace, "--json"), "`opprof analyze --json` output (a profile)"),
+        "show": (("show", folders[0], "--json"), "`opprof show --json` output"),
+        "compare": (("compare", *folders, "--json"), "`opprof compare --json` output"),
     }
-    for name, argv in made.items():
+    instead = {
+        "analyze": "give the trace it was made from",
+        "show": "it lists baselines, which opprof show reads (.opprof/<device key>)",
+        "compare": "give one of the traces it compared (opprof show reads baselines)",
+    }
+    as_baseline = "pass a baseline file or folder (.opprof/<device key>), and keep such files out of baseline folders"
+    for name, (argv, what) in made.items():
         _, out, _ = run_cli(capsys, *argv)
         output = tmp_path / f"{name}.json"
         output.write_text(out)
-        what = f"`opprof {name} --json` output" + (" (a profile)" if name == "analyze" else "")
-        for command, wanted in (("analyze", "trace"), ("show", "baseline"), ("compare", "baseline")):
-            code, _, err = run_cli(capsys, command, *([output] * (2 if command == "compare" else 1)))
-            assert code == 2 and err.startswith(f"opprof: error: {output}: {what}, not a {wanted}; "), err
-            assert "no opprof command reads its own JSON output" in err and "delete" not in err
+        said = "no opprof command reads its own JSON output (it is for scripts)"
+        code, _, err = run_cli(capsys, "analyze", output)
+        assert (code, err) == (2, f"opprof: error: {output}: {what}, not a trace; {said}: {instead[name]}\n")
+        for argv in (("show", output), ("compare", output, output)):
+            code, _, err = run_cli(capsys, *argv)
+            assert (code, err) == (2, f"opprof: error: {output}: {what}, not a baseline; {said}: {as_baseline}\n")
 
 
 def test_show_file_and_folder(capsys, folders):
