@@ -25,7 +25,15 @@ from .baseline import BaselineError, baseline_from_profile, read_baseline, read_
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
-from .errors import OpprofError, chooses_no_op, selects_nothing
+from .errors import (
+    OpprofError,
+    chooses_no_op,
+    csv_chose_no_op,
+    device_against_cpu,
+    selects_nothing,
+    two_machines,
+    two_tests,
+)
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .sidebyside import SideRow, b_regressed, side_by_side
@@ -201,10 +209,7 @@ def _analyze(args: argparse.Namespace) -> int:
     _check_selects(args.op, whole.names(), args.trace, ANALYZE_NAMES)
     profile = whole.only(args.op) if args.op else whole
     if args.csv and args.op and not profile.ops:  # a header alone would read as "no such op"
-        raise _UsageError(
-            f"--op {' '.join(map(repr, args.op))} chose no op in {args.trace}, only kernels, copies, ranges or "
-            "runtime calls, and the CSV holds one row per op: drop --csv (the tables show them) or use --json"
-        )
+        raise _UsageError(csv_chose_no_op(args.op, args.trace))
     if args.json:
         data = profile.to_dict()
         if args.top is not None:
@@ -422,14 +427,21 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
     the steps are in no per-step number), two machines, two tests."""
     found = [f"{label}: {warning}" for label, side in (("A", a), ("B", b)) for warning in side.warnings]
     keys = (a.device_key, b.device_key)
-    if a.device_key != b.device_key and "unknown" not in keys:
-        kinds = {key.startswith("cpu") for key in keys if key}
-        mixed = " (device times on one side, CPU times on the other)" if len(kinds) > 1 else ""
-        found.append(f"A ran on {a.device_key}, B on {b.device_key}: the times compare two machines{mixed}")
+    if a.device_key != b.device_key and "unknown" not in keys:  # a trace's header may name no device
+        found.append(two_machines(str(a.device_key), str(b.device_key)))
+    on_device = [_on_device(side) for side in (a, b)]
+    if on_device[0] != on_device[1]:
+        found.append(device_against_cpu("A" if on_device[0] else "B"))
     if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
-        na, nb = pairs[0][1]
-        found.append(f"A and B are baselines of two tests ({na}, {nb}): their ops differ by what the tests run")
+        found.append(two_tests(*pairs[0][1]))
     return found
+
+
+def _on_device(side: _Side) -> bool:
+    """Whether any op of the side ran on a device (its time is then device time)."""
+    return any(
+        doc.kernels or doc.memory_ops or any(op.on_device for op in doc.ops.values()) for doc in side.docs.values()
+    )
 
 
 def _check_compare_paths(first: str, second: str) -> None:

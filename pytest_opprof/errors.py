@@ -108,6 +108,35 @@ OUTPUT_SOURCE = {
 }
 
 
+def two_machines(key_a: str, key_b: str) -> str:
+    return f"A ran on {key_a}, B on {key_b}: the times compare two machines"
+
+
+def device_against_cpu(device_side: str) -> str:
+    other = "B" if device_side == "A" else "A"
+    return (
+        f"{device_side}'s ops ran on a device, {other}'s on the CPU only: device times on one side, CPU times "
+        "on the other"
+    )
+
+
+def two_tests(nodeid_a: str, nodeid_b: str) -> str:
+    return f"A and B are baselines of two tests ({nodeid_a}, {nodeid_b}): their ops differ by what the tests run"
+
+
+def csv_chose_no_op(patterns: list[str], trace: object) -> str:
+    return (
+        f"--op {' '.join(map(repr, patterns))} chose no op in {trace}, only kernels, copies, ranges or runtime "
+        "calls, and the CSV holds one row per op: drop --csv (the tables show them) or use --json"
+    )
+
+
+def baselines_under_rootdir(folder: str, rootdir: object) -> str:
+    return (
+        f"opprof: baseline paths ({folder}/...) are relative to the rootdir, {rootdir}, not to the folder pytest ran in"
+    )
+
+
 def trace_not_found(path: object) -> str:
     return f"{path}: no such file; give the path of a .json or .json.gz trace"
 

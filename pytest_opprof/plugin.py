@@ -36,6 +36,7 @@ from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     NOTHING_MEASURED,
     asked_late_unmeasured,
+    baselines_under_rootdir,
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
@@ -918,12 +919,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     if reports:
         _write_outputs(terminalreporter, state)
-    if config.invocation_params.dir != config.rootpath:  # `.opprof/...` would read as the folder pytest ran in
-        folder = shown_path(baseline_root(config.rootpath, state.settings.baseline_dir), config.rootpath)
-        terminalreporter.write_line(
-            f"opprof: baseline paths ({folder}/...) are relative to the rootdir, {config.rootpath}, not to the "
-            "folder pytest ran in"
-        )
+    note = _rootdir_note(config, state, lines)
+    if note:
+        terminalreporter.write_line(note)
+
+
+def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> str | None:
+    """Where pytest ran outside its rootdir and a line showed a baseline path (`.opprof/...`),
+    which reads as the folder pytest ran in: say whose it is (not for an absolute folder)."""
+    root = baseline_root(config.rootpath, state.settings.baseline_dir)
+    if config.invocation_params.dir == config.rootpath or not root.is_relative_to(config.rootpath):
+        return None
+    folder = shown_path(root, config.rootpath)
+    if not any(folder in line for line in lines):
+        return None
+    return baselines_under_rootdir(folder, config.rootpath)
 
 
 def _write_outputs(terminalreporter: Any, state: RunState) -> None:

@@ -292,8 +292,9 @@ def test_compare_warns_of_ops_outside_the_steps_of_a_trace(capsys, tmp_path):
 
 
 def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
-    """Two device keys (one of them CPU: device times against CPU times), and two baseline
-    files of different tests: said, and the JSON names each side's test."""
+    """Two device keys, one side on a device and the other on the CPU only (told from the ops,
+    whatever the keys, also where a trace's key is unknown), and two baseline files of different
+    tests: said, and the JSON names each side's test."""
     t4_mlp = folders[0] / "tests" / "test_m.py" / "test_mlp.json"
     t4_small = folders[0] / "tests" / "test_m.py" / "test_small.json"
     code, out, _ = run_cli(capsys, "compare", t4_mlp, t4_small, "--json")
@@ -307,9 +308,16 @@ def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
     ]
     _, out, _ = run_cli(capsys, "compare", *folders)
     assert "warning: A ran on nvidia-tesla-t4, B on nvidia-a10: the times compare two machines\n" in out
-    cpu = write_folder(folders[0].parent, "cpu-x86_64", {"tests/test_m.py::test_mlp": profile(700)})
+    on_cpu = analyze(steps_with([500] * 3))
+    cpu = write_folder(folders[0].parent, "ci-pool", {"tests/test_m.py::test_mlp": on_cpu})
     _, out, _ = run_cli(capsys, "compare", folders[0], cpu)
-    assert "B on cpu-x86_64: the times compare two machines (device times on one side, CPU times on the other)" in out
+    assert "warning: A ran on nvidia-tesla-t4, B on ci-pool: the times compare two machines\n" in out
+    assert "warning: A's ops ran on a device, B's on the CPU only: device times on one side, CPU times" in out
+    trace = folders[0].parent / "cpu.json"  # a torch CPU trace's header names no device: its key is unknown
+    write_trace(trace, steps_with([500] * 3), {})
+    _, out, _ = run_cli(capsys, "compare", trace, t4_mlp)
+    assert "two machines" not in out
+    assert "warning: B's ops ran on a device, A's on the CPU only: device times on one side, CPU times" in out
     _, out, _ = run_cli(capsys, "compare", t4_mlp, t4_mlp)
     assert "warning:" not in out
 

@@ -299,6 +299,11 @@ def test_paths_relative_to_a_rootdir_elsewhere_say_so(pytester):
         ]
     )
     assert "relative to the rootdir" not in run(pytester, "--opprof", "tests").stdout.str()
+    absolute = f"--opprof-baseline-dir={pytester.path / 'elsewhere'}"  # relative to nothing
+    assert "relative to the rootdir" not in run(pytester, "--opprof", "--rootdir=tests", absolute, "tests").stdout.str()
+    run(pytester, "--opprof-update-baseline", "--rootdir=tests", "tests").assert_outcomes(passed=1)
+    result = run(pytester, "--opprof", "--rootdir=tests", "tests")  # no line shows a baseline path
+    assert ".opprof" not in result.stdout.str() and "relative to the rootdir" not in result.stdout.str()
 
 
 def test_a_device_key_hook_of_a_plugin_registered_late_is_named_by_its_module(pytester):
