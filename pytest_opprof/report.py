@@ -471,7 +471,7 @@ def _run_lines(
     old baselines, then missing and written ones
     (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
-    untimed = [r.nodeid for r in records if r.baseline and r.baseline.untimed]
+    untimed = list(dict.fromkeys(r.nodeid for r in records if r.baseline and r.baseline.untimed))
     if untimed:
         shown = first_three(untimed, verbose)
         lines.append(
@@ -597,15 +597,20 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = ()) -> 
 
 def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: bool = False) -> list[str]:
     lines = []
-    missing = [r.nodeid for r in records if r.baseline_status == "missing"]
+    # One baseline file each: `--dist each` measures a test per worker, pytest-repeat's repeats share one.
+    by_file: dict[str, str] = {}
+    for record in records:
+        if record.baseline and record.baseline.status == "missing":
+            by_file.setdefault(record.baseline.path, record.nodeid)  # the first test that wants the file
+    missing = list(by_file.values())
     statuses: dict[str, int] = {}
     for record in records:
         status = record.baseline_status
         if status:
             statuses[status] = statuses.get(status, 0) + 1
-    if statuses.get("missing"):
+    if missing:
         lines.append(
-            f"opprof: no baseline for {count_of(statuses['missing'], 'test')} ({first_three(missing, verbose)})"
+            f"opprof: no baseline for {count_of(len(missing), 'test')} ({first_three(missing, verbose)})"
             f"{f' in {looked_in}' if looked_in else ''}; run pytest --opprof-update-baseline to record them"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}

@@ -89,31 +89,63 @@ def _readme_paragraph(starts: str) -> str:
     return text[start : text.index("\n- **", start + 1)]
 
 
+def _field_names(doc: dict) -> set[str]:
+    """The field names a reader of a baseline file meets, at every level (not the op and kernel
+    names that key its tables)."""
+    names = set(doc) | set(doc["environment"]) | set(doc["capture"]) | set(doc.get("workload_reference") or {})
+    for entry in doc["ops"].values():
+        names |= set(entry) | set(entry.get("work") or {})
+        for signature in (entry.get("work") or {}).get("signatures", []):
+            names |= set(signature)
+    for entry in doc["kernels"].values():
+        names |= set(entry)
+        for share in (entry.get("by_op") or {}).values():
+            names |= set(share)
+    for entry in doc["memory_ops"].values():
+        names |= set(entry)
+    return names
+
+
 def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_path):
-    """A trial found baseline keys the README's format paragraph left out: every key a baseline
-    file holds (with its references and every environment key), and every key of an exported
-    trace's `opprof` header, is named there in backticks."""
-    import dataclasses
+    """A trial found baseline keys the README's format paragraph left out: every field a baseline
+    file holds at any level (a live CPU run()'s, with threads, list shapes, work and the workload
+    reference; a device trace's kernels launched by two ops, and copies), and every key of an
+    exported trace's `opprof` header, is named there in backticks."""
     import gzip
     import json
 
-    from builders import op, step
+    from builders import kernel, launch, memcpy, op, step
 
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.analysis.model import WorkloadReference
     from pytest_opprof.baseline import ENVIRONMENT_KEYS, baseline_from_profile
 
-    profile = dataclasses.replace(
-        analyze([step(1, 0, 1000), op("aten::mm", 10, 500)]),
-        reference_ns=200_000,
-        dispatch_reference_ns=300_000,
-        workload_reference=WorkloadReference("aten::mm", ((8, 8), (8, 8)), ("float", "float"), 5000),
+    torch = pytest.importorskip("torch")
+    from pytest_opprof import measure
+
+    a, w = torch.randn(64, 128), torch.randn(256, 128)
+    live = measure(lambda: torch.cat([a, a]) @ w.t(), warmup=1, steps=3)
+    device = analyze(
+        [
+            step(1, 0, 1000),
+            op("aten::mm", 10, 100),
+            launch(20, corr=1),
+            kernel("gemm", 30, 50, corr=1),
+            op("aten::addmm", 200, 100),
+            launch(210, corr=2),
+            kernel("gemm", 220, 50, corr=2),
+            launch(400, corr=3, name="cudaMemcpyAsync"),
+            memcpy("Memcpy HtoD", 410, 20, 4096, corr=3),
+        ]
     )
-    doc = baseline_from_profile(profile, "t.py::t", "cpu-x86_64", dict.fromkeys(ENVIRONMENT_KEYS, "x")).to_dict()
+    env = dict.fromkeys(ENVIRONMENT_KEYS, "x")
     fmt = _readme_paragraph("- **Format (schema 2):**")
-    assert [key for key in [*doc, *doc["environment"], *doc["capture"]] if f"`{key}`" not in fmt] == []
+    for profile in (live, device):
+        names = _field_names(baseline_from_profile(profile, "t.py::t", "cpu-x86_64", env).to_dict())
+        assert sorted(name for name in names if f"`{name}`" not in fmt) == []
+    assert live.workload_reference is not None and live.threads and live.list_shapes  # what the check covered
     trace = tmp_path / "t.json.gz"
-    profile.export_chrome_trace(trace, "cpu-x86_64")
+    live.export_chrome_trace(trace, "cpu-x86_64")
     header = json.loads(gzip.decompress(trace.read_bytes()))
     described = _readme_paragraph("- `--opprof-trace-dir DIR`:")
-    assert [key for key in ["schemaVersion", *header["opprof"]] if f"`{key}`" not in described] == []
+    keys = ["schemaVersion", *header["opprof"], *(header["opprof"]["workload_reference"] or {})]
+    assert sorted(key for key in keys if f"`{key}`" not in described) == []

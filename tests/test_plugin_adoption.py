@@ -114,6 +114,14 @@ def _baselines(pytester: pytest.Pytester) -> list[str]:
 
 def _repeats_share_the_tests_baseline(pytester: pytest.Pytester, monkeypatch, *repeat: str) -> None:
     pytester.makepyfile(test_rep=REPEATED)
+    if not repeat:
+        monkeypatch.setenv("REPEAT", "1")
+    result = run(pytester, "--opprof", *repeat)  # 9 runs of 3 tests: 3 baselines missing, not 9
+    assert (
+        "opprof: no baseline for 3 tests (test_rep.py::test_x[1-3], test_rep.py::test_p[4-1-3], "
+        "test_rep.py::test_p[8-1-3]) in "
+    ) in result.stdout.str()
+    monkeypatch.delenv("REPEAT", raising=False)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)  # recorded without repeats
     if not repeat:
         monkeypatch.setenv("REPEAT", "1")
@@ -138,6 +146,7 @@ def test_repeats_of_pytest_repeat_share_the_tests_baseline(pytester, monkeypatch
 
 
 def test_with_pytest_repeat_itself(pytester, monkeypatch):
+    """The same with the real plugin, where it is installed (not a test dependency)."""
     pytest.importorskip("pytest_repeat")
     _repeats_share_the_tests_baseline(pytester, monkeypatch, "--count", "3")
 
