@@ -89,7 +89,8 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
         if not is_glob(op) and profile.match_ranges(op):
             return a_range_not_an_op(op, "assert_range_below")
         return no_match(op, (o.name for o in profile.ops))
-    return _over_limits(matched, limit, per, per, stat, reduce)
+    # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
+    return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
 
 
 def range_below(name: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:

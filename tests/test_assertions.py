@@ -48,6 +48,29 @@ def test_op_below_uses_the_median_of_per_step_time_by_default():
     assert "ms/call" in assertions.op_below("aten::addmm", 0.08, per="call")(p)
 
 
+def test_per_call_divides_by_the_calls_the_time_is_of():
+    """Under autocast aten::linear calls aten::linear (after a cast): 4 calls per step, 2 of them
+    nested, and the time is the 2 outer calls' (a nested call is in its outer one's time). A time
+    per call divides by those 2: a trial's per-call budget passed at half each layer's cost."""
+    events = [step(1, 0, 1000)]
+    for base in (10, 500):  # two layers, 0.2 ms each
+        events += [
+            op("aten::linear", base, 200),
+            op("aten::to", base + 5, 20),
+            op("aten::linear", base + 30, 160),
+            op("aten::addmm", base + 40, 140),
+        ]
+    p = analyze(events)
+    linear = p.op("aten::linear")
+    assert linear.calls_per_step.samples == (4,) and linear.outer_calls_per_step.samples == (2,)
+    assert linear.cpu_per_step.samples == (400_000,)
+    assert assertions.op_below("aten::linear", 0.2, per="call")(p) is None
+    assert assertions.op_below("aten::linear", 0.19, per="call")(p) == (
+        "aten::linear: 0.20 ms/call > limit 0.19 ms (median of 1 step; min 0.20, max 0.20)"
+    )
+    assert p.to_dict()["ops"][0]["per_step"]["outer_calls"]["samples"] == [2]
+
+
 def test_glob_applies_the_limit_to_each_matching_op():
     """With a glob, every matching op must be under the limit; the failure names the ones over it."""
     p = three_steps()

@@ -49,6 +49,7 @@ def test_a_range_has_its_calls_wall_time_and_launched_device_time_per_step():
         "name": "blk", "calls": 5, "cpu_ms": 0.09, "device_ms": 0.01, "on_device": True,
         "per_step": {
             "calls": {"median": 2, "min": 2, "max": 2, "samples": [2, 2]},
+            "outer_calls": {"median": 1, "min": 1, "max": 1, "samples": [1, 1]},  # one blk nested in a blk
             "cpu_ms": {"median": 0.04, "min": 0.04, "max": 0.04, "samples": [0.04, 0.04]},
             "device_ms": {"median": 0.005, "min": 0.005, "max": 0.005, "samples": [0.005, 0.005]},
         },

@@ -281,6 +281,14 @@ class OpStats(_ShownTime):
     device_per_step: Dist
     self_device_per_step: Dist
     work: OpWork | None = None  # None: inputs not recorded
+    # Calls not nested in one of the same name (autocast's aten::linear calls aten::linear): the
+    # calls the time is of, which a time per call divides by. None: every call (none nested).
+    outer_calls: Dist | None = None
+
+    @property
+    def outer_calls_per_step(self) -> Dist:
+        """Per step, the calls not nested in a call of the same name: the calls its time is of."""
+        return self.outer_calls if self.outer_calls is not None else self.calls_per_step
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`ops[]`)."""
@@ -294,6 +302,7 @@ class OpStats(_ShownTime):
             "on_device": self.on_device,
             "per_step": {
                 "calls": self.calls_per_step.to_dict(),
+                "outer_calls": self.outer_calls_per_step.to_dict(),
                 "cpu_ms": self.cpu_per_step.to_dict(1e6),
                 "self_cpu_ms": self.self_cpu_per_step.to_dict(1e6),
                 "device_ms": self.device_per_step.to_dict(1e6),
@@ -331,6 +340,7 @@ class RangeStats(_ShownTime):
             "on_device": self.on_device,
             "per_step": {
                 "calls": self.calls_per_step.to_dict(),
+                "outer_calls": self.outer_calls_per_step.to_dict(),
                 "cpu_ms": self.cpu_per_step.to_dict(1e6),
                 "device_ms": self.device_per_step.to_dict(1e6),
             },

@@ -472,6 +472,7 @@ class CpuStats:
     cpu_per_step: list[int]
     self_cpu_per_step: list[int]
     outside: int  # ops outside every step
+    outer_calls_per_step: list[int]  # calls not nested in one of the same name: the calls the time is of
 
 
 def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
@@ -485,10 +486,13 @@ def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
     calls_slots = Counter(slot)
     slot_calls = [calls_slots.get(j, 0) for j in range(n_names * width)]
     self_ns = _self_ns(ops.durs, tree.child_ns)
+    slot_outer_calls = slot_calls
     if any(tree.nested_same_name):  # an op inside a same-name op: its time is counted once
         outer = [not n for n in tree.nested_same_name]
         slot_self_cpu = _slot_sums(slot, self_ns, n_names * width)
         slot_cpu = _slot_sums(list(compress(slot, outer)), list(compress(ops.durs, outer)), n_names * width)
+        outer_slots = Counter(compress(slot, outer))
+        slot_outer_calls = [outer_slots.get(j, 0) for j in range(n_names * width)]
     else:
         slot_cpu, slot_self_cpu = _slot_sums_2(slot, ops.durs, self_ns, n_names * width)
 
@@ -508,6 +512,7 @@ def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
         steps_only(slot_cpu),
         steps_only(slot_self_cpu),
         tree.op_step.count(-1),
+        steps_only(slot_outer_calls),
     )
 
 
@@ -853,6 +858,7 @@ def assemble_ops(cpu: CpuStats, device: DeviceStats, n_steps: int, work: dict[st
             per_step(device.dev_per_step, k),
             per_step(device.self_dev_per_step, k),
             work.get(name),
+            per_step(cpu.outer_calls_per_step, k),
         )
         for name, k in cpu.name_index.items()
     ]
