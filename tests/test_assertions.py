@@ -69,6 +69,10 @@ def test_per_call_divides_by_the_calls_the_time_is_of():
         "aten::linear: 0.20 ms/call > limit 0.19 ms (median of 1 step; min 0.20, max 0.20)"
     )
     assert p.to_dict()["ops"][0]["per_step"]["outer_calls"]["samples"] == [2]
+    assert assertions.op_count("aten::linear", 2)(p) == (
+        "aten::linear: 4 calls/step, expected 2 (per step: 4; 2 of them called inside aten::linear itself; "
+        "called from Python)"
+    )
 
 
 def test_glob_applies_the_limit_to_each_matching_op():
