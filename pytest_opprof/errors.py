@@ -108,6 +108,19 @@ OUTPUT_SOURCE = {
 }
 
 
+def waited_for_cpu(wait: float) -> str:
+    """How long the test's threads waited for a CPU in a capture (Linux schedstat, summed over threads)."""
+    return f"the test's threads waited for a CPU {100 * wait:.0f}% of the capture{' (summed over them)' if wait > 1 else ''}"
+
+
+def contended_capture(wait: float) -> str:
+    """The `contention` warning: other load on the machine during the capture."""
+    return (
+        f"{waited_for_cpu(wait)}: other load on the machine inflated its CPU times; time assertions judge "
+        "them as measured (baseline time verdicts call them inconclusive); rerun on a quiet machine"
+    )
+
+
 def two_machines(key_a: str, key_b: str) -> str:
     return f"A ran on {key_a}, B on {key_b}: the times compare two machines"
 

@@ -17,6 +17,7 @@ from . import (
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .capture import StepRecorder, by_failure, is_known_op, run_steps, validate_run_args
+from .compare import CONTENTION_LIMIT
 from .decide import BaselineResult
 from .errors import (
     CaptureError,
@@ -26,6 +27,7 @@ from .errors import (
     stepped_aside,
     untrusted_earlier,
     untrusted_measurement,
+    waited_for_cpu,
 )
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
@@ -94,7 +96,7 @@ class OpprofFixture:
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
-        self._deferred: list[tuple[assertions.Assertion, str]] = []  # and where the test made it
+        self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
         self._inside: str | None = None  # the capture in progress: `with opprof.capture():` or run()'s fn
@@ -183,7 +185,7 @@ class OpprofFixture:
         """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
         __tracebackhide__ = True
-        self._check(assertions.op_below(op, ms, per, stat))
+        self._check(assertions.op_below(op, ms, per, stat), timed=True)
 
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
@@ -204,7 +206,7 @@ class OpprofFixture:
     def assert_total_below(self, ms: float, stat: str = "median") -> None:
         """The step's wall time is at most `ms` ms, by `stat` over steps."""
         __tracebackhide__ = True
-        self._check(assertions.total_below(ms, stat))
+        self._check(assertions.total_below(ms, stat), timed=True)
 
     def assert_no_graph_break(self) -> None:
         """Each compiled call ran as one torch.compile'd region: no graph break split it (the
@@ -243,7 +245,7 @@ class OpprofFixture:
         `stat` over steps: the device time launched inside it when it launched device work, else
         its wall time on its thread."""
         __tracebackhide__ = True
-        self._check(assertions.range_below(name, ms, per, stat))
+        self._check(assertions.range_below(name, ms, per, stat), timed=True)
 
     def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
         """In every step, at least `min_pct`% of the shorter of the two kinds of device work
@@ -262,9 +264,10 @@ class OpprofFixture:
         self._check(assertions.no_launch_bound())
 
     # machinery --------------------------------------------------------------------------------
-    def _check(self, check: assertions.Assertion) -> None:
+    def _check(self, check: assertions.Assertion, timed: bool = False) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the
-        whole call is being captured. Arguments were already validated by building `check`."""
+        whole call is being captured. Arguments were already validated by building `check`;
+        `timed`: a time budget, whose failure says when other load slowed the capture."""
         __tracebackhide__ = True
         if self._inside:  # with or without --opprof, as nesting is refused
             raise OpprofUsageError(assertion_inside_capture(self._inside))
@@ -273,7 +276,7 @@ class OpprofFixture:
         if self._profile is None:
             if self._whole_call is None:
                 self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
-            self._deferred.append((check, _caller_line()))
+            self._deferred.append((check, _caller_line(), timed))
             return
         if self._trust:  # untrusted numbers: the test becomes an error instead of passing or failing,
             earlier = untrusted_earlier(self.captures, self._trust)  # also when a later capture is trusted
@@ -283,8 +286,15 @@ class OpprofFixture:
         message = check(self._profile)
         if message is not None:
             raise AssertionError(
-                message + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
+                message
+                + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
+                + self._contended(timed)
             )
+
+    def _contended(self, timed: bool) -> str:
+        """For a failing time budget: the clause saying other load slowed the capture, or ''."""
+        wait = self.cpu_wait
+        return f"; {waited_for_cpu(wait)}: other load slowed it" if timed and wait and wait > CONTENTION_LIMIT else ""
 
     def _probe(self) -> None:
         self._sample(self._host, self._clocks)
@@ -348,7 +358,7 @@ class OpprofFixture:
             self._whole_call.stop(keep=False)
             self._whole_call = None
         if self._deferred:
-            made, self._deferred = [where for _, where in self._deferred], []
+            made, self._deferred = [where for _, where, _ in self._deferred], []
             raise OpprofUsageError(assertions_before_capture(made, replaced_by))
 
     def start_whole_call(self) -> None:
@@ -375,7 +385,11 @@ class OpprofFixture:
         """The messages of the assertions made during a whole-call capture that fail."""
         if self._profile is None or self._trust:
             return []
-        return [f"{where}: {m}" for check, where in self._deferred if (m := check(self._profile)) is not None]
+        return [
+            f"{where}: {m}{self._contended(timed)}"
+            for check, where, timed in self._deferred
+            if (m := check(self._profile)) is not None
+        ]
 
 
 class CaptureBlock:

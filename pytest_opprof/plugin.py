@@ -30,13 +30,14 @@ from .baseline import (
     shown_path,
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
-from .compare import Machine, Rule
+from .compare import CONTENTION_LIMIT, Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     NOTHING_MEASURED,
     asked_late_unmeasured,
     baselines_under_rootdir,
+    contended_capture,
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
@@ -739,6 +740,8 @@ def _take_profile(
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
+        if fixture.cpu_wait is not None and fixture.cpu_wait > CONTENTION_LIMIT:
+            _add_check(item, Check("contention", WARNING, contended_capture(fixture.cpu_wait)))
     if result.profile is not None:
         result.captures = fixture.captures
         item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
