@@ -307,8 +307,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     median_wall = median_wall_ns(profile)
     compared = baseline is not None and baseline.compared
     rows = []
-    named = {v.op for v in baseline.verdicts if v.op and v.status != "improved"} if compared and baseline else set()
-    for op in shown_ops(profile, top, named):
+    for op in shown_ops(profile, top, _named_ops(profile, baseline) if compared and baseline else set()):
         per = op.time_per_step
         own = op.self_device_per_step if op.on_device else op.self_cpu_per_step
         row = [
@@ -332,6 +331,18 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     if compared:
         headers += ["baseline min", "delta", "verdict"]
     return tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def _named_ops(profile: Profile, baseline: BaselineResult) -> set[str]:
+    """The ops a verdict is about, which --opprof-top keeps in the table: those a time or work
+    verdict names, and those whose calls changed or that the baseline lacks (a structure verdict
+    names them in its message only)."""
+    named = {v.op for v in baseline.verdicts if v.op and v.status != "improved"}
+    for op in profile.ops:
+        row = baseline.op_row(op.name, op.calls_per_step.median, op.time_per_step.min / 1e6, op.on_device)
+        if row.verdict in ("calls changed", "added"):
+            named.add(op.name)
+    return named
 
 
 def shown_ops(profile: Profile, top: int | None, named: Collection[str] = ()) -> list[Any]:

@@ -1595,6 +1595,11 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
     result.stdout.fnmatch_lines(
         ["*structure changed: + aten::clone (1/step)*[[].opprof/cpu-*/test_base.py/test_big.json[]]"]
     )
+    # --opprof-top keeps the ops a structure verdict names in the table (it names them in its message only)
+    result = run(baselined, "--opprof", "--opprof-top", "1", "-k", "big")
+    table = result.stdout.str().split("test_big [failed]")[1].split("\n\n")[0]
+    rows = [line.split()[0] for line in table.splitlines()[2:] if line.startswith("aten::")]
+    assert rows == ["aten::linear", "aten::clone", "aten::copy_", "aten::empty_strided"], table
 
 
 def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
