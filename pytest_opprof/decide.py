@@ -158,6 +158,9 @@ class OpRow:
     verdict: str
 
 
+WORK_LISTED = 3  # work changes a test's failure lists before a count of the rest
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineResult:
     """What the baseline step found and did for one test: what the report shows and the JSON
@@ -201,7 +204,14 @@ class BaselineResult:
         return OpRow(base, delta, verdict)
 
     def failing(self, rule: Rule) -> list[str]:
-        return [v.message for v in Comparison(self.verdicts).failing(rule)]
+        """The failing verdicts' messages, the test's failure: the first WORK_LISTED work changes
+        (the costliest ops first), then a count of the rest (a dtype change touches every op)."""
+        failing = Comparison(self.verdicts).failing(rule)
+        work = [v for v in failing if v.kind == WORK]
+        listed = [v.message for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
+        if len(work) > WORK_LISTED:
+            listed.append(f"work changed in {len(work) - WORK_LISTED} more ops (--opprof-json lists every verdict)")
+        return listed
 
     def error_messages(
         self, nodeid: str, rule: Rule, strict: bool, recording: bool, require_baseline: bool = False

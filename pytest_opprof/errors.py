@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 import reprlib
+import shlex
 import traceback
 from collections.abc import Iterable
 
@@ -106,6 +107,11 @@ OUTPUT_SOURCE = {
     SHOW_OUTPUT: "it lists baselines, which opprof show reads (.opprof/<device key>)",
     COMPARE_OUTPUT: "give one of the traces it compared (opprof show reads baselines)",
 }
+
+
+def record_if_intended(nodeid: str) -> str:
+    """The fix of a structure or work change: record it, when the change was the point."""
+    return f"if the change is intended, record it: pytest --opprof-update-baseline {shlex.quote(nodeid)} (and commit the file)"
 
 
 def waited_for_cpu(wait: float) -> str:

@@ -22,10 +22,20 @@ from tabulate import tabulate
 from .analysis import Check, Profile
 from .assertions import is_glob
 from .capture import is_known_op
-from .compare import CONTENTION_LIMIT, INCONCLUSIVE, MIN_TIME_STEPS, QUIET_MACHINE_FIX, TIME, Verdict
+from .compare import (
+    CHANGED,
+    CONTENTION_LIMIT,
+    INCONCLUSIVE,
+    MIN_TIME_STEPS,
+    QUIET_MACHINE_FIX,
+    STRUCTURE,
+    TIME,
+    WORK,
+    Verdict,
+)
 from .decide import SPEED, BaselineResult
 from .documents import BaselineDoc
-from .errors import CUT_SHORT, TraceWriteError, closest_names
+from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .tables import by_shown_time, median_wall_ns, ms_cell, ranges_table, short, timeline_line
@@ -391,6 +401,9 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
         lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, baseline.status)]
+        changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
+        if changed and baseline.status == "compared":  # a recording run has recorded it
+            lines.append(f"{nodeid}: {record_if_intended(nodeid)}")
     wait = record.cpu_wait
     if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
         lines.append(
@@ -439,8 +452,9 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
             lines.append(_inconclusive_line(group, status))
         elif key == TIME:
             lines.append(_time_line(group))
-        elif len(group) == 1:
-            lines.append(group[0].message)
+        elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
+            only = group[0].message
+            lines.append(only if only.startswith(f"{key} ") else f"{key} changed: {only}")
         else:
             lines.append(f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})")
     return lines

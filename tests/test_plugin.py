@@ -1750,7 +1750,7 @@ def test_a_test_that_sets_its_own_threads_fails_as_work_until_recorded(baselined
     result.stdout.fnmatch_lines(
         [
             "aten::addmm * threads changed",
-            f"test_base.py::test_big: torch threads {default} -> {other} on the same machine setup "
+            f"test_base.py::test_big: work changed: torch threads {default} -> {other} on the same machine setup "
             f"({thread_setup()}): torch.set_num_threads in the test, the code it calls, a conftest or an earlier "
             "test; CPU times not compared [[].opprof/cpu-*/test_big.json[]]",
         ]
@@ -1771,7 +1771,9 @@ def test_a_thread_limit_the_step_restores_fails_as_work_too(baselined, monkeypat
     monkeypatch.setenv("OPPROF_INJECT", "limited")
     result = run(baselined, "--opprof", "-k", "big", "--opprof-fail-on=structure,work")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"test_base.py::test_big: torch threads {default} -> 1 on the same machine setup*"])
+    result.stdout.fnmatch_lines(
+        [f"test_base.py::test_big: work changed: torch threads {default} -> 1 on the same machine setup*"]
+    )
 
 
 def threads_conftest(pytester, threads, default):
@@ -1790,7 +1792,9 @@ def test_threads_set_in_a_conftest_are_the_projects_work_not_the_machines(baseli
     threads_conftest(baselined, other, default)
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"test_base.py::test_big: torch threads {default} -> {other} on the same machine*"])
+    result.stdout.fnmatch_lines(
+        [f"test_base.py::test_big: work changed: torch threads {default} -> {other} on the same machine*"]
+    )
     assert torch.get_num_threads() == default
 
 

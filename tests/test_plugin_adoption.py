@@ -400,3 +400,42 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
         assert check["status"] == "warning" and check["message"].startswith(
             "the test's threads waited for a CPU 50% of the capture: other load on the machine inflated"
         )
+
+
+WORK_TESTS = """
+import os, torch
+
+N = int(os.environ.get("N", "1000"))
+
+def test_one(opprof):
+    opprof.run(torch.sum, torch.ones(N), warmup=1, steps=3)
+
+def test_many(opprof):
+    def f(x):
+        return (x * 2 + 1).sin().cos().sum()
+    opprof.run(f, torch.ones(N), warmup=1, steps=3)
+"""
+
+
+def test_work_changes_are_labelled_counted_and_say_how_to_record_them(pytester, monkeypatch):
+    """A trial's input-size change read `aten::sum: inputs (float[1000]) -> (float[2000])` with no
+    word for what it was, and a dtype change failed with 24 lines; neither said how to accept it."""
+    pytester.makepyfile(test_w=WORK_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("N", "2000")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "test_w.py::test_one: work changed: aten::sum: inputs (float[1000]) -> (float[2000])" in out
+    for test in ("test_one", "test_many"):
+        assert (
+            f"test_w.py::{test}: if the change is intended, record it: pytest --opprof-update-baseline "
+            f"test_w.py::{test} (and commit the file)"
+        ) in out
+    failure = out.split("_ test_many _")[1].split("opprof ===")[0]
+    listed = [line for line in failure.splitlines() if line.startswith("aten::")]
+    assert len(listed) == 3 and all("-> (float[2000]" in line for line in listed), failure
+    assert "\nwork changed in 2 more ops (--opprof-json lists every verdict)\n" in failure
+    result = run(pytester, "--opprof-update-baseline")
+    assert "if the change is intended" not in result.stdout.str()  # recorded: nothing to accept
+    run(pytester, "--opprof").assert_outcomes(passed=2)
