@@ -337,11 +337,16 @@ def _ms_of(ms: float) -> str:
 
 
 def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str, samples: tuple[float, ...]) -> str:
-    """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`."""
+    """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`; where
+    only some steps were over it, which (`; over it in steps 3, 7`)."""
     steps = len(samples)
+    over = [str(i) for i, value in enumerate(samples, 1) if value > limit_ms * 1e6]
+    which = f"; over it in step{'s' if len(over) > 1 else ''} {', '.join(over[:10])}" if len(over) < steps else ""
+    more = f" and {len(over) - 10} more" if which and len(over) > 10 else ""
     return (
         f"{name}: {_ms(value_ns)} ms/{unit} > limit {_ms_of(limit_ms)} ms "
-        f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))})"
+        f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))}"
+        f"{which}{more})"
     )
 
 

@@ -40,7 +40,7 @@ def test_op_below_uses_the_median_of_per_step_time_by_default():
     p = three_steps()  # per step: 0.15, 0.17, 0.19 ms
     assert assertions.op_below("aten::addmm", 0.17)(p) is None
     assert assertions.op_below("aten::addmm", 0.16)(p) == (
-        "aten::addmm: 0.17 ms/step > limit 0.16 ms (median of 3 steps; min 0.15, max 0.19)"
+        "aten::addmm: 0.17 ms/step > limit 0.16 ms (median of 3 steps; min 0.15, max 0.19; over it in steps 2, 3)"
     )
     assert assertions.op_below("aten::addmm", 0.16, stat="min")(p) is None
     assert assertions.op_below("aten::addmm", 0.18, stat="max")(p).startswith("aten::addmm: 0.19 ms/step")
