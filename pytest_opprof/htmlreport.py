@@ -181,15 +181,16 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
         return ""
     median_wall = median_wall_ns(profile)
     compared = baseline is not None and baseline.compared
-    head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>min</th><th>time</th><th>of step</th>"
+    head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>self</th><th>min</th><th>time</th><th>of step</th>"
     head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
     rows = []
     for op in by_shown_time(profile.ops):
         per = op.time_per_step
+        own = op.self_device_per_step if op.on_device else op.self_cpu_per_step  # as the terminal's `self`
         share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
         cells = [
-            op.name, count_text(op.calls_per_step.median), _ms(per.median), _ms(per.min), "device" if op.on_device else "cpu",
-            share,
+            op.name, count_text(op.calls_per_step.median), _ms(per.median), _ms(own.median), _ms(per.min),
+            "device" if op.on_device else "cpu", share,
         ]  # fmt: skip
         verdict = ""
         if baseline is not None and compared:

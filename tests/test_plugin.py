@@ -2669,6 +2669,8 @@ def test_html_report_is_one_self_contained_page(project):
     (trace,) = (project.path / "traces").iterdir()
     assert f'href="../traces/{trace.name}"' in page
     assert '<span class="outcome failed">failed</span>' in page and "aten::addmm" in page
+    # the terminal table's columns, `self` among them
+    assert "<th>op</th><th>calls/step</th><th>ms/step</th><th>self</th><th>min</th><th>time</th>" in page
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
