@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import closest_names
+from .errors import closest_names, waited_for_cpu
 from .events import TENSOR_LIST
 from .units import count_of, count_text
 
@@ -695,9 +695,7 @@ def explained_by_machine(
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
     if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
-        summed = " (summed over them)" if machine.cpu_wait > 1 else ""
-        share = f"{100 * machine.cpu_wait:.0f}% of the capture{summed}"
-        return Excuse(f"CPU contention: the test's threads waited for a CPU {share}")
+        return Excuse(f"CPU contention: {waited_for_cpu(machine.cpu_wait)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         if bounded and not _within(moved, ratio):
             continue  # the op moved further than its own product did alone: not the machine

@@ -650,12 +650,12 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     profile = fixture.profile
     if profile is None or fixture.error_messages or state.device_key is None:
         return []
-    settings, rootpath = state.settings, item.config.rootpath
+    settings, rootpath, nodeid = state.settings, item.config.rootpath, _baseline_id(item)
     root = baseline_root(rootpath, settings.baseline_dir)
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, _baseline_id(item))
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, nodeid)
 
     def measured(again: Any) -> Measurement:
-        doc = baseline_from_profile(again.profile, _baseline_id(item), state.device_key or "", state.device)
+        doc = baseline_from_profile(again.profile, nodeid, state.device_key or "", state.device)
         return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer))
 
     def remeasure() -> Measurement | None:
@@ -669,16 +669,14 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         item.stash[_UNDO] = lambda: put_back(path, before, root)
 
     result = baseline_step(
-        path, shown_path(path, rootpath), _baseline_id(item), measured(fixture), rule, settings.update_baseline,
+        path, shown_path(path, rootpath), nodeid, measured(fixture), rule, settings.update_baseline,
         remeasure if fixture.can_measure_again else None, root, keep_undo,
     )  # fmt: skip
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[_UNDO]
     fixture.baseline = result
     fixture.error_messages.extend(
-        result.error_messages(
-            _baseline_id(item), rule, settings.strict, bool(settings.update_baseline), settings.require_baseline
-        )
+        result.error_messages(nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline)
     )
     return [] if settings.update_baseline else result.failing(rule)
 
