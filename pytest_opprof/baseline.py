@@ -16,6 +16,7 @@ from .analysis import Dist, OpStats, Profile
 from .documents import BaselineDoc
 from .errors import OUTPUT_FIX, BaselineError, opprof_output, shown_value, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
+from .units import STORED_DIGITS
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
@@ -40,7 +41,7 @@ def bad_baseline(
     return f"{path}: {reason}; {fix}"
 
 
-def round_sig(value: float, digits: int = 4) -> float | int:
+def round_sig(value: float, digits: int = STORED_DIGITS) -> float | int:
     """4 significant digits: small noise in the last digits does not show up as a diff."""
     if isinstance(value, int) and abs(value) < 10**digits:
         return value

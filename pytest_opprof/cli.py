@@ -429,19 +429,12 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
     keys = (a.device_key, b.device_key)
     if a.device_key != b.device_key and "unknown" not in keys:  # a trace's header may name no device
         found.append(two_machines(str(a.device_key), str(b.device_key)))
-    on_device = [_on_device(side) for side in (a, b)]
+    on_device = [any(doc.on_device for doc in side.docs.values()) for side in (a, b)]
     if on_device[0] != on_device[1]:
         found.append(device_against_cpu("A" if on_device[0] else "B"))
     if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
         found.append(two_tests(*pairs[0][1]))
     return found
-
-
-def _on_device(side: _Side) -> bool:
-    """Whether any op of the side ran on a device (its time is then device time)."""
-    return any(
-        doc.kernels or doc.memory_ops or any(op.on_device for op in doc.ops.values()) for doc in side.docs.values()
-    )
 
 
 def _check_compare_paths(first: str, second: str) -> None:

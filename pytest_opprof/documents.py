@@ -343,6 +343,11 @@ class BaselineDoc:
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
 
+    @property
+    def on_device(self) -> bool:
+        """Whether any of its work ran on a device (kernels, copies, an op timed on the device)."""
+        return bool(self.kernels or self.memory_ops or any(op.on_device for op in self.ops.values()))
+
     def only(self, patterns: tuple[str, ...]) -> BaselineDoc:
         """This document with only the ops, kernels and memory ops whose name matches one of
         `patterns` (exact or glob), plus a matched op's own launches of other kernels (a

@@ -33,7 +33,7 @@ from .compare import (
     WORK,
     Verdict,
 )
-from .decide import SPEED, BaselineResult
+from .decide import SPEED, BaselineResult, OpRow
 from .documents import BaselineDoc
 from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended
 from .files import safe_name, write_output
@@ -316,8 +316,9 @@ def format_summary(records: list[TestRecord]) -> str:
 def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None = None) -> str:
     median_wall = median_wall_ns(profile)
     compared = baseline is not None and baseline.compared
+    base_rows = _base_rows(profile, baseline) if compared and baseline else {}
     rows = []
-    for op in shown_ops(profile, top, _named_ops(profile, baseline) if compared and baseline else set()):
+    for op in shown_ops(profile, top, _named_ops(profile, baseline, base_rows) if compared and baseline else set()):
         per = op.time_per_step
         own = op.self_device_per_step if op.on_device else op.self_cpu_per_step
         row = [
@@ -329,8 +330,8 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
             "device" if op.on_device else "cpu",
             f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
         ]
-        if baseline is not None and compared:
-            cells = baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6, op.on_device)
+        if compared:
+            cells = base_rows[op.name]
             row += [
                 ms_cell(cells.base_min_ms) if cells.base_min_ms is not None else "new",
                 f"{cells.delta_pct:+.0f}%" if cells.delta_pct is not None else "",
@@ -343,16 +344,20 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     return tabulate(rows, headers=headers, disable_numparse=True)
 
 
-def _named_ops(profile: Profile, baseline: BaselineResult) -> set[str]:
+def _base_rows(profile: Profile, baseline: BaselineResult) -> dict[str, OpRow]:
+    """Each op's baseline columns (its baseline min, delta and verdict word)."""
+    return {
+        op.name: baseline.op_row(op.name, op.calls_per_step.median, op.time_per_step.min / 1e6, op.on_device)
+        for op in profile.ops
+    }
+
+
+def _named_ops(profile: Profile, baseline: BaselineResult, base_rows: dict[str, OpRow]) -> set[str]:
     """The ops a verdict is about, which --opprof-top keeps in the table: those a time or work
     verdict names, and those whose calls changed or that the baseline lacks (a structure verdict
     names them in its message only)."""
     named = {v.op for v in baseline.verdicts if v.op and v.status != "improved"}
-    for op in profile.ops:
-        row = baseline.op_row(op.name, op.calls_per_step.median, op.time_per_step.min / 1e6, op.on_device)
-        if row.verdict in ("calls changed", "added"):
-            named.add(op.name)
-    return named
+    return named | {name for name, row in base_rows.items() if row.verdict in ("calls changed", "added")}
 
 
 def shown_ops(profile: Profile, top: int | None, named: Collection[str] = ()) -> list[Any]:

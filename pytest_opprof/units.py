@@ -14,7 +14,7 @@ def ms_text(ms: float, digits: int = 3) -> str:
     return f"{ms:.{digits}f}"
 
 
-STORED_DIGITS = 4  # significant digits of a baseline's times (baseline.round_sig)
+STORED_DIGITS = 4  # significant digits of a baseline's times (baseline.round_sig rounds to them)
 
 
 def stored_decimals(ms: float) -> int:
@@ -25,9 +25,9 @@ def stored_decimals(ms: float) -> int:
     return min(3, max(0, STORED_DIGITS - 1 - math.floor(math.log10(abs(ms)))))
 
 
-def stored_ms_text(ms: float, decimals: int | None = None) -> str:
+def stored_ms_text(ms: float) -> str:
     """A time a baseline holds, to the digits it has: `145.0`, `0.350`, `29950`."""
-    return f"{ms:.{stored_decimals(ms) if decimals is None else decimals}f}"
+    return f"{ms:.{stored_decimals(ms)}f}"
 
 
 def share_text(share: float) -> str:

@@ -472,7 +472,7 @@ class CpuStats:
     cpu_per_step: list[int]
     self_cpu_per_step: list[int]
     outside: int  # ops outside every step
-    outer_calls_per_step: list[int]  # calls not nested in one of the same name: the calls the time is of
+    outer_calls_per_step: list[int] | None  # calls not nested in one of the same name; None: no op nests so
 
 
 def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
@@ -486,7 +486,7 @@ def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
     calls_slots = Counter(slot)
     slot_calls = [calls_slots.get(j, 0) for j in range(n_names * width)]
     self_ns = _self_ns(ops.durs, tree.child_ns)
-    slot_outer_calls = slot_calls
+    slot_outer_calls: list[int] | None = None  # the same as the calls where no op nests in its own name
     if any(tree.nested_same_name):  # an op inside a same-name op: its time is counted once
         outer = [not n for n in tree.nested_same_name]
         slot_self_cpu = _slot_sums(slot, self_ns, n_names * width)
@@ -512,7 +512,7 @@ def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
         steps_only(slot_cpu),
         steps_only(slot_self_cpu),
         tree.op_step.count(-1),
-        steps_only(slot_outer_calls),
+        steps_only(slot_outer_calls) if slot_outer_calls is not None else None,
     )
 
 
@@ -858,7 +858,7 @@ def assemble_ops(cpu: CpuStats, device: DeviceStats, n_steps: int, work: dict[st
             per_step(device.dev_per_step, k),
             per_step(device.self_dev_per_step, k),
             work.get(name),
-            per_step(cpu.outer_calls_per_step, k),
+            per_step(cpu.outer_calls_per_step, k) if cpu.outer_calls_per_step is not None else None,
         )
         for name, k in cpu.name_index.items()
     ]
