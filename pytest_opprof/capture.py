@@ -1024,9 +1024,17 @@ def graph_break_reasons() -> Counter[str]:
     return Counter({str(k): v for k, v in found.items()}) if found else Counter()
 
 
+AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
+_NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
+
+
 def is_known_op(name: str) -> bool:
-    """Whether torch knows an operator of this exact name ("aten::copy_"). Names outside the
-    aten/prim namespaces (custom ops, record_function labels) cannot be checked: True."""
+    """Whether torch knows an operator of this exact name ("aten::copy_"), or an autograd node
+    of it ("ToCopyBackward0", with or without the engine's prefix). Names outside the aten/prim
+    namespaces (custom ops, record_function labels) cannot be checked: True."""
+    node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
+    if node is not None:
+        return _known_node(node.group(0), node.group(1))
     namespace, sep, op = name.partition("::")
     if not sep and re.match(r"(aten|prim)[:.]", name):  # `aten:addmm`, `aten.addmm`: the separator mistyped
         return False
@@ -1035,3 +1043,13 @@ def is_known_op(name: str) -> bool:
     torch = _torch()
     packet = getattr(getattr(torch.ops, namespace), op.split(".")[0], None)
     return packet is not None
+
+
+def _known_node(name: str, stem: str) -> bool:
+    """Whether a backward node name is torch's, or a custom autograd.Function's (`MyFnBackward`):
+    torch numbers its generated nodes, so `ToCopyBackward` (or `ToCopyBackward7`) where torch
+    has `ToCopyBackward0` is a typo that would pass assert_no_op forever."""
+    functions = getattr(_torch()._C, "_functions", None)
+    if functions is None or hasattr(functions, name):
+        return True
+    return not any(hasattr(functions, f"{stem}{n}") for n in range(4))

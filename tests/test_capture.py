@@ -81,11 +81,21 @@ def test_capture_profiles_the_block_as_one_step():
         ("aten:addmm", False),
         ("aten.addmm", False),
         ("my_lib::op", True),
+        ("ToCopyBackward0", True),
+        ("autograd::engine::evaluate_function: ToCopyBackward0", True),
+        ("ToCopyBackward", False),
+        ("ToCopyBackward7", False),
+        ("autograd::engine::evaluate_function: ToCopyBackward", False),
+        ("MyFunctionBackward", True),
+        ("AccumulateGrad", True),
     ],
 )
 def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     """An aten/prim name torch lacks is unknown, and so is one whose `::` was mistyped (a trial's
-    `assert_no_op("aten:addmm")` passed as a custom op's name); other namespaces cannot be checked."""
+    `assert_no_op("aten:addmm")` passed as a custom op's name); other namespaces cannot be checked.
+    A backward node torch numbers is known only by its number (a training trial's
+    `assert_no_op("ToCopyBackward")` passed beside 7 `ToCopyBackward0` a step); a custom
+    autograd.Function's node (`MyFunctionBackward`) cannot be checked."""
     from pytest_opprof.capture import is_known_op
 
     assert is_known_op(name) is known
