@@ -293,14 +293,17 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
 
 
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
-    """A verdict per op whose work changed (both sides recorded it; its call count did not change),
-    the costliest first (the baseline's fastest step): the op that carries the step heads the
-    failure, not an `aten::add` of 0.4% of it that sorts first by name (a trial's doubled LSTM)."""
+    """A verdict per op whose work changed (both sides recorded it; its call count did not change;
+    it ran alike in every step: _steady), the costliest first (the baseline's fastest step): the op
+    that carries the step heads the failure, not an `aten::add` of 0.4% of it that sorts first by
+    name (a trial's doubled LSTM)."""
     verdicts = []
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
     for name in sorted(set(current.ops) & set(baseline.ops), key=lambda n: (-cost[n], n)):
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
+            continue
+        if not (_steady(current.ops[name]) and _steady(baseline.ops[name])):
             continue
         parts = work_changes(new, old, current.list_shapes and baseline.list_shapes)
         if parts:
@@ -337,6 +340,22 @@ def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str
         f"CPU times not compared{where}"
     )
     return [Verdict(WORK, CHANGED, message)]
+
+
+def _steady(entry: OpEntry) -> bool:
+    """Whether an op's recorded work stands for its steps: it made as many calls in every step,
+    and in the call its inputs were read from (run()'s signature step, one call of fn). An op of
+    an optimizer that steps every 4th call of a gradient-accumulation step does not: which call
+    the inputs were read from decides what they hold, and `-k`, `warmup` or test order move it
+    (a training trial's unchanged code failed with `aten::copy_: inputs (none) -> (float[],
+    double[]) x6`). Its structure (calls per step) is still judged; its work is not."""
+    counts = set(entry.calls_per_step)
+    if len(counts) > 1:
+        return False
+    if entry.work is None or not entry.work.signatures or not counts:
+        return True
+    read = sum(s.calls_per_step for s in entry.work.signatures)
+    return math.isclose(read, counts.pop(), rel_tol=1e-6)
 
 
 def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str]:

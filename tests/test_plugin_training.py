@@ -24,7 +24,8 @@ import torch
 
 def trainer(accumulate=1):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    width = int(os.environ.get("WIDTH", "32"))
+    model = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
     calls = itertools.count(1)
@@ -73,3 +74,29 @@ def test_a_backward_node_name_without_its_number_fails_naming_the_real_one(pytes
             "zero calls of it proves nothing; did you mean autograd::engine::evaluate_function: AddmmBackward0*",
         ]
     )
+
+
+ACCUMULATING = """
+import os
+from trainer import trainer
+
+def test_micro_step(opprof):
+    opprof.run(trainer(accumulate=4), warmup=int(os.environ.get("WARMUP", "3")), steps=8)
+"""
+
+
+def test_an_op_that_runs_in_some_steps_only_is_no_work_change_when_the_phase_moves(pytester, monkeypatch):
+    """Gradient accumulation: the optimizer steps every 4th call, so whether the one call that
+    reads the ops' inputs holds its step depends on where the cycle stands, which `warmup`, `-k`
+    or test order move. A training trial's unchanged code failed with `work changed: aten::copy_:
+    inputs (none) -> (float[], double[]) x6`. A real change to an op of every step still fails."""
+    pytester.makepyfile(trainer=TRAINER, test_accumulating=ACCUMULATING)
+    assert run(pytester, "--opprof-update-baseline").ret == 0
+    for warmup in ("4", "5", "6"):  # every phase of the cycle against the baseline's
+        monkeypatch.setenv("WARMUP", warmup)
+        moved = run(pytester, "--opprof")
+        assert moved.ret == 0, moved.stdout.str()
+    monkeypatch.setenv("WIDTH", "48")
+    wider = run(pytester, "--opprof")
+    wider.assert_outcomes(failed=1)
+    wider.stdout.fnmatch_lines(["*work changed in * ops: *inputs (float[[]8,32]) -> (float[[]8,48])*"])
