@@ -5,14 +5,15 @@ Records baselines for a small example suite once on the quiet machine, then reru
 unchanged code, a doubled hidden layer (same ops, 2x the FLOPs), one extra op per step, the same
 code on one torch thread (torch.set_num_threads(1): same work, only time moves), and
 `--opprof-update-baseline` on unchanged code; and without the hog: unchanged code (idle) and the
-same ops with ~0.4 ms of Python per step outside them (python: only the step wall moves). Every MLP test exists in each capture mode: run(),
+same ops with ~0.4 ms of Python per step outside them (python: only the step wall moves; pyhog:
+the same beside the hog, where the CPU wait must not excuse more than it can explain). Every MLP test exists in each capture mode: run(),
 capture(), the whole test call, and the marker. Prints, per mode:
 false failures (target 0/N), doubled layers failed as `work` naming the FLOPs (target N/N), extra
 ops failed as `structure` (target N/N), one-thread runs failed as `work` naming the threads (target
-N/N), Python time outside the ops failed on time (idle; how many on the `step wall`), and
+N/N), Python time outside the ops failed on time (idle, and beside the hog; how many on the `step wall`), and
 re-recordings that changed any baseline byte (target 0/N).
 
-    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,threads,rerecord,idle,python]
+    python bench/noise.py [--runs 20] [--keep DIR] [--scenarios hog,wide,extra,threads,rerecord,idle,python,pyhog]
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def main() -> int:
     parser.add_argument(
         "--scenarios",
         default="hog,wide,extra,threads,rerecord",
-        help="comma list of hog, wide, extra, threads, rerecord, idle, python",
+        help="comma list of hog, wide, extra, threads, rerecord, idle, python, pyhog",
     )
     args = parser.parse_args()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="opprof-noise-"))
@@ -214,6 +215,7 @@ def main() -> int:
             ("extra", "extra"),
             ("threads", "threads"),
             ("python", "python"),
+            ("pyhog", "python"),
         )
         if name in wanted
     }
@@ -246,6 +248,10 @@ def main() -> int:
             timed = detected(results["python"], MLP_TESTS[mode], "time", "")
             wall = detected(results["python"], MLP_TESTS[mode], "time", "step wall: ")
             line.append(f"python failed on time (idle) {timed}/{n}, {wall} on the step wall")
+        if "pyhog" in results:
+            timed = detected(results["pyhog"], MLP_TESTS[mode], "time", "")
+            wall = detected(results["pyhog"], MLP_TESTS[mode], "time", "step wall: ")
+            line.append(f"python failed on time beside the hog {timed}/{n}, {wall} on the step wall")
         print("  ".join(line))
     if changed:
         print(
@@ -256,7 +262,7 @@ def main() -> int:
             for test, messages in r.items():
                 if test != "inconclusive":
                     print(f"  [{name}] {test}: {'; '.join(messages)[:600]}")
-    for r in results.get("python", []):  # a run the slowdown did not fail: why it was inconclusive
+    for r in results.get("python", []) + results.get("pyhog", []):  # a run the slowdown did not fail: why
         for test, why in r.get("inconclusive", {}).items():
             if test.endswith(MLP_TESTS["run"]) and test not in r:
                 print(f"  [python] {test} passed, time inconclusive: {why}")

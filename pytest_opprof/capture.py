@@ -800,8 +800,8 @@ def run_steps(
     steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
     last result. When fn raises in a profiled step (or after the steps), `cut_short` is given
     what was recorded up to then and the exception, for the failure's report, before the
-    exception goes on. `probe` (the plugin's GPU clock sampler) is called after the warm-up,
-    just before the profiler starts, and just after it stops.
+    exception goes on. `probe` (the plugin's CPU-wait and GPU clock sampler) is called just
+    before the first profiled step and just after the last.
     `threads`: torch's thread count for the call (a confirmation runs on its first measurement's
     threads, which the test may have restored since), put back afterwards. With `work`, after the
     signature step, the workload reference is timed (workload_choice). A confirmation takes none:
@@ -868,11 +868,7 @@ def _run_steps(
     # (after them when there is no warmup: the first profiled step is then the cold call asked for).
     observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
     unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
-    if probe is not None:
-        probe()
-    prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short)
-    if probe is not None:
-        probe()
+    prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short, probe)
     with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
         unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
     timed = _with_overhead(
@@ -897,17 +893,24 @@ def _profiled_steps(
     kwargs: Any,
     steps: int,
     cut_short: Callable[[Profile, BaseException], None] | None,
+    probe: Callable[[], None] | None = None,
 ) -> tuple[Any, ThreadWatch, T]:
     """`steps` profiled calls of fn, one step each: the stopped profiler, the threads watched and
-    fn's last result. When fn raises, `cut_short` gets what was recorded up to then."""
+    fn's last result. When fn raises, `cut_short` gets what was recorded up to then. `probe` is
+    called just before the first step and just after the last, the profiler running: the CPU
+    wait it reads is the steps', not the profiler's start and stop (a third of a 30 ms capture)."""
     __tracebackhide__ = True
     result: Any = None
     prof: Any = None
     with _cut_short_as(cut_short, lambda: _cut_in_step(_read_cut_short(prof))):
         with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
+            if probe is not None:
+                probe()
             for number in range(1, steps + 1):
                 with _step(torch, number, cuda):
                     result = fn(*args, **kwargs)
+            if probe is not None:
+                probe()
     return prof, threads, result
 
 

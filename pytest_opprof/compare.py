@@ -38,6 +38,7 @@ DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
 ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
+CONTENTION_SLACK = 1.5  # ...up to this times the ms they waited: a 20% wait explains no x3.7 step
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
 WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its own slowdown (x1.4: +80%)
 REST_SHARE = 0.2  # the rest of a step (outside the op judged) must be this share of it to be a reference
@@ -63,6 +64,7 @@ class Machine:
     cpu_wait: float | None = None
     gpu_unreliable: str | None = None
     python_tracer: str | None = None  # what traced Python during the capture (coverage, a debugger)
+    waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,8 +528,9 @@ def _in_one_step(
         change = f"{name}: ran in 1 of {len(entry.calls_per_step)} steps, {cost:.3f} ms there, where the baseline never ran it"
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
         excuse = explained_by_machine(
-            True, entry.on_device, current, baseline, machine, moved=stretch, slack=WALL_SLACK
-        )
+            True, entry.on_device, current, baseline, machine, moved=stretch, slack=WALL_SLACK,
+            added_ms=cost / len(entry.calls_per_step),
+        )  # fmt: skip
         if excuse:
             message = f"{change} (inconclusive: {excuse.why}){where}"
             found.append(Verdict(TIME, INCONCLUSIVE, message, name, None, cost, None, excuse.why, excuse.fix))
@@ -590,7 +593,9 @@ def _judged(
         return None
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else None
-    excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack)
+    excuse = explained_by_machine(
+        slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack, added_ms=own
+    )
     traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
     if excuse is None and slower and not wall and not on_device and not traced:
         excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
@@ -604,6 +609,8 @@ def _judged(
     limit = (
         f"{_outside_ops(slower, explained_ms)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
+    if slower:
+        limit += _contention_too_small(machine, own)
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
@@ -694,10 +701,13 @@ def explained_by_machine(
     python_time: bool = False,
     moved: float | None = None,
     slack: float | None = None,
+    added_ms: float | None = None,
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
     `moved`: the op's time ratio (new / baseline), which the workload reference must explain, and
     with `slack` the dispatch and matmul references too, up to `slack` times their own slowdown.
+    `added_ms`: what the move added to a step, which CPU contention explains only up to
+    CONTENTION_SLACK times the ms the threads waited per step (_contention_explains).
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
@@ -711,8 +721,8 @@ def explained_by_machine(
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
-    if slower and machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT:
-        return Excuse(f"CPU contention: {waited_for_cpu(machine.cpu_wait)}")
+    if slower and _contended(machine) and _contention_explains(machine, added_ms):
+        return Excuse(f"CPU contention: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         if bounded and not _within(moved, ratio):
             continue  # the op moved further than its own product did alone: not the machine
@@ -722,6 +732,29 @@ def explained_by_machine(
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline))
     return None
+
+
+def _contended(machine: Machine) -> bool:
+    return machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT
+
+
+def _contention_explains(machine: Machine, added_ms: float | None) -> bool:
+    """Whether the ms the threads waited for a CPU can account for what a slowdown added to a
+    step: a thread waiting delays a step by at most its wait (summed over threads, the bound is
+    generous). A training trial's step 3.7x slower by 2 ms of Python passed in 12 of 12 runs
+    beside a busy loop, as `inconclusive`, on a 20% wait (0.7 ms a step)."""
+    waited = machine.waited_ms_per_step
+    return added_ms is None or waited is None or added_ms <= CONTENTION_SLACK * waited
+
+
+def _contention_too_small(machine: Machine, added_ms: float) -> str:
+    """For a slowdown that fails under contention: the clause saying the wait cannot explain it."""
+    waited = machine.waited_ms_per_step
+    if not _contended(machine) or waited is None:
+        return ""
+    return (
+        f"; {waited_for_cpu(machine.cpu_wait or 0.0)}, {waited:.3f} ms a step: too little to explain +{added_ms:.3f} ms"
+    )
 
 
 def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc) -> str:

@@ -101,10 +101,14 @@ def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
 def calmer(first: Measurement, second: Measurement) -> Machine:
     """The pooled samples of two measurements are judged by the calmer one's state: a contended
     first measurement must not excuse a clean second one's slowdown (seen: a real 2x missed)."""
-    waits = [w for w in (first.machine.cpu_wait, second.machine.cpu_wait) if w is not None]
     a, b = first.machine, second.machine
+    waits = [m for m in (a, b) if m.cpu_wait is not None]
+    calm = min(waits, key=lambda m: m.cpu_wait or 0.0) if waits else None
     return Machine(
-        min(waits) if waits else None, a.gpu_unreliable or b.gpu_unreliable, a.python_tracer or b.python_tracer
+        calm.cpu_wait if calm else None,
+        a.gpu_unreliable or b.gpu_unreliable,
+        a.python_tracer or b.python_tracer,
+        calm.waited_ms_per_step if calm else None,
     )
 
 

@@ -237,6 +237,13 @@ def wait_share(first: tuple[int, int | None], last: tuple[int, int | None]) -> f
     return round((w1 - w0) / (t1 - t0), 4)
 
 
+def waited_ms(first: tuple[int, int | None], last: tuple[int, int | None]) -> float | None:
+    """The milliseconds this process's threads waited for a CPU between two (wall ns,
+    cpu_wait_ns()) readings, summed over threads; None when unknown."""
+    (_, w0), (_, w1) = first, last
+    return None if w0 is None or w1 is None else max(0, w1 - w0) / 1e6
+
+
 def python_tracer() -> str | None:
     """What traces Python in this thread (coverage, a debugger, a profiler; sys.settrace,
     sys.setprofile or sys.monitoring), by name; None when nothing does. It slows the Python

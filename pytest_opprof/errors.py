@@ -123,7 +123,8 @@ def contended_capture(wait: float) -> str:
     """The `contention` warning: other load on the machine during the capture."""
     return (
         f"{waited_for_cpu(wait)}: other load on the machine inflated its CPU times; time assertions judge "
-        "them as measured (baseline time verdicts call them inconclusive); rerun on a quiet machine"
+        "them as measured (a baseline time verdict is inconclusive where the wait can explain the slowdown); "
+        "rerun on a quiet machine"
     )
 
 

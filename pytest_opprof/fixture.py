@@ -42,6 +42,14 @@ def _wait_of(host: list[tuple[int, int | None]]) -> float | None:
     return device.wait_share(host[0], host[-1]) if len(host) >= 2 else None
 
 
+def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float | None:
+    """The ms our threads waited for a CPU in a capture, per step of it: the most that other
+    load can have added to a step (compare.explained_by_machine)."""
+    waited = device.waited_ms(host[0], host[-1]) if len(host) >= 2 else None
+    steps = getattr(profile, "steps", 0)
+    return None if waited is None or not steps else waited / steps
+
+
 class Remeasured(NamedTuple):
     """A confirmation measurement and the state of the machine during it."""
 
@@ -49,6 +57,7 @@ class Remeasured(NamedTuple):
     cpu_wait: float | None
     unreliable: str | None
     python_tracer: str | None
+    cpu_waited_ms: float | None = None  # per step
 
 
 def _caller_line() -> str:
@@ -92,6 +101,7 @@ class OpprofFixture:
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
+        self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self._profile: Any = None
@@ -315,7 +325,10 @@ class OpprofFixture:
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
         profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
-        return Remeasured(profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer())
+        return Remeasured(
+            profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer(),
+            _waited_per_step(host, profile),
+        )  # fmt: skip
 
     def _cut(self, profile: Any, raised: BaseException) -> None:
         """A capture that `raised` ended: shown if the test fails by that exception, never judged
@@ -345,6 +358,7 @@ class OpprofFixture:
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
+        self.cpu_waited_ms = _waited_per_step(self._host, profile)
         self.python_tracer = device.python_tracer()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
         self.error_messages = [*self._unchecked, *([untrusted_measurement(self._trust)] if self._trust else [])]

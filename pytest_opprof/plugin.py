@@ -656,7 +656,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
     def measured(again: Any) -> Measurement:
         doc = baseline_from_profile(again.profile, nodeid, state.device_key or "", state.device)
-        return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer))
+        return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer, again.cpu_waited_ms))
 
     def remeasure() -> Measurement | None:
         again = fixture.measure_again()

@@ -28,10 +28,11 @@ class FakeClock:
     signature_captures: int = 0  # captures with inputs recorded (run()'s signature steps, one-step captures)
     host_reads: list[int] = field(default_factory=list)  # the plugin's wall-clock reads around captures
     unprofiled_ns: int = 1_000_000  # a step of run() timed without the profiler (the observer effect)
+    host_step_ns: int = 1_000_000  # how far the plugin's wall clock moves from one read to the next
 
     def host_ns(self) -> int:
-        """The plugin's wall clock around captures: 1 ms further at each read."""
-        self.host_reads.append((len(self.host_reads) + 1) * 1_000_000)
+        """The plugin's wall clock around captures: `host_step_ns` (1 ms) further at each read."""
+        self.host_reads.append((self.host_reads[-1] if self.host_reads else 0) + self.host_step_ns)
         return self.host_reads[-1]
 
     @property

@@ -195,6 +195,7 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
 def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monkeypatch, tmp_path):
     """The share of the capture our threads waited for a CPU goes into the JSON; a slowdown
     under it is inconclusive, with the reason, in the JSON's verdicts too."""
+    fake_clock.host_step_ns = 100_000_000  # 50 ms waited: enough to explain the slowdown
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)  # half of every ns
     fake_clock.costs["aten::mm"] = 6_400_000
     out = tmp_path / "run.json"

@@ -53,6 +53,21 @@ def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
     ]
 
 
+def test_the_inconclusive_line_names_the_largest_move_first():
+    """A training trial's +320% step wall sat among `and 5 more` behind three ops that moved a
+    few microseconds: the line names the verdicts by how much they moved a step, largest first."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    def moved(op: str, base: float, new: float) -> Verdict:
+        return Verdict("time", "inconclusive", f"{op}: ...", op, base, new, 0.01, "CPU contention: ...", "rerun")
+
+    group = [moved(f"aten::op{i}", 0.010, 0.012) for i in range(4)] + [moved("step wall", 0.852, 3.577)]
+    group.insert(2, moved("aten::addmm", 0.5, 0.1))  # a faster one moves a step too
+    (line,) = verdict_lines(group)
+    assert line.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention: ...")
+
+
 def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads():
     """Two threads each waiting most of the capture: 118% reads as a sum, not as a typo."""
     from test_baseline import addmm_verdict, doc, profile
