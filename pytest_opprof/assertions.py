@@ -18,6 +18,7 @@ from statistics import median
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
 from .analysis.model import validate_name, validate_op
+from .analysis.ranges import ranges_around
 from .errors import (
     OpprofUsageError,
     a_range_not_an_op,
@@ -193,17 +194,20 @@ def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Assertion:
 def context(profile: Profile, name: str) -> str:
     """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` — its most
     frequent input signature and the callers of that signature's first call (innermost first),
-    or, without recorded inputs, the callers of its first call."""
+    or, without recorded inputs, the callers of its first call; and the ranges around its first
+    call (`called from Python inside Optimizer.step#Adam.step`)."""
     stats = profile.op(name)
+    around = ranges_around(profile.event_table, name) if profile.event_table is not None else ()
     if stats is None or stats.work is None or not stats.work.signatures:
-        return _where(profile.callers(name))
+        return _where(profile.callers(name), around)
     first, *others = stats.work.signatures
     text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
-    return f"{_where(first.callers)}; {text}" + (f" (+{len(others)} other signatures)" if others else "")
+    return f"{_where(first.callers, around)}; {text}" + (f" (+{len(others)} other signatures)" if others else "")
 
 
-def _where(callers: tuple[str, ...]) -> str:
-    return "in " + " <- ".join(callers) if callers else "called from Python"
+def _where(callers: tuple[str, ...], ranges: tuple[str, ...] = ()) -> str:
+    where = "in " + " <- ".join(callers) if callers else "called from Python"
+    return where + (" inside " + " <- ".join(ranges) if ranges else "")
 
 
 def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) -> str | None:
@@ -227,10 +231,19 @@ def no_sync() -> Assertion:
 
 
 def _no_sync(profile: Profile) -> str | None:
-    found = [(o.name, o.calls_per_step.median) for o in profile.ops if o.name in SYNC_OPS and o.calls]
-    found += [(r.name, r.calls_per_step.median) for r in profile.runtime if SYNC_RUNTIME_CALL.search(r.name)]
-    found += [(m.name, m.calls_per_step.median) for m in profile.memory_ops if fnmatch.fnmatchcase(m.name, _DTOH)]
-    return host_syncs(found) if found else None
+    """On a device, a scalar read syncs when it copied from the device: an `aten::item` that
+    launched no device work read a CPU tensor (Adam's step counts, unless capturable), and waits
+    for nothing. On the CPU only, every scalar read counts: each would sync on a device tensor."""
+    on_device = _ran_on_a_device(profile)
+    reads = [o for o in profile.ops if o.name in SYNC_OPS and o.calls and (o.device_ns or not on_device)]
+    found = [(o.name, o.calls_per_step.median, context(profile, o.name).split("; ")[0]) for o in reads]
+    found += [(r.name, r.calls_per_step.median, "") for r in profile.runtime if SYNC_RUNTIME_CALL.search(r.name)]
+    found += [(m.name, m.calls_per_step.median, "") for m in profile.memory_ops if fnmatch.fnmatchcase(m.name, _DTOH)]
+    return host_syncs(found, cpu_only=not on_device) if found else None
+
+
+def _ran_on_a_device(profile: Profile) -> bool:
+    return bool(profile.device_ns or profile.kernels or profile.memory_ops)
 
 
 def total_below(ms: float, stat: str = "median") -> Assertion:

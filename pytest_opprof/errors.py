@@ -459,9 +459,19 @@ def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
     return f"{pattern}: expected no calls, found {listed}"
 
 
-def host_syncs(found: list[tuple[str, float]]) -> str:
-    listed = ", ".join(f"{name} ({count_text(per_step)}/step)" for name, per_step in found)
-    return f"host-device syncs: {listed}"
+def host_syncs(found: list[tuple[str, float, str]], cpu_only: bool = False) -> str:
+    """`host-device syncs: aten::item (12/step, called from Python inside Optimizer.step#Adam.step)`;
+    on a CPU-only capture, what its scalar reads mean."""
+    listed = ", ".join(
+        f"{name} ({count_text(per_step)}/step{f', {where}' if where else ''})" for name, per_step, where in found
+    )
+    note = (
+        "; a CPU-only capture: these reads wait for no device here, and sync where their tensor is on one "
+        "(a scalar kept on the CPU, such as a non-capturable optimizer's step count, never does)"
+        if cpu_only
+        else ""
+    )
+    return f"host-device syncs: {listed}{note}"
 
 
 def untrusted_earlier(capture: int, errors: list[str]) -> str:

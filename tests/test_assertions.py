@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import launch, memcpy, op, step
+from builders import annotation, kernel, launch, memcpy, op, step
 
 from pytest_opprof import assertions
 from pytest_opprof.analysis import analyze
@@ -171,6 +171,37 @@ def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():
     ]:
         assert name in msg
     assert assertions.no_sync()(three_steps()) is None
+
+
+def test_on_a_device_a_scalar_read_that_copied_nothing_from_it_is_no_sync():
+    """Adam's step counts are CPU tensors (unless capturable): on a GPU their `.item()` launches
+    nothing and waits for nothing. On a device capture only a scalar read that copied from the
+    device counts; on a CPU-only capture every one does, with a line saying what that means,
+    and each names where it ran (a training trial's message named no place)."""
+    step_body = [
+        step(1, 0, 1000),
+        annotation("Optimizer.step#Adam.step", 5, 100),
+        op("aten::item", 10, 20),
+        op("aten::_local_scalar_dense", 12, 10),
+    ]
+    cpu_only = assertions.no_sync()(analyze(step_body))
+    assert cpu_only.startswith(
+        "host-device syncs: aten::item (1/step, called from Python inside Optimizer.step#Adam.step), "
+        "aten::_local_scalar_dense (1/step, in aten::item inside Optimizer.step#Adam.step); a CPU-only capture: "
+        "these reads wait for no device here, and sync where their tensor is on one"
+    )
+    on_gpu = [*step_body, op("aten::mm", 200, 20), launch(205, corr=3), kernel("gemm", 210, 50, corr=3)]
+    assert assertions.no_sync()(analyze(on_gpu)) is None
+    copied = [
+        *on_gpu,
+        launch(14, corr=4, name="cudaMemcpyAsync"),
+        memcpy("Memcpy DtoH (Device -> Pageable)", 30, 2, 4, 4),
+    ]
+    message = assertions.no_sync()(analyze(copied))
+    assert message.startswith(
+        "host-device syncs: aten::item (1/step, called from Python inside Optimizer.step#Adam.step)"
+    )
+    assert "CPU-only" not in message
 
 
 def test_total_below_uses_step_wall_time():

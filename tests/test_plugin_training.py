@@ -100,3 +100,38 @@ def test_an_op_that_runs_in_some_steps_only_is_no_work_change_when_the_phase_mov
     wider = run(pytester, "--opprof")
     wider.assert_outcomes(failed=1)
     wider.stdout.fnmatch_lines(["*work changed in * ops: *inputs (float[[]8,32]) -> (float[[]8,48])*"])
+
+
+def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester):
+    """Adam reads its step counts with `.item()`: on a CPU-only machine assert_no_sync fails (it
+    stands in for a device run), and the failure says where the reads ran and that a scalar kept
+    on the CPU never syncs, where a training trial's said only `aten::item (12/step)`."""
+    pytester.makepyfile(
+        test_adam="""
+        import torch
+
+        def test_adam_step(opprof):
+            torch.manual_seed(0)
+            model = torch.nn.Linear(8, 2)
+            opt = torch.optim.Adam(model.parameters(), foreach=False)
+            x = torch.randn(4, 8)
+
+            def train_step():
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+
+            opprof.run(train_step, warmup=2, steps=2)
+            opprof.assert_no_sync()
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E * host-device syncs: aten::item (*/step, called from Python inside Optimizer.step#Adam.step*), "
+            "aten::_local_scalar_dense (*/step, in aten::item inside Optimizer.step#Adam.step*); a CPU-only capture: "
+            "these reads wait for no device here, and sync where their tensor is on one (a scalar kept on the CPU, "
+            "such as a non-capturable optimizer's step count, never does)"
+        ]
+    )

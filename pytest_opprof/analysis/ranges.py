@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
 
-from ..events import Event
+from ..events import ANNOTATION, CPU_OP, Event, EventTable
 from ..tables import by_shown_time
 from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
@@ -128,3 +128,26 @@ class _Acc:
             Dist(tuple(self.step_calls)), Dist(tuple(self.step_cpu)), Dist(tuple(self.step_device)),
             Dist(tuple(self.step_outer)),
         )  # fmt: skip
+
+
+def ranges_around(table: EventTable, op: str, limit: int = 2) -> tuple[str, ...]:
+    """The ranges around the first call of the op named `op` on its thread, innermost first (at
+    most `limit`): `Optimizer.step#Adam.step` for the scalar reads of Adam's step counts, which
+    an op's callers cannot name (a range is no op)."""
+    calls = [i for i, (kind, name) in enumerate(zip(table.kind, table.name)) if kind == CPU_OP and name == op]
+    if not calls:
+        return ()
+    first = min(calls, key=lambda i: table.start_ns[i])
+    start, end = table.start_ns[first], table.start_ns[first] + table.dur_ns[first]
+    thread = (table.pid[first], table.tid[first])
+    around = [
+        i
+        for i, kind in enumerate(table.kind)
+        if kind == ANNOTATION
+        and (table.pid[i], table.tid[i]) == thread
+        and table.start_ns[i] <= start
+        and table.start_ns[i] + table.dur_ns[i] >= end
+        and is_range(table.name[i])
+    ]
+    around.sort(key=lambda i: (table.start_ns[i], -table.dur_ns[i]), reverse=True)
+    return tuple(stable_name(table.name[i]) for i in around[:limit])
