@@ -482,6 +482,22 @@ def untrusted_earlier(capture: int, errors: list[str]) -> str:
     )
 
 
+def ran_no_op_in_run(fn: object, steps: int) -> str:
+    """Why a run() recorded nothing: fn ran no torch operator."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return (
+        f"opprof.run()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}: "
+        "check that it calls the model, and does not return what would (a generator, a lambda)"
+    )
+
+
+RAN_NO_OP_IN_BLOCK = "the `with opprof.capture():` block ran no torch operator: put the model's call inside it"
+RAN_NO_OP_IN_BODY = (
+    "the test's body ran no torch operator, and called neither opprof.run() nor opprof.capture(): "
+    "measure the model with opprof.run(fn, *args)"
+)
+
+
 def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 

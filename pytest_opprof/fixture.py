@@ -20,10 +20,13 @@ from .capture import StepRecorder, by_failure, is_known_op, run_steps, validate_
 from .compare import CONTENTION_LIMIT
 from .decide import BaselineResult
 from .errors import (
+    RAN_NO_OP_IN_BLOCK,
+    RAN_NO_OP_IN_BODY,
     CaptureError,
     OpprofUsageError,
     assertion_inside_capture,
     assertions_before_capture,
+    ran_no_op_in_run,
     stepped_aside,
     untrusted_earlier,
     untrusted_measurement,
@@ -141,7 +144,7 @@ class OpprofFixture:
             profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe, cut_short=self._cut)
         finally:
             self._inside = None
-        self._finish(profile)
+        self._finish(profile, ran_no_op_in_run(fn, steps))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         return result
 
@@ -180,7 +183,7 @@ class OpprofFixture:
         if raised is not None:
             self._stop_raised(recorder, raised)
             return
-        self._finish(recorder.stop())
+        self._finish(recorder.stop(), RAN_NO_OP_IN_BLOCK)
 
     def _refuse_nesting(self, what: str) -> None:
         __tracebackhide__ = True
@@ -352,7 +355,9 @@ class OpprofFixture:
         else:
             recorder.stop(keep=False)
 
-    def _finish(self, profile: Any) -> None:
+    def _finish(self, profile: Any, ran_nothing: str) -> None:
+        """A capture ended: keep it, with the machine's state and the trust checks' errors;
+        `ran_nothing`: what to say when it recorded no event at all (which capture, the fix)."""
         self._profile, self._cut_short = profile, None
         self.captures += 1
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
@@ -361,6 +366,8 @@ class OpprofFixture:
         self.cpu_waited_ms = _waited_per_step(self._host, profile)
         self.python_tracer = device.python_tracer()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
+        if not (profile.ops or profile.kernels or profile.memory_ops or profile.ranges):  # nothing ran at all
+            self._trust.append(ran_nothing)
         self.error_messages = [*self._unchecked, *([untrusted_measurement(self._trust)] if self._trust else [])]
 
     # the whole test call as one step, driven by the plugin's pytest_runtest_call ----------------
@@ -390,7 +397,7 @@ class OpprofFixture:
         if raised is not None:
             self._stop_raised(recorder, raised)
         elif (profile := recorder.stop()) is not None:
-            self._finish(profile)
+            self._finish(profile, RAN_NO_OP_IN_BODY)
         self.stepped_aside = recorder.stepped_aside and self._profile is None
         if self.stepped_aside and self._deferred:
             self.error_messages.append(stepped_aside(len(self._deferred)))

@@ -904,6 +904,38 @@ def test_error_is_reported_as_error_not_pass(user_run):
     assert outcomes["test_fail_count"] == "failed"
 
 
+def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
+    """A trial's `run(lambda: (i for i in ...))` and an assertion in a body that ran nothing both
+    erred with `nothing ran under the profiler` alone: the error now says which capture ran no
+    op and what to do."""
+    pytester.makepyfile(
+        test_empty="""
+        def test_generator(opprof):
+            opprof.run(lambda: (i for i in range(3)), steps=4)
+
+        def test_block(opprof):
+            with opprof.capture():
+                pass
+
+        def test_body(opprof):
+            opprof.assert_op_count("aten::mm", 5)
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "opprof: the measurement cannot be trusted, * nothing ran under the profiler; opprof.run()'s fn "
+            "(test_generator.<locals>.<lambda>) ran no torch operator in its 4 profiled steps: check that it calls "
+            "the model, and does not return what would (a generator, a lambda)",
+            "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "
+            "block ran no torch operator: put the model's call inside it",
+            "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the test's body ran no torch "
+            "operator, and called neither opprof.run() nor opprof.capture(): measure the model with opprof.run(fn, *args)",
+        ]
+    )
+
+
 @pytest.mark.parametrize("xdist", [[], ["-n", "1"]])
 def test_an_untrusted_measurement_names_its_reason_in_the_short_summary(pytester, xdist):
     """`-rE` names why the measurement was untrusted, in-process and from an xdist worker (whose
