@@ -1056,3 +1056,13 @@ def _known_node(name: str, stem: str) -> bool:
     if functions is None or hasattr(functions, name):
         return True
     return not any(hasattr(functions, f"{stem}{n}") for n in range(4))
+
+
+def known_op_names() -> list[str]:
+    """The aten/prim operator names torch registers (overloads folded: `aten::add`) and its
+    backward nodes (`ToCopyBackward0`): what a name is_known_op refuses may have meant."""
+    torch = _torch()
+    registered: list[str] = getattr(torch._C, "_dispatch_get_all_op_names", list)()
+    names = {n.split(".")[0] for n in registered if n.startswith(("aten::", "prim::"))}
+    names |= {n for n in dir(getattr(torch._C, "_functions", None)) if _NODE_NAME.fullmatch(n)}
+    return sorted(names)

@@ -435,6 +435,12 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
     return f"{shown_name(pattern)}: no range of that name ran in the measured code{hint}"
 
 
+def unknown_op_name(op: str, close: list[str]) -> str:
+    """An op name torch does not know, refused in a plain run (with --opprof, the assertion says it)."""
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{shown_name(op)}: not an operator torch knows{hint}"
+
+
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"{shown_name(pattern)}: not an operator torch knows, so {claim} proves nothing{hint}"

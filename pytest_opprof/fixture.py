@@ -16,7 +16,7 @@ from . import (
     assertions,
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
-from .capture import StepRecorder, by_failure, is_known_op, run_steps, validate_run_args
+from .capture import StepRecorder, by_failure, is_known_op, known_op_names, run_steps, validate_run_args
 from .compare import CONTENTION_LIMIT
 from .decide import BaselineResult
 from .errors import (
@@ -26,8 +26,10 @@ from .errors import (
     OpprofUsageError,
     assertion_inside_capture,
     assertions_before_capture,
+    closest_names,
     ran_no_op_in_run,
     stepped_aside,
+    unknown_op_name,
     untrusted_earlier,
     untrusted_measurement,
     waited_for_cpu,
@@ -110,6 +112,7 @@ class OpprofFixture:
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
+        self._plain_captured = False  # without --opprof: a run() or capture() was called
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
         self._inside: str | None = None  # the capture in progress: `with opprof.capture():` or run()'s fn
@@ -137,9 +140,10 @@ class OpprofFixture:
         self._refuse_nesting("opprof.run()")
         self._inside = "opprof.run()'s fn"  # with or without --opprof, as argument checks are
         try:
-            if not self.enabled:
-                return fn(*args, **kwargs)
             self._drop_whole_call("opprof.run()")
+            if not self.enabled:
+                self._plain_captured = True
+                return fn(*args, **kwargs)
             self._clocks, self._host = [], []
             profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe, cut_short=self._cut)
         finally:
@@ -164,10 +168,10 @@ class OpprofFixture:
     def _begin_block(self) -> None:
         __tracebackhide__ = True
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
-        if not self.enabled:
-            self._inside = "`with opprof.capture():`"
-            return
         self._drop_whole_call("`with opprof.capture():`")
+        if not self.enabled:
+            self._inside, self._plain_captured = "`with opprof.capture():`", True
+            return
         self._clocks, self._host = [], []
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
@@ -199,16 +203,19 @@ class OpprofFixture:
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
         __tracebackhide__ = True
         self._check(assertions.op_below(op, ms, per, stat), timed=True)
+        self._plain_name_check(op)
 
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
         __tracebackhide__ = True
         self._check(assertions.op_count(op, n, min=min, max=max, is_known=is_known_op))
+        self._plain_name_check(op)
 
     def assert_no_op(self, op: str) -> None:
         """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
         __tracebackhide__ = True
         self._check(assertions.no_op(op, is_known_op))
+        self._plain_name_check(op)
 
     def assert_no_sync(self) -> None:
         """No host-device synchronisation: cuda/hip *Synchronize calls, aten::item,
@@ -277,6 +284,15 @@ class OpprofFixture:
         self._check(assertions.no_launch_bound())
 
     # machinery --------------------------------------------------------------------------------
+    def _plain_name_check(self, op: str) -> None:
+        """Without --opprof, an op name torch does not know (`aten:mm`, `aten::adddmm`,
+        `ToCopyBackward`) is refused as a bad argument is: a typo shows on the first plain run.
+        Only where the test imported torch itself (the plugin imports nothing in a plain run)."""
+        __tracebackhide__ = True
+        if self.enabled or assertions.is_glob(op) or "torch" not in sys.modules or is_known_op(op):
+            return
+        raise OpprofUsageError(unknown_op_name(op, closest_names(op, known_op_names())))
+
     def _check(self, check: assertions.Assertion, timed: bool = False) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`;
@@ -285,6 +301,8 @@ class OpprofFixture:
         if self._inside:  # with or without --opprof, as nesting is refused
             raise OpprofUsageError(assertion_inside_capture(self._inside))
         if not self.enabled:  # arguments checked all the same: a typo shows without --opprof too
+            if not self._plain_captured:  # and one made before a run() or capture() (refused there)
+                self._deferred.append((check, _caller_line(), timed))
             return
         if self._profile is None:
             if self._whole_call is None:

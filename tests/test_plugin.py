@@ -251,6 +251,59 @@ def test_inert_without_flag(pytester):
     assert written == []
 
 
+def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_capture(pytester):
+    """A training trial's `assert_op_below("aten:mm", ms=50)` and an assertion made before run()
+    passed in plain runs (they fail under --opprof): a plain run now refuses both in one line, as
+    it refuses bad argument values, where the test imported torch (the plugin imports nothing)."""
+    pytester.makepyfile(
+        test_plain="""
+        import torch
+
+        def mm():
+            return torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+
+        def test_separator(opprof):
+            opprof.run(mm)
+            opprof.assert_op_below("aten:mm", ms=50)
+
+        def test_backward_node(opprof):
+            opprof.run(mm)
+            opprof.assert_no_op("MmBackward")
+
+        def test_before_run(opprof):
+            opprof.assert_op_count("aten::mm", 1)
+            opprof.run(mm)
+
+        def test_before_capture(opprof):
+            opprof.assert_no_op("aten::addmm")
+            with opprof.capture():
+                mm()
+
+        def test_fine(opprof):
+            opprof.run(mm)
+            opprof.assert_op_count("aten::mm", 1)
+            opprof.assert_no_op("aten::addmm")
+            opprof.assert_op_below("aten::*mm", ms=5)
+            opprof.assert_no_op("my_block")
+
+        def test_whole_call(opprof):
+            mm()
+            opprof.assert_op_count("aten::mm", 1)
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=2, failed=4)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E *OpprofUsageError: aten:mm: not an operator torch knows; did you mean aten::mm*",
+            "E *OpprofUsageError: MmBackward: not an operator torch knows; did you mean MmBackward0*",
+            "E *OpprofUsageError: 1 assertion made before opprof.run() (test_plain.py:*) had no capture of the code "
+            "before to check: *",
+            "E *OpprofUsageError: 1 assertion made before `with opprof.capture():` (test_plain.py:*) had no capture *",
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "warmed"),
     [
