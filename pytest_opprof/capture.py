@@ -8,6 +8,7 @@ torch is imported lazily, so the rest of the package works without it.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 import os
@@ -38,6 +39,7 @@ from .errors import (
     profiler_cycle_cleared,
     profiler_not_finished,
     profiler_recorded_nothing,
+    run_keyword_slip,
     steps_not_compared,
     trace_already_saved,
     trace_not_written,
@@ -93,6 +95,9 @@ def validate_run_args(
     taken = _run_keyword_taken(fn, args, kwargs or {})
     if taken:
         raise CaptureError(fn_keyword_taken(taken))
+    slip = _run_keyword_slip(fn, kwargs or {})
+    if slip:
+        raise CaptureError(run_keyword_slip(*slip, kwargs[slip[0]] if kwargs else None))
     called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise CaptureError(
@@ -131,6 +136,28 @@ def _run_keyword_taken(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: di
         if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             return name
     return None
+
+
+def _run_keyword_slip(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """(keyword, run()'s own) for a keyword meant for run() (`step=3`, `warm_up=1`) that fn
+    does not take and would refuse with a TypeError after opprof's warm-up, else None."""
+    forward = getattr(fn, "forward", None)  # a module's call takes what its forward does
+    try:
+        parameters = inspect.signature(forward if callable(forward) else fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return None
+    for name in kwargs:
+        if name in parameters:
+            continue
+        for own in ("steps", "warmup"):
+            if difflib.SequenceMatcher(None, name.replace("_", "").lower(), own).ratio() >= _SLIP_RATIO:
+                return name, own
+    return None
+
+
+_SLIP_RATIO = 0.75  # step, warm_up, n_steps, stpes, warm; not sleep, stop, iters
 
 
 def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: bool = False) -> EventTable:

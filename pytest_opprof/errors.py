@@ -267,6 +267,14 @@ FN_EXPECTED = (
 )
 
 
+def run_keyword_slip(given: str, meant: str, value: object) -> str:
+    """A keyword for run() that went to fn, which does not take it."""
+    return (
+        f"{given}={shown_value(value)}: fn takes no keyword {given!r}, and opprof.run() passes every keyword but "
+        f"warmup= and steps= to fn; did you mean {meant}={shown_value(value)}?"
+    )
+
+
 def fn_keyword_taken(name: str) -> str:
     """fn needs a parameter named like one of run()'s own keywords, which the call did not fill."""
     what = "profiled" if name == "steps" else "unprofiled warm-up"

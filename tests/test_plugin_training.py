@@ -135,3 +135,43 @@ def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester):
             "such as a non-capturable optimizer's step count, never does)"
         ]
     )
+
+
+def test_a_run_keyword_misspelled_is_refused_before_the_warm_up(pytester):
+    """`opprof.run(step, x, y, step=3)`: the keyword goes to fn, which does not take it, and a
+    trial's test died with fn's own TypeError after the warm-up. A keyword fn does not take that
+    looks like steps= or warmup= is refused at once, with or without --opprof, naming the fix;
+    one fn takes (or swallows in **kwargs) still goes to it."""
+    pytester.makepyfile(
+        test_slip="""
+        import torch
+
+        model = torch.nn.Linear(4, 2)
+        x = torch.randn(3, 4)
+
+        def train_step(x, scale=1.0):
+            (model(x) * scale).sum().backward()
+
+        def test_step(opprof):
+            opprof.run(train_step, x, step=3)
+
+        def test_warm_up(opprof):
+            opprof.run(model, x, warm_up=1)
+
+        def test_fns_own(opprof):
+            opprof.run(train_step, x, scale=2.0, steps=2)
+
+        def test_swallowed(opprof):
+            opprof.run(lambda x, **kw: train_step(x), x, step=3, steps=2)
+        """
+    )
+    for args in ([], ["--opprof"]):
+        result = run(pytester, *args)
+        result.assert_outcomes(passed=2, failed=2)
+        result.stdout.fnmatch_lines_random(
+            [
+                "E *OpprofUsageError: step=3: fn takes no keyword 'step', and opprof.run() passes every keyword but "
+                "warmup= and steps= to fn; did you mean steps=3?",
+                "E *OpprofUsageError: warm_up=1: fn takes no keyword 'warm_up', * did you mean warmup=1?",
+            ]
+        )
