@@ -76,7 +76,7 @@ def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
     result = pytest_in_repo(
         "--opprof", "conftest_examples", "--opprof-fail-on=structure,work", f"--opprof-json={report}", "-rs"
     )
-    assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
+    assert counts(result.stdout) == {"passed": 13, "skipped": 3}, result.stdout[-3000:]
     assert "needs a CUDA device" in result.stdout
     assert "01_mlp_budgets/test_mlp.py::test_budgets [passed] (10 steps" in result.stdout
     listed = json.loads(report.read_text())["tests"]
@@ -84,11 +84,12 @@ def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
     assert skipped == ["05_gpu_only"] * 3  # listed, as skipped before they ran
     tests = [t for t in listed if t["outcome"] != "skipped"]
     assert {t["baseline"]["status"] for t in tests} <= {"compared", "kept"}, [t["baseline"] for t in tests]
-    assert len(tests) == 11 and {t["nodeid"].split("/")[0] for t in tests} == {
+    assert len(tests) == 13 and {t["nodeid"].split("/")[0] for t in tests} == {
         "01_mlp_budgets",
         "02_transformer_block",
         "03_rules_and_keys",
         "04_compiled",
+        "07_training",
     }
     assert "Failed to initialize NumPy" not in result.stdout + result.stderr
     assert "USDT:" not in result.stdout + result.stderr and "warnings summary" not in result.stdout
@@ -97,7 +98,7 @@ def test_the_examples_measured_compare_with_their_committed_baselines(tmp_path):
 def test_the_examples_pass_without_opprof():
     """Without --opprof the examples pass as plain tests and the plugin says it is off."""
     result = pytest_in_repo("conftest_examples")
-    assert counts(result.stdout) == {"passed": 11, "skipped": 3}, result.stdout[-3000:]
+    assert counts(result.stdout) == {"passed": 13, "skipped": 3}, result.stdout[-3000:]
     assert "opprof: off" in result.stdout
 
 
@@ -108,6 +109,16 @@ def test_the_regression_demo_fails_as_its_readme_says():
     assert counts(result.stdout) == {"failed": 5}, result.stdout[-3000:]
     assert "aten::addmm: 3 calls/step, expected 2" in result.stdout
     assert "structure changed: aten::addmm 2 -> 3/step" in result.stdout
+
+
+def test_the_training_demo_fails_as_its_readme_says():
+    """OPPROF_EXAMPLE_OPTIMIZER=adam swaps the optimizer: both tests fail on their range
+    assertion, which names the range that ran instead."""
+    result = pytest_in_repo("--opprof", "conftest_examples/07_training", env={"OPPROF_EXAMPLE_OPTIMIZER": "adam"})
+    assert counts(result.stdout) == {"failed": 2}, result.stdout[-3000:]
+    assert result.stdout.count(
+        "Optimizer.step#SGD.step: no range of that name ran in the measured code; closest: Optimizer.step#Adam.step"
+    ) == 2
 
 
 def test_the_ci_workflows_use_only_flags_that_exist():
