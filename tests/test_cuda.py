@@ -43,6 +43,29 @@ def test_step_sync_is_not_the_users_sync():
     assert message and "aten::item" in message
 
 
+def test_adams_step_counts_read_on_the_cpu_are_no_sync():
+    """A non-capturable Adam keeps its step counts on the CPU and reads them with `.item()`: on a
+    GPU those reads copy nothing from the device and wait for nothing, so a training step passes
+    assert_no_sync; a loss read with `.item()` copies from the device and fails it."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 10).cuda()
+    opt = torch.optim.Adam(model.parameters(), foreach=True)
+    x = torch.randn(32, 64, device="cuda")
+
+    def train_step(read_loss=False):
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss.item() if read_loss else None
+
+    profile = measure(train_step, warmup=2, steps=3)
+    assert profile.op("aten::item") is not None  # the step counts' reads ran
+    assert assertions.no_sync()(profile) is None
+    message = assertions.no_sync()(measure(train_step, warmup=2, steps=3, read_loss=True))
+    assert message and "aten::item" in message and "CPU-only" not in message
+
+
 def test_memcpy_has_bytes():
     """A host-to-device copy is a memory op with its bytes."""
     host = torch.ones(1024, 1024)

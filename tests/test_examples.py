@@ -116,9 +116,12 @@ def test_the_training_demo_fails_as_its_readme_says():
     assertion, which names the range that ran instead."""
     result = pytest_in_repo("--opprof", "conftest_examples/07_training", env={"OPPROF_EXAMPLE_OPTIMIZER": "adam"})
     assert counts(result.stdout) == {"failed": 2}, result.stdout[-3000:]
-    assert result.stdout.count(
-        "Optimizer.step#SGD.step: no range of that name ran in the measured code; closest: Optimizer.step#Adam.step"
-    ) == 2
+    assert (
+        result.stdout.count(
+            "Optimizer.step#SGD.step: no range of that name ran in the measured code; closest: Optimizer.step#Adam.step"
+        )
+        == 2
+    )
 
 
 def test_the_ci_workflows_use_only_flags_that_exist():
