@@ -616,9 +616,29 @@ def assertions_before_capture(made: list[str], replaced_by: str) -> str:
     )
 
 
+def records_and_requires(update_from: str, require_from: str) -> str:
+    """--opprof-update-baseline and --opprof-require-baseline in one run."""
+    return (
+        f"--opprof-require-baseline (from {require_from}) checks that the baselines exist, and "
+        f"--opprof-update-baseline (from {update_from}) records them: one run does not do both; to compare, "
+        "drop --opprof-update-baseline (an ini file's opprof_update_baseline or PYTEST_ADDOPTS makes every run "
+        "record); to record, drop --opprof-require-baseline"
+    )
+
+
+def recording_by_setting(source: str) -> str:
+    """Baselines recorded because an ini file says so, not the command line."""
+    return (
+        f"opprof: recording baselines, as {source}'s opprof_update_baseline says: this run compared nothing, and "
+        "so does every run of this project while it is there; remove it, and pass --opprof-update-baseline on the "
+        "command line when you mean to record"
+    )
+
+
 def idle_outputs(flags: Iterable[str]) -> str:
-    """Output flags given without --opprof: nothing is measured, so nothing is written."""
-    return f"opprof: {', '.join(flags)} without --opprof: nothing measured, nothing written; add --opprof"
+    """opprof's flags given without --opprof: nothing is measured, so nothing is checked or written
+    (a CI command missing --opprof passed every regression, its gates given and idle)."""
+    return f"opprof: {', '.join(flags)} without --opprof: nothing measured, checked or written; add --opprof"
 
 
 NOTHING_MEASURED = (

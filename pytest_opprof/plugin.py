@@ -44,6 +44,7 @@ from .errors import (
     key_hook_loaded_late,
     more_bad_markers,
     orphans_line,
+    recording_by_setting,
     stepped_aside_unmeasured,
     threads_left_changed,
     unknown_ini_key,
@@ -122,6 +123,7 @@ def _dest(option: Option) -> str:
 
 
 OUTPUTS = ("json_path", "csv_path", "html_path", "trace_dir", "trace")  # what a run without --opprof never writes
+SWITCHES = ("enabled", "update_baseline")  # the flags that turn measuring on
 
 
 def _given(config: pytest.Config, option: Option) -> bool:
@@ -288,7 +290,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if reporting and outputs
         else None
     )
-    idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field in OUTPUTS and _given(config, o))
+    idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and _given(config, o))
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
     if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
@@ -909,6 +911,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))
+    source = state.settings.update_from
+    if recording and source and source != "command line" and not source.startswith("-o "):
+        lines.append(recording_by_setting(source))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's.
     reports = state.spool is not None
     if reports and not state.records:

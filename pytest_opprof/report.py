@@ -643,11 +643,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         if record.baseline and record.baseline.status == "missing":
             by_file.setdefault(record.baseline.path, record.nodeid)  # the first test that wants the file
     missing = list(by_file.values())
-    statuses: dict[str, int] = {}
-    for record in records:
-        status = record.baseline_status
-        if status:
-            statuses[status] = statuses.get(status, 0) + 1
+    statuses = Counter(_file_statuses(records).values())
     if missing:
         lines.append(
             f"opprof: no baseline for {count_of(len(missing), 'test')} ({first_three(missing, verbose)})"
@@ -665,6 +661,18 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
             "files untouched)"
         )
     return lines
+
+
+def _file_statuses(records: list[TestRecord]) -> dict[str, str]:
+    """What the run did to each baseline file: a file `--dist each` records once per worker (the
+    first writes it, the others find it unchanged) or pytest-repeat's repeats share counts once,
+    as written if any record wrote it."""
+    found: dict[str, str] = {}
+    for record in records:
+        status, path = record.baseline_status, record.baseline.path if record.baseline else record.nodeid
+        if status and (path not in found or status in WRITTEN):
+            found[path] = status
+    return found
 
 
 def summary_lines(

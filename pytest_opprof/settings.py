@@ -14,7 +14,7 @@ from typing import Any
 
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
-from .errors import SettingsError, closest_names, shown_value
+from .errors import SettingsError, closest_names, records_and_requires, shown_value
 from .events import without_overload
 from .files import is_stream, own_descriptor
 
@@ -43,6 +43,7 @@ class Settings:
     device_key: str | None = None  # None: the pytest_opprof_device_key hook, else from the device facts
     strict: bool = False  # an inconclusive time check makes the test an error
     require_baseline: bool = False  # a measured test without a baseline file is an error
+    update_from: str | None = None  # where update_baseline came from: command line, -o ..., the ini file
 
     @property
     def measuring(self) -> bool:
@@ -377,7 +378,9 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
             values[option.field] = option.parse(raw)
         except ValueError as exc:
             raise SettingsError(bad_option(option.flag, raw, str(exc), sources[option.field])) from None
-    settings = Settings(**values)
+    settings = Settings(**values, update_from=sources.get("update_baseline"))
+    if settings.update_baseline and settings.require_baseline:
+        raise SettingsError(records_and_requires(sources["update_baseline"], sources["require_baseline"]))
     if settings.trace == "all" and not settings.trace_dir:
         msg = (
             f"--opprof-trace=all: no --opprof-trace-dir to write the traces to (from {sources['trace']}); "

@@ -348,13 +348,22 @@ def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_pat
         [
             inert_summary(1),
             "opprof: --opprof-json, --opprof-html, --opprof-trace-dir without --opprof: nothing measured, "
-            "nothing written; add --opprof",
+            "checked or written; add --opprof",
         ]
     )
     assert not out.exists() and not (pytester.path / "tr").exists()
-    pytester.makeini(f"[pytest]\nopprof_json = {out}\n")
+    # a CI trial's gates, given without --opprof, passed a regression with exit 0 and no word of them
+    result = run(pytester, "--opprof-fail-on=structure,work", "--opprof-require-baseline", "--opprof-strict")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: --opprof-fail-on, --opprof-strict, --opprof-require-baseline without --opprof: nothing "
+            "measured, checked or written; add --opprof"
+        ]
+    )
+    pytester.makeini(f"[pytest]\nopprof_json = {out}\nopprof_require_baseline = true\n")
     result = run(pytester)
-    assert "nothing written" not in result.stdout.str()
+    assert "nothing measured" not in result.stdout.str()
 
 
 def test_bad_arguments_fail_without_the_flag_too(pytester):

@@ -442,3 +442,32 @@ def test_work_changes_are_labelled_counted_and_say_how_to_record_them(pytester, 
     result = run(pytester, "--opprof-update-baseline")
     assert "if the change is intended" not in result.stdout.str()  # recorded: nothing to accept
     run(pytester, "--opprof").assert_outcomes(passed=2)
+
+
+def test_recording_set_in_the_ini_file_is_said_and_never_meets_a_required_baseline(pytester, monkeypatch):
+    """A CI trial's pyproject gained `opprof_update_baseline = true`: the CI command (`--opprof
+    --opprof-require-baseline`) recorded every regression as the new baseline and exited 0. The
+    two together are a usage error, from any source (PYTEST_ADDOPTS too); recording set in the
+    ini file says, in the summary, that it compared nothing."""
+    pytester.makepyfile(test_x="import torch\ndef test_x(opprof):\n    opprof.run(torch.ones, 3, steps=2)\n")
+    pytester.makeini("[pytest]\nopprof_update_baseline = true\n")
+    refused = run(pytester, "--opprof", "--opprof-require-baseline")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        [
+            "ERROR: --opprof-require-baseline (from command line) checks that the baselines exist, and "
+            "--opprof-update-baseline (from tox.ini) records them: one run does not do both; to compare, drop "
+            "--opprof-update-baseline *; to record, drop --opprof-require-baseline"
+        ]
+    )
+    recorded = run(pytester, "--opprof")
+    recorded.assert_outcomes(passed=1)
+    recorded.stdout.fnmatch_lines(
+        ["opprof: recording baselines, as tox.ini's opprof_update_baseline says: this run compared nothing, *"]
+    )
+    pytester.makeini("[pytest]\n")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--opprof-update-baseline")
+    assert run(pytester, "--opprof", "--opprof-require-baseline").ret == pytest.ExitCode.USAGE_ERROR
+    from_command_line = run(pytester)
+    from_command_line.assert_outcomes(passed=1)
+    assert "recording baselines, as" not in from_command_line.stdout.str()

@@ -211,6 +211,19 @@ def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
     assert "ran 2 times" not in result.stdout.str()
 
 
+def test_recording_under_dist_each_counts_each_baseline_file_once(pytester):
+    """`--dist each` records every test on each worker: the first writes the file, the other
+    finds it unchanged. A CI trial's 3 tests read `3 changed; kept 3 unchanged`: one count per
+    file, as written."""
+    pytester.makepyfile(
+        test_user="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
+        "def test_y(opprof):\n    opprof.run(lambda: torch.ones(3) * 2, steps=2)\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline", "-n", "2", "--dist", "each")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 2 new; kept 0 unchanged *"])
+
+
 def test_each_worker_of_dist_each_writes_its_own_trace(pytester):
     """Each worker's failing run keeps its timeline: one file per worker, each named in the JSON."""
     pytester.makepyfile(
