@@ -124,6 +124,7 @@ class Comparison:
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
     lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes a side lacks: not compared
     under_load: float | None = None  # the baseline's references ran this many times slower (recorded_under_load)
+    work_unrecorded: tuple[str, ...] = ()  # ops whose work this run recorded and the baseline holds none of
 
     @property
     def changes(self) -> list[Verdict]:
@@ -204,6 +205,7 @@ def compare(
         ignores(current, baseline, rule),
         _lists_unrecorded(current, baseline),
         recorded_under_load(current, baseline),
+        _work_unrecorded(current, baseline),
     )
 
 
@@ -394,6 +396,18 @@ def si(value: float) -> str:
         if abs(value) >= limit:
             return f"{value / limit:.1f}{suffix}"
     return f"{value:g}"
+
+
+def _work_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
+    """The ops (in both, running alike in each step) whose work this run recorded and the
+    baseline holds none of: a schema-1 file, or one edited (`"work": null`, or no `work`), whose
+    work was never compared again and never said so (a CI trial's float -> double change passed)."""
+    found = []
+    for name in sorted(set(current.ops) & set(baseline.ops)):
+        new, old = current.ops[name], baseline.ops[name]
+        if new.work and new.work.signatures and old.work is None and _steady(new) and _steady(old):
+            found.append(name)
+    return tuple(found)
 
 
 def _lists_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:

@@ -181,6 +181,7 @@ class BaselineResult:
     ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs and what they matched (when compared)
     lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes were not compared
     under_load: float | None = None  # the compared baseline's references ran this many times slower
+    work_unrecorded: tuple[str, ...] = ()  # ops whose work the baseline lacks: not compared
 
     @property
     def compared(self) -> bool:
@@ -248,6 +249,7 @@ class BaselineResult:
             "ignores": [i.to_dict() for i in self.ignores],
             "lists_unrecorded": list(self.lists_unrecorded),
             "under_load": self.under_load,
+            "work_unrecorded": list(self.work_unrecorded),
         }
 
     @classmethod
@@ -258,6 +260,7 @@ class BaselineResult:
         return cls(
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
+            work_unrecorded=tuple(data.get("work_unrecorded", ())),
         )  # fmt: skip
 
 
@@ -300,4 +303,5 @@ def baseline_step(
         shown, outcome.status, outcome.remeasured, untimed, outcome.old_schema, comparison.verdicts, rows,
         ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
+        work_unrecorded=comparison.work_unrecorded,
     )  # fmt: skip

@@ -524,11 +524,12 @@ def _run_lines(
     if old:
         lines.append(
             f"opprof: {count_of(old, 'baseline')} of schema 1 (no work signatures, counts before "
-            "torch's redispatch rule): compared on structure and time only; "
+            "torch's redispatch rule): compared on structure and time, and on work only where they hold it; "
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
     lines += (
-        _lists_lines(records)
+        _work_lines(records)
+        + _lists_lines(records)
         + _loaded_lines(records)
         + _baseline_lines(records, looked_in, verbose)
         + _ignore_lines(records, unjudged_globs)
@@ -546,6 +547,19 @@ def _run_lines(
 def _by_test(records: list[TestRecord], fact: Callable[[BaselineResult], T]) -> dict[str, T]:
     """Node id -> one fact of its baseline result, for the tests where it is set."""
     return {r.nodeid: value for r in records if r.baseline and (value := fact(r.baseline))}
+
+
+def _work_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the tests whose baselines hold no work for ops this run recorded it of."""
+    ops = _by_test(records, lambda b: b.work_unrecorded if b.schema != 1 else ())  # schema 1: its own line
+    if not ops:
+        return []
+    return [
+        f"opprof: the work (inputs, FLOPs) of {first_three(sorted({op for names in ops.values() for op in names}))} "
+        f"was not compared in {count_of(len(ops), 'test')}: the baseline holds none of it (work null or missing: "
+        "an edit, a merge); record those baselines again: "
+        f"pytest --opprof-update-baseline=all {_ids(ops)}"
+    ]
 
 
 def _lists_lines(records: list[TestRecord]) -> list[str]:

@@ -471,3 +471,41 @@ def test_recording_set_in_the_ini_file_is_said_and_never_meets_a_required_baseli
     from_command_line = run(pytester)
     from_command_line.assert_outcomes(passed=1)
     assert "recording baselines, as" not in from_command_line.stdout.str()
+
+
+def test_a_baseline_without_work_says_its_work_was_not_compared(pytester, monkeypatch, tmp_path):
+    """A CI trial deleted every op's `work` from a baseline (or set it to null, as a bad merge
+    might): a float -> double change then passed for good, in silence. The work of those ops is
+    still not compared (the file holds none), but one summary line names them and the command
+    that records them again, and the JSON lists them."""
+    pytester.makepyfile(
+        test_w="""
+        import os, torch
+        def test_w(opprof):
+            dtype = torch.float64 if os.environ.get("DOUBLE") else torch.float32
+            a, b = torch.ones(4, 4, dtype=dtype), torch.ones(4, 4, dtype=dtype)
+            opprof.run(torch.mm, a, b, warmup=1, steps=3)
+        """
+    )
+    assert run(pytester, "--opprof-update-baseline").ret == 0
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    doc = json.loads(path.read_text())
+    for i, entry in enumerate(doc["ops"].values()):
+        if i % 2:
+            entry["work"] = None
+        else:
+            del entry["work"]
+    path.write_text(json.dumps(doc, indent=2))
+    monkeypatch.setenv("DOUBLE", "1")
+    out = tmp_path / "r.json"
+    result = run(pytester, "--opprof", f"--opprof-json={out}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: the work (inputs, FLOPs) of aten::mm* was not compared in 1 test: the baseline holds none of "
+            "it (work null or missing: an edit, a merge); record those baselines again: "
+            "pytest --opprof-update-baseline=all test_w.py::test_w"
+        ]
+    )
+    (test,) = json.loads(out.read_text())["tests"]
+    assert "aten::mm" in test["baseline"]["work_unrecorded"]

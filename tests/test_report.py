@@ -88,6 +88,7 @@ def test_a_record_crosses_from_an_xdist_worker_whole():
     baseline = BaselineResult(
         ".opprof/cpu/t.py/test_a.json", "rewritten", "confirmed", None, 2, (verdict,),
         ignores=(Ignore("aten::mmm", False, "aten::mm"),), lists_unrecorded=("aten::cat",), under_load=20.0,
+        work_unrecorded=("aten::mm",),
     )  # fmt: skip
     sent = TestRecord(
         "t.py::test_a", "passed", None, (Check("events", "ok", "3 CPU ops"),), "tr/a.json.gz",
