@@ -109,6 +109,8 @@ def _parse_file_path(text: object) -> str:
     path = Path(value)
     if path.is_dir():
         raise ValueError("a file path: it names a folder")
+    if value.endswith(("/", os.sep)):  # Path drops the slash: `out/` would become a file named out
+        raise ValueError(f"a file path: it ends in {value[-1]}, as a folder does; name a file in that folder")
     if blocked(path.parent):
         raise ValueError(f"a file path: {blocked(path.parent)} on its way is a file, not a folder")
     return value

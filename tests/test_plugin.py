@@ -2539,6 +2539,11 @@ def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkey
     ("args", "message"),
     [
         (["--opprof-json", "."], "--opprof-json: '.' is not a file path: it names a folder (from command line)"),
+        (  # a CI trial's `out/` became a file named out, which an upload step of the folder missed
+            ["-o", "opprof_csv=out/"],
+            "--opprof-csv: 'out/' is not a file path: it ends in /, as a folder does; name a file in that folder "
+            "(from -o opprof_csv)",
+        ),
         (
             ["--opprof-trace-dir", "plain.txt"],
             "--opprof-trace-dir: 'plain.txt' is not a folder: plain.txt is a file*",
