@@ -641,6 +641,7 @@ def idle_outputs(flags: Iterable[str]) -> str:
     return f"opprof: {', '.join(flags)} without --opprof: nothing measured, checked or written; add --opprof"
 
 
+COLLECT_ONLY = "opprof: --collect-only ran no test: no report written (an earlier run's files stay as they were)"
 NOTHING_MEASURED = (
     "opprof: no test was measured (none ran that uses the opprof fixture or marker); "
     "the reports asked for are written all the same, empty"

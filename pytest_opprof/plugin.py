@@ -34,6 +34,7 @@ from .compare import CONTENTION_LIMIT, Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
+    COLLECT_ONLY,
     NOTHING_MEASURED,
     asked_late_unmeasured,
     baselines_under_rootdir,
@@ -914,9 +915,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     source = state.settings.update_from
     if recording and source and source != "command line" and not source.startswith("-o "):
         lines.append(recording_by_setting(source))
-    # Reports are written also when nothing was measured: an earlier run's would pass for this one's.
-    reports = state.spool is not None
-    if reports and not state.records:
+    # Reports are written also when nothing was measured: an earlier run's would pass for this one's;
+    # not by --collect-only, which runs nothing (a CI trial's report was replaced by an empty one)
+    reports = state.spool is not None and not config.option.collectonly
+    if state.spool is not None and config.option.collectonly:
+        lines.append(COLLECT_ONLY)
+    elif reports and not state.records:
         lines.insert(0, NOTHING_MEASURED)
     if not lines and not reports:
         return

@@ -1316,6 +1316,12 @@ def test_reports_are_written_when_nothing_was_measured(project):
     assert json.loads((project.path / "r.json").read_text())["tests"] == []
     assert "test_measured" not in (project.path / "r.csv").read_text()
     assert "0 measured tests" in (project.path / "r.html").read_text()
+    # --collect-only runs nothing: it leaves the reports as they were (a CI trial's was emptied)
+    run(project, "--opprof", *outputs).assert_outcomes(passed=2)
+    before = {name: (project.path / name).read_bytes() for name in ("r.json", "r.csv", "r.html")}
+    result = run(project, "--opprof", *outputs, "--collect-only")
+    result.stdout.fnmatch_lines(["opprof: --collect-only ran no test: no report written *"])
+    assert {name: (project.path / name).read_bytes() for name in before} == before
 
 
 def test_a_measured_test_that_ended_before_it_ran_is_in_the_report(project):
