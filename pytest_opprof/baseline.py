@@ -374,11 +374,29 @@ def _json(path: Path, text: str) -> Any:
         if any(key in text[:_SNIFF] for key in ('"traceEvents"', '"schemaVersion"', '"deviceProperties"')):
             reason = f"a Kineto/Chrome trace (not valid JSON at line {exc.lineno}: cut short?), not a baseline"
             raise BaselineError(bad_baseline(path, reason, TRACE_FIX)) from None
+        conflict = _conflict_line(text)
+        if conflict:
+            reason = f"holds a merge conflict's markers (<<<<<<< at line {conflict})"
+            raise BaselineError(bad_baseline(path, reason, CONFLICT_FIX)) from None
         raise BaselineError(bad_baseline(path, f"not valid JSON (line {exc.lineno})")) from None
     except RecursionError:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
     except ValueError as exc:  # an integer of thousands of digits
         raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+
+
+CONFLICT_FIX = (
+    "resolve the conflict by recording the baseline again: take either side (git checkout --ours or --theirs "
+    "on the file) and run pytest --opprof-update-baseline=all with the test's id"
+)
+
+
+def _conflict_line(text: str) -> int | None:
+    """The line of a git merge conflict's first marker, or None."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<<<<<<< ") or line == "<<<<<<<":
+            return number
+    return None
 
 
 def _first_repeated(keys: Iterable[str]) -> str | None:

@@ -264,6 +264,11 @@ class BaselineResult:
         )  # fmt: skip
 
 
+def _shown_in(message: str, path: Path, shown: str) -> str:
+    """A message about a baseline file, naming it as the run's other lines do (relative to the rootdir)."""
+    return shown + message[len(str(path)) :] if message.startswith(f"{path}: ") else message
+
+
 def baseline_step(
     path: Path,
     shown: str,
@@ -281,7 +286,7 @@ def baseline_step(
     try:
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError as exc:
-        return BaselineResult(shown, UNUSABLE, error=f"opprof: {exc}")
+        return BaselineResult(shown, UNUSABLE, error=f"opprof: {_shown_in(str(exc), path, shown)}")
     outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
         if before_write is not None:

@@ -617,20 +617,20 @@ def assertions_before_capture(made: list[str], replaced_by: str) -> str:
 
 
 def records_and_requires(update_from: str, require_from: str) -> str:
-    """--opprof-update-baseline and --opprof-require-baseline in one run."""
+    """--opprof-require-baseline with a recording the project or the environment set."""
     return (
         f"--opprof-require-baseline (from {require_from}) checks that the baselines exist, and "
-        f"--opprof-update-baseline (from {update_from}) records them: one run does not do both; to compare, "
-        "drop --opprof-update-baseline (an ini file's opprof_update_baseline or PYTEST_ADDOPTS makes every run "
-        "record); to record, drop --opprof-require-baseline"
+        f"--opprof-update-baseline (from {update_from}) records them: this run would compare nothing; remove "
+        f"the recording from {update_from}, and pass --opprof-update-baseline on the command line when you mean "
+        "to record"
     )
 
 
 def recording_by_setting(source: str) -> str:
-    """Baselines recorded because an ini file says so, not the command line."""
+    """Baselines recorded because the project or the environment says so, not the command line."""
     return (
-        f"opprof: recording baselines, as {source}'s opprof_update_baseline says: this run compared nothing, and "
-        "so does every run of this project while it is there; remove it, and pass --opprof-update-baseline on the "
+        f"opprof: recording baselines, as {source} says (--opprof-update-baseline): this run compared nothing, "
+        f"and so does every run while {source} says it; remove it, and pass --opprof-update-baseline on the "
         "command line when you mean to record"
     )
 

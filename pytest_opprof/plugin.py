@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import warnings
 from collections.abc import Callable, Generator
@@ -74,6 +75,7 @@ from .settings import (
     output_paths_problem,
     parse_settings,
     rule_for,
+    standing,
 )
 
 MARKER = "opprof"
@@ -136,7 +138,7 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
     """The one helper every option goes through: CLI > ini > default."""
     value = config.getoption(_dest(option))
     if value is not None:
-        return value, "command line"
+        return value, _flag_source(config, option.flag)
     with warnings.catch_warnings():
         # a TOML list under a string key (`opprof_top = [5]` in [tool.pytest.ini_options]): pytest
         # deprecates it with a warning that -W error made an INTERNALERROR; our parser judges it
@@ -148,6 +150,19 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
     if any(o.split("=", 1)[0] == option.ini for o in overrides):
         return raw, f"-o {option.ini}"
     return raw, config.inipath.name if config.inipath else "ini file"
+
+
+def _flag_source(config: pytest.Config, flag: str) -> str:
+    """Where a flag pytest parsed came from: the command line, or what pytest adds to it
+    (PYTEST_ADDOPTS, an ini file's addopts): a standing choice the person running does not see."""
+    given = config.invocation_params.args
+    if any(a == flag or a.startswith(f"{flag}=") for a in given):
+        return "command line"
+    if flag in os.environ.get("PYTEST_ADDOPTS", ""):
+        return "PYTEST_ADDOPTS"
+    if flag in str(config.getini("addopts")):
+        return f"addopts in {config.inipath.name if config.inipath else 'the ini file'}"
+    return "command line"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -912,9 +927,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))
-    source = state.settings.update_from
-    if recording and source and source != "command line" and not source.startswith("-o "):
-        lines.append(recording_by_setting(source))
+    if recording and standing(state.settings.update_from):
+        lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;
     # not by --collect-only, which runs nothing (a CI trial's report was replaced by an empty one)
     reports = state.spool is not None and not config.option.collectonly

@@ -366,6 +366,12 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+def standing(source: str | None) -> bool:
+    """A value the project or the environment set (an ini file, its addopts, PYTEST_ADDOPTS), not
+    the person running pytest (the command line, `-o`)."""
+    return source is not None and source != "command line" and not source.startswith("-o ")
+
+
 def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Settings:
     """Build Settings from raw values. `lookup(option)` gives (raw value, source) or None for the
     default; a bad value raises SettingsError naming the flag, the value and its source."""
@@ -381,7 +387,7 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
         except ValueError as exc:
             raise SettingsError(bad_option(option.flag, raw, str(exc), sources[option.field])) from None
     settings = Settings(**values, update_from=sources.get("update_baseline"))
-    if settings.update_baseline and settings.require_baseline:
+    if settings.update_baseline and settings.require_baseline and standing(settings.update_from):
         raise SettingsError(records_and_requires(sources["update_baseline"], sources["require_baseline"]))
     if settings.trace == "all" and not settings.trace_dir:
         msg = (

@@ -136,6 +136,12 @@ def test_same_measurement_gives_byte_identical_file():
     ("content", "reason"),
     [
         ("{not json", "not valid JSON (line 1)"),
+        (  # a merge conflict in a baseline file: named as one, with the way out
+            '{\n<<<<<<< HEAD\n  "schema": 2,\n=======\n  "schema": 1,\n>>>>>>> main\n}',
+            "holds a merge conflict's markers (<<<<<<< at line 2); resolve the conflict by recording the baseline "
+            "again: take either side (git checkout --ours or --theirs on the file) and run pytest "
+            "--opprof-update-baseline=all with the test's id",
+        ),
         ("[1, 2]", "not an opprof baseline (no 'schema')"),
         (
             '{"schema": 99}',

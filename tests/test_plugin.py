@@ -2215,7 +2215,10 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined,
     flag = "--opprof-update-baseline" if update else "--opprof"
     result = run(baselined, flag, "-k", "big")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*{path.relative_to(baselined.path)}: not valid JSON (line 1); fix or delete it*"])
+    # named as the run's other lines name baselines, relative to the rootdir (it was absolute)
+    result.stdout.fnmatch_lines(
+        [f"opprof: {path.relative_to(baselined.path)}: not valid JSON (line 1); fix or delete it*"]
+    )
     assert path.read_text() == "{oops"
 
 
