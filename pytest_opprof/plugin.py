@@ -712,6 +712,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = UntrustedRepr("\n".join(fixture.error_messages))
         report.opprof_untrusted = True
+        # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
+        item.user_properties.append(("opprof.outcome", "error"))
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome = _outcome_word(report)
     result.record_phase(call.when, outcome, _failure_message(report) if outcome not in ("passed", "xpassed") else None)

@@ -1375,6 +1375,18 @@ def test_junitxml_carries_the_numbers(project):
     assert float(props["opprof.wall_ms_per_step"]) > 0
     assert props["opprof.op.aten::addmm.calls_per_step"] == "2"
     assert float(props["opprof.op.aten::addmm.ms_per_step"]) > 0
+    assert "opprof.outcome" not in props
+
+
+def test_junitxml_marks_an_opprof_error(project):
+    """junitxml writes an error of a test's call as a <failure> (a CI trial's dashboard counted
+    7 errors as failures): the property `opprof.outcome` says it is an error."""
+    project.makepyfile("def test_nothing(opprof):\n    pass\n")
+    run(project, "--opprof", "--junitxml=junit.xml").assert_outcomes(errors=1)
+    (case,) = ET.parse(project.path / "junit.xml").iter("testcase")
+    assert case.find("failure").get("message").startswith("opprof: the measurement cannot be trusted")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["opprof.outcome"] == "error"
 
 
 def test_warnings_go_to_the_summary(project):
