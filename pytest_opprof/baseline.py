@@ -8,7 +8,7 @@ re-recording of unchanged code gives no diff.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +269,37 @@ def _workload_entry(profile: Profile) -> dict[str, Any] | None:
 
 
 def dumps(data: dict[str, Any]) -> str:
-    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """The file's text: sorted keys, indent 2, and a list of numbers or texts (per-step samples,
+    a shape, dtypes) on one line, so that a diff names the op a changed line belongs to (a CI
+    trial's one-op change was 186 lines of bare numbers, one per line, none near its op)."""
+    return "".join(_json_lines(data, "")) + "\n"
+
+
+def _json_lines(value: Any, indent: str) -> Iterator[str]:
+    if isinstance(value, dict) and value:
+        inner = indent + "  "
+        items = sorted(value.items())
+        yield "{\n"
+        for i, (key, item) in enumerate(items):
+            yield f"{inner}{json.dumps(key, ensure_ascii=False)}: "
+            yield from _json_lines(item, inner)
+            yield ",\n" if i < len(items) - 1 else "\n"
+        yield f"{indent}}}"
+    elif isinstance(value, list) and value and not _flat(value):
+        inner = indent + "  "
+        yield "[\n"
+        for i, item in enumerate(value):
+            yield inner
+            yield from _json_lines(item, inner)
+            yield ",\n" if i < len(value) - 1 else "\n"
+        yield f"{indent}]"
+    else:
+        yield json.dumps(value, ensure_ascii=False)
+
+
+def _flat(value: list[Any]) -> bool:
+    """A list of numbers, texts, nulls or lists of them (a list of shapes): one line in the file."""
+    return all(not isinstance(v, (dict, list)) or (isinstance(v, list) and _flat(v)) for v in value)
 
 
 def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> None:
