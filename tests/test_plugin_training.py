@@ -7,11 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-
-@pytest.fixture(autouse=True)
-def _deterministic(fake_clock):
-    """Every capture in these runs is timed by the fake clock: no test here reads real time."""
-    return fake_clock
+pytestmark = pytest.mark.usefixtures("fake_clock")  # every capture here is timed by the fake clock
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
