@@ -1079,10 +1079,24 @@ def _known_node(name: str, stem: str) -> bool:
     """Whether a backward node name is torch's, or a custom autograd.Function's (`MyFnBackward`):
     torch numbers its generated nodes, so `ToCopyBackward` (or `ToCopyBackward7`) where torch
     has `ToCopyBackward0` is a typo that would pass assert_no_op forever."""
-    functions = getattr(_torch()._C, "_functions", None)
-    if functions is None or hasattr(functions, name):
+    torch = _torch()
+    functions = getattr(torch._C, "_functions", None)
+    if functions is None or hasattr(functions, name) or name in _custom_nodes(torch):
         return True
     return not any(hasattr(functions, f"{stem}{n}") for n in range(4))
+
+
+def _custom_nodes(torch: Any) -> set[str]:
+    """The backward nodes of the autograd.Functions defined so far (`class Exp(Function)` runs
+    as `ExpBackward`, beside torch's own `ExpBackward0`): never a typo."""
+    base = getattr(getattr(torch.autograd, "function", None), "BackwardCFunction", None)
+    found: set[str] = set()
+    pending = list(base.__subclasses__()) if base is not None else []
+    while pending:
+        node = pending.pop()
+        found.add(node.__name__)
+        pending.extend(node.__subclasses__())
+    return found
 
 
 def known_op_names() -> list[str]:

@@ -41,6 +41,7 @@ def test_a_backward_node_name_without_its_number_fails_naming_the_real_one(pytes
     pytester.makepyfile(trainer=TRAINER)
     pytester.makepyfile(
         test_nodes="""
+        import torch
         from trainer import trainer
 
         def test_typo(opprof):
@@ -55,13 +56,28 @@ def test_a_backward_node_name_without_its_number_fails_naming_the_real_one(pytes
             opprof.run(trainer(), warmup=1, steps=2)
             opprof.assert_no_op("MyScaleBackward")
 
+        class Exp(torch.autograd.Function):  # its node, ExpBackward, is no typo of torch's ExpBackward0
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+
+        def test_a_custom_function_named_as_torchs_is_not_refused(opprof):
+            x = torch.ones(3, requires_grad=True)
+            opprof.run(lambda: Exp.apply(x).sum().backward(), warmup=1, steps=2)
+            opprof.assert_op_count("ExpBackward", 1)
+
         def test_the_real_name(opprof):
             opprof.run(trainer(), warmup=1, steps=2)
             opprof.assert_op_count("AddmmBackward0", 2)
         """
     )
+    run(pytester).assert_outcomes(passed=3, failed=2)  # a plain run refuses the same names
     result = run(pytester, "--opprof")
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(
         [
             "E * AddmmBackward: not an operator torch knows, so asserting it is absent proves nothing; "
