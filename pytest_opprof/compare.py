@@ -543,7 +543,7 @@ def _in_one_step(
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
         excuse = explained_by_machine(
             True, entry.on_device, current, baseline, machine, moved=stretch, slack=WALL_SLACK,
-            added_ms=cost / len(entry.calls_per_step),
+            added_ms=max(cost / len(entry.calls_per_step), step_added_ms(current, baseline)),
         )  # fmt: skip
         if excuse:
             message = f"{change} (inconclusive: {excuse.why}){where}"
@@ -607,8 +607,9 @@ def _judged(
         return None
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else None
+    added = max(own, step_added_ms(*docs))  # contention must explain the whole step's slowdown, not one op's
     excuse = explained_by_machine(
-        slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack, added_ms=own
+        slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack, added_ms=added
     )
     traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
     if excuse is None and slower and not wall and not on_device and not traced:
@@ -623,8 +624,8 @@ def _judged(
     limit = (
         f"{_outside_ops(slower, explained_ms)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
-    if slower:
-        limit += _contention_too_small(machine, own)
+    if slower and not on_device:
+        limit += _contention_too_small(machine, added)
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
@@ -761,10 +762,19 @@ def _contention_explains(machine: Machine, added_ms: float | None) -> bool:
     return added_ms is None or waited is None or added_ms <= CONTENTION_SLACK * waited
 
 
+def step_added_ms(current: BaselineDoc, baseline: BaselineDoc) -> float:
+    """What the fastest step got slower by (ms; 0 where a side has no step walls): the most a
+    wait explains is bounded against it, so that two ops each within the bound but together
+    beyond it are not both excused (a review's addmm and mm, +0.6 ms each on a 0.75 ms bound)."""
+    new, old = current.wall_ms, baseline.wall_ms
+    return max(0.0, min(new) - min(old)) if new and old else 0.0
+
+
 def _contention_too_small(machine: Machine, added_ms: float) -> str:
-    """For a slowdown that fails under contention: the clause saying the wait cannot explain it."""
+    """For a slowdown that fails under contention: the clause saying the wait cannot explain it
+    (none where it could, and the slowdown failed for another reason)."""
     waited = machine.waited_ms_per_step
-    if not _contended(machine) or waited is None:
+    if not _contended(machine) or waited is None or _contention_explains(machine, added_ms):
         return ""
     return (
         f"; {waited_for_cpu(machine.cpu_wait or 0.0)}, {waited:.3f} ms a step: too little to explain +{added_ms:.3f} ms"

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from builders import kernel, launch, op, step
 
-from pytest_opprof.analysis import analyze
+from pytest_opprof.analysis import Profile, analyze
 from pytest_opprof.baseline import (
     SCHEMA,
     BaselineError,
@@ -447,6 +447,44 @@ def test_cuda_driver_difference_is_an_environment_verdict():
 
 def addmm_verdict(new, base, machine=None):
     return next(v for v in compare(new, base, Rule(), machine=machine).verdicts if v.op == "aten::addmm")
+
+
+def two_ops(extra_us: float) -> Profile:
+    """8 steps of aten::addmm and aten::mm, 1 ms each plus `extra_us`, beside an aten::relu of 8 ms
+    (so the rest of the step does not slow alike); the step holds just them."""
+    events = []
+    for i in range(8):
+        base, each = i * 20_000, 1000 + extra_us
+        events += [
+            step(i + 1, base, 2 * each + 8030),
+            op("aten::addmm", base + 5, each),
+            op("aten::mm", base + 10 + each, each),
+            op("aten::relu", base + 20 + 2 * each, 8000),
+        ]
+    return analyze(events)
+
+
+@pytest.mark.parametrize(("waited_ms", "status"), [(0.5, "regressed"), (1.0, "inconclusive")])
+def test_contention_must_explain_the_whole_steps_slowdown(waited_ms, status):
+    """Two ops each +0.6 ms under threads that waited 0.5 ms a step (a bound of 0.75 ms): each
+    alone is within it, together they are not, and neither is excused (a review found both were);
+    a wait of 1 ms a step (1.5 ms) explains the step's +1.2 ms."""
+    machine = Machine(cpu_wait=0.5, waited_ms_per_step=waited_ms)
+    verdicts = compare(doc(two_ops(600)), doc(two_ops(0)), Rule(), machine=machine).verdicts
+    assert {v.op: v.status for v in verdicts if v.kind == "time"} == {"aten::addmm": status, "aten::mm": status}
+    if status == "regressed":
+        (addmm,) = [v for v in verdicts if v.op == "aten::addmm"]
+        assert "threads waited for a CPU 50% of the capture, 0.500 ms a step: too little to explain +1.200 ms" in (
+            addmm.message
+        )
+
+
+def test_a_device_ops_failure_says_nothing_of_the_cpu_wait():
+    """CPU contention never excuses device time, so a device op's failure under it does not say
+    the wait was `too little to explain` it (a review found it said so beside a 5 ms wait)."""
+    slow, base = on_device(doc(profile(addmm_us=(1600,) * 8))), on_device(doc(profile()))
+    verdict = addmm_verdict(slow, base, Machine(cpu_wait=0.5, waited_ms_per_step=5.0))
+    assert verdict.status == "regressed" and "waited for a CPU" not in verdict.message
 
 
 def test_single_step_captures_are_never_judged_on_time():

@@ -2404,7 +2404,7 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
 def test_contention_excuses_no_slowdown_larger_than_the_wait(remeasure_project, fake_clock, monkeypatch, tmp_path):
     """A training trial's step 3.7x slower by 2 ms of Python passed 12 of 12 runs beside a busy
     loop, `inconclusive` on a 20% CPU wait (0.7 ms a step). The threads' wait bounds what other
-    load can add to a step (twice it, for slack): beyond that the slowdown is the code's, and
+    load can add to a step (1.5 times it, for slack): beyond that the slowdown is the code's, and
     fails (confirmed by a second measurement), saying the wait was too little to explain it."""
     from pytest_opprof import device
 
