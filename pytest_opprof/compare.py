@@ -307,9 +307,9 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
             continue
-        if not (_steady(current.ops[name]) and _steady(baseline.ops[name])):
-            continue
-        parts = work_changes(new, old, current.list_shapes and baseline.list_shapes)
+        lists = current.list_shapes and baseline.list_shapes
+        steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
+        parts = work_changes(new, old, lists) if steady else _inputs_replaced(new, old, lists)
         if parts:
             verdicts.append(Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
     return verdicts
@@ -360,6 +360,21 @@ def _steady(entry: OpEntry) -> bool:
         return True
     read = sum(s.calls_per_step for s in entry.work.signatures)
     return math.isclose(read, counts.pop(), rel_tol=1e-6)
+
+
+def _inputs_replaced(new: WorkEntry, old: WorkEntry, lists: bool) -> list[str]:
+    """The work change of an op whose calls differ between steps (not _steady): only inputs one
+    side lacks where the other has new ones. Which call its inputs were read from adds or drops
+    signatures (an optimizer's `aten::add_` in one call of four), never replaces one; a forward
+    `add_` whose bias went from [4] to [8,4], sharing the name, does (a review's case)."""
+    sig_new, sig_old = _signatures(new, not lists), _signatures(old, not lists)
+    gone = {k: v for k, v in sig_old.items() if k not in sig_new}
+    came = {k: v for k, v in sig_new.items() if k not in sig_old}
+    if not gone or not came:
+        return []
+    return [
+        f"inputs {_listed(gone, came)} -> {_listed(came, gone)} (in the steps that ran it: its calls differ between steps)"
+    ]
 
 
 def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str]:

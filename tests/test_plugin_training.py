@@ -114,6 +114,51 @@ def test_an_op_that_runs_in_some_steps_only_is_no_work_change_when_the_phase_mov
     wider.stdout.fnmatch_lines(["*work changed in * ops: *inputs (float[[]8,32]) -> (float[[]8,48])*"])
 
 
+SHARED_NAME = """
+import itertools, os
+import torch
+
+def test_accumulating(opprof):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    bias = torch.zeros(8, 4) if os.environ.get("MATRIX") else torch.zeros(4)
+    calls = itertools.count(1)
+
+    def micro_step():
+        out = model(x)
+        out.add_(bias)  # the forward's in-place add: the optimizer's aten::add_ shares its name
+        torch.nn.functional.cross_entropy(out, y).backward()
+        if next(calls) % 4 == 0:
+            opt.step()
+            opt.zero_grad()
+
+    opprof.run(micro_step, warmup=int(os.environ.get("WARMUP", "3")), steps=8)
+"""
+
+
+def test_an_input_replaced_in_an_op_of_some_steps_is_a_work_change(pytester, monkeypatch):
+    """An op whose calls differ between steps (the optimizer's aten::add_ every 4th call) is
+    judged on inputs replaced, not added or dropped by where the cycle stood: a forward add_
+    of the same name whose bias went from [4] to [8,4] fails (a review found it passed), and a
+    moved cycle alone does not."""
+    pytester.makepyfile(test_shared=SHARED_NAME)
+    assert run(pytester, "--opprof-update-baseline").ret == 0
+    for warmup in ("4", "5", "6"):
+        monkeypatch.setenv("WARMUP", warmup)
+        moved = run(pytester, "--opprof")
+        assert moved.ret == 0, moved.stdout.str()
+    monkeypatch.setenv("MATRIX", "1")
+    changed = run(pytester, "--opprof")
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            "*aten::add_: inputs (float[[]8,4], float[[]4]) * -> (float[[]8,4], float[[]8,4]) (in the steps that ran it: *"
+        ]
+    )
+
+
 def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester):
     """Adam reads its step counts with `.item()`: on a CPU-only machine assert_no_sync fails (it
     stands in for a device run), and the failure says where the reads ran and that a scalar kept
