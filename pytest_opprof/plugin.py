@@ -130,8 +130,9 @@ SWITCHES = ("enabled", "update_baseline")  # the flags that turn measuring on
 
 
 def _given(config: pytest.Config, option: Option) -> bool:
-    """Given on the command line (an ini value is the project's standing choice for --opprof runs)."""
-    return config.getoption(_dest(option)) is not None
+    """Given on the command line itself (an ini value, or a flag in its addopts or PYTEST_ADDOPTS,
+    is a standing choice for --opprof runs: no line in every plain run)."""
+    return config.getoption(_dest(option)) is not None and _flag_source(config, option.flag) == "command line"
 
 
 def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | None:

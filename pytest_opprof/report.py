@@ -480,15 +480,16 @@ def _time_line(group: list[Verdict]) -> str:
 
 
 def _added_ms(verdict: Verdict) -> float:
-    """What a time verdict's move added to a step (ms); 0 where it holds no times."""
-    if verdict.new_ms is None or verdict.base_ms is None:
+    """What a time verdict's move added to a step (ms, negative for a speed-up): an op that ran
+    in one step only holds no baseline time, its whole cost added; 0 where it holds no times."""
+    if verdict.new_ms is None:
         return 0.0
-    return verdict.new_ms - verdict.base_ms
+    return verdict.new_ms - (verdict.base_ms or 0.0)
 
 
 def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
-    """The inconclusive time verdicts in one line, the largest slowdown named first (a trial's
-    +320% step wall sat among `and 5 more` behind three ops that moved a few microseconds)."""
+    """The inconclusive time verdicts in one line, the largest move named first, either way (a
+    trial's +320% step wall sat among `and 5 more` behind three ops that moved a few microseconds)."""
     group = sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
     ops = first_three([v.op or "" for v in group])
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides

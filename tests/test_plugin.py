@@ -364,6 +364,10 @@ def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_pat
     pytester.makeini(f"[pytest]\nopprof_json = {out}\nopprof_require_baseline = true\n")
     result = run(pytester)
     assert "nothing measured" not in result.stdout.str()
+    pytester.makeini("[pytest]\naddopts = --opprof-tolerance=30% --opprof-fail-on=structure,work\n")
+    result = run(pytester)  # the project's standing flags: no line in every plain run (a review's finding)
+    result.assert_outcomes(passed=1)
+    assert "nothing measured" not in result.stdout.str()
 
 
 def test_bad_arguments_fail_without_the_flag_too(pytester):

@@ -66,6 +66,9 @@ def test_the_inconclusive_line_names_the_largest_move_first():
     group.insert(2, moved("aten::addmm", 0.5, 0.1))  # a faster one moves a step too
     (line,) = verdict_lines(group)
     assert line.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention: ...")
+    one_step = Verdict("time", "inconclusive", "aten::mm: ran in 1 of 10 steps", "aten::mm", None, 100.0, None, "x")
+    (line,) = verdict_lines([*group, one_step])  # an op of one step only: its whole cost is its move
+    assert line.startswith("time inconclusive for aten::mm, step wall, aten::addmm and 4 more: x")
 
 
 def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads():
