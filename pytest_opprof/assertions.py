@@ -18,7 +18,7 @@ from statistics import median
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
 from .analysis.model import validate_name, validate_op
-from .analysis.ranges import ranges_around
+from .analysis.ranges import op_calls, ranges_around
 from .errors import (
     OpprofUsageError,
     a_range_not_an_op,
@@ -33,6 +33,7 @@ from .errors import (
     unexpected_ops,
     unknown_op,
 )
+from .events import EventTable
 from .tables import by_shown_time, steps_or_span
 from .units import count_text, first_three, share_text
 
@@ -242,10 +243,25 @@ def _no_sync(profile: Profile) -> str | None:
     for nothing. On the CPU only, every scalar read counts: each would sync on a device tensor."""
     on_device = _ran_on_a_device(profile)
     reads = [o for o in profile.ops if o.name in SYNC_OPS and o.calls and (o.device_ns or not on_device)]
-    found = [(o.name, o.calls_per_step.median, context(profile, o.name).split("; ")[0]) for o in reads]
+    table = profile.event_table
+    if on_device and table is not None:
+        found = [read for o in reads if (read := _device_reads(profile, table, o.name)) is not None]
+    else:
+        found = [(o.name, o.calls_per_step.median, context(profile, o.name).split("; ")[0]) for o in reads]
     found += [(r.name, r.calls_per_step.median, "") for r in profile.runtime if SYNC_RUNTIME_CALL.search(r.name)]
     found += [(m.name, m.calls_per_step.median, "") for m in profile.memory_ops if fnmatch.fnmatchcase(m.name, _DTOH)]
     return host_syncs(found, cpu_only=not on_device) if found else None
+
+
+def _device_reads(profile: Profile, table: EventTable, name: str) -> tuple[str, float, str] | None:
+    """A scalar read's calls that copied from the device (its thread made a runtime call inside
+    them), per step, and where the first ran; None when every call read a CPU tensor. By call:
+    one `loss.item()` beside Adam's CPU step-count reads counts one, named where it ran."""
+    rows = op_calls(table, name, launching=True)
+    if not rows:
+        return None
+    where = _where(profile.callers(name), ranges_around(table, name, row=rows[0]))
+    return name, len(rows) / max(1, profile.steps), where
 
 
 def _ran_on_a_device(profile: Profile) -> bool:

@@ -202,6 +202,23 @@ def test_on_a_device_a_scalar_read_that_copied_nothing_from_it_is_no_sync():
         "host-device syncs: aten::item (1/step, called from Python inside Optimizer.step#Adam.step)"
     )
     assert "CPU-only" not in message
+    # by call: a loss.item() that copied beside two CPU reads in Adam's range counts one, named
+    # where it ran (a review found all three counted, placed in Adam's range)
+    mixed = [
+        step(1, 0, 1000),
+        annotation("Optimizer.step#Adam.step", 5, 100),
+        op("aten::item", 10, 20),
+        op("aten::item", 40, 20),
+        op("aten::mm", 200, 20),
+        launch(205, corr=3),
+        kernel("gemm", 210, 50, corr=3),
+        op("aten::item", 300, 20),
+        launch(305, corr=4, name="cudaMemcpyAsync"),
+        memcpy("Memcpy DtoH (Device -> Pageable)", 310, 2, 4, 4),
+    ]
+    assert assertions.no_sync()(analyze(mixed)).startswith(
+        "host-device syncs: aten::item (1/step, called from Python),"
+    )
 
 
 def test_total_below_uses_step_wall_time():

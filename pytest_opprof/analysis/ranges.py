@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
 
-from ..events import ANNOTATION, CPU_OP, Event, EventTable
+from ..events import ANNOTATION, CPU_OP, RUNTIME, Event, EventTable
 from ..tables import by_shown_time
 from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
@@ -130,14 +130,39 @@ class _Acc:
         )  # fmt: skip
 
 
-def ranges_around(table: EventTable, op: str, limit: int = 2) -> tuple[str, ...]:
-    """The ranges around the first call of the op named `op` on its thread, innermost first (at
-    most `limit`): `Optimizer.step#Adam.step` for the scalar reads of Adam's step counts, which
-    an op's callers cannot name (a range is no op)."""
-    calls = [i for i, (kind, name) in enumerate(zip(table.kind, table.name)) if kind == CPU_OP and name == op]
+def op_calls(table: EventTable, op: str, launching: bool = False) -> list[int]:
+    """The rows of the op named `op`, by start time; with `launching`, only the calls inside which
+    their thread made a runtime call (a scalar read that copied from the device, not one of a
+    CPU tensor: Adam's step counts)."""
+    calls = sorted(
+        (i for i, (kind, name) in enumerate(zip(table.kind, table.name)) if kind == CPU_OP and name == op),
+        key=table.start_ns.__getitem__,
+    )
+    if not launching or not calls:
+        return calls
+    runtime: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, kind in enumerate(table.kind):
+        if kind == RUNTIME:
+            runtime[(table.pid[i], table.tid[i])].append(table.start_ns[i])
+    for starts in runtime.values():
+        starts.sort()
+
+    def launched(i: int) -> bool:
+        starts = runtime.get((table.pid[i], table.tid[i]), [])
+        j = bisect_left(starts, table.start_ns[i])
+        return j < len(starts) and starts[j] <= table.start_ns[i] + table.dur_ns[i]
+
+    return [i for i in calls if launched(i)]
+
+
+def ranges_around(table: EventTable, op: str, limit: int = 2, row: int | None = None) -> tuple[str, ...]:
+    """The ranges around the first call of the op named `op` (or around `row`) on its thread,
+    innermost first (at most `limit`): `Optimizer.step#Adam.step` for the scalar reads of Adam's
+    step counts, which an op's callers cannot name (a range is no op)."""
+    calls = op_calls(table, op) if row is None else [row]
     if not calls:
         return ()
-    first = min(calls, key=lambda i: table.start_ns[i])
+    first = calls[0]
     start, end = table.start_ns[first], table.start_ns[first] + table.dur_ns[first]
     thread = (table.pid[first], table.tid[first])
     around = [
