@@ -298,9 +298,9 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
 
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
     """A verdict per op whose work changed (both sides recorded it; its call count did not change;
-    it ran alike in every step: _steady), the costliest first (the baseline's fastest step): the op
-    that carries the step heads the failure, not an `aten::add` of 0.4% of it that sorts first by
-    name (a trial's doubled LSTM)."""
+    of one whose calls differ between steps, only replaced inputs: _steady), the costliest first
+    (the baseline's fastest step): the op that carries the step heads the failure, not an
+    `aten::add` of 0.4% of it that sorts first by name (a trial's doubled LSTM)."""
     verdicts = []
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
     for name in sorted(set(current.ops) & set(baseline.ops), key=lambda n: (-cost[n], n)):

@@ -73,6 +73,19 @@ def test_the_calmer_measurement_judges_the_pooled_samples():
     assert outcome.remeasured == "confirmed" and outcome.comparison.failing(Rule())
 
 
+def test_the_calmer_measurement_brings_its_own_wait_per_step():
+    """Pooled samples are judged by the calmer measurement's wait share and its milliseconds of
+    wait per step together, never one measurement's share with the other's milliseconds."""
+    from pytest_opprof.decide import calmer
+
+    first = Measurement(doc(profile()), Machine(cpu_wait=0.5, waited_ms_per_step=9.0))
+    second = Measurement(doc(profile()), Machine(cpu_wait=0.2, waited_ms_per_step=0.3))
+    assert calmer(first, second) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3)
+    assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3)
+    unknown = Measurement(doc(profile()), Machine())
+    assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0)
+
+
 def test_update_all_rewrites_without_measuring_again():
     """=all writes every baseline, changed or not, and never re-measures."""
     base, current = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
