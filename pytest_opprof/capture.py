@@ -96,8 +96,8 @@ def validate_run_args(
     if taken:
         raise CaptureError(fn_keyword_taken(taken))
     slip = _run_keyword_slip(fn, kwargs or {})
-    if slip:
-        raise CaptureError(run_keyword_slip(*slip, kwargs[slip[0]] if kwargs else None))
+    if slip and kwargs:
+        raise CaptureError(run_keyword_slip(*slip, kwargs[slip[0]]))
     called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise CaptureError(

@@ -352,7 +352,8 @@ def _steady(entry: OpEntry) -> bool:
     an optimizer that steps every 4th call of a gradient-accumulation step does not: which call
     the inputs were read from decides what they hold, and `-k`, `warmup` or test order move it
     (a training trial's unchanged code failed with `aten::copy_: inputs (none) -> (float[],
-    double[]) x6`). Its structure (calls per step) is still judged; its work is not."""
+    double[]) x6`). Its structure (calls per step) is still judged, and its work on replaced
+    inputs only (_inputs_replaced)."""
     counts = set(entry.calls_per_step)
     if len(counts) > 1:
         return False
@@ -558,7 +559,7 @@ def _in_one_step(
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
         excuse = explained_by_machine(
             True, entry.on_device, current, baseline, machine, moved=stretch, slack=WALL_SLACK,
-            added_ms=max(cost / len(entry.calls_per_step), step_added_ms(current, baseline)),
+            added_ms=cost / len(entry.calls_per_step),
         )  # fmt: skip
         if excuse:
             message = f"{change} (inconclusive: {excuse.why}){where}"
@@ -622,9 +623,8 @@ def _judged(
         return None
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else None
-    added = max(own, step_added_ms(*docs))  # contention must explain the whole step's slowdown, not one op's
     excuse = explained_by_machine(
-        slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack, added_ms=added
+        slower, on_device, *docs, machine, python_time=wall, moved=moved, slack=slack, added_ms=own
     )
     traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
     if excuse is None and slower and not wall and not on_device and not traced:
@@ -640,7 +640,7 @@ def _judged(
         f"{_outside_ops(slower, explained_ms)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
-        limit += _contention_too_small(machine, added)
+        limit += _contention_too_small(machine, own, *docs)
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
@@ -737,7 +737,8 @@ def explained_by_machine(
     `moved`: the op's time ratio (new / baseline), which the workload reference must explain, and
     with `slack` the dispatch and matmul references too, up to `slack` times their own slowdown.
     `added_ms`: what the move added to a step, which CPU contention explains only up to
-    CONTENTION_SLACK times the ms the threads waited per step (_contention_explains).
+    CONTENTION_SLACK times the ms the threads waited per step, as it must the whole step's
+    slowdown (_contention_explains).
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
@@ -751,7 +752,7 @@ def explained_by_machine(
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
-    if slower and _contended(machine) and _contention_explains(machine, added_ms):
+    if slower and _contended(machine) and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"CPU contention: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         if bounded and not _within(moved, ratio):
@@ -768,31 +769,36 @@ def _contended(machine: Machine) -> bool:
     return machine.cpu_wait is not None and machine.cpu_wait > CONTENTION_LIMIT
 
 
-def _contention_explains(machine: Machine, added_ms: float | None) -> bool:
+def _contention_explains(machine: Machine, added_ms: float | None, current: BaselineDoc, baseline: BaselineDoc) -> bool:
     """Whether the ms the threads waited for a CPU can account for what a slowdown added to a
-    step: a thread waiting delays a step by at most its wait (summed over threads, the bound is
-    generous). A training trial's step 3.7x slower by 2 ms of Python passed in 12 of 12 runs
-    beside a busy loop, as `inconclusive`, on a 20% wait (0.7 ms a step)."""
+    step, and what the whole step got slower by (_step_slowdown): a thread waiting delays a step
+    by at most its wait (summed over threads, the bound is generous). A training trial's step
+    3.7x slower by 2 ms of Python passed in 12 of 12 runs beside a busy loop, as `inconclusive`,
+    on a 20% wait (0.7 ms a step)."""
     waited = machine.waited_ms_per_step
-    return added_ms is None or waited is None or added_ms <= CONTENTION_SLACK * waited
+    if added_ms is None or waited is None:
+        return True
+    return _step_slowdown(added_ms, current, baseline) <= CONTENTION_SLACK * waited
 
 
-def step_added_ms(current: BaselineDoc, baseline: BaselineDoc) -> float:
-    """What the fastest step got slower by (ms; 0 where a side has no step walls): the most a
-    wait explains is bounded against it, so that two ops each within the bound but together
-    beyond it are not both excused (a review's addmm and mm, +0.6 ms each on a 0.75 ms bound)."""
+def _step_slowdown(added_ms: float, current: BaselineDoc, baseline: BaselineDoc) -> float:
+    """What a wait must explain of a slowdown that added `added_ms`: that, or what the fastest
+    step got slower by when more (0 where a side has no step walls), so that two ops each within
+    the bound but together beyond it are not both excused (a review's addmm and mm, +0.6 ms each
+    on a 0.75 ms bound)."""
     new, old = current.wall_ms, baseline.wall_ms
-    return max(0.0, min(new) - min(old)) if new and old else 0.0
+    return max(added_ms, min(new) - min(old)) if new and old else added_ms
 
 
-def _contention_too_small(machine: Machine, added_ms: float) -> str:
+def _contention_too_small(machine: Machine, added_ms: float, current: BaselineDoc, baseline: BaselineDoc) -> str:
     """For a slowdown that fails under contention: the clause saying the wait cannot explain it
     (none where it could, and the slowdown failed for another reason)."""
     waited = machine.waited_ms_per_step
-    if not _contended(machine) or waited is None or _contention_explains(machine, added_ms):
+    if not _contended(machine) or waited is None or _contention_explains(machine, added_ms, current, baseline):
         return ""
+    needed = _step_slowdown(added_ms, current, baseline)
     return (
-        f"; {waited_for_cpu(machine.cpu_wait or 0.0)}, {waited:.3f} ms a step: too little to explain +{added_ms:.3f} ms"
+        f"; {waited_for_cpu(machine.cpu_wait or 0.0)}, {waited:.3f} ms a step: too little to explain +{needed:.3f} ms"
     )
 
 

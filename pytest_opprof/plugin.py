@@ -9,8 +9,9 @@ import inspect
 import json
 import os
 import re
+import shlex
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
@@ -125,7 +126,6 @@ def _dest(option: Option) -> str:
     return option.flag.lstrip("-").replace("-", "_")
 
 
-OUTPUTS = ("json_path", "csv_path", "html_path", "trace_dir", "trace")  # what a run without --opprof never writes
 SWITCHES = ("enabled", "update_baseline")  # the flags that turn measuring on
 
 
@@ -156,14 +156,18 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
 def _flag_source(config: pytest.Config, flag: str) -> str:
     """Where a flag pytest parsed came from: the command line, or what pytest adds to it
     (PYTEST_ADDOPTS, an ini file's addopts): a standing choice the person running does not see."""
-    given = config.invocation_params.args
-    if any(a == flag or a.startswith(f"{flag}=") for a in given):
+    if _names(config.invocation_params.args, flag):
         return "command line"
-    if flag in os.environ.get("PYTEST_ADDOPTS", ""):
+    if _names(shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), flag):
         return "PYTEST_ADDOPTS"
-    if flag in str(config.getini("addopts")):
+    if _names(config.getini("addopts"), flag):
         return f"addopts in {config.inipath.name if config.inipath else 'the ini file'}"
     return "command line"
+
+
+def _names(args: Iterable[str], flag: str) -> bool:
+    """Whether the arguments give `flag` (`--opprof-trace` is not `--opprof-trace-dir`)."""
+    return any(a == flag or a.startswith(f"{flag}=") for a in args)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -683,10 +683,9 @@ def _file_statuses(records: list[TestRecord]) -> dict[str, str]:
     first writes it, the others find it unchanged) or pytest-repeat's repeats share counts once,
     as written if any record wrote it."""
     found: dict[str, str] = {}
-    for record in records:
-        status, path = record.baseline_status, record.baseline.path if record.baseline else record.nodeid
-        if status and (path not in found or status in WRITTEN):
-            found[path] = status
+    for baseline in (r.baseline for r in records if r.baseline):
+        if baseline.path not in found or baseline.status in WRITTEN:
+            found[baseline.path] = baseline.status
     return found
 
 
