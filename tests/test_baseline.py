@@ -554,6 +554,23 @@ def test_a_machine_reference_off_the_baselines_makes_a_move_its_way_inconclusive
     assert addmm_verdict(at(slow_doc, None), base).status == "regressed"  # no references: as before
 
 
+@pytest.mark.parametrize("key", ["dispatch_reference_ms", "reference_ms"])
+def test_a_machine_reference_explains_a_move_up_to_twice_its_own(key):
+    """x1.25 slower explains an op up to x1.5 (+50%): x1.43 is inconclusive, x2 is not the
+    machine; x0.8 (faster) explains an op down to x1/1.5 and no further."""
+    base = doc(profile(addmm_us=[700] * 8)).replace(**{key: 0.4})
+
+    def verdict(addmm_us, reference_ms):
+        return addmm_verdict(doc(profile(addmm_us=[addmm_us] * 8)).replace(**{key: reference_ms}), base)
+
+    assert verdict(1000, 0.5).status == "inconclusive"
+    doubled = verdict(1400, 0.5)
+    assert doubled.status == "regressed" and doubled.why is None
+    assert "the machine ran 1.25x slower (" in doubled.message and "explains up to x1.50, not x2.00)" in doubled.message
+    assert verdict(500, 0.32).status == "inconclusive"
+    assert verdict(300, 0.32).status == "improved"
+
+
 def test_machine_far_off_says_how_far_in_words():
     """x45.6 is said as '45.60x slower', never as 'the baseline's speed'."""
     base = doc(profile()).replace(reference_ms=0.1)

@@ -1752,6 +1752,30 @@ def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined
     )
 
 
+def test_a_machine_slightly_slower_excuses_no_op_four_times_slower(baselined, monkeypatch, fake_clock):
+    """A trial's ops x4 on a machine whose matmul reference ran 1.24x slower passed 5 of 6 runs as
+    inconclusive: a slower machine explains an op up to twice its own slowdown (x1.48 here), so
+    x4 fails, saying what the machine explains; x1.4 stays inconclusive."""
+    from conftest import set_references
+
+    set_references(monkeypatch, 1_240_000, 400_000, workload_ns=None)
+    fake_clock.costs["aten::addmm"] = 800_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*; the machine ran "
+            "1.24x slower (matmul reference): that explains up to x1.48, not x3.40) *"
+        ]
+    )
+    fake_clock.costs["aten::addmm"] = 300_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.24x slower than *"]
+    )
+
+
 def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeypatch, fake_clock):
     """The same ops, 0.8 ms more per step outside them (a slow hook): no op moved, the steps'
     wall time did; confirmed by a second measurement, the test fails saying where the time went."""
