@@ -1068,6 +1068,8 @@ def is_known_op(name: str) -> bool:
     namespace, sep, op = name.partition("::")
     if not sep and re.match(r"(aten|prim)[:.]", name):  # `aten:addmm`, `aten.addmm`: the separator mistyped
         return False
+    if sep and namespace not in ("aten", "prim") and namespace.strip().lower() in ("aten", "prim"):
+        return False  # `ATEN::addmm`, `aten ::addmm`: the namespace mistyped
     if not sep or namespace not in ("aten", "prim"):
         return True
     torch = _torch()

@@ -361,8 +361,9 @@ def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str
 
 def shown_name(name: str) -> str:
     """A name as a message shows it: as it is, or quoted with escapes when it holds a character
-    that does not show (`'aten::mm\\u200b'`: else it would read like the op it is not)."""
-    return name if name.isprintable() else repr(name)
+    that does not show (`'aten::mm\\u200b'`: else it would read like the op it is not), or starts
+    or ends with a space (`' aten::mm'`)."""
+    return name if name.isprintable() and name == name.strip() else repr(name)
 
 
 def no_match(pattern: str, seen: Iterable[str]) -> str:
@@ -447,6 +448,16 @@ def unknown_op_name(op: str, close: list[str]) -> str:
     """An op name torch does not know, refused in a plain run (with --opprof, the assertion says it)."""
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return f"{shown_name(op)}: not an operator torch knows{hint}"
+
+
+def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent") -> str:
+    """An absence asserted with a name that misses an op that ran only by letter case, spaces or
+    the namespace (assertions.near_misses)."""
+    return (
+        f"{shown_name(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
+        f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; "
+        f"did you mean {ran[0]}?"
+    )
 
 
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:

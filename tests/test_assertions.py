@@ -142,6 +142,26 @@ def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
     assert "no op of that name ran" in assertions.op_count("aten::nonexistent", 2, is_known=unknown)(p)
 
 
+@pytest.mark.parametrize("name", ["ATEN::ADDMM", "Aten::addmm", "aten ::addmm", " aten::addmm", "addmm", "aten::*MM"])
+def test_an_absence_asserted_with_a_slip_beside_the_op_it_meant_fails(name):
+    """A trial's assert_no_op("ATEN::ADDMM"), ("addmm"), ("aten::*MM")... passed beside aten::addmm:
+    names match exactly, so a name that misses an op that ran only by letter case, spaces around
+    `::` or the `aten::` namespace fails, naming it (known or not to torch: the slip is the point)."""
+    p = three_steps()
+    known = lambda name: True  # noqa: E731
+    message = assertions.no_op(name, known)(p)
+    assert message.endswith(
+        "no op of exactly that name ran, but aten::addmm did (names match exactly: letter case, spaces and "
+        "the `aten::` namespace count), so asserting it is absent proves nothing; did you mean aten::addmm?"
+    ), message
+    assert message.startswith(repr(name) if name.startswith(" ") else name)
+    counted = assertions.op_count(name, 0, is_known=known)(p)
+    assert "but aten::addmm did" in counted and "so counting zero calls of it proves nothing" in counted
+    # what is not a slip still passes: another op's name, a range's glob, a name nothing resembles
+    for other in ("aten::mm", "aten::add", "mm", "## forward*"):
+        assert assertions.no_op(other, known)(p) is None
+
+
 def test_a_stream_waiting_on_another_is_no_host_sync():
     """cudaStreamWaitEvent / hipStreamWaitEvent order two streams and never block the host: side-
     stream prefetch passes assert_no_sync (a trial found it counted as a sync)."""

@@ -80,6 +80,10 @@ def test_capture_profiles_the_block_as_one_step():
         ("aten::addmmm", False),
         ("aten:addmm", False),
         ("aten.addmm", False),
+        ("ATEN::addmm", False),
+        ("Aten::addmm", False),
+        ("aten ::addmm", False),
+        ("aten::ADDMM", False),
         ("my_lib::op", True),
         ("ToCopyBackward0", True),
         ("autograd::engine::evaluate_function: ToCopyBackward0", True),
@@ -92,7 +96,8 @@ def test_capture_profiles_the_block_as_one_step():
 )
 def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     """An aten/prim name torch lacks is unknown, and so is one whose `::` was mistyped (a trial's
-    `assert_no_op("aten:addmm")` passed as a custom op's name); other namespaces cannot be checked.
+    `assert_no_op("aten:addmm")` passed as a custom op's name), or its namespace's case or spaces
+    (`ATEN::addmm`); other namespaces cannot be checked.
     A backward node torch numbers is known only by its number (a training trial's
     `assert_no_op("ToCopyBackward")` passed beside 7 `ToCopyBackward0` a step); a custom
     autograd.Function's node (`MyFunctionBackward`) cannot be checked."""

@@ -959,6 +959,36 @@ def test_failure_messages(user_run):
     assert f"test_user.py:{deferred}: aten::relu: 1 calls/step, expected 5" in out
 
 
+def test_an_absence_asserted_with_a_slip_fails_through_the_plugin(pytester):
+    """A trial's assert_no_op("ATEN::ADDMM"), ("addmm"), ("aten::*MM") and assert_op_count("Aten::addmm", 0)
+    passed beside aten::addmm, with --opprof and without: each now fails naming the op it meant."""
+    pytester.makepyfile(
+        test_slip="""
+        import pytest, torch
+
+        @pytest.mark.parametrize("name", ["ATEN::ADDMM", "addmm", "aten::*MM", "aten ::addmm"])
+        def test_no_op(opprof, name):
+            opprof.run(torch.nn.Linear(8, 8), torch.randn(4, 8), warmup=1, steps=2)
+            opprof.assert_no_op(name)
+
+        def test_count(opprof):
+            opprof.run(torch.nn.Linear(8, 8), torch.randn(4, 8), warmup=1, steps=2)
+            opprof.assert_op_count("Aten::addmm", 0)
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=5)
+    for name in ("ATEN::ADDMM", "addmm", "aten::[*]MM", "aten ::addmm"):
+        result.stdout.fnmatch_lines([f"E *{name}: no op of exactly that name ran, but aten::addmm did *"])
+    result.stdout.fnmatch_lines(["E *Aten::addmm: no op of exactly that name ran, but aten::addmm did *zero calls*"])
+    plain = run(pytester)  # without --opprof, torch's namespace in another case or spaced is refused at once
+    plain.assert_outcomes(passed=2, failed=3)
+    for name in ("ATEN::ADDMM", "aten ::addmm", "Aten::addmm"):
+        plain.stdout.fnmatch_lines(
+            [f"E *OpprofUsageError: {name}: not an operator torch knows; did you mean aten::addmm*"]
+        )
+
+
 def test_error_is_reported_as_error_not_pass(user_run):
     """An untrusted measurement is an error, not a pass; the JSON says error."""
     result, report = user_run
