@@ -299,6 +299,17 @@ def _event(**fields):
         (_event(ts="Infinity"), "'Infinity' is not a number of microseconds"),
         (_event(ts="1e999990"), "'1e999990' microseconds is beyond any clock"),
         (_event(dur=1e300), "complete event 0 ('aten::mm'): '1e+300' microseconds is beyond any clock"),
+        # past the int64 nanoseconds torch keeps (a trial's 1e18 passed, every check ok), in both paths
+        (_event(dur=1e18), "complete event 0 ('aten::mm'): '1e+18' microseconds is beyond any clock (over 2**63 ns)"),
+        (_event(ts=10**16), "10000000000000000 microseconds is beyond any clock"),
+        (_event(ts="9223372036854775.808"), "'9223372036854775.808' microseconds is beyond any clock"),
+        # what float() and int() let by and a JSON number never holds (a trial's "1_000" read as 1000)
+        (_event(dur="1_000"), "complete event 0 ('aten::mm'): '1_000' is not a number of microseconds"),
+        (_event(dur="1_000.000"), "'1_000.000' is not a number of microseconds"),
+        (_event(dur=" 12 "), "' 12 ' is not a number of microseconds"),
+        (_event(dur=" 12.000"), "' 12.000' is not a number of microseconds"),
+        (_event(dur="\u0661\u0662"), "'\u0661\u0662' is not a number of microseconds"),
+        (_event(dur="+5"), "'+5' is not a number of microseconds"),
         (_event(ts={}), "complete event 0 ('aten::mm'): {} is not a number of microseconds"),  # was a KeyError
         (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (
