@@ -35,9 +35,13 @@ ENVIRONMENT_KEYS = (
 )
 
 
-def bad_baseline(
-    path: Path | str, reason: str, fix: str = "fix or delete it and run pytest --opprof-update-baseline"
-) -> str:
+UNUSABLE_FIX = "fix or delete it and run pytest --opprof-update-baseline"
+UNUSABLE_WHILE_RECORDING_FIX = (
+    "fix it, or delete it and run this command again: a recording never replaces a file it cannot read"
+)
+
+
+def bad_baseline(path: Path | str, reason: str, fix: str = UNUSABLE_FIX) -> str:
     return f"{path}: {reason}; {fix}"
 
 

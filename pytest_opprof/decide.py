@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baseline import BaselineError, read_baseline, write_baseline
+from .baseline import UNUSABLE_FIX, UNUSABLE_WHILE_RECORDING_FIX, BaselineError, read_baseline, write_baseline
 from .compare import (
     QUIET_MACHINE_FIX,
     REGRESSED,
@@ -286,7 +286,12 @@ def baseline_step(
     try:
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError as exc:
-        return BaselineResult(shown, UNUSABLE, error=f"opprof: {_shown_in(str(exc), path, shown)}")
+        message = _shown_in(str(exc), path, shown)
+        if update is not None and message.endswith(
+            UNUSABLE_FIX
+        ):  # not "...run pytest --opprof-update-baseline": this run
+            message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
+        return BaselineResult(shown, UNUSABLE, error=f"opprof: {message}")
     outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
         if before_write is not None:
