@@ -519,7 +519,8 @@ def ran_no_op_in_run(fn: object, steps: int) -> str:
 RAN_NO_OP_IN_BLOCK = "the `with opprof.capture():` block ran no torch operator: put the model's call inside it"
 RAN_NO_OP_IN_BODY = (
     "the test's body ran no torch operator, and called neither opprof.run() nor opprof.capture(): "
-    "measure the model with opprof.run(fn, *args)"
+    "measure the model with opprof.run(fn, *args), or where the test has nothing to measure (no GPU, say) "
+    "call pytest.skip(reason) instead of returning"
 )
 
 

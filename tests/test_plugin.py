@@ -1027,7 +1027,8 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "
             "block ran no torch operator: put the model's call inside it",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the test's body ran no torch "
-            "operator, and called neither opprof.run() nor opprof.capture(): measure the model with opprof.run(fn, *args)",
+            "operator, and called neither opprof.run() nor opprof.capture(): measure the model with opprof.run(fn, *args), "
+            "or where the test has nothing to measure (no GPU, say) call pytest.skip(reason) instead of returning",
         ]
     )
 
