@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     output = analyze.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
-    _add_top(analyze, "ops, ranges and kernels")
+    _add_top(analyze, "rows of each list but the checks")
     _add_op(analyze, "the ops, kernels, memory ops, ranges and runtime calls (and the kernels of a chosen op)")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
@@ -204,6 +204,9 @@ ANALYZE_NAMES = "op, kernel, memory op, range or runtime call"
 DOC_NAMES = "op, kernel or memory op"
 
 
+TOPPED = ("ops", "ranges", "kernels", "memory_ops", "runtime", "graph_launches")  # what --top cuts
+
+
 def _analyze(args: argparse.Namespace) -> int:
     whole = load_trace(args.trace)
     _check_selects(args.op, whole.names(), args.trace, ANALYZE_NAMES)
@@ -212,10 +215,9 @@ def _analyze(args: argparse.Namespace) -> int:
         raise _UsageError(csv_chose_no_op(args.op, args.trace))
     if args.json:
         data = profile.to_dict()
-        if args.top is not None:
-            data["ops"] = data["ops"][: args.top]
-            data["kernels"] = data["kernels"][: args.top]
-            data["ranges"] = data["ranges"][: args.top]  # as the tables show them
+        if args.top is not None:  # as the tables show them; every check stays
+            for key in TOPPED:
+                data[key] = data[key][: args.top]
         _print_json(data)
     elif args.csv:
         sys.stdout.write(op_csv(replace(profile, ops=profile.ops[: args.top])))  # in the tables' order

@@ -91,11 +91,11 @@ def kernels_table(profile: Profile, top: int | None = 20) -> str:
     return str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
 
 
-def graph_launches_table(profile: Profile) -> str:
+def graph_launches_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [g.launch, g.op or "-", count_text(g.calls_per_step.median), count_text(g.kernels_per_step.median),
          ms_cell(g.device_per_step.median / 1e6)]
-        for g in profile.graph_launches
+        for g in profile.graph_launches[: top or None]
     ]  # fmt: skip
     headers = ["graph replay", "launched in", "replays/step", "kernels/step", "device ms/step"]
     return str(tabulate(rows, headers=headers, disable_numparse=True))
@@ -152,8 +152,8 @@ def timeline_line(profile: Profile) -> str | None:
     return "timeline: " + "; ".join(parts)
 
 
-def memory_table(profile: Profile) -> str:
-    rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops]
+def memory_table(profile: Profile, top: int | None = 20) -> str:
+    rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops[: top or None]]
     return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
 
 
@@ -196,9 +196,9 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
     if profile.kernels:
         parts += ["", kernels_table(profile, top)]
     if profile.graph_launches:
-        parts += ["", graph_launches_table(profile)]
+        parts += ["", graph_launches_table(profile, top)]
     if profile.memory_ops:
-        parts += ["", memory_table(profile)]
+        parts += ["", memory_table(profile, top)]
     if runtime:
         parts += ["", runtime_table(profile, top)]
     parts += ["", checks_table(profile)]

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 
 import pytest
-from builders import annotation, kernel, launch, op, step, stepped
+from builders import annotation, kernel, launch, memcpy, op, step, stepped
 from conftest import SHARED_TRACES
 from rawsums import independent_sums
 
@@ -280,6 +280,40 @@ def test_top_limits_the_ranges_in_json_too(capsys, tmp_path):
     write_trace(path, events, {})
     _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--top", "1")
     assert [r["name"] for r in json.loads(out)["ranges"]] == ["forward"]
+
+
+def test_top_limits_memory_ops_and_runtime_calls_but_never_checks(capsys, tmp_path):
+    """A trial's `--top 2` showed all 5 memory-op rows (`--json`: memory_ops 5, runtime 3): every
+    list is cut in the tables and the JSON alike, the checks never."""
+    names = ("Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)", "Memcpy DtoD (Device -> Device)")
+    events = stepped(
+        2,
+        1000,
+        lambda i, base: [
+            e
+            for k, name in enumerate(names)
+            for e in (
+                op("aten::copy_", base + 10 + 100 * k, 50, ext=10 * i + k + 1),
+                launch(
+                    base + 20 + 100 * k,
+                    10 * i + k + 1,
+                    name=("cudaMemcpyAsync", "cudaStreamSynchronize", "cudaMemsetAsync")[k],
+                ),
+                memcpy(name, base + 30 + 100 * k, 20 + 10 * k, 4096, corr=10 * i + k + 1),
+            )
+        ],
+    )
+    path = tmp_path / "copies.json"
+    write_trace(path, events, {})
+    _, whole, _ = run_cli(capsys, "analyze", str(path), "--json")
+    assert len(json.loads(whole)["memory_ops"]) == 3 and len(json.loads(whole)["runtime"]) == 3
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--top", "1")
+    data = json.loads(out)
+    assert [len(data[key]) for key in ("memory_ops", "runtime")] == [1, 1]
+    assert data["checks"] == json.loads(whole)["checks"]
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--top", "1")
+    table = out.split("memory op")[1].split("\n\n")[0]
+    assert sum(line.startswith("Memcpy") for line in table.splitlines()) == 1, table
 
 
 @pytest.mark.parametrize("name", shared(SHARED_NAMES))
