@@ -21,7 +21,7 @@ from typing import Any
 
 from .analysis import Profile
 from .analysis.model import selected
-from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
+from .baseline import ENVIRONMENT_KEYS, BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
@@ -314,6 +314,18 @@ def _is_trace(path: Path) -> bool:
     return any(marker in head for marker in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
 
 
+def _trace_environment(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The machine and torch facts a trace opprof exported carries in its header (none in
+    another's): plain values of the keys a baseline records."""
+    header = metadata.get("opprof")
+    facts = header.get("environment") if isinstance(header, dict) else None
+    if not isinstance(facts, dict):
+        return {}
+    return {
+        k: v for k in ENVIRONMENT_KEYS if isinstance(v := facts.get(k), (str, int, float)) and not isinstance(v, bool)
+    }
+
+
 def _load_side(text: str) -> _Side:
 
     path = Path(text)
@@ -323,7 +335,7 @@ def _load_side(text: str) -> _Side:
         if broken:
             raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
         key = key_from_trace_metadata(profile.metadata) or "unknown"
-        doc = baseline_from_profile(profile, path.name, key, {})
+        doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
         return _Side(path, "trace", {path.name: doc}, key, warned)
     found = _baselines_at(path)

@@ -22,6 +22,7 @@ import pytest
 from . import hooks
 from .analysis.model import WARNING, Check
 from .baseline import (
+    ENVIRONMENT_KEYS,
     baseline_file,
     baseline_from_profile,
     baseline_root,
@@ -892,7 +893,8 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
-    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, keep=traced, tag=state.trace_tag)
+    facts = {key: state.device.get(key) for key in ENVIRONMENT_KEYS}  # the stable ones, as a baseline's
+    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, traced, state.trace_tag, facts)
     item.stash[_TRACED] = traced or result.trace_path is not None
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(

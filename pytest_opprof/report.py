@@ -76,6 +76,7 @@ class TestResult:
         device_key: str | None = None,
         keep: bool = False,
         tag: str | None = None,
+        environment: dict[str, Any] | None = None,
     ) -> None:
         """A Chrome/Perfetto trace of this test under `trace_dir`: when it failed or errored,
         or always with `everything` (--opprof-trace=all). Otherwise a trace an earlier session left
@@ -93,7 +94,7 @@ class TestResult:
                 _remove_stale(path)
         else:
             try:
-                self.profile.export_chrome_trace(str(path), device_key)
+                self.profile.export_chrome_trace(str(path), device_key, environment)
             except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
                 self.trace_error = f"{path} could not be written ({exc.reason})"
             else:

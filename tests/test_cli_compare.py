@@ -266,6 +266,21 @@ def test_compare_written_traces_exact_ratio(capsys, tmp_path):
     assert ops["aten::addmm"]["a"]["ms_per_step"] == 0.35
 
 
+def test_compare_reads_the_facts_an_exported_trace_carries_and_only_plain_ones(capsys, tmp_path):
+    """A trace opprof exported holds the machine and torch facts in its header: compare names
+    them as a baseline's; a hand-edited header's odd values (a list, a bool, a foreign key) are
+    left unknown, never a traceback."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    facts = {"torch": "2.13.0+cpu", "cpu_model": True, "gpu_name": ["A10"], "thread_setup": "2 CPUs", "x": 1}
+    write_trace(a, profile(700).events, {"opprof": {"environment": facts}})
+    write_trace(b, profile(700).events, {"opprof": {"environment": "2.13"}})
+    sides = json.loads(run_cli(capsys, "compare", a, b, "--json")[1])
+    environment = sides["a"]["environment"]
+    assert (environment["torch"], environment["thread_setup"]) == ("2.13.0+cpu", "2 CPUs")
+    assert environment["cpu_model"] is None and environment["gpu_name"] is None and "x" not in environment
+    assert set(sides["b"]["environment"].values()) == {None}
+
+
 def test_compare_stat_min(capsys, tmp_path):
     root = tmp_path / ".opprof"
     a = write_folder(root, "a", {"t.py::t": analyze(steps_with([500, 900, 900]))})

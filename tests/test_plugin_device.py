@@ -319,3 +319,8 @@ def test_traces_the_plugin_writes_carry_its_device_key_for_compare(pytester, cap
     assert main(["compare", str(trace), str(trace), "--json"]) == 0
     sides = json.loads(capsys.readouterr().out)
     assert sides["a"]["device_key"] == sides["b"]["device_key"] == "ci-box"
+    # and its machine and torch facts, as a baseline's (a trial's compare --json had them all null)
+    import torch
+
+    facts = sides["a"]["environment"]
+    assert facts["torch"] == torch.__version__ and facts["cpu_model"] and facts["thread_setup"]

@@ -975,11 +975,18 @@ class Profile:
             raise OpprofUsageError(bad_argument("top", top, "a whole number of rows >= 1, or None for all"))
         return profile_tables(self, top=top)
 
-    def export_chrome_trace(self, path: str | os.PathLike[str], device_key: str | None = None) -> None:
+    def export_chrome_trace(
+        self,
+        path: str | os.PathLike[str],
+        device_key: str | None = None,
+        environment: dict[str, Any] | None = None,
+    ) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
-        (the plugin's) goes into its header, so `opprof compare` names the trace's machine."""
+        and `environment` (the plugin's: torch, CPU, GPU) go into its header, so `opprof compare`
+        names the trace's machine."""
         opprof = {
             "device_key": device_key,
+            "environment": dict(environment) if environment else None,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
