@@ -959,6 +959,12 @@ def _diff_decimals(a_ms: float | None, b_ms: float | None) -> int:
     return min(stored_decimals(ms) for ms in (a_ms, b_ms) if ms is not None) if (a_ms, b_ms) != (None, None) else 3
 
 
+def _diff_text(diff_ms: float, decimals: int) -> str:
+    """`+0.120`, `-0.001`; a difference below the shown precision is `0.000`, never `-0.000`."""
+    text = f"{diff_ms:+.{decimals}f}"
+    return text if float(text) != 0 else f"{0:.{decimals}f}"
+
+
 def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
     """`opprof compare`: ops of A and B side by side, largest absolute difference first."""
     table = []
@@ -972,7 +978,7 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
                 "-" if r.a_ms is None else stored_ms_text(r.a_ms),
                 "-" if r.b_ms is None else stored_ms_text(r.b_ms),
                 f"{ratio:.2f}x" if ratio is not None else "-",
-                f"{r.diff_ms:+.{_diff_decimals(r.a_ms, r.b_ms)}f}",
+                _diff_text(r.diff_ms, _diff_decimals(r.a_ms, r.b_ms)),
                 "/".join(dict.fromkeys(t for t in (r.a_time, r.b_time) if t)),  # cpu, device or cpu/device
                 r.status + (" (calls)" if r.calls_changed else ""),
             ]

@@ -179,6 +179,8 @@ def parse_globs(text: object) -> tuple[str, ...]:
     if not all(isinstance(i, str) for i in items):
         raise ValueError('op globs: a text or a list of texts like ["aten::copy_", "aten::*mm"]')
     globs = tuple(_split(text))
+    if not globs and any(items):  # `", ,"`, `[" "]`: a slip; "" (an unset variable) or [] ignore none
+        raise ValueError("op globs: a comma list such as 'aten::copy_, aten::*mm' (it names none; empty ignores none)")
     for glob in globs:
         bare = without_overload(glob)
         if bare is not None:  # it would ignore nothing
@@ -465,6 +467,16 @@ def _earlier_report(path: Path, head: bytes) -> bool:
     return not found or found == head
 
 
+def _not_a_report(flag: str, value: str, path: Path) -> str:
+    """An existing file a report would overwrite: another kind of opprof report, or someone's."""
+    other = next((f for f, head in REPORT_HEAD.items() if f != flag and _earlier_report(path, head)), None)
+    what = f"an opprof report of another kind ({other}'s)" if other else "not an opprof report"
+    return (
+        f"{flag}: {value!r} is an existing file, {what}, which the report would overwrite (a test path "
+        f"after a report flag?); give the report a file of its own ({flag}=report{REPORT_SUFFIX[flag]})"
+    )
+
+
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
     second would replace the first), a report or the trace folder inside a device-key folder of
@@ -491,10 +503,6 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
         if where in taken:
             return f"{flag}: {value!r} is also {taken[where]}'s path, which it would overwrite; give each report its own file"
         if flag in REPORT_HEAD and where.is_file() and not _earlier_report(where, REPORT_HEAD[flag]):
-            return (
-                f"{flag}: {value!r} is an existing file that is not an opprof report, which the report would "
-                f"overwrite (a test path after a report flag?); give the report a file of its own "
-                f"({flag}=report{REPORT_SUFFIX[flag]})"
-            )
+            return _not_a_report(flag, value, where)
         taken[where] = flag
     return None

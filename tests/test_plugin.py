@@ -3154,11 +3154,18 @@ def test_a_report_path_naming_a_file_that_is_no_report_is_refused_and_the_file_k
         result = run(pytester, "--opprof", flag, target)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines(
-            [f"ERROR: {flag}: '{target}' is an existing file that is not an opprof report, *({flag}=report{suffix})"]
+            [f"ERROR: {flag}: '{target}' is an existing file, not an opprof report, *({flag}=report{suffix})"]
         )
     assert {name: path.read_text() for name, path in written.items()} == before
     for _ in range(2):  # an earlier report of its own is replaced, run after run
         run(pytester, "--opprof", f"{flag}=report{suffix}").assert_outcomes(passed=1)
+    # another kind of report is kept too, and named as one (a trial's JSON report given to --opprof-csv)
+    other = "--opprof-csv" if flag == "--opprof-json" else "--opprof-json"
+    result = run(pytester, "--opprof", f"{other}=report{suffix}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: {other}: 'report{suffix}' is an existing file, an opprof report of another kind ({flag}'s), *"]
+    )
     (pytester.path / f"empty{suffix}").touch()
     run(pytester, "--opprof", f"{flag}=empty{suffix}").assert_outcomes(passed=1)
 

@@ -149,3 +149,18 @@ def test_shares_never_round_to_an_end_they_are_not_at(share, text):
     from pytest_opprof.units import share_text
 
     assert share_text(share) == text
+
+
+def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero():
+    """A trial's `aten::copy_` 0.007 vs 0.007 ms showed `-0.000` in the diff column: a difference
+    the table cannot show is `0.000`; one it can keeps its sign."""
+    from pytest_opprof.report import side_by_side_table
+    from pytest_opprof.sidebyside import SideRow
+
+    rows = [
+        SideRow("aten::copy_", 1, 1, 0.006543, 0.006512, "cpu", "cpu", "same"),
+        SideRow("aten::mm", 1, 1, 0.35, 0.7, "cpu", "cpu", "slower"),
+        SideRow("aten::add", 1, 1, 0.007, 0.006, "cpu", "cpu", "same"),
+    ]
+    cells = {line.split()[0]: line.split()[6] for line in side_by_side_table(rows).splitlines()[2:]}
+    assert cells == {"aten::copy_": "0.000", "aten::mm": "+0.350", "aten::add": "-0.001"}

@@ -98,6 +98,23 @@ def test_marker_ignore_ops_must_be_texts(value):
     assert problem.startswith(f"t.py::t: @pytest.mark.opprof(ignore_ops={value!r}): expected op globs")
 
 
+def test_ignore_ops_that_name_no_glob_are_refused():
+    """A trial's `--opprof-ignore-ops=", ,"` was accepted as ignoring nothing; an empty value (an
+    unset variable) or an empty list still ignores none."""
+    from pytest_opprof.settings import marker_problem
+
+    with pytest.raises(SettingsError) as info:
+        parse_settings(lookup_from({"ignore_ops": (", ,", "command line")}))
+    assert str(info.value) == (
+        "--opprof-ignore-ops: ', ,' is not op globs: a comma list such as 'aten::copy_, aten::*mm' (it names "
+        "none; empty ignores none) (from command line)"
+    )
+    assert parse_settings(lookup_from({"ignore_ops": ("", "command line")})).ignore_ops == ()
+    problem = marker_problem("t.py::t", (), {"ignore_ops": [" "]})
+    assert problem and "expected op globs: a comma list such as" in problem
+    assert marker_problem("t.py::t", (), {"ignore_ops": []}) is None
+
+
 def test_ignore_ops_with_an_overload_name_is_refused():
     """`aten::add.Tensor` (torch's schema name) would ignore nothing: profiles name ops without
     their overload. Refused from the flag, the ini and the marker, naming the name to use."""
