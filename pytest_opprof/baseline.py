@@ -197,6 +197,8 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         ),
         "workload_reference": _workload_entry(profile),  # BaselineDoc.to_dict writes it only when taken
         "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
+        # BaselineDoc.to_dict writes it only when known (a file written before it reads back the same)
+        "outside_ms": _samples(profile.outside_ops_ns, 1e6) if profile.outside_ops_ns is not None else None,
         "events_per_step": _events_per_step(profile),
         "ops": _op_entries(profile),
         "kernels": _kernel_entries(profile),

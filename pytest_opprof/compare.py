@@ -506,6 +506,10 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
 
 
 STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
+OUTSIDE_WENT = {  # where the wall's own move went, measured outside the ops, by direction
+    True: "the time went there (Python code, hooks, data preparation)",
+    False: "the time was saved there (Python code, hooks, data preparation)",
+}
 OUTSIDE_OPS = {  # why the wall moved when no operator did, by direction
     True: "no operator got slower: the time went outside them (Python code, hooks, data preparation)",
     False: "no operator explains it: the time was saved outside them (Python code, hooks, data "
@@ -517,9 +521,10 @@ def _time(
     current: BaselineDoc, baseline: BaselineDoc, rule: Rule, machine: Machine, skip: set[str], where: str
 ) -> list[Verdict]:
     """A verdict per op whose time moved; when no structure or work changed, one on the steps'
-    wall time beyond what the ops' own slowdowns add to it: what the op times cannot show, a
-    step slower outside its operators (an op that got faster explains no slower wall; one 0.1 ms
-    slower explains 0.1 ms of it, not a wall ten times the baseline's)."""
+    wall time outside the top-level ops: what the op times cannot show, a step slower outside
+    its operators (a hook, a sleep). A baseline recorded before that time was (no `outside_ms`)
+    judges the wall beyond what the ops' own slowdowns add to it (an op that got faster explains
+    no slower wall; one 0.1 ms slower explains 0.1 ms of it, not a wall ten times the baseline's)."""
     verdicts: list[Verdict] = []
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
         if _ignored(name, rule.ignore_ops):
@@ -531,10 +536,14 @@ def _time(
     verdicts += _in_one_step(current, baseline, rule, machine, skip, where)
     if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
         return verdicts
-    added = _ops_added_ms(current, baseline)
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
     docs = (current, baseline)
-    wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added)
+    if current.outside_ms and baseline.outside_ms:
+        outside = (list(current.outside_ms), list(baseline.outside_ms))
+        wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, outside=outside)
+    else:  # a baseline recorded before: the ops' own slowdowns, generously counted, account for the rest
+        added = _ops_added_ms(current, baseline)
+        wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added)
     return verdicts + ([wall] if wall is not None else [])
 
 
@@ -586,12 +595,14 @@ def _ops_added_ms(current: BaselineDoc, baseline: BaselineDoc) -> float:
 
 
 def _wall_unjudged(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> bool:
-    """Whether the wall is not judged: an op whose time is ignored ran on one side only (its
-    time is unknown on the other), or on a device the wall holds the wait for the device's work,
+    """Whether the wall is not judged: for a baseline without the time outside the ops, an op
+    whose time is ignored ran on one side only (its time is unknown on the other); or on a device the wall holds the wait for the device's work,
     other processes' kernels included (xdist workers sharing a GPU), which no CPU-side reading
     excuses."""
     if current.on_device or baseline.on_device:
         return True
+    if current.outside_ms and baseline.outside_ms:
+        return False  # the time outside the ops holds no op's, ignored or not
     return any(_ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
 
 
@@ -606,40 +617,81 @@ def _judged(
     where: str,
     wall: bool = False,
     explained_ms: float = 0.0,
+    outside: tuple[list[float], list[float]] | None = None,
 ) -> Verdict | None:
     """One time verdict on per-step samples (an op's, or with `wall` the steps' wall times), None
-    when the move is within the tolerance or the floor, or not significant. `explained_ms`: what
-    slower ops add to each step (the wall's): only the rest of a slowdown is judged and excused."""
+    when the move is within the tolerance or the floor, or not significant. For the wall, the
+    move judged is its time outside the top-level ops (`outside`: each side's per step), or for
+    a baseline without them, what is left of its slowdown beyond `explained_ms`, what slower ops
+    add to each step."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
-    delta = new_min - old_min
-    own = max(0.0, delta - explained_ms) if delta > 0 else delta  # what no slower op accounts for
+    move = _own_move(new_s, old_s, explained_ms, outside)
+    own = move.own
     if abs(own) <= rule.min_delta_ms or abs(own) <= rule.tolerance * old_min:
         return None  # a baseline of 0 ms (a hand edit, or device time in no step) is judged: any move is beyond it
     slower = own > 0
-    judged_s = [x - explained_ms for x in new_s] if slower else new_s
-    real, p = _significant(judged_s, old_s) if slower else _significant(old_s, new_s)
+    real, p = _significant(move.new, move.old) if slower else _significant(move.old, move.new)
     if not real:
         return None
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     excuse = explained_by_machine(slower, on_device, *docs, machine, python_time=wall, moved=moved, added_ms=own)
     traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
+    steady = ""
     if excuse is None and slower and not wall and not on_device and not traced:
         excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
-    percent = f"{100 * delta / old_min:+.0f}%" if old_min > 0 else "from 0"
-    change = (
-        f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {'slower' if slower else 'faster'}"
-    )
+        if excuse is not None and (steady := _steady_product(*docs)):
+            excuse = None  # the step slowed as a whole where the machine, on the test's own product, did not
+    change = _change_text(name, new_min, old_min, move, outside is not None)
     if excuse:
         message = f"{change}; inconclusive: {excuse.why}){where}"
         return Verdict(TIME, INCONCLUSIVE, message, name, old_min, new_min, p, excuse.why, excuse.fix)
     limit = (
-        f"{_outside_ops(slower, explained_ms)}; " if wall else ""
+        f"{_wall_clause(slower, explained_ms, outside is not None)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
-        limit += _contention_too_small(machine, own, *docs) + _machine_too_little(moved, *docs)
+        limit += _contention_too_small(machine, own, *docs) + _machine_too_little(moved, *docs) + steady
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
+
+
+class _Move(NamedTuple):
+    """What a time verdict judges: the move in ms (+ slower), and the samples that show it."""
+
+    own: float
+    new: list[float]
+    old: list[float]
+
+
+def _own_move(
+    new_s: list[float], old_s: list[float], explained_ms: float, outside: tuple[list[float], list[float]] | None
+) -> _Move:
+    """The per-step time outside the top-level ops, where both sides have it (the wall's own
+    move, exactly); else the samples' move beyond what slower ops add (`explained_ms`)."""
+    if outside is not None:
+        new_out, old_out = outside
+        return _Move(min(new_out) - min(old_out), new_out, old_out)
+    delta = min(new_s) - min(old_s)
+    own = max(0.0, delta - explained_ms) if delta > 0 else delta  # what no slower op accounts for
+    return _Move(own, [x - explained_ms for x in new_s] if own > 0 else new_s, old_s)
+
+
+def _change_text(name: str, new_min: float, old_min: float, move: _Move, outside: bool) -> str:
+    """`aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower`; for the wall judged
+    outside the ops, its time there and its move as a share of the step."""
+    way = "slower" if move.own > 0 else "faster"
+    if outside:
+        share = f"{100 * move.own / old_min:+.0f}% of the step" if old_min > 0 else "from 0"
+        there = f"outside the ops {min(move.new):.3f} vs {min(move.old):.3f} ms"
+        return f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms, {there} ({share}, {way}"
+    percent = f"{100 * (new_min - old_min) / old_min:+.0f}%" if old_min > 0 else "from 0"
+    return f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {way}"
+
+
+def _wall_clause(slower: bool, explained_ms: float, outside: bool) -> str:
+    if outside:
+        return OUTSIDE_WENT[slower]
+    return _outside_ops(slower, explained_ms)
 
 
 def _rest_slowed_alike(
@@ -668,6 +720,24 @@ def _rest_slowed_alike(
         "the machine, or a change to more than this op"
     )
     return Excuse(why, REST_FIX)
+
+
+def _steady_product(current: BaselineDoc, baseline: BaselineDoc) -> str:
+    """Where the test's own costliest product, replayed alone, ran within its noise of the
+    baseline's (the workload reference): the clause saying the machine did not slow, so a step
+    that slowed as a whole is the code's doing (a trial's `set_detect_anomaly(True)` made every
+    op slower, each excused by the others as "the rest of the step slowed alike"). Empty where
+    there is no such reference, or it moved."""
+    mine, theirs = current.workload_reference, baseline.workload_reference
+    if mine is None or theirs is None or not mine.same_product(theirs) or min(mine.ms, theirs.ms) < WORKLOAD_MIN_MS:
+        return ""
+    ratio = mine.ms / theirs.ms
+    if not 1 / STATE_NOISE <= ratio <= STATE_NOISE:
+        return ""
+    return (
+        f"; the whole step slowed, but the test's {mine.op} replayed alone on its inputs ran {ratio:.2f}x its "
+        "baseline time: not the machine"
+    )
 
 
 def _outside_ops(slower: bool, explained_ms: float) -> str:
@@ -939,6 +1009,7 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
         kernels=_pooled(first.kernels, second.kernels, pooled_kernel),
         memory_ops=_pooled(first.memory_ops, second.memory_ops, pooled_memory),
         wall_ms=first.wall_ms + second.wall_ms if first.wall_ms and second.wall_ms else first.wall_ms,
+        outside_ms=first.outside_ms + second.outside_ms if first.outside_ms and second.outside_ms else None,
         events_per_step=events,
         steps=len(events),
         reference_ms=_faster(first.reference_ms, second.reference_ms),

@@ -339,6 +339,7 @@ class BaselineDoc:
     memory_ops: dict[str, MemoryEntry]
     list_shapes: bool = False  # capture.list_shapes: its work holds lists of tensors' shapes (absent: `[]`)
     workload_reference: WorkloadEntry | None = None  # run() on CPU: its costliest product replayed alone
+    outside_ms: tuple[float, ...] | None = None  # per step, the wall outside the top-level ops (the Python between)
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -376,8 +377,8 @@ class BaselineDoc:
         return {*self.ops, *self.kernels, *self.memory_ops}
 
     def to_dict(self) -> dict[str, Any]:
-        """The file's form; `workload_reference` only when taken (a file written before it
-        existed reads back the same)."""
+        """The file's form; `workload_reference` only when taken and `outside_ms` only when known
+        (a file written before they existed reads back the same)."""
         found = {
             "schema": self.schema,
             "nodeid": self.nodeid,
@@ -394,6 +395,8 @@ class BaselineDoc:
         }
         if self.workload_reference is not None:
             found["workload_reference"] = self.workload_reference.to_dict()
+        if self.outside_ms is not None:
+            found["outside_ms"] = list(self.outside_ms)
         return found
 
     def _capture(self) -> dict[str, Any]:
@@ -433,7 +436,7 @@ class BaselineDoc:
             raise ValueError(f"'capture' is {shown_value(found)}, not an object")
         capture: dict[str, Any] = found
         steps = _steps(capture, data["events_per_step"])
-        wall = data.get("wall_ms")
+        wall, outside = data.get("wall_ms"), data.get("outside_ms")
         return cls(
             data["schema"],
             nodeid,
@@ -451,7 +454,18 @@ class BaselineDoc:
             {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
             _flag(capture, "list_shapes"),
             WorkloadEntry.from_dict(data["workload_reference"]) if data.get("workload_reference") is not None else None,
+            _outside(outside, wall, steps) if outside is not None and wall is not None else None,
         )
+
+
+def _outside(value: Any, wall: Any, steps: int) -> tuple[float, ...]:
+    """The per-step time outside the ops: a list like `wall_ms`'s, none over its step's wall."""
+    outside = _per_step(value, "'outside_ms'", steps)
+    walls = _per_step(wall, "'wall_ms'", steps)
+    over = next((i for i, (o, w) in enumerate(zip(outside, walls)) if o > w), None)
+    if over is not None:
+        raise ValueError(f"'outside_ms' is {outside[over]} in step {over + 1}, over its wall_ms, {walls[over]}")
+    return outside
 
 
 _RECORDED = {  # what every baseline file holds (a document of a trace without step markers has no wall)

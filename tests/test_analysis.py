@@ -411,3 +411,24 @@ def test_only_keeps_what_matches_and_the_kernels_run_inside_a_chosen_op():
     assert [m.name for m in others.memory_ops] == ["Memcpy HtoD (Pageable -> Device)"]
     assert [r.name for r in others.runtime] == ["cudaMemcpyAsync"]
     assert {"aten::linear", "sgemm_128x64", "forward", "cudaLaunchKernel"} <= p.names()
+
+
+def test_the_time_outside_the_ops_is_each_steps_wall_less_its_top_level_ops():
+    """Per step, the wall outside the top-level ops of the thread that marks the steps: nested ops
+    count once (in their caller), another thread's ops not at all, an op running past its step
+    only up to the step's end; None where the steps are marked on several threads, or unmarked."""
+    events = [
+        step(1, 0, 1000),
+        op("aten::linear", 100, 300),
+        op("aten::addmm", 110, 250),  # inside linear
+        op("aten::relu", 500, 100),
+        op("aten::mm", 200, 600, tid=2),  # another thread
+        step(2, 1000, 1000),
+        op("aten::relu", 1900, 400),  # past the step's end: 100 us of it in the step
+    ]
+    profile = analyze(events)
+    assert profile.outside_ops_ns == (600_000, 900_000)
+    assert profile.to_dict()["outside_ops_ms"]["median"] == 0.75
+    two_threads = analyze([step(1, 0, 1000), op("aten::relu", 10, 100), step(2, 1000, 1000, tid=2)])
+    assert two_threads.outside_ops_ns is None and two_threads.to_dict()["outside_ops_ms"] is None
+    assert analyze([op("aten::relu", 10, 100)]).outside_ops_ns is None  # no step markers: no wall

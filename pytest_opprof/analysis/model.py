@@ -797,6 +797,9 @@ class Profile:
     ranges: tuple[RangeStats, ...] = ()  # record_function blocks and other annotations, by name
     # run() on CPU: the test's costliest matrix product replayed alone (a machine reference)
     workload_reference: WorkloadReference | None = field(default=None, compare=False)
+    # Per step: its wall time outside the top-level ops of the thread that marks it (the Python
+    # between the ops); None without step markers, or with steps marked on several threads
+    outside_ops_ns: tuple[int, ...] | None = None
 
     def with_work(self, work: dict[str, OpWork], steps: int, list_shapes: bool) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
@@ -947,6 +950,7 @@ class Profile:
             "steps": self.steps,
             "wall_ms": self.wall_ms,
             "step_wall_ms": Dist(tuple(s.wall_ns for s in self.step_spans)).to_dict(1e6) if self.wall_known else None,
+            "outside_ops_ms": Dist(self.outside_ops_ns).to_dict(1e6) if self.outside_ops_ns is not None else None,
             "ops": [o.to_dict() for o in self.ops],
             "kernels": [k.to_dict() for k in self.kernels],
             "memory_ops": [m.to_dict() for m in self.memory_ops],

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import add, lt, neg, sub
+from operator import add, eq, lt, neg, sub
 from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
@@ -86,6 +86,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     device = attribute_device_time(rows, t, ops, tree, cpu, steps)
     runtime = runtime_statistics(rows, steps)
     device_timeline = timeline_of(rows, ops, tree, steps)
+    outside = time_outside_ops(ops, tree, steps, rows.markers)
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
@@ -120,6 +121,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         graph_launches=tuple(device.graph_stats()),
         timeline=device_timeline,
         ranges=tuple(ranges),
+        outside_ops_ns=outside,
     )
 
 
@@ -301,6 +303,25 @@ class Tree:
         while len(found) < depth and (i := self.parent[i]) >= 0:
             found.append(names[i])
         return tuple(found)
+
+
+def time_outside_ops(ops: OpColumns, tree: Tree, steps: Steps, markers: list[Event]) -> tuple[int, ...] | None:
+    """Per step, its wall time outside the top-level ops of the thread that marks it: the Python
+    between the ops (hooks, data preparation), which no op's time holds. None without step
+    markers, or where the steps are marked on several threads (no one thread's time is the step's)."""
+    threads = {(m.pid, m.tid) for m in markers}
+    if not steps.wall_known or len(threads) != 1:
+        return None
+    ((pid, tid),) = threads
+    covered = [0] * steps.count
+    for i in compress(range(len(ops)), map(eq, tree.parent, repeat(-1))):
+        s = tree.op_step[i]
+        if s < 0 or ops.tids[i] != tid or ops.pids[i] != pid:
+            continue
+        span = steps.spans[s]
+        start, end = max(ops.starts[i], span.start_ns), min(ops.starts[i] + ops.durs[i], span.end_ns)
+        covered[s] += max(0, end - start)
+    return tuple(max(0, span.wall_ns - c) for span, c in zip(steps.spans, covered))
 
 
 def nest(ops: OpColumns, runtime: list[Event], steps: Steps) -> Tree:
