@@ -493,8 +493,9 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     trial's +320% step wall sat among `and 5 more` behind three ops that moved a few microseconds)."""
     group = sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
     ops = first_three([v.op or "" for v in group])
-    if status in WRITTEN:  # --opprof-update-baseline=all, or a structure or work change besides
-        outcome = f"its baseline was {status} all the same (=all, or a structure or work change), with these times"
+    if status in WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
+        why = "as =all asks" if status == "rewritten" else "for the changes its other lines name"
+        outcome = f"its baseline was {status} all the same, {why}, with these times"
     elif status in RECORDING:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:

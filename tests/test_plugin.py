@@ -2428,8 +2428,8 @@ def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeas
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_re.py::test_mm: time inconclusive for aten::mm*; its baseline was rewritten all the same (=all, or a "
-            "structure or work change), with these times; *",
+            "test_re.py::test_mm: time inconclusive for aten::mm*; its baseline was rewritten all the same, as =all "
+            "asks, with these times; *",
             "opprof: baselines written: 1 rewritten*",
         ]
     )

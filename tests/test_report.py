@@ -164,3 +164,21 @@ def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero()
     ]
     cells = {line.split()[0]: line.split()[6] for line in side_by_side_table(rows).splitlines()[2:]}
     assert cells == {"aten::copy_": "0.000", "aten::mm": "+0.350", "aten::add": "-0.001"}
+
+
+def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
+    """A trial read `(=all, or a structure or work change)` where a conclusive time change of
+    another op had rewritten the file: the line says =all, or the changes its other lines name."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    slow = Verdict("time", "inconclusive", "m", "aten::mm", 1.0, 1.5, 0.001, "CPU contention: ...", "rerun")
+    faster = Verdict("time", "improved", "aten::relu: faster", "aten::relu", 1.0, 0.5, 0.001)
+    changed = verdict_lines([slow, faster], status="changed")
+    assert changed[0] == (
+        "time inconclusive for aten::mm: CPU contention: ...; its baseline was changed all the same, for the "
+        "changes its other lines name, with these times; rerun"
+    )
+    assert changed[1].startswith("time: aten::relu: faster")
+    (rewritten,) = verdict_lines([slow], status="rewritten")
+    assert "its baseline was rewritten all the same, as =all asks, with these times" in rewritten
