@@ -257,9 +257,15 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
         if len(changes) > MAX_LISTED
         else ""
     )
-    return [Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{where}")], names
+    mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
+    return [Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}")], names
 
 
+DISPATCH_MODE = "PythonDispatchMode"  # the profiler's event of a TorchDispatchMode handling an op
+DISPATCH_MODE_HINT = (
+    "; a TorchDispatchMode now runs (PythonDispatchMode): the profiler records each op it handles and "
+    "calls again, so counts double without more work"
+)
 MAX_LISTED = 12  # changes a structure verdict names; a baseline of 20k made-up ops made a 600 KB line
 
 

@@ -1523,3 +1523,26 @@ def test_a_folder_named_as_a_baseline_is_named_so(tmp_path):
     )
     write_baseline(folder / "inner.json", doc(profile()))
     assert [path.name for path, _ in read_baseline_dir(tmp_path / "cpu")] == ["inner.json"]
+
+
+def test_a_dispatch_mode_that_now_runs_is_named_in_the_structure_verdict():
+    """A trial's TorchDispatchMode read `aten::addmm 4 -> 8/step`, as if the work doubled: the
+    profiler records each op the mode handles twice. The structure verdict says so."""
+    base = doc(profile())
+    events = []
+    for i in range(8):
+        b = i * 10_000
+        events += [
+            step(i + 1, b, 10_000),
+            op("aten::linear", b + 10, 800),
+            op("aten::addmm", b + 20, 700),
+            op("PythonDispatchMode", b + 30, 600),
+            op("aten::addmm", b + 40, 500),
+        ]
+    (verdict,) = [v for v in compare(doc(analyze(events)), base, Rule()).verdicts if v.kind == STRUCTURE]
+    assert verdict.message == (
+        "structure changed: + PythonDispatchMode (1/step), aten::addmm 1 -> 2/step; a TorchDispatchMode now runs "
+        "(PythonDispatchMode): the profiler records each op it handles and calls again, so counts double without "
+        "more work"
+    )
+    assert "TorchDispatchMode" not in compare(doc(profile(extra_ops=("aten::clone",))), base, Rule()).verdicts[0].message
