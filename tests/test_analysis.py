@@ -415,20 +415,23 @@ def test_only_keeps_what_matches_and_the_kernels_run_inside_a_chosen_op():
 
 def test_the_time_outside_the_ops_is_each_steps_wall_less_its_top_level_ops():
     """Per step, the wall outside the top-level ops of the thread that marks the steps: nested ops
-    count once (in their caller), another thread's ops not at all, an op running past its step
-    only up to the step's end; None where the steps are marked on several threads, or unmarked."""
+    count once (in their caller), another thread's ops not at all, an op in the step it starts in
+    (as its time does); the same with one thread (summed from the ops' self times) and several;
+    None where the steps are marked on several threads, or unmarked."""
     events = [
         step(1, 0, 1000),
         op("aten::linear", 100, 300),
         op("aten::addmm", 110, 250),  # inside linear
         op("aten::relu", 500, 100),
-        op("aten::mm", 200, 600, tid=2),  # another thread
         step(2, 1000, 1000),
-        op("aten::relu", 1900, 400),  # past the step's end: 100 us of it in the step
+        op("aten::relu", 1900, 50),
+        op("aten::add", 1960, 30),
     ]
-    profile = analyze(events)
-    assert profile.outside_ops_ns == (600_000, 900_000)
-    assert profile.to_dict()["outside_ops_ms"]["median"] == 0.75
-    two_threads = analyze([step(1, 0, 1000), op("aten::relu", 10, 100), step(2, 1000, 1000, tid=2)])
-    assert two_threads.outside_ops_ns is None and two_threads.to_dict()["outside_ops_ms"] is None
+    one_thread = analyze(events)
+    assert one_thread.outside_ops_ns == (600_000, 920_000)
+    assert one_thread.to_dict()["outside_ops_ms"]["median"] == 0.76
+    two_threads = analyze([*events, op("aten::mm", 200, 600, tid=2)])  # another thread's op
+    assert two_threads.outside_ops_ns == one_thread.outside_ops_ns
+    two_markers = analyze([step(1, 0, 1000), op("aten::relu", 10, 100), step(2, 1000, 1000, tid=2)])
+    assert two_markers.outside_ops_ns is None and two_markers.to_dict()["outside_ops_ms"] is None
     assert analyze([op("aten::relu", 10, 100)]).outside_ops_ns is None  # no step markers: no wall

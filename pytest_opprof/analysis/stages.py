@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
-from operator import add, eq, lt, neg, sub
+from operator import add, lt, neg, sub
 from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
@@ -86,7 +86,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     device = attribute_device_time(rows, t, ops, tree, cpu, steps)
     runtime = runtime_statistics(rows, steps)
     device_timeline = timeline_of(rows, ops, tree, steps)
-    outside = time_outside_ops(ops, tree, steps, rows.markers)
+    outside = time_outside_ops(ops, tree, cpu, steps, rows.markers)
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
@@ -297,6 +297,7 @@ class Tree:
     nested_same_name: list[bool]
     op_step: list[int]
     launcher_of_runtime: list[int]
+    one_thread: tuple[int, int] | None = None  # (pid, tid) where every op and runtime call ran on it
 
     def callers(self, names: list[str], i: int, depth: int = 2) -> tuple[str, ...]:
         found: list[str] = []
@@ -305,22 +306,29 @@ class Tree:
         return tuple(found)
 
 
-def time_outside_ops(ops: OpColumns, tree: Tree, steps: Steps, markers: list[Event]) -> tuple[int, ...] | None:
+def time_outside_ops(
+    ops: OpColumns, tree: Tree, cpu: CpuStats, steps: Steps, markers: list[Event]
+) -> tuple[int, ...] | None:
     """Per step, its wall time outside the top-level ops of the thread that marks it: the Python
-    between the ops (hooks, data preparation), which no op's time holds. None without step
-    markers, or where the steps are marked on several threads (no one thread's time is the step's)."""
+    between the ops (hooks, data preparation), which no op's time holds; each op counts in the
+    step it starts in, as its time does. None without step markers, or where the steps are marked
+    on several threads (no one thread's time is the step's).
+
+    Where every op ran on that thread, its ops' self times summed per step are its top-level
+    ops' time (a few names times the steps, not a pass over the ops); else its top-level ops'."""
     threads = {(m.pid, m.tid) for m in markers}
     if not steps.wall_known or len(threads) != 1:
         return None
-    ((pid, tid),) = threads
-    covered = [0] * steps.count
-    for i in compress(range(len(ops)), map(eq, tree.parent, repeat(-1))):
-        s = tree.op_step[i]
-        if s < 0 or ops.tids[i] != tid or ops.pids[i] != pid:
-            continue
-        span = steps.spans[s]
-        start, end = max(ops.starts[i], span.start_ns), min(ops.starts[i] + ops.durs[i], span.end_ns)
-        covered[s] += max(0, end - start)
+    thread, n = next(iter(threads)), steps.count
+    if tree.one_thread == thread:
+        flat = cpu.self_cpu_per_step
+        covered = [sum(flat[s::n]) for s in range(n)]
+    else:
+        covered = [0] * n
+        on_thread = zip(tree.parent, ops.pids, ops.tids, tree.op_step, ops.durs)
+        for p, pid, tid, s, dur in on_thread:
+            if p < 0 and s >= 0 and (pid, tid) == thread:
+                covered[s] += dur
     return tuple(max(0, span.wall_ns - c) for span, c in zip(steps.spans, covered))
 
 
@@ -331,7 +339,10 @@ def nest(ops: OpColumns, runtime: list[Event], steps: Steps) -> Tree:
     # The last slot of child_ns is a sentinel: top-level ops (parent -1) add their time there.
     tree = Tree([-1] * n_ops, [0] * (n_ops + 1), [False] * n_ops, [-1] * n_ops, [-1] * len(runtime))
     items = _Items(ops, runtime)
-    for group in _thread_groups(ops, runtime):
+    groups = _thread_groups(ops, runtime)
+    if len(groups) == 1 and n_ops:
+        tree.one_thread = (ops.pids[0], ops.tids[0])
+    for group in groups:
         group, group_starts, in_order = items.ordered(group)
         _sweep(tree, items, group, group_starts, n_ops)
         _assign_steps(tree, group, group_starts, in_order, steps, n_ops)
@@ -472,6 +483,7 @@ def fold_redispatches(ops: OpColumns, tree: Tree) -> tuple[OpColumns, Tree]:
         list(compress(tree.nested_same_name, keep)),
         list(compress(tree.op_step, keep)),
         [remap(j) for j in tree.launcher_of_runtime],
+        tree.one_thread,
     )
     return ops.keep(keep), folded_tree
 
