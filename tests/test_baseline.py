@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from builders import kernel, launch, op, step
+from builders import kernel, launch, op, step, stepped
 
 from pytest_opprof.analysis import Profile, analyze
 from pytest_opprof.baseline import (
@@ -1529,20 +1529,22 @@ def test_a_dispatch_mode_that_now_runs_is_named_in_the_structure_verdict():
     """A trial's TorchDispatchMode read `aten::addmm 4 -> 8/step`, as if the work doubled: the
     profiler records each op the mode handles twice. The structure verdict says so."""
     base = doc(profile())
-    events = []
-    for i in range(8):
-        b = i * 10_000
-        events += [
-            step(i + 1, b, 10_000),
+    events = stepped(
+        8,
+        10_000,
+        lambda i, b: [
             op("aten::linear", b + 10, 800),
             op("aten::addmm", b + 20, 700),
             op("PythonDispatchMode", b + 30, 600),
             op("aten::addmm", b + 40, 500),
-        ]
+        ],
+    )
     (verdict,) = [v for v in compare(doc(analyze(events)), base, Rule()).verdicts if v.kind == STRUCTURE]
     assert verdict.message == (
         "structure changed: + PythonDispatchMode (1/step), aten::addmm 1 -> 2/step; a TorchDispatchMode now runs "
         "(PythonDispatchMode): the profiler records each op it handles and calls again, so counts double without "
         "more work"
     )
-    assert "TorchDispatchMode" not in compare(doc(profile(extra_ops=("aten::clone",))), base, Rule()).verdicts[0].message
+    assert (
+        "TorchDispatchMode" not in compare(doc(profile(extra_ops=("aten::clone",))), base, Rule()).verdicts[0].message
+    )
