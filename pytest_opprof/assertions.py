@@ -159,7 +159,7 @@ def _op_count(
         if n == 0 or (n is None and not min):
             claim = "counting zero calls of it"
             if near := near_misses(profile, op):  # `ATEN::ADDMM` beside aten::addmm: a slip that passes forever
-                return near_miss(op, near, claim)
+                return near_miss(op, near, claim, glob=is_glob(op))
             if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
                 return unknown_op(op, closest_names(op, (o.name for o in profile.ops)), claim)
             return None  # zero calls expected and seen
@@ -232,20 +232,21 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     if not is_glob(op) and profile.match_ranges(op):  # it ran: "no op of that name" proves nothing
         return a_range_not_an_op(op, "assert_range_below")
     if near := near_misses(profile, op):
-        return near_miss(op, near)
+        return near_miss(op, near, glob=is_glob(op))
     if not is_glob(op) and is_known is not None and not is_known(op):
         return unknown_op(op, closest_names(op, (o.name for o in profile.ops)))
     return None
 
 
 def near_misses(profile: Profile, op: str) -> list[str]:
-    """The ops that ran whose names `op` matches but for letter case, spaces around `::`, or a
-    left-out `aten::` (`ATEN::ADDMM`, `aten ::addmm`, `addmm`, `aten::*MM` beside aten::addmm):
-    names match exactly, so an absence asserted with such a slip passes beside the op it meant."""
+    """The ops and memory ops that ran whose names `op` matches but for letter case, spaces
+    around `::`, or (for an op) a left-out `aten::` (`ATEN::ADDMM`, `aten ::addmm`, `addmm`,
+    `aten::*MM` beside aten::addmm; `memcpy dtoh*` beside `Memcpy DtoH (Device -> Pageable)`):
+    names match exactly, so an absence asserted with such a slip passes beside what it meant."""
     wanted = _loose(op)
-    if "::" not in wanted:
-        wanted = f"aten::{wanted}"
-    return [o.name for o in profile.ops if o.calls and fnmatch.fnmatchcase(_loose(o.name), wanted)]
+    prefixed = wanted if "::" in wanted else f"aten::{wanted}"
+    ops = [o.name for o in profile.ops if o.calls and fnmatch.fnmatchcase(_loose(o.name), prefixed)]
+    return ops + [m.name for m in profile.memory_ops if m.calls and fnmatch.fnmatchcase(_loose(m.name), wanted)]
 
 
 def _loose(name: str) -> str:

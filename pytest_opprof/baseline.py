@@ -41,6 +41,11 @@ UNUSABLE_WHILE_RECORDING_FIX = (
 )
 
 
+def stable_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """The machine and torch facts a baseline records (ENVIRONMENT_KEYS), each None where absent."""
+    return {key: facts.get(key) for key in ENVIRONMENT_KEYS}
+
+
 def bad_baseline(path: Path | str, reason: str, fix: str = UNUSABLE_FIX) -> str:
     return f"{path}: {reason}; {fix}"
 
@@ -183,7 +188,7 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
         "schema": SCHEMA,
         "nodeid": nodeid,
         "device_key": device_key,
-        "environment": {k: environment.get(k) for k in ENVIRONMENT_KEYS},
+        "environment": stable_facts(environment),
         # BaselineDoc.to_dict writes threads only when known and list_shapes only when true
         "capture": {
             "steps": profile.steps,

@@ -21,7 +21,7 @@ from typing import Any
 
 from .analysis import Profile
 from .analysis.model import selected
-from .baseline import ENVIRONMENT_KEYS, BaselineError, baseline_from_profile, read_baseline, read_baseline_dir
+from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir, stable_facts
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
@@ -321,9 +321,8 @@ def _trace_environment(metadata: dict[str, Any]) -> dict[str, Any]:
     facts = header.get("environment") if isinstance(header, dict) else None
     if not isinstance(facts, dict):
         return {}
-    return {
-        k: v for k in ENVIRONMENT_KEYS if isinstance(v := facts.get(k), (str, int, float)) and not isinstance(v, bool)
-    }
+    plain = {k: v for k, v in facts.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    return stable_facts(plain)
 
 
 def _load_side(text: str) -> _Side:

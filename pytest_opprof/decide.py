@@ -287,9 +287,8 @@ def baseline_step(
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError as exc:
         message = _shown_in(str(exc), path, shown)
-        if update is not None and message.endswith(
-            UNUSABLE_FIX
-        ):  # not "...run pytest --opprof-update-baseline": this run
+        # recording: not "... and run pytest --opprof-update-baseline", the command running
+        if update is not None and message.endswith(UNUSABLE_FIX):
             message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
         return BaselineResult(shown, UNUSABLE, error=f"opprof: {message}")
     outcome = decide(current, old, rule, update, remeasure, shown)

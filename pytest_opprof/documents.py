@@ -454,6 +454,7 @@ class BaselineDoc:
             {str(name): MemoryEntry.from_dict(name, m, steps) for name, m in data["memory_ops"].items()},
             _flag(capture, "list_shapes"),
             WorkloadEntry.from_dict(data["workload_reference"]) if data.get("workload_reference") is not None else None,
+            # without a wall (a file missing it is refused by from_file, naming the wall) no time outside the ops
             _outside(outside, wall, steps) if outside is not None and wall is not None else None,
         )
 

@@ -450,13 +450,13 @@ def unknown_op_name(op: str, close: list[str]) -> str:
     return f"{shown_name(op)}: not an operator torch knows{hint}"
 
 
-def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent") -> str:
-    """An absence asserted with a name that misses an op that ran only by letter case, spaces or
-    the namespace (assertions.near_misses)."""
+def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent", glob: bool = False) -> str:
+    """An absence asserted with a name (or glob) that misses an op that ran only by letter case,
+    spaces or the namespace (assertions.near_misses)."""
+    hint = "write the glob in the names' own letters" if glob else f"did you mean {ran[0]}?"
     return (
         f"{shown_name(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
-        f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; "
-        f"did you mean {ran[0]}?"
+        f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; {hint}"
     )
 
 

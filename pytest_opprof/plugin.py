@@ -22,7 +22,6 @@ import pytest
 from . import hooks
 from .analysis.model import WARNING, Check
 from .baseline import (
-    ENVIRONMENT_KEYS,
     baseline_file,
     baseline_from_profile,
     baseline_root,
@@ -31,6 +30,7 @@ from .baseline import (
     orphan_baselines,
     put_back,
     shown_path,
+    stable_facts,
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
 from .compare import CONTENTION_LIMIT, Machine, Rule
@@ -893,8 +893,10 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
-    facts = {key: state.device.get(key) for key in ENVIRONMENT_KEYS}  # the stable ones, as a baseline's
-    result.export_trace(settings.trace_dir, settings.trace == "all", state.device_key, traced, state.trace_tag, facts)
+    result.export_trace(
+        settings.trace_dir, settings.trace == "all", state.device_key,
+        keep=traced, tag=state.trace_tag, environment=stable_facts(state.device),
+    )  # fmt: skip
     item.stash[_TRACED] = traced or result.trace_path is not None
     # The record rides on the teardown report, so that the xdist controller receives it too.
     record = result.to_record(

@@ -185,6 +185,7 @@ def _whole(value: object) -> int | None:
 
 _NO_ARGS: dict[str, Any] = {}
 _FOURTH_LAST = itemgetter(-4)
+_FIFTH_LAST = itemgetter(-5)  # a digit before the dot: `.123` is no JSON number
 _DROP_DOT = methodcaller("replace", ".", "", 1)
 
 
@@ -202,7 +203,8 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
     the dot gives the nanoseconds. Anything else (ints, other decimals, exponents) goes through
     us_text_to_ns, which also names a bad value."""
     try:
-        if all(map(eq, map(_FOURTH_LAST, values), repeat("."))) and _plain_digits("".join(values)):
+        dots = all(map(eq, map(_FOURTH_LAST, values), repeat(".")))
+        if dots and all(map(str.isdigit, map(_FIFTH_LAST, values))) and _plain_digits("".join(values)):
             ns = list(map(int, map(_DROP_DOT, values)))
             if not ns or -_INT64 < min(ns) <= max(ns) < _INT64:
                 return ns

@@ -414,24 +414,29 @@ def test_only_keeps_what_matches_and_the_kernels_run_inside_a_chosen_op():
 
 
 def test_the_time_outside_the_ops_is_each_steps_wall_less_its_top_level_ops():
-    """Per step, the wall outside the top-level ops of the thread that marks the steps: nested ops
-    count once (in their caller), another thread's ops not at all, an op in the step it starts in
-    (as its time does); the same with one thread (summed from the ops' self times) and several;
-    None where the steps are marked on several threads, or unmarked."""
+    """Per step, the wall outside the ops of the thread that marks the steps: nested ops count
+    once (in their caller), an op's time in the step it starts in (as its time does; a child
+    starting in the next step counts there), an op outside every step and another thread's op
+    outside the steps not at all. None where an op in a step ran on another thread (a pool's work
+    would read as time outside the ops), the steps are marked on several threads, or unmarked."""
     events = [
+        op("aten::empty", -500, 100),  # before the first step
         step(1, 0, 1000),
         op("aten::linear", 100, 300),
         op("aten::addmm", 110, 250),  # inside linear
         op("aten::relu", 500, 100),
+        op("aten::copy_", 950, 100),  # runs into step 2: its time counts in step 1
         step(2, 1000, 1000),
-        op("aten::relu", 1900, 50),
-        op("aten::add", 1960, 30),
+        op("aten::to", 1900, 150),
+        op("aten::_to_copy", 2005, 20),  # inside aten::to, starting in no step: counted nowhere
     ]
-    one_thread = analyze(events)
-    assert one_thread.outside_ops_ns == (600_000, 920_000)
-    assert one_thread.to_dict()["outside_ops_ms"]["median"] == 0.76
-    two_threads = analyze([*events, op("aten::mm", 200, 600, tid=2)])  # another thread's op
-    assert two_threads.outside_ops_ns == one_thread.outside_ops_ns
+    profile = analyze(events)
+    assert profile.outside_ops_ns == (500_000, 870_000)  # aten::to's self time, 130 us, in step 2
+    assert profile.to_dict()["outside_ops_ms"]["median"] == 0.685
+    elsewhere = analyze([*events, op("aten::mm", -400, 200, tid=2)])  # another thread, outside the steps
+    assert elsewhere.outside_ops_ns == profile.outside_ops_ns
+    pool = analyze([*events, op("aten::mm", 200, 600, tid=2)])  # another thread's op in a step
+    assert pool.outside_ops_ns is None and pool.to_dict()["outside_ops_ms"] is None
     two_markers = analyze([step(1, 0, 1000), op("aten::relu", 10, 100), step(2, 1000, 1000, tid=2)])
-    assert two_markers.outside_ops_ns is None and two_markers.to_dict()["outside_ops_ms"] is None
+    assert two_markers.outside_ops_ns is None
     assert analyze([op("aten::relu", 10, 100)]).outside_ops_ns is None  # no step markers: no wall

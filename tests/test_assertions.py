@@ -150,9 +150,10 @@ def test_an_absence_asserted_with_a_slip_beside_the_op_it_meant_fails(name):
     p = three_steps()
     known = lambda name: True  # noqa: E731
     message = assertions.no_op(name, known)(p)
+    hint = "write the glob in the names' own letters" if "*" in name else "did you mean aten::addmm?"
     assert message.endswith(
         "no op of exactly that name ran, but aten::addmm did (names match exactly: letter case, spaces and "
-        "the `aten::` namespace count), so asserting it is absent proves nothing; did you mean aten::addmm?"
+        f"the `aten::` namespace count), so asserting it is absent proves nothing; {hint}"
     ), message
     assert message.startswith(repr(name) if name.startswith(" ") else name)
     counted = assertions.op_count(name, 0, is_known=known)(p)
@@ -160,6 +161,23 @@ def test_an_absence_asserted_with_a_slip_beside_the_op_it_meant_fails(name):
     # what is not a slip still passes: another op's name, a range's glob, a name nothing resembles
     for other in ("aten::mm", "aten::add", "mm", "## forward*"):
         assert assertions.no_op(other, known)(p) is None
+
+
+@pytest.mark.parametrize("name", ["memcpy dtoh*", "Memcpy DtoH (device -> pageable)"])
+def test_an_absent_memory_op_asserted_with_a_slip_fails(name):
+    """A review's assert_no_op("memcpy dtoh*") passed beside `Memcpy DtoH (Device -> Pageable)`:
+    memory ops are matched as ops are, letter case aside."""
+    p = analyze(
+        [
+            step(1, 0, 1000),
+            op("aten::copy_", 10, 100, ext=1),
+            launch(20, 1),
+            memcpy("Memcpy DtoH (Device -> Pageable)", 30, 20, 64, corr=1),
+        ]
+    )
+    message = assertions.no_op(name, lambda n: True)(p)
+    assert "no op of exactly that name ran, but Memcpy DtoH (Device -> Pageable) did" in message
+    assert assertions.no_op("Memcpy HtoD*", lambda n: True)(p) is None
 
 
 def test_a_stream_waiting_on_another_is_no_host_sync():

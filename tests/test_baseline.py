@@ -557,19 +557,20 @@ def test_a_machine_reference_off_the_baselines_makes_a_move_its_way_inconclusive
 
 
 @pytest.mark.parametrize("key", ["dispatch_reference_ms", "reference_ms"])
-def test_a_machine_reference_explains_a_move_up_to_twice_its_own(key):
-    """x1.25 slower explains an op up to x1.5 (+50%): x1.43 is inconclusive, x2 is not the
-    machine; x0.8 (faster) explains an op down to x1/1.5 and no further."""
+def test_a_machine_reference_explains_an_op_up_to_four_times_its_own_move(key):
+    """x1.25 slower explains an op up to x2 (+100%: memory-bound ops slow further than the
+    cache-resident references in a slow spell): x2 is inconclusive, x3 is not the machine; x0.8
+    (faster) explains an op down to x1/2 and no further."""
     base = doc(profile(addmm_us=[700] * 8)).replace(**{key: 0.4})
 
     def verdict(addmm_us, reference_ms):
         return addmm_verdict(doc(profile(addmm_us=[addmm_us] * 8)).replace(**{key: reference_ms}), base)
 
-    assert verdict(1000, 0.5).status == "inconclusive"
-    doubled = verdict(1400, 0.5)
-    assert doubled.status == "regressed" and doubled.why is None
-    assert "the machine ran 1.25x slower (" in doubled.message and "explains up to x1.50, not x2.00)" in doubled.message
-    assert verdict(500, 0.32).status == "inconclusive"
+    assert verdict(1400, 0.5).status == "inconclusive"
+    tripled = verdict(2100, 0.5)
+    assert tripled.status == "regressed" and tripled.why is None
+    assert "the machine ran 1.25x slower (" in tripled.message and "explains up to x2.00, not x3.00)" in tripled.message
+    assert verdict(360, 0.32).status == "inconclusive"
     assert verdict(300, 0.32).status == "improved"
 
 
@@ -1233,13 +1234,17 @@ def test_the_step_wall_is_judged_on_the_time_outside_the_ops():
     base = spent_outside(doc(profile()), 0.3)  # linear 0.8 ms + 0.3 outside
     hooked = spent_outside(doc(profile(addmm_us=(1760,) * 8)), 1.43)  # addmm (in linear) +1.06, outside +1.13
     (wall,) = [v for v in compare(hooked, base, Rule(), path="b.json").verdicts if v.op == STEP_WALL]
-    assert (wall.status, wall.message) == (
+    assert (wall.status, wall.message, wall.base_ms, wall.new_ms) == (
         "regressed",
-        "step wall: 3.290 ms/step vs baseline 1.100 ms, outside the ops 1.430 vs 0.300 ms (+103% of the step, "
-        "slower; the time went there (Python code, hooks, data preparation); limit +20%, p=0.00656) [b.json]",
+        "step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+103% of its 1.100 ms step, slower; the "
+        "time went there (Python code, hooks, data preparation); limit +20%, p=0.00656) [b.json]",
+        0.3,
+        1.43,
     )
     old_path = compare(hooked.replace(outside_ms=None), base.replace(outside_ms=None), Rule()).verdicts
     assert STEP_WALL not in [v.op for v in old_path]  # the generous account: 2.12 ms "explained" of 2.19
+    # one side without it (a capture whose steps' ops ran on another thread too): the older account
+    assert STEP_WALL not in [v.op for v in compare(hooked.replace(outside_ms=None), base, Rule()).verdicts]
     # ops 0.8 ms faster, outside +1 ms: the wall +8% alone, under its limit; the time outside is not
     slow = spent_outside(doc(profile(addmm_us=(2100,) * 8)), 0.275)
     faster_ops = spent_outside(doc(profile(addmm_us=(1300,) * 8)), 1.27)
@@ -1454,8 +1459,9 @@ def test_a_whole_step_slower_where_the_tests_own_product_ran_as_fast_is_the_code
     """A trial's `set_detect_anomaly(True)` made every op slower (the step x1.6-2.6) and passed 5 of
     5 runs: each op was excused by the others as "the rest of the step slowed alike", on a quiet
     machine. Where the test's own product, replayed alone on its inputs, ran within its noise of
-    the baseline's, the machine did not slow: the op fails, saying so. A replay that moved (or
-    none) leaves the rule as it was."""
+    the baseline's, the machine did not slow that op: it fails, saying so. Other ops keep the
+    excuse (a review: a cache-resident replay does not see a spell that slows a convolution), and
+    a replay that moved (or none) leaves the rule as it was."""
     from pytest_opprof.documents import WorkloadEntry
 
     def replayed(d, ms):
@@ -1471,6 +1477,8 @@ def test_a_whole_step_slower_where_the_tests_own_product_ran_as_fast_is_the_code
         "limit +20%, p=0.00656; the whole step slowed, but the test's aten::addmm replayed alone on its inputs ran "
         "1.04x its baseline time: not the machine)"
     )
+    linear = next(v for v in compare(replayed(whole, 0.52), base, Rule()).verdicts if v.op == "aten::linear")
+    assert linear.status == "inconclusive" and linear.why.startswith("the rest of the step slowed alike")
     assert addmm_verdict(replayed(whole, 0.6), base).status == "inconclusive"  # x1.2: the machine moved too
     assert addmm_verdict(whole, base).status == "inconclusive"  # no replay this time
 

@@ -310,6 +310,8 @@ def _event(**fields):
         (_event(dur=" 12.000"), "' 12.000' is not a number of microseconds"),
         (_event(dur="\u0661\u0662"), "'\u0661\u0662' is not a number of microseconds"),
         (_event(dur="+5"), "'+5' is not a number of microseconds"),
+        (_event(dur=".123"), "'.123' is not a number of microseconds"),  # a review: the fast path read 123 ns
+        (_event(dur="-.123"), "'-.123' is not a number of microseconds"),
         (_event(ts={}), "complete event 0 ('aten::mm'): {} is not a number of microseconds"),  # was a KeyError
         (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (

@@ -309,27 +309,23 @@ class Tree:
 def time_outside_ops(
     ops: OpColumns, tree: Tree, cpu: CpuStats, steps: Steps, markers: list[Event]
 ) -> tuple[int, ...] | None:
-    """Per step, its wall time outside the top-level ops of the thread that marks it: the Python
-    between the ops (hooks, data preparation), which no op's time holds; each op counts in the
-    step it starts in, as its time does. None without step markers, or where the steps are marked
-    on several threads (no one thread's time is the step's).
-
-    Where every op ran on that thread, its ops' self times summed per step are its top-level
-    ops' time (a few names times the steps, not a pass over the ops); else its top-level ops'."""
+    """Per step, its wall time outside the ops of the thread that marks it: the Python between
+    the ops (hooks, data preparation), which no op's time holds. An op's self time counts in the
+    step it starts in, as its time does, so the steps' ops' self times summed per step are their
+    time (nested ops once), from the CPU statistics: a few names times the steps, no pass over
+    the ops. None without step markers, where the steps are marked on several threads, or where
+    an op in a step ran on another thread (a pool's work: the marking thread waits for it
+    outside its own ops, which is no time outside the ops)."""
     threads = {(m.pid, m.tid) for m in markers}
     if not steps.wall_known or len(threads) != 1:
         return None
     thread, n = next(iter(threads)), steps.count
-    if tree.one_thread == thread:
-        flat = cpu.self_cpu_per_step
-        covered = [sum(flat[s::n]) for s in range(n)]
-    else:
-        covered = [0] * n
-        on_thread = zip(tree.parent, ops.pids, ops.tids, tree.op_step, ops.durs)
-        for p, pid, tid, s, dur in on_thread:
-            if p < 0 and s >= 0 and (pid, tid) == thread:
-                covered[s] += dur
-    return tuple(max(0, span.wall_ns - c) for span, c in zip(steps.spans, covered))
+    if tree.one_thread != thread and any(
+        s >= 0 and (pid, tid) != thread for s, pid, tid in zip(tree.op_step, ops.pids, ops.tids)
+    ):
+        return None
+    flat = cpu.self_cpu_per_step  # name k's step s at k * n + s
+    return tuple(max(0, span.wall_ns - sum(flat[s::n])) for s, span in enumerate(steps.spans))
 
 
 def nest(ops: OpColumns, runtime: list[Event], steps: Steps) -> Tree:
