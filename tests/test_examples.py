@@ -135,6 +135,17 @@ def test_the_ci_workflows_use_only_flags_that_exist():
         assert "upload-artifact" in text and "pytest --opprof" in text
 
 
+def test_a_workflow_uploading_the_baseline_folder_includes_hidden_files():
+    """actions/upload-artifact 4.4+ leaves out dot folders by default: the record workflow's
+    artifact held no `.opprof/` (a newcomer trial's finding)."""
+    for workflow in (EXAMPLES / "06_ci" / "workflows").glob("*.yml"):
+        for step in workflow.read_text().split("- name:"):
+            if "upload-artifact" in step and ".opprof/" in step:
+                assert "include-hidden-files: true" in step, workflow.name
+                assert "if-no-files-found: error" in step, workflow.name
+    assert ".opprof/" in (EXAMPLES / "06_ci" / "workflows" / "opprof-record.yml").read_text()
+
+
 def test_ci_pins_the_torch_the_example_baselines_were_recorded_with():
     """The comparison above skips under another torch; CI must never be that case."""
     pinned = re.search(r"torch==([\d.]+)", (ROOT / ".ci" / "run").read_text())
