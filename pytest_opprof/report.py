@@ -493,14 +493,28 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     trial's +320% step wall sat among `and 5 more` behind three ops that moved a few microseconds)."""
     group = sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
     ops = first_three([v.op or "" for v in group])
+    fix = group[0].fix or QUIET_MACHINE_FIX
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
         why = "as =all asks" if status == "rewritten" else "for the changes its other lines name"
         outcome = f"its baseline was {status} all the same, {why}, with these times"
+        fix = _written_fix(group)
     elif status in RECORDING:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
-    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {group[0].fix or QUIET_MACHINE_FIX}"
+    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
+
+
+def _written_fix(group: list[Verdict]) -> str:
+    """What to do once the file holds this run's times: nothing where the run was the quicker
+    one (a trial's =all run was told to run =all again), else record on a quiet machine if
+    what slowed it was load."""
+    if all(_added_ms(v) <= 0 for v in group):
+        return "nothing more to do: the file now holds this quicker run's times"
+    return (
+        "its times are this run's, slower than the baseline's were: if the machine was loaded, record it "
+        "again on a quiet machine (pytest --opprof-update-baseline=all with the test's id)"
+    )
 
 
 def _run_lines(
@@ -523,7 +537,10 @@ def _run_lines(
             "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
             "for a time check"
         )
-    old = sum(1 for r in records if r.baseline and r.baseline.schema == 1)
+    # What the files read say of themselves, for those this run left as they were: a file it
+    # wrote holds this run's times and work (an =all run was told to run =all again).
+    standing = [r for r in records if r.baseline and r.baseline.status not in WRITTEN]
+    old = sum(1 for r in standing if r.baseline and r.baseline.schema == 1)
     if old:
         lines.append(
             f"opprof: {count_of(old, 'baseline')} of schema 1 (no work signatures, counts before "
@@ -531,9 +548,9 @@ def _run_lines(
             "pytest --opprof-update-baseline=all records them again as schema 2"
         )
     lines += (
-        _work_lines(records)
-        + _lists_lines(records)
-        + _loaded_lines(records)
+        _work_lines(standing)
+        + _lists_lines(standing)
+        + _loaded_lines(standing)
         + _baseline_lines(records, looked_in, verbose)
         + _ignore_lines(records, unjudged_globs)
         + _thread_leak_lines(records)

@@ -2000,7 +2000,7 @@ def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_i
     """Recorded while the machine ran 20x slower (references and ops): a calm rerun is inconclusive
     with the fix to record it again (not "a quiet machine": it is one), and a summary line names
     the command; re-recording keeps it; =all with the test's id records it, and then a slowdown the
-    inflated baseline hid fails."""
+    inflated baseline hid fails. That =all run tells no one to run =all again (a newcomer's did)."""
     from conftest import set_references
 
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
@@ -2027,7 +2027,10 @@ def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_i
     fake_clock.costs["aten::addmm"] = 800_000  # a 4x slowdown the inflated baseline hides
     run(pytester, "--opprof", "-k", "big").assert_outcomes(passed=1)
     fake_clock.costs["aten::addmm"] = 200_000
-    run(pytester, "--opprof-update-baseline=all", "test_base.py::test_big").assert_outcomes(passed=1)
+    rewritten = run(pytester, "--opprof-update-baseline=all", "test_base.py::test_big")
+    rewritten.assert_outcomes(passed=1)
+    rewritten.stdout.fnmatch_lines(["*rewritten all the same, as =all asks, with these times; nothing more to do*"])
+    assert "record it again" not in rewritten.stdout.str() and "recorded under load" not in rewritten.stdout.str()
     fake_clock.costs["aten::addmm"] = 800_000
     run(pytester, "--opprof", "-k", "big").assert_outcomes(failed=1)
 

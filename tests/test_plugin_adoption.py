@@ -516,3 +516,6 @@ def test_a_baseline_without_work_says_its_work_was_not_compared(pytester, monkey
     )
     (test,) = json.loads(out.read_text())["tests"]
     assert "aten::mm" in test["baseline"]["work_unrecorded"]
+    rewritten = run(pytester, "--opprof-update-baseline=all", "test_w.py::test_w")
+    assert "rewritten" in rewritten.stdout.str() and "was not compared" not in rewritten.stdout.str()
+    assert all(entry["work"] for entry in json.loads(path.read_text())["ops"].values())

@@ -177,8 +177,27 @@ def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
     changed = verdict_lines([slow, faster], status="changed")
     assert changed[0] == (
         "time inconclusive for aten::mm: CPU contention: ...; its baseline was changed all the same, for the "
-        "changes its other lines name, with these times; rerun"
+        "changes its other lines name, with these times; its times are this run's, slower than the baseline's "
+        "were: if the machine was loaded, record it again on a quiet machine (pytest "
+        "--opprof-update-baseline=all with the test's id)"
     )
     assert changed[1].startswith("time: aten::relu: faster")
     (rewritten,) = verdict_lines([slow], status="rewritten")
     assert "its baseline was rewritten all the same, as =all asks, with these times" in rewritten
+
+
+def test_a_rewritten_baseline_of_a_quicker_run_is_not_told_to_be_rewritten_again():
+    """A newcomer's `=all` run, made as a baseline recorded under load asked, ended with that same
+    advice (`record it again, pytest --opprof-update-baseline=all`): the file now holds this run's
+    times, so a quicker run's line says there is nothing more to do."""
+    from pytest_opprof.compare import LOADED_FIX, Verdict
+    from pytest_opprof.report import verdict_lines
+
+    quicker = Verdict(
+        "time", "inconclusive", "m", "aten::mm", 14.4, 0.17, 0.001, "the machine ran 82.64x faster", LOADED_FIX
+    )
+    (rewritten,) = verdict_lines([quicker], status="rewritten")
+    assert rewritten.endswith("with these times; nothing more to do: the file now holds this quicker run's times")
+    assert "=all" not in rewritten.split("with these times")[1]
+    (compared,) = verdict_lines([quicker])
+    assert compared.endswith(LOADED_FIX)
