@@ -146,6 +146,12 @@ def test_a_workflow_uploading_the_baseline_folder_includes_hidden_files():
     assert ".opprof/" in (EXAMPLES / "06_ci" / "workflows" / "opprof-record.yml").read_text()
 
 
+def test_the_gpu_workflow_states_the_torch_range_the_package_declares():
+    """The GPU recipe keeps the runner's CUDA torch only within the declared range: it says which."""
+    declared = re.search(r'"(torch[^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert f"({declared})" in (EXAMPLES / "06_ci" / "workflows" / "opprof-gpu.yml").read_text()
+
+
 def test_ci_pins_the_torch_the_example_baselines_were_recorded_with():
     """The comparison above skips under another torch; CI must never be that case."""
     pinned = re.search(r"torch==([\d.]+)", (ROOT / ".ci" / "run").read_text())
