@@ -30,13 +30,14 @@ from .errors import (
     chooses_no_op,
     csv_chose_no_op,
     device_against_cpu,
+    machine_speed_differs,
     selects_nothing,
     two_machines,
     two_tests,
 )
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
-from .sidebyside import SideRow, b_regressed, side_by_side
+from .sidebyside import SideRow, b_regressed, machine_speed, side_by_side
 from .tables import profile_tables
 from .trace import load_trace
 from .units import count_of
@@ -447,6 +448,9 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
         found.append(device_against_cpu("A" if on_device[0] else "B"))
     if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
         found.append(two_tests(*pairs[0][1]))
+    speed = machine_speed((da, db) for _, _, da, db in pairs)
+    if speed:
+        found.append(machine_speed_differs(speed.ratio, speed.reference, speed.tests))
     return found
 
 

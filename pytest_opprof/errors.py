@@ -140,6 +140,15 @@ def device_against_cpu(device_side: str) -> str:
     )
 
 
+def machine_speed_differs(ratio: float, reference: str, tests: int) -> str:
+    speed = f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
+    return (
+        f"B's machine ran the {reference} reference {speed} than A's (median of {count_of(tests, 'test')}): "
+        "CPU times differ by about that much with no change to the code (another machine, or load while one "
+        "side recorded)"
+    )
+
+
 def two_tests(nodeid_a: str, nodeid_b: str) -> str:
     return f"A and B are baselines of two tests ({nodeid_a}, {nodeid_b}): their ops differ by what the tests run"
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, median_calls
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, REFERENCES, STATE_NOISE, median_calls
 from .documents import BaselineDoc, KernelShare
 
 SIDE_STATS = ("median", "min")
@@ -154,3 +154,26 @@ def _side_status(a_ms: float | None, b_ms: float | None, tolerance: float, min_d
 def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA_MS) -> list[SideRow]:
     """The rows that make B worse than A: slower ops, and added ops costing more than the floor."""
     return [r for r in rows if r.status == "slower" or (r.status == "added" and (r.b_ms or 0.0) > min_delta_ms)]
+
+
+@dataclass(frozen=True)
+class MachineSpeed:
+    """How many times slower B's machine ran a reference than A's: the median over the tests
+    whose documents both hold it (baselines do; traces hold none)."""
+
+    reference: str  # "dispatch" or "matmul"
+    ratio: float
+    tests: int
+
+
+def machine_speed(pairs: Iterable[tuple[BaselineDoc, BaselineDoc]]) -> MachineSpeed | None:
+    """The reference that moved most between the sides, where beyond a steady machine's own
+    spread (STATE_NOISE) either way; None where none did or no test holds both sides' references."""
+    pairs = list(pairs)
+    moved = []
+    for key, what in REFERENCES:
+        ratios = [getattr(b, key) / getattr(a, key) for a, b in pairs if getattr(a, key) and getattr(b, key)]
+        if ratios:
+            moved.append(MachineSpeed(what, median(ratios), len(ratios)))
+    moved = [m for m in moved if max(m.ratio, 1 / m.ratio) > STATE_NOISE]
+    return max(moved, key=lambda m: max(m.ratio, 1 / m.ratio), default=None)

@@ -678,3 +678,33 @@ def test_a_baseline_with_an_op_named_like_a_trace_key_is_read_as_a_baseline(caps
         write_baseline(tmp_path / name, baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", ENV))
     code, out, _ = run_cli(capsys, "compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
     assert code == 0 and json.loads(out)["a"]["kind"] == "baseline"
+
+
+def test_compare_warns_when_the_machine_references_ran_at_other_speeds(capsys, tmp_path):
+    """A newcomer's B was recorded while the machine ran 79x slower: every test `regressed` and
+    nothing said the machine, which both baselines' references showed. The reference that moved
+    most is named with its factor (the median over the tests), either way; within a steady
+    machine's own spread, nothing is said."""
+    from dataclasses import replace
+
+    root = tmp_path / ".opprof"
+
+    def folder(key, matmul, dispatch):
+        for nodeid in ("t.py::a", "t.py::b", "t.py::c"):
+            doc = baseline_from_profile(analyze(steps_with([500] * 3)), nodeid, key, ENV)
+            write_baseline(
+                baseline_path(root, key, nodeid), replace(doc, reference_ms=matmul, dispatch_reference_ms=dispatch)
+            )
+        return root / key
+
+    a, b, c = folder("a", 0.1866, 0.40), folder("b", 14.81, 6.0), folder("c", 0.19, 0.41)
+    _, out, _ = run_cli(capsys, "compare", a, b)
+    assert (
+        "warning: B's machine ran the matmul reference 79.37x slower than A's (median of 3 tests): CPU times "
+        "differ by about that much with no change to the code (another machine, or load while one side recorded)"
+    ) in out
+    data = json.loads(run_cli(capsys, "compare", b, a, "--json")[1])
+    assert [w for w in data["warnings"] if "reference" in w][0].startswith(
+        "B's machine ran the matmul reference 79.37x faster than A's"
+    )
+    assert "reference" not in run_cli(capsys, "compare", a, c)[1]
