@@ -795,6 +795,11 @@ FASTER_FIX = (
     "machine or spell; where this speed is the runner's usual, record it again, pytest "
     "--opprof-update-baseline=all with the test's id"
 )
+SLOWER_MACHINE_FIX = (
+    "no other load was seen (the test's threads seldom waited for a CPU): the machine itself ran slower, a slow "
+    "spell or process state of a shared VM, or another runner; rerun for a time verdict, and where it stays "
+    "this slow, record the baseline on this runner (pytest --opprof-update-baseline=all with the test's id)"
+)
 LOADED_FIX = (
     "its baseline was recorded under load (its inflated times hide slowdowns): record it again on a quiet "
     "machine, pytest --opprof-update-baseline=all with the test's id"
@@ -847,7 +852,7 @@ def explained_by_machine(
             continue
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
-            return Excuse(why, _machine_fix(ratio, current, baseline))
+            return Excuse(why, _machine_fix(ratio, current, baseline, machine))
     return None
 
 
@@ -900,12 +905,16 @@ def _machine_too_little(moved: float, current: BaselineDoc, baseline: BaselineDo
     return f"; the machine ran {speed_words(ratio)} ({what} reference): that explains up to x{most:.2f}{moved_text}"
 
 
-def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc) -> str:
+def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc, machine: Machine) -> str:
     """What to do for a time verdict when a reference moved by `ratio` (new / baseline): on a
-    slower machine, find a quiet one; on a faster one, the baseline is what was slow."""
+    slower machine, find a quiet one where other load was seen, else rerun (an idle VM's slow
+    process state: a trial's idle run was told to find a quiet machine); on a faster one, the
+    baseline is what was slow."""
     if recorded_under_load(current, baseline):
         return LOADED_FIX
-    return QUIET_MACHINE_FIX if ratio >= 1 else FASTER_FIX
+    if ratio < 1:
+        return FASTER_FIX
+    return QUIET_MACHINE_FIX if machine.cpu_wait is None or _contended(machine) else SLOWER_MACHINE_FIX
 
 
 def _within(moved: float | None, ratio: float) -> bool:

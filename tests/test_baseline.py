@@ -28,6 +28,7 @@ from pytest_opprof.compare import (
     FASTER_FIX,
     LOADED_FIX,
     QUIET_MACHINE_FIX,
+    SLOWER_MACHINE_FIX,
     STEP_WALL,
     STRUCTURE,
     TIME,
@@ -546,7 +547,11 @@ def test_a_machine_reference_off_the_baselines_makes_a_move_its_way_inconclusive
     verdict = addmm_verdict(at(slow_doc, 0.676), base)
     assert verdict.status == "inconclusive"
     assert verdict.why == f"the machine ran 1.69x slower than when the baseline was recorded ({what} reference)"
-    assert verdict.fix == QUIET_MACHINE_FIX  # this run's machine was the slow one
+    assert verdict.fix == QUIET_MACHINE_FIX  # this run's machine was the slow one (its CPU wait unknown)
+    idle = addmm_verdict(at(slow_doc, 0.676), base, Machine(cpu_wait=0.004))
+    assert (
+        idle.status == "inconclusive" and idle.fix == SLOWER_MACHINE_FIX
+    )  # a trial's idle VM: no quiet machine to find
     assert addmm_verdict(at(fast_doc, 0.676), base).status == "improved"
     assert addmm_verdict(at(slow_doc, 0.2), base).status == "regressed"
     faster = addmm_verdict(at(fast_doc, 0.2), base)
