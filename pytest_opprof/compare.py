@@ -307,12 +307,14 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
 
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
     """A verdict per op whose work changed (both sides recorded it; its call count did not change;
-    of one whose calls differ between steps, only replaced inputs: _steady), the costliest first
-    (the baseline's fastest step): the op that carries the step heads the failure, not an
-    `aten::add` of 0.4% of it that sorts first by name (a trial's doubled LSTM)."""
-    verdicts = []
+    of one whose calls differ between steps, only replaced inputs: _steady), those whose FLOPs
+    changed first, each group the costliest first (the baseline's fastest step): the op that
+    carries the step heads the failure, not an `aten::add` of 0.4% of it that sorts first by name
+    (a trial's doubled LSTM), and `aten::addmm: 1.8x the FLOPs` before the 13 inputs of the
+    transformer layer's fused op that called it (a trial's wider feed-forward)."""
+    found = []
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
-    for name in sorted(set(current.ops) & set(baseline.ops), key=lambda n: (-cost[n], n)):
+    for name in set(current.ops) & set(baseline.ops):
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
             continue
@@ -320,8 +322,11 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
         parts = work_changes(new, old, lists) if steady else _inputs_replaced(new, old, lists)
         if parts:
-            verdicts.append(Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
-    return verdicts
+            flops_same = not steady or new.flops_per_step == old.flops_per_step
+            found.append(
+                ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
+            )
+    return [verdict for _, verdict in sorted(found, key=lambda f: f[0])]
 
 
 def _thread_setup(doc: BaselineDoc) -> str | None:

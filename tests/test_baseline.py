@@ -752,6 +752,43 @@ def test_work_verdicts_put_the_costliest_op_first():
     assert [(v.kind, v.op) for v in verdicts] == [(WORK, "aten::mkldnn_rnn_layer"), (WORK, "aten::add")]
 
 
+def test_work_verdicts_put_a_flops_change_before_a_costlier_caller_s_inputs():
+    """A trial's wider transformer feed-forward led with the 13 inputs of the fused layer op that
+    called `aten::addmm`, its `1.8x the FLOPs` second: ops whose FLOPs changed come first, each
+    group the costliest first."""
+
+    def layer(ff):
+        events = []
+        for i in range(6):
+            base = i * 10_000
+            events.append(step(i + 1, base, 10_000))
+            events.append(
+                op(
+                    "aten::_transformer_encoder_layer_fwd",
+                    base + 10,
+                    5000,
+                    shapes=((8, 64), (ff, 64)),
+                    dtypes=("float",) * 2,
+                )
+            )
+            events.append(
+                op(
+                    "aten::addmm",
+                    base + 20,
+                    3000,
+                    shapes=((ff,), (64, 64), (64, ff)),
+                    dtypes=("float",) * 3,
+                    flops=64 * 64 * ff * 2,
+                )
+            )
+            events.append(op("aten::relu", base + 4000, 900, shapes=((64, ff),), dtypes=("float",)))
+        return analyze(events)
+
+    verdicts = compare(doc(layer(1024)), doc(layer(512)), Rule()).verdicts
+    assert [v.op for v in verdicts] == ["aten::addmm", "aten::_transformer_encoder_layer_fwd", "aten::relu"]
+    assert verdicts[0].message.startswith("aten::addmm: 2x the FLOPs per step")
+
+
 def test_a_dtype_change_is_a_work_verdict_with_the_same_flops():
     """float -> double: same shapes and FLOPs, other input types."""
     (verdict, *_) = compare(doc(mlp_profile(dtype="double")), doc(mlp_profile()), Rule()).verdicts
