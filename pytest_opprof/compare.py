@@ -261,6 +261,11 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
         else ""
     )
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
+    if _threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
+        mode += (
+            f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
+            "a thread count changes how some ops split their work"
+        )
     return [Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}")], names
 
 

@@ -1165,6 +1165,26 @@ def test_threads_changed_by_the_test_are_a_work_verdict_and_its_cpu_times_are_no
     assert [v.kind for v in compare(device_slow, device_base, Rule()).verdicts] == [WORK, TIME]
 
 
+def test_a_structure_change_on_other_threads_names_the_thread_count():
+    """A verdict trial's one-thread training step failed first on `structure changed: aten::as_strided
+    58 -> 56/step, ...` (reductions split otherwise), the cause a line later: the structure verdict
+    names the thread count too."""
+    base = threaded(doc(profile(linear=False)), 2)
+    one = threaded(doc(profile(linear=False, extra_ops=("aten::select",))), 1)
+    (structure, threads) = compare(one, base, Rule()).verdicts
+    assert structure.kind == STRUCTURE and threads.kind == WORK
+    assert structure.message == (
+        "structure changed: + aten::select (1/step); torch ran on 1 thread, the baseline on 2: a thread count "
+        "changes how some ops split their work"
+    )
+    assert (
+        "torch ran on"
+        not in compare(threaded(doc(profile(linear=False, extra_ops=("aten::select",))), 2), base, Rule())
+        .verdicts[0]
+        .message
+    )
+
+
 def test_threads_on_another_machine_setup_are_environment_and_make_cpu_times_inconclusive():
     """Another setup (more CPUs, OMP_NUM_THREADS): an environment verdict, not failing;
     a CPU time moved either way is inconclusive with the reason and its own fix (the machine
