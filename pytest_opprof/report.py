@@ -298,8 +298,10 @@ def _summary_block(
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
     if profile.overhead is not None:  # best profiled step / best unprofiled one
-        disturbed = " (unprofiled steps disturbed)" if profile.overhead < DISTURBED_BELOW else ""
-        wall += f", profiler x{profile.overhead:.2f}{disturbed}"
+        if profile.overhead < DISTURBED_BELOW:  # a trial read `profiler x0.02` as a figure
+            wall += f", profiler cost unknown (the unprofiled calls were disturbed: x{profile.overhead:.2f})"
+        else:
+            wall += f", profiler x{profile.overhead:.2f}"
     lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)
