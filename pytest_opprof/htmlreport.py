@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import CUT_SHORT
 from .files import write_output
-from .tables import by_shown_time, median_wall_ns
+from .tables import by_shown_time, median_wall_ns, profiler_cost_text
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def _meta(
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:
-        bits.append(f"profiler x{profile.overhead:.2f}")
+        bits.append(profiler_cost_text(profile.overhead))
     if baseline is not None:
         bits.append(f"baseline {baseline.status}")
     said = failure or ""  # a trust error the failure above says already is not said twice

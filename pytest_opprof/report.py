@@ -38,7 +38,7 @@ from .documents import BaselineDoc
 from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended
 from .files import safe_name, write_output
 from .htmlreport import test_section
-from .tables import by_shown_time, median_wall_ns, ms_cell, ranges_table, short, timeline_line
+from .tables import by_shown_time, median_wall_ns, ms_cell, profiler_cost_text, ranges_table, short, timeline_line
 from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -281,7 +281,6 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
 
 
 T = TypeVar("T")
-DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed
 
 
 def _summary_block(
@@ -298,10 +297,7 @@ def _summary_block(
     if profile.event_table is not None and profile.event_table.has_shapes:
         wall += ", times include recording inputs"  # a one-step capture records them in its step
     if profile.overhead is not None:  # best profiled step / best unprofiled one
-        if profile.overhead < DISTURBED_BELOW:  # a trial read `profiler x0.02` as a figure
-            wall += f", profiler cost unknown (the unprofiled calls were disturbed: x{profile.overhead:.2f})"
-        else:
-            wall += f", profiler x{profile.overhead:.2f}"
+        wall += f", {profiler_cost_text(profile.overhead)}"
     lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)

@@ -203,3 +203,14 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
         parts += ["", runtime_table(profile, top)]
     parts += ["", checks_table(profile)]
     return "\n".join(parts)
+
+
+DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed
+
+
+def profiler_cost_text(overhead: float) -> str:
+    """What profiling cost a step (best profiled / best unprofiled), or why it is unknown: below
+    DISTURBED_BELOW the unprofiled calls were the disturbed ones (a trial read `x0.02` as a figure)."""
+    if overhead < DISTURBED_BELOW:
+        return f"profiler cost unknown (the unprofiled calls were disturbed: x{overhead:.2f})"
+    return f"profiler x{overhead:.2f}"

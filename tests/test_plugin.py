@@ -2815,7 +2815,8 @@ def test_the_observer_effect_is_in_the_report_and_far_above_the_usual_is_a_warni
     assert "warning overhead" not in result.stdout.str()
     result.stdout.fnmatch_lines(["test_x.py::test_x [[]passed[]] (3 steps, *.* ms/step wall, profiler x1.00)"])
     fake_clock.unprofiled_ns = int(wall_ms * 1e6 * 10)  # a stall hit the unprofiled steps: x0.10 is no measure
-    result = run(project, "--opprof")
+    result = run(project, "--opprof", "--opprof-html=r.html")
+    assert "profiler cost unknown (the unprofiled calls were disturbed: x0.10)" in (project.path / "r.html").read_text()
     result.stdout.fnmatch_lines(
         [
             "test_x.py::test_x [[]passed[]] (3 steps, *.* ms/step wall, profiler cost unknown (the unprofiled calls "
