@@ -22,7 +22,7 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir, stable_facts
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, speed_words
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -450,7 +450,7 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
         found.append(two_tests(*pairs[0][1]))
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
-        found.append(machine_speed_differs(speed.ratio, speed.reference, speed.tests))
+        found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))
     return found
 
 
