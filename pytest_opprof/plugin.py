@@ -56,6 +56,7 @@ from .errors import (
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
+    CONTENTION,
     WRITTEN,
     ReportSpool,
     TestRecord,
@@ -765,7 +766,7 @@ def _take_profile(
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
         if fixture.cpu_wait is not None and fixture.cpu_wait > CONTENTION_LIMIT:
-            _add_check(item, Check("contention", WARNING, contended_capture(fixture.cpu_wait)))
+            _add_check(item, Check(CONTENTION, WARNING, contended_capture(fixture.cpu_wait)))
     if result.profile is not None:
         result.captures = fixture.captures
         item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))

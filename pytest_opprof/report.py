@@ -428,6 +428,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             "checked only by the assertions made right after them (a test of its own keeps each)"
         )
     shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
+    if not verbose and _said_contention(baseline):  # a newcomer's loaded run: two lines a test said it twice
+        shown = [c for c in shown if c.name != CONTENTION]
     lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in shown]
     if record.trace:
         lines.append(f"{nodeid}: trace written to {record.trace}")
@@ -501,6 +503,15 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
+
+
+CONTENTION = "contention"  # the trust warning of a capture whose threads waited for a CPU (plugin)
+
+
+def _said_contention(baseline: BaselineResult | None) -> bool:
+    """Whether a time inconclusive line of the test names CPU contention already."""
+    verdicts = baseline.verdicts if baseline else ()
+    return any(v.status == INCONCLUSIVE and (v.why or "").startswith("CPU contention") for v in verdicts)
 
 
 def _written_fix(group: list[Verdict]) -> str:

@@ -2443,13 +2443,15 @@ def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeas
 
 def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(remeasure_project, fake_clock, monkeypatch):
     """A slowdown under contention neither passes silently nor fails: one line with the reason
-    and the fix; --opprof-strict (or ini opprof_strict) makes the test an error."""
+    and the fix, which stands for the `contention` warning (a newcomer's loaded run said the wait
+    twice a test; `-v` and the JSON keep the warning); --opprof-strict (or ini opprof_strict)
+    makes the test an error."""
     from pytest_opprof import device
 
     fake_clock.host_step_ns = 100_000_000  # 50 ms waited: enough to explain the slowdown
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
     fake_clock.costs["aten::mm"] = 800_000
-    result = run(remeasure_project, "--opprof")
+    result = run(remeasure_project, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -2457,6 +2459,10 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
             "CPU 50% of the capture; neither passed nor failed (--opprof-strict makes this an error); rerun on a quiet machine *"
         ]
     )
+    assert "warning contention" not in result.stdout.str()
+    (test,) = json.loads((remeasure_project.path / "r.json").read_text())["tests"]
+    assert [c["status"] for c in test["checks"] if c["name"] == "contention"] == ["warning"]
+    run(remeasure_project, "--opprof", "-v").stdout.fnmatch_lines(["test_re.py::test_mm: warning contention: *"])
     for args in (["--opprof-strict"], ["-o", "opprof_strict=true"]):
         result = run(remeasure_project, "--opprof", *args)
         result.assert_outcomes(errors=1)
