@@ -16,7 +16,7 @@ from . import (
     assertions,
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
-from .capture import StepRecorder, by_failure, is_known_op, known_op_names, run_steps, validate_run_args
+from .capture import StepRecorder, by_failure, run_steps, validate_run_args
 from .compare import CONTENTION_LIMIT
 from .decide import BaselineResult
 from .errors import (
@@ -34,6 +34,7 @@ from .errors import (
     untrusted_measurement,
     waited_for_cpu,
 )
+from .opnames import is_known_op, known_op_names
 
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 

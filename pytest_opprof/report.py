@@ -21,7 +21,6 @@ from tabulate import tabulate
 
 from .analysis import Check, Profile
 from .assertions import is_glob
-from .capture import is_known_op
 from .compare import (
     CHANGED,
     CONTENTION_LIMIT,
@@ -38,6 +37,7 @@ from .documents import BaselineDoc
 from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended
 from .files import safe_name, write_output
 from .htmlreport import test_section
+from .opnames import is_known_op
 from .tables import by_shown_time, median_wall_ns, ms_cell, profiler_cost_text, ranges_table, short, timeline_line
 from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 

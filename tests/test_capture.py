@@ -101,7 +101,7 @@ def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     A backward node torch numbers is known only by its number (a training trial's
     `assert_no_op("ToCopyBackward")` passed beside 7 `ToCopyBackward0` a step); a custom
     autograd.Function's node (`MyFunctionBackward`) cannot be checked."""
-    from pytest_opprof.capture import is_known_op
+    from pytest_opprof.opnames import is_known_op
 
     assert is_known_op(name) is known
 

@@ -1,0 +1,71 @@
+"""What torch knows of operator names: whether a name asserted on is one torch has, and the
+names it registers, for a typo's closest match. Read from torch only when called (the caller
+has torch imported); a leaf, so the report can ask without the capture layer."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
+_NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
+
+
+def is_known_op(name: str) -> bool:
+    """Whether torch knows an operator of this exact name ("aten::copy_"), or an autograd node
+    of it ("ToCopyBackward0", with or without the engine's prefix). Names outside the aten/prim
+    namespaces (custom ops, record_function labels) cannot be checked: True."""
+    node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
+    if node is not None:
+        return _known_node(node.group(0), node.group(1))
+    namespace, sep, op = name.partition("::")
+    if not sep and re.match(r"(aten|prim)[:.]", name):  # `aten:addmm`, `aten.addmm`: the separator mistyped
+        return False
+    if sep and namespace not in ("aten", "prim") and namespace.strip().lower() in ("aten", "prim"):
+        return False  # `ATEN::addmm`, `aten ::addmm`: the namespace mistyped
+    if not sep or namespace not in ("aten", "prim"):
+        return True
+    torch = _torch()
+    packet = getattr(getattr(torch.ops, namespace), op.split(".")[0], None)
+    return packet is not None
+
+
+def _known_node(name: str, stem: str) -> bool:
+    """Whether a backward node name is torch's, or a custom autograd.Function's (`MyFnBackward`):
+    torch numbers its generated nodes, so `ToCopyBackward` (or `ToCopyBackward7`) where torch
+    has `ToCopyBackward0` is a typo that would pass assert_no_op forever."""
+    torch = _torch()
+    functions = getattr(torch._C, "_functions", None)
+    if functions is None or hasattr(functions, name) or name in _custom_nodes(torch):
+        return True
+    return not any(hasattr(functions, f"{stem}{n}") for n in range(4))
+
+
+def _custom_nodes(torch: Any) -> set[str]:
+    """The backward nodes of the autograd.Functions defined so far (`class Exp(Function)` runs
+    as `ExpBackward`, beside torch's own `ExpBackward0`): never a typo."""
+    base = getattr(getattr(torch.autograd, "function", None), "BackwardCFunction", None)
+    found: set[str] = set()
+    pending = list(base.__subclasses__()) if base is not None else []
+    while pending:
+        node = pending.pop()
+        found.add(node.__name__)
+        pending.extend(node.__subclasses__())
+    return found
+
+
+def known_op_names() -> list[str]:
+    """The aten/prim operator names torch registers (overloads folded: `aten::add`) and its
+    backward nodes (`ToCopyBackward0`): what a name is_known_op refuses may have meant."""
+    torch = _torch()
+    registered: list[str] = getattr(torch._C, "_dispatch_get_all_op_names", list)()
+    names = {n.split(".")[0] for n in registered if n.startswith(("aten::", "prim::"))}
+    names |= {n for n in dir(getattr(torch._C, "_functions", None)) if _NODE_NAME.fullmatch(n)}
+    return sorted(names)
