@@ -38,6 +38,7 @@ DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
 ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
+CONTENTION_WHY = "CPU contention"  # how an inconclusive verdict's why begins when the wait explains it
 CONTENTION_SLACK = 1.5  # ...up to this times the ms they waited: a 20% wait explains no x3.7 step
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
 WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its own slowdown (x1.4: +80%)
@@ -557,12 +558,14 @@ def _time(
         return verdicts
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
     docs = (current, baseline)
+    outside = None
     if current.outside_ms and baseline.outside_ms:
         outside = (list(current.outside_ms), list(baseline.outside_ms))
-        wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, outside=outside)
-    else:  # a baseline recorded before: the ops' own slowdowns, generously counted, account for the rest
-        added = _ops_added_ms(current, baseline)
-        wall = _judged(STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added)
+    # a baseline recorded before: the ops' own slowdowns, generously counted, account for the rest
+    added = 0.0 if outside else _ops_added_ms(current, baseline)
+    wall = _judged(
+        STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added, outside=outside
+    )
     return verdicts + ([wall] if wall is not None else [])
 
 
@@ -754,16 +757,11 @@ def _steady_product(name: str, current: BaselineDoc, baseline: BaselineDoc) -> s
     `set_detect_anomaly(True)` made every op slower, each excused by the others as "the rest of
     the step slowed alike"). Empty for other ops (a cache-resident replay does not see a spell
     that slows a memory-bound convolution), where there is no such reference, or it moved."""
-    mine, theirs = current.workload_reference, baseline.workload_reference
-    if mine is None or theirs is None or mine.op != name or not mine.same_product(theirs):
-        return ""
-    if min(mine.ms, theirs.ms) < WORKLOAD_MIN_MS:
-        return ""
-    ratio = mine.ms / theirs.ms
-    if not 1 / STATE_NOISE <= ratio <= STATE_NOISE:
+    replayed = _workload_ratio(current, baseline)
+    if replayed is None or replayed[0] != name or not 1 / STATE_NOISE <= replayed[1] <= STATE_NOISE:
         return ""
     return (
-        f"; the whole step slowed, but the test's {mine.op} replayed alone on its inputs ran {ratio:.2f}x its "
+        f"; the whole step slowed, but the test's {name} replayed alone on its inputs ran {replayed[1]:.2f}x its "
         "baseline time: not the machine"
     )
 
@@ -855,7 +853,7 @@ def explained_by_machine(
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
     if slower and _contended(machine) and _contention_explains(machine, added_ms, current, baseline):
-        return Excuse(f"CPU contention: {waited_for_cpu(machine.cpu_wait or 0.0)}")
+        return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         explains = _within(moved, ratio) if bounded else _within_slowdown(moved, ratio, slack)
         if not explains:  # the op moved further than its own product did alone, or x4 on a machine x1.24
@@ -958,11 +956,23 @@ def _reference_ratios(
     found = [
         (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
     ]
-    mine, theirs = current.workload_reference, baseline.workload_reference
-    timed = mine is not None and theirs is not None and min(mine.ms, theirs.ms) >= WORKLOAD_MIN_MS
-    if workload and timed and mine is not None and theirs is not None and mine.same_product(theirs):
-        found.append((mine.ms / theirs.ms, f"{mine.op} on the test's inputs", True))  # bounded: see _within
+    replayed = _workload_ratio(current, baseline) if workload else None
+    if replayed is not None:
+        op, ratio = replayed
+        found.append((ratio, f"{op} on the test's inputs", True))  # bounded: see _within
     return found
+
+
+def _workload_ratio(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, float] | None:
+    """The op the workload reference replays and its replay's time ratio (new / baseline), where
+    both sides replayed the same product on the same inputs, each in WORKLOAD_MIN_MS or more
+    (a shorter replay is timer noise)."""
+    mine, theirs = current.workload_reference, baseline.workload_reference
+    if mine is None or theirs is None or not mine.same_product(theirs):
+        return None
+    if min(mine.ms, theirs.ms) < WORKLOAD_MIN_MS:
+        return None
+    return mine.op, mine.ms / theirs.ms
 
 
 REFERENCES = (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul"))

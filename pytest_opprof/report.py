@@ -24,6 +24,7 @@ from .assertions import is_glob
 from .compare import (
     CHANGED,
     CONTENTION_LIMIT,
+    CONTENTION_WHY,
     INCONCLUSIVE,
     MIN_TIME_STEPS,
     QUIET_MACHINE_FIX,
@@ -511,7 +512,7 @@ CONTENTION = "contention"  # the trust warning of a capture whose threads waited
 def _said_contention(baseline: BaselineResult | None) -> bool:
     """Whether a time inconclusive line of the test names CPU contention already."""
     verdicts = baseline.verdicts if baseline else ()
-    return any(v.status == INCONCLUSIVE and (v.why or "").startswith("CPU contention") for v in verdicts)
+    return any(v.status == INCONCLUSIVE and (v.why or "").startswith(CONTENTION_WHY) for v in verdicts)
 
 
 def _written_fix(group: list[Verdict]) -> str:
