@@ -119,6 +119,11 @@ def waited_for_cpu(wait: float) -> str:
     return f"the test's threads waited for a CPU {100 * wait:.0f}% of the capture{' (summed over them)' if wait > 1 else ''}"
 
 
+def waited_for_cpu_up_to(wait: float) -> str:
+    """`waited_for_cpu` of several tests at once, `wait` the largest of their waits."""
+    return f"their threads waited for a CPU up to {100 * wait:.0f}% of the capture{' (summed over threads)' if wait > 1 else ''}"
+
+
 def contended_capture(wait: float) -> str:
     """The `contention` warning: other load on the machine during the capture."""
     return (

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import shlex
 import statistics
 import tempfile
 import textwrap
@@ -35,7 +36,7 @@ from .compare import (
 )
 from .decide import SPEED, BaselineResult, OpRow
 from .documents import BaselineDoc
-from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended
+from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended, waited_for_cpu_up_to
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_known_op
@@ -382,14 +383,16 @@ def format_problems(
     (`looked_in`: the baseline folder the 'no baseline' line names; `unjudged_globs`: ignore globs
     not said to match nothing, as the run's own in a run narrowed by -k: the rest of the suite
     may hold their ops)."""
+    shared = _Shared() if verbose else shared_load(records)
     lines = []
     for record in records:
-        lines += _test_lines(record, verbose)
-    return "\n".join(lines + _run_lines(records, recording, looked_in, unjudged_globs, verbose))
+        lines += _test_lines(record, verbose, shared)
+    return "\n".join(lines + list(shared.lines) + _run_lines(records, recording, looked_in, unjudged_globs, verbose))
 
 
-def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
+def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None) -> list[str]:
     nodeid, baseline = record.nodeid, record.baseline
+    shared = shared or _Shared()
     lines = []
     if record.unreliable:
         lines.append(
@@ -405,12 +408,13 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
     elif remeasured == "confirmed":
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
-        lines += [f"{nodeid}: {line}" for line in verdict_lines(list(baseline.verdicts), verbose, baseline.status)]
+        verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
+        lines += [f"{nodeid}: {line}" for line in verdict_lines(verdicts, verbose, baseline.status)]
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         if changed and baseline.status == "compared":  # a recording run has recorded it
             lines.append(f"{nodeid}: {record_if_intended(nodeid)}")
     wait = record.cpu_wait
-    if record.baseline_status in WRITTEN and wait is not None and wait > CONTENTION_LIMIT:
+    if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
             f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
             f"of the capture{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
@@ -429,8 +433,8 @@ def _test_lines(record: TestRecord, verbose: bool) -> list[str]:
             "checked only by the assertions made right after them (a test of its own keeps each)"
         )
     shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
-    if not verbose and _said_contention(baseline):  # a newcomer's loaded run: two lines a test said it twice
-        shown = [c for c in shown if c.name != CONTENTION]
+    if not verbose and (_said_contention(baseline) or _recorded_contended(record) or nodeid in shared.warned):
+        shown = [c for c in shown if c.name != CONTENTION]  # a newcomer's loaded run: said once, not twice a test
     lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in shown]
     if record.trace:
         lines.append(f"{nodeid}: trace written to {record.trace}")
@@ -489,10 +493,15 @@ def _added_ms(verdict: Verdict) -> float:
     return verdict.new_ms - (verdict.base_ms or 0.0)
 
 
+def _largest_first(group: Iterable[Verdict]) -> list[Verdict]:
+    """Time verdicts, the largest move first, either way (a trial's +320% step wall sat among
+    `and 5 more` behind three ops that moved a few microseconds)."""
+    return sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
+
+
 def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
-    """The inconclusive time verdicts in one line, the largest move named first, either way (a
-    trial's +320% step wall sat among `and 5 more` behind three ops that moved a few microseconds)."""
-    group = sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
+    """The inconclusive time verdicts in one line, the largest move named first."""
+    group = _largest_first(group)
     ops = first_three([v.op or "" for v in group])
     fix = group[0].fix or QUIET_MACHINE_FIX
     if status in WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
@@ -513,6 +522,91 @@ def _said_contention(baseline: BaselineResult | None) -> bool:
     """Whether a time inconclusive line of the test names CPU contention already."""
     verdicts = baseline.verdicts if baseline else ()
     return any(v.status == INCONCLUSIVE and (v.why or "").startswith(CONTENTION_WHY) for v in verdicts)
+
+
+def _contended(record: TestRecord) -> bool:
+    """Whether the test's threads waited for a CPU long enough for a `contention` warning."""
+    return record.cpu_wait is not None and record.cpu_wait > CONTENTION_LIMIT
+
+
+def _recorded_contended(record: TestRecord) -> bool:
+    """A baseline this run wrote from a capture whose threads waited for a CPU."""
+    return record.baseline_status in WRITTEN and _contended(record)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """The run's lines on CPU contention that stand for several tests' own (a loaded runner
+    printed the same two lines for each of its tests), and the tests whose lines they stand for:
+    their inconclusive time line, their 'recorded while waiting' line, their contention warning."""
+
+    lines: tuple[str, ...] = ()
+    inconclusive: frozenset[str] = frozenset()
+    recorded: frozenset[str] = frozenset()
+    warned: frozenset[str] = frozenset()
+
+
+_SHARED_OUTCOME = {
+    "compared": "neither passed nor failed (--opprof-strict makes this an error)",
+    "kept": "their baselines were kept as they were (an inconclusive measurement never replaces one)",
+}
+
+
+def shared_load(records: list[TestRecord]) -> _Shared:
+    """One line for what two tests or more said of CPU contention alike (not with -v, which keeps
+    each test's): time inconclusive for it, baselines recorded under it, the warning itself."""
+    inconclusive: dict[tuple[str, str], list[TestRecord]] = {}
+    for record in records:
+        key = _contention_inconclusive(record)
+        if key:
+            inconclusive.setdefault(key, []).append(record)
+    lines, said = [], set()
+    for (status, fix), group in inconclusive.items():
+        if len(group) > 1:
+            ids = [r.nodeid for r in group]
+            lines.append(
+                f"opprof: time inconclusive in {count_of(len(ids), 'test')} for {CONTENTION_WHY}: {_most_waited(group)}; "
+                f"{_SHARED_OUTCOME[status]}; {fix}: {first_three(ids)} (-v: each test's line)"
+            )
+            said.update(ids)
+    recorded = [r for r in records if _recorded_contended(r)]
+    if len(recorded) > 1:
+        lines.append(
+            f"opprof: {count_of(len(recorded), 'baseline')} recorded while {_most_waited(recorded)}: their CPU times "
+            "may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a small "
+            f"runner): pytest --opprof-update-baseline=all {_ids(r.nodeid for r in recorded)}"
+        )
+    warned = [r for r in records if _contended(r) and not _said_contention(r.baseline) and not _recorded_contended(r)]
+    warned = [r for r in warned if any(c.name == CONTENTION for c in r.checks)]
+    if len(warned) > 1:
+        lines.append(
+            f"opprof: warning {CONTENTION} in {count_of(len(warned), 'test')}: {_most_waited(warned)}: other load on "
+            "the machine inflated their CPU times; time assertions judge them as measured; rerun on a quiet machine: "
+            f"{first_three([r.nodeid for r in warned])}"
+        )
+    return _Shared(
+        tuple(lines),
+        frozenset(said),
+        frozenset(r.nodeid for r in recorded) if len(recorded) > 1 else frozenset(),
+        frozenset(r.nodeid for r in warned) if len(warned) > 1 else frozenset(),
+    )
+
+
+def _contention_inconclusive(record: TestRecord) -> tuple[str, str] | None:
+    """(baseline status, fix) of a test whose time inconclusive line leads with CPU contention,
+    where a line for several tests can say its outcome (compared, or kept by a recording run)."""
+    baseline = record.baseline
+    if not baseline or baseline.status not in _SHARED_OUTCOME:
+        return None
+    group = _largest_first(v for v in baseline.verdicts if v.status == INCONCLUSIVE)
+    if not group or not (group[0].why or "").startswith(CONTENTION_WHY):
+        return None
+    return baseline.status, group[0].fix or QUIET_MACHINE_FIX
+
+
+def _most_waited(records: list[TestRecord]) -> str:
+    """`their threads waited for a CPU up to 151% of the capture`, over tests that waited."""
+    return waited_for_cpu_up_to(max(r.cpu_wait or 0.0 for r in records))
 
 
 def _written_fix(group: list[Verdict]) -> str:
@@ -609,7 +703,7 @@ def _lists_lines(records: list[TestRecord]) -> list[str]:
 def _ids(nodeids: Iterable[str]) -> str:
     """The first three node ids as command-line arguments, `...` for more."""
     ids = sorted(nodeids)
-    return " ".join(ids[:3]) + (" ..." if len(ids) > 3 else "")
+    return " ".join(shlex.quote(i) for i in ids[:3]) + (" ..." if len(ids) > 3 else "")
 
 
 def _loaded_lines(records: list[TestRecord]) -> list[str]:

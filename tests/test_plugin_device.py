@@ -324,3 +324,56 @@ def test_traces_the_plugin_writes_carry_its_device_key_for_compare(pytester, cap
 
     facts = sides["a"]["environment"]
     assert facts["torch"] == torch.__version__ and facts["cpu_model"] and facts["thread_setup"]
+
+
+LOADED_PAIR = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+def test_one(opprof):
+    opprof.run(lambda: torch.mm(a, b), warmup=2, steps=6)
+
+
+def test_two(opprof):
+    opprof.run(lambda: torch.mm(a, b), warmup=2, steps=6)
+"""
+
+
+def test_a_loaded_run_says_contention_once_for_its_tests(pytester, fake_clock, monkeypatch):
+    """A trial's loaded runner printed two lines per test saying the same wait: recording under
+    contention, and the comparison's inconclusive verdicts, now each get one run line naming the
+    tests (the command that records them again, quoted for the shell); -v keeps each test's line."""
+    fake_clock.costs["aten::mm"] = 200_000
+    fake_clock.host_step_ns = 100_000_000  # 50 ms waited a step: enough to explain the slowdown
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)  # half of every ns
+    pytester.makepyfile(test_pair=LOADED_PAIR)
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 2 baselines recorded while their threads waited for a CPU up to 50% of the capture: their CPU "
+            "times may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a "
+            "small runner): pytest --opprof-update-baseline=all test_pair.py::test_one test_pair.py::test_two",
+        ]
+    )
+    out = result.stdout.str()
+    assert "::test_one: baseline recorded while" not in out and "warning contention" not in out
+    fake_clock.costs["aten::mm"] = 6_400_000
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: time inconclusive in 2 tests for CPU contention: their threads waited for a CPU up to 50% of "
+            "the capture; neither passed nor failed (--opprof-strict makes this an error); rerun on a quiet machine "
+            "(no other load, no -n on a small runner) for a time verdict: test_pair.py::test_one, "
+            "test_pair.py::test_two (-v: each test's line)",
+        ]
+    )
+    assert "test_pair.py::test_one: time inconclusive" not in result.stdout.str()
+    result = run(pytester, "--opprof", "-v")
+    result.stdout.fnmatch_lines(
+        ["test_pair.py::test_one: aten::mm: *inconclusive: CPU contention: the test's threads waited for a CPU 50%*"]
+    )
+    assert "opprof: time inconclusive in 2 tests" not in result.stdout.str()

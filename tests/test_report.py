@@ -201,3 +201,81 @@ def test_a_rewritten_baseline_of_a_quicker_run_is_not_told_to_be_rewritten_again
     assert "=all" not in rewritten.split("with these times")[1]
     (compared,) = verdict_lines([quicker])
     assert compared.endswith(LOADED_FIX)
+
+
+def loaded(nodeid: str, wait: float, baseline=None) -> TestRecord:
+    """A record whose threads waited for a CPU `wait` of the capture, with its contention warning."""
+    from pytest_opprof.errors import contended_capture
+
+    warning = Check("contention", "warning", contended_capture(wait))
+    return TestRecord(**{**record(nodeid).__dict__, "cpu_wait": wait, "checks": (warning,), "baseline": baseline})
+
+
+def inconclusive_result(status: str, why: str):
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.decide import BaselineResult
+
+    verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 0.2, 6.4, 0.01, why, "rerun quietly")
+    return BaselineResult(".opprof/cpu/t.py/x.json", status, verdicts=(verdict,))
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [("compared", "neither passed nor failed"), ("kept", "their baselines were kept as they were")],
+)
+def test_contention_inconclusive_lines_of_several_tests_become_one(status, outcome):
+    """Tests whose time was inconclusive for CPU contention share one line (the largest wait,
+    the outcome, the fix, the tests); a test inconclusive for another reason keeps its own line,
+    and a lone contended test keeps its line where its outcome differs."""
+    from pytest_opprof.report import format_problems
+
+    contended = inconclusive_result(status, "CPU contention: the test's threads waited for a CPU 50% of the capture")
+    records = [
+        loaded("t.py::a", 0.5, contended),
+        loaded("t.py::b[1-2]", 1.2, contended),
+        loaded("t.py::c", 0.4, inconclusive_result(status, "GPU clocks throttled")),
+    ]
+    lines = format_problems(records).splitlines()[:3]  # a recording run's count of files follows
+    assert lines == [
+        f"t.py::c: time inconclusive for aten::mm: GPU clocks throttled; {lines[0].split('; ')[1]}; rerun quietly",
+        "t.py::c: warning contention: the test's threads waited for a CPU 40% of the capture: other load on the "
+        "machine inflated its CPU times; time assertions judge them as measured (a baseline time verdict is "
+        "inconclusive where the wait can explain the slowdown); rerun on a quiet machine",
+        "opprof: time inconclusive in 2 tests for CPU contention: their threads waited for a CPU up to 120% of the "
+        f"capture (summed over threads); {outcome}{lines[2].split(outcome)[1]}",
+    ]
+    assert lines[2].endswith("; rerun quietly: t.py::a, t.py::b[1-2] (-v: each test's line)")
+    every = format_problems(records, verbose=True)
+    assert "in 2 tests" not in every and every.count("warning contention") == 3
+
+
+def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
+    """Two contended tests with no baseline verdict to say it: one run line; one such test: its own."""
+    from pytest_opprof.report import format_problems
+
+    lines = format_problems([loaded("t.py::a", 0.5), loaded("t.py::b", 0.7)]).splitlines()
+    assert lines == [
+        "opprof: warning contention in 2 tests: their threads waited for a CPU up to 70% of the capture: other "
+        "load on the machine inflated their CPU times; time assertions judge them as measured; rerun on a quiet "
+        "machine: t.py::a, t.py::b"
+    ]
+    (line,) = format_problems([loaded("t.py::a", 0.5)]).splitlines()
+    assert line.startswith("t.py::a: warning contention: the test's threads waited for a CPU 50% of the capture")
+
+
+def test_a_baseline_recorded_under_contention_says_it_once():
+    """The 'recorded while its threads waited' line says what the contention warning says, and
+    more: the warning is left out; two such baselines share one line, ids quoted for the shell."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    written = BaselineResult(".opprof/cpu/t.py/x.json", "new")
+    line, written_line = format_problems([loaded("t.py::a", 0.5, written)], recording=True).splitlines()
+    assert line.startswith("t.py::a: baseline recorded while its threads waited for a CPU 50% of the capture")
+    assert written_line.startswith("opprof: baselines written: 1 new")
+    lines = format_problems([loaded("t.py::a", 0.5, written), loaded("t.py::b[x y]", 0.6, written)], recording=True)
+    assert lines.splitlines()[:-1] == [
+        "opprof: 2 baselines recorded while their threads waited for a CPU up to 60% of the capture: their CPU "
+        "times may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a "
+        "small runner): pytest --opprof-update-baseline=all t.py::a 't.py::b[x y]'"
+    ]
