@@ -561,7 +561,7 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
 def baseline_required(nodeid: str, path: str) -> str:
     return (
         f"opprof: --opprof-require-baseline: {nodeid} has no baseline ({path} does not exist); record it with "
-        f"pytest --opprof-update-baseline {nodeid} and commit it, or check --opprof-baseline-dir and the device key"
+        f"pytest --opprof-update-baseline {shlex.quote(nodeid)} and commit it, or check --opprof-baseline-dir and the device key"
     )
 
 

@@ -279,3 +279,13 @@ def test_a_baseline_recorded_under_contention_says_it_once():
         "times may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a "
         "small runner): pytest --opprof-update-baseline=all t.py::a 't.py::b[x y]'"
     ]
+
+
+def test_the_commands_errors_give_quote_a_parametrized_id_for_the_shell():
+    """`pytest --opprof-update-baseline t.py::test_a[x y]` runs nothing in bash and is refused
+    by zsh (bare brackets): the commands the messages give are copied as they stand."""
+    from pytest_opprof.errors import baseline_required, record_if_intended
+
+    assert "pytest --opprof-update-baseline 't.py::test_a[x y]' and commit" in baseline_required("t.py::test_a[x y]", "p")
+    assert "pytest --opprof-update-baseline 't.py::test_a[1]' (and commit" in record_if_intended("t.py::test_a[1]")
+    assert "pytest --opprof-update-baseline t.py::test_a and commit" in baseline_required("t.py::test_a", "p")
