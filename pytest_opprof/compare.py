@@ -24,6 +24,7 @@ from statistics import median
 from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
+from .analysis.checks import CONTENTION_LIMIT
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names, waited_for_cpu
 from .events import TENSOR_LIST
@@ -37,7 +38,6 @@ DEFAULT_MIN_DELTA_MS = 0.05  # time changes smaller than this (ms per step) are 
 DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
 ALPHA = 0.01  # one-sided significance for the rank test
 MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
-CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 CONTENTION_WHY = "CPU contention"  # how an inconclusive verdict's why begins when the wait explains it
 CONTENTION_SLACK = 1.5  # ...up to this times the ms they waited: a 20% wait explains no x3.7 step
 STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved

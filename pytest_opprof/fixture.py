@@ -5,6 +5,7 @@ No pytest here: the plugin creates it, drives the whole-call capture, and passes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -16,8 +17,8 @@ from . import (
     assertions,
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
+from .analysis.checks import CONTENTION_LIMIT, overhead_check
 from .capture import StepRecorder, by_failure, run_steps, validate_run_args
-from .compare import CONTENTION_LIMIT
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -80,6 +81,15 @@ def _caller_line() -> str:
     except ValueError:  # another drive (Windows)
         pass
     return f"{path}:{frame.f_lineno}"
+
+
+def _overhead_under_load(profile: Any, wait: float | None) -> Any:
+    """The profile, its overhead warning saying other load was seen where the threads waited for
+    a CPU (that load, not only the profiler, may have slowed the profiled steps)."""
+    if wait is None or wait <= CONTENTION_LIMIT or not any(c.name == "overhead" for c in profile.checks):
+        return profile
+    loaded = overhead_check(profile.overhead, wait)
+    return dataclasses.replace(profile, checks=tuple(loaded if c.name == "overhead" else c for c in profile.checks))
 
 
 class OpprofFixture:
@@ -383,6 +393,7 @@ class OpprofFixture:
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
         self.cpu_waited_ms = _waited_per_step(self._host, profile)
+        self._profile = profile = _overhead_under_load(profile, self.cpu_wait)
         self.python_tracer = device.python_tracer()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
         if not (profile.ops or profile.kernels or profile.memory_ops or profile.ranges):  # nothing ran at all

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from . import hooks
+from .analysis.checks import CONTENTION_LIMIT
 from .analysis.model import WARNING, Check
 from .baseline import (
     baseline_file,
@@ -33,7 +34,7 @@ from .baseline import (
     stable_facts,
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
-from .compare import CONTENTION_LIMIT, Machine, Rule
+from .compare import Machine, Rule
 from .decide import Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 from tabulate import tabulate
 
 from .analysis import Check, Profile
+from .analysis.checks import CONTENTION_LIMIT
 from .assertions import is_glob
 from .compare import (
     CHANGED,
-    CONTENTION_LIMIT,
     CONTENTION_WHY,
     INCONCLUSIVE,
     MIN_TIME_STEPS,
@@ -96,7 +96,7 @@ class TestResult:
                 _remove_stale(path)
         else:
             try:
-                self.profile.export_chrome_trace(str(path), device_key, environment)
+                self.profile.export_chrome_trace(str(path), device_key, environment, self.cpu_wait)
             except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
                 self.trace_error = f"{path} could not be written ({exc.reason})"
             else:

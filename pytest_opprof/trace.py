@@ -459,7 +459,7 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(profile, threads=threads)
     overhead = _ratio(opprof.get("overhead"))
     if overhead is not None:
-        check = overhead_check(overhead)  # the run's observer effect, as it was judged
+        check = overhead_check(overhead, _fraction(opprof.get("cpu_wait")))  # the run's observer effect, as judged
         profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
@@ -476,6 +476,13 @@ def _workload_reference(value: object) -> WorkloadReference | None:
         return None  # the rule a baseline's is read by (documents.WorkloadEntry)
     assert isinstance(shapes, list) and isinstance(dtypes, list) and isinstance(op, str)
     return WorkloadReference(op, tuple(tuple(s) for s in shapes), tuple(dtypes), ns)
+
+
+def _fraction(value: object) -> float | None:
+    """A share written by us that may be 0 or exceed 1 (a CPU wait summed over threads)."""
+    if value == 0 and not isinstance(value, bool):
+        return 0.0
+    return _ratio(value)
 
 
 def _ratio(value: object) -> float | None:

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -2831,6 +2833,48 @@ def test_the_observer_effect_is_in_the_report_and_far_above_the_usual_is_a_warni
             "were disturbed: x0.10))"
         ]
     )
+
+
+def test_an_overhead_seen_under_load_does_not_blame_the_profiler(project, fake_clock, monkeypatch, tmp_path):
+    """A loaded runner read `profiled steps took x620.5 the time of unprofiled ones: the profiler
+    distorted the run`: where the test's threads waited for a CPU, the warning says the load may
+    have slowed the profiled steps too (in the summary and the JSON); a calm run keeps the fix."""
+    from pytest_opprof import device
+
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=3)\n"
+    )
+    fake_clock.unprofiled_ns = 10_000
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)  # half of every ns
+    traces = tmp_path / "tr"
+    result = run(
+        project,
+        "--opprof",
+        f"--opprof-json={tmp_path / 'r.json'}",
+        f"--opprof-trace-dir={traces}",
+        "--opprof-trace=all",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "test_x.py::test_x: warning overhead: profiled steps took x*.* the time of unprofiled ones (above x3) "
+            "while the test's threads waited for a CPU 50% of the capture: other load may have slowed the profiled "
+            "steps as much as the profiler did; rerun on a quiet machine to tell them apart"
+        ]
+    )
+    assert "the profiler distorted the run" not in result.stdout.str()
+    (check,) = [
+        c for c in json.loads((tmp_path / "r.json").read_text())["tests"][0]["checks"] if c["name"] == "overhead"
+    ]
+    assert "other load may have slowed the profiled steps" in check["message"]
+    (trace,) = traces.rglob("*.json.gz")  # its trace carries the wait: analyze judges it alike
+    assert json.loads(gzip.decompress(trace.read_bytes()))["opprof"]["cpu_wait"] == pytest.approx(0.5, abs=0.01)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "analyze", str(trace)], capture_output=True, text=True
+    )
+    assert re.search(
+        r"overhead +profiled steps took x[\d.]+ the time of unprofiled ones \(above x3\) while", shown.stdout
+    )
+    assert "while the test's threads waited for a CPU 50% of the capture: other load may have" in shown.stdout
 
 
 # -- CSV and HTML reports -----------------------------------------------------------------------

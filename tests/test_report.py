@@ -286,6 +286,8 @@ def test_the_commands_errors_give_quote_a_parametrized_id_for_the_shell():
     by zsh (bare brackets): the commands the messages give are copied as they stand."""
     from pytest_opprof.errors import baseline_required, record_if_intended
 
-    assert "pytest --opprof-update-baseline 't.py::test_a[x y]' and commit" in baseline_required("t.py::test_a[x y]", "p")
+    assert "pytest --opprof-update-baseline 't.py::test_a[x y]' and commit" in baseline_required(
+        "t.py::test_a[x y]", "p"
+    )
     assert "pytest --opprof-update-baseline 't.py::test_a[1]' (and commit" in record_if_intended("t.py::test_a[1]")
     assert "pytest --opprof-update-baseline t.py::test_a and commit" in baseline_required("t.py::test_a", "p")

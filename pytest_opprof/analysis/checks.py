@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import lt
 
+from ..errors import waited_for_cpu
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
@@ -287,18 +288,28 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
 
 
 OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
+CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 
 
-def overhead_check(ratio: float) -> Check | None:
-    """The observer effect of one run(): its profiled steps took `ratio` times the unprofiled ones."""
+def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
+    """The observer effect of one run(): its profiled steps took `ratio` times the unprofiled ones.
+    `cpu_wait`: the share of the capture its threads waited for a CPU; over CONTENTION_LIMIT, other
+    load may have slowed the profiled steps as well (a loaded runner read x620, the profiler blamed)."""
     if ratio <= OVERHEAD_LIMIT:
         return None
+    took = f"profiled steps took x{ratio:.1f} the time of unprofiled ones (above x{OVERHEAD_LIMIT:g})"
+    if cpu_wait is not None and cpu_wait > CONTENTION_LIMIT:
+        return Check(
+            "overhead",
+            WARNING,
+            f"{took} while {waited_for_cpu(cpu_wait)}: other load may have slowed the profiled steps as much as the profiler did; "
+            "rerun on a quiet machine to tell them apart",
+        )
     return Check(
         "overhead",
         WARNING,
-        f"profiled steps took x{ratio:.1f} the time of unprofiled ones (above x{OVERHEAD_LIMIT:g}): the profiler "
-        "distorted the run, so op times are mostly its own; give each step more work (a larger batch, more "
-        "calls per step)",
+        f"{took}: the profiler distorted the run, so op times are mostly its own; give each step more work (a "
+        "larger batch, more calls per step)",
     )
 
 

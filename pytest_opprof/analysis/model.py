@@ -984,13 +984,16 @@ class Profile:
         path: str | os.PathLike[str],
         device_key: str | None = None,
         environment: dict[str, Any] | None = None,
+        cpu_wait: float | None = None,
     ) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
         and `environment` (the plugin's: torch, CPU, GPU) go into its header, so `opprof compare`
-        names the trace's machine."""
+        names the trace's machine; `cpu_wait`, the share of the capture the threads waited for a
+        CPU (the plugin's), so a reader of the trace knows other load was seen."""
         opprof = {
             "device_key": device_key,
             "environment": dict(environment) if environment else None,
+            "cpu_wait": cpu_wait,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
