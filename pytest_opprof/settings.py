@@ -17,6 +17,7 @@ from .device import valid_key
 from .errors import SettingsError, closest_names, records_and_requires, shown_value
 from .events import without_overload
 from .files import is_stream, own_descriptor
+from .opnames import profiler_spelling
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
@@ -182,7 +183,7 @@ def parse_globs(text: object) -> tuple[str, ...]:
     if not globs and any(items):  # `", ,"`, `[" "]`: a slip; "" (an unset variable) or [] ignore none
         raise ValueError("op globs: a comma list such as 'aten::copy_, aten::*mm' (it names none; empty ignores none)")
     for glob in globs:
-        bare = without_overload(glob)
+        bare = without_overload(glob) or profiler_spelling(glob)
         if bare is not None:  # it would ignore nothing
             raise ValueError(f"op globs without overloads, as the profiler names ops: {bare!r}, not {glob!r}")
     return globs

@@ -394,3 +394,20 @@ def test_an_overload_qualified_name_is_a_usage_error(name):
             == f"op={name!r}: expected a name without its overload, as the profiler records it: {bare!r}"
         )
     assertions.no_op("mylib.layer1::block")  # other namespaces and record_function labels keep their dots
+
+
+@pytest.mark.parametrize(
+    "name", ["torch.ops.aten._to_copy.default", "torch.ops.aten._to_copy", "ops.aten._to_copy", "at::_to_copy"]
+)
+def test_an_op_spelled_as_python_or_cpp_name_it_is_a_usage_error(name):
+    """FX and Inductor graph dumps print `torch.ops.aten._to_copy.default`; C++ writes
+    `at::_to_copy`. No profile holds either: a trial's assert_no_op and count of 0 of them passed
+    beside two calls a step. Refused, naming the profiler's name."""
+    for make in (
+        lambda: assertions.no_op(name),
+        lambda: assertions.op_count(name, max=0),
+        lambda: assertions.op_below(name, 1),
+    ):
+        with pytest.raises(OpprofUsageError) as info:
+            make()
+        assert str(info.value) == f"op={name!r}: expected the op's name as the profiler records it: 'aten::_to_copy'"

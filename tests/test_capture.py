@@ -92,6 +92,9 @@ def test_capture_profiles_the_block_as_one_step():
         ("autograd::engine::evaluate_function: ToCopyBackward", False),
         ("MyFunctionBackward", True),
         ("AccumulateGrad", True),
+        ("torch.ops.aten._to_copy.default", False),  # as FX and Inductor graph dumps print it
+        ("ops.aten._to_copy", False),
+        ("at::_to_copy", False),
     ],
 )
 def test_is_known_op_checks_aten_names_and_their_separator(name, known):

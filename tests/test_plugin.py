@@ -306,6 +306,29 @@ def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_captur
     )
 
 
+def test_an_op_name_from_a_graph_dump_is_refused_in_both_runs(pytester):
+    """`torch.ops.aten._to_copy.default` (as FX and Inductor dumps print ops) passed assert_no_op
+    beside two calls a step, with and without --opprof: refused, naming the profiler's name."""
+    pytester.makepyfile(
+        test_dump="""
+        import torch
+
+        def test_cast(opprof):
+            opprof.run(lambda x: x.double().float(), torch.ones(4), warmup=1, steps=2)
+            opprof.assert_no_op("torch.ops.aten._to_copy.default")
+        """
+    )
+    for args in ((), ("--opprof",)):
+        result = run(pytester, *args)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(
+            [
+                "E *OpprofUsageError: op='torch.ops.aten._to_copy.default': expected the op's name as the profiler "
+                "records it: 'aten::_to_copy'"
+            ]
+        )
+
+
 @pytest.mark.parametrize(
     ("args", "warmed"),
     [

@@ -130,3 +130,7 @@ def test_ignore_ops_with_an_overload_name_is_refused():
     assert problem and problem.endswith(
         "expected op globs without overloads, as the profiler names ops: 'aten::mm', not 'aten::mm.default'"
     )
+    problem = marker_problem("t.py::t", (), {"ignore_ops": ["torch.ops.aten.mm.default"]})  # a graph dump's name
+    assert problem and problem.endswith(
+        "expected op globs without overloads, as the profiler names ops: 'aten::mm', not 'torch.ops.aten.mm.default'"
+    )

@@ -17,6 +17,7 @@ from typing import Any
 from ..chrome import write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
 from ..events import Event, EventTable, freeze, without_overload
+from ..opnames import profiler_spelling
 from ..tables import profile_tables
 from ..units import ns_to_ms
 
@@ -357,6 +358,9 @@ def validate_op(op: object) -> str:
         raise OpprofUsageError(
             bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
         )
+    spelled = profiler_spelling(op)
+    if spelled is not None:  # torch.ops.aten.mm.default, at::mm: never in a profile, an absence passes forever
+        raise OpprofUsageError(bad_argument("op", op, f"the op's name as the profiler records it: {spelled!r}"))
     return op
 
 
