@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
@@ -137,17 +137,24 @@ def op_count(
     min: int | None = None,
     max: int | None = None,
     is_known: Callable[[str], bool] | None = None,
+    known_names: Callable[[], Iterable[str]] = tuple,
 ) -> Assertion:
     """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max].
     A count that admits zero on an exact name torch does not know is an error, as in no_op."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     _validate_counts(n, min, max, "a call count")
-    return lambda profile: _op_count(profile, op, n, min, max, is_known)
+    return lambda profile: _op_count(profile, op, n, min, max, is_known, known_names)
 
 
 def _op_count(
-    profile: Profile, op: str, n: int | None, min: int | None, max: int | None, is_known: Callable[[str], bool] | None
+    profile: Profile,
+    op: str,
+    n: int | None,
+    min: int | None,
+    max: int | None,
+    is_known: Callable[[str], bool] | None,
+    known_names: Callable[[], Iterable[str]] = tuple,
 ) -> str | None:
     matched = profile.match(op)
     if not matched:
@@ -161,7 +168,7 @@ def _op_count(
             if near := near_misses(profile, op):  # `ATEN::ADDMM` beside aten::addmm: a slip that passes forever
                 return near_miss(op, near, claim, glob=is_glob(op))
             if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
-                return unknown_op(op, closest_names(op, (o.name for o in profile.ops)), claim)
+                return unknown_op(op, _closest_ops(profile, op, known_names), claim)
             return None  # zero calls expected and seen
         message = no_match(op, (o.name for o in profile.ops))
         if profile.compiled is not None and profile.compiled.regions:
@@ -188,12 +195,14 @@ def _nested_calls(op: Any) -> float:
     return float(op.calls_per_step.median - op.outer_calls_per_step.median)
 
 
-def no_op(op: str, is_known: Callable[[str], bool] | None = None) -> Assertion:
+def no_op(
+    op: str, is_known: Callable[[str], bool] | None = None, known_names: Callable[[], Iterable[str]] = tuple
+) -> Assertion:
     """No op (or memory op) matching `op` ran. An exact name torch does not know is an error:
     a typo would otherwise pass forever."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
-    return lambda profile: _no_op(profile, op, is_known)
+    return lambda profile: _no_op(profile, op, is_known, known_names)
 
 
 def context(profile: Profile, name: str) -> str:
@@ -218,7 +227,12 @@ def _where(callers: tuple[str, ...], ranges: tuple[str, ...] = ()) -> str:
 _PLACED = 5  # the ops found by assert_no_op whose message says where they ran
 
 
-def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) -> str | None:
+def _no_op(
+    profile: Profile,
+    op: str,
+    is_known: Callable[[str], bool] | None,
+    known_names: Callable[[], Iterable[str]] = tuple,
+) -> str | None:
     ran = [o for o in profile.match(op) if o.calls]
     found = [  # where each ran, for the first few: a glob can match hundreds
         (o.name, o.calls_per_step.median, context(profile, o.name) if i < _PLACED else "") for i, o in enumerate(ran)
@@ -234,8 +248,16 @@ def _no_op(profile: Profile, op: str, is_known: Callable[[str], bool] | None) ->
     if near := near_misses(profile, op):
         return near_miss(op, near, glob=is_glob(op))
     if not is_glob(op) and is_known is not None and not is_known(op):
-        return unknown_op(op, closest_names(op, (o.name for o in profile.ops)))
+        return unknown_op(op, _closest_ops(profile, op, known_names))
     return None
+
+
+def _closest_ops(profile: Profile, op: str, known_names: Callable[[], Iterable[str]]) -> list[str]:
+    """What an unknown op name meant: the closest ops that ran, unless a name torch knows is
+    closer (`aten::gelux` finds aten::gelu, which did not run, before aten::relu, which did)."""
+    ran = [o.name for o in profile.ops]
+    close_ran, close_all = closest_names(op, ran), closest_names(op, [*ran, *known_names()])
+    return close_ran if close_ran and close_all and close_ran[0] == close_all[0] else close_all
 
 
 def near_misses(profile: Profile, op: str) -> list[str]:

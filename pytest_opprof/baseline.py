@@ -8,15 +8,17 @@ re-recording of unchanged code gives no diff.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from .analysis import Dist, OpStats, Profile
+from .device import valid_key
 from .documents import BaselineDoc
 from .errors import OUTPUT_FIX, BaselineError, opprof_output, shown_value, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
-from .units import STORED_DIGITS
+from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
@@ -123,21 +125,37 @@ def lookup_folder(root: Path, device_key: str, rootpath: Path) -> str:
     if folder.is_dir():
         return shown
     keys = _device_keys(root)
-    held = f"; {shown_path(root, rootpath)} holds baselines of {', '.join(keys)}" if keys else ""
+    held = f"; {shown_path(root, rootpath)} holds baselines of {first_three(keys)}" if keys else ""
     default = rootpath / DEFAULT_BASELINE_DIR
     if not keys and default.resolve() != root.resolve() and (found := _device_keys(default)):
-        held = (
-            f"; {shown_path(default, rootpath)} holds baselines of {', '.join(found)}: --opprof-baseline-dir mistyped?"
-        )
+        held = f"; {shown_path(default, rootpath)} holds baselines of {first_three(found)}: --opprof-baseline-dir mistyped?"
     return f"{shown} (no such folder{held})"
 
 
+_LOOKED_AT = 2000  # entries a device-key folder is searched for a baseline file: /etc is no baseline folder
+
+
 def _device_keys(root: Path) -> list[str]:
-    """The device-key folders a baseline folder holds."""
+    """The device-key folders a baseline folder holds: folders named as a key may be, with a
+    .json file in them (a trial's `opprof_baseline_dir = "/etc"` was said to hold baselines of
+    its 80 folders)."""
     try:
-        return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        folders = sorted(p for p in root.iterdir() if p.is_dir() and valid_key(p.name))
     except OSError:
         return []
+    return [p.name for p in folders if _holds_json(p)]
+
+
+def _holds_json(folder: Path) -> bool:
+    """Whether a .json file lies in `folder` or below, among its first _LOOKED_AT entries."""
+    seen = 0
+    for _, _, files in os.walk(folder):
+        if any(f.endswith(".json") for f in files):
+            return True
+        seen += len(files) + 1
+        if seen > _LOOKED_AT:
+            return False
+    return False
 
 
 def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:

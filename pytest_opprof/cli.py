@@ -248,6 +248,8 @@ def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
         raise BaselineError(f"{path}: no such file or folder")
     if not path.is_file():
         raise BaselineError(f"{path}: not a file or folder (a pipe or a device?); give a baseline file or folder")
+    if path.suffix != ".json" and not _is_trace(path):  # a test file: not to fix or delete as a baseline
+        raise BaselineError(f"{path}: no baseline (baselines are .json files); give a baseline file or folder")
     data = read_baseline(path)
     assert data is not None
     return [(path, data)]

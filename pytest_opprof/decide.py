@@ -6,6 +6,7 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
+import fnmatch
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -193,7 +194,9 @@ class BaselineResult:
         base, base_calls = self.rows.get(op) or (None, None)
         delta = 100 * (min_ms - base) / base if base else None
         own = next((verdict_word(v) for v in self.verdicts if v.op == op), None)
-        if base_calls is not None and statistics.median(base_calls) != calls_per_step:
+        if any(fnmatch.fnmatchcase(op, i.glob) for i in self.ignores):
+            verdict = "ignored"  # by the rule's ignore globs: never judged (a trial's read `added` beside a pass)
+        elif base_calls is not None and statistics.median(base_calls) != calls_per_step:
             verdict = "calls changed"
         elif (
             own is None

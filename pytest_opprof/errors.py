@@ -526,7 +526,8 @@ def ran_no_op_in_run(fn: object, steps: int) -> str:
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     return (
         f"opprof.run()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}: "
-        "check that it calls the model, and does not return what would (a generator, a lambda)"
+        "check that it calls the model, and does not return what would (a generator, a lambda), nor hand it "
+        "to another thread (threading, a pool: the profiler records only the thread that calls run())"
     )
 
 
@@ -620,6 +621,15 @@ def asked_late_unmeasured(baseline: str | None) -> str:
         "the test asked for the opprof fixture in its body (request.getfixturevalue) and captured nothing, "
         f"so nothing was measured{lost}; name opprof in the test's arguments (then the whole call is "
         "measured), or measure with opprof.run(...) or `with opprof.capture():`"
+    )
+
+
+def outside_rootdir(path: str, rootdir: str, nodeid: str) -> str:
+    """A measured test in a file outside the rootdir: its baseline would not be its own."""
+    return (
+        f"opprof: {path} lies outside the rootdir {rootdir}: its tests' node ids ({nodeid!r}) are no paths "
+        "under the rootdir, so their baselines would be shared with other tests of that name (or land outside "
+        "the baseline folder); run pytest with --rootdir (or the ini file) at a folder above every test file"
     )
 
 

@@ -219,13 +219,13 @@ class OpprofFixture:
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
         __tracebackhide__ = True
-        self._check(assertions.op_count(op, n, min=min, max=max, is_known=is_known_op))
+        self._check(assertions.op_count(op, n, min=min, max=max, is_known=is_known_op, known_names=known_op_names))
         self._plain_name_check(op)
 
     def assert_no_op(self, op: str) -> None:
         """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
         __tracebackhide__ = True
-        self._check(assertions.no_op(op, is_known_op))
+        self._check(assertions.no_op(op, is_known_op, known_op_names))
         self._plain_name_check(op)
 
     def assert_no_sync(self) -> None:

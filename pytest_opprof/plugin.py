@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
@@ -49,6 +50,7 @@ from .errors import (
     key_hook_loaded_late,
     more_bad_markers,
     orphans_line,
+    outside_rootdir,
     recording_by_setting,
     stepped_aside_unmeasured,
     threads_left_changed,
@@ -63,6 +65,7 @@ from .report import (
     TestRecord,
     TestResult,
     format_junit_properties,
+    renamed_lines,
     summary_lines,
     write_csv_report,
     write_run_report,
@@ -80,6 +83,7 @@ from .settings import (
     parse_settings,
     rule_for,
     standing,
+    trace_dir_problem,
 )
 
 MARKER = "opprof"
@@ -147,13 +151,38 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
         # a TOML list under a string key (`opprof_top = [5]` in [tool.pytest.ini_options]): pytest
         # deprecates it with a warning that -W error made an INTERNALERROR; our parser judges it
         warnings.simplefilter("ignore", pytest.PytestDeprecationWarning)
-        raw = config.getini(option.ini)
-    if raw is None or raw == "" or raw == []:
-        return None
+        try:
+            raw = config.getini(option.ini)
+        except pytest.UsageError as exc:  # pytest 9's [tool.pytest] refused the value's TOML type
+            raise pytest.UsageError(f"{exc}{_toml_fix(option, str(exc))}") from None
     overrides = config.getoption("override_ini", None) or []
-    if any(o.split("=", 1)[0] == option.ini for o in overrides):
+    overridden = any(o.split("=", 1)[0] == option.ini for o in overrides)
+    if raw is None or raw == [] or (raw == "" and not overridden and not _in_ini_file(config, option.ini)):
+        return None  # unset; an empty value written down is judged as on the command line (`fail_on =`)
+    if overridden:
         return raw, f"-o {option.ini}"
     return raw, config.inipath.name if config.inipath else "ini file"
+
+
+def _toml_fix(option: Option, refusal: str) -> str:
+    """What to write instead of a TOML list pytest refused for a key that takes a comma list."""
+    if "got list: " not in refusal:
+        return ""
+    try:
+        items = ast.literal_eval(refusal.split("got list: ", 1)[1].strip())
+    except (ValueError, SyntaxError):
+        items = None
+    joined = ", ".join(map(str, items)) if isinstance(items, list) else "a, b"
+    return f"; write the list as one comma-separated string: {option.ini} = {json.dumps(joined)}"
+
+
+def _in_ini_file(config: pytest.Config, name: str) -> bool:
+    """Whether the ini file sets `name` (to an empty value, say: getini gives "" either way on an
+    older pytest). pytest 9 keeps the values in `_inicfg`; before, `inicfg` was not deprecated."""
+    values = config.__dict__.get("_inicfg")
+    if values is None:
+        values = config.__dict__.get("inicfg") or {}
+    return name in values
 
 
 def _flag_source(config: pytest.Config, flag: str) -> str:
@@ -328,6 +357,9 @@ def pytest_configure(config: pytest.Config) -> None:
         with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
             warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
             _resolve_device(config, state)
+        traces = trace_dir_problem(settings, baseline_root(config.rootpath, settings.baseline_dir), state.device_key)
+        if traces:
+            raise pytest.UsageError(traces)
     config.stash[RUN] = state
     if reporting:
         config.pluginmanager.register(_RecordCollector(state), "opprof-records")
@@ -459,18 +491,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     late_hook = _late_key_hook(config, state)
     if late_hook and not hasattr(config, "workerinput"):
         raise pytest.UsageError(late_hook)
-    problems = []
+    problems, outside = [], set()
     for item in items:
         marker = item.get_closest_marker(MARKER)
         problem = marker_problem(item.nodeid, marker.args, marker.kwargs) if marker is not None else None
+        if problem is None and state.settings.measuring and _carries(item) and not _in_rootdir(item, config):
+            problem = outside_rootdir(str(item.path), str(config.rootpath), item.nodeid)
+            if item.path in outside and not hasattr(config, "workerinput"):
+                continue  # said once a file
+            outside.add(item.path)
         if late_hook and _carries(item):  # an xdist worker cannot stop the run: each measured test errs
             problem = late_hook
         if problem and hasattr(config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
             item.stash[BAD_MARKER] = problem
         elif problem:
             problems.append(problem)
-        if _carries(item):
-            state.carrying += 1
     if problems:  # every bad marker at once, not one per run
         raise pytest.UsageError("\n".join(_first_of(problems)))
 
@@ -488,9 +523,12 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The baseline files no collected test reads (on an xdist worker, sent to the controller)."""
+    """The tests carrying operator checks, and the baseline files no collected test reads (on an
+    xdist worker, sent to the controller)."""
     config = session.config
     state = config.stash.get(RUN, None)
+    if state is not None:  # the tests that will run (-k, -m and --deselect have left out theirs)
+        state.carrying = sum(1 for item in session.items if _carries(item))
     if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
@@ -631,6 +669,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             if late.profile is None and not late.error_messages:
                 _measured_nothing(item, late, state, asked_late_unmeasured, "unmeasured")
             _judge_call(item, late, state)
+        return result
+    if fixture.captures:  # a fixture of the test measured in its setup: that capture is the test's
+        result = yield
+        _judge_call(item, fixture, state)
         return result
     fixture.start_whole_call()
     try:
@@ -803,6 +845,12 @@ def _baseline_id(item: pytest.Item) -> str:
     return item.nodeid[: found.start()] + ("" if found[1] == "[" else "]")
 
 
+def _in_rootdir(item: pytest.Item, config: pytest.Config) -> bool:
+    """Whether the test's file lies under the rootdir (outside it, pytest's node id for the test
+    leaves out the file: `::test_x`, one baseline for every test of that name)."""
+    return item.path.resolve().is_relative_to(config.rootpath.resolve())
+
+
 def _carries(item: pytest.Item) -> bool:
     """A test --opprof measures: it has the marker or uses the fixture."""
     return item.get_closest_marker(MARKER) is not None or _uses_our_fixture(item)
@@ -940,6 +988,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))
+        lines += renamed_lines(state.records, state.orphans)
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;

@@ -831,6 +831,31 @@ def summary_lines(
     return lines
 
 
+def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str]:
+    """A test without a baseline beside a baseline file no test reads, alone in the same test
+    file's folder and of the same function (`test_x[a].json` and `test_x[b]`): a renamed test or
+    parametrize id, most likely; the line gives the `git mv` and the `nodeid` that keep its baseline."""
+    missing = [(r.nodeid, r.baseline.path) for r in records if r.baseline and r.baseline.status == "missing"]
+    lines = []
+    for folder in {str(Path(p).parent) for _, p in missing}:
+        here = [(n, p) for n, p in missing if str(Path(p).parent) == folder]
+        left = [o for o in orphans if str(Path(o).parent) == folder]
+        if len(here) != 1 or len(left) != 1 or _function(Path(here[0][1]).stem) != _function(Path(left[0]).stem):
+            continue
+        (nodeid, new), old = here[0], left[0]
+        lines.append(
+            f"opprof: {nodeid} has no baseline, and {old} beside it is read by no test: if the test was renamed, "
+            f'keep its baseline: git mv {shlex.quote(old)} {shlex.quote(new)}, then set the file\'s "nodeid" '
+            f"to {json.dumps(nodeid)}"
+        )
+    return sorted(lines)
+
+
+def _function(stem: str) -> str:
+    """A baseline file's test function: `test_x` of `test_x[a-1]`."""
+    return stem.split("[", 1)[0]
+
+
 def xdist_noise_note(workers: object) -> str:
     return (
         f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "

@@ -143,8 +143,8 @@ def parse_percentage(text: object) -> float:
         value = float(raw[:-1] if raw.endswith("%") else raw)
     except ValueError:
         raise ValueError("a percentage like 20%") from None
-    if not 0 <= value < 10_000 or value != value:
-        raise ValueError("a percentage like 20%")
+    if not 0 <= value < 10_000 or value != value:  # a limit 100x the time or more judges nothing
+        raise ValueError("a percentage like 20%, from 0% to under 10000%")
     if not raw.endswith("%") and 0 < value <= 1:
         raise ValueError(f"a percentage like 20%: a bare {raw} is ambiguous; write {value * 100:g}% or {raw}%")
     return value / 100
@@ -155,8 +155,8 @@ def parse_ms(text: object) -> float:
         value = float(str(text).strip())
     except ValueError:
         raise ValueError("a number of milliseconds >= 0") from None
-    if not value >= 0 or value == float("inf"):
-        raise ValueError("a number of milliseconds >= 0")
+    if not value >= 0 or value == float("inf"):  # 1e400 reads as inf: no limit at all
+        raise ValueError("a finite number of milliseconds >= 0")
     return value
 
 
@@ -475,6 +475,22 @@ def _not_a_report(flag: str, value: str, path: Path) -> str:
     return (
         f"{flag}: {value!r} is an existing file, {what}, which the report would overwrite (a test path "
         f"after a report flag?); give the report a file of its own ({flag}=report{REPORT_SUFFIX[flag]})"
+    )
+
+
+def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str | None) -> str | None:
+    """A trace folder that is a device-key folder of the baselines itself: this run's (its key
+    known once the device is), or another one holding baselines. Traces would sit among committed
+    baselines (output_paths_problem refuses folders inside one; this one is beside its files)."""
+    if not settings.trace_dir:
+        return None
+    folder = Path(os.path.realpath(baseline_folder))
+    where = Path(os.path.realpath(settings.trace_dir))
+    if where.parent != folder or not (where.name == device_key or any(where.rglob("*.json"))):
+        return None
+    return (
+        f"--opprof-trace-dir: {settings.trace_dir!r} is the device-key folder {where} of the baselines; write "
+        "the traces elsewhere (--opprof-trace-dir=opprof-traces): they would sit among committed baselines"
     )
 
 

@@ -123,6 +123,17 @@ def test_no_op_and_unknown_names():
     assert typo.startswith("aten::copyy_: not an operator torch knows")
 
 
+def test_an_unknown_names_hint_looks_among_the_names_torch_knows_too():
+    """A trial's `assert_no_op("aten::gelux")` beside a relu was asked `did you mean aten::relu?`:
+    the hint looked only among the ops that ran. The names torch knows come first where closer."""
+    p = three_steps()  # ran aten::copy_, aten::mm ...
+    known = lambda: ["aten::gelu", "aten::elu"]  # noqa: E731
+    unknown = lambda name: False  # noqa: E731
+    assert assertions.no_op("aten::gelux", unknown, known)(p).endswith("did you mean aten::gelu, aten::elu?")
+    counted = assertions.op_count("aten::gelux", 0, is_known=unknown, known_names=known)(p)
+    assert counted.endswith("did you mean aten::gelu, aten::elu?")
+
+
 def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
     """assert_op_count(typo, 0) (or min=0) would pass forever: like no_op, an exact name torch
     does not know fails; a known name, a glob, or a count that needs calls behave as before."""

@@ -607,6 +607,8 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     traces = tmp_path / "traces"  # a --opprof-trace-dir folder
     traces.mkdir()
     (traces / "t.json.gz").write_bytes(b"")
+    test_file = tmp_path / "test_m.py"  # a trial's `opprof show tests/test_basic.py` was told to delete it
+    test_file.write_text("import torch\n")
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_BASELINE_BYTES + 1)
@@ -614,6 +616,7 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("show", a), f"{corrupt}: not valid JSON"),
         (("compare", a, b), f"{corrupt}: not valid JSON"),
         (("show", tmp_path / "nope"), "nope: no such file or folder"),
+        (("show", test_file), "test_m.py: no baseline (baselines are .json files); give a baseline file or folder"),
         (
             ("show", empty),
             "empty: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline",
@@ -622,7 +625,10 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("compare", b, tmp_path / "nope"), "nope: no such file or folder; give two baseline folders"),
         (("compare", other, other), "other.json: not an opprof baseline (no 'schema')"),
         (("compare", b, b, "--tolerance", "fast"), "argument --tolerance: 'fast' is not a percentage like 20%"),
-        (("compare", b, b, "--min-delta-ms", "-1"), "argument --min-delta-ms: '-1' is not a number of milliseconds"),
+        (
+            ("compare", b, b, "--min-delta-ms", "-1"),
+            "argument --min-delta-ms: '-1' is not a finite number of milliseconds",
+        ),
         (("compare", b, b, "--stat", "mean"), "argument --stat: invalid choice: 'mean'"),
         (("compare", b), "the following arguments are required: B"),
         (("show", fifo), "pipe.json: not a file or folder (a pipe or a device?); give a baseline file or folder"),

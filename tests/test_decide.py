@@ -3,6 +3,8 @@ documents, no torch, no pytest internals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_baseline import doc, loaded_pair, mlp_profile, profile
 
@@ -122,6 +124,11 @@ def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
     assert result.op_row("aten::addmm", 2, 1.0) == OpRow(1.0, 0.0, "work changed")
     assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
     assert result.op_row("aten::new", 1, 0.3) == OpRow(None, None, "added")
+    from pytest_opprof.compare import Ignore
+
+    ignoring = dataclasses.replace(result, ignores=(Ignore("aten::re*", True), Ignore("aten::new", True)))
+    assert ignoring.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "ignored")  # not `calls changed`
+    assert ignoring.op_row("aten::new", 1, 0.3) == OpRow(None, None, "ignored")  # not `added`
     assert BaselineResult("b.json", "missing").compared is False
 
 

@@ -105,6 +105,12 @@ def test_plugin_can_be_disabled(pytester):
         ),
         ([], "opprof_trace = never", "--opprof-trace: 'never' is not 'failed' or 'all' (from tox.ini)"),
         (["-o", "opprof_top=x"], "", "--opprof-top: 'x' is not a whole number >= 1 (from -o opprof_top)"),
+        (  # an empty value written down is judged as the flag's (a trial's `fail_on =` meant none, got the default)
+            [],
+            "opprof_fail_on =",
+            "--opprof-fail-on: '' is not a comma list of structure, work, time, environment (or none) (from tox.ini)",
+        ),
+        (["-o", "opprof_baseline_dir="], "", "--opprof-baseline-dir: '' is not a path (from -o opprof_baseline_dir)"),
         (
             [],
             "opprof_require_baseline = sure",
@@ -130,16 +136,23 @@ NATIVE_TOML_CASES = [
     ("opprof_strict = true", None),
     ("opprof_update_baseline = false", None),
     ('opprof_fail_on = "structure,work"', None),
+    ('opprof_ignore_ops = ""', None),  # empty ignores none, as --opprof-ignore-ops= does
+    ('opprof_fail_on = ""', "--opprof-fail-on: '' is not a comma list of structure, work, time, environment (or none)"),
     ("opprof_top = 0", "--opprof-top: 0 is not a whole number >= 1 (from pyproject.toml)"),
     ("opprof_top = 2.5", "config option 'opprof_top' expects one of string | int, got float: 2.5"),
     (
         "opprof_tolerance = 0.2",
         "--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2%",
     ),
-    ("opprof_min_delta_ms = -1", "--opprof-min-delta-ms: -1 is not a number of milliseconds >= 0"),
+    ("opprof_min_delta_ms = -1", "--opprof-min-delta-ms: -1 is not a finite number of milliseconds >= 0"),
     ("opprof_tolerance = true", "config option 'opprof_tolerance' expects one of string | float, got bool: True"),
     ("opprof_top = [5]", "config option 'opprof_top' expects one of string | int, got list: [5]"),
     ("opprof_json = 5", "config option 'opprof_json' expects a string, got int: 5"),
+    (  # what people write for a list; pytest's refusal gains the line to write
+        'opprof_ignore_ops = ["aten::copy_", "aten::t"]',
+        "config option 'opprof_ignore_ops' expects a string, got list: ['aten::copy_', 'aten::t']; write the list "
+        'as one comma-separated string: opprof_ignore_ops = "aten::copy_, aten::t"',
+    ),
 ]
 
 
@@ -251,6 +264,9 @@ def test_inert_without_flag(pytester):
     assert (pytester.path / "modules.txt").read_text() == "no torch"
     written = [p.name for p in pytester.path.rglob("*") if "opprof" in p.name or p.suffix in (".json", ".gz")]
     assert written == []
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "marked")  # a trial read 40 of 1 run
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines([inert_summary(1)])
 
 
 def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_capture(pytester):
@@ -1040,15 +1056,28 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
 
         def test_body(opprof):
             opprof.assert_op_count("aten::mm", 5)
+
+        def test_thread(opprof):  # a trial's model ran in a thread of fn's: no op recorded either
+            import threading, torch
+
+            def in_thread():
+                t = threading.Thread(target=lambda: torch.mm(torch.ones(2, 2), torch.ones(2, 2)))
+                t.start()
+                t.join()
+
+            opprof.run(in_thread, steps=2)
         """
     )
     result = run(pytester, "--opprof")
-    result.assert_outcomes(errors=3)
+    result.assert_outcomes(errors=4)
     result.stdout.fnmatch_lines_random(
         [
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; opprof.run()'s fn "
             "(test_generator.<locals>.<lambda>) ran no torch operator in its 4 profiled steps: check that it calls "
-            "the model, and does not return what would (a generator, a lambda)",
+            "the model, and does not return what would (a generator, a lambda), nor hand it to another thread "
+            "(threading, a pool: the profiler records only the thread that calls run())",
+            "opprof: the measurement cannot be trusted, * opprof.run()'s fn (test_thread.<locals>.in_thread) ran no "
+            "torch operator in its 2 profiled steps: *nor hand it to another thread*",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "
             "block ran no torch operator: put the model's call inside it",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the test's body ran no torch "
@@ -1526,7 +1555,10 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     shown = old.relative_to(project.path).as_posix()
     assert lines == [
         f"opprof: 1 baseline file in the folders of the collected test files is read by no test (renamed or "
-        f"removed tests?): {shown}; if those tests are gone, delete the files (git rm)"
+        f"removed tests?): {shown}; if those tests are gone, delete the files (git rm)",
+        f"opprof: test_o.py::test_p[c] has no baseline, and {shown} beside it is read by no test: if the test was "
+        f"renamed, keep its baseline: git mv '{shown}' '{shown.replace('[b]', '[c]')}', then set the file's "
+        '"nodeid" to "test_o.py::test_p[c]"',
     ]
     assert old.is_file()
     if xdist:
@@ -2259,7 +2291,10 @@ def test_marker_overrides_the_rule_per_test(pytester, monkeypatch):
     pytester.makepyfile(test_base=source)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
     monkeypatch.setenv("OPPROF_INJECT", "extra")
-    run(pytester, "--opprof", "-k", "big").assert_outcomes(passed=1)
+    result = run(pytester, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    (row,) = [line for line in result.stdout.lines if line.startswith("aten::clone ")]
+    assert row.split()[-1] == "ignored"  # a trial's ignored op read `added` beside its pass
 
 
 def test_no_baseline_passes_and_says_how_to_record(project):
@@ -2306,6 +2341,17 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
             "opprof: no baseline for 1 test (test_new.py::test_y) in .opprof/ci-a10; run pytest --opprof-update-baseline *"
         ]
     )
+    other = project.path / "etc"  # a trial's opprof_baseline_dir = "/etc" named its 80 folders as keys
+    for name in ("apache2", "X11", "ssl", "python3"):
+        (other / name).mkdir(parents=True)
+        (other / name / "some.conf").write_text("x")
+    for key in ("k1", "k2", "k3", "k4"):
+        (other / key / "t.py").mkdir(parents=True)
+        (other / key / "t.py" / "test_a.json").write_text("{}")
+    result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=etc")
+    result.stdout.fnmatch_lines(
+        ["*in etc/ci-a10 (no such folder; etc holds baselines of k1, k2, k3 and 1 more); run *"]
+    )
 
 
 @pytest.mark.parametrize("update", [False, True])
@@ -2339,7 +2385,12 @@ def test_baseline_dir_option(pytester, monkeypatch):
     ("args", "message"),
     [
         (["--opprof-tolerance", "fast"], "--opprof-tolerance: 'fast' is not a percentage like 20% (from command line)"),
-        (["--opprof-min-delta-ms", "-1"], "--opprof-min-delta-ms: '-1' is not a number of milliseconds >= 0"),
+        (["--opprof-min-delta-ms", "-1"], "--opprof-min-delta-ms: '-1' is not a finite number of milliseconds >= 0"),
+        (["--opprof-min-delta-ms", "1e400"], "--opprof-min-delta-ms: '1e400' is not a finite number of milliseconds"),
+        (
+            ["--opprof-tolerance", "100000%"],
+            "--opprof-tolerance: '100000%' is not a percentage like 20%, from 0% to under 10000% (from command line)",
+        ),
         (
             ["--opprof-fail-on", "speed"],
             "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment",
@@ -3090,6 +3141,15 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
             ["--opprof-trace-dir", ".opprof/cpu/traces"],
             "--opprof-trace-dir: '.opprof/cpu/traces' is inside the device-key folder*",
         ),
+        (  # a key folder itself: traces among the committed baselines (a trial's, from the ini too)
+            ["--opprof-trace-dir", ".opprof/cpu/"],
+            "--opprof-trace-dir: '.opprof/cpu/' is the device-key folder */.opprof/cpu of the baselines; write the "
+            "traces elsewhere (--opprof-trace-dir=opprof-traces): they would sit among committed baselines",
+        ),
+        (  # this run's key folder, before it holds a baseline
+            ["--opprof-device-key", "ci-box", "--opprof-trace-dir", "./.opprof/ci-box"],
+            "--opprof-trace-dir: './.opprof/ci-box' is the device-key folder */.opprof/ci-box of the baselines; *",
+        ),
         (
             ["--opprof-json", ".opprof/r.json"],
             "--opprof-json: '.opprof/r.json' is inside the baseline folder */.opprof, where opprof show and compare "
@@ -3351,3 +3411,92 @@ def test_record_function_ranges_are_reported_and_asserted(project):
     assert not ranges["encoder"]["on_device"] and ranges["encoder"]["device_ms"] == 0
     page = (project.path / "r.html").read_text()
     assert page.count('<table class="ranges">') == 4 and "<td>encoder</td><td>1</td>" in page
+
+
+def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
+    """A trial's fixture that called opprof.run() made its test an error (`the test's body ran no
+    torch operator, and called neither opprof.run() nor opprof.capture()`): the whole-call capture
+    started after setup found nothing and replaced the fixture's. A capture made in setup is the
+    test's: the body's assertions check it, and it is reported and recorded."""
+    pytester.makepyfile(
+        test_fx="""
+        import pytest, torch
+
+        @pytest.fixture
+        def measured(opprof):
+            opprof.run(lambda: torch.mm(torch.ones(4, 4), torch.ones(4, 4)), warmup=1, steps=3)
+            return opprof
+
+        def test_ok(measured):
+            measured.assert_op_count("aten::mm", 1)
+
+        def test_wrong(measured):
+            measured.assert_op_count("aten::mm", 2)
+        """
+    )
+    result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["E *aten::mm: 1 calls/step, expected 2*"])
+    assert "ran no torch operator" not in result.stdout.str() and "2 captures" not in result.stdout.str()
+    tests = {t["nodeid"]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    assert tests["test_fx.py::test_ok"]["profile"]["steps"] == 3
+    assert (pytester.path / ".opprof").exists() and list((pytester.path / ".opprof").rglob("test_ok.json"))
+    run(pytester, "--opprof").assert_outcomes(passed=1, failed=1)
+
+
+def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
+    """pytest gives tests in files outside the rootdir node ids without the file (`::test_x`): a
+    trial's two such files shared one baseline, each compared with the other's. Refused at start
+    under --opprof, one line a file; a plain run (no baselines) runs them."""
+    root = pytester.mkdir("proj")
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for name in ("a", "b"):
+        folder = pytester.mkdir(f"other_{name}")
+        (folder / f"test_{name}.py").write_text(
+            "import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(2) + 1, steps=2)\n"
+        )
+    args = ("--rootdir", str(root), "-c", str(root / "pytest.ini"), "other_a/test_a.py", "other_b/test_b.py")
+    result = run(pytester, "--opprof-update-baseline", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: opprof: */other_a/test_a.py lies outside the rootdir */proj: its tests' node ids (*) are no "
+            "paths under the rootdir, so their baselines would be shared with other tests of that name *",
+            "opprof: */other_b/test_b.py lies outside the rootdir *",
+        ]
+    )
+    assert not list(pytester.path.rglob("*.json"))
+    run(pytester, *args).assert_outcomes(passed=2)
+
+
+def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline(pytester, monkeypatch):
+    """A trial renamed a parametrize id: the run said `no baseline for test_x[b]` and, apart,
+    `test_x[a].json is read by no test`. Alone in one file's folder, of one function, they get a
+    line with the `git mv` and the `nodeid` that keep the baseline; done, the test compares."""
+    pytester.makepyfile(
+        test_r="""
+        import os, pytest, torch
+
+        @pytest.mark.parametrize("n", [4], ids=[os.environ.get("ID", "a")])
+        def test_x(opprof, n):
+            opprof.run(lambda: torch.ones(n) + 1, warmup=1, steps=3)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("ID", "b")
+    result = run(pytester, "--opprof")
+    old, new = ".opprof/*/test_r.py/test_x[[]a[]].json", ".opprof/*/test_r.py/test_x[[]b[]].json"
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: test_r.py::test_x[[]b[]] has no baseline, and {old} beside it is read by no test: if the test "
+            f"was renamed, keep its baseline: git mv '{old}' '{new}', then set the file's \"nodeid\" to "
+            '"test_r.py::test_x[[]b[]]"'
+        ]
+    )
+    (path,) = pytester.path.joinpath(".opprof").rglob("test_x[[]a[]].json")
+    path.rename(path.with_name("test_x[b].json"))
+    moved = path.with_name("test_x[b].json")
+    moved.write_text(moved.read_text().replace('"test_r.py::test_x[a]"', '"test_r.py::test_x[b]"'))
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()

@@ -291,3 +291,21 @@ def test_the_commands_errors_give_quote_a_parametrized_id_for_the_shell():
     )
     assert "pytest --opprof-update-baseline 't.py::test_a[1]' (and commit" in record_if_intended("t.py::test_a[1]")
     assert "pytest --opprof-update-baseline t.py::test_a and commit" in baseline_required("t.py::test_a", "p")
+
+
+def test_a_rename_is_suggested_only_where_one_test_and_one_file_of_its_function_pair_up():
+    """Two tests without a baseline beside one unread file, or another function's file: no
+    guess (the summary's two lines stand)."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import renamed_lines
+
+    def missing(nodeid: str, path: str) -> TestRecord:
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(path, "missing")})
+
+    one = [missing("t.py::test_x[b]", ".opprof/k/t.py/test_x[b].json")]
+    (line,) = renamed_lines(one, [".opprof/k/t.py/test_x[a].json"])
+    assert "git mv '.opprof/k/t.py/test_x[a].json' '.opprof/k/t.py/test_x[b].json'" in line
+    assert renamed_lines(one, [".opprof/k/t.py/test_y[a].json"]) == []  # another function's
+    assert renamed_lines(one, [".opprof/k/u.py/test_x[a].json"]) == []  # another file's
+    two = [*one, missing("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json")]
+    assert renamed_lines(two, [".opprof/k/t.py/test_x[a].json"]) == []  # which one?
