@@ -6,6 +6,7 @@ Tests import these formatters so they assert the real text.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import reprlib
 import shlex
@@ -631,6 +632,12 @@ def outside_rootdir(path: str, rootdir: str, nodeid: str) -> str:
         "under the rootdir, so their baselines would be shared with other tests of that name (or land outside "
         "the baseline folder); run pytest with --rootdir (or the ini file) at a folder above every test file"
     )
+
+
+def toml_list_fix(key: str, items: list[str] | None) -> str:
+    """The line to write for a TOML list pytest 9's `[tool.pytest]` refused under a comma-list key."""
+    joined = ", ".join(items) if items is not None else "a, b"
+    return f"; write the list as one comma-separated string: {key} = {json.dumps(joined)}"
 
 
 def inert_summary(count: int) -> str:

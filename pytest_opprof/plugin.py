@@ -54,6 +54,7 @@ from .errors import (
     recording_by_setting,
     stepped_aside_unmeasured,
     threads_left_changed,
+    toml_list_fix,
     unknown_ini_key,
 )
 from .fixture import OpprofFixture
@@ -164,16 +165,18 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
     return raw, config.inipath.name if config.inipath else "ini file"
 
 
+COMMA_LISTS = ("fail_on", "ignore_ops")  # the options whose value is a comma list
+
+
 def _toml_fix(option: Option, refusal: str) -> str:
-    """What to write instead of a TOML list pytest refused for a key that takes a comma list."""
-    if "got list: " not in refusal:
+    """What to write instead of a TOML list pytest refused, for a key that takes a comma list."""
+    if option.field not in COMMA_LISTS or "got list: " not in refusal:
         return ""
     try:
         items = ast.literal_eval(refusal.split("got list: ", 1)[1].strip())
     except (ValueError, SyntaxError):
         items = None
-    joined = ", ".join(map(str, items)) if isinstance(items, list) else "a, b"
-    return f"; write the list as one comma-separated string: {option.ini} = {json.dumps(joined)}"
+    return toml_list_fix(option.ini, [str(i) for i in items] if isinstance(items, list) else None)
 
 
 def _in_ini_file(config: pytest.Config, name: str) -> bool:
@@ -491,15 +494,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     late_hook = _late_key_hook(config, state)
     if late_hook and not hasattr(config, "workerinput"):
         raise pytest.UsageError(late_hook)
-    problems, outside = [], set()
+    problems = []
     for item in items:
         marker = item.get_closest_marker(MARKER)
         problem = marker_problem(item.nodeid, marker.args, marker.kwargs) if marker is not None else None
-        if problem is None and state.settings.measuring and _carries(item) and not _in_rootdir(item, config):
-            problem = outside_rootdir(str(item.path), str(config.rootpath), item.nodeid)
-            if item.path in outside and not hasattr(config, "workerinput"):
-                continue  # said once a file
-            outside.add(item.path)
         if late_hook and _carries(item):  # an xdist worker cannot stop the run: each measured test errs
             problem = late_hook
         if problem and hasattr(config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
@@ -529,6 +527,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = config.stash.get(RUN, None)
     if state is not None:  # the tests that will run (-k, -m and --deselect have left out theirs)
         state.carrying = sum(1 for item in session.items if _carries(item))
+        _refuse_outside_rootdir(config, state, session.items)
     if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
@@ -669,10 +668,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             if late.profile is None and not late.error_messages:
                 _measured_nothing(item, late, state, asked_late_unmeasured, "unmeasured")
             _judge_call(item, late, state)
-        return result
-    if fixture.captures:  # a fixture of the test measured in its setup: that capture is the test's
-        result = yield
-        _judge_call(item, fixture, state)
         return result
     fixture.start_whole_call()
     try:
@@ -845,10 +840,27 @@ def _baseline_id(item: pytest.Item) -> str:
     return item.nodeid[: found.start()] + ("" if found[1] == "[" else "]")
 
 
-def _in_rootdir(item: pytest.Item, config: pytest.Config) -> bool:
-    """Whether the test's file lies under the rootdir (outside it, pytest's node id for the test
-    leaves out the file: `::test_x`, one baseline for every test of that name)."""
-    return item.path.resolve().is_relative_to(config.rootpath.resolve())
+def _refuse_outside_rootdir(config: pytest.Config, state: RunState, items: list[pytest.Item]) -> None:
+    """Measured tests whose node ids name no file under the rootdir (a file outside it: pytest
+    names its tests `::test_x`, one baseline for every test of that name): a usage error at start,
+    one line a file; on an xdist worker, which cannot stop the run, each such test errs."""
+    if not state.settings.measuring:
+        return
+    problems: dict[Path, str] = {}
+    for item in items:
+        if _carries(item) and _outside_rootdir(item.nodeid):
+            problem = outside_rootdir(str(item.path), str(config.rootpath), item.nodeid)
+            problems.setdefault(item.path, problem)
+            if hasattr(config, "workerinput"):
+                item.stash[BAD_MARKER] = problem
+    if problems and not hasattr(config, "workerinput"):
+        raise pytest.UsageError("\n".join(_first_of(list(problems.values()))))
+
+
+def _outside_rootdir(nodeid: str) -> bool:
+    """A node id whose file part is empty (`::test_x`) or climbs out of the rootdir (`../t.py::x`)."""
+    file = nodeid.split("::", 1)[0]
+    return file == "" or file == ".." or file.startswith("../")
 
 
 def _carries(item: pytest.Item) -> bool:
@@ -985,7 +997,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     looked_in = _looked_in(config, state)
     run_globs = state.settings.ignore_ops if _picked_some(config) else ()  # may match in the tests left out
     verbose = config.option.verbose > 0
-    lines = summary_lines(state.records, verbose, workers, recording, looked_in, run_globs) if state.records else []
+    strict = state.settings.strict
+    lines = (
+        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict) if state.records else []
+    )
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))
         lines += renamed_lines(state.records, state.orphans)

@@ -377,20 +377,21 @@ def format_problems(
     recording: bool = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
+    strict: bool = False,
 ) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
     `verbose`), trust warnings and errors, traces written; then the run's lines on baselines
     (`looked_in`: the baseline folder the 'no baseline' line names; `unjudged_globs`: ignore globs
     not said to match nothing, as the run's own in a run narrowed by -k: the rest of the suite
     may hold their ops)."""
-    shared = _Shared() if verbose else shared_load(records)
+    shared = _Shared() if verbose else _shared_load(records, strict)
     lines = []
     for record in records:
-        lines += _test_lines(record, verbose, shared)
+        lines += _test_lines(record, verbose, shared, strict)
     return "\n".join(lines + list(shared.lines) + _run_lines(records, recording, looked_in, unjudged_globs, verbose))
 
 
-def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None) -> list[str]:
+def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None, strict: bool = False) -> list[str]:
     nodeid, baseline = record.nodeid, record.baseline
     shared = shared or _Shared()
     lines = []
@@ -409,7 +410,8 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
         lines.append(f"{nodeid}: measured twice: both differ from the baseline")
     if baseline:
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
-        lines += [f"{nodeid}: {line}" for line in verdict_lines(verdicts, verbose, baseline.status)]
+        status = "strict" if _strict_error(record, strict) else baseline.status
+        lines += [f"{nodeid}: {line}" for line in verdict_lines(verdicts, verbose, status)]
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         if changed and baseline.status == "compared":  # a recording run has recorded it
             lines.append(f"{nodeid}: {record_if_intended(nodeid)}")
@@ -450,7 +452,8 @@ _MORE = "-v or --opprof-json lists them all"
 
 def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | None = None) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
-    verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...)."""
+    verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
+    or `strict` where --opprof-strict made the test an error."""
     if verbose:
         return [v.message for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
@@ -510,6 +513,8 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
         fix = _written_fix(group)
     elif status in RECORDING:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
+    elif status == "strict":
+        outcome = STRICT_OUTCOME
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
@@ -546,29 +551,21 @@ class _Shared:
     warned: frozenset[str] = frozenset()
 
 
+# What the tests a shared line names came to: by baseline status, or an error of --opprof-strict
 _SHARED_OUTCOME = {
     "compared": "neither passed nor failed (--opprof-strict makes this an error)",
     "kept": "their baselines were kept as they were (an inconclusive measurement never replaces one)",
+    "strict": "--opprof-strict made each an error",
 }
+STRICT_OUTCOME = "--opprof-strict made the test an error"  # a test's own line, where it did
 
 
-def shared_load(records: list[TestRecord]) -> _Shared:
+def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
     """One line for what two tests or more said of CPU contention alike (not with -v, which keeps
-    each test's): time inconclusive for it, baselines recorded under it, the warning itself."""
-    inconclusive: dict[tuple[str, str], list[TestRecord]] = {}
-    for record in records:
-        key = _contention_inconclusive(record)
-        if key:
-            inconclusive.setdefault(key, []).append(record)
-    lines, said = [], set()
-    for (status, fix), group in inconclusive.items():
-        if len(group) > 1:
-            ids = [r.nodeid for r in group]
-            lines.append(
-                f"opprof: time inconclusive in {count_of(len(ids), 'test')} for {CONTENTION_WHY}: {_most_waited(group)}; "
-                f"{_SHARED_OUTCOME[status]}; {fix}: {first_three(ids)} (-v: each test's line)"
-            )
-            said.update(ids)
+    each test's): time inconclusive for it, baselines recorded under it, the warning itself. A
+    test is counted once (`--dist each` runs it on every worker)."""
+    records = list({r.nodeid: r for r in records}.values())
+    lines, said = _inconclusive_shared(records, strict)
     recorded = [r for r in records if _recorded_contended(r)]
     if len(recorded) > 1:
         lines.append(
@@ -592,16 +589,43 @@ def shared_load(records: list[TestRecord]) -> _Shared:
     )
 
 
-def _contention_inconclusive(record: TestRecord) -> tuple[str, str] | None:
-    """(baseline status, fix) of a test whose time inconclusive line leads with CPU contention,
-    where a line for several tests can say its outcome (compared, or kept by a recording run)."""
+def _inconclusive_shared(records: list[TestRecord], strict: bool) -> tuple[list[str], set[str]]:
+    """The shared lines of tests inconclusive for CPU contention alike (same outcome and fix), and
+    the tests they name."""
+    alike: dict[tuple[str, str], list[TestRecord]] = {}
+    for record in records:
+        key = _contention_inconclusive(record, strict)
+        if key:
+            alike.setdefault(key, []).append(record)
+    lines, said = [], set()
+    for (outcome, fix), group in alike.items():
+        if len(group) > 1:
+            ids = [r.nodeid for r in group]
+            lines.append(
+                f"opprof: time inconclusive in {count_of(len(ids), 'test')} for {CONTENTION_WHY}: {_most_waited(group)}; "
+                f"{_SHARED_OUTCOME[outcome]}; {fix}: {first_three(ids)} (-v: each test's line)"
+            )
+            said.update(ids)
+    return lines, said
+
+
+def _contention_inconclusive(record: TestRecord, strict: bool) -> tuple[str, str] | None:
+    """(outcome, fix) of a test whose time inconclusive line leads with CPU contention, where a
+    line for several tests can say its outcome (compared, an error of --opprof-strict, or kept by
+    a recording run)."""
     baseline = record.baseline
-    if not baseline or baseline.status not in _SHARED_OUTCOME:
+    if not baseline or baseline.status not in ("compared", "kept"):
         return None
     group = _largest_first(v for v in baseline.verdicts if v.status == INCONCLUSIVE)
     if not group or not (group[0].why or "").startswith(CONTENTION_WHY):
         return None
-    return baseline.status, group[0].fix or QUIET_MACHINE_FIX
+    outcome = "strict" if _strict_error(record, strict) else baseline.status
+    return outcome, group[0].fix or QUIET_MACHINE_FIX
+
+
+def _strict_error(record: TestRecord, strict: bool) -> bool:
+    """Whether --opprof-strict made the compared test an error (where time may fail it)."""
+    return strict and record.outcome == "error" and record.baseline_status == "compared"
 
 
 def _most_waited(records: list[TestRecord]) -> str:
@@ -819,11 +843,12 @@ def summary_lines(
     recording: bool = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
+    strict: bool = False,
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     tables = format_summary(records)
     lines = [tables] if tables else []  # none when every measured test was skipped
-    problems = format_problems(records, verbose, recording, looked_in, unjudged_globs)
+    problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict)
     if problems:
         lines.append(problems)
     if workers:

@@ -479,18 +479,22 @@ def _not_a_report(flag: str, value: str, path: Path) -> str:
 
 
 def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str | None) -> str | None:
-    """A trace folder that is a device-key folder of the baselines itself: this run's (its key
-    known once the device is), or another one holding baselines. Traces would sit among committed
-    baselines (output_paths_problem refuses folders inside one; this one is beside its files)."""
+    """A trace folder that is the baseline folder itself, or one of its device-key folders:
+    this run's (its key known once the device is), or another holding baselines. Traces would sit
+    among committed baselines (output_paths_problem refuses folders inside a key folder)."""
     if not settings.trace_dir:
         return None
     folder = Path(os.path.realpath(baseline_folder))
     where = Path(os.path.realpath(settings.trace_dir))
-    if where.parent != folder or not (where.name == device_key or any(where.rglob("*.json"))):
+    if where == folder:
+        what = f"the baseline folder {where}"
+    elif where.parent == folder and (where.name == device_key or any(where.rglob("*.json"))):
+        what = f"the device-key folder {where} of the baselines"
+    else:
         return None
     return (
-        f"--opprof-trace-dir: {settings.trace_dir!r} is the device-key folder {where} of the baselines; write "
-        "the traces elsewhere (--opprof-trace-dir=opprof-traces): they would sit among committed baselines"
+        f"--opprof-trace-dir: {settings.trace_dir!r} is {what}; write the traces elsewhere "
+        "(--opprof-trace-dir=opprof-traces): they would sit among committed baselines"
     )
 
 

@@ -137,14 +137,20 @@ NATIVE_TOML_CASES = [
     ("opprof_update_baseline = false", None),
     ('opprof_fail_on = "structure,work"', None),
     ('opprof_ignore_ops = ""', None),  # empty ignores none, as --opprof-ignore-ops= does
-    ('opprof_fail_on = ""', "--opprof-fail-on: '' is not a comma list of structure, work, time, environment (or none)"),
+    (
+        'opprof_fail_on = ""',
+        "--opprof-fail-on: '' is not a comma list of structure, work, time, environment (or none) (from pyproject.toml)",
+    ),
     ("opprof_top = 0", "--opprof-top: 0 is not a whole number >= 1 (from pyproject.toml)"),
     ("opprof_top = 2.5", "config option 'opprof_top' expects one of string | int, got float: 2.5"),
     (
         "opprof_tolerance = 0.2",
-        "--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2%",
+        "--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2% (from pyproject.toml)",
     ),
-    ("opprof_min_delta_ms = -1", "--opprof-min-delta-ms: -1 is not a finite number of milliseconds >= 0"),
+    (
+        "opprof_min_delta_ms = -1",
+        "--opprof-min-delta-ms: -1 is not a finite number of milliseconds >= 0 (from pyproject.toml)",
+    ),
     ("opprof_tolerance = true", "config option 'opprof_tolerance' expects one of string | float, got bool: True"),
     ("opprof_top = [5]", "config option 'opprof_top' expects one of string | int, got list: [5]"),
     ("opprof_json = 5", "config option 'opprof_json' expects a string, got int: 5"),
@@ -171,7 +177,7 @@ def test_native_toml_table_takes_typed_values(pytester, line, message):
         return
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in result.stderr.str().splitlines() if line.strip()]
-    assert len(lines) == 1 and message in lines[0], lines
+    assert len(lines) == 1 and lines[0].endswith(message), lines  # nothing after it (a fix for another key)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +200,7 @@ def test_a_toml_list_in_ini_options_under_warnings_as_errors_is_no_internal_erro
         return
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in result.stderr.str().splitlines() if line.strip()]
-    assert len(lines) == 1 and message in lines[0], lines
+    assert len(lines) == 1 and lines[0].endswith(message), lines  # nothing after it (a fix for another key)
 
 
 def test_native_toml_numbers_take_effect(project):
@@ -2543,6 +2549,9 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
         result = run(remeasure_project, "--opprof", *args)
         result.assert_outcomes(errors=1)
         result.stdout.fnmatch_lines(["*--opprof-strict: a time check of test_re.py::test_mm was inconclusive*"])
+        result.stdout.fnmatch_lines(  # the summary line says what it came to, not "neither passed nor failed"
+            ["test_re.py::test_mm: time inconclusive for aten::mm*; --opprof-strict made the test an error; rerun *"]
+        )
     # strict follows --opprof-fail-on: time that may not fail the test may not error it either
     run(remeasure_project, "--opprof", "--opprof-strict", "--opprof-fail-on=structure,work").assert_outcomes(passed=1)
     result = run(remeasure_project, "--opprof-update-baseline", "--opprof-strict")
@@ -3146,6 +3155,10 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
             "--opprof-trace-dir: '.opprof/cpu/' is the device-key folder */.opprof/cpu of the baselines; write the "
             "traces elsewhere (--opprof-trace-dir=opprof-traces): they would sit among committed baselines",
         ),
+        (  # the baseline folder itself
+            ["--opprof-trace-dir", ".opprof"],
+            "--opprof-trace-dir: '.opprof' is the baseline folder */.opprof; write the traces elsewhere *",
+        ),
         (  # this run's key folder, before it holds a baseline
             ["--opprof-device-key", "ci-box", "--opprof-trace-dir", "./.opprof/ci-box"],
             "--opprof-trace-dir: './.opprof/ci-box' is the device-key folder */.opprof/ci-box of the baselines; *",
@@ -3416,8 +3429,9 @@ def test_record_function_ranges_are_reported_and_asserted(project):
 def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
     """A trial's fixture that called opprof.run() made its test an error (`the test's body ran no
     torch operator, and called neither opprof.run() nor opprof.capture()`): the whole-call capture
-    started after setup found nothing and replaced the fixture's. A capture made in setup is the
-    test's: the body's assertions check it, and it is reported and recorded."""
+    started after setup found nothing and replaced the fixture's. A body that runs no op keeps the
+    fixture's capture: its assertions check it, and it is reported and recorded; a body that runs
+    ops is the test's capture, as before (the report holds the last of two)."""
     pytester.makepyfile(
         test_fx="""
         import pytest, torch
@@ -3432,16 +3446,24 @@ def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
 
         def test_wrong(measured):
             measured.assert_op_count("aten::mm", 2)
+
+        def test_body_runs_ops(measured):  # the whole call, as before: the body's ops are the test's
+            measured.assert_op_count("aten::mm", 1)  # checked at once, on the capture made before it
+            torch.ones(3).double()
         """
     )
     result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["E *aten::mm: 1 calls/step, expected 2*"])
-    assert "ran no torch operator" not in result.stdout.str() and "2 captures" not in result.stdout.str()
+    assert "ran no torch operator" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["test_fx.py::test_body_runs_ops: 2 captures in one test: *"])
+    assert "test_ok: 2 captures" not in result.stdout.str()
     tests = {t["nodeid"]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
     assert tests["test_fx.py::test_ok"]["profile"]["steps"] == 3
+    body = {op["name"] for op in tests["test_fx.py::test_body_runs_ops"]["profile"]["ops"]}
+    assert "aten::_to_copy" in body and "aten::mm" not in body
     assert (pytester.path / ".opprof").exists() and list((pytester.path / ".opprof").rglob("test_ok.json"))
-    run(pytester, "--opprof").assert_outcomes(passed=1, failed=1)
+    run(pytester, "--opprof").assert_outcomes(passed=2, failed=1)
 
 
 def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
@@ -3467,6 +3489,13 @@ def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
     )
     assert not list(pytester.path.rglob("*.json"))
     run(pytester, *args).assert_outcomes(passed=2)
+    run(pytester, "--opprof", "-k", "nothing", *args).assert_outcomes(deselected=2)  # judged after -k
+    # a test file linked into the rootdir (a Bazel runfiles tree) has a node id under it: measured
+    (root / "tests").mkdir()
+    (root / "tests" / "test_link.py").symlink_to(pytester.path / "other_a" / "test_a.py")
+    linked = ("--rootdir", str(root), "-c", str(root / "pytest.ini"), str(root / "tests" / "test_link.py"))
+    run(pytester, "--opprof-update-baseline", *linked).assert_outcomes(passed=1)
+    assert list((root / ".opprof").rglob("tests/test_link.py/test_x.json"))
 
 
 def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline(pytester, monkeypatch):

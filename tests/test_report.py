@@ -236,15 +236,22 @@ def test_contention_inconclusive_lines_of_several_tests_become_one(status, outco
         loaded("t.py::c", 0.4, inconclusive_result(status, "GPU clocks throttled")),
     ]
     lines = format_problems(records).splitlines()[:3]  # a recording run's count of files follows
+    own = {  # the per-test line's outcome, and the shared line's for several tests
+        "compared": ("neither passed nor failed (--opprof-strict makes this an error)",) * 2,
+        "kept": (
+            "its baseline was kept as it was (an inconclusive measurement never replaces one)",
+            "their baselines were kept as they were (an inconclusive measurement never replaces one)",
+        ),
+    }[status]
+    assert own[1].startswith(outcome)
     assert lines == [
-        f"t.py::c: time inconclusive for aten::mm: GPU clocks throttled; {lines[0].split('; ')[1]}; rerun quietly",
+        f"t.py::c: time inconclusive for aten::mm: GPU clocks throttled; {own[0]}; rerun quietly",
         "t.py::c: warning contention: the test's threads waited for a CPU 40% of the capture: other load on the "
         "machine inflated its CPU times; time assertions judge them as measured (a baseline time verdict is "
         "inconclusive where the wait can explain the slowdown); rerun on a quiet machine",
         "opprof: time inconclusive in 2 tests for CPU contention: their threads waited for a CPU up to 120% of the "
-        f"capture (summed over threads); {outcome}{lines[2].split(outcome)[1]}",
+        f"capture (summed over threads); {own[1]}; rerun quietly: t.py::a, t.py::b[1-2] (-v: each test's line)",
     ]
-    assert lines[2].endswith("; rerun quietly: t.py::a, t.py::b[1-2] (-v: each test's line)")
     every = format_problems(records, verbose=True)
     assert "in 2 tests" not in every and every.count("warning contention") == 3
 
@@ -309,3 +316,24 @@ def test_a_rename_is_suggested_only_where_one_test_and_one_file_of_its_function_
     assert renamed_lines(one, [".opprof/k/u.py/test_x[a].json"]) == []  # another file's
     two = [*one, missing("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json")]
     assert renamed_lines(two, [".opprof/k/t.py/test_x[a].json"]) == []  # which one?
+
+
+def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_them():
+    """`--dist each` runs a test on every worker (two records of one node id): it is one test in
+    the shared lines. Under --opprof-strict, tests it made errors are said to be so."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    written = BaselineResult(".opprof/cpu/t.py/x.json", "new")
+    twice = [loaded("t.py::a", 0.5, written), loaded("t.py::a", 0.6, written)]
+    lines = format_problems(twice, recording=True).splitlines()
+    assert lines[0].startswith("t.py::a: baseline recorded while its threads waited")  # one test: its own line
+    assert not [line for line in lines if "2 baselines" in line]
+    contended = inconclusive_result(
+        "compared", "CPU contention: the test's threads waited for a CPU 50% of the capture"
+    )
+    errored = [TestRecord(**{**loaded(n, 0.5, contended).__dict__, "outcome": "error"}) for n in ("t.py::a", "t.py::b")]
+    (line,) = [line for line in format_problems(errored, strict=True).splitlines() if line.startswith("opprof:")]
+    assert "; --opprof-strict made each an error; rerun quietly: t.py::a, t.py::b" in line
+    (line,) = [line for line in format_problems(errored).splitlines() if line.startswith("opprof:")]
+    assert "; neither passed nor failed (--opprof-strict makes this an error);" in line  # errors of their own
