@@ -392,58 +392,79 @@ def format_problems(
 
 
 def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None, strict: bool = False) -> list[str]:
-    nodeid, baseline = record.nodeid, record.baseline
+    """A test's lines after the tables: its measurement, its verdicts, how it ran, its checks
+    and traces (`shared`: the run's lines that stand for some of them)."""
     shared = shared or _Shared()
+    lines = _measurement_lines(record) + _baseline_lines_of(record, verbose, shared, strict) + _run_of_lines(record)
+    shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
+    contention_said = _said_contention(record.baseline) or _recorded_contended(record) or record.nodeid in shared.warned
+    if not verbose and contention_said:
+        shown = [c for c in shown if c.name != CONTENTION]  # a newcomer's loaded run: said once, not twice a test
+    lines += [f"{c.status} {c.name}: {c.message}" for c in shown]
+    if record.trace:
+        lines.append(f"trace written to {record.trace}")
+    if record.trace_error:
+        lines.append(f"trace {record.trace_error}")
+    if record.earlier_trace:
+        lines.append(f"trace of an earlier run kept at {record.earlier_trace}")
+    return [f"{record.nodeid}: {line}" for line in lines]
+
+
+def _measurement_lines(record: TestRecord) -> list[str]:
+    """What to make of the measurement itself: unreliable clocks, a second measurement."""
     lines = []
     if record.unreliable:
         lines.append(
-            f"{nodeid}: unreliable measurement: {record.unreliable}; "
-            "time verdicts are inconclusive, and no baseline is recorded from it"
+            f"unreliable measurement: {record.unreliable}; time verdicts are inconclusive, and no baseline is "
+            "recorded from it"
         )
-    remeasured = baseline.remeasured if baseline else None
+    remeasured = record.baseline.remeasured if record.baseline else None
     if remeasured == "not confirmed":
         lines.append(
-            f"{nodeid}: the first measurement looked slower than the baseline; "
-            "a second one did not confirm it (interference), so it passes"
+            "the first measurement looked slower than the baseline; a second one did not confirm it "
+            "(interference), so it passes"
         )
     elif remeasured == "confirmed":
-        lines.append(f"{nodeid}: measured twice: both differ from the baseline")
+        lines.append("measured twice: both differ from the baseline")
+    return lines
+
+
+def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, strict: bool) -> list[str]:
+    """The baseline verdicts (those a shared line names left out), and a recording's caveat."""
+    nodeid, baseline, lines = record.nodeid, record.baseline, []
     if baseline:
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
         status = "strict" if _strict_error(record, strict) else baseline.status
-        lines += [f"{nodeid}: {line}" for line in verdict_lines(verdicts, verbose, status)]
+        lines += verdict_lines(verdicts, verbose, status)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         if changed and baseline.status == "compared":  # a recording run has recorded it
-            lines.append(f"{nodeid}: {record_if_intended(nodeid)}")
+            lines.append(record_if_intended(nodeid))
     wait = record.cpu_wait
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
-            f"{nodeid}: baseline recorded while its threads waited for a CPU {100 * wait:.0f}% "
-            f"of the capture{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
+            f"baseline recorded while its threads waited for a CPU {100 * wait:.0f}% of the capture"
+            f"{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
         )
+    return lines
+
+
+def _run_of_lines(record: TestRecord) -> list[str]:
+    """How the test ran: reruns, several captures."""
+    lines = []
     if record.attempts > 1:
         lines.append(
-            f"{nodeid}: ran {record.attempts} times (rerun): the report holds the last run ({record.outcome}); "
+            f"ran {record.attempts} times (rerun): the report holds the last run ({record.outcome}); "
             f"the earlier ones: {', '.join(record.earlier_outcomes)}"
         )
     if record.captures > 1 and not record.cut_short:
+        baseline = record.baseline
         recorded = baseline is not None and (baseline.compared or baseline.status == "new")
         kept = "report and baseline hold" if recorded else "report holds"
         lines.append(
-            f"{nodeid}: {record.captures} captures in one test: its {kept} the last; the earlier ones were "
+            f"{record.captures} captures in one test: its {kept} the last; the earlier ones were "
             "checked only by the assertions made right after them (a test of its own keeps each)"
         )
-    shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
-    if not verbose and (_said_contention(baseline) or _recorded_contended(record) or nodeid in shared.warned):
-        shown = [c for c in shown if c.name != CONTENTION]  # a newcomer's loaded run: said once, not twice a test
-    lines += [f"{nodeid}: {c.status} {c.name}: {c.message}" for c in shown]
-    if record.trace:
-        lines.append(f"{nodeid}: trace written to {record.trace}")
-    if record.trace_error:
-        lines.append(f"{nodeid}: trace {record.trace_error}")
-    if record.earlier_trace:
-        lines.append(f"{nodeid}: trace of an earlier run kept at {record.earlier_trace}")
     return lines
 
 
