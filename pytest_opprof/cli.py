@@ -22,7 +22,7 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir, stable_facts
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, speed_words
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, STEP_WALL, speed_words
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -388,6 +388,15 @@ def _pairs(a: _Side, b: _Side) -> tuple[list[_Pair], list[str], list[str]]:
     )
 
 
+def _worse_text(worse: list[SideRow]) -> str:
+    """`2 ops worse`, `the step wall and 1 op worse`: the step wall is no op."""
+    ops = sum(1 for r in worse if r.op != STEP_WALL)
+    wall = any(r.op == STEP_WALL for r in worse)
+    if not ops:
+        return "the step wall worse (the time outside the ops)"
+    return ("the step wall and " if wall else "") + f"{count_of(ops, 'op')} worse"
+
+
 @dataclass(frozen=True)
 class _Compared:
     """One test compared: its op rows A vs B and the ops B made worse."""
@@ -517,7 +526,7 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
         out.append(f"only ops matching {' or '.join(args.op)}, with the kernels they launched")
     out += [f"warning: {warning}" for warning in outcome.warnings]
     for r in outcome.results:
-        verdict = f"B regressed: {count_of(len(r.worse), 'op')} worse" if r.worse else "B not worse"
+        verdict = f"B regressed: {_worse_text(r.worse)}" if r.worse else "B not worse"
         out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:

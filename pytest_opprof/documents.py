@@ -360,6 +360,7 @@ class BaselineDoc:
             ops=ops,
             kernels={n: k for n, k in kernels.items() if k is not None},
             memory_ops={n: m for n, m in self.memory_ops.items() if selected(n, patterns)},
+            outside_ms=None,  # the steps' time outside every op: chosen by no op glob
         )
 
     def ops_by_time(self) -> list[str]:

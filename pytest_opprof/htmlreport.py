@@ -18,7 +18,7 @@ from .tables import by_shown_time, median_wall_ns, profiler_cost_text
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
-    from .analysis import Profile
+    from .analysis import Check, Profile
     from .decide import BaselineResult
 
 TOP_BARS = 10
@@ -75,6 +75,7 @@ def test_section(
     html_dir: Path | None,
     failure: str | None = None,
     cut_short: bool = False,
+    extra_checks: tuple[Check, ...] = (),
 ) -> str:
     """One test's section: why it failed, its numbers, a bar chart of its top ops, its device
     timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace.
@@ -88,7 +89,7 @@ def test_section(
     parts = [
         head,
         _failure(failure),
-        f'<div class="meta">{_e(_meta(profile, baseline, failure, cut_short))}</div>',
+        f'<div class="meta">{_e(_meta(profile, baseline, failure, cut_short, extra_checks))}</div>',
         _verdicts(baseline, failure),
         _bars(profile),
         _timeline(profile),
@@ -125,8 +126,14 @@ def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
 
 
 def _meta(
-    profile: Profile, baseline: BaselineResult | None, failure: str | None = None, cut_short: bool = False
+    profile: Profile,
+    baseline: BaselineResult | None,
+    failure: str | None = None,
+    cut_short: bool = False,
+    extra_checks: tuple[Check, ...] = (),
 ) -> str:
+    """The section's one line of facts: steps, wall, profiler cost, baseline, and the checks not
+    ok (the capture's and the run's of the test: contention, threads...)."""
     bits = [count_of(profile.steps, "step"), *([CUT_SHORT] if cut_short else [])]
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
@@ -135,7 +142,8 @@ def _meta(
     if baseline is not None:
         bits.append(f"baseline {baseline.status}")
     said = failure or ""  # a trust error the failure above says already is not said twice
-    bits += [f"{c.status} {c.name}: {c.message}" for c in profile.checks if c.status != "ok" and c.message not in said]
+    checks = (*profile.checks, *extra_checks)
+    bits += [f"{c.status} {c.name}: {c.message}" for c in checks if c.status != "ok" and c.message not in said]
     return "; ".join(bits)
 
 

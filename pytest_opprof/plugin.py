@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from . import hooks
-from .analysis.checks import CONTENTION_LIMIT
+from .analysis.checks import CONTENTION, CONTENTION_LIMIT
 from .analysis.model import WARNING, Check
 from .baseline import (
     baseline_file,
@@ -60,12 +60,12 @@ from .errors import (
 from .fixture import OpprofFixture
 from .htmlreport import write_html_report
 from .report import (
-    CONTENTION,
     WRITTEN,
     ReportSpool,
     TestRecord,
     TestResult,
     format_junit_properties,
+    format_junit_verdicts,
     renamed_lines,
     summary_lines,
     write_csv_report,
@@ -738,6 +738,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[_UNDO]
     fixture.baseline = result
+    item.user_properties.extend(format_junit_verdicts(result))
     fixture.error_messages.extend(
         result.error_messages(nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline)
     )

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from tabulate import tabulate
 
 from .analysis import Check, Profile
-from .analysis.checks import CONTENTION_LIMIT
+from .analysis.checks import CONTENTION, CONTENTION_LIMIT
 from .assertions import is_glob
 from .compare import (
     CHANGED,
@@ -148,6 +148,7 @@ class TestResult:
                 html_dir,
                 self.failure,
                 self.cut_short,
+                self.extra_checks,
             )
             if html_dir is not None
             else None,
@@ -279,6 +280,16 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     for check in profile.checks:
         if check.status != "ok":
             props.append((f"opprof.check.{check.name}", f"{check.status}: {check.message}"))
+    return props
+
+
+def format_junit_verdicts(baseline: BaselineResult) -> list[tuple[str, str]]:
+    """The baseline step as junitxml properties: what it did (`opprof.baseline`: compared, new,
+    kept...) and each verdict, `opprof.verdict.<kind>[.<op>]` = `<status>: <message>`."""
+    props = [("opprof.baseline", baseline.status)]
+    for verdict in baseline.verdicts:
+        key = f"opprof.verdict.{verdict.kind}" + (f".{verdict.op}" if verdict.op else "")
+        props.append((key, f"{verdict.status}: {verdict.message}"))
     return props
 
 
@@ -539,9 +550,6 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     else:
         outcome = "neither passed nor failed (--opprof-strict makes this an error)"
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
-
-
-CONTENTION = "contention"  # the trust warning of a capture whose threads waited for a CPU (plugin)
 
 
 def _said_contention(baseline: BaselineResult | None) -> bool:

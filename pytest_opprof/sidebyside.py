@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, REFERENCES, STATE_NOISE, median_calls
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, REFERENCES, STATE_NOISE, STEP_WALL, median_calls
 from .documents import BaselineDoc, KernelShare
 
 SIDE_STATS = ("median", "min")
@@ -95,8 +95,8 @@ def side_by_side(
     min_delta_ms: float = DEFAULT_MIN_DELTA_MS,
     stat: str = "median",
 ) -> list[SideRow]:
-    """Every op of two baseline documents, keyed by operator name (stable across devices),
-    sorted by the absolute difference in ms per step, largest first.
+    """Every op of two baseline documents, keyed by operator name (stable across devices), and
+    the `step wall` outside the ops, sorted by the absolute difference in ms per step, largest first.
 
     ms per step: device time for an op that ran on a device, else CPU time; `stat` over the
     steps. slower/faster: beyond `tolerance` and `min_delta_ms`; added/removed: on one side only.
@@ -123,8 +123,23 @@ def side_by_side(
                 tuple(kb.get(name, ())),
             )
         )
+    wall = _wall_row(a, b, tolerance, min_delta_ms, stat)
+    rows += [wall] if wall is not None else []
     rows.sort(key=lambda r: (-abs(r.diff_ms), r.op))
     return rows
+
+
+def _wall_row(a: BaselineDoc, b: BaselineDoc, tolerance: float, min_delta_ms: float, stat: str) -> SideRow | None:
+    """The `step wall` row: the steps' wall time outside the top-level ops (the Python between
+    them), which the plugin's step wall verdict judges (a trial's 3 ms sleep a step failed its test
+    and compared as `same`). Where both sides hold it and neither ran on a device, whose wall holds
+    the wait for it."""
+    if a.outside_ms is None or b.outside_ms is None or not a.outside_ms or not b.outside_ms:
+        return None
+    if any(op.on_device for doc in (a, b) for op in doc.ops.values()):
+        return None
+    a_ms, b_ms = _stat(list(a.outside_ms), stat), _stat(list(b.outside_ms), stat)
+    return SideRow(STEP_WALL, 1.0, 1.0, a_ms, b_ms, "cpu", "cpu", _side_status(a_ms, b_ms, tolerance, min_delta_ms))
 
 
 def _side(doc: BaselineDoc, name: str, stat: str) -> tuple[float | None, float | None, str | None]:

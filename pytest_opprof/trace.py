@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
-from .analysis.checks import overhead_check
-from .analysis.model import WorkloadReference, workload_problem
+from .analysis.checks import CONTENTION, CONTENTION_LIMIT, overhead_check
+from .analysis.model import WARNING, Check, WorkloadReference, workload_problem
 from .errors import (
     OUTPUT_FIX,
     OUTPUT_SOURCE,
     RUN_REPORT,
     TraceError,
     bad_trace,
+    contended_capture,
     not_a_path,
     opprof_output,
     shown_value,
@@ -457,10 +458,13 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     threads = _positive_int(opprof.get("threads"))
     if threads is not None and threads <= MAX_THREADS:
         profile = replace(profile, threads=threads)
+    wait = _fraction(opprof.get("cpu_wait"))
     overhead = _ratio(opprof.get("overhead"))
     if overhead is not None:
-        check = overhead_check(overhead, _fraction(opprof.get("cpu_wait")))  # the run's observer effect, as judged
+        check = overhead_check(overhead, wait)  # the run's observer effect, as judged
         profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
+    if wait is not None and wait > CONTENTION_LIMIT:  # the test's contention warning, as the run gave it
+        profile = replace(profile, checks=(*profile.checks, Check(CONTENTION, WARNING, contended_capture(wait))))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
     workload = _workload_reference(opprof.get("workload_reference"))

@@ -714,3 +714,43 @@ def test_compare_warns_when_the_machine_references_ran_at_other_speeds(capsys, t
         "B's machine ran the matmul reference 79.37x faster than A's"
     )
     assert "reference" not in run_cli(capsys, "compare", a, c)[1]
+
+
+def cpu_steps(outside_us, steps=6):
+    """CPU-only steps: one 100 us matmul, then `outside_us` of Python before the step ends."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events += [step(i + 1, base, 100 + outside_us), op("aten::mm", base, 100)]
+    return events
+
+
+def test_compare_has_a_step_wall_row_judged_like_an_op(capsys, tmp_path):
+    """A trial's 3 ms sleep a step failed its test on the step wall, and `opprof compare` of its
+    traces and of its baselines said `B not worse`: the time outside the ops is a row of its own,
+    judged like an op, for traces and baseline folders; never where a side ran on a device (the
+    wall holds the wait for it), nor under --op (no op glob chooses it)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, cpu_steps(20), {})
+    write_trace(b, cpu_steps(3_000), {})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    assert code == 1
+    (test,) = json.loads(out)["tests"]
+    wall = next(r for r in test["ops"] if r["op"] == "step wall")
+    assert (wall["a"]["ms_per_step"], wall["b"]["ms_per_step"], wall["status"]) == (0.02, 3.0, "slower")
+    assert test["ops"][0]["op"] == "step wall"  # the largest move first
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert "B regressed: the step wall worse (the time outside the ops)" in out
+    code, out, _ = run_cli(capsys, "compare", a, b, "--op", "aten::mm")
+    assert code == 0 and "step wall" not in out
+    root = tmp_path / ".opprof"
+    fa = write_folder(root, "cpu-a", {"t.py::test_x": analyze(cpu_steps(20))})
+    fb = write_folder(root, "cpu-b", {"t.py::test_x": analyze(cpu_steps(3_000))})
+    code, out, _ = run_cli(capsys, "compare", fa, fb)
+    assert code == 1 and "B regressed: the step wall worse" in out
+    code, out, _ = run_cli(capsys, "compare", fa, fa)
+    assert code == 0 and "step wall" in out  # the row is shown, `same`
+    ga = write_folder(root, "gpu-a", {"t.py::test_x": profile(700)})
+    gb = write_folder(root, "gpu-b", {"t.py::test_x": profile(700)})
+    code, out, _ = run_cli(capsys, "compare", ga, gb)
+    assert "step wall" not in out

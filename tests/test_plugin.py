@@ -1679,6 +1679,23 @@ def baselined(pytester, monkeypatch, fake_clock):
     return pytester
 
 
+def test_junitxml_carries_the_baseline_verdicts(baselined, monkeypatch):
+    """DESIGN §8: junitxml carries the verdicts as properties (a trial found only the numbers):
+    what the baseline step did, and each verdict by kind and op, `<status>: <message>`."""
+    monkeypatch.setenv("OPPROF_INJECT", "extra")
+    run(baselined, "--opprof", "--junitxml=junit.xml", "-k", "big").assert_outcomes(failed=1)
+    (case,) = ET.parse(baselined.path / "junit.xml").iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["opprof.baseline"] == "compared"
+    (structure,) = [k for k in props if k.startswith("opprof.verdict.structure")]
+    assert props[structure].startswith("changed: ") and "aten::clone" in props[structure]
+    monkeypatch.delenv("OPPROF_INJECT")
+    run(baselined, "--opprof", "--junitxml=junit.xml", "-k", "big").assert_outcomes(passed=1)
+    (case,) = ET.parse(baselined.path / "junit.xml").iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["opprof.baseline"] == "compared" and not [k for k in props if k.startswith("opprof.verdict.")]
+
+
 def baseline_files(pytester):
     return sorted(p.relative_to(pytester.path).as_posix() for p in (pytester.path / ".opprof").rglob("*.json"))
 
@@ -2936,6 +2953,7 @@ def test_an_overhead_seen_under_load_does_not_blame_the_profiler(project, fake_c
         f"--opprof-json={tmp_path / 'r.json'}",
         f"--opprof-trace-dir={traces}",
         "--opprof-trace=all",
+        f"--opprof-html={tmp_path / 'r.html'}",
     )
     result.stdout.fnmatch_lines(
         [
@@ -2958,6 +2976,10 @@ def test_an_overhead_seen_under_load_does_not_blame_the_profiler(project, fake_c
         r"overhead +profiled steps took x[\d.]+ the time of unprofiled ones \(above x3\) while", shown.stdout
     )
     assert "while the test's threads waited for a CPU 50% of the capture: other load may have" in shown.stdout
+    # the contention warning itself, there and on the page (a trial's loaded failure said nothing of it)
+    assert re.search(r"warning +contention +the test's threads waited for a CPU 50% of the capture", shown.stdout)
+    page = (tmp_path / "r.html").read_text()
+    assert "warning contention: the test&#x27;s threads waited for a CPU 50% of the capture" in page
 
 
 # -- CSV and HTML reports -----------------------------------------------------------------------

@@ -289,6 +289,7 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
 
 OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
+CONTENTION = "contention"  # the warning of a capture whose threads waited for a CPU past it (the plugin's)
 
 
 def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
