@@ -72,6 +72,27 @@ class Machine:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """One op (or memory op) of a structure verdict: its median calls per step in the baseline
+    (`was`) and now, its time per step (ms: the baseline's, this run's for an added op; what orders
+    the list, the same for every run against one baseline), and the verdict's words for it
+    (`- aten::sdpa (was 1/step)`)."""
+
+    op: str
+    was: float
+    now: float
+    ms: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "was": self.was, "now": self.now, "ms_per_step": round(self.ms, 6), "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Change:
+        return cls(data["op"], data["was"], data["now"], data["ms_per_step"], data["text"])
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     kind: str  # structure | work | time | environment
     status: str  # regressed | improved | changed | inconclusive
@@ -82,9 +103,11 @@ class Verdict:
     p_value: float | None = None
     why: str | None = None  # an inconclusive verdict: what about the machine made it so
     fix: str | None = None  # and what to do for a time verdict
+    changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "changes": [c.to_dict() for c in self.changes],
             "kind": self.kind,
             "status": self.status,
             "op": self.op,
@@ -101,6 +124,7 @@ class Verdict:
         return cls(
             data["kind"], data["status"], data["message"], data.get("op"), data.get("baseline_ms"),
             data.get("ms"), data.get("p"), data.get("why"), data.get("fix"),
+            tuple(Change.from_dict(c) for c in data.get("changes") or ()),
         )  # fmt: skip
 
 
@@ -228,8 +252,10 @@ def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ig
 
 
 def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: str) -> tuple[list[Verdict], set[str]]:
-    """One verdict listing every op and memory op whose calls per step changed; and their names."""
-    changes: list[str] = []
+    """One verdict listing every op and memory op whose calls per step changed, the costliest
+    first (a trial's vanished attention op sat in `and 4 more` behind alphabetical small ones);
+    and their names."""
+    changes: list[Change] = []
     names: set[str] = set()
     sections: tuple[tuple[Mapping[str, OpEntry | MemoryEntry], Mapping[str, OpEntry | MemoryEntry]], ...] = (
         (current.ops, baseline.ops),
@@ -246,28 +272,40 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
             names.add(name)
             if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
                 added = name in new_ops
-                changes.append(_sometimes(name, (new_ops if added else old_ops)[name], added))
+                text = _sometimes(name, (new_ops if added else old_ops)[name], added)
             elif not old_calls:
-                changes.append(f"+ {name} ({count_text(new_calls)}/step)")
+                text = f"+ {name} ({count_text(new_calls)}/step)"
             elif not new_calls:
-                changes.append(f"- {name} (was {count_text(old_calls)}/step)")
+                text = f"- {name} (was {count_text(old_calls)}/step)"
             else:
-                changes.append(f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step")
+                text = f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step"
+            ms = _median_ms(old_ops[name] if name in old_ops else new_ops[name])  # the baseline's: a stable order
+            changes.append(Change(name, float(old_calls), float(new_calls), ms, text))
     if not changes:
         return [], names
-    shown = ", ".join(changes[:MAX_LISTED])
-    more = (
-        f" and {len(changes) - MAX_LISTED} more (--opprof-json lists every op's calls per step)"
-        if len(changes) > MAX_LISTED
-        else ""
-    )
+    changes.sort(key=lambda c: (-c.ms, c.op))
+    shown = ", ".join(c.text for c in changes[:MAX_LISTED])
+    more = f" and {len(changes) - MAX_LISTED} more ({EVERY_CHANGE})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
     if _threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
         mode += (
             f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
             "a thread count changes how some ops split their work"
         )
-    return [Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}")], names
+    return [
+        Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
+    ], names
+
+
+EVERY_CHANGE = "-v or --opprof-json lists every change"
+
+
+def _median_ms(entry: OpEntry | MemoryEntry | None) -> float:
+    """An op's median time per step (device time where it ran on a device), 0 where absent."""
+    if entry is None:
+        return 0.0
+    samples = entry.time_samples if isinstance(entry, OpEntry) else entry.device_ms
+    return float(median(samples)) if samples else 0.0
 
 
 DISPATCH_MODE = "PythonDispatchMode"  # the profiler's event of a TorchDispatchMode handling an op

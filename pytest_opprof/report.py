@@ -27,6 +27,7 @@ from .compare import (
     CHANGED,
     CONTENTION_WHY,
     INCONCLUSIVE,
+    MAX_LISTED,
     MIN_TIME_STEPS,
     QUIET_MACHINE_FIX,
     STRUCTURE,
@@ -486,8 +487,8 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
     or `strict` where --opprof-strict made the test an error."""
-    if verbose:
-        return [v.message for v in verdicts]
+    if verbose:  # a structure verdict's cut list in full
+        return [v.message + _every_change(v) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
         key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
@@ -504,6 +505,13 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
         else:
             lines.append(f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})")
     return lines
+
+
+def _every_change(verdict: Verdict) -> str:
+    """`; every change: ...` for a structure verdict whose message names only the first changes."""
+    if len(verdict.changes) <= MAX_LISTED:
+        return ""
+    return "; every change: " + ", ".join(c.text for c in verdict.changes)
 
 
 def _changed_in(kind: str, group: list[Verdict]) -> str:

@@ -405,6 +405,28 @@ def test_a_structure_verdict_names_at_most_twelve_changes():
     assert verdict.message.count("/step)") == 12 and "+ aten::x11 (1/step) and 18 more (" in verdict.message
 
 
+def test_a_structure_verdict_lists_the_costliest_change_first_and_every_change_for_scripts():
+    """A trial's vanished attention op sat in `and 4 more` behind small ops that came first by
+    name: changes are ordered by the baseline's time per step, and the verdict carries every
+    change (`changes`: op, calls before and now, ms) for the JSON, -v and an xdist worker alike."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    small = tuple(f"aten::a{i:02}" for i in range(14))  # 5 us each, named before aten::linear
+    new = doc(profile(extra_ops=small, linear=False))
+    (verdict,) = compare(new, doc(profile()), Rule()).verdicts
+    assert verdict.message.startswith("structure changed: - aten::linear (was 1/step), + aten::a00 (1/step), ")
+    assert len(verdict.changes) == 15 and verdict.changes[0].op == "aten::linear"
+    assert (verdict.changes[0].was, verdict.changes[0].now, verdict.changes[0].ms) == (1.0, 0.0, 0.8)
+    assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
+    assert verdict.to_dict()["changes"][0] == {
+        "op": "aten::linear", "was": 1.0, "now": 0.0, "ms_per_step": 0.8, "text": "- aten::linear (was 1/step)"
+    }  # fmt: skip
+    assert "and 3 more (-v or --opprof-json lists every change)" in verdict.message
+    (every,) = verdict_lines([verdict], verbose=True)
+    assert every.endswith("; every change: " + ", ".join(c.text for c in verdict.changes))
+
+
 def test_environment_facts_read_none_and_unrecorded_in_words():
     """No CUDA on one side reads `none`; a fact missing from a hand-edited file `unrecorded`."""
     gpu = doc(profile(), env={**ENV, "cuda": "12.4"})
@@ -1611,7 +1633,7 @@ def test_a_dispatch_mode_that_now_runs_is_named_in_the_structure_verdict():
     )
     (verdict,) = [v for v in compare(doc(analyze(events)), base, Rule()).verdicts if v.kind == STRUCTURE]
     assert verdict.message == (
-        "structure changed: + PythonDispatchMode (1/step), aten::addmm 1 -> 2/step; a TorchDispatchMode now runs "
+        "structure changed: aten::addmm 1 -> 2/step, + PythonDispatchMode (1/step); a TorchDispatchMode now runs "
         "(PythonDispatchMode): the profiler records each op it handles and calls again, so counts double without "
         "more work"
     )
