@@ -1018,7 +1018,7 @@ class Profile:
         if os.path.isdir(path):
             raise TraceWriteError(path, "a folder")
         try:
-            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof})
+            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof}, relative=True)
         except OSError as exc:  # the temporary file's name would only confuse: name the path asked for
             raise TraceWriteError(path, exc.strerror or str(exc)) from None
 
