@@ -287,9 +287,11 @@ class _Side:
         docs: dict[str, BaselineDoc],
         device_key: str | None,
         warnings: tuple[str, ...] = (),
+        test: str | None = None,
     ) -> None:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
         self.warnings = warnings  # a trace's warning-level checks, as `name: message`
+        self.test = test  # the test a trace opprof exported is of (its header's node id)
 
     def to_dict(self) -> dict[str, Any]:
         environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
@@ -339,7 +341,9 @@ def _load_side(text: str) -> _Side:
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
-        return _Side(path, "trace", {path.name: doc}, key, warned)
+        header = profile.metadata.get("opprof")
+        test = header.get("nodeid") if isinstance(header, dict) else None
+        return _Side(path, "trace", {path.name: doc}, key, warned, test if isinstance(test, str) else None)
     found = _baselines_at(path)
     if path.is_dir():
         keys = sorted({str(doc.device_key) for _, doc in found})
@@ -459,6 +463,8 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
         found.append(device_against_cpu("A" if on_device[0] else "B"))
     if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
         found.append(two_tests(*pairs[0][1]))
+    if a.kind == b.kind == "trace" and a.test and b.test and a.test != b.test:  # file names cut long ids
+        found.append(two_tests(a.test, b.test, "traces"))
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
         found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))

@@ -111,7 +111,7 @@ OUTPUT_SOURCE = {
 
 
 def record_if_intended(nodeid: str) -> str:
-    """The fix of a structure or work change: record it, when the change was the point."""
+    """The fix of a structure or work change, or a slower time: record it, when it was the point."""
     return f"if the change is intended, record it: pytest --opprof-update-baseline {shlex.quote(nodeid)} (and commit the file)"
 
 
@@ -155,8 +155,8 @@ def machine_speed_differs(speed: str, reference: str, tests: int) -> str:
     )
 
 
-def two_tests(nodeid_a: str, nodeid_b: str) -> str:
-    return f"A and B are baselines of two tests ({nodeid_a}, {nodeid_b}): their ops differ by what the tests run"
+def two_tests(nodeid_a: str, nodeid_b: str, what: str = "baselines") -> str:
+    return f"A and B are {what} of two tests ({nodeid_a}, {nodeid_b}): their ops differ by what the tests run"
 
 
 def csv_chose_no_op(patterns: list[str], trace: object) -> str:

@@ -97,7 +97,9 @@ class TestResult:
                 _remove_stale(path)
         else:
             try:
-                self.profile.export_chrome_trace(str(path), device_key, environment, self.cpu_wait)
+                self.profile.export_chrome_trace(
+                    str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome
+                )
             except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
                 self.trace_error = f"{path} could not be written ({exc.reason})"
             else:
@@ -448,7 +450,10 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
         status = "strict" if _strict_error(record, strict) else baseline.status
         lines += verdict_lines(verdicts, verbose, status)
-        changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
+        changed = any(  # a slower time may be intended too (a larger model): the same line records it
+            (v.kind in (STRUCTURE, WORK) and v.status == CHANGED) or (v.kind == TIME and v.status == "regressed")
+            for v in baseline.verdicts
+        )
         if changed and baseline.status == "compared":  # a recording run has recorded it
             lines.append(record_if_intended(nodeid))
     wait = record.cpu_wait

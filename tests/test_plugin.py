@@ -1840,6 +1840,12 @@ def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
     result.stdout.fnmatch_lines(["aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*"])
     result.stdout.fnmatch_lines(["aten::addmm * 1.700 * 0.500 * +240% * slower"])  # the table: the same numbers
     result.stdout.fnmatch_lines(["test_base.py::test_big: measured twice: both differ from the baseline"])
+    result.stdout.fnmatch_lines(  # a slower time may be the point (a larger model), as a structure change may
+        [
+            "test_base.py::test_big: if the change is intended, record it: pytest --opprof-update-baseline "
+            "test_base.py::test_big (and commit the file)"
+        ]
+    )
 
 
 def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined, monkeypatch, fake_clock):
@@ -3550,3 +3556,32 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
+
+
+def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, capsys):
+    """A trial's six long parametrized ids gave six files named alike but for a hash, and
+    `opprof compare` of two unrelated traces said nothing: the header carries the node id and
+    the outcome, and comparing traces of two tests says so."""
+    from pytest_opprof.cli import main
+
+    project.makepyfile(
+        test_t="""
+        import pytest
+        from conftest import infer
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_x(opprof, mlp, n):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    run(project, "--opprof", "--opprof-trace-dir=tr", "--opprof-trace=all").assert_outcomes(passed=2)
+    traces = sorted((project.path / "tr").glob("*.json.gz"))
+    headers = [json.loads(gzip.decompress(t.read_bytes()))["opprof"] for t in traces]
+    assert sorted((h["nodeid"], h["outcome"]) for h in headers) == [
+        ("test_t.py::test_x[1]", "passed"),
+        ("test_t.py::test_x[2]", "passed"),
+    ]
+    capsys.readouterr()
+    main(["compare", str(traces[0]), str(traces[1])])
+    out = capsys.readouterr().out
+    assert "warning: A and B are traces of two tests (test_t.py::test_x[" in out

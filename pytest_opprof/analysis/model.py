@@ -989,15 +989,20 @@ class Profile:
         device_key: str | None = None,
         environment: dict[str, Any] | None = None,
         cpu_wait: float | None = None,
+        nodeid: str | None = None,
+        outcome: str | None = None,
     ) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
         and `environment` (the plugin's: torch, CPU, GPU) go into its header, so `opprof compare`
         names the trace's machine; `cpu_wait`, the share of the capture the threads waited for a
-        CPU (the plugin's), so a reader of the trace knows other load was seen."""
+        CPU (the plugin's), so a reader of the trace knows other load was seen; `nodeid` and
+        `outcome`, the test it is of and how it ended (the file name cuts a long id)."""
         opprof = {
             "device_key": device_key,
             "environment": dict(environment) if environment else None,
             "cpu_wait": cpu_wait,
+            "nodeid": nodeid,
+            "outcome": outcome,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
