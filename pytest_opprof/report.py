@@ -141,7 +141,9 @@ class TestResult:
             if profile is not None
             else None,
             self.trace_error,
-            op_csv(profile, self.nodeid, self.baseline, header=False) if profile is not None and with_csv else None,
+            op_csv(profile, self.nodeid, self.baseline, header=False, outcome=self.outcome)
+            if profile is not None and with_csv
+            else None,
             test_section(
                 self.nodeid,
                 self.outcome,
@@ -1032,7 +1034,7 @@ CSV_COLUMNS = [
     "op", "calls_per_step", "ms_per_step", "min_ms_per_step", "time", "of_step_pct", "cpu_ms_per_step",
     "self_cpu_ms_per_step", "device_ms_per_step", "self_device_ms_per_step",
 ]  # fmt: skip
-CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict"]
+CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict", "outcome"]  # outcome: the test's
 
 
 def _whole(value: float) -> float | int:
@@ -1049,11 +1051,16 @@ CSV_HEADER_LINE = _csv_text([["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS]])
 
 
 def op_csv(
-    profile: Profile, nodeid: str | None = None, baseline: BaselineResult | None = None, header: bool = True
+    profile: Profile,
+    nodeid: str | None = None,
+    baseline: BaselineResult | None = None,
+    header: bool = True,
+    outcome: str | None = None,
 ) -> str:
     """Every op of a profile as CSV rows, the numbers of the terminal table unrounded (medians
-    over the steps; ms): with a `test` column and the baseline's columns when `nodeid` is given
-    (--opprof-csv), without them for one trace (opprof analyze --csv)."""
+    over the steps; ms): with a `test` column, the baseline's columns and the test's `outcome`
+    when `nodeid` is given (--opprof-csv: a trial's failed test read `ok` in every row), without
+    them for one trace (opprof analyze --csv)."""
     median_wall = median_wall_ns(profile)
     rows: list[list[Any]] = []
     if header:
@@ -1072,7 +1079,7 @@ def op_csv(
                 else None
             )
             if cells is None:
-                row = [nodeid, *row, "", "", ""]
+                row = [nodeid, *row, "", "", "", outcome or ""]
             else:
                 base, delta = cells.base_min_ms, cells.delta_pct
                 row = [
@@ -1081,6 +1088,7 @@ def op_csv(
                     "" if base is None else base,
                     "" if delta is None else round(delta, 2),
                     cells.verdict,
+                    outcome or "",
                 ]
         rows.append(row)
     return _csv_text(rows)

@@ -3030,6 +3030,9 @@ def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project,
     compared = [r for r in rows if r["test"].endswith("test_a")]
     assert all(float(r["baseline_min_ms_per_step"]) > 0 and r["delta_pct"] != "" for r in compared)
     assert all(r["baseline_min_ms_per_step"] == "" for r in rows if r["test"].endswith("test_b"))
+    # each row says how its test ended (a trial's failed test read `ok` in every row)
+    assert {r["outcome"] for r in compared} == {"passed"}
+    assert {r["outcome"] for r in rows if r["test"].endswith("test_b")} == {"failed"}
 
 
 def test_html_report_is_one_self_contained_page(project):
