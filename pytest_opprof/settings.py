@@ -154,7 +154,7 @@ def parse_ms(text: object) -> float:
     try:
         value = float(str(text).strip())
     except ValueError:
-        raise ValueError("a number of milliseconds >= 0") from None
+        raise ValueError("a finite number of milliseconds >= 0") from None
     if not value >= 0 or value == float("inf"):  # 1e400 reads as inf: no limit at all
         raise ValueError("a finite number of milliseconds >= 0")
     return value
