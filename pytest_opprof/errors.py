@@ -155,6 +155,15 @@ def machine_speed_differs(speed: str, reference: str, tests: int) -> str:
     )
 
 
+def no_category_read(complete: int) -> str:
+    """A trace whose complete events are all of categories the reader skips (or have none)."""
+    return (
+        f"none of its {count_of(complete, 'complete event')} has a category opprof reads ('cat': cpu_op, "
+        "kernel, gpu_memcpy, cuda_runtime, user_annotation...; missing, python_function or another): it "
+        "records no operator; export it with torch.profiler (export_chrome_trace)"
+    )
+
+
 def two_tests(nodeid_a: str, nodeid_b: str, what: str = "baselines") -> str:
     return f"A and B are {what} of two tests ({nodeid_a}, {nodeid_b}): their ops differ by what the tests run"
 

@@ -32,6 +32,7 @@ from .errors import (
     TraceError,
     bad_trace,
     contended_capture,
+    no_category_read,
     not_a_path,
     opprof_output,
     shown_value,
@@ -435,6 +436,8 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
         raise TraceError(_not_a_trace(p, doc))
     if not n_complete:
         raise TraceError(bad_trace(p, "no complete ('ph': 'X') events: not a profiler trace"))
+    if not rows:  # a trial's hand-made events without `cat` read as "nothing ran under the profiler"
+        raise TraceError(bad_trace(p, no_category_read(n_complete)))
     return TraceFile(str(p), _table_from_rows(rows, str(p)), metadata)
 
 

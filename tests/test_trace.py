@@ -90,6 +90,10 @@ def minimal_trace() -> dict:
         (b'"a string"', "not a Kineto/Chrome trace"),
         (b'{"traceEvents": 3}', "'traceEvents' is not a list"),
         (b'{"traceEvents": [{"ph": "M", "name": "x"}, 7]}', "no complete ('ph': 'X') events"),
+        (  # a trial's hand-made events without `cat` read as "nothing ran under the profiler"
+            b'{"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2}, {"ph": "X", "cat": "x"}]}',
+            "none of its 2 complete events has a category opprof reads ('cat': cpu_op, kernel, gpu_memcpy, ",
+        ),
         (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 1}]}', "complete event 0 ('a'): no 'ts'"),
         (
             b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}]}',
