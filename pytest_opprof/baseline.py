@@ -143,10 +143,10 @@ def _device_keys(root: Path) -> list[str]:
         folders = sorted(p for p in root.iterdir() if p.is_dir() and valid_key(p.name))
     except OSError:
         return []
-    return [p.name for p in folders if _holds_json(p)]
+    return [p.name for p in folders if holds_json(p)]
 
 
-def _holds_json(folder: Path) -> bool:
+def holds_json(folder: Path) -> bool:
     """Whether a .json file lies in `folder` or below, among its first _LOOKED_AT entries."""
     seen = 0
     for _, _, files in os.walk(folder):

@@ -173,7 +173,8 @@ class Comparison:
         return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in (REGRESSED, CHANGED)]
 
 
-def _ignored(name: str, patterns: Iterable[str]) -> bool:
+def ignored(name: str, patterns: Iterable[str]) -> bool:
+    """Whether an ignore glob of the rule matches the op (never judged)."""
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
@@ -263,7 +264,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     )
     for new_ops, old_ops in sections:
         for name in sorted(set(new_ops) | set(old_ops)):
-            if _ignored(name, rule.ignore_ops):
+            if ignored(name, rule.ignore_ops):
                 continue
             new_calls = median_calls(new_ops[name]) if name in new_ops else 0
             old_calls = median_calls(old_ops[name]) if name in old_ops else 0
@@ -360,7 +361,7 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
     for name in set(current.ops) & set(baseline.ops):
         new, old = current.ops[name].work, baseline.ops[name].work
-        if name in skip or not new or not old or _ignored(name, rule.ignore_ops):
+        if name in skip or not new or not old or ignored(name, rule.ignore_ops):
             continue
         lists = current.list_shapes and baseline.list_shapes
         steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
@@ -585,14 +586,14 @@ def _time(
     no slower wall; one 0.1 ms slower explains 0.1 ms of it, not a wall ten times the baseline's)."""
     verdicts: list[Verdict] = []
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
-        if _ignored(name, rule.ignore_ops):
+        if ignored(name, rule.ignore_ops):
             continue
         new, old = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
         verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
     verdicts += _in_one_step(current, baseline, rule, machine, skip, where)
-    if skip or _ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
+    if skip or ignored(STEP_WALL, rule.ignore_ops) or _wall_unjudged(current, baseline, rule):
         return verdicts
     new_wall, old_wall = list(current.wall_ms or ()), list(baseline.wall_ms or ())
     docs = (current, baseline)
@@ -622,7 +623,7 @@ def _in_one_step(
     found = []
     for name in sorted(set(current.ops) - set(baseline.ops) - skip):  # skip: times moved with the threads
         entry, cost = current.ops[name], _step_cost_ms(current.ops[name])
-        if _steps_run(entry) != 1 or cost <= limit or _ignored(name, rule.ignore_ops):
+        if _steps_run(entry) != 1 or cost <= limit or ignored(name, rule.ignore_ops):
             continue
         change = f"{name}: ran in 1 of {len(entry.calls_per_step)} steps, {cost:.3f} ms there, where the baseline never ran it"
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
@@ -664,7 +665,7 @@ def _wall_unjudged(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> b
         return True
     if current.outside_ms and baseline.outside_ms:
         return False  # the time outside the ops holds no op's, ignored or not
-    return any(_ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
+    return any(ignored(name, rule.ignore_ops) for name in set(current.ops) ^ set(baseline.ops))
 
 
 def _judged(

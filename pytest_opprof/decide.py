@@ -6,7 +6,6 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
-import fnmatch
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .compare import (
     Rule,
     Verdict,
     compare,
+    ignored,
     merge_measurements,
 )
 from .documents import BaselineDoc
@@ -194,7 +194,7 @@ class BaselineResult:
         base, base_calls = self.rows.get(op) or (None, None)
         delta = 100 * (min_ms - base) / base if base else None
         own = next((verdict_word(v) for v in self.verdicts if v.op == op), None)
-        if any(fnmatch.fnmatchcase(op, i.glob) for i in self.ignores):
+        if ignored(op, (i.glob for i in self.ignores)):
             verdict = "ignored"  # by the rule's ignore globs: never judged (a trial's read `added` beside a pass)
         elif base_calls is not None and statistics.median(base_calls) != calls_per_step:
             verdict = "calls changed"

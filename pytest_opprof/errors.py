@@ -115,14 +115,20 @@ def record_if_intended(nodeid: str) -> str:
     return f"if the change is intended, record it: pytest --opprof-update-baseline {shlex.quote(nodeid)} (and commit the file)"
 
 
+def wait_share(wait: float, over: str = "them") -> str:
+    """`50% of the capture`, `132% of the capture (summed over them)`: a CPU wait summed over
+    threads may pass 100%, which reads as a typo unless said."""
+    return f"{100 * wait:.0f}% of the capture{f' (summed over {over})' if wait > 1 else ''}"
+
+
 def waited_for_cpu(wait: float) -> str:
     """How long the test's threads waited for a CPU in a capture (Linux schedstat, summed over threads)."""
-    return f"the test's threads waited for a CPU {100 * wait:.0f}% of the capture{' (summed over them)' if wait > 1 else ''}"
+    return f"the test's threads waited for a CPU {wait_share(wait)}"
 
 
 def waited_for_cpu_up_to(wait: float) -> str:
     """`waited_for_cpu` of several tests at once, `wait` the largest of their waits."""
-    return f"their threads waited for a CPU up to {100 * wait:.0f}% of the capture{' (summed over threads)' if wait > 1 else ''}"
+    return f"their threads waited for a CPU up to {wait_share(wait, 'threads')}"
 
 
 def contended_capture(wait: float) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from . import hooks
-from .analysis.checks import CONTENTION, CONTENTION_LIMIT
+from .analysis.checks import contention_check
 from .analysis.model import WARNING, Check
 from .baseline import (
     baseline_file,
@@ -43,7 +43,6 @@ from .errors import (
     NOTHING_MEASURED,
     asked_late_unmeasured,
     baselines_under_rootdir,
-    contended_capture,
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
@@ -72,6 +71,7 @@ from .report import (
     write_run_report,
 )
 from .settings import (
+    COMMA_LIST_PARSERS,
     OPTIONS,
     UPDATE_MODES,
     Option,
@@ -165,12 +165,9 @@ def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | 
     return raw, config.inipath.name if config.inipath else "ini file"
 
 
-COMMA_LISTS = ("fail_on", "ignore_ops")  # the options whose value is a comma list
-
-
 def _toml_fix(option: Option, refusal: str) -> str:
     """What to write instead of a TOML list pytest refused, for a key that takes a comma list."""
-    if option.field not in COMMA_LISTS or "got list: " not in refusal:
+    if option.parse not in COMMA_LIST_PARSERS or "got list: " not in refusal:
         return ""
     try:
         items = ast.literal_eval(refusal.split("got list: ", 1)[1].strip())
@@ -804,8 +801,8 @@ def _take_profile(
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
-        if fixture.cpu_wait is not None and fixture.cpu_wait > CONTENTION_LIMIT:
-            _add_check(item, Check(CONTENTION, WARNING, contended_capture(fixture.cpu_wait)))
+        if contended := contention_check(fixture.cpu_wait):
+            _add_check(item, contended)
     if result.profile is not None:
         result.captures = fixture.captures
         item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))

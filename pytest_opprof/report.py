@@ -37,7 +37,7 @@ from .compare import (
 )
 from .decide import SPEED, BaselineResult, OpRow
 from .documents import BaselineDoc
-from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended, waited_for_cpu_up_to
+from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended, wait_share, waited_for_cpu_up_to
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_known_op
@@ -461,8 +461,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
     wait = record.cpu_wait
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
-            f"baseline recorded while its threads waited for a CPU {100 * wait:.0f}% of the capture"
-            f"{' (summed over them)' if wait > 1 else ''}: its CPU times may be inflated and hide later slowdowns; "
+            f"baseline recorded while its threads waited for a CPU {wait_share(wait)}: its CPU times may be "
+            "inflated and hide later slowdowns; "
             "record it again on a quiet machine (without -n on a small runner)"
         )
     return lines

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .baseline import holds_json
 from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 from .device import valid_key
 from .errors import SettingsError, closest_names, records_and_requires, shown_value
@@ -403,6 +404,8 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
 
 # -- the marker: per-test overrides of the run's rule -----------------------------------------
 
+COMMA_LIST_PARSERS = (parse_globs, parse_fail_on)  # the options whose one string is a comma list
+
 # keyword -> parser (raises ValueError naming what it expects)
 MARKER_KEYWORDS: dict[str, Callable[[object], Any]] = {
     "tolerance": parse_percentage,
@@ -488,7 +491,7 @@ def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str
     where = Path(os.path.realpath(settings.trace_dir))
     if where == folder:
         what = f"the baseline folder {where}"
-    elif where.parent == folder and (where.name == device_key or any(where.rglob("*.json"))):
+    elif where.parent == folder and (where.name == device_key or holds_json(where)):
         what = f"the device-key folder {where} of the baselines"
     else:
         return None

@@ -134,9 +134,7 @@ def _wall_row(a: BaselineDoc, b: BaselineDoc, tolerance: float, min_delta_ms: fl
     them), which the plugin's step wall verdict judges (a trial's 3 ms sleep a step failed its test
     and compared as `same`). Where both sides hold it and neither ran on a device, whose wall holds
     the wait for it."""
-    if a.outside_ms is None or b.outside_ms is None or not a.outside_ms or not b.outside_ms:
-        return None
-    if any(op.on_device for doc in (a, b) for op in doc.ops.values()):
+    if not a.outside_ms or not b.outside_ms or a.on_device or b.on_device:
         return None
     a_ms, b_ms = _stat(list(a.outside_ms), stat), _stat(list(b.outside_ms), stat)
     return SideRow(STEP_WALL, 1.0, 1.0, a_ms, b_ms, "cpu", "cpu", _side_status(a_ms, b_ms, tolerance, min_delta_ms))

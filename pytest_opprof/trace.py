@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
-from .analysis.checks import CONTENTION, CONTENTION_LIMIT, overhead_check
-from .analysis.model import WARNING, Check, WorkloadReference, workload_problem
+from .analysis.checks import contention_check, overhead_check
+from .analysis.model import WorkloadReference, workload_problem
 from .errors import (
     OUTPUT_FIX,
     OUTPUT_SOURCE,
     RUN_REPORT,
     TraceError,
     bad_trace,
-    contended_capture,
     no_category_read,
     not_a_path,
     opprof_output,
@@ -466,8 +465,8 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     if overhead is not None:
         check = overhead_check(overhead, wait)  # the run's observer effect, as judged
         profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
-    if wait is not None and wait > CONTENTION_LIMIT:  # the test's contention warning, as the run gave it
-        profile = replace(profile, checks=(*profile.checks, Check(CONTENTION, WARNING, contended_capture(wait))))
+    if contended := contention_check(wait):  # the test's contention warning, as the run gave it
+        profile = replace(profile, checks=(*profile.checks, contended))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
     workload = _workload_reference(opprof.get("workload_reference"))

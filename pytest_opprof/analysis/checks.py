@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import lt
 
-from ..errors import waited_for_cpu
+from ..errors import contended_capture, waited_for_cpu
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
@@ -290,6 +290,14 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
 OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 CONTENTION = "contention"  # the warning of a capture whose threads waited for a CPU past it (the plugin's)
+
+
+def contention_check(cpu_wait: float | None) -> Check | None:
+    """The `contention` warning of a capture whose threads waited for a CPU over CONTENTION_LIMIT
+    of it (the plugin's, and read back from an exported trace's header)."""
+    if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
+        return None
+    return Check(CONTENTION, WARNING, contended_capture(cpu_wait))
 
 
 def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
