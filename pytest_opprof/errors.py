@@ -110,9 +110,18 @@ OUTPUT_SOURCE = {
 }
 
 
-def record_if_intended(nodeid: str) -> str:
-    """The fix of a structure or work change, or a slower time: record it, when it was the point."""
-    return f"if the change is intended, record it: pytest --opprof-update-baseline {shlex.quote(nodeid)} (and commit the file)"
+def record_if_intended(nodeid: str, everything: bool = False) -> str:
+    """The fix of a structure or work change, or a slower time: record it, when it was the point.
+    `everything`: a slower time alone, which only =all writes (a bare recording run keeps it)."""
+    flag = "--opprof-update-baseline" + ("=all" if everything else "")
+    return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
+
+
+# A recording run's word on a confirmed slower time it did not write
+KEPT_SLOWER = (
+    "baseline kept: --opprof-update-baseline never writes a slower time alone (it may be the machine's, "
+    "and would hide later slowdowns)"
+)
 
 
 def wait_share(wait: float, over: str = "them") -> str:

@@ -18,7 +18,7 @@ from . import (
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
-from .capture import StepRecorder, by_failure, run_steps, validate_run_args
+from .capture import StepRecorder, by_failure, run_steps, settle_cpus, validate_run_args
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -55,6 +55,19 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
     waited = device.waited_ms(host[0], host[-1]) if len(host) >= 2 else None
     steps = getattr(profile, "steps", 0)
     return None if waited is None or not steps else waited / steps
+
+
+# Seconds torch's threads keep the CPUs busy before each confirmation of a suspected time
+# change. On a 2-vCPU VM a parallel op ran 1.5-3x slower, every reference unmoved, in spells
+# that follow idle time (torch's OpenMP workers on a vCPU the host let go): a window measured
+# 0.3 s after the process idled was slow in 3-5 of 10, after 0.5 s of busy torch threads in 2
+# of 10 (python bench/spells.py). A test only pays them when its first measurement looked slower.
+CONFIRM_PAUSES_S = (0.5, 0.5, 0.5)
+
+
+def confirmation_pause(seconds: float, threads: int | None = None) -> None:
+    """Settle the CPUs before a confirmation (the tests replace it: no test waits on the real clock)."""
+    settle_cpus(seconds, threads)
 
 
 class Remeasured(NamedTuple):
@@ -125,6 +138,7 @@ class OpprofFixture:
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
+        self._confirmations = 0  # taken of the latest run(): each waits longer before it
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
@@ -166,6 +180,7 @@ class OpprofFixture:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
+        self._confirmations = 0
         return result
 
     @property
@@ -174,8 +189,14 @@ class OpprofFixture:
         return self._remeasure is not None
 
     def measure_again(self) -> Remeasured | None:
-        """The latest run() once more, to confirm a suspected time change."""
-        return self._remeasure() if self._remeasure is not None else None
+        """The latest run() once more, to confirm a suspected time change, after a pause
+        (CONFIRM_PAUSES_S: the machine's slow spell may have passed by then)."""
+        if self._remeasure is None:
+            return None
+        threads = self._profile.threads if self._profile is not None else None  # the first measurement's
+        confirmation_pause(CONFIRM_PAUSES_S[min(self._confirmations, len(CONFIRM_PAUSES_S) - 1)], threads)
+        self._confirmations += 1
+        return self._remeasure()
 
     def capture(self) -> CaptureBlock:
         """Profile the block as one step: `with opprof.capture(): ...` (each `with` is a capture)."""

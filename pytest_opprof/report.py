@@ -37,7 +37,15 @@ from .compare import (
 )
 from .decide import SPEED, BaselineResult, OpRow
 from .documents import BaselineDoc
-from .errors import CUT_SHORT, TraceWriteError, closest_names, record_if_intended, wait_share, waited_for_cpu_up_to
+from .errors import (
+    CUT_SHORT,
+    KEPT_SLOWER,
+    TraceWriteError,
+    closest_names,
+    record_if_intended,
+    wait_share,
+    waited_for_cpu_up_to,
+)
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_known_op
@@ -434,15 +442,21 @@ def _measurement_lines(record: TestRecord) -> list[str]:
             f"unreliable measurement: {record.unreliable}; time verdicts are inconclusive, and no baseline is "
             "recorded from it"
         )
-    remeasured = record.baseline.remeasured if record.baseline else None
+    baseline = record.baseline
+    remeasured, n = (baseline.remeasured, baseline.measurements) if baseline else (None, 1)
     if remeasured == "not confirmed":
+        later = "a second one" if n == 2 else f"measurement {n}"
         lines.append(
-            "the first measurement looked slower than the baseline; a second one did not confirm it "
-            "(interference), so it passes"
+            f"the first measurement looked slower than the baseline; {later}, after a pause, did not confirm it "
+            "(interference, or a slow spell of the machine), so it passes"
         )
     elif remeasured == "confirmed":
-        lines.append("measured twice: both differ from the baseline")
+        lines.append(f"measured {_times(n)}, with pauses between: each differs from the baseline")
     return lines
+
+
+def _times(n: int) -> str:
+    return "twice" if n == 2 else f"{n} times"
 
 
 def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, strict: bool) -> list[str]:
@@ -452,12 +466,13 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
         status = "strict" if _strict_error(record, strict) else baseline.status
         lines += verdict_lines(verdicts, verbose, status)
-        changed = any(  # a slower time may be intended too (a larger model): the same line records it
-            (v.kind in (STRUCTURE, WORK) and v.status == CHANGED) or (v.kind == TIME and v.status == "regressed")
-            for v in baseline.verdicts
-        )
-        if changed and baseline.status == "compared":  # a recording run has recorded it
-            lines.append(record_if_intended(nodeid))
+        changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
+        slower = any(v.kind == TIME and v.status == "regressed" for v in baseline.verdicts)
+        if (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
+            # a slower time alone is written only by =all (it may be intended too: a larger model)
+            lines.append(record_if_intended(nodeid, everything=slower and not changed))
+        elif baseline.status == "kept" and _kept_slower(baseline):
+            lines.append(KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True))
     wait = record.cpu_wait
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
@@ -505,7 +520,7 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
         if key == "inconclusive":
             lines.append(_inconclusive_line(group, status))
         elif key == TIME:
-            lines.append(_time_line(group))
+            lines.append(_time_line(group, status))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
             only = group[0].message
             lines.append(only if only.startswith(f"{key} ") else f"{key} changed: {only}")
@@ -527,11 +542,14 @@ def _changed_in(kind: str, group: list[Verdict]) -> str:
     return f"{kind} changed in {count_of(ops, 'op')}" + (" and its torch threads" if ops < len(group) else "")
 
 
-def _time_line(group: list[Verdict]) -> str:
+def _time_line(group: list[Verdict], status: str | None = None) -> str:
+    """Conclusive time verdicts, the slower first; comparing, how to record faster times (a
+    recording run has done so, or kept them unconfirmed: a trial's =all run was told to record)."""
     first, *others = sorted(group, key=lambda v: v.status != "regressed")  # slower ones first
     counts = Counter(SPEED[v.status] for v in others)
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
-    keep = "; pytest --opprof-update-baseline records the faster times" if first.status == "improved" else ""
+    faster = first.status == "improved" and status not in RECORDING
+    keep = "; pytest --opprof-update-baseline records the faster times" if faster else ""
     return f"time: {first.message}{more}{keep}"
 
 
@@ -860,13 +878,40 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         n = statuses["unreliable"]
         lines.append(f"opprof: {count_of(n, 'baseline')} not written: unreliable GPU clocks (see above)")
     if any(written.values()) or statuses.get("kept"):
-        parts = [f"{v} {k}" for k, v in written.items() if v]
+        changed = _tests_of_files(records, lambda b: b.status == "changed")
+        slower = _tests_of_files(records, lambda b: b.status == "kept" and _kept_slower(b))
+        parts = [
+            f"{v} {k}" + (f" ({first_three(changed, verbose)})" if k == "changed" else "")
+            for k, v in written.items()
+            if v
+        ]
+        kept = statuses.get("kept", 0) - len(slower)
         lines.append(
             f"opprof: baselines written: {', '.join(parts) or 'none'}; "
-            f"kept {statuses.get('kept', 0)} unchanged (no structure or work change, no conclusive time change; "
-            "files untouched)"
+            f"kept {kept} unchanged (no structure or work change, no conclusive time change; files untouched)"
+            + (
+                f"; kept {len(slower)} slower ({first_three(slower, verbose)}): never written without =all"
+                if slower
+                else ""
+            )
         )
     return lines
+
+
+def _kept_slower(baseline: BaselineResult) -> bool:
+    """A recording run kept the file though the time was confirmed slower (only =all writes that)."""
+    return baseline.remeasured == "confirmed" and any(
+        v.kind == TIME and v.status == "regressed" for v in baseline.verdicts
+    )
+
+
+def _tests_of_files(records: list[TestRecord], which: Callable[[BaselineResult], bool]) -> list[str]:
+    """The tests whose baseline file the run left as `which` says, one test a file."""
+    found: dict[str, str] = {}
+    for record in records:
+        if record.baseline and which(record.baseline):
+            found.setdefault(record.baseline.path, record.nodeid)
+    return list(found.values())
 
 
 def _file_statuses(records: list[TestRecord]) -> dict[str, str]:

@@ -71,8 +71,20 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
         return clock.unprofiled_ns
 
     monkeypatch.setattr(capture, "unprofiled_step_ns", unprofiled)
-    monkeypatch.setattr(importlib.import_module("pytest_opprof.fixture"), "host_ns", clock.host_ns)
+    fixture = importlib.import_module("pytest_opprof.fixture")
+    monkeypatch.setattr(fixture, "host_ns", clock.host_ns)
+    monkeypatch.setattr(fixture, "confirmation_pause", lambda s, threads=None: clock.pauses.append(s))
     return clock
+
+
+@pytest.fixture(autouse=True)
+def no_confirmation_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A confirmation's pause runs on the real clock: no test waits for it (fake_clock records it)."""
+    import importlib
+
+    monkeypatch.setattr(
+        importlib.import_module("pytest_opprof.fixture"), "confirmation_pause", lambda seconds, threads=None: None
+    )
 
 
 REMEASURE_TESTS = """

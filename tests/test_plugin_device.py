@@ -233,21 +233,24 @@ def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatc
 def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
     remeasure_project, fake_clock, monkeypatch, tmp_path
 ):
-    """A calm first measurement 32x slower triggers a second one, 4x slower while our threads
-    waited for a CPU 90% of it: the pooled samples are judged by the calmer measurement's wait,
-    so the contended confirmation excuses nothing and the test fails, confirmed."""
+    """A calm first measurement 32x slower triggers confirmations, each 4x slower while our
+    threads waited for a CPU 90% of it: the pooled samples are judged by the calmer
+    measurement's wait, so the contended confirmations excuse nothing and the test fails,
+    confirmed."""
     reads = fake_clock.host_reads  # 1 ms apart; 4 in the fixture's recording, then 2 around each capture:
 
-    def wait_ns() -> int:  # the abandoned whole call, the first measurement, the confirmation
-        return 900_000 if len(reads) == 10 else 0  # 90% of the confirmation's 1 ms
+    def wait_ns() -> int:  # the abandoned whole call, the first measurement, then the confirmations
+        return 900_000 * max(0, (len(reads) - 8) // 2)  # 90% of each confirmation's 1 ms
 
     monkeypatch.setattr(device, "cpu_wait_ns", wait_ns)
-    fake_clock.plan = [32.0, 4.0]
+    fake_clock.plan = [32.0, 4.0, 4.0, 4.0]
     out = tmp_path / "run.json"
     result = run(remeasure_project, "--opprof", f"--opprof-json={out}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["test_re.py::test_mm: measured twice: both differ from the baseline"])
-    assert len(reads) == 10
+    result.stdout.fnmatch_lines(
+        ["test_re.py::test_mm: measured 4 times, with pauses between: each differs from the baseline"]
+    )
+    assert len(reads) == 14
     (test,) = json.loads(out.read_text())["tests"]
     (verdict,) = [v for v in test["baseline"]["verdicts"] if v["op"] == "aten::mm"]
     assert verdict["status"] == "regressed" and verdict["why"] is None
