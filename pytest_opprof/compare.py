@@ -101,7 +101,7 @@ class Verdict:
     base_ms: float | None = None
     new_ms: float | None = None
     p_value: float | None = None
-    why: str | None = None  # an inconclusive verdict: what about the machine made it so
+    why: str | None = None  # an inconclusive verdict: what about the machine made it so; environment: what differs
     fix: str | None = None  # and what to do for a time verdict
     changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
 
@@ -1051,7 +1051,8 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
         differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {what})")
     if not differ:
         return []
-    return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {', '.join(differ)}{where}")]
+    what = ", ".join(differ)  # also as `why`: one run line can stand for the tests alike
+    return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {what}{where}", why=what)]
 
 
 def _fact(doc: BaselineDoc, key: str) -> str:

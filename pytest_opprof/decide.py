@@ -240,6 +240,7 @@ class BaselineResult:
     work_unrecorded: tuple[str, ...] = ()  # ops whose work the baseline lacks: not compared
     measurements: int = 1  # the first and the confirmations of a suspected time change
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
+    time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
 
     @property
     def compared(self) -> bool:
@@ -314,6 +315,7 @@ class BaselineResult:
             "work_unrecorded": list(self.work_unrecorded),
             "measurements": self.measurements,
             "unconfirmed": list(self.unconfirmed),
+            "time_fails": self.time_fails,
         }
 
     @classmethod
@@ -325,7 +327,7 @@ class BaselineResult:
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
-            unconfirmed=tuple(data.get("unconfirmed", ())),
+            unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
         )  # fmt: skip
 
 
@@ -378,5 +380,5 @@ def baseline_step(
         ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
-        unconfirmed=outcome.unconfirmed,
+        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on,
     )  # fmt: skip

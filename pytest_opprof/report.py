@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shlex
 import statistics
 import tempfile
@@ -26,6 +27,7 @@ from .assertions import is_glob
 from .compare import (
     CHANGED,
     CONTENTION_WHY,
+    ENVIRONMENT,
     INCONCLUSIVE,
     MAX_LISTED,
     MIN_TIME_STEPS,
@@ -408,7 +410,7 @@ def format_problems(
     (`looked_in`: the baseline folder the 'no baseline' line names; `unjudged_globs`: ignore globs
     not said to match nothing, as the run's own in a run narrowed by -k: the rest of the suite
     may hold their ops)."""
-    shared = _Shared() if verbose else _shared_load(records, strict)
+    shared = _Shared() if verbose else _shared_environment(records, _shared_load(records, strict))
     lines = []
     for record in records:
         lines += _test_lines(record, verbose, shared, strict)
@@ -464,10 +466,15 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
     nodeid, baseline, lines = record.nodeid, record.baseline, []
     if baseline:
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
+        if nodeid in shared.environment:
+            verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
         status = "strict" if _strict_error(record, strict) else baseline.status
-        lines += verdict_lines(verdicts, verbose, status)
+        lines += verdict_lines(verdicts, verbose, status, baseline.time_fails)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         slower = any(v.kind == TIME and v.status == "regressed" for v in baseline.verdicts)
+        torch = _torch_moved(baseline)
+        if changed and torch:  # a trial's upgrade: `aten::reshape 15 -> 16/step` beside an unlinked torch line
+            lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
         if (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))
@@ -505,10 +512,13 @@ def _run_of_lines(record: TestRecord) -> list[str]:
 _MORE = "-v or --opprof-json lists them all"
 
 
-def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | None = None) -> list[str]:
+def verdict_lines(
+    verdicts: list[Verdict], verbose: bool = False, status: str | None = None, time_fails: bool = True
+) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
-    or `strict` where --opprof-strict made the test an error."""
+    or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
+    checks that fail the test."""
     if verbose:  # a structure verdict's cut list in full
         return [v.message + _every_change(v) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
@@ -518,7 +528,7 @@ def verdict_lines(verdicts: list[Verdict], verbose: bool = False, status: str | 
     lines = []
     for key, group in groups.items():
         if key == "inconclusive":
-            lines.append(_inconclusive_line(group, status))
+            lines.append(_inconclusive_line(group, status, time_fails))
         elif key == TIME:
             lines.append(_time_line(group, status))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
@@ -567,7 +577,7 @@ def _largest_first(group: Iterable[Verdict]) -> list[Verdict]:
     return sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
 
 
-def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
+def _inconclusive_line(group: list[Verdict], status: str | None = None, time_fails: bool = True) -> str:
     """The inconclusive time verdicts in one line, the largest move named first."""
     group = _largest_first(group)
     ops = first_three([v.op or "" for v in group])
@@ -581,7 +591,7 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None) -> str:
     elif status == "strict":
         outcome = STRICT_OUTCOME
     else:
-        outcome = "neither passed nor failed (--opprof-strict makes this an error)"
+        outcome = _SHARED_OUTCOME["compared" if time_fails else "reported"]
     return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
 
 
@@ -611,11 +621,43 @@ class _Shared:
     inconclusive: frozenset[str] = frozenset()
     recorded: frozenset[str] = frozenset()
     warned: frozenset[str] = frozenset()
+    environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
+
+
+def _torch_moved(baseline: BaselineResult) -> str | None:
+    """`2.11.0 -> 2.13.0` where the environment verdict says torch differs from the baseline's."""
+    for verdict in baseline.verdicts:
+        found = re.search(r"\btorch (\S+ -> [^,\s]+)", verdict.why or "") if verdict.kind == ENVIRONMENT else None
+        if found:
+            return found.group(1)
+    return None
+
+
+def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:
+    """One line for two tests or more whose baselines differ from this run's environment alike
+    (a trial's torch upgrade printed the same line for each of its 13 tests, every run)."""
+    alike: dict[str, list[str]] = {}
+    for record in {r.nodeid: r for r in records}.values():
+        for verdict in record.baseline.verdicts if record.baseline else ():
+            if verdict.kind == ENVIRONMENT and verdict.why:
+                alike.setdefault(verdict.why, []).append(record.nodeid)
+    lines, said = list(shared.lines), set(shared.environment)
+    for what, ids in alike.items():
+        if len(ids) > 1:
+            lines.append(
+                f"opprof: environment differs from the baselines of {count_of(len(ids), 'test')}: {what}; their times are "
+                "judged across it (a structure change may be the new setup's own); where this is the setup from now "
+                f"on, record them on it: pytest --opprof-update-baseline=all {_ids(ids)} (-v: each test's line)"
+            )
+            said.update(ids)
+    return dataclasses.replace(shared, lines=tuple(lines), environment=frozenset(said))
 
 
 # What the tests a shared line names came to: by baseline status, or an error of --opprof-strict
 _SHARED_OUTCOME = {
     "compared": "neither passed nor failed (--opprof-strict makes this an error)",
+    # time is not among the checks that fail (--opprof-fail-on): a trial's --opprof-strict did nothing
+    "reported": "neither passed nor failed (time does not fail tests here: --opprof-fail-on)",
     "kept": "their baselines were kept as they were (an inconclusive measurement never replaces one)",
     "strict": "--opprof-strict made each an error",
 }
@@ -682,6 +724,8 @@ def _contention_inconclusive(record: TestRecord, strict: bool) -> tuple[str, str
     if not group or not (group[0].why or "").startswith(CONTENTION_WHY):
         return None
     outcome = "strict" if _strict_error(record, strict) else baseline.status
+    if outcome == "compared" and not baseline.time_fails:
+        outcome = "reported"
     return outcome, group[0].fix or QUIET_MACHINE_FIX
 
 

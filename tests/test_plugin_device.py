@@ -192,6 +192,53 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
     )
 
 
+UPGRADED = """
+import os
+import torch
+def test_a(opprof):
+    opprof.run(lambda: torch.ones(8).add(1), warmup=1, steps=3)
+def test_b(opprof):
+    def step():
+        torch.ones(8).add(1)
+        if os.environ.get("EXTRA"):
+            torch.ones(8).mul(2)  # what a new torch may add as well as new code
+    opprof.run(step, warmup=1, steps=3)
+def test_c(opprof):
+    opprof.run(lambda: torch.ones(4).add(1), warmup=1, steps=3)
+"""
+
+
+def test_a_torch_upgrade_is_one_run_line_and_named_beside_a_structure_change(pytester, monkeypatch):
+    """Baselines recorded on another torch: one run line for the tests alike, with the command
+    that records them on this setup (a trial's upgrade printed the same line for each of 13
+    tests, every run), each test's own with -v; a structure change says torch differs too."""
+    import torch
+
+    pytester.makepyfile(test_up=UPGRADED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
+    for path in (pytester.path / ".opprof").rglob("test_[ab].json"):  # test_c keeps this torch
+        data = json.loads(path.read_text())
+        data["environment"]["torch"] = "2.11.0"
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    monkeypatch.setenv("EXTRA", "1")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_up.py::test_b: torch differs from the baseline's (2.11.0 -> *): the change may be torch's own, not the code's",
+            "test_up.py::test_b: if the change is intended, record it: pytest --opprof-update-baseline test_up.py::test_b *",
+            f"opprof: environment differs from the baselines of 2 tests: torch 2.11.0 -> {torch.__version__}; their times "
+            "are judged across it (a structure change may be the new setup's own); where this is the setup from now on, "
+            "record them on it: pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b (-v: each test's line)",
+        ]
+    )
+    assert "test_up.py::test_a: environment differs" not in result.stdout.str()
+    assert "test_up.py::test_c: environment" not in result.stdout.str()
+    verbose = run(pytester, "--opprof", "-v").stdout.str()
+    assert "test_up.py::test_a: environment differs from the baseline: torch 2.11.0 -> " in verbose
+    assert "opprof: environment differs from the baselines of" not in verbose
+
+
 def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monkeypatch, tmp_path):
     """The share of the capture our threads waited for a CPU goes into the JSON; a slowdown
     under it is inconclusive, with the reason, in the JSON's verdicts too."""
