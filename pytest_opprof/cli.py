@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,12 +33,14 @@ from .errors import (
     device_against_cpu,
     machine_speed_differs,
     selects_nothing,
+    single_step_tests,
     two_machines,
+    two_softwares,
     two_tests,
 )
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
-from .sidebyside import SideRow, b_regressed, machine_speed, side_by_side
+from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
 from .tables import profile_tables
 from .trace import load_trace
 from .units import count_of
@@ -409,6 +412,7 @@ class _Compared:
     names: tuple[str, str]  # the test (or trace file) on each side
     rows: list[SideRow]
     worse: list[SideRow]
+    untimed: bool = False  # a baseline of a single step (a whole call, capture(), the marker): time shown, not judged
 
 
 @dataclass(frozen=True)
@@ -435,10 +439,12 @@ def _compare(args: argparse.Namespace) -> int:
     if args.op:
         _check_chooses_ops(args.op, [*a.docs.values(), *b.docs.values()], f"{args.a} or {args.b}")
         pairs = [(name, names, da.only(args.op), db.only(args.op)) for name, names, da, db in pairs]
-    compared = [_compared(name, names, da, db, args) for name, names, da, db in pairs]
+    kinds = (a.kind, b.kind)
+    compared = [_compared(name, names, da, db, args, kinds) for name, names, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
-    outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs))
+    untimed = [r.name for r in results if r.untimed]
+    outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed))
     if args.json:
         _print_json(_compare_json(args, outcome))
     else:
@@ -446,12 +452,18 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_REGRESSION if outcome.regressed else EXIT_OK
 
 
-def _compared(name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace) -> _Compared:
+def _compared(
+    name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace, kinds: tuple[str, str]
+) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-    return _Compared(name, names, rows, b_regressed(rows, args.min_delta_ms))
+    worse = b_regressed(rows, args.min_delta_ms)
+    untimed = any(kind != "trace" and doc.steps < 2 for kind, doc in zip(kinds, (a, b)))
+    if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
+        worse = [r for r in worse if r.status != "slower"]
+    return _Compared(name, names, rows, worse, untimed=untimed)
 
 
-def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
+def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]) -> list[str]:
     """What makes the comparison more than one of code: a side's trace warnings (ops outside
     the steps are in no per-step number), two machines, two tests."""
     found = [f"{label}: {warning}" for label, side in (("A", a), ("B", b)) for warning in side.warnings]
@@ -468,7 +480,22 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
         found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))
+    softwares = [_software(da) for _, _, da, _ in pairs], [_software(db) for _, _, _, db in pairs]
+    if pairs and softwares[0] != softwares[1]:  # a trial's torch upgrade compared with no word of it
+        found.append(two_softwares(_most_common(softwares[0]), _most_common(softwares[1])))
+    if untimed:
+        found.append(single_step_tests(untimed))
     return found
+
+
+def _software(doc: BaselineDoc) -> str:
+    """`torch 2.13.0+cpu`, `torch 2.13.0, cuda 12.8`: what a document was recorded with."""
+    facts = [(key, doc.environment.get(key)) for key in ("torch", "cuda", "hip")]
+    return ", ".join(f"{key} {value}" for key, value in facts if value)
+
+
+def _most_common(values: list[str]) -> str:
+    return Counter(values).most_common(1)[0][0] or "unrecorded"
 
 
 def _check_compare_paths(first: str, second: str) -> None:
@@ -509,7 +536,8 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
                 "in_a": r.names[0],
                 "in_b": r.names[1],
                 "regressed": bool(r.worse),
-                "ops": [row.to_dict() for row in r.rows[: args.top]],
+                "time_judged": not r.untimed,
+                "ops": [row.to_dict() for row in shown_side_rows(r.rows, args.top)],
             }
             for r in outcome.results
         ],

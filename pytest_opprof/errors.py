@@ -153,6 +153,22 @@ def two_machines(key_a: str, key_b: str) -> str:
     return f"A ran on {key_a}, B on {key_b}: the times compare two machines"
 
 
+def two_softwares(a: str, b: str) -> str:
+    return (
+        f"A was recorded with {a}, B with {b}: ops and their counts may differ by the software alone, "
+        "and times by its build"
+    )
+
+
+def single_step_tests(names: list[str]) -> str:
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"{len(names)} compared {'test holds' if len(names) == 1 else 'tests hold'} a single step on a side (a whole "
+        f"call, capture(), the marker): {'its' if len(names) == 1 else 'their'} times are shown, not judged (nor does "
+        f"the plugin judge them): {shown}"
+    )
+
+
 def device_against_cpu(device_side: str) -> str:
     other = "B" if device_side == "A" else "A"
     return (

@@ -51,6 +51,7 @@ from .errors import (
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_known_op
+from .sidebyside import shown_side_rows
 from .tables import by_shown_time, median_wall_ns, ms_cell, profiler_cost_text, ranges_table, short, timeline_line
 from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 
@@ -1277,9 +1278,11 @@ def _diff_text(diff_ms: float, decimals: int) -> str:
 
 
 def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
-    """`opprof compare`: ops of A and B side by side, largest absolute difference first."""
+    """`opprof compare`: ops of A and B side by side, largest absolute difference first; beyond
+    `top`, the rows whose calls changed or that are on one side only (a trial's `--top 4` hid
+    `aten::reshape 15 -> 16`)."""
     table = []
-    for r in rows[:top]:
+    for r in shown_side_rows(rows, top):
         ratio = r.ratio
         table.append(
             [

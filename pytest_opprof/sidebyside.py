@@ -164,6 +164,14 @@ def _side_status(a_ms: float | None, b_ms: float | None, tolerance: float, min_d
     return "same"
 
 
+def shown_side_rows(rows: list[SideRow], top: int | None) -> list[SideRow]:
+    """The first `top` rows, then those beyond whose calls changed or that are on one side only
+    (a trial's `--top 4` hid `aten::reshape 15 -> 16`, the one structure change)."""
+    if top is None:
+        return rows
+    return rows[:top] + [r for r in rows[top:] if r.calls_changed or r.status in ("added", "removed")]
+
+
 def b_regressed(rows: Iterable[SideRow], min_delta_ms: float = DEFAULT_MIN_DELTA_MS) -> list[SideRow]:
     """The rows that make B worse than A: slower ops, and added ops costing more than the floor."""
     return [r for r in rows if r.status == "slower" or (r.status == "added" and (r.b_ms or 0.0) > min_delta_ms)]

@@ -754,3 +754,49 @@ def test_compare_has_a_step_wall_row_judged_like_an_op(capsys, tmp_path):
     gb = write_folder(root, "gpu-b", {"t.py::test_x": profile(700)})
     code, out, _ = run_cli(capsys, "compare", ga, gb)
     assert "step wall" not in out
+
+
+def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_shows_call_changes(capsys, tmp_path):
+    """A trial compared its baselines across a torch upgrade: no word of the two torches, an
+    exit 1 on a single-step capture's time (which the plugin never judges), and `--top 4` hid
+    the one structure change. Now: a warning naming both, the single-step test's time shown
+    but not judged (exit 0 where nothing else is worse), and a row whose calls changed is
+    listed beyond --top, in the text and the JSON."""
+    root = tmp_path / ".opprof"
+    old = {"torch": "2.11.0", "cuda": None}
+    new = {"torch": "2.13.0", "cuda": None}
+    single = {"t.py::test_once": (profile(300, steps=1), profile(900, steps=1))}
+    a_dir, b_dir = root / "a", root / "b"
+    for folder, env, which in ((a_dir, old, 0), (b_dir, new, 1)):
+        for nodeid, pair in single.items():
+            write_baseline(
+                baseline_path(folder, "cpu-x86_64", nodeid),
+                baseline_from_profile(pair[which], nodeid, "cpu-x86_64", env),
+            )
+    code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64")
+    assert code == 0, out
+    assert (
+        "warning: A was recorded with torch 2.11.0, B with torch 2.13.0: ops and their counts may differ by the "
+        "software alone, and times by its build\n" in out
+    )
+    assert (
+        "warning: 1 compared test holds a single step on a side (a whole call, capture(), the marker): "
+        "its times are shown, not judged (nor does the plugin judge them): t.py::test_once\n" in out
+    )
+    assert "t.py::test_once: B not worse" in out and "aten::addmm" in out and "slower" in out
+    code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--json")
+    (test,) = json.loads(out)["tests"]
+    assert (code, test["regressed"], test["time_judged"]) == (0, False, False)
+    # a call-count change with little time stays listed beyond --top
+    nodeid = "t.py::test_many"
+    for folder, extra in ((a_dir, False), (b_dir, True)):
+        write_baseline(
+            baseline_path(folder, "cpu-x86_64", nodeid),
+            baseline_from_profile(profile(700, extra=extra, steps=6), nodeid, "cpu-x86_64", ENV),
+        )
+    _, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--top", "1")
+    table = out.split("t.py::test_many:")[1]
+    assert "aten::clone" in table and "added" in table, table
+    code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--top", "1", "--json")
+    many = next(t for t in json.loads(out)["tests"] if t["test"] == nodeid)
+    assert "aten::clone" in [row["op"] for row in many["ops"]]
