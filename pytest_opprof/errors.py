@@ -732,10 +732,12 @@ NOTHING_MEASURED = (
 
 
 def orphans_line(paths: list[str], every: bool = False) -> str:
-    """Baseline files no collected test reads (their tests renamed or removed); `every` (-v) names all."""
+    """Baseline files no collected test reads (their tests renamed, moved or removed, or their
+    test file gone); `every` (-v) names all."""
     return (
-        f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files "
-        f"{'is' if len(paths) == 1 else 'are'} read by no test (renamed or removed tests?): "
+        f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files, or of test "
+        f"files that no longer exist, {'is' if len(paths) == 1 else 'are'} read by no test (renamed, moved or "
+        "removed tests?): "
         f"{first_three(paths, every)}; "
         "if those tests are gone, delete the files (git rm)"
     )

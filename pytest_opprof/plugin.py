@@ -28,6 +28,7 @@ from .baseline import (
     baseline_from_profile,
     baseline_root,
     file_bytes,
+    gone_test_files,
     lookup_folder,
     orphan_baselines,
     put_back,
@@ -532,6 +533,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     collected = [_baseline_id(item) for item in session.items] + state.deselected
     found = orphan_baselines(root, state.device_key, collected, _narrowed(config))
+    found = sorted({*found, *gone_test_files(root, state.device_key, config.rootpath)})
     state.orphans = [shown_path(path, config.rootpath) for path in found]
     if hasattr(config, "workeroutput"):
         config.workeroutput["opprof_orphans"] = state.orphans

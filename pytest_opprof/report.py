@@ -991,28 +991,47 @@ def summary_lines(
 
 
 def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str]:
-    """A test without a baseline beside a baseline file no test reads, alone in the same test
-    file's folder and of the same function (`test_x[a].json` and `test_x[b]`): a renamed test or
-    parametrize id, most likely; the line gives the `git mv` and the `nodeid` that keep its baseline."""
-    missing = [(r.nodeid, r.baseline.path) for r in records if r.baseline and r.baseline.status == "missing"]
+    """Tests without a baseline paired with baseline files no test reads: alone in the same test
+    file's folder (`test_x[a].json` and `test_x[b]`, `test_old.json` and `test_new`: a renamed test
+    or parametrize id), or of the same name, one each, in another folder (a test moved to another
+    file, or its file moved). The line gives the `git mv` and the `nodeid` that keep its baseline."""
+    missing = list(
+        {r.baseline.path: r.nodeid for r in records if r.baseline and r.baseline.status == "missing"}.items()
+    )
+    pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
+    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+    pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
     lines = []
-    for folder in {str(Path(p).parent) for _, p in missing}:
-        here = [(n, p) for n, p in missing if str(Path(p).parent) == folder]
-        left = [o for o in orphans if str(Path(o).parent) == folder]
-        if len(here) != 1 or len(left) != 1 or _function(Path(here[0][1]).stem) != _function(Path(left[0]).stem):
-            continue
-        (nodeid, new), old = here[0], left[0]
+    for nodeid, new, old in pairs:
+        how = "renamed" if Path(new).parent == Path(old).parent else "moved"
         lines.append(
-            f"opprof: {nodeid} has no baseline, and {old} beside it is read by no test: if the test was renamed, "
-            f'keep its baseline: git mv {shlex.quote(old)} {shlex.quote(new)}, then set the file\'s "nodeid" '
-            f"to {json.dumps(nodeid)}"
+            f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
+            f'baseline: git mv {shlex.quote(old)} {shlex.quote(new)}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'
         )
     return sorted(lines)
 
 
-def _function(stem: str) -> str:
-    """A baseline file's test function: `test_x` of `test_x[a-1]`."""
-    return stem.split("[", 1)[0]
+def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one of each."""
+    found = []
+    for folder in {str(Path(p).parent) for p, _ in missing}:
+        here = [(p, n) for p, n in missing if str(Path(p).parent) == folder]
+        left = [o for o in orphans if str(Path(o).parent) == folder]
+        if len(here) == 1 and len(left) == 1:
+            found.append((here[0][1], here[0][0], left[0]))
+    return found
+
+
+def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where one of each, in two folders, has the same file name
+    (the test's name)."""
+    found = []
+    for name in {Path(p).name for p, _ in missing}:
+        here = [(p, n) for p, n in missing if Path(p).name == name]
+        left = [o for o in orphans if Path(o).name == name]
+        if len(here) == 1 and len(left) == 1 and Path(here[0][0]).parent != Path(left[0]).parent:
+            found.append((here[0][1], here[0][0], left[0]))
+    return found
 
 
 def xdist_noise_note(workers: object) -> str:

@@ -1640,3 +1640,21 @@ def test_a_dispatch_mode_that_now_runs_is_named_in_the_structure_verdict():
     assert (
         "TorchDispatchMode" not in compare(doc(profile(extra_ops=("aten::clone",))), base, Rule()).verdicts[0].message
     )
+
+
+def test_gone_test_files_names_the_baselines_of_test_files_that_no_longer_exist(tmp_path):
+    """A folder of baselines whose test file is gone from the rootdir is named, file by file;
+    one whose test file exists is not, nor one whose name safe_name changed (its source
+    cannot be told: `tést.py` is kept as `test.py-<hash>`)."""
+    from pytest_opprof.baseline import gone_test_files
+
+    root, rootpath = tmp_path / ".opprof", tmp_path
+    (rootpath / "tests").mkdir()
+    (rootpath / "tests" / "test_here.py").write_text("")
+    for nodeid in ("tests/test_here.py::test_x", "tests/test_gone.py::test_y", "tests/tést.py::test_z"):
+        write_baseline(
+            baseline_path(root, "cpu-x86_64", nodeid), baseline_from_profile(profile(), nodeid, "cpu-x86_64", ENV)
+        )
+    gone = gone_test_files(root, "cpu-x86_64", rootpath)
+    assert [p.relative_to(root).as_posix() for p in gone] == ["cpu-x86_64/tests/test_gone.py/test_y.json"]
+    assert gone_test_files(root, "other-key", rootpath) == []

@@ -1560,9 +1560,10 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     lines = [line for line in result.stdout.lines if "read by no test" in line]
     shown = old.relative_to(project.path).as_posix()
     assert lines == [
-        f"opprof: 1 baseline file in the folders of the collected test files is read by no test (renamed or "
-        f"removed tests?): {shown}; if those tests are gone, delete the files (git rm)",
-        f"opprof: test_o.py::test_p[c] has no baseline, and {shown} beside it is read by no test: if the test was "
+        f"opprof: 1 baseline file in the folders of the collected test files, or of test files that no longer exist, "
+        f"is read by no test (renamed, moved or removed tests?): {shown}; if those tests are gone, delete the files "
+        "(git rm)",
+        f"opprof: test_o.py::test_p[c] has no baseline, and {shown} is read by no test: if the test was "
         f"renamed, keep its baseline: git mv '{shown}' '{shown.replace('[b]', '[c]')}', then set the file's "
         '"nodeid" to "test_o.py::test_p[c]"',
     ]
@@ -3591,7 +3592,7 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     old, new = ".opprof/*/test_r.py/test_x[[]a[]].json", ".opprof/*/test_r.py/test_x[[]b[]].json"
     result.stdout.fnmatch_lines(
         [
-            f"opprof: test_r.py::test_x[[]b[]] has no baseline, and {old} beside it is read by no test: if the test "
+            f"opprof: test_r.py::test_x[[]b[]] has no baseline, and {old} is read by no test: if the test "
             f"was renamed, keep its baseline: git mv '{old}' '{new}', then set the file's \"nodeid\" to "
             '"test_r.py::test_x[[]b[]]"'
         ]
@@ -3603,6 +3604,48 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
+
+
+def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_baselines(pytester, monkeypatch):
+    """A trial renamed a test function, moved a test to another file and moved a whole test file:
+    each gave `no baseline` and, apart or not at all (the old file's folder was never looked at),
+    `read by no test`. Now each missing baseline is paired with its orphan, and the folder of a
+    test file that no longer exists is looked at."""
+    body = "    opprof.run(lambda: torch.ones(4) + 1, warmup=1, steps=3)\n"
+    pytester.makepyfile(
+        test_a="import torch\ndef test_old(opprof):\n" + body + "def test_stays(opprof):\n" + body,
+        test_b="import torch\ndef test_moving(opprof):\n" + body,
+        test_c="import torch\ndef test_c(opprof):\n" + body,
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=4)
+    pytester.makepyfile(
+        test_a="import torch\ndef test_new(opprof):\n" + body + "def test_stays(opprof):\n" + body,
+        test_b="import torch\ndef test_other(opprof):\n" + body,
+        test_d="import torch\ndef test_moving(opprof):\n" + body,
+    )
+    sub = pytester.mkpydir("sub")
+    (pytester.path / "test_c.py").rename(sub / "test_c.py")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=5)
+    key = next(pytester.path.joinpath(".opprof").iterdir()).name
+    lines = sorted(line for line in result.stdout.lines if line.startswith("opprof: ") and "has no baseline" in line)
+    assert lines == [
+        f"opprof: sub/test_c.py::test_c has no baseline, and .opprof/{key}/test_c.py/test_c.json is read by no test: "
+        f"if the test was moved, keep its baseline: git mv .opprof/{key}/test_c.py/test_c.json "
+        f'.opprof/{key}/sub/test_c.py/test_c.json, then set the file\'s "nodeid" to "sub/test_c.py::test_c"',
+        f"opprof: test_a.py::test_new has no baseline, and .opprof/{key}/test_a.py/test_old.json is read by no test: "
+        f"if the test was renamed, keep its baseline: git mv .opprof/{key}/test_a.py/test_old.json "
+        f'.opprof/{key}/test_a.py/test_new.json, then set the file\'s "nodeid" to "test_a.py::test_new"',
+        f"opprof: test_d.py::test_moving has no baseline, and .opprof/{key}/test_b.py/test_moving.json is read by no "
+        f"test: if the test was moved, keep its baseline: git mv .opprof/{key}/test_b.py/test_moving.json "
+        f'.opprof/{key}/test_d.py/test_moving.json, then set the file\'s "nodeid" to "test_d.py::test_moving"',
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 3 baseline files in the folders of the collected test files, or of test files "
+            "that no longer exist, are read by no test *"
+        ]
+    )
 
 
 def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, capsys):

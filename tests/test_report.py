@@ -300,9 +300,10 @@ def test_the_commands_errors_give_quote_a_parametrized_id_for_the_shell():
     assert "pytest --opprof-update-baseline t.py::test_a and commit" in baseline_required("t.py::test_a", "p")
 
 
-def test_a_rename_is_suggested_only_where_one_test_and_one_file_of_its_function_pair_up():
-    """Two tests without a baseline beside one unread file, or another function's file: no
-    guess (the summary's two lines stand)."""
+def test_a_rename_or_move_is_suggested_only_where_one_test_and_one_file_pair_up():
+    """One test without a baseline and one unread file in its folder: a rename, whatever the
+    names; of the same name in two folders: a move. Two tests beside one file, or two files of
+    that name: no guess (the summary's two lines stand)."""
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.report import renamed_lines
 
@@ -311,9 +312,13 @@ def test_a_rename_is_suggested_only_where_one_test_and_one_file_of_its_function_
 
     one = [missing("t.py::test_x[b]", ".opprof/k/t.py/test_x[b].json")]
     (line,) = renamed_lines(one, [".opprof/k/t.py/test_x[a].json"])
-    assert "git mv '.opprof/k/t.py/test_x[a].json' '.opprof/k/t.py/test_x[b].json'" in line
-    assert renamed_lines(one, [".opprof/k/t.py/test_y[a].json"]) == []  # another function's
-    assert renamed_lines(one, [".opprof/k/u.py/test_x[a].json"]) == []  # another file's
+    assert "was renamed" in line and "git mv '.opprof/k/t.py/test_x[a].json' '.opprof/k/t.py/test_x[b].json'" in line
+    (line,) = renamed_lines(one, [".opprof/k/t.py/test_y[a].json"])  # a renamed function
+    assert "was renamed" in line
+    assert renamed_lines(one, [".opprof/k/u.py/test_x[a].json"]) == []  # another file's, another name
+    (line,) = renamed_lines(one, [".opprof/k/u.py/test_x[b].json"])  # the same name in another file's
+    assert "was moved" in line and "git mv '.opprof/k/u.py/test_x[b].json' '.opprof/k/t.py/test_x[b].json'" in line
+    assert renamed_lines(one, [".opprof/k/u.py/test_x[b].json", ".opprof/k/v.py/test_x[b].json"]) == []  # which?
     two = [*one, missing("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json")]
     assert renamed_lines(two, [".opprof/k/t.py/test_x[a].json"]) == []  # which one?
 
