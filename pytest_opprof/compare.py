@@ -708,7 +708,7 @@ def _judged(
         excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
         if excuse is not None and (steady := _steady_product(name, *docs)):
             excuse = None  # the step slowed as a whole where the machine, on the test's own product, did not
-    change = _change_text(name, new_min, old_min, move, outside is not None)
+    change = _change_text(name, new_min, old_min, move, outside is not None, rule.tolerance)
     if outside is not None:  # the verdict's figures are the time outside the ops, as its message leads with
         new_min, old_min = min(move.new), min(move.old)
     if excuse:
@@ -743,16 +743,23 @@ def _own_move(
     return _Move(own, [x - explained_ms for x in new_s] if own > 0 else new_s, old_s)
 
 
-def _change_text(name: str, new_min: float, old_min: float, move: _Move, outside: bool) -> str:
+def _change_text(name: str, new_min: float, old_min: float, move: _Move, outside: bool, tolerance: float) -> str:
     """`aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower`; for the wall judged
     outside the ops, its time there and its move as a share of the baseline's step
     (`step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+103% of its 1.100 ms step, slower`)."""
     way = "slower" if move.own > 0 else "faster"
     if outside:
-        share = f"{100 * move.own / old_min:+.0f}% of its {old_min:.3f} ms step" if old_min > 0 else "from 0"
+        share = f"{_pct(100 * move.own / old_min, tolerance)} of its {old_min:.3f} ms step" if old_min > 0 else "from 0"
         return f"{name}: {min(move.new):.3f} ms/step outside the ops vs baseline {min(move.old):.3f} ms ({share}, {way}"
-    percent = f"{100 * (new_min - old_min) / old_min:+.0f}%" if old_min > 0 else "from 0"
+    percent = _pct(100 * (new_min - old_min) / old_min, tolerance) if old_min > 0 else "from 0"
     return f"{name}: {new_min:.3f} ms/step vs baseline {old_min:.3f} ms ({percent}, {way}"
+
+
+def _pct(percent: float, tolerance: float) -> str:
+    """`+24%`; with a decimal where whole percents would read as the limit itself (a trial's
+    `+20%, slower; limit +20%` was +20.4%)."""
+    whole = f"{percent:+.0f}%"
+    return f"{percent:+.1f}%" if round(abs(percent)) == round(100 * tolerance) else whole
 
 
 def _wall_clause(slower: bool, explained_ms: float, outside: bool) -> str:

@@ -1658,3 +1658,15 @@ def test_gone_test_files_names_the_baselines_of_test_files_that_no_longer_exist(
     gone = gone_test_files(root, "cpu-x86_64", rootpath)
     assert [p.relative_to(root).as_posix() for p in gone] == ["cpu-x86_64/tests/test_gone.py/test_y.json"]
     assert gone_test_files(root, "other-key", rootpath) == []
+
+
+def test_a_move_that_rounds_to_the_limit_shows_a_decimal():
+    """A trial read `(+20%, slower; limit +20%)`: at the limit in whole percents, one decimal."""
+    from pytest_opprof.compare import _pct
+
+    assert (_pct(20.4, 0.2), _pct(-19.6, 0.2), _pct(24.0, 0.2), _pct(240.0, 0.2)) == (
+        "+20.4%",
+        "-19.6%",
+        "+24%",
+        "+240%",
+    )
