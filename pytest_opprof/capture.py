@@ -719,8 +719,8 @@ _SETTLE_ELEMENTS = 1 << 20  # 4 MB of float: parallel on torch's threads, ~0.1 m
 def settle_cpus(seconds: float, threads: int | None = None) -> None:
     """Keep torch's threads busy for `seconds` (a parallel add, again and again), on `threads`
     threads where given. Run before a confirmation: on a 2-vCPU VM, a parallel op measured
-    after the process idled ran 1.5-3x slower in half the windows, after 0.5 s of this in 2 of
-    10 (a busy Python loop on one thread: 7 of 10; python bench/spells.py)."""
+    0.3 s after the process idled ran 1.5-3x slower in 16 of 30 windows, after 0.5 s of this in
+    9 of 30 (after a busy Python loop on one thread: 16 of 30; python bench/spells.py)."""
     torch = _torch()
     with torch.no_grad(), _on_threads(torch, threads):
         ones = torch.ones(_SETTLE_ELEMENTS)

@@ -123,8 +123,8 @@ def _confirm(
     Why several: on a 2-vCPU VM a parallel op ran 1.5-3x slower in spells of 0.5-4 s (torch's
     OpenMP workers woken late), every reference unmoved; a single confirmation right after the
     first measurement shared its spell, and an idle trial's unchanged code failed in 4 of 8
-    runs. The fixture pauses before each (fixture.CONFIRM_PAUSES_S), and the pooled minimum
-    takes the fastest spell: a slowdown of the code shows in every one."""
+    runs. The fixture keeps the CPUs busy before each (fixture.CONFIRM_SETTLE_S), and the pooled
+    minimum takes the fastest spell: a slowdown of the code shows in every one."""
     suspected = tuple(v.op for v in comparison.changes if v.kind == TIME and v.op)
     pooled, remeasured, measurements = current, None, 1
     for _ in range(CONFIRMATIONS):
@@ -241,6 +241,11 @@ class BaselineResult:
     measurements: int = 1  # the first and the confirmations of a suspected time change
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
     time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
+
+    @property
+    def slower(self) -> bool:
+        """Some conclusive time verdict says slower."""
+        return slower(Comparison(self.verdicts))
 
     @property
     def compared(self) -> bool:

@@ -60,9 +60,10 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
 # Seconds torch's threads keep the CPUs busy before each confirmation of a suspected time
 # change. On a 2-vCPU VM a parallel op ran 1.5-3x slower, every reference unmoved, in spells
 # that follow idle time (torch's OpenMP workers on a vCPU the host let go): a window measured
-# 0.3 s after the process idled was slow in 3-5 of 10, after 0.5 s of busy torch threads in 2
-# of 10 (python bench/spells.py). A test only pays them when its first measurement looked slower.
-CONFIRM_PAUSES_S = (0.5, 0.5, 0.5)
+# 0.3 s after the process idled was slow in 16 of 30 tries, after 0.5 s of busy torch threads in
+# 9 of 30 (`python bench/spells.py --rounds 30`). A test only pays it when its first measurement
+# looked slower.
+CONFIRM_SETTLE_S = 0.5
 
 
 def confirmation_pause(seconds: float, threads: int | None = None) -> None:
@@ -138,7 +139,6 @@ class OpprofFixture:
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
-        self._confirmations = 0  # taken of the latest run(): each waits longer before it
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
@@ -180,7 +180,6 @@ class OpprofFixture:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
-        self._confirmations = 0
         return result
 
     @property
@@ -189,13 +188,12 @@ class OpprofFixture:
         return self._remeasure is not None
 
     def measure_again(self) -> Remeasured | None:
-        """The latest run() once more, to confirm a suspected time change, after a pause
-        (CONFIRM_PAUSES_S: the machine's slow spell may have passed by then)."""
+        """The latest run() once more, to confirm a suspected time change, after CONFIRM_SETTLE_S
+        of busy CPUs (a slow spell that followed idle time may be over by then)."""
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
-        confirmation_pause(CONFIRM_PAUSES_S[min(self._confirmations, len(CONFIRM_PAUSES_S) - 1)], threads)
-        self._confirmations += 1
+        confirmation_pause(CONFIRM_SETTLE_S, threads)
         return self._remeasure()
 
     def capture(self) -> CaptureBlock:

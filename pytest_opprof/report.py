@@ -472,7 +472,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         status = "strict" if _strict_error(record, strict) else baseline.status
         lines += verdict_lines(verdicts, verbose, status, baseline.time_fails)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
-        slower = any(v.kind == TIME and v.status == "regressed" for v in baseline.verdicts)
+        slower = baseline.slower
         torch = _torch_moved(baseline)
         if changed and torch:  # a trial's upgrade: `aten::reshape 15 -> 16/step` beside an unlinked torch line
             lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
@@ -945,9 +945,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
 
 def _kept_slower(baseline: BaselineResult) -> bool:
     """A recording run kept the file though the time was confirmed slower (only =all writes that)."""
-    return baseline.remeasured == "confirmed" and any(
-        v.kind == TIME and v.status == "regressed" for v in baseline.verdicts
-    )
+    return baseline.remeasured == "confirmed" and baseline.slower
 
 
 def _tests_of_files(records: list[TestRecord], which: Callable[[BaselineResult], bool]) -> list[str]:
