@@ -723,7 +723,7 @@ def settle_cpus(seconds: float, threads: int | None = None) -> None:
     9 of 30 (after a busy Python loop on one thread: 16 of 30; python bench/spells.py)."""
     torch = _torch()
     with torch.no_grad(), _on_threads(torch, threads):
-        ones = torch.ones(_SETTLE_ELEMENTS)
+        ones = torch.ones(_SETTLE_ELEMENTS, device="cpu")  # not the test's default device
         out = torch.empty_like(ones)
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:

@@ -23,7 +23,7 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir, stable_facts
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, STEP_WALL, speed_words
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -457,7 +457,7 @@ def _compared(
 ) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
     worse = b_regressed(rows, args.min_delta_ms)
-    untimed = any(kind != "trace" and doc.steps < 2 for kind, doc in zip(kinds, (a, b)))
+    untimed = any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
     return _Compared(name, names, rows, worse, untimed=untimed)
@@ -480,11 +480,12 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
         found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))
-    softwares = [_software(da) for _, _, da, _ in pairs], [_software(db) for _, _, _, db in pairs]
-    if pairs and softwares[0] != softwares[1]:  # a trial's torch upgrade compared with no word of it
-        found.append(two_softwares(_most_common(softwares[0]), _most_common(softwares[1])))
+    differ = [(_software(da), _software(db)) for _, _, da, db in pairs if _software(da) != _software(db)]
+    if differ:  # a trial's torch upgrade compared with no word of it
+        (a_software, b_software), _ = Counter(differ).most_common(1)[0]
+        found.append(two_softwares(a_software or "unrecorded", b_software or "unrecorded", len(differ), len(pairs)))
     if untimed:
-        found.append(single_step_tests(untimed))
+        found.append(single_step_tests(untimed, MIN_TIME_STEPS))
     return found
 
 
@@ -492,10 +493,6 @@ def _software(doc: BaselineDoc) -> str:
     """`torch 2.13.0+cpu`, `torch 2.13.0, cuda 12.8`: what a document was recorded with."""
     facts = [(key, doc.environment.get(key)) for key in ("torch", "cuda", "hip")]
     return ", ".join(f"{key} {value}" for key, value in facts if value)
-
-
-def _most_common(values: list[str]) -> str:
-    return Counter(values).most_common(1)[0][0] or "unrecorded"
 
 
 def _check_compare_paths(first: str, second: str) -> None:

@@ -87,8 +87,9 @@ def decide(
     updating = update == "changed" and not current.machine.gpu_unreliable
     if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
         confirmation = _confirm(current, old, rule, path, remeasure, updating, comparison)
+    first_slower = slower(comparison)  # the file would get the first measurement's times
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
-    write = _to_write(comparison, update, current, remeasured)
+    write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write)
     unconfirmed = confirmation.unconfirmed
     return Outcome(status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed)
@@ -131,6 +132,8 @@ def _confirm(
         again = remeasure()
         if again is None:
             break
+        if again.machine.gpu_unreliable and not current.machine.gpu_unreliable:
+            continue  # throttled clocks tell nothing of the code: pooled, they made a real 2x inconclusive (a review)
         measurements += 1
         pooled = Measurement(merge_measurements(pooled.doc, again.doc), calmer(pooled, again))
         comparison = compare(pooled.doc, old, rule, path, pooled.machine)
@@ -174,18 +177,20 @@ def _status(comparison: Comparison, update: str | None, current: Measurement, wr
 
 
 def _to_write(
-    comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None
+    comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None, first_slower: bool
 ) -> BaselineDoc | None:
     """Rewrite only for a structure or work change or a confirmed faster time (or =all): an
     inconclusive or unconfirmed measurement never replaces a baseline, nor does a slower time
     alone (it may be the machine's: a trial's bare re-recording of unchanged code wrote slower
-    times into 5 of 16 runs' files; =all with the test's id records an intended slowdown)."""
+    times into 5 of 16 runs' files; =all with the test's id records an intended slowdown). The
+    file would hold the first measurement's times: one that was slower anywhere is not written,
+    though its confirmations cleared that op and confirmed another's faster time (a review)."""
     if not update or current.machine.gpu_unreliable:
         return None
     if update == "all":
         return current.doc
     kinds = {v.kind for v in comparison.changes}
-    if not kinds or (kinds == {TIME} and (remeasured != "confirmed" or slower(comparison))):
+    if not kinds or (kinds == {TIME} and (remeasured != "confirmed" or first_slower or slower(comparison))):
         return None
     return current.doc
 

@@ -153,19 +153,21 @@ def two_machines(key_a: str, key_b: str) -> str:
     return f"A ran on {key_a}, B on {key_b}: the times compare two machines"
 
 
-def two_softwares(a: str, b: str) -> str:
+def two_softwares(a: str, b: str, differ: int, compared: int) -> str:
+    """The software most tests that differ were recorded with on each side, and how many differ."""
+    where = "" if differ == compared else f" ({differ} of {compared} compared tests differ so)"
     return (
-        f"A was recorded with {a}, B with {b}: ops and their counts may differ by the software alone, "
+        f"A was recorded with {a}, B with {b}{where}: ops and their counts may differ by the software alone, "
         "and times by its build"
     )
 
 
-def single_step_tests(names: list[str]) -> str:
+def single_step_tests(names: list[str], min_steps: int) -> str:
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (
-        f"{len(names)} compared {'test holds' if len(names) == 1 else 'tests hold'} a single step on a side (a whole "
-        f"call, capture(), the marker): {'its' if len(names) == 1 else 'their'} times are shown, not judged (nor does "
-        f"the plugin judge them): {shown}"
+        f"{len(names)} compared {'baseline holds' if len(names) == 1 else 'baselines hold'} under {min_steps} steps on "
+        f"a side (a whole call, capture(), the marker, a short run()): {'its' if len(names) == 1 else 'their'} times are "
+        f"shown, not judged, as the plugin never judges them: {shown}"
     )
 
 

@@ -449,9 +449,10 @@ def _measurement_lines(record: TestRecord) -> list[str]:
     remeasured, n = (baseline.remeasured, baseline.measurements) if baseline else (None, 1)
     if remeasured == "not confirmed":
         later = "a second one" if n == 2 else f"measurement {n}"
+        so = "it passes" if baseline and baseline.status == "compared" else "the file was kept"
         lines.append(
-            f"the first measurement looked slower than the baseline; {later}, after a pause, did not confirm it "
-            "(interference, or a slow spell of the machine), so it passes"
+            f"the first measurement's time differed from the baseline's; {later}, after a pause, did not confirm it "
+            f"(interference, or a slow spell of the machine), so {so}"
         )
     elif remeasured == "confirmed":
         lines.append(f"measured {_times(n)}, with pauses between: each differs from the baseline")
@@ -639,7 +640,9 @@ def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:
     (a trial's torch upgrade printed the same line for each of its 13 tests, every run)."""
     alike: dict[str, list[str]] = {}
     for record in {r.nodeid: r for r in records}.values():
-        for verdict in record.baseline.verdicts if record.baseline else ():
+        if record.baseline is None or record.baseline.status in WRITTEN:  # this run recorded it on this setup
+            continue
+        for verdict in record.baseline.verdicts:
             if verdict.kind == ENVIRONMENT and verdict.why:
                 alike.setdefault(verdict.why, []).append(record.nodeid)
     lines, said = list(shared.lines), set(shared.environment)
@@ -924,7 +927,8 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         lines.append(f"opprof: {count_of(n, 'baseline')} not written: unreliable GPU clocks (see above)")
     if any(written.values()) or statuses.get("kept"):
         changed = _tests_of_files(records, lambda b: b.status == "changed")
-        slower = _tests_of_files(records, lambda b: b.status == "kept" and _kept_slower(b))
+        files = _file_statuses(records)  # a file another record of the test wrote is not kept
+        slower = _tests_of_files(records, lambda b: files.get(b.path) == "kept" and _kept_slower(b))
         parts = [
             f"{v} {k}" + (f" ({first_three(changed, verbose)})" if k == "changed" else "")
             for k, v in written.items()

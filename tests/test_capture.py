@@ -771,3 +771,27 @@ def test_a_run_takes_a_workload_reference_of_its_costliest_product():
     assert again.workload_reference is None
     assert measure(lambda t: torch.relu(t), x, warmup=0, steps=1).workload_reference is None
     assert workload_reference_ns(torch, WorkloadReference("aten::mm", ((3, 5), (4, 2)), ("float",) * 2, 0)) is None
+
+
+def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(monkeypatch):
+    """The busy pause before a confirmation: its adds run on the CPU whatever the test's default
+    device (a review: after set_default_device they followed it), on the first measurement's
+    thread count, which it then restores."""
+    from pytest_opprof.capture import settle_cpus
+
+    seen = []
+    real_add = torch.add
+
+    def add(*args, **kwargs):
+        seen.append((args[0].device.type, torch.get_num_threads()))
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "add", add)
+    before = torch.get_num_threads()
+    torch.set_default_device("meta")
+    try:
+        settle_cpus(0.01, threads=1)
+    finally:
+        torch.set_default_device(None)
+    assert seen and set(seen) == {("cpu", 1)}
+    assert torch.get_num_threads() == before

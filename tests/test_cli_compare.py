@@ -21,7 +21,7 @@ from pytest_opprof.trace import load_trace
 ENV = {"torch": "2.13.0", "cuda": "12.4", "driver": "550.54.15", "gpu_name": "x"}
 
 
-def profile(addmm_us=700.0, extra=False, steps=4, kernel_name="sm90_gemm"):
+def profile(addmm_us=700.0, extra=False, steps=5, kernel_name="sm90_gemm"):
     """Steps of linear > addmm (launching one kernel of addmm_us/2), relu, and optionally clone."""
     events = []
     for i in range(steps):
@@ -419,7 +419,7 @@ def test_show_file_and_folder(capsys, folders):
     code, out, err = run_cli(capsys, "show", file)
     assert (code, err) == (0, "")
     assert out.startswith(f"tests/test_m.py::test_mlp  [{file}]")
-    assert "device nvidia-tesla-t4; x; torch 2.13.0, CUDA 12.4, driver 550.54.15; 4 steps, 9.000 ms/step wall" in out
+    assert "device nvidia-tesla-t4; x; torch 2.13.0, CUDA 12.4, driver 550.54.15; 5 steps, 9.000 ms/step wall" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
     assert rows["aten::addmm"][1:] == ["1", "0.350", "0.350", "0.700", "device"]
     assert rows["aten::relu"][1:] == ["1", "0.050", "0.050", "0.050", "cpu"]
@@ -765,7 +765,7 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
     root = tmp_path / ".opprof"
     old = {"torch": "2.11.0", "cuda": None}
     new = {"torch": "2.13.0", "cuda": None}
-    single = {"t.py::test_once": (profile(300, steps=1), profile(900, steps=1))}
+    single = {"t.py::test_once": (profile(300, steps=4), profile(900, steps=4))}  # a run(steps=4): not judged either
     a_dir, b_dir = root / "a", root / "b"
     for folder, env, which in ((a_dir, old, 0), (b_dir, new, 1)):
         for nodeid, pair in single.items():
@@ -780,8 +780,8 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
         "software alone, and times by its build\n" in out
     )
     assert (
-        "warning: 1 compared test holds a single step on a side (a whole call, capture(), the marker): "
-        "its times are shown, not judged (nor does the plugin judge them): t.py::test_once\n" in out
+        "warning: 1 compared baseline holds under 5 steps on a side (a whole call, capture(), the marker, a short "
+        "run()): its times are shown, not judged, as the plugin never judges them: t.py::test_once\n" in out
     )
     assert "t.py::test_once: B not worse" in out and "aten::addmm" in out and "slower" in out
     code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--json")
@@ -800,3 +800,9 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
     code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--top", "1", "--json")
     many = next(t for t in json.loads(out)["tests"] if t["test"] == nodeid)
     assert "aten::clone" in [row["op"] for row in many["ops"]]
+
+    # test_many was recorded with the same software on both sides: the warning counts the tests that differ
+    assert (
+        "A was recorded with torch 2.11.0, B with torch 2.13.0 (1 of 2 compared tests differ so): ops and their "
+        "counts may differ by the software alone, and times by its build"
+    ) in json.loads(out)["warnings"]

@@ -211,3 +211,42 @@ def test_a_baseline_recorded_under_load_is_kept_by_re_recording():
         assert (outcome.status, outcome.write) == ("kept", None)
         assert outcome.comparison.under_load == pytest.approx(70)
     assert decide(Measurement(calm, Machine(0.01)), base, Rule(), "all").status == "rewritten"  # as asked
+
+
+def _two_ops(mm_us, add_us, steps=8):
+    """Steps of aten::mm and aten::add, each `mm_us` and `add_us` long."""
+    from builders import op, step
+
+    from pytest_opprof.analysis import analyze
+
+    events, base = [], 0
+    for i in range(steps):
+        base += 20_000
+        events += [step(i + 1, base, 19_000), op("aten::mm", base + 10, mm_us), op("aten::add", base + 5000, add_us)]
+    return analyze(events)
+
+
+def test_a_first_measurement_slower_anywhere_is_never_written_by_a_bare_recording_run():
+    """A review: the first measurement had aten::mm 40% slower and aten::add 30% faster; the
+    confirmations cleared mm and confirmed add, and the file got the first measurement's slow mm.
+    The file would hold the first measurement's times: it is kept."""
+    base = doc(_two_ops(1000, 1000))
+    first = measured(_two_ops(1400, 700))
+    outcome = decide(first, base, Rule(), "changed", lambda: measured(_two_ops(1000, 700)))
+    assert (outcome.status, outcome.write) == ("kept", None)
+    faster = measured(_two_ops(1000, 700))  # faster only: confirmed and written
+    assert decide(faster, base, Rule(), "changed", lambda: faster).write == faster.doc
+
+
+def test_a_throttled_confirmation_is_left_out_of_the_pool():
+    """A review: a 2x device slowdown seen twice, with a third measurement on throttled GPU
+    clocks, read `not confirmed` (the throttle made the pool inconclusive) and passed."""
+    from test_baseline import on_device
+
+    base = on_device(doc(profile()))
+    slow = Measurement(on_device(doc(profile(addmm_us=(1400,) * 8))), Machine(0.0, None))
+    throttled = Measurement(slow.doc, Machine(0.0, "hw_slowdown"))
+    again = [slow, throttled, slow]
+    outcome = decide(slow, base, Rule(), None, lambda: again.pop(0))
+    assert (outcome.remeasured, outcome.measurements, again) == ("confirmed", 3, [])
+    assert "aten::addmm" in [v.op for v in outcome.comparison.failing(Rule())]

@@ -2508,7 +2508,7 @@ def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clo
     result.stdout.fnmatch_lines(
         [
             "aten::mm * +700% * not confirmed",
-            "test_re.py::test_mm: the first measurement looked slower than the baseline; a second one, after a pause, "
+            "test_re.py::test_mm: the first measurement's time differed from the baseline's; a second one, after a pause, "
             "did not confirm it*",
         ]
     )

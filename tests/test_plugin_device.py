@@ -237,6 +237,10 @@ def test_a_torch_upgrade_is_one_run_line_and_named_beside_a_structure_change(pyt
     verbose = run(pytester, "--opprof", "-v").stdout.str()
     assert "test_up.py::test_a: environment differs from the baseline: torch 2.11.0 -> " in verbose
     assert "opprof: environment differs from the baselines of" not in verbose
+    # the =all run that records them on this torch is not told to run =all (a review)
+    recorded = run(pytester, "--opprof-update-baseline=all")
+    assert "opprof: environment differs from the baselines of" not in recorded.stdout.str()
+    assert "environment differs" not in run(pytester, "--opprof").stdout.str()
 
 
 def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monkeypatch, tmp_path):

@@ -342,3 +342,22 @@ def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_t
     assert "; --opprof-strict made each an error; rerun quietly: t.py::a, t.py::b" in line
     (line,) = [line for line in format_problems(errored).splitlines() if line.startswith("opprof:")]
     assert "; neither passed nor failed (--opprof-strict makes this an error);" in line  # errors of their own
+
+
+def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
+    """A review: with pytest-repeat or `--dist each`, one record of a test wrote a faster time
+    and another found the file slower: the summary read `kept -1 unchanged ...; kept 1 slower`."""
+    from pytest_opprof.compare import TIME, Verdict
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    path = ".opprof/cpu/t.py/test_x.json"
+    slower = Verdict(TIME, "regressed", "aten::mm: slower", "aten::mm")
+    wrote = TestRecord(**{**record("t.py::test_x").__dict__, "baseline": BaselineResult(path, "changed")})
+    kept = BaselineResult(path, "kept", "confirmed", verdicts=(slower,), measurements=4)
+    found = TestRecord(**{**record("t.py::test_x").__dict__, "baseline": kept})
+    (line,) = [x for x in format_problems([wrote, found], recording=True).splitlines() if "baselines written" in x]
+    assert line.startswith("opprof: baselines written: 1 changed (t.py::test_x); kept 0 unchanged ")
+    assert "slower" not in line
+    alone = format_problems([found], recording=True)
+    assert "kept 0 unchanged (" in alone and "; kept 1 slower (t.py::test_x): never written without =all" in alone
