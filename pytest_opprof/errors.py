@@ -193,7 +193,7 @@ def no_category_read(complete: int) -> str:
     return (
         f"none of its {count_of(complete, 'complete event')} has a category opprof reads ('cat': cpu_op, "
         "kernel, gpu_memcpy, cuda_runtime, user_annotation...; missing, python_function or another): it "
-        "records no operator; export it with torch.profiler (export_chrome_trace)"
+        "records no operator"
     )
 
 

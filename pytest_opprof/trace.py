@@ -221,8 +221,12 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
     return out
 
 
-def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
-    """Parse the JSON, taking each complete ("ph": "X") event out as a row on the way.
+SESSION_SPAN = "Trace"  # Kineto's own span of the profiling session ("PyTorch Profiler (0)"), no event of the code
+
+
+def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int, int]:
+    """Parse the JSON, taking each complete ("ph": "X") event out as a row on the way; the counts
+    are of the complete events, Kineto's session spans left out, and of those spans.
 
     The object hook sees each event while it is fresh in cache and keeps a tuple instead of
     the dict: as fast as a bare json.loads, and no second pass over 10^5 dicts afterwards.
@@ -239,7 +243,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
         cat = d.get("cat")
         kind = kinds.get(cat, OTHER) if type(cat) is str else OTHER
         if kind is OTHER or kind is PYTHON:
-            skip(1)
+            skip(cat == SESSION_SPAN)
             return None
         args = d.get("args")
         if type(args) is not dict:
@@ -274,7 +278,8 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int]:
     if bad_args:
         i = bad_args[0]
         raise TraceError(bad_trace(path, f"complete event {i} ({shown_value(rows[i][1])}): 'args' is not an object"))
-    return doc, rows, len(rows) + len(skipped)
+    spans = sum(skipped)
+    return doc, rows, len(rows) + len(skipped) - spans, spans
 
 
 def _unparsed(data: bytes, exc: Exception) -> str:
@@ -424,7 +429,7 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise TraceError(not_a_path("load_trace()", path))
     p = Path(path)
-    doc, rows, n_complete = _parse(p, _read_bytes(p))
+    doc, rows, n_complete, spans = _parse(p, _read_bytes(p))
     if isinstance(doc, list):
         metadata: dict[str, Any] = {}
     elif isinstance(doc, dict) and "traceEvents" in doc:
@@ -433,6 +438,8 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
             raise TraceError(bad_trace(p, "'traceEvents' is not a list"))
     else:
         raise TraceError(_not_a_trace(p, doc))
+    if not n_complete and spans:  # torch's trace of a profiler that recorded nothing (torch 2.11 writes the span)
+        return TraceFile(str(p), _table_from_rows(rows, str(p)), metadata)
     if not n_complete:
         raise TraceError(bad_trace(p, "no complete ('ph': 'X') events: not a profiler trace"))
     if not rows:  # a trial's hand-made events without `cat` read as "nothing ran under the profiler"

@@ -397,8 +397,28 @@ def test_a_category_that_is_not_a_text_is_skipped():
     """`cat` as a list is not a kind we know: the event is skipped, nothing crashes."""
     from pytest_opprof.trace import _parse
 
-    _, rows, total = _parse(Path("t.json"), _event(cat=["cpu_op"]).encode())
-    assert rows == [] and total == 1
+    _, rows, total, spans = _parse(Path("t.json"), _event(cat=["cpu_op"]).encode())
+    assert rows == [] and (total, spans) == (1, 0)
+
+
+def test_a_trace_of_a_profiler_that_recorded_nothing_reads_as_empty(tmp_path):
+    """torch 2.11 writes Kineto's session span (`cat` "Trace", "PyTorch Profiler (0)") even
+    where the profiler recorded nothing: an empty trace, not one "with no category opprof reads"
+    (which broke from_profiler's "a cycle torch cleared" message on torch 2.11). A span beside
+    events of unread categories is still refused."""
+    from pytest_opprof.trace import read_trace
+
+    span = {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 1, "dur": 5, "pid": 1, "tid": 1}
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps({"traceEvents": [span]}))
+    assert read_trace(path).table.name == []
+    path.write_text(json.dumps({"traceEvents": [span, {**span, "cat": "x", "name": "mine"}]}))
+    with pytest.raises(
+        TraceError,
+        match=r"none of its 1 complete event has a category opprof reads .*: it records no operator; export it again with "
+        r"torch.profiler \(export_chrome_trace\)$",
+    ):
+        read_trace(path)
 
 
 def test_ids_written_as_digits_link_like_numbers(tmp_path):
