@@ -66,6 +66,12 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
 CONFIRM_SETTLE_S = 0.5
 
 
+CONFIRMATION_RAISED = (
+    "opprof: raised while run()'s fn was measured again to confirm a suspected time change (README: "
+    "Confirmation by more measurements): fn is called more often than warmup + steps"
+)
+
+
 def confirmation_pause(seconds: float, threads: int | None = None) -> None:
     """Settle the CPUs before a confirmation (the tests replace it: no test waits on the real clock)."""
     settle_cpus(seconds, threads)
@@ -194,7 +200,12 @@ class OpprofFixture:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         confirmation_pause(CONFIRM_SETTLE_S, threads)
-        return self._remeasure()
+        try:
+            return self._remeasure()
+        except Exception as exc:  # fn's own failure, said to be a confirmation's (a review: nothing said so)
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(CONFIRMATION_RAISED)
+            raise
 
     def capture(self) -> CaptureBlock:
         """Profile the block as one step: `with opprof.capture(): ...` (each `with` is a capture)."""

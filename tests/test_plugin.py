@@ -2551,6 +2551,37 @@ def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clo
     assert path.read_bytes() != before
 
 
+def test_fn_raising_in_a_confirmation_fails_the_test_saying_so(remeasure_project, fake_clock):
+    """fn that fails once called more often than its first measurement's calls: the test fails
+    with fn's own error, and a note says it was raised in a confirmation (a review: nothing did)."""
+    import sys
+
+    remeasure_project.makepyfile(
+        test_re="""
+        import torch
+        a, b = torch.randn(64, 64), torch.randn(64, 64)
+        calls = []
+
+        def mm():
+            calls.append(1)
+            if len(calls) > 12:  # past the first measurement's calls (2 warmup, 6 steps, 2 unprofiled, 1 signature)
+                raise RuntimeError("out of data")
+            return torch.mm(a, b)
+
+        def test_mm(opprof):
+            opprof.run(mm, warmup=2, steps=6)
+        """
+    )
+    fake_clock.plan = [8.0]
+    result = run(remeasure_project, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: out of data*"])
+    if sys.version_info >= (3, 11):
+        result.stdout.fnmatch_lines(
+            ["*opprof: raised while run()'s fn was measured again to confirm a suspected time change*"]
+        )
+
+
 def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeasure_project, fake_clock, monkeypatch):
     """--opprof-update-baseline on unchanged code whose times a loaded machine inflated (threads
     waiting for a CPU half the capture): the slowdown is inconclusive, the file is kept as it was."""
