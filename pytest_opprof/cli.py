@@ -480,7 +480,8 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
         found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))
-    differ = [(_software(da), _software(db)) for _, _, da, db in pairs if _software(da) != _software(db)]
+    softwares = [(_software(da), _software(db)) for _, _, da, db in pairs]
+    differ = [(sa, sb) for sa, sb in softwares if sa != sb]
     if differ:  # a trial's torch upgrade compared with no word of it
         (a_software, b_software), _ = Counter(differ).most_common(1)[0]
         found.append(two_softwares(a_software or "unrecorded", b_software or "unrecorded", len(differ), len(pairs)))

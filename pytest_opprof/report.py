@@ -1015,23 +1015,25 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
 
 def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
     """(node id, its file, the orphan) where a folder holds one of each."""
-    found = []
-    for folder in {str(Path(p).parent) for p, _ in missing}:
-        here = [(p, n) for p, n in missing if str(Path(p).parent) == folder]
-        left = [o for o in orphans if str(Path(o).parent) == folder]
-        if len(here) == 1 and len(left) == 1:
-            found.append((here[0][1], here[0][0], left[0]))
-    return found
+    return _one_each(missing, orphans, lambda path: str(Path(path).parent))
 
 
 def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
     """(node id, its file, the orphan) where one of each, in two folders, has the same file name
     (the test's name)."""
+    pairs = _one_each(missing, orphans, lambda path: Path(path).name)
+    return [(nodeid, new, old) for nodeid, new, old in pairs if Path(new).parent != Path(old).parent]
+
+
+def _one_each(
+    missing: list[tuple[str, str]], orphans: Sequence[str], key: Callable[[str], str]
+) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where exactly one missing file and one orphan share a key."""
     found = []
-    for name in {Path(p).name for p, _ in missing}:
-        here = [(p, n) for p, n in missing if Path(p).name == name]
-        left = [o for o in orphans if Path(o).name == name]
-        if len(here) == 1 and len(left) == 1 and Path(here[0][0]).parent != Path(left[0]).parent:
+    for shared in {key(p) for p, _ in missing}:
+        here = [(p, n) for p, n in missing if key(p) == shared]
+        left = [o for o in orphans if key(o) == shared]
+        if len(here) == 1 and len(left) == 1:
             found.append((here[0][1], here[0][0], left[0]))
     return found
 
