@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .baseline import UNUSABLE_FIX, UNUSABLE_WHILE_RECORDING_FIX, BaselineError, read_baseline, write_baseline
 from .compare import (
+    MIN_TIME_STEPS,
     QUIET_MACHINE_FIX,
     REGRESSED,
     TIME,
@@ -25,6 +26,7 @@ from .compare import (
     Verdict,
     compare,
     ignored,
+    median_calls,
     merge_measurements,
 )
 from .documents import BaselineDoc
@@ -61,6 +63,7 @@ class Outcome:
     old_schema: int | None = None  # the baseline file's schema, when one was compared
     measurements: int = 1  # the first and its confirmations
     unconfirmed: tuple[str, ...] = ()  # ops the first measurement's time verdicts named, not confirmed
+    recorded_from: int = 0  # the measurements the written document's recorded ranges span (0: none written)
 
 
 def decide(
@@ -75,24 +78,76 @@ def decide(
 
     `update`: None compares only, "changed" writes new and changed baselines, "all" every one.
     `remeasure` measures the test once more (run() captures only); it is called when a time
-    verdict alone would fail the test or rewrite its baseline."""
+    verdict alone would fail the test or rewrite its baseline, and before a baseline is written
+    (RANGE_MEASUREMENTS times: `recorded`)."""
     if old is None:
         if not update:
             return Outcome(MISSING)
         if current.machine.gpu_unreliable:
             return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
-        return Outcome(NEW, write=current.doc)
+        first, recorded_from = recorded(current, remeasure)
+        return Outcome(NEW, write=first, recorded_from=recorded_from)
     comparison = compare(current.doc, old, rule, path, current.machine)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
     if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
         confirmation = _confirm(current, old, rule, path, remeasure, updating, comparison)
-    first_slower = slower(comparison)  # the file would get the first measurement's times
+    first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write)
+    recorded_from = 0
+    if write is not None:
+        write, recorded_from = recorded(current, remeasure)  # the measurement _to_write chose, with ranges
     unconfirmed = confirmation.unconfirmed
-    return Outcome(status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed)
+    return Outcome(
+        status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from
+    )
+
+
+RANGE_MEASUREMENTS = 3  # more measurements of a test whose baseline is written, for its ops' recorded ranges
+
+
+def recorded(current: Measurement, remeasure: Callable[[], Measurement | None] | None) -> tuple[BaselineDoc, int]:
+    """The document to write for `current`, and how many measurements its ranges span.
+
+    A run() capture judged on time is measured up to RANGE_MEASUREMENTS more times, and each op
+    keeps the range of its per-step minima over them (`with_recorded_ranges`). A measurement on
+    throttled GPU clocks, or one contended by other load where the first was not, is left out:
+    it tells of the other load, not of this machine's spells, and would widen the range. One measurement is one spell of the machine: on a 2-vCPU VM a
+    parallel op ran x1.5-3 slower in spells (bench/spells.py), and a baseline recorded in a fast
+    one failed later runs of unchanged code that all fell in slow ones (3 of 24 idle runs)."""
+    if remeasure is None or current.doc.steps < MIN_TIME_STEPS:
+        return current.doc, 1
+    docs = [current.doc]
+    for _ in range(RANGE_MEASUREMENTS):
+        again = remeasure()
+        if again is None:
+            break
+        if not again.machine.gpu_unreliable and (current.machine.contended or not again.machine.contended):
+            docs.append(again.doc)
+    return with_recorded_ranges(docs), len(docs)
+
+
+def with_recorded_ranges(docs: list[BaselineDoc]) -> BaselineDoc:
+    """The first of measurements of one test, each op with its recorded range: the fastest and
+    slowest of its per-step minima over the measurements whose ops and calls are the first's.
+    A later run's slower time within the range is then inconclusive, said with the range, not a
+    failure. The first is written, not the fastest: the others follow a busy pause, as no later
+    run's first measurement does, and the machine references written with the times would be
+    theirs (faster references excuse a later run's slowdowns further)."""
+    first = docs[0]
+    alike = [doc for doc in docs if _calls(doc) == _calls(first)]
+    ops = {}
+    for name, entry in first.ops.items():
+        minima = [min(d.ops[name].time_samples) for d in alike if name in d.ops and d.ops[name].time_samples]
+        span = (min(minima), max(minima)) if len(minima) > 1 else None
+        ops[name] = replace(entry, recorded_range=span)
+    return first.replace(ops=ops)
+
+
+def _calls(doc: BaselineDoc) -> dict[str, float]:
+    return {name: median_calls(entry) for name, entry in doc.ops.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +237,10 @@ def _to_write(
     """Rewrite only for a structure or work change or a confirmed faster time (or =all): an
     inconclusive or unconfirmed measurement never replaces a baseline, nor does a slower time
     alone (it may be the machine's: a trial's bare re-recording of unchanged code wrote slower
-    times into 5 of 16 runs' files; =all with the test's id records an intended slowdown). The
-    file would hold the first measurement's times: one that was slower anywhere is not written,
-    though its confirmations cleared that op and confirmed another's faster time (a review)."""
+    times into 5 of 16 runs' files; =all with the test's id records an intended slowdown). A
+    first measurement that was slower anywhere writes nothing, though its confirmations cleared
+    that op and confirmed another's faster time (a review: the file got its slow time then; it
+    is now written from fresh measurements, `recorded`, and the guard stays)."""
     if not update or current.machine.gpu_unreliable:
         return None
     if update == "all":
@@ -246,6 +302,7 @@ class BaselineResult:
     measurements: int = 1  # the first and the confirmations of a suspected time change
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
     time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
+    recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
 
     @property
     def slower(self) -> bool:
@@ -326,6 +383,7 @@ class BaselineResult:
             "measurements": self.measurements,
             "unconfirmed": list(self.unconfirmed),
             "time_fails": self.time_fails,
+            "recorded_from": self.recorded_from,
         }
 
     @classmethod
@@ -338,6 +396,7 @@ class BaselineResult:
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
             unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
+            recorded_from=data.get("recorded_from", 0),
         )  # fmt: skip
 
 
@@ -390,5 +449,5 @@ def baseline_step(
         ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
-        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on,
+        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, recorded_from=outcome.recorded_from,
     )  # fmt: skip

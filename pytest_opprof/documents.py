@@ -120,6 +120,10 @@ class OpEntry:
     on_device: bool = False
     work: WorkEntry | None = None
     has_work_key: bool = True  # False for a schema-1 entry (written without 'work')
+    # the fastest and the slowest of its per-step minima over the measurements its baseline was
+    # recorded from (None: recorded from one, or before this was kept): how far this machine
+    # moved its time with the code unchanged
+    recorded_range: tuple[float, float] | None = None
 
     @property
     def time_samples(self) -> tuple[float, ...]:
@@ -135,6 +139,8 @@ class OpEntry:
         }
         if self.has_work_key:
             found["work"] = self.work.to_dict() if self.work else None
+        if self.recorded_range is not None:
+            found["recorded_range_ms"] = list(self.recorded_range)
         return found
 
     @classmethod
@@ -154,7 +160,16 @@ class OpEntry:
         on_device = data.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ValueError(f"op {name!r}: 'on_device' is {on_device!r}, not true or false")
-        return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
+        recorded = _recorded_range(name, data["recorded_range_ms"]) if "recorded_range_ms" in data else None
+        return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data, recorded)
+
+
+def _recorded_range(name: str, value: Any) -> tuple[float, float]:
+    """`recorded_range_ms`: [fastest, slowest] per-step minimum, in ms."""
+    if not (isinstance(value, list) and len(value) == 2 and all(_amount(v) for v in value) and value[0] <= value[1]):
+        what = f"op {name!r}: 'recorded_range_ms' is {shown_value(value)}"
+        raise ValueError(f"{what}, not [fastest, slowest] (two numbers >= 0 in ms, the first no larger)")
+    return (value[0], value[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +508,7 @@ def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
                 device_ms=tuple(map(sum, zip(old.device_ms, entry.device_ms))),
                 on_device=old.on_device or entry.on_device,
                 work=None,
+                recorded_range=None,  # each name's range, not their sum's
             )
         found[key] = entry
     return found

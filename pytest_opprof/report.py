@@ -944,7 +944,20 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
                 else ""
             )
         )
-    return lines
+    return lines + _ranges_line(records)
+
+
+def _ranges_line(records: list[TestRecord]) -> list[str]:
+    """How the files of run() tests were written: with each op's range over several measurements
+    (README: Recorded ranges)."""
+    files = {r.baseline.path: r.baseline.recorded_from for r in records if r.baseline and r.baseline.status in WRITTEN}
+    ranged = [n for n in files.values() if n > 1]
+    if not ranged:
+        return []
+    return [
+        f"opprof: {count_of(len(ranged), 'file')} written with the range of each op's time over {max(ranged)} "
+        "measurements: a later time within that range is inconclusive, not a failure (README: Recorded ranges)"
+    ]
 
 
 def _kept_slower(baseline: BaselineResult) -> bool:
@@ -1241,21 +1254,26 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
 
 
 def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
+    """Per op: calls, median and fastest step, CPU time, which time it is judged on, and the
+    recorded range of its fastest step where the file holds ranges (README: Recorded ranges)."""
+    ranged = any(op.recorded_range for op in doc.ops.values())
     rows = []
     for name in doc.ops_by_time()[:top]:
         op = doc.ops[name]
         times = list(op.time_samples) or [0]
-        rows.append(
-            [
-                short(name),
-                count_text(_median(list(op.calls_per_step or [0]))),
-                stored_ms_text(_median(times)),
-                stored_ms_text(min(times)),
-                stored_ms_text(_median(list(op.cpu_ms or [0]))),
-                "device" if op.on_device else "cpu",
-            ]
-        )
-    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"]
+        row = [
+            short(name),
+            count_text(_median(list(op.calls_per_step or [0]))),
+            stored_ms_text(_median(times)),
+            stored_ms_text(min(times)),
+            stored_ms_text(_median(list(op.cpu_ms or [0]))),
+            "device" if op.on_device else "cpu",
+        ]
+        if ranged:
+            span = op.recorded_range
+            row.append(f"{stored_ms_text(span[0])}-{stored_ms_text(span[1])}" if span else "-")
+        rows.append(row)
+    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (["recorded min range"] if ranged else [])
     return str(tabulate(rows, headers=headers, disable_numparse=True))
 
 

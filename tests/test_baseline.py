@@ -1112,6 +1112,19 @@ def assert_edit_refused(tmp_path, edit, reason):
         (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.9, 0.7]),
+            "op 'aten::addmm': 'recorded_range_ms' is [0.9, 0.7], not [fastest, slowest] (two numbers >= 0 in ms",
+        ),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.7]),
+            "'recorded_range_ms' is [0.7], not [fastest",
+        ),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms="0.7-0.9"),
+            "'recorded_range_ms' is '0.7-0.9', not",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=None), "'recorded_range_ms' is None, not [fastest"),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
         (
             lambda d: (d.pop("capture"), d.update(events_per_step=[])),
@@ -1670,3 +1683,20 @@ def test_a_move_that_rounds_to_the_limit_shows_a_decimal():
         "+24%",
         "+240%",
     )
+
+
+def test_a_recorded_range_reads_back_byte_identical_and_a_file_without_one_stays_without(tmp_path):
+    """`recorded_range_ms` is written only for an op that has one: a file recorded before it
+    existed reads and writes back unchanged, and one with it round-trips."""
+    plain = doc(profile())
+    assert all("recorded_range_ms" not in op for op in plain.to_dict()["ops"].values())
+    ranged = plain.replace(
+        ops={**plain.ops, "aten::addmm": replace(plain.ops["aten::addmm"], recorded_range=(0.7, 1.3))}
+    )
+    path = tmp_path / "b.json"
+    write_baseline(path, ranged)
+    again = read_baseline(path, NODE)
+    assert again.ops["aten::addmm"].recorded_range == (0.7, 1.3) and again.ops["aten::linear"].recorded_range is None
+    before = path.read_bytes()
+    write_baseline(path, again)
+    assert path.read_bytes() == before

@@ -806,3 +806,19 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
         "A was recorded with torch 2.11.0, B with torch 2.13.0 (1 of 2 compared tests differ so): ops and their "
         "counts may differ by the software alone, and times by its build"
     ) in json.loads(out)["warnings"]
+
+
+def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):
+    """`opprof show` gains a `recorded min range` column where a file holds ranges (`-` for an
+    op without one); a file without ranges keeps the table as it was."""
+    a, _ = folders
+    file = a / "tests" / "test_m.py" / "test_mlp.json"
+    code, out, _ = run_cli(capsys, "show", file)
+    assert code == 0 and "recorded min range" not in out  # no ranges: the table as before
+    data = json.loads(file.read_text())
+    data["ops"]["aten::addmm"]["recorded_range_ms"] = [0.35, 0.7]
+    file.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "show", file)
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
+    assert code == 0 and "recorded min range" in out
+    assert (rows["aten::addmm"][-1], rows["aten::relu"][-1]) == ("0.350-0.700", "-")

@@ -16,6 +16,11 @@ def measured(p, wait=None, gpu=None):
     return Measurement(doc(p), Machine(wait, gpu))
 
 
+def unranged(written):
+    """A written document without its ops' recorded ranges (what the measurement held)."""
+    return written.replace(ops={n: dataclasses.replace(e, recorded_range=None) for n, e in written.ops.items()})
+
+
 def test_no_baseline_is_missing_or_new_never_from_a_throttled_gpu():
     """No file: missing when comparing, written when updating, unless the GPU was throttled."""
     current = measured(profile())
@@ -48,8 +53,8 @@ def test_a_faster_time_alone_is_written_only_when_confirmed():
     every confirmation agrees, kept when one does not (interference)."""
     base, fast = doc(profile(addmm_us=(1400,) * 8)), measured(profile())
     confirmed = decide(fast, base, Rule(), "changed", lambda: measured(profile()))
-    assert (confirmed.status, confirmed.remeasured, confirmed.write) == ("changed", "confirmed", fast.doc)
-    assert confirmed.measurements == 4
+    assert (confirmed.status, confirmed.remeasured, unranged(confirmed.write)) == ("changed", "confirmed", fast.doc)
+    assert (confirmed.measurements, confirmed.recorded_from) == (4, 4)  # 3 to confirm, 3 more for the ranges
     denied = decide(fast, base, Rule(), "changed", lambda: measured(profile(addmm_us=(1400,) * 8)))
     assert (denied.status, denied.remeasured, denied.write, denied.measurements) == ("kept", "not confirmed", None, 3)
 
@@ -61,9 +66,9 @@ def test_a_slower_time_alone_is_never_written_by_a_bare_recording_run():
     base, slow = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
     kept = decide(slow, base, Rule(), "changed", lambda: slow)
     assert (kept.status, kept.remeasured, kept.write) == ("kept", "confirmed", None)
-    assert decide(slow, base, Rule(), "all", lambda: slow).write == slow.doc
+    assert unranged(decide(slow, base, Rule(), "all", lambda: slow).write) == slow.doc
     grown = measured(profile(addmm_us=(1400,) * 8, extra_ops=("aten::clone",)))
-    assert decide(grown, base, Rule(), "changed", lambda: grown).write == grown.doc
+    assert unranged(decide(grown, base, Rule(), "changed", lambda: grown).write) == grown.doc
 
 
 def test_confirmations_stop_at_the_first_that_clears_the_change():
@@ -120,11 +125,21 @@ def test_the_calmer_measurement_brings_its_own_wait_per_step():
     assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0)
 
 
-def test_update_all_rewrites_without_measuring_again():
-    """=all writes every baseline, changed or not, and never re-measures."""
+def test_update_all_rewrites_without_confirming_and_measures_the_ranges():
+    """=all writes every baseline, changed or not, confirming nothing: its only further
+    measurements are the three for the ops' recorded ranges."""
     base, current = doc(profile()), measured(profile(addmm_us=(1400,) * 8))
-    outcome = decide(current, base, Rule(), "all", lambda: (_ for _ in ()).throw(AssertionError("measured")))
-    assert (outcome.status, outcome.write) == ("changed", current.doc)
+    taken = []
+
+    def again():
+        taken.append(1)
+        return current
+
+    outcome = decide(current, base, Rule(), "all", again)
+    assert (outcome.status, unranged(outcome.write), outcome.measurements, len(taken)) == (
+        "changed", current.doc, 1, 3
+    )  # fmt: skip
+    assert outcome.write.ops["aten::addmm"].recorded_range == (1.4, 1.4)
     assert decide(measured(profile()), base, Rule(), "all").status == "rewritten"
 
 
@@ -235,7 +250,7 @@ def test_a_first_measurement_slower_anywhere_is_never_written_by_a_bare_recordin
     outcome = decide(first, base, Rule(), "changed", lambda: measured(_two_ops(1000, 700)))
     assert (outcome.status, outcome.write) == ("kept", None)
     faster = measured(_two_ops(1000, 700))  # faster only: confirmed and written
-    assert decide(faster, base, Rule(), "changed", lambda: faster).write == faster.doc
+    assert unranged(decide(faster, base, Rule(), "changed", lambda: faster).write) == faster.doc
 
 
 def test_a_throttled_confirmation_is_left_out_of_the_pool():
@@ -250,3 +265,81 @@ def test_a_throttled_confirmation_is_left_out_of_the_pool():
     outcome = decide(slow, base, Rule(), None, lambda: again.pop(0))
     assert (outcome.remeasured, outcome.measurements, again) == ("confirmed", 3, [])
     assert "aten::addmm" in [v.op for v in outcome.comparison.failing(Rule())]
+
+
+# -- recorded ranges ------------------------------------------------------------------------
+
+
+def test_a_new_baseline_is_its_first_measurement_with_each_ops_range_over_more():
+    """Recording: up to three more measurements; the file gets the first, and each op the
+    fastest and slowest of its per-step minima over them all (a fast spell and a slow one of
+    the machine, both seen)."""
+    spells = [measured(profile(addmm_us=(1400,) * 8)), measured(profile(addmm_us=(600,) * 8)), None]
+    first = measured(profile())
+    outcome = decide(first, None, Rule(), "changed", lambda: spells.pop(0))
+    assert (outcome.status, outcome.recorded_from, spells) == ("new", 3, [])  # None: no more measurements
+    assert unranged(outcome.write) == first.doc
+    assert outcome.write.ops["aten::addmm"].recorded_range == (0.6, 1.4)
+    assert outcome.write.ops["aten::linear"].recorded_range == (0.7, 1.5)
+
+
+def test_no_range_without_a_repeatable_capture_or_a_time_verdict_to_serve():
+    """A capture that cannot be run again (a block, the whole call), or of fewer steps than a
+    time verdict needs, is written as measured, from one measurement, with no range."""
+    first = measured(profile(addmm_us=(700,) * 4))
+    untaken = lambda: (_ for _ in ()).throw(AssertionError("measured"))  # noqa: E731
+    short = decide(first, None, Rule(), "changed", untaken)
+    assert (short.write, short.recorded_from) == (first.doc, 1)
+    assert short.write.ops["aten::addmm"].recorded_range is None
+    single = decide(measured(profile()), None, Rule(), "changed", None)
+    assert single.recorded_from == 1 and single.write.ops["aten::addmm"].recorded_range is None
+    assert decide(measured(profile()), None, Rule(), None).recorded_from == 0  # nothing written
+
+
+def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_part_in_the_range():
+    """A measurement whose ops or calls differ from the first's (the code is not repeatable) is
+    neither written nor in a range; one on throttled GPU clocks is left out, as is one contended
+    by other load where the first was not (it would widen the range by the other load's doing)."""
+    first = measured(profile(), wait=0.01)
+    others = [
+        measured(profile(addmm_us=(100,) * 8, extra_ops=("aten::clone",))),
+        measured(profile(addmm_us=(100,) * 8), gpu="hw_slowdown"),
+        measured(profile(addmm_us=(900,) * 8)),
+    ]
+    outcome = decide(first, None, Rule(), "changed", lambda: others.pop(0))
+    assert (outcome.recorded_from, others) == (3, [])  # the first, the extra op's (counted, not used), the 0.9 ms
+    assert "aten::clone" not in outcome.write.ops
+    assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
+    others = [measured(profile(addmm_us=(3000,) * 8), wait=0.6), measured(profile(addmm_us=(900,) * 8)), None]
+    outcome = decide(first, None, Rule(), "changed", lambda: others.pop(0))
+    assert (outcome.recorded_from, outcome.write.ops["aten::addmm"].recorded_range) == (2, (0.7, 0.9))
+    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6)] * 3  # every one contended: all of them count
+    outcome = decide(measured(profile(), wait=0.5), None, Rule(), "changed", lambda: loaded.pop(0))
+    assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
+
+
+def test_a_recorded_range_judges_a_later_time_within_it_inconclusive_never_a_pass_or_failure():
+    """A slower time within the slowest recorded minimum (with the tolerance) is inconclusive,
+    said with the range and how to record a steadier one; beyond it, a regression. A faster
+    time down to the fastest recorded minimum is no gain (nothing to rewrite)."""
+    from pytest_opprof.compare import INCONCLUSIVE, RANGE_FIX, REGRESSED, compare
+
+    base = doc(profile(addmm_us=(600,) * 8))
+    ranged = base.replace(
+        ops={n: dataclasses.replace(e, recorded_range=(e.cpu_ms[0], 2.5 * e.cpu_ms[0])) for n, e in base.ops.items()}
+    )
+    within = compare(doc(profile(addmm_us=(1500,) * 8)), ranged, Rule())
+    (verdict,) = [v for v in within.verdicts if v.op == "aten::addmm"]
+    assert verdict.status == INCONCLUSIVE and verdict.fix == RANGE_FIX
+    assert "ranged 0.600-1.500 ms" in verdict.why and within.failing(Rule()) == []
+    assert compare(doc(profile(addmm_us=(1500,) * 8)), base, Rule()).failing(Rule())  # no range: a failure
+    beyond = compare(doc(profile(addmm_us=(1900,) * 8)), ranged, Rule())
+    assert [v.status for v in beyond.verdicts if v.op == "aten::addmm"] == [REGRESSED]
+    slow_base = base.replace(
+        ops={n: dataclasses.replace(e, recorded_range=(0.4 * e.cpu_ms[0], e.cpu_ms[0])) for n, e in base.ops.items()}
+    )
+    assert [
+        v for v in compare(doc(profile(addmm_us=(300,) * 8)), slow_base, Rule()).verdicts if v.op == "aten::addmm"
+    ] == []
+    faster = compare(doc(profile(addmm_us=(150,) * 8)), slow_base, Rule()).verdicts  # below 0.240 less 0.05
+    assert [v.status for v in faster if v.op == "aten::addmm"] == ["improved"]

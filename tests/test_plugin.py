@@ -2551,6 +2551,52 @@ def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clo
     assert path.read_bytes() != before
 
 
+def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it(pytester, fake_clock):
+    """Recording a run() test measures it 3 more times (with pauses) and writes the first
+    measurement with each op's range of per-step minima: a slow spell seen while recording
+    (here the second measurement, 3x) widens it. A later run slower within that range is
+    inconclusive, said with the range and how to record a steadier baseline, --opprof-strict
+    makes it an error; beyond it, the test fails as before."""
+    from conftest import REMEASURE_TESTS
+
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_re=REMEASURE_TESTS)
+    fake_clock.plan = [1.0, 3.0, 1.0, 1.0]  # the second measurement in a slow spell
+    result = run(pytester, "--opprof-update-baseline")
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: baselines written: 1 new; *",
+            "opprof: 1 file written with the range of each op's time over 4 measurements: a later time within "
+            "that range is inconclusive, not a failure (README: Recorded ranges)",
+        ]
+    )
+    assert (fake_clock.captures, fake_clock.pauses) == (4, [0.5, 0.5, 0.5])
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    mm = json.loads(path.read_text())["ops"]["aten::mm"]
+    assert (min(mm["cpu_ms"]), mm["recorded_range_ms"]) == (0.23, [0.23, 0.69])  # the first written
+    fake_clock.plan, fake_clock.captures, fake_clock.pauses[:] = [2.5] * 4, 0, []
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_re.py::test_mm: time inconclusive for aten::mm: its baseline's measurements of the same code ranged "
+            "0.230-0.690 ms on this machine, and this time is within that; neither passed nor failed *; to judge a "
+            "move this size, record the baseline again where the op's time holds steadier *: pytest "
+            "--opprof-update-baseline=all with the test's id",
+        ]
+    )
+    assert fake_clock.captures == 1  # an inconclusive time is not measured again
+    fake_clock.plan, fake_clock.captures = [2.5] * 4, 0
+    run(pytester, "--opprof", "--opprof-strict", "-o", "opprof_fail_on=structure,work,time").assert_outcomes(errors=1)
+    fake_clock.plan, fake_clock.captures = (
+        [4.0] * 4,
+        0,
+    )  # 0.920 ms: beyond the slowest recorded 0.690 ms and the tolerance
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*aten::mm: 0.920 ms/step vs baseline 0.230 ms (+300%, slower; limit +20%*"])
+
+
 def test_fn_raising_in_a_confirmation_fails_the_test_saying_so(remeasure_project, fake_clock):
     """fn that fails once called more often than its first measurement's calls: the test fails
     with fn's own error, and a note says it was raised in a confirmation (a review: nothing did)."""

@@ -288,10 +288,11 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
     threads waited for a CPU 90% of it: the pooled samples are judged by the calmer
     measurement's wait, so the contended confirmations excuse nothing and the test fails,
     confirmed."""
-    reads = fake_clock.host_reads  # 1 ms apart; 4 in the fixture's recording, then 2 around each capture:
+    reads = fake_clock.host_reads  # 1 ms apart; from here, 2 around each capture:
+    recorded = len(reads)  # the fixture's recording's
 
     def wait_ns() -> int:  # the abandoned whole call, the first measurement, then the confirmations
-        return 900_000 * max(0, (len(reads) - 8) // 2)  # 90% of each confirmation's 1 ms
+        return 900_000 * max(0, (len(reads) - recorded - 4) // 2)  # 90% of each confirmation's 1 ms
 
     monkeypatch.setattr(device, "cpu_wait_ns", wait_ns)
     fake_clock.plan = [32.0, 4.0, 4.0, 4.0]
@@ -301,7 +302,7 @@ def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
     result.stdout.fnmatch_lines(
         ["test_re.py::test_mm: measured 4 times, with pauses between: each differs from the baseline"]
     )
-    assert len(reads) == 14
+    assert len(reads) - recorded == 10
     (test,) = json.loads(out.read_text())["tests"]
     (verdict,) = [v for v in test["baseline"]["verdicts"] if v["op"] == "aten::mm"]
     assert verdict["status"] == "regressed" and verdict["why"] is None
