@@ -7,7 +7,9 @@ among the failing checks (`-o opprof_fail_on=structure,work,time`) several times
 before each. A baseline is one recording; a run is one draw of the machine's state, so both are
 repeated. Prints, over all runs: runs with a failure, failed tests, tests whose first measurement
 was suspected of a time change (measured again), tests with an inconclusive time verdict and the
-commonest reasons, and the seconds spent recording and running.
+commonest reasons, the seconds spent recording and running, and what the recorded ranges cost:
+per op of 0.05 ms or more, the slowdown it must now exceed to fail (the tolerance's x1.20 times
+the range's slowest over the written minimum), as quantiles over every op of every recording.
 
     python bench/idle_runs.py [--rounds 8] [--runs 4] [--code DIR]
 
@@ -108,6 +110,24 @@ def one_run(project: Path, env: dict[str, str], totals: collections.Counter, rea
     return failed
 
 
+def widened_limits(project: Path, tolerance: float = 0.2, floor_ms: float = 0.05) -> list[float]:
+    """Per op of each baseline file with a recorded range, the slowdown beyond which it fails."""
+    limits = []
+    for path in (project / ".opprof").rglob("*.json"):
+        for op in json.loads(path.read_text())["ops"].values():
+            samples = op["device_ms"] if op["on_device"] else op["cpu_ms"]
+            span = op.get("recorded_range_ms")
+            if span and min(samples) >= floor_ms:
+                limits.append((1 + tolerance) * max(span[1], min(samples)) / min(samples))
+    return limits
+
+
+def quantiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    at = [ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9)]
+    return f"median x{at[0]:.2f}, p90 x{at[1]:.2f}, max x{ordered[-1]:.2f} over {len(ordered)} op recordings"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8, help="fresh recordings")
@@ -119,6 +139,7 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.code, env.get("PYTHONPATH")]))
     totals: collections.Counter = collections.Counter()
     reasons: collections.Counter = collections.Counter()
+    limits: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
         (project / "test_models.py").write_text(textwrap.dedent(PROJECT))
@@ -127,6 +148,7 @@ def main() -> None:
             began = time.perf_counter()
             pytest_run(project, env, "--opprof-update-baseline")
             totals["recording s"] += time.perf_counter() - began
+            limits += widened_limits(project)
             for _ in range(args.runs):
                 time.sleep(1.0)
                 began = time.perf_counter()
@@ -141,6 +163,9 @@ def main() -> None:
         print(f"  {n:4d}  {reason} ...")
     rounds, runs = max(1, args.rounds), max(1, totals["runs"])
     print(f"recording: {totals['recording s'] / rounds:.1f} s a round; a run: {totals['running s'] / runs:.1f} s")
+    if limits:
+        print(f"an op fails past (x1.20 without ranges): {quantiles(limits)}")
+        print(f"  ops whose limit the range widened past x1.44: {sum(x > 1.44 for x in limits)} of {len(limits)}")
 
 
 if __name__ == "__main__":
