@@ -98,6 +98,23 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class Differs:
+    """One fact of an environment verdict: what it was when the baseline was recorded, and now
+    (`torch`, `2.11.0`, `2.13.0`; `none` where a side has no such thing, as in the message)."""
+
+    fact: str  # device, torch, cuda, hip, driver, cuda_driver, torch threads
+    was: str
+    now: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fact": self.fact, "was": self.was, "now": self.now}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Differs:
+        return cls(data["fact"], data["was"], data["now"])
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     kind: str  # structure | work | time | environment
     status: str  # regressed | improved | changed | inconclusive
@@ -109,10 +126,12 @@ class Verdict:
     why: str | None = None  # an inconclusive verdict: what about the machine made it so; environment: what differs
     fix: str | None = None  # and what to do for a time verdict
     changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
+    differs: tuple[Differs, ...] = ()  # an environment verdict: each fact that differs
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "changes": [c.to_dict() for c in self.changes],
+            "differs": [d.to_dict() for d in self.differs],
             "kind": self.kind,
             "status": self.status,
             "op": self.op,
@@ -130,6 +149,7 @@ class Verdict:
             data["kind"], data["status"], data["message"], data.get("op"), data.get("baseline_ms"),
             data.get("ms"), data.get("p"), data.get("why"), data.get("fix"),
             tuple(Change.from_dict(c) for c in data.get("changes") or ()),
+            tuple(Differs.from_dict(d) for d in data.get("differs") or ()),
         )  # fmt: skip
 
 
@@ -1083,22 +1103,27 @@ def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | 
 
 
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
-    differ = []
+    """What differs between the machine setups: device key, software versions, and the torch
+    threads where another machine setup gave torch another count (one verdict, each fact in
+    `differs`)."""
+    differs, words = [], []
     if current.device_key != baseline.device_key:
-        differ.append(f"device {baseline.device_key} -> {current.device_key}")
+        differs.append(Differs("device", str(baseline.device_key), str(current.device_key)))
     for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
-        old, new = baseline.environment.get(key), current.environment.get(key)
-        if old != new:
-            differ.append(f"{key} {_fact(baseline, key)} -> {_fact(current, key)}")
+        if baseline.environment.get(key) != current.environment.get(key):
+            differs.append(Differs(key, _fact(baseline, key), _fact(current, key)))
+    words = [f"{d.fact} {d.was} -> {d.now}" for d in differs]
     if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):
         old, new = _thread_setup(baseline), _thread_setup(current)
         models = f"CPU {baseline.environment.get('cpu_model')} -> {current.environment.get('cpu_model')}"
         what = f"{old} -> {new}" if old != new else models
-        differ.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {what})")
-    if not differ:
+        differs.append(Differs("torch threads", str(baseline.threads), str(current.threads)))
+        words.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {what})")
+    if not differs:
         return []
-    what = ", ".join(differ)  # also as `why`: one run line can stand for the tests alike
-    return [Verdict(ENVIRONMENT, CHANGED, f"environment differs from the baseline: {what}{where}", why=what)]
+    what = ", ".join(words)  # also as `why`: one run line can stand for the tests alike
+    message = f"environment differs from the baseline: {what}{where}"
+    return [Verdict(ENVIRONMENT, CHANGED, message, why=what, differs=tuple(differs))]
 
 
 def _fact(doc: BaselineDoc, key: str) -> str:

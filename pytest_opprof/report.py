@@ -7,7 +7,6 @@ import dataclasses
 import io
 import json
 import os
-import re
 import shlex
 import statistics
 import tempfile
@@ -628,11 +627,8 @@ class _Shared:
 
 def _torch_moved(baseline: BaselineResult) -> str | None:
     """`2.11.0 -> 2.13.0` where the environment verdict says torch differs from the baseline's."""
-    for verdict in baseline.verdicts:
-        found = re.search(r"\btorch (\S+ -> [^,\s]+)", verdict.why or "") if verdict.kind == ENVIRONMENT else None
-        if found:
-            return found.group(1)
-    return None
+    moved = [d for v in baseline.verdicts if v.kind == ENVIRONMENT for d in v.differs if d.fact == "torch"]
+    return f"{moved[0].was} -> {moved[0].now}" if moved else None
 
 
 def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:

@@ -36,6 +36,7 @@ from pytest_opprof.compare import (
     Ignore,
     Machine,
     Rule,
+    Verdict,
     compare,
     merge_measurements,
     rank_test_p,
@@ -433,6 +434,10 @@ def test_environment_facts_read_none_and_unrecorded_in_words():
     cpu = doc(profile()).replace(environment={k: v for k, v in ENV.items() if k != "torch"})
     (verdict,) = compare(gpu, cpu, Rule()).verdicts
     assert "torch unrecorded -> 2.13.0" in verdict.message and "cuda none -> 12.4" in verdict.message
+    assert [(d.fact, d.was, d.now) for d in verdict.differs] == [
+        ("torch", "unrecorded", "2.13.0"),
+        ("cuda", "none", "12.4"),
+    ]
 
 
 def test_environment_differences_are_reported():
@@ -443,6 +448,12 @@ def test_environment_differences_are_reported():
     assert "device cpu-x86_64 -> nvidia-a10" in verdict.message and "torch 2.13.0 -> 2.14.0" in verdict.message
     assert c.failing(Rule()) == [] and c.unchanged
     assert c.failing(Rule(fail_on=frozenset({ENVIRONMENT}))) == [verdict]
+    # each fact also as a record, for scripts (`differs` in the JSON) and the report's torch line
+    assert [d.to_dict() for d in verdict.differs] == [
+        {"fact": "device", "was": "cpu-x86_64", "now": "nvidia-a10"},
+        {"fact": "torch", "was": "2.13.0", "now": "2.14.0"},
+    ]
+    assert Verdict.from_dict(verdict.to_dict()) == verdict
 
 
 @pytest.mark.parametrize(
