@@ -85,20 +85,21 @@ def decide(
             return Outcome(MISSING)
         if current.machine.gpu_unreliable:
             return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
-        first, recorded_from = recorded(current, remeasure)
+        first, recorded_from = recorded(current, Further(remeasure))
         return Outcome(NEW, write=first, recorded_from=recorded_from)
     comparison = compare(current.doc, old, rule, path, current.machine)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
+    further = Further(remeasure)  # the confirmations' measurements serve the ranges too
     if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
-        confirmation = _confirm(current, old, rule, path, remeasure, updating, comparison)
+        confirmation = _confirm(current, old, rule, path, further, updating, comparison)
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write)
     recorded_from = 0
     if write is not None:
-        write, recorded_from = recorded(current, remeasure)  # the measurement _to_write chose, with ranges
+        write, recorded_from = recorded(current, further)  # the first measurement, with its ops' ranges
     unconfirmed = confirmation.unconfirmed
     return Outcome(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from
@@ -108,28 +109,51 @@ def decide(
 RANGE_MEASUREMENTS = 3  # more measurements of a test whose baseline is written, for its ops' recorded ranges
 
 
-def recorded(current: Measurement, remeasure: Callable[[], Measurement | None] | None) -> tuple[BaselineDoc, int]:
-    """The document to write for `current`, and how many measurements its ranges span.
+class Further:
+    """The further measurements of one test, each taken once, in order: the confirmations and
+    the recorded ranges share them (a recording run's run() took them ahead, in the test's
+    context). `at(i)` is None past the last one `remeasure` could take."""
 
-    A run() capture judged on time is measured up to RANGE_MEASUREMENTS more times, and each op
-    keeps the range of its per-step minima over them (`with_recorded_ranges`). A measurement on
-    throttled GPU clocks, or one contended by other load where the first was not, is left out:
-    it tells of the other load, not of this machine's spells, and would widen the range. One measurement is one spell of the machine: on a 2-vCPU VM a
-    parallel op ran x1.5-3 slower in spells (bench/spells.py), and a baseline recorded in a fast
-    one failed later runs of unchanged code that all fell in slow ones (3 of 24 idle runs)."""
-    if remeasure is None or current.doc.steps < MIN_TIME_STEPS:
+    def __init__(self, remeasure: Callable[[], Measurement | None] | None) -> None:
+        self._remeasure, self._taken, self._ended = remeasure, list[Measurement](), remeasure is None
+
+    def at(self, index: int) -> Measurement | None:
+        while len(self._taken) <= index and not self._ended and self._remeasure is not None:
+            again = self._remeasure()
+            if again is None:
+                self._ended = True
+            else:
+                self._taken.append(again)
+        return self._taken[index] if index < len(self._taken) else None
+
+    @property
+    def possible(self) -> bool:
+        return self._remeasure is not None
+
+
+def recorded(current: Measurement, further: Further) -> tuple[BaselineDoc, int]:
+    """The document to write for `current`, and how many measurements its ranges span (1: none).
+
+    One measurement is one spell of the machine: on a 2-vCPU VM a parallel op ran x1.5-3 slower
+    in spells (bench/spells.py), and a baseline recorded in a fast one failed later runs of
+    unchanged code that all fell in slow ones (3 of 24 idle runs). So a run() capture judged on
+    time is measured up to RANGE_MEASUREMENTS more times, and each op keeps the range of its
+    per-step minima over them (`with_recorded_ranges`). A measurement on throttled GPU clocks,
+    or one contended by other load where the first was not, is left out: it tells of the other
+    load, not of this machine, and would widen the range."""
+    if not further.possible or current.doc.steps < MIN_TIME_STEPS:
         return current.doc, 1
     docs = [current.doc]
-    for _ in range(RANGE_MEASUREMENTS):
-        again = remeasure()
+    for index in range(RANGE_MEASUREMENTS):
+        again = further.at(index)
         if again is None:
             break
         if not again.machine.gpu_unreliable and (current.machine.contended or not again.machine.contended):
             docs.append(again.doc)
-    return with_recorded_ranges(docs), len(docs)
+    return with_recorded_ranges(docs)
 
 
-def with_recorded_ranges(docs: list[BaselineDoc]) -> BaselineDoc:
+def with_recorded_ranges(docs: list[BaselineDoc]) -> tuple[BaselineDoc, int]:
     """The first of measurements of one test, each op with its recorded range: the fastest and
     slowest of its per-step minima over the measurements whose ops and calls are the first's.
     A later run's slower time within the range is then inconclusive, said with the range, not a
@@ -143,7 +167,7 @@ def with_recorded_ranges(docs: list[BaselineDoc]) -> BaselineDoc:
         minima = [min(d.ops[name].time_samples) for d in alike if name in d.ops and d.ops[name].time_samples]
         span = (min(minima), max(minima)) if len(minima) > 1 else None
         ops[name] = replace(entry, recorded_range=span)
-    return first.replace(ops=ops)
+    return first.replace(ops=ops), len(alike)
 
 
 def _calls(doc: BaselineDoc) -> dict[str, float]:
@@ -168,7 +192,7 @@ def _confirm(
     old: BaselineDoc,
     rule: Rule,
     path: str,
-    remeasure: Callable[[], Measurement | None],
+    further: Further,
     updating: bool,
     comparison: Comparison,
 ) -> Confirmation:
@@ -183,8 +207,8 @@ def _confirm(
     minimum takes the fastest spell: a slowdown of the code shows in every one."""
     suspected = tuple(v.op for v in comparison.changes if v.kind == TIME and v.op)
     pooled, remeasured, measurements = current, None, 1
-    for _ in range(CONFIRMATIONS):
-        again = remeasure()
+    for index in range(CONFIRMATIONS):
+        again = further.at(index)
         if again is None:
             break
         if again.machine.gpu_unreliable and not current.machine.gpu_unreliable:

@@ -19,6 +19,7 @@ from . import (
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
 from .capture import StepRecorder, by_failure, run_steps, settle_cpus, validate_run_args
+from .compare import MIN_TIME_STEPS
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -61,8 +62,8 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
 # change. On a 2-vCPU VM a parallel op ran 1.5-3x slower, every reference unmoved, in spells
 # that follow idle time (torch's OpenMP workers on a vCPU the host let go): a window measured
 # 0.3 s after the process idled was slow in 16 of 30 tries, after 0.5 s of busy torch threads in
-# 9 of 30 (`python bench/spells.py --rounds 30`). A test only pays it when its first measurement
-# looked slower.
+# 9 of 30 (`python bench/spells.py --rounds 30`). A test pays it when its first measurement
+# looked slower, and, recording, before each of the recorded ranges' measurements.
 CONFIRM_SETTLE_S = 0.5
 
 
@@ -70,11 +71,30 @@ CONFIRMATION_RAISED = (
     "opprof: raised while run()'s fn was measured again to confirm a suspected time change (README: "
     "Confirmation by more measurements): fn is called more often than warmup + steps"
 )
+AHEAD_RAISED = (
+    "opprof: raised while run()'s fn was measured again for its baseline's recorded ranges (README: "
+    "Recorded ranges): a recording run calls fn 3 x (warmup + steps) more times"
+)
 
 
 def confirmation_pause(seconds: float, threads: int | None = None) -> None:
     """Settle the CPUs before a confirmation (the tests replace it: no test waits on the real clock)."""
     settle_cpus(seconds, threads)
+
+
+def _in_modes_of_now(measure: Callable[[], Remeasured]) -> Callable[[], Remeasured]:
+    """`measure`, run later in the grad and inference modes in force now: a confirmation runs
+    after the test body returned, outside its `torch.no_grad()` (a review: a decorated
+    transformer took its slow path there, other calls than the measurement it confirmed)."""
+    import torch
+
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+    def measured() -> Remeasured:
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            return measure()
+
+    return measured
 
 
 class Remeasured(NamedTuple):
@@ -145,6 +165,8 @@ class OpprofFixture:
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
+        self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
+        self._ahead: list[Remeasured] = []  # those run() took, for the baseline step (in its caller's context)
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
@@ -185,26 +207,46 @@ class OpprofFixture:
         finally:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps))
-        self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
+        self._remeasure = _in_modes_of_now(lambda: self._measure_again(fn, args, kwargs, warmup, steps))
+        self._ahead = self._measured_ahead(steps)
         return result
+
+    def _measured_ahead(self, steps: int) -> list[Remeasured]:
+        """Recording: the further measurements for the recorded ranges, taken here, while the
+        test's own context (a `with` block around run(), an open file fn writes to) still holds;
+        the baseline step, after the test body returned, would run fn outside it."""
+        if not self.measure_ahead or steps < MIN_TIME_STEPS or self._profile is None or self._profile.errors:
+            return []
+        ahead = []
+        for _ in range(self.measure_ahead):
+            again = self.measure_again(AHEAD_RAISED)
+            if again is None or again.profile.errors:
+                break
+            ahead.append(again)
+        return ahead
+
+    def next_measurement(self) -> Remeasured | None:
+        """The next further measurement of the latest run(): one it took ahead, else a new one."""
+        return self._ahead.pop(0) if self._ahead else self.measure_again()
 
     @property
     def can_measure_again(self) -> bool:
         """Whether the latest capture can be repeated (a run(), not a block or the whole call)."""
         return self._remeasure is not None
 
-    def measure_again(self) -> Remeasured | None:
-        """The latest run() once more, to confirm a suspected time change, after CONFIRM_SETTLE_S
-        of busy CPUs (a slow spell that followed idle time may be over by then)."""
+    def measure_again(self, note: str = CONFIRMATION_RAISED) -> Remeasured | None:
+        """The latest run() once more, to confirm a suspected time change (or, recording, for the
+        recorded ranges), after CONFIRM_SETTLE_S of busy CPUs (a slow spell that followed idle
+        time may be over by then)."""
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         confirmation_pause(CONFIRM_SETTLE_S, threads)
         try:
             return self._remeasure()
-        except Exception as exc:  # fn's own failure, said to be a confirmation's (a review: nothing said so)
+        except Exception as exc:  # fn's own failure, said to be a further measurement's (a review: nothing said so)
             if hasattr(exc, "add_note"):  # Python 3.11+
-                exc.add_note(CONFIRMATION_RAISED)
+                exc.add_note(note)
             raise
 
     def capture(self) -> CaptureBlock:

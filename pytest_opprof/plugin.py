@@ -37,7 +37,7 @@ from .baseline import (
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
 from .compare import Machine, Rule
-from .decide import Measurement, baseline_step
+from .decide import RANGE_MEASUREMENTS, Measurement, baseline_step
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     COLLECT_ONLY,
@@ -626,6 +626,8 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     Without --opprof, run() calls fn once and the assertions only check their arguments."""
     state = request.config.stash[RUN]
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
+    if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
+        fixture.measure_ahead = RANGE_MEASUREMENTS
     request.node.stash[TEST] = fixture
     return fixture
 
@@ -721,7 +723,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer, again.cpu_waited_ms))
 
     def remeasure() -> Measurement | None:
-        again = fixture.measure_again()
+        again = fixture.next_measurement()
         return None if again is None or again.profile.errors else measured(again)
 
     rule = _rule_for(item, settings)

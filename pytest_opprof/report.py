@@ -947,11 +947,12 @@ def _ranges_line(records: list[TestRecord]) -> list[str]:
     """How the files of run() tests were written: with each op's range over several measurements
     (README: Recorded ranges)."""
     files = {r.baseline.path: r.baseline.recorded_from for r in records if r.baseline and r.baseline.status in WRITTEN}
-    ranged = [n for n in files.values() if n > 1]
+    ranged = sorted(n for n in files.values() if n > 1)  # measurements used: 1 has no range
     if not ranged:
         return []
+    over = f"{ranged[0]}" if ranged[0] == ranged[-1] else f"{ranged[0]}-{ranged[-1]}"
     return [
-        f"opprof: {count_of(len(ranged), 'file')} written with the range of each op's time over {max(ranged)} "
+        f"opprof: {count_of(len(ranged), 'file')} written with the range of each op's time over {over} "
         "measurements: a later time within that range is inconclusive, not a failure (README: Recorded ranges)"
     ]
 
@@ -1269,7 +1270,9 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
             span = op.recorded_range
             row.append(f"{stored_ms_text(span[0])}-{stored_ms_text(span[1])}" if span else "-")
         rows.append(row)
-    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (["recorded min range"] if ranged else [])
+    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (
+        ["min/step range (recorded)"] if ranged else []
+    )
     return str(tabulate(rows, headers=headers, disable_numparse=True))
 
 

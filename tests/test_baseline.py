@@ -1136,6 +1136,11 @@ def assert_edit_refused(tmp_path, edit, reason):
             "'recorded_range_ms' is '0.7-0.9', not",
         ),
         (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=None), "'recorded_range_ms' is None, not [fastest"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.1, 0.6]),
+            "op 'aten::addmm': 'recorded_range_ms' is [0.1, 0.6], which does not hold the op's own fastest step, 0.7 ms",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.8, 2.0]), "does not hold the op's own fastest"),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
         (
             lambda d: (d.pop("capture"), d.update(events_per_step=[])),

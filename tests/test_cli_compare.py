@@ -814,11 +814,11 @@ def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):
     a, _ = folders
     file = a / "tests" / "test_m.py" / "test_mlp.json"
     code, out, _ = run_cli(capsys, "show", file)
-    assert code == 0 and "recorded min range" not in out  # no ranges: the table as before
+    assert code == 0 and "min/step range (recorded)" not in out  # no ranges: the table as before
     data = json.loads(file.read_text())
     data["ops"]["aten::addmm"]["recorded_range_ms"] = [0.35, 0.7]
     file.write_text(json.dumps(data))
     code, out, _ = run_cli(capsys, "show", file)
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
-    assert code == 0 and "recorded min range" in out
+    assert code == 0 and "min/step range (recorded)" in out
     assert (rows["aten::addmm"][-1], rows["aten::relu"][-1]) == ("0.350-0.700", "-")

@@ -1676,7 +1676,13 @@ def baselined(pytester, monkeypatch, fake_clock):
     pytester.makepyfile(test_base=BASELINE_TESTS)
     result = run(pytester, "--opprof-update-baseline")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["opprof: baselines written: 3 new; kept 0 unchanged*"])
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: baselines written: 3 new; kept 0 unchanged*",
+            # test_big's run() of 6 steps; test_tiny's 4 steps are never judged on time: no range
+            "opprof: 1 file written with the range of each op's time over 4 measurements*",
+        ]
+    )
     return pytester
 
 
@@ -2580,7 +2586,8 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
     result.stdout.fnmatch_lines(
         [
             "test_re.py::test_mm: time inconclusive for aten::mm: its baseline's measurements of the same code ranged "
-            "0.230-0.690 ms on this machine, and this time is within that; neither passed nor failed *; to judge a "
+            "0.230-0.690 ms on this machine; this time is within the slowest and its tolerance (up to 0.828 ms); "
+            "neither passed nor failed *; to judge a "
             "move this size, record the baseline again where the op's time holds steadier *: pytest "
             "--opprof-update-baseline=all with the test's id",
         ]
@@ -2597,27 +2604,96 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
     result.stdout.fnmatch_lines(["*aten::mm: 0.920 ms/step vs baseline 0.230 ms (+300%, slower; limit +20%*"])
 
 
+NO_GRAD_TESTS = """
+import torch
+
+seen = []
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+@torch.no_grad()
+def test_mm(opprof, tmp_path):
+    with open(tmp_path / "log.txt", "w") as log:
+        def step():
+            seen.append(torch.is_grad_enabled())
+            log.write("step\\n")
+            return torch.mm(a, b)
+
+        opprof.run(step, warmup=2, steps=6)
+
+
+def test_seen():
+    assert len(seen) > 8 and not any(seen), seen
+"""
+
+
+def test_recording_measures_the_ranges_inside_run_in_the_tests_own_context(pytester, fake_clock):
+    """A review: the ranges' further measurements ran after the test body returned, outside its
+    `torch.no_grad()` (a transformer took another path there, so no range was kept) and its open
+    file (`I/O operation on closed file`). run() now takes them before it returns."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_ctx=NO_GRAD_TESTS)
+    result = run(pytester, "--opprof-update-baseline", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    assert fake_clock.captures == 4
+    (path,) = (pytester.path / ".opprof").rglob("test_mm.json")
+    assert "recorded_range_ms" in json.loads(path.read_text())["ops"]["aten::mm"]
+
+
+def test_a_confirmation_after_the_test_body_keeps_its_grad_mode(pytester, fake_clock):
+    """A confirmation runs after the test body returned (the suspicion comes from the baseline
+    step): run() keeps the grad and inference modes in force when it was called for it."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(
+        test_ctx=NO_GRAD_TESTS.replace('with open(tmp_path / "log.txt", "w") as log:', "if True:").replace(
+            'log.write("step\\n")', "pass"
+        )
+    )
+    run(pytester, "--opprof-update-baseline", "-p", "no:randomly").assert_outcomes(passed=2)
+    fake_clock.plan, fake_clock.captures = [8.0, 1.0], 0  # slow first: confirmed once, cleared
+    result = run(pytester, "--opprof", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    assert fake_clock.captures == 2
+    result.stdout.fnmatch_lines(["test_ctx.py::test_mm: the first measurement's time differed*did not confirm it*"])
+
+
+RAISES_PAST_FIRST = """
+import torch
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+calls = []
+
+def mm():
+    calls.append(1)
+    if len(calls) > 12:  # past the first measurement's calls (2 warmup, 6 steps, 2 unprofiled, 1 signature)
+        raise RuntimeError("out of data")
+    return torch.mm(a, b)
+
+def test_mm(opprof):
+    opprof.run(mm, warmup=2, steps=6)
+"""
+
+
+def test_fn_raising_in_a_recordings_further_measurement_fails_the_test_saying_so(pytester, fake_clock):
+    """fn that fails past its first measurement's calls fails a recording run's test with its
+    own error, and a note says it came from the recorded ranges' measurements."""
+    import sys
+
+    pytester.makepyfile(test_re=RAISES_PAST_FIRST)
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(failed=1)
+    if sys.version_info >= (3, 11):
+        result.stdout.fnmatch_lines(
+            ["*opprof: raised while run()'s fn was measured again for its baseline's recorded ranges*"]
+        )
+    assert not (pytester.path / ".opprof").exists() or not list((pytester.path / ".opprof").rglob("*.json"))
+
+
 def test_fn_raising_in_a_confirmation_fails_the_test_saying_so(remeasure_project, fake_clock):
     """fn that fails once called more often than its first measurement's calls: the test fails
     with fn's own error, and a note says it was raised in a confirmation (a review: nothing did)."""
     import sys
 
-    remeasure_project.makepyfile(
-        test_re="""
-        import torch
-        a, b = torch.randn(64, 64), torch.randn(64, 64)
-        calls = []
-
-        def mm():
-            calls.append(1)
-            if len(calls) > 12:  # past the first measurement's calls (2 warmup, 6 steps, 2 unprofiled, 1 signature)
-                raise RuntimeError("out of data")
-            return torch.mm(a, b)
-
-        def test_mm(opprof):
-            opprof.run(mm, warmup=2, steps=6)
-        """
-    )
+    remeasure_project.makepyfile(test_re=RAISES_PAST_FIRST)
     fake_clock.plan = [8.0]
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(failed=1)
@@ -2647,6 +2723,7 @@ def test_rerecording_under_contention_keeps_every_baseline_byte_identical(remeas
     )
     result.stdout.fnmatch_lines(["opprof: baselines written: none; kept 1 unchanged*"])
     assert path.read_bytes() == before
+    fake_clock.plan, fake_clock.captures = [5.0] * 4, 0  # the recording's own further measurements, too
     result = run(remeasure_project, "--opprof-update-baseline=all")  # =all rewrites it, and says so
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
