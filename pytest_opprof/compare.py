@@ -648,7 +648,7 @@ def _in_one_step(
     if len(walls) < SOMETIMES_STEPS:
         return []
     step_ms = min(walls)
-    limit = max(rule.min_delta_ms, rule.tolerance * step_ms)
+    limit = _margin(step_ms, rule)
     found = []
     for name in sorted(set(current.ops) - set(baseline.ops) - skip):  # skip: times moved with the threads
         entry, cost = current.ops[name], _step_cost_ms(current.ops[name])
@@ -720,7 +720,7 @@ def _judged(
     new_min, old_min = min(new_s), min(old_s)
     move = _own_move(new_s, old_s, explained_ms, outside)
     own = move.own
-    if abs(own) <= rule.min_delta_ms or abs(own) <= rule.tolerance * old_min:
+    if abs(own) <= _margin(old_min, rule):
         return None  # a baseline of 0 ms (a hand edit, or device time in no step) is judged: any move is beyond it
     slower = own > 0
     real, p = _significant(move.new, move.old) if slower else _significant(move.old, move.new)
@@ -971,7 +971,7 @@ def explained_by_machine(
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
-    if slower and _contended(machine) and _contention_explains(machine, added_ms, current, baseline):
+    if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
         explains = _within(moved, ratio) if bounded else _within_slowdown(moved, ratio, slack)
@@ -981,10 +981,6 @@ def explained_by_machine(
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline, machine))
     return None
-
-
-def _contended(machine: Machine) -> bool:
-    return machine.contended
 
 
 def _contention_explains(machine: Machine, added_ms: float | None, current: BaselineDoc, baseline: BaselineDoc) -> bool:
@@ -1012,7 +1008,7 @@ def _contention_too_small(machine: Machine, added_ms: float, current: BaselineDo
     """For a slowdown that fails under contention: the clause saying the wait cannot explain it
     (none where it could, and the slowdown failed for another reason)."""
     waited = machine.waited_ms_per_step
-    if not _contended(machine) or waited is None or _contention_explains(machine, added_ms, current, baseline):
+    if not machine.contended or waited is None or _contention_explains(machine, added_ms, current, baseline):
         return ""
     needed = _step_slowdown(added_ms, current, baseline)
     return (
@@ -1041,7 +1037,7 @@ def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc, mach
         return LOADED_FIX
     if ratio < 1:
         return FASTER_FIX
-    return QUIET_MACHINE_FIX if machine.cpu_wait is None or _contended(machine) else SLOWER_MACHINE_FIX
+    return QUIET_MACHINE_FIX if machine.cpu_wait is None or machine.contended else SLOWER_MACHINE_FIX
 
 
 def _within(moved: float | None, ratio: float) -> bool:
@@ -1120,7 +1116,7 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
     """What differs between the machine setups: device key, software versions, and the torch
     threads where another machine setup gave torch another count (one verdict, each fact in
     `differs`)."""
-    differs, words = [], []
+    differs = []
     if current.device_key != baseline.device_key:
         differs.append(Differs("device", str(baseline.device_key), str(current.device_key)))
     for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
