@@ -157,9 +157,9 @@ def with_recorded_ranges(docs: list[BaselineDoc]) -> tuple[BaselineDoc, int]:
     """The first of measurements of one test, each op with its recorded range: the fastest and
     slowest of its per-step minima over the measurements whose ops and calls are the first's.
     A later run's slower time within the range is then inconclusive, said with the range, not a
-    failure. The first is written, not the fastest: the others follow a busy pause, as no later
-    run's first measurement does, and the machine references written with the times would be
-    theirs (faster references excuse a later run's slowdowns further)."""
+    failure. The first is written, not the fastest: it was taken as a later run's first is, with no
+    pause before it, and the machine references written with the times are its own (a fastest
+    one's faster references would excuse a later run's slowdowns further)."""
     first = docs[0]
     alike = [doc for doc in docs if _calls(doc) == _calls(first)]
     ops = {}

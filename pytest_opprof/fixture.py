@@ -82,6 +82,15 @@ def confirmation_pause(seconds: float, threads: int | None = None) -> None:
     settle_cpus(seconds, threads)
 
 
+def range_pause(seconds: float) -> None:
+    """Idle before a recorded range's measurement in an xdist worker (the tests replace it): a
+    busy pause there inflated another worker's recording x100 (a transformer layer's 0.8 ms step
+    read 100 ms under `-n 2`). Elsewhere the confirmation's busy pause is used: idle pauses met
+    more slow spells, and the ranges widened (`bench/idle_runs.py`: an op failed past a median
+    x1.57 of its fastest recorded time, x1.30 with busy pauses)."""
+    time.sleep(seconds)
+
+
 def _in_modes_of_now(measure: Callable[[], Remeasured]) -> Callable[[], Remeasured]:
     """`measure`, run later in the grad and inference modes in force now: a confirmation runs
     after the test body returned, outside its `torch.no_grad()` (a review: a decorated
@@ -166,6 +175,7 @@ class OpprofFixture:
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
+        self.ahead_idle = False  # their pauses idle, not busy (an xdist worker: others measure beside it)
         self._ahead: list[Remeasured] = []  # those run() took, for the baseline step (in its caller's context)
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
@@ -219,7 +229,7 @@ class OpprofFixture:
             return []
         ahead = []
         for _ in range(self.measure_ahead):
-            again = self.measure_again(AHEAD_RAISED)
+            again = self.measure_again(AHEAD_RAISED, idle=self.ahead_idle)
             if again is None or again.profile.errors:
                 break
             ahead.append(again)
@@ -234,14 +244,17 @@ class OpprofFixture:
         """Whether the latest capture can be repeated (a run(), not a block or the whole call)."""
         return self._remeasure is not None
 
-    def measure_again(self, note: str = CONFIRMATION_RAISED) -> Remeasured | None:
-        """The latest run() once more, to confirm a suspected time change (or, recording, for the
-        recorded ranges), after CONFIRM_SETTLE_S of busy CPUs (a slow spell that followed idle
-        time may be over by then)."""
+    def measure_again(self, note: str = CONFIRMATION_RAISED, idle: bool = False) -> Remeasured | None:
+        """The latest run() once more, after CONFIRM_SETTLE_S of busy CPUs (a slow spell that
+        followed idle time may be over by then), or with `idle` as long idle (range_pause): to
+        confirm a suspected time change, or, recording, for the recorded ranges."""
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
-        confirmation_pause(CONFIRM_SETTLE_S, threads)
+        if idle:
+            range_pause(CONFIRM_SETTLE_S)
+        else:
+            confirmation_pause(CONFIRM_SETTLE_S, threads)
         try:
             return self._remeasure()
         except Exception as exc:  # fn's own failure, said to be a further measurement's (a review: nothing said so)

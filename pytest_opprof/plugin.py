@@ -628,6 +628,7 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
         fixture.measure_ahead = RANGE_MEASUREMENTS
+        fixture.ahead_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
     request.node.stash[TEST] = fixture
     return fixture
 

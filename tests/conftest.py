@@ -74,17 +74,19 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
     fixture = importlib.import_module("pytest_opprof.fixture")
     monkeypatch.setattr(fixture, "host_ns", clock.host_ns)
     monkeypatch.setattr(fixture, "confirmation_pause", lambda s, threads=None: clock.pauses.append(s))
+    monkeypatch.setattr(fixture, "range_pause", lambda s: clock.range_pauses.append(s))
     return clock
 
 
 @pytest.fixture(autouse=True)
 def no_confirmation_pause(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A confirmation's pause runs on the real clock: no test waits for it (fake_clock records it)."""
+    """A confirmation's pause and a recorded range's run on the real clock: no test waits for
+    them (fake_clock records them)."""
     import importlib
 
-    monkeypatch.setattr(
-        importlib.import_module("pytest_opprof.fixture"), "confirmation_pause", lambda seconds, threads=None: None
-    )
+    fixture = importlib.import_module("pytest_opprof.fixture")
+    monkeypatch.setattr(fixture, "confirmation_pause", lambda seconds, threads=None: None)
+    monkeypatch.setattr(fixture, "range_pause", lambda seconds: None)
 
 
 REMEASURE_TESTS = """

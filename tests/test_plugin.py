@@ -2576,7 +2576,7 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
             "that range is inconclusive, not a failure (README: Recorded ranges)",
         ]
     )
-    assert (fake_clock.captures, fake_clock.pauses) == (4, [0.5, 0.5, 0.5])
+    assert (fake_clock.captures, fake_clock.pauses, fake_clock.range_pauses) == (4, [0.5, 0.5, 0.5], [])
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     mm = json.loads(path.read_text())["ops"]["aten::mm"]
     assert (min(mm["cpu_ms"]), mm["recorded_range_ms"]) == (0.23, [0.23, 0.69])  # the first written
@@ -3829,3 +3829,41 @@ def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, caps
     main(["compare", str(traces[0]), str(traces[1])])
     out = capsys.readouterr().out
     assert "warning: A and B are traces of two tests (test_t.py::test_x[" in out
+
+
+PAUSES_CONFTEST = """
+import os
+
+import pytest_opprof.fixture as fixture
+
+
+def _logged(kind):
+    def pause(seconds, threads=None):
+        with open(os.environ["OPPROF_PAUSES_LOG"], "a") as log:
+            log.write(kind + "\\n")
+
+    return pause
+
+
+fixture.confirmation_pause, fixture.range_pause = _logged("busy"), _logged("idle")
+"""
+
+
+@pytest.mark.parametrize(("xdist", "kind"), [((), "busy"), (("-n", "1"), "idle")])
+def test_the_recorded_ranges_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatch, xdist, kind):
+    """Recording, the ranges' measurements follow the confirmation's busy pause, but in an xdist
+    worker an idle one: a busy pause there inflated another worker's recording x100 (a
+    transformer layer's 0.8 ms step read 100 ms under -n 2)."""
+    log = pytester.path / "pauses.log"
+    monkeypatch.setenv("OPPROF_PAUSES_LOG", str(log))
+    pytester.makeconftest(PAUSES_CONFTEST)
+    pytester.makepyfile(
+        test_p="""
+        import torch
+        def test_mm(opprof):
+            a = torch.randn(32, 32)
+            opprof.run(lambda: a @ a, warmup=1, steps=5)
+        """
+    )
+    run(pytester, "--opprof-update-baseline", *xdist).assert_outcomes(passed=1)
+    assert log.read_text().split() == [kind] * 3
