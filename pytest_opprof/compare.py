@@ -615,10 +615,10 @@ def _time(
             continue
         new, old = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
         recorded = baseline.ops[name].recorded_range
-        if new and old and recorded is not None and (within := _within_range(name, new, old, recorded, rule, where)):
-            verdicts += [v for v in within if v is not None]  # [None]: within reach of its fastest, no verdict
-            continue
-        verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
+        if new and old and recorded is not None and _within_reach(min(new), recorded, rule):
+            verdict = _within_range(name, min(new), min(old), recorded, rule, where)
+        else:
+            verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
     verdicts += _in_one_step(current, baseline, rule, machine, skip, where)
@@ -751,25 +751,28 @@ def _judged(
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
+def _within_reach(new_min: float, recorded: tuple[float, float], rule: Rule) -> bool:
+    """Whether an op's time is judged by its recorded range (OpEntry.recorded_range): no faster
+    than the range's fastest less its tolerance and floor, no slower than its slowest plus them.
+    Beyond either end the plain rule judges (a gain; a regression, confirmed)."""
+    fastest, slowest = recorded
+    return fastest - _margin(fastest, rule) <= new_min <= slowest + _margin(slowest, rule)
+
+
 def _within_range(
-    name: str, new_s: list[float], old_s: list[float], recorded: tuple[float, float], rule: Rule, where: str
-) -> list[Verdict | None]:
-    """An op's time against its recorded range (OpEntry.recorded_range): within the tolerance and
-    the floor of its baseline, or faster but no faster than the range's fastest allows, [None]
-    (no verdict, nothing gained); slower than that but no slower than the range's slowest plus
-    its tolerance and floor, an inconclusive verdict; beyond either end, [] (the plain rule).
+    name: str, new_min: float, old_min: float, recorded: tuple[float, float], rule: Rule, where: str
+) -> Verdict | None:
+    """An op's time within reach of its recorded range: within the tolerance and the floor of its
+    baseline, or faster, no verdict (nothing gained); slower than that, an inconclusive verdict.
     The baseline judged from is the written first measurement, or where that came in a slow
     spell (beyond the tolerance of the range's fastest) the fastest: judged from such a first,
     a real x1.86 passed in silence (a review); judged always from the fastest, 51 of 192 idle
     test runs read inconclusive (`python bench/idle_runs.py`)."""
     fastest, slowest = recorded
-    new_min, old_min = min(new_s), min(old_s)
     base = old_min if old_min <= fastest + _margin(fastest, rule) else fastest
     limit = slowest + _margin(slowest, rule)
-    if new_min < fastest - _margin(fastest, rule) or new_min > limit:
-        return []
     if new_min <= base + _margin(base, rule):
-        return [None]
+        return None
     percent = _pct(100 * (new_min - base) / base, rule.tolerance) if base > 0 else "from 0"
     of = (
         "baseline"
@@ -781,7 +784,7 @@ def _within_range(
         f"this time is within the slowest and its tolerance (up to {limit:.3f} ms)"
     )
     message = f"{name}: {new_min:.3f} ms/step vs {of} {base:.3f} ms ({percent}, slower; inconclusive: {why}){where}"
-    return [Verdict(TIME, INCONCLUSIVE, message, name, base, new_min, None, why, RANGE_FIX)]
+    return Verdict(TIME, INCONCLUSIVE, message, name, base, new_min, None, why, RANGE_FIX)
 
 
 def _margin(ms: float, rule: Rule) -> float:

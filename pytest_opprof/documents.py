@@ -160,9 +160,10 @@ class OpEntry:
         on_device = data.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ValueError(f"op {name!r}: 'on_device' is {on_device!r}, not true or false")
-        timed = lists[2] if on_device else lists[1]
-        recorded = _recorded_range(name, data["recorded_range_ms"], timed) if "recorded_range_ms" in data else None
-        return cls(lists[0], lists[1], lists[2], on_device, work, "work" in data, recorded)
+        entry = cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
+        if "recorded_range_ms" not in data:
+            return entry
+        return replace(entry, recorded_range=_recorded_range(name, data["recorded_range_ms"], entry.time_samples))
 
 
 def _recorded_range(name: str, value: Any, timed: tuple[float, ...]) -> tuple[float, float]:
