@@ -424,9 +424,45 @@ class BaselineResult:
         )  # fmt: skip
 
 
+def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None) -> str:
+    """An unusable baseline file's message, naming it as shown, with the fix for this run."""
+    message = _shown_in(str(exc), path, shown)
+    # recording: not "... and run pytest --opprof-update-baseline", the command running
+    if update is not None and message.endswith(UNUSABLE_FIX):
+        message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
+    return message
+
+
 def _shown_in(message: str, path: Path, shown: str) -> str:
     """A message about a baseline file, naming it as the run's other lines do (relative to the rootdir)."""
     return shown + message[len(str(path)) :] if message.startswith(f"{path}: ") else message
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A comparing run's decision, taken before the test body ended (`judged_early`)."""
+
+    old: BaselineDoc
+    outcome: Outcome
+
+
+def judged_early(
+    path: Path,
+    shown: str,
+    nodeid: str,
+    current: Measurement,
+    rule: Rule,
+    remeasure: Callable[[], Measurement | None],
+    root: Path | None = None,
+) -> Judged | None:
+    """Comparing: the decision for `current` against the test's baseline, taken as soon as it is
+    measured, so that `remeasure` (a suspected time's confirmations) runs fn in the test's own
+    context; None where there is no usable baseline (the baseline step says so)."""
+    try:
+        old = read_baseline(path, nodeid, inside=root)
+    except BaselineError:
+        return None
+    return None if old is None else Judged(old, decide(current, old, rule, None, remeasure, shown))
 
 
 def baseline_step(
@@ -439,19 +475,21 @@ def baseline_step(
     remeasure: Callable[[], Measurement | None] | None,
     root: Path | None = None,
     before_write: Callable[[], None] | None = None,
+    judged: Judged | None = None,
 ) -> BaselineResult:
     """Read the test's baseline, decide, write what was decided (never outside `root`; just
     before, `before_write` is called). An unusable file is never touched, and one that cannot be
-    written is left as it was: the result carries the error that makes the test an error."""
-    try:
-        old = read_baseline(path, nodeid, inside=root)
-    except BaselineError as exc:
-        message = _shown_in(str(exc), path, shown)
-        # recording: not "... and run pytest --opprof-update-baseline", the command running
-        if update is not None and message.endswith(UNUSABLE_FIX):
-            message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
-        return BaselineResult(shown, UNUSABLE, error=f"opprof: {message}")
-    outcome = decide(current, old, rule, update, remeasure, shown)
+    written is left as it was: the result carries the error that makes the test an error.
+    `judged`: the comparing decision `judged_early` took for `current`, used as it is."""
+    old: BaselineDoc | None
+    if judged is not None:
+        old, outcome = judged.old, judged.outcome
+    else:
+        try:
+            old = read_baseline(path, nodeid, inside=root)
+        except BaselineError as exc:
+            return BaselineResult(shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}")
+        outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
         if before_write is not None:
             before_write()

@@ -83,27 +83,12 @@ def confirmation_pause(seconds: float, threads: int | None = None) -> None:
 
 
 def range_pause(seconds: float) -> None:
-    """Idle before a recorded range's measurement in an xdist worker (the tests replace it): a
-    busy pause there inflated another worker's recording x100 (a transformer layer's 0.8 ms step
-    read 100 ms under `-n 2`). Elsewhere the confirmation's busy pause is used: idle pauses met
-    more slow spells, and the ranges widened (`bench/idle_runs.py`: an op failed past a median
-    x1.57 of its fastest recorded time, x1.30 with busy pauses)."""
+    """Idle before a further measurement (a confirmation, a recorded range's) in an xdist worker
+    (the tests replace it): a busy pause there inflated another worker's recording x100 (a
+    transformer layer's 0.8 ms step read 100 ms under `-n 2`). Elsewhere the busy pause is used:
+    idle pauses met more slow spells, and the ranges widened (`bench/idle_runs.py`: an op failed
+    past a median x1.57 of its fastest recorded time, x1.30 with busy pauses)."""
     time.sleep(seconds)
-
-
-def _in_modes_of_now(measure: Callable[[], Remeasured]) -> Callable[[], Remeasured]:
-    """`measure`, run later in the grad and inference modes in force now: a confirmation runs
-    after the test body returned, outside its `torch.no_grad()` (a review: a decorated
-    transformer took its slow path there, other calls than the measurement it confirmed)."""
-    import torch
-
-    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
-
-    def measured() -> Remeasured:
-        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
-            return measure()
-
-    return measured
 
 
 class Remeasured(NamedTuple):
@@ -175,7 +160,12 @@ class OpprofFixture:
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
-        self.ahead_idle = False  # their pauses idle, not busy (an xdist worker: others measure beside it)
+        # comparing: judges run()'s measurement against its baseline, calling the function it is
+        # given for each confirmation of a suspected time (the plugin's; None: nothing to judge)
+        self.judge_in_run: Callable[[Callable[[], Remeasured | None]], None] | None = None
+        self.pauses_idle = (
+            False  # further measurements pause idle, not busy (an xdist worker: others measure beside it)
+        )
         self._ahead: list[Remeasured] = []  # those run() took, for the baseline step (in its caller's context)
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
@@ -217,41 +207,63 @@ class OpprofFixture:
         finally:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps))
-        self._remeasure = _in_modes_of_now(lambda: self._measure_again(fn, args, kwargs, warmup, steps))
+        self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         self._ahead = self._measured_ahead(steps)
         return result
 
     def _measured_ahead(self, steps: int) -> list[Remeasured]:
-        """Recording: the further measurements for the recorded ranges, taken here, while the
-        test's own context (a `with` block around run(), an open file fn writes to) still holds;
-        the baseline step, after the test body returned, would run fn outside it."""
-        if not self.measure_ahead or steps < MIN_TIME_STEPS or self._profile is None or self._profile.errors:
+        """The further measurements the baseline step will use, taken here, while the test's own
+        context (a `with` block around run(), an open file fn writes to, `torch.autocast`) still
+        holds; the baseline step, after the test body returned, would run fn outside it (a
+        comparing run's confirmation failed with `I/O operation on closed file`). Recording: the
+        recorded ranges' measurements; comparing: the confirmations of a suspected time."""
+        if self._profile is None or self.error_messages:
+            return []
+        if self.measure_ahead:
+            return self._for_ranges(steps)
+        if self.judge_in_run is None:
+            return []
+        taken: list[Remeasured] = []
+
+        def confirmation() -> Remeasured | None:
+            again = self.measure_again()
+            if again is not None:
+                taken.append(again)
+            return again
+
+        self.judge_in_run(confirmation)
+        return taken
+
+    def _for_ranges(self, steps: int) -> list[Remeasured]:
+        """Recording: the recorded ranges' measurements (none for a run() too short to judge on time)."""
+        if steps < MIN_TIME_STEPS:
             return []
         ahead = []
         for _ in range(self.measure_ahead):
-            again = self.measure_again(AHEAD_RAISED, idle=self.ahead_idle)
+            again = self.measure_again(AHEAD_RAISED)
             if again is None or again.profile.errors:
                 break
             ahead.append(again)
         return ahead
 
     def next_measurement(self) -> Remeasured | None:
-        """The next further measurement of the latest run(): one it took ahead, else a new one."""
-        return self._ahead.pop(0) if self._ahead else self.measure_again()
+        """The next further measurement run() took before it returned, in the test's context; None
+        past the last. None is taken after the test body: fn would run outside that context."""
+        return self._ahead.pop(0) if self._ahead else None
 
     @property
     def can_measure_again(self) -> bool:
         """Whether the latest capture can be repeated (a run(), not a block or the whole call)."""
         return self._remeasure is not None
 
-    def measure_again(self, note: str = CONFIRMATION_RAISED, idle: bool = False) -> Remeasured | None:
+    def measure_again(self, note: str = CONFIRMATION_RAISED) -> Remeasured | None:
         """The latest run() once more, after CONFIRM_SETTLE_S of busy CPUs (a slow spell that
-        followed idle time may be over by then), or with `idle` as long idle (range_pause): to
-        confirm a suspected time change, or, recording, for the recorded ranges."""
+        followed idle time may be over by then), or as long idle (range_pause) with `pauses_idle`:
+        to confirm a suspected time change, or, recording, for the recorded ranges."""
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
-        if idle:
+        if self.pauses_idle:
             range_pause(CONFIRM_SETTLE_S)
         else:
             confirmation_pause(CONFIRM_SETTLE_S, threads)

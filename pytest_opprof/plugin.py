@@ -14,9 +14,10 @@ import shlex
 import warnings
 from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -37,7 +38,7 @@ from .baseline import (
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
 from .compare import Machine, Rule
-from .decide import RANGE_MEASUREMENTS, Measurement, baseline_step
+from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     COLLECT_ONLY,
@@ -57,7 +58,7 @@ from .errors import (
     toml_list_fix,
     unknown_ini_key,
 )
-from .fixture import OpprofFixture
+from .fixture import OpprofFixture, Remeasured
 from .htmlreport import write_html_report
 from .report import (
     WRITTEN,
@@ -628,7 +629,9 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
         fixture.measure_ahead = RANGE_MEASUREMENTS
-        fixture.ahead_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
+    elif state.settings.measuring:  # and, comparing, a suspected time's confirmations
+        fixture.judge_in_run = partial(_judge_in_run, request.node, fixture, state)
+    fixture.pauses_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
     request.node.stash[TEST] = fixture
     return fixture
 
@@ -710,6 +713,50 @@ def _measured_nothing(
         _add_check(item, Check(check, WARNING, why(None)))
 
 
+def _measurement(measured: Any, nodeid: str, state: RunState) -> Measurement:
+    """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state."""
+    doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device)
+    return Measurement(
+        doc, Machine(measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms)
+    )
+
+
+def _remeasured(again: Any, nodeid: str, state: RunState) -> Measurement | None:
+    """A further measurement for `decide`: None past the last, or for one with trust errors."""
+    return None if again is None or again.profile.errors else _measurement(again, nodeid, state)
+
+
+def _judge_in_run(
+    item: pytest.Item, fixture: OpprofFixture, state: RunState, again: Callable[[], Remeasured | None]
+) -> None:
+    """Comparing: judge run()'s measurement against the test's baseline before run() returns,
+    calling `again` for each confirmation a suspected time asks, so that fn runs in the test's own
+    context (after the body, a file it opened around run() was closed). The baseline step, after
+    the body, gives this decision while run()'s capture is still the latest."""
+    settings, rootpath, nodeid = state.settings, item.config.rootpath, _baseline_id(item)
+    if state.device_key is None:
+        return
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, nodeid)
+    current = _measurement(fixture, nodeid, state)
+    judged = judged_early(
+        path, shown_path(path, rootpath), nodeid, current, _rule_for(item, settings),
+        lambda: _remeasured(again(), nodeid, state), baseline_root(rootpath, settings.baseline_dir),
+    )  # fmt: skip
+    if judged is not None:
+        item.stash[_JUDGED] = RunJudged(fixture.profile, current, judged)
+
+
+class RunJudged(NamedTuple):
+    """A capture, its measurement and, where run() judged it, the decision."""
+
+    profile: Any
+    current: Measurement
+    judged: Judged | None
+
+
+_JUDGED = pytest.StashKey[RunJudged]()
+
+
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
     """Compare with the test's baseline, or record it; return the failing verdicts' messages."""
     profile = fixture.profile
@@ -719,23 +766,21 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     root = baseline_root(rootpath, settings.baseline_dir)
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key, nodeid)
 
-    def measured(again: Any) -> Measurement:
-        doc = baseline_from_profile(again.profile, nodeid, state.device_key or "", state.device)
-        return Measurement(doc, Machine(again.cpu_wait, again.unreliable, again.python_tracer, again.cpu_waited_ms))
-
     def remeasure() -> Measurement | None:
-        again = fixture.next_measurement()
-        return None if again is None or again.profile.errors else measured(again)
+        return _remeasured(fixture.next_measurement(), nodeid, state)
 
     rule = _rule_for(item, settings)
+    early = item.stash.get(_JUDGED, None)
+    if early is None or early.profile is not profile:  # none, or a later capture replaced it
+        early = RunJudged(profile, _measurement(fixture, nodeid, state), None)
 
     def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
         before = file_bytes(path)
         item.stash[_UNDO] = lambda: put_back(path, before, root)
 
     result = baseline_step(
-        path, shown_path(path, rootpath), nodeid, measured(fixture), rule, settings.update_baseline,
-        remeasure if fixture.can_measure_again else None, root, keep_undo,
+        path, shown_path(path, rootpath), nodeid, early.current, rule, settings.update_baseline,
+        remeasure if fixture.can_measure_again else None, root, keep_undo, early.judged,
     )  # fmt: skip
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[_UNDO]
@@ -777,6 +822,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         del item.stash[_RESULT], item.stash[TEST]
         if undo is not None:
             del item.stash[_UNDO]
+        if _JUDGED in item.stash:
+            del item.stash[_JUDGED]
     return report
 
 

@@ -2480,15 +2480,16 @@ def test_mm(opprof):
         torch.set_num_threads(default)
 
 
-def test_seen():  # after test_mm's confirmation, which ran once test_mm had restored its threads
+def test_seen():  # after test_mm's confirmations
     assert SEEN[-8:] == [1] * 8, SEEN
 """
 
 
 def test_a_confirmation_measures_on_the_first_measurements_threads(pytester, fake_clock):
-    """A test that limits torch's threads around run() and restores them: the confirmation, run
-    after the test body, still measures on the first measurement's thread count (a review: it
-    pooled samples taken on 2 threads with those taken on 1)."""
+    """A test that limits torch's threads around run() and restores them: the confirmations
+    measure on the first measurement's thread count (a review: one run after the test body
+    pooled samples taken on 2 threads with those taken on 1; run() now takes them, and they
+    still name the first measurement's threads)."""
     if torch.get_num_threads() < 2:
         pytest.skip("one torch thread: there is no fewer to limit to")
     fake_clock.costs["aten::mm"] = 200_000
@@ -2640,15 +2641,40 @@ def test_recording_measures_the_ranges_inside_run_in_the_tests_own_context(pytes
     assert "recorded_range_ms" in json.loads(path.read_text())["ops"]["aten::mm"]
 
 
-def test_a_confirmation_after_the_test_body_keeps_its_grad_mode(pytester, fake_clock):
-    """A confirmation runs after the test body returned (the suspicion comes from the baseline
-    step): run() keeps the grad and inference modes in force when it was called for it."""
+CONTEXT_TESTS = """
+import torch
+
+seen = []
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+@torch.no_grad()
+def test_mm(opprof, tmp_path):
+    with open(tmp_path / "log.txt", "w") as log, torch.autocast("cpu", dtype=torch.bfloat16):
+        def step():
+            seen.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
+            log.write("step\\n")
+            return torch.mm(a, b)
+
+        opprof.run(step, warmup=2, steps=6)
+
+
+def test_seen():
+    assert len(seen) > 8 and set(seen) == {(False, True)}, seen
+"""
+
+
+@pytest.mark.parametrize("context", ["file", "autocast"])
+def test_a_confirmation_runs_inside_run_in_the_tests_own_context(pytester, fake_clock, context):
+    """A comparing run's confirmation of a suspected time ran after the test body returned, outside
+    its context: fn writing to a file the test opened around run() failed with `I/O operation on
+    closed file`, and one under `torch.autocast` was measured without it. run() now judges its
+    measurement against the baseline and takes a suspected time's confirmations before it returns."""
     fake_clock.costs["aten::mm"] = 200_000
-    pytester.makepyfile(
-        test_ctx=NO_GRAD_TESTS.replace('with open(tmp_path / "log.txt", "w") as log:', "if True:").replace(
-            'log.write("step\\n")', "pass"
-        )
-    )
+    tests = CONTEXT_TESTS
+    if context == "autocast":  # no file: the autocast alone
+        tests = tests.replace('open(tmp_path / "log.txt", "w") as log, ', "").replace('log.write("step\\n")', "pass")
+    pytester.makepyfile(test_ctx=tests)
     run(pytester, "--opprof-update-baseline", "-p", "no:randomly").assert_outcomes(passed=2)
     fake_clock.plan, fake_clock.captures = [8.0, 1.0], 0  # slow first: confirmed once, cleared
     result = run(pytester, "--opprof", "-p", "no:randomly")
@@ -3866,4 +3892,55 @@ def test_the_recorded_ranges_pauses_are_idle_in_an_xdist_worker(pytester, monkey
         """
     )
     run(pytester, "--opprof-update-baseline", *xdist).assert_outcomes(passed=1)
+    assert log.read_text().split() == [kind] * 3
+
+
+# In an xdist worker, which the fake clock does not reach: contention unknown and steady
+# references, as the `uncontended` fixture makes them in-process (a loaded runner's real contention
+# made the slowdown inconclusive, with no confirmation).
+STEADY_PAUSES_CONFTEST = (
+    PAUSES_CONFTEST
+    + """
+from pytest_opprof import capture, device
+
+device.cpu_wait_ns = lambda: None
+device.python_tracer = lambda: None
+capture.machine_reference_ns = lambda torch: 1_000_000
+capture.dispatch_reference_ns = lambda torch: 400_000
+capture.workload_reference_ns = lambda torch, choice: 500_000
+"""
+)
+
+
+@pytest.mark.parametrize(("xdist", "kind"), [((), "busy"), (("-n", "1"), "idle")])
+def test_a_confirmations_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatch, fake_clock, xdist, kind):
+    """Comparing, a suspected time's confirmations follow the busy pause, but in an xdist worker
+    an idle one, as the recorded ranges' do (a busy pause loads the CPUs another worker measures
+    on). The baseline is cut to a hundredth of the time: every confirmation backs the slowdown
+    (in-process on the fake clock; in the worker, a 512x512 matmul on the real one)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    log = pytester.path / "pauses.log"
+    monkeypatch.setenv("OPPROF_PAUSES_LOG", str(log))
+    pytester.makeconftest(STEADY_PAUSES_CONFTEST)
+    pytester.makepyfile(
+        test_p="""
+        import torch
+        def test_mm(opprof):
+            a = torch.randn(512, 512)
+            opprof.run(lambda: a @ a, warmup=1, steps=5)
+        """
+    )
+    run(pytester, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    doc = json.loads(path.read_text())
+    for entry in doc["ops"].values():
+        entry.pop("recorded_range_ms", None)
+        for key in ("cpu_ms", "device_ms"):
+            if key in entry:
+                entry[key] = [t / 100 for t in entry[key]]
+    path.write_text(json.dumps(doc))
+    log.unlink()
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time", *xdist)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*measured 4 times, with pauses between: each differs from the baseline*"])
     assert log.read_text().split() == [kind] * 3
