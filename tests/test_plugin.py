@@ -2683,6 +2683,30 @@ def test_a_confirmation_runs_inside_run_in_the_tests_own_context(pytester, fake_
     result.stdout.fnmatch_lines(["test_ctx.py::test_mm: the first measurement's time differed*did not confirm it*"])
 
 
+RUN_THEN_BLOCK = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+def test_mm(opprof):
+    opprof.run(torch.mm, a, b, warmup=2, steps=6)
+    with opprof.capture():
+        torch.add(a, b)
+"""
+
+
+def test_a_later_capture_is_judged_not_the_run_before_it(pytester, fake_clock):
+    """run() judges its measurement against the baseline before it returns; a capture after it
+    is the test's latest, and the baseline step judges that one (the baseline is the block's:
+    run()'s decision, an mm against an add, would fail the test on structure)."""
+    pytester.makepyfile(test_later=RUN_THEN_BLOCK)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    assert "aten::add" in json.loads(path.read_text())["ops"]
+    run(pytester, "--opprof").assert_outcomes(passed=1)
+
+
 RAISES_PAST_FIRST = """
 import torch
 a, b = torch.randn(64, 64), torch.randn(64, 64)
