@@ -163,9 +163,7 @@ class OpprofFixture:
         # comparing: judges run()'s measurement against its baseline, calling the function it is
         # given for each confirmation of a suspected time (the plugin's; None: nothing to judge)
         self.judge_in_run: Callable[[Callable[[], Remeasured | None]], None] | None = None
-        self.pauses_idle = (
-            False  # further measurements pause idle, not busy (an xdist worker: others measure beside it)
-        )
+        self.pauses_idle = False  # further measurements pause idle (an xdist worker: others measure beside it)
         self._ahead: list[Remeasured] = []  # those run() took, for the baseline step (in its caller's context)
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own

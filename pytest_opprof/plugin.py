@@ -742,8 +742,7 @@ def _judge_in_run(
         path, shown_path(path, rootpath), nodeid, current, _rule_for(item, settings),
         lambda: _remeasured(again(), nodeid, state), baseline_root(rootpath, settings.baseline_dir),
     )  # fmt: skip
-    if judged is not None:
-        item.stash[_JUDGED] = RunJudged(fixture.profile, current, judged)
+    item.stash[_JUDGED] = RunJudged(fixture.profile, current, judged)  # judged None: no usable baseline
 
 
 class RunJudged(NamedTuple):
