@@ -17,7 +17,7 @@ from typing import Any
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc
-from .errors import OUTPUT_FIX, BaselineError, opprof_output, shown_value, symlink_outside
+from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
@@ -408,7 +408,7 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     try:
         return BaselineDoc.from_file(data)
     except ValueError as exc:
-        raise BaselineError(bad_baseline(path, str(exc))) from None
+        raise BaselineError(bad_baseline(path, str(exc), getattr(exc, "fix", UNUSABLE_FIX))) from None
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -524,7 +524,7 @@ def _check_schema(path: Path, schema: Any) -> None:
         )
     if type(schema) is not int or schema not in READABLE_SCHEMAS:
         raise BaselineError(
-            bad_baseline(path, f"'schema' is {shown_value(schema)}, not a schema this pytest-opprof reads ({readable})")
+            bad_baseline(path, f"'schema' is {json_shown(schema)}, not a schema this pytest-opprof reads ({readable})")
         )
 
 

@@ -30,7 +30,7 @@ from .compare import (
     merge_measurements,
 )
 from .documents import BaselineDoc
-from .errors import OpprofError, baseline_required, cannot_write, strict_inconclusive
+from .errors import OpprofError, baseline_required, cannot_write, raised_confirming, strict_inconclusive
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -64,6 +64,7 @@ class Outcome:
     measurements: int = 1  # the first and its confirmations
     unconfirmed: tuple[str, ...] = ()  # ops the first measurement's time verdicts named, not confirmed
     recorded_from: int = 0  # the measurements the written document's recorded ranges span (0: none written)
+    unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
 
 
 def decide(
@@ -85,8 +86,9 @@ def decide(
             return Outcome(MISSING)
         if current.machine.gpu_unreliable:
             return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
-        first, recorded_from = recorded(current, Further(remeasure))
-        return Outcome(NEW, write=first, recorded_from=recorded_from)
+        further = Further(remeasure)
+        first, recorded_from = recorded(current, further)
+        return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=_unrepeated_in(current, further))
     comparison = compare(current.doc, old, rule, path, current.machine)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
@@ -97,13 +99,15 @@ def decide(
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write)
-    recorded_from = 0
+    recorded_from, unrepeated = 0, confirmation.unrepeated
     if write is not None:
         write, recorded_from = recorded(current, further)  # the first measurement, with its ops' ranges
+        unrepeated = _unrepeated_in(current, further, unrepeated)
     unconfirmed = confirmation.unconfirmed
     return Outcome(
-        status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from
-    )
+        status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from,
+        unrepeated,
+    )  # fmt: skip
 
 
 RANGE_MEASUREMENTS = 3  # more measurements of a test whose baseline is written, for its ops' recorded ranges
@@ -116,6 +120,11 @@ class Further:
 
     def __init__(self, remeasure: Callable[[], Measurement | None] | None) -> None:
         self._remeasure, self._taken, self._ended = remeasure, list[Measurement](), remeasure is None
+
+    @property
+    def taken(self) -> tuple[Measurement, ...]:
+        """The further measurements taken so far."""
+        return tuple(self._taken)
 
     def at(self, index: int) -> Measurement | None:
         while len(self._taken) <= index and not self._ended and self._remeasure is not None:
@@ -161,7 +170,7 @@ def with_recorded_ranges(docs: list[BaselineDoc]) -> tuple[BaselineDoc, int]:
     pause before it, and the machine references written with the times are its own (a fastest
     one's faster references would excuse a later run's slowdowns further)."""
     first = docs[0]
-    alike = [doc for doc in docs if _calls(doc) == _calls(first)]
+    alike = [doc for doc in docs if not unrepeated(first, doc)]
     ops = {}
     for name, entry in first.ops.items():
         minima = [min(d.ops[name].time_samples) for d in alike if name in d.ops and d.ops[name].time_samples]
@@ -174,6 +183,22 @@ def _calls(doc: BaselineDoc) -> dict[str, float]:
     return {name: median_calls(entry) for name, entry in doc.ops.items()}
 
 
+def unrepeated(first: BaselineDoc, again: BaselineDoc) -> tuple[str, ...]:
+    """The ops whose calls per step differ between two measurements of one test, sorted. A
+    further measurement that ran other ops than the first measured other work: fn's work changed
+    from call to call (an EMA update after step 20, a growing cache, a schedule). Pooled with the
+    first, a trial's EMA op read as a structure change, and a recording run rewrote a baseline
+    with 3x slower times on it; such a measurement is left out of the pooling and the ranges."""
+    a, b = _calls(first), _calls(again)
+    return tuple(sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name)))
+
+
+def _unrepeated_in(current: Measurement, further: Further, known: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The ops whose calls differed in any further measurement taken of `current`'s test."""
+    found = set(known).union(*(unrepeated(current.doc, again.doc) for again in further.taken))
+    return tuple(sorted(found))
+
+
 @dataclass(frozen=True, slots=True)
 class Confirmation:
     """What the confirmations of a suspected time change came to."""
@@ -182,6 +207,7 @@ class Confirmation:
     remeasured: str | None = None  # "confirmed" | "not confirmed"; None: not measured again
     measurements: int = 1  # the first and its confirmations
     unconfirmed: tuple[str, ...] = ()  # the ops the first one's time verdicts named, when not confirmed
+    unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a confirmation left out for it
 
 
 CONFIRMATIONS = 3  # at most this many more measurements of a suspected time change
@@ -206,20 +232,23 @@ def _confirm(
     runs. The fixture keeps the CPUs busy before each (fixture.CONFIRM_SETTLE_S), and the pooled
     minimum takes the fastest spell: a slowdown of the code shows in every one."""
     suspected = tuple(v.op for v in comparison.changes if v.kind == TIME and v.op)
-    pooled, remeasured, measurements = current, None, 1
+    pooled, remeasured, measurements, other_work = current, None, 1, set[str]()
     for index in range(CONFIRMATIONS):
         again = further.at(index)
         if again is None:
             break
         if again.machine.gpu_unreliable and not current.machine.gpu_unreliable:
             continue  # throttled clocks tell nothing of the code: pooled, they made a real 2x inconclusive (a review)
+        if differing := unrepeated(current.doc, again.doc):
+            other_work.update(differing)  # other work than the first's: no confirmation of it
+            continue
         measurements += 1
         pooled = Measurement(merge_measurements(pooled.doc, again.doc), calmer(pooled, again))
         comparison = compare(pooled.doc, old, rule, path, pooled.machine)
         if not _time_decides(comparison, rule, updating):
-            return Confirmation(comparison, "not confirmed", measurements, suspected)
+            return Confirmation(comparison, "not confirmed", measurements, suspected, tuple(sorted(other_work)))
         remeasured = "confirmed"
-    return Confirmation(comparison, remeasured, measurements)
+    return Confirmation(comparison, remeasured, measurements, unrepeated=tuple(sorted(other_work)))
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
@@ -327,6 +356,7 @@ class BaselineResult:
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
     time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
     recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
+    unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
 
     @property
     def slower(self) -> bool:
@@ -408,6 +438,7 @@ class BaselineResult:
             "unconfirmed": list(self.unconfirmed),
             "time_fails": self.time_fails,
             "recorded_from": self.recorded_from,
+            "unrepeated": list(self.unrepeated),
         }
 
     @classmethod
@@ -420,7 +451,7 @@ class BaselineResult:
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
             unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
-            recorded_from=data.get("recorded_from", 0),
+            recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
         )  # fmt: skip
 
 
@@ -462,7 +493,20 @@ def judged_early(
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError:
         return None
-    return None if old is None else Judged(old, decide(current, old, rule, None, remeasure, shown))
+    if old is None:
+        return None
+    baseline = old
+
+    def confirmation() -> Measurement | None:
+        try:
+            return remeasure()
+        except Exception as exc:  # fn's own: the note names what it was confirming
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                suspected = compare(current.doc, baseline, rule, shown, current.machine).failing(rule)
+                exc.add_note(raised_confirming([v.message for v in suspected if v.kind == TIME]))
+            raise
+
+    return Judged(old, decide(current, old, rule, None, confirmation, shown))
 
 
 def baseline_step(
@@ -512,4 +556,5 @@ def baseline_step(
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
         unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, recorded_from=outcome.recorded_from,
+        unrepeated=outcome.unrepeated,
     )  # fmt: skip

@@ -124,6 +124,23 @@ KEPT_SLOWER = (
 )
 
 
+def raised_confirming(changes: list[str]) -> str:
+    """The note on fn's exception in a confirmation: the suspected time change it was confirming
+    (a trial's +200% showed nowhere beside a data loader's StopIteration)."""
+    return "opprof: the suspected change, neither confirmed nor passed: " + "; ".join(changes)
+
+
+def other_work_measured(ops: str) -> str:
+    """A further measurement of run()'s fn (a confirmation, a recorded range's) ran other ops or
+    calls than the first: fn's work changes from call to call, and that measurement was left out."""
+    return (
+        f"a further measurement of run()'s fn ran other ops or calls than the first ({ops}): fn's work "
+        "changes from call to call (state it keeps: an EMA update after some steps, a growing cache), so "
+        "that measurement was left out, neither confirming a time nor widening a recorded range; make each "
+        "call of fn do the same work (README: Confirmation by more measurements)"
+    )
+
+
 def wait_share(wait: float, over: str = "them") -> str:
     """`50% of the capture`, `132% of the capture (summed over them)`: a CPU wait summed over
     threads may pass 100%, which reads as a typo unless said."""
@@ -260,6 +277,12 @@ def shown_value(value: object) -> str:
     if len(text) <= SHOWN:
         return text
     return text[: SHOWN - 4] + ("...'" if text[0] in "'\"" else "...")
+
+
+def json_shown(value: object) -> str:
+    """A value read from a JSON file as an error line quotes it: JSON's null, true and false spelt
+    as in the file (a trial read `'recorded_range_ms' is None`), others as shown_value."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else shown_value(value)
 
 
 def not_a_profiler(value: object) -> str:

@@ -67,13 +67,14 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
 CONFIRM_SETTLE_S = 0.5
 
 
+REPEATABLE_FIX = "make fn repeatable (cycle its data with itertools.cycle, or make its inputs outside fn)"
 CONFIRMATION_RAISED = (
     "opprof: raised while run()'s fn was measured again to confirm a suspected time change (README: "
-    "Confirmation by more measurements): fn is called more often than warmup + steps"
+    "Confirmation by more measurements): fn is called up to 3 x (warmup + steps) more times; " + REPEATABLE_FIX
 )
 AHEAD_RAISED = (
     "opprof: raised while run()'s fn was measured again for its baseline's recorded ranges (README: "
-    "Recorded ranges): a recording run calls fn 3 x (warmup + steps) more times"
+    "Recorded ranges): a recording run calls fn 3 x (warmup + steps) more times; " + REPEATABLE_FIX
 )
 
 
@@ -99,6 +100,7 @@ class Remeasured(NamedTuple):
     unreliable: str | None
     python_tracer: str | None
     cpu_waited_ms: float | None = None  # per step
+    result: Any = None  # fn's last result in it (run() returns the latest; dropped once it has)
 
 
 def _caller_line() -> str:
@@ -207,6 +209,9 @@ class OpprofFixture:
         self._finish(profile, ran_no_op_in_run(fn, steps))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         self._ahead = self._measured_ahead(steps)
+        if self._ahead:  # fn ran again after the first measurement: its last result, as run() promises
+            result = self._ahead[-1].result  # (a trial's decode cache held another call's result)
+            self._ahead = [again._replace(result=None) for again in self._ahead]
         return result
 
     def _measured_ahead(self, steps: int) -> list[Remeasured]:
@@ -239,9 +244,11 @@ class OpprofFixture:
         ahead = []
         for _ in range(self.measure_ahead):
             again = self.measure_again(AHEAD_RAISED)
-            if again is None or again.profile.errors:
+            if again is None:
                 break
-            ahead.append(again)
+            ahead.append(again)  # one with trust errors too: it ends the ranges (the baseline step's `remeasure`)
+            if again.profile.errors:
+                break
         return ahead
 
     def next_measurement(self) -> Remeasured | None:
@@ -456,10 +463,10 @@ class OpprofFixture:
         # No signature step: only the times are pooled; the work is the first measurement's.
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
-        profile, _ = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
+        profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
         return Remeasured(
             profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer(),
-            _waited_per_step(host, profile),
+            _waited_per_step(host, profile), result,
         )  # fmt: skip
 
     def _cut(self, profile: Any, raised: BaseException) -> None:

@@ -43,6 +43,7 @@ from .errors import (
     KEPT_SLOWER,
     TraceWriteError,
     closest_names,
+    other_work_measured,
     record_if_intended,
     wait_share,
     waited_for_cpu_up_to,
@@ -455,6 +456,8 @@ def _measurement_lines(record: TestRecord) -> list[str]:
         )
     elif remeasured == "confirmed":
         lines.append(f"measured {_times(n)}, with pauses between: each differs from the baseline")
+    if baseline and baseline.unrepeated:
+        lines.append(other_work_measured(first_three(list(baseline.unrepeated))))
     return lines
 
 
@@ -531,7 +534,7 @@ def verdict_lines(
         if key == "inconclusive":
             lines.append(_inconclusive_line(group, status, time_fails))
         elif key == TIME:
-            lines.append(_time_line(group, status))
+            lines.append(_time_line(group, status, time_fails))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
             only = group[0].message
             lines.append(only if only.startswith(f"{key} ") else f"{key} changed: {only}")
@@ -553,15 +556,22 @@ def _changed_in(kind: str, group: list[Verdict]) -> str:
     return f"{kind} changed in {count_of(ops, 'op')}" + (" and its torch threads" if ops < len(group) else "")
 
 
-def _time_line(group: list[Verdict], status: str | None = None) -> str:
+def _time_line(group: list[Verdict], status: str | None = None, time_fails: bool = True) -> str:
     """Conclusive time verdicts, the slower first; comparing, how to record faster times (a
-    recording run has done so, or kept them unconfirmed: a trial's =all run was told to record)."""
+    recording run has done so, or kept them unconfirmed: a trial's =all run was told to record),
+    and, where time fails no test, that they come from one measurement (none is confirmed then: a
+    trial read an unconfirmed slowdown with no word of it)."""
     first, *others = sorted(group, key=lambda v: v.status != "regressed")  # slower ones first
     counts = Counter(SPEED[v.status] for v in others)
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
     faster = first.status == "improved" and status not in RECORDING
     keep = "; pytest --opprof-update-baseline records the faster times" if faster else ""
-    return f"time: {first.message}{more}{keep}"
+    once = (
+        "; measured once, not confirmed: time does not fail tests here (--opprof-fail-on)"
+        if not (time_fails or status in RECORDING)
+        else ""
+    )
+    return f"time: {first.message}{more}{keep}{once}"
 
 
 def _added_ms(verdict: Verdict) -> float:

@@ -1031,7 +1031,7 @@ def _gemm(ops, by_op, calls=1):
         ),
         (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm': 'cpu_ms' is not a list"),
         (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm': 'cpu_ms' is not"),
-        (lambda d: d.update(schema=True), "'schema' is True, not a schema this pytest-opprof reads (1, 2)"),
+        (lambda d: d.update(schema=True), "'schema' is true, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers >= 0"),
         (lambda d: d.update(outside_ms=[-1] * 8), "'outside_ms' is not a list of numbers >= 0"),
         (lambda d: d.update(outside_ms=[1] * 3), "'outside_ms' has 3 values for 8 steps"),
@@ -1135,12 +1135,20 @@ def assert_edit_refused(tmp_path, edit, reason):
             lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms="0.7-0.9"),
             "'recorded_range_ms' is '0.7-0.9', not",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=None), "'recorded_range_ms' is None, not [fastest"),
+        # JSON's spelling, as in the file (a trial read `is None`)
+        (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=None), "'recorded_range_ms' is null, not [fastest"),
+        (lambda d: d["ops"]["aten::addmm"].update(on_device=None), "'on_device' is null, not true or false"),
         (
             lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.1, 0.6]),
             "op 'aten::addmm': 'recorded_range_ms' is [0.1, 0.6], which does not hold the op's own fastest step, 0.7 ms",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.8, 2.0]), "does not hold the op's own fastest"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.8, 2.0]),
+            # one fix, the range's own (a trial read two: "delete the op's ...; fix or delete it and run ...")
+            "does not hold the op's own fastest step, 0.7 ms (the range is of the measurements the file was recorded "
+            "from, its own among them); delete the op's recorded_range_ms (its time is then judged without one), or "
+            "delete the file and record the test again",
+        ),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
         (
             lambda d: (d.pop("capture"), d.update(events_per_step=[])),
@@ -1293,7 +1301,7 @@ def test_threads_are_written_in_the_capture_object_only_when_known(tmp_path):
         ("2", "'capture.threads' is '2', not a whole number of threads (1 to 65536) or null"),
         (0, "'capture.threads' is 0, not"),
         (-1, "'capture.threads' is -1, not"),
-        (True, "'capture.threads' is True, not"),
+        (True, "'capture.threads' is true, not"),
         (2.0, "'capture.threads' is 2.0, not"),
         (10**6, "'capture.threads' is 1000000, not"),
     ],

@@ -2503,6 +2503,25 @@ def test_a_confirmation_measures_on_the_first_measurements_threads(pytester, fak
     )
 
 
+def test_a_slower_time_that_fails_no_test_says_it_was_measured_once(remeasure_project, fake_clock):
+    """Where time fails no test (--opprof-fail-on without it), a slowdown is not measured again:
+    its line says it comes from one measurement (a trial read an unconfirmed +200% with no word)."""
+    fake_clock.plan = [3.0]
+    result = run(remeasure_project, "--opprof", "--opprof-fail-on=structure,work")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 1
+    result.stdout.fnmatch_lines(
+        [
+            "test_re.py::test_mm: time: aten::mm: * (+200%, slower*; measured once, not confirmed: time does "
+            "not fail tests here (--opprof-fail-on)"
+        ]
+    )
+    fake_clock.plan, fake_clock.captures = [3.0, 3.0, 3.0, 3.0], 0
+    result = run(remeasure_project, "--opprof")
+    result.assert_outcomes(failed=1)
+    assert "measured once" not in result.stdout.str()
+
+
 def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clock):
     """A slowdown seen once (interference) passes after a second measurement, taken after a
     pause; one that outlasts two more pauses too (a slow spell of the machine) passes after the
@@ -2683,6 +2702,104 @@ def test_a_confirmation_runs_inside_run_in_the_tests_own_context(pytester, fake_
     result.stdout.fnmatch_lines(["test_ctx.py::test_mm: the first measurement's time differed*did not confirm it*"])
 
 
+OTHER_WORK_TESTS = """
+import os
+
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+calls = []
+AFTER = int(os.environ.get("OTHER_WORK_AFTER", "1000000"))
+
+
+def step():
+    calls.append(1)
+    out = torch.mm(a, b)
+    if len(calls) > AFTER:  # state the test keeps: one more op past the first measurement's calls
+        torch.add(a, b)
+    return out
+
+
+def test_mm(opprof):
+    opprof.run(step, warmup=2, steps=6)
+"""
+
+
+def test_a_confirmation_that_ran_other_ops_is_left_out_and_said(pytester, fake_clock, monkeypatch):
+    """fn whose work changes past its first measurement's calls (an EMA update after step 20): a
+    trial's confirmations, pooled with the first measurement, failed the test on a structure change
+    the first never made (`+ aten::lerp_`) beside `did not confirm it`. Such a confirmation is left
+    out, and a line says why; the first measurement's slowdown, unconfirmed, stands."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_other=OTHER_WORK_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OTHER_WORK_AFTER", "12")
+    fake_clock.plan, fake_clock.captures = [8.0], 0
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(failed=1)
+    assert fake_clock.captures == 4  # the first and three confirmations, each with aten::add
+    out = result.stdout.str()
+    assert "structure changed" not in out and "did not confirm" not in out, out
+    result.stdout.fnmatch_lines(
+        [
+            "*aten::mm: 1.840 ms/step vs baseline 0.230 ms (+700%, slower*",
+            "test_other.py::test_mm: a further measurement of run()'s fn ran other ops or calls than the first "
+            "(aten::add): fn's work changes from call to call *make each call of fn do the same work*",
+        ]
+    )
+
+
+def test_a_recording_never_writes_from_a_confirmation_that_ran_other_ops(pytester, fake_clock, monkeypatch):
+    """A trial: a bare recording run whose slow first measurement was "not confirmed" by
+    measurements that ran one more op rewrote the baseline with 3x slower times, on a structure
+    change only they made. They are left out: the file stays byte for byte."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_other=OTHER_WORK_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    before = path.read_bytes()
+    monkeypatch.setenv("OTHER_WORK_AFTER", "12")
+    fake_clock.plan, fake_clock.captures = [3.0], 0
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=1)
+    assert path.read_bytes() == before
+    result.stdout.fnmatch_lines(
+        ["*a further measurement of run()'s fn ran other ops or calls than the first (aten::add)*"]
+    )
+
+
+LAST_RESULT_TESTS = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+calls = []
+
+
+def step():
+    calls.append(torch.mm(a, b))
+    return len(calls)
+
+
+def test_mm(opprof):
+    assert opprof.run(step, warmup=2, steps=6) == len(calls)  # fn's last result
+"""
+
+
+def test_run_returns_fns_last_result_after_its_further_measurements(pytester, fake_clock):
+    """run() returns fn's last result, also when it measured fn again before returning (a
+    recording's ranges, a comparing run's confirmations): a trial's decode cache held another
+    call's result than the one run() returned (`run() returned fn's result #11 of 35 calls`)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_last=LAST_RESULT_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    assert fake_clock.captures == 4
+    fake_clock.plan, fake_clock.captures = [8.0, 1.0], 0
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 2
+    run(pytester).assert_outcomes(passed=1)  # and without --opprof
+
+
 RUN_THEN_BLOCK = """
 import torch
 
@@ -2750,7 +2867,13 @@ def test_fn_raising_in_a_confirmation_fails_the_test_saying_so(remeasure_project
     result.stdout.fnmatch_lines(["*RuntimeError: out of data*"])
     if sys.version_info >= (3, 11):
         result.stdout.fnmatch_lines(
-            ["*opprof: raised while run()'s fn was measured again to confirm a suspected time change*"]
+            [
+                "*opprof: raised while run()'s fn was measured again to confirm a suspected time change*"
+                "make fn repeatable (cycle its data with itertools.cycle, or make its inputs outside fn)",
+                # what it was confirming (a trial's +200% showed nowhere beside a loader's StopIteration)
+                "*opprof: the suspected change, neither confirmed nor passed: aten::mm: * ms/step vs baseline "
+                "* ms (+*%, slower*",
+            ]
         )
 
 
