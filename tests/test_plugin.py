@@ -2764,7 +2764,13 @@ def test_a_recording_never_writes_from_a_confirmation_that_ran_other_ops(pyteste
     result.assert_outcomes(passed=1)
     assert path.read_bytes() == before
     result.stdout.fnmatch_lines(
-        ["*a further measurement of run()'s fn ran other ops or calls than the first (aten::add)*"]
+        [
+            "*a further measurement of run()'s fn ran other ops or calls than the first (aten::add)*",
+            "test_other.py::test_mm: baseline kept: --opprof-update-baseline never writes a slower time alone*",
+            # not `kept 1 unchanged (... no conclusive time change)` beside a slower line (the trial's)
+            "opprof: baselines written: none; kept 0 unchanged *; kept 1 slower (test_other.py::test_mm): never "
+            "written without =all",
+        ]
     )
 
 
