@@ -1,7 +1,7 @@
 """What judging against the baseline costs a test in a comparing run: `run()` builds its
 measurement's document, reads the test's baseline and judges one against the other before it
 returns (so that a suspected time's confirmations run in the test's own context), and the
-baseline step, after the body, judges again (reusing that document). Runs `pytest --opprof` on
+baseline step, after the body, gives that decision (before, it read and judged there). Runs `pytest --opprof` on
 a project with committed baselines (the examples by default) with a plugin that times both and
 each test's call, and prints their cost and its share of the call. `--code DIR` runs another
 version of pytest_opprof (a folder holding its `pytest_opprof/`) the same way, in the same run.

@@ -16,7 +16,7 @@ from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
-from .documents import BaselineDoc
+from .documents import BaselineDoc, FieldError
 from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
 from .files import NotReadable, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
@@ -408,7 +408,8 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     try:
         return BaselineDoc.from_file(data)
     except ValueError as exc:
-        raise BaselineError(bad_baseline(path, str(exc), getattr(exc, "fix", UNUSABLE_FIX))) from None
+        fix = exc.fix if isinstance(exc, FieldError) else UNUSABLE_FIX
+        raise BaselineError(bad_baseline(path, str(exc), fix)) from None
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -28,9 +28,11 @@ from .compare import (
     ignored,
     median_calls,
     merge_measurements,
+    unconfirmed_by_other_work,
 )
 from .documents import BaselineDoc
 from .errors import OpprofError, baseline_required, cannot_write, raised_confirming, strict_inconclusive
+from .units import first_three
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
@@ -87,8 +89,9 @@ def decide(
         if current.machine.gpu_unreliable:
             return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
         further = Further(remeasure)
-        first, recorded_from = recorded(current, further)
-        return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=_unrepeated_in(current, further))
+        first, recorded_from = recorded(current, further, rule.ignore_ops)
+        unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
+        return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=unrepeated)
     comparison = compare(current.doc, old, rule, path, current.machine)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
@@ -101,8 +104,8 @@ def decide(
     status = _status(comparison, update, current, write)
     recorded_from, unrepeated = 0, confirmation.unrepeated
     if write is not None:
-        write, recorded_from = recorded(current, further)  # the first measurement, with its ops' ranges
-        unrepeated = _unrepeated_in(current, further, unrepeated)
+        write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
+        unrepeated = _unrepeated_in(current, further, rule.ignore_ops, unrepeated)
     unconfirmed = confirmation.unconfirmed
     return Outcome(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from,
@@ -140,7 +143,7 @@ class Further:
         return self._remeasure is not None
 
 
-def recorded(current: Measurement, further: Further) -> tuple[BaselineDoc, int]:
+def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
     """The document to write for `current`, and how many measurements its ranges span (1: none).
 
     One measurement is one spell of the machine: on a 2-vCPU VM a parallel op ran x1.5-3 slower
@@ -159,10 +162,10 @@ def recorded(current: Measurement, further: Further) -> tuple[BaselineDoc, int]:
             break
         if not again.machine.gpu_unreliable and (current.machine.contended or not again.machine.contended):
             docs.append(again.doc)
-    return with_recorded_ranges(docs)
+    return with_recorded_ranges(docs, ignore)
 
 
-def with_recorded_ranges(docs: list[BaselineDoc]) -> tuple[BaselineDoc, int]:
+def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
     """The first of measurements of one test, each op with its recorded range: the fastest and
     slowest of its per-step minima over the measurements whose ops and calls are the first's.
     A later run's slower time within the range is then inconclusive, said with the range, not a
@@ -170,7 +173,7 @@ def with_recorded_ranges(docs: list[BaselineDoc]) -> tuple[BaselineDoc, int]:
     pause before it, and the machine references written with the times are its own (a fastest
     one's faster references would excuse a later run's slowdowns further)."""
     first = docs[0]
-    alike = [doc for doc in docs if not unrepeated(first, doc)]
+    alike = [doc for doc in docs if not unrepeated(first, doc, ignore)]
     ops = {}
     for name, entry in first.ops.items():
         minima = [min(d.ops[name].time_samples) for d in alike if name in d.ops and d.ops[name].time_samples]
@@ -183,19 +186,25 @@ def _calls(doc: BaselineDoc) -> dict[str, float]:
     return {name: median_calls(entry) for name, entry in doc.ops.items()}
 
 
-def unrepeated(first: BaselineDoc, again: BaselineDoc) -> tuple[str, ...]:
-    """The ops whose calls per step differ between two measurements of one test, sorted. A
-    further measurement that ran other ops than the first measured other work: fn's work changed
-    from call to call (an EMA update after step 20, a growing cache, a schedule). Pooled with the
-    first, a trial's EMA op read as a structure change, and a recording run rewrote a baseline
-    with 3x slower times on it; such a measurement is left out of the pooling and the ranges."""
+def unrepeated(first: BaselineDoc, again: BaselineDoc, ignore: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The ops whose calls per step differ between two measurements of one test, sorted, but for
+    those the rule ignores (`ignore`: its globs). A further measurement that ran other ops than
+    the first measured other work: fn's work changed from call to call (an EMA update after step
+    20, a growing cache, a schedule). Pooled with the first, a trial's EMA op read as a structure
+    change, and a recording run rewrote a baseline with 3x slower times on it; such a measurement
+    is left out of the pooling and the ranges. An op of the first in under half its steps (a
+    median of 0 calls) and not in `again` is no other work: a one-off of the first measurement,
+    which its own verdicts judge (a trial's 20 matmuls in one step fail on time)."""
     a, b = _calls(first), _calls(again)
-    return tuple(sorted(name for name in a.keys() | b.keys() if a.get(name) != b.get(name)))
+    names = (name for name in a.keys() | b.keys() if not ignored(name, ignore))
+    return tuple(sorted(name for name in names if a.get(name, 0.0) != b.get(name, 0.0) or name not in a))
 
 
-def _unrepeated_in(current: Measurement, further: Further, known: tuple[str, ...] = ()) -> tuple[str, ...]:
+def _unrepeated_in(
+    current: Measurement, further: Further, ignore: tuple[str, ...], known: tuple[str, ...] = ()
+) -> tuple[str, ...]:
     """The ops whose calls differed in any further measurement taken of `current`'s test."""
-    found = set(known).union(*(unrepeated(current.doc, again.doc) for again in further.taken))
+    found = set(known).union(*(unrepeated(current.doc, again.doc, ignore) for again in further.taken))
     return tuple(sorted(found))
 
 
@@ -239,7 +248,7 @@ def _confirm(
             break
         if again.machine.gpu_unreliable and not current.machine.gpu_unreliable:
             continue  # throttled clocks tell nothing of the code: pooled, they made a real 2x inconclusive (a review)
-        if differing := unrepeated(current.doc, again.doc):
+        if differing := unrepeated(current.doc, again.doc, rule.ignore_ops):
             other_work.update(differing)  # other work than the first's: no confirmation of it
             continue
         measurements += 1
@@ -248,6 +257,8 @@ def _confirm(
         if not _time_decides(comparison, rule, updating):
             return Confirmation(comparison, "not confirmed", measurements, suspected, tuple(sorted(other_work)))
         remeasured = "confirmed"
+    if measurements == 1 and other_work:  # nothing confirmed or cleared it: one spell is no verdict
+        comparison = unconfirmed_by_other_work(comparison, first_three(sorted(other_work)), path)
     return Confirmation(comparison, remeasured, measurements, unrepeated=tuple(sorted(other_work)))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from .analysis import MAX_THREADS
 from .analysis.compiled import stable_name
 from .analysis.model import selected, workload_problem
+from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
@@ -174,12 +175,6 @@ class FieldError(ValueError):
         self.fix = fix
 
 
-RANGE_FIX = (
-    "delete the op's recorded_range_ms (its time is then judged without one), or delete the file and record "
-    "the test again"
-)
-
-
 def _recorded_range(name: str, value: Any, timed: tuple[float, ...]) -> tuple[float, float]:
     """`recorded_range_ms`: [fastest, slowest] per-step minimum, in ms, holding the op's own
     fastest step. Its width is not checked: the slowest has no bound (a slow spell read x3, an
@@ -192,7 +187,7 @@ def _recorded_range(name: str, value: Any, timed: tuple[float, ...]) -> tuple[fl
         raise FieldError(
             f"{what}, which does not hold the op's own fastest step, {min(timed)} ms (the range is of the "
             "measurements the file was recorded from, its own among them)",
-            RANGE_FIX,
+            BAD_RANGE_FIX,
         )
     return (value[0], value[1])
 

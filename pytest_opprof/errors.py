@@ -117,11 +117,28 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
     return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
 
 
-# A recording run's word on a confirmed slower time it did not write
+# A recording run's word on a slower time it did not write
 KEPT_SLOWER = (
     "baseline kept: --opprof-update-baseline never writes a slower time alone (it may be the machine's, "
     "and would hide later slowdowns)"
 )
+
+
+REPEATABLE_FIX = "make fn repeatable (cycle its data with itertools.cycle, or make its inputs outside fn)"
+SAME_WORK_FIX = "make each call of fn do the same work (README: Confirmation by more measurements)"
+BAD_RANGE_FIX = (
+    "delete the op's recorded_range_ms (its time is then judged without one), or delete the file and record "
+    "the test again"
+)
+ONE_MEASUREMENT = "measured once, not confirmed: time does not fail this test (--opprof-fail-on, or its marker's)"
+
+
+def unconfirmable(ops: str) -> str:
+    """Why a slower time is inconclusive when every confirmation ran other work than the first."""
+    return (
+        f"each further measurement ran other ops or calls than the first ({ops}): fn's work changes from call "
+        "to call, so this one measurement's slowdown could not be confirmed"
+    )
 
 
 def raised_confirming(changes: list[str]) -> str:
@@ -136,8 +153,7 @@ def other_work_measured(ops: str) -> str:
     return (
         f"a further measurement of run()'s fn ran other ops or calls than the first ({ops}): fn's work "
         "changes from call to call (state it keeps: an EMA update after some steps, a growing cache), so "
-        "that measurement was left out, neither confirming a time nor widening a recorded range; make each "
-        "call of fn do the same work (README: Confirmation by more measurements)"
+        f"that measurement was left out, neither confirming a time nor widening a recorded range; {SAME_WORK_FIX}"
     )
 
 

@@ -24,6 +24,7 @@ from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
     RAN_NO_OP_IN_BODY,
+    REPEATABLE_FIX,
     CaptureError,
     OpprofUsageError,
     assertion_inside_capture,
@@ -67,7 +68,6 @@ def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float 
 CONFIRM_SETTLE_S = 0.5
 
 
-REPEATABLE_FIX = "make fn repeatable (cycle its data with itertools.cycle, or make its inputs outside fn)"
 CONFIRMATION_RAISED = (
     "opprof: raised while run()'s fn was measured again to confirm a suspected time change (README: "
     "Confirmation by more measurements): fn is called up to 3 x (warmup + steps) more times; " + REPEATABLE_FIX
@@ -208,10 +208,12 @@ class OpprofFixture:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
-        self._ahead = self._measured_ahead(steps)
-        if self._ahead:  # fn ran again after the first measurement: its last result, as run() promises
-            result = self._ahead[-1].result  # (a trial's decode cache held another call's result)
-            self._ahead = [again._replace(result=None) for again in self._ahead]
+        ahead = self._measured_ahead(steps)
+        if ahead:  # fn ran again after the first measurement: its last result, as run() promises
+            result = ahead[-1].result  # (a trial's decode cache held another call's result)
+        # recording, the baseline step takes the ranges' measurements; comparing, it gives the
+        # decision run() took, and keeps none of its confirmations' profiles (a review)
+        self._ahead = [again._replace(result=None) for again in ahead] if self.measure_ahead else []
         return result
 
     def _measured_ahead(self, steps: int) -> list[Remeasured]:

@@ -14,10 +14,11 @@ import shlex
 import warnings
 from collections.abc import Callable, Generator, Iterable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
@@ -742,13 +743,15 @@ def _judge_in_run(
         path, shown_path(path, rootpath), nodeid, current, _rule_for(item, settings),
         lambda: _remeasured(again(), nodeid, state), baseline_root(rootpath, settings.baseline_dir),
     )  # fmt: skip
-    item.stash[_JUDGED] = RunJudged(fixture.profile, current, judged)  # judged None: no usable baseline
+    item.stash[_JUDGED] = RunJudged(fixture.captures, current, judged)  # judged None: no usable baseline
 
 
-class RunJudged(NamedTuple):
-    """A capture, its measurement and, where run() judged it, the decision."""
+@dataclass(frozen=True, slots=True)
+class RunJudged:
+    """A capture (by its number among the test's), its measurement and, where run() judged it,
+    the decision (not the profile: a later capture would leave it held until teardown)."""
 
-    profile: Any
+    capture: int
     current: Measurement
     judged: Judged | None
 
@@ -770,8 +773,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
     rule = _rule_for(item, settings)
     early = item.stash.get(_JUDGED, None)
-    if early is None or early.profile is not profile:  # none, or a later capture replaced it
-        early = RunJudged(profile, _measurement(fixture, nodeid, state), None)
+    if early is None or early.capture != fixture.captures:  # none, or a later capture replaced it
+        early = RunJudged(fixture.captures, _measurement(fixture, nodeid, state), None)
 
     def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
         before = file_bytes(path)

@@ -41,6 +41,8 @@ from .documents import BaselineDoc
 from .errors import (
     CUT_SHORT,
     KEPT_SLOWER,
+    ONE_MEASUREMENT,
+    SAME_WORK_FIX,
     TraceWriteError,
     closest_names,
     other_work_measured,
@@ -456,7 +458,8 @@ def _measurement_lines(record: TestRecord) -> list[str]:
         )
     elif remeasured == "confirmed":
         lines.append(f"measured {_times(n)}, with pauses between: each differs from the baseline")
-    if baseline and baseline.unrepeated:
+    said = baseline and any(v.fix == SAME_WORK_FIX for v in baseline.verdicts)  # the inconclusive line says it
+    if baseline and baseline.unrepeated and not said:
         lines.append(other_work_measured(first_three(list(baseline.unrepeated))))
     return lines
 
@@ -566,11 +569,7 @@ def _time_line(group: list[Verdict], status: str | None = None, time_fails: bool
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
     faster = first.status == "improved" and status not in RECORDING
     keep = "; pytest --opprof-update-baseline records the faster times" if faster else ""
-    once = (
-        "; measured once, not confirmed: time does not fail tests here (--opprof-fail-on)"
-        if not (time_fails or status in RECORDING)
-        else ""
-    )
+    once = f"; {ONE_MEASUREMENT}" if not (time_fails or status in RECORDING) else ""
     return f"time: {first.message}{more}{keep}{once}"
 
 
@@ -667,7 +666,7 @@ def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:
 _SHARED_OUTCOME = {
     "compared": "neither passed nor failed (--opprof-strict makes this an error)",
     # time is not among the checks that fail (--opprof-fail-on): a trial's --opprof-strict did nothing
-    "reported": "neither passed nor failed (time does not fail tests here: --opprof-fail-on)",
+    "reported": "neither passed nor failed (time does not fail this test: --opprof-fail-on, or its marker's)",
     "kept": "their baselines were kept as they were (an inconclusive measurement never replaces one)",
     "strict": "--opprof-strict made each an error",
 }
@@ -969,9 +968,8 @@ def _ranges_line(records: list[TestRecord]) -> list[str]:
 
 def _kept_slower(baseline: BaselineResult) -> bool:
     """A recording run kept the file though the time was slower (only =all writes that):
-    confirmed, or with no confirmation to judge it (a capture block, the whole call, or fn whose
-    further measurements ran other ops: a trial's was counted `unchanged (... no conclusive time
-    change)` beside its `+212%, slower` line)."""
+    confirmed, or with no confirmation pooled (each on throttled GPU clocks), which was counted
+    `unchanged (... no conclusive time change)` beside its `slower` line."""
     return baseline.slower
 
 

@@ -1102,6 +1102,21 @@ def assert_edit_refused(tmp_path, edit, reason):
     assert path.read_bytes() == before
 
 
+def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_path):
+    """One fix, the range's own: a trial read two ("delete the op's recorded_range_ms; fix or
+    delete it and run pytest --opprof-update-baseline")."""
+    from pytest_opprof.baseline import UNUSABLE_FIX
+    from pytest_opprof.errors import BAD_RANGE_FIX
+
+    data = doc(profile()).to_dict()
+    data["ops"]["aten::addmm"]["recorded_range_ms"] = [0.8, 2.0]
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError) as info:
+        read_baseline(path, NODE)
+    assert str(info.value).endswith(f"; {BAD_RANGE_FIX}") and UNUSABLE_FIX not in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [

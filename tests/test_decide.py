@@ -328,6 +328,26 @@ def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_pa
     assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
 
 
+def test_other_work_in_a_further_measurement_is_named_but_a_one_off_of_the_first_and_ignored_ops_are_not():
+    """`unrepeated`: the ops whose calls differ in a further measurement, or that only it ran
+    (a trial's EMA `aten::lerp_` in 3 of 8 steps): it measured other work. An op the first ran
+    in under half its steps and the further one not at all is the first's one-off, which its own
+    verdicts judge; the rule's ignored ops are not compared."""
+    from pytest_opprof.decide import unrepeated
+
+    first = doc(profile())
+    assert unrepeated(first, doc(profile(addmm_us=(900,) * 8))) == ()  # slower, the same work
+    assert unrepeated(first, doc(profile(extra_ops=("aten::clone",)))) == ("aten::clone",)
+    assert unrepeated(first, doc(profile(extra_ops=("aten::clone",))), ignore=("aten::cl*",)) == ()
+    assert unrepeated(first, doc(profile(linear=False))) == ("aten::linear",)  # the first ran it every step
+    entry = first.ops["aten::addmm"]
+    once = first.replace(
+        ops={**first.ops, "aten::copy_": dataclasses.replace(entry, calls_per_step=(1.0,) + (0.0,) * 7)}
+    )
+    assert unrepeated(once, first) == ()  # the first's one-off, in one step of eight
+    assert unrepeated(first, once) == ("aten::copy_",)  # in the further one only: other work
+
+
 def _ranged(addmm_us, low, high):
     """A baseline whose ops' recorded ranges run from `low` to `high` times each op's own minimum."""
     base = doc(profile(addmm_us=(addmm_us,) * 8))

@@ -2513,7 +2513,7 @@ def test_a_slower_time_that_fails_no_test_says_it_was_measured_once(remeasure_pr
     result.stdout.fnmatch_lines(
         [
             "test_re.py::test_mm: time: aten::mm: * (+200%, slower*; measured once, not confirmed: time does "
-            "not fail tests here (--opprof-fail-on)"
+            "not fail this test (--opprof-fail-on, or its marker's)"
         ]
     )
     fake_clock.plan, fake_clock.captures = [3.0, 3.0, 3.0, 3.0], 0
@@ -2729,24 +2729,36 @@ def test_a_confirmation_that_ran_other_ops_is_left_out_and_said(pytester, fake_c
     """fn whose work changes past its first measurement's calls (an EMA update after step 20): a
     trial's confirmations, pooled with the first measurement, failed the test on a structure change
     the first never made (`+ aten::lerp_`) beside `did not confirm it`. Such a confirmation is left
-    out, and a line says why; the first measurement's slowdown, unconfirmed, stands."""
+    out, and a line says why; with every one left out, the first measurement's slowdown, maybe a
+    slow spell, is inconclusive (--opprof-strict: an error). An op the rule ignores is not
+    compared: a confirmation that differs only there clears the slowdown as any other."""
     fake_clock.costs["aten::mm"] = 200_000
     pytester.makepyfile(test_other=OTHER_WORK_TESTS)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     monkeypatch.setenv("OTHER_WORK_AFTER", "12")
     fake_clock.plan, fake_clock.captures = [8.0], 0
-    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
-    result.assert_outcomes(failed=1)
+    time_fails = ("-o", "opprof_fail_on=structure,work,time")
+    result = run(pytester, "--opprof", *time_fails)
+    result.assert_outcomes(passed=1)
     assert fake_clock.captures == 4  # the first and three confirmations, each with aten::add
     out = result.stdout.str()
     assert "structure changed" not in out and "did not confirm" not in out, out
+    assert "a further measurement of run()'s fn" not in out  # the inconclusive line says it
     result.stdout.fnmatch_lines(
         [
-            "*aten::mm: 1.840 ms/step vs baseline 0.230 ms (+700%, slower*",
-            "test_other.py::test_mm: a further measurement of run()'s fn ran other ops or calls than the first "
-            "(aten::add): fn's work changes from call to call *make each call of fn do the same work*",
+            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other ops or calls "
+            "than the first (aten::add): fn's work changes from call to call, so this one measurement's slowdown "
+            "could not be confirmed; neither passed nor failed *; make each call of fn do the same work*",
         ]
     )
+    fake_clock.plan, fake_clock.captures = [8.0], 0
+    run(pytester, "--opprof", "--opprof-strict", *time_fails).assert_outcomes(errors=1)
+    fake_clock.plan, fake_clock.captures = [8.0], 0
+    result = run(pytester, "--opprof", "--opprof-ignore-ops=aten::add", *time_fails)
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 2  # the first confirmation, aten::add ignored, cleared it
+    result.stdout.fnmatch_lines(["test_other.py::test_mm: the first measurement's time differed*did not confirm it*"])
+    assert "ran other ops" not in result.stdout.str()
 
 
 def test_a_recording_never_writes_from_a_confirmation_that_ran_other_ops(pytester, fake_clock, monkeypatch):
@@ -2765,13 +2777,36 @@ def test_a_recording_never_writes_from_a_confirmation_that_ran_other_ops(pyteste
     assert path.read_bytes() == before
     result.stdout.fnmatch_lines(
         [
-            "*a further measurement of run()'s fn ran other ops or calls than the first (aten::add)*",
-            "test_other.py::test_mm: baseline kept: --opprof-update-baseline never writes a slower time alone*",
-            # not `kept 1 unchanged (... no conclusive time change)` beside a slower line (the trial's)
-            "opprof: baselines written: none; kept 0 unchanged *; kept 1 slower (test_other.py::test_mm): never "
-            "written without =all",
+            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other ops or "
+            "calls than the first (aten::add)*; its baseline was kept as it was*",
+            "opprof: baselines written: none; kept 1 unchanged (no structure or work change, no conclusive time "
+            "change; files untouched)",
         ]
     )
+
+
+def test_a_recordings_measurements_that_ran_other_ops_widen_no_range_and_are_said(pytester, fake_clock, monkeypatch):
+    """Recording a test whose fn adds an op past its first measurement's calls: its three further
+    measurements ran other work, so the file is written from the first alone, without ranges,
+    and a line names the op (`--opprof-json`: `unrepeated`)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_other=OTHER_WORK_TESTS)
+    monkeypatch.setenv("OTHER_WORK_AFTER", "12")
+    result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_other.py::test_mm: a further measurement of run()'s fn ran other ops or calls than the first "
+            "(aten::add): fn's work changes from call to call (state it keeps: an EMA update after some steps, a "
+            "growing cache), so that measurement was left out, neither confirming a time nor widening a recorded "
+            "range; make each call of fn do the same work (README: Confirmation by more measurements)",
+        ]
+    )
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    ops = json.loads(path.read_text())["ops"]
+    assert "aten::add" not in ops and "recorded_range_ms" not in ops["aten::mm"]
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert (test["baseline"]["unrepeated"], test["baseline"]["recorded_from"]) == (["aten::add"], 1)
 
 
 LAST_RESULT_TESTS = """
@@ -2789,6 +2824,33 @@ def step():
 def test_mm(opprof):
     assert opprof.run(step, warmup=2, steps=6) == len(calls)  # fn's last result
 """
+
+
+COMPARING_KEEPS_NOTHING = """
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+
+def test_mm(opprof):
+    opprof.run(torch.mm, a, b, warmup=2, steps=6)
+    assert opprof._ahead == []  # a review: three confirmation profiles were held until teardown
+"""
+
+
+def test_a_comparing_run_keeps_no_confirmation_profiles(pytester, fake_clock):
+    """Comparing, run() takes a suspected time's confirmations and the baseline step gives the
+    decision they made: run() keeps none of their profiles (they were held to teardown)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_keep=COMPARING_KEEPS_NOTHING.replace("    assert opprof._ahead == []", "    pass"))
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    pytester.makepyfile(test_keep=COMPARING_KEEPS_NOTHING)
+    fake_clock.plan, fake_clock.captures = [8.0, 8.0, 8.0, 8.0], 0
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    assert fake_clock.captures == 4
+    result.stdout.fnmatch_lines(["test_keep.py::test_mm: measured 4 times, with pauses between*"])
+    assert "AssertionError" not in result.stdout.str()
 
 
 def test_run_returns_fns_last_result_after_its_further_measurements(pytester, fake_clock):
@@ -2950,8 +3012,8 @@ def test_inconclusive_time_is_one_summary_line_and_strict_makes_it_an_error(reme
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_re.py::test_mm: time inconclusive for aten::mm*; neither passed nor failed (time does not fail tests "
-            "here: --opprof-fail-on); rerun *"
+            "test_re.py::test_mm: time inconclusive for aten::mm*; neither passed nor failed (time does not fail this "
+            "test: --opprof-fail-on, or its marker's); rerun *"
         ]
     )
     assert "--opprof-strict makes this an error" not in result.stdout.str()

@@ -361,3 +361,16 @@ def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
     assert "slower" not in line
     alone = format_problems([found], recording=True)
     assert "kept 0 unchanged (" in alone and "; kept 1 slower (t.py::test_x): never written without =all" in alone
+
+
+def test_a_file_kept_slower_with_no_confirmation_pooled_is_counted_slower():
+    """A slower time kept by a recording run that pooled no confirmation (each one on throttled
+    GPU clocks) is a kept slower file, not one `unchanged (... no conclusive time change)`."""
+    from pytest_opprof.compare import TIME, Verdict
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    slower = Verdict(TIME, "regressed", "aten::mm: slower", "aten::mm")
+    kept = BaselineResult(".opprof/cpu/t.py/test_x.json", "kept", None, verdicts=(slower,))
+    lines = format_problems([TestRecord(**{**record("t.py::test_x").__dict__, "baseline": kept})], recording=True)
+    assert "kept 0 unchanged (" in lines and "; kept 1 slower (t.py::test_x): never written without =all" in lines
