@@ -4090,22 +4090,29 @@ fixture.confirmation_pause, fixture.range_pause = _logged("busy"), _logged("idle
 """
 
 
+def pauses_project(pytester, monkeypatch, conftest: str, size: int) -> Path:
+    """A test of one run() of a size x size matmul, its conftest logging each pause's kind to
+    the file returned."""
+    log = pytester.path / "pauses.log"
+    monkeypatch.setenv("OPPROF_PAUSES_LOG", str(log))
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(
+        test_p=f"""
+        import torch
+        def test_mm(opprof):
+            a = torch.randn({size}, {size})
+            opprof.run(lambda: a @ a, warmup=1, steps=5)
+        """
+    )
+    return log
+
+
 @pytest.mark.parametrize(("xdist", "kind"), [((), "busy"), (("-n", "1"), "idle")])
 def test_the_recorded_ranges_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatch, xdist, kind):
     """Recording, the ranges' measurements follow the confirmation's busy pause, but in an xdist
     worker an idle one: a busy pause there inflated another worker's recording x100 (a
     transformer layer's 0.8 ms step read 100 ms under -n 2)."""
-    log = pytester.path / "pauses.log"
-    monkeypatch.setenv("OPPROF_PAUSES_LOG", str(log))
-    pytester.makeconftest(PAUSES_CONFTEST)
-    pytester.makepyfile(
-        test_p="""
-        import torch
-        def test_mm(opprof):
-            a = torch.randn(32, 32)
-            opprof.run(lambda: a @ a, warmup=1, steps=5)
-        """
-    )
+    log = pauses_project(pytester, monkeypatch, PAUSES_CONFTEST, 32)
     run(pytester, "--opprof-update-baseline", *xdist).assert_outcomes(passed=1)
     assert log.read_text().split() == [kind] * 3
 
@@ -4134,17 +4141,7 @@ def test_a_confirmations_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatc
     on). The baseline is cut to a hundredth of the time: every confirmation backs the slowdown
     (in-process on the fake clock; in the worker, a 512x512 matmul on the real one)."""
     fake_clock.costs["aten::mm"] = 200_000
-    log = pytester.path / "pauses.log"
-    monkeypatch.setenv("OPPROF_PAUSES_LOG", str(log))
-    pytester.makeconftest(STEADY_PAUSES_CONFTEST)
-    pytester.makepyfile(
-        test_p="""
-        import torch
-        def test_mm(opprof):
-            a = torch.randn(512, 512)
-            opprof.run(lambda: a @ a, warmup=1, steps=5)
-        """
-    )
+    log = pauses_project(pytester, monkeypatch, STEADY_PAUSES_CONFTEST, 512)
     run(pytester, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=1)
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     doc = json.loads(path.read_text())
