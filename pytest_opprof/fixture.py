@@ -217,11 +217,12 @@ class OpprofFixture:
         return result
 
     def _measured_ahead(self, steps: int) -> list[Remeasured]:
-        """The further measurements the baseline step will use, taken here, while the test's own
-        context (a `with` block around run(), an open file fn writes to, `torch.autocast`) still
-        holds; the baseline step, after the test body returned, would run fn outside it (a
-        comparing run's confirmation failed with `I/O operation on closed file`). Recording: the
-        recorded ranges' measurements; comparing: the confirmations of a suspected time."""
+        """The further measurements of fn, taken here, while the test's own context (a `with`
+        block around run(), an open file fn writes to, `torch.autocast`) still holds: after the
+        test body fn would run outside it (a comparing run's confirmation failed with `I/O
+        operation on closed file`). Recording: the recorded ranges' measurements, for the baseline
+        step; comparing: a suspected time's confirmations, pooled by the decision judge_in_run
+        takes here (the baseline step gives that decision)."""
         if self._profile is None or self.error_messages:
             return []
         if self.measure_ahead:
