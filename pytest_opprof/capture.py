@@ -837,9 +837,11 @@ def run_steps(
     work: bool = True,
     threads: int | None = None,
     cut_short: Callable[[Profile, BaseException], None] | None = None,
+    signature: bool = False,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
-    `work`) once more profiled apart for the ops' inputs and FLOPs (the signature step, untimed).
+    `work` or `signature`) once more profiled apart for the ops' inputs and FLOPs (the signature
+    step, untimed; a further measurement takes it to tell whether fn ran the first's work).
     With `work`, UNPROFILED_STEPS more calls are timed without the profiler (before the profiled
     steps, after them with no warmup) for the profile's `overhead`. Returns the profile and fn's
     last result. When fn raises in a profiled step (or after the steps), `cut_short` is given
@@ -856,7 +858,7 @@ def run_steps(
     torch = _torch()
     _refuse_a_running_profiler(torch)  # before warmup: fail without running the user's code
     with compiled_kernel_profiling(), _on_threads(torch, threads):
-        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short)
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short, signature)
 
 
 def by_failure(exc: BaseException | None) -> bool:
@@ -899,6 +901,7 @@ def _run_steps(
     probe: Callable[[], None] | None,
     work: bool,
     cut_short: Callable[[Profile, BaseException], None] | None = None,
+    signature: bool = False,
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
     warm_profiler()  # the Python API's first measure() too: torch's first profiler start is no step's
@@ -921,12 +924,14 @@ def _run_steps(
     new_breaks = list(graph_break_reasons() - breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
-    if not work:  # a confirmation: its references are pooled with the first's, the faster kept
+    if not (work or signature):
         return timed, result
     with _cut_short_as(cut_short, lambda: timed):
-        signature, result = _signature_step(torch, fn, args, kwargs)
-    recorded = {op.name: op.work for op in signature.ops if op.work}
-    timed = timed.with_work(recorded, signature.work_steps, signature.list_shapes)
+        signed, result = _signature_step(torch, fn, args, kwargs)
+    recorded = {op.name: op.work for op in signed.ops if op.work}
+    timed = timed.with_work(recorded, signed.work_steps, signed.list_shapes)
+    if not work:  # a further measurement: its references are pooled with the first's, the faster kept
+        return timed, result
     return _with_workload_reference(torch, timed, workload_choice(timed)), result
 
 

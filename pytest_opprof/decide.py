@@ -29,6 +29,7 @@ from .compare import (
     median_calls,
     merge_measurements,
     unconfirmed_by_other_work,
+    work_changes,
 )
 from .documents import BaselineDoc
 from .errors import OpprofError, baseline_required, cannot_write, raised_confirming, strict_inconclusive
@@ -187,17 +188,31 @@ def _calls(doc: BaselineDoc) -> dict[str, float]:
 
 
 def unrepeated(first: BaselineDoc, again: BaselineDoc, ignore: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The ops whose calls per step differ between two measurements of one test, sorted, but for
-    those the rule ignores (`ignore`: its globs). A further measurement that ran other ops than
-    the first measured other work: fn's work changed from call to call (an EMA update after step
-    20, a growing cache, a schedule). Pooled with the first, a trial's EMA op read as a structure
-    change, and a recording run rewrote a baseline with 3x slower times on it; such a measurement
-    is left out of the pooling and the ranges. An op of the first in under half its steps (a
-    median of 0 calls) and not in `again` is no other work: a one-off of the first measurement,
-    which its own verdicts judge (a trial's 20 matmuls in one step fail on time)."""
+    """The ops whose calls per step or inputs differ between two measurements of one test,
+    sorted, but for those the rule ignores (`ignore`: its globs). A further measurement that ran
+    other ops, calls or inputs than the first measured other work: fn's work changed from call
+    to call (an EMA update after step 20, a growing cache, a schedule). Pooled with the first, a
+    trial's EMA op read as a structure change, and a recording run rewrote a baseline with 3x
+    slower times on it; such a measurement is left out of the pooling and the ranges. An op of
+    the first in under half its steps (a median of 0 calls) and not in `again` is no other work:
+    a one-off of the first measurement, which its own verdicts judge (a trial's 20 matmuls in one
+    step fail on time)."""
     a, b = _calls(first), _calls(again)
-    names = (name for name in a.keys() | b.keys() if not ignored(name, ignore))
-    return tuple(sorted(name for name in names if a.get(name, 0.0) != b.get(name, 0.0) or name not in a))
+
+    def differs(name: str) -> bool:
+        return a.get(name, 0.0) != b.get(name, 0.0) or name not in a or _other_inputs(first, again, name)
+
+    return tuple(sorted(name for name in a.keys() | b.keys() if not ignored(name, ignore) and differs(name)))
+
+
+def _other_inputs(first: BaselineDoc, again: BaselineDoc, name: str) -> bool:
+    """Both measurements recorded the op's work, and it differs: a growing cache ran the same
+    ops on larger inputs (a trial's KV cache widened a recorded range to 1.0-6.4 ms, and a real
+    x4.9 passed within it)."""
+    x, y = first.ops.get(name), again.ops.get(name)
+    if x is None or y is None or x.work is None or y.work is None:
+        return False
+    return bool(work_changes(y.work, x.work))
 
 
 def _unrepeated_in(

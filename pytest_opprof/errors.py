@@ -136,8 +136,8 @@ ONE_MEASUREMENT = "measured once, not confirmed: time does not fail this test (-
 def unconfirmable(ops: str) -> str:
     """Why a slower time is inconclusive when every confirmation ran other work than the first."""
     return (
-        f"each further measurement ran other ops or calls than the first ({ops}): fn's work changes from call "
-        "to call, so this one measurement's slowdown could not be confirmed"
+        f"each further measurement ran other work than the first (other ops, calls per step or inputs of {ops}): "
+        "fn's work changes from call to call, so this one measurement's slowdown could not be confirmed"
     )
 
 
@@ -148,12 +148,13 @@ def raised_confirming(changes: list[str]) -> str:
 
 
 def other_work_measured(ops: str) -> str:
-    """A further measurement of run()'s fn (a confirmation, a recorded range's) ran other ops or
-    calls than the first: fn's work changes from call to call, and that measurement was left out."""
+    """Further measurements of run()'s fn (confirmations, a recorded range's) ran other ops,
+    calls or inputs than the first: fn's work changes from call to call; they were left out."""
     return (
-        f"a further measurement of run()'s fn ran other ops or calls than the first ({ops}): fn's work "
-        "changes from call to call (state it keeps: an EMA update after some steps, a growing cache), so "
-        f"that measurement was left out, neither confirming a time nor widening a recorded range; {SAME_WORK_FIX}"
+        f"further measurements of run()'s fn ran other work than the first (other ops, calls per step or inputs "
+        f"of {ops}): fn's work changes from call to call (state it keeps: an EMA update after some steps, a "
+        "growing cache), so each such one was left out, neither confirming a time nor widening a recorded "
+        f"range; {SAME_WORK_FIX}"
     )
 
 
@@ -275,7 +276,28 @@ def _short_repr() -> reprlib.Repr:
     return short
 
 
+class _JsonRepr(reprlib.Repr):
+    """reprlib's short repr, with JSON's null, true, false and NaN inside lists and objects too."""
+
+    def repr_NoneType(self, value: None, level: int) -> str:  # noqa: N802 (reprlib's method names)
+        return "null"
+
+    def repr_bool(self, value: bool, level: int) -> str:
+        return json.dumps(value)
+
+    def repr_float(self, value: float, level: int) -> str:
+        return json.dumps(value)  # NaN, Infinity as a JSON file spells them
+
+
+def _json_repr() -> reprlib.Repr:
+    short = _JsonRepr()
+    short.maxlevel, short.maxdict, short.maxlist, short.maxtuple, short.maxset = 2, 4, 6, 6, 6
+    short.maxstring, short.maxother = SHOWN, 4 * SHOWN
+    return short
+
+
 _REPR = _short_repr()
+_JSON_REPR = _json_repr()
 _DEFAULT_REPR = re.compile(r"<(?:[\w.<>]+\.)?(\w+) object at (0x[0-9a-fA-F]+)>")
 
 
@@ -296,9 +318,13 @@ def shown_value(value: object) -> str:
 
 
 def json_shown(value: object) -> str:
-    """A value read from a JSON file as an error line quotes it: JSON's null, true and false spelt
-    as in the file (a trial read `'recorded_range_ms' is None`), others as shown_value."""
-    return json.dumps(value) if value is None or isinstance(value, bool) else shown_value(value)
+    """A value read from a JSON file as an error line quotes it: null, true, false and NaN spelt
+    as in the file, also inside a list or an object (a trial read `'recorded_range_ms' is None`,
+    then `[None, 1]`); cut as shown_value cuts."""
+    if isinstance(value, str):
+        return shown_value(value)
+    text = " ".join(_JSON_REPR.repr(value).split())
+    return text if len(text) <= SHOWN else text[: SHOWN - 4] + "..."
 
 
 def not_a_profiler(value: object) -> str:

@@ -70,11 +70,11 @@ CONFIRM_SETTLE_S = 0.5
 
 CONFIRMATION_RAISED = (
     "opprof: raised while run()'s fn was measured again to confirm a suspected time change (README: "
-    "Confirmation by more measurements): fn is called up to 3 x (warmup + steps) more times; " + REPEATABLE_FIX
+    "Confirmation by more measurements): fn is called up to 3 x (warmup + steps + 1) more times; " + REPEATABLE_FIX
 )
 AHEAD_RAISED = (
     "opprof: raised while run()'s fn was measured again for its baseline's recorded ranges (README: "
-    "Recorded ranges): a recording run calls fn 3 x (warmup + steps) more times; " + REPEATABLE_FIX
+    "Recorded ranges): a recording run calls fn 3 x (warmup + steps + 1) more times; " + REPEATABLE_FIX
 )
 
 
@@ -463,10 +463,13 @@ class OpprofFixture:
 
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
-        # No signature step: only the times are pooled; the work is the first measurement's.
+        # Its signature step tells whether fn ran the first's work (decide.unrepeated: a growing
+        # cache runs the same ops on larger inputs); only the times are pooled.
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
-        profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads)
+        profile, result = run_steps(
+            fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads, signature=True
+        )
         return Remeasured(
             profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer(),
             _waited_per_step(host, profile), result,

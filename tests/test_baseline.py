@@ -1154,6 +1154,14 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
         (lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=None), "'recorded_range_ms' is null, not [fastest"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device=None), "'on_device' is null, not true or false"),
         (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[None, 1]),
+            "'recorded_range_ms' is [null, 1], not",
+        ),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[True, 1]),
+            "'recorded_range_ms' is [true, 1], not",
+        ),
+        (
             lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.1, 0.6]),
             "op 'aten::addmm': 'recorded_range_ms' is [0.1, 0.6], which does not hold the op's own fastest step, 0.7 ms",
         ),

@@ -346,6 +346,11 @@ def test_other_work_in_a_further_measurement_is_named_but_a_one_off_of_the_first
     )
     assert unrepeated(once, first) == ()  # the first's one-off, in one step of eight
     assert unrepeated(first, once) == ("aten::copy_",)  # in the further one only: other work
+    # the same ops and calls on other inputs (a trial's growing KV cache): other work too
+    wide, narrow = doc(mlp_profile(hidden=1024)), doc(mlp_profile(hidden=512))
+    assert unrepeated(wide, doc(mlp_profile(hidden=1024))) == ()
+    assert unrepeated(wide, narrow) == tuple(sorted(n for n in wide.ops if wide.ops[n].work is not None))
+    assert unrepeated(wide, narrow) != ()
 
 
 def _ranged(addmm_us, low, high):

@@ -2539,9 +2539,9 @@ def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clo
         ]
     )
     assert (fake_clock.captures, fake_clock.pauses) == (2, [0.5])
-    # the whole call (abandoned before its capture was read) and run()'s one signature step: the
-    # confirmation records no inputs again
-    assert fake_clock.signature_captures == 1
+    # run()'s signature step and the confirmation's (it tells whether fn ran the first's work;
+    # the whole call was abandoned before its capture was read)
+    assert fake_clock.signature_captures == 2
     fake_clock.plan, fake_clock.captures, fake_clock.pauses[:] = [8.0, 8.0, 8.0, 1.0], 0, []
     result = run(remeasure_project, "--opprof")
     result.assert_outcomes(passed=1)
@@ -2743,12 +2743,13 @@ def test_a_confirmation_that_ran_other_ops_is_left_out_and_said(pytester, fake_c
     assert fake_clock.captures == 4  # the first and three confirmations, each with aten::add
     out = result.stdout.str()
     assert "structure changed" not in out and "did not confirm" not in out, out
-    assert "a further measurement of run()'s fn" not in out  # the inconclusive line says it
+    assert "further measurements of run()'s fn" not in out  # the inconclusive line says it
     result.stdout.fnmatch_lines(
         [
-            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other ops or calls "
-            "than the first (aten::add): fn's work changes from call to call, so this one measurement's slowdown "
-            "could not be confirmed; neither passed nor failed *; make each call of fn do the same work*",
+            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other work than "
+            "the first (other ops, calls per step or inputs of aten::add): fn's work changes from call to call, so "
+            "this one measurement's slowdown could not be confirmed; neither passed nor failed *; make each call of "
+            "fn do the same work*",
         ]
     )
     fake_clock.plan, fake_clock.captures = [8.0], 0
@@ -2777,8 +2778,8 @@ def test_a_recording_never_writes_from_a_confirmation_that_ran_other_ops(pyteste
     assert path.read_bytes() == before
     result.stdout.fnmatch_lines(
         [
-            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other ops or "
-            "calls than the first (aten::add)*; its baseline was kept as it was*",
+            "test_other.py::test_mm: time inconclusive for aten::mm*: each further measurement ran other work than "
+            "the first (other ops, calls per step or inputs of aten::add)*; its baseline was kept as it was*",
             "opprof: baselines written: none; kept 1 unchanged (no structure or work change, no conclusive time "
             "change; files untouched)",
         ]
@@ -2796,10 +2797,11 @@ def test_a_recordings_measurements_that_ran_other_ops_widen_no_range_and_are_sai
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_other.py::test_mm: a further measurement of run()'s fn ran other ops or calls than the first "
-            "(aten::add): fn's work changes from call to call (state it keeps: an EMA update after some steps, a "
-            "growing cache), so that measurement was left out, neither confirming a time nor widening a recorded "
-            "range; make each call of fn do the same work (README: Confirmation by more measurements)",
+            "test_other.py::test_mm: further measurements of run()'s fn ran other work than the first (other ops, "
+            "calls per step or inputs of aten::add): fn's work changes from call to call (state it keeps: an EMA "
+            "update after some steps, a growing cache), so each such one was left out, neither confirming a time "
+            "nor widening a recorded range; make each call of fn do the same work (README: Confirmation by more "
+            "measurements)",
         ]
     )
     (path,) = (pytester.path / ".opprof").rglob("*.json")
@@ -2807,6 +2809,47 @@ def test_a_recordings_measurements_that_ran_other_ops_widen_no_range_and_are_sai
     assert "aten::add" not in ops and "recorded_range_ms" not in ops["aten::mm"]
     (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert (test["baseline"]["unrepeated"], test["baseline"]["recorded_from"]) == (["aten::add"], 1)
+
+
+GROWING_CACHE_TESTS = """
+import torch
+
+cache = [torch.randn(1, 64)]
+q = torch.randn(64, 1)
+
+
+def step():
+    cache.append(torch.randn(1, 64))  # a KV cache: one row more at each call
+    return torch.mm(torch.cat(cache), q)
+
+
+def test_decode(opprof):
+    opprof.run(step, warmup=2, steps=6)
+"""
+
+
+def test_a_growing_caches_further_measurements_are_other_work(pytester, fake_clock):
+    """A KV cache that grows at each call runs the same ops on larger inputs: a trial's further
+    measurements widened a recorded range to 1.0-6.4 ms, within which a real x4.9 then passed.
+    Each further measurement records its inputs (one signature step) and is left out where they
+    differ: the file gets no range, and a slowdown whose every confirmation ran other inputs is
+    inconclusive, not passed within a range of other work."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_grow=GROWING_CACHE_TESTS)
+    result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*further measurements of run()'s fn ran other work than the first (*aten::mm*"])
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    assert "recorded_range_ms" not in json.loads(path.read_text())["ops"]["aten::mm"]
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert "aten::mm" in test["baseline"]["unrepeated"] and test["baseline"]["recorded_from"] == 1
+    fake_clock.plan, fake_clock.captures = [5.0], 0
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 4
+    result.stdout.fnmatch_lines(
+        ["test_grow.py::test_decode: time inconclusive for *aten::mm*: each further measurement ran other work*"]
+    )
 
 
 LAST_RESULT_TESTS = """
