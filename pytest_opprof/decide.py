@@ -168,7 +168,7 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
 
 def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
     """The first of measurements of one test, each op with its recorded range: the fastest and
-    slowest of its per-step minima over the measurements whose ops and calls are the first's.
+    slowest of its per-step minima over the measurements whose ops, calls and inputs are the first's.
     A later run's slower time within the range is then inconclusive, said with the range, not a
     failure. The first is written, not the fastest: it was taken as a later run's first is, with no
     pause before it, and the machine references written with the times are its own (a fastest
