@@ -103,10 +103,10 @@ def decide(
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write)
-    recorded_from, unrepeated = 0, confirmation.unrepeated
+    recorded_from = 0
     if write is not None:
         write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
-        unrepeated = _unrepeated_in(current, further, rule.ignore_ops, unrepeated)
+    unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
     return Outcome(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from,
@@ -215,12 +215,9 @@ def _other_inputs(first: BaselineDoc, again: BaselineDoc, name: str) -> bool:
     return bool(work_changes(y.work, x.work))
 
 
-def _unrepeated_in(
-    current: Measurement, further: Further, ignore: tuple[str, ...], known: tuple[str, ...] = ()
-) -> tuple[str, ...]:
-    """The ops whose calls differed in any further measurement taken of `current`'s test."""
-    found = set(known).union(*(unrepeated(current.doc, again.doc, ignore) for again in further.taken))
-    return tuple(sorted(found))
+def _unrepeated_in(current: Measurement, further: Further, ignore: tuple[str, ...]) -> tuple[str, ...]:
+    """The ops whose calls or inputs differed in any further measurement taken of `current`'s test."""
+    return tuple(sorted(set().union(*(unrepeated(current.doc, again.doc, ignore) for again in further.taken))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +228,6 @@ class Confirmation:
     remeasured: str | None = None  # "confirmed" | "not confirmed"; None: not measured again
     measurements: int = 1  # the first and its confirmations
     unconfirmed: tuple[str, ...] = ()  # the ops the first one's time verdicts named, when not confirmed
-    unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a confirmation left out for it
 
 
 CONFIRMATIONS = 3  # at most this many more measurements of a suspected time change
@@ -270,11 +266,11 @@ def _confirm(
         pooled = Measurement(merge_measurements(pooled.doc, again.doc), calmer(pooled, again))
         comparison = compare(pooled.doc, old, rule, path, pooled.machine)
         if not _time_decides(comparison, rule, updating):
-            return Confirmation(comparison, "not confirmed", measurements, suspected, tuple(sorted(other_work)))
+            return Confirmation(comparison, "not confirmed", measurements, suspected)
         remeasured = "confirmed"
     if measurements == 1 and other_work:  # nothing confirmed or cleared it: one spell is no verdict
         comparison = unconfirmed_by_other_work(comparison, first_three(sorted(other_work)), path)
-    return Confirmation(comparison, remeasured, measurements, unrepeated=tuple(sorted(other_work)))
+    return Confirmation(comparison, remeasured, measurements)
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:

@@ -83,7 +83,7 @@ def confirmation_pause(seconds: float, threads: int | None = None) -> None:
     settle_cpus(seconds, threads)
 
 
-def range_pause(seconds: float) -> None:
+def idle_pause(seconds: float) -> None:
     """Idle before a further measurement (a confirmation, a recorded range's) in an xdist worker
     (the tests replace it): a busy pause there inflated another worker's recording x100 (a
     transformer layer's 0.8 ms step read 100 ms under `-n 2`). Elsewhere the busy pause is used:
@@ -266,13 +266,13 @@ class OpprofFixture:
 
     def measure_again(self, note: str = CONFIRMATION_RAISED) -> Remeasured | None:
         """The latest run() once more, after CONFIRM_SETTLE_S of busy CPUs (a slow spell that
-        followed idle time may be over by then), or as long idle (range_pause) with `pauses_idle`:
+        followed idle time may be over by then), or as long idle (idle_pause) with `pauses_idle`:
         to confirm a suspected time change, or, recording, for the recorded ranges."""
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         if self.pauses_idle:
-            range_pause(CONFIRM_SETTLE_S)
+            idle_pause(CONFIRM_SETTLE_S)
         else:
             confirmation_pause(CONFIRM_SETTLE_S, threads)
         try:

@@ -705,13 +705,21 @@ def _measured_nothing(
     own profiler, or the test asked for the fixture too late for it), with no assertion left to say
     so: an error when a baseline (or --opprof-require-baseline) expected a measurement, which would
     otherwise go uncompared in silence; else a warning check named `check`. `why(baseline)`: the line."""
-    settings, rootpath = state.settings, item.config.rootpath
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", _baseline_id(item))
+    settings = state.settings
+    path, shown, _ = _baseline_place(item, state)
     comparing = not settings.update_baseline
     if comparing and state.device_key is not None and (path.is_file() or settings.require_baseline):
-        fixture.error_messages.append(f"opprof: {why(shown_path(path, rootpath))}")
+        fixture.error_messages.append(f"opprof: {why(shown)}")
     else:
         _add_check(item, Check(check, WARNING, why(None)))
+
+
+def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path]:
+    """The test's baseline file, that path as the run's lines show it (relative to the rootdir),
+    and the baseline folder it is read and written inside."""
+    settings, rootpath = state.settings, item.config.rootpath
+    path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", _baseline_id(item))
+    return path, shown_path(path, rootpath), baseline_root(rootpath, settings.baseline_dir)
 
 
 def _measurement(measured: Any, nodeid: str, state: RunState) -> Measurement:
@@ -734,15 +742,12 @@ def _judge_in_run(
     calling `again` for each confirmation a suspected time asks, so that fn runs in the test's own
     context (after the body, a file it opened around run() was closed). The baseline step, after
     the body, gives this decision while run()'s capture is still the latest."""
-    settings, rootpath, nodeid = state.settings, item.config.rootpath, _baseline_id(item)
     if state.device_key is None:
         return
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, nodeid)
+    nodeid, (path, shown, root) = _baseline_id(item), _baseline_place(item, state)
     current = _measurement(fixture, nodeid, state)
-    judged = judged_early(
-        path, shown_path(path, rootpath), nodeid, current, _rule_for(item, settings),
-        lambda: _remeasured(again(), nodeid, state), baseline_root(rootpath, settings.baseline_dir),
-    )  # fmt: skip
+    remeasure = lambda: _remeasured(again(), nodeid, state)  # noqa: E731
+    judged = judged_early(path, shown, nodeid, current, _rule_for(item, state.settings), remeasure, root)
     item.stash[_JUDGED] = RunJudged(fixture.captures, current, judged)  # judged None: no usable baseline
 
 
@@ -764,9 +769,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     profile = fixture.profile
     if profile is None or fixture.error_messages or state.device_key is None:
         return []
-    settings, rootpath, nodeid = state.settings, item.config.rootpath, _baseline_id(item)
-    root = baseline_root(rootpath, settings.baseline_dir)
-    path = baseline_file(rootpath, settings.baseline_dir, state.device_key, nodeid)
+    settings, nodeid = state.settings, _baseline_id(item)
+    path, shown, root = _baseline_place(item, state)
 
     def remeasure() -> Measurement | None:
         return _remeasured(fixture.next_measurement(), nodeid, state)
@@ -781,7 +785,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         item.stash[_UNDO] = lambda: put_back(path, before, root)
 
     result = baseline_step(
-        path, shown_path(path, rootpath), nodeid, early.current, rule, settings.update_baseline,
+        path, shown, nodeid, early.current, rule, settings.update_baseline,
         remeasure if fixture.can_measure_again else None, root, keep_undo, early.judged,
     )  # fmt: skip
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back

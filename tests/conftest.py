@@ -74,7 +74,7 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
     fixture = importlib.import_module("pytest_opprof.fixture")
     monkeypatch.setattr(fixture, "host_ns", clock.host_ns)
     monkeypatch.setattr(fixture, "confirmation_pause", lambda s, threads=None: clock.pauses.append(s))
-    monkeypatch.setattr(fixture, "range_pause", lambda s: clock.range_pauses.append(s))
+    monkeypatch.setattr(fixture, "idle_pause", lambda s: clock.idle_pauses.append(s))
     return clock
 
 
@@ -86,7 +86,7 @@ def no_confirmation_pause(monkeypatch: pytest.MonkeyPatch) -> None:
 
     fixture = importlib.import_module("pytest_opprof.fixture")
     monkeypatch.setattr(fixture, "confirmation_pause", lambda seconds, threads=None: None)
-    monkeypatch.setattr(fixture, "range_pause", lambda seconds: None)
+    monkeypatch.setattr(fixture, "idle_pause", lambda seconds: None)
 
 
 REMEASURE_TESTS = """

@@ -28,7 +28,7 @@ class FakeClock:
     signature_captures: int = 0  # captures with inputs recorded (run()'s signature steps, one-step captures)
     host_reads: list[int] = field(default_factory=list)  # the plugin's wall-clock reads around captures
     pauses: list[float] = field(default_factory=list)  # the seconds each confirmation's pause would have taken
-    range_pauses: list[float] = field(default_factory=list)  # and each recorded range's idle pause
+    idle_pauses: list[float] = field(default_factory=list)  # and each idle one (xdist workers)
     unprofiled_ns: int = 1_000_000  # a step of run() timed without the profiler (the observer effect)
     host_step_ns: int = 1_000_000  # how far the plugin's wall clock moves from one read to the next
 

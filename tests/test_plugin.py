@@ -2596,7 +2596,7 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
             "that range is inconclusive, not a failure (README: Recorded ranges)",
         ]
     )
-    assert (fake_clock.captures, fake_clock.pauses, fake_clock.range_pauses) == (4, [0.5, 0.5, 0.5], [])
+    assert (fake_clock.captures, fake_clock.pauses, fake_clock.idle_pauses) == (4, [0.5, 0.5, 0.5], [])
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     mm = json.loads(path.read_text())["ops"]["aten::mm"]
     assert (min(mm["cpu_ms"]), mm["recorded_range_ms"]) == (0.23, [0.23, 0.69])  # the first written
@@ -4129,7 +4129,7 @@ def _logged(kind):
     return pause
 
 
-fixture.confirmation_pause, fixture.range_pause = _logged("busy"), _logged("idle")
+fixture.confirmation_pause, fixture.idle_pause = _logged("busy"), _logged("idle")
 """
 
 
