@@ -5,8 +5,10 @@ baseline step, after the body, gives that decision (before, it read and judged t
 a project with committed baselines (the examples by default) with a plugin that times both and
 each test's call, and prints their cost and its share of the call. `--code DIR` runs another
 version of pytest_opprof (a folder holding its `pytest_opprof/`) the same way, in the same run.
+`--gc-off` turns Python's garbage collector off in the measured run: a collection lands in one
+test's judgement or another's as the run's allocations fall (one test read x2 by that alone).
 
-    python bench/judge_cost.py [--project conftest_examples] [--code /tmp/old]
+    python bench/judge_cost.py [--project conftest_examples] [--code /tmp/old] [--gc-off]
 """
 
 from __future__ import annotations
@@ -58,10 +60,10 @@ def pytest_unconfigure(config):
 """
 
 
-def measured(project: Path, code: Path | None) -> dict[str, object]:
+def measured(project: Path, code: Path | None, gc_off: bool = False) -> dict[str, object]:
     """The judgements' and calls' times of one `pytest --opprof` run of `project`."""
     with tempfile.TemporaryDirectory() as folder:
-        Path(folder, "judge_timing.py").write_text(TIMING_PLUGIN)
+        Path(folder, "judge_timing.py").write_text(("import gc\ngc.disable()\n" if gc_off else "") + TIMING_PLUGIN)
         out = Path(folder, "out.json")
         paths = [folder, *([str(code.resolve())] if code else []), os.environ.get("PYTHONPATH", "")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "JUDGE_COST_OUT": str(out)}
@@ -74,9 +76,9 @@ def measured(project: Path, code: Path | None) -> dict[str, object]:
         return json.loads(out.read_text())
 
 
-def summary(project: Path, code: Path | None) -> str:
+def summary(project: Path, code: Path | None, gc_off: bool) -> str:
     """One line: the judging's cost per test and its share of the test call."""
-    result = measured(project, code)
+    result = measured(project, code, gc_off)
     calls: dict[str, float] = result["calls"]  # type: ignore[assignment]
     per_test: dict[str, float] = {}
     for nodeid, ms in result["judged"]:  # type: ignore[union-attr]
@@ -95,12 +97,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--project", type=Path, default=Path("conftest_examples"))
     parser.add_argument("--code", type=Path, help="a folder holding another version's pytest_opprof/")
+    parser.add_argument("--gc-off", action="store_true", help="no garbage collection in the measured runs")
     args = parser.parse_args()
     if args.code is not None and not (args.code / "pytest_opprof").is_dir():
         raise SystemExit(f"--code {args.code}: no pytest_opprof/ folder there; give the folder that holds it")
-    print(f"this version:  {summary(args.project, None)}")
+    print(f"this version:  {summary(args.project, None, args.gc_off)}")
     if args.code is not None:
-        print(f"{args.code}: {summary(args.project, args.code)}")
+        print(f"{args.code}: {summary(args.project, args.code, args.gc_off)}")
 
 
 if __name__ == "__main__":
