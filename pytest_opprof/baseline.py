@@ -217,12 +217,17 @@ def _kernels_by_launcher(profile: Profile) -> dict[str, dict[str, int | float]]:
     return {op: dict(sorted(kernels.items())) for op, kernels in found.items()}
 
 
-def baseline_from_profile(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> BaselineDoc:
-    """The baseline document for one measured test (also the form compare() reads)."""
-    return BaselineDoc.from_dict(_document(profile, nodeid, device_key, environment))
+def baseline_from_profile(
+    profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any], number: int = 1
+) -> BaselineDoc:
+    """The baseline document for one measured test (also the form compare() reads); `number`:
+    which of the test's captures the profile is (counted from 1)."""
+    return BaselineDoc.from_dict(_document(profile, nodeid, device_key, environment, number))
 
 
-def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any]) -> dict[str, Any]:
+def _document(
+    profile: Profile, nodeid: str, device_key: str, environment: dict[str, Any], number: int = 1
+) -> dict[str, Any]:
     """The document in its JSON form (rounded as files hold it)."""
     return {
         "schema": SCHEMA,
@@ -235,6 +240,7 @@ def _document(profile: Profile, nodeid: str, device_key: str, environment: dict[
             "source": profile.source,
             "threads": profile.threads,
             "list_shapes": profile.list_shapes,
+            "number": number if number > 1 else None,  # written past the test's first capture only
         },
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import SAME_WORK_FIX, closest_names, unconfirmable, waited_for_cpu
+from .errors import closest_names, waited_for_cpu
 from .events import TENSOR_LIST
 from .units import count_of, count_text
 
@@ -787,19 +787,17 @@ def _within_range(
     return Verdict(TIME, INCONCLUSIVE, message, name, base, new_min, None, why, RANGE_FIX)
 
 
-def unconfirmed_by_other_work(comparison: Comparison, ops: str, path: str = "") -> Comparison:
-    """`comparison` with its slower time verdicts inconclusive: every confirmation of them ran
-    other ops or calls than the first measurement (fn's work changes from call to call: an EMA
-    update after step 20), so one measurement, maybe in a slow spell, is all there is. Failing on
-    it would fail unchanged code in a slow spell; the line says why and how to make fn repeatable."""
+def unconfirmed_slower(comparison: Comparison, why: str, fix: str, path: str = "") -> Comparison:
+    """`comparison` with its slower time verdicts inconclusive, for `why` with `fix`: one
+    measurement, maybe in a slow spell, is all there is (every confirmation ran other work than
+    the first, or none could be taken). Failing on it would fail unchanged code in a slow spell."""
     where = f" [{path}]" if path else ""
-    why = unconfirmable(ops)
 
     def made(v: Verdict) -> Verdict:
         if v.kind != TIME or v.status != REGRESSED:
             return v
         message = f"{v.message.removesuffix(where)}; inconclusive: {why}{where}"
-        return replace(v, status=INCONCLUSIVE, message=message, why=why, fix=SAME_WORK_FIX)
+        return replace(v, status=INCONCLUSIVE, message=message, why=why, fix=fix)
 
     return replace(comparison, verdicts=tuple(made(v) for v in comparison.verdicts))
 

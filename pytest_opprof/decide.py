@@ -28,11 +28,21 @@ from .compare import (
     ignored,
     median_calls,
     merge_measurements,
-    unconfirmed_by_other_work,
+    unconfirmed_slower,
     work_changes,
 )
 from .documents import BaselineDoc
-from .errors import OpprofError, baseline_required, cannot_write, raised_confirming, strict_inconclusive
+from .errors import (
+    RECORD_AGAIN_FIX,
+    SAME_WORK_FIX,
+    OpprofError,
+    baseline_required,
+    cannot_write,
+    capture_moved,
+    raised_confirming,
+    strict_inconclusive,
+    unconfirmable,
+)
 from .units import first_three
 
 # Baseline statuses: what the baseline step found and did.
@@ -94,6 +104,9 @@ def decide(
         unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
         return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=unrepeated)
     comparison = compare(current.doc, old, rule, path, current.machine)
+    if not update and not same_capture(old, current.doc):  # run() judged no capture: none to confirm
+        moved = capture_moved(old.number or 1, current.doc.number or 1)
+        comparison = unconfirmed_slower(comparison, moved, RECORD_AGAIN_FIX, path)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
     further = Further(remeasure)  # the confirmations' measurements serve the ranges too
@@ -269,7 +282,7 @@ def _confirm(
             return Confirmation(comparison, "not confirmed", measurements, suspected)
         remeasured = "confirmed"
     if measurements == 1 and other_work:  # nothing confirmed or cleared it: one spell is no verdict
-        comparison = unconfirmed_by_other_work(comparison, first_three(sorted(other_work)), path)
+        comparison = unconfirmed_slower(comparison, unconfirmable(first_three(sorted(other_work))), SAME_WORK_FIX, path)
     return Confirmation(comparison, remeasured, measurements)
 
 
@@ -510,12 +523,15 @@ def judged_early(
 ) -> Judged | None:
     """Comparing: the decision for `current` against the test's baseline, taken as soon as it is
     measured, so that `remeasure` (a suspected time's confirmations) runs fn in the test's own
-    context; None where there is no usable baseline (the baseline step says so)."""
+    context; None where there is no usable baseline (the baseline step says so), or where the
+    baseline holds another of the test's captures (`capture.number`: an earlier run() of a test
+    that captures twice paid confirmations against its later capture's baseline, and a fn that
+    could not be called again failed the test)."""
     try:
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError:
         return None
-    if old is None:
+    if old is None or not same_capture(old, current.doc):
         return None
     baseline = old
 
@@ -529,6 +545,12 @@ def judged_early(
             raise
 
     return Judged(old, decide(current, old, rule, None, confirmation, shown))
+
+
+def same_capture(old: BaselineDoc, current: BaselineDoc) -> bool:
+    """Whether `current` is the capture of the test the baseline holds: its number, where the
+    file says one (a file without it holds the test's first capture, or is older than numbers)."""
+    return old.number is None or old.number == (current.number or 1)
 
 
 def baseline_step(

@@ -375,6 +375,9 @@ class BaselineDoc:
     list_shapes: bool = False  # capture.list_shapes: its work holds lists of tensors' shapes (absent: `[]`)
     workload_reference: WorkloadEntry | None = None  # run() on CPU: its costliest product replayed alone
     outside_ms: tuple[float, ...] | None = None  # per step, the wall outside the top-level ops (the Python between)
+    # capture.number: which of the test's captures it is, written past the first only (None: the
+    # first, or a file from before numbers were written): run() judges early only that capture
+    number: int | None = None
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -436,9 +439,11 @@ class BaselineDoc:
         return found
 
     def _capture(self) -> dict[str, Any]:
-        """capture.threads only when known, capture.list_shapes only when true: a file written
-        before they existed reads back the same."""
+        """capture.threads only when known, capture.list_shapes only when true, capture.number
+        only past the test's first capture: a file written before they existed reads back the same."""
         found: dict[str, Any] = {"steps": self.steps, "source": self.source}
+        if self.number is not None:
+            found["number"] = self.number
         if self.threads is not None:
             found["threads"] = self.threads
         if self.list_shapes:
@@ -492,6 +497,7 @@ class BaselineDoc:
             WorkloadEntry.from_dict(data["workload_reference"]) if data.get("workload_reference") is not None else None,
             # without a wall (a file missing it is refused by from_file, naming the wall) no time outside the ops
             _outside(outside, wall, steps) if outside is not None and wall is not None else None,
+            _capture_number(capture.get("number")),
         )
 
 
@@ -573,6 +579,19 @@ def _threads(value: Any) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_THREADS):
         raise ValueError(
             f"'capture.threads' is {_shown(value)}, not a whole number of threads (1 to {MAX_THREADS}) or null"
+        )
+    return value
+
+
+MAX_CAPTURES = 1_000_000
+
+
+def _capture_number(value: Any) -> int | None:
+    """capture.number: absent or null (the test's first capture, or unknown), else which of the
+    test's captures the document holds, counted from 1."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CAPTURES):
+        raise ValueError(
+            f"'capture.number' is {_shown(value)}, not which of the test's captures it holds (1 to {MAX_CAPTURES}) or null"
         )
     return value
 

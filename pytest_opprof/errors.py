@@ -141,6 +141,18 @@ def unconfirmable(ops: str) -> str:
     )
 
 
+def capture_moved(kept: int, latest: int) -> str:
+    """Why a slower time is inconclusive when the baseline holds another of the test's captures."""
+    return (
+        f"its baseline holds the test's capture {kept} and its latest is now capture {latest}: the test's "
+        "captures changed since it was recorded, and run() confirms a slowdown only in the capture its "
+        "baseline holds, so this one measurement's could not be confirmed"
+    )
+
+
+RECORD_AGAIN_FIX = "record the baseline again: pytest --opprof-update-baseline=all with the test's id"
+
+
 def raised_confirming(changes: list[str]) -> str:
     """The note on fn's exception in a confirmation: the suspected time change it was confirming
     (a trial's +200% showed nowhere beside a data loader's StopIteration)."""

@@ -722,17 +722,18 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
     return path, shown_path(path, rootpath), baseline_root(rootpath, settings.baseline_dir)
 
 
-def _measurement(measured: Any, nodeid: str, state: RunState) -> Measurement:
-    """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state."""
-    doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device)
+def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Measurement:
+    """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
+    `number`: which of the test's captures it is (or measures again)."""
+    doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device, number)
     return Measurement(
         doc, Machine(measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms)
     )
 
 
-def _remeasured(again: Any, nodeid: str, state: RunState) -> Measurement | None:
+def _remeasured(again: Any, nodeid: str, state: RunState, number: int) -> Measurement | None:
     """A further measurement for `decide`: None past the last, or for one with trust errors."""
-    return None if again is None or again.profile.errors else _measurement(again, nodeid, state)
+    return None if again is None or again.profile.errors else _measurement(again, nodeid, state, number)
 
 
 def _judge_in_run(
@@ -745,8 +746,8 @@ def _judge_in_run(
     if state.device_key is None:
         return
     nodeid, (path, shown, root) = _baseline_id(item), _baseline_place(item, state)
-    current = _measurement(fixture, nodeid, state)
-    remeasure = lambda: _remeasured(again(), nodeid, state)  # noqa: E731
+    current = _measurement(fixture, nodeid, state, fixture.captures)
+    remeasure = lambda: _remeasured(again(), nodeid, state, fixture.captures)  # noqa: E731
     judged = judged_early(path, shown, nodeid, current, _rule_for(item, state.settings), remeasure, root)
     item.stash[_JUDGED] = RunJudged(fixture.captures, current, judged)  # judged None: no usable baseline
 
@@ -772,13 +773,13 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     settings, nodeid = state.settings, _baseline_id(item)
     path, shown, root = _baseline_place(item, state)
 
-    def remeasure() -> Measurement | None:
-        return _remeasured(fixture.next_measurement(), nodeid, state)
+    def remeasure() -> Measurement | None:  # recording: the ranges' measurements run() took
+        return _remeasured(fixture.next_measurement(), nodeid, state, fixture.captures)
 
     rule = _rule_for(item, settings)
     early = item.stash.get(_JUDGED, None)
     if early is None or early.capture != fixture.captures:  # none, or a later capture replaced it
-        early = RunJudged(fixture.captures, _measurement(fixture, nodeid, state), None)
+        early = RunJudged(fixture.captures, _measurement(fixture, nodeid, state, fixture.captures), None)
 
     def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
         before = file_bytes(path)
@@ -786,7 +787,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 
     result = baseline_step(
         path, shown, nodeid, early.current, rule, settings.update_baseline,
-        remeasure if fixture.can_measure_again else None, root, keep_undo, early.judged,
+        # comparing, run() took the confirmations (none where the baseline holds another capture)
+        remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
     if result.status not in WRITTEN and _UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[_UNDO]

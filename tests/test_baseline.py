@@ -1334,6 +1334,38 @@ def test_a_hand_edited_thread_count_is_an_error_naming_the_file(tmp_path, thread
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(threads=threads), reason)
 
 
+def test_the_capture_number_is_written_past_the_tests_first_capture_only(tmp_path):
+    """capture.number says which of the test's captures the file holds (run() judges only that one
+    early); the first capture's file has no key, so a file written before numbers reads and writes
+    back byte for byte."""
+    first = baseline_from_profile(profile(), NODE, "cpu-x86_64", {})
+    assert first.number is None and "number" not in first.to_dict()["capture"]
+    second = baseline_from_profile(profile(), NODE, "cpu-x86_64", {}, 2)
+    assert second.number == 2 and second.to_dict()["capture"]["number"] == 2
+    path = tmp_path / "b.json"
+    write_baseline(path, second)
+    assert read_baseline(path, NODE).number == 2
+    path.write_text(dumps(first.to_dict()))
+    before = path.read_bytes()
+    write_baseline(path, read_baseline(path, NODE))
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("number", "reason"),
+    [
+        ("2", "'capture.number' is '2', not which of the test's captures it holds (1 to 1000000) or null"),
+        (0, "'capture.number' is 0, not"),
+        (True, "'capture.number' is true, not"),
+        (2.0, "'capture.number' is 2.0, not"),
+        (10**7, "'capture.number' is 10000000, not"),
+    ],
+)
+def test_a_hand_edited_capture_number_is_an_error_naming_the_file(tmp_path, number, reason):
+    """capture.number that is not a capture's number: one error naming file and field."""
+    assert_edit_refused(tmp_path, lambda d: d["capture"].update(number=number), reason)
+
+
 # -- the steps' wall time: a step slower outside its operators ---------------------------------
 
 

@@ -407,3 +407,33 @@ def test_a_baseline_written_in_a_slow_spell_still_sees_a_slowdown_from_its_range
     kept = decide(measured(profile(addmm_us=(700,) * 8)), slow_first, Rule(), "changed", lambda: None)
     assert (kept.status, kept.write) == ("kept", None)  # no change worth a new file
     assert compare(doc(profile(addmm_us=(700,) * 8)), slow_first, Rule()).unchanged
+
+
+def test_run_judges_early_only_the_capture_its_baseline_holds(tmp_path):
+    """judged_early: a baseline of the test's second capture (capture.number 2) is not the first
+    run()'s: no decision, and no confirmation asked (an earlier run() paid them against its later
+    capture's baseline); the second is judged and confirmed. A file without a number (the first
+    capture's, or one written before numbers) judges every run(), as before."""
+    from pytest_opprof.baseline import write_baseline
+    from pytest_opprof.decide import judged_early
+
+    path, base = tmp_path / "b.json", doc(profile())
+    write_baseline(path, base.replace(number=2))
+    taken = []
+
+    def again():
+        taken.append(1)
+        return measured(profile())
+
+    def at(number, p):
+        m = measured(p)
+        return Measurement(m.doc.replace(number=None if number == 1 else number), m.machine)
+
+    slow = profile(addmm_us=(1400,) * 8)
+    assert judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again) is None and taken == []
+    second = judged_early(path, "b.json", base.nodeid, at(2, slow), Rule(), again)
+    assert second is not None and second.outcome.remeasured == "not confirmed" and taken == [1]
+    write_baseline(path, base)
+    first = judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again)
+    assert first is not None and taken == [1, 1]
+    assert judged_early(path, "b.json", base.nodeid, at(3, slow), Rule(), again) is not None

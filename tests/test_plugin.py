@@ -2702,6 +2702,75 @@ def test_a_confirmation_runs_inside_run_in_the_tests_own_context(pytester, fake_
     result.stdout.fnmatch_lines(["test_ctx.py::test_mm: the first measurement's time differed*did not confirm it*"])
 
 
+TWO_CAPTURE_TESTS = """
+import os
+
+import torch
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+data = iter(range(int(os.environ.get("FIRST_CALLS", "1000000"))))
+
+
+def first():  # its data runs out: it cannot be called for a confirmation
+    next(data)
+    return torch.mm(a, b)
+
+
+def test_two(opprof, tmp_path):
+    if os.environ.get("FIRST_CALLS"):
+        opprof.run(first, warmup=2, steps=6)
+    with open(tmp_path / "log.txt", "w") as log:
+        def second():
+            log.write("step\\n")
+            return torch.mm(a, b)
+
+        opprof.run(second, warmup=2, steps=6)
+"""
+
+
+def test_run_judges_only_the_capture_its_baseline_holds(pytester, fake_clock, monkeypatch):
+    """A test that captures twice keeps its latest capture as its baseline, which now says which
+    capture it was (`capture.number`). Before, each run() was judged as it returned: the first,
+    slower than the second's baseline, paid confirmations, and a fn whose data ran out failed the
+    test. Now only the second is judged and confirmed, in the test's context (its file still open);
+    a test that captures only once since (numbers moved) is confirmed after its body."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_two=TWO_CAPTURE_TESTS)
+    monkeypatch.setenv("FIRST_CALLS", "1000000")  # recording: each run() takes its ranges' measurements
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    assert json.loads(path.read_text())["capture"]["number"] == 2
+    monkeypatch.setenv("FIRST_CALLS", "11")  # one measurement: warmup, steps, 2 unprofiled, the signature step
+    fake_clock.plan, fake_clock.captures = [8.0], 0
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 2  # the first run() was not judged, so not confirmed
+    assert "did not confirm" not in result.stdout.str()
+    fake_clock.plan, fake_clock.captures = [1.0, 8.0], 0  # the second slower: confirmed in run()
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 3
+    result.stdout.fnmatch_lines(["test_two.py::test_two: the first measurement's time differed*did not confirm it*"])
+    monkeypatch.delenv("FIRST_CALLS")  # one capture now, its file still of capture 2: nothing to confirm in
+    fake_clock.plan, fake_clock.captures = [8.0], 0  # (after the body fn's file is closed: nothing measured there)
+    result = run(pytester, "--opprof", "-o", "opprof_fail_on=structure,work,time")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 1
+    result.stdout.fnmatch_lines(
+        [
+            "test_two.py::test_two: time inconclusive for aten::mm*: its baseline holds the test's capture 2 and its "
+            "latest is now capture 1: the test's captures changed since it was recorded, and run() confirms a "
+            "slowdown only in the capture its baseline holds, so this one measurement's could not be confirmed; "
+            "neither passed nor failed*; record the baseline again: pytest --opprof-update-baseline=all with the "
+            "test's id",
+        ]
+    )
+    fake_clock.plan, fake_clock.captures = [8.0], 0
+    run(pytester, "--opprof", "--opprof-strict", "-o", "opprof_fail_on=structure,work,time").assert_outcomes(errors=1)
+    run(pytester, "--opprof-update-baseline=all").assert_outcomes(passed=1)
+    assert "number" not in json.loads(path.read_text())["capture"]
+
+
 OTHER_WORK_TESTS = """
 import os
 
