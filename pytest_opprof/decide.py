@@ -66,6 +66,22 @@ class Measurement:
 
 
 @dataclass(frozen=True, slots=True)
+class CaptureMoved:
+    """The baseline holds another of the test's captures than its latest: `was` (None: the file
+    did not say, a later capture is then its own), `now`."""
+
+    was: int | None
+    now: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"was": self.was, "now": self.now}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> CaptureMoved | None:
+        return None if data is None else cls(data.get("was"), data["now"])
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """What the baseline step decided for one test."""
 
@@ -78,6 +94,7 @@ class Outcome:
     unconfirmed: tuple[str, ...] = ()  # ops the first measurement's time verdicts named, not confirmed
     recorded_from: int = 0  # the measurements the written document's recorded ranges span (0: none written)
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
+    capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
 
 
 def decide(
@@ -104,9 +121,10 @@ def decide(
         unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
         return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=unrepeated)
     comparison = compare(current.doc, old, rule, path, current.machine)
-    if not update and not same_capture(old, current.doc):  # run() judged no capture: none to confirm
-        moved = capture_moved(old.number or 1, current.doc.number or 1)
-        comparison = unconfirmed_slower(comparison, moved, RECORD_AGAIN_FIX, path)
+    moved = moved_capture(old, current.doc, update)
+    if moved is not None and not update and TIME in rule.fail_on:  # run() judged no capture: none to confirm
+        why = capture_moved(old.number or 1, moved.now)
+        comparison = unconfirmed_slower(comparison, why, RECORD_AGAIN_FIX, path)
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.gpu_unreliable
     further = Further(remeasure)  # the confirmations' measurements serve the ranges too
@@ -114,8 +132,8 @@ def decide(
         confirmation = _confirm(current, old, rule, path, further, updating, comparison)
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
-    write = _to_write(comparison, update, current, remeasured, first_slower)
-    status = _status(comparison, update, current, write)
+    write = _to_write(comparison, update, current, remeasured, first_slower, moved)
+    status = _status(comparison, update, current, write, moved)
     recorded_from = 0
     if write is not None:
         write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
@@ -123,8 +141,18 @@ def decide(
     unconfirmed = confirmation.unconfirmed
     return Outcome(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from,
-        unrepeated,
+        unrepeated, moved,
     )  # fmt: skip
+
+
+def moved_capture(old: BaselineDoc, current: BaselineDoc, update: str | None) -> CaptureMoved | None:
+    """Where the baseline holds another of the test's captures than `current`, its latest. A
+    file without a number holds the first, or is older than numbers: comparing, it is taken as
+    this capture (every run() is judged); recording, a later capture writes its number."""
+    now = current.number or 1
+    if old.number == now or (old.number is None and (not update or now == 1)):
+        return None
+    return CaptureMoved(old.number, now)
 
 
 RANGE_MEASUREMENTS = 3  # more measurements of a test whose baseline is written, for its ops' recorded ranges
@@ -307,20 +335,31 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     )
 
 
-def _status(comparison: Comparison, update: str | None, current: Measurement, write: BaselineDoc | None) -> str:
+def _status(
+    comparison: Comparison,
+    update: str | None,
+    current: Measurement,
+    write: BaselineDoc | None,
+    moved: CaptureMoved | None,
+) -> str:
     """What happened to the file: compared only, not recorded (throttled GPU), kept, or written
-    (changed, or rewritten unchanged by =all)."""
+    (changed, also for another capture of the test: `moved`; or rewritten unchanged by =all)."""
     if not update:
         return COMPARED
     if current.machine.gpu_unreliable:
         return UNRELIABLE
     if write is None:
         return KEPT  # unchanged, inconclusive, or a time change the confirmation did not back
-    return REWRITTEN if comparison.unchanged else CHANGED
+    return REWRITTEN if comparison.unchanged and moved is None else CHANGED
 
 
 def _to_write(
-    comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None, first_slower: bool
+    comparison: Comparison,
+    update: str | None,
+    current: Measurement,
+    remeasured: str | None,
+    first_slower: bool,
+    moved: CaptureMoved | None = None,
 ) -> BaselineDoc | None:
     """Rewrite only for a structure or work change or a confirmed faster time (or =all): an
     inconclusive or unconfirmed measurement never replaces a baseline, nor does a slower time
@@ -331,7 +370,7 @@ def _to_write(
     is now written from fresh measurements, `recorded`, and the guard stays)."""
     if not update or current.machine.gpu_unreliable:
         return None
-    if update == "all":
+    if update == "all" or moved is not None:  # moved: the file names the capture run() judges
         return current.doc
     kinds = {v.kind for v in comparison.changes}
     if not kinds or (kinds == {TIME} and (remeasured != "confirmed" or first_slower or slower(comparison))):
@@ -392,6 +431,7 @@ class BaselineResult:
     time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
     recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
+    capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
 
     @property
     def slower(self) -> bool:
@@ -474,6 +514,7 @@ class BaselineResult:
             "time_fails": self.time_fails,
             "recorded_from": self.recorded_from,
             "unrepeated": list(self.unrepeated),
+            "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
         }
 
     @classmethod
@@ -487,6 +528,7 @@ class BaselineResult:
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
             unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
+            capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
         )  # fmt: skip
 
 
@@ -548,9 +590,8 @@ def judged_early(
 
 
 def same_capture(old: BaselineDoc, current: BaselineDoc) -> bool:
-    """Whether `current` is the capture of the test the baseline holds: its number, where the
-    file says one (a file without it holds the test's first capture, or is older than numbers)."""
-    return old.number is None or old.number == (current.number or 1)
+    """Whether `current` is the capture of the test the baseline holds, comparing (moved_capture)."""
+    return moved_capture(old, current, None) is None
 
 
 def baseline_step(
@@ -600,5 +641,5 @@ def baseline_step(
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
         unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, recorded_from=outcome.recorded_from,
-        unrepeated=outcome.unrepeated,
+        unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
     )  # fmt: skip

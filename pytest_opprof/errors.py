@@ -146,11 +146,33 @@ def capture_moved(kept: int, latest: int) -> str:
     return (
         f"its baseline holds the test's capture {kept} and its latest is now capture {latest}: the test's "
         "captures changed since it was recorded, and run() confirms a slowdown only in the capture its "
-        "baseline holds, so this one measurement's could not be confirmed"
+        "baseline holds, so this one measurement's slowdown could not be confirmed"
     )
 
 
-RECORD_AGAIN_FIX = "record the baseline again: pytest --opprof-update-baseline=all with the test's id"
+RECORD_AGAIN_FIX = "record the baseline again: pytest --opprof-update-baseline with the test's id"
+
+
+def capture_moved_compared(kept: int, latest: int) -> str:
+    """A comparing run's line for a test whose baseline holds another of its captures."""
+    return (
+        f"its baseline holds the test's capture {kept} and its latest is now capture {latest} (the test's "
+        "captures changed since it was recorded): a slowdown of this capture cannot be confirmed, so it would "
+        f"be inconclusive, not failed; {RECORD_AGAIN_FIX}"
+    )
+
+
+def capture_moved_written(kept: int | None, latest: int) -> str:
+    """A recording run's line for a baseline written because it held another of the test's captures."""
+    if kept is None:
+        return (
+            f"its baseline now says which of the test's captures it holds, capture {latest} (capture.number; the "
+            "file did not say): written for that, so that only that capture's run() is judged and confirmed"
+        )
+    return (
+        f"its baseline held the test's capture {kept} and now holds capture {latest}, the test's latest (the "
+        "test's captures changed): written for that"
+    )
 
 
 def raised_confirming(changes: list[str]) -> str:

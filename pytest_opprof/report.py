@@ -42,8 +42,11 @@ from .errors import (
     CUT_SHORT,
     KEPT_SLOWER,
     ONE_MEASUREMENT,
+    RECORD_AGAIN_FIX,
     SAME_WORK_FIX,
     TraceWriteError,
+    capture_moved_compared,
+    capture_moved_written,
     closest_names,
     other_work_measured,
     record_if_intended,
@@ -461,7 +464,21 @@ def _measurement_lines(record: TestRecord) -> list[str]:
     said = baseline and any(v.fix == SAME_WORK_FIX for v in baseline.verdicts)  # the inconclusive line says it
     if baseline and baseline.unrepeated and not said:
         lines.append(other_work_measured(first_three(list(baseline.unrepeated))))
-    return lines
+    return lines + _capture_moved_lines(baseline)
+
+
+def _capture_moved_lines(baseline: BaselineResult | None) -> list[str]:
+    """A baseline of another of the test's captures than its latest: written for that, or, comparing,
+    what it costs (unless the inconclusive line of a slowdown says it)."""
+    moved = baseline.capture_moved if baseline else None
+    if baseline is None or moved is None:
+        return []
+    if baseline.status in WRITTEN:
+        return [capture_moved_written(moved.was, moved.now)]
+    said = any(v.fix == RECORD_AGAIN_FIX for v in baseline.verdicts)
+    if baseline.status != "compared" or moved.was is None or said:
+        return []
+    return [capture_moved_compared(moved.was, moved.now)]
 
 
 def _times(n: int) -> str:

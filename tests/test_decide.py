@@ -437,3 +437,31 @@ def test_run_judges_early_only_the_capture_its_baseline_holds(tmp_path):
     first = judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again)
     assert first is not None and taken == [1, 1]
     assert judged_early(path, "b.json", base.nodeid, at(3, slow), Rule(), again) is not None
+
+
+def test_a_baseline_of_another_capture_is_written_by_recording_and_said_by_comparing():
+    """moved_capture: recording writes a file of another capture than the test's latest ("changed",
+    for that alone), and one without a number for a later capture (it gets its number); comparing
+    takes a file without a number as this capture, and, time failing, makes a slowdown of another
+    capture inconclusive: run() confirmed none."""
+    from pytest_opprof.compare import INCONCLUSIVE, TIME
+    from pytest_opprof.decide import CaptureMoved
+
+    def at(number, p=None):
+        return Measurement(doc(p or profile()).replace(number=number), measured(profile()).machine)
+
+    base = doc(profile())
+    moved = decide(at(None), base.replace(number=2), Rule(), "changed")
+    assert (moved.status, moved.write, moved.capture_moved) == ("changed", at(None).doc, CaptureMoved(2, 1))
+    upgraded = decide(at(2), base, Rule(), "changed")
+    assert (upgraded.status, upgraded.write.number, upgraded.capture_moved) == ("changed", 2, CaptureMoved(None, 2))
+    assert decide(at(None), base, Rule(), "changed").status == "kept"
+    assert decide(at(2), base.replace(number=2), Rule(), "changed").status == "kept"
+    assert decide(at(2), base, Rule(), None).capture_moved is None
+    slow = profile(addmm_us=(1400,) * 8)
+    compared = decide(at(None, slow), base.replace(number=2), Rule(), None)
+    assert compared.capture_moved == CaptureMoved(2, 1) and compared.comparison.failing(Rule()) == []
+    assert {v.status for v in compared.comparison.verdicts if v.kind == TIME} == {INCONCLUSIVE}
+    reported = Rule(fail_on=frozenset({"structure", "work"}))
+    untouched = decide(at(None, slow), base.replace(number=2), reported, None)
+    assert INCONCLUSIVE not in {v.status for v in untouched.comparison.verdicts if v.kind == TIME}
