@@ -1272,9 +1272,10 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
         software = f"{hardware}; {software}"
     walls = list(doc.wall_ms or [])
     wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
+    which = f" (the test's capture {doc.number})" if doc.number is not None else ""
     return [
         f"{doc.nodeid}  [{path}]",
-        f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{wall}",
+        f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{which}{wall}",
     ]
 
 

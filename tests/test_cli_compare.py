@@ -427,6 +427,12 @@ def test_show_file_and_folder(capsys, folders):
     one = write_folder(a.parent / "one", "cpu", {"tests/test_m.py::test_one": profile(steps=1)})
     code, out, _ = run_cli(capsys, "show", one)
     assert code == 0 and "; 1 step, 9.000 ms/step wall" in out
+    (second,) = one.rglob("*.json")  # a test's second capture: the header says which the file holds
+    data = json.loads(second.read_text())
+    data["capture"]["number"] = 2
+    second.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "show", one)
+    assert code == 0 and "; 1 step (the test's capture 2), 9.000 ms/step wall" in out
     code, out, _ = run_cli(capsys, "show", a)
     assert code == 0
     assert [line.split()[0] for line in out.splitlines() if "  [" in line] == [
