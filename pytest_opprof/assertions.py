@@ -33,6 +33,7 @@ from .errors import (
     over_limit,
     unexpected_ops,
     unknown_op,
+    unknown_op_name,
 )
 from .events import EventTable
 from .tables import by_shown_time, steps_or_span
@@ -170,6 +171,9 @@ def _op_count(
             if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
                 return unknown_op(op, _closest_ops(profile, op, known_names), claim)
             return None  # zero calls expected and seen
+        known = is_glob(op) or is_known is None or is_known(op)
+        if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
+            return unknown_op_name(op, _closest_ops(profile, op, known_names))
         message = no_match(op, (o.name for o in profile.ops))
         if profile.compiled is not None and profile.compiled.regions:
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
@@ -365,11 +369,11 @@ def _no_graph_break(profile: Profile) -> str | None:
         return None
     first = min(broken, key=lambda r: r.step)
     steps = len({r.step for r in regions})
-    reasons = list(
-        dict.fromkeys(str(r).strip().splitlines()[0] for r in profile.metadata.get("graph_break_reasons") or [])
-    )
+    found = [str(r) for r in profile.metadata.get("graph_break_reasons") or []]
+    reasons = list(dict.fromkeys(break_reason(r) for r in found))
+    where = "" if any(_BREAK_AT.search(r) for r in found) else " (TORCH_LOGS=graph_breaks names the line)"
     why = (
-        f"; torch's reason: {'; '.join(reasons[:3])}"
+        f"; torch's reason: {'; '.join(reasons[:3])}{where}"
         if reasons
         else "; torch names the reason when the model compiles inside opprof.run() (its warmup), "
         "or see torch._dynamo.explain(model)(*inputs)"
@@ -378,6 +382,31 @@ def _no_graph_break(profile: Profile) -> str | None:
         f"graph break: in step {first.step} {REGION} {first.inside} resumed its frame in {REGION} "
         f"{first.compile_id}; {len(broken)} resumed regions in {steps} steps{why}"
     )
+
+
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")  # not inside `(e.g. clamping ...)`
+_BREAK_AT = re.compile(r'# File "([^"]+)", line (\d+), in ([^,\n]+)(?:, code: ([^\n]+))?')
+
+
+def break_reason(text: str) -> str:
+    """Torch's graph-break reason in one line: its title, explanation and first hint, and where
+    it broke when torch says (`# File "m.py", line 7, in f, code: if y.sum() > 0:`). A trial's
+    `print` read `Failed to trace builtin operator` alone: the explanation names the `print`."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return text
+
+    def said(label: str) -> str:
+        return next((line.removeprefix(label).strip().rstrip(".") for line in lines if line.startswith(label)), "")
+
+    explanation, hint, at = said("Explanation:"), said("Hint:"), _BREAK_AT.search(text)
+    reason = lines[0].rstrip(".") + (f": {explanation}" if explanation else "")
+    if at:
+        file, line, function, code = at.groups()
+        reason += f"; at {file}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
+    if hint:  # its first sentence
+        reason += f"; hint: {_SENTENCE_END.split(hint, 1)[0].rstrip('.')}"
+    return reason
 
 
 def no_recompile() -> Assertion:

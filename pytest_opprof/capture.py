@@ -1069,8 +1069,13 @@ def compiled_kernel_profiling() -> Iterator[None]:
 
 
 def graph_break_reasons() -> Counter[str]:
-    """The graph-break reasons Dynamo has counted in this process (empty when it is not loaded)."""
+    """The graph-break reasons Dynamo has counted in this process (empty when it is not loaded):
+    torch 2.13 counts a data-dependent branch (`if y.sum() > 0:`) as `unimplemented`, not as a
+    `graph_break` (a trial's break read no reason)."""
     utils = sys.modules.get("torch._dynamo.utils")
     counters = getattr(utils, "counters", None)
-    found = counters.get("graph_break") if isinstance(counters, dict) else None
-    return Counter({str(k): v for k, v in found.items()}) if found else Counter()
+    reasons: Counter[str] = Counter()
+    for key in ("graph_break", "unimplemented"):
+        found = counters.get(key) if isinstance(counters, dict) else None
+        reasons.update({str(k): v for k, v in found.items()} if found else {})
+    return reasons

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
+from .analysis.compiled import REGION
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names, waited_for_cpu
 from .events import TENSOR_LIST
@@ -313,6 +314,7 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
     shown = ", ".join(c.text for c in changes[:MAX_LISTED])
     more = f" and {len(changes) - MAX_LISTED} more ({EVERY_CHANGE})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
+    mode += _compiled_hint(current, baseline, rule)
     if _threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
         mode += (
             f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
@@ -324,6 +326,26 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
 
 
 EVERY_CHANGE = "-v or --opprof-json lists every change"
+
+
+def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> str:
+    """What a change in the compiled regions per step means, in words (a trial read `Torch-Compiled
+    Region 1 -> 2/step` and `- Torch-Compiled Region` among op names and had to work it out)."""
+    if ignored(REGION, rule.ignore_ops):
+        return ""
+    old, new = (median_calls(doc.ops[REGION]) if REGION in doc.ops else 0 for doc in (baseline, current))
+    if old == new:
+        return ""
+    if not new:
+        return "; no compiled region ran: the code is no longer compiled (torch.compile gone, or Dynamo skipped it)"
+    if not old:
+        return "; compiled regions ran where none did: the code is now compiled"
+    if new > old:
+        return (
+            f"; compiled regions {count_text(old)} -> {count_text(new)}/step: a graph break splits the compiled "
+            "code (assert_no_graph_break names torch's reason)"
+        )
+    return f"; compiled regions {count_text(old)} -> {count_text(new)}/step: fewer graph breaks, or less of it compiled"
 
 
 def _median_ms(entry: OpEntry | MemoryEntry | None) -> float:

@@ -175,6 +175,7 @@ class TestResult:
             else None,
             self.captures,
             self.cut_short,
+            failure=self.failure,
         )
 
 
@@ -220,6 +221,7 @@ class TestRecord:
     cut_short: bool = False  # the profile is of a capture the test's exception ended
     earlier_outcomes: tuple[str, ...] = ()  # of the test's earlier runs in this session (a rerun plugin)
     earlier_trace: str | None = None  # the trace of the latest earlier run that wrote one, when this run wrote none
+    failure: str | None = None  # why the test failed or erred: its first failing phase's message, as pytest says it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -241,6 +243,7 @@ class TestRecord:
             "attempts": self.attempts,
             "earlier_outcomes": list(self.earlier_outcomes),
             "earlier_trace": self.earlier_trace,
+            "failure": self.failure,
         }
 
     @classmethod
@@ -264,6 +267,7 @@ class TestRecord:
             bool(data.get("cut_short", False)),
             tuple(data.get("earlier_outcomes", ())),
             data.get("earlier_trace"),
+            data.get("failure"),
         )
 
     @property

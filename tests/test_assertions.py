@@ -150,7 +150,10 @@ def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
     # a `[` without a `]` is a literal character (as fnmatch reads it), not a glob: checked as a name
     assert assertions.op_count("aten::[", 0, is_known=unknown)(p).startswith("aten::[: not an operator torch knows")
     assert not assertions.is_glob("aten::[") and assertions.is_glob("aten::[ab]mm")
-    assert "no op of that name ran" in assertions.op_count("aten::nonexistent", 2, is_known=unknown)(p)
+    assert assertions.op_count("aten::nonexistent", 2, is_known=unknown)(p) == (
+        "aten::nonexistent: not an operator torch knows"  # as a plain run says it
+    )
+    assert "no op of that name ran" in assertions.op_count("aten::nonexistent", 2, is_known=lambda name: True)(p)
 
 
 @pytest.mark.parametrize("name", ["ATEN::ADDMM", "Aten::addmm", "aten ::addmm", " aten::addmm", "addmm", "aten::*MM"])

@@ -144,6 +144,13 @@ def test_b_faster_or_equal_exits_0(capsys, folders):
     statuses = {o["op"]: o["status"] for o in mlp["ops"]}
     assert statuses["aten::addmm"] == "faster" and statuses["aten::clone"] == "removed"
     assert run_cli(capsys, "compare", a, a)[0] == 0
+    code, out, _ = run_cli(capsys, "compare", b, a)  # B removed the clone: no slower, but other calls
+    assert code == 0
+    assert (
+        "tests/test_m.py::test_mlp: B not slower; calls differ for aten::clone: compare judges time, the "
+        "plugin's structure verdict fails a test on them"
+    ) in out
+    assert "tests/test_m.py::test_small: B not slower\n" in out
 
 
 def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
@@ -789,7 +796,7 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
         "warning: 1 compared baseline holds under 5 steps on a side (a whole call, capture(), the marker, a short "
         "run()): its times are shown, not judged, as the plugin never judges them: t.py::test_once\n" in out
     )
-    assert "t.py::test_once: B not worse" in out and "aten::addmm" in out and "slower" in out
+    assert "t.py::test_once: B not slower" in out and "aten::addmm" in out and "slower" in out
     code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--json")
     (test,) = json.loads(out)["tests"]
     assert (code, test["regressed"], test["time_judged"]) == (0, False, False)

@@ -12,6 +12,7 @@ from builders import annotation, kernel, launch, op, step
 from pytest_opprof.analysis import analyze
 from pytest_opprof.assertions import (
     NOTHING_COMPILED,
+    break_reason,
     compiled,
     kernel_below,
     kernel_count,
@@ -239,8 +240,48 @@ def test_no_graph_break_names_the_regions_and_torchs_reason():
         "2 resumed regions in 2 steps; torch names the reason"
     )
     profile.metadata["graph_break_reasons"] = ["Call to `torch._dynamo.graph_break()`\n  Explanation: ...", "x"]
-    assert no_graph_break()(profile).endswith("; torch's reason: Call to `torch._dynamo.graph_break()`; x")
+    assert no_graph_break()(profile).endswith(
+        "; torch's reason: Call to `torch._dynamo.graph_break()`; x (TORCH_LOGS=graph_breaks names the line)"
+    )
+    profile.metadata["graph_break_reasons"] = [BRANCH_REASON]
+    assert no_graph_break()(profile).endswith(f"; torch's reason: {break_reason(BRANCH_REASON)}")
     assert no_graph_break()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
+
+
+BRANCH_REASON = """Data-dependent branching
+  Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow.
+
+      The branch condition involves a tensor computed as follows:
+        # File "/src/m.py", line 7, in f, code: if y.sum() > 0:
+        gt = gt(sum_1, 0)
+
+  Hint: For the common pattern `if tensor_cond: x = transform(x)` (e.g. clamping inf/nan values), consider making the code branchless. Operations like torch.clamp are no-ops.
+  Hint: Use `torch.cond` to express dynamic control flow.
+
+  Developer debug context: attempted to jump with TensorVariable()
+"""
+PRINT_REASON = """Failed to trace builtin operator
+  Explanation: Dynamo does not know how to trace builtin operator `print` with argument types ['str'] (has_kwargs False)
+  Hint: Avoid calling builtin `print` with argument types ['str']. Consider using an equivalent alternative function/method to `print`.
+  Hint: If"""
+
+
+def test_torchs_graph_break_reason_is_one_line_with_its_explanation_line_and_first_hint():
+    """torch 2.13's reasons (texts as its counters hold them): the title alone named no `print` (a
+    trial); the explanation does, a data-dependent branch's text holds the line that broke, and the
+    first sentence of the first hint says what to do. An older torch's one-line reason stays as it is."""
+    assert break_reason(BRANCH_REASON) == (
+        "Data-dependent branching: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo "
+        "does not support tracing dynamic control flow; at /src/m.py:7 in f: `if y.sum() > 0:`; hint: For the "
+        "common pattern `if tensor_cond: x = transform(x)` (e.g. clamping inf/nan values), consider making the "
+        "code branchless"
+    )
+    assert break_reason(PRINT_REASON) == (
+        "Failed to trace builtin operator: Dynamo does not know how to trace builtin operator `print` with argument "
+        "types ['str'] (has_kwargs False); hint: Avoid calling builtin `print` with argument types ['str']"
+    )
+    old = "call_function BuiltinVariable(print) [ConstantVariable(str: 'hi')] {}"
+    assert break_reason(old) == old and break_reason("") == ""
 
 
 def test_the_graph_break_message_names_the_broken_step_whatever_the_event_order():
@@ -320,6 +361,9 @@ def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
     message = op_count("aten::relu", 1)(profile)
     assert message.startswith("aten::relu: no op of that name ran in the measured code")
     assert message.endswith("; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead")
+    # a typo is a typo, as a plain run says: a trial's aten::addm read "assert on its kernels instead"
+    typo = op_count("aten::addm", 2, is_known=lambda name: name != "aten::addm", known_names=lambda: ["aten::addmm"])
+    assert typo(profile) == "aten::addm: not an operator torch knows; did you mean aten::addmm?"
 
 
 def test_kernel_assertions_on_cpu_inductor_kernels():
@@ -523,3 +567,30 @@ def test_a_lost_fusion_is_a_structure_verdict():
     (verdict,) = compare(doc(unfused), doc(fused), Rule()).verdicts
     assert verdict.kind == "structure"
     assert "+ aten::gelu" in verdict.message and "- cpp_fused_gelu_0" in verdict.message
+
+
+def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
+    """A graph break, compiled code gone, or newly compiled: the structure verdict says it in words
+    beside the op counts (a trial read `Torch-Compiled Region 1 -> 2/step` and worked it out)."""
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.compare import Rule, compare
+
+    def doc(events):
+        return baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", {})
+
+    clean = doc(compiled_step(1, 0) + compiled_step(2, 200))
+    broken = doc(graph_break_step(1, 0) + graph_break_step(2, 300))
+    eager = doc([step(1, 0, 100), op("aten::sin", 10, 5), step(2, 200, 100), op("aten::sin", 210, 5)])
+
+    def said(current, baseline):
+        (verdict,) = [v for v in compare(current, baseline, Rule()).verdicts if v.kind == "structure"]
+        return verdict.message
+
+    assert "; compiled regions 1 -> 2/step: a graph break splits the compiled code (assert_no_graph_break" in said(
+        broken, clean
+    )
+    assert "; compiled regions 2 -> 1/step: fewer graph breaks, or less of it compiled" in said(clean, broken)
+    assert "; no compiled region ran: the code is no longer compiled" in said(eager, clean)
+    assert "; compiled regions ran where none did: the code is now compiled" in said(clean, eager)
+    ignoring = compare(broken, clean, Rule(ignore_ops=("Torch-Compiled Region",))).verdicts
+    assert not any("graph break" in v.message for v in ignoring)

@@ -1117,7 +1117,14 @@ def test_json_report_has_every_measured_test_with_per_step_counts(user_run):
     assert tests["test_capture_mode"]["profile"]["steps"] == 1
     whole = tests["test_whole_call_mode"]["profile"]
     assert next(o for o in whole["ops"] if o["name"] == "aten::relu")["calls"] == 2
-    assert all({"nodeid", "outcome", "profile", "checks"} <= t.keys() for t in report["tests"])
+    assert all({"nodeid", "outcome", "profile", "checks", "failure"} <= t.keys() for t in report["tests"])
+    # why each failed, for a script (a trial's graph break showed nowhere in the JSON)
+    assert tests["test_run_mode"]["failure"] is None
+    assert fnmatch(tests["test_fail_typo"]["failure"], EXPECTED_MESSAGES["test_fail_typo"].replace("[[]", "["))
+    assert fnmatch(
+        tests["test_fail_bad_steps"]["failure"], EXPECTED_MESSAGES["test_fail_bad_steps"].replace("[[]", "[")
+    )
+    assert tests["test_error_nothing_measured"]["failure"].startswith("opprof: the measurement")
 
 
 def test_terminal_summary_shows_top_ops(user_run):
@@ -2431,7 +2438,12 @@ def test_baseline_dir_option(pytester, monkeypatch):
         ),
         (
             ["--opprof-fail-on", "speed"],
-            "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment",
+            "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment (or none) (from",
+        ),
+        (
+            ["--opprof-fail-on", "time,structur"],
+            "--opprof-fail-on: 'time,structur' is not a comma list of structure, work, time, environment (or none); "
+            "did you mean structure? (from command line)",
         ),
         (
             ["--opprof-update-baseline=some"],
