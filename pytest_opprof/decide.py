@@ -132,11 +132,14 @@ def decide(
         confirmation = _confirm(current, old, rule, path, further, updating, comparison)
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
-    write = _to_write(comparison, update, current, remeasured, first_slower, moved)
-    status = _status(comparison, update, current, write, moved)
+    write = _to_write(comparison, update, current, remeasured, first_slower)
     recorded_from = 0
     if write is not None:
         write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
+    elif moved is not None and update and not current.machine.gpu_unreliable:
+        # the number alone: the times stay the baseline's (a slow first measurement inflates none)
+        write = old.replace(number=current.doc.number)
+    status = _status(comparison, update, current, write, moved)
     unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
     return Outcome(
@@ -359,7 +362,6 @@ def _to_write(
     current: Measurement,
     remeasured: str | None,
     first_slower: bool,
-    moved: CaptureMoved | None = None,
 ) -> BaselineDoc | None:
     """Rewrite only for a structure or work change or a confirmed faster time (or =all): an
     inconclusive or unconfirmed measurement never replaces a baseline, nor does a slower time
@@ -370,7 +372,7 @@ def _to_write(
     is now written from fresh measurements, `recorded`, and the guard stays)."""
     if not update or current.machine.gpu_unreliable:
         return None
-    if update == "all" or moved is not None:  # moved: the file names the capture run() judges
+    if update == "all":
         return current.doc
     kinds = {v.kind for v in comparison.changes}
     if not kinds or (kinds == {TIME} and (remeasured != "confirmed" or first_slower or slower(comparison))):

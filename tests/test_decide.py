@@ -456,6 +456,8 @@ def test_a_baseline_of_another_capture_is_written_by_recording_and_said_by_compa
     upgraded = decide(at(2), base, Rule(), "changed")
     assert (upgraded.status, upgraded.write.number, upgraded.capture_moved) == ("changed", 2, CaptureMoved(None, 2))
     assert decide(at(None), base, Rule(), "changed").status == "kept"
+    slow = decide(at(None, profile(addmm_us=(1400,) * 8)), base.replace(number=2), Rule(), "changed", lambda: None)
+    assert (slow.status, slow.write) == ("changed", base)  # the number alone: a slow time inflates nothing
     assert decide(at(2), base.replace(number=2), Rule(), "changed").status == "kept"
     assert decide(at(2), base, Rule(), None).capture_moved is None
     slow = profile(addmm_us=(1400,) * 8)
