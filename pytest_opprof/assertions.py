@@ -370,10 +370,11 @@ def _no_graph_break(profile: Profile) -> str | None:
     first = min(broken, key=lambda r: r.step)
     steps = len({r.step for r in regions})
     found = [str(r) for r in profile.metadata.get("graph_break_reasons") or []]
-    reasons = list(dict.fromkeys(break_reason(r) for r in found))
-    where = "" if any(_BREAK_AT.search(r) for r in found) else " (TORCH_LOGS=graph_breaks names the line)"
+    shown = list(dict.fromkeys(found))[:3]
+    reasons = list(dict.fromkeys(break_reason(r) for r in shown))
+    where = "" if all(_BREAK_AT.search(r) for r in shown) else " (TORCH_LOGS=graph_breaks names the line)"
     why = (
-        f"; torch's reason: {'; '.join(reasons[:3])}{where}"
+        f"; torch's reason: {'; '.join(reasons)}{where}"
         if reasons
         else "; torch names the reason when the model compiles inside opprof.run() (its warmup), "
         "or see torch._dynamo.explain(model)(*inputs)"
@@ -401,9 +402,10 @@ def break_reason(text: str) -> str:
 
     explanation, hint, at = said("Explanation:"), said("Hint:"), _BREAK_AT.search(text)
     reason = lines[0].rstrip(".") + (f": {explanation}" if explanation else "")
-    if at:
+    if at:  # a data-dependent branch's text names where its condition was computed, not the `if`
         file, line, function, code = at.groups()
-        reason += f"; at {file}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
+        what = "its condition computed at" if "computed as follows" in text[: at.start()] else "at"
+        reason += f"; {what} {file}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
     if hint:  # its first sentence
         reason += f"; hint: {_SENTENCE_END.split(hint, 1)[0].rstrip('.')}"
     return reason

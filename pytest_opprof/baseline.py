@@ -240,7 +240,7 @@ def _document(
             "source": profile.source,
             "threads": profile.threads,
             "list_shapes": profile.list_shapes,
-            "number": number if number > 1 else None,  # written past the test's first capture only
+            "number": number,
         },
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (

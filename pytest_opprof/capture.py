@@ -921,7 +921,7 @@ def _run_steps(
     timed = _with_overhead(
         _with_reference(_read_profiler(prof), threads.fewest, before, _references(torch)), unprofiled
     )
-    new_breaks = list(graph_break_reasons() - breaks_before)
+    new_breaks = new_break_reasons(breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
     if not (work or signature):
@@ -1068,14 +1068,28 @@ def compiled_kernel_profiling() -> Iterator[None]:
             config.cpp.enable_kernel_profile = flag if loaded is not None else variable == "1"
 
 
-def graph_break_reasons() -> Counter[str]:
-    """The graph-break reasons Dynamo has counted in this process (empty when it is not loaded):
-    torch 2.13 counts a data-dependent branch (`if y.sum() > 0:`) as `unimplemented`, not as a
-    `graph_break` (a trial's break read no reason)."""
+_BREAK_COUNTERS = ("graph_break", "unimplemented")
+
+
+def graph_break_reasons() -> Counter[tuple[str, str]]:
+    """The (counter, reason) pairs Dynamo has counted in this process, of its `graph_break` and
+    `unimplemented` counters (empty when it is not loaded)."""
     utils = sys.modules.get("torch._dynamo.utils")
     counters = getattr(utils, "counters", None)
-    reasons: Counter[str] = Counter()
-    for key in ("graph_break", "unimplemented"):
+    reasons: Counter[tuple[str, str]] = Counter()
+    for key in _BREAK_COUNTERS:
         found = counters.get(key) if isinstance(counters, dict) else None
-        reasons.update({str(k): v for k, v in found.items()} if found else {})
+        reasons.update({(key, str(k)): v for k, v in found.items()} if found else {})
     return reasons
+
+
+def new_break_reasons(before: Counter[tuple[str, str]]) -> list[str]:
+    """The graph-break reasons counted since `before`: the `graph_break` counter's, else the
+    `unimplemented` one's. Torch 2.13 counts a data-dependent branch (`if y.sum() > 0:`) only
+    there (a trial's break read no reason), but also what breaks no graph (a recompile limit)."""
+    new = graph_break_reasons() - before
+    for key in _BREAK_COUNTERS:
+        found = [reason for counter, reason in new if counter == key]
+        if found:
+            return found
+    return []

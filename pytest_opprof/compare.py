@@ -343,7 +343,7 @@ def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> s
     if new > old:
         return (
             f"; compiled regions {count_text(old)} -> {count_text(new)}/step: a graph break splits the compiled "
-            "code (assert_no_graph_break names torch's reason)"
+            "code, or another compiled model runs (assert_no_graph_break tells them apart)"
         )
     return f"; compiled regions {count_text(old)} -> {count_text(new)}/step: fewer graph breaks, or less of it compiled"
 

@@ -46,7 +46,7 @@ from .errors import (
 from .units import first_three
 
 # Baseline statuses: what the baseline step found and did.
-MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
+MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (
     "missing",
     "new",
     "unreliable",
@@ -54,6 +54,7 @@ MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN = (
     "kept",
     "changed",
     "rewritten",
+    "renumbered",  # its times kept, the number of the test's capture it holds written (CaptureMoved)
 )
 
 
@@ -133,13 +134,13 @@ def decide(
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
+    status = _status(comparison, update, current, write, moved)
     recorded_from = 0
     if write is not None:
         write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
-    elif moved is not None and update and not current.machine.gpu_unreliable:
+    elif moved is not None and status == KEPT:
         # the number alone: the times stay the baseline's (a slow first measurement inflates none)
-        write = old.replace(number=current.doc.number)
-    status = _status(comparison, update, current, write, moved)
+        write, status = old.replace(number=current.doc.number), RENUMBERED
     unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
     return Outcome(
@@ -150,8 +151,8 @@ def decide(
 
 def moved_capture(old: BaselineDoc, current: BaselineDoc, update: str | None) -> CaptureMoved | None:
     """Where the baseline holds another of the test's captures than `current`, its latest. A
-    file without a number holds the first, or is older than numbers: comparing, it is taken as
-    this capture (every run() is judged); recording, a later capture writes its number."""
+    file without a number is older than numbers: comparing, it is taken as this capture (every
+    run() is judged, as before); recording, a later capture than the first writes its number."""
     now = current.number or 1
     if old.number == now or (old.number is None and (not update or now == 1)):
         return None
@@ -346,14 +347,15 @@ def _status(
     moved: CaptureMoved | None,
 ) -> str:
     """What happened to the file: compared only, not recorded (throttled GPU), kept, or written
-    (changed, also for another capture of the test: `moved`; or rewritten unchanged by =all)."""
+    (changed, also for another capture of the test: `moved`; or rewritten unchanged by =all). A
+    kept file of another capture is renumbered by the caller."""
     if not update:
         return COMPARED
     if current.machine.gpu_unreliable:
         return UNRELIABLE
     if write is None:
         return KEPT  # unchanged, inconclusive, or a time change the confirmation did not back
-    return REWRITTEN if comparison.unchanged and moved is None else CHANGED
+    return REWRITTEN if comparison.unchanged and moved is None else CHANGED  # moved: its number changed too
 
 
 def _to_write(
@@ -417,7 +419,7 @@ class BaselineResult:
     report and xdist carry (as `to_dict()`)."""
 
     path: str  # as shown: relative to the rootdir where it can be
-    status: str  # missing | new | unreliable | compared | kept | changed | rewritten | unusable
+    status: str  # missing | new | unreliable | compared | kept | changed | rewritten | renumbered | unusable
     remeasured: str | None = None
     untimed: str | None = None  # why time was not judged
     schema: int | None = None  # the compared file's schema
@@ -443,7 +445,7 @@ class BaselineResult:
     @property
     def compared(self) -> bool:
         """A baseline was compared with (its rows and verdicts belong in the op tables)."""
-        return self.status in ("compared", "kept", "changed", "rewritten")
+        return self.status in ("compared", "kept", "changed", "rewritten", "renumbered")
 
     def op_row(self, op: str, calls_per_step: float, min_ms: float, on_device: bool = False) -> OpRow:
         """The baseline columns of one op's row in every table (terminal, CSV, HTML)."""

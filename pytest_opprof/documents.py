@@ -375,8 +375,8 @@ class BaselineDoc:
     list_shapes: bool = False  # capture.list_shapes: its work holds lists of tensors' shapes (absent: `[]`)
     workload_reference: WorkloadEntry | None = None  # run() on CPU: its costliest product replayed alone
     outside_ms: tuple[float, ...] | None = None  # per step, the wall outside the top-level ops (the Python between)
-    # capture.number: which of the test's captures it is, written past the first only (None: the
-    # first, or a file from before numbers were written): run() judges early only that capture
+    # capture.number: which of the test's captures it is, counted from 1 (None: a file from before
+    # numbers were written, or a trace): run() judges early only that capture
     number: int | None = None
 
     def replace(self, **changes: Any) -> BaselineDoc:
@@ -439,8 +439,8 @@ class BaselineDoc:
         return found
 
     def _capture(self) -> dict[str, Any]:
-        """capture.threads only when known, capture.list_shapes only when true, capture.number
-        only past the test's first capture: a file written before they existed reads back the same."""
+        """capture.threads and capture.number only when known, capture.list_shapes only when
+        true: a file written before they existed reads back the same."""
         found: dict[str, Any] = {"steps": self.steps, "source": self.source}
         if self.number is not None:
             found["number"] = self.number
@@ -587,7 +587,7 @@ MAX_CAPTURES = 1_000_000
 
 
 def _capture_number(value: Any) -> int | None:
-    """capture.number: absent or null (the test's first capture, or unknown), else which of the
+    """capture.number: absent or null (unknown: a file from before numbers), else which of the
     test's captures the document holds, counted from 1."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CAPTURES):
         raise ValueError(

@@ -153,25 +153,32 @@ def capture_moved(kept: int, latest: int) -> str:
 RECORD_AGAIN_FIX = "record the baseline again: pytest --opprof-update-baseline with the test's id"
 
 
-def capture_moved_compared(kept: int, latest: int) -> str:
-    """A comparing run's line for a test whose baseline holds another of its captures."""
+def capture_moved_compared(kept: int, latest: int, time_fails: bool) -> str:
+    """A comparing run's line for a test whose baseline holds another of its captures (what that
+    costs a time verdict, where time fails the test)."""
+    cost = (
+        ": a slowdown of this capture cannot be confirmed, so it would be inconclusive, not failed"
+        if time_fails
+        else ""
+    )
     return (
         f"its baseline holds the test's capture {kept} and its latest is now capture {latest} (the test's "
-        "captures changed since it was recorded): a slowdown of this capture cannot be confirmed, so it would "
-        f"be inconclusive, not failed; {RECORD_AGAIN_FIX}"
+        f"captures changed since it was recorded){cost}; {RECORD_AGAIN_FIX}"
     )
 
 
-def capture_moved_written(kept: int | None, latest: int) -> str:
-    """A recording run's line for a baseline written because it held another of the test's captures."""
+def capture_moved_written(kept: int | None, latest: int, times_kept: bool) -> str:
+    """A recording run's line for a baseline written because it held another of the test's captures
+    (`times_kept`: its number alone was written)."""
+    how = "its number written, its times kept" if times_kept else "written with this run's measurement"
     if kept is None:
         return (
-            f"its baseline now says which of the test's captures it holds, capture {latest} (capture.number; the "
-            "file did not say): written for that, so that only that capture's run() is judged and confirmed"
+            f"its baseline now says which of the test's captures it holds, capture {latest} (capture.number; a file "
+            f"from before numbers did not say): {how}, so that only that capture's run() is judged and confirmed"
         )
     return (
         f"its baseline held the test's capture {kept} and now holds capture {latest}, the test's latest (the "
-        "test's captures changed): written for that"
+        f"test's captures changed): {how}"
     )
 
 

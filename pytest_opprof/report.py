@@ -63,7 +63,8 @@ from .units import count_of, count_text, first_three, stored_decimals, stored_ms
 # -- the pytest run's report ------------------------------------------------------------------
 
 REPORT_SCHEMA = 1
-WRITTEN = ("new", "changed", "rewritten")  # baseline statuses of a file written by this run
+TIMES_WRITTEN = ("new", "changed", "rewritten")  # baseline statuses of a file this run wrote its times into
+WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
 RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
 
@@ -478,11 +479,11 @@ def _capture_moved_lines(baseline: BaselineResult | None) -> list[str]:
     if baseline is None or moved is None:
         return []
     if baseline.status in WRITTEN:
-        return [capture_moved_written(moved.was, moved.now)]
+        return [capture_moved_written(moved.was, moved.now, baseline.status == "renumbered")]
     said = any(v.fix == RECORD_AGAIN_FIX for v in baseline.verdicts)
     if baseline.status != "compared" or moved.was is None or said:
         return []
-    return [capture_moved_compared(moved.was, moved.now)]
+    return [capture_moved_compared(moved.was, moved.now, baseline.time_fails)]
 
 
 def _times(n: int) -> str:
@@ -506,7 +507,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         if (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))
-        elif baseline.status == "kept" and _kept_slower(baseline):
+        elif baseline.status in ("kept", "renumbered") and _kept_slower(baseline):
             lines.append(KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True))
     wait = record.cpu_wait
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
@@ -613,10 +614,12 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None, time_fai
     group = _largest_first(group)
     ops = first_three([v.op or "" for v in group])
     fix = group[0].fix or QUIET_MACHINE_FIX
-    if status in WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
+    if status in TIMES_WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
         why = "as =all asks" if status == "rewritten" else "for the changes its other lines name"
         outcome = f"its baseline was {status} all the same, {why}, with these times"
         fix = _written_fix(group)
+    elif status == "renumbered":
+        outcome = "its baseline's times were kept (an inconclusive measurement never replaces one)"
     elif status in RECORDING:
         outcome = "its baseline was kept as it was (an inconclusive measurement never replaces one)"
     elif status == "strict":
@@ -639,7 +642,7 @@ def _contended(record: TestRecord) -> bool:
 
 def _recorded_contended(record: TestRecord) -> bool:
     """A baseline this run wrote from a capture whose threads waited for a CPU."""
-    return record.baseline_status in WRITTEN and _contended(record)
+    return record.baseline_status in TIMES_WRITTEN and _contended(record)
 
 
 @dataclass(frozen=True)
@@ -803,7 +806,7 @@ def _run_lines(
         )
     # What the files read say of themselves, for those this run left as they were: a file it
     # wrote holds this run's times and work (an =all run was told to run =all again).
-    standing = [r for r in records if r.baseline and r.baseline.status not in WRITTEN]
+    standing = [r for r in records if r.baseline and r.baseline.status not in TIMES_WRITTEN]
     old = sum(1 for r in standing if r.baseline and r.baseline.schema == 1)
     if old:
         lines.append(
@@ -955,11 +958,8 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         changed = _tests_of_files(records, lambda b: b.status == "changed")
         files = _file_statuses(records)  # a file another record of the test wrote is not kept
         slower = _tests_of_files(records, lambda b: files.get(b.path) == "kept" and _kept_slower(b))
-        parts = [
-            f"{v} {k}" + (f" ({first_three(changed, verbose)})" if k == "changed" else "")
-            for k, v in written.items()
-            if v
-        ]
+        notes = {"changed": f" ({first_three(changed, verbose)})", "renumbered": " (capture.number alone, times kept)"}
+        parts = [f"{v} {k}{notes.get(k, '')}" for k, v in written.items() if v]
         kept = statuses.get("kept", 0) - len(slower)
         lines.append(
             f"opprof: baselines written: {', '.join(parts) or 'none'}; "
@@ -1276,7 +1276,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
         software = f"{hardware}; {software}"
     walls = list(doc.wall_ms or [])
     wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
-    which = f" (the test's capture {doc.number})" if doc.number is not None else ""
+    which = f" (the test's capture {doc.number})" if (doc.number or 1) > 1 else ""
     return [
         f"{doc.nodeid}  [{path}]",
         f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{which}{wall}",

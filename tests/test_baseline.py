@@ -1334,19 +1334,22 @@ def test_a_hand_edited_thread_count_is_an_error_naming_the_file(tmp_path, thread
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(threads=threads), reason)
 
 
-def test_the_capture_number_is_written_past_the_tests_first_capture_only(tmp_path):
+def test_the_capture_number_is_written_and_a_file_without_one_reads_back_the_same(tmp_path):
     """capture.number says which of the test's captures the file holds (run() judges only that one
-    early); the first capture's file has no key, so a file written before numbers reads and writes
+    early), from 1; a file written before numbers has no key: it reads as None (unknown) and writes
     back byte for byte."""
     first = baseline_from_profile(profile(), NODE, "cpu-x86_64", {})
-    assert first.number is None and "number" not in first.to_dict()["capture"]
+    assert first.number == 1 and first.to_dict()["capture"]["number"] == 1
     second = baseline_from_profile(profile(), NODE, "cpu-x86_64", {}, 2)
     assert second.number == 2 and second.to_dict()["capture"]["number"] == 2
     path = tmp_path / "b.json"
     write_baseline(path, second)
     assert read_baseline(path, NODE).number == 2
-    path.write_text(dumps(first.to_dict()))
+    old = first.to_dict()
+    del old["capture"]["number"]
+    path.write_text(dumps(old))
     before = path.read_bytes()
+    assert read_baseline(path, NODE).number is None
     write_baseline(path, read_baseline(path, NODE))
     assert path.read_bytes() == before
 

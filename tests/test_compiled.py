@@ -272,7 +272,8 @@ def test_torchs_graph_break_reason_is_one_line_with_its_explanation_line_and_fir
     first sentence of the first hint says what to do. An older torch's one-line reason stays as it is."""
     assert break_reason(BRANCH_REASON) == (
         "Data-dependent branching: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo "
-        "does not support tracing dynamic control flow; at /src/m.py:7 in f: `if y.sum() > 0:`; hint: For the "
+        "does not support tracing dynamic control flow; its condition computed at /src/m.py:7 in f: `if y.sum() > 0:`; "
+        "hint: For the "
         "common pattern `if tensor_cond: x = transform(x)` (e.g. clamping inf/nan values), consider making the "
         "code branchless"
     )
@@ -586,8 +587,9 @@ def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
         (verdict,) = [v for v in compare(current, baseline, Rule()).verdicts if v.kind == "structure"]
         return verdict.message
 
-    assert "; compiled regions 1 -> 2/step: a graph break splits the compiled code (assert_no_graph_break" in said(
-        broken, clean
+    assert (
+        "; compiled regions 1 -> 2/step: a graph break splits the compiled code, or another compiled model runs"
+        in said(broken, clean)
     )
     assert "; compiled regions 2 -> 1/step: fewer graph breaks, or less of it compiled" in said(clean, broken)
     assert "; no compiled region ran: the code is no longer compiled" in said(eager, clean)

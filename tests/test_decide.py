@@ -412,8 +412,8 @@ def test_a_baseline_written_in_a_slow_spell_still_sees_a_slowdown_from_its_range
 def test_run_judges_early_only_the_capture_its_baseline_holds(tmp_path):
     """judged_early: a baseline of the test's second capture (capture.number 2) is not the first
     run()'s: no decision, and no confirmation asked (an earlier run() paid them against its later
-    capture's baseline); the second is judged and confirmed. A file without a number (the first
-    capture's, or one written before numbers) judges every run(), as before."""
+    capture's baseline); the second is judged and confirmed. A file without a number (written
+    before numbers) judges every run(), as before."""
     from pytest_opprof.baseline import write_baseline
     from pytest_opprof.decide import judged_early
 
@@ -427,43 +427,48 @@ def test_run_judges_early_only_the_capture_its_baseline_holds(tmp_path):
 
     def at(number, p):
         m = measured(p)
-        return Measurement(m.doc.replace(number=None if number == 1 else number), m.machine)
+        return Measurement(m.doc.replace(number=number), m.machine)
 
     slow = profile(addmm_us=(1400,) * 8)
     assert judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again) is None and taken == []
     second = judged_early(path, "b.json", base.nodeid, at(2, slow), Rule(), again)
     assert second is not None and second.outcome.remeasured == "not confirmed" and taken == [1]
-    write_baseline(path, base)
-    first = judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again)
-    assert first is not None and taken == [1, 1]
+    write_baseline(path, base)  # capture 1's
+    assert judged_early(path, "b.json", base.nodeid, at(1, slow), Rule(), again) is not None and taken == [1, 1]
+    assert judged_early(path, "b.json", base.nodeid, at(3, slow), Rule(), again) is None
+    write_baseline(path, base.replace(number=None))  # from before numbers
     assert judged_early(path, "b.json", base.nodeid, at(3, slow), Rule(), again) is not None
 
 
-def test_a_baseline_of_another_capture_is_written_by_recording_and_said_by_comparing():
-    """moved_capture: recording writes a file of another capture than the test's latest ("changed",
-    for that alone), and one without a number for a later capture (it gets its number); comparing
-    takes a file without a number as this capture, and, time failing, makes a slowdown of another
-    capture inconclusive: run() confirmed none."""
+def test_a_baseline_of_another_capture_is_renumbered_by_recording_and_said_by_comparing():
+    """moved_capture: recording writes the number of the test's latest capture into a file of
+    another, its times kept ("renumbered": a slow first measurement inflates nothing), or the whole
+    measurement where the file changes anyway; a file from before numbers gets the number of a
+    later capture than the first. Comparing takes a file without a number as this capture, and,
+    time failing, makes a slowdown of another capture inconclusive: run() confirmed none."""
     from pytest_opprof.compare import INCONCLUSIVE, TIME
     from pytest_opprof.decide import CaptureMoved
 
     def at(number, p=None):
         return Measurement(doc(p or profile()).replace(number=number), measured(profile()).machine)
 
-    base = doc(profile())
-    moved = decide(at(None), base.replace(number=2), Rule(), "changed")
-    assert (moved.status, moved.write, moved.capture_moved) == ("changed", at(None).doc, CaptureMoved(2, 1))
-    upgraded = decide(at(2), base, Rule(), "changed")
-    assert (upgraded.status, upgraded.write.number, upgraded.capture_moved) == ("changed", 2, CaptureMoved(None, 2))
-    assert decide(at(None), base, Rule(), "changed").status == "kept"
-    slow = decide(at(None, profile(addmm_us=(1400,) * 8)), base.replace(number=2), Rule(), "changed", lambda: None)
-    assert (slow.status, slow.write) == ("changed", base)  # the number alone: a slow time inflates nothing
+    base, slow = doc(profile()), profile(addmm_us=(1400,) * 8)
+    moved = decide(at(1, slow), base.replace(number=2), Rule(), "changed", lambda: None)
+    assert (moved.status, moved.write, moved.capture_moved) == ("renumbered", base, CaptureMoved(2, 1))
+    grown = decide(at(1, profile(extra_ops=("aten::clone",))), base.replace(number=2), Rule(), "changed")
+    assert (grown.status, grown.write.number, "aten::clone" in grown.write.ops) == ("changed", 1, True)
+    upgraded = decide(at(2), base.replace(number=None), Rule(), "changed")
+    assert (upgraded.status, upgraded.write, upgraded.capture_moved) == (
+        "renumbered",
+        base.replace(number=2),
+        CaptureMoved(None, 2),
+    )
+    assert decide(at(1), base.replace(number=None), Rule(), "changed").status == "kept"
     assert decide(at(2), base.replace(number=2), Rule(), "changed").status == "kept"
-    assert decide(at(2), base, Rule(), None).capture_moved is None
-    slow = profile(addmm_us=(1400,) * 8)
-    compared = decide(at(None, slow), base.replace(number=2), Rule(), None)
+    assert decide(at(2), base.replace(number=None), Rule(), None).capture_moved is None
+    compared = decide(at(1, slow), base.replace(number=2), Rule(), None)
     assert compared.capture_moved == CaptureMoved(2, 1) and compared.comparison.failing(Rule()) == []
     assert {v.status for v in compared.comparison.verdicts if v.kind == TIME} == {INCONCLUSIVE}
     reported = Rule(fail_on=frozenset({"structure", "work"}))
-    untouched = decide(at(None, slow), base.replace(number=2), reported, None)
+    untouched = decide(at(1, slow), base.replace(number=2), reported, None)
     assert INCONCLUSIVE not in {v.status for v in untouched.comparison.verdicts if v.kind == TIME}

@@ -2764,7 +2764,9 @@ def test_run_judges_only_the_capture_its_baseline_holds(pytester, fake_clock, mo
     result.stdout.fnmatch_lines(["test_two.py::test_two: the first measurement's time differed*did not confirm it*"])
 
 
-def test_a_baseline_of_another_capture_says_so_and_is_rewritten_by_a_plain_recording(pytester, fake_clock, monkeypatch):
+def test_a_baseline_of_another_capture_says_so_and_is_renumbered_by_a_plain_recording(
+    pytester, fake_clock, monkeypatch
+):
     """The test's captures changed since its recording (its capture 2 is now its only one): run()
     judged no capture, and nothing is measured after the body (fn's file is closed there), so a
     slowdown is inconclusive, said with the fix, and each comparing run says what the stale file
@@ -2813,18 +2815,27 @@ def test_a_baseline_of_another_capture_says_so_and_is_rewritten_by_a_plain_recor
         ]
     )
     assert "this one measurement's slowdown could not be confirmed" not in result.stdout.str()
+    assert "a slowdown of this capture cannot be confirmed" not in result.stdout.str()  # time fails no test
+    times = json.loads(path.read_text())["ops"]["aten::mm"]["cpu_ms"]
+    fake_clock.plan, fake_clock.captures = [8.0] * 8, 0  # a slow recording: its times are not written
     result = run(pytester, "--opprof-update-baseline")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
             "test_two.py::test_two: its baseline held the test's capture 2 and now holds capture 1, the test's "
-            "latest (the test's captures changed): written for that",
+            "latest (the test's captures changed): its number written, its times kept",
+            "opprof: baselines written: 1 renumbered (capture.number alone, times kept); kept 0 unchanged*",
         ]
     )
-    assert "number" not in json.loads(path.read_text())["capture"]
+    assert "all the same" not in result.stdout.str()  # no line says this run's times were written
+    data = json.loads(path.read_text())
+    assert (data["capture"]["number"], data["ops"]["aten::mm"]["cpu_ms"]) == (1, times)
+    fake_clock.plan, fake_clock.captures = [8.0] * 4, 0  # renumbered, run() confirms a slowdown: it fails again
     result = run(pytester, "--opprof", *time_fails)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["test_two.py::test_two: measured 4 times, with pauses between: each differs*"])
     assert "captures changed" not in result.stdout.str()
+    fake_clock.plan, fake_clock.captures = [], 0
     monkeypatch.setenv("FIRST_CALLS", "1000000")  # two captures again, in a file from before numbers
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     data = json.loads(path.read_text())
@@ -2836,12 +2847,13 @@ def test_a_baseline_of_another_capture_says_so_and_is_rewritten_by_a_plain_recor
     result.stdout.fnmatch_lines(
         [
             "test_two.py::test_two: its baseline now says which of the test's captures it holds, capture 2 "
-            "(capture.number; the file did not say): written for that*",
+            "(capture.number; a file from before numbers did not say): its number written, its times kept, so "
+            "that only that capture's run() is judged and confirmed",
         ]
     )
     assert json.loads(path.read_text())["capture"]["number"] == 2
     (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
-    assert (test["baseline"]["status"], test["baseline"]["capture_moved"]) == ("changed", {"was": None, "now": 2})
+    assert (test["baseline"]["status"], test["baseline"]["capture_moved"]) == ("renumbered", {"was": None, "now": 2})
     before = path.read_bytes()
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     assert path.read_bytes() == before
