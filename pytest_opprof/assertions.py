@@ -20,6 +20,7 @@ from .analysis.compiled import REGION
 from .analysis.model import validate_name, validate_op
 from .analysis.ranges import op_calls, ranges_around
 from .errors import (
+    NAMES_THE_LINE,
     OpprofUsageError,
     a_range_not_an_op,
     bad_argument,
@@ -372,7 +373,7 @@ def _no_graph_break(profile: Profile) -> str | None:
     found = [str(r) for r in profile.metadata.get("graph_break_reasons") or []]
     shown = list(dict.fromkeys(found))[:3]
     reasons = list(dict.fromkeys(break_reason(r) for r in shown))
-    where = "" if all(_BREAK_AT.search(r) for r in shown) else " (TORCH_LOGS=graph_breaks names the line)"
+    where = "" if all(_BREAK_AT.search(r) for r in shown) else NAMES_THE_LINE
     why = (
         f"; torch's reason: {'; '.join(reasons)}{where}"
         if reasons

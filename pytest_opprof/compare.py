@@ -27,7 +27,7 @@ from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
 from .analysis.compiled import REGION
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import closest_names, waited_for_cpu
+from .errors import closest_names, compiled_regions_moved, waited_for_cpu
 from .events import TENSOR_LIST
 from .units import count_of, count_text
 
@@ -334,18 +334,7 @@ def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> s
     if ignored(REGION, rule.ignore_ops):
         return ""
     old, new = (median_calls(doc.ops[REGION]) if REGION in doc.ops else 0 for doc in (baseline, current))
-    if old == new:
-        return ""
-    if not new:
-        return "; no compiled region ran: the code is no longer compiled (torch.compile gone, or Dynamo skipped it)"
-    if not old:
-        return "; compiled regions ran where none did: the code is now compiled"
-    if new > old:
-        return (
-            f"; compiled regions {count_text(old)} -> {count_text(new)}/step: a graph break splits the compiled "
-            "code, or another compiled model runs (assert_no_graph_break tells them apart)"
-        )
-    return f"; compiled regions {count_text(old)} -> {count_text(new)}/step: fewer graph breaks, or less of it compiled"
+    return "" if old == new else "; " + compiled_regions_moved(old, new, count_text(old), count_text(new))
 
 
 def _median_ms(entry: OpEntry | MemoryEntry | None) -> float:

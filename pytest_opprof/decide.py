@@ -359,11 +359,7 @@ def _status(
 
 
 def _to_write(
-    comparison: Comparison,
-    update: str | None,
-    current: Measurement,
-    remeasured: str | None,
-    first_slower: bool,
+    comparison: Comparison, update: str | None, current: Measurement, remeasured: str | None, first_slower: bool
 ) -> BaselineDoc | None:
     """Rewrite only for a structure or work change or a confirmed faster time (or =all): an
     inconclusive or unconfirmed measurement never replaces a baseline, nor does a slower time

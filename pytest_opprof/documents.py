@@ -17,6 +17,7 @@ from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
+MAX_CAPTURES = 1_000_000  # capture.number: past any test's captures
 
 
 def _number(value: Any) -> bool:
@@ -581,9 +582,6 @@ def _threads(value: Any) -> int | None:
             f"'capture.threads' is {_shown(value)}, not a whole number of threads (1 to {MAX_THREADS}) or null"
         )
     return value
-
-
-MAX_CAPTURES = 1_000_000
 
 
 def _capture_number(value: Any) -> int | None:

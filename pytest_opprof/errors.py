@@ -150,6 +150,35 @@ def capture_moved(kept: int, latest: int) -> str:
     )
 
 
+def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str) -> str:
+    """What a change in a compiled test's regions per step means (`old_text`, `new_text`: the
+    counts as a structure verdict writes them)."""
+    if not new:
+        return "no compiled region ran: the code is no longer compiled (torch.compile gone, or Dynamo skipped it)"
+    if not old:
+        return "compiled regions ran where none did: the code is now compiled"
+    if new > old:
+        return (
+            f"compiled regions {old_text} -> {new_text}/step: a graph break splits the compiled code, or another "
+            "compiled model runs (assert_no_graph_break tells them apart)"
+        )
+    return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
+
+
+def not_slower(moved_calls: list[str]) -> str:
+    """`opprof compare`'s line for a test B did not regress on time; `moved_calls`: the ops whose
+    calls differ (a trial read `B not worse` over a graph break)."""
+    if not moved_calls:
+        return "B not slower"
+    return (
+        f"B not slower; calls differ for {first_three(moved_calls)}: compare judges time, the plugin's structure "
+        "verdict fails a test on them"
+    )
+
+
+NAMES_THE_LINE = " (TORCH_LOGS=graph_breaks names the line)"  # after a graph-break reason without its line
+
+
 RECORD_AGAIN_FIX = "record the baseline again: pytest --opprof-update-baseline with the test's id"
 
 
@@ -269,6 +298,14 @@ def no_category_read(complete: int) -> str:
         f"none of its {count_of(complete, 'complete event')} has a category opprof reads ('cat': cpu_op, "
         "kernel, gpu_memcpy, cuda_runtime, user_annotation...; missing, python_function or another): it "
         "records no operator"
+    )
+
+
+def other_captures(tests: list[str]) -> str:
+    """`opprof compare` of baselines of one test that hold other captures of it (capture.number)."""
+    return (
+        f"A and B hold other captures of {count_of(len(tests), 'test')} ({first_three(tests)}): the test's captures "
+        "changed between the recordings, so their ops may be of other code"
     )
 
 

@@ -172,7 +172,7 @@ def parse_fail_on(text: object) -> frozenset[str]:
         return frozenset()
     bad = [i for i in items if i not in VERDICT_KINDS]
     if bad or not items:
-        close = closest_names(bad[0], VERDICT_KINDS) if bad else []
+        close = next((near for kind in bad if (near := closest_names(kind, VERDICT_KINDS))), [])
         hint = f"; did you mean {close[0]}?" if close else ""
         raise ValueError(f"a comma list of {', '.join(VERDICT_KINDS)} (or none){hint}")
     return frozenset(items)

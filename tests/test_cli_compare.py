@@ -151,6 +151,17 @@ def test_b_faster_or_equal_exits_0(capsys, folders):
         "plugin's structure verdict fails a test on them"
     ) in out
     assert "tests/test_m.py::test_small: B not slower\n" in out
+    assert "other captures" not in out
+    small = next(b.rglob("test_small.json"))  # B's file holds the test's second capture now
+    data = json.loads(small.read_text())
+    data["capture"]["number"] = 2
+    small.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert (
+        "warning: A and B hold other captures of 1 test (tests/test_m.py::test_small): the test's captures "
+        "changed between the recordings, so their ops may be of other code"
+    ) in out
+    assert "other captures" in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["warnings"][-1]
 
 
 def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):

@@ -2441,9 +2441,9 @@ def test_baseline_dir_option(pytester, monkeypatch):
             "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment (or none) (from",
         ),
         (
-            ["--opprof-fail-on", "time,structur"],
-            "--opprof-fail-on: 'time,structur' is not a comma list of structure, work, time, environment (or none); "
-            "did you mean structure? (from command line)",
+            ["--opprof-fail-on", "time,speed,structur"],
+            "--opprof-fail-on: 'time,speed,structur' is not a comma list of structure, work, time, environment (or "
+            "none); did you mean structure? (from command line)",
         ),
         (
             ["--opprof-update-baseline=some"],
