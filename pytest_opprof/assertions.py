@@ -165,14 +165,14 @@ def _op_count(
             return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         if not is_glob(op) and profile.match_ranges(op):  # zero calls of an op of its name prove nothing
             return a_range_not_an_op(op, "assert_range_below")
+        known = is_glob(op) or is_known is None or is_known(op)
         if n == 0 or (n is None and not min):
             claim = "counting zero calls of it"
             if near := near_misses(profile, op):  # `ATEN::ADDMM` beside aten::addmm: a slip that passes forever
                 return near_miss(op, near, claim, glob=is_glob(op))
-            if not is_glob(op) and is_known is not None and not is_known(op):  # a typo would pass forever
+            if not known:  # a typo would pass forever
                 return unknown_op(op, _closest_ops(profile, op, known_names), claim)
             return None  # zero calls expected and seen
-        known = is_glob(op) or is_known is None or is_known(op)
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
         message = no_match(op, (o.name for o in profile.ops))
