@@ -530,6 +530,7 @@ def _run_of_lines(record: TestRecord) -> list[str]:
     if record.captures > 1 and not record.cut_short:
         baseline = record.baseline
         recorded = baseline is not None and (baseline.compared or baseline.status == "new")
+        recorded = recorded and not (baseline and baseline.capture_moved and baseline.status == "compared")
         kept = "report and baseline hold" if recorded else "report holds"
         lines.append(
             f"{record.captures} captures in one test: its {kept} the last; the earlier ones were "

@@ -2823,6 +2823,17 @@ def test_a_baseline_of_another_capture_says_so_and_a_slowdown_is_inconclusive(py
     )
     assert "this one measurement's slowdown could not be confirmed" not in result.stdout.str()
     assert "a slowdown of this capture cannot be confirmed" not in result.stdout.str()  # time fails no test
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)  # of capture 1 now
+    monkeypatch.setenv("FIRST_CALLS", "1000000")  # a capture added before it: the last is capture 2
+    fake_clock.plan, fake_clock.captures = [], 0
+    result = run(pytester, "--opprof", *time_fails)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_two.py::test_two: its baseline holds the test's capture 1 and its latest is now capture 2 (*",
+            "test_two.py::test_two: 2 captures in one test: its report holds the last; *",  # not its baseline
+        ]
+    )
 
 
 def test_a_baseline_of_another_capture_is_renumbered_by_a_plain_recording(pytester, fake_clock, monkeypatch):
