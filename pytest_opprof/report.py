@@ -465,7 +465,10 @@ def _measurement_lines(record: TestRecord) -> list[str]:
             f"(interference, or a slow spell of the machine), so {so}"
         )
     elif remeasured == "confirmed":
-        lines.append(f"measured {_times(n)}, with pauses between: each differs from the baseline")
+        lines.append(
+            f"measured {_times(n)}, with pauses between: each differs from the baseline; the time line judges "
+            "their pooled steps, the op table shows the first"
+        )
     said = baseline and any(v.fix == SAME_WORK_FIX for v in baseline.verdicts)  # the inconclusive line says it
     if baseline and baseline.unrepeated and not said:
         lines.append(other_work_measured(first_three(list(baseline.unrepeated))))

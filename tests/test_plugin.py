@@ -1854,7 +1854,7 @@ def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
     result.stdout.fnmatch_lines(["aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*"])
     result.stdout.fnmatch_lines(["aten::addmm * 1.700 * 0.500 * +240% * slower"])  # the table: the same numbers
     result.stdout.fnmatch_lines(
-        ["test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline"]
+        ["test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline; *"]
     )
     result.stdout.fnmatch_lines(  # a slower time may be the point (a larger model), as a structure change may;
         [  # only =all writes a slower time alone
@@ -1920,7 +1920,7 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline",
+            "test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline; *",
             "test_base.py::test_big: time: step wall: 0.800 ms/step outside the ops vs baseline 0.000 ms (+133% of "
             "its 0.600 ms step, slower; the time went there (Python code, hooks, data preparation); limit +20%, "
             "p=*) [[].opprof/cpu-*/test_big.json[]]",
@@ -2511,7 +2511,7 @@ def test_a_confirmation_measures_on_the_first_measurements_threads(pytester, fak
     result = run(pytester, "--opprof", "-p", "no:randomly")
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(
-        ["test_limited.py::test_mm: measured 4 times, with pauses between: each differs from the baseline"]
+        ["test_limited.py::test_mm: measured 4 times, with pauses between: each differs from the baseline; *"]
     )
 
 
@@ -2565,7 +2565,8 @@ def test_suspected_time_regression_is_measured_again(remeasure_project, fake_clo
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_re.py::test_mm: measured 4 times, with pauses between: each differs from the baseline",
+            "test_re.py::test_mm: measured 4 times, with pauses between: each differs from the baseline; the time line "
+            "judges their pooled steps, the op table shows the first",
             "*aten::mm: 0.830 ms/step vs baseline 0.230 ms*",
             "test_re.py::test_mm: if the change is intended, record it: pytest --opprof-update-baseline=all test_re.py::test_mm*",
         ]
