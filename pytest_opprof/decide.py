@@ -589,6 +589,16 @@ def judged_early(
     return Judged(old, decide(current, old, rule, None, confirmation, shown))
 
 
+def unreadable(path: Path, nodeid: str, root: Path | None = None) -> bool:
+    """Whether the test's baseline file is there and cannot be used (a recording leaves it as it
+    is, so measurements taken for it would be spent for nothing: 1.5 s of a run()'s ranges)."""
+    try:
+        read_baseline(path, nodeid, inside=root)
+    except BaselineError:
+        return True
+    return False
+
+
 def same_capture(old: BaselineDoc, current: BaselineDoc) -> bool:
     """Whether `current` is the capture of the test the baseline holds, comparing (moved_capture)."""
     return moved_capture(old, current, None) is None

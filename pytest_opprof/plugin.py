@@ -39,7 +39,7 @@ from .baseline import (
 )
 from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
 from .compare import Machine, Rule
-from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early
+from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, unreadable
 from .device import Nvml, describe, device_facts, resolve_key
 from .errors import (
     COLLECT_ONLY,
@@ -629,12 +629,20 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     state = request.config.stash[RUN]
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
-        fixture.measure_ahead = RANGE_MEASUREMENTS
+        fixture.measure_ahead = 0 if _unreadable_baseline(request.node, state) else RANGE_MEASUREMENTS
     elif state.settings.measuring:  # and, comparing, a suspected time's confirmations
         fixture.judge_in_run = partial(_judge_in_run, request.node, fixture, state)
     fixture.pauses_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
     request.node.stash[TEST] = fixture
     return fixture
+
+
+def _unreadable_baseline(item: pytest.Item, state: RunState) -> bool:
+    """The test's baseline file is there and unusable: a recording will not replace it."""
+    if state.device_key is None:
+        return False
+    path, _, root = _baseline_place(item, state)
+    return unreadable(path, _baseline_id(item), root)
 
 
 def _clock_sampler(state: RunState) -> Callable[[], Any] | None:

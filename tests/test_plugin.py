@@ -2417,6 +2417,23 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined,
     assert path.read_text() == "{oops"
 
 
+def test_a_recording_takes_no_range_measurements_for_a_file_it_cannot_read(pytester, fake_clock):
+    """A recording leaves an unreadable baseline as it is, so run() takes none of the ranges'
+    further measurements for it (they cost 1.5 s of pauses and 3 more measurements for nothing)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_ctx=NO_GRAD_TESTS)
+    run(pytester, "--opprof-update-baseline", "-k", "test_mm").assert_outcomes(passed=1)
+    assert fake_clock.captures == 4  # the first and the ranges' three
+    (path,) = (pytester.path / ".opprof").rglob("test_mm.json")
+    path.write_text("{oops")
+    fake_clock.captures, fake_clock.pauses[:] = 0, []
+    result = run(pytester, "--opprof-update-baseline", "-k", "test_mm")
+    result.assert_outcomes(errors=1)
+    assert fake_clock.captures == 1 and fake_clock.pauses == []
+    result.stdout.fnmatch_lines(["*test_mm.json: not valid JSON (line 1); fix it, or delete it*"])
+    assert path.read_text() == "{oops"
+
+
 def test_baseline_dir_option(pytester, monkeypatch):
     """--opprof-baseline-dir puts the baselines elsewhere."""
     monkeypatch.delenv("OPPROF_INJECT", raising=False)
