@@ -138,9 +138,10 @@ def decide(
     recorded_from = 0
     if write is not None:
         write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
-    elif moved is not None and status == KEPT:
-        # the number alone: the times stay the baseline's (a slow first measurement inflates none)
-        write, status = old.replace(number=current.doc.number), RENUMBERED
+    elif (
+        status == RENUMBERED
+    ):  # the number alone: the times stay the baseline's (a slow first measurement inflates none)
+        write = old.replace(number=current.doc.number)
     unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
     return Outcome(
@@ -346,15 +347,15 @@ def _status(
     write: BaselineDoc | None,
     moved: CaptureMoved | None,
 ) -> str:
-    """What happened to the file: compared only, not recorded (throttled GPU), kept, or written
-    (changed, also for another capture of the test: `moved`; or rewritten unchanged by =all). A
-    kept file of another capture is renumbered by the caller."""
+    """What happened to the file: compared only, not recorded (throttled GPU), kept, renumbered
+    (kept, but of another capture of the test: `moved`), or written (changed, also for `moved`;
+    or rewritten unchanged by =all)."""
     if not update:
         return COMPARED
     if current.machine.gpu_unreliable:
         return UNRELIABLE
-    if write is None:
-        return KEPT  # unchanged, inconclusive, or a time change the confirmation did not back
+    if write is None:  # unchanged, inconclusive, or a time change the confirmation did not back
+        return KEPT if moved is None else RENUMBERED
     return REWRITTEN if comparison.unchanged and moved is None else CHANGED  # moved: its number changed too
 
 

@@ -577,21 +577,20 @@ def _flag(capture: dict[str, Any], key: str) -> bool:
 
 def _threads(value: Any) -> int | None:
     """capture.threads: absent or null (unknown), else a whole number of threads."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_THREADS):
-        raise ValueError(
-            f"'capture.threads' is {_shown(value)}, not a whole number of threads (1 to {MAX_THREADS}) or null"
-        )
+    return _counted(value, "threads", "a whole number of threads", MAX_THREADS)
+
+
+def _counted(value: Any, key: str, what: str, most: int) -> int | None:
+    """A capture field counted from 1 (`what`, up to `most`), or absent or null: unknown."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= most):
+        raise ValueError(f"'capture.{key}' is {_shown(value)}, not {what} (1 to {most}) or null")
     return value
 
 
 def _capture_number(value: Any) -> int | None:
     """capture.number: absent or null (unknown: a file from before numbers), else which of the
     test's captures the document holds, counted from 1."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CAPTURES):
-        raise ValueError(
-            f"'capture.number' is {_shown(value)}, not which of the test's captures it holds (1 to {MAX_CAPTURES}) or null"
-        )
-    return value
+    return _counted(value, "number", "which of the test's captures it holds", MAX_CAPTURES)
 
 
 def _reference(data: dict[str, Any], key: str) -> float | None:

@@ -162,6 +162,7 @@ class OpprofFixture:
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
+        self.ranges_wanted: Callable[[], bool] = lambda: True  # recording: whether the file can take them
         # comparing: judges run()'s measurement against its baseline, calling the function it is
         # given for each confirmation of a suspected time (the plugin's; None: nothing to judge)
         self.judge_in_run: Callable[[Callable[[], Remeasured | None]], None] | None = None
@@ -241,8 +242,9 @@ class OpprofFixture:
         return taken
 
     def _for_ranges(self, steps: int) -> list[Remeasured]:
-        """Recording: the recorded ranges' measurements (none for a run() too short to judge on time)."""
-        if steps < MIN_TIME_STEPS:
+        """Recording: the recorded ranges' measurements (none for a run() too short to judge on time,
+        nor where the recording leaves the test's file as it is: unreadable)."""
+        if steps < MIN_TIME_STEPS or not self.ranges_wanted():
             return []
         ahead = []
         for _ in range(self.measure_ahead):

@@ -629,7 +629,8 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     state = request.config.stash[RUN]
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
-        fixture.measure_ahead = 0 if _unreadable_baseline(request.node, state) else RANGE_MEASUREMENTS
+        fixture.measure_ahead = RANGE_MEASUREMENTS
+        fixture.ranges_wanted = partial(_readable_baseline, request.node, state)  # asked in run() only
     elif state.settings.measuring:  # and, comparing, a suspected time's confirmations
         fixture.judge_in_run = partial(_judge_in_run, request.node, fixture, state)
     fixture.pauses_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
@@ -637,12 +638,13 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     return fixture
 
 
-def _unreadable_baseline(item: pytest.Item, state: RunState) -> bool:
-    """The test's baseline file is there and unusable: a recording will not replace it."""
+def _readable_baseline(item: pytest.Item, state: RunState) -> bool:
+    """The test's baseline file is absent or usable: a recording leaves an unusable one as it is,
+    so run() takes no range measurements for it."""
     if state.device_key is None:
-        return False
+        return True
     path, _, root = _baseline_place(item, state)
-    return unreadable(path, _baseline_id(item), root)
+    return not unreadable(path, _baseline_id(item), root)
 
 
 def _clock_sampler(state: RunState) -> Callable[[], Any] | None:

@@ -2758,16 +2758,24 @@ def test_two(opprof, tmp_path):
 """
 
 
+def recorded_of_two_captures(pytester, fake_clock, monkeypatch):
+    """TWO_CAPTURE_TESTS recorded with both captures (its file holds capture 2; each run() took its
+    ranges' measurements), then run with one: the baseline file."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_two=TWO_CAPTURE_TESTS)
+    monkeypatch.setenv("FIRST_CALLS", "1000000")
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.delenv("FIRST_CALLS")
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    return path
+
+
 def test_run_judges_only_the_capture_its_baseline_holds(pytester, fake_clock, monkeypatch):
     """A test that captures twice keeps its latest capture as its baseline, which now says which
     capture it was (`capture.number`). Before, each run() was judged as it returned: the first,
     slower than the second's baseline, paid confirmations, and a fn whose data ran out failed the
     test. Now only the second is judged and confirmed, in the test's context (its file still open)."""
-    fake_clock.costs["aten::mm"] = 200_000
-    pytester.makepyfile(test_two=TWO_CAPTURE_TESTS)
-    monkeypatch.setenv("FIRST_CALLS", "1000000")  # recording: each run() takes its ranges' measurements
-    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
-    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    path = recorded_of_two_captures(pytester, fake_clock, monkeypatch)
     assert json.loads(path.read_text())["capture"]["number"] == 2
     monkeypatch.setenv("FIRST_CALLS", "11")  # one measurement: warmup, steps, 2 unprofiled, the signature step
     fake_clock.plan, fake_clock.captures = [8.0], 0
@@ -2780,18 +2788,6 @@ def test_run_judges_only_the_capture_its_baseline_holds(pytester, fake_clock, mo
     result.assert_outcomes(passed=1)
     assert fake_clock.captures == 3
     result.stdout.fnmatch_lines(["test_two.py::test_two: the first measurement's time differed*did not confirm it*"])
-
-
-def recorded_of_two_captures(pytester, fake_clock, monkeypatch):
-    """TWO_CAPTURE_TESTS recorded with both captures (its file holds capture 2), then run with one:
-    the baseline file."""
-    fake_clock.costs["aten::mm"] = 200_000
-    pytester.makepyfile(test_two=TWO_CAPTURE_TESTS)
-    monkeypatch.setenv("FIRST_CALLS", "1000000")
-    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
-    monkeypatch.delenv("FIRST_CALLS")
-    (path,) = (pytester.path / ".opprof").rglob("*.json")
-    return path
 
 
 TIME_FAILS = ("-o", "opprof_fail_on=structure,work,time")
