@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import annotation, kernel, launch, memcpy, memset, op, step
+from builders import annotation, kernel, launch, memcpy, memset, op, step, stepped
 
 from pytest_opprof.analysis import OPPROF_SYNC_ANNOTATION, Dist, analyze
 from pytest_opprof.events import SYNC, Event
@@ -375,6 +375,38 @@ def test_negative_durations_make_the_measurement_untrusted():
     assert alone.errors[0].message.startswith("1 event has a negative duration: ")
     two = analyze([op("aten::mm", 0, -10), op("aten::add", 20, -5)])
     assert two.errors[0].message.startswith("2 events have negative durations: ")
+
+
+def test_an_op_running_past_the_op_it_started_in_makes_the_measurement_untrusted():
+    """A hand-edited `dur` that runs an op past its parent swallowed the ops after it (they
+    nested inside it and folded away as redispatches: 27 aten::mm calls read 0 ms) while every
+    check said ok. Ops on one thread nest, so that is a broken duration: an error naming it."""
+
+    def body(i, base):
+        mm_us = 900 if i == 0 else 20  # step 1's mm outlasts its matmul (40 us) and its step (100 us)
+        return [op("aten::matmul", base + 5, 40), op("aten::mm", base + 10, mm_us)]
+
+    broken = analyze(stepped(3, 100, body))
+    assert [(c.name, c.status) for c in broken.errors] == [("nesting", "error")]
+    assert broken.errors[0].message == (
+        "1 op runs past the end of the op it started in (aten::mm in step 1 ends 0.865 ms after aten::matmul): "
+        "ops on one thread nest, so a duration is broken; export the trace again"
+    )
+    sound = analyze(stepped(3, 100, lambda i, base: [op("aten::matmul", base + 5, 40), op("aten::mm", base + 10, 20)]))
+    assert "nesting" not in {c.name for c in sound.checks}
+
+
+def test_nesting_allows_a_microsecond_of_rounding_and_names_every_overrun():
+    """A trace in whole microseconds can end a child up to 1 us after its parent: no error. Two
+    overruns are counted, the larger named; another thread's ops nest on their own."""
+    rounded = analyze([op("aten::matmul", 0, 10), op("aten::mm", 2, 9)])
+    assert "nesting" not in {c.name for c in rounded.checks}
+    other_thread = analyze([op("aten::matmul", 0, 10), op("aten::mm", 2, 50, tid=2)])
+    assert "nesting" not in {c.name for c in other_thread.checks}
+    two = analyze([op("aten::matmul", 0, 10), op("aten::mm", 2, 12), op("aten::add", 20, 10), op("aten::mul", 21, 30)])
+    assert two.errors[0].message.startswith(
+        "2 ops run past the end of the ops they started in (aten::mul ends 0.021 ms after aten::add): "
+    )
 
 
 def test_a_step_with_a_negative_duration_makes_the_measurement_untrusted():

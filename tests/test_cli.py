@@ -523,6 +523,28 @@ def test_compare_refuses_an_untrusted_trace(capsys, small_trace, broken_trace):
     assert err.rstrip().endswith(f"compare traces whose checks pass (opprof analyze {broken_trace} shows them)")
 
 
+def test_a_trace_whose_op_outlasts_its_parent_is_untrusted_in_analyze_and_compare(capsys, tmp_path, small_trace):
+    """One `dur` edited to outlast its parent (aten::addmm inside aten::linear, still finite and
+    inside the step) read 0 ms for the ops it swallowed, every check `ok`, and `compare` said
+    `B not slower`. Now both commands exit 2 naming the op and the check."""
+    events = []
+    for i in range(3):
+        base = i * 1000
+        addmm_us = 600 if i == 1 else 200
+        events += [step(i + 1, base, 1000), op("aten::linear", base + 10, 300), op("aten::addmm", base + 20, addmm_us)]
+        events += [op("aten::relu", base + 400, 50)]
+    edited = tmp_path / "edited.json"
+    write_trace(edited, events, {})
+    code, _, err = run_cli(capsys, "analyze", str(edited))
+    assert code == 2 and err.count("\n") == 1
+    assert (
+        "(nesting: 1 op runs past the end of the op it started in (aten::addmm in step 2 ends 0.310 ms after aten::linear)"
+        in err
+    )
+    code, out, err = run_cli(capsys, "compare", str(small_trace), str(edited))
+    assert code == 2 and out == "" and "nesting: 1 op runs past" in err
+
+
 def test_a_trace_without_steps_gives_host_bound_time_as_a_share_of_its_host_span(capsys, tmp_path):
     """No ProfilerStep markers: one implicit step, the span of the host events; the timeline line
     says so instead of "of the steps" (a trial read `100% of the steps` on a trace with none)."""

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import lt
+from operator import add, lt, sub
 
-from ..errors import contended_capture, waited_for_cpu
+from ..errors import contended_capture, shown_name, waited_for_cpu
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
@@ -37,7 +37,9 @@ class CheckInputs:
 
     pids: list[int]
     tids: list[int]
+    starts: list[int]
     durs: list[int]
+    names: list[str]
     parent: list[int]
     op_step: list[int]
     device: list[Event]
@@ -58,6 +60,7 @@ def trust_checks(
     found = [
         _events(len(cols.durs), len(cols.device), ranges),
         _durations(cols, spans, wall_known),
+        _nesting(cols, spans, wall_known),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
         _compilation(compilations),
@@ -129,6 +132,33 @@ def _durations(cols: CheckInputs, spans: list[StepSpan], wall_known: bool = True
         "durations",
         ERROR,
         f"{count_of(negative, 'event')} {have}: the source is broken; export the trace again",
+    )
+
+
+NEST_SLACK_NS = 1_000  # a trace in whole microseconds rounds a child's end up to 1 us past its parent's
+
+
+def _nesting(cols: CheckInputs, spans: list[StepSpan], wall_known: bool) -> Check | None:
+    """An op that runs past the end of the op it started in: ops on one thread nest (each is a
+    scope), so its duration is broken, and the ops after it would nest inside it (a trial's
+    hand-edited `dur` hid 27 `aten::mm` calls that way, and every check said ok)."""
+    ends = list(map(add, cols.starts, cols.durs))
+    ends.append(max(ends, default=0) + NEST_SLACK_NS + 1)  # parent -1: the sentinel never overrun
+    overruns = list(map(sub, ends, map(ends.__getitem__, cols.parent)))
+    if not overruns or max(overruns) <= NEST_SLACK_NS:
+        return None
+    bad = [i for i, over in enumerate(overruns) if over > NEST_SLACK_NS]
+    worst = max(bad, key=overruns.__getitem__)
+    s = cols.op_step[worst]
+    # not the one step of a trace without markers
+    where = f" in step {spans[s].number}" if s >= 0 and wall_known else ""
+    inside = shown_name(cols.names[cols.parent[worst]])
+    return Check(
+        "nesting",
+        ERROR,
+        f"{count_of(len(bad), 'op')} {'runs past the end of the op it' if len(bad) == 1 else 'run past the end of the ops they'} started in "
+        f"({shown_name(cols.names[worst])}{where} ends {_fmt_ms(overruns[worst])} after {inside}): "
+        "ops on one thread nest, so a duration is broken; export the trace again",
     )
 
 

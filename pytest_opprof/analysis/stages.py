@@ -91,7 +91,9 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     op_stats = assemble_ops(cpu, device, steps.count, work)
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
     checks = trust_checks(
-        CheckInputs(ops.pids, ops.tids, ops.durs, tree.parent, tree.op_step, rows.device, rows.runtime),
+        CheckInputs(
+            ops.pids, ops.tids, ops.starts, ops.durs, ops.names, tree.parent, tree.op_step, rows.device, rows.runtime
+        ),
         steps.spans,
         device.busy_by_step,
         op_stats,
