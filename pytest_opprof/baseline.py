@@ -456,6 +456,8 @@ def _json(path: Path, text: str) -> Any:
             raise BaselineError(bad_baseline(path, f"the key {twice!r} appears twice in one object (a merge by hand?)"))
         return found
 
+    if not text.strip():  # said as it is, not as `not valid JSON (line 1)` (a trial)
+        raise BaselineError(bad_baseline(path, "an empty file, not a baseline"))
     try:
         return json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:

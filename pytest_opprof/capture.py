@@ -58,6 +58,7 @@ from .events import (
     capped_lists,
     freeze,
     gc_paused,
+    printable_names,
 )
 from .trace import read_trace
 
@@ -178,7 +179,7 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
     corrs = list(map(cls.correlation_id, kineto_events)) if links_needed else [0] * n
     table = EventTable(
         kind=kinds,
-        name=list(map(cls.name, kineto_events)),
+        name=printable_names(list(map(cls.name, kineto_events))),  # a range's name may hold a newline
         start_ns=list(map(cls.start_ns, kineto_events)),
         dur_ns=list(map(cls.duration_ns, kineto_events)),
         pid=[pid] * n,

@@ -40,6 +40,7 @@ from .errors import (
     two_softwares,
     two_tests,
 )
+from .events import printable_name
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
@@ -231,7 +232,7 @@ def _analyze(args: argparse.Namespace) -> int:
         print(profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None))
     broken = _untrusted(whole)
     if broken:  # shown above with the rest; the exit code tells a script
-        print(f"opprof: error: {args.trace}: {broken}", file=sys.stderr)
+        print(f"opprof: error: {printable_name(f'{args.trace}: {broken}')}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_OK
 
@@ -604,11 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_BAD_INPUT
         return _COMMANDS[args.command](args)
-    except _UsageError as exc:
-        print(f"opprof: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OpprofError as exc:
-        print(f"opprof: error: {exc}", file=sys.stderr)
+    except (_UsageError, OpprofError) as exc:  # one line: a path's newline or ESC written as its escape
+        print(f"opprof: error: {printable_name(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `opprof analyze t.json | head`
         return EXIT_OK

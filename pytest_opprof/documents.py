@@ -15,6 +15,7 @@ from .analysis.compiled import stable_name
 from .analysis.model import selected, workload_problem
 from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
+from .events import printable_name
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 MAX_CAPTURES = 1_000_000  # capture.number: past any test's captures
@@ -259,6 +260,7 @@ class KernelEntry:
         ops = data.get("ops") or []
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise ValueError(f"kernel {name!r}: 'ops' is not a list of op names")
+        _printable_keys(dict.fromkeys(ops), f"kernel {name!r}: its op")
         calls = _per_step(data.get("calls_per_step"), f"kernel {name!r}: 'calls_per_step'", steps, whole=True)
         device = _per_step(data.get("device_ms"), f"kernel {name!r}: 'device_ms'", steps)
         shares = _kernel_shares(name, data.get("by_op", {}), ops, steps)
@@ -471,6 +473,8 @@ class BaselineDoc:
         for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
             if not isinstance(data.get(key), kind):
                 raise ValueError(f"'{key}' is missing or not a {kind.__name__}")
+        for key, what in (("ops", "op"), ("kernels", "kernel"), ("memory_ops", "memory op")):
+            _printable_keys(data[key], what)
         references = [_reference(data, key) for key in ("reference_ms", "dispatch_reference_ms")]
         nodeid, device_key, environment = _identity(data)
         found = data.get("capture", {})
@@ -499,6 +503,17 @@ class BaselineDoc:
             # without a wall (a file missing it is refused by from_file, naming the wall) no time outside the ops
             _outside(outside, wall, steps) if outside is not None and wall is not None else None,
             _capture_number(capture.get("number")),
+        )
+
+
+def _printable_keys(entries: dict[str, Any], what: str) -> None:
+    """Names as profiles give them: printable (a newline or an ESC is written as its escape, `\\n`),
+    so a hand-edited name cannot forge a verdict line or colour the terminal."""
+    odd = next((name for name in entries if not name.isprintable()), None)
+    if odd is not None:
+        raise ValueError(
+            f"{what} {odd!r}: its name holds a character that does not print, which no profile's name does "
+            f"(they write it as its escape, {printable_name(odd)!r})"
         )
 
 

@@ -51,6 +51,7 @@ from .events import (
     capped_lists,
     freeze,
     gc_paused,
+    printable_names,
 )
 from .files import NotReadable, read_regular
 
@@ -111,9 +112,9 @@ _INT64 = 2**63  # Kineto writes times in int64 ns, ids and byte counts as int64:
 MAX_TRACE_BYTES = 4 << 30  # a trace (after gzip) larger than this is refused, not read into memory
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path) -> bytes | bytearray:
     try:
-        data = read_regular(path, MAX_TRACE_BYTES)
+        data: bytes | bytearray = read_regular(path, MAX_TRACE_BYTES)
     except NotReadable as exc:
         raise TraceError(bad_trace(path, str(exc))) from None
     except FileNotFoundError:
@@ -124,34 +125,46 @@ def _read_bytes(path: Path) -> bytes:
         ) from None
     except OSError as exc:
         raise TraceError(bad_trace(path, f"cannot be read ({exc.strerror})")) from None
-    if not data.strip():
+    if not data or data.isspace():  # no copy, as strip() makes of a large bytearray
         raise TraceError(bad_trace(path, "empty file"))
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(path, data)
-        if not data.strip():
+        if not data or data.isspace():
             raise TraceError(bad_trace(path, "empty file (inside the gzip)"))
     return data
 
 
-def _gunzip(path: Path, data: bytes) -> bytes:
-    """Decompressed in chunks, never beyond MAX_TRACE_BYTES (a small gzip of zeros can be huge),
-    and refused at the first chunk that cannot be JSON text: a bomb of zeros costs one chunk."""
-    chunks: list[bytes] = []
-    total = 0
+def _gunzip(path: Path, data: bytes | bytearray) -> bytearray:
+    """Decompressed in chunks, never beyond MAX_TRACE_BYTES nor, past BOMB_FLOOR, beyond
+    MAX_GZIP_RATIO times the file (a small gzip of blanks or of `{},` repeated can be huge: a
+    4.6 MB file of 1 GiB of spaces took 2.1 GB to read), and refused at the first chunk that
+    cannot be JSON text: a bomb of zeros costs one chunk. One buffer: no second copy to join."""
+    text = bytearray()
+    most = min(MAX_TRACE_BYTES, max(BOMB_FLOOR, MAX_GZIP_RATIO * len(data)))
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
             while chunk := f.read(_GUNZIP_CHUNK):
-                _check_json_text(path, chunk, first=not chunks)
-                total += len(chunk)
-                if total > MAX_TRACE_BYTES:
-                    raise TraceError(bad_trace(path, f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"))
-                chunks.append(chunk)
+                _check_json_text(path, chunk, first=not text)
+                text += chunk
+                if len(text) > most:
+                    raise TraceError(bad_trace(path, _too_large(most, len(data))))
     except (EOFError, OSError, zlib.error):
         raise TraceError(bad_trace(path, "truncated or corrupt gzip data")) from None
-    return b"".join(chunks)
+    return text
+
+
+def _too_large(most: int, size: int) -> str:
+    if most == MAX_TRACE_BYTES:
+        return f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"
+    return (
+        f"decompresses to more than {MAX_GZIP_RATIO} times its {size:,} bytes, as no profiler trace does "
+        "(they compress 7-25x): a gzip bomb, not a trace"
+    )
 
 
 _GUNZIP_CHUNK = 8 << 20
+BOMB_FLOOR = 64 << 20  # a gzip decompressing to less is read whatever its ratio
+MAX_GZIP_RATIO = 100  # traces compress 7-25x (the shared A100/MI250/CPU traces, a 14 MB CPU capture)
 
 
 def _check_json_text(path: Path, chunk: bytes, first: bool) -> None:
@@ -224,7 +237,7 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
 SESSION_SPAN = "Trace"  # Kineto's own span of the profiling session ("PyTorch Profiler (0)"), no event of the code
 
 
-def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int, int]:
+def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ...]], int, int]:
     """Parse the JSON, taking each complete ("ph": "X") event out as a row on the way; the counts
     are of the complete events, Kineto's session spans left out, and of those spans.
 
@@ -282,7 +295,7 @@ def _parse(path: Path, data: bytes) -> tuple[Any, list[tuple[Any, ...]], int, in
     return doc, rows, len(rows) + len(skipped) - spans, spans
 
 
-def _unparsed(data: bytes, exc: Exception) -> str:
+def _unparsed(data: bytes | bytearray, exc: Exception) -> str:
     """Why json.loads could not read the text, in a trace's terms."""
     if isinstance(exc, UnicodeDecodeError):
         return "not text (neither JSON nor gzip-compressed JSON)"
@@ -305,6 +318,7 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
         i = next(i for i, n in enumerate(names) if type(n) is not str)
         what = "no 'name'" if names[i] is _MISSING else f"'name' is {names[i]!r}, not a text"
         raise TraceError(bad_trace(source, f"complete event {i}: {what}"))
+    names = printable_names(names)  # a name holding a newline or an ESC would forge a table row
     starts = _ns_column(ts, names, "ts", source)
     durs = _ns_column(dur, names, "dur", source)
     ids: dict[object, int] = {}

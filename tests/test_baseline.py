@@ -147,6 +147,7 @@ def test_same_measurement_gives_byte_identical_file():
     ("content", "reason"),
     [
         ("{not json", "not valid JSON (line 1)"),
+        (" \n", "an empty file, not a baseline; fix or delete it and run pytest --opprof-update-baseline"),
         (  # a merge conflict in a baseline file: named as one, with the way out
             '{\n<<<<<<< HEAD\n  "schema": 2,\n=======\n  "schema": 1,\n>>>>>>> main\n}',
             "holds a merge conflict's markers (<<<<<<< at line 2); resolve the conflict by recording the baseline "
@@ -1045,6 +1046,16 @@ def _gemm(ops, by_op, calls=1):
             "'bytes' is '4'",
         ),
         (_gemm(["a"], {"b": {}}), "kernel 'gemm': 'by_op' names 'b', which is not in its 'ops'"),
+        (
+            lambda d: d["ops"].update({"aten::mm\n\x1b[31mEVIL": d["ops"]["aten::addmm"]}),
+            "op 'aten::mm\\n\\x1b[31mEVIL': its name holds a character that does not print, which no profile's "
+            "name does (they write it as its escape, 'aten::mm\\\\n\\\\x1b[31mEVIL')",
+        ),
+        (
+            lambda d: d.update(memory_ops={"Memcpy\u200b": {"calls_per_step": [1] * 8, "device_ms": [1] * 8}}),
+            "memory op 'Memcpy\\u200b': its name holds a character that does not print",
+        ),
+        (_gemm(["a\tb"], {}), "kernel 'gemm': its op 'a\\tb': its name holds a character that does not print"),
         (_gemm(["a"], {"a": 1}), "kernel 'gemm': 'by_op' is not an object of launching ops"),
         (
             _gemm(["a"], {"a": _share(1, -1)}),

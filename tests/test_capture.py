@@ -47,6 +47,20 @@ def test_measure_counts_ops_per_step_exactly():
     assert [c.status for c in profile.checks if c.name == "step_events"] == ["ok"]
 
 
+def test_a_range_name_that_does_not_print_is_kept_as_its_escape():
+    """A record_function name holding a newline and an ESC would forge a table row and colour
+    the terminal, and its baseline would be refused: the profile names it by its escapes."""
+    x = torch.randn(8, 8)
+
+    def fn():
+        with torch.profiler.record_function("fwd\n\x1b[31mred"):
+            return x @ x
+
+    profile = measure(fn, warmup=1, steps=2)
+    assert [r.name for r in profile.ranges] == ["fwd\\n\\x1b[31mred"]
+    assert all(name.isprintable() for name in profile.names())
+
+
 def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():
     """warmup calls run unprofiled, steps profiled, two unprofiled calls timed (the observer
     effect), then the untimed signature call; the last result comes back."""

@@ -545,6 +545,36 @@ def test_a_trace_whose_op_outlasts_its_parent_is_untrusted_in_analyze_and_compar
     assert code == 2 and out == "" and "nesting: 1 op runs past" in err
 
 
+def test_op_names_that_do_not_print_are_shown_by_their_escapes(capsys, tmp_path, small_trace):
+    """A trace's op named `aten::mm<newline>FAKE LINE ok<ESC>[31m` printed a forged table row and
+    coloured the terminal, in `analyze` and `compare`: names are read with such characters
+    written as escapes, so each row stays one line and no ESC reaches the terminal."""
+    events = []
+    for i in range(3):
+        base = i * 1000
+        events += [step(i + 1, base, 1000), op("aten::linear", base + 10, 300), op("aten::relu", base + 400, 50)]
+        events += [op("aten::mm\nFAKE LINE ok\x1b[31mRED", base + 500, 20)]
+    forged = tmp_path / "forged.json"
+    write_trace(forged, events, {})
+    for argv in (["analyze", str(forged)], ["compare", str(small_trace), str(forged)]):
+        code, out, err = run_cli(capsys, *argv)
+        assert "\x1b" not in out + err and "FAKE" not in "".join(line[:4] for line in out.splitlines())
+        assert "aten::mm\\nFAKE LINE ok\\x1b[31mRED" in out, argv
+    code, out, _ = run_cli(capsys, "analyze", str(forged), "--json", "--op", "aten::mm*")
+    assert code == 0 and [o["name"] for o in json.loads(out)["ops"]] == ["aten::mm\\nFAKE LINE ok\\x1b[31mRED"]
+
+
+def test_a_path_with_a_newline_or_an_esc_stays_on_the_error_line(capsys, tmp_path):
+    """A file named `evil<newline><ESC>[31mname.json` broke the one-line error in two and
+    coloured the terminal: the error line writes such characters as their escapes."""
+    evil = tmp_path / "evil\n\x1b[31mname.json"
+    evil.write_text("")
+    for command in ("analyze", "show"):
+        code, out, err = run_cli(capsys, command, str(evil))
+        assert code == 2 and out == "" and err.count("\n") == 1 and "\x1b" not in err
+        assert "evil\\n\\x1b[31mname.json: " in err
+
+
 def test_a_trace_without_steps_gives_host_bound_time_as_a_share_of_its_host_span(capsys, tmp_path):
     """No ProfilerStep markers: one implicit step, the span of the host events; the timeline line
     says so instead of "of the steps" (a trial read `100% of the steps` on a trace with none)."""

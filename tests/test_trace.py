@@ -364,6 +364,36 @@ def test_pipes_and_decompression_bombs_are_refused(tmp_path, monkeypatch):
         read_trace(bomb)
 
 
+def test_a_gzip_of_blanks_past_100_times_its_size_is_refused_early(tmp_path, monkeypatch):
+    """Blanks are JSON text, so a 4.6 MB gzip of 1 GiB of spaces before a valid trace was read
+    whole (9 s, 2.1 GB). Past the floor, a gzip decompressing to over 100 times its size is
+    refused there (no trace compresses past 25x); memory stays near that size. A trace
+    compressing as traces do is read with no floor at all."""
+    import tracemalloc
+    import zlib
+
+    from pytest_opprof import trace
+
+    monkeypatch.setattr(trace, "BOMB_FLOOR", 16 << 20)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [packer.compress(b'{"traceEvents": [')] + [packer.compress(b" " * (1 << 20)) for _ in range(256)]
+    bomb = tmp_path / "blanks.json.gz"
+    bomb.write_bytes(b"".join([*parts, packer.flush(), gzip.compress(b"]}")]))
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceError, match=r"blanks.json.gz: decompresses to more than 100 times its [0-9,]+ bytes"):
+            read_trace(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < (256 << 20) // 3, peak  # read whole before: 256 MiB and its joined copy
+    monkeypatch.setattr(trace, "BOMB_FLOOR", 0)
+    events = [step(i + 1, i * 100, 100) for i in range(50)] + [op("aten::mm", i * 100 + 5, 50) for i in range(50)]
+    plain = tmp_path / "plain.json.gz"
+    write_trace(plain, events, {})
+    assert len(read_trace(plain).table) == 100
+
+
 def test_a_gzip_of_zeros_is_refused_at_its_first_chunk(tmp_path):
     """A small gzip of 64 MiB of zeros (or of a JSON head followed by zeros) is refused as not
     JSON after one chunk: memory stays at one chunk, not the decompressed size (tracemalloc)."""
