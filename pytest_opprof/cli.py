@@ -337,8 +337,11 @@ def _trace_environment(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_side(text: str) -> _Side:
-
     path = Path(text)
+    if path.is_file() and path.stat().st_size == 0:  # neither kind: name both fixes
+        raise _UsageError(
+            f"{path}: an empty file, neither a baseline nor a trace; give a baseline or a trace exported by torch.profiler"
+        )
     if path.is_file() and _is_trace(path):
         profile = load_trace(path)
         broken = _untrusted(profile)

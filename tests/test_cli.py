@@ -348,6 +348,8 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze", ""], "argument TRACE: '' is an empty path; give a file or folder"),  # was ".: a folder"
         (["show", " "], "argument PATH: ' ' is an empty path"),
         (["compare", "{trace}", ""], "argument B: '' is an empty path"),
+        (["compare", "{trace}", "{empty}"], "empty.json: an empty file, neither a baseline nor a trace; give"),
+        (["compare", "{empty}", "{trace}"], "empty.json: an empty file, neither a baseline nor a trace"),
         (["analyze", "{trace}", "--op", " "], "argument --op: ' ' is blank; give an op name or a glob"),
         (["analyze", "{trace}", "--op", "aten::lineer"], "--op aten::lineer: matches no op, kernel, memory op"),
         (["analyze", "{trace}", "--op", "aten::lineer"], "; closest: aten::linear"),
@@ -358,7 +360,8 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, small_trace, argv, fr
     """Bad input exits 2 with one line on stderr naming the problem, and nothing on stdout."""
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    argv = [a.format(trace=small_trace, bad=bad) for a in argv]
+    (tmp_path / "empty.json").write_text("")
+    argv = [a.format(trace=small_trace, bad=bad, empty=tmp_path / "empty.json") for a in argv]
     code, out, err = run_cli(capsys, *argv)
     assert code == 2
     assert out == ""
