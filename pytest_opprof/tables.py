@@ -22,6 +22,8 @@ def ms_cell(value: float) -> str:
 
 
 def short(name: str, width: int = 70) -> str:
+    if not name:  # a nameless event (torch writes none; a hand-made trace may): no blank cell
+        return '""'
     return name if len(name) <= width else name[: width - 1] + "…"
 
 

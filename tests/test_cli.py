@@ -567,6 +567,21 @@ def test_op_names_that_do_not_print_are_shown_by_their_escapes(capsys, tmp_path,
     assert code == 0 and [o["name"] for o in json.loads(out)["ops"]] == ["aten::mm\\nFAKE LINE ok\\x1b[31mRED"]
 
 
+def test_a_nameless_op_shows_as_empty_quotes_in_the_tables(capsys, tmp_path):
+    """A hand-made trace's op named "" printed a row with a blank name cell; the tables show it
+    as `""`, the JSON keeps its name as it is."""
+    events = []
+    for i in range(2):
+        base = i * 1000
+        events += [step(i + 1, base, 1000), op("", base + 10, 300), op("aten::mm", base + 400, 50)]
+    blank = tmp_path / "blank.json"
+    write_trace(blank, events, {})
+    code, out, _ = run_cli(capsys, "analyze", str(blank))
+    assert code == 0 and any(line.startswith('""  ') for line in out.splitlines()), out
+    code, out, _ = run_cli(capsys, "analyze", str(blank), "--json")
+    assert sorted(o["name"] for o in json.loads(out)["ops"]) == ["", "aten::mm"]
+
+
 def test_a_path_with_a_newline_or_an_esc_stays_on_the_error_line(capsys, tmp_path):
     """A file named `evil<newline><ESC>[31mname.json` broke the one-line error in two and
     coloured the terminal: the error line writes such characters as their escapes."""
