@@ -462,7 +462,7 @@ def _compared(
     name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace, kinds: tuple[str, str]
 ) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-    worse = b_regressed(rows, args.min_delta_ms)
+    worse = b_regressed(rows, args.min_delta_ms, args.tolerance, min(a.wall_ms) if a.wall_ms else None)
     untimed = any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
@@ -545,6 +545,7 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
                 "regressed": bool(r.worse),
                 "time_judged": not r.untimed,
                 "ops": [row.to_dict() for row in shown_side_rows(r.rows, args.top)],
+                "ops_left_out": len(r.rows) - len(shown_side_rows(r.rows, args.top)),
             }
             for r in outcome.results
         ],
@@ -574,7 +575,7 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     out += [f"warning: {warning}" for warning in outcome.warnings]
     for r in outcome.results:
         verdict = f"B regressed: {_worse_text(r.worse)}" if r.worse else _not_slower(r.rows)
-        out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top)]
+        out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top, judged=not r.untimed)]
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
             out += ["", kernels]

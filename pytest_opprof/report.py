@@ -804,7 +804,7 @@ def _run_lines(
         shown = first_three(untimed, verbose)
         lines.append(
             f"opprof: time not judged for {count_of(len(untimed), 'test')} with under {MIN_TIME_STEPS} steps "
-            f"(single-step captures: the whole call, capture(), the marker): {shown}; "
+            f"(a whole call, capture(), the marker, a short run()): {shown}; "
             "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
             "for a time check"
         )
@@ -1354,12 +1354,14 @@ def _diff_text(diff_ms: float, decimals: int) -> str:
     return text if float(text) != 0 else f"{0:.{decimals}f}"
 
 
-def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
+def side_by_side_table(rows: list[Any], top: int | None = 20, judged: bool = True) -> str:
     """`opprof compare`: ops of A and B side by side, largest absolute difference first; beyond
-    `top`, the rows whose calls changed or that are on one side only (a trial's `--top 4` hid
-    `aten::reshape 15 -> 16`)."""
+    `top`, the rows that are slower, whose calls changed or that are on one side only (a trial's
+    `--top 4` hid `aten::reshape 15 -> 16`), and a line counting the rows left out. Not `judged`
+    (a baseline of under 5 steps): a slower row says so."""
     table = []
-    for r in shown_side_rows(rows, top):
+    shown = shown_side_rows(rows, top)
+    for r in shown:
         ratio = r.ratio
         table.append(
             [
@@ -1371,11 +1373,25 @@ def side_by_side_table(rows: list[Any], top: int | None = 20) -> str:
                 f"{ratio:.2f}x" if ratio is not None else "-",
                 _diff_text(r.diff_ms, _diff_decimals(r.a_ms, r.b_ms)),
                 "/".join(dict.fromkeys(t for t in (r.a_time, r.b_time) if t)),  # cpu, device or cpu/device
-                r.status + (" (calls)" if r.calls_changed else ""),
+                _side_status_cell(r, judged),
             ]
         )
     headers = ["op", "A calls/step", "B calls/step", "A ms/step", "B ms/step", "B/A", "diff ms", "time", "status"]
-    return tabulate(table, headers=headers, disable_numparse=True)
+    text = tabulate(table, headers=headers, disable_numparse=True)
+    left_out = len(rows) - len(shown)
+    return text + (
+        f"\n({count_of(left_out, 'more row')}, each within the tolerance or faster: --top shows more)"
+        if left_out
+        else ""
+    )
+
+
+def _side_status_cell(row: Any, judged: bool) -> str:
+    """`slower`, `same (calls)`, `added (in 2 of 6 steps)`, `slower (not judged)`."""
+    notes = ["calls"] if row.calls_changed else []
+    notes += [row.in_some_steps] if row.in_some_steps else []
+    notes += ["not judged"] if row.status == "slower" and not judged else []
+    return row.status + (f" ({', '.join(notes)})" if notes else "")
 
 
 def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int = 3) -> str:

@@ -96,8 +96,9 @@ def test_compare_folders_side_by_side_json(capsys, folders):
     ops = {o["op"]: o for o in mlp["ops"]}
     # addmm ran on the device: device ms 0.35 -> 0.70 per step, ratio 2
     addmm = ops["aten::addmm"]
-    assert addmm["a"] == {"calls_per_step": 1, "ms_per_step": 0.35, "time": "device"}
-    assert addmm["b"] == {"calls_per_step": 1, "ms_per_step": 0.7, "time": "device"}
+    steps = {"steps_run": 5, "steps": 5}
+    assert addmm["a"] == {"calls_per_step": 1, "ms_per_step": 0.35, "max_ms": 0.35, "time": "device", **steps}
+    assert addmm["b"] == {"calls_per_step": 1, "ms_per_step": 0.7, "max_ms": 0.7, "time": "device", **steps}
     assert addmm["ratio"] == 2.0 and addmm["diff_ms"] == 0.35 and addmm["status"] == "slower"
     # the kernels, named per architecture, under their launching op
     assert addmm["kernels"]["a"] == [{"name": "sm90_gemm", "calls_per_step": 1, "device_ms_per_step": 0.35}]
@@ -269,7 +270,7 @@ def test_same_fields_and_units_for_gpu_and_cpu_traces(capsys, shared_traces):
     keys = {tuple(sorted(o)) for d in (gpu, cpu) for o in d["tests"][0]["ops"]}
     assert len(keys) == 1
     sides = {tuple(sorted(o[s])) for d in (gpu, cpu) for o in d["tests"][0]["ops"] for s in ("a", "b")}
-    assert sides == {("calls_per_step", "ms_per_step", "time")}
+    assert sides == {("calls_per_step", "max_ms", "ms_per_step", "steps", "steps_run", "time")}
     assert not gpu["regressed"] and all(o["status"] == "same" for o in gpu["tests"][0]["ops"])
 
 
@@ -807,7 +808,7 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
         "warning: 1 compared baseline holds under 5 steps on a side (a whole call, capture(), the marker, a short "
         "run()): its times are shown, not judged, as the plugin never judges them: t.py::test_once\n" in out
     )
-    assert "t.py::test_once: B not slower" in out and "aten::addmm" in out and "slower" in out
+    assert "t.py::test_once: B not slower" in out and "aten::addmm" in out and "slower (not judged)" in out
     code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--json")
     (test,) = json.loads(out)["tests"]
     assert (code, test["regressed"], test["time_judged"]) == (0, False, False)
@@ -830,6 +831,67 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
         "A was recorded with torch 2.11.0, B with torch 2.13.0 (1 of 2 compared tests differ so): ops and their "
         "counts may differ by the software alone, and times by its build"
     ) in json.loads(out)["warnings"]
+
+
+def many_ops(us, slow=None, sometimes=0, matmul_us=8_000, wall_us=16_500):
+    """CPU steps of `wall_us`: 8 ops `aten::op<i>` of `us` each; `slow`: (op index, us) for one;
+    `sometimes`: an aten::matmul of `matmul_us` in that many of the 6 steps (the first ones)."""
+    events = []
+    for i in range(6):
+        base = i * 100_000
+        events.append(step(i + 1, base, wall_us))
+        for j in range(8):
+            events.append(op(f"aten::op{j}", base + 10 + j * 1000, slow[1] if slow and slow[0] == j else us))
+        if i < sometimes:
+            events.append(op("aten::matmul", base + 8_000, matmul_us))
+    return events
+
+
+def test_compare_top_keeps_the_slower_rows_and_counts_those_left_out(capsys, tmp_path):
+    """A trial's `--top 3` hid 3 of the 6 slower ops that made B regress, in the text and the
+    JSON, and at the default top 20 faster rows hid the one slower op: slower rows are listed
+    beyond --top whatever their time, and the text counts the rows left out (the JSON too)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, many_ops(900, slow=(7, 100)), {})
+    write_trace(b, many_ops(400, slow=(7, 300), wall_us=13_200), {})  # 7 ops 2x faster by 0.5 ms, op7 3x slower
+    code, out, _ = run_cli(capsys, "compare", a, b, "--top", "3")
+    assert code == 1 and "B regressed: 1 op worse" in out
+    table = out.split("B regressed")[1]
+    assert "aten::op7" in table and "slower" in table, table
+    assert "(5 more rows, each within the tolerance or faster: --top shows more)" in table, table  # 7 ops, step wall
+    code, out, _ = run_cli(capsys, "compare", a, b, "--top", "3", "--json")
+    (test,) = json.loads(out)["tests"]
+    assert [r["op"] for r in test["ops"] if r["status"] == "slower"] == ["aten::op7"]
+    assert (len(test["ops"]), test["ops_left_out"]) == (4, 5)
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    assert json.loads(out)["tests"][0]["ops_left_out"] == 0 and len(json.loads(out)["tests"][0]["ops"]) == 9
+    assert "more rows" not in run_cli(capsys, "compare", a, b)[1]
+
+
+def test_compare_judges_an_op_b_ran_in_only_some_steps_by_its_costliest_step(capsys, tmp_path):
+    """A trial's B ran an 8 ms aten::matmul in 2 of 6 steps: its median over steps is 0, and
+    compare said `B not slower`, exit 0, with 0.000 ms for it. An op only B has that ran in some
+    of its steps is judged as the plugin judges it, by its costliest step against the floor and
+    the tolerance of A's fastest step; the row says in how many steps and how long at most, the
+    JSON each side's `steps_run`, `steps` and `max_ms`."""
+    a, b, once = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "once.json"
+    write_trace(a, many_ops(100), {})
+    write_trace(b, many_ops(100, sometimes=2), {})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--op", "aten::m*")
+    assert code == 1 and "B regressed: 1 op worse" in out
+    assert "added (in 2 of 6 steps, up to 8.000 ms)" in out
+    (row,) = json.loads(run_cli(capsys, "compare", a, b, "--op", "aten::m*", "--json")[1])["tests"][0]["ops"]
+    assert (row["status"], row["b"]["ms_per_step"], row["b"]["max_ms"]) == ("added", 0.0, 8.0)
+    assert (row["b"]["steps_run"], row["b"]["steps"], row["a"]["steps_run"]) == (2, 6, None)
+    code, out, _ = run_cli(capsys, "compare", b, a)
+    assert code == 0 and "removed (was in 2 of 6 steps, up to 8.000 ms)" in out
+    # within 20% of A's 16.5 ms step (3.3 ms) in its one step: not worse (a background thread's op can land so)
+    write_trace(once, many_ops(100, sometimes=1, matmul_us=3_000), {})
+    code, out, _ = run_cli(capsys, "compare", a, once, "--op", "aten::m*")
+    assert code == 0 and "added (in 1 of 6 steps, up to 3.000 ms)" in out
+    write_trace(once, many_ops(100, sometimes=1, matmul_us=3_600), {})
+    assert run_cli(capsys, "compare", a, once, "--op", "aten::m*")[0] == 1
+    assert run_cli(capsys, "compare", a, once, "--op", "aten::m*", "--tolerance", "25")[0] == 0  # 4.125 ms
 
 
 def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):

@@ -3315,8 +3315,8 @@ def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pyte
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
-            "opprof: time not judged for 3 tests with under 5 steps (single-step captures: the whole call, capture(), "
-            "the marker): test_one.py::test_whole, test_one.py::test_block, test_one.py::test_marked; structure and "
+            "opprof: time not judged for 3 tests with under 5 steps (a whole call, capture(), the marker, a short "
+            "run()): test_one.py::test_whole, test_one.py::test_block, test_one.py::test_marked; structure and "
             "work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) for a time check"
         ]
     )
