@@ -66,6 +66,7 @@ from .report import (
     ReportSpool,
     TestRecord,
     TestResult,
+    format_junit_checks,
     format_junit_properties,
     format_junit_verdicts,
     renamed_lines,
@@ -1022,6 +1023,8 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     checks: list[Check] = item.stash.get(_CHECKS, [])
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []
+    # junitxml reads the teardown report's properties: the test's own checks beside its profile's
+    report.user_properties.extend(format_junit_checks(checks))
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
     result.export_trace(
         settings.trace_dir, settings.trace == "all", state.device_key,

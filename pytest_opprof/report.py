@@ -303,10 +303,13 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     for op in profile.ops[:top]:
         props.append((f"opprof.op.{op.name}.calls_per_step", count_text(op.calls_per_step.median)))
         props.append((f"opprof.op.{op.name}.ms_per_step", f"{op.time_per_step.median / 1e6:.4f}"))
-    for check in profile.checks:
-        if check.status != "ok":
-            props.append((f"opprof.check.{check.name}", f"{check.status}: {check.message}"))
-    return props
+    return props + format_junit_checks(profile.checks)
+
+
+def format_junit_checks(checks: Iterable[Check]) -> list[tuple[str, str]]:
+    """`opprof.check.<name>` = `<status>: <message>` for each check that is not ok: the profile's,
+    and those the plugin adds to a test (contention, threads, unmeasured)."""
+    return [(f"opprof.check.{c.name}", f"{c.status}: {c.message}") for c in checks if c.status != "ok"]
 
 
 def format_junit_verdicts(baseline: BaselineResult) -> list[tuple[str, str]]:

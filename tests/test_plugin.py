@@ -2210,7 +2210,7 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     )
     threads = torch.get_num_threads()
     try:
-        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
+        result = run(project, "--opprof", "--opprof-json=r.json", "--junitxml=j.xml", "-p", "no:xdist")
     finally:
         torch.set_num_threads(threads)
     result.assert_outcomes(passed=5)
@@ -2226,6 +2226,13 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     tests = json.loads((project.path / "r.json").read_text())["tests"]
     warned = sorted(t["nodeid"] for t in tests if "threads" in [c["name"] for c in t["checks"]])
     assert warned == ["test_t.py::test_after", "test_t.py::test_after_too"]
+    # junitxml carries the test's own checks as the profile's (a trial's dashboard found none)
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(project.path / "j.xml").iter("testcase")
+    }
+    assert props["test_after"]["opprof.check.threads"].startswith("warning: test_t.py::test_leaves_it_changed changed")
+    assert "opprof.check.threads" not in props["test_on_the_modules_count"]
 
 
 def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):
