@@ -1114,7 +1114,9 @@ def _write_outputs(terminalreporter: Any, state: RunState) -> None:
     outputs = [
         (
             settings.json_path,
-            lambda path: write_run_report(path, state.device, state.device_key, spool, state.orphans or []),
+            lambda path: write_run_report(
+                path, state.device, state.device_key, spool, state.orphans or [], str(terminalreporter.config.rootpath)
+            ),
         ),
         (settings.csv_path, lambda path: write_csv_report(path, spool)),
         (settings.html_path, lambda path: write_html_report(path, state.device, state.device_key, spool)),

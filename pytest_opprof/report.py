@@ -1095,13 +1095,18 @@ def xdist_noise_note(workers: object) -> str:
 
 
 def run_report_json(
-    records: list[TestRecord], device: dict[str, Any], device_key: str | None, orphans: Sequence[str] = ()
+    records: list[TestRecord],
+    device: dict[str, Any],
+    device_key: str | None,
+    orphans: Sequence[str] = (),
+    rootdir: str | None = None,
 ) -> dict[str, Any]:
-    """The --opprof-json document (schema 1): device facts, the baseline files no collected test
-    reads and, per measured test, nodeid, outcome, profile (Profile.to_dict()), checks and trace path."""
+    """The --opprof-json document (schema 1): device facts, the rootdir (that baseline paths are
+    relative to), the baseline files no collected test reads and, per measured test, nodeid,
+    outcome, profile (Profile.to_dict()), checks and trace path."""
     tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
     found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
-    return {**found, "tests": tests}
+    return {**found, "rootdir": rootdir, "tests": tests}
 
 
 class ReportSpool:
@@ -1164,11 +1169,16 @@ class ReportSpool:
 
 
 def write_run_report(
-    path: Path, device: dict[str, Any], device_key: str | None, spool: ReportSpool, orphans: Sequence[str] = ()
+    path: Path,
+    device: dict[str, Any],
+    device_key: str | None,
+    spool: ReportSpool,
+    orphans: Sequence[str] = (),
+    rootdir: str | None = None,
 ) -> None:
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
     json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
-    found = run_report_json([], device, device_key, orphans)
+    found = run_report_json([], device, device_key, orphans, rootdir)
     del found["tests"]
     head = json.dumps(found, indent=2, sort_keys=True)
 

@@ -4,6 +4,7 @@ multiply a test's ids, where the device-key hook lives, names that shadow ours, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -313,6 +314,11 @@ def test_paths_relative_to_a_rootdir_elsewhere_say_so(pytester):
     run(pytester, "--opprof-update-baseline", "--rootdir=tests", "tests").assert_outcomes(passed=1)
     result = run(pytester, "--opprof", "--rootdir=tests", "tests")  # no line shows a baseline path
     assert ".opprof" not in result.stdout.str() and "relative to the rootdir" not in result.stdout.str()
+    # --opprof-json names the rootdir, so a script resolves its baseline paths (a trial's could not)
+    run(pytester, "--opprof", "--rootdir=tests", "--opprof-json=r.json", "tests").assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["rootdir"] == str(tests)
+    assert (Path(report["rootdir"]) / report["tests"][0]["baseline"]["path"]).is_file()
 
 
 def test_a_device_key_hook_of_a_plugin_registered_late_is_named_by_its_module(pytester):
