@@ -237,6 +237,14 @@ def _analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cut_short(profile: Profile) -> str | None:
+    """Why a trace the plugin wrote of a capture the test's exception ended is not compared."""
+    header = profile.metadata.get("opprof")
+    if isinstance(header, dict) and header.get("cut_short") is True:
+        return "a capture the test's exception cut short (its last step ran in part), never compared"
+    return None
+
+
 def _untrusted(profile: Profile) -> str | None:
     """Why a trace's numbers cannot be trusted (its error-level checks), or None."""
     errors = [f"{c.name}: {c.message}" for c in profile.checks if c.status == "error"]
@@ -347,6 +355,11 @@ def _load_side(text: str) -> _Side:
         broken = _untrusted(profile)
         if broken:
             raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
+        cut = _cut_short(profile)
+        if cut:
+            raise _UsageError(
+                f"{path}: {cut}; compare a trace of a run that finished (opprof analyze {path} shows this one)"
+            )
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)

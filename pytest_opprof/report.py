@@ -115,7 +115,7 @@ class TestResult:
         else:
             try:
                 self.profile.export_chrome_trace(
-                    str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome
+                    str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome, self.cut_short
                 )
             except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
                 self.trace_error = f"{path} could not be written ({exc.reason})"

@@ -184,7 +184,9 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
     ops = count_of(len(profile.ops), "op")
     if whole is not None:
         ops = f"{count_of(len(whole.ops), 'op')} ({len(profile.ops)} chosen)"
-    parts = [f"{profile.source}: {count_of(profile.steps, 'step')}, {wall}, {ops}{device}"]
+    header = profile.metadata.get("opprof")
+    cut = ", cut short by the test's exception" if isinstance(header, dict) and header.get("cut_short") is True else ""
+    parts = [f"{profile.source}: {count_of(profile.steps, 'step')}{cut}, {wall}, {ops}{device}"]
     for line in (compiled_line(profile), timeline_line(profile)):
         if line:
             parts.append(line)

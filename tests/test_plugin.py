@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_opprof import device  # noqa: E402
+from pytest_opprof.cli import main as cli_main  # noqa: E402
 from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
 from pytest_opprof.errors import assertion_inside_capture, inert_summary  # noqa: E402
 
@@ -1282,7 +1283,7 @@ def test_skip_in_block(opprof, mlp):
 """
 
 
-def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(project):
+def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(project, capsys):
     """A capture the test's exception ended (the whole call, a block, run()'s steps) is the failing
     test's trace, table and JSON profile, said to be cut short; it writes no baseline."""
     project.makepyfile(test_cut=CUT_SHORT_TESTS)
@@ -1315,6 +1316,17 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     assert later["cut_short"] is False and later["profile"]["steps"] == 2
     assert len(list((project.path / "traces").iterdir())) == 6
     assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_caught.json"]
+    # The trace says it was cut short: opprof compare refuses it (a trial's compared, exit 0 or 1 by chance)
+    cut, whole = tests["test_run"]["trace"], tests["test_caught_then_fails"]["trace"]
+    header = json.loads(gzip.decompress(Path(cut).read_bytes()))["opprof"]
+    assert header["cut_short"] is True and header["outcome"] == "failed"
+    assert json.loads(gzip.decompress(Path(whole).read_bytes()))["opprof"]["cut_short"] is False
+    capsys.readouterr()
+    assert cli_main(["compare", whole, cut]) == 2
+    err = capsys.readouterr().err
+    assert f"{cut}: a capture the test's exception cut short (its last step ran in part), never compared; " in err
+    assert cli_main(["analyze", cut]) == 0
+    assert "2 steps, cut short by the test's exception, " in capsys.readouterr().out
 
 
 def test_xfail_tests_are_reported_xfailed_and_xpassed_not_skipped(project):

@@ -991,18 +991,21 @@ class Profile:
         cpu_wait: float | None = None,
         nodeid: str | None = None,
         outcome: str | None = None,
+        cut_short: bool = False,
     ) -> None:
         """Write the captured events as a Chrome/Perfetto trace (.json or .json.gz); `device_key`
         and `environment` (the plugin's: torch, CPU, GPU) go into its header, so `opprof compare`
         names the trace's machine; `cpu_wait`, the share of the capture the threads waited for a
         CPU (the plugin's), so a reader of the trace knows other load was seen; `nodeid` and
-        `outcome`, the test it is of and how it ended (the file name cuts a long id)."""
+        `outcome`, the test it is of and how it ended (the file name cuts a long id); `cut_short`,
+        whether the test's exception ended the capture (its last step partial: never compared)."""
         opprof = {
             "device_key": device_key,
             "environment": dict(environment) if environment else None,
             "cpu_wait": cpu_wait,
             "nodeid": nodeid,
             "outcome": outcome,
+            "cut_short": cut_short,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
