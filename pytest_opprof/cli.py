@@ -281,6 +281,7 @@ def _show(args: argparse.Namespace) -> int:
             doc = dict(found_doc.to_dict(), path=str(path))
             if args.top is not None:  # the ops the table shows
                 doc["ops"] = {name: doc["ops"][name] for name in found_doc.ops_by_time()[: args.top]}
+            doc["ops_left_out"] = len(found_doc.ops) - len(doc["ops"])
             docs.append(doc)
         _print_json({"baselines": docs})
     else:

@@ -57,7 +57,16 @@ from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_known_op
 from .sidebyside import shown_side_rows
-from .tables import by_shown_time, median_wall_ns, ms_cell, profiler_cost_text, ranges_table, short, timeline_line
+from .tables import (
+    by_shown_time,
+    median_wall_ns,
+    ms_cell,
+    profiler_cost_text,
+    ranges_table,
+    short,
+    timeline_line,
+    with_more_rows,
+)
 from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 
 # -- the pytest run's report ------------------------------------------------------------------
@@ -382,7 +391,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     headers = ["op", "calls/step", "ms/step", "self", "min", "time", "of step"]
     if compared:
         headers += ["baseline min", "delta", "verdict"]
-    return tabulate(rows, headers=headers, disable_numparse=True)
+    return with_more_rows(tabulate(rows, headers=headers, disable_numparse=True), len(profile.ops), len(rows), "op")
 
 
 def _base_rows(profile: Profile, baseline: BaselineResult) -> dict[str, OpRow]:
@@ -1323,7 +1332,7 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (
         ["min/step range (recorded)"] if ranged else []
     )
-    return str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(str(tabulate(rows, headers=headers, disable_numparse=True)), len(doc.ops), len(rows), "op")
 
 
 def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
@@ -1338,7 +1347,8 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
         for name, k in kernels[:top]
     ]
     headers = ["kernel", "launched by", "calls/step", "device ms/step"]
-    return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(kernels), len(rows), "kernel") if rows else ""
 
 
 def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
@@ -1353,7 +1363,8 @@ def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
         for name, m in memory[:top]
     ]
     headers = ["memory op", "calls/step", "device ms/step", "bytes"]
-    return str(tabulate(rows, headers=headers, disable_numparse=True)) if rows else ""
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(memory), len(rows), "memory op") if rows else ""
 
 
 def _diff_decimals(a_ms: float | None, b_ms: float | None) -> int:

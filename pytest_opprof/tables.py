@@ -27,6 +27,13 @@ def short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def with_more_rows(table: str, total: int, shown: int, noun: str) -> str:
+    """The table, and under it `(3 more ops)` where `--top` left rows out (a trial's scripts and
+    eyes could not tell a cut table from a whole one)."""
+    left = total - shown
+    return table + (f"\n({left} more {noun}{'s' if left != 1 else ''})" if left > 0 else "")
+
+
 def median_wall_ns(profile: Profile) -> float:
     """The median step wall time (the mean of the middle two for an even step count, as the JSON's
     `step_wall_ms.median`), 0 when unknown (a trace without step markers)."""
@@ -63,7 +70,9 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
             ]
         )
     headers = ["op", "calls/step", "cpu ms/step", "self cpu", "device ms/step", "of step"]
-    return str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(
+        str(tabulate(rows, headers=headers, disable_numparse=True)), len(profile.ops), len(rows), "op"
+    )
 
 
 def ranges_table(profile: Profile, top: int | None = 20) -> str:
@@ -83,14 +92,16 @@ def ranges_table(profile: Profile, top: int | None = 20) -> str:
             ]
         )
     headers = ["range (record_function)", "calls/step", "cpu ms/step", "device ms/step", "of step"]
-    return str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(profile.ranges), len(rows), "range")
 
 
 def kernels_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
     ]
-    return str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
+    table = str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
+    return with_more_rows(table, len(profile.kernels), len(rows), "kernel")
 
 
 def graph_launches_table(profile: Profile, top: int | None = 20) -> str:
@@ -100,7 +111,8 @@ def graph_launches_table(profile: Profile, top: int | None = 20) -> str:
         for g in profile.graph_launches[: top or None]
     ]  # fmt: skip
     headers = ["graph replay", "launched in", "replays/step", "kernels/step", "device ms/step"]
-    return str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(profile.graph_launches), len(rows), "graph replay")
 
 
 def compiled_line(profile: Profile) -> str | None:
@@ -156,13 +168,15 @@ def timeline_line(profile: Profile) -> str | None:
 
 def memory_table(profile: Profile, top: int | None = 20) -> str:
     rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops[: top or None]]
-    return str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
+    table = str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
+    return with_more_rows(table, len(profile.memory_ops), len(rows), "memory op")
 
 
 def runtime_table(profile: Profile, top: int | None = 20) -> str:
     """Runtime and driver calls (cudaLaunchKernel, hipMemcpyAsync...) and their CPU time."""
     rows = [[short(r.name, 60), r.calls, ms_cell(r.cpu_ns / 1e6)] for r in profile.runtime[: top or None]]
-    return str(tabulate(rows, headers=["runtime call", "calls", "cpu ms"], disable_numparse=True))
+    table = str(tabulate(rows, headers=["runtime call", "calls", "cpu ms"], disable_numparse=True))
+    return with_more_rows(table, len(profile.runtime), len(rows), "runtime call")
 
 
 def checks_table(profile: Profile) -> str:

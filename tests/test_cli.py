@@ -80,6 +80,10 @@ def test_top_limits_rows(capsys, small_trace):
     assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::linear"]
     _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "2")
     assert sum(line.startswith("aten::") for line in out.splitlines()) == 2
+    # a cut table says how many rows it left out (a trial could not tell a cut table from a whole one)
+    whole = json.loads(run_cli(capsys, "analyze", str(small_trace), "--json")[1])
+    assert f"\n({len(whole['ops']) - 2} more op)\n" in out  # aten::relu
+    assert "more op" not in run_cli(capsys, "analyze", str(small_trace), "--top", str(len(whole["ops"])))[1]
 
 
 def test_op_chooses_ops_and_the_kernels_launched_inside_them(capsys, small_trace):

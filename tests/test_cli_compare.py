@@ -512,10 +512,13 @@ def test_show_top_keeps_the_ops_of_the_table_in_json_too(capsys, folders):
     _, out, _ = run_cli(capsys, "show", file, "--top", "2")
     in_table = [line.split()[0] for line in out.splitlines() if line.startswith("aten::")]
     assert in_table == ["aten::linear", "aten::addmm"]  # both 0.35 device ms/step; linear's CPU time is larger
+    assert "\n(1 more op)\n" in out  # aten::relu, left out: said
     data = json.loads(run_cli(capsys, "show", file, "--json", "--top", "2")[1])
     assert sorted(data["baselines"][0]["ops"]) == sorted(in_table)
     data = json.loads(run_cli(capsys, "show", file, "--json", "--top", "1")[1])
     assert list(data["baselines"][0]["ops"]) == ["aten::linear"]
+    assert data["baselines"][0]["ops_left_out"] == 2  # said, as the table's line says it
+    assert json.loads(run_cli(capsys, "show", file, "--json")[1])["baselines"][0]["ops_left_out"] == 0
 
 
 def test_compare_op_of_a_kernel_name_names_the_ops_that_launched_it(capsys, folders):

@@ -218,6 +218,7 @@ def test_native_toml_numbers_take_effect(project):
     project.makepyprojecttoml("[tool.pytest]\nopprof = true\nopprof_top = 2\n")
     lines = run(project).stdout.str().split("test_x [passed]")[1].splitlines()
     assert sum(1 for line in lines[3:] if line.startswith("aten::")) == 2
+    assert any(line.endswith(" more ops)") and line.startswith("(") for line in lines)  # the rows left out, counted
 
 
 def test_report_header_names_the_device(project):
