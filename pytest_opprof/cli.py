@@ -237,14 +237,6 @@ def _analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cut_short(profile: Profile) -> str | None:
-    """Why a trace the plugin wrote of a capture the test's exception ended is not compared."""
-    header = profile.metadata.get("opprof")
-    if isinstance(header, dict) and header.get("cut_short") is True:
-        return "a capture the test's exception cut short (its last step ran in part), never compared"
-    return None
-
-
 def _untrusted(profile: Profile) -> str | None:
     """Why a trace's numbers cannot be trusted (its error-level checks), or None."""
     errors = [f"{c.name}: {c.message}" for c in profile.checks if c.status == "error"]
@@ -356,10 +348,10 @@ def _load_side(text: str) -> _Side:
         broken = _untrusted(profile)
         if broken:
             raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
-        cut = _cut_short(profile)
-        if cut:
+        if profile.traced_cut_short:
             raise _UsageError(
-                f"{path}: {cut}; compare a trace of a run that finished (opprof analyze {path} shows this one)"
+                f"{path}: a capture the test's exception cut short (its last step ran in part), never compared; "
+                f"compare a trace of a run that finished (opprof analyze {path} shows this one)"
             )
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
@@ -551,22 +543,24 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
         "op_filter": args.op,
         "unit": "ms per step; device time for ops that ran on a device, else CPU time",
         "regressed": outcome.regressed,
-        "tests": [
-            {
-                "test": r.name,
-                "in_a": r.names[0],
-                "in_b": r.names[1],
-                "regressed": bool(r.worse),
-                "time_judged": not r.untimed,
-                "ops": [row.to_dict() for row in shown_side_rows(r.rows, args.top)],
-                "ops_left_out": len(r.rows) - len(shown_side_rows(r.rows, args.top)),
-            }
-            for r in outcome.results
-        ],
+        "tests": [_compared_json(r, args.top) for r in outcome.results],
         "warnings": outcome.warnings,
         "only_in_a": outcome.only_a,
         "only_in_b": outcome.only_b,
         "without_chosen_op": outcome.unchosen,
+    }
+
+
+def _compared_json(r: _Compared, top: int | None) -> dict[str, Any]:
+    shown = shown_side_rows(r.rows, top)
+    return {
+        "test": r.name,
+        "in_a": r.names[0],
+        "in_b": r.names[1],
+        "regressed": bool(r.worse),
+        "time_judged": not r.untimed,
+        "ops": [row.to_dict() for row in shown],
+        "ops_left_out": len(r.rows) - len(shown),
     }
 
 

@@ -31,7 +31,7 @@ def with_more_rows(table: str, total: int, shown: int, noun: str) -> str:
     """The table, and under it `(3 more ops)` where `--top` left rows out (a trial's scripts and
     eyes could not tell a cut table from a whole one)."""
     left = total - shown
-    return table + (f"\n({left} more {noun}{'s' if left != 1 else ''})" if left > 0 else "")
+    return table + (f"\n({count_of(left, f'more {noun}')})" if left > 0 else "")
 
 
 def median_wall_ns(profile: Profile) -> float:
@@ -198,8 +198,7 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
     ops = count_of(len(profile.ops), "op")
     if whole is not None:
         ops = f"{count_of(len(whole.ops), 'op')} ({len(profile.ops)} chosen)"
-    header = profile.metadata.get("opprof")
-    cut = ", cut short by the test's exception" if isinstance(header, dict) and header.get("cut_short") is True else ""
+    cut = ", cut short by the test's exception" if profile.traced_cut_short else ""
     parts = [f"{profile.source}: {count_of(profile.steps, 'step')}{cut}, {wall}, {ops}{device}"]
     for line in (compiled_line(profile), timeline_line(profile)):
         if line:

@@ -805,6 +805,13 @@ class Profile:
     # between the ops); None without step markers, or with steps marked on several threads
     outside_ops_ns: tuple[int, ...] | None = None
 
+    @property
+    def traced_cut_short(self) -> bool:
+        """Whether the trace this profile was read from says the test's exception cut its capture
+        short (the header's `cut_short`, which export_chrome_trace writes)."""
+        header = self.metadata.get("opprof")
+        return isinstance(header, dict) and header.get("cut_short") is True
+
     def with_work(self, work: dict[str, OpWork], steps: int, list_shapes: bool) -> Profile:
         """This profile with its ops' work taken from `work` (recorded over `steps` other steps:
         the untimed signature step of a run, or an exported trace's header)."""
