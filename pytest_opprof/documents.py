@@ -15,7 +15,7 @@ from .analysis.compiled import stable_name
 from .analysis.model import selected, workload_problem
 from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
-from .events import printable_name
+from .events import is_printable_name, printable_name
 
 _LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
 MAX_CAPTURES = 1_000_000  # capture.number: past any test's captures
@@ -509,10 +509,10 @@ class BaselineDoc:
 def _printable_keys(entries: dict[str, Any], what: str) -> None:
     """Names as profiles give them: printable (a newline or an ESC is written as its escape, `\\n`),
     so a hand-edited name cannot forge a verdict line or colour the terminal."""
-    odd = next((name for name in entries if not name.isprintable()), None)
+    odd = next((name for name in entries if not is_printable_name(name)), None)
     if odd is not None:
         raise ValueError(
-            f"{what} {odd!r}: its name holds a character that does not print, which no profile's name does "
+            f"{what} {odd!r}: its name holds a control character or a bidirectional override, which no profile's name does "
             f"(they write it as its escape, {printable_name(odd)!r})"
         )
 

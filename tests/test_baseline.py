@@ -1048,14 +1048,14 @@ def _gemm(ops, by_op, calls=1):
         (_gemm(["a"], {"b": {}}), "kernel 'gemm': 'by_op' names 'b', which is not in its 'ops'"),
         (
             lambda d: d["ops"].update({"aten::mm\n\x1b[31mEVIL": d["ops"]["aten::addmm"]}),
-            "op 'aten::mm\\n\\x1b[31mEVIL': its name holds a character that does not print, which no profile's "
+            "op 'aten::mm\\n\\x1b[31mEVIL': its name holds a control character or a bidirectional override, which no profile's "
             "name does (they write it as its escape, 'aten::mm\\\\n\\\\x1b[31mEVIL')",
         ),
         (
-            lambda d: d.update(memory_ops={"Memcpy\u200b": {"calls_per_step": [1] * 8, "device_ms": [1] * 8}}),
-            "memory op 'Memcpy\\u200b': its name holds a character that does not print",
+            lambda d: d.update(memory_ops={"Memcpy\u202e": {"calls_per_step": [1] * 8, "device_ms": [1] * 8}}),
+            "memory op 'Memcpy\\u202e': its name holds a control character or a bidirectional override",
         ),
-        (_gemm(["a\tb"], {}), "kernel 'gemm': its op 'a\\tb': its name holds a character that does not print"),
+        (_gemm(["a\tb"], {}), "kernel 'gemm': its op 'a\\tb': its name holds a control character or a bidi"),
         (_gemm(["a"], {"a": 1}), "kernel 'gemm': 'by_op' is not an object of launching ops"),
         (
             _gemm(["a"], {"a": _share(1, -1)}),

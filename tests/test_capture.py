@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_opprof import CaptureError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
+from pytest_opprof.assertions import range_below  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
 from pytest_opprof.errors import captures_cannot_nest, profiler_already_running, profiler_cycle_cleared  # noqa: E402
 
@@ -59,6 +60,28 @@ def test_a_range_name_that_does_not_print_is_kept_as_its_escape():
     profile = measure(fn, warmup=1, steps=2)
     assert [r.name for r in profile.ranges] == ["fwd\\n\\x1b[31mred"]
     assert all(name.isprintable() for name in profile.names())
+
+
+def test_names_that_print_stay_and_an_escaped_one_is_found_by_the_name_given():
+    """A review: escaping every character `str.isprintable()` refuses renamed a range named with a
+    CJK space (`前向\u3000计算`), a no-break space or an emoji's zero-width joiner, and a range
+    assertion by its real name then failed. Only control characters and bidi overrides are
+    escaped, and a name asked for is read as the profile names things: `a<TAB>b` finds `a\\tb`."""
+    x = torch.randn(8, 8)
+    names = ["前向\u3000计算", "no\u00a0break", "fam \U0001f468\u200d\U0001f469", "a\tb", "rtl\u202eevil"]
+
+    def fn():
+        for name in names:
+            with torch.profiler.record_function(name):
+                x @ x
+
+    profile = measure(fn, warmup=1, steps=2)
+    assert sorted(r.name for r in profile.ranges) == sorted(names[:3] + ["a\\tb", "rtl\\u202eevil"])
+    for name in names:
+        (found,) = profile.match_ranges(name)
+        assert found.calls_per_step.median == 1
+        assert range_below(name, ms=10_000)(profile) is None  # the fixture's assertion, by the name the code gave
+    assert [r.name for r in profile.only(["a\t*"]).ranges] == ["a\\tb"]
 
 
 def test_run_steps_calls_warmup_plus_steps_and_returns_the_last_result():

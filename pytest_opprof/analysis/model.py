@@ -16,7 +16,7 @@ from typing import Any
 
 from ..chrome import write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
-from ..events import Event, EventTable, freeze, without_overload
+from ..events import Event, EventTable, freeze, printable_name, without_overload
 from ..opnames import profiler_spelling
 from ..tables import profile_tables
 from ..units import ns_to_ms
@@ -823,7 +823,7 @@ class Profile:
         name matches one of `patterns` (exact or glob), plus the kernels and graph replays a
         matched op launched, or an op that ran only inside matched ones. Totals, timeline and
         checks stay those of the whole measurement."""
-        patterns = tuple(patterns)
+        patterns = tuple(printable_name(p) for p in patterns)
         ops = tuple(op for op in self.ops if selected(op.name, patterns))
         kept = {op.name for op in ops}
         kept |= self._ran_inside(kept)  # conv2d's kernels are launched by the cudnn_convolution in it
@@ -902,8 +902,11 @@ class Profile:
         return [c for c in self.checks if c.status == WARNING]
 
     # -- lookup ------------------------------------------------------------------------------
+    # A name or pattern asked for is read as the profile names things (printable_name): a
+    # range named with a tab is found by that name, its escape too.
     def op(self, name: str) -> OpStats | None:
         """The op of exactly this name, or None."""
+        name = printable_name(name)
         for op in self.ops:
             if op.name == name:
                 return op
@@ -911,7 +914,7 @@ class Profile:
 
     def match(self, pattern: str) -> list[OpStats]:
         """Ops whose name equals `pattern` or matches it as a glob ("aten::*mm")."""
-        validate_op(pattern)
+        pattern = printable_name(validate_op(pattern))
         exact = self.op(pattern)
         if exact is not None:
             return [exact]
@@ -919,12 +922,12 @@ class Profile:
 
     def match_ranges(self, pattern: str) -> list[RangeStats]:
         """Ranges whose name equals `pattern` or matches it as a glob ("## forward*")."""
-        validate_name(pattern, "range")
+        pattern = printable_name(validate_name(pattern, "range"))
         return [r for r in self.ranges if r.name == pattern or fnmatch.fnmatchcase(r.name, pattern)]
 
     def match_memory_ops(self, pattern: str) -> list[MemoryOpStats]:
         """Memory ops whose name equals `pattern` or matches it as a glob ("Memcpy DtoH*")."""
-        validate_name(pattern, "memory op")
+        pattern = printable_name(validate_name(pattern, "memory op"))
         return [m for m in self.memory_ops if m.name == pattern or fnmatch.fnmatchcase(m.name, pattern)]
 
     def kernel_rows(self) -> list[KernelRow]:
@@ -948,7 +951,8 @@ class Profile:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
         `pattern`; an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
         matches its stable name (`cpp_fused_gelu_0`)."""
-        numbered = GRAPH_NUMBERED_KERNEL.match(validate_name(pattern, "kernel"))
+        pattern = printable_name(validate_name(pattern, "kernel"))
+        numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
         pattern = numbered.group(1) if numbered else pattern
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
