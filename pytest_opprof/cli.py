@@ -468,8 +468,9 @@ def _compared(
     name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace, kinds: tuple[str, str]
 ) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-    worse = b_regressed(rows, args.min_delta_ms, args.tolerance, min(a.wall_ms) if a.wall_ms else None)
     untimed = any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
+    fastest = min(a.wall_ms) if a.wall_ms and not untimed else None  # an added op's costliest step: time
+    worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
     return _Compared(name, names, rows, worse, untimed=untimed)

@@ -34,20 +34,15 @@ class SideRow:
     b_steps: tuple[int, int] | None = None
     a_peak_ms: float | None = None  # the op's time in its costliest step on that side
     b_peak_ms: float | None = None
+    b_median_ms: float | None = None  # B's median over its steps, whatever the stat (an added op's cost)
 
     @property
     def in_some_steps(self) -> str:
         """`in 2 of 6 steps, up to 7.969 ms` for an op on one side only that ran in only some of
         them (its median can be 0); `A in 3 of 10 steps` for one both ran, on each side where it
-        missed steps; "" otherwise."""
+        missed steps; "" otherwise (_steps_note)."""
         sides = (("A", self.a_steps, self.a_peak_ms), ("B", self.b_steps, self.b_peak_ms))
-        partial = [(side, s, peak) for side, s, peak in sides if s and s[0] < s[1]]
-        if self.status in ("added", "removed"):
-            was = "was " if self.status == "removed" else ""
-            return "".join(
-                f"{was}in {s[0]} of {s[1]} steps, up to {stored_ms_text(peak or 0.0)} ms" for _, s, peak in partial
-            )
-        return ", ".join(f"{side} in {s[0]} of {s[1]} steps" for side, s, _ in partial)
+        return ", ".join(_steps_note(side, s, peak, self.status) for side, s, peak in sides if s and s[0] < s[1])
 
     @property
     def diff_ms(self) -> float:
@@ -78,6 +73,20 @@ class SideRow:
                 for side, kernels in (("a", self.kernels_a), ("b", self.kernels_b))
             },
         }
+
+
+def _steps_note(side: str, steps: tuple[int, int], peak: float | None, status: str) -> str:
+    """`B in 3 of 10 steps`; of an op on one side only `in 2 of 6 steps, up to 7.969 ms` (`was in`
+    when removed); `outside the steps` for one that ran between them only (a review read `in 0 of
+    6 steps, up to 0.000 ms`)."""
+    ran, total = steps
+    one_side = status in ("added", "removed")
+    if ran == 0:
+        return "outside the steps" if one_side else f"{side} outside the steps"
+    if one_side:
+        was = "was " if status == "removed" else ""
+        return f"{was}in {ran} of {total} steps, up to {stored_ms_text(peak or 0.0)} ms"
+    return f"{side} in {ran} of {total} steps"
 
 
 def _side_dict(
@@ -144,9 +153,13 @@ def side_by_side(
         b_calls, b_ms, b_time = _side(b, name, stat)
         status = _side_status(a_ms, b_ms, tolerance, min_delta_ms)
         kernels = tuple(ka.get(name, ())), tuple(kb.get(name, ()))
-        steps = _steps_of(a, name), _steps_of(b, name)
-        peaks = _peak(a, name), _peak(b, name)
-        rows.append(SideRow(name, a_calls, b_calls, a_ms, b_ms, a_time, b_time, status, *kernels, *steps, *peaks))
+        (a_steps, a_peak, _), (b_steps, b_peak, b_median) = _spread(a, name), _spread(b, name)
+        rows.append(
+            SideRow(
+                name, a_calls, b_calls, a_ms, b_ms, a_time, b_time, status, *kernels,
+                a_steps, b_steps, a_peak, b_peak, b_median,
+            )
+        )  # fmt: skip
     wall = _wall_row(a, b, tolerance, min_delta_ms, stat)
     rows += [wall] if wall is not None else []
     rows.sort(key=lambda r: (-abs(r.diff_ms), r.op))
@@ -161,7 +174,10 @@ def _wall_row(a: BaselineDoc, b: BaselineDoc, tolerance: float, min_delta_ms: fl
     if not a.outside_ms or not b.outside_ms or a.on_device or b.on_device:
         return None
     a_ms, b_ms = _stat(list(a.outside_ms), stat), _stat(list(b.outside_ms), stat)
-    return SideRow(STEP_WALL, 1.0, 1.0, a_ms, b_ms, "cpu", "cpu", _side_status(a_ms, b_ms, tolerance, min_delta_ms))
+    status = _side_status(a_ms, b_ms, tolerance, min_delta_ms)
+    steps = (len(a.outside_ms), len(a.outside_ms)), (len(b.outside_ms), len(b.outside_ms))  # every step has one
+    peaks = max(a.outside_ms), max(b.outside_ms)
+    return SideRow(STEP_WALL, 1.0, 1.0, a_ms, b_ms, "cpu", "cpu", status, (), (), *steps, *peaks, median(b.outside_ms))
 
 
 def _side(doc: BaselineDoc, name: str, stat: str) -> tuple[float | None, float | None, str | None]:
@@ -174,18 +190,14 @@ def _side(doc: BaselineDoc, name: str, stat: str) -> tuple[float | None, float |
     return median_calls(entry), _stat(samples, stat) if samples else 0.0, "device" if entry.on_device else "cpu"
 
 
-def _peak(doc: BaselineDoc, name: str) -> float | None:
-    """The op's time in its costliest step, None where it is not in the document."""
-    entry = doc.ops.get(name)
-    return None if entry is None else max(entry.time_samples, default=0.0)
-
-
-def _steps_of(doc: BaselineDoc, name: str) -> tuple[int, int] | None:
-    """(steps the op ran in, steps), None where the op is not in the document."""
+def _spread(doc: BaselineDoc, name: str) -> tuple[tuple[int, int] | None, float | None, float | None]:
+    """How an op's time spreads over the steps: (steps it ran in, steps), its time in the
+    costliest step and its median over the steps; all None where it is not in the document."""
     entry = doc.ops.get(name)
     if entry is None:
-        return None
-    return sum(1 for c in entry.calls_per_step if c), len(entry.calls_per_step)
+        return None, None, None
+    samples = entry.time_samples or (0.0,)
+    return (sum(1 for c in entry.calls_per_step if c), len(entry.calls_per_step)), max(samples), median(samples)
 
 
 def _side_status(a_ms: float | None, b_ms: float | None, tolerance: float, min_delta_ms: float) -> str:
@@ -215,27 +227,29 @@ def b_regressed(
     rows: Iterable[SideRow],
     min_delta_ms: float = DEFAULT_MIN_DELTA_MS,
     tolerance: float = DEFAULT_TOLERANCE,
-    a_step_ms: float | None = None,
+    a_fastest_step_ms: float | None = None,
 ) -> list[SideRow]:
-    """The rows that make B worse than A: slower ops, and added ops that cost (_added_costs)."""
+    """The rows that make B worse than A: slower ops, and added ops that cost (_added_costs).
+    `a_fastest_step_ms` None (A has no step walls, or time is not judged): added ops by their
+    median alone."""
     return [
         r
         for r in rows
-        if r.status == "slower" or (r.status == "added" and _added_costs(r, min_delta_ms, tolerance, a_step_ms))
+        if r.status == "slower" or (r.status == "added" and _added_costs(r, min_delta_ms, tolerance, a_fastest_step_ms))
     ]
 
 
-def _added_costs(row: SideRow, min_delta_ms: float, tolerance: float, a_step_ms: float | None) -> bool:
-    """An op only B has costs more than the floor per step; one B ran in only some of its steps
-    (its median can be 0), more than the floor and the tolerance of A's fastest step (`a_step_ms`)
-    in its costliest step, as the plugin judges it (a trial's 8 ms matmul in 2 of 6 steps read
-    `B not slower`)."""
-    if (row.b_ms or 0.0) > min_delta_ms:
+def _added_costs(row: SideRow, min_delta_ms: float, tolerance: float, a_fastest_step_ms: float | None) -> bool:
+    """An op only B has costs more than the floor by its median over B's steps, whatever the
+    stat (the minimum of an op that skipped one step is 0: a review's 1 ms op in 5 of 6 steps
+    passed `--stat min`); one B ran in only some of its steps (its median can be 0), more than
+    the floor and the tolerance of A's fastest step in its costliest step, as the plugin judges
+    it (a trial's 8 ms matmul in 2 of 6 steps read `B not slower`)."""
+    if (row.b_median_ms or 0.0) > min_delta_ms:
         return True
-    if row.b_steps is None or row.b_steps[0] == row.b_steps[1]:
+    if a_fastest_step_ms is None or row.b_steps is None or row.b_steps[0] == row.b_steps[1]:
         return False
-    limit = max(min_delta_ms, tolerance * a_step_ms) if a_step_ms else min_delta_ms
-    return (row.b_peak_ms or 0.0) > limit
+    return (row.b_peak_ms or 0.0) > max(min_delta_ms, tolerance * a_fastest_step_ms)
 
 
 @dataclass(frozen=True)

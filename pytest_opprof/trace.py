@@ -158,7 +158,7 @@ def _too_large(most: int, size: int) -> str:
         return f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"
     return (
         f"decompresses to more than {MAX_GZIP_RATIO} times its {size:,} bytes, as no profiler trace does "
-        "(they compress 7-25x): a gzip bomb, not a trace"
+        "(they compress 7-25x): a gzip bomb, not a trace (if it is one, gunzip it and give the .json)"
     )
 
 

@@ -836,13 +836,15 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
     ) in json.loads(out)["warnings"]
 
 
-def many_ops(us, slow=None, sometimes=0, matmul_us=8_000, wall_us=16_500):
+def many_ops(us, slow=None, sometimes=0, matmul_us=8_000, wall_us=16_500, steps=6, between_us=0, marked=True):
     """CPU steps of `wall_us`: 8 ops `aten::op<i>` of `us` each; `slow`: (op index, us) for one;
-    `sometimes`: an aten::matmul of `matmul_us` in that many of the 6 steps (the first ones)."""
+    `sometimes`: an aten::matmul of `matmul_us` in that many of the steps (the first ones);
+    `between_us`: an aten::sort of that long after each step, outside it; `marked`: step markers."""
     events = []
-    for i in range(6):
+    for i in range(steps):
         base = i * 100_000
-        events.append(step(i + 1, base, wall_us))
+        events += [step(i + 1, base, wall_us)] if marked else []
+        events += [op("aten::sort", base + 50_000, between_us)] if between_us else []
         for j in range(8):
             events.append(op(f"aten::op{j}", base + 10 + j * 1000, slow[1] if slow and slow[0] == j else us))
         if i < sometimes:
@@ -895,6 +897,46 @@ def test_compare_judges_an_op_b_ran_in_only_some_steps_by_its_costliest_step(cap
     write_trace(once, many_ops(100, sometimes=1, matmul_us=3_600), {})
     assert run_cli(capsys, "compare", a, once, "--op", "aten::m*")[0] == 1
     assert run_cli(capsys, "compare", a, once, "--op", "aten::m*", "--tolerance", "25")[0] == 0  # 4.125 ms
+
+
+def test_an_added_op_is_judged_by_its_median_whatever_the_stat_and_by_a_step_only_where_time_is(capsys, tmp_path):
+    """A review: under `--stat min` a 1 ms op B added in 5 of 6 steps passed (its minimum is 0);
+    a 2 ms op in 1 of 3 steps of baselines under 5 steps exited 1 though the warning said their
+    times are not judged (the plugin judges none); against a trace without step markers the
+    costliest step was held to the floor alone; an op between the steps read `in 0 of 6 steps,
+    up to 0.000 ms`. Now: an added op costs by its median over B's steps; its costliest step
+    counts only where time is judged and A has step walls; one outside the steps says so."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, many_ops(100, wall_us=9_000), {})
+    write_trace(b, many_ops(100, wall_us=9_000, sometimes=5, matmul_us=1_000), {})
+    for stat in ("median", "min"):
+        assert run_cli(capsys, "compare", a, b, "--stat", stat)[0] == 1, stat
+    root = tmp_path / ".opprof"
+    short = {"t.py::test_x": analyze(many_ops(100, steps=3))}
+    fa = write_folder(root / "a", "cpu", short)
+    fb = write_folder(
+        root / "b", "cpu", {"t.py::test_x": analyze(many_ops(100, steps=3, sometimes=1, matmul_us=2_000))}
+    )
+    code, out, _ = run_cli(capsys, "compare", fa, fb)
+    assert code == 0 and "added (in 1 of 3 steps, up to 2.000 ms)" in out and "shown, not judged" in out
+    unmarked = tmp_path / "unmarked.json"
+    write_trace(unmarked, many_ops(100, marked=False), {})
+    write_trace(b, many_ops(100, sometimes=1, matmul_us=1_000), {})
+    assert run_cli(capsys, "compare", unmarked, b, "--op", "aten::m*")[0] == 0  # no step of A to hold it to
+    assert run_cli(capsys, "compare", a, b, "--op", "aten::m*")[0] == 0  # 1 ms within 20% of A's 9 ms step
+    write_trace(b, many_ops(100, between_us=2_500), {})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert "added (outside the steps)" in out and "0 of 6" not in out
+    (wall,) = [
+        r
+        for r in json.loads(run_cli(capsys, "compare", a, a, "--json")[1])["tests"][0]["ops"]
+        if r["op"] == "step wall"
+    ]
+    assert (wall["a"]["steps_run"], wall["a"]["steps"], wall["b"]["max_ms"]) == (
+        6,
+        6,
+        8.2,
+    )  # 9 ms steps, 0.8 ms of them in ops
 
 
 def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):
