@@ -30,7 +30,9 @@ from .errors import (
     OpprofError,
     chooses_no_op,
     csv_chose_no_op,
+    cut_short_trace,
     device_against_cpu,
+    empty_compare_side,
     machine_speed_differs,
     not_slower,
     other_captures,
@@ -340,19 +342,14 @@ def _trace_environment(metadata: dict[str, Any]) -> dict[str, Any]:
 def _load_side(text: str) -> _Side:
     path = Path(text)
     if path.is_file() and path.stat().st_size == 0:  # neither kind: name both fixes
-        raise _UsageError(
-            f"{path}: an empty file, neither a baseline nor a trace; give a baseline or a trace exported by torch.profiler"
-        )
+        raise _UsageError(empty_compare_side(path))
     if path.is_file() and _is_trace(path):
         profile = load_trace(path)
         broken = _untrusted(profile)
         if broken:
             raise _UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
         if profile.traced_cut_short:
-            raise _UsageError(
-                f"{path}: a capture the test's exception cut short (its last step ran in part), never compared; "
-                f"compare a trace of a run that finished (opprof analyze {path} shows this one)"
-            )
+            raise _UsageError(cut_short_trace(path))
         key = key_from_trace_metadata(profile.metadata) or "unknown"
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)

@@ -165,6 +165,38 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
     return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
 
 
+def ops_overrun(count: int, op: str, where: str, over: str, parent: str) -> str:
+    """The `nesting` check's message: `count` ops end past the op they started in; `op` the one
+    that ends furthest past its `parent`, by `over` (`0.917 ms`), `where` ` in step 1` or ""."""
+    runs = "runs past the end of the op it" if count == 1 else "run past the end of the ops they"
+    return (
+        f"{count_of(count, 'op')} {runs} started in ({op}{where} ends {over} after {parent}): ops on one "
+        "thread nest, so a duration is broken; export the trace again"
+    )
+
+
+def gzip_bomb(ratio: int, size: int) -> str:
+    """Why a gzip past `ratio` times its `size` bytes is not read."""
+    return (
+        f"decompresses to more than {ratio} times its {size:,} bytes, as no profiler trace does (they compress "
+        "7-25x): a gzip bomb, not a trace (if it is one, gunzip it and give the .json)"
+    )
+
+
+def cut_short_trace(path: object) -> str:
+    """`opprof compare` of a trace whose header says the test's exception cut its capture short."""
+    return (
+        f"{path}: a capture the test's exception cut short (its last step ran in part), never compared; "
+        f"compare a trace of a run that finished (opprof analyze {path} shows this one)"
+    )
+
+
+def empty_compare_side(path: object) -> str:
+    return (
+        f"{path}: an empty file, neither a baseline nor a trace; give a baseline or a trace exported by torch.profiler"
+    )
+
+
 def not_slower(moved_calls: list[str]) -> str:
     """`opprof compare`'s line for a test B did not regress on time; `moved_calls`: the ops whose
     calls differ (a trial read `B not worse` over a graph break)."""

@@ -31,6 +31,7 @@ from .errors import (
     RUN_REPORT,
     TraceError,
     bad_trace,
+    gzip_bomb,
     no_category_read,
     not_a_path,
     opprof_output,
@@ -156,10 +157,7 @@ def _gunzip(path: Path, data: bytes | bytearray) -> bytearray:
 def _too_large(most: int, size: int) -> str:
     if most == MAX_TRACE_BYTES:
         return f"decompresses to more than {MAX_TRACE_BYTES:,} bytes"
-    return (
-        f"decompresses to more than {MAX_GZIP_RATIO} times its {size:,} bytes, as no profiler trace does "
-        "(they compress 7-25x): a gzip bomb, not a trace (if it is one, gunzip it and give the .json)"
-    )
+    return gzip_bomb(MAX_GZIP_RATIO, size)
 
 
 _GUNZIP_CHUNK = 8 << 20

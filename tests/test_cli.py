@@ -14,6 +14,7 @@ from rawsums import independent_sums
 
 from pytest_opprof.chrome import write_trace
 from pytest_opprof.cli import main
+from pytest_opprof.errors import empty_compare_side
 
 SHARED_NAMES = sorted(p.name for p in SHARED_TRACES.glob("*.json.gz")) if SHARED_TRACES.is_dir() else []
 NO_SHARED = pytest.param(
@@ -352,8 +353,8 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze", ""], "argument TRACE: '' is an empty path; give a file or folder"),  # was ".: a folder"
         (["show", " "], "argument PATH: ' ' is an empty path"),
         (["compare", "{trace}", ""], "argument B: '' is an empty path"),
-        (["compare", "{trace}", "{empty}"], "empty.json: an empty file, neither a baseline nor a trace; give"),
-        (["compare", "{empty}", "{trace}"], "empty.json: an empty file, neither a baseline nor a trace"),
+        (["compare", "{trace}", "{empty}"], empty_compare_side("empty.json")),
+        (["compare", "{empty}", "{trace}"], empty_compare_side("empty.json")),
         (["analyze", "{trace}", "--op", " "], "argument --op: ' ' is blank; give an op name or a glob"),
         (["analyze", "{trace}", "--op", "aten::lineer"], "--op aten::lineer: matches no op, kernel, memory op"),
         (["analyze", "{trace}", "--op", "aten::lineer"], "; closest: aten::linear"),

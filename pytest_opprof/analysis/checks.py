@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, lt, sub
 
-from ..errors import contended_capture, shown_name, waited_for_cpu
+from ..errors import contended_capture, ops_overrun, shown_name, waited_for_cpu
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
@@ -153,13 +153,8 @@ def _nesting(cols: CheckInputs, spans: list[StepSpan], wall_known: bool) -> Chec
     # not the one step of a trace without markers
     where = f" in step {spans[s].number}" if s >= 0 and wall_known else ""
     inside = shown_name(cols.names[cols.parent[worst]])
-    return Check(
-        "nesting",
-        ERROR,
-        f"{count_of(len(bad), 'op')} {'runs past the end of the op it' if len(bad) == 1 else 'run past the end of the ops they'} started in "
-        f"({shown_name(cols.names[worst])}{where} ends {_fmt_ms(overruns[worst])} after {inside}): "
-        "ops on one thread nest, so a duration is broken; export the trace again",
-    )
+    message = ops_overrun(len(bad), shown_name(cols.names[worst]), where, _fmt_ms(overruns[worst]), inside)
+    return Check("nesting", ERROR, message)
 
 
 def _device_events(device: list[Event], runtime: list[Event]) -> Check | None:
