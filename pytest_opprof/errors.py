@@ -204,7 +204,7 @@ def not_slower(moved_calls: list[str]) -> str:
         return "B not slower"
     return (
         f"B not slower; calls differ for {first_three(moved_calls)}: compare judges time, the plugin's structure "
-        "verdict fails a test on them"
+        "verdict judges calls"
     )
 
 
