@@ -420,6 +420,7 @@ def _stop_profiler(prof: Any) -> None:
 
 def _refuse_a_running_profiler(torch: Any) -> None:
     """One line when a profiler runs: opprof's own (a capture inside a capture) or the user's."""
+    __tracebackhide__ = True  # the test's line shows, not ours (a trial saw two frames of plugin code)
     if _profiler_running(torch):
         raise CaptureError(captures_cannot_nest() if _RUNNING else profiler_already_running())
 
@@ -529,6 +530,7 @@ class StepRecorder:
         self.stepped_aside = False
 
     def start(self) -> None:
+        __tracebackhide__ = True  # a refusal shows the test's line
         torch = self._torch = _torch()
         _refuse_a_running_profiler(torch)  # before the reference: fail without measuring anything
         if self._probe is not None:

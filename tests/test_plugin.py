@@ -650,6 +650,30 @@ def test_nested_captures_are_refused_in_one_line(project):
     assert "already running" not in out and "pytest_opprof/capture.py" not in out and "fixture.py" not in out
 
 
+def test_a_capture_inside_the_users_own_profiler_fails_at_the_tests_line(project):
+    """opprof.capture() or run() inside the test's own torch.profiler.profile(): one error at the
+    test's line (a trial's showed two frames of capture.py before it)."""
+    project.makepyfile(
+        test_p="""
+        import torch
+        from conftest import infer
+        def test_capture(opprof, mlp):
+            with torch.profiler.profile():
+                with opprof.capture():
+                    infer(*mlp)
+
+        def test_run(opprof, mlp):
+            with torch.profiler.profile():
+                opprof.run(infer, *mlp, steps=2)
+        """
+    )
+    result = run(project, "--opprof")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["E  *CaptureError: a torch profiler is already running*"])
+    out = result.stdout.str()
+    assert "pytest_opprof/capture.py" not in out and "fixture.py" not in out, out
+
+
 def test_assertions_skipped_on_an_untrusted_capture_keep_the_test_an_error(project):
     """Assertions made after an untrusted capture were not checked: a trusted capture after it
     does not turn the test into a pass (a trial's test passed with `assert_op_count("aten::mm", 5)`
