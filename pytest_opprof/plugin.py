@@ -13,7 +13,7 @@ import re
 import shlex
 import warnings
 from collections.abc import Callable, Generator, Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -880,6 +880,22 @@ def _take_profile(
 
 
 _UNDO = pytest.StashKey[Callable[[], None]]()  # puts the baseline file this test wrote back as it was
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    """A run stopped (pytest.exit, Ctrl-C) after the test's file was written and before its
+    teardown finished gives no teardown report: the file goes back as it was here (a trial's
+    `pytest.exit` in a fixture's teardown left it rewritten, and no line said so)."""
+    try:
+        return (yield)
+    except BaseException:
+        undo = item.stash.get(_UNDO, None)
+        if undo is not None:
+            del item.stash[_UNDO]
+            with suppress(OSError):  # the run is stopping: its own exception is the one to show
+                undo()
+        raise
 
 
 def _put_back(undo: Callable[[], None], fixture: OpprofFixture) -> None:

@@ -1803,6 +1803,8 @@ def test_a_test_that_errs_in_its_teardown_is_not_recorded(pytester, monkeypatch)
             yield torch.nn.Linear(8, 8)
             if os.environ.get("OPPROF_INJECT") == "teardown":
                 raise RuntimeError("could not release the model")
+            if os.environ.get("OPPROF_INJECT") == "exit":
+                pytest.exit("stopped in teardown")
         def test_td(opprof, model):
             def step():
                 y = model(torch.ones(2, 8))
@@ -1824,6 +1826,11 @@ def test_a_test_that_errs_in_its_teardown_is_not_recorded(pytester, monkeypatch)
     assert td.read_bytes() == before and not list((pytester.path / ".opprof").rglob("test_new*"))
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["outcome"], t["baseline"]) for t in tests] == [("error", None), ("error", None)]
+    # a run stopped in the teardown (no teardown report) puts the file back too (a trial's was rewritten)
+    # (pytest.exit; Ctrl-C takes the same path, and pytester would raise it into this session)
+    monkeypatch.setenv("OPPROF_INJECT", "exit")
+    result = run(pytester, "--opprof-update-baseline", "-k", "test_td")
+    assert result.ret == pytest.ExitCode.INTERRUPTED and td.read_bytes() == before
 
 
 def test_update_writes_one_file_per_test_under_the_device_key(baselined):
