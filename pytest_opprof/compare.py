@@ -496,9 +496,14 @@ def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str
 
 
 def _flops_change(old: float, new: float) -> str:
+    """`1.8x the FLOPs per step (6.1k -> 11.0k)`; a change too small for 3 digits is given in
+    more (a trial read `1x the FLOPs per step (32.8M -> 32.8M)` for a Linear of 1000 -> 1001)."""
+    shown = (si(old), si(new)) if si(old) != si(new) else (f"{old:,.10g}", f"{new:,.10g}")
     if old and new:
-        return f"{new / old:.3g}x the FLOPs per step ({si(old)} -> {si(new)})"
-    return f"FLOPs per step {si(old)} -> {si(new)}"
+        ratio = f"{new / old:.3g}"
+        ratio = ratio if ratio != "1" else f"{new / old:.6g}"
+        return f"{ratio}x the FLOPs per step ({shown[0]} -> {shown[1]})"
+    return f"FLOPs per step {shown[0]} -> {shown[1]}"
 
 
 def si(value: float) -> str:

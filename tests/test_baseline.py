@@ -37,6 +37,7 @@ from pytest_opprof.compare import (
     Machine,
     Rule,
     Verdict,
+    _flops_change,
     compare,
     merge_measurements,
     rank_test_p,
@@ -821,6 +822,15 @@ def test_work_verdicts_put_a_flops_change_before_a_costlier_caller_s_inputs():
     verdicts = compare(doc(layer(1024)), doc(layer(512)), Rule()).verdicts
     assert [v.op for v in verdicts] == ["aten::addmm", "aten::_transformer_encoder_layer_fwd", "aten::relu"]
     assert verdicts[0].message.startswith("aten::addmm: 2x the FLOPs per step")
+
+
+def test_a_flops_change_too_small_for_three_digits_is_given_in_more():
+    """A trial's Linear 1000 -> 1001 read `1x the FLOPs per step (32.8M -> 32.8M)`, which says
+    nothing changed: the ratio and the counts get the digits that show the change."""
+    (verdict, *_) = compare(doc(mlp_profile(hidden=1001)), doc(mlp_profile(hidden=1000)), Rule()).verdicts
+    assert verdict.message.startswith("aten::addmm: 1.001x the FLOPs per step (65.5M -> 65.6M); "), verdict.message
+    assert _flops_change(32_768_000, 32_800_768) == "1.001x the FLOPs per step (32,768,000 -> 32,800,768)"
+    assert _flops_change(6144, 6144.5) == "1.00008x the FLOPs per step (6,144 -> 6,144.5)"
 
 
 def test_a_dtype_change_is_a_work_verdict_with_the_same_flops():
