@@ -435,6 +435,10 @@ def _text(path: Path) -> str | None:
         raise BaselineError(
             bad_baseline(path, "a folder, not a baseline file", "rename or move that folder: its name is a baseline's")
         ) from None
+    except NotADirectoryError:  # a file where one of its folders belongs: that file is the one to move
+        blocker = next((folder for folder in path.parents if folder.is_file()), path.parent)
+        reason = f"its folder {blocker.name} is a file, not a folder of baselines"
+        raise BaselineError(bad_baseline(path, reason, "rename or move that file")) from None
     except OSError as exc:
         raise BaselineError(bad_baseline(path, f"cannot be read ({exc})")) from None
     if data.startswith(GZIP_MAGIC):

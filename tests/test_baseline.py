@@ -1733,6 +1733,18 @@ def test_a_folder_named_as_a_baseline_is_named_so(tmp_path):
     assert [path.name for path, _ in read_baseline_dir(tmp_path / "cpu")] == ["inner.json"]
 
 
+def test_a_file_where_a_folder_of_baselines_belongs_is_the_one_named(tmp_path):
+    """A trial's file `.opprof/cpu/t.py` (where the test file's folder of baselines belongs) read
+    `.../t.py/test_a.json: cannot be read ([Errno 20] Not a directory ...); fix or delete it`,
+    naming a file that does not exist: the file in the way is named."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "t.py").write_text("hi")
+    path = tmp_path / "cpu" / "t.py" / "test_a.json"
+    with pytest.raises(BaselineError) as info:
+        read_baseline(path, NODE)
+    assert str(info.value) == f"{path}: its folder t.py is a file, not a folder of baselines; rename or move that file"
+
+
 def test_a_dispatch_mode_that_now_runs_is_named_in_the_structure_verdict():
     """A trial's TorchDispatchMode read `aten::addmm 4 -> 8/step`, as if the work doubled: the
     profiler records each op the mode handles twice. The structure verdict says so."""
