@@ -197,6 +197,14 @@ def empty_compare_side(path: object) -> str:
     )
 
 
+def markers_stacked(nodeid: str, count: int, where: str) -> str:
+    """Two or more opprof markers on one node of a test: only one would be read."""
+    return (
+        f"{nodeid}: {count} @pytest.mark.opprof markers on its {where}: they do not add up, and only one would be "
+        "read; merge them into one"
+    )
+
+
 def not_slower(moved_calls: list[str]) -> str:
     """`opprof compare`'s line for a test B did not regress on time; `moved_calls`: the ops whose
     calls differ (a trial read `B not worse` over a graph break)."""

@@ -50,6 +50,7 @@ from .errors import (
     idle_outputs,
     inert_summary,
     key_hook_loaded_late,
+    markers_stacked,
     more_bad_markers,
     orphans_line,
     outside_rootdir,
@@ -497,8 +498,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(late_hook)
     problems = []
     for item in items:
-        marker = item.get_closest_marker(MARKER)
-        problem = marker_problem(item.nodeid, marker.args, marker.kwargs) if marker is not None else None
+        problem = _markers_problem(item)
         if late_hook and _carries(item):  # an xdist worker cannot stop the run: each measured test errs
             problem = late_hook
         if problem and hasattr(config, "workerinput"):  # an xdist worker cannot stop the run: the test errs
@@ -507,6 +507,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             problems.append(problem)
     if problems:  # every bad marker at once, not one per run
         raise pytest.UsageError("\n".join(_first_of(problems)))
+
+
+def _markers_by_level(item: pytest.Item) -> list[tuple[str, list[pytest.Mark]]]:
+    """The test's opprof markers, the closest level first: its parameter set's (`pytest.param(...,
+    marks=...)`), its function's, then each class and module around it."""
+    callspec = getattr(item, "callspec", None)
+    param_marks = [m for m in (callspec.marks if callspec is not None else ()) if m.name == MARKER]
+    params = {id(m) for m in param_marks}
+    levels = [("parameter set", param_marks)]
+    for node in reversed(item.listchain()):
+        own = [m for m in node.own_markers if m.name == MARKER and id(m) not in params]
+        where = "function" if node is item else f"{type(node).__name__.lower()} {node.name}"
+        levels.append((where, own))
+    return [(where, marks) for where, marks in levels if marks]
+
+
+def _opprof_marker(item: pytest.Item) -> pytest.Mark | None:
+    """The marker whose overrides the test takes: the closest (a parameter set's before the
+    function's: a trial's `pytest.param(..., marks=pytest.mark.opprof(fail_on="none"))` was
+    dropped for the function's)."""
+    levels = _markers_by_level(item)
+    return levels[0][1][0] if levels else None
+
+
+def _markers_problem(item: pytest.Item) -> str | None:
+    """What is wrong with the test's opprof markers: each is checked, also those not read (a
+    trial's typo in a marker stacked above another passed); two on one level do not add up."""
+    for where, marks in _markers_by_level(item):
+        if len(marks) > 1:
+            return markers_stacked(item.nodeid, len(marks), where)
+        problem = marker_problem(item.nodeid, marks[0].args, marks[0].kwargs)
+        if problem:
+            return problem
+    return None
 
 
 def _first_of(problems: list[str]) -> list[str]:
@@ -610,7 +644,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
     """The run's rule, with the test's marker overrides."""
-    marker = item.get_closest_marker(MARKER)
+    marker = _opprof_marker(item)
     return rule_for(settings, marker.kwargs if marker is not None else None)
 
 

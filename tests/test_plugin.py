@@ -21,7 +21,12 @@ torch = pytest.importorskip("torch")
 from pytest_opprof import device  # noqa: E402
 from pytest_opprof.cli import main as cli_main  # noqa: E402
 from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
-from pytest_opprof.errors import assertion_inside_capture, cut_short_trace, inert_summary  # noqa: E402
+from pytest_opprof.errors import (  # noqa: E402
+    assertion_inside_capture,
+    cut_short_trace,
+    inert_summary,
+    markers_stacked,
+)
 
 USER_CONFTEST = """
 import pytest
@@ -821,6 +826,64 @@ def test_every_bad_marker_is_named_at_once(project):
         ]
     )
     assert "test_fine" not in result.stderr.str()
+
+
+def test_markers_not_read_are_checked_and_two_on_one_level_are_refused(project):
+    """A trial's typo in a class's marker, shadowed by the method's own, passed, as did two
+    markers stacked on one function (only one was read): every opprof marker is checked, and two
+    on one level are a usage error."""
+    project.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.opprof(tolerence="20%")
+        class TestShadowed:
+            @pytest.mark.opprof(tolerance="20%")
+            def test_a(self): pass
+
+        @pytest.mark.opprof(fail_on="none")
+        @pytest.mark.opprof(tolerance="50%")
+        def test_stacked(): pass
+
+        @pytest.mark.opprof(tolerance="20%")
+        def test_fine(): pass
+        """
+    )
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: test_m.py::TestShadowed::test_a: @pytest.mark.opprof got an unknown keyword 'tolerence'; *",
+            f"{markers_stacked('test_m.py::test_stacked', 2, 'function')}",
+        ]
+    )
+    assert "test_fine" not in result.stderr.str()
+
+
+def test_a_parameter_sets_marker_overrides_the_functions(pytester, monkeypatch):
+    """`pytest.param(..., marks=pytest.mark.opprof(fail_on="none"))` loosens one case: it is read
+    before the function's marker (a trial's was dropped, and the case failed on structure)."""
+    monkeypatch.delenv("OPPROF_INJECT", raising=False)
+    pytester.makepyfile(
+        test_p="""
+        import os
+        import pytest
+        import torch
+
+        @pytest.mark.opprof(tolerance="50%")
+        @pytest.mark.parametrize("n", [pytest.param(2, marks=pytest.mark.opprof(fail_on="none"), id="lenient"), 3])
+        def test_param(opprof, n):
+            def step():
+                y = torch.ones(n, n) @ torch.ones(n, n)
+                return y * 2 if os.environ.get("OPPROF_INJECT") else y
+            opprof.run(step, warmup=1, steps=2)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("OPPROF_INJECT", "extra")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_p.py::test_param[[]3[]] - *structure changed*"])
 
 
 def test_bad_markers_past_twenty_are_counted_not_listed(project):
