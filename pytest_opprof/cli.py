@@ -224,7 +224,8 @@ def _analyze(args: argparse.Namespace) -> int:
         raise _UsageError(csv_chose_no_op(args.op, args.trace))
     if args.json:
         data = profile.to_dict()
-        if args.top is not None:  # as the tables show them; every check stays
+        if args.top is not None:  # as the tables show them, each counting what it left out; every check stays
+            data["left_out"] = {key: max(0, len(data[key]) - args.top) for key in TOPPED}
             for key in TOPPED:
                 data[key] = data[key][: args.top]
         _print_json(data)

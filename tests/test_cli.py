@@ -79,6 +79,10 @@ def test_top_limits_rows(capsys, small_trace):
     """--top N keeps the N costliest ops in tables and in JSON."""
     _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json", "--top", "1")
     assert [o["name"] for o in json.loads(out)["ops"]] == ["aten::linear"]
+    whole = json.loads(run_cli(capsys, "analyze", str(small_trace), "--json")[1])
+    assert json.loads(out)["left_out"]["ops"] == len(whole["ops"]) - 1 > 0  # counted, as the tables' line
+    assert json.loads(out)["left_out"]["kernels"] == max(0, len(whole["kernels"]) - 1)
+    assert "left_out" not in whole
     _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--top", "2")
     assert sum(line.startswith("aten::") for line in out.splitlines()) == 2
     # a cut table says how many rows it left out (a trial could not tell a cut table from a whole one)
