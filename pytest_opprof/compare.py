@@ -363,15 +363,15 @@ def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mappi
     if (name in new_ops) == (name in old_ops):
         return False
     entry = new_ops[name] if name in new_ops else old_ops[name]
-    return _steps_run(entry) >= SOMETIMES_STEPS
+    return steps_run(entry) >= SOMETIMES_STEPS
 
 
-def _steps_run(entry: OpEntry | MemoryEntry) -> int:
+def steps_run(entry: OpEntry | MemoryEntry) -> int:
     """In how many steps the op ran."""
     return sum(1 for c in entry.calls_per_step if c)
 
 
-def _step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
+def step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
     """The op's time in its costliest step: its shown time (device or CPU), a memory op's device time."""
     samples = entry.time_samples if isinstance(entry, OpEntry) else entry.device_ms
     return max(samples, default=0.0)
@@ -379,7 +379,7 @@ def _step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
 
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
     """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
-    steps = f"in {_steps_run(entry)} of {len(entry.calls_per_step)} steps"
+    steps = f"in {steps_run(entry)} of {len(entry.calls_per_step)} steps"
     return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
 
 
@@ -498,7 +498,8 @@ def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str
 def _flops_change(old: float, new: float) -> str:
     """`1.8x the FLOPs per step (6.1k -> 11.0k)`; a change too small for 3 digits is given in
     more (a trial read `1x the FLOPs per step (32.8M -> 32.8M)` for a Linear of 1000 -> 1001)."""
-    shown = (si(old), si(new)) if si(old) != si(new) else (f"{old:,.10g}", f"{new:,.10g}")
+    shown = (si(old), si(new))
+    shown = shown if shown[0] != shown[1] else (f"{old:,.10g}", f"{new:,.10g}")
     if old and new:
         ratio = f"{new / old:.3g}"
         ratio = ratio if ratio != "1" else f"{new / old:.6g}"
@@ -667,8 +668,8 @@ def _in_one_step(
     limit = _margin(step_ms, rule)
     found = []
     for name in sorted(set(current.ops) - set(baseline.ops) - skip):  # skip: times moved with the threads
-        entry, cost = current.ops[name], _step_cost_ms(current.ops[name])
-        if _steps_run(entry) != 1 or cost <= limit or ignored(name, rule.ignore_ops):
+        entry, cost = current.ops[name], step_cost_ms(current.ops[name])
+        if steps_run(entry) != 1 or cost <= limit or ignored(name, rule.ignore_ops):
             continue
         change = f"{name}: ran in 1 of {len(entry.calls_per_step)} steps, {cost:.3f} ms there, where the baseline never ran it"
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step

@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, REFERENCES, STATE_NOISE, STEP_WALL, median_calls
+from .compare import (
+    DEFAULT_MIN_DELTA_MS,
+    DEFAULT_TOLERANCE,
+    REFERENCES,
+    STATE_NOISE,
+    STEP_WALL,
+    median_calls,
+    step_cost_ms,
+    steps_run,
+)
 from .documents import BaselineDoc, KernelShare
 from .units import stored_ms_text
 
@@ -196,8 +205,7 @@ def _spread(doc: BaselineDoc, name: str) -> tuple[tuple[int, int] | None, float 
     entry = doc.ops.get(name)
     if entry is None:
         return None, None, None
-    samples = entry.time_samples or (0.0,)
-    return (sum(1 for c in entry.calls_per_step if c), len(entry.calls_per_step)), max(samples), median(samples)
+    return (steps_run(entry), len(entry.calls_per_step)), step_cost_ms(entry), median(entry.time_samples or (0.0,))
 
 
 def _side_status(a_ms: float | None, b_ms: float | None, tolerance: float, min_delta_ms: float) -> str:
