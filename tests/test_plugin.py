@@ -4472,19 +4472,32 @@ def test_the_recorded_ranges_pauses_are_idle_in_an_xdist_worker(pytester, monkey
     assert log.read_text().split() == [kind] * 3
 
 
-# In an xdist worker, which the fake clock does not reach: contention unknown and steady
-# references, as the `uncontended` fixture makes them in-process (a loaded runner's real contention
-# made the slowdown inconclusive, with no confirmation).
+# In an xdist worker, which the `fake_clock` fixture does not reach: the same fake clock,
+# contention unknown and steady references, as `fake_clock` makes them in-process (a loaded
+# runner's real timing once made the worker's slowdown inconclusive, with no confirmation).
 STEADY_PAUSES_CONFTEST = (
     PAUSES_CONFTEST
     + """
-from pytest_opprof import capture, device
+import importlib
+import sys
 
-device.cpu_wait_ns = lambda: None
-device.python_tracer = lambda: None
-capture.machine_reference_ns = lambda torch: 1_000_000
-capture.dispatch_reference_ns = lambda torch: 400_000
-capture.workload_reference_ns = lambda torch, choice: 500_000
+from pytest_opprof import device
+
+capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    sys.path.insert(0, os.environ["OPPROF_FAKE_CLOCK_DIR"])
+    from fake_clock import FakeClock
+
+    clock = FakeClock(costs={"aten::mm": 200_000})
+    read = capture.table_of
+    capture.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
+    capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
+    fixture.host_ns = clock.host_ns
+    device.cpu_wait_ns = lambda: None
+    device.python_tracer = lambda: None
+    capture.machine_reference_ns = lambda torch: 1_000_000
+    capture.dispatch_reference_ns = lambda torch: 400_000
+    capture.workload_reference_ns = lambda torch, choice: 500_000
 """
 )
 
@@ -4494,9 +4507,10 @@ def test_a_confirmations_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatc
     """Comparing, a suspected time's confirmations follow the busy pause, but in an xdist worker
     an idle one, as the recorded ranges' do (a busy pause loads the CPUs another worker measures
     on). The baseline is cut to a hundredth of the time: every confirmation backs the slowdown
-    (in-process on the fake clock; in the worker, a 512x512 matmul on the real one)."""
+    (on the fake clock, in-process and in the worker)."""
     fake_clock.costs["aten::mm"] = 200_000
-    log = pauses_project(pytester, monkeypatch, STEADY_PAUSES_CONFTEST, 512)
+    monkeypatch.setenv("OPPROF_FAKE_CLOCK_DIR", str(Path(__file__).parent))
+    log = pauses_project(pytester, monkeypatch, STEADY_PAUSES_CONFTEST, 32)
     run(pytester, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=1)
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     doc = json.loads(path.read_text())
