@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .analysis import Check, KernelStats, MemoryOpStats, OpStats, Profile, analyze
 from .capture import capture, from_profiler, measure
-from .errors import CaptureError, OpprofError, TraceError
+from .errors import CaptureError, OpprofError, OpprofUsageError, TraceError
 from .trace import load_trace
 
 __version__ = "0.1.0.dev0"
@@ -16,6 +16,7 @@ __all__ = [
     "MemoryOpStats",
     "OpStats",
     "OpprofError",
+    "OpprofUsageError",
     "Profile",
     "TraceError",
     "__version__",

@@ -23,6 +23,7 @@ from .errors import (
     NAMES_THE_LINE,
     OpprofUsageError,
     a_range_not_an_op,
+    asked,
     bad_argument,
     closest_names,
     count_mismatch,
@@ -53,9 +54,21 @@ def is_glob(pattern: str) -> bool:
 
 def validate_ms(name: str, value: object) -> float:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    number = _as_float(value)
+    if number is None or not math.isfinite(number) or number < 0:
         raise OpprofUsageError(bad_argument(name, value, "a finite number of milliseconds >= 0"))
-    return abs(float(value))  # -0.0 is 0 (its limit printed as `-0.00 ms`)
+    return abs(number)  # -0.0 is 0 (its limit printed as `-0.00 ms`)
+
+
+def _as_float(value: object) -> float | None:
+    """A plain int or float as a float (an int past float's range: inf, where float() raised
+    OverflowError, a trial's ms=10**400); None for anything else, a bool among them."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
@@ -127,7 +140,7 @@ def _over_limits(
         samples: tuple[float, ...] = m.time_per_step.samples
         if per == "call":
             samples = tuple(t / c for t, c in zip(samples, getattr(m, calls).samples) if c)
-        if samples and (value := reduce(samples)) > limit * 1e6:
+        if samples and (value := reduce(samples)) / 1e6 > limit:  # in ms: a limit of n / 1e6 ms passes n ns
             failures.append((value, over_limit(m.name, value, limit, unit, stat, samples)))
     return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
 
@@ -162,7 +175,7 @@ def _op_count(
     if not matched:
         fused = fused_into(profile, op)
         if fused:  # the op's work ran all the same: zero calls is not "absent", as for assert_no_op
-            return f"{op}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
+            return f"{asked(op)}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         if not is_glob(op) and profile.match_ranges(op):  # zero calls of an op of its name prove nothing
             return a_range_not_an_op(op, "assert_range_below")
         known = is_glob(op) or is_known is None or is_known(op)
@@ -247,7 +260,7 @@ def _no_op(
         return unexpected_ops(op, found)
     fused = fused_into(profile, op)
     if fused:
-        return f"{op}: did not run as an op, but its work did: {fused_text(op, fused)}"
+        return f"{asked(op)}: did not run as an op, but its work did: {fused_text(op, fused)}"
     if not is_glob(op) and profile.match_ranges(op):  # it ran: "no op of that name" proves nothing
         return a_range_not_an_op(op, "assert_range_below")
     if near := near_misses(profile, op):
@@ -327,7 +340,7 @@ def total_below(ms: float, stat: str = "median") -> Assertion:
 def _total_below(profile: Profile, limit: float, stat: str, reduce: Reduce) -> str | None:
     samples = tuple(s.wall_ns for s in profile.step_spans)
     value = reduce(samples)
-    if value > limit * 1e6:
+    if value / 1e6 > limit:  # in ms, as _over_limits judges
         return over_limit("total", value, limit, "step", stat, samples)
     return None
 
@@ -352,7 +365,7 @@ def fused_into(profile: Profile, op: str) -> list[str]:
 
 
 def fused_text(op: str, kernels: list[str]) -> str:
-    return f"{op} ran inside compiled code, fused into {first_three(list(kernels))}"
+    return f"{asked(op)} ran inside compiled code, fused into {first_three(list(kernels))}"
 
 
 def no_graph_break() -> Assertion:
@@ -553,7 +566,7 @@ def _kernel_typo(name: str, profile: Profile) -> str | None:
     if near is None:
         return None
     return (
-        f"{name}: no kernel of that name ran, but {near} did: a typo of it would pass forever; "
+        f"{asked(name)}: no kernel of that name ran, but {near} did: a typo of it would pass forever; "
         f"name the kernel as it ran (for another kernel that must not run, write a glob such as '{name}*')"
     )
 
@@ -571,7 +584,7 @@ def no_kernel(pattern: str, profile: Profile) -> str:
         if not _ran_compiled(profile)
         else "; no kernels ran (on CPU only compiled code has kernels: Inductor's cpp_fused_*)"
     )
-    return f"{pattern}: no kernel of that name ran in the measured code{hint}"
+    return f"{asked(pattern)}: no kernel of that name ran in the measured code{hint}"
 
 
 def kernel_below(pattern: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
@@ -600,6 +613,14 @@ def _pct(name: str, value: object) -> float:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
         raise OpprofUsageError(bad_argument(name, value, "a percentage between 0 and 100"))
+    if 0 < value < 1:  # a fraction (0.5 for half) would pass as 0.5%: as the tolerances, refused as ambiguous
+        raise OpprofUsageError(
+            bad_argument(
+                name,
+                value,
+                f"a percentage between 0 and 100, not a fraction: write {value * 100:g} for {value * 100:g}%",
+            )
+        )
     return float(value)
 
 

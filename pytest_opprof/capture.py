@@ -31,12 +31,14 @@ from .analysis.model import OK, WARNING, WORKLOAD_DTYPES, WORKLOAD_OPS, Check, W
 from .errors import (
     FN_EXPECTED,
     CaptureError,
+    OpprofUsageError,
     bad_argument,
     captures_cannot_nest,
     fn_keyword_taken,
     not_a_profiler,
     profiler_already_running,
     profiler_cycle_cleared,
+    profiler_inside_capture,
     profiler_not_finished,
     profiler_recorded_nothing,
     run_keyword_slip,
@@ -89,35 +91,35 @@ MAX_STEPS = 10_000
 def validate_run_args(
     fn: object, warmup: object, steps: object, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
 ) -> None:
-    """Reject bad arguments to measure()/opprof.run() with one clear line."""
+    """Reject bad arguments to measure()/opprof.run() with one clear line (OpprofUsageError)."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
-        raise CaptureError(bad_argument("fn", fn, FN_EXPECTED))
+        raise OpprofUsageError(bad_argument("fn", fn, FN_EXPECTED))
     taken = _run_keyword_taken(fn, args, kwargs or {})
     if taken:
-        raise CaptureError(fn_keyword_taken(taken))
+        raise OpprofUsageError(fn_keyword_taken(taken))
     slip = _run_keyword_slip(fn, kwargs or {})
     if slip and kwargs:
-        raise CaptureError(run_keyword_slip(*slip, kwargs[slip[0]]))
+        raise OpprofUsageError(run_keyword_slip(*slip, kwargs[slip[0]]))
     called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
-        raise CaptureError(
+        raise OpprofUsageError(
             bad_argument("fn", fn, "a function that does its work when called, not an async def (a call only "
             "makes a coroutine); pass lambda: asyncio.run(fn(...))")
         )  # fmt: skip
     if any(inspect.isgeneratorfunction(f) for f in called):
-        raise CaptureError(
+        raise OpprofUsageError(
             bad_argument("fn", fn, "a function that does its work when called, not a generator (a call only "
             "makes one); pass lambda: list(fn(...))")
         )  # fmt: skip
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise CaptureError(bad_argument("warmup", warmup, "an integer >= 0"))
+        raise OpprofUsageError(bad_argument("warmup", warmup, "an integer >= 0"))
     if warmup > MAX_STEPS:  # a typo (10**20) would run the model for ever before any output
-        raise CaptureError(bad_argument("warmup", warmup, f"at most {MAX_STEPS:,}"))
+        raise OpprofUsageError(bad_argument("warmup", warmup, f"at most {MAX_STEPS:,}"))
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise CaptureError(bad_argument("steps", steps, "an integer >= 1"))
+        raise OpprofUsageError(bad_argument("steps", steps, "an integer >= 1"))
     if steps > MAX_STEPS:  # a typo (10**6): the profiler would hold every step's events in memory
-        raise CaptureError(
+        raise OpprofUsageError(
             bad_argument("steps", steps, f"at most {MAX_STEPS:,} (a capture holds every step's events in memory)")
         )
 
@@ -402,6 +404,7 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
         _stop_quietly(torch, prof)
         raise
     _RUNNING.append(prof)
+    _guard_inner_profilers(torch)
     return prof, cuda
 
 
@@ -411,11 +414,45 @@ _RUNNING: list[Any] = []  # the profilers opprof started and has not stopped (on
 def _stop_profiler(prof: Any) -> None:
     """Stop a profiler opprof started."""
     try:
+        _unguard_inner_profilers()
         with quiet_profiler():
             prof.stop()
     finally:
         if prof in _RUNNING:
             _RUNNING.remove(prof)
+
+
+def _guard_inner_profilers(torch: Any) -> None:
+    """While a profiler of opprof's runs, a torch profiler the measured code starts is refused:
+    torch runs one at a time, and a trial's `with torch.profiler.profile():` inside fn silently
+    stopped opprof's, which then reported that fn ran no operator. Both torch.profiler.profile and
+    the autograd profiler prepare through `_prepare_trace`. A profiler once opprof's has stopped
+    goes through (the whole-call capture steps aside for one, stopping its own first)."""
+    cls = torch.autograd.profiler.profile
+    prepare = cls._prepare_trace
+    if getattr(prepare, "_opprof_guard", False):
+        return
+
+    def guarded(profiler: Any) -> Any:
+        __tracebackhide__ = True  # the line that started the profiler shows, not ours
+        if _RUNNING:
+            raise CaptureError(profiler_inside_capture())
+        return prepare(profiler)
+
+    guarded._opprof_guard = True  # type: ignore[attr-defined]
+    guarded._opprof_guarded = (cls, prepare)  # type: ignore[attr-defined]
+    cls._prepare_trace = guarded
+
+
+def _unguard_inner_profilers() -> None:
+    """Take the guard off torch's profiler class where it is still the outermost hook."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    hook = torch.autograd.profiler.profile._prepare_trace
+    if getattr(hook, "_opprof_guard", False):
+        cls, prepare = hook._opprof_guarded
+        cls._prepare_trace = prepare
 
 
 def _refuse_a_running_profiler(torch: Any) -> None:
@@ -1017,26 +1054,40 @@ def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int =
 
 
 class Capture:
-    """What `capture()` yields; `.profile` is set when the block ends without an exception."""
+    """What `capture()` returns: a context manager whose `with` profiles its block as one step;
+    `.profile` is the latest block's, set when it ends without an exception (None before, and
+    after a block that raised).
+    Entered again, it captures again (a generator-based one raised AttributeError, and its
+    `.profile` did not exist before the block)."""
 
     profile: Profile | None
 
     def __init__(self) -> None:
         self.profile = None
+        self._recorder: StepRecorder | None = None
+
+    def __enter__(self) -> Capture:
+        if self._recorder is not None:
+            raise CaptureError(captures_cannot_nest())
+        self.profile = None  # a block that raises leaves none: not the block before's
+        recorder = StepRecorder()
+        recorder.start()  # may raise (another profiler runs): then no block is in progress
+        self._recorder = recorder
+        return self
+
+    def __exit__(self, kind: object, raised: BaseException | None, traceback: object) -> None:
+        recorder, self._recorder = self._recorder, None
+        if recorder is None:
+            return
+        if raised is not None:
+            recorder.stop(keep=False)
+            return  # the exception goes on
+        self.profile = recorder.stop()
 
 
-@contextmanager
-def capture() -> Iterator[Capture]:
+def capture() -> Capture:
     """Profile the block as one step: `with capture() as cap: ...; cap.profile`."""
-    holder = Capture()
-    recorder = StepRecorder()
-    recorder.start()
-    try:
-        yield holder
-    except BaseException:
-        recorder.stop(keep=False)
-        raise
-    holder.profile = recorder.stop()
+    return Capture()
 
 
 INDUCTOR_KERNEL_PROFILE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"

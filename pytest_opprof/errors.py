@@ -384,6 +384,14 @@ def profiler_already_running() -> str:
     )
 
 
+def profiler_inside_capture() -> str:
+    return (
+        "a torch profiler started inside an opprof capture (opprof.run()'s or measure()'s fn, a `with "
+        "opprof.capture():` block): torch runs one profiler at a time, and it would stop opprof's; take it "
+        "out of the measured code, or profile with it alone and pass it to pytest_opprof.from_profiler()"
+    )
+
+
 SHOWN = 60  # characters of a value an error line quotes (a kernel's name runs to 1000)
 
 
@@ -585,15 +593,27 @@ def _ms_of(ms: float) -> str:
     return ms_text(ms, 2 if ms >= 0.1 or ms == 0 else 3 if ms >= 0.01 else 4)
 
 
+def _told_apart(value_ms: float, limit_ms: float) -> tuple[str, str]:
+    """A value over its limit and the limit, with the decimals that tell them apart (a trial read
+    `0.065 ms/step > limit 0.065 ms`)."""
+    value, limit = _ms_of(value_ms), _ms_of(limit_ms)
+    digits = len(value.partition(".")[2])
+    while value == limit and digits < 12:
+        digits += 1
+        value, limit = f"{value_ms:.{digits}f}", f"{limit_ms:.{digits}f}"
+    return value, limit
+
+
 def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str, samples: tuple[float, ...]) -> str:
     """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`; where
     only some steps were over it, which (`; over it in steps 3, 7`)."""
     steps = len(samples)
-    over = [str(i) for i, value in enumerate(samples, 1) if value > limit_ms * 1e6]
+    over = [str(i) for i, value in enumerate(samples, 1) if value / 1e6 > limit_ms]  # as assertions judge
     which = f"; over it in step{'s' if len(over) > 1 else ''} {', '.join(over[:10])}" if len(over) < steps else ""
     more = f" and {len(over) - 10} more" if which and len(over) > 10 else ""
+    value, limit = _told_apart(ns_to_ms(value_ns), limit_ms)
     return (
-        f"{name}: {_ms(value_ns)} ms/{unit} > limit {_ms_of(limit_ms)} ms "
+        f"{name}: {value} ms/{unit} > limit {limit} ms "
         f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))}"
         f"{which}{more})"
     )
@@ -616,7 +636,7 @@ def no_match(pattern: str, seen: Iterable[str]) -> str:
         hint = f"; no similar name; the costliest ops were {', '.join(seen[:3])}"
     else:
         hint = "; the profile has no ops at all"
-    return f"{shown_name(pattern)}: no op of that name ran in the measured code{hint}"
+    return f"{asked(pattern)}: no op of that name ran in the measured code{hint}"
 
 
 def _shown_pattern(pattern: str) -> str:
@@ -626,6 +646,15 @@ def _shown_pattern(pattern: str) -> str:
 
 def _cut(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+ASKED = 100  # characters of a name asked for (an assertion's op, glob or range) that a message echoes
+
+
+def asked(pattern: str) -> str:
+    """A name or glob the test asked for, as its message leads with it: shown_name, cut to
+    ASKED characters (a trial's 4,000-character name made a 4,084-character failure line)."""
+    return _cut(shown_name(pattern), ASKED)
 
 
 def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) -> str:
@@ -653,8 +682,8 @@ def chooses_no_op(pattern: str, where: str, what: str, launchers: list[str]) -> 
 def a_range_not_an_op(pattern: str, assertion: str) -> str:
     """An op assertion given a record_function range's name."""
     return (
-        f"{shown_name(pattern)}: a range (a record_function block or annotation), not an op; "
-        f"{assertion}({pattern!r}, ...) checks it"
+        f"{asked(pattern)}: a range (a record_function block or annotation), not an op; "
+        f"{assertion}({_cut(repr(pattern), ASKED)}, ...) checks it"
     )
 
 
@@ -681,13 +710,13 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
         hint = f"; the ranges were {first_three(seen)}"
     else:
         hint = "; the profile has no ranges (torch.profiler.record_function blocks) at all"
-    return f"{shown_name(pattern)}: no range of that name ran in the measured code{hint}"
+    return f"{asked(pattern)}: no range of that name ran in the measured code{hint}"
 
 
 def unknown_op_name(op: str, close: list[str]) -> str:
     """An op name torch does not know, refused in a plain run (with --opprof, the assertion says it)."""
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{shown_name(op)}: not an operator torch knows{hint}"
+    return f"{asked(op)}: not an operator torch knows{hint}"
 
 
 def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent", glob: bool = False) -> str:
@@ -695,14 +724,14 @@ def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent
     spaces or the namespace (assertions.near_misses)."""
     hint = "write the glob in the names' own letters" if glob else f"did you mean {ran[0]}?"
     return (
-        f"{shown_name(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
+        f"{asked(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
         f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; {hint}"
     )
 
 
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{shown_name(pattern)}: not an operator torch knows, so {claim} proves nothing{hint}"
+    return f"{asked(pattern)}: not an operator torch knows, so {claim} proves nothing{hint}"
 
 
 def count_mismatch(
@@ -713,7 +742,7 @@ def count_mismatch(
     got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
     steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
     where = "".join(f"; {c}" for c in contexts if c)
-    return f"{pattern}: {got} {unit}/step, expected {expected} (per step: {steps}{where})"
+    return f"{asked(pattern)}: {got} {unit}/step, expected {expected} (per step: {steps}{where})"
 
 
 def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
@@ -721,7 +750,7 @@ def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
     listed = ", ".join(
         f"{name} ({count_text(per_step)}/step{', ' + where if where else ''})" for name, per_step, where in found
     )
-    return f"{pattern}: expected no calls, found {listed}"
+    return f"{asked(pattern)}: expected no calls, found {listed}"
 
 
 def host_syncs(found: list[tuple[str, float, str]], cpu_only: bool = False) -> str:
@@ -757,10 +786,14 @@ def ran_no_op_in_run(fn: object, steps: int) -> str:
     )
 
 
-RAN_NO_OP_IN_BLOCK = "the `with opprof.capture():` block ran no torch operator: put the model's call inside it"
+RAN_NO_OP_IN_BLOCK = (
+    "the `with opprof.capture():` block ran no torch operator: put the model's call inside it, on the test's "
+    "own thread (the profiler records that thread: a model run in another thread or process is not seen)"
+)
 RAN_NO_OP_IN_BODY = (
     "the test's body ran no torch operator, and called neither opprof.run() nor opprof.capture(): "
-    "measure the model with opprof.run(fn, *args), or where the test has nothing to measure (no GPU, say) "
+    "measure the model with opprof.run(fn, *args) (the profiler records the test's own thread: a model run in "
+    "another thread or process is not seen), or where the test has nothing to measure (no GPU, say) "
     "call pytest.skip(reason) instead of returning"
 )
 
@@ -873,6 +906,24 @@ def inert_summary(count: int) -> str:
 def assertion_inside_capture(inside: str = "`with opprof.capture():`") -> str:
     after = "run()" if inside.startswith("opprof.run()") else "the block"
     return f"an assertion inside {inside} would check a capture that has not ended (or an earlier one); assert after {after}"
+
+
+def bad_call(what: str, takes: str, wrong: str, given: dict[str, object], close: list[str]) -> str:
+    """A call of an assertion method whose arguments do not fit it (`wrong`: Python's reason, or
+    the keyword it does not take, with the parameters that look like it)."""
+    if wrong not in given:
+        return f"{what}: {wrong} (it takes {takes})"
+    hint = f"; did you mean {close[0]}={shown_value(given[wrong])}?" if close else ""
+    return f"{what} takes no keyword {shown_value(wrong)}{hint} (it takes {takes})"
+
+
+def capture_off_thread(what: str, thread: str) -> str:
+    """A run() or capture() called from a thread of the test's, not the test's own."""
+    return (
+        f"{what} called from thread {shown_name(thread)}, not the test's own: opprof's profiler runs on the "
+        "test's thread, and a capture begun on another would leave it running into the tests after; "
+        f"call {what} in the test's body"
+    )
 
 
 def assertions_before_capture(made: list[str], replaced_by: str) -> str:

@@ -6,8 +6,11 @@ No pytest here: the plugin creates it, drives the whole-call capture, and passes
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -25,10 +28,11 @@ from .errors import (
     RAN_NO_OP_IN_BLOCK,
     RAN_NO_OP_IN_BODY,
     REPEATABLE_FIX,
-    CaptureError,
     OpprofUsageError,
     assertion_inside_capture,
     assertions_before_capture,
+    bad_call,
+    capture_off_thread,
     closest_names,
     ran_no_op_in_run,
     stepped_aside,
@@ -133,6 +137,39 @@ def _overhead_under_load(profile: Any, wait: float | None) -> Any:
     return dataclasses.replace(profile, checks=tuple(loaded if c.name == "overhead" else c for c in profile.checks))
 
 
+def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
+    """An assertion method whose arguments are checked first: a keyword it does not take, a
+    missing or extra argument, is a usage error naming it and what the method takes (a trial's
+    `assert_op_below(op, limit=100)` raised Python's bare TypeError, with no fix)."""
+    signature = inspect.signature(method)
+    params = [p for p in signature.parameters.values() if p.name != "self"]
+    takes = _parameters_text(params)
+    what = f"opprof.{method.__name__}()"
+
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            wrong = next((k for k in kwargs if k not in signature.parameters or k == "self"), str(exc))
+            close = closest_names(wrong, [p.name for p in params], limit=1) if wrong in kwargs else []
+            raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close)) from None
+        method(self, *args, **kwargs)
+
+    return checked
+
+
+def _parameters_text(params: list[inspect.Parameter]) -> str:
+    """`op, n=None, *, min=None, max=None`: what a method takes, as its help spells it."""
+    parts: list[str] = []
+    for param in params:
+        if param.kind == param.KEYWORD_ONLY and "*" not in parts:
+            parts.append("*")
+        parts.append(param.name if param.default is param.empty else f"{param.name}={param.default!r}")
+    return ", ".join(parts)
+
+
 class OpprofFixture:
     """The `opprof` fixture: capture operators and assert on them.
 
@@ -181,6 +218,7 @@ class OpprofFixture:
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
         self._cut_short: tuple[Any, BaseException] | None = None  # the latest capture an exception ended, and it
         self.stepped_aside = False  # the whole-call capture gave way to the test's own torch profiler
+        self._thread = threading.get_ident()  # the test's: captures begin and end on it
 
     @property
     def profile(self) -> Any:
@@ -192,10 +230,8 @@ class OpprofFixture:
         """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result.
         `fn` is positional only: a keyword of that name goes to fn."""
         __tracebackhide__ = True
-        try:
-            validate_run_args(fn, warmup, steps, args, kwargs)  # with or without --opprof
-        except CaptureError as exc:
-            raise OpprofUsageError(str(exc)) from None
+        validate_run_args(fn, warmup, steps, args, kwargs)  # with or without --opprof
+        self._refuse_other_thread("opprof.run()")
         self._refuse_nesting("opprof.run()")
         self._inside = "opprof.run()'s fn"  # with or without --opprof, as argument checks are
         try:
@@ -290,6 +326,7 @@ class OpprofFixture:
 
     def _begin_block(self) -> None:
         __tracebackhide__ = True
+        self._refuse_other_thread("opprof.capture()")
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
         self._drop_whole_call("`with opprof.capture():`")
         if not self.enabled:
@@ -312,6 +349,18 @@ class OpprofFixture:
             return
         self._finish(recorder.stop(), RAN_NO_OP_IN_BLOCK)
 
+    def _refuse_other_thread(self, what: str) -> None:
+        """A capture begun on a thread of the test's would stop the whole-call profiler from there,
+        which leaves it running on the test's thread (a trial: every later test then failed). The
+        test errs too, in case the thread swallows the exception."""
+        __tracebackhide__ = True
+        if threading.get_ident() != self._thread:
+            message = capture_off_thread(what, threading.current_thread().name)
+            if message not in self._unchecked:
+                self._unchecked.append(message)
+                self.error_messages.append(message)
+            raise OpprofUsageError(message)
+
     def _refuse_nesting(self, what: str) -> None:
         __tracebackhide__ = True
         if self._inside:
@@ -321,6 +370,7 @@ class OpprofFixture:
             )
 
     # assertions -------------------------------------------------------------------------------
+    @_arguments_checked
     def assert_op_below(self, op: str, ms: float, per: str = "step", stat: str = "median") -> None:
         """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
@@ -328,46 +378,54 @@ class OpprofFixture:
         self._check(assertions.op_below(op, ms, per, stat), timed=True)
         self._plain_name_check(op)
 
+    @_arguments_checked
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
         __tracebackhide__ = True
         self._check(assertions.op_count(op, n, min=min, max=max, is_known=is_known_op, known_names=known_op_names))
         self._plain_name_check(op)
 
+    @_arguments_checked
     def assert_no_op(self, op: str) -> None:
         """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
         __tracebackhide__ = True
         self._check(assertions.no_op(op, is_known_op, known_op_names))
         self._plain_name_check(op)
 
+    @_arguments_checked
     def assert_no_sync(self) -> None:
         """No host-device synchronisation: cuda/hip *Synchronize calls, aten::item,
         aten::_local_scalar_dense, device-to-host copies."""
         __tracebackhide__ = True
         self._check(assertions.no_sync())
 
+    @_arguments_checked
     def assert_total_below(self, ms: float, stat: str = "median") -> None:
         """The step's wall time is at most `ms` ms, by `stat` over steps."""
         __tracebackhide__ = True
         self._check(assertions.total_below(ms, stat), timed=True)
 
+    @_arguments_checked
     def assert_no_graph_break(self) -> None:
         """Each compiled call ran as one torch.compile'd region: no graph break split it (the
         message names the regions and, when the model compiled inside run(), torch's reason)."""
         __tracebackhide__ = True
         self._check(assertions.no_graph_break())
 
+    @_arguments_checked
     def assert_no_recompile(self) -> None:
         """No torch.compile compilation inside the measured steps, and each compiled frame ran
         as the same compilations in every step."""
         __tracebackhide__ = True
         self._check(assertions.no_recompile())
 
+    @_arguments_checked
     def assert_compiled(self) -> None:
         """The steps' work ran inside compiled code: no op ran eagerly outside it."""
         __tracebackhide__ = True
         self._check(assertions.compiled())
 
+    @_arguments_checked
     def assert_kernel_count(
         self, kernel: str, n: int | None = None, *, min: int | None = None, max: int | None = None
     ) -> None:
@@ -376,12 +434,14 @@ class OpprofFixture:
         __tracebackhide__ = True
         self._check(assertions.kernel_count(kernel, n, min=min, max=max))
 
+    @_arguments_checked
     def assert_kernel_below(self, kernel: str, ms: float, per: str = "step", stat: str = "median") -> None:
         """Each kernel matching `kernel` takes at most `ms` ms per step (or per launch: per="call"),
         by `stat` over steps: device time, or CPU time for Inductor's C++ kernels."""
         __tracebackhide__ = True
         self._check(assertions.kernel_below(kernel, ms, per, stat))
 
+    @_arguments_checked
     def assert_range_below(self, name: str, ms: float, per: str = "step", stat: str = "median") -> None:
         """Each range matching `name` (a `torch.profiler.record_function` block, or an annotation
         torch or a library adds) takes at most `ms` ms per step (or per call: per="call"), by
@@ -390,17 +450,20 @@ class OpprofFixture:
         __tracebackhide__ = True
         self._check(assertions.range_below(name, ms, per, stat), timed=True)
 
+    @_arguments_checked
     def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
         """In every step, at least `min_pct`% of the shorter of the two kinds of device work
         (compute and memory, or compute and comm) ran at the same time as the other."""
         __tracebackhide__ = True
         self._check(assertions.overlap(kinds, min_pct))
 
+    @_arguments_checked
     def assert_device_busy_above(self, pct: float) -> None:
         """In every step, the device worked at least `pct`% of the step's wall time."""
         __tracebackhide__ = True
         self._check(assertions.device_busy_above(pct))
 
+    @_arguments_checked
     def assert_no_launch_bound(self) -> None:
         """No op's kernels are shorter (median) than the host calls that launch them."""
         __tracebackhide__ = True

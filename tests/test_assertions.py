@@ -282,6 +282,48 @@ def test_total_below_uses_step_wall_time():
     )
 
 
+def test_a_limit_equal_to_the_measured_time_passes():
+    """`ms=` the measured time in ms passes: the limit was scaled to ns (0.000249 * 1e6 < 249), and
+    a trial's `ms=op.time_per_step.median / 1e6` failed as `0.065 ms/step > limit 0.065 ms`."""
+    events = [step(1, 0, 10), op("aten::mm", 1, 0.249), step(2, 10, 10), op("aten::mm", 11, 0.249)]
+    profile = analyze(events)
+    median_ns = profile.op("aten::mm").time_per_step.median
+    assert median_ns == 249 and median_ns / 1e6 * 1e6 < median_ns
+    for check in (assertions.op_below("aten::mm", median_ns / 1e6), assertions.op_below("aten::mm", 0.000249)):
+        assert check(profile) is None
+    assert assertions.op_below("aten::mm", 0.000248)(profile).startswith(
+        "aten::mm: 0.000249 ms/step > limit 0.000248 ms"  # as many decimals as tell them apart
+    )
+    assert assertions.op_below("aten::mm", 0.0002)(profile).startswith("aten::mm: 0.00025 ms/step > limit 0.00020 ms")
+    wall_ns = profile.step_spans[0].wall_ns
+    assert assertions.total_below(wall_ns / 1e6)(profile) is None
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda name: assertions.op_below("aten::" + name, 1),
+        lambda name: assertions.op_count("aten::" + name, 1),
+        lambda name: assertions.op_below("aten::m*" + name, 1),
+        lambda name: assertions.kernel_below(name, 1),
+        lambda name: assertions.kernel_count(name, 1),
+        lambda name: assertions.range_below(name, 1),
+    ],
+)
+def test_a_long_name_asked_for_is_cut_in_its_message(check):
+    """A trial's 4,000-character op name made a 4,084-character failure line: the name asked for
+    is cut to 100 characters (a real name the profile holds is not)."""
+    message = check("x" * 4000)(three_steps())
+    assert len(message) < 400 and "x" * 90 + "…: no " in message and message.count("x") < 100
+
+
+@pytest.mark.parametrize("ms", [10**400, -(10**400)])
+def test_an_integer_past_floats_range_is_a_bad_limit(ms):
+    """A trial's `ms=10**400` raised OverflowError from inside the plugin."""
+    with pytest.raises(OpprofUsageError, match=r"^ms=-?100000.*: expected a finite number of milliseconds >= 0$"):
+        assertions.op_below("aten::mm", ms)
+
+
 def test_a_limit_of_minus_zero_reads_as_zero():
     """`ms=-0.0` is 0, and its limit prints as `0.00 ms`, not `-0.00 ms` (a trial's find)."""
     message = assertions.total_below(-0.0)(three_steps())

@@ -13,10 +13,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_opprof import CaptureError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
+from pytest_opprof import CaptureError, OpprofUsageError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
 from pytest_opprof.assertions import range_below  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
-from pytest_opprof.errors import captures_cannot_nest, profiler_already_running, profiler_cycle_cleared  # noqa: E402
+from pytest_opprof.errors import (  # noqa: E402
+    captures_cannot_nest,
+    profiler_already_running,
+    profiler_cycle_cleared,
+    profiler_inside_capture,
+)
 
 
 def make_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -108,6 +113,62 @@ def test_capture_profiles_the_block_as_one_step():
         infer(model, x)
     assert cap.profile.steps == 1
     assert cap.profile.op("aten::addmm").calls_per_step.samples == (4,)
+
+
+def test_one_capture_object_captures_each_block_it_is_entered_for():
+    """A trial's `cap = capture()` entered twice raised AttributeError from contextlib, and its
+    `.profile` did not exist before the block: it is None before a block and after one that
+    raised, the latest block's after one that ended; the same object entered inside itself is
+    refused as nested captures are."""
+    cap = capture()
+    assert cap.profile is None
+    with cap as entered:
+        torch.ones(3).add(1)
+    assert entered is cap and cap.profile.op("aten::add").calls == 1
+    with cap:
+        torch.ones(3).mul(2)
+    assert cap.profile.op("aten::mul").calls == 1 and cap.profile.op("aten::add") is None
+    with pytest.raises(KeyError), cap:
+        torch.ones(3).add(1)
+        raise KeyError("the block's own")
+    assert cap.profile is None
+    with pytest.raises(CaptureError) as info, cap, cap:
+        pass
+    assert str(info.value) == captures_cannot_nest()
+    with cap:  # nothing left running
+        torch.ones(3).sub(1)
+    assert cap.profile.op("aten::sub").calls == 1
+
+
+def test_a_torch_profiler_started_inside_a_capture_is_refused_and_opprofs_goes_on():
+    """A trial's `with torch.profiler.profile():` inside fn silently stopped opprof's profiler,
+    which then said fn ran no operator: the inner profiler is refused in one line (in the profiled
+    steps, the signature step and a capture() block), the capture ends, and a profiler of the
+    user's runs again once none of opprof's does."""
+
+    def fn():
+        with torch.profiler.profile():
+            torch.ones(2).add(1)
+
+    with pytest.raises(CaptureError) as info:
+        measure(fn, warmup=1, steps=2)
+    assert str(info.value) == profiler_inside_capture()
+    with pytest.raises(CaptureError, match="^a torch profiler started inside an opprof capture"), capture():
+        fn()
+    with torch.autograd.profiler.profile() as own:  # the autograd profiler prepares the same way
+        torch.ones(2).add(1)
+    assert any(e.name == "aten::add" for e in own.function_events)
+    assert measure(lambda: torch.ones(2).add(1), warmup=0, steps=2).op("aten::add").calls == 2
+
+
+@pytest.mark.parametrize("name", [None, 3, b"aten::mm"])
+def test_a_profiles_exact_lookups_refuse_what_is_not_a_name(name):
+    """A trial's `profile.op(None)` raised TypeError from inside the reader; `callers` returned ()."""
+    with capture() as cap:
+        torch.ones(3).add(1)
+    for lookup in (cap.profile.op, cap.profile.callers):
+        with pytest.raises(OpprofUsageError, match=r"^name=.*: expected an op name such as \"aten::addmm\"$"):
+            lookup(name)
 
 
 @pytest.mark.parametrize(
@@ -385,10 +446,11 @@ def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone(monkeypatch
     ],
 )
 def test_bad_arguments_are_one_line(kwargs, message):
-    """Bad fn/warmup/steps give a CaptureError naming the value and what is expected."""
+    """Bad fn/warmup/steps give an OpprofUsageError (as opprof.run()'s do; it was a CaptureError)
+    naming the value and what is expected."""
     kwargs = dict(kwargs)
     fn = kwargs.pop("fn", lambda: None)
-    with pytest.raises(CaptureError) as info:
+    with pytest.raises(OpprofUsageError) as info:
         measure(fn, **kwargs)
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)

@@ -1174,12 +1174,181 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
             "opprof: the measurement cannot be trusted, * opprof.run()'s fn (test_thread.<locals>.in_thread) ran no "
             "torch operator in its 2 profiled steps: *nor hand it to another thread*",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "
-            "block ran no torch operator: put the model's call inside it",
+            "block ran no torch operator: put the model's call inside it, on the test's own thread (the profiler "
+            "records that thread: a model run in another thread or process is not seen)",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the test's body ran no torch "
-            "operator, and called neither opprof.run() nor opprof.capture(): measure the model with opprof.run(fn, *args), "
+            "operator, and called neither opprof.run() nor opprof.capture(): measure the model with opprof.run(fn, *args) "
+            "(the profiler records the test's own thread: a model run in another thread or process is not seen), "
             "or where the test has nothing to measure (no GPU, say) call pytest.skip(reason) instead of returning",
         ]
     )
+
+
+def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytester, monkeypatch):
+    """A trial's `assert_op_below(op, limit=100)`, `assert_total_below(ms=100, per="call")` and
+    `assert_op_count(op, count=1)` raised Python's bare TypeError, with no fix: each is now a
+    usage error naming the keyword, the one it looks like, and what the method takes, with or
+    without --opprof."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    pytester.makepyfile(
+        test_kw="""
+        import torch
+
+        def test_limit(opprof):
+            opprof.assert_op_below("aten::mm", limit=100)
+
+        def test_mss(opprof):
+            opprof.assert_op_below("aten::mm", mss=100)
+
+        def test_per(opprof):
+            opprof.assert_total_below(ms=100, per="call")
+
+        def test_mni(opprof):
+            opprof.assert_kernel_count("*gemm*", mni=1)
+
+        def test_missing(opprof):
+            opprof.assert_op_below("aten::mm")
+
+        def test_extra(opprof):
+            opprof.assert_no_op("aten::mm", 3)
+        """
+    )
+    for flags in ([], ["--opprof"]):
+        result = run(pytester, *flags)
+        result.assert_outcomes(failed=6)
+        result.stdout.fnmatch_lines_random(
+            [
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'limit' "
+                "(it takes op, ms, per='step', stat='median')",
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'mss'; did you mean ms=100? (it takes *)",
+                "E *OpprofUsageError: opprof.assert_total_below() takes no keyword 'per' (it takes ms, stat='median')",
+                "E *OpprofUsageError: opprof.assert_kernel_count() takes no keyword 'mni'; did you mean min=1? "
+                "(it takes kernel, n=None, *, min=None, max=None)",
+                "E *OpprofUsageError: opprof.assert_op_below(): missing a required argument: 'ms' (it takes *)",
+                "E *OpprofUsageError: opprof.assert_no_op(): too many positional arguments (it takes op)",
+            ]
+        )
+        assert "TypeError" not in result.stdout.str()
+
+
+def test_a_torch_profiler_inside_fn_or_a_block_is_named_and_later_tests_measure(pytester, monkeypatch):
+    """A trial's `with torch.profiler.profile():` inside run()'s fn stopped opprof's profiler: the
+    test erred saying fn ran no torch operator, in a `1 step` header for steps=2. The inner
+    profiler is now refused at its line; the whole call still steps aside for one in the body."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    pytester.makepyfile(
+        test_inner="""
+        import torch
+
+        X, W = torch.randn(16, 32), torch.randn(32, 8)
+
+        def fn(x):
+            with torch.profiler.profile():
+                return x @ W
+
+        def test_inner_run(opprof):
+            opprof.run(fn, X, warmup=1, steps=2)
+
+        def test_inner_block(opprof):
+            with opprof.capture():
+                fn(X)
+
+        def test_own_profiler_in_the_body(opprof):
+            fn(X)
+
+        def test_after_run(opprof):
+            opprof.run(lambda: X @ W, warmup=1, steps=2)
+            opprof.assert_op_count("aten::mm", 1)
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2, failed=2)
+    for name in ("test_inner_run", "test_inner_block"):
+        result.stdout.fnmatch_lines(
+            [f"FAILED test_inner.py::{name} - *CaptureError: a torch profiler started inside an opprof capture *"]
+        )
+    result.stdout.fnmatch_lines(["*warning stepped_aside: the test started a torch profiler of its own*"])
+    assert "ran no torch operator" not in result.stdout.str() and "capture.py" not in result.stdout.str()
+
+
+THREAD_TESTS = """
+import threading
+
+import torch
+
+X, W = torch.randn(16, 32), torch.randn(32, 8)
+
+
+def f(x):
+    return torch.relu(x @ W)
+
+
+def in_thread(call):
+    raised = []
+
+    def target():
+        try:
+            call()
+        except Exception as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=target, name="loader")
+    thread.start()
+    thread.join()
+    return raised
+
+
+def test_run_in_a_thread(opprof):
+    raised = in_thread(lambda: opprof.run(f, X, warmup=1, steps=2))
+    assert [type(e).__name__ for e in raised] == ["OpprofUsageError"], raised
+
+
+def test_capture_in_a_thread_swallowed(opprof):
+    def block():
+        with opprof.capture():
+            f(X)
+
+    in_thread(block)  # the thread swallows the refusal: the test errs all the same
+
+
+def test_after_run(opprof):
+    opprof.run(f, X, warmup=1, steps=2)
+    opprof.assert_op_count("aten::mm", 1)
+
+
+def test_after_body(opprof):
+    f(X)
+    opprof.assert_op_count("aten::mm", 1)
+
+
+def test_after_own_profiler():
+    with torch.profiler.profile():
+        f(X)
+"""
+
+
+@pytest.mark.parametrize("flag", ["--opprof", "-p no:randomly"])
+def test_a_capture_begun_in_another_thread_is_refused_and_later_tests_measure(pytester, monkeypatch, flag):
+    """A trial's run() and capture() from a thread of the test's stopped the whole-call profiler
+    from there, which left it running on the test's thread: every later test failed, blaming
+    another profiler, and the offending test passed. Both are now refused, with or without
+    --opprof; under it the test errs, also when its thread swallows the refusal."""
+    monkeypatch.setenv("COLUMNS", "1000")  # the short summary's lines whole
+    pytester.makepyfile(test_thr=THREAD_TESTS)
+    result = run(pytester, *flag.split())
+    if flag == "--opprof":
+        result.assert_outcomes(passed=3, errors=2)
+        result.stdout.fnmatch_lines(
+            [
+                "ERROR test_thr.py::test_run_in_a_thread - opprof.run() called from thread loader, not the test's own*",
+                "ERROR test_thr.py::test_capture_in_a_thread_swallowed - opprof.capture() called from thread loader, "
+                "not the test's own: opprof's profiler runs on the test's thread, and a capture begun on another "
+                "would leave it running into the tests after; call opprof.capture() in the test's body",
+            ]
+        )
+    else:
+        result.assert_outcomes(passed=5)
+    assert "already running" not in result.stdout.str()
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "1"]])

@@ -148,6 +148,9 @@ def test_overlap_busy_and_launch_bound_assertions():
         (lambda: overlap(("memory", "comm")), "kinds=('memory', 'comm')"),
         (lambda: overlap(min_pct=120), "min_pct=120"),
         (lambda: device_busy_above("90%"), "pct='90%'"),
+        # a fraction would pass as a percentage of it (a trial's 0.5 read as 0.5%)
+        (lambda: device_busy_above(0.5), "pct=0.5: expected a percentage between 0 and 100, not a fraction: write 50"),
+        (lambda: overlap(min_pct=0.25), "min_pct=0.25: .* write 25 for 25%"),
     ]:
         with pytest.raises(OpprofUsageError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             make()

@@ -276,7 +276,12 @@ def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
         if _wide(op.time_per_step)
     ]
     if not wide:
-        return Check("spread", OK, f"per-step spread of every op within IQR/median {SPREAD_LIMIT}")
+        return Check(
+            "spread",
+            OK,
+            f"per-step spread within IQR/median {SPREAD_LIMIT} for every op of {SPREAD_FLOOR_NS / 1e6:g} ms/step "
+            "or more (faster ones are too small to judge)",
+        )
     more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
     return Check(
         "spread",

@@ -369,6 +369,14 @@ def selected(name: str | None, patterns: Iterable[str]) -> bool:
     return name is not None and any(name == p or fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+def _op_name(name: object) -> str:
+    """An exact op name asked of a profile (a trial's `profile.op(None)` raised TypeError from inside)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    if not isinstance(name, str):
+        raise OpprofUsageError(bad_argument("name", name, 'an op name such as "aten::addmm"'))
+    return name
+
+
 def validate_name(value: object, what: str, argument: str = "pattern", example: str = "") -> str:
     """A range, memory op or kernel name or glob: a text that is not blank; OpprofUsageError
     naming `argument` otherwise (`example`: ` such as "triton_*"`)."""
@@ -858,6 +866,7 @@ class Profile:
 
     def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
         """The names of the ops that called the first `name` op, innermost first."""
+        name = _op_name(name)
         names, parent = self.op_tree
         try:
             i = names.index(name)
@@ -906,7 +915,7 @@ class Profile:
     # range named with a tab is found by that name, its escape too.
     def op(self, name: str) -> OpStats | None:
         """The op of exactly this name, or None."""
-        name = printable_name(name)
+        name = printable_name(_op_name(name))
         for op in self.ops:
             if op.name == name:
                 return op
