@@ -557,6 +557,11 @@ def looks_mistyped(a: str, b: str) -> bool:
 _NAMESPACE_SLIP = re.compile(r"^\w+[:.](?=\w)")  # aten: or aten. for aten::
 
 
+def _namespace(name: str) -> str | None:
+    """`aten` of `aten::mm`; None for a name without `::`."""
+    return name.split("::", 1)[0].lower() if "::" in name else None
+
+
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
     """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
     Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"; a
@@ -566,10 +571,13 @@ def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]
         return name.rsplit("::", 1)[-1].lower() if "::" in name else _NAMESPACE_SLIP.sub("", name).lower()
 
     target = bare(wanted).strip("*?[]")
+    space = _namespace(wanted)
     scored = []
     for name in dict.fromkeys(seen):
         ratio = difflib.SequenceMatcher(None, target, bare(name)).ratio()
-        if ratio >= 0.6 or (len(target) >= 3 and target in bare(name)):
+        # in another namespace only a closer likeness (a trial's prim::Nope was offered aten::ne)
+        least = 0.8 if space and _namespace(name) not in (None, space) else 0.6
+        if ratio >= least or (len(target) >= 3 and target in bare(name)):
             scored.append((-ratio, name))
     return [name for _, name in sorted(scored)[:limit]]
 

@@ -365,6 +365,10 @@ def test_bad_arguments_raise_one_line(build, message):
         ("aten:mm", ["aten::mm", "aten::addmm", "aten::t"], ["aten::mm"]),  # a slip of the `::`
         ("aten.mm", ["aten::mm", "aten::t"], ["aten::mm"]),
         ("torch::autograd::accumulategrad", ["torch::autograd::AccumulateGrad"], ["torch::autograd::AccumulateGrad"]),
+        # in another namespace only a close likeness: a trial's prim::Nope was offered aten::ne
+        ("prim::Nope", ["aten::ne", "aten::mm"], []),
+        ("prims::add", ["aten::add", "aten::mm"], ["aten::add"]),
+        ("aten::nope", ["aten::ne"], ["aten::ne"]),
     ],
 )
 def test_closest_names_compare_without_the_namespace(wanted, seen, expected):
