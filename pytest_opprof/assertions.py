@@ -20,6 +20,7 @@ from .analysis.compiled import REGION
 from .analysis.model import validate_name, validate_op
 from .analysis.ranges import op_calls, ranges_around
 from .errors import (
+    ASKED,
     NAMES_THE_LINE,
     OpprofUsageError,
     a_range_not_an_op,
@@ -565,9 +566,10 @@ def _kernel_typo(name: str, profile: Profile) -> str | None:
     near = next((k.name for k in profile.kernel_rows() if looks_mistyped(name, k.name)), None)
     if near is None:
         return None
+    glob = f"'{name}*'" if len(name) <= ASKED else "the name and a *"
     return (
         f"{asked(name)}: no kernel of that name ran, but {near} did: a typo of it would pass forever; "
-        f"name the kernel as it ran (for another kernel that must not run, write a glob such as '{name}*')"
+        f"name the kernel as it ran (for another kernel that must not run, write a glob such as {glob})"
     )
 
 

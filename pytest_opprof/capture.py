@@ -40,6 +40,7 @@ from .errors import (
     profiler_cycle_cleared,
     profiler_inside_capture,
     profiler_not_finished,
+    profiler_off_thread,
     profiler_recorded_nothing,
     run_keyword_slip,
     steps_not_compared,
@@ -565,6 +566,7 @@ class StepRecorder:
         self._entered: Any = None  # the profiler class's _prepare_trace while it is watched
         self._threads: ThreadWatch | None = None
         self.stepped_aside = False
+        self.refused: list[str] = []  # profilers refused on another thread (their thread may swallow it)
 
     def start(self) -> None:
         __tracebackhide__ = True  # a refusal shows the test's line
@@ -590,13 +592,20 @@ class StepRecorder:
             self._watch_for_other_profilers(torch)
 
     def _watch_for_other_profilers(self, torch: Any) -> None:
-        """Until stop(): a profiler the test enters itself first ends ours (dropped)."""
+        """Until stop(): a profiler the test enters itself first ends ours (dropped), on the
+        thread ours started on. One started on another thread is refused: stopping ours from
+        there left it running on this one, into every later test (a review)."""
         # Both torch.profiler.profile and the autograd profiler's `with` prepare through this.
         cls = torch.autograd.profiler.profile
         entered = self._entered = cls._prepare_trace
-        recorder = self
+        recorder, own = self, threading.get_ident()
 
         def prepare(profiler: Any) -> Any:
+            __tracebackhide__ = True  # the line that started the profiler shows, not ours
+            if recorder._prof is not None and threading.get_ident() != own:
+                message = profiler_off_thread(threading.current_thread().name)
+                recorder.refused.append(message)
+                raise CaptureError(message)
             if recorder._prof is not None:
                 recorder.stepped_aside = True
                 recorder.stop(keep=False)

@@ -605,8 +605,10 @@ def _told_apart(value_ms: float, limit_ms: float) -> tuple[str, str]:
     """A value over its limit and the limit, with the decimals that tell them apart (a trial read
     `0.065 ms/step > limit 0.065 ms`)."""
     value, limit = _ms_of(value_ms), _ms_of(limit_ms)
-    digits = len(value.partition(".")[2])
-    while value == limit and digits < 12:
+    if float(value) != float(limit):
+        return value, limit
+    digits = max(len(value.partition(".")[2]), len(limit.partition(".")[2]))
+    while float(value) == float(limit) and digits < 12:  # `0.10` and `0.100` read as equal too (a review)
         digits += 1
         value, limit = f"{value_ms:.{digits}f}", f"{limit_ms:.{digits}f}"
     return value, limit
@@ -691,7 +693,7 @@ def a_range_not_an_op(pattern: str, assertion: str) -> str:
     """An op assertion given a record_function range's name."""
     return (
         f"{asked(pattern)}: a range (a record_function block or annotation), not an op; "
-        f"{assertion}({_cut(repr(pattern), ASKED)}, ...) checks it"
+        f"{assertion}({repr(pattern) if len(pattern) <= ASKED else 'name'}, ...) checks it"
     )
 
 
@@ -914,6 +916,15 @@ def inert_summary(count: int) -> str:
 def assertion_inside_capture(inside: str = "`with opprof.capture():`") -> str:
     after = "run()" if inside.startswith("opprof.run()") else "the block"
     return f"an assertion inside {inside} would check a capture that has not ended (or an earlier one); assert after {after}"
+
+
+def profiler_off_thread(thread: str) -> str:
+    """A torch profiler started on a thread of the test's while the whole-call capture runs."""
+    return (
+        f"a torch profiler started on thread {shown_name(thread)} while opprof captured the test call on the "
+        "test's own: torch runs one profiler at a time, and stopping opprof's from another thread would leave "
+        "it running into the tests after; start the profiler (or measure()) on the test's thread"
+    )
 
 
 def bad_call(what: str, takes: str, wrong: str, given: dict[str, object], close: list[str]) -> str:

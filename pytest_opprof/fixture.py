@@ -152,7 +152,7 @@ def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
         try:
             signature.bind(self, *args, **kwargs)
         except TypeError as exc:
-            wrong = next((k for k in kwargs if k not in signature.parameters or k == "self"), str(exc))
+            wrong = next((k for k in kwargs if k not in signature.parameters), str(exc))
             close = closest_names(wrong, [p.name for p in params], limit=1) if wrong in kwargs else []
             raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close)) from None
         method(self, *args, **kwargs)
@@ -585,6 +585,7 @@ class OpprofFixture:
         __tracebackhide__ = True
         if self._whole_call is not None:
             self._whole_call.stop(keep=False)
+            self._take_refusals(self._whole_call)
             self._whole_call = None
         if self._deferred:
             made, self._deferred = [where for _, where, _ in self._deferred], []
@@ -606,9 +607,18 @@ class OpprofFixture:
             self._stop_raised(recorder, raised)
         elif (profile := recorder.stop()) is not None and not (self.captures and _ran_nothing(profile)):
             self._finish(profile, RAN_NO_OP_IN_BODY)  # a body that ran nothing after a fixture's capture keeps it
+        self._take_refusals(recorder)
         self.stepped_aside = recorder.stepped_aside and self._profile is None
         if self.stepped_aside and self._deferred:
             self.error_messages.append(stepped_aside(len(self._deferred)))
+
+    def _take_refusals(self, recorder: StepRecorder) -> None:
+        """A profiler the whole-call capture refused on a thread of the test's makes the test err
+        (its thread may have swallowed the CaptureError)."""
+        for message in recorder.refused[:1]:
+            if message not in self._unchecked:  # the cause, so the first line (before `ran no torch operator`)
+                self._unchecked.insert(0, message)
+                self.error_messages.insert(0, message)
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""

@@ -35,6 +35,19 @@ def test_over_limit_message_format():
     assert msg == "aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 3 steps; min 2.30, max 2.55)"
 
 
+@pytest.mark.parametrize(
+    ("value_ns", "limit_ms", "shown"),
+    [
+        (100_000, 0.0999, "0.1000 ms/step > limit 0.0999 ms"),  # `0.10 > limit 0.100` read as equal (a review)
+        (10_000, 0.00999, "0.01000 ms/step > limit 0.00999 ms"),
+        (65_000, 0.0649999, "0.0650000 ms/step > limit 0.0649999 ms"),  # a trial's `0.065 > limit 0.065`
+        (500_000, 0.065, "0.50 ms/step > limit 0.065 ms"),  # apart already: as _ms_of gives them
+    ],
+)
+def test_over_limit_gives_the_decimals_that_tell_the_value_from_the_limit(value_ns, limit_ms, shown):
+    assert over_limit("aten::mm", value_ns, limit_ms, "step", "median", (value_ns,)).startswith(f"aten::mm: {shown} (")
+
+
 def test_op_below_uses_the_median_of_per_step_time_by_default():
     """The per-step median (not the total) is compared; min/max and per-call are selectable."""
     p = three_steps()  # per step: 0.15, 0.17, 0.19 ms

@@ -1311,6 +1311,21 @@ def test_capture_in_a_thread_swallowed(opprof):
     in_thread(block)  # the thread swallows the refusal: the test errs all the same
 
 
+def test_profiler_in_a_thread(opprof):
+    def own():
+        with torch.profiler.profile():
+            f(X)
+
+    in_thread(own)  # a review: it stopped the whole-call profiler from there, as run() did
+    f(X)
+
+
+def test_measure_in_a_thread(opprof):
+    from pytest_opprof import measure
+
+    in_thread(lambda: measure(f, X, warmup=0, steps=2))
+
+
 def test_after_run(opprof):
     opprof.run(f, X, warmup=1, steps=2)
     opprof.assert_op_count("aten::mm", 1)
@@ -1331,23 +1346,31 @@ def test_after_own_profiler():
 def test_a_capture_begun_in_another_thread_is_refused_and_later_tests_measure(pytester, monkeypatch, flag):
     """A trial's run() and capture() from a thread of the test's stopped the whole-call profiler
     from there, which left it running on the test's thread: every later test failed, blaming
-    another profiler, and the offending test passed. Both are now refused, with or without
-    --opprof; under it the test errs, also when its thread swallows the refusal."""
+    another profiler, and the offending test passed; a review's own profiler or measure() in a
+    thread did the same. All are now refused under --opprof (run() and capture() without it too),
+    and the test errs, also when its thread swallows the refusal."""
     monkeypatch.setenv("COLUMNS", "1000")  # the short summary's lines whole
     pytester.makepyfile(test_thr=THREAD_TESTS)
     result = run(pytester, *flag.split())
     if flag == "--opprof":
-        result.assert_outcomes(passed=3, errors=2)
-        result.stdout.fnmatch_lines(
+        result.assert_outcomes(passed=3, errors=4)
+        result.stdout.fnmatch_lines_random(
             [
                 "ERROR test_thr.py::test_run_in_a_thread - opprof.run() called from thread loader, not the test's own*",
+                *(
+                    f"ERROR test_thr.py::{name} - a torch profiler started on thread loader while opprof captured the "
+                    "test call on the test's own: torch runs one profiler at a time, and stopping opprof's from "
+                    "another thread would leave it running into the tests after; start the profiler (or measure()) "
+                    "on the test's thread"
+                    for name in ("test_profiler_in_a_thread", "test_measure_in_a_thread")
+                ),
                 "ERROR test_thr.py::test_capture_in_a_thread_swallowed - opprof.capture() called from thread loader, "
                 "not the test's own: opprof's profiler runs on the test's thread, and a capture begun on another "
                 "would leave it running into the tests after; call opprof.capture() in the test's body",
             ]
         )
     else:
-        result.assert_outcomes(passed=5)
+        result.assert_outcomes(passed=7)
     assert "already running" not in result.stdout.str()
 
 
