@@ -151,7 +151,26 @@ def lookup_folder(root: Path, device_key: str, rootpath: Path) -> str:
     default = rootpath / DEFAULT_BASELINE_DIR
     if not keys and default.resolve() != root.resolve() and (found := _device_keys(default)):
         held = f"; {shown_path(default, rootpath)} holds baselines of {first_three(found)}: --opprof-baseline-dir mistyped?"
+    elif not keys and (above := _baselines_above(rootpath)) is not None:
+        held = (
+            f"; {above[0]} holds baselines of {first_three(above[1])}: the rootdir moved? pytest takes it from an "
+            "ini file (pytest.ini, pyproject.toml), else from the paths given: give the project one at its top"
+        )
     return f"{shown} (no such folder{held})"
+
+
+_LEVELS_UP = 4  # folders above the rootdir searched for a baseline folder recorded from there
+
+
+def _baselines_above(rootpath: Path) -> tuple[Path, list[str]] | None:
+    """The nearest baseline folder (`.opprof`) with device keys in a folder above the rootdir: a
+    newcomer's project without an ini file recorded from its top and ran from `tests/`, whose
+    rootdir then held no `.opprof` (the line said no such folder, and nothing of why)."""
+    for folder in list(rootpath.resolve().parents)[:_LEVELS_UP]:
+        keys = _device_keys(folder / DEFAULT_BASELINE_DIR)
+        if keys:
+            return folder / DEFAULT_BASELINE_DIR, keys
+    return None
 
 
 _LOOKED_AT = 2000  # entries a device-key folder is searched for a baseline file: /etc is no baseline folder

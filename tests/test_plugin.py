@@ -2705,6 +2705,28 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     )
 
 
+def test_no_baseline_line_names_a_baseline_folder_above_the_rootdir(pytester, monkeypatch):
+    """A newcomer's project without an ini file, recorded from its top and run from `tests/`: the
+    rootdir became `tests/`, and the line said `no such folder`, nothing of why. It names the
+    folder above that holds baselines, and how pytest chooses the rootdir."""
+    tests = pytester.mkdir("tests")
+    (tests / "test_top.py").write_text(
+        "import torch\ndef test_x(opprof):\n    opprof.run(torch.ones(4).add, 1, warmup=1, steps=2)\n"
+    )
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-a10", "tests").assert_outcomes(passed=1)
+    assert (pytester.path / ".opprof" / "ci-a10" / "tests" / "test_top.py").is_dir()
+    monkeypatch.chdir(tests)
+    result = run(pytester, "--opprof", "--opprof-device-key=ci-a10")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: no baseline for 1 test (test_top.py::test_x) in .opprof/ci-a10 (no such folder; "
+            f"{pytester.path.resolve() / '.opprof'} holds baselines of ci-a10: the rootdir moved? pytest takes it from an "
+            "ini file (pytest.ini, pyproject.toml), else from the paths given: give the project one at its top); run *"
+        ]
+    )
+
+
 @pytest.mark.parametrize("update", [False, True])
 def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined, update):
     """A corrupt baseline makes the test an error naming the file; the file is not touched."""
