@@ -61,6 +61,7 @@ from .events import (
     capped_lists,
     freeze,
     gc_paused,
+    printable_name,
     printable_names,
 )
 from .trace import read_trace
@@ -373,12 +374,35 @@ def table_of(results: Any, with_shapes: bool = False) -> EventTable:
                 raise CaptureError(trace_already_saved(sys.modules["torch"].__version__)) from None
             raise CaptureError(trace_not_written(str(exc).strip())) from None
         table = read_trace(path).table
+    _names_kineto_wrote_unknown(table, results)
     if with_shapes:
         flops = {e.correlation_id(): e.flops() for e in results.events() if e.flops()}
         for i, kind in enumerate(table.kind):
             if kind is CPU_OP:
                 table.flops[i] = flops.get(table.external_id[i], 0)
     return table
+
+
+KINETO_UNKNOWN = "unknown"  # the name torch 2.11's Kineto trace writes for one with a non-ASCII character
+
+
+def _names_kineto_wrote_unknown(table: EventTable, results: Any) -> None:
+    """Older torch's Kineto trace names `unknown` every op or record_function block whose name
+    holds a character past ASCII (a CJK `前向 计算`, a newline): the compat run on torch 2.11
+    read five such ranges as one `unknown`. Their events keep the name: taken back from them by
+    the op's External id, as the FLOPs are, and written as printable_name writes names."""
+    rows = [
+        i
+        for i, name in enumerate(table.name)
+        if name == KINETO_UNKNOWN and table.external_id[i] and table.kind[i] in (CPU_OP, ANNOTATION)
+    ]
+    if not rows:
+        return
+    names = {e.correlation_id(): e.name() for e in results.events() if e.correlation_id()}
+    for i in rows:
+        name = names.get(table.external_id[i])
+        if name:
+            table.name[i] = printable_name(name)
 
 
 def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:

@@ -653,6 +653,23 @@ def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbe
     assert any(op["flops"] for op in direct["ops"]) and any(op["signatures"] for op in direct["ops"])
 
 
+def test_the_trace_route_takes_back_the_names_kineto_wrote_unknown(monkeypatch):
+    """Kineto's trace names `unknown` every op or block whose name holds a character past ASCII
+    (torch 2.11 and 2.13 alike): the compat run on torch 2.11, which reads captures through it,
+    read five such ranges as one `unknown`. The names come back from the events."""
+    import importlib
+
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    names = ["前向\u3000计算", "fwd\n\x1b[31mred", "plain"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for name in names:
+            with torch.autograd.profiler.record_function(name):
+                torch.ones(2).add(1)
+    monkeypatch.setattr(capture_module, "events_carry_category", lambda: False)
+    ranges = sorted(r.name for r in from_profiler(prof).ranges)
+    assert ranges == sorted(["前向\u3000计算", "fwd\\n\\x1b[31mred", "plain"])
+
+
 @pytest.mark.parametrize(
     ("torch_says", "we_say"),
     [
