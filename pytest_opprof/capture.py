@@ -383,13 +383,13 @@ def table_of(results: Any, with_shapes: bool = False) -> EventTable:
     return table
 
 
-KINETO_UNKNOWN = "unknown"  # the name torch 2.11's Kineto trace writes for one with a non-ASCII character
+KINETO_UNKNOWN = "unknown"  # the name Kineto's trace gives one holding a character past ASCII (torch 2.11, 2.13)
 
 
 def _names_kineto_wrote_unknown(table: EventTable, results: Any) -> None:
-    """Older torch's Kineto trace names `unknown` every op or record_function block whose name
-    holds a character past ASCII (a CJK `前向 计算`, a newline): the compat run on torch 2.11
-    read five such ranges as one `unknown`. Their events keep the name: taken back from them by
+    """Kineto's trace names `unknown` every op or record_function block whose name holds a
+    character past ASCII (a CJK `前向 计算`, a newline), and torch before 2.12 is read through it:
+    the compat run on torch 2.11 read five such ranges as one `unknown`. Their events keep the name: taken back from them by
     the op's External id, as the FLOPs are, and written as printable_name writes names."""
     rows = [
         i
@@ -454,8 +454,8 @@ def _guard_inner_profilers(torch: Any) -> None:
     the autograd profiler prepare through `_prepare_trace`. A profiler once opprof's has stopped
     goes through (the whole-call capture steps aside for one, stopping its own first)."""
     cls = torch.autograd.profiler.profile
-    prepare = cls._prepare_trace
-    if getattr(prepare, "_opprof_guard", False):
+    prepare = getattr(cls, "_prepare_trace", None)  # in every torch we admit; without it, no guard
+    if prepare is None or getattr(prepare, "_opprof_guard", False):
         return
 
     def guarded(profiler: Any) -> Any:

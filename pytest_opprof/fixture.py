@@ -356,9 +356,7 @@ class OpprofFixture:
         __tracebackhide__ = True
         if threading.get_ident() != self._thread:
             message = capture_off_thread(what, threading.current_thread().name)
-            if message not in self._unchecked:
-                self._unchecked.append(message)
-                self.error_messages.append(message)
+            self._errs_first(message)
             raise OpprofUsageError(message)
 
     def _refuse_nesting(self, what: str) -> None:
@@ -616,9 +614,14 @@ class OpprofFixture:
         """A profiler the whole-call capture refused on a thread of the test's makes the test err
         (its thread may have swallowed the CaptureError)."""
         for message in recorder.refused[:1]:
-            if message not in self._unchecked:  # the cause, so the first line (before `ran no torch operator`)
-                self._unchecked.insert(0, message)
-                self.error_messages.insert(0, message)
+            self._errs_first(message)
+
+    def _errs_first(self, message: str) -> None:
+        """A misuse that makes the test err, kept across its later captures, as the error's first
+        line: the cause (before the `ran no torch operator` it leads to)."""
+        if message not in self._unchecked:
+            self._unchecked.insert(0, message)
+            self.error_messages.insert(0, message)
 
     def deferred_failures(self) -> list[str]:
         """The messages of the assertions made during a whole-call capture that fail."""
