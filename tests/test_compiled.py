@@ -4,10 +4,9 @@ The real thing runs in tests/test_compiled_live.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from builders import annotation, kernel, launch, op, step
+from conftest import SHARED_TRACES
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.assertions import (
@@ -24,7 +23,7 @@ from pytest_opprof.assertions import (
 from pytest_opprof.errors import OpprofUsageError
 from pytest_opprof.events import GPU_ANNOTATION, Event
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SHARED = SHARED_TRACES  # ../shared/traces, or OPPROF_SHARED_TRACES
 HASH_A = "f64c4cs3fnasjgrltzfvuqmz2bixpamilzcm3rn3x2g32f327cnz"
 HASH_B = "fkmyh3ucmqyhczvgvyfnj45l43tylrpxu5my57pxapjngujjx6mn"
 
@@ -505,7 +504,10 @@ def test_kernel_assertion_arguments_are_checked_at_once(make, message):
         make()
 
 
-@pytest.mark.skipif(not (SHARED / "a100-triton-kernel.json.gz").exists(), reason="shared traces not present")
+@pytest.mark.skipif(
+    not (SHARED / "a100-triton-kernel.json.gz").exists(),
+    reason=f"no shared Kineto traces at {SHARED} (OPPROF_SHARED_TRACES=DIR)",
+)
 def test_the_shared_triton_trace():
     """A100, one Triton kernel through cuLaunchKernel: attributed to its CPU event, under the
     region (stable name), counted once; the kernel gates see it."""
