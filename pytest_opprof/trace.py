@@ -241,7 +241,10 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
 
     The object hook sees each event while it is fresh in cache and keeps a tuple instead of
     the dict: as fast as a bare json.loads, and no second pass over 10^5 dicts afterwards.
-    parse_float=str keeps "1695835542514261.125" exact for us_text_to_ns.
+    parse_float=str keeps "1695835542514261.125" exact for us_text_to_ns. strict=False reads a
+    raw control character inside a string, as torch 2.6's Kineto writes a record_function name
+    holding a newline or a tab (a compat run: every such capture was "not valid JSON"); the names
+    are then written with its escape, as any such name is.
     """
     rows: list[tuple[Any, ...]] = []
     skipped: list[int] = []
@@ -283,7 +286,7 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
         return None
 
     try:
-        doc = json.loads(data, parse_float=str, object_hook=take_event)
+        doc = json.loads(data, parse_float=str, object_hook=take_event, strict=False)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise TraceError(bad_trace(path, _unparsed(data, exc))) from None
     if bad_args:

@@ -114,6 +114,23 @@ def test_bad_trace_files_give_one_line_naming_the_file(tmp_path, content, reason
     assert "\n" not in message
 
 
+def test_a_raw_control_character_in_a_name_is_read_as_its_escape(tmp_path):
+    """torch 2.6's Kineto writes a record_function name's newline or tab raw inside the JSON
+    string, which strict JSON refuses: a compat run found every such capture `not valid JSON`.
+    The trace is read, the name written with its escapes, as any such name is."""
+    trace = minimal_trace()
+    trace["traceEvents"].append(
+        {"ph": "X", "cat": "user_annotation", "name": "fwd\nred\tx", "pid": 1, "tid": 1, "ts": 10, "dur": 5}
+    )
+    text = json.dumps(trace).replace("fwd\\nred\\tx", "fwd\nred\tx")  # the characters themselves
+    assert "fwd\nred\tx" in text
+    path = tmp_path / "raw.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="Invalid control character"):
+        json.loads(text)
+    assert [r.name for r in load_trace(path).ranges] == ["fwd\\nred\\tx"]
+
+
 def test_truncated_gzip_is_a_clear_error(tmp_path):
     """A gzip file cut short names the file and says so."""
     data = gzip.compress(json.dumps(minimal_trace()).encode())
