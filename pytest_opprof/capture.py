@@ -440,6 +440,7 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
 
 
 _RUNNING: list[Any] = []  # the profilers opprof started and has not stopped (one at most: torch runs one)
+_STEPS_ASIDE: list[StepRecorder] = []  # the whole-call capture while it runs: it gives way to the test's profiler
 
 
 def _stop_profiler(prof: Any) -> None:
@@ -457,8 +458,8 @@ def _guard_inner_profilers(torch: Any) -> None:
     """While a profiler of opprof's runs, a torch profiler the measured code starts is refused:
     torch runs one at a time, and a trial's `with torch.profiler.profile():` inside fn silently
     stopped opprof's, which then reported that fn ran no operator. Both torch.profiler.profile and
-    the autograd profiler prepare through `_prepare_trace`. A profiler once opprof's has stopped
-    goes through (the whole-call capture steps aside for one, stopping its own first)."""
+    the autograd profiler prepare through `_prepare_trace`. The whole-call capture steps aside
+    for a profiler started on its thread (StepRecorder.give_way), which then goes through."""
     cls = torch.autograd.profiler.profile
     prepare = getattr(cls, "_prepare_trace", None)  # in every torch we admit; without it, no guard
     if prepare is None or getattr(prepare, "_opprof_guard", False):
@@ -466,6 +467,8 @@ def _guard_inner_profilers(torch: Any) -> None:
 
     def guarded(profiler: Any) -> Any:
         __tracebackhide__ = True  # the line that started the profiler shows, not ours
+        for recorder in list(_STEPS_ASIDE):  # the whole-call capture (one at most) gives way on its own thread
+            recorder.give_way()
         if _RUNNING:
             raise CaptureError(profiler_inside_capture())
         return prepare(profiler)
@@ -593,10 +596,10 @@ class StepRecorder:
         # The whole-call capture steps aside when the test starts a profiler of its own: torch
         # runs one at a time, and stopping ours later would empty the user's.
         self._step_aside = step_aside
-        self._entered: Any = None  # the profiler class's _prepare_trace while it is watched
         self._threads: ThreadWatch | None = None
         self.stepped_aside = False
         self.refused: list[str] = []  # profilers refused on another thread (their thread may swallow it)
+        self._thread = 0  # the thread a step-aside capture started on
 
     def start(self) -> None:
         __tracebackhide__ = True  # a refusal shows the test's line
@@ -619,34 +622,20 @@ class StepRecorder:
             _stop_profiler(prof)
             raise
         if self._step_aside:
-            self._watch_for_other_profilers(torch)
+            self._thread = threading.get_ident()
+            _STEPS_ASIDE.append(self)
 
-    def _watch_for_other_profilers(self, torch: Any) -> None:
-        """Until stop(): a profiler the test enters itself first ends ours (dropped), on the
-        thread ours started on. One started on another thread is refused: stopping ours from
-        there left it running on this one, into every later test (a review)."""
-        # Both torch.profiler.profile and the autograd profiler's `with` prepare through this.
-        cls = torch.autograd.profiler.profile
-        entered = self._entered = cls._prepare_trace
-        recorder, own = self, threading.get_ident()
-
-        def prepare(profiler: Any) -> Any:
-            __tracebackhide__ = True  # the line that started the profiler shows, not ours
-            if recorder._prof is not None and threading.get_ident() != own:
-                message = profiler_off_thread(threading.current_thread().name)
-                recorder.refused.append(message)
-                raise CaptureError(message)
-            if recorder._prof is not None:
-                recorder.stepped_aside = True
-                recorder.stop(keep=False)
-            return entered(profiler)
-
-        cls._prepare_trace = prepare
-
-    def _unwatch(self) -> None:
-        if self._entered is not None:
-            self._torch.autograd.profiler.profile._prepare_trace = self._entered
-            self._entered = None
+    def give_way(self) -> None:
+        """A profiler the test starts itself: on the thread ours started on, ours ends (dropped);
+        on another, it is refused: stopping ours from there left it running on this one, into
+        every later test (a review)."""
+        __tracebackhide__ = True  # the line that started the profiler shows, not ours
+        if threading.get_ident() != self._thread:
+            message = profiler_off_thread(threading.current_thread().name)
+            self.refused.append(message)
+            raise CaptureError(message)
+        self.stepped_aside = True
+        self.stop(keep=False)
 
     def stop(self, keep: bool = True) -> Profile | None:
         """End the step and the profiler; the Profile when `keep`, else the capture is dropped."""
@@ -669,7 +658,8 @@ class StepRecorder:
 
     def _end(self) -> Any:
         """End the step and the profiler; the stopped profiler, or None when none was running."""
-        self._unwatch()
+        if self in _STEPS_ASIDE:
+            _STEPS_ASIDE.remove(self)
         prof, self._prof = self._prof, None
         if prof is None:
             return None

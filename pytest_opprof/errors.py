@@ -605,8 +605,6 @@ def _told_apart(value_ms: float, limit_ms: float) -> tuple[str, str]:
     """A value over its limit and the limit, with the decimals that tell them apart (a trial read
     `0.065 ms/step > limit 0.065 ms`)."""
     value, limit = _ms_of(value_ms), _ms_of(limit_ms)
-    if float(value) != float(limit):
-        return value, limit
     digits = max(len(value.partition(".")[2]), len(limit.partition(".")[2]))
     while float(value) == float(limit) and digits < 12:  # `0.10` and `0.100` read as equal too (a review)
         digits += 1

@@ -242,9 +242,9 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
     The object hook sees each event while it is fresh in cache and keeps a tuple instead of
     the dict: as fast as a bare json.loads, and no second pass over 10^5 dicts afterwards.
     parse_float=str keeps "1695835542514261.125" exact for us_text_to_ns. strict=False reads a
-    raw control character inside a string, as torch 2.6's Kineto writes a record_function name
-    holding a newline or a tab (a compat run: every such capture was "not valid JSON"); the names
-    are then written with its escape, as any such name is.
+    raw control character inside a string, as torch 2.6's Kineto writes a record_function name's
+    tab or ESC (a compat run: every such capture was "not valid JSON"); such a name is then
+    written with its escapes, as any is.
     """
     rows: list[tuple[Any, ...]] = []
     skipped: list[int] = []
