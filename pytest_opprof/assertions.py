@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -420,10 +421,19 @@ def break_reason(text: str) -> str:
     if at:  # a data-dependent branch's text names where its condition was computed, not the `if`
         file, line, function, code = at.groups()
         what = "its condition computed at" if "computed as follows" in text[: at.start()] else "at"
-        reason += f"; {what} {file}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
+        reason += f"; {what} {_near(file)}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
     if hint:  # its first sentence
         reason += f"; hint: {_SENTENCE_END.split(hint, 1)[0].rstrip('.')}"
     return reason
+
+
+def _near(file: str) -> str:
+    """A file under the working directory by its path from there (`models.py`, not the full path)."""
+    try:
+        relative = os.path.relpath(file)
+    except ValueError:  # another drive
+        return file
+    return relative if not relative.startswith(os.pardir) else file
 
 
 def no_recompile() -> Assertion:

@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -28,6 +27,7 @@ from typing import Any, TypeVar
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import STEP_COMPARISONS, cycles_check, differ_before_the_last_step, overhead_check
 from .analysis.model import OK, WARNING, WORKLOAD_DTYPES, WORKLOAD_OPS, Check, WorkloadReference, workload_problem
+from .breaks import breaks_seen, new_break_reasons
 from .errors import (
     FN_EXPECTED,
     CaptureError,
@@ -974,7 +974,7 @@ def _run_steps(
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
     warm_profiler()  # the Python API's first measure() too: torch's first profiler start is no step's
-    breaks_before = graph_break_reasons()
+    breaks_before = breaks_seen()
     # The machine references first: right after them compiled code ran slow for several calls (a
     # trial's 643, 185, 98 us against 75), which the warm-up now absorbs instead of the timed calls.
     before = _references(torch)
@@ -1149,30 +1149,3 @@ def compiled_kernel_profiling() -> Iterator[None]:
         config = sys.modules.get("torch._inductor.config")  # maybe loaded inside: it read the variable
         if config is not None:
             config.cpp.enable_kernel_profile = flag if loaded is not None else variable == "1"
-
-
-_BREAK_COUNTERS = ("graph_break", "unimplemented")
-
-
-def graph_break_reasons() -> Counter[tuple[str, str]]:
-    """The (counter, reason) pairs Dynamo has counted in this process, of its `graph_break` and
-    `unimplemented` counters (empty when it is not loaded)."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    reasons: Counter[tuple[str, str]] = Counter()
-    for key in _BREAK_COUNTERS:
-        found = counters.get(key) if isinstance(counters, dict) else None
-        reasons.update({(key, str(k)): v for k, v in found.items()} if found else {})
-    return reasons
-
-
-def new_break_reasons(before: Counter[tuple[str, str]]) -> list[str]:
-    """The graph-break reasons counted since `before`: the `graph_break` counter's, else the
-    `unimplemented` one's. Torch 2.13 counts a data-dependent branch (`if y.sum() > 0:`) only
-    there (a trial's break read no reason), but also what breaks no graph (a recompile limit)."""
-    new = graph_break_reasons() - before
-    for key in _BREAK_COUNTERS:
-        found = [reason for counter, reason in new if counter == key]
-        if found:
-            return found
-    return []

@@ -130,6 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytester's in-process runs drop the modules first imported inside them. torch.profiler
     # imports ~800 modules lazily on first use (torch._inductor among them), and torch cannot
     # register its operator libraries twice; so we use the profiler once here, up front.
+    # torch before 2.7 imports torch._dynamo (and its `_inductor_test` library) only at an
+    # optimizer's first step, not with the profiler: so we import it here too (free on 2.13).
     import warnings
 
     try:
@@ -138,6 +140,8 @@ def pytest_configure(config: pytest.Config) -> None:
             import torch
     except ImportError:
         return
+    import torch._dynamo  # noqa: F401
+
     from pytest_opprof.capture import quiet_profiler
 
     with quiet_profiler():  # Kineto's USDT lines at start and stop

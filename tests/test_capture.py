@@ -911,24 +911,3 @@ def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(mon
         torch.set_default_device(None)
     assert seen and set(seen) == {("cpu", 1)}
     assert torch.get_num_threads() == before
-
-
-def test_graph_break_reasons_come_from_the_graph_break_counter_else_from_unimplemented(monkeypatch):
-    """torch 2.13 counts a data-dependent branch only as `unimplemented` (a trial's break read no
-    reason), but that counter also holds what breaks no graph (a recompile limit, a review): its
-    reasons are taken only where the `graph_break` counter has none new."""
-    from types import SimpleNamespace
-
-    from pytest_opprof.capture import graph_break_reasons, new_break_reasons
-
-    counters = {"graph_break": {"Call to `torch._dynamo.graph_break()`": 1}, "unimplemented": {}}
-    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", SimpleNamespace(counters=counters))
-    before = graph_break_reasons()
-    counters["unimplemented"] = {"Data-dependent branching": 1}
-    assert new_break_reasons(before) == ["Data-dependent branching"]
-    counters["unimplemented"]["Dynamo recompile limit exceeded"] = 1
-    counters["graph_break"]["Failed to trace builtin operator"] = 1
-    assert new_break_reasons(before) == ["Failed to trace builtin operator"]
-    assert new_break_reasons(graph_break_reasons()) == []
-    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", SimpleNamespace())  # no counters: none
-    assert new_break_reasons(before) == []

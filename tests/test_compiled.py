@@ -4,6 +4,8 @@ The real thing runs in tests/test_compiled_live.py."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from builders import annotation, kernel, launch, op, step
 from conftest import SHARED_TRACES
@@ -282,6 +284,14 @@ def test_torchs_graph_break_reason_is_one_line_with_its_explanation_line_and_fir
     )
     old = "call_function BuiltinVariable(print) [ConstantVariable(str: 'hi')] {}"
     assert break_reason(old) == old and break_reason("") == ""
+
+
+def test_a_break_in_a_file_under_the_working_directory_is_named_from_there(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    reason = f'generic_jump TensorVariable()\n# File "{tmp_path / "pkg" / "m.py"}", line 7, in f, code: if y:'
+    assert break_reason(reason) == f"generic_jump TensorVariable(); at {os.path.join('pkg', 'm.py')}:7 in f: `if y:`"
+    elsewhere = 'r\n# File "/elsewhere/m.py", line 7, in f'
+    assert break_reason(elsewhere) == "r; at /elsewhere/m.py:7 in f"
 
 
 def test_the_graph_break_message_names_the_broken_step_whatever_the_event_order():

@@ -21,7 +21,7 @@ LAYERS = [
         "analysis.timeline",
         "analysis.ranges",
     },  # the model
-    {"trace", "capture", "device", "assertions"},  # sources, device facts, checks on a Profile
+    {"trace", "capture", "breaks", "device", "assertions"},  # sources, device facts, checks on a Profile
     {"documents", "baseline", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture", "htmlreport"},  # views of results; the fixture object

@@ -1,0 +1,109 @@
+"""Torch's reasons for the graph breaks Dynamo found while a capture ran, read from what Dynamo
+keeps in `torch._dynamo.utils` (nothing is imported: empty when Dynamo is not loaded).
+
+Two records, which torch versions fill differently:
+- its `graph_break` and `unimplemented` counters, keyed by reason. torch 2.13 words each reason
+  (title, explanation, hints) and counts a data-dependent branch only as `unimplemented`;
+  torch 2.11 words it without its line; torch 2.6 counts such a branch nowhere.
+- its `graph_break_reasons` list, one entry per break with the user's frames: the line it broke
+  at, on every version we support (2.6 to 2.14), but a terse reason (`generic_jump
+  TensorVariable()` for an `if` on a tensor).
+We take the counters' wording where they have one, with the list's line where the wording names
+none, and the list alone where the counters hold nothing new.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+_BREAK_COUNTERS = ("graph_break", "unimplemented")
+
+
+@dataclass(frozen=True)
+class BreaksSeen:
+    """What Dynamo had recorded at one moment: its counted (counter, reason) pairs and the length
+    of its list of breaks."""
+
+    counted: Counter[tuple[str, str]]
+    listed: int
+
+
+@dataclass(frozen=True)
+class ListedBreak:
+    """One entry of Dynamo's list: its reason and the innermost user frame it names, written as
+    torch writes a location (`# File "m.py", line 7, in f, code: if y.sum() > 0:`)."""
+
+    reason: str
+    location: str
+
+
+def breaks_seen() -> BreaksSeen:
+    return BreaksSeen(_counted(), len(_listed()))
+
+
+def new_break_reasons(before: BreaksSeen) -> list[str]:
+    """The graph-break reasons recorded since `before`: the `graph_break` counter's, else the
+    `unimplemented` one's (it also holds what breaks no graph, as a recompile limit), each with
+    the line it broke at when its wording names none; else the list's, each with its line."""
+    listed = _listed_since(before.listed)
+    new = _counted() - before.counted
+    for key in _BREAK_COUNTERS:
+        found = [reason for counter, reason in new if counter == key]
+        if found:
+            return [_with_location(reason, listed) for reason in found]
+    return list(dict.fromkeys(f"{b.reason}\n{b.location}" if b.location else b.reason for b in listed))
+
+
+def _utils() -> Any:
+    return sys.modules.get("torch._dynamo.utils")
+
+
+def _counted() -> Counter[tuple[str, str]]:
+    counters = getattr(_utils(), "counters", None)
+    reasons: Counter[tuple[str, str]] = Counter()
+    for key in _BREAK_COUNTERS:
+        found = counters.get(key) if isinstance(counters, dict) else None
+        reasons.update({(key, str(k)): v for k, v in found.items()} if found else {})
+    return reasons
+
+
+def _listed() -> list[Any]:
+    found = getattr(_utils(), "graph_break_reasons", None)
+    return found if isinstance(found, list) else []
+
+
+def _listed_since(length: int) -> list[ListedBreak]:
+    """The list's entries past `length` (all of them when it was cleared since: torch._dynamo.reset())."""
+    entries = _listed()
+    return [_listed_break(e) for e in entries[length if len(entries) >= length else 0 :]]
+
+
+def _listed_break(entry: Any) -> ListedBreak:
+    stack = getattr(entry, "user_stack", None) or []
+    frame = stack[-1] if isinstance(stack, list) and stack else None
+    location = ""
+    if frame is not None and getattr(frame, "filename", None):
+        code = (getattr(frame, "line", "") or "").strip()
+        location = f'# File "{frame.filename}", line {frame.lineno}, in {frame.name}' + (
+            f", code: {code}" if code else ""
+        )
+    return ListedBreak(str(getattr(entry, "reason", entry)), location)
+
+
+_JUMPED_WITH = re.compile(r"attempted to jump with (\S+)")
+
+
+def _with_location(reason: str, listed: list[ListedBreak]) -> str:
+    """The counted reason with the line of the listed break it words: one of the same words, or,
+    for a data-dependent branch (torch 2.11 words it without its line), the list's `generic_jump
+    X` for the counter's `attempted to jump with X`."""
+    if "# File " in reason:
+        return reason
+    jumped = _JUMPED_WITH.search(reason)
+    same = {reason, f"generic_jump {jumped.group(1)}"} if jumped else {reason}
+    where = next((b.location for b in listed if b.reason in same and b.location), "")
+    return f"{reason}\n{where}" if where else reason

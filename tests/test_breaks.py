@@ -1,0 +1,113 @@
+"""Torch's graph-break reasons as Dynamo records them, read from a stand-in for
+`torch._dynamo.utils` (its counters and its list of breaks), as torch 2.6 and 2.13 fill them."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_opprof.assertions import break_reason
+from pytest_opprof.breaks import breaks_seen, new_break_reasons
+
+
+def listed(reason: str, line: int = 4, code: str = "if y.sum() > 0:") -> SimpleNamespace:
+    """One entry of Dynamo's `graph_break_reasons` list: its reason and the user's frames."""
+    outer = traceback.FrameSummary("/p/models.py", 30, "forward", line="return branchy(x)")
+    inner = traceback.FrameSummary("/p/models.py", line, "branchy", line=code)
+    return SimpleNamespace(reason=reason, user_stack=[outer, inner])
+
+
+@pytest.fixture
+def dynamo(monkeypatch):
+    utils = SimpleNamespace(counters={"graph_break": {}, "unimplemented": {}}, graph_break_reasons=[])
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", utils)
+    return utils
+
+
+def test_reasons_come_from_the_graph_break_counter_else_from_unimplemented(dynamo):
+    """torch 2.13 counts a data-dependent branch only as `unimplemented` (a trial's break read no
+    reason), but that counter also holds what breaks no graph (a recompile limit, a review): its
+    reasons are taken only where the `graph_break` counter has none new."""
+    dynamo.counters["graph_break"]["Call to `torch._dynamo.graph_break()`"] = 1
+    before = breaks_seen()
+    dynamo.counters["unimplemented"] = {"Data-dependent branching": 1}
+    assert new_break_reasons(before) == ["Data-dependent branching"]
+    dynamo.counters["unimplemented"]["Dynamo recompile limit exceeded"] = 1
+    dynamo.counters["graph_break"]["Failed to trace builtin operator"] = 1
+    assert new_break_reasons(before) == ["Failed to trace builtin operator"]
+    assert new_break_reasons(breaks_seen()) == []
+
+
+def test_without_dynamo_there_is_no_reason(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
+    before = breaks_seen()
+    assert new_break_reasons(before) == []
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", SimpleNamespace(counters=None, graph_break_reasons=None))
+    assert new_break_reasons(before) == []
+
+
+def test_a_branch_torch_2_6_counts_nowhere_is_read_from_the_list_with_its_line(dynamo):
+    """torch 2.6 counts a data-dependent `if` in neither counter (the compat run's break read
+    `torch names the reason when the model compiles inside opprof.run()`, which it had); its list
+    of breaks holds it, terse, with the user's innermost frame."""
+    dynamo.graph_break_reasons.append(listed("an earlier test's break", line=9))
+    before = breaks_seen()
+    dynamo.graph_break_reasons.append(listed("generic_jump TensorVariable()"))
+    (found,) = new_break_reasons(before)
+    assert break_reason(found) == "generic_jump TensorVariable(); at /p/models.py:4 in branchy: `if y.sum() > 0:`"
+
+
+def test_a_counted_reason_without_a_line_takes_the_lists(dynamo):
+    """torch 2.6 words an explicit break `'skip function graph_break in file .../decorators.py'`,
+    which names torch's file, not the user's line; its list entry, of the same words, has it."""
+    skip = "'skip function graph_break in file /torch/_dynamo/decorators.py'"
+    before = breaks_seen()
+    dynamo.counters["graph_break"][skip] = 1
+    dynamo.graph_break_reasons.append(listed(skip, line=12, code="torch._dynamo.graph_break()"))
+    dynamo.graph_break_reasons.append(listed("another reason", line=20))
+    (found,) = new_break_reasons(before)
+    assert break_reason(found) == f"{skip}; at /p/models.py:12 in branchy: `torch._dynamo.graph_break()`"
+
+
+def test_a_data_dependent_branch_torch_2_11_words_without_its_line_takes_the_lists(dynamo):
+    """torch 2.11's `unimplemented` counter words the branch but names no line (its text as the
+    compat run read it); its list entry is `generic_jump X` for the counter's `jump with X`."""
+    worded = (
+        "Data-dependent branching\n  Explanation: Detected data-dependent branching.\n"
+        "  Hint: Use `torch.cond` to express dynamic control flow.\n\n"
+        "  Developer debug context: attempted to jump with TensorVariable()\n"
+    )
+    before = breaks_seen()
+    dynamo.counters["unimplemented"][worded] = 1
+    dynamo.graph_break_reasons.append(listed("generic_jump ConstantVariable()", line=2))
+    dynamo.graph_break_reasons.append(listed("generic_jump TensorVariable()"))
+    (found,) = new_break_reasons(before)
+    assert break_reason(found) == (
+        "Data-dependent branching: Detected data-dependent branching; at /p/models.py:4 in branchy: "
+        "`if y.sum() > 0:`; hint: Use `torch.cond` to express dynamic control flow"
+    )
+
+
+def test_a_counted_reason_that_names_its_line_is_kept_as_torch_wrote_it(dynamo):
+    worded = 'Data-dependent branching\n  # File "/p/m.py", line 4, in branchy, code: if y.sum() > 0:'
+    before = breaks_seen()
+    dynamo.counters["unimplemented"][worded] = 1
+    dynamo.graph_break_reasons.append(listed(worded, line=99))
+    assert new_break_reasons(before) == [worded]
+
+
+def test_a_list_cleared_since_by_dynamo_reset_is_read_whole(dynamo):
+    dynamo.graph_break_reasons.extend([listed("old", line=1), listed("old", line=2)])
+    before = breaks_seen()
+    dynamo.graph_break_reasons[:] = [listed("generic_jump TensorVariable()")]
+    assert [r.splitlines()[0] for r in new_break_reasons(before)] == ["generic_jump TensorVariable()"]
+
+
+def test_an_entry_without_frames_gives_its_reason_alone(dynamo):
+    before = breaks_seen()
+    dynamo.graph_break_reasons.append(SimpleNamespace(reason="r", user_stack=[]))
+    dynamo.graph_break_reasons.append(SimpleNamespace(reason="r", user_stack=None))
+    assert new_break_reasons(before) == ["r"]
