@@ -18,6 +18,7 @@ from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc, FieldError
 from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
+from .events import printable_name
 from .files import NotReadable, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
@@ -45,8 +46,11 @@ UNUSABLE_WHILE_RECORDING_FIX = (
 
 
 def stable_facts(facts: dict[str, Any]) -> dict[str, Any]:
-    """The machine and torch facts a baseline records (ENVIRONMENT_KEYS), each None where absent."""
-    return {key: facts.get(key) for key in ENVIRONMENT_KEYS}
+    """The machine and torch facts a baseline records (ENVIRONMENT_KEYS), each None where absent;
+    a text with a control character (a thread variable's value, an odd CPU model) written as its
+    escape, as the reader wants it."""
+    found = {key: facts.get(key) for key in ENVIRONMENT_KEYS}
+    return {key: printable_name(value) if isinstance(value, str) else value for key, value in found.items()}
 
 
 def bad_baseline(path: Path | str, reason: str, fix: str = UNUSABLE_FIX) -> str:
@@ -415,10 +419,8 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     """The baseline at `path`, None when there is none. A file that cannot be used raises
     BaselineError naming it and the fix; the file is never touched. `inside`: a symlink to a
     file outside that folder is refused, not read (as the writer refuses to write through one)."""
-    if inside is not None and path.is_symlink():
-        target = path.resolve()
-        if inside.resolve() not in target.parents:
-            raise BaselineError(symlink_outside(path, target, inside))
+    if path.is_symlink():
+        _check_link(path, inside)
     text = _text(path)
     if text is None:
         return None
@@ -437,6 +439,22 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
         raise BaselineError(bad_baseline(path, str(exc), fix)) from None
 
 
+def _check_link(path: Path, inside: Path | None) -> None:
+    """A baseline that is a symlink: to a file inside `inside` (when given) that exists. A loop
+    raised RuntimeError from `resolve()` (a trial's test failed with a traceback), and a link to
+    nothing read as no baseline at all."""
+    try:
+        target = path.resolve(strict=True)
+    except FileNotFoundError:
+        reason = f"a symlink to {os.readlink(path)}, which does not exist"
+        raise BaselineError(bad_baseline(path, reason, "point it at the baseline file, or delete it")) from None
+    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13, OSError after
+        raise BaselineError(bad_baseline(path, f"a symlink that cannot be followed ({exc})", LINK_FIX)) from None
+    if inside is not None and inside.resolve() not in target.parents:
+        raise BaselineError(symlink_outside(path, target, inside))
+
+
+LINK_FIX = "replace the symlink with the baseline file itself"
 GZIP_MAGIC = b"\x1f\x8b"
 TRACE_FIX = "opprof analyze reads traces; a baseline is recorded by pytest --opprof-update-baseline"
 _SNIFF = 4096  # characters of a file that does not parse looked at for a trace's keys

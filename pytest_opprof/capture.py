@@ -9,6 +9,7 @@ torch is imported lazily, so the rest of the package works without it.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import math
 import os
@@ -63,6 +64,7 @@ from .events import (
     gc_paused,
     printable_name,
     printable_names,
+    without_spans,
 )
 from .trace import read_trace
 
@@ -276,15 +278,18 @@ def from_profiler(prof: Any) -> Profile:
     return _read_profiler(prof, stray_step=True)  # the user's: its loop's last prof.step() may open a stray step
 
 
-def _read_profiler(prof: Any, stray_step: bool = False) -> Profile:
-    """A finished profiler's Profile (`stray_step`: see analyze; opprof's own mark each step as a call of fn)."""
+def _read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> Profile:
+    """A finished profiler's Profile (`stray_step`: see analyze; opprof's own mark each step as a
+    call of fn; `aside`: work run in set_aside() is left out)."""
     inner = getattr(prof, "profiler", prof)
     results = getattr(inner, "kineto_results", None)
     if results is None:
         raise CaptureError(_no_results(prof))
     with_shapes = bool(getattr(prof, "record_shapes", False))
     with gc_paused():
-        profile = analyze(table_of(results, with_shapes=with_shapes), source="capture", stray_step=stray_step)
+        table = table_of(results, with_shapes=with_shapes)
+        table = without_spans(table, SET_ASIDE, trimmed="ProfilerStep#") if aside else table
+        profile = analyze(table, source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
     check = cycles_check(_cycles_kept_last(prof))
@@ -441,6 +446,38 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
 
 _RUNNING: list[Any] = []  # the profilers opprof started and has not stopped (one at most: torch runs one)
 _STEPS_ASIDE: list[StepRecorder] = []  # the whole-call capture while it runs: it gives way to the test's profiler
+_RECORDING: list[StepRecorder] = []  # the one-step captures running now (a whole call, a capture() block)
+SET_ASIDE = "opprof::set_aside"  # the annotation around work that is pytest's, not the test's
+
+
+@contextmanager
+def set_aside() -> Iterator[None]:
+    """Work that is pytest's, not the test's, run while a one-step capture records on this
+    thread: left out of it. A failing assert's message is made inside the test call, and a
+    trial's `assert y.sum() > 1e9` on a 16x16 tensor reported 535 `aten::item` calls of its
+    repr. A step that ends in such work ends where it began (its wall is the test's)."""
+    thread = threading.get_ident()
+    recorder = next((r for r in _RECORDING if r.thread == thread), None)
+    if recorder is None:
+        yield
+        return
+    recorder.set_aside = True
+    with recorder.torch.autograd.profiler.record_function(SET_ASIDE):
+        yield
+
+
+def run_aside(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn`, run in set_aside() whenever a one-step capture records (nothing more otherwise)."""
+
+    @functools.wraps(fn)
+    def aside(*args: Any, **kwargs: Any) -> T:
+        if not _RECORDING:
+            return fn(*args, **kwargs)
+        with set_aside():
+            return fn(*args, **kwargs)
+
+    aside.__dict__["_opprof_aside"] = True
+    return aside
 
 
 def _stop_profiler(prof: Any) -> None:
@@ -599,7 +636,8 @@ class StepRecorder:
         self._threads: ThreadWatch | None = None
         self.stepped_aside = False
         self.refused: list[str] = []  # profilers refused on another thread (their thread may swallow it)
-        self._thread = 0  # the thread a step-aside capture started on
+        self.thread = 0  # the thread the capture started on
+        self.set_aside = False  # whether work of pytest's was set aside in it (set_aside)
 
     def start(self) -> None:
         __tracebackhide__ = True  # a refusal shows the test's line
@@ -621,8 +659,9 @@ class StepRecorder:
             self._threads.stop()
             _stop_profiler(prof)
             raise
+        self.thread = threading.get_ident()
+        _RECORDING.append(self)
         if self._step_aside:
-            self._thread = threading.get_ident()
             _STEPS_ASIDE.append(self)
 
     def give_way(self) -> None:
@@ -630,7 +669,7 @@ class StepRecorder:
         on another, it is refused: stopping ours from there left it running on this one, into
         every later test (a review)."""
         __tracebackhide__ = True  # the line that started the profiler shows, not ours
-        if threading.get_ident() != self._thread:
+        if threading.get_ident() != self.thread:
             message = profiler_off_thread(threading.current_thread().name)
             self.refused.append(message)
             raise CaptureError(message)
@@ -644,7 +683,8 @@ class StepRecorder:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
         assert self._threads is not None  # set with _prof
-        return _with_reference(_read_profiler(prof), self._threads.fewest, _references(self._torch))
+        profile = _read_profiler(prof, aside=self.set_aside)
+        return _with_reference(profile, self._threads.fewest, _references(self._torch))
 
     def stop_cut_short(self) -> Profile | None:
         """End a capture that the test's exception interrupted: what it recorded, for the
@@ -654,12 +694,17 @@ class StepRecorder:
             prof = self._end()
         except Exception:
             return None
-        return _read_cut_short(prof)
+        return _read_cut_short(prof, aside=self.set_aside)
+
+    @property
+    def torch(self) -> Any:
+        return self._torch
 
     def _end(self) -> Any:
         """End the step and the profiler; the stopped profiler, or None when none was running."""
-        if self in _STEPS_ASIDE:
-            _STEPS_ASIDE.remove(self)
+        for running in (_STEPS_ASIDE, _RECORDING):
+            if self in running:
+                running.remove(self)
         prof, self._prof = self._prof, None
         if prof is None:
             return None
@@ -936,13 +981,13 @@ def by_failure(exc: BaseException | None) -> bool:
     return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
 
 
-def _read_cut_short(prof: Any) -> Profile | None:
+def _read_cut_short(prof: Any, aside: bool = False) -> Profile | None:
     """A stopped profiler's capture, cut short by the test's exception; None when there is none
     or it cannot be read (the test's own exception is what must surface, not ours)."""
     if prof is None:
         return None
     try:
-        return _read_profiler(prof)
+        return _read_profiler(prof, aside=aside)
     except Exception:
         return None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -249,12 +250,26 @@ def _untrusted(profile: Profile) -> str | None:
 # -- show -----------------------------------------------------------------------------------------
 
 
+def _missing(path: Path) -> str:
+    """Why a path does not exist: a symlink that leads nowhere says so (a trial's loop read as `no
+    such file`)."""
+    if not path.is_symlink():
+        return "no such file or folder"
+    try:
+        path.resolve(strict=True)
+    except FileNotFoundError:
+        return f"a symlink to {os.readlink(path)}, which does not exist"
+    except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13, OSError after
+        return f"a symlink loop (to {os.readlink(path)}, which leads back)"
+    return f"a symlink to {os.readlink(path)}, which cannot be followed"
+
+
 def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
     if path.is_dir():
         return read_baseline_dir(path)
     if not path.exists():
-        raise BaselineError(f"{path}: no such file or folder")
+        raise BaselineError(f"{path}: {_missing(path)}")
     if not path.is_file():
         raise BaselineError(f"{path}: not a file or folder (a pipe or a device?); give a baseline file or folder")
     if path.suffix != ".json" and not _is_trace(path):  # a test file: not to fix or delete as a baseline
@@ -301,7 +316,7 @@ class _Side:
     ) -> None:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
         self.warnings = warnings  # a trace's warning-level checks, as `name: message`
-        self.test = test  # the test a trace opprof exported is of (its header's node id)
+        self.test = test  # the test of a trace opprof exported (its header's node id) or of a baseline file
 
     def to_dict(self) -> dict[str, Any]:
         environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
@@ -374,7 +389,7 @@ def _load_side(text: str) -> _Side:
             docs[nodeid], files[nodeid] = doc, file
         return _Side(path, "baselines", docs, keys[0])
     ((_, doc),) = found
-    return _Side(path, "baseline", {doc.nodeid: doc}, doc.device_key)
+    return _Side(path, "baseline", {doc.nodeid: doc}, doc.device_key, test=doc.nodeid)
 
 
 def _second_baseline(folder: Path, first: Path, second: Path, nodeid: str) -> str:
@@ -484,10 +499,9 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     on_device = [any(doc.on_device for doc in side.docs.values()) for side in (a, b)]
     if on_device[0] != on_device[1]:
         found.append(device_against_cpu("A" if on_device[0] else "B"))
-    if a.kind == b.kind == "baseline" and pairs and pairs[0][1][0] != pairs[0][1][1]:
-        found.append(two_tests(*pairs[0][1]))
-    if a.kind == b.kind == "trace" and a.test and b.test and a.test != b.test:  # file names cut long ids
-        found.append(two_tests(a.test, b.test, "traces"))
+    if a.test and b.test and a.test != b.test:  # a trace's file name cuts a long id: its header's
+        kinds = {a.kind, b.kind}
+        found.append(two_tests(a.test, b.test, f"{a.kind}s" if len(kinds) == 1 else "a trace and a baseline"))
     speed = machine_speed((da, db) for _, _, da, db in pairs)
     if speed:
         found.append(machine_speed_differs(speed_words(speed.ratio), speed.reference, speed.tests))
@@ -515,7 +529,7 @@ def _check_compare_paths(first: str, second: str) -> None:
     for given in (first, second):
         if not Path(given).exists():
             raise _UsageError(
-                f"{given}: no such file or folder; give two baseline folders, or two traces or baseline files"
+                f"{given}: {_missing(Path(given))}; give two baseline folders, or two traces or baseline files"
             )
         if not Path(given).is_file() and not Path(given).is_dir():
             raise _UsageError(

@@ -17,7 +17,9 @@ from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
 from .events import is_printable_name, printable_name
 
-_LARGEST = 1e30  # beyond any count, FLOPs, bytes or ms per step; keeps ratios finite
+# Beyond any count, FLOPs, bytes or ms per step; keeps ratios finite. An int, compared exactly:
+# the float 1e30 is a little more than 10**30, which a trial's counts of 10**30 passed below.
+_LARGEST = 10**30
 MAX_CAPTURES = 1_000_000  # capture.number: past any test's captures
 
 
@@ -567,6 +569,14 @@ def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
         raise ValueError(f"'device_key' is {_shown(key)}, not a text or null")
     if not isinstance(environment, dict):
         raise ValueError(f"'environment' is {_shown(environment)}, not an object")
+    texts = {"nodeid": nodeid, "device_key": key or ""}
+    texts.update({f"environment.{k}": v for k, v in environment.items() if isinstance(v, str)})
+    for field_name, text in texts.items():  # a trial's edited `torch` printed an ESC to the terminal
+        if not is_printable_name(text):
+            raise ValueError(
+                f"'{field_name}' is {_shown(text)}: it holds a control character or a "
+                "bidirectional override, which opprof never writes there"
+            )
     return nodeid, key, environment
 
 

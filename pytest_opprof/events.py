@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -217,6 +218,81 @@ class EventTable:
 # joiner print as they are (a review: `str.isprintable()` escaped them, and a range named
 # `前向\u3000计算` was no longer found by its name).
 UNSAFE_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable:
+    """The table less the annotations named `name` and the work inside them: on each one's
+    thread, the host events that start within it (ops, annotations, runtime calls), and the
+    device events those runtime calls launched (by correlation). The table itself when none.
+    An annotation named from `trimmed` (a step's marker) that ends in such work, with nothing
+    left after it on its thread, ends where that work began."""
+    spans = _merged_spans(table, name)
+    if not spans:
+        return table
+    kinds, tids, starts, correlations = table.kind, table.tid, table.start_ns, table.correlation
+    keep: list[int] = []
+    launched: set[int] = set()
+    for i, kind in enumerate(kinds):
+        if kind in DEVICE_KINDS or not _within(spans.get(tids[i]), starts[i]):
+            keep.append(i)
+        elif kind == RUNTIME and correlations[i]:
+            launched.add(correlations[i])
+    if launched:
+        keep = [i for i in keep if kinds[i] not in DEVICE_KINDS or correlations[i] not in launched]
+    columns = [getattr(table, f) for f in Event._fields]
+    kept = EventTable(*(list(map(column.__getitem__, keep)) for column in columns))
+    if trimmed:
+        _trim_tails(kept, spans, trimmed)
+    return kept
+
+
+def _trim_tails(table: EventTable, spans: dict[int, tuple[list[int], list[int]]], prefix: str) -> None:
+    """End each annotation named from `prefix` at the first set-aside span inside it when no host
+    event of its thread starts after that span's start within it (a failing assert's message is
+    the last thing its step does)."""
+    for i, name in enumerate(table.name):
+        if not name.startswith(prefix) or table.kind[i] != ANNOTATION or table.tid[i] not in spans:
+            continue
+        start, end, tid = table.start_ns[i], table.start_ns[i] + table.dur_ns[i], table.tid[i]
+        first = next((s for s in spans[tid][0] if start <= s <= end), None)
+        if first is None:
+            continue
+        later = any(
+            table.tid[j] == tid and first <= table.start_ns[j] <= end and table.kind[j] not in DEVICE_KINDS
+            for j in range(len(table))
+            if j != i
+        )
+        if not later:
+            table.dur_ns[i] = first - start
+
+
+def _merged_spans(table: EventTable, name: str) -> dict[int, tuple[list[int], list[int]]]:
+    """Per thread, the spans of the annotations named `name`, nested ones merged: (starts, ends)
+    in order."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for i, (kind, event_name) in enumerate(zip(table.kind, table.name)):
+        if event_name == name and kind == ANNOTATION:
+            found.setdefault(table.tid[i], []).append((table.start_ns[i], table.start_ns[i] + table.dur_ns[i]))
+    merged: dict[int, tuple[list[int], list[int]]] = {}
+    for tid, spans in found.items():
+        starts: list[int] = []
+        ends: list[int] = []
+        for start, end in sorted(spans):
+            if ends and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        merged[tid] = (starts, ends)
+    return merged
+
+
+def _within(spans: tuple[list[int], list[int]] | None, ts: int) -> bool:
+    if spans is None:
+        return False
+    starts, ends = spans
+    i = bisect_right(starts, ts) - 1
+    return i >= 0 and ts <= ends[i]
 
 
 def printable_name(name: str) -> str:

@@ -37,7 +37,7 @@ from .baseline import (
     shown_path,
     stable_facts,
 )
-from .capture import compiled_kernel_profiling, torch_threads, warm_profiler
+from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, unreadable
 from .device import Nvml, describe, device_facts, resolve_key
@@ -332,6 +332,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
     _refuse_unknown_ini_keys(config)
+    config.add_cleanup(_assertion_messages_aside())
     try:
         settings = parse_settings(lambda option: _read_option(config, option))
     except SettingsError as exc:
@@ -418,6 +419,30 @@ def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
     where = shown_path(Path(file), config.rootpath) if file else getattr(module, "__name__", type(plugin).__name__)
     conftest = inspect.ismodule(plugin) and Path(file or "").name == "conftest.py"
     return key_hook_loaded_late(where, state.device_key, conftest)
+
+
+# pytest's helpers that make a failing assert's message (its rewritten code calls them in the test)
+_ASSERTION_HELPERS = ("_saferepr", "_format_assertmsg", "_format_explanation", "_call_reprcompare", "_format_boolop")
+
+
+def _assertion_messages_aside() -> Callable[[], None]:
+    """Run pytest's assert-message helpers set aside from a one-step capture (the marker's whole
+    call, a capture() block): a trial's failing `assert y.sum() > 1e9` reported the 535
+    `aten::item` calls of the tensor's repr in the message. Returns the undo."""
+    from _pytest.assertion import rewrite
+
+    saved = {}
+    for name in _ASSERTION_HELPERS:
+        helper = getattr(rewrite, name, None)
+        if callable(helper) and not getattr(helper, "_opprof_aside", False):
+            saved[name] = helper
+            setattr(rewrite, name, run_aside(helper))
+
+    def undo() -> None:
+        for name, helper in saved.items():
+            setattr(rewrite, name, helper)
+
+    return undo
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

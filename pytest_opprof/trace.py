@@ -82,9 +82,9 @@ def us_text_to_ns(value: object) -> int:
     elif isinstance(value, float) and math.isfinite(value):  # only when a caller parsed floats itself
         ns = round(value * 1000)
     else:
-        raise ValueError(f"{value!r} is not a number of microseconds")
+        raise ValueError(f"{shown_value(value)} is not a number of microseconds")
     if not -_INT64 < ns < _INT64:
-        raise ValueError(f"{value!r} microseconds is beyond any clock (over 2**63 ns)")
+        raise ValueError(f"{shown_value(value)} microseconds is beyond any clock (over 2**63 ns)")
     return ns
 
 
@@ -179,7 +179,7 @@ def _int_id(value: object, names: dict[object, int]) -> int:
     if isinstance(value, str) and value.isascii() and value.lstrip("-").isdigit() and len(value) < 20:
         return int(value)
     if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a number or a name")
+        raise ValueError(f"{shown_value(value)} is not a number or a name")
     return names.setdefault(value, -2 - len(names))
 
 
@@ -249,6 +249,7 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
     rows: list[tuple[Any, ...]] = []
     skipped: list[int] = []
     bad_args: list[int] = []
+    odd: list[tuple[str, Any]] = []  # a phase or category that is no text (a trial's were dropped in silence)
     keep, skip = rows.append, skipped.append
 
     def take_event(d: dict[str, Any], kinds: dict[str, str] = KIND_OF_CATEGORY) -> Any:
@@ -257,6 +258,8 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
         cat = d.get("cat")
         kind = kinds.get(cat, OTHER) if type(cat) is str else OTHER
         if kind is OTHER or kind is PYTHON:
+            if cat is not None and type(cat) is not str:
+                odd.append(("cat", d))
             skip(cat == SESSION_SPAN)
             return None
         args = d.get("args")
@@ -289,6 +292,13 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
         doc = json.loads(data, parse_float=str, object_hook=take_event, strict=False)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise TraceError(bad_trace(path, _unparsed(data, exc))) from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if isinstance(events, list):  # the events kept are those of another phase: a few, after the parse
+        odd += [("ph", e) for e in events if type(e) is dict and type(e.get("ph", "")) is not str][:1]
+    if odd:
+        key, event = odd[0]
+        where = f"an event ({shown_value(event.get('name'))})"
+        raise TraceError(bad_trace(path, f"{where}: {key!r} is {shown_value(event[key])}, not a text"))
     if bad_args:
         i = bad_args[0]
         raise TraceError(bad_trace(path, f"complete event {i} ({shown_value(rows[i][1])}): 'args' is not an object"))
@@ -317,7 +327,7 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     kinds, names, ts, dur, pids, tids, corrs, exts, kept_args = map(list, zip(*rows))
     if not set(map(type, names)) <= {str}:
         i = next(i for i, n in enumerate(names) if type(n) is not str)
-        what = "no 'name'" if names[i] is _MISSING else f"'name' is {names[i]!r}, not a text"
+        what = "no 'name'" if names[i] is _MISSING else f"'name' is {shown_value(names[i])}, not a text"
         raise TraceError(bad_trace(source, f"complete event {i}: {what}"))
     names = printable_names(names)  # a name holding a newline or an ESC would forge a table row
     starts = _ns_column(ts, names, "ts", source)

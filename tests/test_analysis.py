@@ -472,3 +472,12 @@ def test_the_time_outside_the_ops_is_each_steps_wall_less_its_top_level_ops():
     two_markers = analyze([step(1, 0, 1000), op("aten::relu", 10, 100), step(2, 1000, 1000, tid=2)])
     assert two_markers.outside_ops_ns is None
     assert analyze([op("aten::relu", 10, 100)]).outside_ops_ns is None  # no step markers: no wall
+
+
+def test_a_step_marker_with_a_number_no_int_reads_is_no_step():
+    """A trial's trace named a step `ProfilerStep#` + 5,000 digits: `int()` refused it (past
+    Python's 4,300-digit limit) and `opprof analyze` printed a traceback. torch numbers steps
+    from 1; a number over 18 digits is no step of torch's, and reads as a user range."""
+    huge = "ProfilerStep#" + "9" * 5000
+    profile = analyze([step(1, 0, 10), op("aten::mm", 1, 2), annotation(huge, 20, 10), op("aten::add", 21, 2)])
+    assert profile.steps == 1 and [r.name for r in profile.ranges] == [huge]

@@ -1123,6 +1123,25 @@ def assert_edit_refused(tmp_path, edit, reason):
     assert path.read_bytes() == before
 
 
+def test_a_node_id_with_a_control_character_is_refused_where_no_test_asks_for_it(tmp_path):
+    """`opprof show` reads a baseline for no test: a hand-edited node id with an ESC was printed raw."""
+    data = doc(profile()).to_dict()
+    data["nodeid"] = "t.py::t\x1b[2J"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BaselineError, match=r"'nodeid' is 't.py::t\\x1b\[2J': it holds a control character"):
+        read_baseline(path)
+
+
+def test_environment_texts_are_written_as_the_reader_reads_them():
+    """A thread variable's value is the user's: a control character in it is written as its
+    escape, so the baseline recorded is one the reader accepts."""
+    from pytest_opprof.baseline import stable_facts
+
+    facts = stable_facts({"torch": "2.13.0", "thread_setup": "2 cpus, OMP_NUM_THREADS=2\n", "cuda": None})
+    assert facts["thread_setup"] == "2 cpus, OMP_NUM_THREADS=2\\n" and facts["cuda"] is None
+
+
 def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_path):
     """One fix, the range's own: a trial read two ("delete the op's recorded_range_ms; fix or
     delete it and run pytest --opprof-update-baseline")."""
@@ -1148,6 +1167,11 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
             "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
         ),
         (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[1.5] * 8), "'calls_per_step' is not a list of whole"),
+        (  # the limit the message names is itself refused
+            lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[10**30] * 8),
+            "'calls_per_step' is not a list of whole numbers >= 0 (below 1e30)",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[1e30] * 8), "'cpu_ms' is not a list of numbers >= 0"),
         (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[-1.0] * 8), "'cpu_ms' is not a list of numbers >= 0"),
         (lambda d: d["ops"]["aten::addmm"].update(device_ms=[0.0] * 7), "'device_ms' has 7 values for 8 steps"),
         (lambda d: d["capture"].update(steps="10"), "'capture.steps' is '10', not a whole number >= 1"),
@@ -1156,6 +1180,14 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
         (lambda d: d["capture"].update(steps=50), "'wall_ms' has 8 values for 50 steps"),
         (lambda d: d.update(environment=[]), "'environment' is [], not an object"),
         (lambda d: d.update(device_key=5), "'device_key' is 5, not a text or null"),
+        # a trial's hand edits: `opprof show` and the run's summary printed the ESC to the terminal
+        (
+            lambda d: d["environment"].update(torch="2.13\n\x1b[31mRED"),
+            "'environment.torch' is '2.13\\n\\x1b[31mRED': it holds a control character or a bidirectional "
+            "override, which opprof never writes there",
+        ),
+        (lambda d: d.update(device_key="cpu\u202e"), "'device_key' is 'cpu\\u202e': it holds a control character"),
+        (lambda d: d.update(nodeid=NODE + "\r"), f"belongs to {NODE + chr(13)!r}, not"),  # escaped (show: below)
         (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),

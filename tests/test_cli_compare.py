@@ -353,6 +353,16 @@ def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
     assert "warning: B's ops ran on a device, A's on the CPU only: device times on one side, CPU times" in out
     _, out, _ = run_cli(capsys, "compare", t4_mlp, t4_mlp)
     assert "warning:" not in out
+    # a trace opprof wrote of another test than the baseline's (a trial's read `B not slower` alone)
+    of_small = folders[0].parent / "small.json"
+    write_trace(of_small, steps_with([500] * 3), {"opprof": {"nodeid": "tests/test_m.py::test_small"}})
+    _, out, _ = run_cli(capsys, "compare", of_small, t4_mlp)
+    assert (
+        "warning: A and B are a trace and a baseline of two tests (tests/test_m.py::test_small, "
+        "tests/test_m.py::test_mlp): their ops differ by what the tests run\n" in out
+    )
+    _, out, _ = run_cli(capsys, "compare", t4_small, of_small)
+    assert "two tests" not in out
 
 
 def test_compare_and_show_print_stored_times_to_the_digits_they_have(capsys, tmp_path):
@@ -639,7 +649,15 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_BASELINE_BYTES + 1)
+    loop = tmp_path / "loop1"  # a trial's loop read `no such file or folder`
+    loop.symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to("gone.json")
     cases = [
+        (("show", loop), "loop1: a symlink loop (to loop2, which leads back)"),
+        (("compare", loop, b), "loop1: a symlink loop (to loop2, which leads back); give two baseline folders"),
+        (("show", dangling), "dangling.json: a symlink to gone.json, which does not exist"),
         (("show", a), f"{corrupt}: not valid JSON"),
         (("compare", a, b), f"{corrupt}: not valid JSON"),
         (("show", tmp_path / "nope"), "nope: no such file or folder"),

@@ -3726,6 +3726,34 @@ def test_a_baseline_file_symlinked_outside_the_folder_is_an_error_and_left_alone
         assert written.is_symlink() and outside.read_bytes().startswith(b"{")
 
 
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_a_baseline_file_that_is_a_broken_symlink_is_an_error_and_left_alone(project, link):
+    """A trial's baseline file made a symlink loop: the test failed with `RuntimeError: Symlink
+    loop` and a traceback; a symlink to nothing passed as a test without a baseline. Each now
+    errs with one line naming it, under every flag, and the link stays as it was."""
+    project.makepyfile(
+        test_x="from conftest import infer\ndef test_x(opprof, mlp):\n    opprof.run(infer, *mlp, steps=2)\n"
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (written,) = (project.path / ".opprof").rglob("test_x.json")
+    written.unlink()
+    if link == "loop":
+        written.symlink_to("loopx")
+        (written.parent / "loopx").symlink_to(written.name)
+        line = "*test_x.json: a symlink that cannot be followed (*; replace the symlink with the baseline file itself"
+    else:
+        written.symlink_to("nothere.json")
+        line = (
+            "*test_x.json: a symlink to nothere.json, which does not exist; point it at the baseline file, or delete it"
+        )
+    for flag in ("--opprof", "--opprof-update-baseline", "--opprof-update-baseline=all"):
+        result = run(project, flag)
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines([line])
+        assert "Traceback" not in result.stdout.str() and "RuntimeError" not in result.stdout.str()
+        assert written.is_symlink() and not written.exists()
+
+
 def test_a_baseline_that_cannot_be_written_is_an_error_naming_it(project, monkeypatch):
     """A disk that refuses the write (injected: no space left): the test is an error with one
     line naming the file, no traceback; no file appears."""

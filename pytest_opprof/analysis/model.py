@@ -22,7 +22,7 @@ from ..tables import profile_tables
 from ..units import ns_to_ms
 
 SCHEMA = 1
-STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})$")  # a longer number is no step of torch's
 # The capture wraps its own step-boundary synchronisation in this annotation, so that the
 # synchronisation it needs is not reported as the user's host-device sync.
 OPPROF_SYNC_ANNOTATION = "opprof::step_sync"
