@@ -511,6 +511,8 @@ class BaselineDoc:
 def _printable_keys(entries: dict[str, Any], what: str) -> None:
     """Names as profiles give them: printable (a newline or an ESC is written as its escape, `\\n`),
     so a hand-edited name cannot forge a verdict line or colour the terminal."""
+    if "" in entries:  # a trial's verdict line read `-  (was 2/step)`
+        raise ValueError(f"{what} '': an empty name, which no profile's op has")
     odd = next((name for name in entries if not is_printable_name(name)), None)
     if odd is not None:
         raise ValueError(
@@ -558,6 +560,13 @@ def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
     return found
 
 
+# The environment facts opprof has always written as texts (or null); an older file's
+# `torch_threads` was a number, and a fact this version does not know is left as it is.
+TEXT_FACTS = frozenset(
+    {"torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model", "thread_setup"}
+)
+
+
 def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
     """The test's node id, the device key and the environment facts, checked."""
     nodeid, key, environment = data.get("nodeid"), data.get("device_key"), data.get("environment", {})
@@ -569,6 +578,11 @@ def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
         raise ValueError(f"'device_key' is {_shown(key)}, not a text or null")
     if not isinstance(environment, dict):
         raise ValueError(f"'environment' is {_shown(environment)}, not an object")
+    odd = next(
+        ((k, v) for k, v in environment.items() if k in TEXT_FACTS and not isinstance(v, (str, type(None)))), None
+    )
+    if odd is not None:  # a trial's `"torch": 2` was read
+        raise ValueError(f"'environment.{odd[0]}' is {_shown(odd[1])}, not a text or null")
     texts = {"nodeid": nodeid, "device_key": key or ""}
     texts.update({f"environment.{k}": v for k, v in environment.items() if isinstance(v, str)})
     for field_name, text in texts.items():  # a trial's edited `torch` printed an ESC to the terminal

@@ -89,7 +89,21 @@ def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
         with _open_stream(path) as f:
             _write_chunks(f, chunks)
         return
-    write_atomic_chunks(Path(os.path.realpath(path)), chunks)
+    write_atomic_chunks(output_target(path), chunks)
+
+
+def output_target(path: Path) -> Path:
+    """The file a report at `path` goes to: through symlinks to their target, as the shell's `>`.
+    A symlink loop raises OSError, as the shell fails (realpath gave the link itself back, and
+    the report replaced it: a trial)."""
+    if os.path.islink(path):
+        try:
+            Path(path).resolve(strict=True)
+        except FileNotFoundError:
+            pass  # a link to a file not there yet: the shell creates it
+        except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13
+            raise OSError(errno.ELOOP, "a symlink loop", str(path)) from None
+    return Path(os.path.realpath(path))
 
 
 _OWN_FD = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")

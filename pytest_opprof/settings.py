@@ -17,7 +17,7 @@ from .compare import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, K
 from .device import valid_key
 from .errors import SettingsError, closest_names, records_and_requires, shown_value
 from .events import without_overload
-from .files import is_stream, own_descriptor
+from .files import is_stream, output_target, own_descriptor
 from .opnames import profiler_spelling
 
 TRACE_MODES = ("failed", "all")
@@ -520,7 +520,10 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
     for flag, value in outputs:
         if not value or own_descriptor(Path(value)) is not None or is_stream(Path(value)):
             continue  # written into, never replaced: /dev/stdout (a log or a pipe behind it), a FIFO
-        where = Path(os.path.realpath(value))
+        try:
+            where = output_target(Path(value))
+        except OSError as exc:
+            return f"{flag}: {value!r}: {exc.strerror}; point the symlink at a file, or remove it"
         if folder in where.parents and len(where.relative_to(folder).parts) >= 2:
             key = folder / where.relative_to(folder).parts[0]
             return f"{flag}: {value!r} is inside the device-key folder {key} of the baselines; write it elsewhere (a report there could replace a committed baseline)"

@@ -1187,6 +1187,8 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
             "override, which opprof never writes there",
         ),
         (lambda d: d.update(device_key="cpu\u202e"), "'device_key' is 'cpu\\u202e': it holds a control character"),
+        (lambda d: d["environment"].update(torch=2), "'environment.torch' is 2, not a text or null"),
+        (lambda d: d["ops"].update({"": d["ops"]["aten::addmm"]}), "op '': an empty name, which no profile's op has"),
         (lambda d: d.update(nodeid=NODE + "\r"), f"belongs to {NODE + chr(13)!r}, not"),  # escaped (show: below)
         (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
@@ -1847,3 +1849,11 @@ def test_a_recorded_range_reads_back_byte_identical_and_a_file_without_one_stays
     before = path.read_bytes()
     write_baseline(path, again)
     assert path.read_bytes() == before
+
+
+def test_every_environment_fact_a_baseline_records_is_checked_as_a_text():
+    """The reader's list of text facts is the writer's: a fact added to one is added to both."""
+    from pytest_opprof.baseline import ENVIRONMENT_KEYS
+    from pytest_opprof.documents import TEXT_FACTS
+
+    assert set(ENVIRONMENT_KEYS) == TEXT_FACTS

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from pytest_opprof.errors import UnsafePathError
-from pytest_opprof.files import write_atomic, write_atomic_chunks
+from pytest_opprof.files import write_atomic, write_atomic_chunks, write_output
 
 
 def test_a_planted_symlink_at_the_temp_name_is_never_followed(tmp_path, monkeypatch):
@@ -119,3 +119,15 @@ def test_standard_stream_names_are_our_descriptors():
         None,
         None,
     ]
+
+
+def test_a_report_through_a_symlink_loop_fails_as_the_shells_would(tmp_path):
+    """realpath gave the loop's link back, and the report replaced it with a file (a trial)."""
+    (tmp_path / "l1").symlink_to("l2")
+    (tmp_path / "l2").symlink_to("l1")
+    with pytest.raises(OSError, match="a symlink loop"):
+        write_output(tmp_path / "l1", ["x"])
+    assert (tmp_path / "l1").is_symlink() and os.readlink(tmp_path / "l1") == "l2"
+    (tmp_path / "to_be").symlink_to("made.txt")  # a link to a file not there yet: made, as `>` makes it
+    write_output(tmp_path / "to_be", ["y"])
+    assert (tmp_path / "to_be").is_symlink() and (tmp_path / "made.txt").read_text() == "y"

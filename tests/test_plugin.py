@@ -4290,6 +4290,20 @@ def test_reports_go_into_pipes_and_through_a_symlink_as_the_shell_would(project)
     result.stdout.fnmatch_lines(["opprof: wrote json", "opprof: wrote link.csv", "opprof: wrote html"])
 
 
+def test_a_report_at_a_symlink_loop_is_refused_and_the_links_left_alone(project):
+    """A trial's `--opprof-json=l1` (l1 -> l2 -> l1) said `wrote l1` and replaced the link with a
+    file; the shell's `>` fails there, and so does the run, before any test."""
+    project.makepyfile(test_x="def test_x():\n    pass\n")
+    (project.path / "l1").symlink_to("l2")
+    (project.path / "l2").symlink_to("l1")
+    result = run(project, "--opprof", "--opprof-json=l1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --opprof-json: 'l1': a symlink loop; point the symlink at a file, or remove it"]
+    )
+    assert (project.path / "l1").is_symlink() and os.readlink(project.path / "l1") == "l2"
+
+
 def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
     """The start-up check of report paths: one FIFO (or device) may take two reports, one file
     may not; a report inside the baseline folder is refused."""
