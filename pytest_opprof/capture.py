@@ -457,7 +457,7 @@ def set_aside() -> Iterator[None]:
     trial's `assert y.sum() > 1e9` on a 16x16 tensor reported 535 `aten::item` calls of its
     repr. A step that ends in such work ends where it began (its wall is the test's)."""
     thread = threading.get_ident()
-    recorder = next((r for r in _RECORDING if r.thread == thread), None)
+    recorder = next((r for r in _RECORDING if r.thread == thread and r.recording), None)
     if recorder is None:
         yield
         return
@@ -699,6 +699,10 @@ class StepRecorder:
     @property
     def torch(self) -> Any:
         return self._torch
+
+    @property
+    def recording(self) -> bool:
+        return self._prof is not None
 
     def _end(self) -> Any:
         """End the step and the profiler; the stopped profiler, or None when none was running."""

@@ -12,6 +12,7 @@ Exit codes: 0 fine, 1 a regression found (compare: B worse than A), 2 bad input 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -43,7 +44,7 @@ from .errors import (
     two_softwares,
     two_tests,
 )
-from .events import printable_name
+from .events import is_printable_name, printable_name
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
@@ -259,15 +260,19 @@ def _missing(path: Path) -> str:
         path.resolve(strict=True)
     except FileNotFoundError:
         return f"a symlink to {os.readlink(path)}, which does not exist"
-    except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13, OSError after
+    except RuntimeError:  # a loop, before Python 3.13
         return f"a symlink loop (to {os.readlink(path)}, which leads back)"
+    except OSError as exc:  # a loop from 3.13 on; a link through a file (ENOTDIR)
+        if exc.errno == errno.ELOOP:
+            return f"a symlink loop (to {os.readlink(path)}, which leads back)"
+        return f"a symlink to {os.readlink(path)}, which cannot be followed ({exc.strerror})"
     return f"a symlink to {os.readlink(path)}, which cannot be followed"
 
 
 def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
     if path.is_dir():
-        return read_baseline_dir(path)
+        return [(p, _printable_id(doc)) for p, doc in read_baseline_dir(path)]
     if not path.exists():
         raise BaselineError(f"{path}: {_missing(path)}")
     if not path.is_file():
@@ -276,7 +281,13 @@ def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
         raise BaselineError(f"{path}: no baseline (baselines are .json files); give a baseline file or folder")
     data = read_baseline(path)
     assert data is not None
-    return [(path, data)]
+    return [(path, _printable_id(data))]
+
+
+def _printable_id(doc: BaselineDoc) -> BaselineDoc:
+    """The document with its node id as printable_name writes it: pytest's own ids are (it escapes
+    them), but a hand edit's ESC reached the terminal through `opprof show` (a trial)."""
+    return doc if is_printable_name(doc.nodeid) else replace(doc, nodeid=printable_name(doc.nodeid))
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -371,7 +382,8 @@ def _load_side(text: str) -> _Side:
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
         header = profile.metadata.get("opprof")
         test = header.get("nodeid") if isinstance(header, dict) else None
-        return _Side(path, "trace", {path.name: doc}, key, warned, test if isinstance(test, str) else None)
+        test = printable_name(test) if isinstance(test, str) else None
+        return _Side(path, "trace", {path.name: doc}, key, warned, test)
     found = _baselines_at(path)
     if path.is_dir():
         keys = sorted({str(doc.device_key) for _, doc in found})

@@ -224,15 +224,18 @@ def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable
     """The table less the annotations named `name` and the work inside them: on each one's
     thread, the host events that start within it (ops, annotations, runtime calls), and the
     device events those runtime calls launched (by correlation). The table itself when none.
-    An annotation named from `trimmed` (a step's marker) that ends in such work, with nothing
-    left after it on its thread, ends where that work began."""
+    An annotation named from `trimmed` (a step's marker) whose last host work on its thread is
+    such work ends where the last run of it began (a failing assert's message ends its step);
+    on a GPU the step's closing synchronisation follows it, and the step keeps its end."""
     spans = _merged_spans(table, name)
     if not spans:
         return table
-    kinds, tids, starts, correlations = table.kind, table.tid, table.start_ns, table.correlation
+    kinds, tids, starts, correlations, names = table.kind, table.tid, table.start_ns, table.correlation, table.name
     keep: list[int] = []
     launched: set[int] = set()
     for i, kind in enumerate(kinds):
+        if names[i] == name:  # the span itself, and its copy on a device's stream
+            continue
         if kind in DEVICE_KINDS or not _within(spans.get(tids[i]), starts[i]):
             keep.append(i)
         elif kind == RUNTIME and correlations[i]:
@@ -247,23 +250,25 @@ def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable
 
 
 def _trim_tails(table: EventTable, spans: dict[int, tuple[list[int], list[int]]], prefix: str) -> None:
-    """End each annotation named from `prefix` at the first set-aside span inside it when no host
-    event of its thread starts after that span's start within it (a failing assert's message is
-    the last thing its step does)."""
+    """End each annotation named from `prefix` at the first set-aside span after the last host
+    event of its thread inside it (a test that caught a failed assert and went on, then failed
+    another: the last message is trimmed; time set aside earlier stays in the step)."""
     for i, name in enumerate(table.name):
         if not name.startswith(prefix) or table.kind[i] != ANNOTATION or table.tid[i] not in spans:
             continue
         start, end, tid = table.start_ns[i], table.start_ns[i] + table.dur_ns[i], table.tid[i]
-        first = next((s for s in spans[tid][0] if start <= s <= end), None)
-        if first is None:
-            continue
-        later = any(
-            table.tid[j] == tid and first <= table.start_ns[j] <= end and table.kind[j] not in DEVICE_KINDS
+        own = [
+            table.start_ns[j]
             for j in range(len(table))
             if j != i
-        )
-        if not later:
-            table.dur_ns[i] = first - start
+            and table.tid[j] == tid
+            and start <= table.start_ns[j] <= end
+            and table.kind[j] not in DEVICE_KINDS
+        ]
+        last_own = max(own, default=start)
+        tail = next((s for s in spans[tid][0] if last_own <= s <= end and s >= start), None)
+        if tail is not None:
+            table.dur_ns[i] = tail - start
 
 
 def _merged_spans(table: EventTable, name: str) -> dict[int, tuple[list[int], list[int]]]:

@@ -101,8 +101,13 @@ def output_target(path: Path) -> Path:
             Path(path).resolve(strict=True)
         except FileNotFoundError:
             pass  # a link to a file not there yet: the shell creates it
-        except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13
+        except RuntimeError:  # a loop, before Python 3.13
             raise OSError(errno.ELOOP, "a symlink loop", str(path)) from None
+        except OSError as exc:  # a loop from 3.13 on; a link through a file (ENOTDIR)
+            reason = (
+                "a symlink loop" if exc.errno == errno.ELOOP else f"a symlink that cannot be followed ({exc.strerror})"
+            )
+            raise OSError(exc.errno, reason, str(path)) from None
     return Path(os.path.realpath(path))
 
 

@@ -421,8 +421,16 @@ def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
     return key_hook_loaded_late(where, state.device_key, conftest)
 
 
-# pytest's helpers that make a failing assert's message (its rewritten code calls them in the test)
-_ASSERTION_HELPERS = ("_saferepr", "_format_assertmsg", "_format_explanation", "_call_reprcompare", "_format_boolop")
+# pytest's helpers that make a failing assert's message (its rewritten code calls them in the
+# test), and the one that runs the pytest_assertion_pass hooks (enable_assertion_pass_hook)
+_ASSERTION_HELPERS = (
+    "_saferepr",
+    "_format_assertmsg",
+    "_format_explanation",
+    "_call_reprcompare",
+    "_format_boolop",
+    "_call_assertion_pass",
+)
 
 
 def _assertion_messages_aside() -> Callable[[], None]:
@@ -435,12 +443,13 @@ def _assertion_messages_aside() -> Callable[[], None]:
     for name in _ASSERTION_HELPERS:
         helper = getattr(rewrite, name, None)
         if callable(helper) and not getattr(helper, "_opprof_aside", False):
-            saved[name] = helper
-            setattr(rewrite, name, run_aside(helper))
+            saved[name] = (helper, run_aside(helper))
+            setattr(rewrite, name, saved[name][1])
 
     def undo() -> None:
-        for name, helper in saved.items():
-            setattr(rewrite, name, helper)
+        for name, (helper, wrapped) in saved.items():
+            if getattr(rewrite, name, None) is wrapped:  # not what another plugin put there since
+                setattr(rewrite, name, helper)
 
     return undo
 

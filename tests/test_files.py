@@ -131,3 +131,11 @@ def test_a_report_through_a_symlink_loop_fails_as_the_shells_would(tmp_path):
     (tmp_path / "to_be").symlink_to("made.txt")  # a link to a file not there yet: made, as `>` makes it
     write_output(tmp_path / "to_be", ["y"])
     assert (tmp_path / "to_be").is_symlink() and (tmp_path / "made.txt").read_text() == "y"
+
+
+def test_a_report_through_a_link_that_passes_through_a_file_says_so(tmp_path):
+    """Not every link that cannot be followed is a loop (a review: ENOTDIR read `a symlink loop`)."""
+    (tmp_path / "f.txt").write_text("")
+    (tmp_path / "l1").symlink_to("f.txt/x")
+    with pytest.raises(OSError, match=r"a symlink that cannot be followed \(Not a directory\)"):
+        write_output(tmp_path / "l1", ["x"])

@@ -4290,6 +4290,32 @@ def test_reports_go_into_pipes_and_through_a_symlink_as_the_shell_would(project)
     result.stdout.fnmatch_lines(["opprof: wrote json", "opprof: wrote link.csv", "opprof: wrote html"])
 
 
+def test_a_node_id_pytest_leaves_unescaped_is_recorded_and_shown_escaped(project, capsys):
+    """With pytest's id escaping turned off, a test id holds a raw tab: a review's run failed
+    with a traceback when the reader refused it. It records and compares; `opprof show` prints
+    it escaped."""
+    project.makeini("[pytest]\ndisable_test_id_escaping_and_forfeit_all_rights_to_community_support = true\n")
+    project.makepyfile(
+        test_x="""
+        import pytest
+        from conftest import infer
+
+        @pytest.mark.parametrize("n", [1], ids=["tab\\there"])
+        def test_x(opprof, mlp, n):
+            opprof.run(infer, *mlp, steps=2)
+        """
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1)
+    assert "Traceback" not in result.stdout.str()
+    from pytest_opprof.cli import main
+
+    capsys.readouterr()
+    assert main(["show", str(project.path / ".opprof")]) == 0
+    assert "test_x.py::test_x[tab\\there]" in capsys.readouterr().out
+
+
 def test_a_report_at_a_symlink_loop_is_refused_and_the_links_left_alone(project):
     """A trial's `--opprof-json=l1` (l1 -> l2 -> l1) said `wrote l1` and replaced the link with a
     file; the shell's `>` fails there, and so does the run, before any test."""

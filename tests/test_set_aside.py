@@ -9,7 +9,7 @@ import pytest
 from builders import annotation, kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
-from pytest_opprof.events import EventTable, without_spans
+from pytest_opprof.events import GPU_ANNOTATION, Event, EventTable, without_spans
 
 ASIDE = "opprof::set_aside"
 
@@ -56,6 +56,37 @@ def test_a_step_that_goes_on_after_set_aside_work_keeps_its_end():
     assert profile.wall_ms == 0.100 and [o.name for o in profile.ops] == ["aten::add"]
 
 
+def test_a_caught_failure_then_a_last_one_trims_at_the_last_message():
+    """A test that caught a failed assert, went on, and failed another (a review: the step kept
+    28 ms of reprs against 0.5 ms of its own ops): the last message is trimmed; the earlier
+    one's time stays in the step, which went on after it."""
+    events = [
+        step(1, 0, 100),
+        annotation(ASIDE, 10, 20),
+        op("aten::add", 40, 5),
+        annotation(ASIDE, 60, 35),
+        op("aten::item", 61, 5),
+    ]
+    profile = analyze(kept(events, "ProfilerStep#"))
+    assert profile.wall_ms == 0.060 and [o.name for o in profile.ops] == ["aten::add"]
+
+
+def test_on_a_gpu_the_step_keeps_its_closing_synchronisation_and_its_end():
+    """The step's own synchronisation follows the message on a GPU: the step is not trimmed;
+    the set-aside range's copy on the device's stream is left out with it."""
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 1, 10),
+        annotation(ASIDE, 40, 50),
+        Event(GPU_ANNOTATION, ASIDE, 40_000, 50_000, 0, 7, 0, 7),
+        annotation("opprof::step_sync", 95, 3),
+        launch(95.5, corr=0, name="cudaDeviceSynchronize"),
+    ]
+    table = kept(events, "ProfilerStep#")
+    assert ASIDE not in [e.name for e in table]
+    assert analyze(table).wall_ms == 0.100
+
+
 TENSOR_ASSERT = """
 import pytest, torch
 
@@ -99,3 +130,29 @@ def test_a_failing_asserts_message_is_not_the_tests_work(pytester):
     own = out.split("test_t.py::test_own_message [failed]")[1].split("\n\n")[0]
     assert "aten::item" in own  # the test's own `.item()`
     assert "opprof::set_aside" not in out
+
+
+@pytest.mark.usefixtures("fake_clock")
+def test_an_assertion_pass_hooks_work_is_not_the_tests(pytester):
+    """With enable_assertion_pass_hook, a conftest's pytest_assertion_pass runs inside the test
+    call after each passing assert: its ops (a review's `aten::ones`, `aten::sum`) are not the
+    test's and would have gone into its baseline."""
+    pytester.makeini("[pytest]\nenable_assertion_pass_hook = true\n")
+    pytester.makeconftest(
+        "import torch\n\ndef pytest_assertion_pass(item, lineno, orig, expl):\n    torch.ones(3).cumsum(0)\n"
+    )
+    pytester.makepyfile(
+        test_t="""
+        import pytest, torch
+
+        @pytest.mark.opprof
+        def test_passes():
+            y = torch.ones(4, 4) @ torch.ones(4, 4)
+            assert y.shape == (4, 4)
+            assert y.shape[0] == 4
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", "--opprof-top=50")
+    result.assert_outcomes(passed=1)
+    table = result.stdout.str().split("test_t.py::test_passes [passed]")[1].split("\n\n")[0]
+    assert "aten::mm" in table and "aten::cumsum" not in table
