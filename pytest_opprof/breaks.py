@@ -46,16 +46,21 @@ def breaks_seen() -> BreaksSeen:
 
 
 def new_break_reasons(before: BreaksSeen) -> list[str]:
-    """The graph-break reasons recorded since `before`: the `graph_break` counter's, else the
-    `unimplemented` one's (it also holds what breaks no graph, as a recompile limit), each with
-    the line it broke at when its wording names none; else the list's, each with its line."""
+    """The graph-break reasons recorded since `before`, one per break Dynamo listed, in its order,
+    each in the counters' words where they have some for it (`graph_break`'s, else
+    `unimplemented`'s, which also holds what breaks no graph, as a recompile limit: read only for
+    a listed break) with its line where those words name none; then any counted `graph_break`
+    no listed break matched. Without a list: the `graph_break` counter's, else `unimplemented`'s."""
     listed = _listed_since(before.listed)
     new = _counted() - before.counted
-    for key in _BREAK_COUNTERS:
-        found = [reason for counter, reason in new if counter == key]
-        if found:
-            return [_with_location(reason, listed) for reason in found]
-    return list(dict.fromkeys(f"{b.reason}\n{b.location}" if b.location else b.reason for b in listed))
+    counted = {key: [reason for counter, reason in new if counter == key] for key in _BREAK_COUNTERS}
+    if not listed:
+        return next((counted[key] for key in _BREAK_COUNTERS if counted[key]), [])
+    worded = [(_words_for(b, counted), b) for b in listed]
+    found = [_with_location(words, b) if words else _listed_text(b) for words, b in worded]
+    matched = {words for words, _ in worded}
+    found += [reason for reason in counted["graph_break"] if reason not in matched]
+    return list(dict.fromkeys(found))
 
 
 def _utils() -> Any:
@@ -97,13 +102,24 @@ def _listed_break(entry: Any) -> ListedBreak:
 _JUMPED_WITH = re.compile(r"attempted to jump with (\S+)")
 
 
-def _with_location(reason: str, listed: list[ListedBreak]) -> str:
-    """The counted reason with the line of the listed break it words: one of the same words, or,
-    for a data-dependent branch (torch 2.11 words it without its line), the list's `generic_jump
-    X` for the counter's `attempted to jump with X`."""
-    if "# File " in reason:
+def _words_for(listed: ListedBreak, counted: dict[str, list[str]]) -> str:
+    """The counted reason that words a listed break: one of the same words, or, for a
+    data-dependent branch (torch 2.11 and 2.13 word it in `unimplemented`), the counter's
+    `attempted to jump with X` for the list's `generic_jump X`; "" when none does."""
+    for key in _BREAK_COUNTERS:
+        for reason in counted[key]:
+            jumped = _JUMPED_WITH.search(reason)
+            if listed.reason == reason or (jumped and listed.reason == f"generic_jump {jumped.group(1)}"):
+                return reason
+    return ""
+
+
+def _with_location(reason: str, listed: ListedBreak) -> str:
+    """Torch's words with the listed break's line, where they name none."""
+    if "# File " in reason or not listed.location:
         return reason
-    jumped = _JUMPED_WITH.search(reason)
-    same = {reason, f"generic_jump {jumped.group(1)}"} if jumped else {reason}
-    where = next((b.location for b in listed if b.reason in same and b.location), "")
-    return f"{reason}\n{where}" if where else reason
+    return f"{reason}\n{listed.location}"
+
+
+def _listed_text(listed: ListedBreak) -> str:
+    return f"{listed.reason}\n{listed.location}" if listed.location else listed.reason
