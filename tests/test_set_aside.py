@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import re
 
 import pytest
@@ -156,3 +157,30 @@ def test_an_assertion_pass_hooks_work_is_not_the_tests(pytester):
     result.assert_outcomes(passed=1)
     table = result.stdout.str().split("test_t.py::test_passes [passed]")[1].split("\n\n")[0]
     assert "aten::mm" in table and "aten::cumsum" not in table
+
+
+CUDA_ASSERT = """
+import pytest, torch
+
+@pytest.mark.opprof
+def test_marker():
+    x = torch.ones(16, 16, device="cuda")
+    y = x @ x
+    assert y.sum() > 1e9, "on purpose"
+"""
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_a_failing_asserts_message_and_its_copies_are_not_the_tests(pytester):
+    """On a GPU the repr copies the tensor to the host: that copy, and the ops, are pytest's; the
+    set-aside range's copy on the device's stream is left out of the failing test's trace."""
+    pytester.makepyfile(test_t=CUDA_ASSERT)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", "--opprof-top=50", "--opprof-trace-dir=traces"
+    )
+    result.assert_outcomes(failed=1)
+    table = result.stdout.str().split("test_t.py::test_marker [failed]")[1].split("\n\n")[0]
+    assert "aten::mm" in table and "aten::select" not in table and "aten::unbind" not in table
+    assert re.search(r"^aten::item +1 ", table, re.M)
+    (trace,) = (pytester.path / "traces").glob("*.json.gz")
+    assert b"opprof::set_aside" not in gzip.decompress(trace.read_bytes())
