@@ -19,7 +19,7 @@ from .device import valid_key
 from .documents import BaselineDoc, FieldError
 from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
 from .events import printable_name
-from .files import NotReadable, read_regular, safe_name, write_atomic
+from .files import NotReadable, broken_link, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -443,18 +443,14 @@ def _check_link(path: Path, inside: Path | None) -> None:
     """A baseline that is a symlink: to a file inside `inside` (when given) that exists. A loop
     raised RuntimeError from `resolve()` (a trial's test failed with a traceback), and a link to
     nothing read as no baseline at all."""
-    try:
-        target = path.resolve(strict=True)
-    except FileNotFoundError:
-        reason = f"a symlink to {os.readlink(path)}, which does not exist"
-        raise BaselineError(bad_baseline(path, reason, "point it at the baseline file, or delete it")) from None
-    except (RuntimeError, OSError) as exc:  # a loop: RuntimeError before Python 3.13, OSError after
-        raise BaselineError(bad_baseline(path, f"a symlink that cannot be followed ({exc})", LINK_FIX)) from None
+    problem = broken_link(path)
+    if problem is not None:
+        raise BaselineError(bad_baseline(path, problem, "point it at the baseline file, or delete it"))
+    target = path.resolve()
     if inside is not None and inside.resolve() not in target.parents:
         raise BaselineError(symlink_outside(path, target, inside))
 
 
-LINK_FIX = "replace the symlink with the baseline file itself"
 GZIP_MAGIC = b"\x1f\x8b"
 TRACE_FIX = "opprof analyze reads traces; a baseline is recorded by pytest --opprof-update-baseline"
 _SNIFF = 4096  # characters of a file that does not parse looked at for a trace's keys

@@ -455,7 +455,7 @@ def set_aside() -> Iterator[None]:
     """Work that is pytest's, not the test's, run while a one-step capture records on this
     thread: left out of it. A failing assert's message is made inside the test call, and a
     trial's `assert y.sum() > 1e9` on a 16x16 tensor reported 535 `aten::item` calls of its
-    repr. A step that ends in such work ends where it began (its wall is the test's)."""
+    repr. On the CPU a step that ends in such work ends where it began (events.without_spans)."""
     thread = threading.get_ident()
     recorder = next((r for r in _RECORDING if r.thread == thread and r.recording), None)
     if recorder is None:

@@ -12,9 +12,7 @@ Exit codes: 0 fine, 1 a regression found (compare: B worse than A), 2 bad input 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -45,6 +43,7 @@ from .errors import (
     two_tests,
 )
 from .events import is_printable_name, printable_name
+from .files import broken_link
 from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
 from .settings import parse_ms, parse_percentage
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
@@ -254,19 +253,7 @@ def _untrusted(profile: Profile) -> str | None:
 def _missing(path: Path) -> str:
     """Why a path does not exist: a symlink that leads nowhere says so (a trial's loop read as `no
     such file`)."""
-    if not path.is_symlink():
-        return "no such file or folder"
-    try:
-        path.resolve(strict=True)
-    except FileNotFoundError:
-        return f"a symlink to {os.readlink(path)}, which does not exist"
-    except RuntimeError:  # a loop, before Python 3.13
-        return f"a symlink loop (to {os.readlink(path)}, which leads back)"
-    except OSError as exc:  # a loop from 3.13 on; a link through a file (ENOTDIR)
-        if exc.errno == errno.ELOOP:
-            return f"a symlink loop (to {os.readlink(path)}, which leads back)"
-        return f"a symlink to {os.readlink(path)}, which cannot be followed ({exc.strerror})"
-    return f"a symlink to {os.readlink(path)}, which cannot be followed"
+    return broken_link(path) or "no such file or folder"
 
 
 def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:

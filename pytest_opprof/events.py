@@ -266,7 +266,7 @@ def _trim_tails(table: EventTable, spans: dict[int, tuple[list[int], list[int]]]
             and table.kind[j] not in DEVICE_KINDS
         ]
         last_own = max(own, default=start)
-        tail = next((s for s in spans[tid][0] if last_own <= s <= end and s >= start), None)
+        tail = next((s for s in spans[tid][0] if last_own <= s <= end), None)
         if tail is not None:
             table.dur_ns[i] = tail - start
 

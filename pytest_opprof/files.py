@@ -93,22 +93,31 @@ def write_output(path: Path, chunks: Iterable[str | bytes]) -> None:
 
 
 def output_target(path: Path) -> Path:
-    """The file a report at `path` goes to: through symlinks to their target, as the shell's `>`.
-    A symlink loop raises OSError, as the shell fails (realpath gave the link itself back, and
-    the report replaced it: a trial)."""
-    if os.path.islink(path):
-        try:
-            Path(path).resolve(strict=True)
-        except FileNotFoundError:
-            pass  # a link to a file not there yet: the shell creates it
-        except RuntimeError:  # a loop, before Python 3.13
-            raise OSError(errno.ELOOP, "a symlink loop", str(path)) from None
-        except OSError as exc:  # a loop from 3.13 on; a link through a file (ENOTDIR)
-            reason = (
-                "a symlink loop" if exc.errno == errno.ELOOP else f"a symlink that cannot be followed ({exc.strerror})"
-            )
-            raise OSError(exc.errno, reason, str(path)) from None
+    """The file a report at `path` goes to: through symlinks to their target, as the shell's `>`
+    (a link to a file not there yet makes it). A link that cannot be followed raises OSError, as
+    the shell fails (realpath gave a loop's link itself back, and the report replaced it: a trial)."""
+    problem = broken_link(path, dangling_ok=True)
+    if problem is not None:
+        raise OSError(errno.ELOOP, problem, str(path))
     return Path(os.path.realpath(path))
+
+
+def broken_link(path: Path, dangling_ok: bool = False) -> str | None:
+    """Why a symlink cannot be followed, in an error line's words; None for no symlink, or one
+    that leads to something (`dangling_ok`: or to nothing yet)."""
+    if not os.path.islink(path):
+        return None
+    try:
+        Path(path).resolve(strict=True)
+    except FileNotFoundError:
+        return None if dangling_ok else f"a symlink to {os.readlink(path)}, which does not exist"
+    except RuntimeError:  # a loop, before Python 3.13
+        return f"a symlink loop (to {os.readlink(path)}, which leads back)"
+    except OSError as exc:  # a loop from 3.13 on; a link through a file (ENOTDIR)
+        if exc.errno == errno.ELOOP:
+            return f"a symlink loop (to {os.readlink(path)}, which leads back)"
+        return f"a symlink to {os.readlink(path)}, which cannot be followed ({exc.strerror})"
+    return None
 
 
 _OWN_FD = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")

@@ -443,8 +443,9 @@ def _assertion_messages_aside() -> Callable[[], None]:
     for name in _ASSERTION_HELPERS:
         helper = getattr(rewrite, name, None)
         if callable(helper) and not getattr(helper, "_opprof_aside", False):
-            saved[name] = (helper, run_aside(helper))
-            setattr(rewrite, name, saved[name][1])
+            wrapped = run_aside(helper)
+            saved[name] = (helper, wrapped)
+            setattr(rewrite, name, wrapped)
 
     def undo() -> None:
         for name, (helper, wrapped) in saved.items():

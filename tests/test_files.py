@@ -137,5 +137,5 @@ def test_a_report_through_a_link_that_passes_through_a_file_says_so(tmp_path):
     """Not every link that cannot be followed is a loop (a review: ENOTDIR read `a symlink loop`)."""
     (tmp_path / "f.txt").write_text("")
     (tmp_path / "l1").symlink_to("f.txt/x")
-    with pytest.raises(OSError, match=r"a symlink that cannot be followed \(Not a directory\)"):
+    with pytest.raises(OSError, match=r"a symlink to f.txt/x, which cannot be followed \(Not a directory\)"):
         write_output(tmp_path / "l1", ["x"])

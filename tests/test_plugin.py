@@ -3740,7 +3740,7 @@ def test_a_baseline_file_that_is_a_broken_symlink_is_an_error_and_left_alone(pro
     if link == "loop":
         written.symlink_to("loopx")
         (written.parent / "loopx").symlink_to(written.name)
-        line = "*test_x.json: a symlink that cannot be followed (*; replace the symlink with the baseline file itself"
+        line = "*test_x.json: a symlink loop (to loopx, which leads back); point it at the baseline file, or delete it"
     else:
         written.symlink_to("nothere.json")
         line = (
@@ -4325,7 +4325,9 @@ def test_a_report_at_a_symlink_loop_is_refused_and_the_links_left_alone(project)
     result = run(project, "--opprof", "--opprof-json=l1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: --opprof-json: 'l1': a symlink loop; point the symlink at a file, or remove it"]
+        [
+            "ERROR: --opprof-json: 'l1': a symlink loop (to l2, which leads back); point the symlink at a file, or remove it"
+        ]
     )
     assert (project.path / "l1").is_symlink() and os.readlink(project.path / "l1") == "l2"
 
