@@ -18,7 +18,7 @@ from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc, FieldError
 from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
-from .events import printable_name
+from .events import printable_texts
 from .files import NotReadable, broken_link, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
@@ -49,8 +49,7 @@ def stable_facts(facts: dict[str, Any]) -> dict[str, Any]:
     """The machine and torch facts a baseline records (ENVIRONMENT_KEYS), each None where absent;
     a text with a control character (a thread variable's value, an odd CPU model) written as its
     escape, as the reader wants it."""
-    found = {key: facts.get(key) for key in ENVIRONMENT_KEYS}
-    return {key: printable_name(value) if isinstance(value, str) else value for key, value in found.items()}
+    return printable_texts({key: facts.get(key) for key in ENVIRONMENT_KEYS})
 
 
 def bad_baseline(path: Path | str, reason: str, fix: str = UNUSABLE_FIX) -> str:

@@ -461,7 +461,7 @@ def set_aside() -> Iterator[None]:
     if recorder is None:
         yield
         return
-    recorder.set_aside = True
+    recorder.had_aside = True
     with recorder.torch.autograd.profiler.record_function(SET_ASIDE):
         yield
 
@@ -637,7 +637,7 @@ class StepRecorder:
         self.stepped_aside = False
         self.refused: list[str] = []  # profilers refused on another thread (their thread may swallow it)
         self.thread = 0  # the thread the capture started on
-        self.set_aside = False  # whether work of pytest's was set aside in it (set_aside)
+        self.had_aside = False  # whether work of pytest's ran in set_aside() during it
 
     def start(self) -> None:
         __tracebackhide__ = True  # a refusal shows the test's line
@@ -683,7 +683,7 @@ class StepRecorder:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
         assert self._threads is not None  # set with _prof
-        profile = _read_profiler(prof, aside=self.set_aside)
+        profile = _read_profiler(prof, aside=self.had_aside)
         return _with_reference(profile, self._threads.fewest, _references(self._torch))
 
     def stop_cut_short(self) -> Profile | None:
@@ -694,7 +694,7 @@ class StepRecorder:
             prof = self._end()
         except Exception:
             return None
-        return _read_cut_short(prof, aside=self.set_aside)
+        return _read_cut_short(prof, aside=self.had_aside)
 
     @property
     def torch(self) -> Any:

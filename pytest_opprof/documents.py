@@ -15,7 +15,7 @@ from .analysis.compiled import stable_name
 from .analysis.model import selected, workload_problem
 from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
-from .events import is_printable_name, printable_name
+from .events import is_printable_name, printable_name, printable_texts
 
 # Beyond any count, FLOPs, bytes or ms per step; keeps ratios finite. An int, compared exactly:
 # the float 1e30 is a little more than 10**30, which a trial's counts of 10**30 passed below.
@@ -590,10 +590,7 @@ def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
         )
     # A fact's control character is read as its escape, as the writer now writes it (an older
     # version wrote a thread variable's `2\r` raw); the node id is pytest's, kept as it is.
-    escaped = [k for k, v in environment.items() if isinstance(v, str) and not is_printable_name(v)]
-    if escaped:
-        environment = {k: printable_name(v) if k in escaped else v for k, v in environment.items()}
-    return nodeid, key, environment
+    return nodeid, key, printable_texts(environment)
 
 
 def _steps(capture: dict[str, Any], events_per_step: Any) -> int:

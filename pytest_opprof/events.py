@@ -307,6 +307,12 @@ def printable_name(name: str) -> str:
     return UNSAFE_CHARACTER.sub(lambda found: repr(found.group())[1:-1], name)
 
 
+def printable_texts(values: dict[str, Any]) -> dict[str, Any]:
+    """The mapping with each text value as printable_name writes it (a baseline's environment
+    facts: the writer's and the reader's alike)."""
+    return {k: printable_name(v) if isinstance(v, str) else v for k, v in values.items()}
+
+
 def is_printable_name(name: str) -> bool:
     """Whether printable_name leaves the name as it is."""
     return UNSAFE_CHARACTER.search(name) is None
