@@ -4,6 +4,8 @@ property of its classes and of the records a Profile holds, and the fixture's me
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +151,13 @@ def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_pa
     described = _readme_paragraph("- `--opprof-trace-dir DIR`:")
     keys = ["schemaVersion", *header["opprof"], *(header["opprof"]["workload_reference"] or {})]
     assert sorted(key for key in keys if f"`{key}`" not in described) == []
+
+
+def test_ci_runs_the_readmes_test_command():
+    """`.ci/run` runs exactly the test command the README's "The two commands" gives."""
+    root = Path(__file__).resolve().parent.parent
+    readme = re.search(
+        r"^(python -m pytest[^#\n]*?)\s*# the project's own tests", (root / "README.md").read_text(), re.M
+    )
+    ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
+    assert readme is not None and ci == [readme.group(1)]
