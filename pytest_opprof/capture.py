@@ -26,7 +26,14 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
-from .analysis.checks import STEP_COMPARISONS, cycles_check, differ_before_the_last_step, overhead_check
+from .analysis.checks import (
+    STEP_COMPARISONS,
+    copy_bytes_check,
+    cuda_untraced_check,
+    cycles_check,
+    differ_before_the_last_step,
+    overhead_check,
+)
 from .analysis.model import OK, WARNING, WORKLOAD_DTYPES, WORKLOAD_OPS, Check, WorkloadReference, workload_problem
 from .breaks import breaks_seen, new_break_reasons
 from .errors import (
@@ -278,6 +285,23 @@ def from_profiler(prof: Any) -> Profile:
     return _read_profiler(prof, stray_step=True)  # the user's: its loop's last prof.step() may open a stray step
 
 
+def _read_own(prof: Any, aside: bool = False) -> Profile:
+    """A profiler opprof started: read, and an error where it could not trace the GPU its code
+    used (CUDA first initialised inside it), in place of the device tracer's (CUPTI's) blame."""
+    profile = _read_profiler(prof, aside=aside)
+    if _cuda_untraced(prof):
+        kept = tuple(check for check in profile.checks if check.name != "device_events")
+        profile = replace(profile, checks=(*kept, cuda_untraced_check()))
+    return profile
+
+
+def _cuda_untraced(prof: Any) -> bool:
+    """Whether a profiler opprof started without the GPU's activity ends with CUDA in use: its
+    code initialised CUDA after the start, and the GPU work it ran went unrecorded."""
+    torch = sys.modules["torch"]
+    return torch.profiler.ProfilerActivity.CUDA not in getattr(prof, "activities", ()) and _cuda_active(torch)
+
+
 def _read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> Profile:
     """A finished profiler's Profile (`stray_step`: see analyze; opprof's own mark each step as a
     call of fn; `aside`: work run in set_aside() is left out)."""
@@ -292,9 +316,21 @@ def _read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> 
         profile = analyze(table, source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
-    check = cycles_check(_cycles_kept_last(prof))
-    checks = profile.checks + ((check,) if check is not None else ())
+    found = (cycles_check(_cycles_kept_last(prof)), copy_bytes_check(_copies_without_metadata(table, results)))
+    checks = profile.checks + tuple(check for check in found if check is not None)
     return replace(profile, list_shapes=with_shapes and records_list_shapes(), checks=checks)
+
+
+def _copies_without_metadata(table: EventTable, results: Any) -> int:
+    """The memory copies and sets of a directly read capture whose event has no metadata at all
+    (a profiler made without expose_kineto_event_metadata): their bytes are unknown. Counted only
+    where such a capture read a copy as 0 bytes."""
+    if not events_carry_category() or not any(
+        kind in MEMORY_KINDS and not size for kind, size in zip(table.kind, table.bytes)
+    ):
+        return 0
+    memory = {name for name, kind in KIND_OF_CATEGORY.items() if kind in MEMORY_KINDS}
+    return sum(1 for e in results.events() if e.activity_type() in memory and not e.metadata_json())
 
 
 def _no_results(prof: Any) -> str:
@@ -406,7 +442,7 @@ def _names_from_events(table: EventTable, results: Any) -> None:
         for i, (kind, name) in enumerate(zip(table.kind, table.name))
         if name in odd and (kind is CPU_OP or kind is ANNOTATION)
     ]
-    names = {e.correlation_id(): e.name() for e in results.events() if e.correlation_id()}
+    names = _mangled_names(results.events())
     for i in rows:
         name = names.get(table.external_id[i])
         if name:
@@ -416,13 +452,38 @@ def _names_from_events(table: EventTable, results: Any) -> None:
 KINETO_UNKNOWN = "unknown"  # the name Kineto's trace gives one holding a character past ASCII
 
 
+def _mangled_names(events: Any) -> dict[int, str]:
+    """The names Kineto's trace mangles (a character past ASCII, a control character), by their
+    event's id. Only those: a kernel's or a runtime call's id is CUPTI's correlation id, another
+    count that may equal an op's, and their plain names would rename the op."""
+    names = {}
+    for e in events:
+        name = e.name()
+        if not (name.isascii() and name.isprintable()) and e.correlation_id():
+            names[e.correlation_id()] = name
+    return names
+
+
 def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return torch.profiler.profile(
-        activities=activities, record_shapes=work, with_flops=work, with_stack=False, profile_memory=False
+        activities=activities,
+        record_shapes=work,
+        with_flops=work,
+        with_stack=False,
+        profile_memory=False,
+        experimental_config=_device_details(torch) if cuda else None,
     )
+
+
+def _device_details(torch: Any) -> Any:
+    """Where the events are read directly (torch 2.12 on), a config that keeps each device event's
+    metadata, which holds a copy's bytes: torch fills it only when asked (pytorch#191756)."""
+    if not events_carry_category():
+        return None  # read through Kineto's trace, which holds the bytes
+    return torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)
 
 
 def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
@@ -683,7 +744,7 @@ class StepRecorder:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
         assert self._threads is not None  # set with _prof
-        profile = _read_profiler(prof, aside=self.had_aside)
+        profile = _read_own(prof, aside=self.had_aside)
         return _with_reference(profile, self._threads.fewest, _references(self._torch))
 
     def stop_cut_short(self) -> Profile | None:
@@ -991,7 +1052,7 @@ def _read_cut_short(prof: Any, aside: bool = False) -> Profile | None:
     if prof is None:
         return None
     try:
-        return _read_profiler(prof, aside=aside)
+        return _read_own(prof, aside=aside)
     except Exception:
         return None
 
@@ -1036,9 +1097,7 @@ def _run_steps(
     prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short, probe)
     with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
         unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
-    timed = _with_overhead(
-        _with_reference(_read_profiler(prof), threads.fewest, before, _references(torch)), unprofiled
-    )
+    timed = _with_overhead(_with_reference(_read_own(prof), threads.fewest, before, _references(torch)), unprofiled)
     new_breaks = new_break_reasons(breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
@@ -1122,7 +1181,7 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
     with _profiling(torch, work=True) as (prof, cuda):
         with _step(torch, 1, cuda):
             result = fn(*args, **kwargs)
-    return _read_profiler(prof), result
+    return _read_own(prof), result
 
 
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:

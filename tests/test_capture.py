@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -827,6 +828,103 @@ def test_a_rocm_copy_takes_its_bytes_from_the_runtime_call_that_launched_it(tmp_
     assert direct.to_dict() == analyze(read_trace(path).table, source="capture").to_dict()
     (copies,) = direct.memory_ops
     assert copies.calls == 2 and copies.bytes == 2560
+
+
+def test_an_unknown_name_read_through_the_trace_takes_its_ops_name_not_a_kernels_with_the_same_id():
+    """torch before 2.12 is read through Kineto's trace, which names `unknown` a range holding a
+    character past ASCII; the events give it its name back by the op's id. A GPU's kernels and
+    runtime calls carry CUPTI's correlation ids, another count: one equal to the op's id is not
+    its name (a desk review found the op could be renamed `cudaLaunchKernel`)."""
+    from builders import annotation, op
+
+    from pytest_opprof.capture import _names_from_events
+    from pytest_opprof.events import EventTable
+
+    table = EventTable.from_events([annotation("unknown", 0, 10)._replace(external_id=5), op("a\\b", 1, 2, ext=6)])
+    events = [
+        FakeKinetoEvent("user_annotation", "前向 计算", 0, 10, corr=5),
+        FakeKinetoEvent("cuda_runtime", "cudaLaunchKernel", 1, 1, corr=5, linked=6),
+        FakeKinetoEvent("kernel", "gemm", 2, 1, corr=5, linked=6, device=0),
+        FakeKinetoEvent("cpu_op", "a\\b", 1, 2, corr=6),
+        FakeKinetoEvent("kernel", "relu", 4, 1, corr=6, device=0),
+    ]  # fmt: skip
+    _names_from_events(table, SimpleNamespace(events=lambda: events))
+    assert table.name == ["前向 计算", "a\\b"]
+
+
+def test_a_capture_that_initialised_cuda_inside_says_so_not_that_cupti_failed(monkeypatch):
+    """A capture traces the GPU only when CUDA is initialised as it starts; code that initialises
+    it inside (measure(warmup=0), a capture() block first to touch the GPU) leaves its GPU work
+    untraced: the capture is a cuda_untraced error naming the fix, not a device_events error
+    blaming CUPTI (a desk review found that message false here). A profiler that traced the
+    GPU and got launches without device events is still CUPTI's error."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    launches_only = [e for e in gpu_shaped_capture() if e.cat not in ("kernel", "gpu_memcpy")]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    cpu_only = fake_profiler(launches_only)
+    cpu_only.activities = {torch.profiler.ProfilerActivity.CPU}
+    checks = {c.name: c for c in capture_module._read_own(cpu_only).checks}
+    assert checks["cuda_untraced"].status == "error" and "device_events" not in checks
+    assert "warmup=1" in checks["cuda_untraced"].message and "torch.cuda.init()" in checks["cuda_untraced"].message
+    traced = fake_profiler(launches_only)
+    traced.activities = {torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA}
+    checks = {c.name: c for c in capture_module._read_own(traced).checks}
+    assert checks["device_events"].status == "error" and "cuda_untraced" not in checks
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA never used: nothing to say
+    assert "cuda_untraced" not in {c.name for c in capture_module._read_own(cpu_only).checks}
+
+
+def fake_profiler(events: list[FakeKinetoEvent]) -> SimpleNamespace:
+    """A finished torch 2.12+ profiler holding these events."""
+    results = SimpleNamespace(events=lambda: events)
+    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=results), record_shapes=False)
+
+
+@pytest.mark.skipif(
+    not hasattr(torch._C._autograd._KinetoEvent, "activity_type"),
+    reason="torch before 2.12 reads its trace, which holds the bytes",
+)
+def test_a_profiler_made_without_device_metadata_says_its_copies_bytes_are_unknown():
+    """torch 2.12+ gives a device event's metadata, where a copy's bytes are, only to a profiler
+    made with expose_kineto_event_metadata (a desk review found every live GPU copy read as 0
+    bytes): a copy whose event has no metadata at all is a copy_bytes warning naming the fix;
+    one with metadata is read, and warns of nothing."""
+    events = gpu_shaped_capture()
+    profile = from_profiler(fake_profiler(events))
+    assert profile.memory_ops[0].bytes == 4096 and "copy_bytes" not in {c.name for c in profile.checks}
+    blank = [replace(e, meta="") if e.cat == "gpu_memcpy" else e for e in events]
+    profile = from_profiler(fake_profiler(blank))
+    (check,) = [c for c in profile.checks if c.name == "copy_bytes"]
+    assert profile.memory_ops[0].bytes == 0 and check.status == "warning"
+    assert check.message.startswith("1 memory copies/sets without their bytes (0 here): ")
+    assert "expose_kineto_event_metadata=True" in check.message and "load_trace()" in check.message
+
+
+@pytest.mark.skipif(
+    not hasattr(torch._C._autograd._KinetoEvent, "activity_type"),
+    reason="torch before 2.12 reads its trace, which holds the bytes",
+)
+def test_opprofs_gpu_profilers_keep_each_device_events_metadata(monkeypatch):
+    """A profiler opprof starts with CUDA traced asks torch for each event's metadata (where a
+    copy's bytes are); torch honours that config: a CPU op's metadata is filled with it and empty
+    without it. A CPU-only profiler does not ask (nothing of it would be read)."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+
+    def metadata(config: object) -> list[str]:
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], experimental_config=config
+        ) as prof:
+            torch.ones(3).add(1)
+        return [e.metadata_json() for e in prof.profiler.kineto_results.events() if e.name() == "aten::add"]
+
+    assert all(metadata(capture_module._device_details(torch))) and not any(metadata(None))
+    made = []
+    monkeypatch.setattr(torch.profiler, "profile", lambda **kwargs: made.append(kwargs))
+    capture_module._new_profiler(torch, cuda=True, work=False)
+    capture_module._new_profiler(torch, cuda=False, work=False)
+    assert made[0]["experimental_config"] is not None and made[1]["experimental_config"] is None
+    assert torch.profiler.ProfilerActivity.CUDA in made[0]["activities"]
 
 
 def test_the_thread_watch_counts_the_capturing_threads_calls_and_restores_only_its_own_wrapper():

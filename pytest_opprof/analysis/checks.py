@@ -184,13 +184,26 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
     if not missing:
         return None
     names = Counter(r.name for r in missing)
+    listed = ", ".join(f"{n} x{c}" for n, c in names.most_common(3))
     return Check(
         "kernel_records",
         WARNING,
-        f"{len(missing)} of {len(launches)} kernel launches have no kernel record "
-        f"({', '.join(f'{n} x{c}' for n, c in names.most_common(3))}): the device tracer dropped them, "
-        "so device times are too low; profile fewer steps or raise CUPTI's buffer size",
+        f"{len(missing)} of {len(launches)} kernel launches have no kernel record ({listed}): the device "
+        f"tracer dropped them, so device times are too low; {_why_dropped(launches, missing)}",
     )
+
+
+def _why_dropped(launches: list[Event], missing: list[Event]) -> str:
+    """The likely cause and fix: the capture's first launches alone lost (CUPTI's bug at a
+    profiler session's start), else a full buffer."""
+    first = sorted(launches, key=lambda r: r.start_ns)[: len(missing)]
+    if len(launches) > len(missing) and {id(r) for r in first} == {id(r) for r in missing}:
+        return (
+            f"they are the capture's first {len(missing)}: CUPTI from CUDA 12.6 Update 2 to 13.0 loses a growing "
+            "number of kernel records at each profiler session's start in a process (pytorch/pytorch#192021, "
+            "fixed in CUDA 13.1's CUPTI); upgrade CUPTI (the nvidia-cuda-cupti wheel, or the CUDA toolkit)"
+        )
+    return "profile fewer steps or raise CUPTI's buffer size"
 
 
 def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
@@ -349,6 +362,33 @@ def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
         WARNING,
         f"{took}: the profiler distorted the run, so op times are mostly its own; give each step more work (a "
         "larger batch, more calls per step)",
+    )
+
+
+def cuda_untraced_check() -> Check:
+    """A capture that did not trace the GPU, which its code then used: CUDA was first initialised
+    inside it (a device is traced only when CUDA is initialised as the capture starts)."""
+    return Check(
+        "cuda_untraced",
+        ERROR,
+        "CUDA was first used inside this capture, so its GPU work was not traced (opprof traces a GPU only when "
+        "CUDA is initialised as a capture starts): initialise it before, with a warmup step (warmup=1) or "
+        "torch.cuda.init()",
+    )
+
+
+def copy_bytes_check(copies: int) -> Check | None:
+    """Memory copies and sets a torch 2.12+ profiler gave without their bytes: it keeps a device
+    event's details (its metadata) only when made to expose them."""
+    if not copies:
+        return None
+    return Check(
+        "copy_bytes",
+        WARNING,
+        f"{copies} memory copies/sets without their bytes (0 here): this torch keeps a copy's bytes only for a "
+        "profiler made with experimental_config=torch._C._profiler._ExperimentalConfig("
+        "expose_kineto_event_metadata=True) (opprof's own are); make yours so, or read its exported trace with "
+        "load_trace()",
     )
 
 
