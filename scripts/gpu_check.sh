@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The one prepared run for a GPU machine (no network, a few minutes of device time):
 #   bash scripts/gpu_check.sh [OUT]          (OUT defaults to $OUT, else ./gpu-out)
-# 1. install the project without network (from the source tree if pip cannot build); 2. the
-# cuda-marked tests; 3. the example suite measured on the GPU (JSON, HTML, CSV, traces); 4. the GPU
-# benches (observer effect, capture speed); 5. small recorded traces for tests/data/ with torch's
-# own key_averages() figures.
+# 1. install the project without network (from the source tree if pip cannot build); 2. a probe
+# of the profiler (versions, the route captures are read by, kernel records lost at later sessions'
+# starts: scripts/gpu_probe.py); 3. the cuda-marked tests; 4. small recorded traces for tests/data/
+# with torch's own key_averages() figures (what lasts: before the rest); 5. the GPU-only example,
+# then the example suite measured on the GPU (JSON, HTML, CSV, traces; its reports are written at
+# its end, so the short one first); 6. the GPU benches (observer effect, capture speed).
 # Every step has its own timeout and the script goes on after a failure. OUT receives two files,
 # rewritten after every step so a run cut short still brings back what ran: summary.txt (this
 # output) and gpu-check.tar.gz (every log, report and trace; the device tool returns 8 files at most).
-# Budget: the step limits below sum to 450 s (7.5 minutes, the two fallback-install steps
-# included); a step that hangs is killed at its limit with its log and Python's stack kept.
+# Budget: the step limits below sum to 470 s (under 8 minutes, the two fallback-install steps
+# included); a step that hangs gets SIGABRT at its limit, which Python's faulthandler answers with
+# every thread's stack in the step's log, then SIGKILL 5 s later.
 # A dry run of the plumbing without a GPU: GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh /tmp/out
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +37,7 @@ step() {  # step NAME SECONDS COMMAND...: run, log to WORK/NAME.txt, pack; retur
     local name=$1 limit=$2
     shift 2
     echo "== $name (at $(( $(date +%s) - START )) s, limit ${limit} s)"
-    timeout -k 5 "$limit" "$@" > "$WORK/$name.txt" 2>&1
+    timeout -s ABRT -k 5 "$limit" "$@" > "$WORK/$name.txt" 2>&1
     local rc=$?
     tail -n 25 "$WORK/$name.txt"
     echo "== $name: exit $rc"
@@ -48,20 +51,23 @@ PYTEST=("$PY" -m pytest -p no:cacheprovider -o faulthandler_timeout=60)
 nvidia-smi > "$WORK/nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" > "$WORK/nvidia-smi.txt"
 "$PY" -c "import torch, pytest, tabulate, pynvml; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else '', 'pytest', pytest.__version__)" 2>&1 | tee "$WORK/versions.txt"
 before=$status
-step install 40 "$PY" -m pip install -q --no-deps --no-build-isolation -e .
+step install 40 "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --disable-pip-version-check -e .
 # without network a failed build (setuptools without `wheel`, say) must not cost the run:
 # register the plugin from the source tree instead, as an install would
 if ! "$PY" scripts/install_from_source.py --check > /dev/null 2>&1; then
     step install-from-source 10 "$PY" scripts/install_from_source.py
 fi
 step install-check 10 "$PY" scripts/install_from_source.py --check && status=$before  # installed: a pip failure is no failure
+step probe 20 "$PY" scripts/gpu_probe.py --device "$DEVICE"
 step cuda-tests 140 "${PYTEST[@]}" -v -rA -m cuda tests --junitxml="$WORK/cuda-tests.xml"
-step examples 75 "${PYTEST[@]}" -q --opprof conftest_examples \
+step record-traces 75 "$PY" scripts/record_gpu_traces.py --device "$DEVICE" "$WORK/fixtures"
+step gpu-example 25 "${PYTEST[@]}" -v --opprof conftest_examples/05_gpu_only \
+    --opprof-json="$WORK/gpu-example.json" --opprof-trace-dir="$WORK/gpu-example-traces" --opprof-trace=all
+step examples 75 "${PYTEST[@]}" -q --opprof conftest_examples --ignore=conftest_examples/05_gpu_only \
     --opprof-json="$WORK/examples.json" --opprof-html="$WORK/examples.html" --opprof-csv="$WORK/examples.csv" \
     --opprof-trace-dir="$WORK/example-traces" --opprof-trace=all
 step observer 40 "$PY" bench/observer.py --device "$DEVICE" --runs 5
-step capture-speed 50 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 100000 --trace-events 50000 --repeat 3
-step record-traces 85 "$PY" scripts/record_gpu_traces.py --device "$DEVICE" "$WORK/fixtures"
+step capture-speed 35 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 30000 --trace-events 50000 --repeat 2
 echo "== done in $(( $(date +%s) - START )) s; exit $status; everything in $OUT/gpu-check.tar.gz"
 pack
 exec >&- 2>&-

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from pytest_opprof import from_profiler
+from pytest_opprof.capture import _device_details
 
 
 def synchronize(device: str) -> None:
@@ -34,9 +35,11 @@ def profiled(fn, device: str, steps: int = 3, warmup: int = 3):
         fn()
     synchronize(device)
     activities = [torch.profiler.ProfilerActivity.CPU]
+    config = None
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as prof:
+        config = _device_details(torch)  # torch 2.12+ keeps a copy's bytes only when asked
+    with torch.profiler.profile(activities=activities, experimental_config=config) as prof:
         for i in range(steps):
             with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                 fn()
@@ -86,9 +89,13 @@ def cuda_graph(device: str):
 
 
 def torch_numbers(prof) -> dict:
-    """key_averages(): per op, calls and device time in ns (torch's own figures)."""
+    """key_averages(): per op (and record_function range), calls and device time in ns (torch's
+    own figures). Only the CPU side's entries: on a GPU a range has a device-side twin of the same
+    name (`gpu_user_annotation`), with no CPU time, that would replace the range's entry."""
     out = {}
     for avg in prof.key_averages():
+        if getattr(avg, "device_type", torch.autograd.DeviceType.CPU) != torch.autograd.DeviceType.CPU:
+            continue  # a kernel, a copy, a range's device-side twin
         device_us = getattr(avg, "device_time_total", None) or getattr(avg, "cuda_time_total", 0)
         out[avg.key] = {
             "calls": avg.count,
