@@ -89,3 +89,44 @@ def _retime_thread(table: EventTable, rows: list[int], cost: Callable[[str], int
     while stack:
         close(stack.pop()[0])
     return clock
+
+
+def install_in_worker() -> FakeClock:
+    """In an xdist worker that a test's own pytester run started, which the `fake_clock` fixture
+    (an in-process monkeypatch) does not reach: the same clock with its default costs, steady
+    references, contention unknown and no pauses, for the worker's life."""
+    import importlib
+
+    from pytest_opprof import device
+
+    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    fixture = importlib.import_module("pytest_opprof.fixture")
+    clock = FakeClock()
+    read = capture.table_of
+    capture.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
+    capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
+    capture.machine_reference_ns = lambda torch: 1_000_000
+    capture.dispatch_reference_ns = lambda torch: 400_000
+    capture.workload_reference_ns = lambda torch, choice: 500_000
+    fixture.host_ns = clock.host_ns
+    fixture.confirmation_pause = lambda seconds, threads=None: None
+    fixture.idle_pause = lambda seconds: None
+    device.cpu_wait_ns = lambda: None
+    device.python_tracer = lambda: None
+    return clock
+
+
+# For a pytester project's conftest.py: its xdist workers (a new test run's, not the outer
+# suite's own, whose workers the fixtures reach) time their captures on the fake clock too.
+WORKER_FAKE_CLOCK = """
+import os as _os
+import sys as _sys
+
+if _os.environ.get("PYTEST_XDIST_WORKER") and _os.environ.get("OPPROF_FAKE_CLOCK_DIR") and _os.environ.get(
+    "PYTEST_XDIST_TESTRUNUID"
+) != _os.environ.get("OPPROF_FAKE_CLOCK_OUTER_RUN"):
+    _sys.path.insert(0, _os.environ["OPPROF_FAKE_CLOCK_DIR"])
+    import fake_clock as _fake_clock
+
+    _fake_clock.install_in_worker()
+"""

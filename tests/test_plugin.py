@@ -18,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fake_clock import WORKER_FAKE_CLOCK  # noqa: E402
+
 from pytest_opprof import device  # noqa: E402
 from pytest_opprof.cli import main as cli_main  # noqa: E402
 from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
@@ -28,7 +30,8 @@ from pytest_opprof.errors import (  # noqa: E402
     markers_stacked,
 )
 
-USER_CONFTEST = """
+USER_CONFTEST = (
+    """
 import pytest
 import torch
 
@@ -44,6 +47,8 @@ def infer(model, x):
     with torch.no_grad():
         return model(x)
 """
+    + WORKER_FAKE_CLOCK
+)
 
 
 @pytest.fixture
@@ -53,8 +58,12 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 @pytest.fixture(autouse=True)
-def _deterministic(fake_clock):
-    """Every capture in these runs is timed by the fake clock: no test here reads real time."""
+def _deterministic(fake_clock, monkeypatch):
+    """Every capture in these runs is timed by the fake clock: no test here reads real time, also
+    in the xdist workers of a run under `-n` (its conftest, USER_CONFTEST, installs the clock
+    there; a worker's real timing once failed the CSV test's baseline on its step wall)."""
+    monkeypatch.setenv("OPPROF_FAKE_CLOCK_DIR", str(Path(__file__).parent))
+    monkeypatch.setenv("OPPROF_FAKE_CLOCK_OUTER_RUN", os.environ.get("PYTEST_XDIST_TESTRUNUID", ""))
     return fake_clock
 
 
@@ -4066,6 +4075,7 @@ def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project,
             assert r["time"] == ("device" if o["on_device"] else "cpu")
     compared = [r for r in rows if r["test"].endswith("test_a")]
     assert all(float(r["baseline_min_ms_per_step"]) > 0 and r["delta_pct"] != "" for r in compared)
+    assert {r["delta_pct"] for r in compared} == {"0.0"}  # the fake clock's times, in xdist's workers too
     assert all(r["baseline_min_ms_per_step"] == "" for r in rows if r["test"].endswith("test_b"))
     # each row says how its test ended (a trial's failed test read `ok` in every row)
     assert {r["outcome"] for r in compared} == {"passed"}
