@@ -15,6 +15,7 @@
 # every thread's stack in the step's log, then SIGKILL 5 s later.
 # A dry run of the plumbing without a GPU: GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh /tmp/out
 set -uo pipefail
+ulimit -c 0 2>/dev/null || true  # a step aborted at its limit writes its stacks, not a core of a CUDA process
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-gpu-out}}"
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"

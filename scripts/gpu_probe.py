@@ -4,7 +4,7 @@ whether kernel records go missing at the start of later profiler sessions in one
 from CUDA 12.6 Update 2 to 13.0 drops a growing number of them: pytorch/pytorch#192021; opprof
 starts several sessions per test).
 
-    python scripts/gpu_probe.py [--device cuda|cpu] [--sessions 12] [--kernels 20]
+    python scripts/gpu_probe.py [--device cuda|cpu] [--sessions 12] [--kernels 20] [--idle 0.5]
 
 Exit 0 whatever it finds (it reports; the tests judge); 1 only when it cannot run.
 """
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from importlib import metadata
 
 import torch
 
-from pytest_opprof import from_profiler
+from pytest_opprof import Profile, from_profiler
 from pytest_opprof.capture import _device_details, events_carry_category
 
 CUPTI_DISTRIBUTIONS = ("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti-cu12")
@@ -48,9 +49,14 @@ def session(device: str, kernels: int) -> tuple[int, int, list[str]]:
             if device == "cuda":
                 torch.cuda.synchronize()
     profile = from_profiler(prof)
-    launches = sum(1 for r in profile.runtime if "LaunchKernel" in r.name)
-    records = sum(k.calls for k in profile.kernels)
+    launches, records = launches_and_records(profile)
     return launches, records, [f"{c.name}: {c.message}" for c in profile.checks if c.status != "ok"]
+
+
+def launches_and_records(profile: Profile) -> tuple[int, int]:
+    """Kernel launch calls (cudaLaunchKernel and its kin, each row's calls) and kernel records."""
+    launches = sum(r.calls for r in profile.runtime if "LaunchKernel" in r.name)
+    return launches, sum(k.calls for k in profile.kernels)
 
 
 def main(argv: list[str]) -> int:
@@ -58,6 +64,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--kernels", type=int, default=20)
+    parser.add_argument("--idle", type=float, default=0.5, help="seconds idle between sessions")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("probe: no CUDA device")
@@ -66,6 +73,8 @@ def main(argv: list[str]) -> int:
     print(f"probe: torch {torch.__version__}, CUDA {torch.version.cuda}, {cupti_version()}; captures read from {route}")
     lost = []
     for k in range(1, args.sessions + 1):
+        if k > 1:
+            time.sleep(args.idle)  # the issue's loss grows with the GPU's idle time between sessions
         launches, records, warnings = session(args.device, args.kernels)
         print(
             f"session {k}: {launches} kernel launches, {records} kernel records" + "".join(f"; {w}" for w in warnings)

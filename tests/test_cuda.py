@@ -198,3 +198,42 @@ def test_a_record_function_range_holds_the_device_time_launched_inside_it():
     assert block.on_device and block.calls_per_step.samples == (1,) * 5
     assert block.device_ns == profile.device_ns > 0
     assert assertions.range_below("model_block", ms=1000)(profile) is None
+
+
+def test_a_capture_that_first_initialises_cuda_is_an_error_naming_the_fix():
+    """In a fresh process, where CUDA is not yet initialised, measure(warmup=0) of GPU code starts
+    its profiler without the GPU's activity: the capture says so (cuda_untraced, naming warmup=1),
+    not that CUPTI failed (device_events)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import torch
+        from pytest_opprof import measure
+        assert not torch.cuda.is_initialized()
+        profile = measure(lambda: torch.ones(64, device="cuda").sum(), warmup=0, steps=2)
+        print(sorted(c.name for c in profile.checks if c.status == "error"))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    errors = done.stdout.strip().splitlines()[-1]
+    assert "cuda_untraced" in errors and "device_events" not in errors, errors
+
+
+def test_a_range_named_past_ascii_keeps_its_name_with_kernels_under_it():
+    """A record_function block named in CJK around GPU work: before torch 2.12 the capture is read
+    through Kineto's trace, which names it `unknown`; the events give its name back by its id, and
+    no kernel or runtime call with an equal CUPTI id takes its place."""
+    x = torch.randn(256, 256, device="cuda")
+
+    def step():
+        with torch.profiler.record_function("前向 计算"):
+            return x @ x
+
+    profile = measure(step, warmup=1, steps=3)
+    names = [r.name for r in profile.ranges]
+    assert "前向 计算" in names and "unknown" not in names, names
+    assert not [o.name for o in profile.ops if o.name.startswith("cuda") or o.name == "unknown"]

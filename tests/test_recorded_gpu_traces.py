@@ -94,6 +94,25 @@ def test_the_recorders_torch_figures_keep_each_ranges_cpu_side():
     assert figures == {"matmuls": {"calls": 3, "device_ns": 30_000, "cpu_ns": 90_000}}
 
 
+def test_the_gpu_probe_counts_every_launch_call_against_the_kernel_records():
+    """scripts/gpu_probe.py's count: each launch call (a runtime row's calls, not its rows) against
+    the kernel records, so a session that lost its first records shows fewer records than launches
+    (the first version counted rows: 1 launch, and never saw a loss; found by a review)."""
+    import importlib.util
+
+    from builders import kernel, launch, step
+
+    from pytest_opprof.analysis import analyze
+
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "scripts" / "gpu_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    events = [step(1, 0, 100)] + [launch(1 + i, corr=10 + i) for i in range(5)]
+    events += [kernel("k", 20 + i, 1, corr=10 + i) for i in range(2, 5)]  # the first 2 records lost
+    assert probe.launches_and_records(analyze(events)) == (5, 3)
+
+
 def test_the_gpu_script_fits_its_budget_and_parses():
     """scripts/gpu_check.sh: valid bash, its steps' timeouts sum to under 8 minutes, and what
     lasts (the probe, the cuda tests, the recorded traces) runs before the examples and benches."""

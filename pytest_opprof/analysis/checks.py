@@ -194,16 +194,18 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
 
 
 def _why_dropped(launches: list[Event], missing: list[Event]) -> str:
-    """The likely cause and fix: the capture's first launches alone lost (CUPTI's bug at a
+    """The likely cause and fix: the capture's first CUDA launches alone lost (CUPTI's bug at a
     profiler session's start), else a full buffer."""
     first = sorted(launches, key=lambda r: r.start_ns)[: len(missing)]
-    if len(launches) > len(missing) and {id(r) for r in first} == {id(r) for r in missing}:
+    cuda = all(r.name.startswith("cu") for r in missing)  # cudaLaunchKernel, cuLaunchKernel; not ROCm's hip*
+    if cuda and len(launches) > len(missing) and {id(r) for r in first} == {id(r) for r in missing}:
         return (
-            f"they are the capture's first {len(missing)}: CUPTI from CUDA 12.6 Update 2 to 13.0 loses a growing "
-            "number of kernel records at each profiler session's start in a process (pytorch/pytorch#192021, "
-            "fixed in CUDA 13.1's CUPTI); upgrade CUPTI (the nvidia-cuda-cupti wheel, or the CUDA toolkit)"
+            f"they are the capture's first {len(missing)}, likely CUPTI's bug: from CUDA 12.6 Update 2 to 13.0 it "
+            "loses a growing number of kernel records at each profiler session's start in a process "
+            "(pytorch/pytorch#192021, fixed in CUDA 13.1's CUPTI); use a CUPTI of CUDA 13.1 or later (a torch "
+            "built for it)"
         )
-    return "profile fewer steps or raise CUPTI's buffer size"
+    return "profile fewer steps or raise the tracer's buffer size"
 
 
 def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
