@@ -480,7 +480,7 @@ def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
 
 def _device_details(torch: Any) -> Any:
     """Where the events are read directly (torch 2.12 on), a config that keeps each device event's
-    metadata, which holds a copy's bytes: torch fills it only when asked (pytorch#191756)."""
+    metadata, which holds a copy's bytes: torch fills it only when asked (pytorch#161624)."""
     if not events_carry_category():
         return None  # read through Kineto's trace, which holds the bytes
     return torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)
