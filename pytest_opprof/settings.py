@@ -99,10 +99,12 @@ def _parse_positive_int(text: object) -> int:
 
 
 def _parse_path(text: object) -> str:
+    """A path with `~` and `$VARIABLE`s expanded, as pytest's own --junitxml expands them (an unset
+    variable stays as written, as there)."""
     value = str(text).strip()
     if not value:
         raise ValueError("a path")
-    return value
+    return os.path.expanduser(os.path.expandvars(value))
 
 
 def _parse_file_path(text: object) -> str:

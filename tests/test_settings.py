@@ -35,6 +35,30 @@ def test_values_parse(field, raw, parsed):
     assert getattr(parse_settings(lookup_from(values)), field) == parsed
 
 
+def test_paths_expand_home_and_variables_as_junitxml_does(monkeypatch, tmp_path):
+    """A report, trace or baseline path expands `~` and `$VAR` as pytest's --junitxml does (a
+    trial's ini `opprof_json = $ARTS/opprof.json` made a folder named `$ARTS`); an unset
+    variable stays as written, as there."""
+    import os
+
+    monkeypatch.setenv("ARTS", str(tmp_path / "arts"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("OPPROF_UNSET_VAR", raising=False)
+    values = {
+        "json_path": ("$ARTS/opprof.json", "pytest.ini"),
+        "csv_path": ("${ARTS}/ops.csv", "pytest.ini"),
+        "html_path": ("$OPPROF_UNSET_VAR/r.html", "pytest.ini"),
+        "trace_dir": ("~/traces", "command line"),
+        "baseline_dir": ("~/baselines", "pytest.ini"),
+    }
+    settings = parse_settings(lookup_from(values))
+    assert settings.json_path == str(tmp_path / "arts" / "opprof.json")
+    assert settings.csv_path == str(tmp_path / "arts" / "ops.csv")
+    assert settings.html_path == "$OPPROF_UNSET_VAR/r.html"
+    assert settings.trace_dir == str(tmp_path / "home" / "traces")
+    assert settings.baseline_dir == os.path.join(str(tmp_path / "home"), "baselines")
+
+
 def test_bad_value_names_flag_value_and_source():
     """A bad value raises one line naming the flag, the value, what was expected and the source."""
     with pytest.raises(SettingsError) as info:
