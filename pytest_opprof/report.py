@@ -1064,9 +1064,12 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
     lines = []
     for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
+        move = f"git mv {shlex.quote(old)} {shlex.quote(new)}"
+        if how == "moved":  # git mv makes no folder: the test's new file may have none yet
+            move = f"mkdir -p {shlex.quote(str(Path(new).parent))} && {move}"
         lines.append(
             f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
-            f'baseline: git mv {shlex.quote(old)} {shlex.quote(new)}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'
+            f'baseline: {move}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'
         )
     return sorted(lines)
 

@@ -4675,13 +4675,15 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
     lines = sorted(line for line in result.stdout.lines if line.startswith("opprof: ") and "has no baseline" in line)
     assert lines == [
         f"opprof: sub/test_c.py::test_c has no baseline, and .opprof/{key}/test_c.py/test_c.json is read by no test: "
-        f"if the test was moved, keep its baseline: git mv .opprof/{key}/test_c.py/test_c.json "
+        f"if the test was moved, keep its baseline: mkdir -p .opprof/{key}/sub/test_c.py && git mv "
+        f".opprof/{key}/test_c.py/test_c.json "
         f'.opprof/{key}/sub/test_c.py/test_c.json, then set the file\'s "nodeid" to "sub/test_c.py::test_c"',
         f"opprof: test_a.py::test_new has no baseline, and .opprof/{key}/test_a.py/test_old.json is read by no test: "
         f"if the test was renamed, keep its baseline: git mv .opprof/{key}/test_a.py/test_old.json "
         f'.opprof/{key}/test_a.py/test_new.json, then set the file\'s "nodeid" to "test_a.py::test_new"',
         f"opprof: test_d.py::test_moving has no baseline, and .opprof/{key}/test_b.py/test_moving.json is read by no "
-        f"test: if the test was moved, keep its baseline: git mv .opprof/{key}/test_b.py/test_moving.json "
+        f"test: if the test was moved, keep its baseline: mkdir -p .opprof/{key}/test_d.py && git mv "
+        f".opprof/{key}/test_b.py/test_moving.json "
         f'.opprof/{key}/test_d.py/test_moving.json, then set the file\'s "nodeid" to "test_d.py::test_moving"',
     ]
     result.stdout.fnmatch_lines(
@@ -4690,6 +4692,13 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
             "that no longer exist, are read by no test *"
         ]
     )
+    if shutil.which("git"):  # the line's command runs as written (a trial's git mv found no folder)
+        command = lines[0].split("keep its baseline: ", 1)[1].split(", then set", 1)[0]
+        git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q"], cwd=pytester.path, check=True)
+        subprocess.run([*git, "add", ".opprof"], cwd=pytester.path, check=True)
+        subprocess.run(["sh", "-c", command], cwd=pytester.path, check=True)
+        assert (pytester.path / f".opprof/{key}/sub/test_c.py/test_c.json").is_file()
 
 
 def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, capsys):
