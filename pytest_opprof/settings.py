@@ -149,7 +149,11 @@ def parse_percentage(text: object) -> float:
     if not 0 <= value < 10_000 or value != value:  # a limit 100x the time or more judges nothing
         raise ValueError("a percentage like 20%, from 0% to under 10000%")
     if not raw.endswith("%") and 0 < value <= 1:
-        raise ValueError(f"a percentage like 20%: a bare {raw} is ambiguous; write {value * 100:g}% or {raw}%")
+        # a number from TOML or a marker: the fix must be a string there ("20%"), as `20%` is no value
+        quote = "" if isinstance(text, str) else '"'
+        raise ValueError(
+            f"a percentage like 20%: a bare {raw} is ambiguous; write {quote}{value * 100:g}%{quote} or {quote}{raw}%{quote}"
+        )
     return value / 100
 
 

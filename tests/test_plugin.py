@@ -160,7 +160,7 @@ NATIVE_TOML_CASES = [
     ("opprof_top = 2.5", "config option 'opprof_top' expects one of string | int, got float: 2.5"),
     (
         "opprof_tolerance = 0.2",
-        "--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2% (from pyproject.toml)",
+        '--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write "20%" or "0.2%" (from pyproject.toml)',
     ),
     (
         "opprof_min_delta_ms = -1",

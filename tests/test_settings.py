@@ -87,7 +87,7 @@ def a_file(tmp_path):
             {"tolerance": ("0.2", "tox.ini")},
             "--opprof-tolerance: '0.2' is not a percentage like 20%: a bare 0.2 is ambiguous; write 20% or 0.2% (from tox.ini)",
         ),
-        ({"tolerance": (0.5, "marker")}, "a bare 0.5 is ambiguous; write 50% or 0.5%"),
+        ({"tolerance": (0.5, "marker")}, 'a bare 0.5 is ambiguous; write "50%" or "0.5%"'),
         ({"tolerance": ("1", "command line")}, "a bare 1 is ambiguous; write 100% or 1%"),
         (
             {"trace": ("all", "pytest.ini")},
