@@ -19,7 +19,7 @@ from importlib import metadata
 import torch
 
 from pytest_opprof import Profile, from_profiler
-from pytest_opprof.capture import _device_details, events_carry_category
+from pytest_opprof.capture import _new_profiler, events_carry_category
 
 CUPTI_DISTRIBUTIONS = ("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti-cu12")
 
@@ -37,12 +37,9 @@ def session(device: str, kernels: int) -> tuple[int, int, list[str]]:
     """One profiler session launching `kernels` small kernels: (launch calls, kernel records, the
     warnings of the profile)."""
     x = torch.zeros(16, device=device)
-    activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
         torch.cuda.synchronize()
-    config = _device_details(torch) if device == "cuda" else None
-    with torch.profiler.profile(activities=activities, experimental_config=config) as prof:
+    with _new_profiler(torch, cuda=device == "cuda", work=False) as prof:  # as opprof's own captures are made
         with torch.autograd.profiler.record_function("ProfilerStep#1"):
             for _ in range(kernels):
                 x.add_(1)

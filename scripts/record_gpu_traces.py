@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from pytest_opprof import from_profiler
-from pytest_opprof.capture import _device_details
+from pytest_opprof.capture import _new_profiler
 
 
 def synchronize(device: str) -> None:
@@ -34,12 +34,8 @@ def profiled(fn, device: str, steps: int = 3, warmup: int = 3):
     for _ in range(warmup):
         fn()
     synchronize(device)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    config = None
-    if device == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-        config = _device_details(torch)  # torch 2.12+ keeps a copy's bytes only when asked
-    with torch.profiler.profile(activities=activities, experimental_config=config) as prof:
+    # as opprof's own captures are made (on torch 2.12+ a GPU copy keeps its bytes only so)
+    with _new_profiler(torch, cuda=device == "cuda", work=False) as prof:
         for i in range(steps):
             with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                 fn()

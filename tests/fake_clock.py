@@ -91,17 +91,18 @@ def _retime_thread(table: EventTable, rows: list[int], cost: Callable[[str], int
     return clock
 
 
-def install_in_worker() -> FakeClock:
+def install_in_worker(costs: dict[str, int] | None = None, pauses: bool = False) -> FakeClock:
     """In an xdist worker that a test's own pytester run started, which the `fake_clock` fixture
-    (an in-process monkeypatch) does not reach: the same clock with its default costs, steady
-    references, contention unknown and no pauses, for the worker's life."""
+    (an in-process monkeypatch) does not reach: the same clock (`costs` as the test's), steady
+    references and contention unknown, for the worker's life; its pauses skipped unless
+    `pauses` (a test that logs them patches them itself)."""
     import importlib
 
     from pytest_opprof import device
 
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
     fixture = importlib.import_module("pytest_opprof.fixture")
-    clock = FakeClock()
+    clock = FakeClock(costs=dict(costs or {}))
     read = capture.table_of
     capture.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
     capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
@@ -109,8 +110,9 @@ def install_in_worker() -> FakeClock:
     capture.dispatch_reference_ns = lambda torch: 400_000
     capture.workload_reference_ns = lambda torch, choice: 500_000
     fixture.host_ns = clock.host_ns
-    fixture.confirmation_pause = lambda seconds, threads=None: None
-    fixture.idle_pause = lambda seconds: None
+    if not pauses:
+        fixture.confirmation_pause = lambda seconds, threads=None: None
+        fixture.idle_pause = lambda seconds: None
     device.cpu_wait_ns = lambda: None
     device.python_tracer = lambda: None
     return clock

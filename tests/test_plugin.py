@@ -4781,26 +4781,15 @@ def test_the_recorded_ranges_pauses_are_idle_in_an_xdist_worker(pytester, monkey
 STEADY_PAUSES_CONFTEST = (
     PAUSES_CONFTEST
     + """
-import importlib
 import sys
 
-from pytest_opprof import device
-
-capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-if os.environ.get("PYTEST_XDIST_WORKER"):
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PYTEST_XDIST_TESTRUNUID") != os.environ.get(
+    "OPPROF_FAKE_CLOCK_OUTER_RUN"
+):  # this run's workers, not the outer suite's (see fake_clock.WORKER_FAKE_CLOCK)
     sys.path.insert(0, os.environ["OPPROF_FAKE_CLOCK_DIR"])
-    from fake_clock import FakeClock
+    from fake_clock import install_in_worker
 
-    clock = FakeClock(costs={"aten::mm": 200_000})
-    read = capture.table_of
-    capture.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
-    capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
-    fixture.host_ns = clock.host_ns
-    device.cpu_wait_ns = lambda: None
-    device.python_tracer = lambda: None
-    capture.machine_reference_ns = lambda torch: 1_000_000
-    capture.dispatch_reference_ns = lambda torch: 400_000
-    capture.workload_reference_ns = lambda torch, choice: 500_000
+    install_in_worker({"aten::mm": 200_000}, pauses=True)  # the pauses stay logged
 """
 )
 
