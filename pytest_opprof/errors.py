@@ -11,7 +11,7 @@ import re
 import reprlib
 import shlex
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .events import without_overload
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
@@ -115,6 +115,19 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
     `everything`: a slower time alone, which only =all writes (a bare recording run keeps it)."""
     flag = "--opprof-update-baseline" + ("=all" if everything else "")
     return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
+
+
+_RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
+
+
+def with_location(text: str, flags: Sequence[str]) -> str:
+    """`text` with each record command it suggests (`pytest --opprof-update-baseline[=MODE]`)
+    followed by the run's own --opprof-baseline-dir / --opprof-device-key: without them the
+    command would record under the default folder, which this run did not read."""
+    if not flags:
+        return text
+    added = " ".join(shlex.quote(f) for f in flags)
+    return _RECORD_COMMAND.sub(lambda m: f"{m.group(0)} {added}", text)
 
 
 # A recording run's word on a slower time it did not write

@@ -59,6 +59,7 @@ from .errors import (
     threads_left_changed,
     toml_list_fix,
     unknown_ini_key,
+    with_location,
 )
 from .fixture import OpprofFixture, Remeasured
 from .htmlreport import write_html_report
@@ -469,15 +470,33 @@ class _RecordCollector:
     def __init__(self, state: RunState) -> None:
         self.state = state
         self.index: dict[tuple[str, str | None], int] = {}  # (nodeid, xdist worker) -> place in state.records
+        self.running: set[tuple[str, str | None]] = set()  # measured tests whose xdist worker has not sent their record
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        record = getattr(report, "opprof_record", None)
-        if record is None:
-            return
-        found = TestRecord.from_dict(json.loads(record))
-        spool, records = self.state.spool, self.state.records
         # A worker of `--dist each` runs every test: each is a measurement of its own.
-        key = (found.nodeid, getattr(report, "worker_id", None))
+        key = (report.nodeid, getattr(report, "worker_id", None))
+        if getattr(report, "opprof_measured", False):
+            self.running.add(key)
+        elif report.when == "???":  # xdist's report of a worker that died
+            self._crashed(report)
+        record = getattr(report, "opprof_record", None)
+        if record is not None:
+            self.running.discard(key)
+            self.add(TestRecord.from_dict(json.loads(record)), key[1])
+
+    def _crashed(self, report: pytest.TestReport) -> None:
+        """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
+        sends no record: its line in the reports says so, with pytest's word, as a failure."""
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+        if (report.nodeid, worker) not in self.running:
+            return
+        self.running.discard((report.nodeid, worker))
+        result = TestResult(report.nodeid, outcome="failed", failure=str(report.longrepr))
+        self.add(_to_record(result, self.state.settings), worker)
+
+    def add(self, found: TestRecord, worker: str | None) -> None:
+        spool, records = self.state.spool, self.state.records
+        key = (found.nodeid, worker)
         place = self.index.get(key)
         if place is not None:  # run again in this session (pytest-rerunfailures...): the last run stands
             found = found.after(records[place])
@@ -770,12 +789,16 @@ def _judge_call(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> N
     """After a call that passed: the assertions deferred to its end, then the baseline's verdicts."""
     failures = fixture.deferred_failures()
     if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+        _fail(state, failures)
     if fixture.stepped_aside and not fixture.error_messages:
         _measured_nothing(item, fixture, state, stepped_aside_unmeasured, "stepped_aside")
     failing = _baseline_step(item, fixture, state)
     if failing:
-        pytest.fail("\n".join(failing), pytrace=False)
+        _fail(state, failing)
+
+
+def _fail(state: RunState, messages: list[str]) -> None:
+    pytest.fail(with_location("\n".join(messages), state.settings.location_flags), pytrace=False)
 
 
 def _measured_nothing(
@@ -886,12 +909,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     fixture = item.stash.get(TEST, None)
     if fixture is None and call.when == "setup" and not report.passed and _measured(item):
         _ended_at_setup(item, report)
+    if call.when == "setup" and report.passed and hasattr(item.config, "workerinput") and _measured(item):
+        report.opprof_measured = True  # the controller: a crash is a measured test's
     if fixture is None or not fixture.enabled:
         return report
     if call.when == "call" and report.passed and fixture.error_messages:
         # Untrusted numbers or an unusable baseline are neither a pass nor a fail: an error.
         report.outcome = "failed"
-        report.longrepr = UntrustedRepr("\n".join(fixture.error_messages))
+        flags = item.config.stash[RUN].settings.location_flags
+        report.longrepr = UntrustedRepr(with_location("\n".join(fixture.error_messages), flags))
         report.opprof_untrusted = True
         # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
         item.user_properties.append(("opprof.outcome", "error"))
@@ -1117,15 +1143,20 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     )  # fmt: skip
     item.stash[_TRACED] = traced or result.trace_path is not None
     # The record rides on the teardown report, so that the xdist controller receives it too.
-    record = result.to_record(
+    # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
+    # run (as dicts, 500 tests' profiles held ~75 MB).
+    record = _to_record(result, settings)
+    report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
+
+
+def _to_record(result: TestResult, settings: Settings) -> TestRecord:
+    """The test's record, with what the run's reports want of it."""
+    return result.to_record(
         settings.top,
         with_profile=settings.json_path is not None,
         with_csv=settings.csv_path is not None,
         html_dir=Path(settings.html_path).absolute().parent if settings.html_path else None,
     )
-    # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
-    # run (as dicts, 500 tests' profiles held ~75 MB).
-    report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
 
 
 # -- the end of the run ------------------------------------------------------------------------
@@ -1173,7 +1204,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.write_sep("=", "opprof")
     for line in lines:
-        terminalreporter.write_line(line)
+        terminalreporter.write_line(with_location(line, state.settings.location_flags))
     if reports:
         _write_outputs(terminalreporter, state)
     note = _rootdir_note(config, state, lines)

@@ -46,6 +46,9 @@ class Settings:
     strict: bool = False  # an inconclusive time check makes the test an error
     require_baseline: bool = False  # a measured test without a baseline file is an error
     update_from: str | None = None  # where update_baseline came from: command line, -o ..., the ini file
+    # --opprof-baseline-dir / --opprof-device-key as given by the person running (the command line,
+    # -o): a record command a message suggests repeats them, or it would record somewhere else
+    location_flags: tuple[str, ...] = ()
 
     @property
     def measuring(self) -> bool:
@@ -384,6 +387,19 @@ def standing(source: str | None) -> bool:
     return source is not None and source != "command line" and not source.startswith("-o ")
 
 
+LOCATION_FIELDS = {"baseline_dir": "--opprof-baseline-dir", "device_key": "--opprof-device-key"}
+
+
+def _location_flags(values: dict[str, Any], sources: dict[str, str]) -> tuple[str, ...]:
+    """The baseline location the person running chose (not a standing one, which the next run
+    reads again), as the flags that choose it again."""
+    flags: list[str] = []
+    for name, flag in LOCATION_FIELDS.items():
+        if name in values and not standing(sources[name]):
+            flags += [flag, str(values[name])]
+    return tuple(flags)
+
+
 def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Settings:
     """Build Settings from raw values. `lookup(option)` gives (raw value, source) or None for the
     default; a bad value raises SettingsError naming the flag, the value and its source."""
@@ -398,7 +414,8 @@ def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Set
             values[option.field] = option.parse(raw)
         except ValueError as exc:
             raise SettingsError(bad_option(option.flag, raw, str(exc), sources[option.field])) from None
-    settings = Settings(**values, update_from=sources.get("update_baseline"))
+    located = _location_flags(values, sources)
+    settings = Settings(**values, update_from=sources.get("update_baseline"), location_flags=located)
     if settings.update_baseline and settings.require_baseline and standing(settings.update_from):
         raise SettingsError(records_and_requires(sources["update_baseline"], sources["require_baseline"]))
     if settings.trace == "all" and not settings.trace_dir:

@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -1832,6 +1833,37 @@ def test_{i}(opprof, mlp):
     result.stdout.fnmatch_lines(["opprof: measured under pytest-xdist (-n 2): timings on shared CPUs are noisier*"])
 
 
+def test_a_measured_test_whose_xdist_worker_died_is_in_the_reports_as_failed(project, tmp_path):
+    """A worker that dies in a measured test (a segfault, the OOM killer) sends no record: the test
+    was missing from --opprof-json and --opprof-html while pytest failed it. It is there, failed,
+    with xdist's word as its failure; a test that is not measured gets no entry."""
+    project.makepyfile(
+        test_c="""
+import os
+from conftest import infer
+
+def test_dies(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+    os._exit(3)
+
+def test_plain_dies():
+    os._exit(3)
+
+def test_ok(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+    )
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    result = run(project, "-n", "1", "--opprof", f"--opprof-json={out}", f"--opprof-html={page}")
+    result.assert_outcomes(passed=1, failed=2)
+    tests = {t["nodeid"]: t for t in json.loads(out.read_text())["tests"]}
+    assert sorted(tests) == ["test_c.py::test_dies", "test_c.py::test_ok"]
+    died = tests["test_c.py::test_dies"]
+    assert (died["outcome"], died["profile"]) == ("failed", None)
+    assert died["failure"] == "worker 'gw0' crashed while running 'test_c.py::test_dies'"
+    assert "crashed while running" in page.read_text()
+
+
 # -- baselines --------------------------------------------------------------------------------
 
 ORPHAN_TESTS = """
@@ -2565,6 +2597,40 @@ def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(proje
     run(project, "--opprof-baseline-dir=.opprf").assert_outcomes(errors=1)  # mistyped
 
 
+def test_a_suggested_record_command_repeats_the_runs_own_baseline_location(project):
+    """A run with --opprof-baseline-dir / --opprof-device-key on its command line suggested
+    `pytest --opprof-update-baseline <id>`, which records under .opprof/<device> instead (a trial
+    copied it and the next run still lacked the baseline). The suggestion repeats the flags the
+    person gave (command line, -o), and running it makes the next run pass; ini values, which the
+    next run reads again, are not repeated."""
+    project.makepyfile(
+        test_r="from conftest import infer\ndef test_a(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    located = ["--opprof-baseline-dir", "perf base", "--opprof-device-key=ci-a10"]
+    result = run(project, "--opprof", "--opprof-require-baseline", *located)
+    result.assert_outcomes(errors=1)
+    (line,) = [x for x in result.stdout.lines if "record it with" in x]
+    command = line.split("record it with ", 1)[1].split(" and commit it", 1)[0]
+    expected = (
+        "pytest --opprof-update-baseline --opprof-baseline-dir 'perf base' --opprof-device-key ci-a10 test_r.py::test_a"
+    )
+    assert command == expected
+    run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    assert (project.path / "perf base" / "ci-a10" / "test_r.py" / "test_a.json").is_file()
+    assert not (project.path / ".opprof").exists()
+    run(project, "--opprof", "--opprof-require-baseline", *located).assert_outcomes(passed=1)
+
+    project.makeini("[pytest]\nopprof_baseline_dir = perf base\n")
+    result = run(project, "--opprof", "-o", "opprof_device_key=ci-t4")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: no baseline for 1 test (test_r.py::test_a) in perf base/ci-t4 (*); run pytest "
+            "--opprof-update-baseline --opprof-device-key ci-t4 to record them"
+        ]
+    )
+
+
 def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(baselined):
     """A project-wide glob (ini, command line) for ops of some tests only warned on every -k or
     node-id run that left those tests out (a trial's `aten::zero_`, used by the train tests); a
@@ -2682,7 +2748,7 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     result.stdout.fnmatch_lines(
         [
             "opprof: no baseline for 1 test (*::test_x) in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
-            "ci-a10, ci-t4); run pytest --opprof-update-baseline to record them"
+            "ci-a10, ci-t4); run pytest --opprof-update-baseline --opprof-device-key ci-h200 to record them"
         ]
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")

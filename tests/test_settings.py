@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pytest_opprof.errors import with_location
 from pytest_opprof.settings import OPTIONS, Settings, SettingsError, parse_settings
 
 
@@ -158,3 +161,47 @@ def test_ignore_ops_with_an_overload_name_is_refused():
     assert problem and problem.endswith(
         "expected op globs without overloads, as the profiler names ops: 'aten::mm', not 'torch.ops.aten.mm.default'"
     )
+
+
+@pytest.mark.parametrize(
+    ("values", "flags"),
+    [
+        ({"baseline_dir": ("perf", "command line")}, ("--opprof-baseline-dir", "perf")),
+        ({"device_key": ("ci-a10", "-o opprof_device_key")}, ("--opprof-device-key", "ci-a10")),
+        ({"baseline_dir": ("perf", "pytest.ini"), "device_key": ("k", "PYTEST_ADDOPTS")}, ()),
+        (
+            {"baseline_dir": ("~/b", "command line"), "device_key": ("k", "command line")},
+            ("--opprof-baseline-dir", str(Path.home() / "b"), "--opprof-device-key", "k"),
+        ),
+    ],
+)
+def test_location_flags_are_the_ones_the_person_running_gave(values, flags):
+    """Only a baseline location given on the command line or by -o is repeated in a suggested
+    record command: an ini file or PYTEST_ADDOPTS is read again by the next run anyway."""
+    assert parse_settings(lookup_from(values)).location_flags == flags
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "run pytest --opprof-update-baseline to record them",
+            "run pytest --opprof-update-baseline -D 'a b' to record them",
+        ),
+        ("pytest --opprof-update-baseline=all t.py::x", "pytest --opprof-update-baseline=all -D 'a b' t.py::x"),
+        (
+            "x: pytest --opprof-update-baseline=changed; y: pytest --opprof-update-baseline",
+            "x: pytest --opprof-update-baseline=changed -D 'a b'; y: pytest --opprof-update-baseline -D 'a b'",
+        ),
+        (
+            "baseline kept: --opprof-update-baseline never writes",
+            "baseline kept: --opprof-update-baseline never writes",
+        ),
+        ("pytest --opprof-update-baseline-x", "pytest --opprof-update-baseline-x"),
+    ],
+)
+def test_with_location_adds_the_flags_after_each_record_command(text, expected):
+    """Each `pytest --opprof-update-baseline[=MODE]` a message suggests gets the location flags
+    (quoted), and nothing else in the text changes."""
+    assert with_location(text, ("-D", "a b")) == expected
+    assert with_location(text, ()) == text
