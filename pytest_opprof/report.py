@@ -1045,7 +1045,7 @@ def summary_lines(
     problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict)
     if problems:
         lines.append(problems)
-    if workers:
+    if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other
         lines.append(xdist_noise_note(workers))
     return lines
 
@@ -1138,7 +1138,7 @@ class ReportSpool:
         record without its profile."""
         key = (record.nodeid, worker or "")
         if self.json:
-            self._parts[key] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
+            self._parts[key] = self._spool(json.dumps(_json_part(record, worker), indent=2, sort_keys=True))
         self._keep(self._csv_parts, key, record.csv if self.csv else None)
         self._keep(self._html_parts, key, record.html if self.html else None)
         return dataclasses.replace(record, profile=None, csv=None, html=None)
@@ -1210,8 +1210,11 @@ def write_csv_report(path: Path, spool: ReportSpool) -> None:
     write_output(path, [CSV_HEADER_LINE, *spool.csv_rows()])
 
 
-def _json_part(record: TestRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
+def _json_part(record: TestRecord, worker: str | None = None) -> dict[str, Any]:
+    """The test's entry in --opprof-json; `worker`: the xdist worker that ran it (`--dist each`
+    lists a test once per worker), None without xdist."""
+    part = {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
+    return {**part, "worker": worker}
 
 
 CSV_COLUMNS = [

@@ -181,10 +181,23 @@ def parse_fail_on(text: object) -> frozenset[str]:
         return frozenset()
     bad = [i for i in items if i not in VERDICT_KINDS]
     if bad or not items:
-        close = next((near for kind in bad if (near := closest_names(kind, VERDICT_KINDS))), [])
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"a comma list of {', '.join(VERDICT_KINDS)} (or none){hint}")
+        raise ValueError(f"a comma list of {', '.join(VERDICT_KINDS)} (or none){_not_kinds(items, bad)}")
     return frozenset(items)
+
+
+def _not_kinds(items: list[str], bad: list[str]) -> str:
+    """Each item of a fail_on list that is no verdict kind, with the kind it looks like (a list of
+    one: the kind alone, as the message names the value)."""
+    if not bad:  # no item at all (`,`)
+        return ""
+    if len(items) == 1:
+        close = closest_names(bad[0], VERDICT_KINDS)
+        return f"; did you mean {close[0]}?" if close else ""
+    named = []
+    for item in bad:
+        close = closest_names(item, VERDICT_KINDS)
+        named.append(f"{item!r} (did you mean {close[0]}?)" if close else repr(item))
+    return f"; not a kind: {', '.join(named)}"
 
 
 def parse_globs(text: object) -> tuple[str, ...]:
@@ -210,8 +223,19 @@ def _parse_update(text: object) -> str | None:
     if value in ("1", "true", "yes", "on"):
         return "changed"
     if value not in UPDATE_MODES:
-        raise ValueError("'changed' (the default), 'all', or true/false")
+        close = closest_names(value, UPDATE_MODES)
+        hint = f"; did you mean {close[0]}?" if close else _path_for_a_mode(str(text).strip())
+        raise ValueError("'changed' (the default), 'all', or true/false" + hint)
     return value
+
+
+def _path_for_a_mode(value: str) -> str:
+    """The hint for a test path given where the recording mode goes (`--opprof-update-baseline
+    tests/test_x.py`): an existing one is taken as a path before this; so it does not exist."""
+    if not ("/" in value or os.sep in value or "::" in value or value.endswith(".py")):
+        return ""
+    missing = "" if Path(value.split("::", 1)[0]).exists() else f" ({value.split('::', 1)[0]} does not exist)"
+    return f"; it looks like a test path{missing}: check it, and give the mode first: --opprof-update-baseline=changed {value}"
 
 
 def _parse_trace_mode(text: object) -> str:

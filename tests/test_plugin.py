@@ -1409,6 +1409,7 @@ def test_json_report_has_every_measured_test_with_per_step_counts(user_run):
     whole = tests["test_whole_call_mode"]["profile"]
     assert next(o for o in whole["ops"] if o["name"] == "aten::relu")["calls"] == 2
     assert all({"nodeid", "outcome", "profile", "checks", "failure"} <= t.keys() for t in report["tests"])
+    assert {t["worker"] for t in report["tests"]} == {None}  # no xdist
     # why each failed, for a script (a trial's graph break showed nowhere in the JSON)
     assert tests["test_run_mode"]["failure"] is None
     assert fnmatch(tests["test_fail_typo"]["failure"], EXPECTED_MESSAGES["test_fail_typo"].replace("[[]", "["))
@@ -1831,6 +1832,7 @@ def test_{i}(opprof, mlp):
     assert sorted(t["nodeid"].split("::")[1] for t in tests) == ["test_0", "test_1", "test_2", "test_3"]
     assert result.stdout.str().count("opprof: wrote") == 1
     result.stdout.fnmatch_lines(["opprof: measured under pytest-xdist (-n 2): timings on shared CPUs are noisier*"])
+    assert {t["worker"] for t in tests} <= {"gw0", "gw1"}
 
 
 def test_a_measured_test_whose_xdist_worker_died_is_in_the_reports_as_failed(project, tmp_path):
@@ -1862,6 +1864,7 @@ def test_ok(opprof, mlp):
     assert (died["outcome"], died["profile"]) == ("failed", None)
     assert died["failure"] == "worker 'gw0' crashed while running 'test_c.py::test_dies'"
     assert "crashed while running" in page.read_text()
+    assert "measured under pytest-xdist" not in result.stdout.str()  # one worker shares its CPUs with none
 
 
 # -- baselines --------------------------------------------------------------------------------
@@ -2861,9 +2864,20 @@ def test_baseline_dir_option(pytester, monkeypatch):
             "--opprof-fail-on: 'speed' is not a comma list of structure, work, time, environment (or none) (from",
         ),
         (
-            ["--opprof-fail-on", "time,speed,structur"],
-            "--opprof-fail-on: 'time,speed,structur' is not a comma list of structure, work, time, environment (or "
-            "none); did you mean structure? (from command line)",
+            ["--opprof-fail-on", "time,speed,structur,tme"],
+            "--opprof-fail-on: 'time,speed,structur,tme' is not a comma list of structure, work, time, environment "
+            "(or none); not a kind: 'speed', 'structur' (did you mean structure?), 'tme' (did you mean time?) (from "
+            "command line)",
+        ),
+        (
+            ["--opprof-update-baseline", "alll"],
+            "--opprof-update-baseline: 'alll' is not 'changed' (the default), 'all', or true/false; did you mean all?",
+        ),
+        (  # a mistyped test path where the mode goes (an existing one is taken as a path)
+            ["--opprof-update-baseline", "tests/test_mpl.py::test_a"],
+            "--opprof-update-baseline: 'tests/test_mpl.py::test_a' is not 'changed' (the default), 'all', or "
+            "true/false; it looks like a test path (tests/test_mpl.py does not exist): check it, and give the mode "
+            "first: --opprof-update-baseline=changed tests/test_mpl.py::test_a (from command line)",
         ),
         (
             ["--opprof-update-baseline=some"],

@@ -198,7 +198,8 @@ def test_a_last_run_that_ends_at_setup_carries_no_earlier_runs_figures(pytester,
 
 
 def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
-    """`-n 2 --dist each` runs every test on each worker: two measurements, not a rerun."""
+    """`-n 2 --dist each` runs every test on each worker: two measurements, not a rerun, each
+    entry of the JSON report naming its worker (a script could not tell them apart)."""
     pytester.makepyfile(
         test_user="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
     )
@@ -208,6 +209,7 @@ def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
     result.assert_outcomes(passed=2)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["nodeid"], t["attempts"]) for t in tests] == [("test_user.py::test_x", 1)] * 2
+    assert [t["worker"] for t in tests] == ["gw0", "gw1"]
     assert "ran 2 times" not in result.stdout.str()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof.errors import with_location
-from pytest_opprof.settings import OPTIONS, Settings, SettingsError, parse_settings
+from pytest_opprof.settings import OPTIONS, Settings, SettingsError, parse_fail_on, parse_settings
 
 
 def lookup_from(values: dict[str, tuple[object, str]]):
@@ -205,3 +205,23 @@ def test_with_location_adds_the_flags_after_each_record_command(text, expected):
     (quoted), and nothing else in the text changes."""
     assert with_location(text, ("-D", "a b")) == expected
     assert with_location(text, ()) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (",", "a comma list of structure, work, time, environment (or none)"),
+        ("tme", "a comma list of structure, work, time, environment (or none); did you mean time?"),
+        ("speed", "a comma list of structure, work, time, environment (or none)"),
+        (
+            "time,speed,wrk",
+            "a comma list of structure, work, time, environment (or none); not a kind: 'speed', 'wrk' (did you mean work?)",
+        ),
+    ],
+)
+def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
+    """Each item that is no verdict kind is named, with the kind it looks like: a trial's list of
+    three had only its first slip named."""
+    with pytest.raises(ValueError) as raised:
+        parse_fail_on(value)
+    assert str(raised.value) == hint
