@@ -225,3 +225,13 @@ def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
     with pytest.raises(ValueError) as raised:
         parse_fail_on(value)
     assert str(raised.value) == hint
+
+
+def test_a_markers_keyword_replaces_the_runs_value_ignore_ops_included():
+    """As the README says: a marker's ignore_ops is the test's whole list, not added to the run's."""
+    from pytest_opprof.settings import rule_for
+
+    run = Settings(ignore_ops=("aten::empty*",), tolerance=0.2)
+    rule = rule_for(run, {"ignore_ops": ["aten::copy_"], "tolerance": "50%"})
+    assert (rule.ignore_ops, rule.tolerance) == (("aten::copy_",), 0.5)
+    assert rule_for(run).ignore_ops == ("aten::empty*",)
