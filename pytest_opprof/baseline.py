@@ -7,10 +7,12 @@ re-recording of unchanged code gives no diff.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +397,29 @@ def file_bytes(path: Path) -> bytes | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Undo:
+    """A baseline write to undo should the test still err: the file, its bytes before (None: there
+    was none) and the baseline folder. As plain JSON it travels from an xdist worker, so that the
+    controller undoes it when the worker dies in the test's teardown."""
+
+    path: Path
+    before: bytes | None
+    root: Path | None
+
+    def __call__(self) -> None:
+        put_back(self.path, self.before, self.root)
+
+    def to_dict(self) -> dict[str, Any]:
+        before = base64.b64encode(self.before).decode() if self.before is not None else None
+        return {"path": str(self.path), "before": before, "root": str(self.root) if self.root else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Undo:
+        before = base64.b64decode(data["before"]) if data["before"] is not None else None
+        return cls(Path(data["path"]), before, Path(data["root"]) if data["root"] else None)
+
+
 def put_back(path: Path, before: bytes | None, root: Path | None = None) -> None:
     """Undo a baseline write: the file's bytes as they were, or no file (and none of the folders
     the write made, up to `root`) where there was none."""
@@ -495,7 +520,7 @@ def _json(path: Path, text: str) -> Any:
     if not text.strip():  # said as it is, not as `not valid JSON (line 1)` (a trial)
         raise BaselineError(bad_baseline(path, "an empty file, not a baseline"))
     try:
-        return json.loads(text, object_pairs_hook=unique)
+        data = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         if any(key in text[:_SNIFF] for key in ('"traceEvents"', '"schemaVersion"', '"deviceProperties"')):
             reason = f"a Kineto/Chrome trace (not valid JSON at line {exc.lineno}: cut short?), not a baseline"
@@ -509,6 +534,22 @@ def _json(path: Path, text: str) -> Any:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
     except ValueError as exc:  # an integer of thousands of digits
         raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+    lone = _lone_surrogate(data) if _SURROGATE_ESCAPE.search(text) else None
+    if lone is not None:
+        reason = f"holds {lone!r}, the escape of half a character (a lone UTF-16 surrogate), which no text can hold"
+        raise BaselineError(bad_baseline(path, reason))
+    return data
+
+
+# `\ud800` to `\udfff` in the file's text: a hand edit's (the writer writes characters, not escapes)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(data: Any) -> str | None:
+    """A lone surrogate the parsed JSON holds (JSON reads a pair as the one character it is; a
+    lone one is no character, and crashed the reports and xdist, which write text as UTF-8)."""
+    found = re.search("[\ud800-\udfff]", json.dumps(data, ensure_ascii=False))
+    return found.group() if found else None
 
 
 CONFLICT_FIX = (

@@ -214,10 +214,11 @@ class EventTable:
 
 # What a name may not hold as it is: control characters (a newline, a tab, an ESC: Unicode's
 # Cc), the line and paragraph separators, and the bidirectional embeddings, overrides and
-# isolates, which reorder the text after them. A CJK or no-break space, an emoji's zero-width
+# isolates, which reorder the text after them, and a lone UTF-16 surrogate (a hand edit's
+# `\ud800`: no character, which no UTF-8 writer takes: a report, xdist). A CJK or no-break space, an emoji's zero-width
 # joiner print as they are (a review: `str.isprintable()` escaped them, and a range named
 # `前向\u3000计算` was no longer found by its name).
-UNSAFE_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+UNSAFE_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable:

@@ -26,6 +26,7 @@ from . import hooks
 from .analysis.checks import contention_check
 from .analysis.model import WARNING, Check
 from .baseline import (
+    Undo,
     baseline_file,
     baseline_from_profile,
     baseline_root,
@@ -33,7 +34,6 @@ from .baseline import (
     gone_test_files,
     lookup_folder,
     orphan_baselines,
-    put_back,
     shown_path,
     stable_facts,
 )
@@ -471,6 +471,7 @@ class _RecordCollector:
         self.state = state
         self.index: dict[tuple[str, str | None], int] = {}  # (nodeid, xdist worker) -> place in state.records
         self.running: set[tuple[str, str | None]] = set()  # measured tests whose xdist worker has not sent their record
+        self.undo: dict[tuple[str, str | None], Undo] = {}  # their baseline writes, while they may still err
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # A worker of `--dist each` runs every test: each is a measurement of its own.
@@ -479,19 +480,32 @@ class _RecordCollector:
             self.running.add(key)
         elif report.when == "???":  # xdist's report of a worker that died
             self._crashed(report)
+        undo = getattr(report, "opprof_undo", None)
+        if undo is not None:
+            self.undo[key] = Undo.from_dict(json.loads(undo))
         record = getattr(report, "opprof_record", None)
         if record is not None:
             self.running.discard(key)
+            self.undo.pop(key, None)
             self.add(TestRecord.from_dict(json.loads(record)), key[1])
 
     def _crashed(self, report: pytest.TestReport) -> None:
         """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
-        sends no record: its line in the reports says so, with pytest's word, as a failure."""
+        sends no record: its line in the reports says so, with pytest's word, as a failure. A
+        baseline file it wrote goes back as it was, as when a test errs in its teardown."""
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
-        if (report.nodeid, worker) not in self.running:
+        key = (report.nodeid, worker)
+        if key not in self.running:
             return
-        self.running.discard((report.nodeid, worker))
-        result = TestResult(report.nodeid, outcome="failed", failure=str(report.longrepr))
+        self.running.discard(key)
+        failure = str(report.longrepr)
+        undo = self.undo.pop(key, None)
+        if undo is not None:
+            try:
+                undo()
+            except OSError as exc:
+                failure += f"; its baseline {undo.path} stays as this run wrote it ({exc.strerror or exc})"
+        result = TestResult(report.nodeid, outcome="failed", failure=failure)
         self.add(_to_record(result, self.state.settings), worker)
 
     def add(self, found: TestRecord, worker: str | None) -> None:
@@ -885,8 +899,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         early = RunJudged(fixture.captures, _measurement(fixture, nodeid, state, fixture.captures), None)
 
     def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
-        before = file_bytes(path)
-        item.stash[_UNDO] = lambda: put_back(path, before, root)
+        item.stash[_UNDO] = Undo(path, file_bytes(path), root)
 
     result = baseline_step(
         path, shown, nodeid, early.current, rule, settings.update_baseline,
@@ -926,6 +939,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result.record_phase(call.when, outcome, _failure_message(report) if outcome not in ("passed", "xpassed") else None)
     if call.when == "call":
         _take_profile(item, call, report, fixture, result)
+        if _UNDO in item.stash and hasattr(item.config, "workerinput"):  # the controller undoes it if this worker dies
+            report.opprof_undo = json.dumps(item.stash[_UNDO].to_dict())
     if call.when == "teardown":
         undo = item.stash.get(_UNDO, None)
         if undo is not None and report.failed:
@@ -974,7 +989,7 @@ def _take_profile(
         item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
 
 
-_UNDO = pytest.StashKey[Callable[[], None]]()  # puts the baseline file this test wrote back as it was
+_UNDO = pytest.StashKey[Undo]()  # puts the baseline file this test wrote back as it was
 
 
 @pytest.hookimpl(wrapper=True)
@@ -993,7 +1008,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         raise
 
 
-def _put_back(undo: Callable[[], None], fixture: OpprofFixture) -> None:
+def _put_back(undo: Undo, fixture: OpprofFixture) -> None:
     """A test that errs in its teardown after its baseline was written is not recorded: the file
     goes back as it was (a baseline records code that passes its own checks)."""
     try:

@@ -416,12 +416,10 @@ LOCATION_FIELDS = {"baseline_dir": "--opprof-baseline-dir", "device_key": "--opp
 
 def _location_flags(values: dict[str, Any], sources: dict[str, str]) -> tuple[str, ...]:
     """The baseline location the person running chose (not a standing one, which the next run
-    reads again), as the flags that choose it again."""
-    flags: list[str] = []
-    for name, flag in LOCATION_FIELDS.items():
-        if name in values and not standing(sources[name]):
-            flags += [flag, str(values[name])]
-    return tuple(flags)
+    reads again), as the flags that choose it again: `--opprof-baseline-dir=DIR`, with `=` (a
+    path after a space is refused: pytest would take it for a test path first)."""
+    chosen = [name for name in LOCATION_FIELDS if name in values and not standing(sources[name])]
+    return tuple(f"{LOCATION_FIELDS[name]}={values[name]}" for name in chosen)
 
 
 def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Settings:

@@ -1228,6 +1228,10 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
             "delete the file and record the test again",
         ),
         (lambda d: d.update(capture="x"), "'capture' is 'x', not an object"),
+        # a trial's `\ud800` escape, valid JSON: the HTML and JSON reports, xdist and `opprof show` crashed
+        (lambda d: d["ops"].update({"aten::mm\ud800": d["ops"].pop("aten::addmm")}), "holds '\\ud800', the escape"),
+        (lambda d: d.update(nodeid=NODE + "\udc00"), "holds '\\udc00', the escape of half a character"),
+        (lambda d: d["environment"].update(torch="2.13\udbff"), "holds '\\udbff'"),
         (
             lambda d: (d.pop("capture"), d.update(events_per_step=[])),
             "'events_per_step' is empty and there is no 'capture",
@@ -1857,3 +1861,33 @@ def test_every_environment_fact_a_baseline_records_is_checked_as_a_text():
     from pytest_opprof.documents import TEXT_FACTS
 
     assert set(ENVIRONMENT_KEYS) == TEXT_FACTS
+
+
+def test_a_character_written_as_a_surrogate_pair_escape_is_read(tmp_path):
+    """An emoji escaped as JSON writes it (`\\ud83d\\ude80`, two halves) is one character: read,
+    where a lone half is refused (above)."""
+    data = doc(profile()).to_dict()
+    data["environment"]["torch"] = "2.13 \U0001f680"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))  # ensure_ascii: the pair's escapes
+    assert "\\ud83d\\ude80" in path.read_text()
+    assert read_baseline(path, NODE).environment["torch"] == "2.13 \U0001f680"
+
+
+@pytest.mark.parametrize("before", [b'{"schema": 2}\n', b"\xff\x00 not text", None])
+def test_an_undo_travels_as_json_and_puts_the_file_back(tmp_path, before):
+    """An xdist worker sends its baseline write's undo to the controller as JSON: any bytes (or
+    no file) come back as they were, and a new file's folders go with it."""
+    from pytest_opprof.baseline import Undo
+
+    path = tmp_path / ".opprof" / "cpu" / "t.py" / "test_a.json"
+    path.parent.mkdir(parents=True)
+    if before is not None:
+        path.write_bytes(before)
+    undo = Undo(path, before, tmp_path / ".opprof")
+    path.write_text("this run's")
+    Undo.from_dict(json.loads(json.dumps(undo.to_dict())))()
+    if before is None:
+        assert not (tmp_path / ".opprof" / "cpu").exists()
+    else:
+        assert path.read_bytes() == before

@@ -566,12 +566,14 @@ def test_op_names_that_do_not_print_are_shown_by_their_escapes(capsys, tmp_path,
         base = i * 1000
         events += [step(i + 1, base, 1000), op("aten::linear", base + 10, 300), op("aten::relu", base + 400, 50)]
         events += [op("aten::mm\nFAKE LINE ok\x1b[31mRED", base + 500, 20)]
+        events += [op("aten::bmm\ud800", base + 600, 20)]  # a lone surrogate: no UTF-8 output takes it
     forged = tmp_path / "forged.json"
     write_trace(forged, events, {})
     for argv in (["analyze", str(forged)], ["compare", str(small_trace), str(forged)]):
         code, out, err = run_cli(capsys, *argv)
         assert "\x1b" not in out + err and "FAKE" not in "".join(line[:4] for line in out.splitlines())
         assert "aten::mm\\nFAKE LINE ok\\x1b[31mRED" in out, argv
+        assert "aten::bmm\\ud800" in out and (out + err).encode()
     code, out, _ = run_cli(capsys, "analyze", str(forged), "--json", "--op", "aten::mm*")
     assert code == 0 and [o["name"] for o in json.loads(out)["ops"]] == ["aten::mm\\nFAKE LINE ok\\x1b[31mRED"]
 

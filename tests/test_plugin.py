@@ -1867,6 +1867,48 @@ def test_ok(opprof, mlp):
     assert "measured under pytest-xdist" not in result.stdout.str()  # one worker shares its CPUs with none
 
 
+TEARDOWN_CRASH_TESTS = """
+import os
+import pytest
+import torch
+
+LAYERS = int(os.environ.get("OPPROF_T_LAYERS", "1"))
+model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(LAYERS)])
+x = torch.randn(4, 16)
+
+@pytest.fixture
+def dies_after():
+    yield
+    if os.environ.get("OPPROF_T_CRASH"):
+        os._exit(4)
+
+def test_changed(opprof, dies_after):
+    opprof.run(model, x, warmup=1, steps=2)
+
+@pytest.mark.skipif(not os.environ.get("OPPROF_T_CRASH"), reason="new in the crashing run")
+def test_new(opprof, dies_after):
+    opprof.run(model, x, warmup=1, steps=2)
+"""
+
+
+def test_a_baseline_written_before_its_xdist_worker_died_in_teardown_goes_back(pytester, monkeypatch):
+    """A test that errs in its teardown is not recorded: its file goes back as it was. Its
+    xdist worker dying there (os._exit, a segfault) left the file rewritten, while the summary
+    said `files as they were` (a trial). The controller puts it back; a new file goes."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_t=TEARDOWN_CRASH_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1, skipped=1)
+    (path,) = pytester.path.glob(".opprof/*/test_t.py/test_changed.json")
+    before = path.read_bytes()
+    monkeypatch.setenv("OPPROF_T_LAYERS", "2")
+    monkeypatch.setenv("OPPROF_T_CRASH", "1")
+    result = run(pytester, "--opprof-update-baseline", "-n", "1")
+    result.assert_outcomes(passed=2, failed=2)  # each call passed; each teardown killed its worker
+    result.stdout.fnmatch_lines(["opprof: 2 tests not recorded: * files as they were*"])
+    assert path.read_bytes() == before
+    assert not list(pytester.path.glob(".opprof/*/test_t.py/test_new.json"))
+
+
 # -- baselines --------------------------------------------------------------------------------
 
 ORPHAN_TESTS = """
@@ -2615,7 +2657,7 @@ def test_a_suggested_record_command_repeats_the_runs_own_baseline_location(proje
     (line,) = [x for x in result.stdout.lines if "record it with" in x]
     command = line.split("record it with ", 1)[1].split(" and commit it", 1)[0]
     expected = (
-        "pytest --opprof-update-baseline --opprof-baseline-dir 'perf base' --opprof-device-key ci-a10 test_r.py::test_a"
+        "pytest --opprof-update-baseline '--opprof-baseline-dir=perf base' --opprof-device-key=ci-a10 test_r.py::test_a"
     )
     assert command == expected
     run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
@@ -2629,9 +2671,19 @@ def test_a_suggested_record_command_repeats_the_runs_own_baseline_location(proje
     result.stdout.fnmatch_lines(
         [
             "opprof: no baseline for 1 test (test_r.py::test_a) in perf base/ci-t4 (*); run pytest "
-            "--opprof-update-baseline --opprof-device-key ci-t4 to record them"
+            "--opprof-update-baseline --opprof-device-key=ci-t4 to record them"
         ]
     )
+    # the summary's command, with an existing absolute folder: with `=`, or opprof refuses it (a trial)
+    (project.path / "abs").mkdir()
+    result = run(project, "--opprof", f"--opprof-baseline-dir={project.path / 'abs'}")
+    (line,) = [x for x in result.stdout.lines if x.startswith("opprof: no baseline")]
+    command = line.split("; run ", 1)[1].removesuffix(" to record them")
+    assert command == f"pytest --opprof-update-baseline --opprof-baseline-dir={project.path / 'abs'}"
+    run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    run(
+        project, "--opprof", "--opprof-require-baseline", f"--opprof-baseline-dir={project.path / 'abs'}"
+    ).assert_outcomes(passed=1)
 
 
 def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(baselined):
@@ -2751,7 +2803,7 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     result.stdout.fnmatch_lines(
         [
             "opprof: no baseline for 1 test (*::test_x) in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
-            "ci-a10, ci-t4); run pytest --opprof-update-baseline --opprof-device-key ci-h200 to record them"
+            "ci-a10, ci-t4); run pytest --opprof-update-baseline --opprof-device-key=ci-h200 to record them"
         ]
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")

@@ -166,12 +166,12 @@ def test_ignore_ops_with_an_overload_name_is_refused():
 @pytest.mark.parametrize(
     ("values", "flags"),
     [
-        ({"baseline_dir": ("perf", "command line")}, ("--opprof-baseline-dir", "perf")),
-        ({"device_key": ("ci-a10", "-o opprof_device_key")}, ("--opprof-device-key", "ci-a10")),
+        ({"baseline_dir": ("perf", "command line")}, ("--opprof-baseline-dir=perf",)),
+        ({"device_key": ("ci-a10", "-o opprof_device_key")}, ("--opprof-device-key=ci-a10",)),
         ({"baseline_dir": ("perf", "pytest.ini"), "device_key": ("k", "PYTEST_ADDOPTS")}, ()),
         (
             {"baseline_dir": ("~/b", "command line"), "device_key": ("k", "command line")},
-            ("--opprof-baseline-dir", str(Path.home() / "b"), "--opprof-device-key", "k"),
+            (f"--opprof-baseline-dir={Path.home() / 'b'}", "--opprof-device-key=k"),
         ),
     ],
 )
