@@ -375,10 +375,7 @@ def _load_side(text: str) -> _Side:
     if path.is_dir():
         keys = sorted({str(doc.device_key) for _, doc in found})
         if len(keys) > 1:
-            raise BaselineError(
-                f"{path}: holds baselines of {len(keys)} device keys ({', '.join(keys)}); "
-                f"pass one device-key folder, e.g. {path / keys[0]}"
-            )
+            raise BaselineError(_keys_mixed(path, found, keys))
         docs: dict[str, BaselineDoc] = {}
         files: dict[str, Path] = {}
         for file, doc in found:
@@ -389,6 +386,18 @@ def _load_side(text: str) -> _Side:
         return _Side(path, "baselines", docs, keys[0])
     ((_, doc),) = found
     return _Side(path, "baseline", {doc.nodeid: doc}, doc.device_key, test=doc.nodeid)
+
+
+def _keys_mixed(folder: Path, found: list[tuple[Path, BaselineDoc]], keys: list[str]) -> str:
+    """A folder whose baselines name more than one device key: a baseline folder holding several
+    key folders (pass one), or a key folder holding a file that names another key (a trial's
+    edit read `e.g. .opprof/cpu-x86_64/cpu-x86_64`, a folder that does not exist)."""
+    mixed = f"{folder}: holds baselines of {len(keys)} device keys ({', '.join(keys)})"
+    if all((folder / key).is_dir() for key in keys):
+        return f"{mixed}; pass one device-key folder, e.g. {folder / keys[0]}"
+    first = {str(doc.device_key): file for file, doc in reversed(found)}
+    files = "; ".join(f"{key}: {first[key]}" for key in keys)
+    return f"{mixed}: {files}; a baseline belongs under the folder of the key it was recorded on (its device_key): move or delete the others"
 
 
 def _second_baseline(folder: Path, first: Path, second: Path, nodeid: str) -> str:

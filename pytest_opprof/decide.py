@@ -7,7 +7,7 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -467,6 +467,15 @@ class BaselineResult:
         else:
             verdict = own or ("ok" if base is not None else "added")
         return OpRow(base, delta, verdict)
+
+    def removed_rows(self, present: Collection[str]) -> list[tuple[str, OpRow]]:
+        """The baseline's ops this run did not run (0 calls), for a row of their own in every
+        table (a trial found a vanished op in no table, CSV or HTML: a structure verdict names it
+        in its message only): (op, its columns: baseline min, no delta, `removed`, or `ignored`
+        where an ignore glob matches it), the costliest first."""
+        gone = sorted(((base, name) for name, (base, _) in self.rows.items() if name not in present), reverse=True)
+        globs = [i.glob for i in self.ignores]
+        return [(name, OpRow(base, None, "ignored" if ignored(name, globs) else "removed")) for base, name in gone]
 
     def failing(self, rule: Rule) -> list[str]:
         """The failing verdicts' messages, the test's failure: the first WORK_LISTED work changes

@@ -11,7 +11,7 @@ import re
 import reprlib
 import shlex
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .events import without_overload
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
@@ -118,16 +118,35 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
 
 
 _RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
+_SHELL_WORD = re.compile(r"""\s((?:'[^']*'|"[^"]*"|[^\s'"])+)""")
 
 
-def with_location(text: str, flags: Sequence[str]) -> str:
-    """`text` with each record command it suggests (`pytest --opprof-update-baseline[=MODE]`)
-    followed by the run's own --opprof-baseline-dir / --opprof-device-key: without them the
-    command would record under the default folder, which this run did not read."""
-    if not flags:
+def runnable_here(text: str, flags: Sequence[str], typed_id: Callable[[str], str] | None = None) -> str:
+    """`text` with each record command it suggests (`pytest --opprof-update-baseline[=MODE]`
+    and the test ids after it) as the person who ran pytest can run it: followed by the run's own
+    --opprof-baseline-dir / --opprof-device-key (without them it would record under the default
+    folder, which this run did not read), its ids as `typed_id` gives them (node ids are relative
+    to the rootdir; pytest takes them relative to the folder it runs in)."""
+    if not flags and typed_id is None:
         return text
-    added = " ".join(shlex.quote(f) for f in flags)
-    return _RECORD_COMMAND.sub(lambda m: f"{m.group(0)} {added}", text)
+    added = "".join(" " + shlex.quote(f) for f in flags)
+    parts, start = [], 0
+    for command in _RECORD_COMMAND.finditer(text):
+        parts.append(text[start : command.end()] + added)
+        start = command.end()
+        while typed_id is not None and (word := _SHELL_WORD.match(text, start)) and (test := _test_id(word[1])):
+            parts.append(" " + shlex.quote(typed_id(test)))
+            start = word.end()
+    return "".join(parts) + text[start:]
+
+
+def _test_id(word: str) -> str | None:
+    """The test id (or test file) a shell word of a record command gives, else None."""
+    try:
+        (unquoted,) = shlex.split(word)
+    except ValueError:  # not one word (`test's`, an unclosed quote): the command ended before it
+        return None
+    return unquoted if "::" in unquoted or unquoted.endswith(".py") else None
 
 
 # A recording run's word on a slower time it did not write

@@ -210,10 +210,16 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
             verdict = row.verdict
         else:
             cells += ["", ""]
-        rows.append(
-            "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f'<td class="verdict">{_e(verdict)}</td></tr>'
-        )
+        rows.append(_row(cells, verdict))
+    if baseline is not None and compared:  # the baseline's ops that did not run
+        for name, row in baseline.removed_rows({op.name for op in profile.ops}):
+            cells = [name, "0", "", "", "", "", "", f"{row.base_min_ms or 0.0:.3f}", ""]
+            rows.append(_row(cells, row.verdict))
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _row(cells: list[str], verdict: str) -> str:
+    return "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + f'<td class="verdict">{_e(verdict)}</td></tr>'
 
 
 def _ranges_table(profile: Profile) -> str:

@@ -55,11 +55,11 @@ from .errors import (
     orphans_line,
     outside_rootdir,
     recording_by_setting,
+    runnable_here,
     stepped_aside_unmeasured,
     threads_left_changed,
     toml_list_fix,
     unknown_ini_key,
-    with_location,
 )
 from .fixture import OpprofFixture, Remeasured
 from .htmlreport import write_html_report
@@ -803,16 +803,29 @@ def _judge_call(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> N
     """After a call that passed: the assertions deferred to its end, then the baseline's verdicts."""
     failures = fixture.deferred_failures()
     if failures:
-        _fail(state, failures)
+        _fail(item, failures)
     if fixture.stepped_aside and not fixture.error_messages:
         _measured_nothing(item, fixture, state, stepped_aside_unmeasured, "stepped_aside")
     failing = _baseline_step(item, fixture, state)
     if failing:
-        _fail(state, failing)
+        _fail(item, failing)
 
 
-def _fail(state: RunState, messages: list[str]) -> None:
-    pytest.fail(with_location("\n".join(messages), state.settings.location_flags), pytrace=False)
+def _fail(item: pytest.Item, messages: list[str]) -> None:
+    pytest.fail(_runnable(item.config, "\n".join(messages)), pytrace=False)
+
+
+def _runnable(config: pytest.Config, text: str) -> str:
+    """The record commands `text` suggests, as the person who ran pytest can run them."""
+    settings = config.stash[RUN].settings
+    elsewhere = config.invocation_params.dir != config.rootpath
+    return runnable_here(text, settings.location_flags, partial(_typed_id, config) if elsewhere else None)
+
+
+def _typed_id(config: pytest.Config, nodeid: str) -> str:
+    """A node id (relative to the rootdir) as a test id given in the folder pytest ran in."""
+    path, sep, rest = nodeid.partition("::")
+    return os.path.relpath(config.rootpath / path, config.invocation_params.dir) + sep + rest
 
 
 def _measured_nothing(
@@ -929,8 +942,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.passed and fixture.error_messages:
         # Untrusted numbers or an unusable baseline are neither a pass nor a fail: an error.
         report.outcome = "failed"
-        flags = item.config.stash[RUN].settings.location_flags
-        report.longrepr = UntrustedRepr(with_location("\n".join(fixture.error_messages), flags))
+        report.longrepr = UntrustedRepr(_runnable(item.config, "\n".join(fixture.error_messages)))
         report.opprof_untrusted = True
         # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
         item.user_properties.append(("opprof.outcome", "error"))
@@ -1219,7 +1231,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     terminalreporter.write_sep("=", "opprof")
     for line in lines:
-        terminalreporter.write_line(with_location(line, state.settings.location_flags))
+        terminalreporter.write_line(_runnable(config, line))
     if reports:
         _write_outputs(terminalreporter, state)
     note = _rootdir_note(config, state, lines)

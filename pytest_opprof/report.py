@@ -388,10 +388,16 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
                 cells.verdict,
             ]
         rows.append(row)
+    shown = len(rows)
+    if compared and baseline:
+        rows += [
+            [short(name), "0", "", "", "", "", "", ms_cell(cells.base_min_ms or 0.0), "", cells.verdict]
+            for name, cells in baseline.removed_rows({op.name for op in profile.ops})
+        ]  # fmt: skip
     headers = ["op", "calls/step", "ms/step", "self", "min", "time", "of step"]
     if compared:
         headers += ["baseline min", "delta", "verdict"]
-    return with_more_rows(tabulate(rows, headers=headers, disable_numparse=True), len(profile.ops), len(rows), "op")
+    return with_more_rows(tabulate(rows, headers=headers, disable_numparse=True), len(profile.ops), shown, "op")
 
 
 def _base_rows(profile: Profile, baseline: BaselineResult) -> dict[str, OpRow]:
@@ -1278,6 +1284,12 @@ def op_csv(
                     outcome or "",
                 ]
         rows.append(row)
+    if nodeid is not None and baseline is not None and baseline.compared:
+        blank = [""] * (len(CSV_COLUMNS) - 2)  # no time of this run's
+        rows += [
+            [nodeid, name, 0, *blank, cells.base_min_ms, "", cells.verdict, outcome or ""]
+            for name, cells in baseline.removed_rows({op.name for op in profile.ops})
+        ]
     return _csv_text(rows)
 
 

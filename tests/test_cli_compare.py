@@ -621,6 +621,15 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     a, b = folders
     code, _, err = run_cli(capsys, "compare", b.parent, b)
     assert code == 2 and "holds baselines of 2 device keys (nvidia-a10, nvidia-tesla-t4); pass one" in err
+    # a key folder holding a file of another key: its files are named, not `<folder>/<key>`, which
+    # does not exist (a trial's `e.g. .opprof/cpu-x86_64/cpu-x86_64`)
+    stray = next(a.rglob("test_old.json"))
+    stray.write_text(stray.read_text().replace('"nvidia-tesla-t4"', '"nvidia-h100"'))
+    code, _, err = run_cli(capsys, "compare", a, b)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{a}: holds baselines of 2 device keys (nvidia-h100, nvidia-tesla-t4): nvidia-h100: {stray}; " in err
+    assert "move or delete the others" in err and str(a / "nvidia-h100") not in err
+    stray.write_text(stray.read_text().replace('"nvidia-h100"', '"nvidia-tesla-t4"'))
     import shutil
 
     shutil.copytree(a, tmp_path / "mixed" / "nvidia-a10")  # copied by hand: the files still say their own key

@@ -4084,6 +4084,41 @@ def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(projec
     assert list((project.path / "bl" / "x").rglob("test_a.json"))
 
 
+def test_a_record_command_suggested_in_a_subfolder_names_the_tests_as_typed_there(project, monkeypatch):
+    """Node ids are relative to the rootdir: run from `tests/`, the suggested `pytest
+    --opprof-update-baseline tests/test_m.py::test_a` found no such file there (a trial). The ids
+    in a record command are given as pytest takes them in the folder it ran in; run there, the
+    commands record, and the next run passes."""
+    project.makeini("[pytest]\n")
+    sub = project.path / "tests"
+    sub.mkdir()
+    source = (
+        "import os, torch\nfrom conftest import infer\n"
+        "def step(model, x):\n    y = infer(model, x)\n    return torch.sigmoid(y) if os.environ.get('MORE') else y\n"
+        "def test_a(opprof, mlp):\n    opprof.run(step, *mlp, warmup=1, steps=5)\n"
+    )
+    (sub / "test_m.py").write_text(source)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (sub / "test_n.py").write_text(source.replace("test_a", "test_b"))
+    monkeypatch.setenv("MORE", "1")
+    monkeypatch.chdir(sub)
+    result = run(project, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(failed=1, errors=1)
+    commands = [
+        line.split(prefix, 1)[1].split(suffix, 1)[0]
+        for line in result.stdout.lines
+        for prefix, suffix in (("record it: ", " (and commit"), ("record it with ", " and commit"))
+        if prefix in line
+    ]
+    assert sorted(set(commands)) == [
+        "pytest --opprof-update-baseline test_m.py::test_a",
+        "pytest --opprof-update-baseline test_n.py::test_b",
+    ]
+    for command in set(commands):
+        run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    run(project, "--opprof", "--opprof-require-baseline").assert_outcomes(passed=2)
+
+
 def test_the_observer_effect_is_in_the_report_and_far_above_the_usual_is_a_warning(project, fake_clock):
     """run() times unprofiled steps after the profiled ones: the header shows profiled/unprofiled
     (here the fake clock's 10 us unprofiled step against its profiled one), the JSON carries it,
@@ -4212,6 +4247,44 @@ def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project,
     # each row says how its test ended (a trial's failed test read `ok` in every row)
     assert {r["outcome"] for r in compared} == {"passed"}
     assert {r["outcome"] for r in rows if r["test"].endswith("test_b")} == {"failed"}
+
+
+def test_an_op_that_no_longer_runs_has_a_row_in_every_table(project, monkeypatch):
+    """A vanished op (a sigmoid taken out) was in no table: the terminal's, the CSV's and the
+    HTML's rows all read `ok` while the test failed on it (a trial). It gets a row of its own: 0
+    calls, its baseline min, `removed` (`ignored` where an ignore glob matches it), also under
+    --opprof-top."""
+    project.makepyfile(
+        test_v="""
+        import os, torch
+        from conftest import infer
+        def step(model, x):
+            y = infer(model, x)
+            return y if os.environ.get("NO_SIGMOID") else torch.sigmoid(y)
+        def test_v(opprof, mlp):
+            opprof.run(step, *mlp, warmup=1, steps=5)
+        """
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("NO_SIGMOID", "1")
+    result = run(project, "--opprof", "--opprof-top=2", "--opprof-csv=r.csv", "--opprof-html=r.html")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*structure changed: - aten::sigmoid (was 1/step)*"])
+    (row,) = [line.split() for line in result.stdout.lines if line.startswith("aten::sigmoid ")]
+    assert (row[1], row[-1]) == ("0", "removed") and float(row[2]) > 0  # its baseline min
+    (gone,) = [r for r in _csv_rows(project.path / "r.csv") if r["op"] == "aten::sigmoid"]
+    assert (gone["calls_per_step"], gone["ms_per_step"], gone["verdict"], gone["outcome"]) == (
+        "0",
+        "",
+        "removed",
+        "failed",
+    )
+    assert float(gone["baseline_min_ms_per_step"]) > 0
+    page = (project.path / "r.html").read_text()
+    assert "<tr><td>aten::sigmoid</td><td>0</td>" in page and page.count('<td class="verdict">removed</td>') == 1
+    run(project, "--opprof", "--opprof-ignore-ops=aten::sigmoid", "--opprof-csv=r.csv").assert_outcomes(passed=1)
+    (gone,) = [r for r in _csv_rows(project.path / "r.csv") if r["op"] == "aten::sigmoid"]
+    assert gone["verdict"] == "ignored"
 
 
 def test_html_report_is_one_self_contained_page(project):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof.errors import with_location
+from pytest_opprof.errors import runnable_here
 from pytest_opprof.settings import OPTIONS, Settings, SettingsError, parse_fail_on, parse_settings
 
 
@@ -203,8 +203,8 @@ def test_location_flags_are_the_ones_the_person_running_gave(values, flags):
 def test_with_location_adds_the_flags_after_each_record_command(text, expected):
     """Each `pytest --opprof-update-baseline[=MODE]` a message suggests gets the location flags
     (quoted), and nothing else in the text changes."""
-    assert with_location(text, ("-D", "a b")) == expected
-    assert with_location(text, ()) == text
+    assert runnable_here(text, ("-D", "a b")) == expected
+    assert runnable_here(text, ()) == text
 
 
 @pytest.mark.parametrize(
