@@ -28,6 +28,7 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1d232a;background:#ff
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:0;word-break:break-all}
 .meta{color:#555;margin:4px 0 10px} section{border:1px solid #d8dde3;border-radius:6px;padding:12px 16px;margin:14px 0}
 .outcome{font-size:12px;padding:1px 6px;border-radius:3px;color:#fff;margin-left:6px}
+.worker{font-size:12px;font-weight:normal;color:#555;margin-left:6px}
 .passed{background:#2e7d32}.failed{background:#c62828}.error{background:#6a1b9a}.skipped{background:#777}.xfailed{background:#777}.xpassed{background:#ef6c00}.None{background:#777}
 table{border-collapse:collapse;margin-top:8px} td,th{padding:2px 10px;text-align:right;border-bottom:1px solid #eee}
 td:first-child,th:first-child{text-align:left;font-family:ui-monospace,monospace}
@@ -76,13 +77,15 @@ def test_section(
     failure: str | None = None,
     cut_short: bool = False,
     extra_checks: tuple[Check, ...] = (),
+    worker: str | None = None,
 ) -> str:
     """One test's section: why it failed, its numbers, a bar chart of its top ops, its device
     timeline as a stacked bar, its op table with the baseline's columns, and a link to its trace.
     A test without a profile (skipped, or ended before it captured anything) gets its outcome and why."""
+    on = f' <span class="worker">on {_e(worker)}</span>' if worker else ""  # `--dist each`: each worker's run
     head = (
         f'<section class="test" data-nodeid="{_e(nodeid)}"><h2>{_e(nodeid)}'
-        f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span></h2>'
+        f'<span class="outcome {_e(outcome)}">{_e(outcome)}</span>{on}</h2>'
     )
     if profile is None:
         return f'{head}{_failure(failure)}<div class="meta">{NO_PROFILE}</div></section>\n'

@@ -369,7 +369,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(traces)
     config.stash[RUN] = state
     if reporting:
-        config.pluginmanager.register(_RecordCollector(state), "opprof-records")
+        everywhere = getattr(config.option, "dist", None) == "each"
+        config.pluginmanager.register(_RecordCollector(state, everywhere), "opprof-records")
     if settings.measuring:
         config.pluginmanager.register(_ThreadLeaks(), "opprof-thread-leaks")
 
@@ -467,8 +468,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 class _RecordCollector:
     """Collects each measured test's record from its report (from xdist workers too)."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, everywhere: bool = False) -> None:
         self.state = state
+        self.everywhere = everywhere  # `--dist each`: a crashed test's record names its worker
         self.index: dict[tuple[str, str | None], int] = {}  # (nodeid, xdist worker) -> place in state.records
         self.running: set[tuple[str, str | None]] = set()  # measured tests whose xdist worker has not sent their record
         self.undo: dict[tuple[str, str | None], Undo] = {}  # their baseline writes, while they may still err
@@ -505,7 +507,8 @@ class _RecordCollector:
                 undo()
             except OSError as exc:
                 failure += f"; its baseline {undo.path} stays as this run wrote it ({exc.strerror or exc})"
-        result = TestResult(report.nodeid, outcome="failed", failure=failure)
+        result = TestResult(report.nodeid, outcome="failed", failure=failure, worker=worker)
+        result.everywhere = self.everywhere
         self.add(_to_record(result, self.state.settings), worker)
 
     def add(self, found: TestRecord, worker: str | None) -> None:
@@ -1158,6 +1161,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
     state = item.config.stash[RUN]
     settings = state.settings
+    result.worker = getattr(item.config, "workerinput", {}).get("workerid")
+    result.everywhere = state.trace_tag is not None
     checks: list[Check] = item.stash.get(_CHECKS, [])
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []

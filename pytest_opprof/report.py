@@ -97,6 +97,8 @@ class TestResult:
     failure: str | None = None  # why the test failed or erred (its first failing phase's message)
     cut_short: bool = False  # the profile is of a capture the test's exception ended (never judged)
     extra_checks: tuple[Check, ...] = ()  # the run's checks of this test (its start), beside the profile's
+    worker: str | None = None  # the xdist worker that ran it (the CSV's `worker`)
+    everywhere: bool = False  # `--dist each`: every worker runs it, and its header names the worker
 
     def export_trace(
         self,
@@ -153,6 +155,7 @@ class TestResult:
         these records alone. The full profile (every op's per-step samples) only when the JSON
         report wants it."""
         profile = self.profile
+        named = self.worker if self.everywhere else None  # in the header and the HTML section
         return TestRecord(
             self.nodeid,
             self.outcome,
@@ -163,11 +166,11 @@ class TestResult:
             self.unreliable,
             self.cpu_wait,
             self.baseline,
-            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline, self.cut_short)
+            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline, self.cut_short, named)
             if profile is not None
             else None,
             self.trace_error,
-            op_csv(profile, self.nodeid, self.baseline, header=False, outcome=self.outcome)
+            op_csv(profile, self.nodeid, self.baseline, header=False, outcome=self.outcome, worker=self.worker)
             if profile is not None and with_csv
             else None,
             test_section(
@@ -180,6 +183,7 @@ class TestResult:
                 self.failure,
                 self.cut_short,
                 self.extra_checks,
+                named,
             )
             if html_dir is not None
             else None,
@@ -341,7 +345,10 @@ def _summary_block(
     top: int,
     baseline: BaselineResult | None = None,
     cut_short: bool = False,
+    worker: str | None = None,
 ) -> str:
+    """The test's header and tables; `worker`: the xdist worker named in the header (`--dist
+    each`, where every worker runs the test)."""
     # the median step, as "of step" divides by it
     wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = count_of(profile.steps, "step") + (f", {CUT_SHORT}" if cut_short else "")
@@ -349,7 +356,7 @@ def _summary_block(
         wall += ", times include recording inputs"  # a one-step capture records them in its step
     if profile.overhead is not None:  # best profiled step / best unprofiled one
         wall += f", {profiler_cost_text(profile.overhead)}"
-    lines = [f"{nodeid} [{outcome}] ({steps}{wall})"]
+    lines = [f"{nodeid} [{outcome}{f' on {worker}' if worker else ''}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)
     tables = [_summary_table(profile, top, baseline)]
@@ -1227,7 +1234,8 @@ CSV_COLUMNS = [
     "op", "calls_per_step", "ms_per_step", "min_ms_per_step", "time", "of_step_pct", "cpu_ms_per_step",
     "self_cpu_ms_per_step", "device_ms_per_step", "self_device_ms_per_step",
 ]  # fmt: skip
-CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict", "outcome"]  # outcome: the test's
+# outcome: the test's; worker: the xdist worker that ran it (`--dist each` runs every test on each)
+CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict", "outcome", "worker"]
 
 
 def _whole(value: float) -> float | int:
@@ -1249,6 +1257,7 @@ def op_csv(
     baseline: BaselineResult | None = None,
     header: bool = True,
     outcome: str | None = None,
+    worker: str | None = None,
 ) -> str:
     """Every op of a profile as CSV rows, the numbers of the terminal table unrounded (medians
     over the steps; ms): with a `test` column, the baseline's columns and the test's `outcome`
@@ -1272,7 +1281,7 @@ def op_csv(
                 else None
             )
             if cells is None:
-                row = [nodeid, *row, "", "", "", outcome or ""]
+                row = [nodeid, *row, "", "", "", outcome or "", worker or ""]
             else:
                 base, delta = cells.base_min_ms, cells.delta_pct
                 row = [
@@ -1282,12 +1291,13 @@ def op_csv(
                     "" if delta is None else round(delta, 2),
                     cells.verdict,
                     outcome or "",
+                    worker or "",
                 ]
         rows.append(row)
     if nodeid is not None and baseline is not None and baseline.compared:
         blank = [""] * (len(CSV_COLUMNS) - 2)  # no time of this run's
         rows += [
-            [nodeid, name, 0, *blank, cells.base_min_ms, "", cells.verdict, outcome or ""]
+            [nodeid, name, 0, *blank, cells.base_min_ms, "", cells.verdict, outcome or "", worker or ""]
             for name, cells in baseline.removed_rows({op.name for op in profile.ops})
         ]
     return _csv_text(rows)

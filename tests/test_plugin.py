@@ -4240,6 +4240,8 @@ def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project,
             assert float(r["calls_per_step"]) == o["per_step"]["calls"]["median"]
             assert float(r["cpu_ms_per_step"]) == pytest.approx(o["per_step"]["cpu_ms"]["median"])
             assert r["time"] == ("device" if o["on_device"] else "cpu")
+    workers = {r["worker"] for r in rows}  # the xdist worker that ran each test's rows
+    assert (workers and workers <= {"gw0", "gw1"}) if xdist else workers == {""}
     compared = [r for r in rows if r["test"].endswith("test_a")]
     assert all(float(r["baseline_min_ms_per_step"]) > 0 and r["delta_pct"] != "" for r in compared)
     assert {r["delta_pct"] for r in compared} == {"0.0"}  # the fake clock's times, in xdist's workers too

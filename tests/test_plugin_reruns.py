@@ -3,6 +3,7 @@ the report, the summary and the JUnit properties hold its last run, and say how 
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import xml.etree.ElementTree as ET
@@ -204,12 +205,25 @@ def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
         test_user="import torch\ndef test_x(opprof):\n    opprof.run(lambda: torch.ones(3) + 1, steps=2)\n"
     )
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--opprof", "-n", "2", "--dist", "each", "--opprof-json=r.json"
-    )
+        "-p", "no:cacheprovider", "--opprof", "-n", "2", "--dist", "each", "--opprof-json=r.json",
+        "--opprof-csv=r.csv", "--opprof-html=r.html",
+    )  # fmt: skip
     result.assert_outcomes(passed=2)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["nodeid"], t["attempts"]) for t in tests] == [("test_user.py::test_x", 1)] * 2
     assert [t["worker"] for t in tests] == ["gw0", "gw1"]
+    # the CSV's rows, the terminal's and the HTML's headers say which worker's run they are of
+    with open(pytester.path / "r.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["worker"] for r in rows} == {"gw0", "gw1"}
+    assert sorted(r["op"] for r in rows if r["worker"] == "gw0") == sorted(
+        r["op"] for r in rows if r["worker"] == "gw1"
+    )
+    result.stdout.fnmatch_lines_random(
+        ["test_user.py::test_x [[]passed on gw0] (*", "test_user.py::test_x [[]passed on gw1] (*"]
+    )
+    page = (pytester.path / "r.html").read_text()
+    assert '<span class="worker">on gw0</span>' in page and '<span class="worker">on gw1</span>' in page
     assert "ran 2 times" not in result.stdout.str()
 
 
