@@ -19,7 +19,7 @@ from typing import Any
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc, FieldError
-from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, symlink_outside
+from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, shown_value, symlink_outside
 from .events import printable_texts
 from .files import NotReadable, broken_link, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
@@ -455,7 +455,7 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
             f'if the test was moved or renamed and the file moved with it, set its "nodeid" to {nodeid!r} '
             "to keep it; else delete it and run pytest --opprof-update-baseline"
         )
-        raise BaselineError(bad_baseline(path, f"belongs to {data['nodeid']!r}, not {nodeid!r}", fix))
+        raise BaselineError(bad_baseline(path, f"belongs to {shown_value(data['nodeid'])}, not {nodeid!r}", fix))
     try:
         return BaselineDoc.from_file(data)
     except ValueError as exc:

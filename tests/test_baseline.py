@@ -1120,6 +1120,7 @@ def assert_edit_refused(tmp_path, edit, reason):
     with pytest.raises(BaselineError) as info:
         read_baseline(path, NODE)
     assert str(info.value).startswith(f"{path}: ") and reason in str(info.value)
+    assert len(str(info.value)) < 1000  # every value quoted is cut to a line's length
     assert path.read_bytes() == before
 
 
@@ -1190,6 +1191,8 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
         (lambda d: d["environment"].update(torch=2), "'environment.torch' is 2, not a text or null"),
         (lambda d: d["ops"].update({"": d["ops"]["aten::addmm"]}), "op '': an empty name, which no profile's op has"),
         (lambda d: d.update(nodeid=NODE + "\r"), f"belongs to {NODE + chr(13)!r}, not"),  # quoted escaped
+        # a trial's 100,000-character node id was quoted whole, one line of 100 KB
+        (lambda d: d.update(nodeid="t.py::" + "x" * 100_000), "belongs to 't.py::xxxxxxx"),
         (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
         (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),
