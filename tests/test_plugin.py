@@ -2654,7 +2654,8 @@ def test_a_suggested_record_command_repeats_the_runs_own_baseline_location(proje
     located = ["--opprof-baseline-dir", "perf base", "--opprof-device-key=ci-a10"]
     result = run(project, "--opprof", "--opprof-require-baseline", *located)
     result.assert_outcomes(errors=1)
-    (line,) = [x for x in result.stdout.lines if "record it with" in x]
+    # the error's own line (under CI=true pytest's short summary repeats it whole)
+    (line,) = [x for x in result.stdout.lines if x.startswith("opprof: --opprof-require-baseline")]
     command = line.split("record it with ", 1)[1].split(" and commit it", 1)[0]
     expected = (
         "pytest --opprof-update-baseline '--opprof-baseline-dir=perf base' --opprof-device-key=ci-a10 test_r.py::test_a"
