@@ -621,15 +621,6 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     a, b = folders
     code, _, err = run_cli(capsys, "compare", b.parent, b)
     assert code == 2 and "holds baselines of 2 device keys (nvidia-a10, nvidia-tesla-t4); pass one" in err
-    # a key folder holding a file of another key: its files are named, not `<folder>/<key>`, which
-    # does not exist (a trial's `e.g. .opprof/cpu-x86_64/cpu-x86_64`)
-    stray = next(a.rglob("test_old.json"))
-    stray.write_text(stray.read_text().replace('"nvidia-tesla-t4"', '"nvidia-h100"'))
-    code, _, err = run_cli(capsys, "compare", a, b)
-    assert code == 2 and err.count("\n") == 1
-    assert f"{a}: holds baselines of 2 device keys (nvidia-h100, nvidia-tesla-t4): nvidia-h100: {stray}; " in err
-    assert "move or delete the others" in err and str(a / "nvidia-h100") not in err
-    stray.write_text(stray.read_text().replace('"nvidia-h100"', '"nvidia-tesla-t4"'))
     import shutil
 
     shutil.copytree(a, tmp_path / "mixed" / "nvidia-a10")  # copied by hand: the files still say their own key
@@ -979,3 +970,15 @@ def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
     assert code == 0 and "min/step range (recorded)" in out
     assert (rows["aten::addmm"][-1], rows["aten::relu"][-1]) == ("0.350-0.700", "-")
+
+
+def test_a_key_folder_holding_another_keys_file_names_that_file(capsys, folders):
+    """A device-key folder holding a file of another key: its files are named, with the fix, not
+    `<folder>/<key>`, which does not exist (a trial's `e.g. .opprof/cpu-x86_64/cpu-x86_64`)."""
+    a, b = folders
+    stray = next(a.rglob("test_old.json"))
+    stray.write_text(stray.read_text().replace('"nvidia-tesla-t4"', '"nvidia-h100"'))
+    code, _, err = run_cli(capsys, "compare", a, b)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{a}: holds baselines of 2 device keys (nvidia-h100, nvidia-tesla-t4): nvidia-h100: {stray}; " in err
+    assert "move or delete the others" in err and str(a / "nvidia-h100") not in err
