@@ -489,7 +489,7 @@ class _RecordCollector:
         if record is not None:
             self.running.discard(key)
             self.undo.pop(key, None)
-            self.add(TestRecord.from_dict(json.loads(record)), key[1])
+            self.add(TestRecord.from_dict(json.loads(record)))
 
     def _crashed(self, report: pytest.TestReport) -> None:
         """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
@@ -507,17 +507,16 @@ class _RecordCollector:
                 undo()
             except OSError as exc:
                 failure += f"; its baseline {undo.path} stays as this run wrote it ({exc.strerror or exc})"
-        result = TestResult(report.nodeid, outcome="failed", failure=failure, worker=worker)
-        result.everywhere = self.everywhere
-        self.add(_to_record(result, self.state.settings), worker)
+        result = TestResult(report.nodeid, "failed", failure=failure, worker=worker, everywhere=self.everywhere)
+        self.add(_to_record(result, self.state.settings))
 
-    def add(self, found: TestRecord, worker: str | None) -> None:
+    def add(self, found: TestRecord) -> None:
         spool, records = self.state.spool, self.state.records
-        key = (found.nodeid, worker)
+        key = (found.nodeid, found.worker)  # the worker's id is the report's
         place = self.index.get(key)
         if place is not None:  # run again in this session (pytest-rerunfailures...): the last run stands
             found = found.after(records[place])
-        kept = spool.add(found, key[1]) if spool is not None else found
+        kept = spool.add(found) if spool is not None else found
         if place is None:
             self.index[key] = len(records)
             records.append(kept)

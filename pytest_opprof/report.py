@@ -190,6 +190,7 @@ class TestResult:
             self.captures,
             self.cut_short,
             failure=self.failure,
+            worker=self.worker,
         )
 
 
@@ -236,6 +237,7 @@ class TestRecord:
     earlier_outcomes: tuple[str, ...] = ()  # of the test's earlier runs in this session (a rerun plugin)
     earlier_trace: str | None = None  # the trace of the latest earlier run that wrote one, when this run wrote none
     failure: str | None = None  # why the test failed or erred: its first failing phase's message, as pytest says it
+    worker: str | None = None  # the xdist worker that ran it (`--dist each` lists a test once per worker)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -258,6 +260,7 @@ class TestRecord:
             "earlier_outcomes": list(self.earlier_outcomes),
             "earlier_trace": self.earlier_trace,
             "failure": self.failure,
+            "worker": self.worker,
         }
 
     @classmethod
@@ -282,6 +285,7 @@ class TestRecord:
             tuple(data.get("earlier_outcomes", ())),
             data.get("earlier_trace"),
             data.get("failure"),
+            data.get("worker"),
         )
 
     @property
@@ -1146,12 +1150,11 @@ class ReportSpool:
         self._csv_parts: dict[tuple[str, str], tuple[int, int]] = {}
         self._html_parts: dict[tuple[str, str], tuple[int, int]] = {}
 
-    def add(self, record: TestRecord, worker: str | None = None) -> TestRecord:
-        """Spool the record's JSON part (`worker`: the xdist worker that ran it); give back the
-        record without its profile."""
-        key = (record.nodeid, worker or "")
+    def add(self, record: TestRecord) -> TestRecord:
+        """Spool the record's JSON part; give back the record without its profile."""
+        key = (record.nodeid, record.worker or "")
         if self.json:
-            self._parts[key] = self._spool(json.dumps(_json_part(record, worker), indent=2, sort_keys=True))
+            self._parts[key] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
         self._keep(self._csv_parts, key, record.csv if self.csv else None)
         self._keep(self._html_parts, key, record.html if self.html else None)
         return dataclasses.replace(record, profile=None, csv=None, html=None)
@@ -1223,11 +1226,8 @@ def write_csv_report(path: Path, spool: ReportSpool) -> None:
     write_output(path, [CSV_HEADER_LINE, *spool.csv_rows()])
 
 
-def _json_part(record: TestRecord, worker: str | None = None) -> dict[str, Any]:
-    """The test's entry in --opprof-json; `worker`: the xdist worker that ran it (`--dist each`
-    lists a test once per worker), None without xdist."""
-    part = {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
-    return {**part, "worker": worker}
+def _json_part(record: TestRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
 
 
 CSV_COLUMNS = [

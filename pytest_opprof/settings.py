@@ -188,15 +188,10 @@ def parse_fail_on(text: object) -> frozenset[str]:
 def _not_kinds(items: list[str], bad: list[str]) -> str:
     """Each item of a fail_on list that is no verdict kind, with the kind it looks like (a list of
     one: the kind alone, as the message names the value)."""
-    if not bad:  # no item at all (`,`)
-        return ""
-    if len(items) == 1:
-        close = closest_names(bad[0], VERDICT_KINDS)
-        return f"; did you mean {close[0]}?" if close else ""
-    named = []
-    for item in bad:
-        close = closest_names(item, VERDICT_KINDS)
-        named.append(f"{item!r} (did you mean {close[0]}?)" if close else repr(item))
+    close = {item: closest_names(item, VERDICT_KINDS) for item in bad}
+    if not bad or len(items) == 1:  # no item at all (`,`), or the one the message names
+        return f"; did you mean {close[bad[0]][0]}?" if bad and close[bad[0]] else ""
+    named = [f"{item!r} (did you mean {close[item][0]}?)" if close[item] else repr(item) for item in bad]
     return f"; not a kind: {', '.join(named)}"
 
 
@@ -234,7 +229,8 @@ def _path_for_a_mode(value: str) -> str:
     tests/test_x.py`): an existing one is taken as a path before this; so it does not exist."""
     if not ("/" in value or os.sep in value or "::" in value or value.endswith(".py")):
         return ""
-    missing = "" if Path(value.split("::", 1)[0]).exists() else f" ({value.split('::', 1)[0]} does not exist)"
+    path = value.split("::", 1)[0]
+    missing = "" if Path(path).exists() else f" ({path} does not exist)"
     return f"; it looks like a test path{missing}: check it, and give the mode first: --opprof-update-baseline=changed {value}"
 
 
@@ -411,15 +407,15 @@ def standing(source: str | None) -> bool:
     return source is not None and source != "command line" and not source.startswith("-o ")
 
 
-LOCATION_FIELDS = {"baseline_dir": "--opprof-baseline-dir", "device_key": "--opprof-device-key"}
+LOCATION_FIELDS = ("baseline_dir", "device_key")  # where a record command records
 
 
 def _location_flags(values: dict[str, Any], sources: dict[str, str]) -> tuple[str, ...]:
     """The baseline location the person running chose (not a standing one, which the next run
     reads again), as the flags that choose it again: `--opprof-baseline-dir=DIR`, with `=` (a
     path after a space is refused: pytest would take it for a test path first)."""
-    chosen = [name for name in LOCATION_FIELDS if name in values and not standing(sources[name])]
-    return tuple(f"{LOCATION_FIELDS[name]}={values[name]}" for name in chosen)
+    chosen = [o for o in OPTIONS if o.field in LOCATION_FIELDS and o.field in values and not standing(sources[o.field])]
+    return tuple(f"{o.flag}={values[o.field]}" for o in chosen)
 
 
 def parse_settings(lookup: Callable[[Option], tuple[object, str] | None]) -> Settings:
