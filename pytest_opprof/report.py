@@ -582,7 +582,7 @@ def verdict_lines(
     or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
     checks that fail the test."""
     if verbose:  # a structure verdict's cut list in full
-        return [v.message + _every_change(v) for v in verdicts]
+        return [_recorded(v.message + _every_change(v), v, status) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
         key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
@@ -595,10 +595,18 @@ def verdict_lines(
             lines.append(_time_line(group, status, time_fails))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
             only = group[0].message
-            lines.append(only if only.startswith(f"{key} ") else f"{key} changed: {only}")
+            lines.append(_recorded(only if only.startswith(f"{key} ") else f"{key} changed: {only}", group[0], status))
         else:
-            lines.append(f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})")
+            line = f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})"
+            lines.append(_recorded(line, group[0], status))
     return lines
+
+
+def _recorded(line: str, verdict: Verdict, status: str | None) -> str:
+    """`recorded: structure changed: ...` where this run wrote the change into the baseline: the
+    bare line, the one a failing comparison prints, read like a failure in a recording run."""
+    written = status in ("changed", "rewritten") and verdict.kind in (STRUCTURE, WORK) and verdict.status == CHANGED
+    return f"recorded: {line}" if written else line
 
 
 def _every_change(verdict: Verdict) -> str:

@@ -2231,6 +2231,18 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
     assert rows == ["aten::linear", "aten::clone", "aten::copy_", "aten::empty_strided"], table
 
 
+def test_a_recording_run_says_it_recorded_the_change(baselined, monkeypatch):
+    """A recording run printed the change it wrote as a comparison does (`structure changed: ...`),
+    which read like a failure in a passing run: its line says it was recorded."""
+    monkeypatch.setenv("OPPROF_INJECT", "extra")
+    result = run(baselined, "--opprof-update-baseline", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_big: recorded: structure changed: + aten::clone (1/step)*"])
+    result = run(baselined, "--opprof", "-k", "big")  # recorded: the same code compares equal now
+    result.assert_outcomes(passed=1)
+    assert "structure changed" not in result.stdout.str()
+
+
 def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
     """The same work taking 4x the time fails on time, naming aten::addmm in the baseline's numbers."""
     fake_clock.costs["aten::addmm"] = 800_000

@@ -186,6 +186,25 @@ def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
     assert "its baseline was rewritten all the same, as =all asks, with these times" in rewritten
 
 
+def test_a_written_change_reads_as_recorded_not_as_a_failure():
+    """The structure and work lines of a file this run wrote say `recorded:`; a comparison's, a kept
+    file's and a time line do not."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    extra = Verdict("structure", "changed", "structure changed: + aten::clone (1/step) [b.json]")
+    work = Verdict("work", "changed", "aten::mm: shapes changed", "aten::mm")
+    faster = Verdict("time", "improved", "aten::relu: faster", "aten::relu", 1.0, 0.5, 0.001)
+    assert verdict_lines([extra, work, faster], status="changed") == [
+        "recorded: structure changed: + aten::clone (1/step) [b.json]",
+        "recorded: work changed: aten::mm: shapes changed",
+        "time: aten::relu: faster",
+    ]
+    assert verdict_lines([extra], verbose=True, status="rewritten") == [f"recorded: {extra.message}"]
+    assert verdict_lines([extra, work]) == [extra.message, "work changed: aten::mm: shapes changed"]
+    assert verdict_lines([extra], status="kept") == [extra.message]
+
+
 def test_a_rewritten_baseline_of_a_quicker_run_is_not_told_to_be_rewritten_again():
     """A newcomer's `=all` run, made as a baseline recorded under load asked, ended with that same
     advice (`record it again, pytest --opprof-update-baseline=all`): the file now holds this run's
