@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from .errors import (
     machine_speed_differs,
     not_slower,
     other_captures,
+    output_unwritable,
     selects_nothing,
     single_step_tests,
     two_machines,
@@ -217,7 +220,7 @@ DOC_NAMES = "op, kernel or memory op"
 TOPPED = ("ops", "ranges", "kernels", "memory_ops", "runtime", "graph_launches")  # what --top cuts
 
 
-def _analyze(args: argparse.Namespace) -> int:
+def _analyze(args: argparse.Namespace) -> _Done:
     whole = load_trace(args.trace)
     _check_selects(args.op, whole.names(), args.trace, ANALYZE_NAMES)
     profile = whole.only(args.op) if args.op else whole
@@ -229,16 +232,15 @@ def _analyze(args: argparse.Namespace) -> int:
             data["left_out"] = {key: max(0, len(data[key]) - args.top) for key in TOPPED}
             for key in TOPPED:
                 data[key] = data[key][: args.top]
-        _print_json(data)
+        out = _json_text(data)
     elif args.csv:
-        sys.stdout.write(op_csv(replace(profile, ops=profile.ops[: args.top])))  # in the tables' order
+        out = op_csv(replace(profile, ops=profile.ops[: args.top]))  # in the tables' order
     else:
-        print(profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None))
+        out = profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None) + "\n"
     broken = _untrusted(whole)
     if broken:  # shown above with the rest; the exit code tells a script
-        print(f"opprof: error: {printable_name(f'{args.trace}: {broken}')}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return EXIT_OK
+        return _Done(out, EXIT_BAD_INPUT, f"{args.trace}: {broken}")
+    return _Done(out)
 
 
 def _untrusted(profile: Profile) -> str | None:
@@ -277,7 +279,7 @@ def _printable_id(doc: BaselineDoc) -> BaselineDoc:
     return doc if is_printable_name(doc.nodeid) else replace(doc, nodeid=printable_name(doc.nodeid))
 
 
-def _show(args: argparse.Namespace) -> int:
+def _show(args: argparse.Namespace) -> _Done:
     found = _baselines_at(Path(args.path))
     if args.op:
         _check_selects(args.op, {n for _, doc in found for n in doc.names()}, args.path, DOC_NAMES)
@@ -291,10 +293,8 @@ def _show(args: argparse.Namespace) -> int:
                 doc["ops"] = {name: doc["ops"][name] for name in found_doc.ops_by_time()[: args.top]}
             doc["ops_left_out"] = len(found_doc.ops) - len(doc["ops"])
             docs.append(doc)
-        _print_json({"baselines": docs})
-    else:
-        print("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found))
-    return EXIT_OK
+        return _Done(_json_text({"baselines": docs}))
+    return _Done("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found) + "\n")
 
 
 # -- compare --------------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ class _Outcome:
         return any(r.worse for r in self.results)
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: argparse.Namespace) -> _Done:
     _check_compare_paths(args.a, args.b)
     a, b = _load_side(args.a), _load_side(args.b)
     pairs, only_a, only_b = _pairs(a, b)
@@ -478,11 +478,8 @@ def _compare(args: argparse.Namespace) -> int:
     unchosen = [r.name for r in compared if not r.rows and args.op]
     untimed = [r.name for r in results if r.untimed]
     outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed))
-    if args.json:
-        _print_json(_compare_json(args, outcome))
-    else:
-        print("\n".join(_compare_text(args, outcome)))
-    return EXIT_REGRESSION if outcome.regressed else EXIT_OK
+    out = _json_text(_compare_json(args, outcome)) if args.json else "\n".join(_compare_text(args, outcome)) + "\n"
+    return _Done(out, EXIT_REGRESSION if outcome.regressed else EXIT_OK)
 
 
 def _compared(
@@ -517,7 +514,7 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     differ = [(sa, sb) for sa, sb in softwares if sa != sb]
     if differ:  # a trial's torch upgrade compared with no word of it
         (a_software, b_software), _ = Counter(differ).most_common(1)[0]
-        found.append(two_softwares(a_software or "unrecorded", b_software or "unrecorded", len(differ), len(pairs)))
+        found.append(two_softwares(a_software, b_software, len(differ), len(pairs)))
     moved = [name for name, _, da, db in pairs if None not in (da.number, db.number) and da.number != db.number]
     if moved:  # a review: two files of one test holding other captures of it compared in silence
         found.append(other_captures(moved))
@@ -622,9 +619,43 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
 # -- main -----------------------------------------------------------------------------------------
 
 
-def _print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """A command's result: what it prints, its exit code, and a line for stderr after the output."""
+
+    out: str
+    code: int = EXIT_OK
+    error: str | None = None
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _emit(done: _Done) -> int:
+    """Writes a command's output, then its error line. The exit code stays the command's where the
+    reader stops reading (`opprof compare A B | head` under pipefail passed a regression as 0); an
+    output that cannot be written (a full disk) is an error of its own, in one line."""
+    try:
+        sys.stdout.write(done.out)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    except OSError as exc:
+        _quiet_stdout()
+        print(f"opprof: error: {output_unwritable(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if done.error:
+        print(f"opprof: error: {printable_name(done.error)}", file=sys.stderr)
+    return done.code
+
+
+def _quiet_stdout() -> None:
+    """Points stdout at the null device, so the interpreter's last flush of what could not be
+    written raises nothing more (Python's own advice for SIGPIPE)."""
+    with suppress(OSError, ValueError, AttributeError):  # a stdout without a file (a test's capture)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
 
 
 _COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare}
@@ -637,12 +668,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:  # usage on stderr, as for any usage error: stdout stays for results
             parser.print_help(sys.stderr)
             return EXIT_BAD_INPUT
-        return _COMMANDS[args.command](args)
+        done = _COMMANDS[args.command](args)
     except (_UsageError, OpprofError) as exc:  # one line: a path's newline or ESC written as its escape
         print(f"opprof: error: {printable_name(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # `opprof analyze t.json | head`
-        return EXIT_OK
+    return _emit(done)
 
 
 if __name__ == "__main__":  # pragma: no cover

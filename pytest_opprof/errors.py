@@ -330,12 +330,20 @@ def two_machines(key_a: str, key_b: str) -> str:
 
 
 def two_softwares(a: str, b: str, differ: int, compared: int) -> str:
-    """The software most tests that differ were recorded with on each side, and how many differ."""
+    """The software most tests that differ were recorded with on each side (empty: not recorded, as
+    in a trace torch wrote), and how many differ."""
     where = "" if differ == compared else f" ({differ} of {compared} compared tests differ so)"
-    return (
-        f"A was recorded with {a}, B with {b}{where}: ops and their counts may differ by the software alone, "
-        "and times by its build"
-    )
+    if not a or not b:  # `A was recorded with unrecorded` (a trial)
+        known, side, other = (b, "A", "B") if not a else (a, "B", "A")
+        what = f"{side} names no torch version (a trace torch wrote names none), {other} was recorded with {known}"
+    else:
+        what = f"A was recorded with {a}, B with {b}"
+    return f"{what}{where}: ops and their counts may differ by the software alone, and times by its build"
+
+
+def output_unwritable(exc: OSError) -> str:
+    """stdout refused the output (a full disk, a closed file): the exit code must not read as a verdict."""
+    return f"cannot write the output: {exc.strerror or exc}; send it where it can be written (> a file with room)"
 
 
 def single_step_tests(names: list[str], min_steps: int) -> str:

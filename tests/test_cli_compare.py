@@ -164,6 +164,59 @@ def test_b_faster_or_equal_exits_0(capsys, folders):
     assert "other captures" in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["warnings"][-1]
 
 
+def _run_into_a_closed_pipe(*argv):
+    """The command run with a stdout whose reader has gone (`opprof compare A B | head` once head
+    has read its lines): (exit code, stderr)."""
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write fails, whatever the output's size
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_opprof", *map(str, argv)], stdout=write, stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+def test_the_exit_code_stands_when_the_reader_stops_reading(folders, tmp_path):
+    """`opprof compare A B | head` under pipefail passed a regression: a broken pipe gave exit 0. The
+    verdict's code stands (1 regressed, 0 not), with no traceback."""
+    a, b = folders
+    assert _run_into_a_closed_pipe("compare", a, b) == (1, "")
+    assert _run_into_a_closed_pipe("compare", a, b, "--json") == (1, "")
+    assert _run_into_a_closed_pipe("compare", b, a) == (0, "")
+    trace = tmp_path / "t.json"
+    write_trace(trace, [step(1, 0, 1000), op("aten::mm", 10, 300), op("aten::relu", 400, -50)], {})
+    code, err = _run_into_a_closed_pipe("analyze", trace)  # untrusted: 2, and its line on stderr still
+    assert code == 2 and err.startswith(f"opprof: error: {trace}: the measurement cannot be trusted (durations:")
+    assert _run_into_a_closed_pipe("show", a) == (0, "")
+
+
+class _FullDisk:
+    """A stdout on a full disk."""
+
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+    def flush(self):
+        pass
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(capsys, monkeypatch, folders):
+    """`opprof compare A B > /mnt/full/out` gave a traceback and exit 1, the code of a regression:
+    one line saying why, and exit 2, as any bad input."""
+    a, b = folders
+    for argv in (["compare", a, b], ["compare", b, a, "--json"], ["show", a]):
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "stdout", _FullDisk())
+            code = main([str(x) for x in argv])
+        assert code == 2
+        assert capsys.readouterr().err == (
+            "opprof: error: cannot write the output: No space left on device; send it where it can be written "
+            "(> a file with room)\n"
+        )
+
+
 def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
     a, b = folders
     # +100% on addmm, +0.12 ms added clone: within a 150% tolerance and a 0.5 ms floor
@@ -799,6 +852,24 @@ def test_compare_has_a_step_wall_row_judged_like_an_op(capsys, tmp_path):
     gb = write_folder(root, "gpu-b", {"t.py::test_x": profile(700)})
     code, out, _ = run_cli(capsys, "compare", ga, gb)
     assert "step wall" not in out
+
+
+def test_a_side_that_does_not_name_its_torch_is_said_so(capsys, tmp_path):
+    """A trial read `A was recorded with unrecorded, B with torch 2.13.0+cpu` (a trace torch wrote
+    against a baseline): the side that names no torch is said not to."""
+    root = tmp_path / ".opprof"
+    for side, env in (("a", {"cuda": None}), ("b", {"torch": "2.13.0+cpu", "cuda": None})):
+        write_baseline(
+            baseline_path(root / side, "k", "t.py::test_x"), baseline_from_profile(profile(), "t.py::test_x", "k", env)
+        )
+    _, out, _ = run_cli(capsys, "compare", root / "a" / "k", root / "b" / "k")
+    assert (
+        "warning: A names no torch version (a trace torch wrote names none), B was recorded with torch 2.13.0+cpu: "
+        "ops and their counts may differ by the software alone, and times by its build\n" in out
+    )
+    _, out, _ = run_cli(capsys, "compare", root / "b" / "k", root / "a" / "k")
+    assert "warning: B names no torch version (a trace torch wrote names none), A was recorded with torch" in out
+    assert "unrecorded" not in out
 
 
 def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_shows_call_changes(capsys, tmp_path):
