@@ -197,14 +197,51 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
     return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
 
 
-def ops_overrun(count: int, op: str, where: str, over: str, parent: str) -> str:
-    """The `nesting` check's message: `count` ops end past the op they started in; `op` the one
-    that ends furthest past its `parent`, by `over` (`0.917 ms`), `where` ` in step 1` or ""."""
-    runs = "runs past the end of the op it" if count == 1 else "run past the end of the ops they"
+def ops_overrun(count: int, op: str, where: str, over: str, parent: str, scope: str = "op") -> str:
+    """The `nesting` check's message: `count` ops end past the op (or `scope` step) they started
+    in; `op` the one that ends furthest past its `parent`, by `over` (`0.917 ms`), `where` ` in
+    step 1` or ""."""
+    runs = f"runs past the end of the {scope} it" if count == 1 else f"run past the end of the {scope}s they"
     return (
         f"{count_of(count, 'op')} {runs} started in ({op}{where} ends {over} after {parent}): ops on one "
-        "thread nest, so a duration is broken; export the trace again"
+        f"thread nest{' in their step' if scope == 'step' else ''}, so a duration is broken; export the trace again"
     )
+
+
+def steps_overlap(first: int, second: int, by: str, pairs: int) -> str:
+    """The `steps` check's message where step annotations overlap."""
+    more = f" ({count_of(pairs, 'pair')} of steps overlap)" if pairs > 1 else ""
+    return f"ProfilerStep#{second} starts {by} before ProfilerStep#{first} ends{more}: {STEPS_FOLLOW}"
+
+
+def step_marked_twice(number: int, times: int, numbers: int) -> str:
+    """The `steps` check's message where a step number is marked more than once."""
+    more = f" ({count_of(numbers, 'step number')} are)" if numbers > 1 else ""
+    return f"ProfilerStep#{number} is marked {times} times{more}: {STEPS_FOLLOW}"
+
+
+def shared_correlation(calls: int, ids: int, example: int) -> str:
+    """The `correlation` check's message."""
+    return (
+        f"{calls} runtime calls share {count_of(ids, 'correlation id')} between them (e.g. {example}): "
+        "CUDA's tracer gives each call its own, so this source merges several processes' traces or was edited; "
+        "the device events of a shared id are attributed to one of its calls only; analyze one process's own trace"
+    )
+
+
+def device_before_launch(events: int, by: str) -> str:
+    """The `clock` check's message."""
+    return (
+        f"{count_of(events, 'device event')} {'starts' if events == 1 else 'start'} before the runtime call that "
+        f"launched {'it' if events == 1 else 'them'} (by up to {by}): the device's clock is not aligned with the "
+        "host's in this source, so the queue (queue_ms) and the step each device event is counted in are off by as much"
+    )
+
+
+STEPS_FOLLOW = (
+    "a profiler's steps follow one another on one thread, so this source merges several profilers' "
+    "(ranks, processes) or was edited, and its steps and per-step numbers are wrong; analyze one profiler's own trace"
+)
 
 
 def gzip_bomb(ratio: int, size: int) -> str:

@@ -83,6 +83,59 @@ def test_kernel_attributed_to_innermost_op_through_correlation_and_rolled_up():
     assert addmm.on_device and addmm.time_per_step.samples == (40_000,)
 
 
+def test_a_launch_at_the_edge_of_its_op_is_the_ops():
+    """A trace in whole microseconds can start a launch at its op's end, or inside an op of 0 us:
+    the kernel read `launched by -` and the op no device time. An op that ends as the call starts
+    still holds it; one that ended before does not, and a later op starting there takes it."""
+    at_end = analyze(
+        [op("aten::linear", 0, 100), op("aten::fill_", 10, 1), launch(11, corr=1, dur_us=0), kernel("k", 20, 5, corr=1)]
+    )
+    zero = analyze([op("aten::fill_", 10, 0), launch(10, corr=1, dur_us=0), kernel("k", 20, 5, corr=1)])
+    for p in (at_end, zero):
+        assert (p.kernels[0].op, p.op("aten::fill_").self_device_ns, p.unattributed_device_ns) == (
+            "aten::fill_",
+            5_000,
+            0,
+        )
+    after = analyze(
+        [op("aten::linear", 0, 100), op("aten::fill_", 10, 1), launch(12, corr=1), kernel("k", 20, 5, corr=1)]
+    )
+    assert after.kernels[0].op == "aten::linear"
+    next_op = analyze(
+        [op("aten::fill_", 10, 1), op("aten::zero_", 11, 5), launch(11, corr=1), kernel("k", 20, 5, corr=1)]
+    )
+    assert next_op.kernels[0].op == "aten::zero_"
+
+
+def test_launches_sharing_a_correlation_id_are_a_warning():
+    """Two launches of one correlation id (a merged or edited trace) gave both kernels to the
+    second op with every check ok: a `correlation` warning counts them; unique ids give none."""
+    from pytest_opprof.errors import shared_correlation
+
+    events = [op("aten::mm", 10, 20), launch(12, corr=5), op("aten::add", 40, 20), launch(42, corr=5)]
+    p = analyze([step(1, 0, 100), *events, kernel("k", 50, 10, corr=5), kernel("k", 70, 10, corr=5)])
+    (check,) = [c for c in p.checks if c.name == "correlation"]
+    assert (check.status, check.message) == ("warning", shared_correlation(2, 1, 5))
+    assert check.message.startswith("2 runtime calls share 1 correlation id between them (e.g. 5): ")
+    unique = analyze([op("aten::mm", 10, 20), launch(12, corr=5), kernel("k", 50, 10, corr=5), launch(60, corr=6)])
+    assert "correlation" not in {c.name for c in unique.checks}
+
+
+def test_a_device_event_before_its_launch_is_a_clock_warning():
+    """A kernel starting before the call that launched it printed a negative queue with every
+    check ok: a `clock` warning names the worst; a microsecond of rounding is none."""
+    early = analyze([step(1, 0, 100), op("aten::mm", 10, 20), launch(12, corr=1), kernel("k", 5, 3, corr=1)])
+    (check,) = [c for c in early.checks if c.name == "clock"]
+    assert (check.status, check.message) == (
+        "warning",
+        "1 device event starts before the runtime call that launched it (by up to 0.007 ms): the device's clock is "
+        "not aligned with the host's in this source, so the queue (queue_ms) and the step each device event is "
+        "counted in are off by as much",
+    )
+    rounded = analyze([op("aten::mm", 10, 20), launch(12, corr=1), kernel("k", 11, 3, corr=1)])
+    assert "clock" not in {c.name for c in rounded.checks}
+
+
 def test_external_id_is_the_fallback_when_no_runtime_call_is_known():
     """Without a runtime call, a device event's External id names its op directly."""
     p = analyze([op("aten::mm", 0, 100, ext=42), kernel("gemm", 200, 10, ext=42)])
@@ -407,6 +460,61 @@ def test_nesting_allows_a_microsecond_of_rounding_and_names_every_overrun():
     assert two.errors[0].message.startswith(
         "2 ops run past the end of the ops they started in (aten::mul ends 0.021 ms after aten::add): "
     )
+
+
+def test_overlapping_or_repeated_steps_make_the_measurement_untrusted():
+    """A trial's merged or edited traces read as more steps of fewer calls with a warning at most:
+    nested and overlapping steps, one step marked on two threads, two ranks' steps. A profiler's
+    steps follow one another on one thread, so each is an error; a microsecond of rounding is not."""
+    from pytest_opprof.errors import STEPS_FOLLOW
+
+    assert STEPS_FOLLOW.startswith("a profiler's steps follow one another on one thread, so this source merges ")
+    nested = analyze([step(1, 0, 200), step(2, 50, 100), op("aten::mm", 60, 5)])
+    assert [(c.name, c.message) for c in nested.errors] == [
+        ("steps", f"ProfilerStep#2 starts 0.150 ms before ProfilerStep#1 ends: {STEPS_FOLLOW}")
+    ]
+    overlap = analyze([step(1, 0, 100), step(2, 50, 100), step(3, 120, 100), op("aten::mm", 60, 5)])
+    assert overlap.errors[0].message.startswith(
+        "ProfilerStep#2 starts 0.050 ms before ProfilerStep#1 ends (2 pairs of steps overlap): "
+    )
+    threads = analyze([step(1, 0, 100), step(1, 0, 100, tid=2), op("aten::mm", 10, 20), op("aten::mm", 10, 20, tid=2)])
+    assert threads.errors[0].message == f"ProfilerStep#1 is marked 2 times: {STEPS_FOLLOW}"
+    ranks = [
+        e._replace(pid=rank)
+        for rank in (1, 2)
+        for n in (1, 2)
+        for e in (step(n, (n - 1) * 100, 100), op("aten::mm", (n - 1) * 100 + 10, 50))
+    ]
+    merged = analyze(ranks)
+    assert merged.errors[0].message.startswith("ProfilerStep#1 is marked 2 times (2 step numbers are): ")
+    rounded = analyze([step(1, 0, 101), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 110, 20)])
+    assert (rounded.errors, rounded.steps) == ([], 2)
+
+
+def test_an_op_running_past_its_step_on_the_steps_thread_makes_the_measurement_untrusted():
+    """An op of the thread that marks the steps, starting in step 1 and ending in step 2, was
+    counted whole in step 1 with a warning at most. Ops nest in their step on that thread (its
+    annotation is a scope too); another thread's ops do not, and a microsecond of rounding is
+    allowed."""
+    body = [
+        step(1, 0, 100),
+        op("aten::mm", 10, 20),
+        op("aten::big", 90, 60),
+        step(2, 100, 100),
+        op("aten::mm", 110, 20),
+    ]
+    p = analyze(body)
+    assert [(c.name, c.message) for c in p.errors] == [
+        (
+            "nesting",
+            "1 op runs past the end of the step it started in (aten::big ends 0.050 ms after ProfilerStep#1): "
+            "ops on one thread nest in their step, so a duration is broken; export the trace again",
+        )
+    ]
+    pool = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 90, 60, tid=2), step(2, 100, 100)])
+    assert pool.errors == []
+    rounded = analyze([step(1, 0, 100), op("aten::mm", 90, 11), step(2, 101, 100), op("aten::mm", 110, 20)])
+    assert rounded.errors == []
 
 
 def test_a_step_with_a_negative_duration_makes_the_measurement_untrusted():

@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, lt, sub
 
-from ..errors import contended_capture, ops_overrun, shown_name, waited_for_cpu
+from ..errors import (
+    contended_capture,
+    device_before_launch,
+    ops_overrun,
+    shared_correlation,
+    shown_name,
+    step_marked_twice,
+    steps_overlap,
+    waited_for_cpu,
+)
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
 from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
@@ -55,14 +64,19 @@ def trust_checks(
     wall_known: bool,
     compilations: tuple[Compilation, ...] = (),
     ranges: Sequence[RangeStats] = (),
+    step_thread: tuple[int, int] | None = None,
 ) -> list[Check]:
+    """Every check of a capture (`step_thread`: the thread that marks every step, if one does)."""
     n_events = len(cols.durs) + len(cols.device)
     found = [
         _events(len(cols.durs), len(cols.device), ranges),
         _durations(cols, spans, wall_known),
-        _nesting(cols, spans, wall_known),
+        _steps(spans) if wall_known else None,
+        _nesting(cols, spans, wall_known, step_thread),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
+        _correlation(cols.runtime) if cols.device else None,
+        _clock(cols.device, cols.runtime),
         _compilation(compilations),
         _step_events(cols.op_step, len(spans), ops),
         _step_ranges(ranges, len(spans)),
@@ -138,15 +152,37 @@ def _durations(cols: CheckInputs, spans: list[StepSpan], wall_known: bool = True
 NEST_SLACK_NS = 1_000  # a trace in whole microseconds rounds a child's end up to 1 us past its parent's
 
 
-def _nesting(cols: CheckInputs, spans: list[StepSpan], wall_known: bool) -> Check | None:
+def _steps(spans: list[StepSpan]) -> Check | None:
+    """Steps that overlap, or a step number marked twice: a profiler's steps follow one another on
+    one thread, so the source merges several profilers' (ranks, processes) or was edited, and
+    every per-step number is wrong (a trial's merge of two ranks read as 4 steps of half the calls,
+    with a warning at most)."""
+    over = [(a, b) for a, b in zip(spans, spans[1:]) if b.start_ns < a.end_ns - NEST_SLACK_NS]
+    numbers = Counter(s.number for s in spans)
+    repeated = sorted(n for n, times in numbers.items() if times > 1)
+    if not over and not repeated:
+        return None
+    if repeated:  # a merge's own sign, overlapping or not
+        what = step_marked_twice(repeated[0], numbers[repeated[0]], len(repeated))
+    else:
+        a, b = over[0]
+        what = steps_overlap(a.number, b.number, _fmt_ms(a.end_ns - b.start_ns), len(over))
+    return Check("steps", ERROR, what)
+
+
+def _nesting(
+    cols: CheckInputs, spans: list[StepSpan], wall_known: bool, step_thread: tuple[int, int] | None = None
+) -> Check | None:
     """An op that runs past the end of the op it started in: ops on one thread nest (each is a
     scope), so its duration is broken, and the ops after it would nest inside it (a trial's
-    hand-edited `dur` hid 27 `aten::mm` calls that way, and every check said ok)."""
+    hand-edited `dur` hid 27 `aten::mm` calls that way, and every check said ok). Ops at the top
+    of the steps' thread nest in their step so (a trial's op straddling two steps counted whole in
+    the first)."""
     ends = list(map(add, cols.starts, cols.durs))
     ends.append(max(ends, default=0) + NEST_SLACK_NS + 1)  # parent -1: the sentinel never overrun
     overruns = list(map(sub, ends, map(ends.__getitem__, cols.parent)))
     if not overruns or max(overruns) <= NEST_SLACK_NS:
-        return None
+        return _past_their_step(cols, ends, spans, step_thread) if wall_known else None
     bad = [i for i, over in enumerate(overruns) if over > NEST_SLACK_NS]
     worst = max(bad, key=overruns.__getitem__)
     s = cols.op_step[worst]
@@ -154,6 +190,30 @@ def _nesting(cols: CheckInputs, spans: list[StepSpan], wall_known: bool) -> Chec
     where = f" in step {spans[s].number}" if s >= 0 and wall_known else ""
     inside = shown_name(cols.names[cols.parent[worst]])
     message = ops_overrun(len(bad), shown_name(cols.names[worst]), where, _fmt_ms(overruns[worst]), inside)
+    return Check("nesting", ERROR, message)
+
+
+def _past_their_step(
+    cols: CheckInputs, ends: list[int], spans: list[StepSpan], thread: tuple[int, int] | None
+) -> Check | None:
+    """Top-level ops of the thread that marks the steps, ending past the step they started in
+    (`ends`: each op's end). Every op's overrun of its step at C speed first: few or none pass."""
+    if thread is None:
+        return None
+    step_ends = [s.end_ns for s in spans]
+    step_ends.append(max(ends, default=0))  # step -1 (outside every step): never overrun
+    past = list(map(sub, ends, map(step_ends.__getitem__, cols.op_step)))
+    pid, tid = thread
+    found = [
+        (past[i], i)
+        for i in compress(range(len(past)), map(lt, repeat(NEST_SLACK_NS), past))
+        if cols.parent[i] < 0 and cols.tids[i] == tid and cols.pids[i] == pid  # another thread's pool: no scope
+    ]
+    if not found:
+        return None
+    over, worst = max(found)
+    step = f"ProfilerStep#{spans[cols.op_step[worst]].number}"
+    message = ops_overrun(len(found), shown_name(cols.names[worst]), "", _fmt_ms(over), step, "step")
     return Check("nesting", ERROR, message)
 
 
@@ -191,6 +251,36 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
         f"{len(missing)} of {len(launches)} kernel launches have no kernel record ({listed}): the device "
         f"tracer dropped them, so device times are too low; {_why_dropped(launches, missing)}",
     )
+
+
+def _correlation(runtime: list[Event]) -> Check | None:
+    """Runtime calls that share a correlation id: CUPTI gives each call its own, so the source
+    merges several processes' traces or was edited, and a device event of that id goes to one of
+    the calls only (a trial's two launches of one id gave both kernels to the second op, and every
+    check said ok)."""
+    ids = Counter(r.correlation for r in runtime if r.correlation)
+    shared = [(corr, n) for corr, n in ids.items() if n > 1]
+    if not shared:
+        return None
+    calls = sum(n for _, n in shared)
+    return Check("correlation", WARNING, shared_correlation(calls, len(shared), shared[0][0]))
+
+
+def _clock(device: list[Event], runtime: list[Event]) -> Check | None:
+    """Device events that start before the call that launched them: the device's clock is not
+    aligned with the host's in this source, so the queue (a negative one) and the step of each
+    device event are off by as much."""
+    launched = {r.correlation: r.start_ns for r in runtime if r.correlation}
+    if not launched:
+        return None
+    early = [
+        launched[d.correlation] - d.start_ns
+        for d in device
+        if d.correlation in launched and launched[d.correlation] - d.start_ns > NEST_SLACK_NS
+    ]
+    if not early:
+        return None
+    return Check("clock", WARNING, device_before_launch(len(early), _fmt_ms(max(early))))
 
 
 def _why_dropped(launches: list[Event], missing: list[Event]) -> str:

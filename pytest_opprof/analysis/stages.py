@@ -101,6 +101,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         steps.wall_known,
         compiled.compilations if compiled else (),
         ranges,
+        steps.thread,
     )
     return Profile(
         source=source,
@@ -185,6 +186,7 @@ def select_rows(t: EventTable) -> Rows:
 class Steps:
     spans: list[StepSpan]
     wall_known: bool  # False for a source without step markers: its span is not a wall time
+    thread: tuple[int, int] | None = None  # (pid, tid) that marks every step; None: several, or none
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
 
@@ -207,7 +209,9 @@ def find_steps(rows: Rows, t: EventTable, stray_step: bool = False) -> Steps:
     if markers:
         markers.sort(key=lambda e: e.start_ns)
         spans = [StepSpan(int(STEP_NAME.match(m.name).group(1)), m.start_ns, m.end_ns) for m in markers]  # type: ignore[union-attr]
-        return Steps(_without_a_trailing_empty_step(spans, rows, t) if stray_step else spans, True)
+        threads = {(m.pid, m.tid) for m in markers}
+        thread = next(iter(threads)) if len(threads) == 1 else None
+        return Steps(_without_a_trailing_empty_step(spans, rows, t) if stray_step else spans, True, thread)
     if not len(t):
         return Steps([StepSpan(0, 0, 0)], False)
     return Steps([StepSpan(0, min(t.start_ns), max(map(add, t.start_ns, t.dur_ns)))], False)
@@ -400,13 +404,17 @@ def _sweep(tree: Tree, items: _Items, group: list[int], group_starts: list[int],
     group_durs = list(map(items.durs.__getitem__, group))
     group_names = list(map(items.names.__getitem__, group))
     for idx, start, dur, name in zip(group, group_starts, group_durs, group_names):
+        if idx >= n_ops:  # an op that ends as the call starts still holds it (a trace in whole microseconds)
+            while stack_ends[-1] < start:
+                stack_ends.pop()
+                stack.pop()
+                stack_names.pop()
+            launcher[idx - n_ops] = stack[-1]
+            continue
         while stack_ends[-1] <= start:
             stack_ends.pop()
             stack.pop()
             stack_names.pop()
-        if idx >= n_ops:
-            launcher[idx - n_ops] = stack[-1]
-            continue
         p = stack[-1]
         parent[idx] = p
         child_ns[p] += dur
