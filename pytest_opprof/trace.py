@@ -295,6 +295,8 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if isinstance(events, list):  # the events kept are those of another phase: a few, after the parse
         odd += [("ph", e) for e in events if type(e) is dict and type(e.get("ph", "")) is not str][:1]
+        if len(rows) + len(skipped) > events.count(None):  # each taken event left a None in its list
+            raise TraceError(bad_trace(path, ELSEWHERE))
     if odd:
         key, event = odd[0]
         where = f"an event ({shown_value(event.get('name'))})"
@@ -304,6 +306,12 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
         raise TraceError(bad_trace(path, f"complete event {i} ({shown_value(rows[i][1])}): 'args' is not an object"))
     spans = sum(skipped)
     return doc, rows, len(rows) + len(skipped) - spans, spans
+
+
+ELSEWHERE = (
+    "complete events lie outside its 'traceEvents' list ('traceEvents' given twice, or events in the metadata): "
+    "a hand-edited or merged file"
+)
 
 
 def _unparsed(data: bytes | bytearray, exc: Exception) -> str:

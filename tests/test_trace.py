@@ -100,6 +100,15 @@ def minimal_trace() -> dict:
             "complete event 0 ('a'): 'x' is not a number",
         ),
         (b"\x80\x81 binary", "not text"),
+        (  # a trial's: json keeps the last list, and the first's events were read as well
+            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}], '
+            b'"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "b", "ts": 1, "dur": 1}]}',
+            "complete events lie outside its 'traceEvents' list ('traceEvents' given twice, or events in the metadata)",
+        ),
+        (
+            b'{"traceEvents": [], "deviceProperties": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}]}',
+            "complete events lie outside its 'traceEvents' list",
+        ),
     ],
 )
 def test_bad_trace_files_give_one_line_naming_the_file(tmp_path, content, reason):
