@@ -192,7 +192,7 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
     device = (
         f", device {profile.device_ns / 1e6:.3f} ms (busy {profile.device_busy_ms:.3f} ms, "
         f"not attributed to an op {profile.unattributed_device_ns / 1e6:.3f} ms)"
-        if profile.device_ns
+        if profile.device_ns or profile.kernels or profile.memory_ops  # events of 0 us are events
         else ", no device events"
     )
     ops = count_of(len(profile.ops), "op")

@@ -615,6 +615,18 @@ def test_a_trace_without_steps_gives_host_bound_time_as_a_share_of_its_host_span
     assert "of the steps" not in out
 
 
+def test_a_kernel_of_0_us_is_a_device_event_in_the_header(capsys, tmp_path):
+    """The header said `no device events` while the kernel table listed a kernel of 0 us and the
+    events check counted it."""
+    path = tmp_path / "z.json"
+    write_trace(path, [step(1, 0, 10), op("aten::mm", 1, 5), launch(2, corr=1), kernel("k", 3, 0, corr=1)], {})
+    code, out, _ = run_cli(capsys, "analyze", str(path))
+    assert code == 0 and "no device events" not in out
+    assert out.startswith(f"{path}: 1 step, 0.010 ms wall, 1 op, device 0.000 ms (busy 0.000 ms, ")
+    write_trace(path, [step(1, 0, 10), op("aten::mm", 1, 5)], {})
+    assert ", no device events\n" in run_cli(capsys, "analyze", str(path))[1]
+
+
 def test_queue_quantiles_between_two_nanoseconds_print_without_float_noise(capsys, tmp_path):
     """A p90 interpolated between ns values (18659.1 ns on the MI250 trace) prints 0.0186591, not
     0.018659099999999998."""
