@@ -162,14 +162,34 @@ def test_a_torch_profiler_started_inside_a_capture_is_refused_and_opprofs_goes_o
     assert measure(lambda: torch.ones(2).add(1), warmup=0, steps=2).op("aten::add").calls == 2
 
 
-@pytest.mark.parametrize("name", [None, 3, b"aten::mm"])
+@pytest.mark.parametrize("name", [None, 3, b"aten::mm", "", "  "])
 def test_a_profiles_exact_lookups_refuse_what_is_not_a_name(name):
-    """A trial's `profile.op(None)` raised TypeError from inside the reader; `callers` returned ()."""
+    """A trial's `profile.op(None)` raised TypeError from inside the reader; `callers` returned ();
+    `op("")` returned None, "no such op", where `match("")` refused it."""
     with capture() as cap:
         torch.ones(3).add(1)
     for lookup in (cap.profile.op, cap.profile.callers):
         with pytest.raises(OpprofUsageError, match=r"^name=.*: expected an op name such as \"aten::addmm\"$"):
             lookup(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        ("aten::add.Tensor", "a name without its overload, as the profiler records it: 'aten::add'"),
+        ("torch.ops.aten.add", "the op's name as the profiler records it: 'aten::add'"),
+    ],
+)
+def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
+    """`op("aten::add.Tensor")` returned None beside an aten::add the profile holds, where the
+    assertions name the profiler's spelling: the lookups do too."""
+    with capture() as cap:
+        torch.ones(3).add(1)
+    assert cap.profile.op("aten::add") is not None and cap.profile.op("aten::nope") is None
+    for lookup in (cap.profile.op, cap.profile.callers):
+        with pytest.raises(OpprofUsageError) as info:
+            lookup(name)
+        assert str(info.value) == f"name={name!r}: expected {fix}"
 
 
 @pytest.mark.parametrize(

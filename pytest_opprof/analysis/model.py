@@ -348,19 +348,21 @@ class RangeStats(_ShownTime):
         }
 
 
-def validate_op(op: object) -> str:
-    """An op name or glob as the profiler names ops; OpprofUsageError otherwise."""
+def validate_op(
+    op: object, argument: str = "op", expected: str = 'an op name or glob such as "aten::addmm" or "aten::*mm"'
+) -> str:
+    """An op name or glob as the profiler names ops; OpprofUsageError naming `argument` otherwise."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not isinstance(op, str) or not op.strip():
-        raise OpprofUsageError(bad_argument("op", op, 'an op name or glob such as "aten::addmm" or "aten::*mm"'))
+        raise OpprofUsageError(bad_argument(argument, op, expected))
     bare = without_overload(op)
     if bare is not None:  # aten::mm.default: never in a profile
         raise OpprofUsageError(
-            bad_argument("op", op, f"a name without its overload, as the profiler records it: {bare!r}")
+            bad_argument(argument, op, f"a name without its overload, as the profiler records it: {bare!r}")
         )
     spelled = profiler_spelling(op)
     if spelled is not None:  # torch.ops.aten.mm.default, at::mm: never in a profile, an absence passes forever
-        raise OpprofUsageError(bad_argument("op", op, f"the op's name as the profiler records it: {spelled!r}"))
+        raise OpprofUsageError(bad_argument(argument, op, f"the op's name as the profiler records it: {spelled!r}"))
     return op
 
 
@@ -370,11 +372,11 @@ def selected(name: str | None, patterns: Iterable[str]) -> bool:
 
 
 def _op_name(name: object) -> str:
-    """An exact op name asked of a profile (a trial's `profile.op(None)` raised TypeError from inside)."""
+    """An exact op name asked of a profile (a trial's `profile.op(None)` raised TypeError from
+    inside; `op("")` and `op("aten::mm.default")` returned None, which reads as "no such op",
+    where `match` and the assertions refuse them)."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
-    if not isinstance(name, str):
-        raise OpprofUsageError(bad_argument("name", name, 'an op name such as "aten::addmm"'))
-    return name
+    return validate_op(name, "name", 'an op name such as "aten::addmm"')
 
 
 def validate_name(value: object, what: str, argument: str = "pattern", example: str = "") -> str:
