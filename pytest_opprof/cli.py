@@ -634,28 +634,40 @@ def _json_text(data: Any) -> str:
 
 def _emit(done: _Done) -> int:
     """Writes a command's output, then its error line. The exit code stays the command's where the
-    reader stops reading (`opprof compare A B | head` under pipefail passed a regression as 0); an
-    output that cannot be written (a full disk) is an error of its own, in one line."""
+    reader stops reading (`opprof compare A B | head` under pipefail passed a regression as 0) or
+    stdout is closed (`>&-`); an output that cannot be written (a full disk) is an error of its
+    own, in one line."""
     try:
-        sys.stdout.write(done.out)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: started with stdout closed
+            sys.stdout.write(done.out)
+            sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a file closed under us
         _quiet_stdout()
-        print(f"opprof: error: {output_unwritable(exc)}", file=sys.stderr)
+        _say(f"opprof: error: {output_unwritable(exc)}")
         return EXIT_BAD_INPUT
     if done.error:
-        print(f"opprof: error: {printable_name(done.error)}", file=sys.stderr)
+        _say(f"opprof: error: {printable_name(done.error)}")
     return done.code
+
+
+def _say(line: str) -> None:
+    """A line on stderr, if it can be written: a reader gone from it too (`2>&1 | head`) must not
+    turn the exit code into a traceback's 1."""
+    if sys.stderr is not None:  # print(file=None) would write to stdout
+        with suppress(OSError, ValueError):
+            print(line, file=sys.stderr)
 
 
 def _quiet_stdout() -> None:
     """Points stdout at the null device, so the interpreter's last flush of what could not be
     written raises nothing more (Python's own advice for SIGPIPE)."""
     with suppress(OSError, ValueError, AttributeError):  # a stdout without a file (a test's capture)
+        fd = sys.stdout.fileno()
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        os.dup2(null, fd)
+        os.close(null)
 
 
 _COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare}
@@ -670,7 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         done = _COMMANDS[args.command](args)
     except (_UsageError, OpprofError) as exc:  # one line: a path's newline or ESC written as its escape
-        print(f"opprof: error: {printable_name(str(exc))}", file=sys.stderr)
+        _say(f"opprof: error: {printable_name(str(exc))}")
         return EXIT_BAD_INPUT
     return _emit(done)
 

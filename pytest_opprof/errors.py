@@ -210,7 +210,7 @@ def ops_overrun(count: int, op: str, where: str, over: str, parent: str, scope: 
 
 def steps_overlap(first: int, second: int, by: str, pairs: int) -> str:
     """The `steps` check's message where step annotations overlap."""
-    more = f" ({count_of(pairs, 'pair')} of steps overlap)" if pairs > 1 else ""
+    more = f" ({count_of(pairs, 'step')} start before an earlier one ends)" if pairs > 1 else ""
     return f"ProfilerStep#{second} starts {by} before ProfilerStep#{first} ends{more}: {STEPS_FOLLOW}"
 
 
@@ -233,8 +233,10 @@ def device_before_launch(events: int, by: str) -> str:
     """The `clock` check's message."""
     return (
         f"{count_of(events, 'device event')} {'starts' if events == 1 else 'start'} before the runtime call that "
-        f"launched {'it' if events == 1 else 'them'} (by up to {by}): the device's clock is not aligned with the "
-        "host's in this source, so the queue (queue_ms) and the step each device event is counted in are off by as much"
+        f"launched {'it' if events == 1 else 'them'} (by up to {by}), which no device can: the tracer corrupted "
+        "the records (CUPTI from CUDA 12.6 Update 2 to 13.0 does at a profiler session's start, "
+        "pytorch/pytorch#192021; a CUPTI of CUDA 13.1 or later fixes it) or the device's clock is not aligned with "
+        "the host's in this source; the queue (queue_ms) and the step each device event is counted in are off by as much"
     )
 
 
@@ -378,9 +380,10 @@ def two_softwares(a: str, b: str, differ: int, compared: int) -> str:
     return f"{what}{where}: ops and their counts may differ by the software alone, and times by its build"
 
 
-def output_unwritable(exc: OSError) -> str:
+def output_unwritable(exc: Exception) -> str:
     """stdout refused the output (a full disk, a closed file): the exit code must not read as a verdict."""
-    return f"cannot write the output: {exc.strerror or exc}; send it where it can be written (> a file with room)"
+    why = getattr(exc, "strerror", None) or exc
+    return f"cannot write the output: {why}; send it where it can be written (> a file with room)"
 
 
 def single_step_tests(names: list[str], min_steps: int) -> str:

@@ -295,7 +295,9 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if isinstance(events, list):  # the events kept are those of another phase: a few, after the parse
         odd += [("ph", e) for e in events if type(e) is dict and type(e.get("ph", "")) is not str][:1]
-        if len(rows) + len(skipped) > events.count(None):  # each taken event left a None in its list
+        # each taken event left a None in its list; more taken than left: some came from elsewhere (a
+        # list's own nulls could hide a few, and no Kineto trace nests an event in another's args)
+        if len(rows) + len(skipped) > events.count(None):
             raise TraceError(bad_trace(path, ELSEWHERE))
     if odd:
         key, event = odd[0]

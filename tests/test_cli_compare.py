@@ -164,17 +164,31 @@ def test_b_faster_or_equal_exits_0(capsys, folders):
     assert "other captures" in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["warnings"][-1]
 
 
-def _run_into_a_closed_pipe(*argv):
+def _run_into_a_closed_pipe(*argv, stderr_too=False):
     """The command run with a stdout whose reader has gone (`opprof compare A B | head` once head
-    has read its lines): (exit code, stderr)."""
+    has read its lines; `stderr_too`: `2>&1 | head`): (exit code, stderr)."""
     read, write = os.pipe()
     os.close(read)  # no reader at all: the first write fails, whatever the output's size
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest_opprof", *map(str, argv)], stdout=write, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "pytest_opprof", *map(str, argv)],
+            stdout=write,
+            stderr=write if stderr_too else subprocess.PIPE,
+            text=True,
         )
     finally:
         os.close(write)
+    return done.returncode, done.stderr or ""
+
+
+def _run_with_stdout_closed(*argv):
+    """The command started with no stdout at all (`opprof ... >&-`): (exit code, stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", *map(str, argv)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+    )
     return done.returncode, done.stderr
 
 
@@ -190,6 +204,14 @@ def test_the_exit_code_stands_when_the_reader_stops_reading(folders, tmp_path):
     code, err = _run_into_a_closed_pipe("analyze", trace)  # untrusted: 2, and its line on stderr still
     assert code == 2 and err.startswith(f"opprof: error: {trace}: the measurement cannot be trusted (durations:")
     assert _run_into_a_closed_pipe("show", a) == (0, "")
+    # with stderr gone too (`2>&1 | head`) the error line cannot be written; the code stands
+    assert _run_into_a_closed_pipe("analyze", trace, stderr_too=True) == (2, "")
+    assert _run_into_a_closed_pipe("compare", a, b, stderr_too=True) == (1, "")
+    assert _run_into_a_closed_pipe("analyze", trace, "--top", "x", stderr_too=True)[0] == 2
+    # no stdout at all (`>&-`) gave a traceback and exit 1
+    assert _run_with_stdout_closed("compare", a, b) == (1, "")
+    code, err = _run_with_stdout_closed("analyze", trace)
+    assert code == 2 and err.startswith(f"opprof: error: {trace}: the measurement cannot be trusted")
 
 
 class _FullDisk:

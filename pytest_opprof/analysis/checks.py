@@ -157,7 +157,7 @@ def _steps(spans: list[StepSpan]) -> Check | None:
     one thread, so the source merges several profilers' (ranks, processes) or was edited, and
     every per-step number is wrong (a trial's merge of two ranks read as 4 steps of half the calls,
     with a warning at most)."""
-    over = [(a, b) for a, b in zip(spans, spans[1:]) if b.start_ns < a.end_ns - NEST_SLACK_NS]
+    over = _overlaps(spans)
     numbers = Counter(s.number for s in spans)
     repeated = sorted(n for n, times in numbers.items() if times > 1)
     if not over and not repeated:
@@ -168,6 +168,18 @@ def _steps(spans: list[StepSpan]) -> Check | None:
         a, b = over[0]
         what = steps_overlap(a.number, b.number, _fmt_ms(a.end_ns - b.start_ns), len(over))
     return Check("steps", ERROR, what)
+
+
+def _overlaps(spans: list[StepSpan]) -> list[tuple[StepSpan, StepSpan]]:
+    """(a step, a later one starting before it ends): each step against the one that ends last
+    of those before it (a long first step holds several)."""
+    found, last = [], None
+    for span in spans:  # in start order
+        if last is not None and span.start_ns < last.end_ns - NEST_SLACK_NS:
+            found.append((last, span))
+        if last is None or span.end_ns > last.end_ns:
+            last = span
+    return found
 
 
 def _nesting(
@@ -207,7 +219,11 @@ def _past_their_step(
     found = [
         (past[i], i)
         for i in compress(range(len(past)), map(lt, repeat(NEST_SLACK_NS), past))
-        if cols.parent[i] < 0 and cols.tids[i] == tid and cols.pids[i] == pid  # another thread's pool: no scope
+        if cols.parent[i] < 0
+        and cols.tids[i] == tid
+        and cols.pids[i] == pid  # another thread's pool: no scope
+        # one starting in its step's last microsecond may start after it (a trace in whole us): no verdict
+        and cols.starts[i] < step_ends[cols.op_step[i]] - NEST_SLACK_NS
     ]
     if not found:
         return None

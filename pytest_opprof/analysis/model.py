@@ -868,11 +868,11 @@ class Profile:
 
     def callers(self, name: str, depth: int = 2) -> tuple[str, ...]:
         """The names of the ops that called the first `name` op, innermost first."""
-        name = _op_name(name)
         names, parent = self.op_tree
         try:
             i = names.index(name)
         except ValueError:
+            _op_name(name)  # none such: a name the profiler never writes says so
             return ()
         found: list[str] = []
         while len(found) < depth and (i := parent[i]) >= 0:
@@ -917,10 +917,11 @@ class Profile:
     # range named with a tab is found by that name, its escape too.
     def op(self, name: str) -> OpStats | None:
         """The op of exactly this name, or None."""
-        name = printable_name(_op_name(name))
+        shown = printable_name(name) if isinstance(name, str) else name
         for op in self.ops:
-            if op.name == name:
+            if op.name == shown:
                 return op
+        _op_name(name)  # none such: a name the profiler never writes says so (one a trace holds is found)
         return None
 
     def match(self, pattern: str) -> list[OpStats]:

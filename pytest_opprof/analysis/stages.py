@@ -23,7 +23,7 @@ from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
 from ..tables import by_shown_time
-from .checks import CheckInputs, trust_checks
+from .checks import NEST_SLACK_NS, CheckInputs, trust_checks
 from .compiled import (
     COMPILE_MARK,
     FX_GRAPH,
@@ -403,9 +403,10 @@ def _sweep(tree: Tree, items: _Items, group: list[int], group_starts: list[int],
     stack_names: list[str | None] = [None]  # a short list: `in` on it beats a dict of counts
     group_durs = list(map(items.durs.__getitem__, group))
     group_names = list(map(items.names.__getitem__, group))
+    runtime = items.runtime
     for idx, start, dur, name in zip(group, group_starts, group_durs, group_names):
-        if idx >= n_ops:  # an op that ends as the call starts still holds it (a trace in whole microseconds)
-            while stack_ends[-1] < start:
+        if idx >= n_ops:  # an op that ends as a call of 1 us or less starts still holds it (a trace in whole us)
+            while stack_ends[-1] < start or (stack_ends[-1] == start and runtime[idx - n_ops].dur_ns > NEST_SLACK_NS):
                 stack_ends.pop()
                 stack.pop()
                 stack_names.pop()
