@@ -707,6 +707,16 @@ def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str
     )
 
 
+def hidden_by_median(name: str, ran: int, steps: int, worst_ns: float, limit_ms: float) -> str:
+    """A time assertion's failure where the match ran in under half the steps: the median per step
+    (0) would have passed it whatever the steps that ran it cost."""
+    worst, limit = _told_apart(ns_to_ms(worst_ns), limit_ms)
+    return (
+        f"{name}: {worst} ms in a step > limit {limit} ms; it ran in {ran} of {steps} steps, so its median per step "
+        'is 0 whatever it costs; assert it per="call" or by stat="max"'
+    )
+
+
 def shown_name(name: str) -> str:
     """A name as a message shows it: as it is, or quoted with escapes when it holds a character
     that does not show (`'aten::mm\\u200b'`: else it would read like the op it is not), or starts
@@ -1058,6 +1068,17 @@ def idle_outputs(flags: Iterable[str]) -> str:
 
 
 COLLECT_ONLY = "opprof: --collect-only ran no test: no report written (an earlier run's files stay as they were)"
+
+
+def run_stopped(nodeid: str, measured: int, reports: bool) -> str:
+    """The run's first line where a Ctrl-C or pytest.exit stopped it in a test."""
+    held = f"; the reports hold {'them' if measured != 1 else 'it'}" if reports and measured else ""
+    return (
+        f"opprof: the run stopped in {nodeid} (Ctrl-C or pytest.exit): {count_of(measured, 'measured test')} "
+        f"got that far{held}, and the tests after it did not run"
+    )
+
+
 NOTHING_MEASURED = (
     "opprof: no test was measured (none ran that uses the opprof fixture or marker); "
     "the reports asked for are written all the same, empty"

@@ -55,6 +55,7 @@ from .errors import (
     orphans_line,
     outside_rootdir,
     recording_by_setting,
+    run_stopped,
     runnable_here,
     stepped_aside_unmeasured,
     threads_left_changed,
@@ -1013,13 +1014,35 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     `pytest.exit` in a fixture's teardown left it rewritten, and no line said so)."""
     try:
         return (yield)
-    except BaseException:
+    except BaseException as exc:
         undo = item.stash.get(_UNDO, None)
+        fixture = item.stash.get(TEST, None)
         if undo is not None:
             del item.stash[_UNDO]
             with suppress(OSError):  # the run is stopping: its own exception is the one to show
                 undo()
+                if fixture is not None:
+                    fixture.baseline = None  # not recorded: the file is as it was
+        if isinstance(exc, (KeyboardInterrupt, pytest.exit.Exception)):
+            _stopped_in(item)
         raise
+
+
+def _stopped_in(item: pytest.Item) -> None:
+    """A run stopped in a test (Ctrl-C, pytest.exit): the summary and the JSON say where, and a
+    test whose call had ended is recorded as it ended, as pytest's own summary counts it (a trial's
+    stop in a fixture's teardown left a failed test out of every report, which then read `no test
+    was measured`). Not on an xdist worker: its controller reports."""
+    state = item.config.stash.get(RUN, None)
+    if state is None or not state.settings.measuring or hasattr(item.config, "workerinput"):
+        return
+    state.stopped_in = state.stopped_in or item.nodeid
+    result, fixture = item.stash.get(_RESULT, None), item.stash.get(TEST, None)
+    collector = item.config.pluginmanager.get_plugin("opprof-records")
+    if result is None or fixture is None or result.outcome is None or collector is None:
+        return  # its call never ended: it has no outcome to report
+    result.baseline = fixture.baseline
+    collector.add(_finished(item, result)[0])
 
 
 def _put_back(undo: Undo, fixture: OpprofFixture) -> None:
@@ -1158,6 +1181,17 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
+    record, checks = _finished(item, result)
+    # junitxml reads the teardown report's properties: the test's own checks beside its profile's
+    report.user_properties.extend(format_junit_checks(checks))
+    # The record rides on the teardown report, so that the xdist controller receives it too.
+    # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
+    # run (as dicts, 500 tests' profiles held ~75 MB).
+    report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
+
+
+def _finished(item: pytest.Item, result: TestResult) -> tuple[TestRecord, list[Check]]:
+    """The test's record, its trace written, and the run's checks of it."""
     state = item.config.stash[RUN]
     settings = state.settings
     result.worker = getattr(item.config, "workerinput", {}).get("workerid")
@@ -1165,19 +1199,13 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
     checks: list[Check] = item.stash.get(_CHECKS, [])
     result.extra_checks = tuple(checks)
     item.stash[_CHECKS] = []
-    # junitxml reads the teardown report's properties: the test's own checks beside its profile's
-    report.user_properties.extend(format_junit_checks(checks))
     traced = item.stash.get(_TRACED, False)  # by an earlier run of this item (a rerun plugin's): it stays
     result.export_trace(
         settings.trace_dir, settings.trace == "all", state.device_key,
         keep=traced, tag=state.trace_tag, environment=stable_facts(state.device),
     )  # fmt: skip
     item.stash[_TRACED] = traced or result.trace_path is not None
-    # The record rides on the teardown report, so that the xdist controller receives it too.
-    # As compact JSON text: xdist carries it, and pytest keeps every report until the end of the
-    # run (as dicts, 500 tests' profiles held ~75 MB).
-    record = _to_record(result, settings)
-    report.opprof_record = json.dumps(record.to_dict(), separators=(",", ":"))  # type: ignore[attr-defined]
+    return _to_record(result, settings), checks
 
 
 def _to_record(result: TestResult, settings: Settings) -> TestRecord:
@@ -1229,6 +1257,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     reports = state.spool is not None and not config.option.collectonly
     if state.spool is not None and config.option.collectonly:
         lines.append(COLLECT_ONLY)
+    elif state.stopped_in is not None:  # not "no test was measured": the run ended before its end
+        lines.insert(0, run_stopped(_typed_id(config, state.stopped_in), len(state.records), reports))
     elif reports and not state.records:
         lines.insert(0, NOTHING_MEASURED)
     if not lines and not reports:
@@ -1262,7 +1292,13 @@ def _write_outputs(terminalreporter: Any, state: RunState) -> None:
         (
             settings.json_path,
             lambda path: write_run_report(
-                path, state.device, state.device_key, spool, state.orphans or [], str(terminalreporter.config.rootpath)
+                path,
+                state.device,
+                state.device_key,
+                spool,
+                state.orphans or [],
+                str(terminalreporter.config.rootpath),
+                state.stopped_in,
             ),
         ),
         (settings.csv_path, lambda path: write_csv_report(path, spool)),

@@ -1137,13 +1137,15 @@ def run_report_json(
     device_key: str | None,
     orphans: Sequence[str] = (),
     rootdir: str | None = None,
+    stopped_in: str | None = None,
 ) -> dict[str, Any]:
     """The --opprof-json document (schema 1): device facts, the rootdir (that baseline paths are
-    relative to), the baseline files no collected test reads and, per measured test, nodeid,
+    relative to), the baseline files no collected test reads, the test a Ctrl-C or pytest.exit
+    stopped the run in (`stopped_in`, null for a whole run) and, per measured test, nodeid,
     outcome, profile (Profile.to_dict()), checks and trace path."""
     tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
     found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
-    return {**found, "rootdir": rootdir, "tests": tests}
+    return {**found, "rootdir": rootdir, "stopped_in": stopped_in, "tests": tests}
 
 
 class ReportSpool:
@@ -1211,10 +1213,11 @@ def write_run_report(
     spool: ReportSpool,
     orphans: Sequence[str] = (),
     rootdir: str | None = None,
+    stopped_in: str | None = None,
 ) -> None:
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
     json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
-    found = run_report_json([], device, device_key, orphans, rootdir)
+    found = run_report_json([], device, device_key, orphans, rootdir, stopped_in)
     del found["tests"]
     head = json.dumps(found, indent=2, sort_keys=True)
 

@@ -2174,6 +2174,69 @@ def test_a_test_that_errs_in_its_teardown_is_not_recorded(pytester, monkeypatch)
     assert result.ret == pytest.ExitCode.INTERRUPTED and td.read_bytes() == before
 
 
+STOPPING_TESTS = """
+import os
+import pytest
+import torch
+@pytest.fixture
+def stopper():
+    yield
+    if os.environ.get("STOP") == "teardown":
+        pytest.exit("stopped in teardown")
+    if os.environ.get("STOP") == "ctrl-c":
+        raise KeyboardInterrupt
+def test_a(opprof):
+    opprof.run(lambda: torch.ones(4) + 1, warmup=1, steps=2)
+def test_b(opprof, stopper):
+    opprof.run(lambda: torch.ones(4) * 2, warmup=1, steps=2)
+    if os.environ.get("STOP") == "call":
+        pytest.exit("stopped in the call")
+def test_c(opprof):
+    opprof.run(lambda: torch.ones(4) - 1, warmup=1, steps=2)
+"""
+
+
+@pytest.mark.parametrize(("stop", "finished"), [("teardown", ["test_a", "test_b"]), ("call", ["test_a"])])
+def test_a_run_stopped_in_a_test_says_where_and_reports_what_got_that_far(pytester, monkeypatch, stop, finished):
+    """A trial's pytest.exit or Ctrl-C in a fixture's teardown left the test, which pytest counted,
+    out of every report, and the run read `no test was measured`. A test whose call ended is
+    reported as it ended; one stopped in its call is not; the summary and the JSON say where the
+    run stopped."""
+    pytester.makepyfile(test_stop=STOPPING_TESTS)
+    monkeypatch.setenv("STOP", stop)
+    result = run(pytester, "--opprof", "--opprof-json=r.json", "--opprof-csv=r.csv")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    n = len(finished)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: the run stopped in test_stop.py::test_b (Ctrl-C or pytest.exit): {n} measured "
+            f"test{'s' if n > 1 else ''} got that far; the reports hold {'them' if n > 1 else 'it'}, and the tests "
+            "after it did not run"
+        ]
+    )
+    assert "no test was measured" not in result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["stopped_in"] == "test_stop.py::test_b"
+    assert [(t["nodeid"].split("::")[1], t["outcome"]) for t in report["tests"]] == [(f, "passed") for f in finished]
+    rows = (pytester.path / "r.csv").read_text().splitlines()[1:]
+    assert sorted({row.split(",")[0].split("::")[1] for row in rows}) == finished
+
+
+def test_a_ctrl_c_in_a_teardown_reports_the_test_and_where_the_run_stopped(pytester, monkeypatch):
+    """Ctrl-C takes the path pytest.exit does (in a process of its own: pytester would raise it
+    into this session): the test that passed its call is in the reports."""
+    pytester.makepyfile(test_stop=STOPPING_TESTS)
+    monkeypatch.setenv("STOP", "ctrl-c")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof", "--opprof-json=r.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["opprof: the run stopped in test_stop.py::test_b (Ctrl-C or pytest.exit): 2 *"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert (report["stopped_in"], [t["nodeid"] for t in report["tests"]]) == (
+        "test_stop.py::test_b",
+        ["test_stop.py::test_a", "test_stop.py::test_b"],
+    )
+
+
 def test_update_writes_one_file_per_test_under_the_device_key(baselined):
     """--opprof-update-baseline writes one JSON per measured test under one device-key folder."""
     files = baseline_files(baselined)
