@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from .errors import CUT_SHORT
 from .files import write_output
@@ -101,6 +102,7 @@ def test_section(
     ]
     if trace_path:
         href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
+        href = quote(Path(href).as_posix())  # a parametrized id's `[a#b]`: `#` began the link's fragment
         parts.append(f'<p><a href="{_e(href)}">Perfetto / chrome://tracing trace</a> ({_e(trace_path)})</p>')
     return "".join(parts) + "</section>\n"
 

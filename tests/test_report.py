@@ -186,6 +186,21 @@ def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
     assert "its baseline was rewritten all the same, as =all asks, with these times" in rewritten
 
 
+def test_a_trace_link_is_percent_encoded_relative_to_the_page(tmp_path):
+    """A parametrized id's trace name holds `[`, `]`, `#` or a space: the HTML link was the raw
+    name, and a `#` began the link's fragment. The href is percent-encoded; the text shows it as is."""
+    from builders import op, step
+
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.htmlreport import test_section
+
+    profile = analyze([step(1, 0, 100), op("aten::mm", 10, 20)])
+    trace = str(tmp_path / "traces" / "t.py_test_x[a#b c]-0a1b.json.gz")
+    page = test_section("t.py::test_x[a#b c]", "failed", profile, None, trace, tmp_path / "out")
+    assert 'href="../traces/t.py_test_x%5Ba%23b%20c%5D-0a1b.json.gz"' in page
+    assert f"({trace})" in page
+
+
 def test_a_written_change_reads_as_recorded_not_as_a_failure():
     """The structure and work lines of a file this run wrote say `recorded:`; a comparison's, a kept
     file's and a time line do not."""
