@@ -283,9 +283,9 @@ def _correlation(runtime: list[Event]) -> Check | None:
 
 
 def _clock(device: list[Event], runtime: list[Event]) -> Check | None:
-    """Device events that start before the call that launched them: the device's clock is not
-    aligned with the host's in this source, so the queue (a negative one) and the step of each
-    device event are off by as much."""
+    """Device events that start before the call that launched them, which no device can: corrupt
+    records (CUPTI's at a session's start) or a device clock not aligned with the host's, so the
+    queue (a negative one) and the step of each device event are off by as much."""
     launched = {r.correlation: r.start_ns for r in runtime if r.correlation}
     if not launched:
         return None
