@@ -68,6 +68,8 @@ def trust_checks(
 ) -> list[Check]:
     """Every check of a capture (`step_thread`: the thread that marks every step, if one does)."""
     n_events = len(cols.durs) + len(cols.device)
+    with_ids = [r for r in cols.runtime if r.correlation]
+    launched = {r.correlation: r.start_ns for r in with_ids}  # one pass serves both checks of ids
     found = [
         _events(len(cols.durs), len(cols.device), ranges),
         _durations(cols, spans, wall_known),
@@ -75,8 +77,8 @@ def trust_checks(
         _nesting(cols, spans, wall_known, step_thread),
         _device_events(cols.device, cols.runtime),
         _kernel_records(cols.device, cols.runtime),
-        _correlation(cols.runtime) if cols.device else None,
-        _clock(cols.device, cols.runtime),
+        _correlation(with_ids, launched) if cols.device else None,
+        _clock(cols.device, launched),
         _compilation(compilations),
         _step_events(cols.op_step, len(spans), ops),
         _step_ranges(ranges, len(spans)),
@@ -269,12 +271,14 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
     )
 
 
-def _correlation(runtime: list[Event]) -> Check | None:
+def _correlation(with_ids: list[Event], launched: dict[int, int]) -> Check | None:
     """Runtime calls that share a correlation id: CUPTI gives each call its own, so the source
     merges several processes' traces or was edited, and a device event of that id goes to one of
     the calls only (a trial's two launches of one id gave both kernels to the second op, and every
-    check said ok)."""
-    ids = Counter(r.correlation for r in runtime if r.correlation)
+    check said ok). `launched`: each id once, so it is shorter only where ids repeat."""
+    if len(launched) == len(with_ids):  # the common case: no count needed
+        return None
+    ids = Counter(r.correlation for r in with_ids)
     shared = [(corr, n) for corr, n in ids.items() if n > 1]
     if not shared:
         return None
@@ -282,11 +286,11 @@ def _correlation(runtime: list[Event]) -> Check | None:
     return Check("correlation", WARNING, shared_correlation(calls, len(shared), shared[0][0]))
 
 
-def _clock(device: list[Event], runtime: list[Event]) -> Check | None:
+def _clock(device: list[Event], launched: dict[int, int]) -> Check | None:
     """Device events that start before the call that launched them, which no device can: corrupt
     records (CUPTI's at a session's start) or a device clock not aligned with the host's, so the
-    queue (a negative one) and the step of each device event are off by as much."""
-    launched = {r.correlation: r.start_ns for r in runtime if r.correlation}
+    queue (a negative one) and the step of each device event are off by as much. `launched`: each
+    correlation id's runtime call start."""
     if not launched:
         return None
     early = [
