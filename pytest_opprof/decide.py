@@ -14,9 +14,13 @@ from typing import Any
 
 from .baseline import UNUSABLE_FIX, UNUSABLE_WHILE_RECORDING_FIX, BaselineError, read_baseline, write_baseline
 from .compare import (
+    CHANGED as VERDICT_CHANGED,
+)
+from .compare import (
     MIN_TIME_STEPS,
     QUIET_MACHINE_FIX,
     REGRESSED,
+    STRUCTURE,
     TIME,
     WORK,
     Comparison,
@@ -430,6 +434,7 @@ class BaselineResult:
     measurements: int = 1  # the first and the confirmations of a suspected time change
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
     time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
+    fails: tuple[str, ...] = (STRUCTURE, WORK, TIME)  # the verdict kinds that fail the test (its rule's fail_on)
     recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
@@ -438,6 +443,11 @@ class BaselineResult:
     def slower(self) -> bool:
         """Some conclusive time verdict says slower."""
         return slower(Comparison(self.verdicts))
+
+    def lets_pass(self, verdict: Verdict) -> bool:
+        """A structure or work change this comparison found that the rule's fail_on leaves out."""
+        changed = verdict.kind in (STRUCTURE, WORK) and verdict.status == VERDICT_CHANGED
+        return changed and verdict.kind not in self.fails and self.status == COMPARED
 
     @property
     def compared(self) -> bool:
@@ -522,6 +532,7 @@ class BaselineResult:
             "measurements": self.measurements,
             "unconfirmed": list(self.unconfirmed),
             "time_fails": self.time_fails,
+            "fails": list(self.fails),
             "recorded_from": self.recorded_from,
             "unrepeated": list(self.unrepeated),
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
@@ -537,6 +548,7 @@ class BaselineResult:
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
             unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
+            fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
         )  # fmt: skip
@@ -660,6 +672,6 @@ def baseline_step(
         ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
-        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, recorded_from=outcome.recorded_from,
+        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, fails=tuple(sorted(rule.fail_on)), recorded_from=outcome.recorded_from,
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
     )  # fmt: skip

@@ -163,6 +163,7 @@ BAD_RANGE_FIX = (
     "the test again"
 )
 ONE_MEASUREMENT = "measured once, not confirmed: time does not fail this test (--opprof-fail-on, or its marker's)"
+NOT_FAILING = "does not fail this test (--opprof-fail-on, or its marker's)"  # a structure or work change's line
 
 
 def unconfirmable(ops: str) -> str:

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .errors import CUT_SHORT
+from .errors import CUT_SHORT, NOT_FAILING
 from .files import write_output
 from .tables import by_shown_time, median_wall_ns, profiler_cost_text
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
     from .analysis import Check, Profile
+    from .compare import Verdict
     from .decide import BaselineResult
 
 TOP_BARS = 10
@@ -126,8 +127,18 @@ def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
     each kind, the page and --opprof-json all of them), each with its fix."""
     said = failure or ""
     shown = [v for v in baseline.verdicts if v.message not in said] if baseline is not None else []
-    items = "".join(f"<li>{_e(v.message)}{_e('; ' + v.fix) if v.fix else ''}</li>" for v in shown)
+    items = "".join(f"<li>{_e(_verdict_text(v, baseline))}</li>" for v in shown if baseline is not None)
     return f'<ul class="verdicts">{items}</ul>' if items else ""
+
+
+def _verdict_text(verdict: Verdict, baseline: BaselineResult) -> str:
+    """A verdict's message led by its kind (an op's work change names only the op, as the
+    terminal's one-op line does not), its fix, and whether it let the test pass (--opprof-fail-on)."""
+    message = verdict.message
+    if verdict.status == "changed" and not message.startswith(f"{verdict.kind} "):
+        message = f"{verdict.kind} changed: {message}"
+    passing = f"; {NOT_FAILING}" if baseline.lets_pass(verdict) else ""
+    return message + passing + (f"; {verdict.fix}" if verdict.fix else "")
 
 
 def _meta(

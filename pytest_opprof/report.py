@@ -26,6 +26,7 @@ from .assertions import is_glob
 from .compare import (
     CHANGED,
     CONTENTION_WHY,
+    DEFAULT_FAIL_ON,
     ENVIRONMENT,
     INCONCLUSIVE,
     MAX_LISTED,
@@ -41,6 +42,7 @@ from .documents import BaselineDoc
 from .errors import (
     CUT_SHORT,
     KEPT_SLOWER,
+    NOT_FAILING,
     ONE_MEASUREMENT,
     RECORD_AGAIN_FIX,
     SAME_WORK_FIX,
@@ -530,7 +532,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         if nodeid in shared.environment:
             verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
         status = "strict" if _strict_error(record, strict) else baseline.status
-        lines += verdict_lines(verdicts, verbose, status, baseline.time_fails)
+        lines += verdict_lines(verdicts, verbose, status, baseline.time_fails, frozenset(baseline.fails))
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         slower = baseline.slower
         torch = _torch_moved(baseline)
@@ -575,14 +577,18 @@ _MORE = "-v or --opprof-json lists them all"
 
 
 def verdict_lines(
-    verdicts: list[Verdict], verbose: bool = False, status: str | None = None, time_fails: bool = True
+    verdicts: list[Verdict],
+    verbose: bool = False,
+    status: str | None = None,
+    time_fails: bool = True,
+    fails: frozenset[str] = DEFAULT_FAIL_ON,
 ) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
     or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
-    checks that fail the test."""
+    checks that fail the test; `fails`: the verdict kinds that do."""
     if verbose:  # a structure verdict's cut list in full
-        return [_recorded(v.message + _every_change(v), v, status) for v in verdicts]
+        return [_recorded(v.message + _every_change(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
         key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
@@ -595,18 +601,24 @@ def verdict_lines(
             lines.append(_time_line(group, status, time_fails))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
             only = group[0].message
-            lines.append(_recorded(only if only.startswith(f"{key} ") else f"{key} changed: {only}", group[0], status))
+            line = only if only.startswith(f"{key} ") else f"{key} changed: {only}"
+            lines.append(_recorded(line, group[0], status, fails))
         else:
             line = f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})"
-            lines.append(_recorded(line, group[0], status))
+            lines.append(_recorded(line, group[0], status, fails))
     return lines
 
 
-def _recorded(line: str, verdict: Verdict, status: str | None) -> str:
+def _recorded(line: str, verdict: Verdict, status: str | None, fails: frozenset[str] = DEFAULT_FAIL_ON) -> str:
     """`recorded: structure changed: ...` where this run wrote the change into the baseline: the
-    bare line, the one a failing comparison prints, read like a failure in a recording run."""
-    written = status in ("changed", "rewritten") and verdict.kind in (STRUCTURE, WORK) and verdict.status == CHANGED
-    return f"recorded: {line}" if written else line
+    bare line, the one a failing comparison prints, read like a failure in a recording run; and,
+    comparing, `...; does not fail this test` where --opprof-fail-on leaves its kind out (a
+    passing test's `structure changed` line read like its failure)."""
+    if verdict.kind not in (STRUCTURE, WORK) or verdict.status != CHANGED:
+        return line
+    if status in ("changed", "rewritten"):
+        return f"recorded: {line}"
+    return line if verdict.kind in fails or status in RECORDING else f"{line}; {NOT_FAILING}"
 
 
 def _every_change(verdict: Verdict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import importlib
 import json
 import os
@@ -25,6 +26,7 @@ from pytest_opprof import device  # noqa: E402
 from pytest_opprof.cli import main as cli_main  # noqa: E402
 from pytest_opprof.device import python_tracer, thread_setup  # noqa: E402
 from pytest_opprof.errors import (  # noqa: E402
+    NOT_FAILING,
     assertion_inside_capture,
     cut_short_trace,
     inert_summary,
@@ -894,6 +896,54 @@ def test_a_parameter_sets_marker_overrides_the_functions(pytester, monkeypatch):
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_p.py::test_param[[]3[]] - *structure changed*"])
+    # the passing case's line says so (a trial read `structure changed` beside a pass as its failure)
+    out = result.stdout.str()
+    assert "test_p.py::test_param[lenient]: structure changed: + aten::mul (1/step), " in out
+    lenient = next(line for line in out.splitlines() if line.startswith("test_p.py::test_param[lenient]: structure"))
+    assert lenient.endswith(f"; {NOT_FAILING}")
+    failing = next(line for line in out.splitlines() if line.startswith("test_p.py::test_param[3]: structure"))
+    assert NOT_FAILING not in failing
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]])
+def test_a_work_change_that_fails_no_test_says_so(pytester, monkeypatch, tmp_path, xdist):
+    """--opprof-fail-on=structure: a work change is shown and the test passes; its line says the
+    change does not fail the test, in the terminal and (as the kinds that do) in the JSON report,
+    also from an xdist worker; a recording run's line says it was recorded, not that."""
+    monkeypatch.setenv("OPPROF_N", "4")
+    pytester.makepyfile(
+        test_w="""
+        import os
+        import torch
+
+        def test_work(opprof):
+            n = int(os.environ["OPPROF_N"])
+            opprof.run(lambda: torch.ones(n, n) @ torch.ones(n, n), warmup=1, steps=2)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_N", "8")
+    out = tmp_path / "r.json"
+    page = tmp_path / "r.html"
+    flags = ("--opprof-fail-on=structure", f"--opprof-json={out}", f"--opprof-html={page}")
+    result = run(pytester, "--opprof", *flags, *xdist)
+    result.assert_outcomes(passed=1)
+    line = next(x for x in result.stdout.str().splitlines() if x.startswith("test_w.py::test_work: work changed"))
+    assert line.endswith(f"; {NOT_FAILING}")
+    (item,) = [i for i in page.read_text().split("<li>")[1:] if i.startswith("work changed: aten::mm: 8x the FLOPs")]
+    assert f"; {html.escape(NOT_FAILING)}" in item.split("</li>")[0]
+    (test,) = json.loads(out.read_text())["tests"]
+    assert test["baseline"]["fails"] == ["structure"]
+    assert test["baseline"]["time_fails"] is False
+    result = run(pytester, "--opprof", f"--opprof-json={out}", f"--opprof-html={page}", *xdist)  # work fails it
+    result.assert_outcomes(failed=1)
+    assert NOT_FAILING not in result.stdout.str()
+    assert html.escape(NOT_FAILING) not in page.read_text()
+    assert json.loads(out.read_text())["tests"][0]["baseline"]["fails"] == ["structure", "time", "work"]
+    result = run(pytester, "--opprof-update-baseline", "--opprof-fail-on=none", *xdist)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test_w.py::test_work: recorded: work changed*"])
+    assert NOT_FAILING not in result.stdout.str()
 
 
 def test_bad_markers_past_twenty_are_counted_not_listed(project):
