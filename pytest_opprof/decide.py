@@ -44,10 +44,11 @@ from .errors import (
     cannot_write,
     capture_moved,
     raised_confirming,
+    record_if_intended,
     strict_inconclusive,
     unconfirmable,
 )
-from .units import first_three
+from .units import count_of, first_three
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (
@@ -487,14 +488,20 @@ class BaselineResult:
         globs = [i.glob for i in self.ignores]
         return [(name, OpRow(base, None, "ignored" if ignored(name, globs) else "removed")) for base, name in gone]
 
-    def failing(self, rule: Rule) -> list[str]:
+    def failing(self, rule: Rule, nodeid: str) -> list[str]:
         """The failing verdicts' messages, the test's failure: the first WORK_LISTED work changes
-        (the costliest ops first), then a count of the rest (a dtype change touches every op)."""
+        (the costliest ops first, each led by `work changed:`: an op's message names only the op),
+        then a count of the rest (a dtype change touches every op), and how to record the change
+        if it was intended (a trial's CI log showed the failure, the hint sat in the summary)."""
         failing = Comparison(self.verdicts).failing(rule)
         work = [v for v in failing if v.kind == WORK]
-        listed = [v.message for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
+        listed = [_led(v) for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
         if len(work) > WORK_LISTED:
-            listed.append(f"work changed in {len(work) - WORK_LISTED} more ops (--opprof-json lists every verdict)")
+            more = count_of(len(work) - WORK_LISTED, "more op")
+            listed.append(f"work changed in {more} (--opprof-json lists every verdict)")
+        changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
+        if changed or slower(Comparison(tuple(failing))):  # not an environment change alone: no recording undoes it
+            listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
 
     def error_messages(
@@ -552,6 +559,13 @@ class BaselineResult:
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
         )  # fmt: skip
+
+
+def _led(verdict: Verdict) -> str:
+    """A failing verdict's message led by its kind where the message does not name it."""
+    if verdict.kind == WORK and not verdict.message.startswith(f"{WORK} "):
+        return f"{WORK} changed: {verdict.message}"
+    return verdict.message
 
 
 def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None) -> str:

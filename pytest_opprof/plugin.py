@@ -929,7 +929,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     fixture.error_messages.extend(
         result.error_messages(nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline)
     )
-    return [] if settings.update_baseline else result.failing(rule)
+    return [] if settings.update_baseline else result.failing(rule, nodeid)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -2372,6 +2372,11 @@ def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
             "test_base.py::test_big (and commit the file)"
         ]
     )
+    failure = result.stdout.str().split("_ test_big _")[1].split("\n=", 1)[0]  # the failure says it too
+    assert failure.strip().splitlines()[-1] == (
+        "if the change is intended, record it: pytest --opprof-update-baseline=all test_base.py::test_big "
+        "(and commit the file)"
+    )
 
 
 def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined, monkeypatch, fake_clock):

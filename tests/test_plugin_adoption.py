@@ -442,9 +442,12 @@ def test_work_changes_are_labelled_counted_and_say_how_to_record_them(pytester, 
             f"test_w.py::{test} (and commit the file)"
         ) in out
     failure = out.split("_ test_many _")[1].split("opprof ===")[0]
-    listed = [line for line in failure.splitlines() if line.startswith("aten::")]
+    listed = [line for line in failure.splitlines() if line.startswith("work changed: aten::")]
     assert len(listed) == 3 and all("-> (float[2000]" in line for line in listed), failure
-    assert "\nwork changed in 2 more ops (--opprof-json lists every verdict)\n" in failure
+    # the failure says how to record it too: a CI log's failure section is what a person reads
+    hint = "if the change is intended, record it: pytest --opprof-update-baseline test_w.py::test_many (and commit"
+    assert f"\nwork changed in 2 more ops (--opprof-json lists every verdict)\n{hint}" in failure
+    result.stdout.fnmatch_lines(["FAILED test_w.py::test_one - Failed: work changed: aten::sum: inputs*"])
     result = run(pytester, "--opprof-update-baseline")
     assert "if the change is intended" not in result.stdout.str()  # recorded: nothing to accept
     run(pytester, "--opprof").assert_outcomes(passed=2)
