@@ -1147,15 +1147,24 @@ def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | 
 # -- 4. environment ----------------------------------------------------------------------------
 
 
+SOFTWARE_FACTS = ("torch", "cuda", "hip", "driver", "cuda_driver")
+# the hardware under one device key: a key names a GPU or a CPU architecture (every x86-64 CPU
+# is `cpu-x86_64`), and a hook or --opprof-device-key may give several machines one key
+HARDWARE_FACTS = ("gpu_name", "gpu_capability", "cpu_model")
+
+
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:
-    """What differs between the machine setups: device key, software versions, and the torch
-    threads where another machine setup gave torch another count (one verdict, each fact in
-    `differs`)."""
+    """What differs between the machine setups: device key, software versions, the hardware the
+    key stands for, and the torch threads where another machine setup gave torch another count
+    (one verdict, each fact in `differs`)."""
     differs = []
     if current.device_key != baseline.device_key:
         differs.append(Differs("device", str(baseline.device_key), str(current.device_key)))
-    for key in ("torch", "cuda", "hip", "driver", "cuda_driver"):
+    for key in SOFTWARE_FACTS:
         if baseline.environment.get(key) != current.environment.get(key):
+            differs.append(Differs(key, _fact(baseline, key), _fact(current, key)))
+    for key in HARDWARE_FACTS:  # a file that does not hold one (a hand-made one) is not told apart on it
+        if key in baseline.environment and baseline.environment[key] != current.environment.get(key):
             differs.append(Differs(key, _fact(baseline, key), _fact(current, key)))
     words = [f"{d.fact} {d.was} -> {d.now}" for d in differs]
     if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):

@@ -480,6 +480,30 @@ def test_cuda_driver_difference_is_an_environment_verdict():
     assert "cuda_driver 12.4 -> 12.6" in verdict.message
 
 
+def test_other_hardware_under_one_device_key_is_an_environment_verdict():
+    """Every x86-64 CPU is `cpu-x86_64`, and a hook or --opprof-device-key may give several
+    machines one key: a trial's baseline from another CPU model (or a GPU baseline checked on a
+    CPU under its key) failed on time with no word of the machine. Another CPU model, GPU or GPU
+    capability is an environment verdict; a file that does not hold the fact is not told apart."""
+    intel = doc(profile(), env={**ENV, "cpu_model": "Intel Xeon Platinum 8375C"})
+    (verdict,) = compare(doc(profile()), intel, Rule()).verdicts
+    assert verdict.kind == ENVIRONMENT and verdict.status == "changed"
+    assert "environment differs from the baseline: cpu_model Intel Xeon Platinum 8375C -> x" in verdict.message
+    h200 = {**ENV, "cuda": "12.8", "gpu_name": "NVIDIA H200", "gpu_capability": "9.0"}
+    (verdict,) = compare(doc(profile(), env={**ENV, "gpu_name": None}), doc(profile(), env=h200), Rule()).verdicts
+    assert [(d.fact, d.was, d.now) for d in verdict.differs] == [
+        ("cuda", "12.8", "none"),
+        ("gpu_name", "NVIDIA H200", "none"),
+        ("gpu_capability", "9.0", "none"),
+    ]
+    a100 = {**h200, "gpu_name": "NVIDIA A100-SXM4-80GB", "gpu_capability": "8.0"}
+    (verdict,) = compare(doc(profile(), env=a100), doc(profile(), env=h200), Rule()).verdicts
+    assert "gpu_name NVIDIA H200 -> NVIDIA A100-SXM4-80GB, gpu_capability 9.0 -> 8.0" in verdict.message
+    unrecorded = doc(profile()).replace(environment={k: v for k, v in ENV.items() if k != "cpu_model"})
+    assert compare(intel, unrecorded, Rule()).verdicts == ()
+    assert compare(doc(profile()), doc(profile()), Rule()).verdicts == ()
+
+
 # -- the time rule says "I can't tell" ---------------------------------------------------------
 
 

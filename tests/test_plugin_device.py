@@ -192,6 +192,23 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
     )
 
 
+def test_a_baseline_from_another_cpu_model_under_the_key_is_reported(pytester):
+    """Every x86-64 CPU shares `cpu-x86_64`: a baseline recorded on another CPU model says so
+    (a trial's failed on time with no word of the machine); one fact may be unknown (`null`)."""
+    pytester.makepyfile(MEASURED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    data = json.loads(path.read_text())
+    here = data["environment"]["cpu_model"]
+    data["environment"]["cpu_model"] = "Intel Xeon Platinum 8375C"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [f"*test_x: environment differs from the baseline: cpu_model Intel Xeon Platinum 8375C -> {here or 'none'} [*"]
+    )
+
+
 UPGRADED = """
 import os
 import torch
