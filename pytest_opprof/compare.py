@@ -179,6 +179,7 @@ class Comparison:
     lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes a side lacks: not compared
     under_load: float | None = None  # the baseline's references ran this many times slower (recorded_under_load)
     work_unrecorded: tuple[str, ...] = ()  # ops whose work this run recorded and the baseline holds none of
+    short_baseline: bool = False  # untimed: the baseline alone holds too few steps (this run has enough)
 
     @property
     def changes(self) -> list[Verdict]:
@@ -261,6 +262,7 @@ def compare(
         _lists_unrecorded(current, baseline),
         recorded_under_load(current, baseline),
         _work_unrecorded(current, baseline),
+        baseline.steps < MIN_TIME_STEPS <= current.steps,
     )
 
 
@@ -582,11 +584,19 @@ def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, fl
 
 
 def _untimed(current: BaselineDoc, baseline: BaselineDoc) -> str | None:
-    """Why this test's times are reported, never judged: too few steps on a side."""
+    """Why this test's times are reported, never judged: too few steps on a side (the baseline's
+    alone: a trial's test got its steps back, and its 3-step file kept the time check off, the
+    message sending it to fix the test; a bare recording run keeps such a file)."""
     steps = min(current.steps, baseline.steps)
     if steps >= MIN_TIME_STEPS:
         return None
     captured = "a single-step capture" if steps == 1 else f"{steps} steps"
+    if current.steps >= MIN_TIME_STEPS:
+        return (
+            f"time not judged: its baseline holds {captured}, this run {current.steps} (a time check needs "
+            f"{MIN_TIME_STEPS}+ steps on both sides); record it again: pytest --opprof-update-baseline=all with the "
+            "test's id"
+        )
     return (
         f"time not judged: {captured} (a time check needs {MIN_TIME_STEPS}+ steps on both sides); "
         "measure with opprof.run(fn, ..., steps=10) for one"

@@ -439,6 +439,7 @@ class BaselineResult:
     recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
+    short_baseline: bool = False  # untimed: the baseline alone holds too few steps
 
     @property
     def slower(self) -> bool:
@@ -543,6 +544,7 @@ class BaselineResult:
             "recorded_from": self.recorded_from,
             "unrepeated": list(self.unrepeated),
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
+            "short_baseline": self.short_baseline,
         }
 
     @classmethod
@@ -558,6 +560,7 @@ class BaselineResult:
             fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
+            short_baseline=bool(data.get("short_baseline")),
         )  # fmt: skip
 
 
@@ -688,4 +691,5 @@ def baseline_step(
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
         unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, fails=tuple(sorted(rule.fail_on)), recorded_from=outcome.recorded_from,
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
+        short_baseline=bool(untimed) and comparison.short_baseline,
     )  # fmt: skip

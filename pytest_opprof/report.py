@@ -848,15 +848,7 @@ def _run_lines(
     old baselines, then missing and written ones
     (and, when recording, the tests that were not recorded because they failed)."""
     lines = []
-    untimed = list(dict.fromkeys(r.nodeid for r in records if r.baseline and r.baseline.untimed))
-    if untimed:
-        shown = first_three(untimed, verbose)
-        lines.append(
-            f"opprof: time not judged for {count_of(len(untimed), 'test')} with under {MIN_TIME_STEPS} steps "
-            f"(a whole call, capture(), the marker, a short run()): {shown}; "
-            "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
-            "for a time check"
-        )
+    lines += _untimed_lines(records, recording, verbose)
     # What the files read say of themselves, for those this run left as they were: a file it
     # wrote holds this run's times and work (an =all run was told to run =all again).
     standing = [r for r in records if r.baseline and r.baseline.status not in TIMES_WRITTEN]
@@ -914,6 +906,31 @@ def _lists_lines(records: list[TestRecord]) -> list[str]:
         "again on a quiet machine: "
         f"pytest --opprof-update-baseline=all {_ids(ops)}"
     ]
+
+
+def _untimed_lines(records: list[TestRecord], recording: bool, verbose: bool) -> list[str]:
+    """The tests whose time was not judged: those measured in under MIN_TIME_STEPS steps, and
+    those whose baseline alone holds too few (a bare recording run keeps it: =all records it)."""
+    untimed = [r for r in records if r.baseline and r.baseline.untimed]
+    short_ones = [r for r in untimed if r.baseline and r.baseline.short_baseline]
+    short = list(dict.fromkeys(r.nodeid for r in short_ones if r.baseline and r.baseline.status not in WRITTEN))
+    few = list(dict.fromkeys(r.nodeid for r in untimed if r not in short_ones))
+    lines = []
+    if few:
+        lines.append(
+            f"opprof: time not judged for {count_of(len(few), 'test')} with under {MIN_TIME_STEPS} steps "
+            f"(a whole call, capture(), the marker, a short run()): {first_three(few, verbose)}; "
+            "structure and work (where recorded) were checked; measure with opprof.run(fn, ..., steps=10) "
+            "for a time check"
+        )
+    if short:
+        kept = "; this recording run kept them (no structure or work change)" if recording else ""
+        lines.append(
+            f"opprof: time not judged for {count_of(len(short), 'test')} whose baseline holds under "
+            f"{MIN_TIME_STEPS} steps (this run measured enough): {first_three(short, verbose)}{kept}; "
+            f"record them again: pytest --opprof-update-baseline=all {_ids(short)}"
+        )
+    return lines
 
 
 def _ids(nodeids: Iterable[str]) -> str:

@@ -3925,6 +3925,52 @@ def test_single_step_captures_never_fail_on_time_and_say_how_to_get_a_check(pyte
     )
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]])
+def test_a_baseline_of_too_few_steps_is_named_with_the_command_that_records_it(
+    pytester, monkeypatch, fake_clock, tmp_path, xdist
+):
+    """A trial's test went back to 6 steps, its 3-step baseline kept the time check off, and the
+    line sent it to fix the test; a bare recording run keeps such a file (no structure or work
+    change). The line names the baseline as the short side, with the command that records it
+    again; =all does, and time is judged from then on (in this process, where the costs reach)."""
+    monkeypatch.setenv("STEPS", "3")
+    pytester.makeconftest(WORKER_FAKE_CLOCK)
+    pytester.makepyfile(
+        test_s="""
+        import os
+        import torch
+
+        def test_x(opprof):
+            opprof.run(torch.mm, torch.ones(8, 8), torch.ones(8, 8), warmup=1, steps=int(os.environ["STEPS"]))
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("STEPS", "6")
+    fake_clock.costs["aten::mm"] = 2_000_000  # 10x slower: not judged
+    out = tmp_path / "r.json"
+    result = run(pytester, "--opprof", f"--opprof-json={out}", *xdist)
+    result.assert_outcomes(passed=1)
+    line = (
+        "opprof: time not judged for 1 test whose baseline holds under 5 steps (this run measured enough): "
+        "test_s.py::test_x{}; record them again: pytest --opprof-update-baseline=all test_s.py::test_x"
+    )
+    result.stdout.fnmatch_lines([line.format("")])
+    assert "with under 5 steps (a whole call" not in result.stdout.str()
+    untimed = json.loads(out.read_text())["tests"][0]["baseline"]["untimed"]
+    assert untimed.startswith("time not judged: its baseline holds 3 steps, this run 6 (a time check needs 5+")
+    result = run(pytester, "--opprof-update-baseline", *xdist)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([line.format("; this recording run kept them (no structure or work change)")])
+    run(pytester, "--opprof-update-baseline=all", *xdist).assert_outcomes(passed=1)
+    if xdist:  # the worker's clock has its own costs: the line and JSON crossed from it above
+        return
+    fake_clock.costs["aten::mm"] = 20_000_000  # 10x slower again: judged now
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    assert "time not judged" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*aten::mm: * ms/step vs baseline * ms (+*%, slower; limit +20%*"])
+
+
 def test_a_changed_call_count_reads_calls_changed_in_the_table(remeasure_project):
     """An op whose calls per step changed says so in the verdict column (its time is not judged)."""
     (path,) = (remeasure_project.path / ".opprof").rglob("*.json")
