@@ -21,7 +21,7 @@ from .device import valid_key
 from .documents import BaselineDoc, FieldError
 from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, shown_value, symlink_outside
 from .events import printable_texts
-from .files import NotReadable, broken_link, read_regular, safe_name, write_atomic
+from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -477,6 +477,7 @@ def _check_link(path: Path, inside: Path | None) -> None:
 
 GZIP_MAGIC = b"\x1f\x8b"
 TRACE_FIX = "opprof analyze reads traces; a baseline is recorded by pytest --opprof-update-baseline"
+LFS_FIX = "fetch the file with git lfs pull, or keep the baseline folder out of Git LFS (baselines are small text)"
 _SNIFF = 4096  # characters of a file that does not parse looked at for a trace's keys
 
 
@@ -519,6 +520,8 @@ def _json(path: Path, text: str) -> Any:
 
     if not text.strip():  # said as it is, not as `not valid JSON (line 1)` (a trial)
         raise BaselineError(bad_baseline(path, "an empty file, not a baseline"))
+    if lfs_pointer(text):  # a trial's read `not valid JSON (line 1)`
+        raise BaselineError(bad_baseline(path, "a Git LFS pointer, not the baseline it stands for", LFS_FIX))
     try:
         data = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:

@@ -178,3 +178,13 @@ def safe_name(text: str) -> str:
         digest = hashlib.sha1(text.encode()).hexdigest()[:8]
         safe = f"{safe[:NAME_LIMIT]}-{digest}"
     return safe
+
+
+LFS_POINTER = "version https://git-lfs.github.com/spec/"  # how a Git LFS pointer file opens
+
+
+def lfs_pointer(head: str | bytes | bytearray) -> bool:
+    """Whether a file's first bytes are a Git LFS pointer's: the checkout holds the pointer, not
+    the file (LFS not installed, `git lfs pull` not run, a CI checkout without `lfs: true`)."""
+    text = head[: len(LFS_POINTER)]
+    return (text.decode("latin-1") if isinstance(text, (bytes, bytearray)) else text) == LFS_POINTER

@@ -54,7 +54,7 @@ from .events import (
     gc_paused,
     printable_names,
 )
-from .files import NotReadable, read_regular
+from .files import NotReadable, lfs_pointer, read_regular
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +128,8 @@ def _read_bytes(path: Path) -> bytes | bytearray:
         raise TraceError(bad_trace(path, f"cannot be read ({exc.strerror})")) from None
     if not data or data.isspace():  # no copy, as strip() makes of a large bytearray
         raise TraceError(bad_trace(path, "empty file"))
+    if lfs_pointer(data):  # not `not valid JSON`, nor `corrupt gzip`, and not to export again
+        raise TraceError(f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull")
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(path, data)
         if not data or data.isspace():

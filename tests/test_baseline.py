@@ -155,6 +155,11 @@ def test_same_measurement_gives_byte_identical_file():
             "again: take either side (git checkout --ours or --theirs on the file) and run pytest "
             "--opprof-update-baseline=all with the test's id",
         ),
+        (  # a checkout without `git lfs pull` (a trial's read `not valid JSON (line 1)`)
+            "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 12345\n",
+            "a Git LFS pointer, not the baseline it stands for; fetch the file with git lfs pull, or keep the "
+            "baseline folder out of Git LFS (baselines are small text)",
+        ),
         ("[1, 2]", "not an opprof baseline (no 'schema')"),
         (
             '{"schema": 99}',

@@ -3004,6 +3004,14 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined,
     )
     result.stdout.fnmatch_lines([f"opprof: {path.relative_to(baselined.path)}: not valid JSON (line 1); {fix}"])
     assert path.read_text() == "{oops"
+    pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 1234\n"
+    path.write_text(pointer)  # a checkout without `git lfs pull`: said as such, in either run
+    result = run(baselined, flag, "-k", "big")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [f"opprof: {path.relative_to(baselined.path)}: a Git LFS pointer, not the baseline it stands for; fetch *"]
+    )
+    assert path.read_text() == pointer
 
 
 def test_a_recording_takes_no_range_measurements_for_a_file_it_cannot_read(pytester, fake_clock):

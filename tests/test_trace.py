@@ -149,6 +149,19 @@ def test_truncated_gzip_is_a_clear_error(tmp_path):
         read_trace(path)
 
 
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_git_lfs_pointer_is_named_with_how_to_fetch_the_file(tmp_path, name):
+    """A checkout without `git lfs pull` holds the pointer: said as one, not as `not valid JSON`
+    or `corrupt gzip` with the fix to export the trace again."""
+    path = tmp_path / name
+    path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 123456\n")
+    with pytest.raises(TraceError) as raised:
+        read_trace(path)
+    assert (
+        str(raised.value) == f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull"
+    )
+
+
 def test_missing_file_and_directory_are_clear_errors(tmp_path):
     """A missing path and a directory each get their own one-line reason."""
     with pytest.raises(TraceError, match="no such file"):
