@@ -47,8 +47,9 @@ from .errors import (
 )
 from .events import is_printable_name, printable_name
 from .files import broken_link
-from .report import baseline_tables, kernels_under_ops_table, op_csv, side_by_side_table
+from .report import op_csv
 from .settings import parse_ms, parse_percentage
+from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_table
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
 from .tables import profile_tables
 from .trace import load_trace

@@ -24,7 +24,7 @@ LAYERS = [
     {"trace", "capture", "breaks", "device", "assertions"},  # sources, device facts, checks on a Profile
     {"documents", "baseline", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
-    {"report", "fixture", "htmlreport"},  # views of results; the fixture object
+    {"report", "fixture", "htmlreport", "showtables"},  # views of results; the fixture object
     {"plugin", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}

@@ -154,7 +154,7 @@ def test_shares_never_round_to_an_end_they_are_not_at(share, text):
 def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero():
     """A trial's `aten::copy_` 0.007 vs 0.007 ms showed `-0.000` in the diff column: a difference
     the table cannot show is `0.000`; one it can keeps its sign."""
-    from pytest_opprof.report import side_by_side_table
+    from pytest_opprof.showtables import side_by_side_table
     from pytest_opprof.sidebyside import SideRow
 
     rows = [

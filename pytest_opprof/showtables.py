@@ -1,0 +1,175 @@
+"""The `opprof show` and `opprof compare` tables: baselines, and two measurements side by side.
+Reads documents and side-by-side rows; never measures, judges or writes."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from tabulate import tabulate
+
+from .documents import BaselineDoc
+from .sidebyside import shown_side_rows
+from .tables import short, with_more_rows
+from .units import count_of, count_text, stored_decimals, stored_ms_text
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
+    """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
+    parts = _baseline_header(path, doc)
+    if doc.ops or not (doc.kernels or doc.memory_ops):  # `show --op` may choose kernels or copies only
+        parts += ["", _baseline_op_table(doc, top)]
+    for table in (_baseline_kernel_table(doc, top), _baseline_memory_table(doc, top)):
+        if table:
+            parts += ["", table]
+    return "\n".join(parts)
+
+
+def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
+    env = doc.environment
+    names = {"torch": "torch", "cuda": "CUDA", "hip": "HIP", "driver": "driver", "cuda_driver": "CUDA driver"}
+    software = ", ".join(f"{label} {env[k]}" for k, label in names.items() if env.get(k) is not None)
+    hardware = env.get("gpu_name") or env.get("cpu_model")
+    if hardware:
+        software = f"{hardware}; {software}"
+    walls = list(doc.wall_ms or [])
+    wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
+    which = f" (the test's capture {doc.number})" if (doc.number or 1) > 1 else ""
+    return [
+        f"{doc.nodeid}  [{path}]",
+        f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{which}{wall}",
+    ]
+
+
+def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
+    """Per op: calls, median and fastest step, CPU time, which time it is judged on, and the
+    recorded range of its fastest step where the file holds ranges (README: Recorded ranges)."""
+    ranged = any(op.recorded_range for op in doc.ops.values())
+    rows = []
+    for name in doc.ops_by_time()[:top]:
+        op = doc.ops[name]
+        times = list(op.time_samples) or [0]
+        row = [
+            short(name),
+            count_text(_median(list(op.calls_per_step or [0]))),
+            stored_ms_text(_median(times)),
+            stored_ms_text(min(times)),
+            stored_ms_text(_median(list(op.cpu_ms or [0]))),
+            "device" if op.on_device else "cpu",
+        ]
+        if ranged:
+            span = op.recorded_range
+            row.append(f"{stored_ms_text(span[0])}-{stored_ms_text(span[1])}" if span else "-")
+        rows.append(row)
+    headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (
+        ["min/step range (recorded)"] if ranged else []
+    )
+    return with_more_rows(str(tabulate(rows, headers=headers, disable_numparse=True)), len(doc.ops), len(rows), "op")
+
+
+def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
+    kernels = sorted(doc.kernels.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
+    rows = [
+        [
+            short(name, 60),
+            ", ".join(k.ops) or "-",
+            count_text(_median(list(k.calls_per_step or [0]))),
+            stored_ms_text(_median(list(k.device_ms or [0]))),
+        ]
+        for name, k in kernels[:top]
+    ]
+    headers = ["kernel", "launched by", "calls/step", "device ms/step"]
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(kernels), len(rows), "kernel") if rows else ""
+
+
+def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
+    memory = sorted(doc.memory_ops.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
+    rows = [
+        [
+            name,
+            count_text(_median(list(m.calls_per_step or [0]))),
+            stored_ms_text(_median(list(m.device_ms or [0]))),
+            m.bytes,
+        ]
+        for name, m in memory[:top]
+    ]
+    headers = ["memory op", "calls/step", "device ms/step", "bytes"]
+    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    return with_more_rows(table, len(memory), len(rows), "memory op") if rows else ""
+
+
+def _diff_decimals(a_ms: float | None, b_ms: float | None) -> int:
+    """A difference of two stored times is as precise as the coarser of them."""
+    return min(stored_decimals(ms) for ms in (a_ms, b_ms) if ms is not None) if (a_ms, b_ms) != (None, None) else 3
+
+
+def _diff_text(diff_ms: float, decimals: int) -> str:
+    """`+0.120`, `-0.001`; a difference below the shown precision is `0.000`, never `-0.000`."""
+    text = f"{diff_ms:+.{decimals}f}"
+    return text if float(text) != 0 else f"{0:.{decimals}f}"
+
+
+def side_by_side_table(rows: list[Any], top: int | None = 20, judged: bool = True) -> str:
+    """`opprof compare`: ops of A and B side by side, largest absolute difference first; beyond
+    `top`, the rows that are slower, whose calls changed or that are on one side only (a trial's
+    `--top 4` hid `aten::reshape 15 -> 16`), and a line counting the rows left out. Not `judged`
+    (a baseline of under 5 steps): a slower row says so."""
+    table = []
+    shown = shown_side_rows(rows, top)
+    for r in shown:
+        ratio = r.ratio
+        table.append(
+            [
+                short(r.op, 60),
+                "-" if r.a_calls is None else count_text(r.a_calls),
+                "-" if r.b_calls is None else count_text(r.b_calls),
+                "-" if r.a_ms is None else stored_ms_text(r.a_ms),
+                "-" if r.b_ms is None else stored_ms_text(r.b_ms),
+                f"{ratio:.2f}x" if ratio is not None else "-",
+                _diff_text(r.diff_ms, _diff_decimals(r.a_ms, r.b_ms)),
+                "/".join(dict.fromkeys(t for t in (r.a_time, r.b_time) if t)),  # cpu, device or cpu/device
+                _side_status_cell(r, judged),
+            ]
+        )
+    headers = ["op", "A calls/step", "B calls/step", "A ms/step", "B ms/step", "B/A", "diff ms", "time", "status"]
+    text = tabulate(table, headers=headers, disable_numparse=True)
+    left_out = len(rows) - len(shown)
+    return text + (
+        f"\n({count_of(left_out, 'more row')}, each within the tolerance or faster: --top shows more)"
+        if left_out
+        else ""
+    )
+
+
+def _side_status_cell(row: Any, judged: bool) -> str:
+    """`slower`, `same (calls)`, `added (in 2 of 6 steps)`, `slower (not judged)`."""
+    notes = ["calls"] if row.calls_changed else []
+    notes += [row.in_some_steps] if row.in_some_steps else []
+    notes += ["not judged"] if row.status == "slower" and not judged else []
+    return row.status + (f" ({', '.join(notes)})" if notes else "")
+
+
+def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int = 3) -> str:
+    """Kernels are named per architecture: listed under the op that launched them, A beside B."""
+    table = []
+    for r in rows[:top]:
+        if not r.kernels_a and not r.kernels_b:
+            continue
+        for i in range(min(per_op, max(len(r.kernels_a), len(r.kernels_b)))):
+            cells = []
+            for kernels in (r.kernels_a, r.kernels_b):
+                if i < len(kernels):
+                    name, calls, ms = kernels[i]
+                    cells += [short(name, 48), f"{count_text(calls)}x {stored_ms_text(ms)}"]
+                else:
+                    cells += ["", ""]
+            table.append([short(r.op, 40) if i == 0 else "", *cells])
+    if not table:
+        return ""
+    headers = ["op", "A kernels", "calls x ms/step", "B kernels", "calls x ms/step"]
+    return tabulate(table, headers=headers, disable_numparse=True)
