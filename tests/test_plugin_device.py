@@ -176,13 +176,19 @@ def test_healthy_gpu_clocks_are_not_flagged(monkeypatch, pytester, tmp_path):
     assert keys_written(pytester) == ["nvidia-h200"]
 
 
-def test_baseline_from_other_software_is_reported_not_failed(pytester):
+def recorded_with(pytester: pytest.Pytester, fact: str, value: str) -> object:
+    """MEASURED's baseline recorded, then its environment `fact` edited to `value`; this machine's value."""
     pytester.makepyfile(MEASURED)
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     data = json.loads(path.read_text())
-    data["environment"]["torch"] = "2.4.0"
+    here, data["environment"][fact] = data["environment"][fact], value
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return here
+
+
+def test_baseline_from_other_software_is_reported_not_failed(pytester):
+    recorded_with(pytester, "torch", "2.4.0")
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     import torch
@@ -195,13 +201,7 @@ def test_baseline_from_other_software_is_reported_not_failed(pytester):
 def test_a_baseline_from_another_cpu_model_under_the_key_is_reported(pytester):
     """Every x86-64 CPU shares `cpu-x86_64`: a baseline recorded on another CPU model says so
     (a trial's failed on time with no word of the machine); one fact may be unknown (`null`)."""
-    pytester.makepyfile(MEASURED)
-    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
-    (path,) = (pytester.path / ".opprof").rglob("*.json")
-    data = json.loads(path.read_text())
-    here = data["environment"]["cpu_model"]
-    data["environment"]["cpu_model"] = "Intel Xeon Platinum 8375C"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    here = recorded_with(pytester, "cpu_model", "Intel Xeon Platinum 8375C")
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
