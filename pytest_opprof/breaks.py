@@ -14,6 +14,7 @@ none, and the list alone where the counters hold nothing new.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections import Counter
@@ -89,7 +90,7 @@ def _listed_since(length: int) -> list[ListedBreak]:
 
 def _listed_break(entry: Any) -> ListedBreak:
     stack = getattr(entry, "user_stack", None) or []
-    frame = stack[-1] if isinstance(stack, list) and stack else None
+    frame = _users_frame(stack) if isinstance(stack, list) and stack else None
     location = ""
     if frame is not None and getattr(frame, "filename", None):
         code = (getattr(frame, "line", "") or "").strip()
@@ -97,6 +98,25 @@ def _listed_break(entry: Any) -> ListedBreak:
             f", code: {code}" if code else ""
         )
     return ListedBreak(str(getattr(entry, "reason", entry)), location)
+
+
+def _users_frame(stack: list[Any]) -> Any:
+    """The innermost frame outside torch's own files: Dynamo's stack holds the frames it traced,
+    torch's among them (a trial's break at a `torch.compiler.disable`d submodule was named at
+    torch/nn/modules/module.py's `_call_impl`, not at the user's call); the innermost frame where
+    every frame is torch's."""
+    torch_dir = _torch_dir()
+    for frame in reversed(stack):
+        filename = getattr(frame, "filename", None)
+        if not torch_dir or not isinstance(filename, str) or not os.path.abspath(filename).startswith(torch_dir):
+            return frame
+    return stack[-1]
+
+
+def _torch_dir() -> str | None:
+    """The folder of the torch package that runs (with a trailing separator); None when not loaded."""
+    file = getattr(sys.modules.get("torch"), "__file__", None)
+    return os.path.join(os.path.dirname(os.path.abspath(file)), "") if isinstance(file, str) else None
 
 
 _JUMPED_WITH = re.compile(r"attempted to jump with (\S+)")

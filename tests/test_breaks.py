@@ -60,6 +60,36 @@ def test_a_branch_torch_2_6_counts_nowhere_is_read_from_the_list_with_its_line(d
     assert break_reason(found) == "generic_jump TensorVariable(); at /p/models.py:4 in branchy: `if y.sum() > 0:`"
 
 
+def test_the_line_named_is_the_innermost_outside_torchs_files(dynamo, monkeypatch):
+    """Dynamo's stack holds the frames it traced, torch's own among them: a trial's break at a
+    `torch.compiler.disable`d submodule was named at torch/nn/modules/module.py's `_call_impl`.
+    The innermost frame outside the torch package that runs is named; where every frame is
+    torch's, the innermost; without torch loaded, the innermost."""
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(__file__="/venv/site-packages/torch/__init__.py"))
+    module_py = traceback.FrameSummary(
+        "/venv/site-packages/torch/nn/modules/module.py",
+        1789,
+        "_call_impl",
+        line="return forward_call(*args, **kwargs)",
+    )
+    skip = "Skip calling `torch.compiler.disable()`d function"
+    entry = listed(skip, line=9, code="return self.b(x)")
+    entry.user_stack.append(module_py)
+    before = breaks_seen()
+    dynamo.graph_break_reasons.append(entry)
+    (found,) = new_break_reasons(before)
+    assert break_reason(found) == f"{skip}; at /p/models.py:9 in branchy: `return self.b(x)`"
+    inside_torch = SimpleNamespace(reason=skip, user_stack=[module_py])
+    dynamo.graph_break_reasons.append(inside_torch)
+    assert [break_reason(r) for r in new_break_reasons(before)][1] == (
+        f"{skip}; at /venv/site-packages/torch/nn/modules/module.py:1789 in _call_impl: "
+        "`return forward_call(*args, **kwargs)`"
+    )
+    monkeypatch.delitem(sys.modules, "torch")
+    dynamo.graph_break_reasons[:] = [entry]
+    assert break_reason(new_break_reasons(before)[0]).startswith(f"{skip}; at /venv/site-packages/torch/nn/modules/")
+
+
 def test_a_counted_reason_without_a_line_takes_the_lists(dynamo):
     """torch 2.6 words an explicit break `'skip function graph_break in file .../decorators.py'`,
     which names torch's file, not the user's line; its list entry, of the same words, has it."""
