@@ -519,7 +519,8 @@ def _compiled(profile: Profile) -> str | None:
     )
     more = f" and {len(c.eager) - 3} more" if len(c.eager) > 3 else ""
     return (
-        f"{share_text(c.eager_share)} of the steps' CPU time ran eagerly, outside compiled code: {listed}{more}; "
+        f"{share_text(c.eager_share)} of the steps' work ran eagerly, outside compiled code (eager ops' CPU time "
+        f"against the compiled code's; Dynamo's own steps aside): {listed}{more}; "
         "a graph break or work outside the compiled function"
     )
 

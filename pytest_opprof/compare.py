@@ -70,6 +70,7 @@ class Machine:
     gpu_unreliable: str | None = None
     python_tracer: str | None = None  # what traced Python during the capture (coverage, a debugger)
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
+    compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
 
     @property
     def contended(self) -> bool:
@@ -682,6 +683,23 @@ def _in_one_step(
         if steps_run(entry) != 1 or cost <= limit or ignored(name, rule.ignore_ops):
             continue
         change = f"{name}: ran in 1 of {len(entry.calls_per_step)} steps, {cost:.3f} ms there, where the baseline never ran it"
+        compiling = _compiling_step(entry, machine)
+        if compiling is not None:  # torch's dispatch wrappers around a first call (the compilation warning)
+            why = f"it ran only in step {compiling + 1}, where torch.compile compiled: {COMPILED_STEP_WHY}"
+            found.append(
+                Verdict(
+                    TIME,
+                    INCONCLUSIVE,
+                    f"{change} (inconclusive: {why}){where}",
+                    name,
+                    None,
+                    cost,
+                    None,
+                    why,
+                    WARM_UP_FIX,
+                )
+            )
+            continue
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
         excuse = explained_by_machine(
             True, entry.on_device, current, baseline, machine, moved=stretch,
@@ -695,6 +713,19 @@ def _in_one_step(
             message = f"{change} (limit {limit:.3f} ms in a step{too_little}){where}"
             found.append(Verdict(TIME, REGRESSED, message, name, None, cost))
     return found
+
+
+COMPILED_STEP_WHY = (
+    "a first call runs through its dispatch wrappers (PythonDispatchMode), so what ran there depends on what "
+    "compiled before (test order, -k)"
+)
+WARM_UP_FIX = "warm up with the inputs the steps use (opprof.run(fn, warmup=1))"
+
+
+def _compiling_step(entry: OpEntry, machine: Machine) -> int | None:
+    """The step (by position) an op that ran in one step ran in, where torch.compile compiled in it."""
+    ran = next((i for i, calls in enumerate(entry.calls_per_step) if calls), None)
+    return ran if ran is not None and ran in machine.compiled_in else None
 
 
 def _ops_added_ms(current: BaselineDoc, baseline: BaselineDoc) -> float:

@@ -342,6 +342,8 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         a.gpu_unreliable or b.gpu_unreliable,
         a.python_tracer or b.python_tracer,
         calm.waited_ms_per_step if calm else None,
+        # the pooled steps: the first's, then the second's
+        a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
     )
 
 

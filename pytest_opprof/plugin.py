@@ -859,9 +859,11 @@ def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Me
     """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
     `number`: which of the test's captures it is (or measures again)."""
     doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device, number)
-    return Measurement(
-        doc, Machine(measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms)
-    )
+    machine = Machine(
+        measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
+        measured.profile.compiled_in,
+    )  # fmt: skip
+    return Measurement(doc, machine)
 
 
 def _remeasured(again: Any, nodeid: str, state: RunState, number: int) -> Measurement | None:

@@ -131,7 +131,7 @@ def compiled_line(profile: Profile) -> str | None:
         parts.append(f"{count_text(resumed / steps)}/step resumed after a graph break")
     if inside := [x for x in c.compilations if x.step >= 0]:
         parts.append(f"{len(inside)} compilations inside the steps")
-    parts.append(f"eager {share_text(c.eager_share)} of the CPU time")
+    parts.append(f"eager {share_text(c.eager_share)} of the work (against compiled code)")
     return "; ".join(parts)
 
 

@@ -46,6 +46,13 @@ MACHINERY = frozenset(
 )
 
 
+def is_graph_call(name: str) -> bool:
+    """`## Call CompiledFxGraph <hash> ##`: a compiled graph's call. torch 2.13 writes it as an op,
+    but as an annotation when the profiler records shapes (a single-step capture: a trial's
+    `capture()` read it as a range), and torch 2.9 always as an annotation; it is read as an op."""
+    return name.startswith(_PREFIXES[1]) and _FX.match(name) is not None
+
+
 def stable_name(name: str) -> str:
     """`Torch-Compiled Region: 3/1` -> `Torch-Compiled Region`; `## Call CompiledFxGraph <hash> ##`
     -> `CompiledFxGraph`; `graph_2_cpp_fused_tanh_0` -> `cpp_fused_tanh_0`; any other name as it is."""

@@ -607,7 +607,9 @@ class Compiled:
 
     @property
     def eager_share(self) -> float:
-        """The eager ops' share of the steps' CPU time at the top of compiled and eager work."""
+        """The eager ops' share of the work in the steps: their CPU time against that of the
+        compiled code at its top (Dynamo's own steps, the Python between, left out: a trial read
+        it as a share of the steps' CPU time, which it was called)."""
         total = self.compiled_cpu_ns + self.eager_cpu_ns
         return self.eager_cpu_ns / total if total else 0.0
 
@@ -889,6 +891,14 @@ class Profile:
     def steps(self) -> int:
         """The number of steps."""
         return len(self.step_spans)
+
+    @property
+    def compiled_in(self) -> tuple[int, ...]:
+        """The steps torch.compile compiled in, by position (0: the first step)."""
+        if self.compiled is None:
+            return ()
+        position = {span.number: i for i, span in enumerate(self.step_spans)}
+        return tuple(sorted({position[c.step] for c in self.compiled.compilations if c.step in position}))
 
     @property
     def wall_ms(self) -> float | None:

@@ -31,6 +31,7 @@ from .compiled import (
     REGION,
     CompileScan,
     OpView,
+    is_graph_call,
     scan_compilation,
     summarize_compiled,
 )
@@ -143,6 +144,7 @@ class Rows:
     sync_windows: list[Event]  # the capture's own step synchronisation
     compile_marks: list[Event]  # torch.compile's "dynamo_data: compile_id=F/C" annotations (and older torch's root)
     annotations: list[Event]  # every CPU-side annotation (the ranges are among them)
+    graph_calls: list[int] = field(default_factory=list)  # rows of compiled-graph calls written as annotations
     runtime_by_corr: dict[int, int] = field(default_factory=dict)  # correlation id -> runtime call
 
     def __post_init__(self) -> None:
@@ -160,8 +162,14 @@ def _rows_of(kinds: list[str], counts: Counter[str], wanted: frozenset[str]) -> 
 def select_rows(t: EventTable) -> Rows:
     kinds = t.kind
     counts = Counter(kinds)
-    op_rows = _rows_of(kinds, counts, _CPU_OP_KIND)
-    annotations = [t.row(i) for i in _rows_of(kinds, counts, _ANNOTATION_KIND)]
+    op_rows: Sequence[int] = _rows_of(kinds, counts, _CPU_OP_KIND)
+    annotation_rows = _rows_of(kinds, counts, _ANNOTATION_KIND)
+    graph_calls = [i for i in annotation_rows if is_graph_call(t.name[i])]
+    if graph_calls:  # an op, as torch writes it without record_shapes: one op set whatever the capture
+        op_rows = sorted([*op_rows, *graph_calls])
+        called = set(graph_calls)
+        annotation_rows = [i for i in annotation_rows if i not in called]
+    annotations = [t.row(i) for i in annotation_rows]
     markers = [e for e in annotations if e.name.startswith("ProfilerStep#") and STEP_NAME.match(e.name)]
     old_markers: list[int] = []
     if not markers and any(t.name[i].startswith("ProfilerStep#") for i in op_rows):
@@ -176,6 +184,7 @@ def select_rows(t: EventTable) -> Rows:
         [e for e in annotations if e.name == OPPROF_SYNC_ANNOTATION],
         [e for e in annotations if e.name.startswith(COMPILE_MARK) or e.name == LEGACY_COMPILE_ROOT],
         annotations,
+        graph_calls,
     )
 
 
@@ -264,6 +273,8 @@ def op_columns(t: EventTable, rows: Rows) -> OpColumns:
     is_op = list(map(_CPU_OP_KIND.__contains__, t.kind))
     for i in rows.old_markers:
         is_op[i] = False
+    for i in rows.graph_calls:
+        is_op[i] = True
 
     def kept(column: Sequence[Any]) -> list[Any]:
         return list(compress(column, is_op))
