@@ -142,6 +142,9 @@ def test_a_compilation_in_the_steps_is_no_time_verdict_on_what_it_ran(compiled_p
     monkeypatch.setenv("WARMUP", "0")
     result = p.runpytest_subprocess(*flags, "--opprof")
     result.assert_outcomes(passed=1)
+    if TORCH_RELEASE < (2, 11):  # torch 2.6 and 2.9 run no PythonDispatchMode outside the compilation
+        assert not [line for line in result.stdout.lines if line.startswith("PythonDispatchMode ")]  # no row
+        return
     result.stdout.fnmatch_lines(
         [
             "*time inconclusive for PythonDispatchMode*: it ran only in step 1, where torch.compile compiled: a first "
