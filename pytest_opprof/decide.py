@@ -442,6 +442,7 @@ class BaselineResult:
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
     short_baseline: bool = False  # untimed: the baseline alone holds too few steps
+    graph_call_unread: bool = False  # recorded before graph calls were read as ops: CompiledFxGraph not compared
 
     @property
     def slower(self) -> bool:
@@ -547,6 +548,7 @@ class BaselineResult:
             "unrepeated": list(self.unrepeated),
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
             "short_baseline": self.short_baseline,
+            "graph_call_unread": self.graph_call_unread,
         }
 
     @classmethod
@@ -563,7 +565,13 @@ class BaselineResult:
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
             short_baseline=bool(data.get("short_baseline")),
+            graph_call_unread=bool(data.get("graph_call_unread")),
         )  # fmt: skip
+
+
+def _fails(rule: Rule) -> dict[str, Any]:
+    """What a result says of the rule's fail_on (`--opprof-json`: `time_fails`, `fails`)."""
+    return {"time_fails": TIME in rule.fail_on, "fails": tuple(sorted(rule.fail_on))}
 
 
 def _led(verdict: Verdict) -> str:
@@ -668,7 +676,9 @@ def baseline_step(
         try:
             old = read_baseline(path, nodeid, inside=root)
         except BaselineError as exc:
-            return BaselineResult(shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}")
+            return BaselineResult(
+                shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}", **_fails(rule)
+            )
         outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
         if before_write is not None:
@@ -676,9 +686,9 @@ def baseline_step(
         try:
             write_baseline(path, outcome.write, root)
         except OSError as exc:
-            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {cannot_write(shown, exc)}")
+            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {cannot_write(shown, exc)}", **_fails(rule))
         except OpprofError as exc:
-            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}")
+            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}", **_fails(rule))
     rows = {
         name: (min(samples), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()
@@ -691,7 +701,8 @@ def baseline_step(
         ignores=comparison.ignores, lists_unrecorded=comparison.lists_unrecorded,
         under_load=round(comparison.under_load, 1) if comparison.under_load else None,
         work_unrecorded=comparison.work_unrecorded, measurements=outcome.measurements,
-        unconfirmed=outcome.unconfirmed, time_fails=TIME in rule.fail_on, fails=tuple(sorted(rule.fail_on)), recorded_from=outcome.recorded_from,
+        unconfirmed=outcome.unconfirmed, recorded_from=outcome.recorded_from, **_fails(rule),
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
         short_baseline=bool(untimed) and comparison.short_baseline,
+        graph_call_unread=comparison.graph_call_unread,
     )  # fmt: skip

@@ -586,8 +586,8 @@ def verdict_lines(
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
     or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
     checks that fail the test; `fails`: the verdict kinds that do."""
-    if verbose:  # a structure verdict's cut list in full
-        return [_recorded(v.message + _every_change(v), v, status, fails) for v in verdicts]
+    if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
+        return [_recorded(_kind_led(v) + _every_change(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
         key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
@@ -617,7 +617,15 @@ def _recorded(line: str, verdict: Verdict, status: str | None, fails: frozenset[
         return line
     if status in ("changed", "rewritten"):
         return f"recorded: {line}"
-    return line if verdict.kind in fails or status in RECORDING else f"{line}; {NOT_FAILING}"
+    compared = status in ("compared", "strict")  # not a recording run's (BaselineResult.lets_pass)
+    return f"{line}; {NOT_FAILING}" if compared and verdict.kind not in fails else line
+
+
+def _kind_led(verdict: Verdict) -> str:
+    """`work changed: aten::mm: ...`: a work change's message names only its op."""
+    if verdict.kind == WORK and verdict.status == CHANGED and not verdict.message.startswith(f"{WORK} "):
+        return f"{WORK} changed: {verdict.message}"
+    return verdict.message
 
 
 def _every_change(verdict: Verdict) -> str:
@@ -860,6 +868,7 @@ def _run_lines(
         )
     lines += (
         _work_lines(standing)
+        + _graph_call_lines(standing)
         + _lists_lines(standing)
         + _loaded_lines(standing)
         + _baseline_lines(records, looked_in, verbose)
@@ -893,6 +902,18 @@ def _work_lines(records: list[TestRecord]) -> list[str]:
     ]
 
 
+def _graph_call_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the tests whose baselines predate graph calls read as ops in every capture."""
+    ids = _tests_of_files(records, lambda b: b.graph_call_unread and b.status not in WRITTEN)
+    if not ids:
+        return []
+    return [
+        f"opprof: {count_of(len(ids), 'baseline')} recorded before pytest-opprof read torch.compile's graph call "
+        "(CompiledFxGraph) as an op in every capture: its calls and work were not compared; record them again: "
+        f"pytest --opprof-update-baseline=all {_ids(ids)}"
+    ]
+
+
 def _lists_lines(records: list[TestRecord]) -> list[str]:
     """One line for the tests whose list-of-tensors inputs were not compared on shapes."""
     ops = _by_test(records, lambda b: b.lists_unrecorded)
@@ -923,7 +944,7 @@ def _untimed_lines(records: list[TestRecord], recording: bool, verbose: bool) ->
             "for a time check"
         )
     if short:
-        kept = "; this recording run kept them (no structure or work change)" if recording else ""
+        kept = "; this recording run did not rewrite them" if recording else ""
         lines.append(
             f"opprof: time not judged for {count_of(len(short), 'test')} whose baseline holds under "
             f"{MIN_TIME_STEPS} steps (this run measured enough): {first_three(short, verbose)}{kept}; "

@@ -91,6 +91,43 @@ def test_a_graph_call_written_as_an_annotation_is_an_op():
     assert written_as_annotation.compiled.regions[0].graphs == (HASH_A,)
 
 
+def test_a_baseline_recorded_before_graph_calls_were_ops_is_no_structure_change():
+    """A baseline written before the graph call was read as an op in every capture lacks it (a
+    single-step capture) or its work (run()'s signature step): a review's upgrade failed every
+    such test as `+ CompiledFxGraph`. Neither is a change of the code: not compared, said once
+    with the command that records them again; any other change still is one."""
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.compare import Rule, compare
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import TestRecord, format_problems
+
+    steps = [e for n in range(1, 4) for e in compiled_step(n, n * 200)]
+    now = baseline_from_profile(analyze(steps), "t.py::test_c", "cpu", {})
+    unread = [e for e in steps if "##" not in e.name]  # the old reader: a range, no op
+    old = baseline_from_profile(analyze(unread), "t.py::test_c", "cpu", {})
+    c = compare(now, old, Rule())
+    assert c.verdicts == () and c.graph_call_unread
+    assert not compare(now, now, Rule()).graph_call_unread
+    shaped = [
+        op(e.name, e.start_ns / 1000, e.dur_ns / 1000, shapes=((8, 64),), dtypes=("float",)) if "##" in e.name else e
+        for e in steps
+    ]
+    with_work = baseline_from_profile(analyze(shaped), "t.py::test_c", "cpu", {})
+    assert with_work.ops["CompiledFxGraph"].work is not None and now.ops["CompiledFxGraph"].work is None
+    c = compare(with_work, now, Rule())  # run()'s signature step read the call as a range: no work recorded
+    assert c.graph_call_unread and c.verdicts == () and "CompiledFxGraph" not in c.work_unrecorded
+    changed = [e for e in steps if e.name != "aten::addmm"]
+    (verdict,) = compare(baseline_from_profile(analyze(changed), "t.py::test_c", "cpu", {}), old, Rule()).verdicts
+    assert verdict.message.startswith("structure changed: - aten::addmm") and "CompiledFxGraph" not in verdict.message
+    unread = BaselineResult("b.json", "compared", graph_call_unread=True)
+    record = TestRecord("t.py::test_c", "passed", None, (), None, (), None, 0.01, unread, "t.py::test_c [passed]")
+    assert (
+        "opprof: 1 baseline recorded before pytest-opprof read torch.compile's graph call (CompiledFxGraph) as an op "
+        "in every capture: its calls and work were not compared; record them again: pytest "
+        "--opprof-update-baseline=all t.py::test_c"
+    ) in format_problems([record]).splitlines()
+
+
 def test_regions_and_graph_calls_get_stable_names_with_their_ids_as_details():
     """The process-wide frame counter and the graph hash never reach an op name: a baseline
     recorded with frame 0 matches a run where the same model is frame 3."""

@@ -472,3 +472,18 @@ def test_a_baseline_of_another_capture_is_renumbered_by_recording_and_said_by_co
     reported = Rule(fail_on=frozenset({"structure", "work"}))
     untouched = decide(at(1, slow), base.replace(number=2), reported, None)
     assert INCONCLUSIVE not in {v.status for v in untouched.comparison.verdicts if v.kind == TIME}
+
+
+@pytest.mark.parametrize("content", ["{oops", None])
+def test_every_result_says_which_kinds_fail_the_test(tmp_path, content):
+    """`fails` and `time_fails` (`--opprof-json`) are the rule's, also for an unusable file (a
+    review: an unusable one said the default kinds, unsorted) and a missing one."""
+    from pytest_opprof.decide import baseline_step
+
+    path = tmp_path / "t.json"
+    if content is not None:
+        path.write_text(content)
+    rule = Rule(fail_on=frozenset({"time", "environment"}))
+    result = baseline_step(path, "t.json", "t.py::test_x", Measurement(doc(profile())), rule, None, None)
+    assert result.status == ("unusable" if content else "missing")
+    assert result.fails == ("environment", "time") and result.time_fails

@@ -3968,7 +3968,7 @@ def test_a_baseline_of_too_few_steps_is_named_with_the_command_that_records_it(
     assert untimed.startswith("time not judged: its baseline holds 3 steps, this run 6 (a time check needs 5+")
     result = run(pytester, "--opprof-update-baseline", *xdist)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([line.format("; this recording run kept them (no structure or work change)")])
+    result.stdout.fnmatch_lines([line.format("; this recording run did not rewrite them")])
     run(pytester, "--opprof-update-baseline=all", *xdist).assert_outcomes(passed=1)
     if xdist:  # the worker's clock has its own costs: the line and JSON crossed from it above
         return

@@ -408,3 +408,22 @@ def test_a_file_kept_slower_with_no_confirmation_pooled_is_counted_slower():
     kept = BaselineResult(".opprof/cpu/t.py/test_x.json", "kept", None, verdicts=(slower,))
     lines = format_problems([TestRecord(**{**record("t.py::test_x").__dict__, "baseline": kept})], recording=True)
     assert "kept 0 unchanged (" in lines and "; kept 1 slower (t.py::test_x): never written without =all" in lines
+
+
+def test_a_change_that_fails_no_test_says_so_only_where_compared():
+    """`; does not fail this test` where a comparison left the kind out of fail_on: not in a
+    recording run, nor where a throttled GPU kept its file (a review: the terminal said it, the
+    HTML did not); `-v` leads an op's work change with its kind, as the one-line form does."""
+    from pytest_opprof.compare import STRUCTURE, WORK, Verdict
+    from pytest_opprof.errors import NOT_FAILING
+    from pytest_opprof.report import verdict_lines
+
+    work = Verdict(WORK, "changed", "aten::mm: inputs (float[4,4]) -> (float[8,8])", "aten::mm")
+    structure = Verdict(STRUCTURE, "changed", "structure changed: + aten::tanh (1/step)")
+    only_time = frozenset({"time"})
+    for status in ("compared", "strict"):
+        lines = verdict_lines([structure, work], status=status, fails=only_time)
+        assert all(line.endswith(f"; {NOT_FAILING}") for line in lines), lines
+    for status in ("unreliable", "kept", "renumbered"):
+        assert not any(NOT_FAILING in line for line in verdict_lines([structure, work], status=status, fails=only_time))
+    assert verdict_lines([work], verbose=True) == ["work changed: aten::mm: inputs (float[4,4]) -> (float[8,8])"]
