@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any, NamedTuple, TypeVar
@@ -129,6 +129,14 @@ class Verdict:
     fix: str | None = None  # and what to do for a time verdict
     changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
     differs: tuple[Differs, ...] = ()  # an environment verdict: each fact that differs
+
+    @property
+    def titled(self) -> str:
+        """The message led by its kind where it does not say it (`work changed: aten::mm: ...`: an
+        op's work verdict names only the op; a trial's short summary read `Failed: aten::mm: 8x ...`)."""
+        if self.status == CHANGED and not self.message.startswith(f"{self.kind} "):
+            return f"{self.kind} changed: {self.message}"
+        return self.message
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -248,7 +256,8 @@ def compare(
     """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
     ops whose structure and work are unchanged, and only where `machine` cannot explain a move."""
     where = f" [{path}]" if path else ""
-    structure, recounted = _structure(current, baseline, rule, where)
+    unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
+    structure, recounted = _structure(current, baseline, rule, where, unread)
     threads = _threads_set_by_test(current, baseline, where)
     work = threads + _work(current, baseline, rule, recounted, where)
     untimed = _untimed(current, baseline)
@@ -263,9 +272,9 @@ def compare(
         ignores(current, baseline, rule),
         _lists_unrecorded(current, baseline),
         recorded_under_load(current, baseline),
-        _work_unrecorded(current, baseline),
+        _work_unrecorded(current, baseline, unread),
         baseline.steps < MIN_TIME_STEPS <= current.steps,
-        graph_call_unread(current, baseline),
+        bool(unread),
     )
 
 
@@ -295,7 +304,9 @@ def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ig
 # -- 1. structure ------------------------------------------------------------------------------
 
 
-def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: str) -> tuple[list[Verdict], set[str]]:
+def _structure(
+    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: str, unread: Collection[str] = ()
+) -> tuple[list[Verdict], set[str]]:
     """One verdict listing every op and memory op whose calls per step changed, the costliest
     first (a trial's vanished attention op sat in `and 4 more` behind alphabetical small ones);
     and their names."""
@@ -305,7 +316,6 @@ def _structure(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: s
         (current.ops, baseline.ops),
         (current.memory_ops, baseline.memory_ops),
     )
-    unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()
     for new_ops, old_ops in sections:
         for name in sorted(set(new_ops) | set(old_ops)):
             if ignored(name, rule.ignore_ops) or name in unread:
@@ -533,13 +543,12 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def _work_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:
+def _work_unrecorded(current: BaselineDoc, baseline: BaselineDoc, unread: Collection[str] = ()) -> tuple[str, ...]:
     """The ops (in both, running alike in each step) whose work this run recorded and the
     baseline holds none of: a schema-1 file, or one edited (`"work": null`, or no `work`), whose
     work was never compared again and never said so (a CI trial's float -> double change passed)."""
     found = []
-    unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()
-    for name in sorted(set(current.ops) & set(baseline.ops) - unread):
+    for name in sorted(set(current.ops) & set(baseline.ops) - set(unread)):
         new, old = current.ops[name], baseline.ops[name]
         if new.work and new.work.signatures and old.work is None and _steady(new) and _steady(old):
             found.append(name)

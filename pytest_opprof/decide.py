@@ -499,7 +499,7 @@ class BaselineResult:
         if it was intended (a trial's CI log showed the failure, the hint sat in the summary)."""
         failing = Comparison(self.verdicts).failing(rule)
         work = [v for v in failing if v.kind == WORK]
-        listed = [_led(v) for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
+        listed = [v.titled for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
         if len(work) > WORK_LISTED:
             more = count_of(len(work) - WORK_LISTED, "more op")
             listed.append(f"work changed in {more} (--opprof-json lists every verdict)")
@@ -572,13 +572,6 @@ class BaselineResult:
 def _fails(rule: Rule) -> dict[str, Any]:
     """What a result says of the rule's fail_on (`--opprof-json`: `time_fails`, `fails`)."""
     return {"time_fails": TIME in rule.fail_on, "fails": tuple(sorted(rule.fail_on))}
-
-
-def _led(verdict: Verdict) -> str:
-    """A failing verdict's message led by its kind where the message does not name it."""
-    if verdict.kind == WORK and not verdict.message.startswith(f"{WORK} "):
-        return f"{WORK} changed: {verdict.message}"
-    return verdict.message
 
 
 def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None) -> str:

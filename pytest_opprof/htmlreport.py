@@ -134,9 +134,7 @@ def _verdicts(baseline: BaselineResult | None, failure: str | None) -> str:
 def _verdict_text(verdict: Verdict, baseline: BaselineResult) -> str:
     """A verdict's message led by its kind (an op's work change names only the op, as the
     terminal's one-op line does not), its fix, and whether it let the test pass (--opprof-fail-on)."""
-    message = verdict.message
-    if verdict.status == "changed" and not message.startswith(f"{verdict.kind} "):
-        message = f"{verdict.kind} changed: {message}"
+    message = verdict.titled
     passing = f"; {NOT_FAILING}" if baseline.lets_pass(verdict) else ""
     return message + passing + (f"; {verdict.fix}" if verdict.fix else "")
 

@@ -587,7 +587,7 @@ def verdict_lines(
     or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
     checks that fail the test; `fails`: the verdict kinds that do."""
     if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
-        return [_recorded(_kind_led(v) + _every_change(v), v, status, fails) for v in verdicts]
+        return [_recorded(v.titled + _every_change(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:
         key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
@@ -599,9 +599,7 @@ def verdict_lines(
         elif key == TIME:
             lines.append(_time_line(group, status, time_fails))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
-            only = group[0].message
-            line = only if only.startswith(f"{key} ") else f"{key} changed: {only}"
-            lines.append(_recorded(line, group[0], status, fails))
+            lines.append(_recorded(group[0].titled, group[0], status, fails))
         else:
             line = f"{_changed_in(key, group)}: {group[0].message}; and {len(group) - 1} more ({_MORE})"
             lines.append(_recorded(line, group[0], status, fails))
@@ -619,13 +617,6 @@ def _recorded(line: str, verdict: Verdict, status: str | None, fails: frozenset[
         return f"recorded: {line}"
     compared = status in ("compared", "strict")  # not a recording run's (BaselineResult.lets_pass)
     return f"{line}; {NOT_FAILING}" if compared and verdict.kind not in fails else line
-
-
-def _kind_led(verdict: Verdict) -> str:
-    """`work changed: aten::mm: ...`: a work change's message names only its op."""
-    if verdict.kind == WORK and verdict.status == CHANGED and not verdict.message.startswith(f"{WORK} "):
-        return f"{WORK} changed: {verdict.message}"
-    return verdict.message
 
 
 def _every_change(verdict: Verdict) -> str:
