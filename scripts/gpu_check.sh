@@ -68,7 +68,7 @@ step examples 75 "${PYTEST[@]}" -q --opprof conftest_examples --ignore=conftest_
     --opprof-json="$WORK/examples.json" --opprof-html="$WORK/examples.html" --opprof-csv="$WORK/examples.csv" \
     --opprof-trace-dir="$WORK/example-traces" --opprof-trace=all
 step observer 40 "$PY" bench/observer.py --device "$DEVICE" --runs 5
-step capture-speed 60 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 30000 --trace-events 50000 --repeat 2
+step capture-speed 45 "$PY" bench/bench_analysis.py --device "$DEVICE" --capture-events 30000 --trace-events 50000 --repeat 2
 echo "== done in $(( $(date +%s) - START )) s; exit $status; everything in $OUT/gpu-check.tar.gz"
 pack
 exec >&- 2>&-
