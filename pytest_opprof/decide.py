@@ -436,7 +436,6 @@ class BaselineResult:
     work_unrecorded: tuple[str, ...] = ()  # ops whose work the baseline lacks: not compared
     measurements: int = 1  # the first and the confirmations of a suspected time change
     unconfirmed: tuple[str, ...] = ()  # ops whose time change the confirmations did not back
-    time_fails: bool = True  # time is among the checks that fail the test (its rule's fail_on)
     fails: tuple[str, ...] = (STRUCTURE, WORK, TIME)  # the verdict kinds that fail the test (its rule's fail_on)
     recorded_from: int = 0  # a written file: the measurements its ops' recorded ranges span
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
@@ -448,6 +447,11 @@ class BaselineResult:
     def slower(self) -> bool:
         """Some conclusive time verdict says slower."""
         return slower(Comparison(self.verdicts))
+
+    @property
+    def time_fails(self) -> bool:
+        """Time is among the checks that fail the test (its rule's fail_on)."""
+        return TIME in self.fails
 
     def lets_pass(self, verdict: Verdict) -> bool:
         """A structure or work change this comparison found that the rule's fail_on leaves out."""
@@ -504,7 +508,7 @@ class BaselineResult:
             more = count_of(len(work) - WORK_LISTED, "more op")
             listed.append(f"work changed in {more} (--opprof-json lists every verdict)")
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
-        if changed or slower(Comparison(tuple(failing))):  # not an environment change alone: no recording undoes it
+        if changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
 
@@ -560,8 +564,7 @@ class BaselineResult:
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
-            unconfirmed=tuple(data.get("unconfirmed", ())), time_fails=data.get("time_fails", True),
-            fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
+            unconfirmed=tuple(data.get("unconfirmed", ())),             fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
             short_baseline=bool(data.get("short_baseline")),
@@ -570,8 +573,8 @@ class BaselineResult:
 
 
 def _fails(rule: Rule) -> dict[str, Any]:
-    """What a result says of the rule's fail_on (`--opprof-json`: `time_fails`, `fails`)."""
-    return {"time_fails": TIME in rule.fail_on, "fails": tuple(sorted(rule.fail_on))}
+    """What a result says of the rule's fail_on (`--opprof-json`: `fails`, and `time_fails` from it)."""
+    return {"fails": tuple(sorted(rule.fail_on))}
 
 
 def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None) -> str:

@@ -74,6 +74,11 @@ def symlink_outside(path: object, target: object, inside: object) -> str:
     )
 
 
+def lfs_trace(path: object) -> str:
+    """A trace file that is a Git LFS pointer (a checkout without `git lfs pull`): not to export again."""
+    return f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull"
+
+
 def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 

@@ -531,7 +531,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         if nodeid in shared.environment:
             verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
         status = "strict" if _strict_error(record, strict) else baseline.status
-        lines += verdict_lines(verdicts, verbose, status, baseline.time_fails, frozenset(baseline.fails))
+        lines += verdict_lines(verdicts, verbose, status, frozenset(baseline.fails))
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         slower = baseline.slower
         torch = _torch_moved(baseline)
@@ -579,13 +579,13 @@ def verdict_lines(
     verdicts: list[Verdict],
     verbose: bool = False,
     status: str | None = None,
-    time_fails: bool = True,
     fails: frozenset[str] = DEFAULT_FAIL_ON,
 ) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
-    or `strict` where --opprof-strict made the test an error; `time_fails`: time is among the
-    checks that fail the test; `fails`: the verdict kinds that do."""
+    or `strict` where --opprof-strict made the test an error; `fails`: the verdict kinds that
+    fail the test."""
+    time_fails = TIME in fails
     if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
         return [_recorded(v.titled + _every_change(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
@@ -922,10 +922,10 @@ def _lists_lines(records: list[TestRecord]) -> list[str]:
 def _untimed_lines(records: list[TestRecord], recording: bool, verbose: bool) -> list[str]:
     """The tests whose time was not judged: those measured in under MIN_TIME_STEPS steps, and
     those whose baseline alone holds too few (a bare recording run keeps it: =all records it)."""
-    untimed = [r for r in records if r.baseline and r.baseline.untimed]
-    short_ones = [r for r in untimed if r.baseline and r.baseline.short_baseline]
-    short = list(dict.fromkeys(r.nodeid for r in short_ones if r.baseline and r.baseline.status not in WRITTEN))
-    few = list(dict.fromkeys(r.nodeid for r in untimed if r not in short_ones))
+    untimed = [(r.nodeid, r.baseline) for r in records if r.baseline and r.baseline.untimed]
+    # a short baseline this run wrote holds this run's steps now: neither line
+    short = list(dict.fromkeys(n for n, b in untimed if b.short_baseline and b.status not in WRITTEN))
+    few = list(dict.fromkeys(n for n, b in untimed if not b.short_baseline))
     lines = []
     if few:
         lines.append(

@@ -32,6 +32,7 @@ from .errors import (
     TraceError,
     bad_trace,
     gzip_bomb,
+    lfs_trace,
     no_category_read,
     not_a_path,
     opprof_output,
@@ -129,7 +130,7 @@ def _read_bytes(path: Path) -> bytes | bytearray:
     if not data or data.isspace():  # no copy, as strip() makes of a large bytearray
         raise TraceError(bad_trace(path, "empty file"))
     if lfs_pointer(data):  # not `not valid JSON`, nor `corrupt gzip`, and not to export again
-        raise TraceError(f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull")
+        raise TraceError(lfs_trace(path))
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(path, data)
         if not data or data.isspace():
