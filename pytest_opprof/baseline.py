@@ -19,7 +19,7 @@ from typing import Any
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc, FieldError
-from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, shown_value, symlink_outside
+from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, shown_value, symlink_outside, unreadable_files
 from .events import printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
@@ -619,7 +619,23 @@ def _check_schema(path: Path, schema: Any) -> None:
 
 def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """Every baseline file under a folder (a device-key folder or the whole baseline dir),
-    sorted by path. A file that cannot be used raises BaselineError naming it."""
+    sorted by path. A file that cannot be used raises BaselineError naming it (and counting the
+    others)."""
+    found, unreadable = scan_baseline_dir(path)
+    if unreadable:
+        raise BaselineError(unreadable_files(unreadable))
+    return found
+
+
+def scan_baseline_dir(path: Path) -> tuple[list[tuple[Path, BaselineDoc]], list[str]]:
+    """read_baseline_dir that reads past a file it cannot use: the readable files, and one line
+    naming each other one (`opprof show` shows the rest of a folder where a merge conflict broke
+    one file). A folder holding no baseline file at all raises BaselineError."""
+    return _read_each(_baseline_files(path))
+
+
+def _baseline_files(path: Path) -> list[Path]:
+    """The baseline files under a folder, sorted; BaselineError for a folder without one."""
     if not path.is_dir():
         raise BaselineError(f"{path}: not a folder; pass a baseline folder such as .opprof/cpu-x86_64")
     # a folder named *.json is no baseline (its files are listed on their own)
@@ -633,9 +649,19 @@ def read_baseline_dir(path: Path) -> list[tuple[Path, BaselineDoc]]:
         raise BaselineError(
             f"{path}: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline"
         )
-    found = []
+    return files
+
+
+def _read_each(files: list[Path]) -> tuple[list[tuple[Path, BaselineDoc]], list[str]]:
+    """Each file read, or its one-line error: a folder's every broken file named at once, not the
+    first alone (not one per run, fixed to meet the next)."""
+    found, unreadable = [], []
     for file in files:
-        data = read_baseline(file)
+        try:
+            data = read_baseline(file)
+        except BaselineError as exc:
+            unreadable.append(str(exc))
+            continue
         assert data is not None  # it was just listed
         found.append((file, data))
-    return found
+    return found, unreadable

@@ -24,7 +24,7 @@ from typing import Any
 
 from .analysis import Profile
 from .analysis.model import selected
-from .baseline import BaselineError, baseline_from_profile, read_baseline, read_baseline_dir, stable_facts
+from .baseline import BaselineError, baseline_from_profile, read_baseline, scan_baseline_dir, stable_facts
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
@@ -44,6 +44,7 @@ from .errors import (
     two_machines,
     two_softwares,
     two_tests,
+    unreadable_files,
 )
 from .events import is_printable_name, printable_name
 from .files import broken_link
@@ -240,7 +241,7 @@ def _analyze(args: argparse.Namespace) -> _Done:
         out = profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None) + "\n"
     broken = _untrusted(whole)
     if broken:  # shown above with the rest; the exit code tells a script
-        return _Done(out, EXIT_BAD_INPUT, f"{args.trace}: {broken}")
+        return _Done(out, EXIT_BAD_INPUT, (f"{args.trace}: {broken}",))
     return _Done(out)
 
 
@@ -261,8 +262,17 @@ def _missing(path: Path) -> str:
 
 def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
     """A baseline file, or every baseline under a folder; BaselineError names what is wrong."""
+    found, unreadable = _readable_baselines_at(path)
+    if unreadable:
+        raise BaselineError(unreadable_files(unreadable))
+    return found
+
+
+def _readable_baselines_at(path: Path) -> tuple[list[tuple[Path, BaselineDoc]], list[str]]:
+    """_baselines_at reading past a folder's unreadable files: those come back as error lines."""
     if path.is_dir():
-        return [(p, _printable_id(doc)) for p, doc in read_baseline_dir(path)]
+        found, unreadable = scan_baseline_dir(path)
+        return [(p, _printable_id(doc)) for p, doc in found], unreadable
     if not path.exists():
         raise BaselineError(f"{path}: {_missing(path)}")
     if not path.is_file():
@@ -271,7 +281,7 @@ def _baselines_at(path: Path) -> list[tuple[Path, BaselineDoc]]:
         raise BaselineError(f"{path}: no baseline (baselines are .json files); give a baseline file or folder")
     data = read_baseline(path)
     assert data is not None
-    return [(path, _printable_id(data))]
+    return [(path, _printable_id(data))], []
 
 
 def _printable_id(doc: BaselineDoc) -> BaselineDoc:
@@ -281,7 +291,19 @@ def _printable_id(doc: BaselineDoc) -> BaselineDoc:
 
 
 def _show(args: argparse.Namespace) -> _Done:
-    found = _baselines_at(Path(args.path))
+    """The tables (or JSON) of every readable baseline; a folder's unreadable files are named after
+    them, one line each, and exit 2."""
+    found, unreadable = _readable_baselines_at(Path(args.path))
+    if found:
+        done = _show_found(args, found, unreadable)
+    else:
+        done = _Done(_json_text({"baselines": [], "unreadable": unreadable}) if args.json else "")
+    if unreadable:
+        return replace(done, code=EXIT_BAD_INPUT, errors=tuple(unreadable))
+    return done
+
+
+def _show_found(args: argparse.Namespace, found: list[tuple[Path, BaselineDoc]], unreadable: list[str]) -> _Done:
     if args.op:
         _check_selects(args.op, {n for _, doc in found for n in doc.names()}, args.path, DOC_NAMES)
         found = [(path, doc.only(args.op)) for path, doc in found]
@@ -294,7 +316,7 @@ def _show(args: argparse.Namespace) -> _Done:
                 doc["ops"] = {name: doc["ops"][name] for name in found_doc.ops_by_time()[: args.top]}
             doc["ops_left_out"] = len(found_doc.ops) - len(doc["ops"])
             docs.append(doc)
-        return _Done(_json_text({"baselines": docs}))
+        return _Done(_json_text({"baselines": docs, "unreadable": unreadable}))
     return _Done("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found) + "\n")
 
 
@@ -626,7 +648,7 @@ class _Done:
 
     out: str
     code: int = EXIT_OK
-    error: str | None = None
+    errors: tuple[str, ...] = ()
 
 
 def _json_text(data: Any) -> str:
@@ -648,8 +670,8 @@ def _emit(done: _Done) -> int:
         _quiet_stdout()
         _say(f"opprof: error: {output_unwritable(exc)}")
         return EXIT_BAD_INPUT
-    if done.error:
-        _say(f"opprof: error: {printable_name(done.error)}")
+    for error in done.errors:
+        _say(f"opprof: error: {printable_name(error)}")
     return done.code
 
 

@@ -79,6 +79,14 @@ def lfs_trace(path: object) -> str:
     return f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull"
 
 
+def unreadable_files(errors: list[str]) -> str:
+    """One line for a folder's unreadable baseline files: the first's error, and how many more."""
+    if len(errors) == 1:
+        return errors[0]
+    more = len(errors) - 1
+    return f"{errors[0]} (and {more} more unreadable baseline file{'s' if more > 1 else ''}: opprof show on the folder names each)"
+
+
 def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 
@@ -95,7 +103,7 @@ def opprof_output(doc: object) -> str | None:
     if not isinstance(doc, dict):
         return None
     keys = set(doc)
-    if keys == {"baselines"} and isinstance(doc["baselines"], list):
+    if keys in ({"baselines"}, {"baselines", "unreadable"}) and isinstance(doc["baselines"], list):
         return SHOW_OUTPUT
     if {"a", "b", "tests", "regressed"} <= keys:
         return COMPARE_OUTPUT

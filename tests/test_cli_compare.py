@@ -733,7 +733,6 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("show", loop), "loop1: a symlink loop (to loop2, which leads back)"),
         (("compare", loop, b), "loop1: a symlink loop (to loop2, which leads back); give two baseline folders"),
         (("show", dangling), "dangling.json: a symlink to gone.json, which does not exist"),
-        (("show", a), f"{corrupt}: not valid JSON"),
         (("compare", a, b), f"{corrupt}: not valid JSON"),
         (("show", tmp_path / "nope"), "nope: no such file or folder"),
         (("show", test_file), "test_m.py: no baseline (baselines are .json files); give a baseline file or folder"),
@@ -766,6 +765,42 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         assert out == "" and err.count("\n") == 1 and err.startswith("opprof: error: "), (argv, err)
         assert expected in err, (argv, err)
     assert corrupt.read_bytes() == before  # left as it was
+
+
+def test_show_of_a_folder_shows_its_readable_files_and_names_every_other_one(capsys, folders):
+    """A merge conflict in one file, a newer schema in another: `show` of the folder shows the
+    third and names both, one line each, exit 2 (it stopped at the first, showing nothing);
+    `compare` refuses the folder, naming the first and counting the rest."""
+    a, b = folders
+    conflict = a / "tests" / "test_m.py" / "test_mlp.json"
+    conflict.write_text("<<<<<<< HEAD\n")
+    newer = a / "tests" / "test_m.py" / "test_small.json"
+    newer.write_text('{"schema": 99}')
+    code, out, err = run_cli(capsys, "show", a)
+    assert code == 2
+    assert [line.split()[0] for line in out.splitlines() if "  [" in line] == ["tests/test_m.py::test_old"]
+    assert err.splitlines() == [
+        f"opprof: error: {conflict}: holds a merge conflict's markers (<<<<<<< at line 1); "
+        "resolve the conflict by recording the baseline again: take either side (git checkout --ours or --theirs "
+        "on the file) and run pytest --opprof-update-baseline=all with the test's id",
+        f"opprof: error: {newer}: baseline schema 99 is newer than this pytest-opprof reads (1, 2); "
+        "upgrade pytest-opprof, or delete it and run pytest --opprof-update-baseline",
+    ]
+    code, out, err2 = run_cli(capsys, "show", a, "--json")
+    data = json.loads(out)
+    assert code == 2 and err2 == err
+    assert [d["nodeid"] for d in data["baselines"]] == ["tests/test_m.py::test_old"]
+    assert data["unreadable"] == [line.removeprefix("opprof: error: ") for line in err.splitlines()]
+    assert json.loads(run_cli(capsys, "show", b, "--json")[1])["unreadable"] == []
+    (a / "tests" / "test_m.py" / "test_old.json").write_text("")
+    code, out, err = run_cli(capsys, "show", a, "--json")  # none readable: JSON still, every file named
+    assert code == 2 and json.loads(out)["baselines"] == [] and len(err.splitlines()) == 3
+    code, out, err = run_cli(capsys, "show", a)
+    assert code == 2 and out == "" and len(err.splitlines()) == 3
+    code, out, err = run_cli(capsys, "compare", a, b)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"opprof: error: {conflict}: holds a merge conflict's markers")
+    assert err.endswith("(and 2 more unreadable baseline files: opprof show on the folder names each)\n")
 
 
 def test_console_script_compare_exit_code(tmp_path):
