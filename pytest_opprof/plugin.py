@@ -5,14 +5,12 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import os
 import re
-import shlex
 import warnings
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -59,11 +57,20 @@ from .errors import (
     runnable_here,
     stepped_aside_unmeasured,
     threads_left_changed,
-    toml_list_fix,
-    unknown_ini_key,
 )
 from .fixture import OpprofFixture, Remeasured
 from .htmlreport import write_html_report
+from .pluginoptions import (
+    SWITCHES,
+    add_options,
+    give_back_a_path_before_the_conftests,
+    given,
+    ini_on,
+    read_option,
+    refuse_bad_paths,
+    refuse_unknown_ini_keys,
+    spaced_path_outside,
+)
 from .report import (
     WRITTEN,
     ReportSpool,
@@ -78,16 +85,11 @@ from .report import (
     write_run_report,
 )
 from .settings import (
-    COMMA_LIST_PARSERS,
     OPTIONS,
-    UPDATE_MODES,
-    Option,
     RunState,
     Settings,
     SettingsError,
-    baseline_dir_problem,
     marker_problem,
-    output_paths_problem,
     parse_settings,
     rule_for,
     standing,
@@ -109,222 +111,21 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 TEST = pytest.StashKey["OpprofFixture"]()
 
 
-# -- options ----------------------------------------------------------------------------------
+# -- options (read in pluginoptions.py) -------------------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("opprof", "operator-level performance assertions (pytest-opprof)")
-    for option in OPTIONS:
-        help_text = f"{option.help} [ini: {option.ini}]".replace("%", "%%")  # argparse formats help
-        kind: dict[str, Any] = {"action": "store_true"} if option.metavar is None else {"metavar": option.metavar}
-        if option.const is not None:
-            kind["nargs"], kind["const"] = "?", option.const
-        group.addoption(option.flag, default=None, dest=_dest(option), help=help_text, **kind)
-        _add_ini(parser, option)
-
-
-def _add_ini(parser: pytest.Parser, option: Option) -> None:
-    """pytest 9's native `[tool.pytest]` table checks types strictly: a key registered as a
-    string refuses `opprof_top = 5`. Where pytest takes a union type (9.2+), a key whose value is
-    a number or a switch is `str | <that type>`, and our parser judges the value and names the
-    fix; ini files still give strings (str comes first). Older pytest: a string key, as before."""
-    if option.native is not None:
-        try:
-            parser.addini(option.ini, help=option.help, type=str | option.native, default=None)  # type: ignore[arg-type]
-            return
-        except (ValueError, TypeError, AssertionError):  # this pytest has no union types
-            pass
-    parser.addini(option.ini, help=option.help, default=None)
-
-
-def _dest(option: Option) -> str:
-    return option.flag.lstrip("-").replace("-", "_")
-
-
-SWITCHES = ("enabled", "update_baseline")  # the flags that turn measuring on
-
-
-def _given(config: pytest.Config, option: Option) -> bool:
-    """Given on the command line itself (an ini value, or a flag in its addopts or PYTEST_ADDOPTS,
-    is a standing choice for --opprof runs: no line in every plain run)."""
-    return config.getoption(_dest(option)) is not None and _flag_source(config, option.flag) == "command line"
-
-
-def _read_option(config: pytest.Config, option: Option) -> tuple[object, str] | None:
-    """The one helper every option goes through: CLI > ini > default."""
-    value = config.getoption(_dest(option))
-    if value is not None:
-        return value, _flag_source(config, option.flag)
-    with warnings.catch_warnings():
-        # a TOML list under a string key (`opprof_top = [5]` in [tool.pytest.ini_options]): pytest
-        # deprecates it with a warning that -W error made an INTERNALERROR; our parser judges it
-        warnings.simplefilter("ignore", pytest.PytestDeprecationWarning)
-        try:
-            raw = config.getini(option.ini)
-        except pytest.UsageError as exc:  # pytest 9's [tool.pytest] refused the value's TOML type
-            raise pytest.UsageError(f"{exc}{_toml_fix(option, str(exc))}") from None
-    overrides = config.getoption("override_ini", None) or []
-    overridden = any(o.split("=", 1)[0] == option.ini for o in overrides)
-    if raw is None or raw == [] or (raw == "" and not overridden and not _in_ini_file(config, option.ini)):
-        return None  # unset; an empty value written down is judged as on the command line (`fail_on =`)
-    if overridden:
-        return raw, f"-o {option.ini}"
-    return raw, config.inipath.name if config.inipath else "ini file"
-
-
-def _toml_fix(option: Option, refusal: str) -> str:
-    """What to write instead of a TOML list pytest refused, for a key that takes a comma list."""
-    if option.parse not in COMMA_LIST_PARSERS or "got list: " not in refusal:
-        return ""
-    try:
-        items = ast.literal_eval(refusal.split("got list: ", 1)[1].strip())
-    except (ValueError, SyntaxError):
-        items = None
-    return toml_list_fix(option.ini, [str(i) for i in items] if isinstance(items, list) else None)
-
-
-def _in_ini_file(config: pytest.Config, name: str) -> bool:
-    """Whether the ini file sets `name` (to an empty value, say: getini gives "" either way on an
-    older pytest). pytest 9 keeps the values in `_inicfg`; before, `inicfg` was not deprecated."""
-    values = config.__dict__.get("_inicfg")
-    if values is None:
-        values = config.__dict__.get("inicfg") or {}
-    return name in values
-
-
-def _flag_source(config: pytest.Config, flag: str) -> str:
-    """Where a flag pytest parsed came from: the command line, or what pytest adds to it
-    (PYTEST_ADDOPTS, an ini file's addopts): a standing choice the person running does not see."""
-    if _names(config.invocation_params.args, flag):
-        return "command line"
-    if _names(shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), flag):
-        return "PYTEST_ADDOPTS"
-    if _names(config.getini("addopts"), flag):
-        return f"addopts in {config.inipath.name if config.inipath else 'the ini file'}"
-    return "command line"
-
-
-def _names(args: Iterable[str], flag: str) -> bool:
-    """Whether the arguments give `flag` (`--opprof-trace` is not `--opprof-trace-dir`)."""
-    return any(a == flag or a.startswith(f"{flag}=") for a in args)
+    add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """A rootdir conftest that imports torch does so before pytest_configure: the NumPy warning
     filter (see pytest_configure) must be in place before, when the run measures."""
-    _give_back_a_path_before_the_conftests(early_config, args)
+    give_back_a_path_before_the_conftests(early_config, args)
     flags = ("--opprof", "--opprof-update-baseline")
-    if any(a in flags or a.startswith("--opprof-update-baseline=") for a in args) or _ini_on(early_config):
+    if any(a in flags or a.startswith("--opprof-update-baseline=") for a in args) or ini_on(early_config):
         warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
-
-
-def _give_back_a_path_before_the_conftests(config: pytest.Config, args: list[str]) -> None:
-    """`pytest --opprof-update-baseline tests/test_x.py`, seen before pytest loads the initial
-    conftests: the path goes back to the arguments (the conftests of tests/ are loaded, not
-    those of the default test paths), and the flag means "changed"."""
-    namespace = config.known_args_namespace
-    value = getattr(namespace, "opprof_update_baseline", None)
-    if not _names_a_path(config, value):
-        return
-    for i, arg in enumerate(args[:-1]):
-        if arg == "--opprof-update-baseline" and args[i + 1] == value:
-            args[i] = "--opprof-update-baseline=changed"  # pytest parses these args again
-            namespace.opprof_update_baseline = "changed"
-            namespace.file_or_dir = [*(namespace.file_or_dir or []), value]
-            return
-
-
-def _names_a_path(config: pytest.Config, value: object) -> bool:
-    """A value of --opprof-update-baseline that is no mode but an existing test path."""
-    if not isinstance(value, str) or value.strip().lower() in (*UPDATE_MODES, "1", "0", "true", "false", "yes", "no"):
-        return False
-    return (config.invocation_params.dir / value.split("::")[0]).exists()
-
-
-def _refuse_bad_paths(config: pytest.Config, settings: Settings) -> None:
-    """Where the run would read and write, checked together before any test runs."""
-    folder = baseline_root(config.rootpath, settings.baseline_dir)
-    problem = (
-        _spaced_path_outside(config)
-        or baseline_dir_problem(folder, settings.baseline_dir or ".opprof")  # resolved against the rootdir
-        or output_paths_problem(settings, folder, getattr(config.option, "xmlpath", None))
-    )
-    if problem:
-        raise pytest.UsageError(problem)
-
-
-PATH_FLAGS = ("--opprof-json", "--opprof-csv", "--opprof-html", "--opprof-trace-dir", "--opprof-baseline-dir")
-
-
-def _spaced_path_outside(config: pytest.Config) -> str | None:
-    """`--opprof-json /elsewhere/r.json` (a space, not `=`) naming an existing path outside the
-    current folder: pytest reads the arguments for the rootdir before plugins' options are known
-    and takes it for a test path. Refused when that moved the ini file (and so the rootdir and
-    .opprof/) away from the one above the current folder; a rootdir it did not move passes."""
-    args = [str(a) for a in config.invocation_params.args]
-    here = config.invocation_params.dir.resolve()
-    if config.option.rootdir or config.option.inifilename:  # chosen explicitly
-        return None
-    spaced = [(f, v) for f, v in zip(args, args[1:]) if f in PATH_FLAGS and _outside(Path(here, v).resolve(), here)]
-    expected = _ini_above(here) if spaced else None
-    if not spaced or config.inipath == expected:
-        return None
-    flag, value = spaced[0]
-    return (
-        f"{flag} {value}: write {flag}={value} (with '='): before it knows this option, pytest takes an "
-        f"existing path after a space for a test path when it picks the rootdir (it picked {config.rootpath}, "
-        f"not the folder of {expected or 'the current folder'}), which decides where .opprof/ and the ini file are"
-    )
-
-
-def _outside(where: Path, here: Path) -> bool:
-    """An existing path that is not the current folder or below it."""
-    return where.exists() and where != here and here not in where.parents
-
-
-_INI_FILES = (
-    ("pytest.ini", ""),
-    (".pytest.ini", ""),
-    ("pyproject.toml", "[tool.pytest"),
-    ("tox.ini", "[pytest]"),
-    ("setup.cfg", "[tool:pytest]"),
-)
-
-
-def _ini_above(folder: Path) -> Path | None:
-    """The pytest configuration file pytest would find from `folder` upwards (its names and the
-    section each needs), or None."""
-    for candidate in (folder, *folder.parents):
-        for name, section in _INI_FILES:
-            path = candidate / name
-            if path.is_file() and (not section or section in path.read_text(encoding="utf-8", errors="replace")):
-                return path
-    return None
-
-
-def _refuse_unknown_ini_keys(config: pytest.Config) -> None:
-    """An `opprof*` ini key or `-o` override no option reads is a typo of one that does
-    (`opprof_tolerence`): pytest only warns of it (of an `-o` one, before pytest 9, not even
-    that), and the run would go on with the default. `--help` and `--version` still answer."""
-    if getattr(config.option, "help", False) or getattr(config.option, "version", False):
-        return
-    known = [option.ini for option in OPTIONS]
-    overrides = getattr(config.known_args_namespace, "override_ini", None) or ()
-    given = {text.split("=", 1)[0].strip() for text in overrides}
-    in_ini = getattr(config, "_get_unknown_ini_keys", lambda: ())()  # pytest's list, as --strict-config reads it
-    ours = sorted(key for key in {*in_ini, *given} if key.lower().startswith(("opprof", "oprof")) and key not in known)
-    if ours:
-        ini = shown_path(config.inipath, config.rootpath) if config.inipath else "the ini file"
-        places = {key: "given with -o" if key in given else f"in {ini}" for key in ours}
-        raise pytest.UsageError("\n".join(unknown_ini_key(key, places[key], known) for key in ours))
-
-
-def _ini_on(config: pytest.Config) -> bool:
-    try:
-        return str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
-    except (ValueError, pytest.UsageError):  # a bad value: pytest_configure says so
-        return False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -333,15 +134,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
-    _refuse_unknown_ini_keys(config)
+    refuse_unknown_ini_keys(config)
     config.add_cleanup(_assertion_messages_aside())
     try:
-        settings = parse_settings(lambda option: _read_option(config, option))
+        settings = parse_settings(lambda option: read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
     if settings.measuring:
-        _refuse_bad_paths(config, settings)
-    elif moved := _spaced_path_outside(config):  # the ini that turns opprof on may be the one not read
+        refuse_bad_paths(config, settings)
+    elif moved := spaced_path_outside(config):  # the ini that turns opprof on may be the one not read
         raise pytest.UsageError(moved)
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
@@ -351,7 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if reporting and outputs
         else None
     )
-    idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and _given(config, o))
+    idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and given(config, o))
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
     if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the

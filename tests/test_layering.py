@@ -25,7 +25,7 @@ LAYERS = [
     {"documents", "baseline", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture", "htmlreport", "showtables"},  # views of results; the fixture object
-    {"plugin", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
+    {"plugin", "pluginoptions", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}
 
