@@ -35,6 +35,7 @@ from .errors import (
     cut_short_trace,
     device_against_cpu,
     empty_compare_side,
+    lfs_compare_side,
     machine_speed_differs,
     not_slower,
     other_captures,
@@ -47,7 +48,7 @@ from .errors import (
     unreadable_files,
 )
 from .events import is_printable_name, printable_name
-from .files import broken_link
+from .files import LFS_POINTER, broken_link, lfs_pointer
 from .report import op_csv
 from .settings import parse_ms, parse_percentage
 from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_table
@@ -350,6 +351,14 @@ class _Side:
         }
 
 
+def _lfs_file(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return lfs_pointer(f.read(len(LFS_POINTER)))
+    except OSError:
+        return False  # the reader names it
+
+
 def _is_trace(path: Path) -> bool:
     if path.name.endswith(".gz"):
         return True
@@ -380,6 +389,8 @@ def _load_side(text: str) -> _Side:
     path = Path(text)
     if path.is_file() and path.stat().st_size == 0:  # neither kind: name both fixes
         raise _UsageError(empty_compare_side(path))
+    if path.is_file() and _lfs_file(path):  # a .json trace's pointer was named a baseline's
+        raise _UsageError(lfs_compare_side(path))
     if path.is_file() and _is_trace(path):
         profile = load_trace(path)
         broken = _untrusted(profile)

@@ -79,6 +79,12 @@ def lfs_trace(path: object) -> str:
     return f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull"
 
 
+def lfs_compare_side(path: object) -> str:
+    """A file given to `opprof compare` that is a Git LFS pointer: a baseline's or a trace's, the
+    pointer does not say."""
+    return f"{path}: a Git LFS pointer, not the baseline or trace it stands for; fetch the file with git lfs pull"
+
+
 def unreadable_files(errors: list[str]) -> str:
     """One line for a folder's unreadable baseline files: the first's error, and how many more."""
     if len(errors) == 1:

@@ -803,6 +803,29 @@ def test_show_of_a_folder_shows_its_readable_files_and_names_every_other_one(cap
     assert err.endswith("(and 2 more unreadable baseline files: opprof show on the folder names each)\n")
 
 
+@pytest.mark.parametrize("name", ["side.json", "side.json.gz"])
+def test_compare_of_an_empty_or_lfs_pointer_file_names_both_kinds(capsys, tmp_path, name):
+    """A single file given to compare may be a baseline or a trace: an empty one, or a Git LFS
+    pointer (a .json trace's was named a baseline's, with the fix to keep baselines out of LFS)."""
+    side = tmp_path / name
+    other = tmp_path / "b.json"
+    write_trace(other, profile(700).events, {})
+    side.write_text("")
+    code, out, err = run_cli(capsys, "compare", side, other)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"opprof: error: {side}: an empty file, neither a baseline nor a trace; give a baseline or a trace "
+        "exported by torch.profiler\n"
+    )
+    side.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 123456\n")
+    code, out, err = run_cli(capsys, "compare", other, side)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"opprof: error: {side}: a Git LFS pointer, not the baseline or trace it stands for; "
+        "fetch the file with git lfs pull\n"
+    )
+
+
 def test_console_script_compare_exit_code(tmp_path):
     """Through the installed `opprof` entry point (or python -m): the exit code reaches the shell."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
