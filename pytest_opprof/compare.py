@@ -1234,16 +1234,26 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
             differs.append(Differs(key, _fact(baseline, key), _fact(current, key)))
     words = [f"{d.fact} {d.was} -> {d.now}" for d in differs]
     if _threads_differ(current, baseline) and not _same_thread_setup(current, baseline):
-        old, new = _thread_setup(baseline), _thread_setup(current)
-        models = f"CPU {baseline.environment.get('cpu_model')} -> {current.environment.get('cpu_model')}"
-        what = f"{old} -> {new}" if old != new else models
         differs.append(Differs("torch threads", str(baseline.threads), str(current.threads)))
-        words.append(f"torch threads {baseline.threads} -> {current.threads} (another machine setup: {what})")
+        words.append(
+            f"torch threads {baseline.threads} -> {current.threads} ({_other_setup(current, baseline, differs)})"
+        )
     if not differs:
         return []
     what = ", ".join(words)  # also as `why`: one run line can stand for the tests alike
     message = f"environment differs from the baseline: {what}{where}"
     return [Verdict(ENVIRONMENT, CHANGED, message, why=what, differs=tuple(differs))]
+
+
+def _other_setup(current: BaselineDoc, baseline: BaselineDoc, differs: list[Differs]) -> str:
+    """Which machine setup gave torch its other thread count: the CPU counts, or the CPU models
+    where those agree (once: a cpu_model already named is not named again)."""
+    old, new = _thread_setup(baseline), _thread_setup(current)
+    if old != new:
+        return f"another machine setup: {old} -> {new}"
+    if any(d.fact == "cpu_model" for d in differs):
+        return "another machine setup: the other CPU"
+    return f"another machine setup: CPU {_fact(baseline, 'cpu_model')} -> {_fact(current, 'cpu_model')}"
 
 
 def _fact(doc: BaselineDoc, key: str) -> str:

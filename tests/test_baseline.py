@@ -1643,7 +1643,10 @@ def test_another_cpu_model_with_the_same_cpu_count_is_another_machine():
     new = threaded(doc(profile(), env={**ENV, "cpu_model": "runner"}), 16, setup="16 cpus")
     (verdict,) = compare(new, base, Rule()).verdicts
     assert verdict.kind == ENVIRONMENT
-    assert "torch threads 8 -> 16 (another machine setup: CPU laptop -> runner)" in verdict.message
+    assert verdict.why == "cpu_model laptop -> runner, torch threads 8 -> 16 (another machine setup: the other CPU)"
+    unnamed = {k: v for k, v in base.environment.items() if k != "cpu_model"}  # a hand-made file: no CPU to compare
+    (verdict,) = compare(new, base.replace(environment=unnamed), Rule()).verdicts
+    assert verdict.why == "torch threads 8 -> 16 (another machine setup: CPU unrecorded -> runner)"
 
 
 def test_the_workload_reference_excuses_a_slowdown_of_the_same_product_only():
