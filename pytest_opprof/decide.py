@@ -417,6 +417,14 @@ class OpRow:
 WORK_LISTED = 3  # work changes a test's failure lists before a count of the rest
 
 
+def lets_pass(verdict: Verdict, fails: frozenset[str], compared: bool) -> bool:
+    """A structure or work change that a comparison (not a recording run) found and that fail_on
+    (`fails`) leaves out: its line says it does not fail the test. The one rule of the terminal,
+    the HTML report and BaselineResult."""
+    changed = verdict.kind in (STRUCTURE, WORK) and verdict.status == VERDICT_CHANGED
+    return changed and compared and verdict.kind not in fails
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineResult:
     """What the baseline step found and did for one test: what the report shows and the JSON
@@ -455,8 +463,7 @@ class BaselineResult:
 
     def lets_pass(self, verdict: Verdict) -> bool:
         """A structure or work change this comparison found that the rule's fail_on leaves out."""
-        changed = verdict.kind in (STRUCTURE, WORK) and verdict.status == VERDICT_CHANGED
-        return changed and verdict.kind not in self.fails and self.status == COMPARED
+        return lets_pass(verdict, frozenset(self.fails), self.status == COMPARED)
 
     @property
     def compared(self) -> bool:

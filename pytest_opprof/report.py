@@ -38,7 +38,7 @@ from .compare import (
     WORK,
     Verdict,
 )
-from .decide import SPEED, BaselineResult, OpRow
+from .decide import SPEED, BaselineResult, OpRow, lets_pass
 from .errors import (
     CUT_SHORT,
     KEPT_SLOWER,
@@ -615,8 +615,8 @@ def _recorded(line: str, verdict: Verdict, status: str | None, fails: frozenset[
         return line
     if status in ("changed", "rewritten"):
         return f"recorded: {line}"
-    compared = status in ("compared", "strict")  # not a recording run's (BaselineResult.lets_pass)
-    return f"{line}; {NOT_FAILING}" if compared and verdict.kind not in fails else line
+    compared = status in ("compared", "strict")  # strict: a compared test --opprof-strict made an error
+    return f"{line}; {NOT_FAILING}" if lets_pass(verdict, fails, compared) else line
 
 
 def _every_change(verdict: Verdict) -> str:
