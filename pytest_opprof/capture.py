@@ -464,7 +464,9 @@ def _mangled_names(events: Any) -> dict[int, str]:
     return names
 
 
-def _new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
+def new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
+    """A torch.profiler.profile as opprof's captures make it (CPU, and CUDA where asked; shapes and
+    FLOPs where `work`): scripts/gpu_probe.py and record_gpu_traces.py record with this one too."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -493,7 +495,7 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     cuda = _cuda_active(torch)
     if cuda:
         torch.cuda.synchronize()  # earlier work must not spill into the first step
-    prof = _new_profiler(torch, cuda, work)
+    prof = new_profiler(torch, cuda, work)
     try:
         with quiet_profiler():
             prof.start()
@@ -621,7 +623,7 @@ def warm_profiler() -> None:
         torch = _torch()
         if _profiler_running(torch):
             return
-        prof = _new_profiler(torch, cuda=False, work=False)
+        prof = new_profiler(torch, cuda=False, work=False)
         try:
             with quiet_profiler():
                 prof.start()

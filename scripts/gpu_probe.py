@@ -19,7 +19,7 @@ from importlib import metadata
 import torch
 
 from pytest_opprof import Profile, from_profiler
-from pytest_opprof.capture import _new_profiler, events_carry_category
+from pytest_opprof.capture import events_carry_category, new_profiler
 
 CUPTI_DISTRIBUTIONS = ("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti-cu12")
 
@@ -39,7 +39,7 @@ def session(device: str, kernels: int) -> tuple[int, int, list[str]]:
     x = torch.zeros(16, device=device)
     if device == "cuda":
         torch.cuda.synchronize()
-    with _new_profiler(torch, cuda=device == "cuda", work=False) as prof:  # as opprof's own captures are made
+    with new_profiler(torch, cuda=device == "cuda", work=False) as prof:  # as opprof's own captures are made
         with torch.autograd.profiler.record_function("ProfilerStep#1"):
             for _ in range(kernels):
                 x.add_(1)

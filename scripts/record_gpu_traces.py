@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from pytest_opprof import from_profiler
-from pytest_opprof.capture import _new_profiler
+from pytest_opprof.capture import new_profiler
 
 
 def synchronize(device: str) -> None:
@@ -35,7 +35,7 @@ def profiled(fn, device: str, steps: int = 3, warmup: int = 3):
         fn()
     synchronize(device)
     # as opprof's own captures are made (on torch 2.12+ a GPU copy keeps its bytes only so)
-    with _new_profiler(torch, cuda=device == "cuda", work=False) as prof:
+    with new_profiler(torch, cuda=device == "cuda", work=False) as prof:
         for i in range(steps):
             with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                 fn()

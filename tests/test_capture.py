@@ -400,7 +400,7 @@ def test_an_exception_mid_start_leaves_no_profiler_on(monkeypatch):
     """A timeout's signal or Ctrl-C while the profiler starts (torch's first start imports Inductor:
     seconds) goes on, and no profiler is left on to refuse every later capture."""
     module = importlib.import_module("pytest_opprof.capture")
-    new = module._new_profiler
+    new = module.new_profiler
 
     def started_then_interrupted(*args, **kwargs):
         prof = new(*args, **kwargs)
@@ -413,11 +413,11 @@ def test_an_exception_mid_start_leaves_no_profiler_on(monkeypatch):
         prof.start = start_then_raise
         return prof
 
-    monkeypatch.setattr(module, "_new_profiler", started_then_interrupted)
+    monkeypatch.setattr(module, "new_profiler", started_then_interrupted)
     with pytest.raises(_Interrupted):
         measure(lambda: torch.ones(1) + 1, warmup=0, steps=1)
     assert not profiler_running()
-    monkeypatch.setattr(module, "_new_profiler", new)
+    monkeypatch.setattr(module, "new_profiler", new)
     assert measure(lambda: torch.ones(1) + 1, warmup=0, steps=1).op("aten::add").calls == 1
 
 
@@ -438,8 +438,8 @@ def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone(monkeypatch
     """One profiler started and stopped (torch's first start, paid before the tests); none when
     the user's own is running, which goes on undisturbed."""
     module = importlib.import_module("pytest_opprof.capture")
-    new, made = module._new_profiler, []
-    monkeypatch.setattr(module, "_new_profiler", lambda *a, **k: made.append(new(*a, **k)) or made[-1])
+    new, made = module.new_profiler, []
+    monkeypatch.setattr(module, "new_profiler", lambda *a, **k: made.append(new(*a, **k)) or made[-1])
     monkeypatch.setattr(module, "_WARMED", [])  # as in a fresh process
     module.warm_profiler()
     module.warm_profiler()  # once per process
@@ -945,8 +945,8 @@ def test_opprofs_gpu_profilers_keep_each_device_events_metadata(monkeypatch):
     assert all(metadata(capture_module._device_details(torch))) and not any(metadata(None))
     made = []
     monkeypatch.setattr(torch.profiler, "profile", lambda **kwargs: made.append(kwargs))
-    capture_module._new_profiler(torch, cuda=True, work=False)
-    capture_module._new_profiler(torch, cuda=False, work=False)
+    capture_module.new_profiler(torch, cuda=True, work=False)
+    capture_module.new_profiler(torch, cuda=False, work=False)
     assert made[0]["experimental_config"] is not None and made[1]["experimental_config"] is None
     assert torch.profiler.ProfilerActivity.CUDA in made[0]["activities"]
 
