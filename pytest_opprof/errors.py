@@ -410,8 +410,9 @@ def single_step_tests(names: list[str], min_steps: int) -> str:
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (
         f"{len(names)} compared {'baseline holds' if len(names) == 1 else 'baselines hold'} under {min_steps} steps on "
-        f"a side (a whole call, capture(), the marker, a short run()): {'its' if len(names) == 1 else 'their'} times are "
-        f"shown, not judged, as the plugin never judges them: {shown}"
+        f"a side (a whole call, capture(), the marker, a short run()): {'its' if len(names) == 1 else 'their'} slower "
+        "ops are shown, not judged, as the plugin never judges their times (an op only B has still counts, by its "
+        f"median, as the plugin's structure verdict fails it): {shown}"
     )
 
 

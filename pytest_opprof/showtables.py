@@ -150,6 +150,7 @@ def _side_status_cell(row: Any, judged: bool) -> str:
     """`slower`, `same (calls)`, `added (in 2 of 6 steps)`, `slower (not judged)`."""
     notes = ["calls"] if row.calls_changed else []
     notes += [row.in_some_steps] if row.in_some_steps else []
+    notes += [row.judged_by_median] if row.judged_by_median else []
     notes += ["not judged"] if row.status == "slower" and not judged else []
     return row.status + (f" ({', '.join(notes)})" if notes else "")
 

@@ -98,8 +98,22 @@ def test_compare_folders_side_by_side_json(capsys, folders):
     # addmm ran on the device: device ms 0.35 -> 0.70 per step, ratio 2
     addmm = ops["aten::addmm"]
     steps = {"steps_run": 5, "steps": 5}
-    assert addmm["a"] == {"calls_per_step": 1, "ms_per_step": 0.35, "max_ms": 0.35, "time": "device", **steps}
-    assert addmm["b"] == {"calls_per_step": 1, "ms_per_step": 0.7, "max_ms": 0.7, "time": "device", **steps}
+    assert addmm["a"] == {
+        "calls_per_step": 1,
+        "ms_per_step": 0.35,
+        "median_ms": 0.35,
+        "max_ms": 0.35,
+        "time": "device",
+        **steps,
+    }
+    assert addmm["b"] == {
+        "calls_per_step": 1,
+        "ms_per_step": 0.7,
+        "median_ms": 0.7,
+        "max_ms": 0.7,
+        "time": "device",
+        **steps,
+    }
     assert addmm["ratio"] == 2.0 and addmm["diff_ms"] == 0.35 and addmm["status"] == "slower"
     # the kernels, named per architecture, under their launching op
     assert addmm["kernels"]["a"] == [{"name": "sm90_gemm", "calls_per_step": 1, "device_ms_per_step": 0.35}]
@@ -344,7 +358,7 @@ def test_same_fields_and_units_for_gpu_and_cpu_traces(capsys, shared_traces):
     keys = {tuple(sorted(o)) for d in (gpu, cpu) for o in d["tests"][0]["ops"]}
     assert len(keys) == 1
     sides = {tuple(sorted(o[s])) for d in (gpu, cpu) for o in d["tests"][0]["ops"] for s in ("a", "b")}
-    assert sides == {("calls_per_step", "max_ms", "ms_per_step", "steps", "steps_run", "time")}
+    assert sides == {("calls_per_step", "max_ms", "median_ms", "ms_per_step", "steps", "steps_run", "time")}
     assert not gpu["regressed"] and all(o["status"] == "same" for o in gpu["tests"][0]["ops"])
 
 
@@ -977,12 +991,21 @@ def test_compare_across_a_torch_upgrade_warns_judges_no_single_step_time_and_sho
     )
     assert (
         "warning: 1 compared baseline holds under 5 steps on a side (a whole call, capture(), the marker, a short "
-        "run()): its times are shown, not judged, as the plugin never judges them: t.py::test_once\n" in out
+        "run()): its slower ops are shown, not judged, as the plugin never judges their times (an op only B has "
+        "still counts, by its median, as the plugin's structure verdict fails it): t.py::test_once\n" in out
     )
     assert "t.py::test_once: B not slower" in out and "aten::addmm" in out and "slower (not judged)" in out
     code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64", "--json")
     (test,) = json.loads(out)["tests"]
     assert (code, test["regressed"], test["time_judged"]) == (0, False, False)
+    # an op only B has, costing 0.3 ms by its median: B regressed, in a test whose time is not judged (a
+    # trial's read as a contradiction of the warning, which said its times are not judged)
+    write_baseline(
+        baseline_path(b_dir, "cpu-x86_64", "t.py::test_once"),
+        baseline_from_profile(profile(300, extra=True, steps=4), "t.py::test_once", "cpu-x86_64", new),
+    )
+    code, out, _ = run_cli(capsys, "compare", a_dir / "cpu-x86_64", b_dir / "cpu-x86_64")
+    assert code == 1 and "t.py::test_once: B regressed: 1 op worse" in out and "an op only B has still counts" in out
     # a call-count change with little time stays listed beyond --top
     nodeid = "t.py::test_many"
     for folder, extra in ((a_dir, False), (b_dir, True)):
@@ -1079,6 +1102,18 @@ def test_an_added_op_is_judged_by_its_median_whatever_the_stat_and_by_a_step_onl
     write_trace(b, many_ops(100, wall_us=9_000, sometimes=5, matmul_us=1_000), {})
     for stat in ("median", "min"):
         assert run_cli(capsys, "compare", a, b, "--stat", stat)[0] == 1, stat
+    # the row says the figure it was judged by where its column shows another (a trial's read 0.030 ms)
+    code, out, _ = run_cli(capsys, "compare", a, b, "--stat", "min")
+    row = next(line for line in out.splitlines() if line.startswith("aten::") and "added" in line)
+    assert row.split()[4] == "0.000" and row.endswith("added (in 5 of 6 steps, up to 1.000 ms, median 1.000 ms)")
+    (added,) = [
+        o
+        for o in json.loads(run_cli(capsys, "compare", a, b, "--stat", "min", "--json")[1])["tests"][0]["ops"]
+        if o["status"] == "added"
+    ]
+    assert (added["b"]["ms_per_step"], added["b"]["median_ms"]) == (0.0, 1.0)
+    _, out, _ = run_cli(capsys, "compare", a, b)
+    assert "added (in 5 of 6 steps, up to 1.000 ms)" in out and "median 1.000" not in out  # the column is the median
     root = tmp_path / ".opprof"
     short = {"t.py::test_x": analyze(many_ops(100, steps=3))}
     fa = write_folder(root / "a", "cpu", short)
