@@ -576,6 +576,12 @@ def test_op_names_that_do_not_print_are_shown_by_their_escapes(capsys, tmp_path,
         assert "aten::bmm\\ud800" in out and (out + err).encode()
     code, out, _ = run_cli(capsys, "analyze", str(forged), "--json", "--op", "aten::mm*")
     assert code == 0 and [o["name"] for o in json.loads(out)["ops"]] == ["aten::mm\\nFAKE LINE ok\\x1b[31mRED"]
+    # the name as the code wrote it, a real newline and ESC, finds it too (a trial's real tab did not)
+    for argv in (["analyze", str(forged)], ["compare", str(forged), str(forged)]):
+        code, out, _ = run_cli(capsys, *argv, "--json", "--op", "aten::mm\nFAKE LINE ok\x1b[31mRED")
+        data = json.loads(out)
+        names = [o["name"] for o in data["ops"]] if "ops" in data else [o["op"] for o in data["tests"][0]["ops"]]
+        assert code == 0 and names == ["aten::mm\\nFAKE LINE ok\\x1b[31mRED"], argv
 
 
 def test_a_nameless_op_shows_as_empty_quotes_in_the_tables(capsys, tmp_path):
