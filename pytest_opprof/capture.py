@@ -27,14 +27,13 @@ from typing import Any, TypeVar
 
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import (
-    STEP_COMPARISONS,
     copy_bytes_check,
     cuda_untraced_check,
     cycles_check,
-    differ_before_the_last_step,
+    last_step_partial,
     overhead_check,
 )
-from .analysis.model import OK, WARNING, WORKLOAD_DTYPES, WORKLOAD_OPS, Check, WorkloadReference, workload_problem
+from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
 from .breaks import breaks_seen, new_break_reasons
 from .errors import (
     FN_EXPECTED,
@@ -51,7 +50,6 @@ from .errors import (
     profiler_off_thread,
     profiler_recorded_nothing,
     run_keyword_slip,
-    steps_not_compared,
     trace_already_saved,
     trace_not_written,
 )
@@ -1148,15 +1146,8 @@ def _cut_in_step(profile: Profile | None) -> Profile | None:
     for a timeout); one that the whole steps before it bear out stands."""
     if profile is None:
         return None
-    n_steps = len(profile.step_spans)
-    real = differ_before_the_last_step(profile.ops, n_steps)
-    checks = tuple(
-        Check(c.name, OK, steps_not_compared(n_steps))
-        if c.name in STEP_COMPARISONS and c.status == WARNING and c.name not in real
-        else c
-        for c in profile.checks
-    )
-    return replace(profile, checks=checks)
+    checks = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
+    return replace(profile, checks=checks, cut_in_step=True)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
-from .analysis.checks import contention_check, overhead_check
+from .analysis.checks import contention_check, last_step_partial, overhead_check
 from .analysis.model import WorkloadReference, workload_problem
 from .errors import (
     OUTPUT_FIX,
@@ -514,6 +514,9 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(profile, checks=(*profile.checks, contended))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
+    if opprof.get("cut_in_step") is True:  # the live capture's checks, not a warning it never gave
+        checks = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
+        profile = replace(profile, checks=checks, cut_in_step=True)
     workload = _workload_reference(opprof.get("workload_reference"))
     return replace(profile, workload_reference=workload) if workload else profile
 

@@ -1668,6 +1668,11 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     assert err == f"opprof: error: {cut_short_trace(cut)}\n"
     assert cli_main(["analyze", cut]) == 0
     assert "2 steps, cut short by the test's exception, " in capsys.readouterr().out
+    # the trace's checks are the run's: its partial step compared with none (a trial's read a warning)
+    assert header["cut_in_step"] is True
+    assert cli_main(["analyze", cut, "--json"]) == 0
+    assert {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["step_events"] == checks["step_events"]
+    assert json.loads(gzip.decompress(Path(whole).read_bytes()))["opprof"]["cut_in_step"] is False
 
 
 def test_xfail_tests_are_reported_xfailed_and_xpassed_not_skipped(project):

@@ -816,6 +816,9 @@ class Profile:
     # Per step: its wall time outside the top-level ops of the thread that marks it (the Python
     # between the ops); None without step markers, or with steps marked on several threads
     outside_ops_ns: tuple[int, ...] | None = None
+    # The test's exception ended the capture inside its last step (a partial step, whose
+    # differences from the others are not compared); a trace exported so says it in its header
+    cut_in_step: bool = field(default=False, compare=False)
 
     @property
     def traced_cut_short(self) -> bool:
@@ -1039,6 +1042,7 @@ class Profile:
             "nodeid": nodeid,
             "outcome": outcome,
             "cut_short": cut_short,
+            "cut_in_step": self.cut_in_step,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
