@@ -79,6 +79,11 @@ def lfs_trace(path: object) -> str:
     return f"{path}: a Git LFS pointer, not the trace it stands for; fetch the file with git lfs pull"
 
 
+def stale_trace_kept(path: object, reason: str) -> str:
+    """A test's line (after `trace `) for an earlier run's trace of it that could not be removed."""
+    return f"{path} is an earlier run's and could not be removed ({reason}): it is not this run's; delete it"
+
+
 def lfs_compare_side(path: object) -> str:
     """A file given to `opprof compare` that is a Git LFS pointer: a baseline's or a trace's, the
     pointer does not say."""

@@ -52,6 +52,7 @@ from .errors import (
     closest_names,
     other_work_measured,
     record_if_intended,
+    stale_trace_kept,
     wait_share,
     waited_for_cpu_up_to,
 )
@@ -118,21 +119,25 @@ class TestResult:
         if not trace_dir:
             return
         path = export_trace_path(Path(trace_dir), self.nodeid, tag)
-        if not keep:  # another naming's file of this test (`--dist each` or not) is an earlier run's
-            for stale in _other_namings(Path(trace_dir), self.nodeid, tag):
-                _remove_stale(stale)
+        stale = [] if keep else _other_namings(Path(trace_dir), self.nodeid, tag)  # an earlier run's naming
         if self.profile is None or not (everything or self.outcome in ("failed", "error")):
-            if not keep:
-                _remove_stale(path)
+            stale += [] if keep else [path]
         else:
-            try:
-                self.profile.export_chrome_trace(
-                    str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome, self.cut_short
-                )
-            except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
-                self.trace_error = f"{path} could not be written ({exc.reason})"
-            else:
-                self.trace_path = str(path)
+            self._export_trace(path, device_key, environment)
+        for old in stale:
+            kept = _remove_stale(old)
+            self.trace_error = self.trace_error or kept
+
+    def _export_trace(self, path: Path, device_key: str | None, environment: dict[str, Any] | None) -> None:
+        assert self.profile is not None
+        try:
+            self.profile.export_chrome_trace(
+                str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome, self.cut_short
+            )
+        except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
+            self.trace_error = f"{path} could not be written ({exc.reason})"
+        else:
+            self.trace_path = str(path)
 
     def record_phase(self, when: str, outcome: str, message: str | None = None) -> None:
         """Fold one phase's report (setup/call/teardown) into the test's outcome; `message`: why
@@ -205,12 +210,15 @@ def _other_namings(trace_dir: Path, nodeid: str, tag: str | None) -> list[Path]:
     return sorted(trace_dir.glob(f"{name}.gw*.json.gz"))
 
 
-def _remove_stale(path: Path) -> None:
+def _remove_stale(path: Path) -> str | None:
+    """Removes a trace an earlier run left for this test; why it could not (the run goes on, and
+    the test's line says the file is not this run's: a trial's read-only folder kept it unsaid)."""
     try:
         if path.is_file():
             path.unlink()
-    except OSError:  # not ours to fight over: the run goes on
-        pass
+    except OSError as exc:
+        return stale_trace_kept(path, exc.strerror or str(exc))
+    return None
 
 
 @dataclass(frozen=True)

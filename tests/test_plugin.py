@@ -4159,6 +4159,39 @@ def test_outputs_that_become_unwritable_during_the_run_are_one_summary_line(proj
     assert (project.path / "out").read_text() == "in the way"
 
 
+def test_an_earlier_runs_trace_that_cannot_be_removed_is_said_not_to_be_this_runs(project, monkeypatch):
+    """A trial's read-only trace folder kept the trace of a test's earlier failure after the test
+    passed, unsaid: an old file must never pass for this run's. The test's line and the JSON's
+    `trace_error` name it; the run goes on."""
+    project.makepyfile(
+        """
+        import os
+        from conftest import infer
+        def test_x(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+            assert os.environ.get("FIXED"), "not yet"
+        """
+    )
+    run(project, "--opprof", "--opprof-trace-dir=traces").assert_outcomes(failed=1)
+    (old,) = (project.path / "traces").iterdir()
+    real_unlink = Path.unlink
+
+    def refused(self, *args, **kwargs):  # as a read-only folder refuses a user without root
+        if self.parent.name == "traces":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    monkeypatch.setenv("FIXED", "1")
+    result = run(project, "--opprof", "--opprof-trace-dir=traces", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1)
+    line = f"traces/{old.name} is an earlier run's and could not be removed (Permission denied): it is not this run's; delete it"
+    result.stdout.fnmatch_lines([f"*::test_x: trace {line}"])
+    (test,) = json.loads((project.path / "r.json").read_text())["tests"]
+    assert (test["trace"], test["trace_error"]) == (None, line)
+    assert old.exists()
+
+
 def test_a_path_after_the_update_flag_stays_a_path(project):
     """`pytest --opprof-update-baseline test_x.py` records the tests of test_x.py only, instead
     of refusing 'test_x.py' as the flag's value."""
