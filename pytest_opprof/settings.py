@@ -526,8 +526,9 @@ def _not_a_report(flag: str, value: str, path: Path) -> str:
 
 
 def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str | None) -> str | None:
-    """A trace folder that is the baseline folder itself, or one of its device-key folders:
-    this run's (its key known once the device is), or another holding baselines. Traces would sit
+    """A trace folder that is the baseline folder itself, one of its device-key folders (this
+    run's, its key known once the device is, or another holding baselines), or any other folder
+    in it (`.opprof/traces`: a trial's was accepted, as the JSON report is not). Traces would sit
     among committed baselines (output_paths_problem refuses folders inside a key folder)."""
     if not settings.trace_dir:
         return None
@@ -537,6 +538,8 @@ def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str
         what = f"the baseline folder {where}"
     elif where.parent == folder and (where.name == device_key or holds_json(where)):
         what = f"the device-key folder {where} of the baselines"
+    elif folder in where.parents:
+        what = f"inside the baseline folder {folder}"
     else:
         return None
     return (

@@ -4662,6 +4662,11 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
             "--opprof-trace-dir: '.opprof/cpu/' is the device-key folder */.opprof/cpu of the baselines; write the "
             "traces elsewhere (--opprof-trace-dir=opprof-traces): they would sit among committed baselines",
         ),
+        (  # any other folder in it (a trial's .opprof/traces was accepted)
+            ["--opprof-trace-dir", ".opprof/traces"],
+            "--opprof-trace-dir: '.opprof/traces' is inside the baseline folder */.opprof; write the traces elsewhere "
+            "(--opprof-trace-dir=opprof-traces): they would sit among committed baselines",
+        ),
         (  # the baseline folder itself
             ["--opprof-trace-dir", ".opprof"],
             "--opprof-trace-dir: '.opprof' is the baseline folder */.opprof; write the traces elsewhere *",
