@@ -491,10 +491,10 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         trace = read_trace(path)
         header = trace.metadata.get("opprof")
         opprof: dict[str, Any] = header if isinstance(header, dict) else {}  # a trace opprof exported
-        # Its steps are fn's calls; another's may end in a loop's stray prof.step()
-        profile = analyze(
-            trace.table, source=trace.path, metadata=trace.metadata, stray_step=not isinstance(header, dict)
-        )
+        # Its steps are fn's calls; another's may end in a loop's stray prof.step(), and so may ours
+        # of a Profile read so (from_profiler, another's trace: a trial's read back with one more step)
+        stray = not isinstance(header, dict) or header.get("stray_step") is True
+        profile = analyze(trace.table, source=trace.path, metadata=trace.metadata, stray_step=stray)
     profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
     found = {key: _positive_int(opprof.get(key)) for key in ("reference_ns", "dispatch_reference_ns")}

@@ -819,6 +819,9 @@ class Profile:
     # The test's exception ended the capture inside its last step (a partial step, whose
     # differences from the others are not compared); a trace exported so says it in its header
     cut_in_step: bool = field(default=False, compare=False)
+    # Read with the stray-step rule (analyze's `stray_step`: a user's profiler or its trace, whose
+    # last empty step is no step); a trace exported so says it, and reads back with the same steps
+    stray_step: bool = field(default=False, compare=False)
 
     @property
     def traced_cut_short(self) -> bool:
@@ -1043,6 +1046,7 @@ class Profile:
             "outcome": outcome,
             "cut_short": cut_short,
             "cut_in_step": self.cut_in_step,
+            "stray_step": self.stray_step,
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,

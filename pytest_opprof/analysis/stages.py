@@ -126,6 +126,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         timeline=device_timeline,
         ranges=tuple(ranges),
         outside_ops_ns=outside,
+        stray_step=stray_step,
     )
 
 
