@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from itertools import compress, repeat
-from operator import eq, is_not, itemgetter, methodcaller
+from operator import add, eq, is_not, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +204,17 @@ _FIFTH_LAST = itemgetter(-5)  # a digit before the dot: `.123` is no JSON number
 _DROP_DOT = methodcaller("replace", ".", "", 1)
 
 
+def _check_ends(starts: list[int], durs: list[int], names: list[str], source: str) -> None:
+    """Each event ends within the int64 nanoseconds too (`ts` 9.2e15 us and `dur` 9e13, each
+    within them, made a 25-hour step): the sum is scanned only where the largest of each could
+    pass them."""
+    if not starts or max(starts) + max(durs) < _INT64:
+        return
+    i = next(i for i, end in enumerate(map(add, starts, durs)) if end >= _INT64)
+    reason = "its 'ts' + 'dur' ends beyond any clock (over 2**63 ns)"
+    raise TraceError(bad_trace(source, f"complete event {i} ({shown_value(names[i])}): {reason}"))
+
+
 def _plain_digits(text: str) -> bool:
     """No character int() reads that a JSON number never holds (`_`, spaces, `+`, other scripts'
     digits): a fast guard for the column's fast path (about 6% of it), which us_text_to_ns's
@@ -345,6 +356,7 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     names = printable_names(names)  # a name holding a newline or an ESC would forge a table row
     starts = _ns_column(ts, names, "ts", source)
     durs = _ns_column(dur, names, "dur", source)
+    _check_ends(starts, durs, names, source)
     ids: dict[object, int] = {}
     for column, what in ((pids, "pid"), (tids, "tid")):
         if not set(map(type, column)) <= {int}:

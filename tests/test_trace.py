@@ -345,6 +345,11 @@ def _event(**fields):
         # past the int64 nanoseconds torch keeps (a trial's 1e18 passed, every check ok), in both paths
         (_event(dur=1e18), "complete event 0 ('aten::mm'): '1e+18' microseconds is beyond any clock (over 2**63 ns)"),
         (_event(ts=10**16), "10000000000000000 microseconds is beyond any clock"),
+        # each within them, their sum past (a trial's made a 25-hour step)
+        (
+            _event(ts=9.2e15, dur=9e13),
+            "complete event 0 ('aten::mm'): its 'ts' + 'dur' ends beyond any clock (over 2**63 ns)",
+        ),
         (_event(ts="9223372036854775.808"), "'9223372036854775.808' microseconds is beyond any clock"),
         # what float() and int() let by and a JSON number never holds (a trial's "1_000" read as 1000)
         (_event(dur="1_000"), "complete event 0 ('aten::mm'): '1_000' is not a number of microseconds"),
