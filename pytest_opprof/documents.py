@@ -37,6 +37,8 @@ def _per_step(value: Any, what: str, steps: int, whole: bool = False) -> tuple[f
     ok = isinstance(value, list) and all(_amount(v) and (not whole or v == int(v)) for v in value)
     if not ok:
         kind = "whole numbers >= 0" if whole else "numbers >= 0"
+        if value is None:  # a trial's missing key read as one of the wrong kind
+            raise ValueError(f"{what} is missing or null: a list of {kind}, one per step")
         raise ValueError(f"{what} is not a list of {kind} (below 1e30)")
     if len(value) != steps:
         raise ValueError(f"{what} has {len(value)} values for {steps} steps")

@@ -1065,6 +1065,10 @@ def _gemm(ops, by_op, calls=1):
             lambda d: d["ops"]["aten::addmm"].update(cpu_ms=["0.001"] * 8),
             "op 'aten::addmm': 'cpu_ms' is not a list of numbers >= 0",
         ),
+        (  # a trial's missing key read as one of the wrong kind
+            lambda d: d["ops"]["aten::addmm"].pop("cpu_ms"),
+            "op 'aten::addmm': 'cpu_ms' is missing or null: a list of numbers >= 0, one per step",
+        ),
         (
             lambda d: d["ops"]["aten::addmm"].update(calls_per_step=["2"] * 8),
             "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
