@@ -452,6 +452,14 @@ def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
     )
     _, out, _ = run_cli(capsys, "compare", t4_small, of_small)
     assert "two tests" not in out
+    # one test on each side: named by it, not `tests/test_m.py::test_small vs small.json` (a trial's two traces)
+    assert "\ntests/test_m.py::test_small: B " in out and " vs small.json" not in out
+    again = folders[0].parent / "again.json"
+    write_trace(again, steps_with([500] * 3), {"opprof": {"nodeid": "tests/test_m.py::test_small"}})
+    data = json.loads(run_cli(capsys, "compare", of_small, again, "--json")[1])
+    assert [(t["test"], t["in_a"], t["in_b"]) for t in data["tests"]] == [
+        ("tests/test_m.py::test_small", "small.json", "again.json")
+    ]
 
 
 def test_compare_and_show_print_stored_times_to_the_digits_they_have(capsys, tmp_path):
