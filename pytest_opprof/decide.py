@@ -101,6 +101,8 @@ class Outcome:
     recorded_from: int = 0  # the measurements the written document's recorded ranges span (0: none written)
     unrepeated: tuple[str, ...] = ()  # ops whose calls differed in a further measurement, left out for it
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
+    written_from: int = 1  # which measurement the written document is: a later one where the first waited for a CPU
+    written_wait: float | None = None  # the written measurement's share of CPU wait
 
 
 def decide(
@@ -123,9 +125,12 @@ def decide(
         if current.machine.gpu_unreliable:
             return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
         further = Further(remeasure)
-        first, recorded_from = recorded(current, further, rule.ignore_ops)
+        new = recorded(current, further, rule.ignore_ops)
         unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
-        return Outcome(NEW, write=first, recorded_from=recorded_from, unrepeated=unrepeated)
+        return Outcome(
+            NEW, write=new.doc, recorded_from=new.span, unrepeated=unrepeated,
+            written_from=new.position, written_wait=new.wait,
+        )  # fmt: skip
     comparison = compare(current.doc, old, rule, path, current.machine)
     moved = moved_capture(old, current.doc, update)
     if moved is not None and not update and TIME in rule.fail_on:  # run() judged no capture: none to confirm
@@ -140,9 +145,10 @@ def decide(
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
     write = _to_write(comparison, update, current, remeasured, first_slower)
     status = _status(comparison, update, current, write, moved)
-    recorded_from = 0
+    written: Written | None = None
     if write is not None:
-        write, recorded_from = recorded(current, further, rule.ignore_ops)  # the first, with its ops' ranges
+        written = recorded(current, further, rule.ignore_ops)  # the first (or first calm), with its ops' ranges
+        write = written.doc
     elif (
         status == RENUMBERED
     ):  # the number alone: the times stay the baseline's (a slow first measurement inflates none)
@@ -150,8 +156,9 @@ def decide(
     unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
     return Outcome(
-        status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed, recorded_from,
-        unrepeated, moved,
+        status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed,
+        written.span if written else 0, unrepeated, moved,
+        written_from=written.position if written else 1, written_wait=written.wait if written else None,
     )  # fmt: skip
 
 
@@ -195,26 +202,69 @@ class Further:
         return self._remeasure is not None
 
 
-def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
-    """The document to write for `current`, and how many measurements its ranges span (1: none).
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a recording writes: the document, how many measurements its ops' ranges span (1:
+    none), which measurement it is (1: the first) and that one's share of CPU wait."""
+
+    doc: BaselineDoc
+    span: int
+    position: int = 1
+    wait: float | None = None
+
+
+def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = ()) -> Written:
+    """The document to write for `current`, with its ops' recorded ranges.
 
     One measurement is one spell of the machine: on a 2-vCPU VM a parallel op ran x1.5-3 slower
     in spells (bench/spells.py), and a baseline recorded in a fast one failed later runs of
     unchanged code that all fell in slow ones (3 of 24 idle runs). So a run() capture judged on
     time is measured up to RANGE_MEASUREMENTS more times, and each op keeps the range of its
-    per-step minima over them (`with_recorded_ranges`). A measurement on throttled GPU clocks,
-    or one contended by other load where the first was not, is left out: it tells of the other
-    load, not of this machine, and would widen the range."""
+    per-step minima over them (`with_recorded_ranges`). The written one is the first, or the
+    first calm one where the first was contended (`_calm_base`). A measurement on throttled GPU
+    clocks, or one contended by other load where the written one was not, is left out: it tells
+    of the other load, not of this machine, and would widen the range."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
-        return current.doc, 1
-    docs = [current.doc]
+        return Written(current.doc, 1, 1, current.machine.cpu_wait)
+    taken = [current, *_further_taken(further)]
+    usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
+    chosen = _calm_base([taken[i] for i in usable], ignore)
+    at = usable[chosen]
+    base = taken[at]
+    docs = [base.doc] + [taken[i].doc for i in usable if i != at and _no_more_loaded(taken[i], base)]
+    doc, span = with_recorded_ranges(docs, ignore)
+    return Written(doc, span, at + 1, base.machine.cpu_wait)
+
+
+def _further_taken(further: Further) -> list[Measurement]:
+    """The further measurements a recording takes: up to RANGE_MEASUREMENTS, fewer where they end."""
+    taken = []
     for index in range(RANGE_MEASUREMENTS):
         again = further.at(index)
         if again is None:
             break
-        if not again.machine.gpu_unreliable and (current.machine.contended or not again.machine.contended):
-            docs.append(again.doc)
-    return with_recorded_ranges(docs, ignore)
+        taken.append(again)
+    return taken
+
+
+def _calm_base(measurements: list[Measurement], ignore: tuple[str, ...]) -> int:
+    """Which measurement to write: the first, or where its threads waited for a CPU (contended),
+    the first later one that did not and measured the same work. A trial recorded on a loaded
+    2-vCPU runner: the file held the first, contended measurement (aten::addmm 11.56 ms against
+    0.39 ms in a calm one), and every later slowdown up to it passed as inconclusive."""
+    first = measurements[0]
+    if not first.machine.contended:
+        return 0
+    for index, again in enumerate(measurements[1:], 1):
+        if not again.machine.contended and not unrepeated(first.doc, again.doc, ignore):
+            return index
+    return 0
+
+
+def _no_more_loaded(again: Measurement, base: Measurement) -> bool:
+    """Whether a further measurement may widen the written one's ranges: a contended one only
+    where the written one was contended too."""
+    return base.machine.contended or not again.machine.contended
 
 
 def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
@@ -450,6 +500,8 @@ class BaselineResult:
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
     short_baseline: bool = False  # untimed: the baseline alone holds too few steps
     graph_call_unread: bool = False  # recorded before graph calls were read as ops: CompiledFxGraph not compared
+    written_from: int = 1  # a written file: which measurement it holds (a later one where the first waited for a CPU)
+    written_wait: float | None = None  # a written file: its measurement's share of CPU wait (None: unknown)
 
     @property
     def slower(self) -> bool:
@@ -560,6 +612,8 @@ class BaselineResult:
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
             "short_baseline": self.short_baseline,
             "graph_call_unread": self.graph_call_unread,
+            "written_from": self.written_from,
+            "written_wait": self.written_wait,
         }
 
     @classmethod
@@ -571,11 +625,12 @@ class BaselineResult:
             data["path"], data["status"], data.get("remeasured"), data.get("untimed"), data.get("schema"), verdicts,
             ignores=ignores, lists_unrecorded=tuple(data.get("lists_unrecorded", ())), under_load=data.get("under_load"),
             work_unrecorded=tuple(data.get("work_unrecorded", ())), measurements=data.get("measurements", 1),
-            unconfirmed=tuple(data.get("unconfirmed", ())),             fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
+            unconfirmed=tuple(data.get("unconfirmed", ())), fails=tuple(data.get("fails", (STRUCTURE, WORK, TIME))),
             recorded_from=data.get("recorded_from", 0), unrepeated=tuple(data.get("unrepeated", ())),
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
             short_baseline=bool(data.get("short_baseline")),
             graph_call_unread=bool(data.get("graph_call_unread")),
+            written_from=data.get("written_from", 1), written_wait=data.get("written_wait"),
         )  # fmt: skip
 
 
@@ -708,4 +763,5 @@ def baseline_step(
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
         short_baseline=bool(untimed) and comparison.short_baseline,
         graph_call_unread=comparison.graph_call_unread,
+        written_from=outcome.written_from, written_wait=outcome.written_wait,
     )  # fmt: skip

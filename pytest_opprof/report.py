@@ -550,14 +550,26 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             lines.append(record_if_intended(nodeid, everything=slower and not changed))
         elif baseline.status in ("kept", "renumbered") and _kept_slower(baseline):
             lines.append(KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True))
-    wait = record.cpu_wait
+    wait = _written_wait(record)
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
             f"baseline recorded while its threads waited for a CPU {wait_share(wait)}: its CPU times may be "
-            "inflated and hide later slowdowns; "
-            "record it again on a quiet machine (without -n on a small runner)"
+            "inflated and hide later slowdowns; record it again on a quiet machine (without -n on a small "
+            f"runner): pytest --opprof-update-baseline=all {shlex.quote(nodeid)}"
+        )
+    elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1 and record.cpu_wait is not None:
+        lines.append(
+            f"baseline written from measurement {baseline.written_from}, the first whose threads did not wait "
+            f"for a CPU: the first waited {wait_share(record.cpu_wait)}"
         )
     return lines
+
+
+def _written_wait(record: TestRecord) -> float | None:
+    """The CPU-wait share of the measurement the test's written file holds: the first's, or the
+    later calm one's that decide.recorded wrote in place of a contended first."""
+    baseline = record.baseline
+    return baseline.written_wait if baseline and baseline.written_from > 1 else record.cpu_wait
 
 
 def _run_of_lines(record: TestRecord) -> list[str]:
@@ -701,7 +713,8 @@ def _contended(record: TestRecord) -> bool:
 
 def _recorded_contended(record: TestRecord) -> bool:
     """A baseline this run wrote from a capture whose threads waited for a CPU."""
-    return record.baseline_status in TIMES_WRITTEN and _contended(record)
+    wait = _written_wait(record)
+    return record.baseline_status in TIMES_WRITTEN and wait is not None and wait > CONTENTION_LIMIT
 
 
 @dataclass(frozen=True)
@@ -765,7 +778,7 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
     recorded = [r for r in records if _recorded_contended(r)]
     if len(recorded) > 1:
         lines.append(
-            f"opprof: {count_of(len(recorded), 'baseline')} recorded while {_most_waited(recorded)}: their CPU times "
+            f"opprof: {count_of(len(recorded), 'baseline')} recorded while {_most_waited(recorded, _written_wait)}: their CPU times "
             "may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a small "
             f"runner): pytest --opprof-update-baseline=all {_ids(r.nodeid for r in recorded)}"
         )
@@ -826,9 +839,9 @@ def _strict_error(record: TestRecord, strict: bool) -> bool:
     return strict and record.outcome == "error" and record.baseline_status == "compared"
 
 
-def _most_waited(records: list[TestRecord]) -> str:
+def _most_waited(records: list[TestRecord], wait: Callable[[TestRecord], float | None] = lambda r: r.cpu_wait) -> str:
     """`their threads waited for a CPU up to 151% of the capture`, over tests that waited."""
-    return waited_for_cpu_up_to(max(r.cpu_wait or 0.0 for r in records))
+    return waited_for_cpu_up_to(max(wait(r) or 0.0 for r in records))
 
 
 def _written_fix(group: list[Verdict]) -> str:

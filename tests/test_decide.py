@@ -328,6 +328,37 @@ def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_pa
     assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
 
 
+def test_a_contended_first_measurement_gives_way_to_the_first_calm_one_of_the_same_work():
+    """A trial recorded on a loaded runner: the first measurement waited for a CPU (aten::addmm
+    11.56 ms against 0.39 ms calm) and the file held it, its range up to the loaded time, so
+    every later slowdown up to it passed as inconclusive. The file now holds the first calm
+    measurement of the same work, its ranges over the calm ones only; with none calm, the first."""
+    first = measured(profile(addmm_us=(3000,) * 8), wait=0.5)
+    others = [
+        measured(profile(addmm_us=(600,) * 8, extra_ops=("aten::clone",)), wait=0.0),  # other work: not it
+        measured(profile(addmm_us=(700,) * 8), wait=0.01),
+        measured(profile(addmm_us=(5000,) * 8), wait=0.6),  # loaded again: not in the written one's range
+    ]
+    outcome = decide(first, None, Rule(), "changed", lambda: others.pop(0) if others else None)
+    assert (outcome.status, outcome.written_from, outcome.written_wait) == ("new", 3, 0.01)
+    assert outcome.write.ops["aten::addmm"].recorded_range is None  # the one calm measurement of that work
+    assert (outcome.recorded_from, "aten::clone" in outcome.write.ops) == (1, False)
+    assert unranged(outcome.write) == doc(profile(addmm_us=(700,) * 8))
+    calm = [measured(profile(addmm_us=(700,) * 8), wait=0.01), measured(profile(addmm_us=(900,) * 8)), None]
+    outcome = decide(first, None, Rule(), "changed", lambda: calm.pop(0))
+    assert (outcome.written_from, outcome.recorded_from) == (2, 2)
+    assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
+    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6), None]  # none calm: the first, as before
+    outcome = decide(first, None, Rule(), "changed", lambda: loaded.pop(0))
+    assert (outcome.written_from, outcome.written_wait, outcome.recorded_from) == (1, 0.5, 2)
+    assert outcome.write.ops["aten::addmm"].recorded_range == (0.9, 3.0)
+    base = doc(profile(addmm_us=(700,) * 8, extra_ops=("aten::relu",)))  # a structure change rewrites
+    calm = [measured(profile(addmm_us=(800,) * 8), wait=0.0), None]
+    outcome = decide(first, base, Rule(), "changed", lambda: calm.pop(0))
+    assert (outcome.status, outcome.written_from) == ("changed", 2)
+    assert unranged(outcome.write) == doc(profile(addmm_us=(800,) * 8))
+
+
 def test_other_work_in_a_further_measurement_is_named_but_a_one_off_of_the_first_and_ignored_ops_are_not():
     """`unrepeated`: the ops whose calls differ in a further measurement, or that only it ran
     (a trial's EMA `aten::lerp_` in 3 of 8 steps): it measured other work. An op the first ran
