@@ -109,7 +109,7 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
     if not matched:
         if not is_glob(op) and profile.match_ranges(op):
             return a_range_not_an_op(op, "assert_range_below")
-        return no_match(op, (o.name for o in profile.ops))
+        return no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges))
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
 
@@ -203,7 +203,7 @@ def _op_count(
             return None  # zero calls expected and seen
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
-        message = no_match(op, (o.name for o in profile.ops))
+        message = no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges))
         if profile.compiled is not None and profile.compiled.regions:
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message

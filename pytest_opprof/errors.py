@@ -750,11 +750,18 @@ def shown_name(name: str) -> str:
     return name if name.isprintable() and name == name.strip() else repr(name)
 
 
-def no_match(pattern: str, seen: Iterable[str]) -> str:
-    """`seen` in order of cost: the hint falls back to the costliest ops."""
+def no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str] = ()) -> str:
+    """`seen` in order of cost: the hint falls back to the costliest ops. A range (`ranges`) of
+    the name but for letter case, or of a close one where no op is close, is named first: a
+    trial's `Optimizer.step#SGD.Step` got `no similar name` beside `Optimizer.step#SGD.step`."""
     seen = list(seen)
     close = closest_names(pattern, seen)
-    if close:
+    ranges = list(ranges)
+    cased = [name for name in ranges if name.lower() == pattern.strip().lower()]
+    near_range = cased or ([] if close else closest_names(pattern, ranges, limit=1))
+    if near_range:
+        hint = f"; a range of a close name ran: {shown_name(near_range[0])} (a record_function block: assert_range_below checks it)"
+    elif close:
         hint = f"; closest: {', '.join(close)}"
     elif seen:
         hint = f"; no similar name; the costliest ops were {', '.join(seen[:3])}"

@@ -124,6 +124,31 @@ def test_a_name_that_matches_nothing_never_passes():
     assert "closest: aten::addmm" in assertions.op_count("aten::adddmm", 2)(p)
 
 
+def test_an_op_assertion_given_a_ranges_name_in_another_case_names_the_range():
+    """A trial's assert_op_below("Optimizer.step#SGD.Step") read `no similar name` beside the
+    range Optimizer.step#SGD.step: the range is named, with the assertion that checks it; a
+    close op name still wins over a merely similar range."""
+    events = [
+        e
+        for i in range(2)
+        for e in (
+            step(i + 1, i * 1000, 900),
+            annotation("Optimizer.step#SGD.step", i * 1000 + 10, 300),
+            op("aten::addmm", i * 1000 + 20, 100),
+        )
+    ]
+    p = analyze(events)
+    message = assertions.op_below("Optimizer.step#SGD.Step", 5)(p)
+    assert message == (
+        "Optimizer.step#SGD.Step: no op of that name ran in the measured code; a range of a close name ran: "
+        "Optimizer.step#SGD.step (a record_function block: assert_range_below checks it)"
+    )
+    assert "a range of a close name ran: Optimizer.step#SGD.step" in assertions.op_count("Optimizer.step#SGD.Step", 1)(
+        p
+    )
+    assert assertions.op_below("aten::addmn", 5)(p).endswith("closest: aten::addmm")
+
+
 def test_no_op_and_unknown_names():
     """no_op fails on a match, passes on none, and rejects an exact name torch does not know."""
     p = three_steps()
