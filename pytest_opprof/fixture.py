@@ -43,6 +43,8 @@ from .errors import (
 )
 from .opnames import is_known_op, known_op_names
 
+Timed = Callable[[Any], bool]  # whether a time budget's failure is of time: what it limits ran in the profile
+
 host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
 
@@ -207,7 +209,7 @@ class OpprofFixture:
         self._ahead: list[Remeasured] = []  # those run() took, for the baseline step (in its caller's context)
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
-        self._deferred: list[tuple[assertions.Assertion, str, bool]] = []  # where the test made it; timed
+        self._deferred: list[tuple[assertions.Assertion, str, Timed | None]] = []  # where the test made it; timed
         self._plain_captured = False  # without --opprof: a run() or capture() was called
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
@@ -373,7 +375,7 @@ class OpprofFixture:
         """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
         __tracebackhide__ = True
-        self._check(assertions.op_below(op, ms, per, stat), timed=True)
+        self._check(assertions.op_below(op, ms, per, stat), timed=lambda profile: bool(profile.match(op)))
         self._plain_name_check(op)
 
     @_arguments_checked
@@ -401,7 +403,7 @@ class OpprofFixture:
     def assert_total_below(self, ms: float, stat: str = "median") -> None:
         """The step's wall time is at most `ms` ms, by `stat` over steps."""
         __tracebackhide__ = True
-        self._check(assertions.total_below(ms, stat), timed=True)
+        self._check(assertions.total_below(ms, stat), timed=lambda profile: True)
 
     @_arguments_checked
     def assert_no_graph_break(self) -> None:
@@ -446,7 +448,7 @@ class OpprofFixture:
         `stat` over steps: the device time launched inside it when it launched device work, else
         its wall time on its thread."""
         __tracebackhide__ = True
-        self._check(assertions.range_below(name, ms, per, stat), timed=True)
+        self._check(assertions.range_below(name, ms, per, stat), timed=lambda profile: bool(profile.match_ranges(name)))
 
     @_arguments_checked
     def assert_overlap(self, kinds: tuple[str, str] = ("compute", "memory"), min_pct: float = 50.0) -> None:
@@ -477,10 +479,12 @@ class OpprofFixture:
             return
         raise OpprofUsageError(unknown_op_name(op, closest_names(op, known_op_names())))
 
-    def _check(self, check: assertions.Assertion, timed: bool = False) -> None:
+    def _check(self, check: assertions.Assertion, timed: Timed | None = None) -> None:
         """Run a check now against the latest capture, or at the end of the test call when the
         whole call is being captured. Arguments were already validated by building `check`;
-        `timed`: a time budget, whose failure says when other load slowed the capture."""
+        `timed`: a time budget, whose failure says when other load slowed the capture, where it
+        holds for the profile: what it limits ran (a missing name is no time: a trial's `no op of
+        that name` failure went on `; the test's threads waited for a CPU 98%`)."""
         __tracebackhide__ = True
         if self._inside:  # with or without --opprof, as nesting is refused
             raise OpprofUsageError(assertion_inside_capture(self._inside))
@@ -503,7 +507,7 @@ class OpprofFixture:
             raise AssertionError(
                 message
                 + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
-                + self._contended(timed)
+                + self._contended(timed is not None and timed(self._profile))
             )
 
     def _contended(self, timed: bool) -> str:
@@ -628,7 +632,7 @@ class OpprofFixture:
         if self._profile is None or self._trust:
             return []
         return [
-            f"{where}: {m}{self._contended(timed)}"
+            f"{where}: {m}{self._contended(timed is not None and timed(self._profile))}"
             for check, where, timed in self._deferred
             if (m := check(self._profile)) is not None
         ]

@@ -373,7 +373,8 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
     """A trial's 0.15 ms addmm budget failed at 23 ms/step on a machine two other processes loaded,
     with every check `ok`. It still fails (the budget is the user's), saying the test's threads
     waited for a CPU; a `contention` warning says it for every test measured so; a count
-    assertion's failure gets no such clause (load does not change counts)."""
+    assertion's failure gets no such clause (load does not change counts), nor a budget's on a
+    name that did not run."""
     from pytest_opprof import device
 
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)  # half of every ns
@@ -389,10 +390,14 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
         def test_count(opprof):
             opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=3)
             opprof.assert_op_count("aten::mm", 2)
+
+        def test_missing(opprof):
+            opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=3)
+            opprof.assert_op_below("aten::addmm", ms=0.5)
         """
     )
     result = run(pytester, "--opprof", "--opprof-json=r.json")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     out = result.stdout.str()
     assert (
         "ms/step > limit 0.50 ms (median of 3 steps; min 0.83, max 0.83); the test's threads "
@@ -403,6 +408,8 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
     budgets = [line for line in raised if "ms/step > limit 0.50 ms" in line]
     assert counts and not [line for line in counts if "other load" in line]  # load does not change counts
     assert budgets and all(line.endswith("other load slowed it") for line in budgets)
+    missing = [line for line in raised if "aten::addmm: no op of that name ran" in line]  # a trial's: no time at all
+    assert missing and not [line for line in missing if "waited for a CPU" in line]
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     for test in tests:
         (check,) = [c for c in test["checks"] if c["name"] == "contention"]
