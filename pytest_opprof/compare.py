@@ -1009,10 +1009,6 @@ def speed_words(ratio: float) -> str:
 
 
 QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
-THREADS_FIX = (
-    "record the baseline on the machine that checks it (--opprof-update-baseline=all there), "
-    "or set OMP_NUM_THREADS to the baseline's count"
-)
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 REST_FIX = (
     "rerun on a quiet machine for a time verdict; a slowdown that stays across reruns, with the rest of the "
@@ -1071,7 +1067,7 @@ def explained_by_machine(
         return None
     if _threads_differ(current, baseline):  # so did the references: they ran on those threads
         threads = count_of(current.threads or 0, "thread")
-        return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", THREADS_FIX)
+        return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
@@ -1246,14 +1242,64 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
 
 
 def _other_setup(current: BaselineDoc, baseline: BaselineDoc, differs: list[Differs]) -> str:
-    """Which machine setup gave torch its other thread count: the CPU counts, or the CPU models
-    where those agree (once: a cpu_model already named is not named again)."""
+    """Which machine setup gave torch its other thread count: what differs in the thread setups
+    (`MKL_NUM_THREADS unset -> 1`: the whole setups read `2 cpus -> 2 cpus, MKL_NUM_THREADS=1`
+    to a trial), or the CPU models where those agree (once: a cpu_model already named is not
+    named again)."""
     old, new = _thread_setup(baseline), _thread_setup(current)
     if old != new:
-        return f"another machine setup: {old} -> {new}"
+        return f"another machine setup: {', '.join(_setup_changes(old, new))}"
     if any(d.fact == "cpu_model" for d in differs):
         return "another machine setup: the other CPU"
     return f"another machine setup: CPU {_fact(baseline, 'cpu_model')} -> {_fact(current, 'cpu_model')}"
+
+
+def _setup_parts(setup: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """A thread setup (device.thread_setup: `4 cpus, 2 cores, OMP_NUM_THREADS=2`) in parts: the
+    CPU and core counts by their unit, and the variables by name."""
+    counts, variables = {}, {}
+    for part in (setup or "").split(", "):
+        name, equals, value = part.partition("=")
+        if equals:
+            variables[name] = value
+        elif part:
+            count, _, unit = part.partition(" ")
+            counts[unit or part] = count
+    return counts, variables
+
+
+def _setup_changes(old: str | None, new: str | None) -> list[str]:
+    """What differs between two thread setups, part by part: `2 cpus -> 4 cpus`,
+    `MKL_NUM_THREADS unset -> 1`."""
+    (counts_a, vars_a), (counts_b, vars_b) = _setup_parts(old), _setup_parts(new)
+    for mine, other in ((counts_a, counts_b), (counts_b, counts_a)):
+        if "cores" in other and "cpus" in mine:  # thread_setup names the cores only where they are fewer
+            mine.setdefault("cores", mine["cpus"])
+    changes = [
+        f"{counts_a.get(unit, '?')} {unit} -> {counts_b.get(unit, '?')} {unit}"
+        for unit in dict.fromkeys([*counts_a, *counts_b])
+        if counts_a.get(unit) != counts_b.get(unit)
+    ]
+    changes += [f"{name} {vars_a.get(name, 'unset')} -> {vars_b.get(name, 'unset')}" for name in _moved(vars_a, vars_b)]
+    return changes or [f"{old} -> {new}"]
+
+
+def _moved(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    """The keys whose values differ between two dicts (one side lacking it counts), in order."""
+    return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
+def threads_fix(current: BaselineDoc, baseline: BaselineDoc) -> str:
+    """What to do where torch ran on another thread count than the baseline: set the baseline's
+    thread variables where the setups' differ (a trial's fix said to set OMP_NUM_THREADS, already
+    set, where MKL_NUM_THREADS=1 had made the difference), else its count; or record there."""
+    theirs, mine = _setup_parts(_thread_setup(baseline))[1], _setup_parts(_thread_setup(current))[1]
+    record = "record the baseline on the machine that checks it (--opprof-update-baseline=all there)"
+    moved = _moved(theirs, mine)
+    if moved and _thread_setup(baseline) is not None:
+        wanted = ", ".join(f"{k}={theirs[k]}" if k in theirs else f"{k} unset" for k in moved)
+        return f"{record}, or run with the baseline's thread variables: {wanted}"
+    return f"{record}, or set OMP_NUM_THREADS={baseline.threads} (the baseline's count)"
 
 
 def _fact(doc: BaselineDoc, key: str) -> str:

@@ -445,7 +445,7 @@ def describe(facts: dict[str, Any]) -> str:
         software += f" (HIP {facts['hip']})"
     parts.append(software)
     parts.append(
-        f"{facts.get('cpu_model') or 'unknown CPU'} x{facts.get('cpu_count')}, {facts.get('torch_threads')} torch threads"
+        f"{facts.get('cpu_model') or 'unknown CPU'} x{facts.get('cpu_count')}, {_torch_threads(facts.get('torch_threads'))}"
     )
     return ", ".join(parts)
 
@@ -464,3 +464,8 @@ def resolve_key(option_key: str | None, hooked: object, facts: dict[str, Any]) -
             raise ValueError(msg)
         return hooked, "pytest_opprof_device_key hook"
     return device_key(facts), "device"
+
+
+def _torch_threads(count: object) -> str:
+    """`1 torch thread`, `2 torch threads` (a count it cannot say as `? torch threads`)."""
+    return count_of(count, "torch thread") if isinstance(count, int) else f"{count or '?'} torch threads"

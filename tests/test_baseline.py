@@ -1383,6 +1383,29 @@ def test_threads_on_another_machine_setup_are_environment_and_make_cpu_times_inc
     assert contended.fix.startswith("rerun on a quiet machine")
 
 
+def test_another_thread_setup_names_the_part_that_differs_and_its_fix_the_baselines_values():
+    """A trial ran with MKL_NUM_THREADS=1 OMP_NUM_THREADS=2 against a baseline of neither: the
+    line read `2 cpus -> 2 cpus, OMP_NUM_THREADS=2, MKL_NUM_THREADS=1` and its fix said to set
+    OMP_NUM_THREADS, already set. Each part that differs is named, the fix the baseline's values."""
+    base = threaded(doc(profile()).replace(reference_ms=0.4), 2, setup="2 cpus")
+    new = threaded(
+        doc(profile(addmm_us=(1400,) * 8)).replace(reference_ms=0.4), 1,
+        setup="2 cpus, OMP_NUM_THREADS=2, MKL_NUM_THREADS=1",
+    )  # fmt: skip
+    environment = next(v for v in compare(new, base, Rule()).verdicts if v.kind == ENVIRONMENT)
+    assert environment.why == (
+        "torch threads 2 -> 1 (another machine setup: OMP_NUM_THREADS unset -> 2, MKL_NUM_THREADS unset -> 1)"
+    )
+    assert addmm_verdict(new, base).fix == (
+        "record the baseline on the machine that checks it (--opprof-update-baseline=all there), or run with the "
+        "baseline's thread variables: OMP_NUM_THREADS unset, MKL_NUM_THREADS unset"
+    )
+    more = threaded(doc(profile(addmm_us=(300,) * 8)).replace(reference_ms=0.4), 4, setup="4 cpus, 2 cores")
+    environment = next(v for v in compare(more, base, Rule()).verdicts if v.kind == ENVIRONMENT)
+    assert environment.why == "torch threads 2 -> 4 (another machine setup: 2 cpus -> 4 cpus)"  # 2 cores each
+    assert addmm_verdict(more, base).fix.endswith("or set OMP_NUM_THREADS=2 (the baseline's count)")
+
+
 def test_unknown_threads_on_either_side_compare_as_before():
     """A baseline from before threads were recorded (or from a trace): no thread verdict, and
     the machine references judge as they did."""

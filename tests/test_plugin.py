@@ -245,7 +245,7 @@ def test_report_header_names_the_device(project):
     on.stdout.fnmatch_lines(
         [
             "opprof: device key cpu-*; CPU ops always, CUDA when initialised",
-            "opprof: torch 2.*, * x*, * torch threads",
+            "opprof: torch 2.*, * x*, * torch thread*",
         ]
     )
     off = run(project)
