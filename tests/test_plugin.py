@@ -2606,13 +2606,16 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     fake_clock.costs["aten::addmm"] = 800_000
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(passed=1)
+    was = dict(part.split("=", 1) for part in setup.split(", ") if "=" in part).get("OMP_NUM_THREADS")
+    assert was != str(other) and f"OMP_NUM_THREADS={other}" in thread_setup()
     result.stdout.fnmatch_lines(
         [
             f"test_base.py::test_big: time inconclusive for aten::*addmm: torch ran on {other} thread*, the baseline on "
             f"{default}; neither passed nor failed (--opprof-strict makes this an error); record the baseline on the "
-            "machine that checks it (--opprof-update-baseline=all there), or set OMP_NUM_THREADS to the baseline's count",
+            "machine that checks it (--opprof-update-baseline=all there), or run with the baseline's thread "
+            f"variables: OMP_NUM_THREADS{'=' + was if was else ' unset'}",
             f"test_base.py::test_big: environment differs from the baseline: torch threads {default} -> {other} (another "
-            f"machine setup: {setup} -> {thread_setup()})*",
+            f"machine setup: OMP_NUM_THREADS {was or 'unset'} -> {other})*",
         ]
     )
     assert torch.get_num_threads() == default
