@@ -36,6 +36,7 @@ from .errors import (
     no_match,
     no_range,
     over_limit,
+    shown_name,
     unexpected_ops,
     unknown_op,
     unknown_op_name,
@@ -109,9 +110,15 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
     if not matched:
         if not is_glob(op) and profile.match_ranges(op):
             return a_range_not_an_op(op, "assert_range_below")
-        return no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges))
+        return no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges), _elsewhere(profile))
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
+
+
+def _elsewhere(profile: Profile) -> list[str]:
+    """The other Python threads that ran during the capture, by name: an op missing may have run
+    in one, unrecorded."""
+    return [shown_name(t.name) for t in profile.other_threads]
 
 
 def range_below(name: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
@@ -203,7 +210,7 @@ def _op_count(
             return None  # zero calls expected and seen
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
-        message = no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges))
+        message = no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges), _elsewhere(profile))
         if profile.compiled is not None and profile.compiled.regions:
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message

@@ -25,6 +25,7 @@ from dataclasses import replace
 from itertools import repeat
 from typing import Any, TypeVar
 
+from . import device  # as a module: tests put fakes on it
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import (
     copy_bytes_check,
@@ -32,8 +33,9 @@ from .analysis.checks import (
     cycles_check,
     last_step_partial,
     overhead_check,
+    with_other_threads,
 )
-from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
+from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, OtherThread, WorkloadReference, workload_problem
 from .breaks import breaks_seen, new_break_reasons
 from .errors import (
     FN_EXPECTED,
@@ -744,7 +746,7 @@ class StepRecorder:
             return None
         # References only for a kept capture, after it: a whole call that run() abandons costs none.
         assert self._threads is not None  # set with _prof
-        profile = _read_own(prof, aside=self.had_aside)
+        profile = with_other_threads(_read_own(prof, aside=self.had_aside), self._threads.others)
         return _with_reference(profile, self._threads.fewest, _references(self._torch))
 
     def stop_cut_short(self) -> Profile | None:
@@ -801,15 +803,22 @@ class ThreadWatch:
     start and at its end, and each count that thread sets through torch.set_num_threads
     meanwhile, so a limit the code restores before the capture ends is still seen. The setting is
     per thread (a DataLoader's pin-memory thread sets 1 for itself): other threads' calls do not
-    count. `fewest` is what the capture records."""
+    count. `fewest` is what the capture records; `others`, the other Python threads that ran
+    during it (PythonThreadWatch)."""
 
     def __init__(self, torch: Any) -> None:
         self._torch = torch
         self._original: Any = None
         self._wrapper: Any = None
+        self._python = PythonThreadWatch()
         self.seen = [torch.get_num_threads()]
 
+    @property
+    def others(self) -> tuple[OtherThread, ...]:
+        return self._python.found
+
     def start(self) -> None:
+        self._python.start()
         torch, seen, me = self._torch, self.seen, threading.get_ident()
         original = self._original = torch.set_num_threads
 
@@ -825,10 +834,58 @@ class ThreadWatch:
             self._torch.set_num_threads = self._original  # not when the test replaced it meanwhile
         self._original = self._wrapper = None
         self.seen.append(self._torch.get_num_threads())
+        self._python.stop()
 
     @property
     def fewest(self) -> int:
         return min(self.seen)
+
+
+OTHER_THREAD_MS = 0.1  # CPU a Python thread made before a capture used in it, from which it ran in it
+
+
+class PythonThreadWatch:
+    """The Python threads besides the capturing one that ran during a capture, whose ops
+    torch.profiler does not record: those alive at its end that used OTHER_THREAD_MS of CPU or
+    more in it (a pool's worker made before, or one made in it), and those started in it and gone
+    by its end (a hook threading gives each new thread: one started and joined in a step)."""
+
+    def __init__(self) -> None:
+        self._me = 0
+        self._before: dict[int, tuple[str, int]] = {}
+        self._started: dict[str, int] = {}  # by name: a thread's ident is reused once it ended
+        self._previous: Any = None
+        self._hook: Any = None
+        self.found: tuple[OtherThread, ...] = ()
+
+    def start(self) -> None:
+        self._me = threading.get_ident()
+        self._before = device.python_threads_cpu_ns(self._me)
+        self._previous = previous = threading.getprofile()
+        started = self._started
+
+        def first_call(frame: Any, event: Any, arg: Any) -> None:
+            thread = threading.current_thread()
+            started[thread.name] = thread.ident or 0
+            sys.setprofile(previous)  # seen: the thread goes on as it would have
+            if previous is not None:
+                previous(frame, event, arg)
+
+        self._hook = first_call
+        threading.setprofile(first_call)
+
+    def stop(self) -> None:
+        if threading.getprofile() is self._hook:  # not one the code set since
+            threading.setprofile(self._previous)
+        after = device.python_threads_cpu_ns(self._me)
+        found = []
+        for ident, (name, ns) in after.items():  # a timer started in it and waiting used next to none
+            used = ns - (0 if self._started.get(name) == ident else self._before.get(ident, (name, ns))[1])
+            if used >= OTHER_THREAD_MS * 1e6:
+                found.append(OtherThread(name, round(used / 1e6, 3)))
+        alive = {name for name, _ in after.values()}
+        found += [OtherThread(name) for name in self._started if name not in alive]
+        self.found = tuple(found)
 
 
 @contextmanager
@@ -1098,6 +1155,7 @@ def _run_steps(
     with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
         unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
     timed = _with_overhead(_with_reference(_read_own(prof), threads.fewest, before, _references(torch)), unprofiled)
+    timed = with_other_threads(timed, threads.others)
     new_breaks = new_break_reasons(breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})

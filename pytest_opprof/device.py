@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -274,6 +275,22 @@ def cpu_wait_ns() -> int | None:
         except (OSError, ValueError, IndexError):
             continue  # a thread that just ended
     return total if found else None
+
+
+def python_threads_cpu_ns(skip: int) -> dict[int, tuple[str, int]]:
+    """Each live Python thread but `skip` (a threading ident), by ident: its name and the CPU time
+    it has used so far in ns (Linux schedstat of its native id); empty where the kernel does not
+    say. torch's own threads (intra-op pools, autograd's device threads) are no Python threads."""
+    found = {}
+    for thread in threading.enumerate():
+        if thread.ident is None or thread.ident == skip or thread.native_id is None:
+            continue
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/schedstat", encoding="ascii") as f:
+                found[thread.ident] = (thread.name, int(f.read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            continue  # not Linux, or a thread that just ended
+    return found
 
 
 class Nvml:

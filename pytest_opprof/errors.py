@@ -750,10 +750,21 @@ def shown_name(name: str) -> str:
     return name if name.isprintable() and name == name.strip() else repr(name)
 
 
-def no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str] = ()) -> str:
+def no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str] = (), threads: Sequence[str] = ()) -> str:
     """`seen` in order of cost: the hint falls back to the costliest ops. A range (`ranges`) of
     the name but for letter case, or of a close one where no op is close, is named first: a
-    trial's `Optimizer.step#SGD.Step` got `no similar name` beside `Optimizer.step#SGD.step`."""
+    trial's `Optimizer.step#SGD.Step` got `no similar name` beside `Optimizer.step#SGD.step`.
+    `threads`: the other Python threads that ran during the capture, where the op may have run
+    unrecorded (a trial's model ran in a ThreadPoolExecutor)."""
+    return _no_match(pattern, seen, ranges) + (
+        f"; {count_of(len(threads), 'other Python thread')} ran during the capture ({first_three(list(threads))}), "
+        "and torch.profiler does not record their ops"
+        if threads
+        else ""
+    )
+
+
+def _no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str]) -> str:
     seen = list(seen)
     close = closest_names(pattern, seen)
     ranges = list(ranges)

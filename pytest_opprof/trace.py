@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import MAX_THREADS, OpWork, Profile, analyze
-from .analysis.checks import contention_check, last_step_partial, overhead_check
-from .analysis.model import WorkloadReference, workload_problem
+from .analysis.checks import contention_check, last_step_partial, overhead_check, with_other_threads
+from .analysis.model import OtherThread, WorkloadReference, workload_problem
 from .errors import (
     OUTPUT_FIX,
     OUTPUT_SOURCE,
@@ -526,11 +526,27 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = replace(profile, checks=(*profile.checks, contended))
     if "work" in opprof:
         profile = _with_exported_work(profile, opprof, str(path))
+    others = _other_threads(opprof.get("other_threads"))
+    if others:  # the live capture's `other_threads` warning: the events hold no sign of those threads
+        profile = with_other_threads(profile, others)
     if opprof.get("cut_in_step") is True:  # the live capture's checks, not a warning it never gave
         checks = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
         profile = replace(profile, checks=checks, cut_in_step=True)
     workload = _workload_reference(opprof.get("workload_reference"))
     return replace(profile, workload_reference=workload) if workload else profile
+
+
+def _other_threads(value: object) -> tuple[OtherThread, ...]:
+    """The other Python threads our header names; a value of any other shape (hand-edited) is none."""
+    if not isinstance(value, list):
+        return ()
+    threads = []
+    for item in value:
+        name = item.get("name") if isinstance(item, dict) else None
+        cpu = item.get("cpu_ms") if isinstance(item, dict) else None
+        if isinstance(name, str) and (cpu is None or (cpu_ms := _fraction(cpu)) is not None):
+            threads.append(OtherThread(name, None if cpu is None else cpu_ms))
+    return tuple(threads)
 
 
 def _workload_reference(value: object) -> WorkloadReference | None:

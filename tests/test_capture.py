@@ -1033,3 +1033,59 @@ def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(mon
         torch.set_default_device(None)
     assert seen and set(seen) == {("cpu", 1)}
     assert torch.get_num_threads() == before
+
+
+# -- other Python threads: their ops are not recorded ----------------------------------------
+
+
+def test_ops_run_on_another_python_thread_are_warned_of_and_named_where_an_op_is_missing(tmp_path):
+    """A trial's fn ran the model in a ThreadPoolExecutor: its ops were missing from the profile,
+    unsaid (torch.profiler records the thread that runs the steps only). A thread started in
+    the capture is named (started and joined in each step: gone by its end); the warning, the
+    missing op's message and a trace written and read back say it."""
+    import threading
+
+    from pytest_opprof.assertions import op_below
+
+    x = torch.ones(8, 8)
+
+    def fn():
+        helper = threading.Thread(target=torch.sin, args=(x,), name="helper")
+        helper.start()
+        helper.join()
+        return torch.cos(x)
+
+    profile = measure(fn, warmup=1, steps=3)
+    assert [t.name for t in profile.other_threads] == ["helper"] and profile.other_threads[0].cpu_ms is None
+    (check,) = [c for c in profile.checks if c.name == "other_threads"]
+    assert (check.status, check.message) == (
+        "warning",
+        "1 other Python thread ran during the capture (helper: started in it): torch.profiler records the ops of "
+        "the thread that runs the steps only, so any torch work of theirs is not in this profile; run it on the "
+        "calling thread to measure it",
+    )
+    assert not profile.match("aten::sin")
+    assert op_below("aten::sin", 1)(profile).endswith(
+        "; 1 other Python thread ran during the capture (helper), and torch.profiler does not record their ops"
+    )
+    profile.export_chrome_trace(tmp_path / "t.json")
+    again = load_trace(tmp_path / "t.json")
+    assert again.other_threads == profile.other_threads and check in again.checks
+    assert not [c for c in measure(lambda: torch.cos(x), warmup=1, steps=3).checks if c.name == "other_threads"]
+
+
+def test_a_thread_made_before_the_capture_counts_by_the_cpu_it_used_in_it(monkeypatch):
+    """A pool's worker made before the capture is seen by its CPU time in it (schedstat, faked
+    here): one that used 0.1 ms or more ran; an idle one did not. The capture's own hook on new
+    threads is put back, and one the code set meanwhile is left as it is."""
+    import threading
+
+    from pytest_opprof import device
+
+    readings = iter([{7: ("pool_0", 1_000_000), 8: ("idle", 50)}, {7: ("pool_0", 3_500_000), 8: ("idle", 60)}])
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: next(readings))
+    before = threading.getprofile()
+    profile = measure(lambda: torch.ones(2).add(1), warmup=1, steps=2)
+    assert [(t.name, t.cpu_ms) for t in profile.other_threads] == [("pool_0", 2.5)]
+    assert "(pool_0: 2.5 ms of CPU)" in next(c.message for c in profile.checks if c.name == "other_threads")
+    assert threading.getprofile() is before

@@ -5255,3 +5255,37 @@ def test_a_confirmations_pauses_are_idle_in_an_xdist_worker(pytester, monkeypatc
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*measured 4 times, with pauses between: each differs from the baseline*"])
     assert log.read_text().split() == [kind] * 3
+
+
+def test_a_model_run_on_a_pool_thread_is_warned_of_and_its_missing_op_says_where_it_went(pytester):
+    """A trial's fn ran the model in a ThreadPoolExecutor: its ops were missing, and the test's
+    `no op of that name` failure gave no clue. The test's line warns of the pool's thread, the
+    JSON report holds the warning, and the failure names the thread."""
+    pytester.makepyfile(
+        test_pool="""
+        from concurrent.futures import ThreadPoolExecutor
+        import torch
+
+        def test_pool(opprof):
+            x = torch.ones(8, 8)
+
+            def fn():
+                with ThreadPoolExecutor(1, thread_name_prefix="model") as pool:
+                    return pool.submit(torch.sin, x).result().add(1)  # the add on the test's thread
+
+            opprof.run(fn, warmup=1, steps=3)
+            opprof.assert_op_below("aten::sin", ms=5)
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-json=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E * aten::sin: no op of that name ran in the measured code; *; 1 other Python thread ran during the "
+            "capture (model_0), and torch.profiler does not record their ops",
+            "test_pool.py::test_pool: warning other_threads: 1 other Python thread ran during the capture (model_0: "
+            "started in it): torch.profiler records the ops of the thread that runs the steps only, *",
+        ]
+    )
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert [c["status"] for c in test["checks"] if c["name"] == "other_threads"] == ["warning"]

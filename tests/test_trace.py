@@ -211,6 +211,23 @@ def test_the_thread_count_an_exported_trace_carries_is_read_when_it_is_one(tmp_p
     assert load_trace(tmp_path / "t.json").threads == read
 
 
+def test_the_other_threads_an_exported_trace_names_are_read_where_well_formed(tmp_path):
+    """Our header's `other_threads` (Python threads that ran during the capture, unrecorded)
+    comes back with its warning; an entry of another shape (hand-edited) is left out, and a
+    header of none gives no warning."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 20)]
+    named = [{"name": 5}, "x", {"name": "neg", "cpu_ms": -1}, {"name": "nan", "cpu_ms": float("nan")}]
+    named += [{"name": "pool_0", "cpu_ms": 1.5}, {"name": "helper", "cpu_ms": None}, {"name": "b", "cpu_ms": True}]
+    write_trace(tmp_path / "t.json", events, {"opprof": {"other_threads": named}})
+    profile = load_trace(tmp_path / "t.json")
+    assert [(t.name, t.cpu_ms) for t in profile.other_threads] == [("pool_0", 1.5), ("helper", None)]
+    (check,) = [c for c in profile.checks if c.name == "other_threads"]
+    assert check.message.startswith("2 other Python threads ran during the capture (pool_0: 1.5 ms of CPU, helper: ")
+    for value in ("pool_0", [], None, {"name": "t"}):
+        write_trace(tmp_path / "u.json", events, {"opprof": {"other_threads": value}})
+        assert not [c for c in load_trace(tmp_path / "u.json").checks if c.name == "other_threads"]
+
+
 # -- the real traces in ../shared/traces ------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, repeat
 from operator import add, lt, sub
 
@@ -24,7 +24,20 @@ from ..errors import (
 )
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
-from .model import ERROR, OK, WARNING, Check, Compilation, Dist, OpStats, RangeStats, StepSpan, union_ns
+from .model import (
+    ERROR,
+    OK,
+    WARNING,
+    Check,
+    Compilation,
+    Dist,
+    OpStats,
+    OtherThread,
+    Profile,
+    RangeStats,
+    StepSpan,
+    union_ns,
+)
 
 # Timing consistency: CPU or device time may exceed the step's wall time only by clock skew
 # between threads / device and host (a few microseconds) plus 2%.
@@ -490,6 +503,38 @@ def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
         f"{took}: the profiler distorted the run, so op times are mostly its own; give each step more work (a "
         "larger batch, more calls per step)",
     )
+
+
+OTHER_THREADS = "other_threads"  # the warning of a capture during which other Python threads ran
+
+
+def other_threads_check(threads: Sequence[OtherThread]) -> Check | None:
+    """The `other_threads` warning: Python threads besides the capturing one ran during the
+    capture, and torch.profiler records the ops of the thread that started it only (a trial's
+    ThreadPoolExecutor ran the model, and its ops were missing from the profile, unsaid)."""
+    if not threads:
+        return None
+    named = first_three([other_thread_words(t) for t in threads])
+    return Check(
+        OTHER_THREADS,
+        WARNING,
+        f"{count_of(len(threads), 'other Python thread')} ran during the capture ({named}): torch.profiler "
+        "records the ops of the thread that runs the steps only, so any torch work of theirs is not in this "
+        "profile; run it on the calling thread to measure it",
+    )
+
+
+def with_other_threads(profile: Profile, others: tuple[OtherThread, ...]) -> Profile:
+    """The profile with the other Python threads that ran during its capture, and their warning."""
+    check = other_threads_check(others)
+    return replace(profile, other_threads=others, checks=profile.checks + ((check,) if check else ()))
+
+
+def other_thread_words(thread: OtherThread) -> str:
+    """`ThreadPoolExecutor-0_0: 4.1 ms of CPU`, `Thread-3: started in it` (and ended, or its CPU
+    time unknown)."""
+    used = "started in it" if thread.cpu_ms is None else f"{thread.cpu_ms:.1f} ms of CPU"
+    return f"{shown_name(thread.name)}: {used}"
 
 
 def cuda_untraced_check() -> Check:

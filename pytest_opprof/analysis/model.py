@@ -440,6 +440,21 @@ class WorkloadReference:
 
 
 @dataclass(frozen=True, slots=True)
+class OtherThread:
+    """A Python thread besides the capturing one that ran during a live capture: torch.profiler
+    records the ops of the thread that started it only, so any this one ran are missing.
+    `cpu_ms`: the CPU time it used in the capture (None: started in it and gone by its end, or
+    the kernel does not say)."""
+
+    name: str
+    cpu_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (an exported trace's header `other_threads`)."""
+        return {"name": self.name, "cpu_ms": self.cpu_ms}
+
+
+@dataclass(frozen=True, slots=True)
 class KernelStats:
     """One kernel name launched by one op (op None: no launching op found)."""
 
@@ -822,6 +837,9 @@ class Profile:
     # Read with the stray-step rule (analyze's `stray_step`: a user's profiler or its trace, whose
     # last empty step is no step); a trace exported so says it, and reads back with the same steps
     stray_step: bool = field(default=False, compare=False)
+    # Python threads besides the capturing one that ran during a live capture (their ops are not
+    # recorded: the `other_threads` warning); a trace exported so says it in its header
+    other_threads: tuple[OtherThread, ...] = field(default=(), compare=False)
 
     @property
     def traced_cut_short(self) -> bool:
@@ -1047,6 +1065,7 @@ class Profile:
             "cut_short": cut_short,
             "cut_in_step": self.cut_in_step,
             "stray_step": self.stray_step,
+            "other_threads": [t.to_dict() for t in self.other_threads],
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
