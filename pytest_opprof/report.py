@@ -560,7 +560,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
     elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1 and record.cpu_wait is not None:
         lines.append(
             f"baseline written from measurement {baseline.written_from}, the first whose threads did not wait "
-            f"for a CPU: the first waited {wait_share(record.cpu_wait)}"
+            f"for a CPU: the first waited {wait_share(record.cpu_wait)} (the op table shows the first)"
         )
     return lines
 

@@ -309,7 +309,7 @@ def test_no_range_without_a_repeatable_capture_or_a_time_verdict_to_serve():
 def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_part_in_the_range():
     """A measurement whose ops or calls differ from the first's (the code is not repeatable) is
     neither written nor in a range; one on throttled GPU clocks is left out, as is one contended
-    by other load where the first was not (it would widen the range by the other load's doing)."""
+    by other load (it would widen the range by the other load's doing), whatever the first's."""
     first = measured(profile(), wait=0.01)
     others = [
         measured(profile(addmm_us=(100,) * 8, extra_ops=("aten::clone",))),
@@ -323,9 +323,9 @@ def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_pa
     others = [measured(profile(addmm_us=(3000,) * 8), wait=0.6), measured(profile(addmm_us=(900,) * 8)), None]
     outcome = decide(first, None, Rule(), "changed", lambda: others.pop(0))
     assert (outcome.recorded_from, outcome.write.ops["aten::addmm"].recorded_range) == (2, (0.7, 0.9))
-    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6)] * 3  # every one contended: all of them count
+    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6)] * 3  # every one contended: none counts
     outcome = decide(measured(profile(), wait=0.5), None, Rule(), "changed", lambda: loaded.pop(0))
-    assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
+    assert (outcome.recorded_from, outcome.write.ops["aten::addmm"].recorded_range) == (1, None)
 
 
 def test_a_contended_first_measurement_gives_way_to_the_first_calm_one_of_the_same_work():
@@ -348,10 +348,12 @@ def test_a_contended_first_measurement_gives_way_to_the_first_calm_one_of_the_sa
     outcome = decide(first, None, Rule(), "changed", lambda: calm.pop(0))
     assert (outcome.written_from, outcome.recorded_from) == (2, 2)
     assert outcome.write.ops["aten::addmm"].recorded_range == (0.7, 0.9)
-    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6), None]  # none calm: the first, as before
+    # none calm: the first, as before, with no ranges (a trial's beside four CPU hogs: addmm
+    # 0.468-35.11 ms from four contended measurements, and a x4.7 slowdown passed, inconclusive)
+    loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6), None]
     outcome = decide(first, None, Rule(), "changed", lambda: loaded.pop(0))
-    assert (outcome.written_from, outcome.written_wait, outcome.recorded_from) == (1, 0.5, 2)
-    assert outcome.write.ops["aten::addmm"].recorded_range == (0.9, 3.0)
+    assert (outcome.written_from, outcome.written_wait, outcome.recorded_from) == (1, 0.5, 1)
+    assert outcome.write.ops["aten::addmm"].recorded_range is None
     base = doc(profile(addmm_us=(700,) * 8, extra_ops=("aten::relu",)))  # a structure change rewrites
     calm = [measured(profile(addmm_us=(800,) * 8), wait=0.0), None]
     outcome = decide(first, base, Rule(), "changed", lambda: calm.pop(0))
