@@ -18,12 +18,13 @@ from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import validate_name, validate_op
+from .analysis.model import OtherThread, validate_name, validate_op
 from .analysis.ranges import op_calls, ranges_around
 from .errors import (
     ASKED,
     NAMES_THE_LINE,
     OpprofUsageError,
+    a_range_in_other_letters,
     a_range_not_an_op,
     asked,
     bad_argument,
@@ -40,6 +41,7 @@ from .errors import (
     unexpected_ops,
     unknown_op,
     unknown_op_name,
+    unseen_on_other_threads,
 )
 from .events import EventTable
 from .tables import by_shown_time, steps_or_span
@@ -118,7 +120,12 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
 def _elsewhere(profile: Profile) -> list[str]:
     """The other Python threads that ran during the capture, by name: an op missing may have run
     in one, unrecorded."""
-    return [shown_name(t.name) for t in profile.other_threads]
+    return [_thread_named(t) for t in profile.other_threads]
+
+
+def _thread_named(thread: OtherThread) -> str:
+    """`worker`, `worker (3 threads)`."""
+    return shown_name(thread.name) + (f" ({thread.count} threads)" if thread.count > 1 else "")
 
 
 def range_below(name: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
@@ -207,7 +214,7 @@ def _op_count(
                 return near_miss(op, near, claim, glob=is_glob(op))
             if not known:  # a typo would pass forever
                 return unknown_op(op, _closest_ops(profile, op, known_names), claim)
-            return None  # zero calls expected and seen
+            return _unproven_absence(profile, op, claim)  # else zero calls expected and seen
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
         message = no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges), _elsewhere(profile))
@@ -289,6 +296,17 @@ def _no_op(
         return near_miss(op, near, glob=is_glob(op))
     if not is_glob(op) and is_known is not None and not is_known(op):
         return unknown_op(op, _closest_ops(profile, op, known_names))
+    return _unproven_absence(profile, op)
+
+
+def _unproven_absence(profile: Profile, op: str, claim: str = "asserting it is absent") -> str | None:
+    """Why an op that did not run may have all the same: a range of its exact name in other
+    letters ran, or other Python threads ran the capture's work unrecorded; None where neither."""
+    cased = [] if is_glob(op) else [r.name for r in profile.ranges if r.calls and r.name.lower() == op.lower()]
+    if cased:  # a glob matching a range is left alone, as assert_no_op("bl*") beside `blk` is (a review)
+        return a_range_in_other_letters(op, cased, claim)
+    if threads := [_thread_named(t) for t in profile.other_threads if t.given_work]:
+        return unseen_on_other_threads(op, threads, claim)
     return None
 
 

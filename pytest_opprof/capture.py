@@ -19,7 +19,9 @@ import tempfile
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from itertools import repeat
@@ -841,32 +843,45 @@ class ThreadWatch:
         return min(self.seen)
 
 
-OTHER_THREAD_MS = 0.1  # CPU a Python thread made before a capture used in it, from which it ran in it
+OTHER_THREAD_MS = 0.1  # CPU a Python thread used in a capture from which it ran in it (with OTHER_THREAD_SHARE)
+OTHER_THREAD_SHARE = 0.05  # of the capture's wall: a heartbeat's 2.2 ms in a 500 ms capture is no work of it
 
 
 class PythonThreadWatch:
     """The Python threads besides the capturing one that ran during a capture, whose ops
-    torch.profiler does not record: those alive at its end that used OTHER_THREAD_MS of CPU or
-    more in it (a pool's worker made before, or one made in it), and those started in it and gone
-    by its end (a hook threading gives each new thread: one started and joined in a step)."""
+    torch.profiler does not record. Given the capture's work: those started in it (a hook
+    `threading` gives each new thread while it runs; a Timer only counts by its CPU, as a
+    cancelled one runs nothing) and a ThreadPoolExecutor's workers given a work item in it
+    (its `submit` is watched: a pool made before whose 0.1 ms items the CPU rule missed 5 runs
+    in 6). Besides, any other alive at its end that used OTHER_THREAD_MS and OTHER_THREAD_SHARE of
+    its wall in CPU (a queue worker of the code's own)."""
 
     def __init__(self) -> None:
-        self._me = 0
+        self._me = self._wall = 0
         self._before: dict[int, tuple[str, int]] = {}
-        self._started: dict[str, int] = {}  # by name: a thread's ident is reused once it ended
+        self._started: list[tuple[int, str]] = []  # every thread started: an ident is reused once it ended
+        self._pooled: dict[int, str] = {}
         self._previous: Any = None
         self._hook: Any = None
+        self._submit: Any = None
+        self._original_submit: Any = None
         self.found: tuple[OtherThread, ...] = ()
 
     def start(self) -> None:
-        self._me = threading.get_ident()
+        self._me, self._wall = threading.get_ident(), time.perf_counter_ns()
         self._before = device.python_threads_cpu_ns(self._me)
+        self._started, self._pooled = [], {}
+        self._watch_new_threads()
+        self._watch_pools()
+
+    def _watch_new_threads(self) -> None:
         self._previous = previous = threading.getprofile()
         started = self._started
 
         def first_call(frame: Any, event: Any, arg: Any) -> None:
             thread = threading.current_thread()
-            started[thread.name] = thread.ident or 0
+            if not isinstance(thread, threading.Timer):
+                started.append((thread.ident or 0, thread.name))
             sys.setprofile(previous)  # seen: the thread goes on as it would have
             if previous is not None:
                 previous(frame, event, arg)
@@ -874,18 +889,40 @@ class PythonThreadWatch:
         self._hook = first_call
         threading.setprofile(first_call)
 
+    def _watch_pools(self) -> None:
+        pooled = self._pooled
+        original = self._original_submit = ThreadPoolExecutor.submit
+
+        def submit(executor: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            future = original(executor, fn, *args, **kwargs)
+            for thread in list(getattr(executor, "_threads", ())):  # the workers it may have gone to
+                if thread.ident is not None:
+                    pooled[thread.ident] = thread.name
+            return future
+
+        self._submit = submit
+        ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
+
     def stop(self) -> None:
         if threading.getprofile() is self._hook:  # not one the code set since
             threading.setprofile(self._previous)
-        after = device.python_threads_cpu_ns(self._me)
+        if ThreadPoolExecutor.submit is self._submit:  # not one the code set since
+            ThreadPoolExecutor.submit = self._original_submit  # type: ignore[method-assign]
+        wall = time.perf_counter_ns() - self._wall
+        self.found = self._found(device.python_threads_cpu_ns(self._me), wall)
+
+    def _found(self, after: dict[int, tuple[str, int]], wall_ns: int) -> tuple[OtherThread, ...]:
+        floor = max(OTHER_THREAD_MS * 1e6, OTHER_THREAD_SHARE * wall_ns)
+        alive = {ident for ident, name in self._started if after.get(ident, ("", 0))[0] == name}
         found = []
-        for ident, (name, ns) in after.items():  # a timer started in it and waiting used next to none
-            used = ns - (0 if self._started.get(name) == ident else self._before.get(ident, (name, ns))[1])
-            if used >= OTHER_THREAD_MS * 1e6:
-                found.append(OtherThread(name, round(used / 1e6, 3)))
-        alive = {name for name, _ in after.values()}
-        found += [OtherThread(name) for name in self._started if name not in alive]
-        self.found = tuple(found)
+        for ident, (name, ns) in after.items():
+            used = ns - (0 if ident in alive else self._before.get(ident, (name, ns))[1])
+            given = ident in alive or ident in self._pooled
+            if given or used >= floor:
+                found.append(OtherThread(name, round(used / 1e6, 3), given_work=given))
+        gone = Counter(name for ident, name in self._started if ident not in alive)
+        found += [OtherThread(name, None, count) for name, count in gone.items()]
+        return tuple(found)
 
 
 @contextmanager

@@ -757,8 +757,8 @@ def no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str] = (), thre
     `threads`: the other Python threads that ran during the capture, where the op may have run
     unrecorded (a trial's model ran in a ThreadPoolExecutor)."""
     return _no_match(pattern, seen, ranges) + (
-        f"; {count_of(len(threads), 'other Python thread')} ran during the capture ({first_three(list(threads))}), "
-        "and torch.profiler does not record their ops"
+        f"; other Python threads ran during the capture ({first_three(list(threads))}), and torch.profiler "
+        "does not record their ops"
         if threads
         else ""
     )
@@ -868,6 +868,25 @@ def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent
     return (
         f"{asked(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
         f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; {hint}"
+    )
+
+
+def a_range_in_other_letters(pattern: str, ranges: list[str], claim: str = "asserting it is absent") -> str:
+    """An absence asserted with the name of a range that ran, in other letter case (a trial's
+    assert_no_op("my_block") passed beside the range my_Block)."""
+    return (
+        f"{asked(pattern)}: no op of that name ran, but the range {first_three(ranges)} did (a record_function "
+        f"block, not an op), so {claim} proves nothing; assert_range_below checks ranges"
+    )
+
+
+def unseen_on_other_threads(pattern: str, threads: Sequence[str], claim: str = "asserting it is absent") -> str:
+    """An absence asserted where other Python threads ran the capture's work, whose ops
+    torch.profiler does not record (a trial's `aten::_to_copy` ran on one, and assert_no_op passed)."""
+    return (
+        f"{asked(pattern)}: no op of that name ran on the thread that runs the steps, but other Python threads "
+        f"ran the capture's work ({first_three(list(threads))}) and torch.profiler does not record their ops, so "
+        f"{claim} proves nothing; run that work on the calling thread"
     )
 
 

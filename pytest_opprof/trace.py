@@ -542,10 +542,22 @@ def _other_threads(value: object) -> tuple[OtherThread, ...]:
         return ()
     threads = []
     for item in value:
-        name = item.get("name") if isinstance(item, dict) else None
-        cpu = item.get("cpu_ms") if isinstance(item, dict) else None
-        if isinstance(name, str) and (cpu is None or (cpu_ms := _fraction(cpu)) is not None):
-            threads.append(OtherThread(name, None if cpu is None else cpu_ms))
+        if not isinstance(item, dict):
+            continue
+        name, cpu, count, worked = (
+            item.get("name"),
+            item.get("cpu_ms"),
+            item.get("count", 1),
+            item.get("given_work", True),
+        )
+        cpu_ms = None if cpu is None else _fraction(cpu)
+        if (
+            isinstance(name, str)
+            and (cpu is None or cpu_ms is not None)
+            and _positive_int(count)
+            and worked in (True, False)
+        ):
+            threads.append(OtherThread(name, cpu_ms, count, worked))
     return tuple(threads)
 
 

@@ -147,6 +147,14 @@ def test_an_op_assertion_given_a_ranges_name_in_another_case_names_the_range():
         p
     )
     assert assertions.op_below("aten::addmn", 5)(p).endswith("closest: aten::addmm")
+    # an absence asserted so passed forever (a trial's assert_no_op("my_block") beside my_Block)
+    assert assertions.no_op("optimizer.step#sgd.step")(p) == (
+        "optimizer.step#sgd.step: no op of that name ran, but the range Optimizer.step#SGD.step did (a "
+        "record_function block, not an op), so asserting it is absent proves nothing; assert_range_below checks ranges"
+    )
+    assert "so counting zero calls of it proves nothing" in assertions.op_count("optimizer.STEP#sgd.step", 0)(p)
+    assert assertions.op_count("optimizer.step#*", 0)(p) is None  # a glob matches no op (test_ranges: a review's)
+    assert assertions.no_op("aten::relu")(p) is None
 
 
 def test_no_op_and_unknown_names():

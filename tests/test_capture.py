@@ -1060,13 +1060,13 @@ def test_ops_run_on_another_python_thread_are_warned_of_and_named_where_an_op_is
     (check,) = [c for c in profile.checks if c.name == "other_threads"]
     assert (check.status, check.message) == (
         "warning",
-        "1 other Python thread ran during the capture (helper: started in it): torch.profiler records the ops of "
+        "3 other Python threads ran during the capture (helper (3 threads): started in it): torch.profiler records the ops of "
         "the thread that runs the steps only, so any torch work of theirs is not in this profile; run it on the "
         "calling thread to measure it",
     )
     assert not profile.match("aten::sin")
     assert op_below("aten::sin", 1)(profile).endswith(
-        "; 1 other Python thread ran during the capture (helper), and torch.profiler does not record their ops"
+        "; other Python threads ran during the capture (helper (3 threads)), and torch.profiler does not record their ops"
     )
     profile.export_chrome_trace(tmp_path / "t.json")
     again = load_trace(tmp_path / "t.json")
@@ -1075,17 +1075,67 @@ def test_ops_run_on_another_python_thread_are_warned_of_and_named_where_an_op_is
 
 
 def test_a_thread_made_before_the_capture_counts_by_the_cpu_it_used_in_it(monkeypatch):
-    """A pool's worker made before the capture is seen by its CPU time in it (schedstat, faked
-    here): one that used 0.1 ms or more ran; an idle one did not. The capture's own hook on new
-    threads is put back, and one the code set meanwhile is left as it is."""
+    """A thread made before the capture and given no work through a pool is seen by its CPU time
+    in it (schedstat, faked here): 0.1 ms and 5% of the capture's wall or more, else not (a
+    heartbeat's 2.2 ms in a 500 ms capture). The capture's hooks are put back after it."""
+    import importlib
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     from pytest_opprof import device
 
-    readings = iter([{7: ("pool_0", 1_000_000), 8: ("idle", 50)}, {7: ("pool_0", 3_500_000), 8: ("idle", 60)}])
+    readings = iter([{7: ("pool_0", 1_000_000), 8: ("idle", 50)}, {7: ("pool_0", 801_000_000), 8: ("idle", 60)}])
     monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: next(readings))
-    before = threading.getprofile()
+    hook, submit = threading.getprofile(), ThreadPoolExecutor.submit
     profile = measure(lambda: torch.ones(2).add(1), warmup=1, steps=2)
-    assert [(t.name, t.cpu_ms) for t in profile.other_threads] == [("pool_0", 2.5)]
-    assert "(pool_0: 2.5 ms of CPU)" in next(c.message for c in profile.checks if c.name == "other_threads")
-    assert threading.getprofile() is before
+    assert [(t.name, t.cpu_ms, t.given_work) for t in profile.other_threads] == [("pool_0", 800.0, False)]
+    assert "(pool_0: 800.0 ms of CPU)" in next(c.message for c in profile.checks if c.name == "other_threads")
+    assert threading.getprofile() is hook and ThreadPoolExecutor.submit is submit
+    watch = importlib.import_module("pytest_opprof.capture").PythonThreadWatch()
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {9: ("heartbeat", 0)})
+    watch.start()
+    watch.stop()
+    assert watch._found({9: ("heartbeat", 2_200_000)}, 500_000_000) == ()  # 0.44% of the wall
+    assert watch._found({9: ("heartbeat", 2_200_000)}, 20_000_000)[0].name == "heartbeat"  # 11%
+
+
+def test_pool_work_and_threads_started_in_the_capture_are_named_however_little_cpu_they_use():
+    """A pool made before the capture whose worker is given an item in it is named, whatever CPU
+    that took (the CPU rule missed a trial's 0.1 ms items 5 runs in 6); threads of one name
+    started in each step are counted; a Timer started and cancelled ran nothing and is not named.
+    An absence asserted on such a capture proves nothing, and says so."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_opprof.assertions import no_op, op_count
+
+    x = torch.ones(4, 4)
+    with ThreadPoolExecutor(1, thread_name_prefix="outer") as pool:
+        pool.submit(torch.mm, x, x).result()  # its worker made before the capture
+
+        def fn():
+            pool.submit(torch.mm, x, x).result()
+            worker = threading.Thread(target=torch.sin, args=(x,), name="worker")
+            worker.start()
+            worker.join()
+            timer = threading.Timer(10, print)
+            timer.start()
+            timer.cancel()
+            return torch.cos(x)
+
+        profile = measure(fn, warmup=0, steps=3)
+    named = {t.name: t for t in profile.other_threads}
+    assert set(named) == {"outer_0", "worker"} and named["outer_0"].given_work
+    assert (named["worker"].count, named["worker"].cpu_ms) == (3, None)
+    (check,) = [c for c in profile.checks if c.name == "other_threads"]
+    assert (
+        check.message.startswith("4 other Python threads ran during the capture (")
+        and "worker (3 threads)" in check.message
+    )
+    message = no_op("aten::mm")(profile)
+    assert message.startswith("aten::mm: no op of that name ran on the thread that runs the steps, but other ")
+    assert message.endswith(
+        "and torch.profiler does not record their ops, so asserting it is absent proves nothing; run that work on the calling thread"
+    )
+    assert "so counting zero calls of it proves nothing" in op_count("aten::mm", 0)(profile)
+    assert no_op("aten::mm")(measure(lambda: torch.cos(x), warmup=1, steps=2)) is None

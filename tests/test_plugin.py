@@ -5281,10 +5281,10 @@ def test_a_model_run_on_a_pool_thread_is_warned_of_and_its_missing_op_says_where
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "E * aten::sin: no op of that name ran in the measured code; *; 1 other Python thread ran during the "
-            "capture (model_0), and torch.profiler does not record their ops",
-            "test_pool.py::test_pool: warning other_threads: 1 other Python thread ran during the capture (model_0: "
-            "started in it): torch.profiler records the ops of the thread that runs the steps only, *",
+            "E * aten::sin: no op of that name ran in the measured code; *; other Python threads ran during the "
+            "capture (model_0 (3 threads)), and torch.profiler does not record their ops",
+            "test_pool.py::test_pool: warning other_threads: 3 other Python threads ran during the capture (model_0 "
+            "(3 threads): started in it): torch.profiler records the ops of the thread that runs the steps only, *",
         ]
     )
     (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]

@@ -218,11 +218,18 @@ def test_the_other_threads_an_exported_trace_names_are_read_where_well_formed(tm
     events = [step(1, 0, 100), op("aten::mm", 10, 20)]
     named = [{"name": 5}, "x", {"name": "neg", "cpu_ms": -1}, {"name": "nan", "cpu_ms": float("nan")}]
     named += [{"name": "pool_0", "cpu_ms": 1.5}, {"name": "helper", "cpu_ms": None}, {"name": "b", "cpu_ms": True}]
+    named += [
+        {"name": "w", "count": 0},
+        {"name": "w", "given_work": "yes"},
+        {"name": "w", "count": 3, "given_work": False},
+    ]
     write_trace(tmp_path / "t.json", events, {"opprof": {"other_threads": named}})
     profile = load_trace(tmp_path / "t.json")
-    assert [(t.name, t.cpu_ms) for t in profile.other_threads] == [("pool_0", 1.5), ("helper", None)]
+    assert [(t.name, t.cpu_ms, t.count, t.given_work) for t in profile.other_threads] == [
+        ("pool_0", 1.5, 1, True), ("helper", None, 1, True), ("w", None, 3, False)
+    ]  # fmt: skip
     (check,) = [c for c in profile.checks if c.name == "other_threads"]
-    assert check.message.startswith("2 other Python threads ran during the capture (pool_0: 1.5 ms of CPU, helper: ")
+    assert check.message.startswith("5 other Python threads ran during the capture (pool_0: 1.5 ms of CPU, helper: ")
     for value in ("pool_0", [], None, {"name": "t"}):
         write_trace(tmp_path / "u.json", events, {"opprof": {"other_threads": value}})
         assert not [c for c in load_trace(tmp_path / "u.json").checks if c.name == "other_threads"]

@@ -518,7 +518,7 @@ def other_threads_check(threads: Sequence[OtherThread]) -> Check | None:
     return Check(
         OTHER_THREADS,
         WARNING,
-        f"{count_of(len(threads), 'other Python thread')} ran during the capture ({named}): torch.profiler "
+        f"{count_of(sum(t.count for t in threads), 'other Python thread')} ran during the capture ({named}): torch.profiler "
         "records the ops of the thread that runs the steps only, so any torch work of theirs is not in this "
         "profile; run it on the calling thread to measure it",
     )
@@ -531,10 +531,11 @@ def with_other_threads(profile: Profile, others: tuple[OtherThread, ...]) -> Pro
 
 
 def other_thread_words(thread: OtherThread) -> str:
-    """`ThreadPoolExecutor-0_0: 4.1 ms of CPU`, `Thread-3: started in it` (and ended, or its CPU
-    time unknown)."""
+    """`ThreadPoolExecutor-0_0: 4.1 ms of CPU`, `worker (6 threads): started in it` (and ended, or
+    its CPU time unknown)."""
     used = "started in it" if thread.cpu_ms is None else f"{thread.cpu_ms:.1f} ms of CPU"
-    return f"{shown_name(thread.name)}: {used}"
+    many = f" ({thread.count} threads)" if thread.count > 1 else ""
+    return f"{shown_name(thread.name)}{many}: {used}"
 
 
 def cuda_untraced_check() -> Check:

@@ -444,14 +444,18 @@ class OtherThread:
     """A Python thread besides the capturing one that ran during a live capture: torch.profiler
     records the ops of the thread that started it only, so any this one ran are missing.
     `cpu_ms`: the CPU time it used in the capture (None: started in it and gone by its end, or
-    the kernel does not say)."""
+    the kernel does not say); `count`: the threads of that name (one started in each step);
+    `given_work`: it surely ran the capture's work (started in it, or given a pool's work item
+    in it), not only used CPU: an absence assertion cannot hold then."""
 
     name: str
     cpu_ms: float | None = None
+    count: int = 1
+    given_work: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (an exported trace's header `other_threads`)."""
-        return {"name": self.name, "cpu_ms": self.cpu_ms}
+        return {"name": self.name, "cpu_ms": self.cpu_ms, "count": self.count, "given_work": self.given_work}
 
 
 @dataclass(frozen=True, slots=True)
