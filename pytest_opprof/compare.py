@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from statistics import median
@@ -888,6 +889,19 @@ def unconfirmed_slower(comparison: Comparison, why: str, fix: str, path: str = "
 def _margin(ms: float, rule: Rule) -> float:
     """How far a time may move from `ms` unjudged: the tolerance's share of it, or the floor."""
     return max(rule.min_delta_ms, rule.tolerance * ms)
+
+
+_RANGE_WHY = re.compile(
+    r"^its baseline's measurements of the same code ranged (?P<span>[\d.]+-[\d.]+ ms) on this machine; "
+    r"this time is within the slowest and its tolerance \(up to (?P<limit>[\d.]+ ms)\)$"
+)
+
+
+def range_span(why: str | None) -> str | None:
+    """`0.547-75.230 ms, up to 90.276 ms` of an inconclusive verdict's `why` that a recorded range
+    gave (_within_recorded_range), for a line naming several ops' ranges; None for another why."""
+    found = _RANGE_WHY.match(why or "")
+    return f"{found['span']}, up to {found['limit']}" if found else None
 
 
 RANGE_FIX = (

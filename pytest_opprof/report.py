@@ -9,6 +9,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import shlex
 import tempfile
 import textwrap
@@ -37,6 +38,7 @@ from .compare import (
     TIME,
     WORK,
     Verdict,
+    range_span,
 )
 from .decide import SPEED, BaselineResult, OpRow, lets_pass
 from .errors import (
@@ -471,6 +473,7 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     and traces (`shared`: the run's lines that stand for some of them)."""
     shared = shared or _Shared()
     lines = _measurement_lines(record) + _baseline_lines_of(record, verbose, shared, strict) + _run_of_lines(record)
+    lines = [_with_its_id(line, record.nodeid) for line in lines]
     shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
     contention_said = _said_contention(record.baseline) or _recorded_contended(record) or record.nodeid in shared.warned
     if not verbose and contention_said:
@@ -483,6 +486,15 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     if record.earlier_trace:
         lines.append(f"trace of an earlier run kept at {record.earlier_trace}")
     return [f"{record.nodeid}: {line}" for line in lines]
+
+
+_ITS_ID = re.compile(r"(pytest --opprof-update-baseline(?:=all|=changed)?) with the test's id")
+
+
+def _with_its_id(line: str, nodeid: str) -> str:
+    """A test's line with the record command a fix gives as `... with the test's id` (the JSON's
+    fix, one text for every test) written out for it: a trial had to type the id in."""
+    return _ITS_ID.sub(lambda found: f"{found[1]} {shlex.quote(nodeid)}", line)
 
 
 def _measurement_lines(record: TestRecord) -> list[str]:
@@ -609,12 +621,12 @@ def verdict_lines(
     if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
         return [_recorded(v.titled + _every_change(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
-    for v in verdicts:
-        key = "inconclusive" if v.status == INCONCLUSIVE else v.kind
+    for v in verdicts:  # inconclusive apart by why: a trial's three ops read the first op's range
+        key = f"inconclusive: {_why_kind(v)}" if v.status == INCONCLUSIVE else v.kind
         groups.setdefault(key, []).append(v)
     lines = []
     for key, group in groups.items():
-        if key == "inconclusive":
+        if key.startswith("inconclusive"):
             lines.append(_inconclusive_line(group, status, time_fails))
         elif key == TIME:
             lines.append(_time_line(group, status, time_fails))
@@ -680,6 +692,20 @@ def _largest_first(group: Iterable[Verdict]) -> list[Verdict]:
     return sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
 
 
+def _why_kind(verdict: Verdict) -> str:
+    """What an inconclusive verdict's lines are grouped by: its why, or `recorded range` for every
+    op a recorded range made inconclusive (each its own numbers: one line names them all)."""
+    return "recorded range" if range_span(verdict.why) else verdict.why or ""
+
+
+def _inconclusive_why(group: list[Verdict]) -> str:
+    """The why of one line of inconclusive verdicts: theirs, or each op's recorded range."""
+    if len(group) > 1 and range_span(group[0].why):
+        spans = first_three([f"{v.op} {range_span(v.why)}" for v in group])
+        return f"each is within the slowest of its baseline's measurements of the same code on this machine and its tolerance ({spans})"
+    return group[0].why or ""
+
+
 def _inconclusive_line(group: list[Verdict], status: str | None = None, time_fails: bool = True) -> str:
     """The inconclusive time verdicts in one line, the largest move named first."""
     group = _largest_first(group)
@@ -697,7 +723,7 @@ def _inconclusive_line(group: list[Verdict], status: str | None = None, time_fai
         outcome = STRICT_OUTCOME
     else:
         outcome = _SHARED_OUTCOME["compared" if time_fails else "reported"]
-    return f"time inconclusive for {ops}: {group[0].why}; {outcome}; {fix}"
+    return f"time inconclusive for {ops}: {_inconclusive_why(group)}; {outcome}; {fix}"
 
 
 def _said_contention(baseline: BaselineResult | None) -> bool:

@@ -405,7 +405,7 @@ def test_a_recorded_range_makes_a_slowdown_up_to_its_slowest_inconclusive():
     """Against its range (0.600-1.500 ms, written 0.600): within the tolerance of the baseline,
     no verdict; up to the slowest plus its tolerance (1.800 ms), inconclusive, said with the
     range and the limit, not a failure; beyond, a regression. Without a range the same time fails."""
-    from pytest_opprof.compare import INCONCLUSIVE, RANGE_FIX, REGRESSED
+    from pytest_opprof.compare import INCONCLUSIVE, RANGE_FIX, REGRESSED, range_span
 
     ranged = _ranged(600, 1.0, 2.5)
     assert _addmm(710, ranged) == []  # within 0.600 + 20%
@@ -418,6 +418,7 @@ def test_a_recorded_range_makes_a_slowdown_up_to_its_slowest_inconclusive():
         "its baseline's measurements of the same code ranged 0.600-1.500 ms on this machine; this time is within "
         "the slowest and its tolerance (up to 1.800 ms)"
     )
+    assert range_span(verdict.why) == "0.600-1.500 ms, up to 1.800 ms"  # what a line of several ops names
     assert [v.status for v in _addmm(1850, ranged)] == [REGRESSED]
     assert [v.status for v in _addmm(1790, doc(profile(addmm_us=(600,) * 8)))] == [REGRESSED]  # no range
 

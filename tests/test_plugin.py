@@ -2644,7 +2644,7 @@ def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_i
             "test_base.py::test_big: time inconclusive for aten::addmm*: the machine ran 20.00x faster than when the "
             "baseline was recorded (dispatch reference); neither passed nor failed (--opprof-strict makes this an "
             "error); its baseline was recorded under load (its inflated times hide slowdowns): record it again on a "
-            "quiet machine, pytest --opprof-update-baseline=all with the test's id",
+            "quiet machine, pytest --opprof-update-baseline=all test_base.py::test_big",
             "opprof: 1 baseline recorded under load (the same machine setup and torch ran the references up to 20.0x "
             "slower than now): their inflated times hide slowdowns, and re-recording keeps them; record them again "
             "on a quiet machine: pytest --opprof-update-baseline=all test_base.py::test_big",
@@ -3255,7 +3255,7 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
             "0.230-0.690 ms on this machine; this time is within the slowest and its tolerance (up to 0.828 ms); "
             "neither passed nor failed *; to judge a "
             "move this size, record the baseline again where the op's time holds steadier *: pytest "
-            "--opprof-update-baseline=all with the test's id",
+            "--opprof-update-baseline=all test_re.py::test_mm",  # the id written out: a trial had to type it
         ]
     )
     assert fake_clock.captures == 1  # an inconclusive time is not measured again

@@ -427,3 +427,35 @@ def test_a_change_that_fails_no_test_says_so_only_where_compared():
     for status in ("unreliable", "kept", "renumbered"):
         assert not any(NOT_FAILING in line for line in verdict_lines([structure, work], status=status, fails=only_time))
     assert verdict_lines([work], verbose=True) == ["work changed: aten::mm: inputs (float[4,4]) -> (float[8,8])"]
+
+
+def test_ops_inconclusive_for_their_recorded_ranges_each_name_their_own_range():
+    """A trial's line named three ops and the first op's range (`aten::linear`'s 0.547-75.230 ms
+    for aten::sigmoid too). Ops a recorded range made inconclusive share a line naming each range;
+    one inconclusive for another reason gets a line of its own."""
+    from pytest_opprof.compare import Verdict
+    from pytest_opprof.report import verdict_lines
+
+    def ranged(op, low, high, limit, now):
+        why = (
+            f"its baseline's measurements of the same code ranged {low:.3f}-{high:.3f} ms on this machine; "
+            f"this time is within the slowest and its tolerance (up to {limit:.3f} ms)"
+        )
+        return Verdict("time", "inconclusive", f"{op}: ...", op, low, now, None, why, "record again")
+
+    linear, sigmoid = (
+        ranged("aten::linear", 0.547, 75.23, 90.276, 2.0),
+        ranged("aten::sigmoid", 0.139, 15.87, 19.044, 0.9),
+    )
+    loaded = Verdict(
+        "time", "inconclusive", "aten::mm: ...", "aten::mm", 0.2, 0.3, None, "CPU contention: ...", "rerun"
+    )
+    first, second = verdict_lines([sigmoid, linear, loaded])
+    assert first.startswith(
+        "time inconclusive for aten::linear, aten::sigmoid: each is within the slowest of its baseline's measurements "
+        "of the same code on this machine and its tolerance (aten::linear 0.547-75.230 ms, up to 90.276 ms, "
+        "aten::sigmoid 0.139-15.870 ms, up to 19.044 ms); "
+    )
+    assert second.startswith("time inconclusive for aten::mm: CPU contention: ...; ")
+    (alone,) = verdict_lines([sigmoid])
+    assert alone.startswith(f"time inconclusive for aten::sigmoid: {sigmoid.why}; ")
