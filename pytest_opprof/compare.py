@@ -19,6 +19,7 @@ import fnmatch
 import json
 import math
 import re
+import shlex
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from statistics import median
@@ -1310,9 +1311,10 @@ def threads_fix(current: BaselineDoc, baseline: BaselineDoc) -> str:
     theirs, mine = _setup_parts(_thread_setup(baseline))[1], _setup_parts(_thread_setup(current))[1]
     record = "record the baseline on the machine that checks it (--opprof-update-baseline=all there)"
     moved = _moved(theirs, mine)
-    if moved and _thread_setup(baseline) is not None:
-        wanted = ", ".join(f"{k}={theirs[k]}" if k in theirs else f"{k} unset" for k in moved)
-        return f"{record}, or run with the baseline's thread variables: {wanted}"
+    if moved and _thread_setup(baseline) is not None:  # a command to run: `env -u MKL_NUM_THREADS pytest ...`
+        unset = [f"-u {k}" for k in moved if k not in theirs]
+        wanted = " ".join([*unset, *(f"{k}={shlex.quote(theirs[k])}" for k in moved if k in theirs)])
+        return f"{record}, or run with the baseline's thread variables: env {wanted} pytest ..."
     return f"{record}, or set OMP_NUM_THREADS={baseline.threads} (the baseline's count)"
 
 

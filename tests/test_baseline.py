@@ -1398,12 +1398,16 @@ def test_another_thread_setup_names_the_part_that_differs_and_its_fix_the_baseli
     )
     assert addmm_verdict(new, base).fix == (
         "record the baseline on the machine that checks it (--opprof-update-baseline=all there), or run with the "
-        "baseline's thread variables: OMP_NUM_THREADS unset, MKL_NUM_THREADS unset"
+        "baseline's thread variables: env -u OMP_NUM_THREADS -u MKL_NUM_THREADS pytest ..."
     )
     more = threaded(doc(profile(addmm_us=(300,) * 8)).replace(reference_ms=0.4), 4, setup="4 cpus, 2 cores")
     environment = next(v for v in compare(more, base, Rule()).verdicts if v.kind == ENVIRONMENT)
     assert environment.why == "torch threads 2 -> 4 (another machine setup: 2 cpus -> 4 cpus)"  # 2 cores each
     assert addmm_verdict(more, base).fix.endswith("or set OMP_NUM_THREADS=2 (the baseline's count)")
+    set_there = threaded(doc(profile()).replace(reference_ms=0.4), 2, setup="2 cpus, MKL_NUM_THREADS=2")
+    assert addmm_verdict(new, set_there).fix.endswith(
+        "thread variables: env -u OMP_NUM_THREADS MKL_NUM_THREADS=2 pytest ..."
+    )
 
 
 def test_unknown_threads_on_either_side_compare_as_before():

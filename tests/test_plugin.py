@@ -2613,7 +2613,7 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
             f"test_base.py::test_big: time inconclusive for aten::*addmm: torch ran on {other} thread*, the baseline on "
             f"{default}; neither passed nor failed (--opprof-strict makes this an error); record the baseline on the "
             "machine that checks it (--opprof-update-baseline=all there), or run with the baseline's thread "
-            f"variables: OMP_NUM_THREADS{'=' + was if was else ' unset'}",
+            f"variables: env {'OMP_NUM_THREADS=' + was if was else '-u OMP_NUM_THREADS'} pytest ...",
             f"test_base.py::test_big: environment differs from the baseline: torch threads {default} -> {other} (another "
             f"machine setup: OMP_NUM_THREADS {was or 'unset'} -> {other})*",
         ]
