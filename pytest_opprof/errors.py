@@ -380,8 +380,17 @@ def waited_for_cpu_up_to(wait: float) -> str:
     return f"their threads waited for a CPU up to {wait_share(wait, 'threads')}"
 
 
-def contended_capture(wait: float) -> str:
-    """The `contention` warning: other load on the machine during the capture."""
+def contended_capture(wait: float, busy: Sequence[str] = ()) -> str:
+    """The `contention` warning: other load on the machine during the capture, or `busy`: the
+    test's own Python threads that used CPU in it (a trial's busy thread of its own test was
+    called other load on the machine, and the fix a quiet machine)."""
+    if busy:
+        return (
+            f"{waited_for_cpu(wait)}: the test's own Python threads ({first_three(list(busy))}), or other load "
+            "on the machine, inflated its CPU times; time assertions judge them as measured (a baseline time "
+            "verdict is inconclusive where the wait can explain the slowdown); stop those threads before the "
+            "capture, or rerun on a quiet machine"
+        )
     return (
         f"{waited_for_cpu(wait)}: other load on the machine inflated its CPU times; time assertions judge "
         "them as measured (a baseline time verdict is inconclusive where the wait can explain the slowdown); "

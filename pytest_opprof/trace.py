@@ -522,13 +522,13 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
     if overhead is not None:
         check = overhead_check(overhead, wait)  # the run's observer effect, as judged
         profile = replace(profile, overhead=overhead, checks=profile.checks + ((check,) if check else ()))
-    if contended := contention_check(wait):  # the test's contention warning, as the run gave it
-        profile = replace(profile, checks=(*profile.checks, contended))
-    if "work" in opprof:
-        profile = _with_exported_work(profile, opprof, str(path))
     others = _other_threads(opprof.get("other_threads"))
     if others:  # the live capture's `other_threads` warning: the events hold no sign of those threads
         profile = with_other_threads(profile, others)
+    if contended := contention_check(wait, others):  # the test's contention warning, as the run gave it
+        profile = replace(profile, checks=(*profile.checks, contended))
+    if "work" in opprof:
+        profile = _with_exported_work(profile, opprof, str(path))
     if opprof.get("cut_in_step") is True:  # the live capture's checks, not a warning it never gave
         checks = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
         profile = replace(profile, checks=checks, cut_in_step=True)

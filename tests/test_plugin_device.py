@@ -299,6 +299,30 @@ def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatc
     assert "waited for a CPU" not in result.stdout.str()
 
 
+def test_contention_beside_a_busy_thread_of_the_tests_own_names_it(pytester, monkeypatch, fake_clock):
+    """A trial's test ran a busy Python thread of its own, and the contention warning blamed
+    other load on the machine and asked for a quiet one: the thread (its CPU time faked here) is
+    named as a cause, with the fix to stop it, in the run and in the trace read back."""
+    used = iter(range(0, 10**12, 100_000_000))  # 100 ms of CPU more at each reading
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {5: ("busy-loop", next(used))})
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
+    pytester.makepyfile(MEASURED.replace("steps=3", "steps=3); assert False, ('fail'"))
+    result = run(pytester, "--opprof", "--opprof-trace-dir=traces")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*::test_x: warning contention: the test's threads waited for a CPU 50% of the capture: the test's own "
+            "Python threads (busy-loop: 100.0 ms of CPU), or other load on the machine, inflated its CPU times; "
+            "*; stop those threads before the capture, or rerun on a quiet machine",
+        ]
+    )
+    (trace,) = (pytester.path / "traces").rglob("*.json*")
+    from pytest_opprof import load_trace
+
+    (check,) = [c for c in load_trace(trace).checks if c.name == "contention"]
+    assert "the test's own Python threads (busy-loop: 100.0 ms of CPU)" in check.message
+
+
 def test_a_contended_first_measurement_is_not_what_the_recording_writes(pytester, monkeypatch, fake_clock):
     """A trial on a loaded runner: the first measurement waited for a CPU and the file held it.
     The recording's further measurements were calm: the file holds the first of them, and the

@@ -475,12 +475,17 @@ CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a captur
 CONTENTION = "contention"  # the warning of a capture whose threads waited for a CPU past it (the plugin's)
 
 
-def contention_check(cpu_wait: float | None) -> Check | None:
+BUSY_THREAD_MS = 1.0  # CPU an other Python thread used in a capture from which it is named a cause of contention
+
+
+def contention_check(cpu_wait: float | None, threads: Sequence[OtherThread] = ()) -> Check | None:
     """The `contention` warning of a capture whose threads waited for a CPU over CONTENTION_LIMIT
-    of it (the plugin's, and read back from an exported trace's header)."""
+    of it (the plugin's, and read back from an exported trace's header); `threads`: the other
+    Python threads that ran in it, those that used CPU named as a cause besides other load."""
     if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
         return None
-    return Check(CONTENTION, WARNING, contended_capture(cpu_wait))
+    busy = [other_thread_words(t) for t in threads if t.cpu_ms and t.cpu_ms >= BUSY_THREAD_MS]
+    return Check(CONTENTION, WARNING, contended_capture(cpu_wait, busy))
 
 
 def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
