@@ -225,7 +225,7 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
     clocks, or one contended by other load, is left out: it tells of the other load, not of this
     machine, and would widen the range (a contended written one gets none)."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
-        return Written(current.doc, 1, 1, current.machine.cpu_wait)
+        return Written(_with_wait(current), 1, 1, current.machine.cpu_wait)
     taken = [current, *_further_taken(further)]
     usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
     chosen = _calm_base([taken[i] for i in usable], ignore)
@@ -233,7 +233,15 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
     base = taken[at]
     docs = [base.doc] + [taken[i].doc for i in usable if i != at and _no_more_loaded(taken[i], base)]
     doc, span = with_recorded_ranges(docs, ignore)
-    return Written(doc, span, at + 1, base.machine.cpu_wait)
+    return Written(_with_wait(Measurement(doc, base.machine)), span, at + 1, base.machine.cpu_wait)
+
+
+def _with_wait(measurement: Measurement) -> BaselineDoc:
+    """The document to write, holding its measurement's CPU wait where that was contended: a
+    later run names the baseline as recorded under load (a trial's said so only while recording)."""
+    machine = measurement.machine
+    wait = round(machine.cpu_wait, 4) if machine.contended and machine.cpu_wait is not None else None
+    return measurement.doc.replace(recorded_wait=wait)
 
 
 def _further_taken(further: Further) -> list[Measurement]:
@@ -504,6 +512,7 @@ class BaselineResult:
     graph_call_unread: bool = False  # recorded before graph calls were read as ops: CompiledFxGraph not compared
     written_from: int = 1  # a written file: which measurement it holds (a later one where the first waited for a CPU)
     written_wait: float | None = None  # a written file: its measurement's share of CPU wait (None: unknown)
+    recorded_wait: float | None = None  # the file read: its capture.cpu_wait (recorded under load), or None
 
     @property
     def slower(self) -> bool:
@@ -616,6 +625,7 @@ class BaselineResult:
             "graph_call_unread": self.graph_call_unread,
             "written_from": self.written_from,
             "written_wait": self.written_wait,
+            "recorded_wait": self.recorded_wait,
         }
 
     @classmethod
@@ -633,6 +643,7 @@ class BaselineResult:
             short_baseline=bool(data.get("short_baseline")),
             graph_call_unread=bool(data.get("graph_call_unread")),
             written_from=data.get("written_from", 1), written_wait=data.get("written_wait"),
+            recorded_wait=data.get("recorded_wait"),
         )  # fmt: skip
 
 
@@ -766,4 +777,5 @@ def baseline_step(
         short_baseline=bool(untimed) and comparison.short_baseline,
         graph_call_unread=comparison.graph_call_unread,
         written_from=outcome.written_from, written_wait=outcome.written_wait,
+        recorded_wait=old.recorded_wait if old is not None else None,
     )  # fmt: skip

@@ -385,6 +385,9 @@ class BaselineDoc:
     # capture.number: which of the test's captures it is, counted from 1 (None: a file from before
     # numbers were written, or a trace): run() judges early only that capture
     number: int | None = None
+    # capture.cpu_wait: the share of the written measurement its threads waited for a CPU, where
+    # over the contention limit (None: under it, or unknown): a baseline recorded under load
+    recorded_wait: float | None = None
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -455,6 +458,8 @@ class BaselineDoc:
             found["threads"] = self.threads
         if self.list_shapes:
             found["list_shapes"] = True
+        if self.recorded_wait is not None:
+            found["cpu_wait"] = self.recorded_wait
         return found
 
     @classmethod
@@ -507,6 +512,7 @@ class BaselineDoc:
             # without a wall (a file missing it is refused by from_file, naming the wall) no time outside the ops
             _outside(outside, wall, steps) if outside is not None and wall is not None else None,
             _capture_number(capture.get("number")),
+            _capture_wait(capture.get("cpu_wait")),
         )
 
 
@@ -631,6 +637,19 @@ def _capture_number(value: Any) -> int | None:
     """capture.number: absent or null (unknown: a file from before numbers), else which of the
     test's captures the document holds, counted from 1."""
     return _counted(value, "number", "which of the test's captures it holds", MAX_CAPTURES)
+
+
+MAX_WAIT = 1000.0  # a capture's CPU wait share, summed over its threads: far past any machine's
+
+
+def _capture_wait(value: Any) -> float | None:
+    """capture.cpu_wait: absent or null (not recorded under load, or unknown), else the share of
+    the capture its threads waited for a CPU, summed over them (so over 1 can be)."""
+    if value is not None and (not _number(value) or not 0 <= value <= MAX_WAIT):
+        raise ValueError(
+            f"'capture.cpu_wait' is {_shown(value)}, not a share of the capture (0 to {MAX_WAIT:g}) or null"
+        )
+    return None if value is None else float(value)
 
 
 def _reference(data: dict[str, Any], key: str) -> float | None:

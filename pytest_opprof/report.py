@@ -909,6 +909,7 @@ def _run_lines(
         + _graph_call_lines(standing)
         + _lists_lines(standing)
         + _loaded_lines(standing)
+        + _recorded_loaded_lines(standing)
         + _baseline_lines(records, looked_in, verbose)
         + _ignore_lines(records, unjudged_globs)
         + _thread_leak_lines(records)
@@ -995,6 +996,22 @@ def _ids(nodeids: Iterable[str]) -> str:
     """The first three node ids as command-line arguments, `...` for more."""
     ids = sorted(nodeids)
     return " ".join(shlex.quote(i) for i in ids[:3]) + (" ..." if len(ids) > 3 else "")
+
+
+def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the baselines read whose recording waited for a CPU (their capture.cpu_wait):
+    a trial's recording beside CPU hogs said so once, and no later run did."""
+    waited = _by_test(records, lambda b: b.recorded_wait or 0.0)
+    if not waited:
+        return []
+    one = len(waited) == 1
+    return [
+        f"opprof: {count_of(len(waited), 'baseline')} recorded while {'its' if one else 'their'} threads waited for a "
+        f"CPU {'' if one else 'up to '}{wait_share(max(waited.values()), 'them' if one else 'threads')} "
+        f"(capture.cpu_wait): {'its' if one else 'their'} times may be inflated and hide slowdowns, and re-recording "
+        f"keeps {'it' if one else 'them'}; record {'it' if one else 'them'} again on a quiet machine: "
+        f"pytest --opprof-update-baseline=all {_ids(waited)}"
+    ]
 
 
 def _loaded_lines(records: list[TestRecord]) -> list[str]:

@@ -1456,6 +1456,35 @@ def test_a_hand_edited_thread_count_is_an_error_naming_the_file(tmp_path, thread
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(threads=threads), reason)
 
 
+@pytest.mark.parametrize(
+    ("wait", "reason"),
+    [
+        ("0.5", "'capture.cpu_wait' is '0.5', not a share of the capture (0 to 1000) or null"),
+        (-0.1, "'capture.cpu_wait' is -0.1, not"),
+        (True, "'capture.cpu_wait' is true, not"),
+        (1e9, "'capture.cpu_wait' is 1000000000.0, not"),
+    ],
+)
+def test_a_hand_edited_cpu_wait_is_an_error_naming_the_file(tmp_path, wait, reason):
+    """capture.cpu_wait (a baseline recorded under load) that is not a share: one error naming it."""
+    assert_edit_refused(tmp_path, lambda d: d["capture"].update(cpu_wait=wait), reason)
+
+
+def test_a_baseline_recorded_under_load_holds_its_wait_and_one_recorded_calm_none(tmp_path):
+    """The written measurement's CPU wait is kept where it was contended (a later run names the
+    baseline), as capture.cpu_wait; a calm one writes no key (files as before)."""
+    from pytest_opprof.compare import Machine, Rule
+    from pytest_opprof.decide import Measurement, decide
+
+    loaded = decide(Measurement(doc(profile()), Machine(cpu_wait=1.2712)), None, Rule(), "changed").write
+    assert loaded.recorded_wait == 1.2712 and loaded.to_dict()["capture"]["cpu_wait"] == 1.2712
+    path = tmp_path / "b.json"
+    write_baseline(path, loaded)
+    assert read_baseline(path, NODE).recorded_wait == 1.2712
+    calm = decide(Measurement(doc(profile()), Machine(cpu_wait=0.05)), None, Rule(), "changed").write
+    assert calm.recorded_wait is None and "cpu_wait" not in calm.to_dict()["capture"]
+
+
 def test_the_capture_number_is_written_and_a_file_without_one_reads_back_the_same(tmp_path):
     """capture.number says which of the test's captures the file holds (run() judges only that one
     early), from 1; a file written before numbers has no key: it reads as None (unknown) and writes

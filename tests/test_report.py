@@ -67,8 +67,11 @@ def test_the_inconclusive_line_names_the_largest_move_first():
     (line,) = verdict_lines(group)
     assert line.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention: ...")
     one_step = Verdict("time", "inconclusive", "aten::mm: ran in 1 of 10 steps", "aten::mm", None, 100.0, None, "x")
-    (line,) = verdict_lines([*group, one_step])  # an op of one step only: its whole cost is its move
-    assert line.startswith("time inconclusive for aten::mm, step wall, aten::addmm and 4 more: x")
+    one_step_too = Verdict("time", "inconclusive", "aten::bmm: ran in 1 of 10 steps", "aten::bmm", 0.1, 0.2, None, "x")
+    # an op of one step only: its whole cost is its move; another why is a line of its own
+    contended, other = verdict_lines([*group, one_step_too, one_step])
+    assert contended.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention:")
+    assert other.startswith("time inconclusive for aten::mm, aten::bmm: x;")
 
 
 def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads():
