@@ -3422,8 +3422,8 @@ def test_a_baseline_of_another_capture_says_so_and_a_slowdown_is_inconclusive(py
         [
             "test_two.py::test_two: its baseline holds the test's capture 2 and its latest is now capture 1 (the "
             "test's captures changed since it was recorded): a slowdown of this capture cannot be confirmed, so it "
-            "would be inconclusive, not failed; record the baseline again: pytest --opprof-update-baseline with the "
-            "test's id",
+            "would be inconclusive, not failed; record the baseline again: pytest --opprof-update-baseline "
+            "test_two.py::test_two",
         ]
     )
     fake_clock.plan, fake_clock.captures = [8.0], 0
@@ -3435,8 +3435,8 @@ def test_a_baseline_of_another_capture_says_so_and_a_slowdown_is_inconclusive(py
             "test_two.py::test_two: time inconclusive for aten::mm*: its baseline holds the test's capture 2 and its "
             "latest is now capture 1: the test's captures changed since it was recorded, and run() confirms a "
             "slowdown only in the capture its baseline holds, so this one measurement's slowdown could not be "
-            "confirmed; neither passed nor failed*; record the baseline again: pytest --opprof-update-baseline with "
-            "the test's id",
+            "confirmed; neither passed nor failed*; record the baseline again: pytest --opprof-update-baseline "
+            "test_two.py::test_two",
         ]
     )
     assert "(the test's captures changed since it was recorded): a slowdown" not in result.stdout.str()
