@@ -225,7 +225,7 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
     clocks, or one contended by other load, is left out: it tells of the other load, not of this
     machine, and would widen the range (a contended written one gets none)."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
-        return Written(_with_wait(current), 1, 1, current.machine.cpu_wait)
+        return Written(_with_wait(current.doc, current.machine), 1, 1, current.machine.cpu_wait)
     taken = [current, *_further_taken(further)]
     usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
     chosen = _calm_base([taken[i] for i in usable], ignore)
@@ -233,15 +233,14 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
     base = taken[at]
     docs = [base.doc] + [taken[i].doc for i in usable if i != at and _no_more_loaded(taken[i], base)]
     doc, span = with_recorded_ranges(docs, ignore)
-    return Written(_with_wait(Measurement(doc, base.machine)), span, at + 1, base.machine.cpu_wait)
+    return Written(_with_wait(doc, base.machine), span, at + 1, base.machine.cpu_wait)
 
 
-def _with_wait(measurement: Measurement) -> BaselineDoc:
+def _with_wait(doc: BaselineDoc, machine: Machine) -> BaselineDoc:
     """The document to write, holding its measurement's CPU wait where that was contended: a
     later run names the baseline as recorded under load (a trial's said so only while recording)."""
-    machine = measurement.machine
     wait = round(machine.cpu_wait, 4) if machine.contended and machine.cpu_wait is not None else None
-    return measurement.doc.replace(recorded_wait=wait)
+    return doc.replace(recorded_wait=wait)
 
 
 def _further_taken(further: Further) -> list[Measurement]:

@@ -1000,8 +1000,9 @@ def _ids(nodeids: Iterable[str]) -> str:
 
 def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
     """One line for the baselines read whose recording waited for a CPU (their capture.cpu_wait):
-    a trial's recording beside CPU hogs said so once, and no later run did."""
-    waited = _by_test(records, lambda b: b.recorded_wait or 0.0)
+    a trial's recording beside CPU hogs said so once, and no later run did. A baseline whose
+    references say it was recorded under load has that line (_loaded_lines), not this one too."""
+    waited = _by_test(records, lambda b: 0.0 if b.under_load else b.recorded_wait or 0.0)
     if not waited:
         return []
     one = len(waited) == 1

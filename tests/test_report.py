@@ -462,3 +462,29 @@ def test_ops_inconclusive_for_their_recorded_ranges_each_name_their_own_range():
     assert second.startswith("time inconclusive for aten::mm: CPU contention: ...; ")
     (alone,) = verdict_lines([sigmoid])
     assert alone.startswith(f"time inconclusive for aten::sigmoid: {sigmoid.why}; ")
+
+
+def test_baselines_recorded_under_load_are_named_in_every_later_run_once():
+    """A file's capture.cpu_wait (recorded while its threads waited for a CPU) is named in one
+    run line with the command; one whose references already say it was recorded under load has
+    that line only; a file written in this run is not named (its own line says it)."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    def read(nodeid, status="compared", **facts):
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(f"{nodeid}.json", status, **facts)})
+
+    lines = format_problems(
+        [
+            read("t.py::a", recorded_wait=1.27),
+            read("t.py::b", recorded_wait=0.5, under_load=3.0),
+            read("t.py::c", "new", recorded_wait=0.4),
+        ]
+    ).splitlines()
+    waited = [line for line in lines if "(capture.cpu_wait)" in line]
+    assert waited == [
+        "opprof: 1 baseline recorded while its threads waited for a CPU 127% of the capture (summed over them) "
+        "(capture.cpu_wait): its times may be inflated and hide slowdowns, and re-recording keeps it; record it "
+        "again on a quiet machine: pytest --opprof-update-baseline=all t.py::a"
+    ]
+    assert [line for line in lines if "recorded under load" in line and "t.py::b" in line]
