@@ -759,7 +759,8 @@ class StepRecorder:
             prof = self._end()
         except Exception:
             return None
-        return _read_cut_short(prof, aside=self.had_aside)
+        others = self._threads.others if self._threads is not None else ()
+        return _cut_with_others(_read_cut_short(prof, aside=self.had_aside), others)
 
     @property
     def torch(self) -> Any:
@@ -849,18 +850,22 @@ OTHER_THREAD_SHARE = 0.05  # of the capture's wall: a heartbeat's 2.2 ms in a 50
 
 class PythonThreadWatch:
     """The Python threads besides the capturing one that ran during a capture, whose ops
-    torch.profiler does not record. Given the capture's work: those started in it (a hook
-    `threading` gives each new thread while it runs; a Timer only counts by its CPU, as a
-    cancelled one runs nothing) and a ThreadPoolExecutor's workers given a work item in it
-    (its `submit` is watched: a pool made before whose 0.1 ms items the CPU rule missed 5 runs
-    in 6). Besides, any other alive at its end that used OTHER_THREAD_MS and OTHER_THREAD_SHARE of
-    its wall in CPU (a queue worker of the code's own)."""
+    torch.profiler does not record. Given the capture's work: a thread the code started in it
+    (a hook `threading` gives each new thread while it runs), and a ThreadPoolExecutor's worker
+    that ran an item the code submitted in it (its `submit` is watched: a pool made before whose
+    0.1 ms items the CPU rule missed 5 runs in 6). torch's own are not the code's: a pool torch
+    submits to (Inductor compiles in one: a review's cold-cache run failed an absence on it), a
+    thread whose target is torch's, a Timer (a cancelled one runs nothing). Besides, any other
+    alive at its end that used OTHER_THREAD_MS and OTHER_THREAD_SHARE of its wall in CPU (a queue
+    worker of the code's own). The hooks pass straight through once it stopped, should the code
+    have kept them (a test's monkeypatch put one back as the method it found)."""
 
     def __init__(self) -> None:
         self._me = self._wall = 0
+        self._active = False
         self._before: dict[int, tuple[str, int]] = {}
-        self._started: list[tuple[int, str]] = []  # every thread started: an ident is reused once it ended
-        self._pooled: dict[int, str] = {}
+        self._started: list[tuple[threading.Thread, bool]] = []  # each started, and whether the code's own
+        self._ran: dict[int, threading.Thread] = {}  # by id(): pool workers that ran an item the code submitted
         self._previous: Any = None
         self._hook: Any = None
         self._submit: Any = None
@@ -870,7 +875,7 @@ class PythonThreadWatch:
     def start(self) -> None:
         self._me, self._wall = threading.get_ident(), time.perf_counter_ns()
         self._before = device.python_threads_cpu_ns(self._me)
-        self._started, self._pooled = [], {}
+        self._started, self._ran, self._active = [], {}, True
         self._watch_new_threads()
         self._watch_pools()
 
@@ -879,9 +884,9 @@ class PythonThreadWatch:
         started = self._started
 
         def first_call(frame: Any, event: Any, arg: Any) -> None:
-            thread = threading.current_thread()
-            if not isinstance(thread, threading.Timer):
-                started.append((thread.ident or 0, thread.name))
+            if self._active:
+                thread = threading.current_thread()
+                started.append((thread, _the_codes_own(thread)))
             sys.setprofile(previous)  # seen: the thread goes on as it would have
             if previous is not None:
                 previous(frame, event, arg)
@@ -890,39 +895,76 @@ class PythonThreadWatch:
         threading.setprofile(first_call)
 
     def _watch_pools(self) -> None:
-        pooled = self._pooled
+        ran = self._ran
         original = self._original_submit = ThreadPoolExecutor.submit
 
         def submit(executor: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            future = original(executor, fn, *args, **kwargs)
-            for thread in list(getattr(executor, "_threads", ())):  # the workers it may have gone to
-                if thread.ident is not None:
-                    pooled[thread.ident] = thread.name
-            return future
+            if not self._active or _in_torch(sys._getframe(1).f_code.co_filename):
+                return original(executor, fn, *args, **kwargs)
+
+            def item(*a: Any, **k: Any) -> Any:
+                thread = threading.current_thread()
+                ran[id(thread)] = thread
+                return fn(*a, **k)
+
+            return original(executor, item, *args, **kwargs)
 
         self._submit = submit
         ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
 
     def stop(self) -> None:
+        self._active = False
         if threading.getprofile() is self._hook:  # not one the code set since
             threading.setprofile(self._previous)
         if ThreadPoolExecutor.submit is self._submit:  # not one the code set since
             ThreadPoolExecutor.submit = self._original_submit  # type: ignore[method-assign]
         wall = time.perf_counter_ns() - self._wall
         self.found = self._found(device.python_threads_cpu_ns(self._me), wall)
+        self._started.clear()  # the hooks' own lists: nothing of them is kept
+        self._ran.clear()
 
     def _found(self, after: dict[int, tuple[str, int]], wall_ns: int) -> tuple[OtherThread, ...]:
+        """Threads are told apart as objects, not idents: an ended thread's ident is reused (a
+        review's joined `alpha` went unnamed beside a later `beta` of its ident)."""
         floor = max(OTHER_THREAD_MS * 1e6, OTHER_THREAD_SHARE * wall_ns)
-        alive = {ident for ident, name in self._started if after.get(ident, ("", 0))[0] == name}
-        found = []
+        started = {id(t) for t, _ in self._started}
+        given = {id(t) for t, own in self._started if own} | set(self._ran)
+        alive = {t.ident: t for t in threading.enumerate()}
+        found, gone = [], Counter[str]()
         for ident, (name, ns) in after.items():
-            used = ns - (0 if ident in alive else self._before.get(ident, (name, ns))[1])
-            given = ident in alive or ident in self._pooled
-            if given or used >= floor:
-                found.append(OtherThread(name, round(used / 1e6, 3), given_work=given))
-        gone = Counter(name for ident, name in self._started if ident not in alive)
-        found += [OtherThread(name, None, count) for name, count in gone.items()]
-        return tuple(found)
+            thread = alive.get(ident)
+            new = thread is not None and id(thread) in started
+            used = ns - (0 if new else self._before.get(ident, (name, ns))[1])
+            worked = thread is not None and id(thread) in given
+            if worked or used >= floor:
+                found.append(OtherThread(name, round(used / 1e6, 3), given_work=worked))
+        ended = [t for t, _ in self._started if id(t) in given] + [
+            t for key, t in self._ran.items() if key not in started
+        ]
+        for thread in ended:  # gone by the end, or unread (no /proc)
+            if alive.get(thread.ident) is not thread or thread.ident not in after:
+                gone[thread.name] += 1
+        return tuple(found + [OtherThread(name, None, count) for name, count in gone.items()])
+
+
+def _the_codes_own(thread: threading.Thread) -> bool:
+    """Whether a thread started in a capture is the code's own: not a Timer (a cancelled one runs
+    nothing), not a pool's worker (whose items say: PythonThreadWatch._ran), not torch's."""
+    if isinstance(thread, threading.Timer):
+        return False
+    target = getattr(thread, "_target", None)
+    target = getattr(target, "func", target)  # a functools.partial
+    if getattr(target, "__module__", None) == "concurrent.futures.thread":
+        return False
+    code = getattr(target, "__code__", None)  # torch's Python, not an op of torch's the code runs (torch.sin)
+    return not (code is not None and _in_torch(code.co_filename))
+
+
+def _in_torch(filename: str) -> bool:
+    """Whether a source file is torch's own (its package folder), where torch is imported."""
+    torch = sys.modules.get("torch")
+    folder = os.path.dirname(getattr(torch, "__file__", None) or "") if torch is not None else ""
+    return bool(folder) and filename.startswith(folder + os.sep)
 
 
 @contextmanager
@@ -1111,6 +1153,7 @@ def run_steps(
     threads: int | None = None,
     cut_short: Callable[[Profile, BaseException], None] | None = None,
     signature: bool = False,
+    workload: bool = False,
 ) -> tuple[Profile, T]:
     """Call fn `warmup` times unprofiled, then `steps` times profiled, one step each, then (with
     `work` or `signature`) once more profiled apart for the ops' inputs and FLOPs (the signature
@@ -1125,13 +1168,14 @@ def run_steps(
     threads, which the test may have restored since), put back afterwards. With `work`, after the
     signature step, the workload reference is timed (workload_choice). A confirmation takes none:
     it runs only when the first measurement's references excused nothing, and pooling keeps the
-    faster of each."""
+    faster of each. `workload`: a further measurement of a recording takes one all the same, as
+    the file may hold it (decide._calm_base: a review's calm one was written without one)."""
     __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
     validate_run_args(fn, warmup, steps, args, kwargs)
     torch = _torch()
     _refuse_a_running_profiler(torch)  # before warmup: fail without running the user's code
     with compiled_kernel_profiling(), _on_threads(torch, threads):
-        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short, signature)
+        return _run_steps(torch, fn, args, kwargs, warmup, steps, probe, work, cut_short, signature, workload)
 
 
 def by_failure(exc: BaseException | None) -> bool:
@@ -1175,6 +1219,7 @@ def _run_steps(
     work: bool,
     cut_short: Callable[[Profile, BaseException], None] | None = None,
     signature: bool = False,
+    workload: bool = False,
 ) -> tuple[Profile, T]:
     __tracebackhide__ = True
     warm_profiler()  # the Python API's first measure() too: torch's first profiler start is no step's
@@ -1189,7 +1234,9 @@ def _run_steps(
     observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
     unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
     prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short, probe)
-    with _cut_short_as(cut_short, lambda: _read_cut_short(prof)):  # fn may still raise: the steps stand
+    with _cut_short_as(
+        cut_short, lambda: _cut_with_others(_read_cut_short(prof), threads.others)
+    ):  # fn may still raise: the steps stand
         unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
     timed = _with_overhead(_with_reference(_read_own(prof), threads.fewest, before, _references(torch)), unprofiled)
     timed = with_other_threads(timed, threads.others)
@@ -1202,7 +1249,7 @@ def _run_steps(
         signed, result = _signature_step(torch, fn, args, kwargs)
     recorded = {op.name: op.work for op in signed.ops if op.work}
     timed = timed.with_work(recorded, signed.work_steps, signed.list_shapes)
-    if not work:  # a further measurement: its references are pooled with the first's, the faster kept
+    if not (work or workload):  # a further measurement: its references are pooled with the first's, the faster kept
         return timed, result
     return _with_workload_reference(torch, timed, workload_choice(timed)), result
 
@@ -1223,8 +1270,14 @@ def _profiled_steps(
     __tracebackhide__ = True
     result: Any = None
     prof: Any = None
-    with _cut_short_as(cut_short, lambda: _cut_in_step(_read_cut_short(prof))):
+    watched: list[ThreadWatch] = []  # the threads the failure's profile names, once the watch stopped
+
+    def cut() -> Profile | None:
+        return _cut_with_others(_cut_in_step(_read_cut_short(prof)), watched[0].others if watched else ())
+
+    with _cut_short_as(cut_short, cut):
         with _profiling(torch) as (prof, cuda), _threads_watched(torch) as threads:
+            watched.append(threads)
             if probe is not None:
                 probe()
             for number in range(1, steps + 1):
@@ -1233,6 +1286,12 @@ def _profiled_steps(
             if probe is not None:
                 probe()
     return prof, threads, result
+
+
+def _cut_with_others(profile: Profile | None, others: tuple[OtherThread, ...]) -> Profile | None:
+    """A capture a failure cut short, with the other Python threads that ran in it: the failure's
+    report and trace say them as a kept capture's do (a review's failing twin lost the warning)."""
+    return with_other_threads(profile, others) if profile is not None else None
 
 
 def _cut_in_step(profile: Profile | None) -> Profile | None:

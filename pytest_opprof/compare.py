@@ -1279,7 +1279,7 @@ def _setup_parts(setup: str | None) -> tuple[dict[str, str], dict[str, str]]:
             variables[name] = value
         elif part:
             count, _, unit = part.partition(" ")
-            counts[unit or part] = count
+            counts[(unit or part).removesuffix("s")] = count  # `1 core`, `2 cores`: one part
     return counts, variables
 
 
@@ -1288,15 +1288,20 @@ def _setup_changes(old: str | None, new: str | None) -> list[str]:
     `MKL_NUM_THREADS unset -> 1`."""
     (counts_a, vars_a), (counts_b, vars_b) = _setup_parts(old), _setup_parts(new)
     for mine, other in ((counts_a, counts_b), (counts_b, counts_a)):
-        if "cores" in other and "cpus" in mine:  # thread_setup names the cores only where they are fewer
-            mine.setdefault("cores", mine["cpus"])
+        if "core" in other and "cpu" in mine:  # thread_setup names the cores only where they are fewer
+            mine.setdefault("core", mine["cpu"])
     changes = [
-        f"{counts_a.get(unit, '?')} {unit} -> {counts_b.get(unit, '?')} {unit}"
+        f"{_counted(counts_a.get(unit), unit)} -> {_counted(counts_b.get(unit), unit)}"
         for unit in dict.fromkeys([*counts_a, *counts_b])
         if counts_a.get(unit) != counts_b.get(unit)
     ]
     changes += [f"{name} {vars_a.get(name, 'unset')} -> {vars_b.get(name, 'unset')}" for name in _moved(vars_a, vars_b)]
     return changes or [f"{old} -> {new}"]
+
+
+def _counted(count: str | None, unit: str) -> str:
+    """`1 core`, `2 cores`, `? cores` (a part one setup does not name)."""
+    return f"{count or '?'} {unit}{'' if count == '1' else 's'}"
 
 
 def _moved(a: dict[str, str], b: dict[str, str]) -> list[str]:

@@ -239,7 +239,7 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
 def _with_wait(doc: BaselineDoc, machine: Machine) -> BaselineDoc:
     """The document to write, holding its measurement's CPU wait where that was contended: a
     later run names the baseline as recorded under load (a trial's said so only while recording)."""
-    wait = round(machine.cpu_wait, 4) if machine.contended and machine.cpu_wait is not None else None
+    wait = float(f"{machine.cpu_wait:.4g}") if machine.contended and machine.cpu_wait is not None else None
     return doc.replace(recorded_wait=wait)
 
 

@@ -142,7 +142,7 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
 
 
 _RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
-_SHELL_WORD = re.compile(r"""\s((?:'[^']*'|"[^"]*"|[^\s'"])+)""")
+_SHELL_WORD = re.compile(r"""\s((?:'[^']*'|"[^"]*"|[^\s'"();,])+)""")  # `(... pytest ... id)`: not the `)`
 
 
 def runnable_here(text: str, flags: Sequence[str], typed_id: Callable[[str], str] | None = None) -> str:
@@ -895,7 +895,8 @@ def unseen_on_other_threads(pattern: str, threads: Sequence[str], claim: str = "
     return (
         f"{asked(pattern)}: no op of that name ran on the thread that runs the steps, but other Python threads "
         f"ran the capture's work ({first_three(list(threads))}) and torch.profiler does not record their ops, so "
-        f"{claim} proves nothing; run that work on the calling thread"
+        f"{claim} proves nothing; run that work on the calling thread (a thread of no torch work: start it before "
+        "the capture)"
     )
 
 

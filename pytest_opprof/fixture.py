@@ -534,8 +534,18 @@ class OpprofFixture:
         # cache runs the same ops on larger inputs); only the times are pooled.
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
+        recording = self.measure_ahead > 0  # the file may hold this one (its workload reference too)
         profile, result = run_steps(
-            fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads, signature=True
+            fn,
+            args,
+            kwargs,
+            warmup,
+            steps,
+            probe=probe,
+            work=False,
+            threads=threads,
+            signature=True,
+            workload=recording,
         )
         return Remeasured(
             profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer(),

@@ -540,25 +540,17 @@ def _other_threads(value: object) -> tuple[OtherThread, ...]:
     """The other Python threads our header names; a value of any other shape (hand-edited) is none."""
     if not isinstance(value, list):
         return ()
-    threads = []
-    for item in value:
-        if not isinstance(item, dict):
-            continue
-        name, cpu, count, worked = (
-            item.get("name"),
-            item.get("cpu_ms"),
-            item.get("count", 1),
-            item.get("given_work", True),
-        )
-        cpu_ms = None if cpu is None else _fraction(cpu)
-        if (
-            isinstance(name, str)
-            and (cpu is None or cpu_ms is not None)
-            and _positive_int(count)
-            and worked in (True, False)
-        ):
-            threads.append(OtherThread(name, cpu_ms, count, worked))
-    return tuple(threads)
+    threads = [_other_thread(item) for item in value if isinstance(item, dict)]
+    return tuple(t for t in threads if t is not None)
+
+
+def _other_thread(item: dict[str, Any]) -> OtherThread | None:
+    name, cpu, count, worked = item.get("name"), item.get("cpu_ms"), item.get("count", 1), item.get("given_work", True)
+    cpu_ms = None if cpu is None else _milliseconds(cpu)
+    if not isinstance(name, str) or (cpu is not None and cpu_ms is None) or worked not in (True, False):
+        return None
+    counted = _positive_int(count)
+    return OtherThread(name, cpu_ms, counted, worked) if counted is not None and counted <= MAX_COUNT else None
 
 
 def _workload_reference(value: object) -> WorkloadReference | None:
@@ -588,6 +580,20 @@ def _ratio(value: object) -> float | None:
     except ValueError:
         return None
     return number if 0 < number < 1e6 else None
+
+
+MAX_COUNT = 10**6  # threads of one name in a header: more is a hand edit
+
+
+def _milliseconds(value: object) -> float | None:
+    """A time >= 0 written by us (floats are read as their text: "0.0" is an idle pool worker's)."""
+    if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _MAX_NUMBER_TEXT:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _positive_int(value: object) -> int | None:

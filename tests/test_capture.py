@@ -1135,7 +1135,89 @@ def test_pool_work_and_threads_started_in_the_capture_are_named_however_little_c
     message = no_op("aten::mm")(profile)
     assert message.startswith("aten::mm: no op of that name ran on the thread that runs the steps, but other ")
     assert message.endswith(
-        "and torch.profiler does not record their ops, so asserting it is absent proves nothing; run that work on the calling thread"
+        "and torch.profiler does not record their ops, so asserting it is absent proves nothing; run that work on the "
+        "calling thread (a thread of no torch work: start it before the capture)"
     )
     assert "so counting zero calls of it proves nothing" in op_count("aten::mm", 0)(profile)
     assert no_op("aten::mm")(measure(lambda: torch.cos(x), warmup=1, steps=2)) is None
+
+
+def test_torchs_own_pools_and_threads_are_not_the_codes_work(monkeypatch):
+    """A review's cold-cache torch.compile failed assert_no_op: Inductor compiled in a pool it made
+    in the capture. A pool torch's code submits to, a thread whose target is torch's, a Timer: none
+    ran the code's work, so an absence holds (each is named only by CPU it used, as any thread)."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_opprof import device
+    from pytest_opprof.assertions import no_op
+
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {})  # no CPU rule: the hooks alone
+    torchs = os.path.join(os.path.dirname(torch.__file__), "_opprof_test_only.py")  # code in torch's folder
+    scope: dict = {"torch": torch, "threading": threading}
+    exec(compile("def job(x):\n    return torch.sin(x)\n", torchs, "exec"), scope)
+    submit = compile("pool.submit(job, x).result()", torchs, "exec")
+    x = torch.ones(4, 4)
+    with ThreadPoolExecutor(1) as pool:
+
+        def fn():
+            exec(submit, {**scope, "pool": pool, "x": x})
+            thread = threading.Thread(target=scope["job"], args=(x,))
+            thread.start()
+            thread.join()
+            timer = threading.Timer(10, print)
+            timer.start()
+            timer.cancel()
+            return torch.cos(x)
+
+        profile = measure(fn, warmup=1, steps=2)
+    assert profile.other_threads == ()
+    assert no_op("aten::sin")(profile) is None
+
+
+def test_threads_are_told_apart_as_objects_and_named_without_a_cpu_reading(monkeypatch):
+    """A review: a joined `alpha` whose ident a live `beta` took was never named; with no CPU
+    readings (no /proc), a pool made before the capture ran the code's item and went unnamed, and
+    assert_no_op passed. A failure's cut-short capture names them as a kept one does. Hooks a test
+    kept after the capture pass straight through."""
+    import importlib
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_opprof import device
+    from pytest_opprof.assertions import no_op
+
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    release = threading.Event()
+    beta = threading.Thread(target=release.wait, name="beta")
+    beta.start()
+    alpha = threading.Thread(name="alpha")
+    alpha._ident = beta.ident  # an ended thread whose ident beta took  # noqa: SLF001
+    watch = capture_module.PythonThreadWatch()
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {})
+    watch.start()
+    leaked = ThreadPoolExecutor.submit
+    watch.stop()
+    watch._started[:] = [(alpha, True), (beta, True)]  # noqa: SLF001
+    found = watch._found({beta.ident: ("beta", 1_000_000)}, 10**9)  # noqa: SLF001
+    release.set()
+    beta.join()
+    assert sorted((t.name, t.cpu_ms) for t in found) == [("alpha", None), ("beta", 1.0)]
+    with ThreadPoolExecutor(1, thread_name_prefix="before") as pool:
+        assert leaked(pool, abs, -2).result() == 2 and watch._ran == {}  # noqa: SLF001
+        x = torch.ones(4, 4)
+        pool.submit(torch.sin, x).result()
+        profile = measure(lambda: pool.submit(torch.sin, x).result().add(1), warmup=1, steps=2)
+        got = []
+
+        def failing():
+            pool.submit(torch.sin, x).result()
+            raise ValueError("the test's own")
+
+        with pytest.raises(ValueError):
+            run_steps(failing, (), {}, 0, 2, cut_short=lambda p, e: got.append(p))
+    assert [(t.name, t.cpu_ms, t.given_work) for t in profile.other_threads] == [("before_0", None, True)]
+    assert no_op("aten::sin")(profile).startswith("aten::sin: no op of that name ran on the thread that runs the steps")
+    assert [t.name for t in got[0].other_threads] == ["before_0"]
+    assert "other_threads" in [c.name for c in got[0].checks]

@@ -345,7 +345,13 @@ def test_a_contended_first_measurement_is_not_what_the_recording_writes(pytester
         return fake_clock.now_ns // 2 if fake_clock.captures == 0 else 0
 
     monkeypatch.setattr(device, "cpu_wait_ns", waited)
-    pytester.makepyfile(MEASURED.replace("steps=3", "steps=8"))
+    pytester.makepyfile(
+        """
+        import torch
+        def test_x(opprof):
+            opprof.run(torch.mm, torch.ones(16, 16), torch.ones(16, 16), warmup=1, steps=8)
+        """
+    )
     out = pytester.path / "r.json"
     result = run(pytester, "--opprof-update-baseline", f"--opprof-json={out}")
     result.assert_outcomes(passed=1)
@@ -358,6 +364,10 @@ def test_a_contended_first_measurement_is_not_what_the_recording_writes(pytester
     assert "baseline recorded while" not in result.stdout.str()
     (test,) = json.loads(out.read_text())["tests"]
     assert (test["cpu_wait"], test["baseline"]["written_from"], test["baseline"]["written_wait"]) == (0.5, 2, 0.0)
+    (written,) = (pytester.path / ".opprof").rglob(
+        "test_x.json"
+    )  # the calm one's own workload reference (a review's had none)
+    assert json.loads(written.read_text())["workload_reference"]["op"] == "aten::mm"
 
 
 def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(

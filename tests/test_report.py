@@ -488,3 +488,17 @@ def test_baselines_recorded_under_load_are_named_in_every_later_run_once():
         "again on a quiet machine: pytest --opprof-update-baseline=all t.py::a"
     ]
     assert [line for line in lines if "recorded under load" in line and "t.py::b" in line]
+
+
+def test_contention_names_the_threads_that_ran_the_captures_work_though_unmeasured():
+    """A review: a pool started and shut down in each step (its threads' CPU unread) left the
+    contention warning blaming other load; a thread that ran the capture's work is named."""
+    from pytest_opprof.analysis.checks import contention_check
+    from pytest_opprof.analysis.model import OtherThread
+
+    check = contention_check(0.4, (OtherThread("model_0", None, 3), OtherThread("idle", 0.2, given_work=False)))
+    assert "the test's own Python threads (model_0 (3 threads): started in it), or other load" in check.message
+    assert (
+        "other load on the machine inflated"
+        in contention_check(0.4, (OtherThread("idle", 0.2, given_work=False),)).message
+    )

@@ -235,3 +235,16 @@ def test_a_markers_keyword_replaces_the_runs_value_ignore_ops_included():
     rule = rule_for(run, {"ignore_ops": ["aten::copy_"], "tolerance": "50%"})
     assert (rule.ignore_ops, rule.tolerance) == (("aten::copy_",), 0.5)
     assert rule_for(run).ignore_ops == ("aten::empty*",)
+
+
+def test_a_test_id_inside_parentheses_is_given_as_typed_without_the_parenthesis():
+    """A review: `(pytest --opprof-update-baseline=all t.py::x)` run from a subfolder became
+    `'sub/t.py::x)'`, the parenthesis inside the id, which pytest could not find."""
+    typed = lambda nodeid: "sub/" + nodeid  # noqa: E731
+    text = (
+        "record it (pytest --opprof-update-baseline=all t.py::x) or not; pytest --opprof-update-baseline t.py::y, then"
+    )
+    assert runnable_here(text, (), typed) == (
+        "record it (pytest --opprof-update-baseline=all sub/t.py::x) or not; pytest --opprof-update-baseline "
+        "sub/t.py::y, then"
+    )

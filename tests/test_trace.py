@@ -222,14 +222,18 @@ def test_the_other_threads_an_exported_trace_names_are_read_where_well_formed(tm
         {"name": "w", "count": 0},
         {"name": "w", "given_work": "yes"},
         {"name": "w", "count": 3, "given_work": False},
+        {"name": "idle", "cpu_ms": 0.0},  # a review's idle pool worker was dropped
+        {"name": "long", "cpu_ms": 2e6},
+        {"name": "many", "count": 10**7},
     ]
     write_trace(tmp_path / "t.json", events, {"opprof": {"other_threads": named}})
     profile = load_trace(tmp_path / "t.json")
     assert [(t.name, t.cpu_ms, t.count, t.given_work) for t in profile.other_threads] == [
-        ("pool_0", 1.5, 1, True), ("helper", None, 1, True), ("w", None, 3, False)
+        ("pool_0", 1.5, 1, True), ("helper", None, 1, True), ("w", None, 3, False),
+        ("idle", 0.0, 1, True), ("long", 2e6, 1, True),
     ]  # fmt: skip
     (check,) = [c for c in profile.checks if c.name == "other_threads"]
-    assert check.message.startswith("5 other Python threads ran during the capture (pool_0: 1.5 ms of CPU, helper: ")
+    assert check.message.startswith("7 other Python threads ran during the capture (pool_0: 1.5 ms of CPU, helper: ")
     for value in ("pool_0", [], None, {"name": "t"}):
         write_trace(tmp_path / "u.json", events, {"opprof": {"other_threads": value}})
         assert not [c for c in load_trace(tmp_path / "u.json").checks if c.name == "other_threads"]

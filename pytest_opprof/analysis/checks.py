@@ -12,6 +12,7 @@ from itertools import compress, repeat
 from operator import add, lt, sub
 
 from ..errors import (
+    asked,
     contended_capture,
     device_before_launch,
     ops_overrun,
@@ -484,7 +485,7 @@ def contention_check(cpu_wait: float | None, threads: Sequence[OtherThread] = ()
     Python threads that ran in it, those that used CPU named as a cause besides other load."""
     if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
         return None
-    busy = [other_thread_words(t) for t in threads if t.cpu_ms and t.cpu_ms >= BUSY_THREAD_MS]
+    busy = [other_thread_words(t) for t in threads if (t.cpu_ms or 0) >= BUSY_THREAD_MS or _ran_unmeasured(t)]
     return Check(CONTENTION, WARNING, contended_capture(cpu_wait, busy))
 
 
@@ -535,12 +536,18 @@ def with_other_threads(profile: Profile, others: tuple[OtherThread, ...]) -> Pro
     return replace(profile, other_threads=others, checks=profile.checks + ((check,) if check else ()))
 
 
+def _ran_unmeasured(thread: OtherThread) -> bool:
+    """A thread that ran the capture's work and was gone by its end, its CPU unread (a review:
+    a pool started and shut down in each step left the contention blamed on other load)."""
+    return thread.cpu_ms is None and thread.given_work
+
+
 def other_thread_words(thread: OtherThread) -> str:
     """`ThreadPoolExecutor-0_0: 4.1 ms of CPU`, `worker (6 threads): started in it` (and ended, or
     its CPU time unknown)."""
     used = "started in it" if thread.cpu_ms is None else f"{thread.cpu_ms:.1f} ms of CPU"
     many = f" ({thread.count} threads)" if thread.count > 1 else ""
-    return f"{shown_name(thread.name)}{many}: {used}"
+    return f"{asked(thread.name)}{many}: {used}"  # cut, as a name asked for is: a header's may be long
 
 
 def cuda_untraced_check() -> Check:
