@@ -572,28 +572,28 @@ def _fraction(value: object) -> float | None:
 
 
 def _ratio(value: object) -> float | None:
-    """A positive ratio written by us (floats are read as their text, for exact timestamps)."""
-    if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _MAX_NUMBER_TEXT:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return number if 0 < number < 1e6 else None
+    """A positive ratio written by us."""
+    number = _header_number(value)
+    return number if number is not None and 0 < number < 1e6 else None
 
 
 MAX_COUNT = 10**6  # threads of one name in a header: more is a hand edit
 
 
 def _milliseconds(value: object) -> float | None:
-    """A time >= 0 written by us (floats are read as their text: "0.0" is an idle pool worker's)."""
+    """A time >= 0 written by us ("0.0" is an idle pool worker's)."""
+    number = _header_number(value)
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
+
+
+def _header_number(value: object) -> float | None:
+    """A number our header holds: floats are read as their text, for exact timestamps."""
     if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > _MAX_NUMBER_TEXT:
         return None
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
         return None
-    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _positive_int(value: object) -> int | None:
