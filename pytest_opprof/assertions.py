@@ -45,7 +45,7 @@ from .errors import (
 )
 from .events import EventTable
 from .tables import by_shown_time, steps_or_span
-from .units import count_text, first_three, share_text
+from .units import count_of, count_text, first_three, share_text
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -263,7 +263,9 @@ def context(profile: Profile, name: str) -> str:
         return _where(profile.callers(name), around)
     first, *others = stats.work.signatures
     text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
-    return f"{_where(first.callers, around)}; {text}" + (f" (+{len(others)} other signatures)" if others else "")
+    return f"{_where(first.callers, around)}; {text}" + (
+        f" (+{count_of(len(others), 'other signature')})" if others else ""
+    )
 
 
 def _where(callers: tuple[str, ...], ranges: tuple[str, ...] = ()) -> str:

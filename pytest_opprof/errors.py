@@ -142,7 +142,7 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
 
 
 _RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
-_SHELL_WORD = re.compile(r"""\s((?:'[^']*'|"[^"]*"|[^\s'"();,])+)""")  # `(... pytest ... id)`: not the `)`
+_SHELL_WORD = re.compile(r"""[ \t]((?:'[^']*'|"[^"]*"|[^\s'"();,])+)""")  # `(... pytest ... id)`: not the `)`
 
 
 def runnable_here(text: str, flags: Sequence[str], typed_id: Callable[[str], str] | None = None) -> str:
@@ -999,8 +999,17 @@ def baseline_required(nodeid: str, path: str) -> str:
 def strict_inconclusive(nodeid: str, message: str, fix: str) -> str:
     return (
         f"opprof: --opprof-strict: a time check of {nodeid} was inconclusive, which strict mode makes an error: "
-        f"{message}; {fix}, or drop --opprof-strict to report it as a summary line"
+        f"{message}; {with_its_id(fix, nodeid)}, or drop --opprof-strict to report it as a summary line"
     )
+
+
+_ITS_ID = re.compile(r"(pytest --opprof-update-baseline(?:=all|=changed)?) with the test's id")
+
+
+def with_its_id(text: str, nodeid: str) -> str:
+    """`text` with the record command a fix gives as `... with the test's id` (the JSON's fix, one
+    text for every test) written out for the test: a trial had to type the id in."""
+    return _ITS_ID.sub(lambda found: f"{found[1]} {shlex.quote(nodeid)}", text)
 
 
 def stepped_aside(assertions: int) -> str:

@@ -9,7 +9,6 @@ import dataclasses
 import io
 import json
 import os
-import re
 import shlex
 import tempfile
 import textwrap
@@ -57,6 +56,7 @@ from .errors import (
     stale_trace_kept,
     wait_share,
     waited_for_cpu_up_to,
+    with_its_id,
 )
 from .files import safe_name, write_output
 from .htmlreport import test_section
@@ -473,7 +473,7 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     and traces (`shared`: the run's lines that stand for some of them)."""
     shared = shared or _Shared()
     lines = _measurement_lines(record) + _baseline_lines_of(record, verbose, shared, strict) + _run_of_lines(record)
-    lines = [_with_its_id(line, record.nodeid) for line in lines]
+    lines = [with_its_id(line, record.nodeid) for line in lines]
     shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
     contention_said = _said_contention(record.baseline) or _recorded_contended(record) or record.nodeid in shared.warned
     if not verbose and contention_said:
@@ -486,15 +486,6 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     if record.earlier_trace:
         lines.append(f"trace of an earlier run kept at {record.earlier_trace}")
     return [f"{record.nodeid}: {line}" for line in lines]
-
-
-_ITS_ID = re.compile(r"(pytest --opprof-update-baseline(?:=all|=changed)?) with the test's id")
-
-
-def _with_its_id(line: str, nodeid: str) -> str:
-    """A test's line with the record command a fix gives as `... with the test's id` (the JSON's
-    fix, one text for every test) written out for it: a trial had to type the id in."""
-    return _ITS_ID.sub(lambda found: f"{found[1]} {shlex.quote(nodeid)}", line)
 
 
 def _measurement_lines(record: TestRecord) -> list[str]:

@@ -461,7 +461,7 @@ def test_context_names_the_callers_of_the_signature_it_shows():
         op("aten::_to_copy", 410, 50, shapes=((4, 4),), dtypes=("float",)),
     ]
     p = analyze(events)
-    assert assertions.context(p, "aten::_to_copy") == "in aten::to; inputs float[4,4] (+1 other signatures)"
+    assert assertions.context(p, "aten::_to_copy") == "in aten::to; inputs float[4,4] (+1 other signature)"
     message = assertions.op_count("aten::*", 1)(p)
     assert "aten::_to_copy in aten::to; inputs float[4,4]" in message and "aten::div_ called from Python" in message
 

@@ -1127,9 +1127,9 @@ def test_user_project_outcomes(user_run):
 
 EXPECTED_MESSAGES = {
     "test_fail_below": "*aten::addmm: *.* ms/step > limit 0.00 ms (median of 3 steps; min *.*, max *.*)",
-    "test_fail_count": "*aten::addmm: 2 calls/step, expected 3 (per step: 2, 2, 2; in aten::linear; inputs float[[]64], float[[]4,32], float[[]32,64] (+1 other signatures))",
+    "test_fail_count": "*aten::addmm: 2 calls/step, expected 3 (per step: 2, 2, 2; in aten::linear; inputs float[[]64], float[[]4,32], float[[]32,64] (+1 other signature))",
     "test_fail_count_range": "*aten::relu: 1 calls/step, expected at least 2 (per step: 1, 1, 1; called from Python; inputs float[[]4,64])",
-    "test_fail_no_op": "*aten::add*: expected no calls, found aten::addmm (2/step, in aten::linear; inputs float[[]*], float[[]*], float[[]*] (+1 other signatures))",
+    "test_fail_no_op": "*aten::add*: expected no calls, found aten::addmm (2/step, in aten::linear; inputs float[[]*], float[[]*], float[[]*] (+1 other signature))",
     "test_fail_unknown_op": "*aten::copyy_: not an operator torch knows*did you mean aten::copy_?",
     "test_fail_no_sync": "*host-device syncs: aten::item (1/step, called from Python), aten::_local_scalar_dense (1/step, "
     "in aten::item); a CPU-only capture: these reads wait for no device here, *",

@@ -248,3 +248,23 @@ def test_a_test_id_inside_parentheses_is_given_as_typed_without_the_parenthesis(
         "record it (pytest --opprof-update-baseline=all sub/t.py::x) or not; pytest --opprof-update-baseline "
         "sub/t.py::y, then"
     )
+
+
+def test_a_record_command_at_a_lines_end_takes_no_id_from_the_next_line():
+    """A newcomer trial: run from a subfolder, the summary's lines ran together and a command took
+    the next line's `nodeid:` as a second id (`... test_a tests/t.py::test_b:`)."""
+    typed = lambda nodeid: nodeid.removeprefix("tests/")  # noqa: E731
+    text = "tests/t.py::a: record it, pytest --opprof-update-baseline=all tests/t.py::a\ntests/t.py::b: time ..."
+    assert runnable_here(text, (), typed) == (
+        "tests/t.py::a: record it, pytest --opprof-update-baseline=all t.py::a\ntests/t.py::b: time ..."
+    )
+
+
+def test_the_strict_error_gives_the_record_command_with_the_tests_id():
+    """A newcomer trial's --opprof-strict error ended `... pytest --opprof-update-baseline=all with
+    the test's id`, where the run's summary line named it."""
+    from pytest_opprof.compare import FASTER_FIX
+    from pytest_opprof.errors import strict_inconclusive
+
+    message = strict_inconclusive("t.py::test_x[a b]", "aten::mm: ...", FASTER_FIX)
+    assert "pytest --opprof-update-baseline=all 't.py::test_x[a b]', or drop --opprof-strict" in message
