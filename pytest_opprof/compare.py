@@ -854,7 +854,7 @@ def _within_range(
     a real x1.86 passed in silence (a review); judged always from the fastest, 51 of 192 idle
     test runs read inconclusive (`python bench/idle_runs.py`)."""
     fastest, slowest = recorded
-    base = old_min if old_min <= fastest + _margin(fastest, rule) else fastest
+    base = judged_base(old_min, recorded, rule)
     limit = slowest + _margin(slowest, rule)
     if new_min <= base + _margin(base, rule):
         return None
@@ -885,6 +885,16 @@ def unconfirmed_slower(comparison: Comparison, why: str, fix: str, path: str = "
         return replace(v, status=INCONCLUSIVE, message=message, why=why, fix=fix)
 
     return replace(comparison, verdicts=tuple(made(v) for v in comparison.verdicts))
+
+
+def judged_base(old_min: float, recorded: tuple[float, float] | None, rule: Rule) -> float:
+    """The baseline time an op is judged from: the file's minimum, or where its recorded range
+    shows that came in a slow spell (beyond the tolerance of the range's fastest), the fastest:
+    the op tables show it too (a newcomer trial's read `+17%` where the verdict judged +101%)."""
+    if recorded is None:
+        return old_min
+    fastest = recorded[0]
+    return old_min if old_min <= fastest + _margin(fastest, rule) else fastest
 
 
 def _margin(ms: float, rule: Rule) -> float:

@@ -30,6 +30,7 @@ from .compare import (
     Verdict,
     compare,
     ignored,
+    judged_base,
     median_calls,
     merge_measurements,
     unconfirmed_slower,
@@ -759,8 +760,8 @@ def baseline_step(
             return BaselineResult(shown, UNWRITABLE, error=f"opprof: {cannot_write(shown, exc)}", **_fails(rule))
         except OpprofError as exc:
             return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}", **_fails(rule))
-    rows = {
-        name: (min(samples), list(op.calls_per_step))
+    rows = {  # the baseline time each op is judged from (a slow spell's file minimum gives way to its range's fastest)
+        name: (judged_base(min(samples), op.recorded_range, rule), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()
         if (samples := op.time_samples)
     }

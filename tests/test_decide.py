@@ -521,3 +521,22 @@ def test_every_result_says_which_kinds_fail_the_test(tmp_path, content):
     result = baseline_step(path, "t.json", "t.py::test_x", Measurement(doc(profile())), rule, None, None)
     assert result.status == ("unusable" if content else "missing")
     assert result.fails == ("environment", "time") and result.time_fails
+
+
+def test_the_op_tables_show_the_baseline_time_the_verdict_judges_from(tmp_path):
+    """A newcomer trial's table read `baseline min 0.146, +17%` where the verdict judged +101%
+    from its range's fastest (the file's 0.146 came in a slow spell): the tables' baseline column
+    is the time judged from; a file within its range's tolerance shows its own minimum."""
+    from test_baseline import NODE
+
+    from pytest_opprof.baseline import write_baseline
+    from pytest_opprof.decide import baseline_step
+
+    path = tmp_path / "t.json"
+    write_baseline(path, _ranged(1400, 0.5, 1.0))  # written 1.4 ms, its range 0.7-1.4: a slow spell
+    result = baseline_step(path, "t.json", NODE, measured(profile(addmm_us=(750,) * 8)), Rule(), None, None)
+    row = result.op_row("aten::addmm", 1, 0.75)
+    assert (row.base_min_ms, round(row.delta_pct), row.verdict) == (0.7, 7, "ok")
+    write_baseline(path, _ranged(700, 1.0, 1.1))  # written at its range's fastest
+    result = baseline_step(path, "t.json", NODE, measured(profile(addmm_us=(750,) * 8)), Rule(), None, None)
+    assert result.op_row("aten::addmm", 1, 0.75).base_min_ms == 0.7
