@@ -1790,6 +1790,10 @@ def test_a_step_that_slowed_as_a_whole_makes_an_op_inconclusive_a_lone_op_fails(
     assert addmm_verdict(walled(doc(profile(addmm_us=(950,) * 8)), 1.2), nearly_all).status == "regressed"
     traced = Machine(python_tracer="coverage.tracer.CTracer")
     assert addmm_verdict(whole, base, traced).status == "regressed"
+    # a newcomer trial's denormal weights: every op x20 and the rest of the step with them, far past
+    # any spell of a machine (x1.5-3): each op excused by the others passed, every run
+    denormal = walled(doc(profile(addmm_us=(14000,) * 8)), 40.0)  # addmm x20, the rest 1.2 -> 26 ms (x21.7)
+    assert addmm_verdict(denormal, base).status == "regressed"
 
 
 def test_a_whole_step_slower_where_the_tests_own_product_ran_as_fast_is_the_code():
