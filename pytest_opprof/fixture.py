@@ -507,13 +507,15 @@ class OpprofFixture:
             raise AssertionError(
                 message
                 + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
-                + self._contended(timed is not None and timed(self._profile))
+                + self._contended(timed)
             )
 
-    def _contended(self, timed: bool) -> str:
-        """For a failing time budget: the clause saying other load slowed the capture, or ''."""
+    def _contended(self, timed: Timed | None) -> str:
+        """For a failing time budget (`timed` holds for the profile: what it limits ran), the clause
+        saying other load slowed the capture, or ''."""
         wait = self.cpu_wait
-        return f"; {waited_for_cpu(wait)}: other load slowed it" if timed and wait and wait > CONTENTION_LIMIT else ""
+        loaded = timed is not None and wait is not None and wait > CONTENTION_LIMIT and timed(self._profile)
+        return f"; {waited_for_cpu(wait)}: other load slowed it" if loaded and wait else ""
 
     def _probe(self) -> None:
         self._sample(self._host, self._clocks)
@@ -642,7 +644,7 @@ class OpprofFixture:
         if self._profile is None or self._trust:
             return []
         return [
-            f"{where}: {m}{self._contended(timed is not None and timed(self._profile))}"
+            f"{where}: {m}{self._contended(timed)}"
             for check, where, timed in self._deferred
             if (m := check(self._profile)) is not None
         ]
