@@ -293,6 +293,40 @@ def test_contention_inconclusive_lines_of_several_tests_become_one(status, outco
     assert "in 2 tests" not in every and every.count("warning contention") == 3
 
 
+def test_tests_inconclusive_on_a_faster_machine_share_one_line():
+    """A newcomer's first run of the examples on another CPU printed a long 'the machine ran
+    faster' line for each of six tests: tests whose every inconclusive time says so share one
+    line (the speeds, the outcome, the one command for them); a test inconclusive for that and
+    another reason, or alone, keeps its lines; -v keeps each test's."""
+    from pytest_opprof.compare import FASTER_FIX, Verdict
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import format_problems
+
+    def faster(speed: str, *more: Verdict) -> BaselineResult:
+        why = f"the machine ran {speed}x faster than when the baseline was recorded (dispatch reference)"
+        verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 0.4, 0.2, 0.01, why, FASTER_FIX)
+        return BaselineResult(".opprof/cpu/t.py/x.json", "compared", verdicts=(verdict, *more))
+
+    other = Verdict("time", "inconclusive", "m", "aten::add", 0.4, 0.2, 0.01, "GPU clocks throttled", "rerun quietly")
+    records = [
+        TestRecord(**{**record("t.py::a").__dict__, "baseline": faster("1.74")}),
+        TestRecord(**{**record("t.py::b[x y]").__dict__, "baseline": faster("3.07")}),
+        TestRecord(**{**record("t.py::c").__dict__, "baseline": faster("2.00", other)}),
+    ]
+    lines = format_problems(records).splitlines()
+    assert lines[-1] == (
+        "opprof: time inconclusive in 2 tests: the machine ran 1.74x to 3.07x faster than when their baselines "
+        "were recorded; neither passed nor failed (--opprof-strict makes this an error); this run was the quicker one, so a rerun changes nothing: their baselines were recorded on a "
+        "slower machine or spell; where this speed is the runner's usual, record them again: pytest "
+        "--opprof-update-baseline=all t.py::a 't.py::b[x y]' (-v: each test's line)"
+    )
+    assert len(lines) == 3 and all(line.startswith("t.py::c: time inconclusive for aten::") for line in lines[:2])
+    every = format_problems(records, verbose=True)
+    assert "in 2 tests" not in every and every.count(": aten::mm: ...") == 3
+    (line,) = format_problems(records[:1]).splitlines()
+    assert line.startswith("t.py::a: time inconclusive for aten::mm: the machine ran 1.74x faster")
+
+
 def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
     """Two contended tests with no baseline verdict to say it: one run line; one such test: its own."""
     from pytest_opprof.report import format_problems
