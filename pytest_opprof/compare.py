@@ -609,7 +609,10 @@ def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, fl
         f"({_full_text(key) if text in other_texts else text})" + (f" x{count_text(calls)}" if calls != 1 else "")
         for key, text, calls in differ[:limit]
     ]
-    return " ".join(shown) + (f" and {len(differ) - limit} more" if len(differ) > limit else "")
+    # `(a) and (b)`: side by side, `(a) (b)` read as one signature (a newcomer's trial)
+    if len(differ) > limit:
+        return ", ".join(shown) + f" and {len(differ) - limit} more"
+    return " and ".join(shown)
 
 
 # -- 3. time -----------------------------------------------------------------------------------

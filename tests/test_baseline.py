@@ -790,8 +790,8 @@ def test_a_doubled_layer_is_a_work_verdict_naming_flops_and_shapes():
     assert {v.kind for v in c.verdicts} == {WORK}
     assert by_op["aten::addmm"].message == (
         "aten::addmm: 2x the FLOPs per step (67.1M -> 134.2M); inputs (float[1024], float[64,256], float[256,1024]) "
-        "(float[256], float[64,1024], float[1024,256]) -> (float[2048], float[64,256], float[256,2048]) "
-        "(float[256], float[64,2048], float[2048,256]) [b.json]"
+        "and (float[256], float[64,1024], float[1024,256]) -> (float[2048], float[64,256], float[256,2048]) "
+        "and (float[256], float[64,2048], float[2048,256]) [b.json]"
     )
     assert by_op["aten::relu"].message == "aten::relu: inputs (float[64,1024]) -> (float[64,2048]) [b.json]"
     assert c.failing(Rule()) == list(c.verdicts) and not c.unchanged

@@ -2476,7 +2476,7 @@ def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypa
     result.stdout.fnmatch_lines(
         [
             "*aten::addmm: 4x the FLOPs per step (67.1M -> 268.4M); inputs (float[[]1024], float[[]64,256], "
-            "float[[]256,1024]) (float[[]256], float[[]64,1024], float[[]1024,256]) -> (float[[]4096], *test_big.json[]]",
+            "float[[]256,1024]) and (float[[]256], float[[]64,1024], float[[]1024,256]) -> (float[[]4096], *test_big.json[]]",
         ]
     )
     summary = result.stdout.str().split("= opprof =")[1]

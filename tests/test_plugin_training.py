@@ -154,7 +154,7 @@ def test_an_input_replaced_in_an_op_of_some_steps_is_a_work_change(pytester, mon
     changed.assert_outcomes(failed=1)
     changed.stdout.fnmatch_lines(
         [
-            "*aten::add_: inputs (float[[]8,4], float[[]4]) * -> (float[[]8,4], float[[]8,4]) (in the steps that ran it: *"
+            "*aten::add_: inputs (float[[]8,4], float[[]4]), (float[[]4], float[[]4]) and 1 more -> (float[[]8,4], float[[]8,4]) (in the steps that ran it: *"
         ]
     )
 
