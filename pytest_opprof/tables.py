@@ -184,13 +184,23 @@ def checks_table(profile: Profile) -> str:
     return str(tabulate(rows, headers=["check", "name", "message"], disable_numparse=True))
 
 
+def _wall_words(profile: Profile) -> str:
+    """`0.570 ms/step wall (median; 5.700 ms in all)`: per step, as a test's line gives it (a
+    newcomer read `opprof analyze`'s summed wall against the test line's ms/step)."""
+    if profile.wall_ms is None:
+        return "no wall time (no step markers)"
+    if profile.steps <= 1:
+        return f"{profile.wall_ms:.3f} ms wall"
+    return f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median; {profile.wall_ms:.3f} ms in all)"
+
+
 def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None = None) -> str:
     """Every table for one profile, with a one-line header. `whole`: the measurement `profile`
     was chosen from (`opprof analyze --op`): the header counts its ops, and the runtime calls
     chosen get a table of their own."""
-    wall = f"{profile.wall_ms:.3f} ms wall" if profile.wall_ms is not None else "no wall time (no step markers)"
+    wall, in_all = _wall_words(profile), " in all" if profile.steps > 1 else ""
     device = (
-        f", device {profile.device_ns / 1e6:.3f} ms (busy {profile.device_busy_ms:.3f} ms, "
+        f", device {profile.device_ns / 1e6:.3f} ms{in_all} (busy {profile.device_busy_ms:.3f} ms, "
         f"not attributed to an op {profile.unattributed_device_ns / 1e6:.3f} ms)"
         if profile.device_ns or profile.kernels or profile.memory_ops  # events of 0 us are events
         else ", no device events"

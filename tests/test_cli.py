@@ -633,6 +633,18 @@ def test_a_kernel_of_0_us_is_a_device_event_in_the_header(capsys, tmp_path):
     assert ", no device events\n" in run_cli(capsys, "analyze", str(path))[1]
 
 
+def test_the_header_gives_the_wall_per_step_as_a_test_line_does(capsys, tmp_path):
+    """A newcomer read `opprof analyze`'s summed wall (`3 steps, 0.070 ms wall`) against the test
+    line's `0.020 ms/step wall`: the median step first, the sum beside it; device time is summed."""
+    path = tmp_path / "steps.json"
+    steps = [step(1, 0, 20), step(2, 20, 20), step(3, 40, 30), op("aten::add", 41, 5), op("aten::add", 21, 5)]
+    write_trace(path, [*steps, op("aten::mm", 1, 5), launch(2, corr=1), kernel("k", 3, 4, corr=1)], {})
+    out = run_cli(capsys, "analyze", str(path))[1]
+    assert out.startswith(
+        f"{path}: 3 steps, 0.020 ms/step wall (median; 0.070 ms in all), 2 ops, device 0.004 ms in all ("
+    )
+
+
 def test_queue_quantiles_between_two_nanoseconds_print_without_float_noise(capsys, tmp_path):
     """A p90 interpolated between ns values (18659.1 ns on the MI250 trace) prints 0.0186591, not
     0.018659099999999998."""
