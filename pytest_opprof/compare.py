@@ -1330,14 +1330,24 @@ def threads_fix(current: BaselineDoc, baseline: BaselineDoc) -> str:
     """What to do where torch ran on another thread count than the baseline: set the baseline's
     thread variables where the setups' differ (a trial's fix said to set OMP_NUM_THREADS, already
     set, where MKL_NUM_THREADS=1 had made the difference), else its count; or record there."""
-    theirs, mine = _setup_parts(_thread_setup(baseline))[1], _setup_parts(_thread_setup(current))[1]
+    (their_counts, theirs), (my_counts, mine) = (
+        _setup_parts(_thread_setup(baseline)),
+        _setup_parts(_thread_setup(current)),
+    )
     record = "record the baseline on the machine that checks it (--opprof-update-baseline=all there)"
     moved = _moved(theirs, mine)
-    if moved and _thread_setup(baseline) is not None:  # a command to run: `env -u MKL_NUM_THREADS pytest ...`
-        unset = [f"-u {k}" for k in moved if k not in theirs]
-        wanted = " ".join([*unset, *(f"{k}={shlex.quote(theirs[k])}" for k in moved if k in theirs)])
-        return f"{record}, or run with the baseline's thread variables: env {wanted} pytest ..."
-    return f"{record}, or set OMP_NUM_THREADS={baseline.threads} (the baseline's count)"
+    if not moved or _thread_setup(baseline) is None:
+        return f"{record}, or set OMP_NUM_THREADS={baseline.threads} (the baseline's count)"
+    if _moved(their_counts, my_counts):  # the baseline's variables on other CPUs: another count still
+        moved = [k for k in moved if k != "OMP_NUM_THREADS"]
+        theirs = {**theirs, "OMP_NUM_THREADS": str(baseline.threads)}
+        moved.append("OMP_NUM_THREADS")
+        what = "count"
+    else:
+        what = "variables"
+    unset = [f"-u {k}" for k in moved if k not in theirs]
+    wanted = " ".join([*unset, *(f"{k}={shlex.quote(theirs[k])}" for k in moved if k in theirs)])
+    return f"{record}, or run with the baseline's thread {what}: env {wanted} pytest ..."
 
 
 def _fact(doc: BaselineDoc, key: str) -> str:

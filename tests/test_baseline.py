@@ -1412,6 +1412,16 @@ def test_another_thread_setup_names_the_part_that_differs_and_its_fix_the_baseli
     assert addmm_verdict(new, set_there).fix.endswith(
         "thread variables: env -u OMP_NUM_THREADS MKL_NUM_THREADS=2 pytest ..."
     )
+    # the variables differ and so do the CPUs: the baseline's variables alone would give another
+    # count here (`env -u OMP_NUM_THREADS` on 4 cpus: 4 threads, not the baseline's 2)
+    wide = threaded(doc(profile(addmm_us=(300,) * 8)).replace(reference_ms=0.4), 1, setup="4 cpus, OMP_NUM_THREADS=1")
+    assert addmm_verdict(wide, base).fix.endswith(
+        "or run with the baseline's thread count: env OMP_NUM_THREADS=2 pytest ..."
+    )
+    both = threaded(
+        doc(profile(addmm_us=(300,) * 8)).replace(reference_ms=0.4), 1, setup="4 cpus, MKL_NUM_THREADS=1"
+    )  # fmt: skip
+    assert addmm_verdict(both, base).fix.endswith("thread count: env -u MKL_NUM_THREADS OMP_NUM_THREADS=2 pytest ...")
 
 
 def test_unknown_threads_on_either_side_compare_as_before():
