@@ -743,7 +743,14 @@ def _in_one_step(
             message = f"{change} (inconclusive: {excuse.why}){where}"
             found.append(Verdict(TIME, INCONCLUSIVE, message, name, None, cost, None, excuse.why, excuse.fix))
         else:
-            too_little = "" if entry.on_device else _machine_too_little(stretch, current, baseline, WALL_SLACK)
+            too_little = (
+                ""
+                if entry.on_device
+                else (
+                    _threads_too_little(stretch, current, baseline, WALL_SLACK)
+                    + _machine_too_little(stretch, current, baseline, WALL_SLACK)
+                )
+            )
             message = f"{change} (limit {limit:.3f} ms in a step{too_little}){where}"
             found.append(Verdict(TIME, REGRESSED, message, name, None, cost))
     return found
@@ -839,7 +846,12 @@ def _judged(
         f"{_wall_clause(slower, explained_ms, outside is not None)}; " if wall else ""
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
-        limit += _contention_too_small(machine, own, *docs) + _machine_too_little(moved, *docs, slack) + steady
+        limit += (
+            _threads_too_little(moved, *docs, slack)
+            + _contention_too_small(machine, own, *docs)
+            + _machine_too_little(moved, *docs, slack)
+            + steady
+        )
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
 
 
@@ -1097,7 +1109,7 @@ def explained_by_machine(
         return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
         return None
-    if _threads_differ(current, baseline):  # so did the references: they ran on those threads
+    if _threads_differ(current, baseline) and _threads_explain(moved, current, baseline, slack):
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
@@ -1110,6 +1122,31 @@ def explained_by_machine(
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline, machine))
     return None
+
+
+def _threads_explain(moved: float | None, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> bool:
+    """Whether another torch thread count explains a move: one either way up to `slack` times the
+    threads' ratio (1 -> 2 threads: an op up to x5 slower or faster). A trial's baseline recorded
+    with OMP_NUM_THREADS=1 excused a 50x slower addmm on 2 threads, and every later run's."""
+    if moved is None or moved <= 0:
+        return False
+    return max(moved, 1 / moved) <= 1 + slack * (_threads_ratio(current, baseline) - 1)
+
+
+def _threads_ratio(current: BaselineDoc, baseline: BaselineDoc) -> float:
+    """The larger thread count over the smaller (1.0 where either is unknown)."""
+    counts = sorted(n for n in (current.threads, baseline.threads) if n)
+    return counts[-1] / counts[0] if len(counts) == 2 else 1.0
+
+
+def _threads_too_little(moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> str:
+    """For a slowdown that fails on another thread count: the clause saying it explains too little."""
+    if not _threads_differ(current, baseline):
+        return ""
+    most = 1 + slack * (_threads_ratio(current, baseline) - 1)
+    moved_text = f", not x{moved:.2f}" if math.isfinite(moved) else ""
+    threads = count_of(current.threads or 0, "thread")
+    return f"; torch ran on {threads}, the baseline on {baseline.threads}: that explains up to x{most:.2f}{moved_text}"
 
 
 def _contention_explains(machine: Machine, added_ms: float | None, current: BaselineDoc, baseline: BaselineDoc) -> bool:
@@ -1151,7 +1188,7 @@ def _machine_too_little(moved: float, current: BaselineDoc, baseline: BaselineDo
     found = [(r, what) for r, what, _ in _reference_ratios(current, baseline, workload=False)]
     ratio, what = max(found, default=(1.0, ""))
     if ratio <= STATE_NOISE:
-        return ""
+        return _stall_clause(current, baseline)
     most = 1 + slack * (ratio - 1)
     moved_text = f", not x{moved:.2f}" if math.isfinite(moved) else ""
     return f"; the machine ran {speed_words(ratio)} ({what} reference): that explains up to x{most:.2f}{moved_text}"
@@ -1197,14 +1234,42 @@ def _reference_ratios(
     same work), and never the step wall (`workload` False): the wall is judged on the time
     outside the ops (or, for an older baseline, on what the slower ops do not account for), which
     a slower product does not explain (it excused 3 of 20 steps slowed by Python in the noise bench)."""
-    found = [
-        (r, what, False) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None
-    ]
+    stalled = {what for what, _, _ in _stalled_references(current, baseline)}
+    found = [(r, what, False) for r, what in _fixed_ratios(current, baseline) if what not in stalled]
     replayed = _workload_ratio(current, baseline) if workload else None
     if replayed is not None:
         op, ratio = replayed
         found.append((ratio, f"{op} on the test's inputs", True))  # bounded: see _within
     return found
+
+
+def _fixed_ratios(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[float, str]]:
+    """The fixed references both sides took (dispatch, matmul): this run's time / the baseline's, its name."""
+    return [(r, what) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
+
+
+def _stalled_references(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[str, float, str]]:
+    """The fixed references that moved past SPELL_LIMIT (no spell of the machine does) while
+    another ran within its noise: a stall of that reference's own reading, not the machine's
+    speed, which excuses nothing. Each as (its name, its ratio, the steady one's words). Beside
+    two busy loops on 2 cores, a trial's 2-thread matmul reference ran 49x slower in every timing
+    (it needs both cores at once) while the dispatch reference ran x1.05 and the test's threads
+    never waited: it excused a 12.5x slower addmm and a step wall x57, 3 runs in 5."""
+    found = _fixed_ratios(current, baseline)
+    steady = [(r, what) for r, what in found if 1 / STATE_NOISE <= r <= STATE_NOISE]
+    if not steady:
+        return []
+    calm = f"the {steady[0][1]} reference held, x{steady[0][0]:.2f}"
+    return [(what, r, calm) for r, what in found if r > SPELL_LIMIT or r < 1 / SPELL_LIMIT]
+
+
+def _stall_clause(current: BaselineDoc, baseline: BaselineDoc) -> str:
+    """For a verdict a stalled reference did not excuse: the clause saying so (none where none stalled)."""
+    return "".join(
+        f"; the {what} reference ran {speed_words(r)}, but alone ({calm}): a stall of its own reading, not the "
+        "machine's speed"
+        for what, r, calm in _stalled_references(current, baseline)
+    )
 
 
 def _workload_ratio(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, float] | None:

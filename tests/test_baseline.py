@@ -271,6 +271,36 @@ def test_an_op_in_some_steps_only_is_a_structure_change():
     assert compare(sometimes, sometimes, Rule()).verdicts == ()
 
 
+def test_a_reference_that_stalled_alone_excuses_nothing():
+    """Beside two busy loops on 2 cores a trial's 2-thread matmul reference ran 49x slower (it
+    needs both cores at once) while the dispatch reference ran x1.05 and the test's threads never
+    waited: it excused a 12.5x slower addmm (denormal weights), 3 runs in 5. A reference past
+    SPELL_LIMIT while the other stayed within its noise is a stall of its own reading; where both
+    moved, or it moved within a spell's reach, it excuses as before."""
+    base = doc(profile()).replace(reference_ms=0.1, dispatch_reference_ms=0.185)
+
+    def slower(addmm_us: float, matmul: float, dispatch: float):
+        return doc(profile(addmm_us=(addmm_us,) * 8)).replace(reference_ms=matmul, dispatch_reference_ms=dispatch)
+
+    verdict = addmm_verdict(slower(8750, 5.2, 0.195), base)
+    assert verdict.status == "regressed"
+    assert verdict.message.endswith(
+        "; the matmul reference ran 52.00x slower, but alone (the dispatch reference held, x1.05): a stall "
+        "of its own reading, not the machine's speed)"
+    )
+    assert addmm_verdict(slower(8750, 5.2, 0.4), base).status == "inconclusive"  # both moved: the machine
+    spell = addmm_verdict(slower(3500, 0.35, 0.195), base)  # x3.5 alone: within a spell's reach, x5 excused
+    assert (spell.status, spell.why) == (
+        "inconclusive",
+        "the machine ran 3.50x slower than when the baseline was recorded (matmul reference)",
+    )
+    stalled_then = base.replace(reference_ms=5.2)  # the baseline's reading stalled: no faster machine now
+    faster = addmm_verdict(
+        doc(profile(addmm_us=(350,) * 8)).replace(reference_ms=0.1, dispatch_reference_ms=0.185), stalled_then
+    )
+    assert faster.status == "improved"
+
+
 def test_a_costly_op_in_one_step_only_is_a_time_verdict():
     """A trial's 20 matmuls in one of 10 steps (100x a step) passed: no structure (one step can be
     a background thread's op), unseen by the per-step minima. Beyond the tolerance of the
@@ -1381,6 +1411,23 @@ def test_threads_on_another_machine_setup_are_environment_and_make_cpu_times_inc
     assert addmm_verdict(one, base).why == "torch ran on 1 thread, the baseline on 2"
     contended = addmm_verdict(doc(profile(addmm_us=(1400,) * 8)), doc(profile()), Machine(cpu_wait=0.5))
     assert contended.fix.startswith("rerun on a quiet machine")
+
+
+def test_another_thread_count_explains_a_move_only_up_to_its_reach():
+    """A trial's baseline recorded with OMP_NUM_THREADS=1 excused a 50x slower addmm on 2 threads,
+    in every later run (a plain recording keeps the file). 1 -> 2 threads explains an op up to x5
+    either way (OP_SLACK times the ratio): x2 is inconclusive, x50 fails saying so."""
+    base = threaded(doc(profile()).replace(reference_ms=0.4, dispatch_reference_ms=0.4), 1, "2 cpus, OMP_NUM_THREADS=1")
+
+    def on_two(addmm_us: float):
+        return threaded(doc(profile(addmm_us=(addmm_us,) * 8)).replace(reference_ms=0.25, dispatch_reference_ms=0.4), 2)
+
+    assert addmm_verdict(on_two(1400), base).why == "torch ran on 2 threads, the baseline on 1"
+    assert addmm_verdict(on_two(140), base).why == "torch ran on 2 threads, the baseline on 1"  # x5 faster
+    fifty = addmm_verdict(on_two(35_000), base)
+    assert fifty.status == "regressed"
+    assert "; torch ran on 2 threads, the baseline on 1: that explains up to x5.00, not x50.00)" in fifty.message
+    assert addmm_verdict(on_two(100), base).status == "improved"  # x7 faster: more than the threads explain
 
 
 def test_another_thread_setup_names_the_part_that_differs_and_its_fix_the_baselines_values():

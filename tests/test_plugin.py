@@ -2431,6 +2431,29 @@ def test_a_machine_slightly_slower_excuses_no_op_four_times_slower(baselined, mo
     )
 
 
+def test_a_matmul_reference_stalled_alone_excuses_no_slowdown(baselined, monkeypatch, fake_clock):
+    """Beside two busy loops a trial's matmul reference ran 49x slower (both cores needed at once)
+    while the dispatch reference held: it excused a 12.5x slower addmm, exit 0 in 3 runs of 5.
+    Stalled alone, it excuses nothing and the failure says why; with the dispatch reference slower
+    too, the machine is slower and the slowdown inconclusive."""
+    from conftest import set_references
+
+    set_references(monkeypatch, 49_000_000, 400_000, workload_ns=None)
+    fake_clock.costs["aten::addmm"] = 6_000_000
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*aten::addmm: * (+*%, slower; limit +20%, p=*; the matmul reference ran 49.00x slower, but alone (the "
+            "dispatch reference held, x1.00): a stall of its own reading, not the machine's speed) *"
+        ]
+    )
+    set_references(monkeypatch, 49_000_000, 4_000_000, workload_ns=None)
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["test_base.py::test_big: time inconclusive for *: the machine ran *x slower than *"])
+
+
 def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeypatch, fake_clock):
     """The same ops, 0.8 ms more per step outside them (a slow hook): no op moved, the steps'
     wall time did; confirmed by a second measurement, the test fails saying where the time went."""
