@@ -1175,7 +1175,7 @@ def orphans_line(paths: list[str], every: bool = False) -> str:
         f"files that no longer exist, {'is' if len(paths) == 1 else 'are'} read by no test (renamed, moved or "
         "removed tests?): "
         f"{first_three(paths, every)}; "
-        "if those tests are gone, delete the files (git rm)"
+        f"if those tests are gone, delete them: git rm {' '.join(shlex.quote(p) for p in paths)}"
     )
 
 

@@ -1044,11 +1044,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     workers = getattr(config.option, "numprocesses", None)
     recording = bool(state.settings.update_baseline)
     looked_in = _looked_in(config, state)
-    run_globs = state.settings.ignore_ops if _picked_some(config) else ()  # may match in the tests left out
+    picked = _picked_some(config)
+    run_globs = state.settings.ignore_ops if picked else ()  # may match in the tests left out
     verbose = config.option.verbose > 0
     strict = state.settings.strict
     lines = (
-        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict) if state.records else []
+        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict, picked)
+        if state.records
+        else []
     )
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))

@@ -457,17 +457,20 @@ def format_problems(
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
     strict: bool = False,
+    picked: bool = True,
 ) -> str:
     """After the tables: per test at most one line per verdict kind (every verdict with
     `verbose`), trust warnings and errors, traces written; then the run's lines on baselines
     (`looked_in`: the baseline folder the 'no baseline' line names; `unjudged_globs`: ignore globs
     not said to match nothing, as the run's own in a run narrowed by -k: the rest of the suite
-    may hold their ops)."""
+    may hold their ops; `picked`: whether the run picked some tests, so a command naming all it
+    measured is no bare one)."""
     shared = _Shared() if verbose else _shared_environment(records, _shared_load(records, strict))
     lines = []
     for record in records:
         lines += _test_lines(record, verbose, shared, strict)
-    return "\n".join(lines + list(shared.lines) + _run_lines(records, recording, looked_in, unjudged_globs, verbose))
+    run = list(shared.lines) + _run_lines(records, recording, looked_in, unjudged_globs, verbose)
+    return "\n".join(lines + _whole_run_commands(run, records, picked))
 
 
 def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None, strict: bool = False) -> list[str]:
@@ -1035,9 +1038,23 @@ def _untimed_lines(records: list[TestRecord], recording: bool, verbose: bool) ->
 
 
 def _ids(nodeids: Iterable[str]) -> str:
-    """The first three node ids as command-line arguments, `...` for more."""
-    ids = sorted(nodeids)
-    return " ".join(shlex.quote(i) for i in ids[:3]) + (" ..." if len(ids) > 3 else "")
+    """The node ids as command-line arguments, each of them: a command cut at three with `...` ran
+    three tests or none (a CI trial's fifteen). A command naming every test of a run that picked
+    none becomes a bare one (_whole_run_commands)."""
+    return " ".join(shlex.quote(i) for i in sorted(set(nodeids)))
+
+
+RECORD_ALL = "pytest --opprof-update-baseline=all"
+
+
+def _whole_run_commands(lines: list[str], records: list[TestRecord], picked: bool) -> list[str]:
+    """A record command naming every measured test of a run that picked none (no -k, node id, ...)
+    as the bare command, which records the same tests: fifteen ids made a line no one reads."""
+    every = {r.nodeid for r in records}
+    if picked or len(every) < 2:
+        return lines
+    named = f"{RECORD_ALL} {_ids(every)}"
+    return [line.replace(named, RECORD_ALL) for line in lines]
 
 
 def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
@@ -1214,11 +1231,12 @@ def summary_lines(
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
     strict: bool = False,
+    picked: bool = True,
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
     tables = format_summary(records)
     lines = [tables] if tables else []  # none when every measured test was skipped
-    problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict)
+    problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict, picked)
     if problems:
         lines.append(problems)
     if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other

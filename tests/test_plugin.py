@@ -2001,8 +2001,8 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     shown = old.relative_to(project.path).as_posix()
     assert lines == [
         f"opprof: 1 baseline file in the folders of the collected test files, or of test files that no longer exist, "
-        f"is read by no test (renamed, moved or removed tests?): {shown}; if those tests are gone, delete the files "
-        "(git rm)",
+        f"is read by no test (renamed, moved or removed tests?): {shown}; if those tests are gone, delete them: "
+        f"git rm '{shown}'",
         f"opprof: test_o.py::test_p[c] has no baseline, and {shown} is read by no test: if the test was "
         f"renamed, keep its baseline: git mv '{shown}' '{shown.replace('[b]', '[c]')}', then set the file's "
         '"nodeid" to "test_o.py::test_p[c]"',

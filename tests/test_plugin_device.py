@@ -251,6 +251,21 @@ def test_a_torch_upgrade_is_one_run_line_and_named_beside_a_structure_change(pyt
     )
     assert "test_up.py::test_a: environment differs" not in result.stdout.str()
     assert "test_up.py::test_c: environment" not in result.stdout.str()
+    # every test the run measured, a run that picked none: the bare command records the same tests
+    for path in (pytester.path / ".opprof").rglob("test_c.json"):
+        data = json.loads(path.read_text())
+        data["environment"]["torch"] = "2.11.0"
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    monkeypatch.delenv("EXTRA")
+    whole = run(pytester, "--opprof").stdout.str()
+    assert "record them on it: pytest --opprof-update-baseline=all (-v: each test's line)" in whole
+    picked = run(pytester, "--opprof", "-k", "test_").stdout.str()  # -k picks (all three, as it happens)
+    assert "pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b test_up.py::test_c (-v" in picked
+    for path in (pytester.path / ".opprof").rglob("test_c.json"):
+        data = json.loads(path.read_text())
+        data["environment"]["torch"] = torch.__version__
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    monkeypatch.setenv("EXTRA", "1")
     verbose = run(pytester, "--opprof", "-v").stdout.str()
     assert "test_up.py::test_a: environment differs from the baseline: torch 2.11.0 -> " in verbose
     assert "opprof: environment differs from the baselines of" not in verbose

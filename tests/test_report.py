@@ -327,6 +327,35 @@ def test_tests_inconclusive_on_a_faster_machine_share_one_line():
     assert line.startswith("t.py::a: time inconclusive for aten::mm: the machine ran 1.74x faster")
 
 
+def test_a_shared_lines_command_names_every_test_or_none():
+    """A CI trial's environment line for fifteen tests ended `... t3 ... (-v: each test's line)`:
+    pasted, it recorded three tests or failed on `...`. The command names every test; where they
+    are every test a run that picked none measured, it is the bare command."""
+    from pytest_opprof.compare import FASTER_FIX, Verdict
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.errors import orphans_line
+    from pytest_opprof.report import format_problems
+
+    why = "the machine ran 2.00x faster than when the baseline was recorded (dispatch reference)"
+    verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 0.4, 0.2, 0.01, why, FASTER_FIX)
+    faster = BaselineResult(".opprof/cpu/t.py/x.json", "compared", verdicts=(verdict,))
+    ids = [f"t.py::t{i}" for i in range(5)]
+    records = [TestRecord(**{**record(i).__dict__, "baseline": faster}) for i in ids]
+    command = "pytest --opprof-update-baseline=all t.py::t0 t.py::t1 t.py::t2 t.py::t3 t.py::t4 (-v: each test's line)"
+    assert format_problems(records).endswith(command)  # picked (the default): every id
+    assert format_problems(records, picked=False).endswith(
+        "record them again: pytest --opprof-update-baseline=all (-v: each test's line)"
+    )
+    calm = TestRecord(
+        **{**record("t.py::calm").__dict__, "baseline": BaselineResult(".opprof/cpu/t.py/c.json", "compared")}
+    )
+    assert format_problems([*records, calm], picked=False).endswith(command)  # not every test: each named
+    paths = [f".opprof/cpu/t.py/t[{i}].json" for i in range(4)]
+    line = orphans_line(paths)
+    assert ": .opprof/cpu/t.py/t[0].json, .opprof/cpu/t.py/t[1].json, .opprof/cpu/t.py/t[2].json and 1 more;" in line
+    assert line.endswith("delete them: git rm " + " ".join(f"'{p}'" for p in paths))
+
+
 def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
     """Two contended tests with no baseline verdict to say it: one run line; one such test: its own."""
     from pytest_opprof.report import format_problems
