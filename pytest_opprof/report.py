@@ -1255,6 +1255,10 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
     paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
     pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
+    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+    pairs += _one_each(
+        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired], _param_part
+    )
     lines = []
     for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
@@ -1271,6 +1275,18 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
 def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
     """(node id, its file, the orphan) where a folder holds one of each."""
     return _one_each(missing, orphans, lambda path: str(Path(path).parent))
+
+
+def _param_part(path: str) -> str:
+    """A parametrized test's file by its folder and its ids' part (`test_p[a_b]-f0c7bb77.json`:
+    `[a_b]`), so that a renamed function's six files pair with its six tests, one each (a CI
+    trial's were six lines of no baseline and six files read by no test); an unparametrized
+    test's file by a key of its own, pairing nothing."""
+    name = Path(path).name
+    start, end = name.find("["), name.rfind("]")
+    if start < 0 or end < start:
+        return path
+    return f"{Path(path).parent}/{name[start : end + 1]}"
 
 
 def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:

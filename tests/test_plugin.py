@@ -5115,6 +5115,45 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
 
 
+def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pytester, monkeypatch):
+    """A CI trial renamed a parametrized function (`test_param` -> `test_params`, six ids, some
+    hashed file names): six `no baseline` lines and six files read by no test, none paired (one of
+    each per folder only). Files and tests of the same ids pair, one each; a test whose id has no
+    file of its own stays unpaired."""
+    pytester.makepyfile(
+        test_r="""
+        import os, pytest, torch
+
+        def body(opprof, n):
+            opprof.run(lambda: torch.ones(n) + 1, warmup=1, steps=3)
+
+        NAME = os.environ.get("NAME", "test_param")
+        globals()[NAME] = pytest.mark.parametrize("n", [4, 5, 6], ids=["a b", "x/y", os.environ.get("LAST", "c")])(body)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
+    monkeypatch.setenv("NAME", "test_params")
+    monkeypatch.setenv("LAST", "d")
+    result = run(pytester, "--opprof")
+    lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
+    assert [line.split(" has no baseline")[0] for line in lines] == [
+        "opprof: test_r.py::test_params[a b]",
+        "opprof: test_r.py::test_params[x/y]",
+    ]
+    for line in lines:
+        old, new = shlex.split(line.split("git mv ")[1].split(", then")[0])
+        assert Path(old).name.startswith("test_param[") and Path(new).name.startswith("test_params[")
+        assert Path(old).name.split("[")[1].split("]")[0] == Path(new).name.split("[")[1].split("]")[0]
+        nodeid = json.loads(line.split('set the file\'s "nodeid" to ')[1])
+        moved = pytester.path / new
+        (pytester.path / old).rename(moved)
+        data = json.loads(moved.read_text())
+        moved.write_text(json.dumps({**data, "nodeid": nodeid}, indent=2, sort_keys=True) + "\n")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=3)
+    assert "test_r.py::test_params[d]" in result.stdout.str().split("no baseline for 1 test")[1]
+
+
 def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_baselines(pytester, monkeypatch):
     """A trial renamed a test function, moved a test to another file and moved a whole test file:
     each gave `no baseline` and, apart or not at all (the old file's folder was never looked at),
