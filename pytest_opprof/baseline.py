@@ -79,6 +79,16 @@ def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
     )
 
 
+def case_clashes(files: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """The tests of (baseline file, test id) pairs whose files differ only in letter case
+    (`test_x[A]`, `test_x[a]`): one file on a case-insensitive file system (macOS, Windows), where
+    one test's recording overwrites the other's baseline. Each group sorted, the groups by their first."""
+    by_name: dict[str, dict[str, str]] = {}
+    for path, nodeid in files:
+        by_name.setdefault(path.casefold(), {})[path] = nodeid
+    return sorted(sorted(group.values()) for group in by_name.values() if len(group) > 1)
+
+
 def orphan_baselines(root: Path, device_key: str, collected: Iterable[str], narrowed: Iterable[str]) -> list[Path]:
     """The baseline files no test of this run's collection reads: in the folder of each test file
     collected whole (each of its tests collected or deselected; `narrowed` names the files a node

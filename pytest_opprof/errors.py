@@ -1167,6 +1167,15 @@ NOTHING_MEASURED = (
 )
 
 
+def case_clash_line(nodeids: list[str]) -> str:
+    """Tests whose baseline files differ only in letter case (baseline.case_clashes)."""
+    return (
+        f"opprof: the baseline files of {' and '.join(nodeids)} differ only in letter case: on a case-insensitive "
+        "file system (macOS, Windows) they are one file, and one test's recording overwrites the other's "
+        "baseline; rename one of the tests (or its parametrize id)"
+    )
+
+
 def orphans_line(paths: list[str], every: bool = False) -> str:
     """Baseline files no collected test reads (their tests renamed, moved or removed, or their
     test file gone); `every` (-v) names all."""

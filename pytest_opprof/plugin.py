@@ -28,6 +28,7 @@ from .baseline import (
     baseline_file,
     baseline_from_profile,
     baseline_root,
+    case_clashes,
     file_bytes,
     gone_test_files,
     lookup_folder,
@@ -44,6 +45,7 @@ from .errors import (
     NOTHING_MEASURED,
     asked_late_unmeasured,
     baselines_under_rootdir,
+    case_clash_line,
     device_key_hook_raised,
     idle_outputs,
     inert_summary,
@@ -1053,6 +1055,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         if state.records
         else []
     )
+    lines += [
+        case_clash_line(group)
+        for group in case_clashes((r.baseline.path, r.nodeid) for r in state.records if r.baseline)
+    ]
     if state.orphans:
         lines.append(orphans_line(state.orphans, verbose))
         lines += renamed_lines(state.records, state.orphans)

@@ -5154,6 +5154,32 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
     assert "test_r.py::test_params[d]" in result.stdout.str().split("no baseline for 1 test")[1]
 
 
+def test_tests_whose_baseline_files_differ_only_in_case_are_named(pytester):
+    """A CI trial's ids `[A]` and `[a]` (or tests `test_A`, `test_a`) get files that differ only
+    in letter case: one file on macOS or Windows, where one recording overwrites the other's
+    baseline. Each run names them; other ids do not."""
+    pytester.makepyfile(
+        test_c="""
+        import pytest, torch
+
+        @pytest.mark.parametrize("n", [4, 5, 6], ids=["A", "a", "b"])
+        def test_x(opprof, n):
+            opprof.run(lambda: torch.ones(n) + 1, warmup=1, steps=3)
+        """
+    )
+    for args in (["--opprof-update-baseline"], ["--opprof"]):
+        result = run(pytester, *args)
+        result.assert_outcomes(passed=3)
+        result.stdout.fnmatch_lines(
+            [
+                "opprof: the baseline files of test_c.py::test_x[[]A[]] and test_c.py::test_x[[]a[]] differ only in "
+                "letter case: on a case-insensitive file system (macOS, Windows) they are one file, and one test's "
+                "recording overwrites the other's baseline; rename one of the tests (or its parametrize id)"
+            ]
+        )
+        assert "test_x[b] and" not in result.stdout.str()
+
+
 def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_baselines(pytester, monkeypatch):
     """A trial renamed a test function, moved a test to another file and moved a whole test file:
     each gave `no baseline` and, apart or not at all (the old file's folder was never looked at),
