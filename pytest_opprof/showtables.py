@@ -3,12 +3,14 @@ Reads documents and side-by-side rows; never measures, judges or writes."""
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from typing import Any
 
 from tabulate import tabulate
 
 from .documents import BaselineDoc
+from .errors import wait_share
 from .sidebyside import shown_side_rows
 from .tables import short, with_more_rows
 from .units import count_of, count_text, stored_decimals, stored_ms_text
@@ -39,10 +41,17 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     walls = list(doc.wall_ms or [])
     wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
     which = f" (the test's capture {doc.number})" if (doc.number or 1) > 1 else ""
-    return [
+    lines = [
         f"{doc.nodeid}  [{path}]",
         f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{which}{wall}",
     ]
+    if doc.recorded_wait is not None:  # a reviewer read a file of 12 ms addmm, calm 0.14 ms, as any other
+        lines.append(
+            f"recorded while its threads waited for a CPU {wait_share(doc.recorded_wait)}: its CPU times may be "
+            f"inflated and hide slowdowns; record it again on a quiet machine: pytest --opprof-update-baseline=all "
+            f"{shlex.quote(doc.nodeid)}"
+        )
+    return lines
 
 
 def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:

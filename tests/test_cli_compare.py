@@ -1166,6 +1166,23 @@ def test_show_gives_a_baselines_recorded_ranges_a_column(capsys, folders):
     assert (rows["aten::addmm"][-1], rows["aten::relu"][-1]) == ("0.350-0.700", "-")
 
 
+def test_show_says_a_baseline_was_recorded_under_load(capsys, folders):
+    """A CI trial's file held addmm at 12.37 ms (0.14 calm) with `capture.cpu_wait` 0.97, and
+    `opprof show` printed it as any other: its header says so, with the command; a calm file's
+    does not."""
+    a, _ = folders
+    file = a / "tests" / "test_m.py" / "test_mlp.json"
+    assert "recorded while" not in run_cli(capsys, "show", file)[1]
+    data = json.loads(file.read_text())
+    data["capture"] = {**data.get("capture", {}), "cpu_wait": 0.97}
+    file.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "show", file)
+    assert code == 0 and out.splitlines()[2] == (
+        "recorded while its threads waited for a CPU 97% of the capture: its CPU times may be inflated and hide "
+        "slowdowns; record it again on a quiet machine: pytest --opprof-update-baseline=all tests/test_m.py::test_mlp"
+    )
+
+
 def test_a_key_folder_holding_another_keys_file_names_that_file(capsys, folders):
     """A device-key folder holding a file of another key: its files are named, with the fix, not
     `<folder>/<key>`, which does not exist (a trial's `e.g. .opprof/cpu-x86_64/cpu-x86_64`)."""
