@@ -395,6 +395,26 @@ NOTHING_COMPILED = (
 )
 
 
+def nothing_compiled(profile: Profile) -> str:
+    """NOTHING_COMPILED, and where Dynamo hit its recompile limit in the run, that (a trial's
+    shape changing every call fell back to eager: the message sent it to TORCH_LOGS)."""
+    limit = limit_clause(profile)
+    return NOTHING_COMPILED.split(": wrap", 1)[0] + limit if limit else NOTHING_COMPILED
+
+
+def limit_clause(profile: Profile) -> str:
+    """`; Dynamo hit its recompile limit ...` where it did in the run (run()'s warm-up or steps)."""
+    limit = profile.metadata.get("recompile_limit_hit")
+    if limit is None:
+        return ""
+    value = f" ({limit})" if limit else ""
+    return (
+        f"; Dynamo hit its recompile limit{value} in this run and ran the frame eagerly from then on: each new "
+        "input shape or Python value compiled it anew; keep them fixed, mark the dimension dynamic "
+        "(torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
+    )
+
+
 def fused_into(profile: Profile, op: str) -> list[str]:
     """The compiled kernels whose names say they fused `op` (`aten::gelu` ->
     `triton_poi_fused_gelu_0`, `graph_0_cpp_fused_gelu_0`); [] without compiled code or for a glob."""
@@ -419,7 +439,7 @@ def no_graph_break() -> Assertion:
 def _no_graph_break(profile: Profile) -> str | None:
     regions = [r for r in profile.compiled.regions if r.step >= 0] if profile.compiled else []
     if not regions:
-        return NOTHING_COMPILED
+        return nothing_compiled(profile)
     broken = [r for r in regions if r.nested]
     if not broken:
         return None
@@ -485,7 +505,7 @@ def no_recompile() -> Assertion:
 def _no_recompile(profile: Profile) -> str | None:
     compiled = profile.compiled
     if compiled is None or not compiled.regions and not compiled.compilations:
-        return NOTHING_COMPILED
+        return nothing_compiled(profile)
     inside = [c for c in compiled.compilations if c.step >= 0]
     if inside:
         listed = ", ".join(f"{c.compile_id} in step {c.step} ({c.dur_ns / 1e6:.1f} ms)" for c in inside[:3])
@@ -537,7 +557,7 @@ def _ran_compiled(profile: Profile) -> bool:
 def _compiled(profile: Profile) -> str | None:
     c = profile.compiled
     if c is None or not _ran_compiled(profile):
-        return NOTHING_COMPILED
+        return nothing_compiled(profile)
     if not c.eager:
         return None
     steps = max(profile.steps, 1)
@@ -548,7 +568,7 @@ def _compiled(profile: Profile) -> str | None:
     return (
         f"{share_text(c.eager_share)} of the steps' work ran eagerly, outside compiled code (eager ops' CPU time "
         f"against the compiled code's; Dynamo's own steps aside): {listed}{more}; "
-        "a graph break or work outside the compiled function"
+        f"a graph break or work outside the compiled function{limit_clause(profile)}"
     )
 
 
@@ -633,7 +653,7 @@ def no_kernel(pattern: str, profile: Profile) -> str:
         if close
         else f"; the kernels were {', '.join(seen[:3])}"
         if seen
-        else f"; no kernels ran, and {NOTHING_COMPILED}"
+        else f"; no kernels ran, and {nothing_compiled(profile)}"
         if not _ran_compiled(profile)
         else "; no kernels ran (on CPU only compiled code has kernels: Inductor's cpp_fused_*)"
     )

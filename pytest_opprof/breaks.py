@@ -55,6 +55,7 @@ def new_break_reasons(before: BreaksSeen) -> list[str]:
     listed = _listed_since(before.listed)
     new = _counted() - before.counted
     counted = {key: [reason for counter, reason in new if counter == key] for key in _BREAK_COUNTERS}
+    counted["unimplemented"] = [r for r in counted["unimplemented"] if not _LIMIT_HIT.search(r)]  # no break
     if not listed:
         return next((counted[key] for key in _BREAK_COUNTERS if counted[key]), [])
     worded = [(_words_for(b, counted), b) for b in listed]
@@ -143,3 +144,20 @@ def _with_location(reason: str, listed: ListedBreak) -> str:
 
 def _listed_text(listed: ListedBreak) -> str:
     return f"{listed.reason}\n{listed.location}" if listed.location else listed.reason
+
+
+_LIMIT_HIT = re.compile(r"recompile limit|cache.size.limit|recompile_limit", re.IGNORECASE)
+_LIMIT_SET = re.compile(r"currently set to (\d+)")
+
+
+def recompile_limit_hit(before: BreaksSeen) -> str | None:
+    """Where Dynamo hit its recompile limit since `before` (and ran the frame eagerly from then
+    on): the limit's value as torch words it (`2`), "" where its words hold none; None where it
+    did not. torch 2.13 counts it as `unimplemented` (`Dynamo recompile limit exceeded ...
+    currently set to 2`), which breaks no graph, so new_break_reasons leaves it out."""
+    new = _counted() - before.counted
+    hits = [reason for (counter, reason) in new if counter == "unimplemented" and _LIMIT_HIT.search(reason)]
+    if not hits:
+        return None
+    value = _LIMIT_SET.search(hits[0])
+    return value.group(1) if value else ""

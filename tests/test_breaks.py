@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_opprof.assertions import break_reason
-from pytest_opprof.breaks import breaks_seen, new_break_reasons
+from pytest_opprof.breaks import breaks_seen, new_break_reasons, recompile_limit_hit
 
 
 def listed(reason: str, line: int = 4, code: str = "if y.sum() > 0:") -> SimpleNamespace:
@@ -39,6 +39,24 @@ def test_reasons_come_from_the_graph_break_counter_else_from_unimplemented(dynam
     dynamo.counters["graph_break"]["Failed to trace builtin operator"] = 1
     assert new_break_reasons(before) == ["Failed to trace builtin operator"]
     assert new_break_reasons(breaks_seen()) == []
+
+
+def test_a_recompile_limit_hit_since_the_start_is_read_with_its_value(dynamo):
+    """torch 2.13 counts the limit's hit as `unimplemented` (no graph break): a shape changing each
+    call fell back to eager, and `assert_compiled` said only `nothing compiled`. Read with the
+    value torch names; an earlier hit, or none, is None."""
+    dynamo.counters["unimplemented"]["Dynamo recompile limit exceeded\n  Explanation: old"] = 1
+    before = breaks_seen()
+    assert recompile_limit_hit(before) is None
+    dynamo.counters["unimplemented"]["Data-dependent branching"] = 1
+    assert recompile_limit_hit(before) is None
+    dynamo.counters["unimplemented"][
+        "Dynamo recompile limit exceeded\n  Explanation: ... (currently set to 2). ..."
+    ] = 1
+    assert recompile_limit_hit(before) == "2"
+    assert new_break_reasons(before) == ["Data-dependent branching"]  # no graph break
+    dynamo.counters["unimplemented"] = {"cache_size_limit reached": 1}  # words of no value: ""
+    assert recompile_limit_hit(before) == ""
 
 
 def test_without_dynamo_there_is_no_reason(monkeypatch):

@@ -215,6 +215,18 @@ def test_eager_work(opprof):
     opprof.assert_compiled()
 
 
+def test_recompile_limit(opprof):
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 2
+    try:
+        fn = torch.compile(lambda x: torch.relu(x) * 5, dynamic=False)  # a new shape each call
+        rows = itertools.count(4)
+        opprof.run(lambda: fn(torch.ones(next(rows), 8)), warmup=2, steps=3)
+    finally:
+        torch._dynamo.config.recompile_limit = limit
+    opprof.assert_compiled()
+
+
 def test_compile_in_the_steps(opprof):
     fn = torch.compile(lambda x: torch.nn.functional.silu(x) * 3)
     opprof.run(fn, X, warmup=0, steps=2)
@@ -230,7 +242,7 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
     p.makepyfile(test_gates=GATE_TESTS)
     p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
     result = run(p, "--opprof", "--opprof-device-key=cpu", "-rf", "--tb=no")
-    result.assert_outcomes(passed=3, failed=5)
+    result.assert_outcomes(passed=3, failed=6)
     out = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -266,6 +278,14 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
     result.stdout.fnmatch_lines(
         ["*test_compile_in_the_steps: warning compilation: torch.compile compiled inside the measured steps: *"]
     )
+    if TORCH_RELEASE >= (2, 13):  # torch 2.13 counts the limit's hit (other releases: the message as before)
+        result.stdout.fnmatch_lines(
+            [
+                "FAILED test_gates.py::test_recompile_limit - AssertionError: no torch.compile'd region ran in the "
+                "measured steps, so there is nothing compiled to check; Dynamo hit its recompile limit (2) in this "
+                "run and ran the frame eagerly from then on: *raise torch._dynamo.config.recompile_limit"
+            ]
+        )
     table = out.split("test_gates.py::test_compile_in_the_steps [passed]")[1].split("\ntest_gates.py::")[0]
     clean = out.split("test_gates.py::test_clean_passes_every_gate [passed]")[1].split("\ntest_gates.py::")[0]
     assert "cpp_fused_mul_silu" in table
