@@ -847,7 +847,7 @@ def _judged(
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
         limit += (
-            _threads_too_little(moved, *docs, slack)
+            ("" if wall else _threads_too_little(moved, *docs, slack))
             + _contention_too_small(machine, own, *docs)
             + _machine_too_little(moved, *docs, slack)
             + steady
@@ -1109,7 +1109,7 @@ def explained_by_machine(
         return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
         return None
-    if _threads_differ(current, baseline) and _threads_explain(moved, current, baseline, slack):
+    if _threads_differ(current, baseline) and not python_time and _threads_explain(moved, current, baseline, slack):
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
@@ -1125,9 +1125,10 @@ def explained_by_machine(
 
 
 def _threads_explain(moved: float | None, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> bool:
-    """Whether another torch thread count explains a move: one either way up to `slack` times the
-    threads' ratio (1 -> 2 threads: an op up to x5 slower or faster). A trial's baseline recorded
-    with OMP_NUM_THREADS=1 excused a 50x slower addmm on 2 threads, and every later run's."""
+    """Whether another torch thread count explains an op's move: one either way up to 1 + `slack`
+    x (the threads' ratio - 1) (1 -> 2 threads: an op up to x5 slower or faster). A trial's
+    baseline recorded with OMP_NUM_THREADS=1 excused a 50x slower addmm on 2 threads, and every
+    later run's. Never the step wall: the Python between the ops runs on one thread either way."""
     if moved is None or moved <= 0:
         return False
     return max(moved, 1 / moved) <= 1 + slack * (_threads_ratio(current, baseline) - 1)
@@ -1187,11 +1188,12 @@ def _machine_too_little(moved: float, current: BaselineDoc, baseline: BaselineDo
     slowdown (its dispatch or matmul reference's, beyond their noise) explains too little of it."""
     found = [(r, what) for r, what, _ in _reference_ratios(current, baseline, workload=False)]
     ratio, what = max(found, default=(1.0, ""))
+    stalled = _stall_clause(current, baseline)
     if ratio <= STATE_NOISE:
-        return _stall_clause(current, baseline)
+        return stalled
     most = 1 + slack * (ratio - 1)
     moved_text = f", not x{moved:.2f}" if math.isfinite(moved) else ""
-    return f"; the machine ran {speed_words(ratio)} ({what} reference): that explains up to x{most:.2f}{moved_text}"
+    return f"; the machine ran {speed_words(ratio)} ({what} reference): that explains up to x{most:.2f}{moved_text}{stalled}"
 
 
 def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc, machine: Machine) -> str:
@@ -1249,26 +1251,44 @@ def _fixed_ratios(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[flo
 
 
 def _stalled_references(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[str, float, str]]:
-    """The fixed references that moved past SPELL_LIMIT (no spell of the machine does) while
-    another ran within its noise: a stall of that reference's own reading, not the machine's
-    speed, which excuses nothing. Each as (its name, its ratio, the steady one's words). Beside
-    two busy loops on 2 cores, a trial's 2-thread matmul reference ran 49x slower in every timing
-    (it needs both cores at once) while the dispatch reference ran x1.05 and the test's threads
-    never waited: it excused a 12.5x slower addmm and a step wall x57, 3 runs in 5."""
-    found = _fixed_ratios(current, baseline)
-    steady = [(r, what) for r, what in found if 1 / STATE_NOISE <= r <= STATE_NOISE]
-    if not steady:
+    """On the same machine setup and thread count, the fixed references that moved past
+    SPELL_LIMIT (no spell of this VM did) while the other stayed within it: a stall of that
+    reference's own reading, not the machine's speed, which excuses nothing. Each as (its name,
+    its ratio, the other's words). Beside two busy loops on 2 cores, a trial's 2-thread matmul
+    reference ran 49x slower in every timing (it needs both cores at once) while the dispatch
+    reference ran x1.05 and the test's threads never waited: it excused a 12.5x slower addmm and
+    a step wall x57, 3 runs in 5. Another CPU model or thread setup may move one reference alone
+    that far (its BLAS, its threads): there the references excuse as before."""
+    if not _same_machine(current, baseline):
         return []
-    calm = f"the {steady[0][1]} reference held, x{steady[0][0]:.2f}"
-    return [(what, r, calm) for r, what in found if r > SPELL_LIMIT or r < 1 / SPELL_LIMIT]
+    found = _fixed_ratios(current, baseline)
+    within = [(r, what) for r, what in found if 1 / SPELL_LIMIT <= r <= SPELL_LIMIT]
+    if not within:
+        return []
+    other = f"the {within[0][1]} reference ran x{within[0][0]:.2f}"
+    return [(what, r, other) for r, what in found if r > SPELL_LIMIT or r < 1 / SPELL_LIMIT]
+
+
+def _same_machine(current: BaselineDoc, baseline: BaselineDoc) -> bool:
+    """The same CPU model and thread setup where both sides recorded them, and the same torch
+    thread count (a baseline of before the thread setup was recorded: by what it holds)."""
+    if _threads_differ(current, baseline):
+        return False
+    for key in ("cpu_model", "thread_setup"):
+        mine, theirs = current.environment.get(key), baseline.environment.get(key)
+        if mine is not None and theirs is not None and mine != theirs:
+            return False
+    return True
 
 
 def _stall_clause(current: BaselineDoc, baseline: BaselineDoc) -> str:
-    """For a verdict a stalled reference did not excuse: the clause saying so (none where none stalled)."""
+    """For a slowdown a stalled reference did not excuse: the clause saying so (none where none
+    stalled slower: a baseline's stalled reading, faster now, has no bearing on a slowdown)."""
     return "".join(
-        f"; the {what} reference ran {speed_words(r)}, but alone ({calm}): a stall of its own reading, not the "
+        f"; the {what} reference ran {speed_words(r)}, but alone ({other}): a stall of its own reading, not the "
         "machine's speed"
-        for what, r, calm in _stalled_references(current, baseline)
+        for what, r, other in _stalled_references(current, baseline)
+        if r > 1
     )
 
 

@@ -1176,15 +1176,17 @@ def case_clash_line(nodeids: list[str]) -> str:
     )
 
 
-def orphans_line(paths: list[str], every: bool = False) -> str:
+def orphans_line(paths: list[str], every: bool = False, here: list[str] | None = None) -> str:
     """Baseline files no collected test reads (their tests renamed, moved or removed, or their
-    test file gone); `every` (-v) names all."""
+    test file gone); `every` (-v) names all; `here`: the same paths as the folder pytest ran in
+    reaches them, for the command (`rm`, not `git rm`: a file never committed would stop it)."""
     return (
         f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files, or of test "
         f"files that no longer exist, {'is' if len(paths) == 1 else 'are'} read by no test (renamed, moved or "
         "removed tests?): "
         f"{first_three(paths, every)}; "
-        f"if those tests are gone, delete them: git rm {' '.join(shlex.quote(p) for p in paths)}"
+        "if those tests are gone, delete them (and commit the deletion): "
+        f"rm -- {' '.join(shlex.quote(p) for p in (here if here is not None else paths))}"
     )
 
 

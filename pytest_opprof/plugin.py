@@ -1046,7 +1046,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     workers = getattr(config.option, "numprocesses", None)
     recording = bool(state.settings.update_baseline)
     looked_in = _looked_in(config, state)
-    picked = _picked_some(config)
+    # a bare record command would record tests this run did not measure: those it picked out, or
+    # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
+    picked = _picked_some(config) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
     run_globs = state.settings.ignore_ops if picked else ()  # may match in the tests left out
     verbose = config.option.verbose > 0
     strict = state.settings.strict
@@ -1060,7 +1062,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for group in case_clashes((r.baseline.path, r.nodeid) for r in state.records if r.baseline)
     ]
     if state.orphans:
-        lines.append(orphans_line(state.orphans, verbose))
+        here = [os.path.relpath(config.rootpath / path, config.invocation_params.dir) for path in state.orphans]
+        lines.append(orphans_line(state.orphans, verbose, here))
         lines += renamed_lines(state.records, state.orphans)
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))

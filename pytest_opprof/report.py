@@ -774,7 +774,7 @@ def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:
             lines.append(
                 f"opprof: environment differs from the baselines of {count_of(len(ids), 'test')}: {what}; their times are "
                 "judged across it (a structure change may be the new setup's own); where this is the setup from now "
-                f"on, record them on it: pytest --opprof-update-baseline=all {_ids(ids)} (-v: each test's line)"
+                f"on, record them on it (-v: each test's line): pytest --opprof-update-baseline=all {_ids(ids)}"
             )
             said.update(ids)
     return dataclasses.replace(shared, lines=tuple(lines), environment=frozenset(said))
@@ -859,8 +859,8 @@ def _faster_shared(records: list[TestRecord], strict: bool) -> tuple[list[str], 
                 f"opprof: time inconclusive in {count_of(len(ids), 'test')}: the machine ran {_span_of(speeds)} faster "
                 f"than when their baselines were recorded; {_SHARED_OUTCOME[outcome]}; this run was the quicker one, "
                 "so a rerun changes nothing: their baselines were recorded on a slower machine or spell; where this "
-                f"speed is the runner's usual, record them again: pytest --opprof-update-baseline=all {_ids(ids)} "
-                "(-v: each test's line)"
+                "speed is the runner's usual, record them again (-v: each test's line): "
+                f"pytest --opprof-update-baseline=all {_ids(ids)}"
             )
             said.update(ids)
     return lines, said
@@ -1256,8 +1256,8 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
     paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
     pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
     paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    pairs += _one_each(
-        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired], _param_part
+    pairs += _renamed_functions(
+        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
     )
     lines = []
     for nodeid, new, old in pairs:
@@ -1277,16 +1277,34 @@ def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tup
     return _one_each(missing, orphans, lambda path: str(Path(path).parent))
 
 
-def _param_part(path: str) -> str:
-    """A parametrized test's file by its folder and its ids' part (`test_p[a_b]-f0c7bb77.json`:
-    `[a_b]`), so that a renamed function's six files pair with its six tests, one each (a CI
-    trial's were six lines of no baseline and six files read by no test); an unparametrized
-    test's file by a key of its own, pairing nothing."""
-    name = Path(path).name
-    start, end = name.find("["), name.rfind("]")
-    if start < 0 or end < start:
-        return path
-    return f"{Path(path).parent}/{name[start : end + 1]}"
+def _renamed_functions(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) for a renamed parametrized function: in one folder, the
+    files of one function no test reads and the missing ones of one other function, with the
+    same set of ids, alone in that folder to have it (a CI trial's `test_param` -> `test_params`,
+    six ids: six lines of no baseline and six files read by no test, none paired; a review: ids
+    alone would pair a removed `test_a[small]` with an unrelated new `test_c[small]`)."""
+    new, old = _functions(p for p, _ in missing), _functions(orphans)
+    nodeids = dict(missing)
+    found = []
+    for (folder, function), files in new.items():
+        ids = set(files)
+        theirs = [key for key, paths in old.items() if key[0] == folder and set(paths) == ids]
+        mine = [key for key, paths in new.items() if key[0] == folder and set(paths) == ids]
+        if len(theirs) == 1 and len(mine) == 1 and theirs[0][1] != function:
+            found += [(nodeids[files[i]], files[i], old[theirs[0]][i]) for i in sorted(ids)]
+    return found
+
+
+def _functions(paths: Iterable[str]) -> dict[tuple[str, str], dict[str, str]]:
+    """Parametrized tests' files by (folder, function) and then by their ids' part
+    (`test_p[a_b]-f0c7bb77.json`: `test_p`, `[a_b]`); unparametrized ones left out."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for path in paths:
+        name = Path(path).name
+        start, end = name.find("["), name.rfind("]")
+        if 0 < start < end:
+            found.setdefault((str(Path(path).parent), name[:start]), {})[name[start : end + 1]] = path
+    return found
 
 
 def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:

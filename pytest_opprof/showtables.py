@@ -3,7 +3,6 @@ Reads documents and side-by-side rows; never measures, judges or writes."""
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from typing import Any
 
@@ -45,11 +44,11 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
         f"{doc.nodeid}  [{path}]",
         f"device {doc.device_key}; {software or 'no software facts'}; {count_of(doc.steps, 'step')}{which}{wall}",
     ]
-    if doc.recorded_wait is not None:  # a reviewer read a file of 12 ms addmm, calm 0.14 ms, as any other
+    if doc.recorded_wait:  # a reviewer read a file of 12 ms addmm, calm 0.14 ms, as any other
         lines.append(
             f"recorded while its threads waited for a CPU {wait_share(doc.recorded_wait)}: its CPU times may be "
-            f"inflated and hide slowdowns; record it again on a quiet machine: pytest --opprof-update-baseline=all "
-            f"{shlex.quote(doc.nodeid)}"
+            "inflated and hide slowdowns; record it again on a quiet machine (--opprof-update-baseline=all, with "
+            "the test's id and the options it was recorded with)"
         )
     return lines
 

@@ -2001,8 +2001,8 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     shown = old.relative_to(project.path).as_posix()
     assert lines == [
         f"opprof: 1 baseline file in the folders of the collected test files, or of test files that no longer exist, "
-        f"is read by no test (renamed, moved or removed tests?): {shown}; if those tests are gone, delete them: "
-        f"git rm '{shown}'",
+        f"is read by no test (renamed, moved or removed tests?): {shown}; if those tests are gone, delete them (and "
+        f"commit the deletion): rm -- '{shown}'",
         f"opprof: test_o.py::test_p[c] has no baseline, and {shown} is read by no test: if the test was "
         f"renamed, keep its baseline: git mv '{shown}' '{shown.replace('[b]', '[c]')}', then set the file's "
         '"nodeid" to "test_o.py::test_p[c]"',
@@ -2015,6 +2015,16 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     assert "read by no test" not in run(project, "--opprof", "test_o.py::test_other").stdout.str()
     monkeypatch.setenv("OPPROF_T_PARAMS", "a,b")
     assert "read by no test" not in run(project, "--opprof", "-k", "test_other").stdout.str()
+    # run from a subfolder, the command reaches the files from there, and runs (a review's rm failed)
+    monkeypatch.setenv("OPPROF_T_PARAMS", "a,c")
+    (project.path / "sub").mkdir()
+    monkeypatch.chdir(project.path / "sub")
+    result = run(project, "--opprof", "--rootdir", str(project.path), str(project.path))
+    (line,) = [line for line in result.stdout.lines if "read by no test (" in line]
+    command = line.split("(and commit the deletion): ", 1)[1]
+    assert command == f"rm -- '../{shown}'"
+    subprocess.run(shlex.split(command), check=True)
+    assert not old.exists()
 
 
 def test_last_failed_runs_name_no_orphans(project, monkeypatch):
@@ -2445,7 +2455,7 @@ def test_a_matmul_reference_stalled_alone_excuses_no_slowdown(baselined, monkeyp
     result.stdout.fnmatch_lines(
         [
             "*aten::addmm: * (+*%, slower; limit +20%, p=*; the matmul reference ran 49.00x slower, but alone (the "
-            "dispatch reference held, x1.00): a stall of its own reading, not the machine's speed) *"
+            "dispatch reference ran x1.00): a stall of its own reading, not the machine's speed) *"
         ]
     )
     set_references(monkeypatch, 49_000_000, 4_000_000, workload_ns=None)
@@ -5118,8 +5128,9 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
 def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pytester, monkeypatch):
     """A CI trial renamed a parametrized function (`test_param` -> `test_params`, six ids, some
     hashed file names): six `no baseline` lines and six files read by no test, none paired (one of
-    each per folder only). Files and tests of the same ids pair, one each; a test whose id has no
-    file of its own stays unpaired."""
+    each per folder only). A function's files and another's tests with the same ids pair, one
+    each; where the ids differ too, nothing is paired (a review: ids alone would pair unrelated
+    tests)."""
     pytester.makepyfile(
         test_r="""
         import os, pytest, torch
@@ -5133,11 +5144,11 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
     )
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
     monkeypatch.setenv("NAME", "test_params")
-    monkeypatch.setenv("LAST", "d")
     result = run(pytester, "--opprof")
     lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
     assert [line.split(" has no baseline")[0] for line in lines] == [
         "opprof: test_r.py::test_params[a b]",
+        "opprof: test_r.py::test_params[c]",
         "opprof: test_r.py::test_params[x/y]",
     ]
     for line in lines:
@@ -5151,7 +5162,11 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
         moved.write_text(json.dumps({**data, "nodeid": nodeid}, indent=2, sort_keys=True) + "\n")
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=3)
-    assert "test_r.py::test_params[d]" in result.stdout.str().split("no baseline for 1 test")[1]
+    assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
+    monkeypatch.setenv("NAME", "test_other")
+    monkeypatch.setenv("LAST", "d")  # renamed, and an id changed: not the same tests
+    result = run(pytester, "--opprof")
+    assert "keep its baseline" not in result.stdout.str() and "read by no test" in result.stdout.str()
 
 
 def test_tests_whose_baseline_files_differ_only_in_case_are_named(pytester):

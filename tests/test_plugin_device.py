@@ -246,7 +246,7 @@ def test_a_torch_upgrade_is_one_run_line_and_named_beside_a_structure_change(pyt
             "test_up.py::test_b: if the change is intended, record it: pytest --opprof-update-baseline test_up.py::test_b *",
             f"opprof: environment differs from the baselines of 2 tests: torch 2.11.0 -> {torch.__version__}; their times "
             "are judged across it (a structure change may be the new setup's own); where this is the setup from now on, "
-            "record them on it: pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b (-v: each test's line)",
+            "record them on it (-v: each test's line): pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b",
         ]
     )
     assert "test_up.py::test_a: environment differs" not in result.stdout.str()
@@ -258,9 +258,9 @@ def test_a_torch_upgrade_is_one_run_line_and_named_beside_a_structure_change(pyt
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     monkeypatch.delenv("EXTRA")
     whole = run(pytester, "--opprof").stdout.str()
-    assert "record them on it: pytest --opprof-update-baseline=all (-v: each test's line)" in whole
+    assert whole.count("record them on it (-v: each test's line): pytest --opprof-update-baseline=all\n") == 1
     picked = run(pytester, "--opprof", "-k", "test_").stdout.str()  # -k picks (all three, as it happens)
-    assert "pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b test_up.py::test_c (-v" in picked
+    assert "pytest --opprof-update-baseline=all test_up.py::test_a test_up.py::test_b test_up.py::test_c\n" in picked
     for path in (pytester.path / ".opprof").rglob("test_c.json"):
         data = json.loads(path.read_text())
         data["environment"]["torch"] = torch.__version__
@@ -514,8 +514,12 @@ def test_a_loaded_run_says_contention_once_for_its_tests(pytester, fake_clock, m
         [
             "opprof: 2 baselines recorded while their threads waited for a CPU up to 50% of the capture: their CPU "
             "times may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a "
-            "small runner): pytest --opprof-update-baseline=all test_pair.py::test_one test_pair.py::test_two",
+            "small runner): pytest --opprof-update-baseline=all",  # every test of a run that picked none
         ]
+    )
+    picked = run(pytester, "--opprof-update-baseline=all", "-x")  # -x may stop before tests it then left out
+    picked.stdout.fnmatch_lines(
+        ["*small runner): pytest --opprof-update-baseline=all test_pair.py::test_one test_pair.py::test_two"]
     )
     out = result.stdout.str()
     assert "::test_one: baseline recorded while" not in out and "warning contention" not in out

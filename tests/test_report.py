@@ -317,8 +317,8 @@ def test_tests_inconclusive_on_a_faster_machine_share_one_line():
     assert lines[-1] == (
         "opprof: time inconclusive in 2 tests: the machine ran 1.74x to 3.07x faster than when their baselines "
         "were recorded; neither passed nor failed (--opprof-strict makes this an error); this run was the quicker one, so a rerun changes nothing: their baselines were recorded on a "
-        "slower machine or spell; where this speed is the runner's usual, record them again: pytest "
-        "--opprof-update-baseline=all t.py::a 't.py::b[x y]' (-v: each test's line)"
+        "slower machine or spell; where this speed is the runner's usual, record them again (-v: each test's line): pytest "
+        "--opprof-update-baseline=all t.py::a 't.py::b[x y]'"
     )
     assert len(lines) == 3 and all(line.startswith("t.py::c: time inconclusive for aten::") for line in lines[:2])
     every = format_problems(records, verbose=True)
@@ -341,10 +341,10 @@ def test_a_shared_lines_command_names_every_test_or_none():
     faster = BaselineResult(".opprof/cpu/t.py/x.json", "compared", verdicts=(verdict,))
     ids = [f"t.py::t{i}" for i in range(5)]
     records = [TestRecord(**{**record(i).__dict__, "baseline": faster}) for i in ids]
-    command = "pytest --opprof-update-baseline=all t.py::t0 t.py::t1 t.py::t2 t.py::t3 t.py::t4 (-v: each test's line)"
+    command = "(-v: each test's line): pytest --opprof-update-baseline=all t.py::t0 t.py::t1 t.py::t2 t.py::t3 t.py::t4"
     assert format_problems(records).endswith(command)  # picked (the default): every id
     assert format_problems(records, picked=False).endswith(
-        "record them again: pytest --opprof-update-baseline=all (-v: each test's line)"
+        "record them again (-v: each test's line): pytest --opprof-update-baseline=all"
     )
     calm = TestRecord(
         **{**record("t.py::calm").__dict__, "baseline": BaselineResult(".opprof/cpu/t.py/c.json", "compared")}
@@ -353,7 +353,9 @@ def test_a_shared_lines_command_names_every_test_or_none():
     paths = [f".opprof/cpu/t.py/t[{i}].json" for i in range(4)]
     line = orphans_line(paths)
     assert ": .opprof/cpu/t.py/t[0].json, .opprof/cpu/t.py/t[1].json, .opprof/cpu/t.py/t[2].json and 1 more;" in line
-    assert line.endswith("delete them: git rm " + " ".join(f"'{p}'" for p in paths))
+    assert line.endswith("delete them (and commit the deletion): rm -- " + " ".join(f"'{p}'" for p in paths))
+    here = orphans_line(paths, here=[f"../{p}" for p in paths])  # pytest ran in a subfolder (a review)
+    assert line.split("; if")[0] == here.split("; if")[0] and here.endswith(" '../.opprof/cpu/t.py/t[3].json'")
 
 
 def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
