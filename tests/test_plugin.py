@@ -2417,51 +2417,54 @@ def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined
     )
 
 
+def fails_then_inconclusive(baselined, monkeypatch, fake_clock, failing, passing) -> None:
+    """`failing` and then `passing`: each (matmul ns, dispatch ns, the addmm's cost ns, the line
+    the run prints), the first run failing test_big, the second passing it as inconclusive."""
+    from conftest import set_references
+
+    for (matmul, dispatch, cost, line), outcome in ((failing, {"failed": 1}), (passing, {"passed": 1})):
+        set_references(monkeypatch, matmul, dispatch, workload_ns=None)
+        fake_clock.costs["aten::addmm"] = cost
+        result = run(baselined, "--opprof", "-k", "big")
+        result.assert_outcomes(**outcome)
+        result.stdout.fnmatch_lines([line])
+
+
 def test_a_machine_slightly_slower_excuses_no_op_four_times_slower(baselined, monkeypatch, fake_clock):
     """A trial's ops x4 on a machine whose matmul reference ran 1.24x slower passed 5 of 6 runs as
     inconclusive: a slower machine explains an op up to four times its own slowdown (x1.96 here),
     so x3.4 fails, saying what the machine explains; x1.4 stays inconclusive."""
-    from conftest import set_references
-
-    set_references(monkeypatch, 1_240_000, 400_000, workload_ns=None)
-    fake_clock.costs["aten::addmm"] = 800_000
-    result = run(baselined, "--opprof", "-k", "big")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        [
+    fails_then_inconclusive(
+        baselined, monkeypatch, fake_clock,
+        (
+            1_240_000, 400_000, 800_000,
             "*aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*; the machine ran "
-            "1.24x slower (matmul reference): that explains up to x1.96, not x3.40) *"
-        ]
-    )
-    fake_clock.costs["aten::addmm"] = 300_000
-    result = run(baselined, "--opprof", "-k", "big")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        ["test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.24x slower than *"]
-    )
+            "1.24x slower (matmul reference): that explains up to x1.96, not x3.40) *",
+        ),
+        (
+            1_240_000, 400_000, 300_000,
+            "test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.24x slower than *",
+        ),
+    )  # fmt: skip
 
 
 def test_a_matmul_reference_stalled_alone_excuses_no_slowdown(baselined, monkeypatch, fake_clock):
     """Beside two busy loops a trial's matmul reference ran 49x slower (both cores needed at once)
     while the dispatch reference held: it excused a 12.5x slower addmm, exit 0 in 3 runs of 5.
-    Stalled alone, it excuses nothing and the failure says why; with the dispatch reference slower
-    too, the machine is slower and the slowdown inconclusive."""
-    from conftest import set_references
-
-    set_references(monkeypatch, 49_000_000, 400_000, workload_ns=None)
-    fake_clock.costs["aten::addmm"] = 6_000_000
-    result = run(baselined, "--opprof", "-k", "big")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        [
+    Stalled alone, it excuses nothing and the failure says why; with the dispatch reference past
+    x4 too, the machine is slower and the slowdown inconclusive."""
+    fails_then_inconclusive(
+        baselined, monkeypatch, fake_clock,
+        (
+            49_000_000, 400_000, 6_000_000,
             "*aten::addmm: * (+*%, slower; limit +20%, p=*; the matmul reference ran 49.00x slower, but alone (the "
-            "dispatch reference ran x1.00): a stall of its own reading, not the machine's speed) *"
-        ]
-    )
-    set_references(monkeypatch, 49_000_000, 4_000_000, workload_ns=None)
-    result = run(baselined, "--opprof", "-k", "big")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["test_base.py::test_big: time inconclusive for *: the machine ran *x slower than *"])
+            "dispatch reference ran x1.00): a stall of its own reading, not the machine's speed) *",
+        ),
+        (
+            49_000_000, 4_000_000, 6_000_000,
+            "test_base.py::test_big: time inconclusive for *: the machine ran *x slower than *",
+        ),
+    )  # fmt: skip
 
 
 def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeypatch, fake_clock):
