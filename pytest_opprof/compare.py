@@ -1144,10 +1144,14 @@ def _threads_too_little(moved: float, current: BaselineDoc, baseline: BaselineDo
     """For a slowdown that fails on another thread count: the clause saying it explains too little."""
     if not _threads_differ(current, baseline):
         return ""
-    most = 1 + slack * (_threads_ratio(current, baseline) - 1)
-    moved_text = f", not x{moved:.2f}" if math.isfinite(moved) else ""
     threads = count_of(current.threads or 0, "thread")
-    return f"; torch ran on {threads}, the baseline on {baseline.threads}: that explains up to x{most:.2f}{moved_text}"
+    reach = _reach(1 + slack * (_threads_ratio(current, baseline) - 1), moved)
+    return f"; torch ran on {threads}, the baseline on {baseline.threads}: {reach}"
+
+
+def _reach(most: float, moved: float) -> str:
+    """`that explains up to x1.96, not x3.40`: what a cause explains of a move, and the move."""
+    return f"that explains up to x{most:.2f}" + (f", not x{moved:.2f}" if math.isfinite(moved) else "")
 
 
 def _contention_explains(machine: Machine, added_ms: float | None, current: BaselineDoc, baseline: BaselineDoc) -> bool:
@@ -1191,9 +1195,8 @@ def _machine_too_little(moved: float, current: BaselineDoc, baseline: BaselineDo
     stalled = _stall_clause(current, baseline)
     if ratio <= STATE_NOISE:
         return stalled
-    most = 1 + slack * (ratio - 1)
-    moved_text = f", not x{moved:.2f}" if math.isfinite(moved) else ""
-    return f"; the machine ran {speed_words(ratio)} ({what} reference): that explains up to x{most:.2f}{moved_text}{stalled}"
+    reach = _reach(1 + slack * (ratio - 1), moved)
+    return f"; the machine ran {speed_words(ratio)} ({what} reference): {reach}{stalled}"
 
 
 def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc, machine: Machine) -> str:
