@@ -314,6 +314,31 @@ def test_a_reference_that_stalled_alone_excuses_nothing():
     assert worse.status == "regressed" and "stall" not in worse.message  # a faster reading says nothing of a slowdown
 
 
+def test_a_faster_machines_verdicts_share_the_run_line_that_names_them():
+    """The run line for tests inconclusive on a faster machine groups them by compare's own
+    verdicts (not texts written for a test): a change of wording the grouping missed fails here."""
+    from pytest_opprof.analysis import Check
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import TestRecord, format_problems
+
+    base = doc(profile()).replace(reference_ms=0.4, dispatch_reference_ms=0.4)
+    fast = doc(profile(addmm_us=(420,) * 8)).replace(reference_ms=0.25, dispatch_reference_ms=0.25)
+    verdicts = compare(fast, base, Rule()).verdicts
+    assert verdicts and all(v.status == "inconclusive" for v in verdicts)
+    result = BaselineResult(".opprof/cpu/t.py/x.json", "compared", verdicts=verdicts)
+    records = [
+        TestRecord(i, "passed", None, (Check("events", "ok", "ops"),), None, (), None, 0.01, result, i)
+        for i in ("t.py::a", "t.py::b")
+    ]
+    assert format_problems(records).splitlines() == [
+        "opprof: time inconclusive in 2 tests: the machine ran 1.60x faster than when their baselines were "
+        "recorded; neither passed nor failed (--opprof-strict makes this an error); this run was the quicker one, "
+        "so a rerun changes nothing: their baselines were recorded on a slower machine or spell; where this speed "
+        "is the runner's usual, record them again (-v: each test's line): pytest --opprof-update-baseline=all "
+        "t.py::a t.py::b"
+    ]
+
+
 def test_a_costly_op_in_one_step_only_is_a_time_verdict():
     """A trial's 20 matmuls in one of 10 steps (100x a step) passed: no structure (one step can be
     a background thread's op), unseen by the per-step minima. Beyond the tolerance of the
