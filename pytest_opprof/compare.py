@@ -849,7 +849,7 @@ def _judged(
         limit += (
             ("" if wall else _threads_too_little(moved, *docs, slack))
             + _contention_too_small(machine, own, *docs)
-            + _machine_too_little(moved, *docs, slack)
+            + _machine_too_little(moved, *docs, slack, wall)
             + steady
         )
     return Verdict(TIME, REGRESSED if slower else IMPROVED, f"{change}; {limit}){where}", name, old_min, new_min, p)
@@ -1114,7 +1114,7 @@ def explained_by_machine(
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
-    for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time):
+    for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time, wall=python_time):
         explains = _within(moved, ratio) if bounded else _within_slowdown(moved, ratio, slack)
         if not explains:  # the op moved further than its own product did alone, or x4 on a machine x1.24
             continue
@@ -1187,12 +1187,15 @@ def _contention_too_small(machine: Machine, added_ms: float, current: BaselineDo
     )
 
 
-def _machine_too_little(moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> str:
+def _machine_too_little(
+    moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float, wall: bool = False
+) -> str:
     """For a slowdown that fails on a slower machine: the clause saying that the machine's
-    slowdown (its dispatch or matmul reference's, beyond their noise) explains too little of it."""
-    found = [(r, what) for r, what, _ in _reference_ratios(current, baseline, workload=False)]
+    slowdown (its dispatch or matmul reference's, beyond their noise) explains too little of it,
+    and for the `wall`, that a reference stalled alone explains none of it."""
+    found = [(r, what) for r, what, _ in _reference_ratios(current, baseline, workload=False, wall=wall)]
     ratio, what = max(found, default=(1.0, ""))
-    stalled = _stall_clause(current, baseline)
+    stalled = _stall_clause(current, baseline) if wall else ""
     if ratio <= STATE_NOISE:
         return stalled
     reach = _reach(1 + slack * (ratio - 1), moved)
@@ -1230,7 +1233,7 @@ def _within_slowdown(moved: float | None, ratio: float, times: float) -> bool:
 
 
 def _reference_ratios(
-    current: BaselineDoc, baseline: BaselineDoc, workload: bool = True
+    current: BaselineDoc, baseline: BaselineDoc, workload: bool = True, wall: bool = False
 ) -> list[tuple[float, str, bool]]:
     """Each machine reference both sides took: this run's time / the baseline's, its name, and
     whether it is bounded. The workload reference counts only where both replayed the same
@@ -1238,8 +1241,9 @@ def _reference_ratios(
     fixed matmul untouched); it excuses only a move no larger than its own (`bounded`: it is the
     same work), and never the step wall (`workload` False): the wall is judged on the time
     outside the ops (or, for an older baseline, on what the slower ops do not account for), which
-    a slower product does not explain (it excused 3 of 20 steps slowed by Python in the noise bench)."""
-    stalled = {what for what, _, _ in _stalled_references(current, baseline)}
+    a slower product does not explain (it excused 3 of 20 steps slowed by Python in the noise bench).
+    For the `wall`, a reference that stalled alone is left out (_stalled_references)."""
+    stalled = {what for what, _, _ in _stalled_references(current, baseline)} if wall else set()
     found = [(r, what, False) for r, what in _fixed_ratios(current, baseline) if what not in stalled]
     replayed = _workload_ratio(current, baseline) if workload else None
     if replayed is not None:
@@ -1256,12 +1260,14 @@ def _fixed_ratios(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[flo
 def _stalled_references(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[str, float, str]]:
     """On the same machine setup and thread count, the fixed references that moved past
     SPELL_LIMIT (no spell of this VM did) while the other stayed within it: a stall of that
-    reference's own reading, not the machine's speed, which excuses nothing. Each as (its name,
-    its ratio, the other's words). Beside two busy loops on 2 cores, a trial's 2-thread matmul
-    reference ran 49x slower in every timing (it needs both cores at once) while the dispatch
-    reference ran x1.05 and the test's threads never waited: it excused a 12.5x slower addmm and
-    a step wall x57, 3 runs in 5. Another CPU model or thread setup may move one reference alone
-    that far (its BLAS, its threads): there the references excuse as before."""
+    reference's own reading, which says nothing of the Python between the ops (one thread). Each
+    as (its name, its ratio, the other's words). Beside two busy loops on 2 cores, a trial's
+    2-thread matmul reference ran 49x slower in every timing (it needs both cores at once) while
+    the dispatch reference ran x1.05 and the test's threads never waited: it excused a step wall
+    x57 (a 2 ms sleep), 3 runs in 5. An op may run on torch's threads and stall alike (a compiled
+    trial's 2-thread kernels did, under load its threads' CPU wait did not show), so ops keep that
+    excuse. Another CPU model or thread setup may move one reference alone that far (its BLAS,
+    its threads): there nothing is left out."""
     if not _same_machine(current, baseline):
         return []
     found = _fixed_ratios(current, baseline)

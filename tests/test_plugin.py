@@ -2418,13 +2418,13 @@ def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined
 
 
 def fails_then_inconclusive(baselined, monkeypatch, fake_clock, failing, passing) -> None:
-    """`failing` and then `passing`: each (matmul ns, dispatch ns, the addmm's cost ns, the line
+    """`failing` and then `passing`: each (matmul ns, dispatch ns, {name: its cost ns}, the line
     the run prints), the first run failing test_big, the second passing it as inconclusive."""
     from conftest import set_references
 
-    for (matmul, dispatch, cost, line), outcome in ((failing, {"failed": 1}), (passing, {"passed": 1})):
+    for (matmul, dispatch, costs, line), outcome in ((failing, {"failed": 1}), (passing, {"passed": 1})):
         set_references(monkeypatch, matmul, dispatch, workload_ns=None)
-        fake_clock.costs["aten::addmm"] = cost
+        fake_clock.costs.update(costs)
         result = run(baselined, "--opprof", "-k", "big")
         result.assert_outcomes(**outcome)
         result.stdout.fnmatch_lines([line])
@@ -2437,32 +2437,44 @@ def test_a_machine_slightly_slower_excuses_no_op_four_times_slower(baselined, mo
     fails_then_inconclusive(
         baselined, monkeypatch, fake_clock,
         (
-            1_240_000, 400_000, 800_000,
+            1_240_000, 400_000, {"aten::addmm": 800_000},
             "*aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower; limit +20%, p=*; the machine ran "
             "1.24x slower (matmul reference): that explains up to x1.96, not x3.40) *",
         ),
         (
-            1_240_000, 400_000, 300_000,
+            1_240_000, 400_000, {"aten::addmm": 300_000},
             "test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.24x slower than *",
         ),
     )  # fmt: skip
 
 
-def test_a_matmul_reference_stalled_alone_excuses_no_slowdown(baselined, monkeypatch, fake_clock):
+def test_a_matmul_reference_stalled_alone_excuses_no_slower_step_wall(baselined, monkeypatch, fake_clock):
     """Beside two busy loops a trial's matmul reference ran 49x slower (both cores needed at once)
-    while the dispatch reference held: it excused a 12.5x slower addmm, exit 0 in 3 runs of 5.
-    Stalled alone, it excuses nothing and the failure says why; with the dispatch reference past
-    x4 too, the machine is slower and the slowdown inconclusive."""
+    while the dispatch reference held: it excused a step wall x57 (a 2 ms sleep), exit 0 in 3
+    runs of 5. Stalled alone, it explains none of the Python between the ops (one thread), and the
+    failure says why; with the dispatch reference past x4 too, the machine is slower and the
+    wall inconclusive. An op keeps that excuse: it may run on torch's threads and stall alike."""
+    monkeypatch.setenv("OPPROF_INJECT", "hook")
     fails_then_inconclusive(
         baselined, monkeypatch, fake_clock,
         (
-            49_000_000, 400_000, 6_000_000,
-            "*aten::addmm: * (+*%, slower; limit +20%, p=*; the matmul reference ran 49.00x slower, but alone (the "
-            "dispatch reference ran x1.00): a stall of its own reading, not the machine's speed) *",
+            49_000_000, 400_000, {"slow_hook": 800_000},
+            "*step wall: 0.800 ms/step outside the ops vs baseline 0.000 ms (*; the matmul reference ran 49.00x "
+            "slower, but alone (the dispatch reference ran x1.00): a stall of its own reading, not the machine's "
+            "speed) *",
         ),
         (
-            49_000_000, 4_000_000, 6_000_000,
-            "test_base.py::test_big: time inconclusive for *: the machine ran *x slower than *",
+            49_000_000, 4_000_000, {"slow_hook": 800_000},
+            "test_base.py::test_big: time inconclusive for step wall: the machine ran *x slower than *",
+        ),
+    )  # fmt: skip
+    monkeypatch.setenv("OPPROF_INJECT", "")
+    fails_then_inconclusive(
+        baselined, monkeypatch, fake_clock,
+        (1_000_000, 400_000, {"slow_hook": 0, "aten::addmm": 6_000_000}, "*aten::addmm: * (+*%, slower; limit +20%*"),
+        (
+            49_000_000, 400_000, {"aten::addmm": 6_000_000},
+            "test_base.py::test_big: time inconclusive for *aten::addmm*: the machine ran 49.00x slower than *",
         ),
     )  # fmt: skip
 
