@@ -493,9 +493,22 @@ def break_reason(text: str) -> str:
         file, line, function, code = at.groups()
         what = "its condition computed at" if "computed as follows" in text[: at.start()] else "at"
         reason += f"; {what} {_near(file)}:{line} in {function}" + (f": `{code.strip()}`" if code else "")
+    inside = _INSIDE_TORCH.search(text)
+    if inside:  # torch's hint is for its own code there (`Remove the graph_break() call`), not the user's
+        file, line, function = inside.groups()
+        return f"{reason}; the break is inside torch's own code, {_torch_path(file)}:{line} in {function}"
     if hint:  # its first sentence
         reason += f"; hint: {_SENTENCE_END.split(hint, 1)[0].rstrip('.')}"
     return reason
+
+
+_INSIDE_TORCH = re.compile(r'# Inside torch: File "([^"]+)", line (\d+), in ([^,\n]+)')
+
+
+def _torch_path(file: str) -> str:
+    """A file of torch's by its path from the package (`torch/optim/optimizer.py`)."""
+    at = file.replace("\\", "/").rfind("/torch/")
+    return file[at + 1 :] if at >= 0 else file
 
 
 def _near(file: str) -> str:

@@ -40,6 +40,7 @@ class ListedBreak:
 
     reason: str
     location: str
+    inside: str = ""  # where a break inside torch's own code is (`torch/optim/optimizer.py:79`): its File line
 
 
 def breaks_seen() -> BreaksSeen:
@@ -58,7 +59,7 @@ def new_break_reasons(before: BreaksSeen) -> list[str]:
     counted["unimplemented"] = [r for r in counted["unimplemented"] if not _LIMIT_HIT.search(r)]  # no break
     if not listed:
         return next((counted[key] for key in _BREAK_COUNTERS if counted[key]), [])
-    worded = [(_words_for(b, counted), b) for b in listed]
+    worded = [(_words_for(b, counted), b) for b in _without_inner_twins(listed)]
     found = [_with_location(words, b) if words else _listed_text(b) for words, b in worded]
     matched = {words for words, _ in worded}
     found += [reason for reason in counted["graph_break"] if reason not in matched]
@@ -90,15 +91,40 @@ def _listed_since(length: int) -> list[ListedBreak]:
 
 
 def _listed_break(entry: Any) -> ListedBreak:
+    """The entry with its user's frame, and where the break itself lies in torch's own code below
+    it (a trial's `opt.step()` broke at torch/optim/optimizer.py:79, and read as its own)."""
     stack = getattr(entry, "user_stack", None) or []
     frame = _users_frame(stack) if isinstance(stack, list) and stack else None
-    location = ""
+    location = inside = ""
     if frame is not None and getattr(frame, "filename", None):
         code = (getattr(frame, "line", "") or "").strip()
         location = f'# File "{frame.filename}", line {frame.lineno}, in {frame.name}' + (
             f", code: {code}" if code else ""
         )
-    return ListedBreak(str(getattr(entry, "reason", entry)), location)
+        inner = _inner_torch_frame(stack, frame)
+        if inner is not None:
+            inside = f'# Inside torch: File "{inner.filename}", line {inner.lineno}, in {inner.name}'
+    return ListedBreak(str(getattr(entry, "reason", entry)), location, inside)
+
+
+def _inner_torch_frame(stack: list[Any], users: Any) -> Any:
+    """The innermost frame below the user's, in torch's own code, where the break lies; None where
+    there is none, or only nn.Module's call machinery (a `torch.compiler.disable`d submodule's
+    break is at the user's call of it, not in `_call_impl`)."""
+    below = stack[stack.index(users) + 1 :] if users in stack else []
+    found = [f for f in below if not str(getattr(f, "filename", "")).replace("\\", "/").endswith(_MODULE_CALLS)]
+    return found[-1] if found and getattr(found[-1], "filename", None) else None
+
+
+_MODULE_CALLS = "torch/nn/modules/module.py"
+
+
+def _without_inner_twins(listed: list[ListedBreak]) -> list[ListedBreak]:
+    """Dynamo lists a break inside torch twice: from the user's frame, and from the resumed frame
+    inside torch, all of whose frames are torch's (its location is that inner line): the first
+    says both, so the second goes."""
+    inner = {(b.reason, b.inside.removeprefix("# Inside torch: ")) for b in listed if b.inside}
+    return [b for b in listed if (b.reason, b.location.removeprefix("# ").split(", code:")[0]) not in inner]
 
 
 def _users_frame(stack: list[Any]) -> Any:
@@ -139,11 +165,11 @@ def _with_location(reason: str, listed: ListedBreak) -> str:
     """Torch's words with the listed break's line, where they name none."""
     if "# File " in reason or not listed.location:
         return reason
-    return f"{reason}\n{listed.location}"
+    return "\n".join(filter(None, (reason, listed.location, listed.inside)))
 
 
 def _listed_text(listed: ListedBreak) -> str:
-    return f"{listed.reason}\n{listed.location}" if listed.location else listed.reason
+    return "\n".join(filter(None, (listed.reason, listed.location, listed.inside)))
 
 
 _LIMIT_HIT = re.compile(r"recompile limit|cache.size.limit|recompile_limit", re.IGNORECASE)

@@ -65,6 +65,32 @@ def test_a_recompile_limit_hit_since_the_start_is_read_with_its_value(dynamo):
     assert recompile_limit_hit_before(breaks_seen()) is None
 
 
+def test_a_break_inside_torchs_own_code_is_named_at_the_users_call_once(dynamo, monkeypatch):
+    """A trial's compiled `opt.step()` broke at torch's own `torch._dynamo.graph_break()` in
+    torch/optim/optimizer.py: the reason came twice, once at the user's line with torch's hint
+    `Remove the torch._dynamo.graph_break() call`, once at torch's line. Now once: the user's line,
+    and where in torch the break is, without a hint meant for torch's code."""
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(__file__="/site/torch/__init__.py"))
+    reason = (
+        "Call to `torch._dynamo.graph_break()`\n  Explanation: User-inserted graph break.\n  Hint: Remove the call."
+    )
+    user = traceback.FrameSummary("/p/train.py", 8, "opt_step", line="opt.step()")
+    step = traceback.FrameSummary("/site/torch/optim/optimizer.py", 530, "wrapper", line="out = func(*args)")
+    inner = traceback.FrameSummary(
+        "/site/torch/optim/optimizer.py", 79, "_use_grad", line="torch._dynamo.graph_break()"
+    )
+    before = breaks_seen()
+    dynamo.graph_break_reasons += [
+        SimpleNamespace(reason=reason, user_stack=[user, step, inner]),
+        SimpleNamespace(reason=reason, user_stack=[step, inner]),  # the resumed frame inside torch
+    ]
+    (found,) = new_break_reasons(before)
+    assert break_reason(found) == (
+        "Call to `torch._dynamo.graph_break()`: User-inserted graph break; at /p/train.py:8 in opt_step: "
+        "`opt.step()`; the break is inside torch's own code, torch/optim/optimizer.py:79 in _use_grad"
+    )
+
+
 def test_without_dynamo_there_is_no_reason(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
     before = breaks_seen()
