@@ -402,27 +402,16 @@ def nothing_compiled(profile: Profile) -> str:
     return NOTHING_COMPILED.split(": wrap", 1)[0] + limit if limit else NOTHING_COMPILED
 
 
-def limit_clause(profile: Profile, earlier: bool = True) -> str:
-    """`; Dynamo hit its recompile limit ...` where it did in the run (run()'s warm-up or steps),
-    or earlier in the process: a frame it gave up on runs eagerly for the rest of the process
-    (its cache is per code object), so a later test of the same model read `nothing compiled`,
-    told to wrap a model already wrapped (a compiled-model trial). Not `earlier` where some code
-    ran compiled: the frame given up on earlier may be another's."""
+def limit_clause(profile: Profile) -> str:
+    """`; Dynamo hit its recompile limit ...` where it did in the run (run()'s warm-up or steps)."""
     limit = profile.metadata.get("recompile_limit_hit")
-    before = profile.metadata.get("recompile_limit_hit_earlier") if earlier else None
-    if limit is None and before is None:
+    if limit is None:
         return ""
-    value = f" ({limit if limit is not None else before})" if (limit or before) else ""
-    if limit is not None:
-        return (
-            f"; Dynamo hit its recompile limit{value} in this run and ran the frame eagerly from then on: each new "
-            "input shape or Python value compiled it anew; keep them fixed, mark the dimension dynamic "
-            "(torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
-        )
+    value = f" ({limit})" if limit else ""
     return (
-        f"; Dynamo hit its recompile limit{value} earlier in this process (another test?), and code it gave up on "
-        "runs eagerly for the rest of the process (its cache is per code object): fix that test's recompiles "
-        "(TORCH_LOGS=recompiles names it), or call torch._dynamo.reset() before this test"
+        f"; Dynamo hit its recompile limit{value} in this run and ran the frame eagerly from then on: each new "
+        "input shape or Python value compiled it anew; keep them fixed, mark the dimension dynamic "
+        "(torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
     )
 
 
@@ -592,7 +581,7 @@ def _compiled(profile: Profile) -> str | None:
     return (
         f"{share_text(c.eager_share)} of the steps' work ran eagerly, outside compiled code (eager ops' CPU time "
         f"against the compiled code's; Dynamo's own steps aside): {listed}{more}; "
-        f"a graph break or work outside the compiled function{limit_clause(profile, earlier=False)}"
+        f"a graph break or work outside the compiled function{limit_clause(profile)}"
     )
 
 

@@ -181,17 +181,8 @@ def recompile_limit_hit(before: BreaksSeen) -> str | None:
     on): the limit's value as torch words it (`2`), "" where its words hold none; None where it
     did not. torch 2.13 counts it as `unimplemented` (`Dynamo recompile limit exceeded ...
     currently set to 2`), which breaks no graph, so new_break_reasons leaves it out."""
-    return _limit_of(_counted() - before.counted)
-
-
-def recompile_limit_hit_before(before: BreaksSeen) -> str | None:
-    """recompile_limit_hit for the hits counted before `before`: earlier in the process (another
-    test), where the frame Dynamo gave up on still runs eagerly (its cache is per code object)."""
-    return _limit_of(before.counted)
-
-
-def _limit_of(counted: Counter[tuple[str, str]]) -> str | None:
-    hits = [reason for (counter, reason) in counted if counter == "unimplemented" and _LIMIT_HIT.search(reason)]
+    new = _counted() - before.counted
+    hits = [reason for (counter, reason) in new if counter == "unimplemented" and _LIMIT_HIT.search(reason)]
     if not hits:
         return None
     value = _LIMIT_SET.search(hits[0])

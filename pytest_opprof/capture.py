@@ -38,7 +38,7 @@ from .analysis.checks import (
     with_other_threads,
 )
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, OtherThread, WorkloadReference, workload_problem
-from .breaks import breaks_seen, new_break_reasons, recompile_limit_hit, recompile_limit_hit_before
+from .breaks import breaks_seen, new_break_reasons, recompile_limit_hit
 from .errors import (
     FN_EXPECTED,
     CaptureError,
@@ -1243,11 +1243,9 @@ def _run_steps(
     new_breaks = new_break_reasons(breaks_before)
     if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
-    limit, earlier = recompile_limit_hit(breaks_before), recompile_limit_hit_before(breaks_before)
+    limit = recompile_limit_hit(breaks_before)
     if limit is not None:  # Dynamo gave up compiling a frame: it ran eagerly from then on
         timed = replace(timed, metadata={**timed.metadata, "recompile_limit_hit": limit})
-    elif earlier is not None:  # ...earlier in the process: that frame still runs eagerly
-        timed = replace(timed, metadata={**timed.metadata, "recompile_limit_hit_earlier": earlier})
     if not (work or signature):
         return timed, result
     with _cut_short_as(cut_short, lambda: timed):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_opprof.assertions import break_reason
-from pytest_opprof.breaks import breaks_seen, new_break_reasons, recompile_limit_hit, recompile_limit_hit_before
+from pytest_opprof.breaks import breaks_seen, new_break_reasons, recompile_limit_hit
 
 
 def listed(reason: str, line: int = 4, code: str = "if y.sum() > 0:") -> SimpleNamespace:
@@ -57,12 +57,6 @@ def test_a_recompile_limit_hit_since_the_start_is_read_with_its_value(dynamo):
     assert new_break_reasons(before) == ["Data-dependent branching"]  # no graph break
     dynamo.counters["unimplemented"] = {"cache_size_limit reached": 1}  # words of no value: ""
     assert recompile_limit_hit(before) == ""
-    # a hit before the run: the frame given up on stays eager for the process (a later test's gates)
-    dynamo.counters["unimplemented"] = {"Dynamo recompile limit exceeded ... (currently set to 8).": 1}
-    later = breaks_seen()
-    assert recompile_limit_hit(later) is None and recompile_limit_hit_before(later) == "8"
-    dynamo.counters["unimplemented"] = {}
-    assert recompile_limit_hit_before(breaks_seen()) is None
 
 
 def test_a_break_inside_torchs_own_code_is_named_at_the_users_call_once(dynamo, monkeypatch):

@@ -215,24 +215,15 @@ def test_eager_work(opprof):
     opprof.assert_compiled()
 
 
-def scaled(x):
-    return torch.relu(x) * 5
-
-
 def test_recompile_limit(opprof):
     limit = torch._dynamo.config.recompile_limit
     torch._dynamo.config.recompile_limit = 2
     try:
-        fn = torch.compile(scaled, dynamic=False)  # a new shape each call
+        fn = torch.compile(lambda x: torch.relu(x) * 5, dynamic=False)  # a new shape each call
         rows = itertools.count(4)
         opprof.run(lambda: fn(torch.ones(next(rows), 8)), warmup=2, steps=3)
     finally:
         torch._dynamo.config.recompile_limit = limit
-    opprof.assert_compiled()
-
-
-def test_after_the_limit(opprof):  # the same code, fixed shapes: Dynamo gave up on it for the process
-    opprof.run(torch.compile(scaled), torch.ones(4, 8), warmup=2, steps=3)
     opprof.assert_compiled()
 
 
@@ -251,7 +242,7 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
     p.makepyfile(test_gates=GATE_TESTS)
     p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
     result = run(p, "--opprof", "--opprof-device-key=cpu", "-rf", "--tb=no")
-    result.assert_outcomes(passed=3, failed=7)
+    result.assert_outcomes(passed=3, failed=6)
     out = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
@@ -293,13 +284,6 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
                 "FAILED test_gates.py::test_recompile_limit - AssertionError: no torch.compile'd region ran in the "
                 "measured steps, so there is nothing compiled to check; Dynamo hit its recompile limit (2) in this "
                 "run and ran the frame eagerly from then on: *raise torch._dynamo.config.recompile_limit"
-            ]
-        )
-        result.stdout.fnmatch_lines(
-            [
-                "FAILED test_gates.py::test_after_the_limit - AssertionError: no torch.compile'd region ran in the "
-                "measured steps, so there is nothing compiled to check; Dynamo hit its recompile limit (2) earlier "
-                "in this process (another test?), *torch._dynamo.reset() before this test"
             ]
         )
     table = out.split("test_gates.py::test_compile_in_the_steps [passed]")[1].split("\ntest_gates.py::")[0]
