@@ -109,14 +109,16 @@ def _listed_break(entry: Any) -> ListedBreak:
 
 def _inner_torch_frame(stack: list[Any], users: Any) -> Any:
     """The innermost frame below the user's, in torch's own code, where the break lies; None where
-    there is none, or only nn.Module's call machinery (a `torch.compiler.disable`d submodule's
-    break is at the user's call of it, not in `_call_impl`)."""
+    there is none, or it is nn.Module's call machinery (a `torch.compiler.disable`d submodule's
+    break is at the user's call of it, not in `_call_impl` or `Sequential.forward`: a review)."""
     below = stack[stack.index(users) + 1 :] if users in stack else []
-    found = [f for f in below if not str(getattr(f, "filename", "")).replace("\\", "/").endswith(_MODULE_CALLS)]
-    return found[-1] if found and getattr(found[-1], "filename", None) else None
+    inner = below[-1] if below else None
+    if inner is None or str(getattr(inner, "filename", "")).replace("\\", "/").endswith(_MODULE_CALLS):
+        return None
+    return inner if getattr(inner, "filename", None) else None
 
 
-_MODULE_CALLS = "torch/nn/modules/module.py"
+_MODULE_CALLS = ("torch/nn/modules/module.py", "torch/nn/modules/container.py")
 
 
 def _without_inner_twins(listed: list[ListedBreak]) -> list[ListedBreak]:

@@ -1275,7 +1275,9 @@ def _stalled_references(current: BaselineDoc, baseline: BaselineDoc) -> list[tup
     if not within:
         return []
     other = f"the {within[0][1]} reference ran x{within[0][0]:.2f}"
-    return [(what, r, other) for r, what in found if r > SPELL_LIMIT or r < 1 / SPELL_LIMIT]
+    # the matmul runs on torch's threads and stalls when it cannot have them all at once; the
+    # dispatch reference runs on one thread, as the Python between the ops does (a review)
+    return [(what, r, other) for r, what in found if what == "matmul" and (r > SPELL_LIMIT or r < 1 / SPELL_LIMIT)]
 
 
 def _same_machine(current: BaselineDoc, baseline: BaselineDoc) -> bool:

@@ -301,6 +301,9 @@ def test_a_reference_that_stalled_alone_excuses_no_slower_step_wall():
         nudged.status == "regressed" and "52.00x slower, but alone (the dispatch reference ran x1.16)" in nudged.message
     )
     assert wall(slower(20.0, 5.2, 0.8)).status == "inconclusive"  # both past x4: the machine
+    # the dispatch reference runs on one thread, as the Python between the ops: stalled alone, it
+    # still explains the wall (only the matmul needs all of torch's threads at once; a review)
+    assert wall(slower(20.0, 0.1, 9.0)).status == "inconclusive"
     other_cpu = wall(slower(20.0, 0.42, 0.2, {"cpu_model": "Another CPU"}))  # x4.2 on another BLAS
     assert other_cpu.status == "inconclusive" and "(matmul reference)" in other_cpu.why
     op = addmm_verdict(slower(18.0, 5.2, 0.195, addmm_us=8750), base)  # an op may stall as the matmul did

@@ -83,6 +83,17 @@ def test_a_break_inside_torchs_own_code_is_named_at_the_users_call_once(dynamo, 
         "Call to `torch._dynamo.graph_break()`: User-inserted graph break; at /p/train.py:8 in opt_step: "
         "`opt.step()`; the break is inside torch's own code, torch/optim/optimizer.py:79 in _use_grad"
     )
+    # a disabled submodule in an nn.Sequential: Sequential.forward is call machinery, not where it broke
+    skipped = "Skip calling `torch.compiler.disable()`d function\n  Hint: Remove the `torch.compiler.disable` call."
+    sequential = traceback.FrameSummary(
+        "/site/torch/nn/modules/container.py", 253, "forward", line="input = module(input)"
+    )
+    before = breaks_seen()
+    dynamo.graph_break_reasons.append(SimpleNamespace(reason=skipped, user_stack=[user, sequential]))
+    (found,) = new_break_reasons(before)
+    assert break_reason(found).endswith(
+        "at /p/train.py:8 in opt_step: `opt.step()`; hint: Remove the `torch.compiler.disable` call"
+    )
 
 
 def test_without_dynamo_there_is_no_reason(monkeypatch):
