@@ -1104,7 +1104,6 @@ def test_pool_work_and_threads_started_in_the_capture_are_named_however_little_c
     that took (the CPU rule missed a trial's 0.1 ms items 5 runs in 6); threads of one name
     started in each step are counted; a Timer started and cancelled ran nothing and is not named.
     An absence asserted on such a capture proves nothing, and says so."""
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from pytest_opprof.assertions import no_op, op_count
@@ -1115,12 +1114,7 @@ def test_pool_work_and_threads_started_in_the_capture_are_named_however_little_c
 
         def fn():
             pool.submit(torch.mm, x, x).result()
-            worker = threading.Thread(target=torch.sin, args=(x,), name="worker")
-            worker.start()
-            worker.join()
-            timer = threading.Timer(10, print)
-            timer.start()
-            timer.cancel()
+            thread_and_cancelled_timer(torch.sin, x, name="worker")
             return torch.cos(x)
 
         profile = measure(fn, warmup=0, steps=3)
@@ -1140,6 +1134,19 @@ def test_pool_work_and_threads_started_in_the_capture_are_named_however_little_c
     )
     assert "so counting zero calls of it proves nothing" in op_count("aten::mm", 0)(profile)
     assert no_op("aten::mm")(measure(lambda: torch.cos(x), warmup=1, steps=2)) is None
+
+
+def thread_and_cancelled_timer(target, x, name=None) -> None:
+    """A thread of `target(x)` started and joined, and a Timer started and cancelled: what the
+    other-threads watch must tell apart (the code's work, no work)."""
+    import threading
+
+    thread = threading.Thread(target=target, args=(x,), name=name)
+    thread.start()
+    thread.join()
+    timer = threading.Timer(10, print)
+    timer.start()
+    timer.cancel()
 
 
 def test_torchs_own_pools_and_threads_are_not_the_codes_work(monkeypatch):
@@ -1163,12 +1170,7 @@ def test_torchs_own_pools_and_threads_are_not_the_codes_work(monkeypatch):
 
         def fn():
             exec(submit, {**scope, "pool": pool, "x": x})
-            thread = threading.Thread(target=scope["job"], args=(x,))
-            thread.start()
-            thread.join()
-            timer = threading.Timer(10, print)
-            timer.start()
-            timer.cancel()
+            thread_and_cancelled_timer(scope["job"], x)
             return torch.cos(x)
 
         profile = measure(fn, warmup=1, steps=2)
