@@ -134,12 +134,18 @@ def _users_frame(stack: list[Any]) -> Any:
     torch's among them (a trial's break at a `torch.compiler.disable`d submodule was named at
     torch/nn/modules/module.py's `_call_impl`, not at the user's call); the innermost frame where
     every frame is torch's."""
-    torch_dir = _torch_dir()
     for frame in reversed(stack):
         filename = getattr(frame, "filename", None)
-        if not torch_dir or not isinstance(filename, str) or not os.path.abspath(filename).startswith(torch_dir):
+        if not isinstance(filename, str) or not in_torch(filename):
             return frame
     return stack[-1]
+
+
+def in_torch(filename: str) -> bool:
+    """Whether a source file is torch's own (in the folder of the torch package that runs); False
+    where torch is not loaded."""
+    torch_dir = _torch_dir()
+    return bool(torch_dir) and os.path.abspath(filename).startswith(torch_dir or "")
 
 
 def _torch_dir() -> str | None:

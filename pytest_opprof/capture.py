@@ -38,7 +38,7 @@ from .analysis.checks import (
     with_other_threads,
 )
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, OtherThread, WorkloadReference, workload_problem
-from .breaks import breaks_seen, new_break_reasons, recompile_limit_hit
+from .breaks import breaks_seen, in_torch, new_break_reasons, recompile_limit_hit
 from .errors import (
     FN_EXPECTED,
     CaptureError,
@@ -899,7 +899,7 @@ class PythonThreadWatch:
         original = self._original_submit = ThreadPoolExecutor.submit
 
         def submit(executor: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            if not self._active or _in_torch(sys._getframe(1).f_code.co_filename):
+            if not self._active or in_torch(sys._getframe(1).f_code.co_filename):
                 return original(executor, fn, *args, **kwargs)
 
             def item(*a: Any, **k: Any) -> Any:
@@ -957,14 +957,7 @@ def _the_codes_own(thread: threading.Thread) -> bool:
     if getattr(target, "__module__", None) == "concurrent.futures.thread":
         return False
     code = getattr(target, "__code__", None)  # torch's Python, not an op of torch's the code runs (torch.sin)
-    return not (code is not None and _in_torch(code.co_filename))
-
-
-def _in_torch(filename: str) -> bool:
-    """Whether a source file is torch's own (its package folder), where torch is imported."""
-    torch = sys.modules.get("torch")
-    folder = os.path.dirname(getattr(torch, "__file__", None) or "") if torch is not None else ""
-    return bool(folder) and filename.startswith(folder + os.sep)
+    return not (code is not None and in_torch(code.co_filename))
 
 
 @contextmanager
