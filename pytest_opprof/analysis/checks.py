@@ -531,7 +531,10 @@ def other_threads_check(threads: Sequence[OtherThread]) -> Check | None:
 
 
 def with_other_threads(profile: Profile, others: tuple[OtherThread, ...]) -> Profile:
-    """The profile with the other Python threads that ran during its capture, and their warning."""
+    """The profile with the other Python threads that ran during its capture, and their warning
+    (the profile itself where none ran: every capture passes here)."""
+    if not others and not profile.other_threads:
+        return profile
     check = other_threads_check(others)
     return replace(profile, other_threads=others, checks=profile.checks + ((check,) if check else ()))
 
