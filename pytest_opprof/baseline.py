@@ -19,7 +19,16 @@ from typing import Any
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
 from .documents import BaselineDoc, FieldError
-from .errors import OUTPUT_FIX, BaselineError, json_shown, opprof_output, shown_value, symlink_outside, unreadable_files
+from .errors import (
+    OUTPUT_FIX,
+    BaselineError,
+    digits_past_limit,
+    json_shown,
+    opprof_output,
+    shown_value,
+    symlink_outside,
+    unreadable_files,
+)
 from .events import printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
@@ -546,7 +555,7 @@ def _json(path: Path, text: str) -> Any:
     except RecursionError:
         raise BaselineError(bad_baseline(path, "nested too deeply to be a baseline")) from None
     except ValueError as exc:  # an integer of thousands of digits
-        raise BaselineError(bad_baseline(path, f"a number JSON cannot hold ({str(exc).split(';')[0]})")) from None
+        raise BaselineError(bad_baseline(path, digits_past_limit(exc))) from None
     lone = _lone_surrogate(data) if _SURROGATE_ESCAPE.search(text) else None
     if lone is not None:
         reason = f"holds {lone!r}, the escape of half a character (a lone UTF-16 surrogate), which no text can hold"

@@ -10,6 +10,7 @@ import json
 import re
 import reprlib
 import shlex
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 
@@ -1192,3 +1193,12 @@ def orphans_line(paths: list[str], every: bool = False, here: list[str] | None =
 
 # A test's profile when its exception ended the capture (the terminal table's header, the HTML page)
 CUT_SHORT = "cut short by the test's exception, not compared with the baseline"
+
+
+def digits_past_limit(exc: ValueError) -> str:
+    """Why json.loads refused an integer of thousands of digits, in the same words on every Python
+    (3.10 and 3.11 word their own message differently)."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    found = re.search(r"value has (\d+) digits", str(exc))
+    digits = f"{int(found.group(1))} digits" if found else f"over {limit} digits"
+    return f"a number JSON cannot hold (an integer of {digits}; Python reads at most {limit})"

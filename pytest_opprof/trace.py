@@ -31,6 +31,7 @@ from .errors import (
     RUN_REPORT,
     TraceError,
     bad_trace,
+    digits_past_limit,
     gzip_bomb,
     lfs_trace,
     no_category_read,
@@ -330,7 +331,7 @@ ELSEWHERE = (
 )
 
 
-def _unparsed(data: bytes | bytearray, exc: Exception) -> str:
+def _unparsed(data: bytes | bytearray, exc: ValueError | RecursionError) -> str:
     """Why json.loads could not read the text, in a trace's terms."""
     if isinstance(exc, UnicodeDecodeError):
         return "not text (neither JSON nor gzip-compressed JSON)"
@@ -342,7 +343,7 @@ def _unparsed(data: bytes | bytearray, exc: Exception) -> str:
         if exc.pos >= len(data.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
             return f"truncated JSON (ends at line {exc.lineno})"
         return f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-    return f"a number JSON cannot hold ({str(exc).split(';')[0]})"  # an integer of thousands of digits
+    return digits_past_limit(exc)  # an integer of thousands of digits
 
 
 def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:

@@ -64,6 +64,7 @@ def test_a_recorded_gpu_trace_reads_back_as_captured_and_agrees_with_torch(name,
 def test_the_recording_script_dry_run_on_cpu_agrees_with_torch(tmp_path):
     """The recorder's plumbing, run on the CPU: the trace it writes reads back to the profile it
     captured, and each op's calls equal torch's key_averages() for the same capture."""
+    pytest.importorskip("torch")  # its run or script measures torch ops
     script = ROOT / "scripts" / "record_gpu_traces.py"
     args = [sys.executable, str(script), "--device", "cpu", "--only", "matmul_copy_sync", str(tmp_path)]
     subprocess.run(args, check=True, capture_output=True, timeout=120)

@@ -117,6 +117,7 @@ def test_a_failing_asserts_message_is_not_the_tests_work(pytester):
     """A trial's failing `assert y.sum() > 1e9` (a marker test) reported 535 `aten::item` and
     532 `aten::select` calls a step: pytest's repr of the tensor in the message, made inside the
     test call. They are left out; a message the test makes itself is its own work."""
+    pytest.importorskip("torch")  # its run or script measures torch ops
     pytester.makepyfile(test_t=TENSOR_ASSERT)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", "--opprof-top=50")
     result.assert_outcomes(failed=3)
@@ -138,6 +139,7 @@ def test_an_assertion_pass_hooks_work_is_not_the_tests(pytester):
     """With enable_assertion_pass_hook, a conftest's pytest_assertion_pass runs inside the test
     call after each passing assert: its ops (a review's `aten::ones`, `aten::sum`) are not the
     test's and would have gone into its baseline."""
+    pytest.importorskip("torch")  # its run or script measures torch ops
     pytester.makeini("[pytest]\nenable_assertion_pass_hook = true\n")
     pytester.makeconftest(
         "import torch\n\ndef pytest_assertion_pass(item, lineno, orig, expl):\n    torch.ones(3).cumsum(0)\n"

@@ -392,7 +392,7 @@ def _event(**fields):
         (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (
             '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + "9" * 5000 + "}]}",
-            "a number JSON cannot hold",
+            "a number JSON cannot hold (an integer of 5000 digits; Python reads at most 4300)",
         ),
         # fields of the wrong type a trial found read as 0 or dropped in silence
         (_event(dur=None), "complete event 0 ('aten::mm'): no 'dur'"),
