@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, repeat
-from operator import add, lt, sub
+from operator import add, gt, lt, sub
 
 from ..errors import (
     asked,
@@ -226,17 +226,17 @@ def _past_their_step(
     cols: CheckInputs, ends: list[int], spans: list[StepSpan], thread: tuple[int, int] | None
 ) -> Check | None:
     """Top-level ops of the thread that marks the steps, ending past the step they started in
-    (`ends`: each op's end). Every op's overrun of its step at C speed first: few or none pass."""
+        (`ends`: each op's end, and the sentinel last). Only top-level ops are looked at, picked at C
+    speed: an op inside another ends within it (_nesting checked that first)."""
     if thread is None:
         return None
     step_ends = [s.end_ns for s in spans]
     step_ends.append(max(ends, default=0))  # step -1 (outside every step): never overrun
-    past = list(map(sub, ends, map(step_ends.__getitem__, cols.op_step)))
     pid, tid = thread
     found = [
-        (past[i], i)
-        for i in compress(range(len(past)), map(lt, repeat(NEST_SLACK_NS), past))
-        if cols.parent[i] < 0
+        (ends[i] - step_ends[cols.op_step[i]], i)
+        for i in compress(range(len(ends) - 1), map(gt, repeat(0), cols.parent))  # top-level ops
+        if ends[i] - step_ends[cols.op_step[i]] > NEST_SLACK_NS
         and cols.tids[i] == tid
         and cols.pids[i] == pid  # another thread's pool: no scope
         # one starting in its step's last microsecond may start after it (a trace in whole us): no verdict
