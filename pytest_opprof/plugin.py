@@ -9,6 +9,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import ExitStack, suppress
@@ -259,6 +260,19 @@ def _assertion_messages_aside() -> Callable[[], None]:
                 setattr(rewrite, name, helper)
 
     return undo
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Without pytest's terminal plugin (`-p no:terminal`) no summary runs: the reports are written
+    all the same (an audit's CI run uploaded none, exit 0), and one that could not be written is
+    said on stderr."""
+    config = session.config
+    state = config.stash.get(RUN, None)
+    if state is None or hasattr(config, "workerinput") or config.pluginmanager.has_plugin("terminalreporter"):
+        return
+    if state.settings.measuring and state.spool is not None and not config.option.collectonly:
+        _write_outputs(config, state, lambda line: print(line, file=sys.stderr), quiet=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -1082,7 +1096,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in lines:
         terminalreporter.write_line(_runnable(config, line))
     if reports:
-        _write_outputs(terminalreporter, state)
+        _write_outputs(config, state, terminalreporter.write_line)
     note = _rootdir_note(config, state, lines)
     if note:
         terminalreporter.write_line(note)
@@ -1100,8 +1114,9 @@ def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> s
     return baselines_under_rootdir(folder, config.rootpath)
 
 
-def _write_outputs(terminalreporter: Any, state: RunState) -> None:
-    """--opprof-json, -csv and -html, each written whole or not at all, each said in one line."""
+def _write_outputs(config: pytest.Config, state: RunState, say: Callable[[str], None], quiet: bool = False) -> None:
+    """--opprof-json, -csv and -html, each written whole or not at all, each said in one line
+    (`quiet`: only a report that could not be written)."""
     settings, spool = state.settings, state.spool
     outputs = [
         (
@@ -1112,7 +1127,7 @@ def _write_outputs(terminalreporter: Any, state: RunState) -> None:
                 state.device_key,
                 spool,
                 state.orphans or [],
-                str(terminalreporter.config.rootpath),
+                str(config.rootpath),
                 state.stopped_in,
             ),
         ),
@@ -1124,6 +1139,7 @@ def _write_outputs(terminalreporter: Any, state: RunState) -> None:
             try:
                 write(Path(where))
             except OSError as exc:
-                terminalreporter.write_line(f"opprof: could not write {where}: {exc.strerror or exc}")
+                say(f"opprof: could not write {where}: {exc.strerror or exc}")
             else:
-                terminalreporter.write_line(f"opprof: wrote {where}")
+                if not quiet:
+                    say(f"opprof: wrote {where}")

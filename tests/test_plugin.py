@@ -1786,6 +1786,34 @@ def test_reports_are_written_when_nothing_was_measured(project):
     assert {name: (project.path / name).read_bytes() for name in before} == before
 
 
+def test_reports_are_written_without_pytests_terminal_plugin(project):
+    """`-p no:terminal` (quiet machine-readable output) runs no terminal summary, where the reports
+    were written: an audit's CI run got no JSON or CSV, exit 0, not a word. They are written; a
+    report that cannot be, said on stderr, the only line."""
+    project.makepyfile(
+        """
+        import os
+        from conftest import infer
+        def test_measured(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+            os.rmdir("taken")  # the html report's folder becomes a file while the run goes on
+            open("taken", "w").close()
+        """
+    )
+    (project.path / "taken").mkdir()
+    outputs = ("--opprof-json=r.json", "--opprof-csv=r.csv", "--opprof-html=taken/r.html")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:terminal", "--opprof", *outputs)
+    assert result.ret == 0
+    assert [t["nodeid"] for t in json.loads((project.path / "r.json").read_text())["tests"]] == [
+        "test_reports_are_written_without_pytests_terminal_plugin.py::test_measured"
+    ]
+    assert "test_measured" in (project.path / "r.csv").read_text()
+    assert result.stdout.str() == ""
+    assert len(result.errlines) == 1
+    assert result.errlines[0].startswith("opprof: could not write taken/r.html: ")
+    assert result.errlines[0].endswith("/taken is a file, not a folder")
+
+
 def test_a_measured_test_that_ended_before_it_ran_is_in_the_report(project):
     """A skip marker skips, or a fixture fails, before the opprof fixture exists: the test is still
     in --opprof-json, skipped or an error."""
