@@ -155,11 +155,32 @@ def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
             signature.bind(self, *args, **kwargs)
         except TypeError as exc:
             wrong = next((k for k in kwargs if k not in signature.parameters), str(exc))
-            close = closest_names(wrong, [p.name for p in params], limit=1) if wrong in kwargs else []
+            close = _meant(wrong, [p.name for p in params]) if wrong in kwargs else []
             raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close)) from None
         method(self, *args, **kwargs)
 
     return checked
+
+
+def _meant(wrong: str, names: list[str]) -> list[str]:
+    """The parameter a keyword a method does not take stands for: a close spelling (`mss`), else
+    the word a user reaches for (`limit=2` for ms, `count=1` for n, an audit's two)."""
+    close = closest_names(wrong, names, limit=1)
+    if close:
+        return close
+    return [name for name in _SYNONYMS.get(wrong.lower(), ()) if name in names][:1]
+
+
+_SYNONYMS = {  # a word -> the parameters it may stand for, the first a method takes
+    **dict.fromkeys(("limit", "max_ms", "budget", "threshold", "time", "ms_per_step", "milliseconds"), ("ms",)),
+    **dict.fromkeys(("count", "calls", "times", "expected", "exactly", "number"), ("n",)),
+    **dict.fromkeys(("percent", "percentage", "min_percent", "busy"), ("pct", "min_pct")),
+    **dict.fromkeys(("statistic", "reduce", "aggregate"), ("stat",)),
+    **dict.fromkeys(("name", "op_name", "operator"), ("op", "kernel")),
+    **dict.fromkeys(("op", "range", "range_name"), ("name",)),
+    **dict.fromkeys(("at_least", "minimum"), ("min",)),
+    **dict.fromkeys(("at_most", "maximum"), ("max",)),
+}
 
 
 def _parameters_text(params: list[inspect.Parameter]) -> str:

@@ -1248,7 +1248,8 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
     """A trial's `assert_op_below(op, limit=100)`, `assert_total_below(ms=100, per="call")` and
     `assert_op_count(op, count=1)` raised Python's bare TypeError, with no fix: each is now a
     usage error naming the keyword, the one it looks like, and what the method takes, with or
-    without --opprof."""
+    without --opprof. `limit` and `count`, the README's examples, named no keyword (an audit): the
+    words a user reaches for now name the parameter (ms, n, min_pct)."""
     monkeypatch.setenv("COLUMNS", "1000")
     pytester.makepyfile(
         test_kw="""
@@ -1266,6 +1267,12 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
         def test_mni(opprof):
             opprof.assert_kernel_count("*gemm*", mni=1)
 
+        def test_count(opprof):
+            opprof.assert_op_count("aten::mm", count=1)
+
+        def test_percent(opprof):
+            opprof.assert_overlap(percent=50)
+
         def test_missing(opprof):
             opprof.assert_op_below("aten::mm")
 
@@ -1275,11 +1282,13 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
     )
     for flags in ([], ["--opprof"]):
         result = run(pytester, *flags)
-        result.assert_outcomes(failed=6)
+        result.assert_outcomes(failed=8)
         result.stdout.fnmatch_lines_random(
             [
-                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'limit' "
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'limit'; did you mean ms=100? "
                 "(it takes op, ms, per='step', stat='median')",
+                "E *OpprofUsageError: opprof.assert_op_count() takes no keyword 'count'; did you mean n=1? (it takes *)",
+                "E *OpprofUsageError: opprof.assert_overlap() takes no keyword 'percent'; did you mean min_pct=50? *",
                 "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'mss'; did you mean ms=100? (it takes *)",
                 "E *OpprofUsageError: opprof.assert_total_below() takes no keyword 'per' (it takes ms, stat='median')",
                 "E *OpprofUsageError: opprof.assert_kernel_count() takes no keyword 'mni'; did you mean min=1? "
