@@ -112,7 +112,7 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
     if not matched:
         if not is_glob(op) and profile.match_ranges(op):
             return a_range_not_an_op(op, "assert_range_below")
-        return no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges), _elsewhere(profile))
+        return _no_match_of(profile, op)
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
 
@@ -217,7 +217,7 @@ def _op_count(
             return _unproven_absence(profile, op, claim)  # else zero calls expected and seen
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
-        message = no_match(op, (o.name for o in profile.ops), (r.name for r in profile.ranges), _elsewhere(profile))
+        message = _no_match_of(profile, op)
         if profile.compiled is not None and profile.compiled.regions:
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message
@@ -299,6 +299,13 @@ def _no_op(
     if not is_glob(op) and is_known is not None and not is_known(op):
         return unknown_op(op, _closest_ops(profile, op, known_names))
     return _unproven_absence(profile, op)
+
+
+def _no_match_of(profile: Profile, op: str) -> str:
+    """Why a name an assertion needs matched no op: a slip of letter case, spaces or namespace
+    first, else the closest names, a range of the name, other threads."""
+    ops, ranges = (o.name for o in profile.ops), (r.name for r in profile.ranges)
+    return no_match(op, ops, ranges, _elsewhere(profile), near_misses(profile, op), is_glob(op))
 
 
 def _unproven_absence(profile: Profile, op: str, claim: str = "asserting it is absent") -> str | None:

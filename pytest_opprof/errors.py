@@ -760,12 +760,27 @@ def shown_name(name: str) -> str:
     return name if name.isprintable() and name == name.strip() else repr(name)
 
 
-def no_match(pattern: str, seen: Iterable[str], ranges: Iterable[str] = (), threads: Sequence[str] = ()) -> str:
+def no_match(
+    pattern: str,
+    seen: Iterable[str],
+    ranges: Iterable[str] = (),
+    threads: Sequence[str] = (),
+    near: Sequence[str] = (),
+    glob: bool = False,
+) -> str:
     """`seen` in order of cost: the hint falls back to the costliest ops. A range (`ranges`) of
     the name but for letter case, or of a close one where no op is close, is named first: a
     trial's `Optimizer.step#SGD.Step` got `no similar name` beside `Optimizer.step#SGD.step`.
     `threads`: the other Python threads that ran during the capture, where the op may have run
-    unrecorded (a trial's model ran in a ThreadPoolExecutor)."""
+    unrecorded (a trial's model ran in a ThreadPoolExecutor). `near`: ops that ran whose names it
+    matches but for letter case, spaces or the namespace (an audit's `aten::*MM` beside
+    aten::addmm was told `no similar name`), said first."""
+    if near:
+        hint = "write the glob in the names' own letters" if glob else f"did you mean {near[0]}?"
+        return (
+            f"{asked(pattern)}: no op of exactly that name ran, but {first_three(list(near))} did (names match "
+            f"exactly: letter case, spaces and the `aten::` namespace count); {hint}"
+        )
     return _no_match(pattern, seen, ranges) + (
         f"; other Python threads ran during the capture ({first_three(list(threads))}), and torch.profiler "
         "does not record their ops"

@@ -223,6 +223,22 @@ def test_an_absence_asserted_with_a_slip_beside_the_op_it_meant_fails(name):
         assert assertions.no_op(other, known)(p) is None
 
 
+@pytest.mark.parametrize("name", ["Aten::addmm", "aten ::addmm", "addmm", "aten::*MM"])
+def test_a_count_or_a_time_asked_with_a_slip_names_the_op_it_missed(name):
+    """An audit's assert_op_count("aten::*MM", 1) beside aten::addmm was told `no similar name; the
+    costliest ops were ...`: a count or a time limit on a name that misses an op only by letter
+    case, spaces or the namespace says so, as an absence does."""
+    p = three_steps()
+    hint = "write the glob in the names' own letters" if "*" in name else "did you mean aten::addmm?"
+    expected = (
+        f"{name}: no op of exactly that name ran, but aten::addmm did (names match exactly: letter case, "
+        f"spaces and the `aten::` namespace count); {hint}"
+    )
+    assert assertions.op_count(name, 1, is_known=lambda n: True)(p) == expected
+    assert assertions.op_below(name, 1.0)(p) == expected
+    assert "the costliest ops were" in assertions.op_below("aten::conv*", 1.0)(p)  # no slip: as before
+
+
 @pytest.mark.parametrize("name", ["memcpy dtoh*", "Memcpy DtoH (device -> pageable)"])
 def test_an_absent_memory_op_asserted_with_a_slip_fails(name):
     """A review's assert_no_op("memcpy dtoh*") passed beside `Memcpy DtoH (Device -> Pageable)`:
