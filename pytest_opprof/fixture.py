@@ -231,7 +231,6 @@ class OpprofFixture:
         self._profile: Any = None
         self._whole_call: Any = None  # StepRecorder around the test call, until a capture of its own
         self._deferred: list[tuple[assertions.Assertion, str, Timed | None]] = []  # where the test made it; timed
-        self._body_after_fixture = False  # the test body ran ops after a fixture's capture: its capture is kept
         self._plain_captured = False  # without --opprof: a run() or capture() was called
         self.error_messages: list[str] = []  # make the test an error: untrusted numbers, unusable baseline
         self.baseline: BaselineResult | None = None  # what the baseline step found and did
@@ -514,11 +513,11 @@ class OpprofFixture:
             if not self._plain_captured:  # and one made before a run() or capture() (refused there)
                 self._deferred.append((check, _caller_line(), timed))
             return
-        if self._whole_call is not None:  # checked when the call ends, on the capture its report holds:
-            self._deferred.append((check, _caller_line(), timed))  # a fixture's, or the body's where it ran ops
-            return
         if self._profile is None:
-            self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
+            if self._whole_call is None:
+                self._fail("nothing was captured yet: call opprof.run(...) or use `with opprof.capture():` first")
+            self._deferred.append((check, _caller_line(), timed))
+            return
         if self._trust:  # untrusted numbers: the test becomes an error instead of passing or failing,
             earlier = untrusted_earlier(self.captures, self._trust)  # also when a later capture is trusted
             if earlier not in self._unchecked:
@@ -619,34 +618,13 @@ class OpprofFixture:
         """A capture of the test's own ends the whole-call capture; assertions made during it had
         the code before as their subject, and would be checked on the code after: refused."""
         __tracebackhide__ = True
-        body = None
-        if self._whole_call is not None:  # read only where a fixture's capture may be the assertions' subject
-            body = self._whole_call.stop(keep=bool(self._deferred) and self._profile is not None)
+        if self._whole_call is not None:
+            self._whole_call.stop(keep=False)
             self._take_refusals(self._whole_call)
             self._whole_call = None
-        if self._deferred and body is not None and _ran_nothing(body):
-            self._check_deferred_now()  # the body ran no op before them: their subject is the fixture's capture
-        elif self._deferred:
+        if self._deferred:
             made, self._deferred = [where for _, where, _ in self._deferred], []
             raise OpprofUsageError(assertions_before_capture(made, replaced_by))
-
-    def _check_deferred_now(self) -> None:
-        """The assertions deferred in the body, checked on a fixture's capture, each failure at its
-        line."""
-        __tracebackhide__ = True
-        deferred, self._deferred = self._deferred, []
-        failures = []
-        inside, self._inside = self._inside, None  # made before the run() that calls this began
-        try:
-            for check, where, timed in deferred:
-                try:
-                    self._check(check, timed)
-                except AssertionError as exc:
-                    failures.append(f"{where}: {exc}")
-        finally:
-            self._inside = inside
-        if failures:
-            raise AssertionError("\n".join(failures))
 
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""
@@ -663,7 +641,6 @@ class OpprofFixture:
         if raised is not None:
             self._stop_raised(recorder, raised)
         elif (profile := recorder.stop()) is not None and not (self.captures and _ran_nothing(profile)):
-            self._body_after_fixture = self.captures > 0
             self._finish(profile, RAN_NO_OP_IN_BODY)  # a body that ran nothing after a fixture's capture keeps it
         self._take_refusals(recorder)
         self.stepped_aside = recorder.stepped_aside and self._profile is None
@@ -688,19 +665,10 @@ class OpprofFixture:
         if self._profile is None or self._trust:
             return []
         return [
-            f"{where}: {m}{self._checked_on()}{self._contended(timed)}"
+            f"{where}: {m}{self._contended(timed)}"
             for check, where, timed in self._deferred
             if (m := check(self._profile)) is not None
         ]
-
-    def _checked_on(self) -> str:
-        """Which capture a deferred assertion checked, where the test had more than one."""
-        if self._body_after_fixture:
-            return (
-                f" (checked on the test body's capture, the latest of {self.captures}: the body ran torch ops "
-                "after its fixture's capture; assert in the fixture to check that one)"
-            )
-        return f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else ""
 
 
 class CaptureBlock:
