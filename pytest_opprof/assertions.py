@@ -218,7 +218,7 @@ def _op_count(
         if not known:  # a typo, as a plain run says: not "assert on its kernels" (a trial's aten::addm)
             return unknown_op_name(op, _closest_ops(profile, op, known_names))
         message = _no_match_of(profile, op)
-        if profile.compiled is not None and profile.compiled.regions:
+        if profile.compiled is not None and profile.compiled.regions and not near_misses(profile, op, memory=False):
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message
     per_step = tuple(sum(s) for s in zip(*(m.calls_per_step.samples for m in matched)))
@@ -305,7 +305,7 @@ def _no_match_of(profile: Profile, op: str) -> str:
     """Why a name an assertion needs matched no op: a slip of letter case, spaces or namespace
     first, else the closest names, a range of the name, other threads."""
     ops, ranges = (o.name for o in profile.ops), (r.name for r in profile.ranges)
-    return no_match(op, ops, ranges, _elsewhere(profile), near_misses(profile, op), is_glob(op))
+    return no_match(op, ops, ranges, _elsewhere(profile), near_misses(profile, op, memory=False), is_glob(op))
 
 
 def _unproven_absence(profile: Profile, op: str, claim: str = "asserting it is absent") -> str | None:
@@ -327,14 +327,17 @@ def _closest_ops(profile: Profile, op: str, known_names: Callable[[], Iterable[s
     return close_ran if close_ran and close_all and close_ran[0] == close_all[0] else close_all
 
 
-def near_misses(profile: Profile, op: str) -> list[str]:
+def near_misses(profile: Profile, op: str, memory: bool = True) -> list[str]:
     """The ops and memory ops that ran whose names `op` matches but for letter case, spaces
     around `::`, or (for an op) a left-out `aten::` (`ATEN::ADDMM`, `aten ::addmm`, `addmm`,
     `aten::*MM` beside aten::addmm; `memcpy dtoh*` beside `Memcpy DtoH (Device -> Pageable)`):
-    names match exactly, so an absence asserted with such a slip passes beside what it meant."""
+    names match exactly, so an absence asserted with such a slip passes beside what it meant.
+    `memory`: memory ops too (an absence; a count or a time limit never matches them)."""
     wanted = _loose(op)
     prefixed = wanted if "::" in wanted else f"aten::{wanted}"
     ops = [o.name for o in profile.ops if o.calls and fnmatch.fnmatchcase(_loose(o.name), prefixed)]
+    if not memory:
+        return ops
     return ops + [m.name for m in profile.memory_ops if m.calls and fnmatch.fnmatchcase(_loose(m.name), wanted)]
 
 

@@ -155,7 +155,8 @@ def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
             signature.bind(self, *args, **kwargs)
         except TypeError as exc:
             wrong = next((k for k in kwargs if k not in signature.parameters), str(exc))
-            close = _meant(wrong, [p.name for p in params]) if wrong in kwargs else []
+            given = {p.name for p in params[: len(args)]} | set(kwargs)
+            close = _meant(wrong, [p.name for p in params if p.name not in given]) if wrong in kwargs else []
             raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close)) from None
         method(self, *args, **kwargs)
 
@@ -163,21 +164,23 @@ def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
 
 
 def _meant(wrong: str, names: list[str]) -> list[str]:
-    """The parameter a keyword a method does not take stands for: a close spelling (`mss`), else
-    the word a user reaches for (`limit=2` for ms, `count=1` for n, an audit's two)."""
-    close = closest_names(wrong, names, limit=1)
-    if close:
-        return close
-    return [name for name in _SYNONYMS.get(wrong.lower(), ()) if name in names][:1]
+    """The parameter (of `names`, those not given) a keyword a method does not take stands for:
+    the word a user reaches for (`limit=2` for ms, `count=1` for n, an audit's two), else a close
+    spelling (`mss`). A word with a meaning gets no spelling match: `percent` is no `per`, and
+    `max_ms` no `max` (a review's)."""
+    if wrong.lower() in _SYNONYMS:
+        return [name for name in _SYNONYMS[wrong.lower()] if name in names][:1]
+    return closest_names(wrong, names, limit=1)
 
 
 _SYNONYMS = {  # a word -> the parameters it may stand for, the first a method takes
-    **dict.fromkeys(("limit", "max_ms", "budget", "threshold", "time", "ms_per_step", "milliseconds"), ("ms",)),
+    **dict.fromkeys(("limit", "threshold"), ("ms", "pct", "min_pct")),
+    **dict.fromkeys(("max_ms", "budget", "time", "ms_per_step", "milliseconds", "time_ms"), ("ms",)),
     **dict.fromkeys(("count", "calls", "times", "expected", "exactly", "number"), ("n",)),
     **dict.fromkeys(("percent", "percentage", "min_percent", "busy"), ("pct", "min_pct")),
     **dict.fromkeys(("statistic", "reduce", "aggregate"), ("stat",)),
     **dict.fromkeys(("name", "op_name", "operator"), ("op", "kernel")),
-    **dict.fromkeys(("op", "range", "range_name"), ("name",)),
+    **dict.fromkeys(("op", "range", "range_name"), ("name", "kernel")),
     **dict.fromkeys(("at_least", "minimum"), ("min",)),
     **dict.fromkeys(("at_most", "maximum"), ("max",)),
 }

@@ -262,25 +262,24 @@ def _assertion_messages_aside() -> Callable[[], None]:
     return undo
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Without pytest's terminal plugin (`-p no:terminal`) no summary runs: the reports are written
-    all the same (an audit's CI run uploaded none, exit 0), and one that could not be written is
-    said on stderr."""
-    config = session.config
-    state = config.stash.get(RUN, None)
-    if state is None or hasattr(config, "workerinput") or config.pluginmanager.has_plugin("terminalreporter"):
-        return
-    if state.settings.measuring and state.spool is not None and not config.option.collectonly:
-        _write_outputs(config, state, lambda line: print(line, file=sys.stderr), quiet=True)
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN, None)
+    if state is not None and not hasattr(config, "workerinput"):
+        _write_unsummarized(config, state)
     if state is not None and state.nvml is not None:
         state.nvml.close()
     if state is not None and state.spool is not None:
         state.spool.close()
+
+
+def _write_unsummarized(config: pytest.Config, state: RunState) -> None:
+    """Reports of a run whose terminal summary never ran: without pytest's terminal plugin (`-p
+    no:terminal`: an audit's CI run uploaded none, exit 0) or ended by an exit code pytest
+    summarizes not (`pytest.exit(..., returncode=3)`, a review's). Written all the same; one that
+    could not be is said on stderr."""
+    if state.summarized or not state.settings.measuring or state.spool is None or config.option.collectonly:
+        return
+    _write_outputs(config, state, lambda line: print(line, file=sys.stderr), quiet=True)
 
 
 class _RecordCollector:
@@ -1055,6 +1054,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     state = config.stash.get(RUN, None)
     if state is None or hasattr(config, "workerinput"):  # xdist workers report to the controller
         return
+    state.summarized = True
     if not state.settings.measuring:
         if state.carrying:
             terminalreporter.write_line(inert_summary(state.carrying))

@@ -74,6 +74,7 @@ class RunState:
     key_hooks: frozenset[str] = frozenset()  # the pytest_opprof_device_key implementations asked for the key
     trace_tag: str | None = None  # the xdist worker of `--dist each`, in its trace names (each runs every test)
     stopped_in: str | None = None  # the test a Ctrl-C or pytest.exit stopped the run in
+    summarized: bool = False  # the terminal summary ran (and wrote the reports)
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

@@ -254,6 +254,10 @@ def test_an_absent_memory_op_asserted_with_a_slip_fails(name):
     message = assertions.no_op(name, lambda n: True)(p)
     assert "no op of exactly that name ran, but Memcpy DtoH (Device -> Pageable) did" in message
     assert assertions.no_op("Memcpy HtoD*", lambda n: True)(p) is None
+    # a count or a time limit never matches a memory op: it is offered none (a review's `did you
+    # mean` the very name typed)
+    for check in (assertions.op_count(name, 1, is_known=lambda n: True), assertions.op_below(name, 1.0)):
+        assert "did you mean" not in check(p) and "exactly that name" not in check(p)
 
 
 def test_a_stream_waiting_on_another_is_no_host_sync():

@@ -454,6 +454,10 @@ def test_an_op_fused_away_is_named_with_the_kernel_that_ran_it():
     message = op_count("aten::relu", 1)(profile)
     assert message.startswith("aten::relu: no op of that name ran in the measured code")
     assert message.endswith("; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead")
+    # a slip of letter case beside an op that ran: not "assert on its kernels" (a review's)
+    assert op_count("ATen::AddMM", 1, is_known=lambda name: True)(profile).endswith(
+        "(names match exactly: letter case, spaces and the `aten::` namespace count); did you mean aten::addmm?"
+    )
     # a typo is a typo, as a plain run says: a trial's aten::addm read "assert on its kernels instead"
     typo = op_count("aten::addm", 2, is_known=lambda name: name != "aten::addm", known_names=lambda: ["aten::addmm"])
     assert typo(profile) == "aten::addm: not an operator torch knows; did you mean aten::addmm?"

@@ -1273,6 +1273,21 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
         def test_percent(opprof):
             opprof.assert_overlap(percent=50)
 
+        def test_percent_is_no_per(opprof):
+            opprof.assert_op_below("aten::mm", 2, percent=50)
+
+        def test_max_ms_is_no_max(opprof):
+            opprof.assert_op_count("aten::mm", max_ms=2)
+
+        def test_op_of_a_kernel(opprof):
+            opprof.assert_kernel_count(op="*gemm*", n=1)
+
+        def test_limit_beside_ms(opprof):
+            opprof.assert_op_below("aten::mm", 2, limit=3)
+
+        def test_threshold(opprof):
+            opprof.assert_device_busy_above(threshold=50)
+
         def test_missing(opprof):
             opprof.assert_op_below("aten::mm")
 
@@ -1282,13 +1297,18 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
     )
     for flags in ([], ["--opprof"]):
         result = run(pytester, *flags)
-        result.assert_outcomes(failed=8)
+        result.assert_outcomes(failed=13)
         result.stdout.fnmatch_lines_random(
             [
                 "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'limit'; did you mean ms=100? "
                 "(it takes op, ms, per='step', stat='median')",
                 "E *OpprofUsageError: opprof.assert_op_count() takes no keyword 'count'; did you mean n=1? (it takes *)",
                 "E *OpprofUsageError: opprof.assert_overlap() takes no keyword 'percent'; did you mean min_pct=50? *",
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'percent' (it takes *)",
+                "E *OpprofUsageError: opprof.assert_op_count() takes no keyword 'max_ms' (it takes *)",
+                "E *OpprofUsageError: opprof.assert_kernel_count() takes no keyword 'op'; did you mean kernel='*gemm*'? *",
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'limit' (it takes *)",
+                "E *OpprofUsageError: opprof.assert_device_busy_above() takes no keyword 'threshold'; did you mean pct=50? *",
                 "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 'mss'; did you mean ms=100? (it takes *)",
                 "E *OpprofUsageError: opprof.assert_total_below() takes no keyword 'per' (it takes ms, stat='median')",
                 "E *OpprofUsageError: opprof.assert_kernel_count() takes no keyword 'mni'; did you mean min=1? "
@@ -1821,6 +1841,22 @@ def test_reports_are_written_without_pytests_terminal_plugin(project):
     assert len(result.errlines) == 1
     assert result.errlines[0].startswith("opprof: could not write taken/r.html: ")
     assert result.errlines[0].endswith("/taken is a file, not a folder")
+    # an exit code pytest runs no summary for (a review's pytest.exit(returncode=3)): written too
+    project.makepyfile(
+        test_exit="""
+        import pytest
+        from conftest import infer
+        def test_measured(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        def test_stops():
+            pytest.exit("enough", returncode=3)
+        """
+    )
+    (project.path / "r.json").unlink()
+    result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:randomly", "test_exit.py")
+    assert result.ret == 3
+    report = json.loads((project.path / "r.json").read_text())
+    assert [t["nodeid"] for t in report["tests"]] == ["test_exit.py::test_measured"]
 
 
 def test_a_measured_test_that_ended_before_it_ran_is_in_the_report(project):
