@@ -36,10 +36,10 @@ for entry in "${MATRIX[@]}"; do
     [ "$rc" = 0 ] || status=1
 done
 
-# Every Python that requires-python admits, where this machine has one: torch publishes no wheel
+# Every Python that requires-python admits (3.10 on), where this machine has one: torch publishes no wheel
 # here but for CPython 3.11, so these run without torch. The pure core (events, trace, analysis,
 # baseline, compare, report, the opprof command) must pass; the modules that need torch skip.
-for version in 3.10 3.12 3.13; do
+for version in 3.10 3.12 3.13 3.14; do
     python=""  # on PATH, else pyenv's (its shim on PATH fails for a version not selected)
     for candidate in $(command -v "python$version") "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python; do
         if "$candidate" -c pass 2>/dev/null; then python=$candidate; break; fi
