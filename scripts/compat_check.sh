@@ -17,28 +17,36 @@ MATRIX=(
     "torch==2.14.1 pytest==9.2.0"           # the newest torch we admit
 )
 status=0
-for entry in "${MATRIX[@]}"; do
-    name=$(echo "$entry" | sed 's/[^A-Za-z0-9.]\{1,\}/_/g')
-    venv="$WORK/$name"
-    echo "== $entry"
-    if [ ! -f "$venv/.installed" ]; then  # a venv whose install failed is made again
+
+# suite LABEL NAME PYTHON REQUIREMENT...: a venv made once (again where its install failed) with
+# those requirements, the plugin registered from this checkout, and the whole suite.
+suite() {
+    local label=$1 name=$2 python=$3
+    shift 3
+    local venv="$WORK/$name"
+    echo "== $label"
+    if [ ! -f "$venv/.installed" ]; then
         rm -rf "$venv"
-        # shellcheck disable=SC2086  # the entry is several requirements
-        python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q $entry pytest-xdist tabulate nvidia-ml-py \
+        "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q "$@" pytest-xdist tabulate nvidia-ml-py \
             > "$WORK/$name.install.log" 2>&1 && touch "$venv/.installed" \
-            || { echo "== $entry: install failed ($WORK/$name.install.log)"; status=1; continue; }
+            || { echo "== $label: install failed ($WORK/$name.install.log)"; status=1; return; }
     fi
     "$venv/bin/python" scripts/install_from_source.py > /dev/null \
-        || { echo "== $entry: the plugin could not be registered"; status=1; continue; }
+        || { echo "== $label: the plugin could not be registered"; status=1; return; }
     "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider > "$WORK/$name.log" 2>&1
-    rc=$?
-    echo "== $entry: $(tail -n 1 "$WORK/$name.log") (exit $rc; log $WORK/$name.log)"
+    local rc=$?
+    echo "== $label: $(tail -n 1 "$WORK/$name.log") (exit $rc; log $WORK/$name.log)"
     [ "$rc" = 0 ] || status=1
+}
+
+for entry in "${MATRIX[@]}"; do
+    # shellcheck disable=SC2086  # the entry is several requirements
+    suite "$entry" "$(echo "$entry" | sed 's/[^A-Za-z0-9.]\{1,\}/_/g')" python3 $entry
 done
 
-# Every Python that requires-python admits (3.10 on), where this machine has one: torch publishes no wheel
-# here but for CPython 3.11, so these run without torch. The pure core (events, trace, analysis,
-# baseline, compare, report, the opprof command) must pass; the modules that need torch skip.
+# Every Python that requires-python admits (3.10 on), where this machine has one: torch publishes
+# no wheel here but for CPython 3.11, so these run without torch. The pure core (events, trace,
+# analysis, baseline, compare, report, the opprof command) must pass; the modules that need torch skip.
 for version in 3.10 3.12 3.13 3.14; do
     python=""  # on PATH, else pyenv's (its shim on PATH fails for a version not selected)
     for candidate in $(command -v "python$version") "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python; do
@@ -48,19 +56,6 @@ for version in 3.10 3.12 3.13 3.14; do
         echo "== python $version: not on this machine, skipped"
         continue
     fi
-    venv="$WORK/python$version-without-torch"
-    echo "== python $version (without torch)"
-    if [ ! -f "$venv/.installed" ]; then
-        rm -rf "$venv"
-        "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q pytest pytest-xdist tabulate nvidia-ml-py \
-            > "$WORK/python$version.install.log" 2>&1 && touch "$venv/.installed" \
-            || { echo "== python $version: install failed ($WORK/python$version.install.log)"; status=1; continue; }
-    fi
-    "$venv/bin/python" scripts/install_from_source.py > /dev/null \
-        || { echo "== python $version: the plugin could not be registered"; status=1; continue; }
-    "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider > "$WORK/python$version.log" 2>&1
-    rc=$?
-    echo "== python $version: $(tail -n 1 "$WORK/python$version.log") (exit $rc; log $WORK/python$version.log)"
-    [ "$rc" = 0 ] || status=1
+    suite "python $version (without torch)" "python$version-without-torch" "$python" pytest
 done
 exit $status
