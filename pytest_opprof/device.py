@@ -117,6 +117,14 @@ def _host_facts() -> dict[str, Any]:
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def usable_cpus() -> int | None:
+    """The CPUs this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count()
+
+
 def thread_setup() -> str:
     """What gives torch its default thread count, read from the machine, not from torch (a
     conftest may have set torch's already): the CPUs this process may use, the physical cores

@@ -40,7 +40,7 @@ from .baseline import (
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, unreadable
-from .device import Nvml, describe, device_facts, resolve_key
+from .device import Nvml, describe, device_facts, resolve_key, usable_cpus
 from .errors import (
     COLLECT_ONLY,
     NOTHING_MEASURED,
@@ -1070,8 +1070,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run_globs = state.settings.ignore_ops if picked else ()  # may match in the tests left out
     verbose = config.option.verbose > 0
     strict = state.settings.strict
+    shares = (state.device.get("torch_threads"), usable_cpus())
     lines = (
-        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict, picked)
+        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict, picked, shares)
         if state.records
         else []
     )

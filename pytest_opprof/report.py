@@ -1232,15 +1232,17 @@ def summary_lines(
     unjudged_globs: Collection[str] = (),
     strict: bool = False,
     picked: bool = True,
+    shares: tuple[int | None, int | None] = (None, None),
 ) -> list[str]:
-    """The run's opprof summary: per-test tables, then the problems, then the xdist note."""
+    """The run's opprof summary: per-test tables, then the problems, then the xdist note
+    (`shares`: the torch threads of a worker and the CPUs they share)."""
     tables = format_summary(records)
     lines = [tables] if tables else []  # none when every measured test was skipped
     problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict, picked)
     if problems:
         lines.append(problems)
     if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other
-        lines.append(xdist_noise_note(workers))
+        lines.append(xdist_noise_note(workers, *shares))
     return lines
 
 
@@ -1327,7 +1329,19 @@ def _one_each(
     return found
 
 
-def xdist_noise_note(workers: object) -> str:
+def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None = None) -> str:
+    """Under -n 2 and more: timings are noisier; where the workers' torch threads outnumber the
+    CPUs, they contend (a trial's -n 2 of 2 threads each on 2 CPUs: its own 20 ms limits failed
+    at 30 ms on 0.1 ms addmms, the threads waiting 99% of the capture), said with the fix."""
+    if threads and cpus and workers * threads > cpus:
+        share = max(1, cpus // workers)
+        return (
+            f"opprof: measured under pytest-xdist (-n {workers}): {workers} workers of {count_of(threads, 'torch thread')} "
+            f"each share {count_of(cpus, 'CPU')}, so each test's ops waited for CPUs another worker held: its times "
+            "and time assertions (assert_op_below, assert_total_below) read that load; op counts are exact as ever. "
+            f"For times, run without -n, or give each worker {count_of(share, 'torch thread')} "
+            f"(OMP_NUM_THREADS={share}), recording and checking alike"
+        )
     return (
         f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "
         "op counts are exact as ever"
