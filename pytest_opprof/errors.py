@@ -12,7 +12,7 @@ import reprlib
 import shlex
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from .events import without_overload
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
@@ -1192,17 +1192,35 @@ def case_clash_line(nodeids: list[str]) -> str:
     )
 
 
-def orphans_line(paths: list[str], every: bool = False, here: list[str] | None = None) -> str:
+def orphans_line(
+    paths: list[str], every: bool = False, here: list[str] | None = None, paired: Collection[str] = ()
+) -> str:
     """Baseline files no collected test reads (their tests renamed, moved or removed, or their
     test file gone); `every` (-v) names all; `here`: the same paths as the folder pytest ran in
-    reaches them, for the command (`rm`, not `git rm`: a file never committed would stop it)."""
-    return (
+    reaches them, for the command (`rm`, not `git rm`: a file never committed would stop it);
+    `paired`: those a test without a baseline may be (report.renamed_pairs), left out of the `rm`,
+    whose own lines keep them (a trial's moved file got `rm` and `git mv` for the same files)."""
+    head = (
         f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files, or of test "
         f"files that no longer exist, {'is' if len(paths) == 1 else 'are'} read by no test (renamed, moved or "
-        "removed tests?): "
-        f"{first_three(paths, every)}; "
-        "if those tests are gone, delete them (and commit the deletion): "
-        f"rm -- {' '.join(shlex.quote(p) for p in (here if here is not None else paths))}"
+        f"removed tests?): {first_three(paths, every)}; "
+    )
+    shown = here if here is not None else paths
+    lone = [shlex.quote(shown[i]) for i, path in enumerate(paths) if path not in paired]
+    delete = f"delete them (and commit the deletion): rm -- {' '.join(lone)}"
+    if len(lone) == len(paths):
+        return f"{head}if those tests are gone, {delete}"
+    if not lone:
+        one = len(paths) == 1
+        alone = " ".join(shlex.quote(p) for p in shown)
+        return (
+            f"{head}{'it' if one else 'each'} may be the baseline of a test below that has none (renamed or moved: "
+            f"its line keeps it); if not, delete {'it' if one else 'them'} (and commit the deletion): rm -- {alone}"
+        )
+    return (
+        f"{head}{len(paths) - len(lone)} of them may be the baselines of tests below that have none (renamed or "
+        f"moved: their lines keep them); if the tests of the other {len(lone)} are gone, delete those (and commit "
+        f"the deletion): rm -- {' '.join(lone)}"
     )
 
 

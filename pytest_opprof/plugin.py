@@ -83,6 +83,7 @@ from .report import (
     format_junit_properties,
     format_junit_verdicts,
     renamed_lines,
+    renamed_pairs,
     summary_lines,
     write_csv_report,
     write_run_report,
@@ -1082,7 +1083,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     ]
     if state.orphans:
         here = [os.path.relpath(config.rootpath / path, config.invocation_params.dir) for path in state.orphans]
-        lines.append(orphans_line(state.orphans, verbose, here))
+        paired = {old for _, _, old in renamed_pairs(state.records, state.orphans)}
+        lines.append(orphans_line(state.orphans, verbose, here, paired))
         lines += renamed_lines(state.records, state.orphans)
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))

@@ -505,7 +505,7 @@ def _measurement_lines(record: TestRecord) -> list[str]:
     remeasured, n = (baseline.remeasured, baseline.measurements) if baseline else (None, 1)
     if remeasured == "not confirmed":
         later = "a second one" if n == 2 else f"measurement {n}"
-        so = "it passes" if baseline and baseline.status == "compared" else "the file was kept"
+        so = "its time passes" if baseline and baseline.status == "compared" else "the file was kept"
         lines.append(
             f"the first measurement's time differed from the baseline's; {later}, after a pause, did not confirm it "
             f"(interference, or a slow spell of the machine), so {so}"
@@ -1247,22 +1247,9 @@ def summary_lines(
 
 
 def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str]:
-    """Tests without a baseline paired with baseline files no test reads: alone in the same test
-    file's folder (`test_x[a].json` and `test_x[b]`, `test_old.json` and `test_new`: a renamed test
-    or parametrize id), or of the same name, one each, in another folder (a test moved to another
-    file, or its file moved). The line gives the `git mv` and the `nodeid` that keep its baseline."""
-    missing = list(
-        {r.baseline.path: r.nodeid for r in records if r.baseline and r.baseline.status == "missing"}.items()
-    )
-    pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
-    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
-    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    pairs += _renamed_functions(
-        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
-    )
+    """A line per renamed_pairs pair: the `git mv` and the `nodeid` that keep its baseline."""
     lines = []
-    for nodeid, new, old in pairs:
+    for nodeid, new, old in renamed_pairs(records, orphans):
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
         move = f"git mv {shlex.quote(old)} {shlex.quote(new)}"
         if how == "moved":  # git mv makes no folder: the test's new file may have none yet
@@ -1272,6 +1259,23 @@ def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str
             f'baseline: {move}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'
         )
     return sorted(lines)
+
+
+def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Tests without a baseline paired with baseline files no test reads, (node id, its baseline
+    path, the orphan): alone in the same test file's folder (`test_x[a].json` and `test_x[b]`,
+    `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
+    each, in another folder (a test moved to another file, or its file moved)."""
+    missing = list(
+        {r.baseline.path: r.nodeid for r in records if r.baseline and r.baseline.status == "missing"}.items()
+    )
+    pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
+    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+    pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
+    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+    return pairs + _renamed_functions(
+        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
+    )
 
 
 def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
