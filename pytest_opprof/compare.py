@@ -271,6 +271,8 @@ def compare(
     if threads:  # its CPU times moved with the threads: the work verdict says why
         skip |= {name for name, op in current.ops.items() if not op.on_device}
     timed = [] if untimed else _time(current, baseline, rule, machine or Machine(), skip, where)
+    if structure or any(v.op for v in work):  # an op around a changed one takes its time: not the machine's range
+        timed = [replace(v, fix=AROUND_CHANGE_FIX) if v.fix == RANGE_FIX else v for v in timed]
     verdicts = tuple(structure + work + timed + _environment(current, baseline, where))
     return Comparison(
         verdicts,
@@ -934,6 +936,10 @@ def range_span(why: str | None) -> str | None:
     return f"{found['span']}, up to {found['limit']}" if found else None
 
 
+AROUND_CHANGE_FIX = (
+    "the test's structure or work changed too, and an op around a changed one takes its time: judge it again "
+    "once the change is recorded (pytest --opprof-update-baseline with the test's id)"
+)
 RANGE_FIX = (
     "to judge a move this size, record the baseline again where the op's time holds steadier (a dedicated "
     "runner, not a shared VM): pytest --opprof-update-baseline=all with the test's id"

@@ -423,6 +423,23 @@ def test_a_recorded_range_makes_a_slowdown_up_to_its_slowest_inconclusive():
     assert [v.status for v in _addmm(1790, doc(profile(addmm_us=(600,) * 8)))] == [REGRESSED]  # no range
 
 
+def test_a_time_within_the_range_beside_a_changed_structure_is_not_told_to_record_on_a_steadier_machine():
+    """A trial's doubled MLP failed on work, and the op around the changed one (its autograd
+    node's evaluate_function) read `inconclusive: its baseline's measurements of the same code
+    ranged ...; record the baseline again where the op's time holds steadier (a dedicated
+    runner)`: its time moved with the change, not with the machine. It says so."""
+    from pytest_opprof.compare import AROUND_CHANGE_FIX, INCONCLUSIVE, RANGE_FIX, compare
+
+    ranged = _ranged(600, 1.0, 2.5)
+    current = doc(profile(addmm_us=(1790,) * 8))
+    added = current.replace(ops={**current.ops, "aten::dropout": next(iter(current.ops.values()))})
+    for now, fix in ((current, RANGE_FIX), (added, AROUND_CHANGE_FIX)):
+        (verdict,) = [v for v in compare(now, ranged, Rule()).verdicts if v.op == "aten::addmm"]
+        assert (verdict.status, verdict.fix) == (INCONCLUSIVE, fix)
+    assert any(v.kind == "structure" for v in compare(added, ranged, Rule()).verdicts)
+    assert "op around a changed one takes its time" in AROUND_CHANGE_FIX
+
+
 def test_a_baseline_written_in_a_slow_spell_still_sees_a_slowdown_from_its_ranges_fastest():
     """A review: the first measurement 1.4 ms (a slow spell), the range's others 0.7 ms. Judged
     from the written 1.4 ms, a real 0.7 -> 1.3 ms passed in silence; from the range's fastest it
