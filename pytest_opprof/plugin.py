@@ -273,12 +273,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.spool.close()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(RUN, None)
+    if state is not None:
+        state.exit_status = int(exitstatus)
+
+
 def _write_unsummarized(config: pytest.Config, state: RunState) -> None:
     """Reports of a run whose terminal summary never ran: without pytest's terminal plugin (`-p
     no:terminal`: an audit's CI run uploaded none, exit 0) or ended by an exit code pytest
-    summarizes not (`pytest.exit(..., returncode=3)`, a review's). Written all the same; one that
-    could not be is said on stderr."""
-    if state.summarized or not state.settings.measuring or state.spool is None or config.option.collectonly:
+    summarizes not (`pytest.exit(..., returncode=3)`, a review's). Written all the same, where the
+    tests ran (not `--help`, nor a start a conftest refused: a review's earlier report was
+    replaced by an empty one) and did not end in an internal error (a hook's exception: the
+    report would look whole); one that could not be is said on stderr."""
+    if state.summarized or state.spool is None or not state.ran_tests:
+        return
+    internal = state.exit_status == pytest.ExitCode.INTERNAL_ERROR and state.stopped_in is None
+    if internal or state.exit_status == pytest.ExitCode.USAGE_ERROR:
         return
     _write_outputs(config, state, lambda line: print(line, file=sys.stderr), quiet=True)
 
@@ -588,6 +600,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     state = session.config.stash.get(RUN, None)
     if state is None or not state.settings.measuring or session.config.option.collectonly:
         return
+    state.ran_tests = True
     if any(_carries(item) for item in session.items):
         warm_profiler()
 

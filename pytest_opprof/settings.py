@@ -75,6 +75,8 @@ class RunState:
     trace_tag: str | None = None  # the xdist worker of `--dist each`, in its trace names (each runs every test)
     stopped_in: str | None = None  # the test a Ctrl-C or pytest.exit stopped the run in
     summarized: bool = False  # the terminal summary ran (and wrote the reports)
+    ran_tests: bool = False  # the session reached its test loop (not --help, nor a start refused)
+    exit_status: int | None = None  # the session's, as it finished
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

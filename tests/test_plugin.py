@@ -1857,6 +1857,15 @@ def test_reports_are_written_without_pytests_terminal_plugin(project):
     assert result.ret == 3
     report = json.loads((project.path / "r.json").read_text())
     assert [t["nodeid"] for t in report["tests"]] == ["test_exit.py::test_measured"]
+    # no test loop (--help), or an internal error (a hook's exception): the report stays as it was
+    before = (project.path / "r.json").read_bytes()
+    assert run(project, "--opprof", "--opprof-json=r.json", "--help").ret == 0
+    project.makeconftest(
+        project.path.joinpath("conftest.py").read_text()
+        + "\ndef pytest_runtest_logfinish(nodeid, location):\n    raise RuntimeError('a broken hook')\n"
+    )
+    assert run(project, "--opprof", "--opprof-json=r.json", "test_exit.py::test_measured").ret == 3
+    assert (project.path / "r.json").read_bytes() == before
 
 
 def test_a_measured_test_that_ended_before_it_ran_is_in_the_report(project):
@@ -1971,10 +1980,9 @@ def test_{i}(opprof, mlp):
         result.stdout.fnmatch_lines(
             [
                 f"opprof: measured under pytest-xdist (-n 2): 2 workers of {cpus} torch thread* each share {cpus} CPU*, "
-                "so each test's ops waited for CPUs another worker held: its times and time assertions "
-                "(assert_op_below, assert_total_below) read that load; op counts are exact as ever. For times, run "
-                f"without -n, or give each worker {share} torch thread* (OMP_NUM_THREADS={share}), recording and "
-                "checking alike"
+                "so a test's ops may wait for CPUs another worker holds: its times and time assertions "
+                "(assert_op_below, assert_total_below) read that load; op counts are exact as ever. For times, "
+                f"run without -n, or *OMP_NUM_THREADS={share}*, recording and checking alike"
             ]
         )
     assert {t["worker"] for t in tests} <= {"gw0", "gw1"}

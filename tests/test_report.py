@@ -366,6 +366,24 @@ def test_a_shared_lines_command_names_every_test_or_none():
     )
 
 
+def test_the_xdist_note_gives_each_worker_its_share_or_fewer_workers():
+    """A review: -n 3 of 1 thread each on 2 CPUs was told to set OMP_NUM_THREADS=1, the setting in
+    force. Where the workers outnumber the CPUs, fewer workers are the fix."""
+    from pytest_opprof.report import xdist_noise_note
+
+    assert xdist_noise_note(2, 1, 2).endswith("timings on shared CPUs are noisier; op counts are exact as ever")
+    assert xdist_noise_note(2, 2, 2).endswith(
+        "For times, run without -n, or give each worker 1 torch thread (OMP_NUM_THREADS=1), recording and checking alike"
+    )
+    assert xdist_noise_note(2, 8, 8).endswith(
+        "give each worker 4 torch threads (OMP_NUM_THREADS=4), recording and checking alike"
+    )
+    assert xdist_noise_note(3, 1, 2).endswith(
+        "For times, run without -n, or with -n 2 or fewer and OMP_NUM_THREADS=1, recording and checking alike"
+    )
+    assert xdist_noise_note(3, None, 2).endswith("noisier; op counts are exact as ever")  # threads unknown
+
+
 def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
     """Two contended tests with no baseline verdict to say it: one run line; one such test: its own."""
     from pytest_opprof.report import format_problems
