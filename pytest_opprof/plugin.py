@@ -1095,10 +1095,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for group in case_clashes((r.baseline.path, r.nodeid) for r in state.records if r.baseline)
     ]
     if state.orphans:
-        here = [os.path.relpath(config.rootpath / path, config.invocation_params.dir) for path in state.orphans]
+
+        def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
+            return os.path.relpath(config.rootpath / path, config.invocation_params.dir)
+
         paired = {old for _, _, old in renamed_pairs(state.records, state.orphans)}
-        lines.append(orphans_line(state.orphans, verbose, here, paired))
-        lines += renamed_lines(state.records, state.orphans)
+        lines.append(orphans_line(state.orphans, verbose, [reached(p) for p in state.orphans], paired))
+        lines += renamed_lines(state.records, state.orphans, reached)
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;

@@ -1246,14 +1246,16 @@ def summary_lines(
     return lines
 
 
-def renamed_lines(records: list[TestRecord], orphans: Sequence[str]) -> list[str]:
-    """A line per renamed_pairs pair: the `git mv` and the `nodeid` that keep its baseline."""
+def renamed_lines(records: list[TestRecord], orphans: Sequence[str], here: Callable[[str], str] = str) -> list[str]:
+    """A line per renamed_pairs pair: the `git mv` and the `nodeid` that keep its baseline; its
+    paths as `here` makes them (reached from the folder pytest ran in: a review's run from a
+    subfolder got a `git mv` that failed beside an `rm` that worked)."""
     lines = []
     for nodeid, new, old in renamed_pairs(records, orphans):
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
-        move = f"git mv {shlex.quote(old)} {shlex.quote(new)}"
+        move = f"git mv {shlex.quote(here(old))} {shlex.quote(here(new))}"
         if how == "moved":  # git mv makes no folder: the test's new file may have none yet
-            move = f"mkdir -p {shlex.quote(str(Path(new).parent))} && {move}"
+            move = f"mkdir -p {shlex.quote(str(Path(here(new)).parent))} && {move}"
         lines.append(
             f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
             f'baseline: {move}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'

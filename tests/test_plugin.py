@@ -5373,6 +5373,15 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
         subprocess.run([*git, "add", ".opprof"], cwd=pytester.path, check=True)
         subprocess.run(["sh", "-c", command], cwd=pytester.path, check=True)
         assert (pytester.path / f".opprof/{key}/sub/test_c.py/test_c.json").is_file()
+        # run from a subfolder, the command's paths are reached from there, as the rm's are (a review's
+        # `git mv .opprof/...` failed there: `fatal: bad source`)
+        monkeypatch.chdir(sub)
+        result = run(pytester, "--opprof", str(pytester.path))
+        (line,) = [line for line in result.stdout.lines if "test_d.py::test_moving has no baseline" in line]
+        command = line.split("keep its baseline: ", 1)[1].split(", then set", 1)[0]
+        assert command.startswith(f"mkdir -p ../.opprof/{key}/test_d.py && git mv ../.opprof/{key}/test_b.py/")
+        subprocess.run(["sh", "-c", command], cwd=sub, check=True)
+        assert (pytester.path / f".opprof/{key}/test_d.py/test_moving.json").is_file()
 
 
 def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, capsys):
