@@ -242,6 +242,7 @@ class OpprofFixture:
         self._trust: list[str] = []  # the latest capture's trust errors
         self._unchecked: list[str] = []  # earlier untrusted captures whose assertions were skipped: the test errs
         self.captures = 0  # finished captures (run()s, blocks, the whole call): the latest is kept
+        self.body_uncaptured = False  # a fixture's capture is the test's: the body runs uncaptured (the plugin's)
         self._cut_short: tuple[Any, BaseException] | None = None  # the latest capture an exception ended, and it
         self.stepped_aside = False  # the whole-call capture gave way to the test's own torch profiler
         self._thread = threading.get_ident()  # the test's: captures begin and end on it
@@ -528,11 +529,16 @@ class OpprofFixture:
             return
         message = check(self._profile)
         if message is not None:
-            raise AssertionError(
-                message
-                + (f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else "")
-                + self._contended(timed)
+            raise AssertionError(message + self._checked_on() + self._contended(timed))
+
+    def _checked_on(self) -> str:
+        """Which capture a failing assertion checked, where that may not be the code above it."""
+        if self.body_uncaptured:  # a review: `no op of that name ran` beside the body's own aten::mm
+            return (
+                " (checked on the fixture's capture: the test body is not captured; measure it with opprof.run() "
+                "or `with opprof.capture():`)"
             )
+        return f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else ""
 
     def _contended(self, timed: Timed | None) -> str:
         """For a failing time budget (`timed` holds for the profile: what it limits ran), the clause
@@ -605,6 +611,7 @@ class OpprofFixture:
         `ran_nothing`: what to say when it recorded no event at all (which capture, the fix)."""
         self._profile, self._cut_short = profile, None
         self.captures += 1
+        self.body_uncaptured = False  # a capture in the body: the assertions after it check it
         self.clocks = [c.to_dict() for c in self._clocks if c is not None]
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)

@@ -622,6 +622,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             _judge_call(item, late, state)
         return result
     if fixture.captures:  # a fixture of the test measured: its capture is the test's, and the body's
+        fixture.body_uncaptured = True
         result = yield  # ops are not captured (the review's numerics check after a fixture's gate
         _judge_call(item, fixture, state)  # became the test's baseline); a run() in the body measures
         return result

@@ -5170,10 +5170,20 @@ def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
         def test_body_measures(measured):
             measured.run(torch.ones, 3, warmup=1, steps=2)
             measured.assert_no_op("aten::mm")
+
+        def test_body_asserts_on_its_own_ops(measured):
+            torch.ones(3).double()
+            measured.assert_op_count("aten::_to_copy", 1)
         """
     )
     result = run(pytester, "--opprof-update-baseline", "--opprof-json=r.json")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "E *aten::_to_copy: no op of that name ran in the measured code* (checked on the fixture's capture: the "
+            "test body is not captured; measure it with opprof.run() or `with opprof.capture():`)"
+        ]
+    )
     result.stdout.fnmatch_lines(["E *aten::mm: 1 calls/step, expected 2*"])
     assert "ran no torch operator" not in result.stdout.str()
     result.stdout.fnmatch_lines(["test_fx.py::test_body_measures: 2 captures in one test: *"])
@@ -5186,7 +5196,7 @@ def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
     body = {op["name"] for op in tests["test_fx.py::test_body_measures"]["profile"]["ops"]}
     assert "aten::ones" in body and "aten::mm" not in body
     assert (pytester.path / ".opprof").exists() and list((pytester.path / ".opprof").rglob("test_body_runs_ops.json"))
-    run(pytester, "--opprof").assert_outcomes(passed=4, failed=1)
+    run(pytester, "--opprof").assert_outcomes(passed=4, failed=2)
 
 
 def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
