@@ -776,11 +776,7 @@ def no_match(
     matches but for letter case, spaces or the namespace (an audit's `aten::*MM` beside
     aten::addmm was told `no similar name`), said first."""
     if near:
-        hint = "write the glob in the names' own letters" if glob else f"did you mean {near[0]}?"
-        return (
-            f"{asked(pattern)}: no op of exactly that name ran, but {first_three(list(near))} did (names match "
-            f"exactly: letter case, spaces and the `aten::` namespace count); {hint}"
-        )
+        return near_miss(pattern, list(near), glob=glob, claim=None)
     return _no_match(pattern, seen, ranges) + (
         f"; other Python threads ran during the capture ({first_three(list(threads))}), and torch.profiler "
         "does not record their ops"
@@ -886,13 +882,14 @@ def unknown_op_name(op: str, close: list[str]) -> str:
     return f"{asked(op)}: not an operator torch knows{hint}"
 
 
-def near_miss(pattern: str, ran: list[str], claim: str = "asserting it is absent", glob: bool = False) -> str:
-    """An absence asserted with a name (or glob) that misses an op that ran only by letter case,
-    spaces or the namespace (assertions.near_misses)."""
+def near_miss(pattern: str, ran: list[str], claim: str | None = "asserting it is absent", glob: bool = False) -> str:
+    """An absence asserted (or, `claim` None, a count or a time limit) with a name or glob that
+    misses an op that ran only by letter case, spaces or the namespace (assertions.near_misses)."""
     hint = "write the glob in the names' own letters" if glob else f"did you mean {ran[0]}?"
+    proves = f", so {claim} proves nothing" if claim else ""
     return (
         f"{asked(pattern)}: no op of exactly that name ran, but {first_three(ran)} did (names match "
-        f"exactly: letter case, spaces and the `aten::` namespace count), so {claim} proves nothing; {hint}"
+        f"exactly: letter case, spaces and the `aten::` namespace count){proves}; {hint}"
     )
 
 

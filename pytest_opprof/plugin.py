@@ -1100,9 +1100,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
             return os.path.relpath(config.rootpath / path, config.invocation_params.dir)
 
-        paired = {old for _, _, old in renamed_pairs(state.records, state.orphans)}
+        pairs = renamed_pairs(state.records, state.orphans)
+        paired = {old for _, _, old in pairs}
         lines.append(orphans_line(state.orphans, verbose, [reached(p) for p in state.orphans], paired))
-        lines += renamed_lines(state.records, state.orphans, reached)
+        lines += renamed_lines(pairs, reached)
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;

@@ -1246,12 +1246,12 @@ def summary_lines(
     return lines
 
 
-def renamed_lines(records: list[TestRecord], orphans: Sequence[str], here: Callable[[str], str] = str) -> list[str]:
+def renamed_lines(pairs: list[tuple[str, str, str]], here: Callable[[str], str] = str) -> list[str]:
     """A line per renamed_pairs pair: the `git mv` and the `nodeid` that keep its baseline; its
     paths as `here` makes them (reached from the folder pytest ran in: a review's run from a
     subfolder got a `git mv` that failed beside an `rm` that worked)."""
     lines = []
-    for nodeid, new, old in renamed_pairs(records, orphans):
+    for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
         move = f"git mv {shlex.quote(here(old))} {shlex.quote(here(new))}"
         if how == "moved":  # git mv makes no folder: the test's new file may have none yet
@@ -1342,7 +1342,7 @@ def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None 
     worker's share of the CPUs, or fewer workers where they outnumber the CPUs themselves."""
     if threads and cpus and workers * threads > cpus:
         if workers > cpus:
-            fix = f"run without -n, or with -n {cpus} or fewer and OMP_NUM_THREADS={max(1, cpus // workers)}"
+            fix = f"run without -n, or with -n {cpus} or fewer and OMP_NUM_THREADS=1"
         else:
             share = cpus // workers
             fix = f"run without -n, or give each worker {count_of(share, 'torch thread')} (OMP_NUM_THREADS={share})"

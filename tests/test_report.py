@@ -433,22 +433,24 @@ def test_a_rename_or_move_is_suggested_only_where_one_test_and_one_file_pair_up(
     names; of the same name in two folders: a move. Two tests beside one file, or two files of
     that name: no guess (the summary's two lines stand)."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import renamed_lines
+    from pytest_opprof.report import renamed_lines, renamed_pairs
 
     def missing(nodeid: str, path: str) -> TestRecord:
         return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(path, "missing")})
 
     one = [missing("t.py::test_x[b]", ".opprof/k/t.py/test_x[b].json")]
-    (line,) = renamed_lines(one, [".opprof/k/t.py/test_x[a].json"])
+    (line,) = renamed_lines(renamed_pairs(one, [".opprof/k/t.py/test_x[a].json"]))
     assert "was renamed" in line and "git mv '.opprof/k/t.py/test_x[a].json' '.opprof/k/t.py/test_x[b].json'" in line
-    (line,) = renamed_lines(one, [".opprof/k/t.py/test_y[a].json"])  # a renamed function
+    (line,) = renamed_lines(renamed_pairs(one, [".opprof/k/t.py/test_y[a].json"]))  # a renamed function
     assert "was renamed" in line
-    assert renamed_lines(one, [".opprof/k/u.py/test_x[a].json"]) == []  # another file's, another name
-    (line,) = renamed_lines(one, [".opprof/k/u.py/test_x[b].json"])  # the same name in another file's
+    assert renamed_lines(renamed_pairs(one, [".opprof/k/u.py/test_x[a].json"])) == []  # another file's, another name
+    (line,) = renamed_lines(renamed_pairs(one, [".opprof/k/u.py/test_x[b].json"]))  # the same name in another file's
     assert "was moved" in line and "git mv '.opprof/k/u.py/test_x[b].json' '.opprof/k/t.py/test_x[b].json'" in line
-    assert renamed_lines(one, [".opprof/k/u.py/test_x[b].json", ".opprof/k/v.py/test_x[b].json"]) == []  # which?
+    assert (
+        renamed_lines(renamed_pairs(one, [".opprof/k/u.py/test_x[b].json", ".opprof/k/v.py/test_x[b].json"])) == []
+    )  # which?
     two = [*one, missing("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json")]
-    assert renamed_lines(two, [".opprof/k/t.py/test_x[a].json"]) == []  # which one?
+    assert renamed_lines(renamed_pairs(two, [".opprof/k/t.py/test_x[a].json"])) == []  # which one?
 
 
 def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_them():

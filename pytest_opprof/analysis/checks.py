@@ -226,7 +226,7 @@ def _past_their_step(
     cols: CheckInputs, ends: list[int], spans: list[StepSpan], thread: tuple[int, int] | None
 ) -> Check | None:
     """Top-level ops of the thread that marks the steps, ending past the step they started in
-        (`ends`: each op's end, and the sentinel last). Only top-level ops are looked at, picked at C
+    (`ends`: each op's end, and the sentinel last). Only top-level ops are looked at, picked at C
     speed: an op inside another ends within it (_nesting checked that first)."""
     if thread is None:
         return None
