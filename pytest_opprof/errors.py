@@ -1128,6 +1128,14 @@ def capture_off_thread(what: str, thread: str) -> str:
     )
 
 
+def capture_after_call(what: str, nodeid: str) -> str:
+    """A run() or capture() in a fixture's teardown, after the test's call ended."""
+    return (
+        f"{what} in the teardown of {nodeid}: a test's capture is judged, recorded and reported when its call "
+        "ends, so one made after it would count for nothing; measure before the fixture's `yield`, or in the test body"
+    )
+
+
 def assertions_before_capture(made: list[str], replaced_by: str) -> str:
     """Assertions made during the whole-call capture, before a capture of the test's own."""
     return (

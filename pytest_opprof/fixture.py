@@ -32,6 +32,7 @@ from .errors import (
     assertion_inside_capture,
     assertions_before_capture,
     bad_call,
+    capture_after_call,
     capture_off_thread,
     closest_names,
     ran_no_op_in_run,
@@ -246,6 +247,7 @@ class OpprofFixture:
         self._cut_short: tuple[Any, BaseException] | None = None  # the latest capture an exception ended, and it
         self.stepped_aside = False  # the whole-call capture gave way to the test's own torch profiler
         self._thread = threading.get_ident()  # the test's: captures begin and end on it
+        self.call_ended = False  # the test's call ended (the plugin's): a capture now would count for nothing
 
     @property
     def profile(self) -> Any:
@@ -259,6 +261,7 @@ class OpprofFixture:
         __tracebackhide__ = True
         validate_run_args(fn, warmup, steps, args, kwargs)  # with or without --opprof
         self._refuse_other_thread("opprof.run()")
+        self._refuse_after_call("opprof.run()")
         self._refuse_nesting("opprof.run()")
         self._inside = "opprof.run()'s fn"  # with or without --opprof, as argument checks are
         try:
@@ -354,6 +357,7 @@ class OpprofFixture:
     def _begin_block(self) -> None:
         __tracebackhide__ = True
         self._refuse_other_thread("opprof.capture()")
+        self._refuse_after_call("opprof.capture()")
         self._refuse_nesting("opprof.capture()")  # with or without --opprof, as argument checks are
         self._drop_whole_call("`with opprof.capture():`")
         if not self.enabled:
@@ -385,6 +389,14 @@ class OpprofFixture:
             message = capture_off_thread(what, threading.current_thread().name)
             self._errs_first(message)
             raise OpprofUsageError(message)
+
+    def _refuse_after_call(self, what: str) -> None:
+        """A capture in a fixture's teardown came after the test's capture was judged, recorded and
+        reported: it would count for nothing (a trial's was never reported, and a body that made
+        assertions without --opprof was told they came `before opprof.run()`)."""
+        __tracebackhide__ = True
+        if self.call_ended:
+            raise OpprofUsageError(capture_after_call(what, self.nodeid))
 
     def _refuse_nesting(self, what: str) -> None:
         __tracebackhide__ = True

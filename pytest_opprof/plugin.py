@@ -542,6 +542,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(problem, pytrace=False)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Before the fixtures' teardowns: the test's capture is taken; a capture now is refused."""
+    fixture = item.stash.get(TEST, None)
+    if fixture is not None:
+        fixture.call_ended = True
+
+
 def _rule_for(item: pytest.Item, settings: Settings) -> Rule:
     """The run's rule, with the test's marker overrides."""
     marker = _opprof_marker(item)

@@ -5199,6 +5199,65 @@ def test_a_run_in_a_fixture_is_the_tests_capture(pytester):
     run(pytester, "--opprof").assert_outcomes(passed=4, failed=2)
 
 
+@pytest.mark.parametrize("flag", [None, "--opprof", "--opprof-update-baseline"])
+def test_a_capture_in_a_fixtures_teardown_is_refused_and_an_assertion_there_checks_the_call(pytester, flag):
+    """A trial's yield fixture measured after the test: its capture was never reported nor
+    recorded (the body's was), and without --opprof a body's assertions were said to come `before
+    opprof.run()`. Refused, naming the test and the fix; no file is written. An assertion in a
+    teardown still checks the test's capture (an autouse `yield; opprof.assert_no_op(...)`)."""
+    pytester.makepyfile(
+        test_td="""
+        import pytest, torch
+
+        @pytest.fixture
+        def after(opprof):
+            yield
+            opprof.run(torch.ones, 3, warmup=1, steps=2)
+
+        @pytest.fixture
+        def block_after(opprof):
+            yield
+            with opprof.capture():
+                torch.ones(3)
+
+        def test_run_after(after, opprof):
+            torch.ones(2)
+            opprof.assert_op_count("aten::ones", 1)
+
+        def test_block_after(block_after):
+            torch.ones(2)
+
+        @pytest.fixture
+        def no_mm(opprof):
+            yield
+            opprof.assert_no_op("aten::mm")
+
+        def test_checked_after(no_mm):
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+
+        def test_clean_after(no_mm):
+            torch.ones(2) + 1
+        """
+    )
+    result = run(pytester, *([flag] if flag else []))
+    measuring = flag is not None
+    result.assert_outcomes(passed=4, errors=2 + measuring)
+    for what, test in (("run()", "test_run_after"), ("capture()", "test_block_after")):
+        result.stdout.fnmatch_lines(
+            [
+                f"E   *OpprofUsageError: opprof.{what} in the teardown of test_td.py::{test}: a test's capture is "
+                "judged, recorded and reported when its call ends, so one made after it would count for nothing; "
+                "measure before the fixture's `yield`, or in the test body"
+            ]
+        )
+    assert "before opprof.run()" not in result.stdout.str()
+    if measuring:
+        result.stdout.fnmatch_lines(["ERROR test_td.py::test_checked_after - AssertionError: aten::mm: *"])
+    assert not (pytester.path / ".opprof").exists() or flag == "--opprof-update-baseline"
+    recorded = {p.stem for p in (pytester.path / ".opprof").rglob("*.json")} if flag else set()
+    assert "test_run_after" not in recorded and "test_block_after" not in recorded
+
+
 def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
     """pytest gives tests in files outside the rootdir node ids without the file (`::test_x`): a
     trial's two such files shared one baseline, each compared with the other's. Refused at start
