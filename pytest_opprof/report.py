@@ -1272,12 +1272,27 @@ def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tup
         {r.baseline.path: r.nodeid for r in records if r.baseline and r.baseline.status == "missing"}.items()
     )
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
-    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    pairs += _renamed([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
+    for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder
+        paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+        pairs += stage([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
     paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
     return pairs + _renamed_functions(
         [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
     )
+
+
+def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one of each of a parametrized function:
+    a renamed id beside a deleted test (`test_x[a]` -> `test_x[b]` and `test_old` gone: a folder of
+    one missing file and two orphans paired none, and `rm` named `test_x[a]`'s file)."""
+    return [pair for pair in _one_each(missing, orphans, _function_of) if _function_of(pair[1])]
+
+
+def _function_of(path: str) -> str:
+    """A parametrized test's file's folder and function (`k/t.py/test_x`), or '' for another's."""
+    name = Path(path).name
+    start, end = name.find("["), name.rfind("]")
+    return str(Path(path).parent / name[:start]) if 0 < start < end else ""
 
 
 def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:

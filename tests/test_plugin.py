@@ -5301,11 +5301,20 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
         @pytest.mark.parametrize("n", [4], ids=[os.environ.get("ID", "a")])
         def test_x(opprof, n):
             opprof.run(lambda: torch.ones(n) + 1, warmup=1, steps=3)
+
+        if not os.environ.get("ID"):  # deleted beside the rename: its file stays an orphan of its own
+            def test_old(opprof):
+                opprof.run(lambda: torch.ones(2) + 1, warmup=1, steps=3)
         """
     )
-    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=2)
     monkeypatch.setenv("ID", "b")
     result = run(pytester, "--opprof")
+    (orphans,) = [line for line in result.stdout.lines if "are read by no test" in line]
+    assert "1 of them may be the baselines of tests below" in orphans
+    assert fnmatch(
+        orphans, "*; if the tests of the other 1 are gone, delete those *: rm -- .opprof/*/test_r.py/test_old.json"
+    )
     old, new = ".opprof/*/test_r.py/test_x[[]a[]].json", ".opprof/*/test_r.py/test_x[[]b[]].json"
     result.stdout.fnmatch_lines(
         [
@@ -5318,6 +5327,7 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     path.rename(path.with_name("test_x[b].json"))
     moved = path.with_name("test_x[b].json")
     moved.write_text(moved.read_text().replace('"test_r.py::test_x[a]"', '"test_r.py::test_x[b]"'))
+    next(pytester.path.joinpath(".opprof").rglob("test_old.json")).unlink()
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()

@@ -451,6 +451,13 @@ def test_a_rename_or_move_is_suggested_only_where_one_test_and_one_file_pair_up(
     )  # which?
     two = [*one, missing("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json")]
     assert renamed_lines(renamed_pairs(two, [".opprof/k/t.py/test_x[a].json"])) == []  # which one?
+    # a renamed id beside a deleted test: the function's one of each pair up, the other file stays an orphan
+    beside = [".opprof/k/t.py/test_old.json", ".opprof/k/t.py/test_x[a].json"]
+    assert [(new, old) for _, new, old in renamed_pairs(one, beside)] == [
+        (".opprof/k/t.py/test_x[b].json", ".opprof/k/t.py/test_x[a].json")
+    ]
+    assert renamed_pairs(one, [".opprof/k/t.py/test_old.json", ".opprof/k/t.py/test_y[a].json"]) == []  # which?
+    assert renamed_pairs(two, [*beside, ".opprof/k/t.py/test_x[d].json"]) == []  # two of each: no guess
 
 
 def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_them():
