@@ -25,7 +25,7 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import BaselineError, baseline_from_profile, read_baseline, scan_baseline_dir, stable_facts
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words
+from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words, work_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -484,6 +484,7 @@ class _Compared:
     rows: list[SideRow]
     worse: list[SideRow]
     untimed: bool = False  # a baseline of a single step (a whole call, capture(), the marker): time shown, not judged
+    work: tuple[str, ...] = ()  # the plugin's work verdicts of B against A: shapes, FLOPs, kernels, bytes
 
 
 @dataclass(frozen=True)
@@ -511,7 +512,8 @@ def _compare(args: argparse.Namespace) -> _Done:
         _check_chooses_ops(args.op, [*a.docs.values(), *b.docs.values()], f"{args.a} or {args.b}")
         pairs = [(name, names, da.only(args.op), db.only(args.op)) for name, names, da, db in pairs]
     kinds = (a.kind, b.kind)
-    compared = [_compared(name, names, da, db, args, kinds) for name, names, da, db in pairs]
+    same_device = a.device_key == b.device_key
+    compared = [_compared(name, names, da, db, args, kinds, same_device) for name, names, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
     untimed = [r.name for r in results if r.untimed]
@@ -521,7 +523,13 @@ def _compare(args: argparse.Namespace) -> _Done:
 
 
 def _compared(
-    name: str, names: tuple[str, str], a: BaselineDoc, b: BaselineDoc, args: argparse.Namespace, kinds: tuple[str, str]
+    name: str,
+    names: tuple[str, str],
+    a: BaselineDoc,
+    b: BaselineDoc,
+    args: argparse.Namespace,
+    kinds: tuple[str, str],
+    same_device: bool,
 ) -> _Compared:
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
     untimed = any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
@@ -529,7 +537,8 @@ def _compared(
     worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
-    return _Compared(name, names, rows, worse, untimed=untimed)
+    work = tuple(v.message for v in work_verdicts(b, a, kernels=same_device))
+    return _Compared(name, names, rows, worse, untimed=untimed, work=work)
 
 
 def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]) -> list[str]:
@@ -615,6 +624,7 @@ def _compared_json(r: _Compared, top: int | None) -> dict[str, Any]:
         "in_b": r.names[1],
         "regressed": bool(r.worse),
         "time_judged": not r.untimed,
+        "work_changes": list(r.work),
         "ops": [row.to_dict() for row in shown],
         "ops_left_out": len(r.rows) - len(shown),
     }
@@ -624,6 +634,15 @@ def _not_slower(rows: Sequence[SideRow]) -> str:
     """A test B did not regress on time; where its calls differ, said so (a trial read `B not
     worse` over a graph break: `Torch-Compiled Region 1 -> 2`, aten::addmm 2 -> 3)."""
     return not_slower([r.op for r in rows if r.calls_changed or r.status in ("added", "removed")])
+
+
+def _work_lines(work: tuple[str, ...], shown: int = 3) -> list[str]:
+    """A test's work changes, a line each (a trial's Linear of 64 -> 256 read `B not slower`, no
+    word of the shapes that the plugin failed), the first `shown` and a count of the others."""
+    lines = [f"work changed: {change}" for change in work[:shown]]
+    if len(work) > shown:
+        lines.append(f"work changed for {len(work) - shown} more ops (--json lists each)")
+    return lines
 
 
 def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
@@ -639,7 +658,7 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     out += [f"warning: {warning}" for warning in outcome.warnings]
     for r in outcome.results:
         verdict = f"B regressed: {_worse_text(r.worse)}" if r.worse else _not_slower(r.rows)
-        out += ["", f"{r.name}: {verdict}", side_by_side_table(r.rows, top, judged=not r.untimed)]
+        out += ["", f"{r.name}: {verdict}", *_work_lines(r.work), side_by_side_table(r.rows, top, judged=not r.untimed)]
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
             out += ["", kernels]

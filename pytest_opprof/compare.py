@@ -286,6 +286,23 @@ def compare(
     )
 
 
+def work_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True) -> list[Verdict]:
+    """`opprof compare`'s work verdicts of `current` (B) against `baseline` (A), as the plugin
+    gives them; without the kernels' names where `kernels` is False (two devices launch their
+    own kernels by design: every op of a T4 vs A10 comparison would read as changed)."""
+    if not kernels:
+        current, baseline = _without_kernels(current), _without_kernels(baseline)
+    return [v for v in compare(current, baseline, Rule()).verdicts if v.kind == WORK]
+
+
+def _without_kernels(doc: BaselineDoc) -> BaselineDoc:
+    ops = {
+        name: replace(op, work=replace(op.work, kernels={})) if op.work is not None else op
+        for name, op in doc.ops.items()
+    }
+    return replace(doc, ops=ops)
+
+
 def graph_call_unread(current: BaselineDoc, baseline: BaselineDoc) -> bool:
     """Whether the baseline holds compiled code but not its graph calls as this run reads them: a
     file recorded before pytest-opprof read `## Call CompiledFxGraph` as an op where torch writes

@@ -40,6 +40,43 @@ def profile(addmm_us=700.0, extra=False, steps=5, kernel_name="sm90_gemm"):
     return analyze(events)
 
 
+def test_compare_names_work_changes_of_one_device_and_leaves_two_devices_kernels_alone(tmp_path, capsys):
+    """A trial's Linear of 64 -> 256 read `B not slower` with no word of the shapes the plugin
+    failed: compare names each work change, a line each, and in --json. On two devices the
+    kernels differ by design (every op would read changed): their names are left out there."""
+
+    def shaped(n: int, kernel_name: str = "sm90_gemm"):
+        events = []
+        for i in range(5):
+            base = i * 10_000
+            events += [
+                step(i + 1, base, 9_000),
+                op("aten::addmm", base + 20, 700, shapes=((8, n), (n, n)), dtypes=("float", "float"), flops=16 * n * n),
+                launch(base + 30, corr=i + 1),
+                kernel(kernel_name, base + 40, 350, corr=i + 1),
+            ]
+        return analyze(events)
+
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "t4", {"t.py::test_a": shaped(64), "t.py::test_k": shaped(64)})
+    b = write_folder(root, "t4-b", {"t.py::test_a": shaped(256), "t.py::test_k": shaped(64, "ampere_sgemm")})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 0
+    assert (
+        "t.py::test_a: B not slower\nwork changed: aten::addmm: 16x the FLOPs per step (65.5k -> 1.0M); inputs " in out
+    )
+    assert "(float[8,64], float[64,64]) -> (float[8,256], float[256,256])" in out
+    assert "t.py::test_k: B not slower\nop " in out  # two devices: another kernel is no work change
+    same = write_folder(tmp_path / "same", "t4", {"t.py::test_k": shaped(64, "ampere_sgemm")})
+    _, out, _ = run_cli(capsys, "compare", a, same)
+    assert "work changed: aten::addmm: kernels: ampere_sgemm 0 -> 1, sm90_gemm 1 -> 0" in out
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    tests = {t["test"]: t for t in json.loads(out)["tests"]}
+    assert tests["t.py::test_k"]["work_changes"] == []
+    (change,) = tests["t.py::test_a"]["work_changes"]
+    assert change.startswith("aten::addmm: 16x the FLOPs per step")
+
+
 def write_folder(root, key, profiles):
     for nodeid, p in profiles.items():
         write_baseline(baseline_path(root, key, nodeid), baseline_from_profile(p, nodeid, key, ENV))
