@@ -232,7 +232,7 @@ def _analyze(args: argparse.Namespace) -> _Done:
     if args.csv and args.op and not profile.ops:  # a header alone would read as "no such op"
         raise _UsageError(csv_chose_no_op(args.op, args.trace))
     if args.json:
-        data = profile.to_dict()
+        data = {**profile.to_dict(), "trace": _trace_facts(whole)}
         if args.top is not None:  # as the tables show them, each counting what it left out; every check stays
             data["left_out"] = {key: max(0, len(data[key]) - args.top) for key in TOPPED}
             for key in TOPPED:
@@ -246,6 +246,23 @@ def _analyze(args: argparse.Namespace) -> _Done:
     if broken:  # shown above with the rest; the exit code tells a script
         return _Done(out, EXIT_BAD_INPUT, (f"{args.trace}: {broken}",))
     return _Done(out)
+
+
+def _trace_facts(profile: Profile) -> dict[str, Any]:
+    """What a trace's header says of where it came from, for a script (the text heads its tables
+    with it; a dashboard took a partial step's trace for a whole one): the device key (opprof's
+    header, else the first GPU's `deviceProperties`, else null), and of a trace opprof exported,
+    its test's node id and outcome and whether the test's exception cut it short (null, null,
+    false for another's)."""
+    header = profile.metadata.get("opprof")
+    header = header if isinstance(header, dict) else {}
+    nodeid, outcome = header.get("nodeid"), header.get("outcome")
+    return {
+        "device_key": key_from_trace_metadata(profile.metadata),
+        "nodeid": printable_name(nodeid) if isinstance(nodeid, str) else None,
+        "outcome": outcome if isinstance(outcome, str) else None,
+        "cut_short": profile.traced_cut_short,
+    }
 
 
 def _untrusted(profile: Profile) -> str | None:

@@ -73,6 +73,8 @@ def test_analyze_json_is_the_profile_dict(capsys, small_trace):
     assert addmm["per_step"]["calls"]["samples"] == [1, 1, 1]
     assert addmm["device_ms"] == pytest.approx(0.45)
     assert data["kernels"][0]["op"] == "aten::addmm"
+    # another's trace: where it came from, as far as its header says
+    assert data["trace"] == {"cut_short": False, "device_key": None, "nodeid": None, "outcome": None}
 
 
 def test_top_limits_rows(capsys, small_trace):
@@ -217,6 +219,7 @@ def test_op_on_a_real_trace_keeps_the_kernels_that_make_its_device_time(capsys, 
     assert {k["op"] for k in data["kernels"]} >= {"aten::cudnn_convolution"}
     assert sum(k["device_ms"] for k in data["kernels"]) == pytest.approx(conv["device_ms"], rel=0.01)
     assert not any(k["op"] == "aten::addmm" for k in data["kernels"])  # the classifier's, not in conv2d
+    assert data["trace"]["device_key"] == "nvidia-a100-pg509-200"  # from its deviceProperties
 
 
 def test_top_keeps_the_same_ops_in_tables_json_and_csv(capsys, tmp_path, small_trace):

@@ -1700,7 +1700,15 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     # the trace's checks are the run's: its partial step compared with none (a trial's read a warning)
     assert header["cut_in_step"] is True
     assert cli_main(["analyze", cut, "--json"]) == 0
-    assert {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["step_events"] == checks["step_events"]
+    analyzed = json.loads(capsys.readouterr().out)
+    assert {c["name"]: c for c in analyzed["checks"]}["step_events"] == checks["step_events"]
+    # and a script reads it there too, with the test it was of (a dashboard took it for a whole one)
+    assert analyzed["trace"] == {
+        "cut_short": True,
+        "device_key": header["device_key"],
+        "nodeid": "test_cut.py::test_run",
+        "outcome": "failed",
+    }
     assert json.loads(gzip.decompress(Path(whole).read_bytes()))["opprof"]["cut_in_step"] is False
 
 
