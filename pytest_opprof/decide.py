@@ -62,6 +62,7 @@ MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (
     "rewritten",
     "renumbered",  # its times kept, the number of the test's capture it holds written (CaptureMoved)
 )
+TIMES_WRITTEN = (NEW, CHANGED, REWRITTEN)  # statuses of a file this run wrote its times into
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,7 +624,7 @@ class BaselineResult:
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
             "short_baseline": self.short_baseline,
             "graph_call_unread": self.graph_call_unread,
-            "written_from": self.written_from,
+            "written_from": self.written_from if self.status in TIMES_WRITTEN else None,  # null: none written
             "written_wait": self.written_wait,
             "recorded_wait": self.recorded_wait,
         }
@@ -642,7 +643,7 @@ class BaselineResult:
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
             short_baseline=bool(data.get("short_baseline")),
             graph_call_unread=bool(data.get("graph_call_unread")),
-            written_from=data.get("written_from", 1), written_wait=data.get("written_wait"),
+            written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"),
         )  # fmt: skip
 

@@ -41,7 +41,7 @@ from .compare import (
     Verdict,
     range_span,
 )
-from .decide import SPEED, BaselineResult, OpRow, lets_pass
+from .decide import SPEED, TIMES_WRITTEN, BaselineResult, OpRow, lets_pass
 from .errors import (
     CUT_SHORT,
     KEPT_SLOWER,
@@ -78,7 +78,6 @@ from .units import count_of, count_text, first_three
 # -- the pytest run's report ------------------------------------------------------------------
 
 REPORT_SCHEMA = 1
-TIMES_WRITTEN = ("new", "changed", "rewritten")  # baseline statuses of a file this run wrote its times into
 WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
 RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}

@@ -383,6 +383,15 @@ def test_a_contended_first_measurement_is_not_what_the_recording_writes(pytester
         "test_x.json"
     )  # the calm one's own workload reference (a review's had none)
     assert json.loads(written.read_text())["workload_reference"]["op"] == "aten::mm"
+    # a run that writes nothing says so: null, not the `1` of a file written from the first (a data-consumer trial)
+    run(pytester, "--opprof", f"--opprof-json={out}").assert_outcomes(passed=1)
+    (test,) = json.loads(out.read_text())["tests"]
+    assert test["baseline"]["status"] == "compared"
+    assert (test["baseline"]["written_from"], test["baseline"]["written_wait"], test["baseline"]["recorded_from"]) == (
+        None,
+        None,
+        0,
+    )
 
 
 def test_confirmation_is_judged_by_the_calmer_measurements_cpu_wait(
