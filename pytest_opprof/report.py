@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -16,6 +17,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
@@ -179,9 +181,7 @@ class TestResult:
             if profile is not None
             else None,
             self.trace_error,
-            op_csv(profile, self.nodeid, self.baseline, header=False, outcome=self.outcome, worker=self.worker)
-            if profile is not None and with_csv
-            else None,
+            csv_of_test(profile, self.nodeid, self.baseline, self.outcome, self.worker) if with_csv else None,
             test_section(
                 self.nodeid,
                 self.outcome,
@@ -1495,9 +1495,31 @@ def _whole(value: float) -> float | int:
 
 
 def _csv_text(rows: list[list[Any]]) -> str:
+    """Rows as CSV, each float in positional notation (`0.000086`, not `8.6e-05`: a data-consumer
+    trial's `sort -n` misordered a column that mixed the two), to the digits repr gives it."""
     out = io.StringIO()
-    csv.writer(out).writerows(rows)
+    csv.writer(out).writerows([[_positional(cell) for cell in row] for row in rows])
     return out.getvalue()
+
+
+def _positional(cell: Any) -> Any:
+    if isinstance(cell, float) and math.isfinite(cell) and "e" in repr(cell):
+        return format(Decimal(repr(cell)), "f")
+    return cell
+
+
+def csv_of_test(
+    profile: Profile | None, nodeid: str, baseline: BaselineResult | None, outcome: str | None, worker: str | None
+) -> str:
+    """A test's rows of the --opprof-csv table: its ops (op_csv), or, for a test with none (an
+    error before or in its capture, a skip, a capture that ran no op), one row with an empty
+    `op` and its outcome: a trial's CSV-only dashboard never saw such errors."""
+    rows = (
+        op_csv(profile, nodeid, baseline, header=False, outcome=outcome, worker=worker) if profile is not None else ""
+    )
+    return rows or _csv_text(
+        [[nodeid, *[""] * (len(CSV_COLUMNS) + len(CSV_BASELINE_COLUMNS) - 2), outcome, worker or ""]]
+    )
 
 
 CSV_HEADER_LINE = _csv_text([["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS]])

@@ -4636,6 +4636,34 @@ def test_csv_report_has_a_row_per_test_and_op_with_the_baseline_columns(project,
     assert {r["outcome"] for r in rows if r["test"].endswith("test_b")} == {"failed"}
 
 
+def test_csv_report_has_a_row_for_each_test_without_ops_and_no_exponents(pytester):
+    """A data-consumer trial's CSV-only dashboard never saw a test that erred with no op rows (a
+    capture that ran no op) nor a skipped one: each has one row, `op` empty, with its outcome.
+    Small times are positional (`0.000086`): a column mixing `8.6e-05` misordered under sort -n."""
+    pytester.makepyfile(
+        test_e="""
+        import pytest, torch
+        def test_ops(opprof):
+            opprof.run(torch.ones, 2, warmup=1, steps=2)
+        def test_no_op(opprof):
+            opprof.run(lambda: None, warmup=1, steps=2)
+        def test_skip(opprof):
+            pytest.skip("not here")
+        """
+    )
+    run(pytester, "--opprof", "--opprof-csv=r.csv").assert_outcomes(passed=1, errors=1, skipped=1)
+    rows = _csv_rows(pytester.path / "r.csv")
+    opless = {r["test"]: r for r in rows if r["op"] == ""}
+    assert sorted(opless) == ["test_e.py::test_no_op", "test_e.py::test_skip"]
+    assert (opless["test_e.py::test_no_op"]["outcome"], opless["test_e.py::test_skip"]["outcome"]) == (
+        "error",
+        "skipped",
+    )
+    assert all(v == "" for r in opless.values() for k, v in r.items() if k not in ("test", "outcome"))
+    assert {r["op"] for r in rows if r["test"] == "test_e.py::test_ops"} >= {"aten::ones"}
+    assert not any("e-" in cell for r in rows for cell in r.values() if cell[:1].isdigit())
+
+
 def test_an_op_that_no_longer_runs_has_a_row_in_every_table(project, monkeypatch):
     """A vanished op (a sigmoid taken out) was in no table: the terminal's, the CSV's and the
     HTML's rows all read `ok` while the test failed on it (a trial). It gets a row of its own: 0

@@ -602,3 +602,12 @@ def test_contention_names_the_threads_that_ran_the_captures_work_though_unmeasur
         "other load on the machine inflated"
         in contention_check(0.4, (OtherThread("idle", 0.2, given_work=False),)).message
     )
+
+
+def test_csv_numbers_are_positional_to_the_digits_repr_gives():
+    """`sort -n` misordered a CSV column mixing `0.000104` and `8.6e-05` (a data-consumer trial)."""
+    from pytest_opprof.report import _csv_text
+
+    assert _csv_text([["a", 8.6e-05, 0.000104, 1.5, 2, "", 1e16, 1.2345678901234e-07]]) == (
+        "a,0.000086,0.000104,1.5,2,,10000000000000000,0.00000012345678901234\r\n"
+    )
