@@ -327,12 +327,18 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     """The per-test numbers as junitxml properties: steps, wall, and the top ops' ms/step."""
     props = [("opprof.steps", str(profile.steps))]
     if profile.wall_ms is not None:
-        props.append(("opprof.wall_ms", f"{profile.wall_ms:.4f}"))  # over all the steps, as the JSON's
-        props.append(("opprof.wall_ms_per_step", f"{median_wall_ns(profile) / 1e6:.4f}"))  # the median step
+        props.append(("opprof.wall_ms", _ms_text(profile.wall_ms)))  # over all the steps, as the JSON's
+        props.append(("opprof.wall_ms_per_step", _ms_text(median_wall_ns(profile) / 1e6)))  # the median step
     for op in profile.ops[:top]:
         props.append((f"opprof.op.{op.name}.calls_per_step", count_text(op.calls_per_step.median)))
-        props.append((f"opprof.op.{op.name}.ms_per_step", f"{op.time_per_step.median / 1e6:.4f}"))
+        props.append((f"opprof.op.{op.name}.ms_per_step", _ms_text(op.time_per_step.median / 1e6)))
     return props + format_junit_checks(profile.checks)
+
+
+def _ms_text(ms: float) -> str:
+    """A time to 6 significant digits, positional (`0.000104`, `12.3457`): 4 decimals gave a
+    0.104 us op as `0.0001` (a data-consumer trial), 2 digits against the CSV's."""
+    return str(_positional(float(f"{ms:.6g}")))
 
 
 def format_junit_checks(checks: Iterable[Check]) -> list[tuple[str, str]]:

@@ -611,3 +611,19 @@ def test_csv_numbers_are_positional_to_the_digits_repr_gives():
     assert _csv_text([["a", 8.6e-05, 0.000104, 1.5, 2, "", 1e16, 1.2345678901234e-07]]) == (
         "a,0.000086,0.000104,1.5,2,,10000000000000000,0.00000012345678901234\r\n"
     )
+
+
+def test_junit_times_keep_six_significant_digits():
+    """4 decimals gave a 0.104 us op as `0.0001` in junit beside the CSV's `0.000104`."""
+    from builders import op, stepped
+
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.report import format_junit_properties
+
+    profile = analyze(
+        stepped(3, 5000, lambda i, base: [op("aten::tiny", base + 1, 0.104), op("aten::big", base + 2, 1234.567)])
+    )
+    props = dict(format_junit_properties(profile, 5))
+    assert props["opprof.op.aten::tiny.ms_per_step"] == "0.000104"
+    assert props["opprof.op.aten::big.ms_per_step"] == "1.23457"
+    assert props["opprof.wall_ms"] == "15.0"
