@@ -847,6 +847,9 @@ def _take_profile(
     if result.profile is not None:
         result.captures = fixture.captures
         item.user_properties.extend(format_junit_properties(result.profile, item.config.stash[RUN].settings.top))
+        worker = getattr(item.config, "workerinput", {}).get("workerid")
+        if worker is not None:  # `--dist each` lists a test once per worker: the JSON and CSV say which, so does this
+            item.user_properties.append(("opprof.worker", worker))
 
 
 _UNDO = pytest.StashKey[Undo]()  # puts the baseline file this test wrote back as it was

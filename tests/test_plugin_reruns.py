@@ -206,11 +206,14 @@ def test_each_worker_of_dist_each_keeps_its_own_record(pytester):
     )
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--opprof", "-n", "2", "--dist", "each", "--opprof-json=r.json",
-        "--opprof-csv=r.csv", "--opprof-html=r.html",
+        "--opprof-csv=r.csv", "--opprof-html=r.html", "--junitxml=j.xml",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [(t["nodeid"], t["attempts"]) for t in tests] == [("test_user.py::test_x", 1)] * 2
+    cases = ET.parse(pytester.path / "j.xml").getroot().iter("testcase")  # junit's two cases too (a trial)
+    workers = [p.get("value") for case in cases for p in case.iter("property") if p.get("name") == "opprof.worker"]
+    assert sorted(workers) == ["gw0", "gw1"]
     assert [t["worker"] for t in tests] == ["gw0", "gw1"]
     # the CSV's rows, the terminal's and the HTML's headers say which worker's run they are of
     with open(pytester.path / "r.csv", newline="") as f:
