@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from .errors import (
     symlink_outside,
     unreadable_files,
 )
-from .events import printable_texts
+from .events import is_printable_name, printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic
 from .units import STORED_DIGITS, first_three
 
@@ -471,8 +472,8 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     _check_kind(path, data)
     if nodeid is not None and isinstance(data.get("nodeid"), str) and data["nodeid"] != nodeid:
         fix = (
-            f'if the test was moved or renamed and the file moved with it, set its "nodeid" to {nodeid!r} '
-            "to keep it; else delete it and run pytest --opprof-update-baseline"
+            f"if the test was moved or renamed and the file moved with it, keep it: opprof mv {_quoted(path)} "
+            f"{_quoted(nodeid)}; else delete it and run pytest --opprof-update-baseline"
         )
         raise BaselineError(bad_baseline(path, f"belongs to {shown_value(data['nodeid'])}, not {nodeid!r}", fix))
     try:
@@ -480,6 +481,10 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
     except ValueError as exc:
         fix = exc.fix if isinstance(exc, FieldError) else UNUSABLE_FIX
         raise BaselineError(bad_baseline(path, str(exc), fix)) from None
+
+
+def _quoted(text: Path | str) -> str:
+    return shlex.quote(str(text))
 
 
 def _check_link(path: Path, inside: Path | None) -> None:
@@ -684,3 +689,94 @@ def _read_each(files: list[Path]) -> tuple[list[tuple[Path, BaselineDoc]], list[
         assert data is not None  # it was just listed
         found.append((file, data))
     return found, unreadable
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """What move_baseline did: the file's old and new path, and the test it belonged to."""
+
+    old: Path
+    new: Path
+    was: str  # the node id the file named before
+
+
+def move_baseline(path: Path, nodeid: str) -> Moved:
+    """The baseline at `path` made the baseline of test `nodeid`, for a test that was renamed or
+    moved (`opprof mv`): its "nodeid" set and the file put where the plugin reads that test's
+    baseline, in the same device-key folder; every other byte as it was. The new file is written
+    whole before the old one goes, and a file already there (another test's baseline) is never
+    replaced. BaselineError names what stands in the way."""
+    doc = read_baseline(path)
+    if doc is None:
+        raise BaselineError(bad_baseline(path, "no such file", "give the baseline file that no test reads"))
+    problem = _node_id_problem(nodeid)
+    if problem:
+        raise BaselineError(
+            f"{nodeid!r}: {problem}; give the test's node id as pytest prints it (tests/test_x.py::test_y)"
+        )
+    root = _baseline_root_of(path, doc.device_key)
+    new = baseline_path(root, str(doc.device_key), nodeid)
+    in_place = new.exists() and new.samefile(path)  # also spelled otherwise (relative, absolute, a link)
+    if new.exists() and not in_place:
+        held = _nodeid_in(new)
+        raise BaselineError(
+            f"{new}: already the baseline of {held!r}; delete it first if the moved one should replace it"
+        )
+    if in_place and doc.nodeid == nodeid:
+        return Moved(path, path, doc.nodeid)  # nothing to do
+    if path.is_symlink() and not in_place:  # the file it points to would stay behind, read by no test
+        raise BaselineError(bad_baseline(path, "a symbolic link", "move the file it points to"))
+    data = _json(path, _text(path) or "")
+    data["nodeid"] = nodeid
+    write_atomic(new, dumps(data), inside=root)
+    if not in_place:
+        path.unlink()
+        _drop_empty_folders(path.parent, root / safe_name(str(doc.device_key)))
+    return Moved(path, path if in_place else new, doc.nodeid)
+
+
+def _node_id_problem(nodeid: str) -> str | None:
+    file_part, sep, name = nodeid.partition("::")
+    if not sep or not file_part or not name:
+        return "not a test's node id (a file, `::`, then the test)"
+    if not is_printable_name(nodeid):
+        return "holds a control character"
+    return None
+
+
+def _baseline_root_of(path: Path, device_key: str | None) -> Path:
+    """The baseline folder (`.opprof`) holding `path` in its device key's folder."""
+    key = safe_name(str(device_key)) if device_key else None
+    # as given first (the paths it prints read as the user's), then through the links to its folders
+    given = [*path.parents, *path.absolute().parents, *path.resolve().parents]
+    folder = next((p for p in given if key and p.name == key), None)
+    if folder is None:
+        raise BaselineError(
+            bad_baseline(
+                path,
+                f"not inside a folder of its device key ({device_key})",
+                "move it under the baseline folder's <device key>/ folder first",
+            )
+        )
+    return folder.parent
+
+
+def _nodeid_in(path: Path) -> str:
+    """The node id a file in the way names, as far as it can be read."""
+    try:
+        doc = read_baseline(path)
+    except BaselineError:
+        return "an unreadable file"
+    return doc.nodeid if doc is not None else "no test"
+
+
+def _drop_empty_folders(folder: Path, stop: Path) -> None:
+    """The folders a moved file leaves empty, up to its device-key folder (Git keeps none)."""
+    stop = stop.absolute()
+    folder = folder.absolute()
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or not ours to remove)
+            return
+        folder = folder.parent

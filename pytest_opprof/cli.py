@@ -24,7 +24,14 @@ from typing import Any
 
 from .analysis import Profile
 from .analysis.model import selected
-from .baseline import BaselineError, baseline_from_profile, read_baseline, scan_baseline_dir, stable_facts
+from .baseline import (
+    BaselineError,
+    baseline_from_profile,
+    move_baseline,
+    read_baseline,
+    scan_baseline_dir,
+    stable_facts,
+)
 from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words, work_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
@@ -212,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_top(compare, "ops per test")
     _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")
+
+    move = sub.add_parser("mv", help="make a baseline file the baseline of a renamed or moved test")
+    move.add_argument("file", type=_path, metavar="FILE", help="the baseline .json file no test reads")
+    move.add_argument("nodeid", metavar="NODEID", help="the test's node id now, as pytest prints it")
     return parser
 
 
@@ -744,7 +755,28 @@ def _quiet_stdout() -> None:
         os.close(null)
 
 
-_COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare}
+# -- mv ------------------------------------------------------------------------------------------
+
+
+def _move(args: argparse.Namespace) -> _Done:
+    """`opprof mv FILE NODEID`: the renamed or moved test keeps its baseline in one step (a
+    newcomer had to `git mv` the file and hand-edit its "nodeid")."""
+    moved = move_baseline(Path(args.file), args.nodeid)
+    if moved.was == args.nodeid and moved.new == moved.old:
+        return _Done(f"opprof mv: {moved.new} is the baseline of {args.nodeid!r} already; nothing changed\n")
+    new = _from_here(moved.new)
+    where = f"{moved.old} -> {new}" if moved.new != moved.old else f"{new} (where it was)"
+    return _Done(f"opprof mv: {where}: the baseline of {args.nodeid!r} now (was {moved.was!r}); commit the change\n")
+
+
+def _from_here(path: Path) -> Path:
+    """`path` relative to the working folder where it lies under it, else as it is."""
+    with suppress(ValueError):
+        return path.absolute().relative_to(Path.cwd())
+    return path
+
+
+_COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare, "mv": _move}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

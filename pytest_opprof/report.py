@@ -1252,18 +1252,16 @@ def summary_lines(
 
 
 def renamed_lines(pairs: list[tuple[str, str, str]], here: Callable[[str], str] = str) -> list[str]:
-    """A line per renamed_pairs pair: the `git mv` and the `nodeid` that keep its baseline; its
-    paths as `here` makes them (reached from the folder pytest ran in: a review's run from a
-    subfolder got a `git mv` that failed beside an `rm` that worked)."""
+    """A line per renamed_pairs pair: the `opprof mv` that keeps its baseline (a `git mv` and a
+    hand edit of the file's "nodeid" before); its path as `here` makes it (reached from the folder
+    pytest ran in: a review's run from a subfolder got a `git mv` that failed beside an `rm` that
+    worked)."""
     lines = []
     for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
-        move = f"git mv {shlex.quote(here(old))} {shlex.quote(here(new))}"
-        if how == "moved":  # git mv makes no folder: the test's new file may have none yet
-            move = f"mkdir -p {shlex.quote(str(Path(here(new)).parent))} && {move}"
         lines.append(
             f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
-            f'baseline: {move}, then set the file\'s "nodeid" to {json.dumps(nodeid)}'
+            f"baseline: opprof mv {shlex.quote(here(old))} {shlex.quote(nodeid)}"
         )
     return sorted(lines)
 

@@ -2097,3 +2097,94 @@ def test_an_undo_travels_as_json_and_puts_the_file_back(tmp_path, before):
         assert not (tmp_path / ".opprof" / "cpu").exists()
     else:
         assert path.read_bytes() == before
+
+
+# -- opprof mv: a renamed or moved test keeps its baseline -----------------------------------------
+
+
+def test_move_baseline_rekeys_and_moves_the_file_keeping_every_other_byte(tmp_path):
+    """A newcomer had to `git mv` the file and hand-edit its "nodeid": one step now. The file
+    goes where the plugin reads the new test's baseline, its other bytes as they were, and the
+    folders it leaves empty go (up to the device key's)."""
+    from pytest_opprof.baseline import move_baseline
+
+    root = tmp_path / ".opprof"
+    old = baseline_path(root, "cpu-x86_64", NODE)
+    write_baseline(old, doc(profile()))
+    before = old.read_text()
+    moved = move_baseline(old, "tests/vision/test_m.py::TestM::test_new[a/b]")
+    assert moved.new == baseline_path(root, "cpu-x86_64", "tests/vision/test_m.py::TestM::test_new[a/b]")
+    assert (moved.old, moved.was) == (old, NODE) and not old.exists()
+    assert not (root / "cpu-x86_64" / "tests" / "test_mlp.py").exists() and (root / "cpu-x86_64" / "tests").is_dir()
+    after = moved.new.read_text()
+    assert after == before.replace(f'"nodeid": "{NODE}"', '"nodeid": "tests/vision/test_m.py::TestM::test_new[a/b]"')
+    assert read_baseline(moved.new, "tests/vision/test_m.py::TestM::test_new[a/b]") is not None
+    # in place: a file whose path already is the test's (the folder moved with its test file)
+    again = move_baseline(moved.new, "tests/vision/test_m.py::TestM::test_new[a/b]")
+    assert again.new == again.old == moved.new and moved.new.read_text() == after  # nothing to do
+
+
+def test_move_baseline_never_replaces_another_tests_file_nor_loses_its_own(tmp_path):
+    """The file in the new test's place is another test's baseline: refused, both files as they
+    were. Spelled otherwise (relative, through a link to its folder), the same file is no other:
+    a first version wrote it in place and then deleted it."""
+    from pytest_opprof.baseline import move_baseline
+
+    root = tmp_path / ".opprof"
+    mine, theirs = (baseline_path(root, "cpu-x86_64", n) for n in (NODE, "tests/test_mlp.py::test_other"))
+    write_baseline(mine, doc(profile()))
+    write_baseline(theirs, replace(doc(profile()), nodeid="tests/test_mlp.py::test_other"))
+    texts = mine.read_text(), theirs.read_text()
+    with pytest.raises(
+        BaselineError, match=r"test_other\.json: already the baseline of 'tests/test_mlp.py::test_other'; "
+    ):
+        move_baseline(mine, "tests/test_mlp.py::test_other")
+    assert (mine.read_text(), theirs.read_text()) == texts
+    (tmp_path / "link").symlink_to(mine.parent)
+    renamed = move_baseline(tmp_path / "link" / mine.name, NODE + "x")  # the file itself moves, not the link
+    assert renamed.new == baseline_path(root, "cpu-x86_64", NODE + "x") and renamed.new.is_file()
+    assert not mine.exists() and theirs.read_text() == texts[1]
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "problem"),
+    [
+        ("tests/test_mlp.py", "not a test's node id"),
+        ("::test_x", "not a test's node id"),
+        ("tests/test_mlp.py::", "not a test's node id"),
+        ("tests/test_mlp.py::test_\x1b[31mx", "holds a control character"),
+    ],
+)
+def test_move_baseline_refuses_what_is_no_node_id(tmp_path, nodeid, problem):
+    from pytest_opprof.baseline import move_baseline
+
+    old = baseline_path(tmp_path / ".opprof", "cpu-x86_64", NODE)
+    write_baseline(old, doc(profile()))
+    with pytest.raises(BaselineError, match=f": {problem}.*; give the test's node id as pytest prints it"):
+        move_baseline(old, nodeid)
+    assert read_baseline(old, NODE) is not None
+
+
+def test_move_baseline_refuses_a_file_it_cannot_place(tmp_path):
+    """No file, a file that is no baseline, one outside a folder of its device key, a link to
+    one (its file would stay behind, read by no test): each refused, naming it and the fix."""
+    from pytest_opprof.baseline import move_baseline
+
+    with pytest.raises(BaselineError, match=r"nope\.json: no such file; give the baseline file"):
+        move_baseline(tmp_path / "nope.json", "t.py::a")
+    trace = tmp_path / "cpu-x86_64" / "t.json"
+    trace.parent.mkdir()
+    trace.write_text('{"traceEvents": []}')
+    with pytest.raises(BaselineError, match=r"t\.json: "):
+        move_baseline(trace, "t.py::a")
+    loose = tmp_path / "elsewhere" / "x.json"
+    write_baseline(loose, doc(profile()))
+    with pytest.raises(BaselineError, match=r"x\.json: not inside a folder of its device key \(cpu-x86_64\); move it"):
+        move_baseline(loose, "t.py::a")
+    real = baseline_path(tmp_path / ".opprof", "cpu-x86_64", NODE)
+    write_baseline(real, doc(profile()))
+    link = real.with_name("link.json")
+    link.symlink_to(real)
+    with pytest.raises(BaselineError, match=r"link\.json: a symbolic link; move the file it points to"):
+        move_baseline(link, "t.py::a")
+    assert read_baseline(real, NODE) is not None

@@ -74,6 +74,15 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
 
+def _run_kept(line: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs the `opprof mv` of a `keep its baseline:` line as written, from `cwd`."""
+    argv = shlex.split(line.split("keep its baseline: ", 1)[1])
+    assert argv[:2] == ["opprof", "mv"]
+    with monkeypatch.context() as m:
+        m.chdir(cwd)
+        assert cli_main(argv[1:]) == 0
+
+
 # -- registration, help, options -------------------------------------------------------------
 
 
@@ -2111,8 +2120,7 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
         f"that has none (renamed or moved: its line keeps it); if not, delete it (and commit the deletion): rm -- "
         f"'{shown}'",
         f"opprof: test_o.py::test_p[c] has no baseline, and {shown} is read by no test: if the test was "
-        f"renamed, keep its baseline: git mv '{shown}' '{shown.replace('[b]', '[c]')}', then set the file's "
-        '"nodeid" to "test_o.py::test_p[c]"',
+        f"renamed, keep its baseline: opprof mv '{shown}' 'test_o.py::test_p[c]'",
     ]
     assert old.is_file()
     if xdist:
@@ -5351,18 +5359,16 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     assert fnmatch(
         orphans, "*; if the tests of the other 1 are gone, delete those *: rm -- .opprof/*/test_r.py/test_old.json"
     )
-    old, new = ".opprof/*/test_r.py/test_x[[]a[]].json", ".opprof/*/test_r.py/test_x[[]b[]].json"
+    old = ".opprof/*/test_r.py/test_x[[]a[]].json"
     result.stdout.fnmatch_lines(
         [
             f"opprof: test_r.py::test_x[[]b[]] has no baseline, and {old} is read by no test: if the test "
-            f"was renamed, keep its baseline: git mv '{old}' '{new}', then set the file's \"nodeid\" to "
-            '"test_r.py::test_x[[]b[]]"'
+            "was renamed, keep its baseline: opprof mv '{old}' 'test_r.py::test_x[[]b[]]'".replace("{old}", old)
         ]
     )
-    (path,) = pytester.path.joinpath(".opprof").rglob("test_x[[]a[]].json")
-    path.rename(path.with_name("test_x[b].json"))
-    moved = path.with_name("test_x[b].json")
-    moved.write_text(moved.read_text().replace('"test_r.py::test_x[a]"', '"test_r.py::test_x[b]"'))
+    (line,) = [line for line in result.stdout.lines if "keep its baseline" in line]
+    _run_kept(line, pytester.path, monkeypatch)  # the line's command, as written
+    assert [p.name for p in pytester.path.joinpath(".opprof").rglob("test_x*.json")] == ["test_x[b].json"]
     next(pytester.path.joinpath(".opprof").rglob("test_old.json")).unlink()
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=1)
@@ -5396,14 +5402,10 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
         "opprof: test_r.py::test_params[x/y]",
     ]
     for line in lines:
-        old, new = shlex.split(line.split("git mv ")[1].split(", then")[0])
-        assert Path(old).name.startswith("test_param[") and Path(new).name.startswith("test_params[")
-        assert Path(old).name.split("[")[1].split("]")[0] == Path(new).name.split("[")[1].split("]")[0]
-        nodeid = json.loads(line.split('set the file\'s "nodeid" to ')[1])
-        moved = pytester.path / new
-        (pytester.path / old).rename(moved)
-        data = json.loads(moved.read_text())
-        moved.write_text(json.dumps({**data, "nodeid": nodeid}, indent=2, sort_keys=True) + "\n")
+        old, nodeid = shlex.split(line.split("opprof mv ")[1])
+        was = json.loads((pytester.path / old).read_text())["nodeid"]  # the same id, of the old name
+        assert was.replace("::test_param[", "::test_params[") == nodeid
+        _run_kept(line, pytester.path, monkeypatch)
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=3)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
@@ -5464,16 +5466,13 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
     lines = sorted(line for line in result.stdout.lines if line.startswith("opprof: ") and "has no baseline" in line)
     assert lines == [
         f"opprof: sub/test_c.py::test_c has no baseline, and .opprof/{key}/test_c.py/test_c.json is read by no test: "
-        f"if the test was moved, keep its baseline: mkdir -p .opprof/{key}/sub/test_c.py && git mv "
-        f".opprof/{key}/test_c.py/test_c.json "
-        f'.opprof/{key}/sub/test_c.py/test_c.json, then set the file\'s "nodeid" to "sub/test_c.py::test_c"',
+        f"if the test was moved, keep its baseline: opprof mv .opprof/{key}/test_c.py/test_c.json sub/test_c.py::test_c",
         f"opprof: test_a.py::test_new has no baseline, and .opprof/{key}/test_a.py/test_old.json is read by no test: "
-        f"if the test was renamed, keep its baseline: git mv .opprof/{key}/test_a.py/test_old.json "
-        f'.opprof/{key}/test_a.py/test_new.json, then set the file\'s "nodeid" to "test_a.py::test_new"',
+        f"if the test was renamed, keep its baseline: opprof mv .opprof/{key}/test_a.py/test_old.json "
+        "test_a.py::test_new",
         f"opprof: test_d.py::test_moving has no baseline, and .opprof/{key}/test_b.py/test_moving.json is read by no "
-        f"test: if the test was moved, keep its baseline: mkdir -p .opprof/{key}/test_d.py && git mv "
-        f".opprof/{key}/test_b.py/test_moving.json "
-        f'.opprof/{key}/test_d.py/test_moving.json, then set the file\'s "nodeid" to "test_d.py::test_moving"',
+        f"test: if the test was moved, keep its baseline: opprof mv .opprof/{key}/test_b.py/test_moving.json "
+        "test_d.py::test_moving",
     ]
     result.stdout.fnmatch_lines(
         [
@@ -5481,22 +5480,26 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
             "that no longer exist, are read by no test *"
         ]
     )
-    if shutil.which("git"):  # the line's command runs as written (a trial's git mv found no folder)
-        command = lines[0].split("keep its baseline: ", 1)[1].split(", then set", 1)[0]
-        git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-        subprocess.run([*git, "init", "-q"], cwd=pytester.path, check=True)
-        subprocess.run([*git, "add", ".opprof"], cwd=pytester.path, check=True)
-        subprocess.run(["sh", "-c", command], cwd=pytester.path, check=True)
-        assert (pytester.path / f".opprof/{key}/sub/test_c.py/test_c.json").is_file()
-        # run from a subfolder, the command's paths are reached from there, as the rm's are (a review's
-        # `git mv .opprof/...` failed there: `fatal: bad source`)
-        monkeypatch.chdir(sub)
-        result = run(pytester, "--opprof", str(pytester.path))
-        (line,) = [line for line in result.stdout.lines if "test_d.py::test_moving has no baseline" in line]
-        command = line.split("keep its baseline: ", 1)[1].split(", then set", 1)[0]
-        assert command.startswith(f"mkdir -p ../.opprof/{key}/test_d.py && git mv ../.opprof/{key}/test_b.py/")
-        subprocess.run(["sh", "-c", command], cwd=sub, check=True)
-        assert (pytester.path / f".opprof/{key}/test_d.py/test_moving.json").is_file()
+    _run_kept(
+        lines[0], pytester.path, monkeypatch
+    )  # the line's command runs as written (a trial's git mv found no folder)
+    assert (pytester.path / f".opprof/{key}/sub/test_c.py/test_c.json").is_file()
+    # run from a subfolder, the command's path is reached from there, as the rm's are (a review's
+    # `git mv .opprof/...` failed there: `fatal: bad source`)
+    monkeypatch.chdir(sub)
+    result = run(pytester, "--opprof", str(pytester.path))
+    (line,) = [line for line in result.stdout.lines if "test_d.py::test_moving has no baseline" in line]
+    assert line.endswith(f"opprof mv ../.opprof/{key}/test_b.py/test_moving.json test_d.py::test_moving")
+    _run_kept(line, sub, monkeypatch)
+    assert (pytester.path / f".opprof/{key}/test_d.py/test_moving.json").is_file()
+    monkeypatch.chdir(pytester.path)
+    result = run(pytester, "--opprof")
+    assert (
+        "test_c has no baseline" not in result.stdout.str() and "test_moving has no baseline" not in result.stdout.str()
+    )
+    assert [line for line in result.stdout.lines if "has no baseline" in line] == [
+        line for line in lines if "test_a.py::test_new" in line
+    ]
 
 
 def test_an_exported_trace_names_its_test_and_compare_warns_of_two(project, capsys):

@@ -4,9 +4,12 @@ multiply a test's ids, where the device-key hook lives, names that shadow ours, 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
+
+from pytest_opprof.cli import main as cli_main
 
 torch = pytest.importorskip("torch")
 
@@ -239,11 +242,13 @@ def test_a_moved_test_keeps_its_baseline_by_the_recipe_the_error_gives(pytester)
     recorded.rename(moved)
     result = run(pytester, "--opprof")
     result.assert_outcomes(errors=1)
+    (line,) = [line for line in result.stdout.lines if line.startswith("opprof: ") and "belongs to" in line]
     assert (
         "belongs to 'tests/old/test_a.py::test_x', not 'tests/new/test_a.py::test_x'; if the test was moved or "
-        "renamed and the file moved with it, set its \"nodeid\" to 'tests/new/test_a.py::test_x' to keep it"
-    ) in result.stdout.str().replace("\n", "")
-    moved.write_text(moved.read_text().replace("tests/old/test_a.py::test_x", "tests/new/test_a.py::test_x"))
+        f"renamed and the file moved with it, keep it: opprof mv {moved} tests/new/test_a.py::test_x; else delete it"
+    ) in line
+    command = shlex.split(line.split("keep it: ")[1].split("; else")[0])  # run as written, from anywhere
+    assert command[:2] == ["opprof", "mv"] and cli_main(command[1:]) == 0
     result = run(pytester, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
