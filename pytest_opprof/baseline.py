@@ -728,9 +728,15 @@ def move_baseline(path: Path, nodeid: str) -> Moved:
         raise BaselineError(bad_baseline(path, "a symbolic link", "move the file it points to"))
     data = _json(path, _text(path) or "")
     data["nodeid"] = nodeid
-    write_atomic(new, dumps(data), inside=root)
+    try:
+        write_atomic(new, dumps(data), inside=root)
+    except OSError as exc:  # a read-only folder, a file where a folder belongs: nothing moved
+        raise BaselineError(f"{new}: cannot be written ({exc}); {path} is as it was") from None
     if not in_place:
-        path.unlink()
+        try:
+            path.unlink()
+        except OSError as exc:
+            raise BaselineError(f"{path}: written to {new}, but cannot be removed ({exc}); delete it") from None
         _drop_empty_folders(path.parent, root / safe_name(str(doc.device_key)))
     return Moved(path, path if in_place else new, doc.nodeid)
 

@@ -2188,3 +2188,7 @@ def test_move_baseline_refuses_a_file_it_cannot_place(tmp_path):
     with pytest.raises(BaselineError, match=r"link\.json: a symbolic link; move the file it points to"):
         move_baseline(link, "t.py::a")
     assert read_baseline(real, NODE) is not None
+    (real.parents[2] / "blocked.py").write_text("")  # a file where the new test's folder belongs
+    with pytest.raises(BaselineError, match=r"t\.json: cannot be written \(.*blocked\.py is a file.*; .* is as it was"):
+        move_baseline(real, "blocked.py::t")
+    assert read_baseline(real, NODE) is not None
