@@ -17,7 +17,6 @@ import re
 import sys
 import tempfile
 import threading
-import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from dataclasses import replace
 from itertools import repeat
 from typing import Any, TypeVar
 
-from . import device  # as a module: tests put fakes on it
+from . import clock, device  # as modules: tests put fakes on device
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
 from .analysis.checks import (
     copy_bytes_check,
@@ -873,7 +872,7 @@ class PythonThreadWatch:
         self.found: tuple[OtherThread, ...] = ()
 
     def start(self) -> None:
-        self._me, self._wall = threading.get_ident(), time.perf_counter_ns()
+        self._me, self._wall = threading.get_ident(), clock.now_ns()
         self._before = device.python_threads_cpu_ns(self._me)
         self._started, self._ran, self._active = [], {}, True
         self._watch_new_threads()
@@ -918,7 +917,7 @@ class PythonThreadWatch:
             threading.setprofile(self._previous)
         if ThreadPoolExecutor.submit is self._submit:  # not one the code set since
             ThreadPoolExecutor.submit = self._original_submit  # type: ignore[method-assign]
-        wall = time.perf_counter_ns() - self._wall
+        wall = clock.now_ns() - self._wall
         self.found = self._found(device.python_threads_cpu_ns(self._me), wall)
         self._started.clear()  # the hooks' own lists: nothing of them is kept
         self._ran.clear()
@@ -987,9 +986,9 @@ def _best_ns(work: Callable[[], Any], reps: int = _REFERENCE_REPS) -> int:
     """The best of `reps` timings of `work`: interference only adds time."""
     best = None
     for _ in range(reps):
-        start = time.perf_counter_ns()
+        start = clock.now_ns()
         work()
-        elapsed = time.perf_counter_ns() - start
+        elapsed = clock.now_ns() - start
         best = elapsed if best is None else min(best, elapsed)
     return int(best or 0)
 
@@ -1033,8 +1032,8 @@ def settle_cpus(seconds: float, threads: int | None = None) -> None:
     with torch.no_grad(), _on_threads(torch, threads):
         ones = torch.ones(_SETTLE_ELEMENTS, device="cpu")  # not the test's default device
         out = torch.empty_like(ones)
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
+        end = clock.now_ns() + int(seconds * 1e9)
+        while clock.now_ns() < end:  # the real clock: a test's frozen one never moved (freezegun)
             torch.add(ones, 1.0, out=out)
 
 
@@ -1077,9 +1076,9 @@ def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
         ]
         product = getattr(torch, choice.op.split("::")[1])
         with torch.no_grad():
-            start = time.perf_counter_ns()
+            start = clock.now_ns()
             product(*tensors)  # a shape mismatch raises here, before any timing
-            first = max(time.perf_counter_ns() - start, 1)
+            first = max(clock.now_ns() - start, 1)
             if first > WORKLOAD_BUDGET_NS:  # a large product: its one call is the sample
                 return first
             return _best_ns(lambda: product(*tensors), max(2, min(_REFERENCE_REPS, WORKLOAD_BUDGET_NS // first)))
@@ -1104,11 +1103,11 @@ def unprofiled_step_ns(torch: Any, fn: Callable[..., Any], args: Any, kwargs: An
     cuda = _cuda_active(torch)
     if cuda:
         torch.cuda.synchronize()
-    start = time.perf_counter_ns()
+    start = clock.now_ns()
     fn(*args, **kwargs)
     if cuda:
         torch.cuda.synchronize()
-    return time.perf_counter_ns() - start
+    return clock.now_ns() - start
 
 
 def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:

@@ -11,13 +11,13 @@ import inspect
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple, NoReturn
 
 from . import (
     assertions,
+    clock,
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
@@ -46,7 +46,7 @@ from .opnames import is_known_op, known_op_names
 
 Timed = Callable[[Any], bool]  # whether a time budget's failure is of time: what it limits ran in the profile
 
-host_ns = time.perf_counter_ns  # the wall clock of the CPU-wait share (tests put a fake here)
+host_ns = clock.now_ns  # the wall clock of the CPU-wait share (tests put a fake here)
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -96,7 +96,7 @@ def idle_pause(seconds: float) -> None:
     transformer layer's 0.8 ms step read 100 ms under `-n 2`). Elsewhere the busy pause is used:
     idle pauses met more slow spells, and the ranges widened (`bench/idle_runs.py`: an op failed
     past a median x1.57 of its fastest recorded time, x1.30 with busy pauses)."""
-    time.sleep(seconds)
+    clock.sleep(seconds)
 
 
 class Remeasured(NamedTuple):

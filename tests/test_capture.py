@@ -1223,3 +1223,36 @@ def test_threads_are_told_apart_as_objects_and_named_without_a_cpu_reading(monke
     assert no_op("aten::sin")(profile).startswith("aten::sin: no op of that name ran on the thread that runs the steps")
     assert [t.name for t in got[0].other_threads] == ["before_0"]
     assert "other_threads" in [c.name for c in got[0].checks]
+
+
+def test_the_plugins_clock_runs_while_a_test_freezes_or_mocks_time(monkeypatch):
+    """A trial's recording under freezegun's `@freeze_time` spun both cores for 15 minutes: the
+    confirmation's busy pause read time.perf_counter, which stood still. freezegun replaces the
+    `time` module's clocks and every module attribute that is one of them (as done here); the
+    pause and the plugin's wall clock read the real clock all the same."""
+    import time
+
+    from pytest_opprof import clock, fixture
+    from pytest_opprof.capture import settle_cpus
+
+    reads = []
+
+    def frozen(*_args):
+        reads.append(1)
+        if len(reads) > 10_000:
+            raise AssertionError("a loop waits on the frozen clock")
+        return 0
+
+    names = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns")
+    real = [getattr(time, name) for name in names]
+    for name in names:
+        monkeypatch.setattr(time, name, frozen)
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("pytest_opprof"):
+            for attr, value in list(vars(module).items()):
+                if any(value is r for r in real):
+                    monkeypatch.setattr(module, attr, frozen)
+    start = clock.now_ns()
+    settle_cpus(0.01)
+    assert clock.now_ns() - start >= 10_000_000 and fixture.host_ns() > start
+    assert reads == []
