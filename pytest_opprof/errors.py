@@ -1128,6 +1128,15 @@ def capture_off_thread(what: str, thread: str) -> str:
     )
 
 
+def hypothesis_test(nodeid: str) -> str:
+    """A hypothesis `@given` test that carries opprof."""
+    return (
+        f"{nodeid}: a hypothesis @given test runs its body once per drawn example, so opprof would measure, "
+        "compare and record whichever example ran last (a trial's baseline of one drawn shape failed every later "
+        "run, which drew another); measure fixed inputs in a test of its own"
+    )
+
+
 def capture_after_call(what: str, nodeid: str) -> str:
     """A run() or capture() in a fixture's teardown, after the test's call ended."""
     return (

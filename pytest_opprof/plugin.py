@@ -48,6 +48,7 @@ from .errors import (
     baselines_under_rootdir,
     case_clash_line,
     device_key_hook_raised,
+    hypothesis_test,
     idle_outputs,
     inert_summary,
     key_hook_loaded_late,
@@ -407,6 +408,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             problems.append(problem)
     if problems:  # every bad marker at once, not one per run
         raise pytest.UsageError("\n".join(_first_of(problems)))
+    for item in items:  # with or without --opprof, as a capture's misuse is refused
+        if _carries(item) and _is_hypothesis_test(item):
+            item.stash[BAD_MARKER] = hypothesis_test(item.nodeid)
+
+
+def _is_hypothesis_test(item: pytest.Item) -> bool:
+    """A hypothesis `@given` test (its pytest plugin's marker, or the attribute @given sets)."""
+    return (
+        item.get_closest_marker("hypothesis") is not None
+        or getattr(getattr(item, "obj", None), "is_hypothesis_test", False) is True
+    )
 
 
 def _markers_by_level(item: pytest.Item) -> list[tuple[str, list[pytest.Mark]]]:

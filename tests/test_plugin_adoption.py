@@ -540,3 +540,45 @@ def test_a_baseline_without_work_says_its_work_was_not_compared(pytester, monkey
     rewritten = run(pytester, "--opprof-update-baseline=all", "test_w.py::test_w")
     assert "rewritten" in rewritten.stdout.str() and "was not compared" not in rewritten.stdout.str()
     assert all(entry["work"] for entry in json.loads(path.read_text())["ops"].values())
+
+
+@pytest.mark.parametrize("flag", [None, "--opprof", "--opprof-update-baseline"])
+def test_a_hypothesis_given_test_that_carries_opprof_errs_saying_why(pytester, flag):
+    """A trial's @given test recorded its last drawn example, and every later run, drawing
+    another, failed on a work change (whole-call captures summed the examples). Such a test errs
+    at setup, one line, with or without --opprof; a hypothesis test without opprof runs. Told by
+    the attribute @given sets or by the marker hypothesis's pytest plugin adds (faked here:
+    hypothesis is no dependency)."""
+    pytester.makeini("[pytest]\nmarkers =\n    hypothesis: hypothesis's own\n")
+    pytester.makepyfile(
+        test_h="""
+        import pytest, torch
+
+        def given(fn):  # what hypothesis.given leaves on the test
+            fn.is_hypothesis_test = True
+            return fn
+
+        @given
+        def test_drawn(opprof):
+            opprof.run(torch.ones, 3, warmup=1, steps=3)
+
+        @pytest.mark.hypothesis
+        @pytest.mark.opprof
+        def test_marked():
+            torch.ones(2)
+
+        @given
+        def test_plain():
+            torch.ones(2)
+        """
+    )
+    result = run(pytester, *([flag] if flag else []))
+    result.assert_outcomes(passed=1, errors=2)
+    for name in ("test_drawn", "test_marked"):
+        result.stdout.fnmatch_lines(
+            [
+                f"test_h.py::{name}: a hypothesis @given test runs its body once per drawn example, so opprof would "
+                "measure, compare and record whichever example ran last (*); measure fixed inputs in a test of its own"
+            ]
+        )
+    assert "Traceback" not in result.stdout.str() and not (pytester.path / ".opprof").exists()
