@@ -100,6 +100,22 @@ def _profiler_running(torch: Any) -> bool:
 MAX_STEPS = 10_000
 
 
+def _async_fix() -> str:
+    """How to measure an async def: asyncio.run, unless an event loop runs here (an async test),
+    where asyncio.run cannot (a trial's followed the advice: `cannot be called from a running
+    event loop`)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return "pass lambda: asyncio.run(fn(...))"
+    return (
+        "an event loop runs here (an async test), where asyncio.run cannot: measure the awaits as one step, "
+        "with opprof.capture(): await fn(...)"
+    )
+
+
 def validate_run_args(
     fn: object, warmup: object, steps: object, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
 ) -> None:
@@ -117,7 +133,7 @@ def validate_run_args(
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise OpprofUsageError(
             bad_argument("fn", fn, "a function that does its work when called, not an async def (a call only "
-            "makes a coroutine); pass lambda: asyncio.run(fn(...))")
+            f"makes a coroutine); {_async_fix()}")
         )  # fmt: skip
     if any(inspect.isgeneratorfunction(f) for f in called):
         raise OpprofUsageError(

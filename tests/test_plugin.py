@@ -5302,6 +5302,42 @@ def test_a_capture_in_a_fixtures_teardown_is_refused_and_an_assertion_there_chec
     assert "test_run_after" not in recorded and "test_block_after" not in recorded
 
 
+def test_an_async_fn_inside_a_running_event_loop_is_told_the_fix_that_works_there(pytester):
+    """A trial's async test followed `pass lambda: asyncio.run(fn(...))` and got `asyncio.run()
+    cannot be called from a running event loop`. Inside a running loop the fix is a capture
+    block around the awaits, which then measures (asyncio.run stands in for pytest-asyncio)."""
+    pytester.makepyfile(
+        test_aio="""
+        import asyncio, torch
+
+        async def step():
+            await asyncio.sleep(0)
+            return torch.ones(3) + 1
+
+        def test_told(opprof):
+            async def body():
+                opprof.run(step, steps=2)
+            asyncio.run(body())
+
+        def test_the_fix(opprof):
+            async def body():
+                with opprof.capture():
+                    await step()
+                opprof.assert_op_count("aten::add", 1)
+            asyncio.run(body())
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E  *OpprofUsageError: fn=<function step at *>: expected a function that does its work when called, not "
+            "an async def (a call only makes a coroutine); an event loop runs here (an async test), where asyncio.run "
+            "cannot: measure the awaits as one step, with opprof.capture(): await fn(...)"
+        ]
+    )
+
+
 def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
     """pytest gives tests in files outside the rootdir node ids without the file (`::test_x`): a
     trial's two such files shared one baseline, each compared with the other's. Refused at start
