@@ -83,6 +83,17 @@ class Machine:
         """Our threads waited for a CPU beyond CONTENTION_LIMIT of the capture: other load."""
         return self.cpu_wait is not None and self.cpu_wait > CONTENTION_LIMIT
 
+    @property
+    def unrecordable(self) -> str | None:
+        """Why no baseline is written from this measurement, or None: throttled GPU clocks, or a
+        Python tracer (coverage, a debugger), which slows the Python between the ops: a trial's
+        baseline recorded under --cov held that slower step wall, and a 3x slower one passed."""
+        if self.gpu_unreliable:
+            return f"unreliable GPU clocks ({self.gpu_unreliable})"
+        if self.python_tracer:
+            return f"a Python tracer ran ({self.python_tracer}): it slows the Python between the ops"
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Change:

@@ -105,6 +105,7 @@ class Outcome:
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
     written_from: int = 1  # which measurement the written document is: a later one where the first waited for a CPU
     written_wait: float | None = None  # the written measurement's share of CPU wait
+    unrecordable: str | None = None  # UNRELIABLE: why nothing was written (Machine.unrecordable)
 
 
 def decide(
@@ -124,8 +125,8 @@ def decide(
     if old is None:
         if not update:
             return Outcome(MISSING)
-        if current.machine.gpu_unreliable:
-            return Outcome(UNRELIABLE)  # never record throttled numbers as the reference
+        if current.machine.unrecordable:  # never record throttled or traced numbers as the reference
+            return Outcome(UNRELIABLE, unrecordable=current.machine.unrecordable)
         further = Further(remeasure)
         new = recorded(current, further, rule.ignore_ops)
         unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
@@ -139,7 +140,7 @@ def decide(
         why = capture_moved(old.number or 1, moved.now)
         comparison = unconfirmed_slower(comparison, why, RECORD_AGAIN_FIX, path)
     confirmation = Confirmation(comparison)
-    updating = update == "changed" and not current.machine.gpu_unreliable
+    updating = update == "changed" and not current.machine.unrecordable
     further = Further(remeasure)  # the confirmations' measurements serve the ranges too
     if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
         confirmation = _confirm(current, old, rule, path, further, updating, comparison)
@@ -161,6 +162,7 @@ def decide(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed,
         written.span if written else 0, unrepeated, moved,
         written_from=written.position if written else 1, written_wait=written.wait if written else None,
+        unrecordable=current.machine.unrecordable if status == UNRELIABLE else None,
     )  # fmt: skip
 
 
@@ -420,7 +422,7 @@ def _status(
     or rewritten unchanged by =all)."""
     if not update:
         return COMPARED
-    if current.machine.gpu_unreliable:
+    if current.machine.unrecordable:
         return UNRELIABLE
     if write is None:  # unchanged, inconclusive, or a time change the confirmation did not back
         return KEPT if moved is None else RENUMBERED
@@ -437,7 +439,7 @@ def _to_write(
     first measurement that was slower anywhere writes nothing, though its confirmations cleared
     that op and confirmed another's faster time (a review: the file got its slow time then; it
     is now written from fresh measurements, `recorded`, and the guard stays)."""
-    if not update or current.machine.gpu_unreliable:
+    if not update or current.machine.unrecordable:
         return None
     if update == "all":
         return current.doc
@@ -514,6 +516,7 @@ class BaselineResult:
     written_from: int = 1  # a written file: which measurement it holds (a later one where the first waited for a CPU)
     written_wait: float | None = None  # a written file: its measurement's share of CPU wait (None: unknown)
     recorded_wait: float | None = None  # the file read: its capture.cpu_wait (recorded under load), or None
+    unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
 
     @property
     def slower(self) -> bool:
@@ -627,6 +630,7 @@ class BaselineResult:
             "written_from": self.written_from if self.status in TIMES_WRITTEN else None,  # null: none written
             "written_wait": self.written_wait,
             "recorded_wait": self.recorded_wait,
+            "unrecordable": self.unrecordable,
         }
 
     @classmethod
@@ -644,7 +648,7 @@ class BaselineResult:
             short_baseline=bool(data.get("short_baseline")),
             graph_call_unread=bool(data.get("graph_call_unread")),
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
-            recorded_wait=data.get("recorded_wait"),
+            recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
         )  # fmt: skip
 
 
@@ -778,5 +782,5 @@ def baseline_step(
         short_baseline=bool(untimed) and comparison.short_baseline,
         graph_call_unread=comparison.graph_call_unread,
         written_from=outcome.written_from, written_wait=outcome.written_wait,
-        recorded_wait=old.recorded_wait if old is not None else None,
+        recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
     )  # fmt: skip

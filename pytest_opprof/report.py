@@ -80,6 +80,7 @@ from .units import count_of, count_text, first_three
 # -- the pytest run's report ------------------------------------------------------------------
 
 REPORT_SCHEMA = 1
+TRACER_RECORD_FIX = "pytest --opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
 WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
 RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
@@ -1150,6 +1151,19 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), ver
     return lines
 
 
+def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
+    """The files a recording run did not write from throttled or traced measurements, and why:
+    a Python tracer's (`--cov`) with the run that records them."""
+    why = {r.baseline.unrecordable: None for r in records if r.baseline and r.baseline.unrecordable}
+    traced = sorted(
+        {r.nodeid for r in records if r.baseline and (r.baseline.unrecordable or "").startswith("a Python")}
+    )
+    line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(why) or 'unreliable GPU clocks (see above)'}"
+    if traced:
+        line += f"; record {first_three(traced, verbose)} in a run without it: {TRACER_RECORD_FIX}"
+    return line
+
+
 def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: bool = False) -> list[str]:
     lines = []
     # One baseline file each: `--dist each` measures a test per worker, pytest-repeat's repeats share one.
@@ -1166,8 +1180,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
-        n = statuses["unreliable"]
-        lines.append(f"opprof: {count_of(n, 'baseline')} not written: unreliable GPU clocks (see above)")
+        lines.append(_unrecorded_line(records, statuses["unreliable"], verbose))
     if any(written.values()) or statuses.get("kept"):
         changed = _tests_of_files(records, lambda b: b.status == "changed")
         files = _file_statuses(records)  # a file another record of the test wrote is not kept

@@ -2630,6 +2630,33 @@ def test_under_a_python_tracer_a_slower_step_wall_is_inconclusive(baselined, mon
     )
 
 
+@pytest.mark.parametrize("mode", ["changed", "all", "new"])
+def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeypatch, fake_clock, mode):
+    """A trial recorded under --cov: the file held the tracer's slower step wall, and a later
+    run without it passed a 3x slower one. A measurement under a Python tracer is no reference:
+    no file is written or rewritten (=all neither), and one line says why and how to record."""
+    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
+    monkeypatch.setenv("OPPROF_INJECT", "extra traced")  # a structure change: a bare recording would write it
+    (path,) = baselined.path.joinpath(".opprof").rglob("test_big.json")
+    before = path.read_text()
+    if mode == "new":
+        path.unlink()
+    flag = "--opprof-update-baseline" + ("=all" if mode == "all" else "")
+    result = run(baselined, flag, "-k", "big", "--opprof-json=r.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline not written: a Python tracer ran (test_base.traced.<locals>.<lambda>): it slows the "
+            "Python between the ops; record test_base.py::test_big in a run without it: pytest "
+            "--opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
+        ]
+    )
+    assert (path.read_text() == before) if mode != "new" else not path.exists()
+    (test,) = json.loads((baselined.path / "r.json").read_text())["tests"]
+    assert test["baseline"]["status"] == "unreliable"
+    assert test["baseline"]["unrecordable"].startswith("a Python tracer ran (test_base.traced.")
+
+
 def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):
     """4x the hidden size (same ops, same calls): a work verdict names the FLOPs ratio and the
     shapes; deterministic, whatever the machine's timing."""
