@@ -365,6 +365,7 @@ class _ThreadLeaks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
         start = torch_threads()
         if self.leak is not None and start == self.leak[1]:
             self.leak = None  # put back since (a fixture's teardown, a later test)
@@ -627,6 +628,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    __tracebackhide__ = True
     state = item.config.stash[RUN]
     if not state.settings.measuring:
         return (yield)

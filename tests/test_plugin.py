@@ -5365,6 +5365,38 @@ def test_an_async_fn_inside_a_running_event_loop_is_told_the_fix_that_works_ther
     )
 
 
+def test_a_failure_outside_the_tests_code_shows_no_frame_of_ours(pytester):
+    """A trial's hypothesis health check (raised in hypothesis's wrapper, not the test) showed its
+    traceback through `pytest_opprof/plugin.py` (_ThreadLeaks.pytest_runtest_call), also for a
+    test without opprof: our hook wrappers hide their frames."""
+    pytester.makepyfile(
+        wrapper="""
+        import functools
+        def checked(fn):
+            @functools.wraps(fn)
+            def wrapped(*args, **kwargs):
+                raise RuntimeError("refused by the wrapper")
+            return wrapped
+        """,
+        test_w="""
+        import torch
+        from wrapper import checked
+
+        @checked
+        def test_plain():
+            pass
+
+        @checked
+        def test_measured(opprof):
+            torch.ones(2)
+        """,
+    )
+    result = run(pytester, "--opprof", "--tb=long")
+    result.assert_outcomes(failed=2)
+    assert result.stdout.str().count("RuntimeError: refused by the wrapper") >= 2
+    assert "pytest_opprof/plugin.py" not in result.stdout.str()
+
+
 def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
     """pytest gives tests in files outside the rootdir node ids without the file (`::test_x`): a
     trial's two such files shared one baseline, each compared with the other's. Refused at start
