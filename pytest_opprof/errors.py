@@ -1128,6 +1128,15 @@ def capture_off_thread(what: str, thread: str) -> str:
     )
 
 
+def repeats_disagreed(path: str, tests: list[str], verbose: bool = False) -> str:
+    """One baseline file that several runs of its test changed in one recording run."""
+    return (
+        f"opprof: {path} was written {len(tests)} times in this run ({first_three(tests, verbose)}), each run "
+        "finding the one before changed: the test does not run alike each time (its calls or inputs vary), so "
+        "the file holds whichever ran last and later runs fail by chance; make it run alike each time"
+    )
+
+
 def hypothesis_test(nodeid: str) -> str:
     """A hypothesis `@given` test that carries opprof."""
     return (

@@ -57,6 +57,7 @@ from .errors import (
     closest_names,
     other_work_measured,
     record_if_intended,
+    repeats_disagreed,
     stale_trace_kept,
     wait_share,
     waited_for_cpu_up_to,
@@ -1197,7 +1198,24 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
                 else ""
             )
         )
-    return lines + _ranges_line(records)
+    return lines + _ranges_line(records) + _rewritten_by_repeats(records, verbose)
+
+
+def _rewritten_by_repeats(records: list[TestRecord], verbose: bool) -> list[str]:
+    """Files that a test's repeats (pytest-repeat, reruns) changed more than once in one process,
+    each finding the one before changed: a trial's `--count 3` recorded `aten::linear 2 -> 3`,
+    then `3 -> 2`, and the summary said `1 changed`. Not `--dist each`'s workers (each writes
+    the file it found) nor `=all`'s rewrites (no change found)."""
+    writes: dict[tuple[str, str | None], list[tuple[str, str]]] = {}  # (file, worker) -> (test, status)
+    for r in records:
+        if r.baseline and r.baseline.status in ("new", "changed"):
+            writes.setdefault((r.baseline.path, r.worker), []).append((r.nodeid, r.baseline.status))
+    flaky = [
+        (path, [test for test, _ in found])
+        for (path, _), found in sorted(writes.items(), key=lambda item: item[0][0])
+        if len(found) > 1 and any(status == "changed" for _, status in found)
+    ]
+    return [repeats_disagreed(path, tests, verbose) for path, tests in flaky]
 
 
 def _ranges_line(records: list[TestRecord]) -> list[str]:

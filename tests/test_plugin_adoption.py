@@ -582,3 +582,39 @@ def test_a_hypothesis_given_test_that_carries_opprof_errs_saying_why(pytester, f
             ]
         )
     assert "Traceback" not in result.stdout.str() and not (pytester.path / ".opprof").exists()
+
+
+def test_repeats_that_change_one_baseline_in_turn_are_named(pytester, monkeypatch):
+    """A trial's `--count 3` recording of a test whose calls alternate: repeat [1-3] wrote
+    `aten::add 1 -> 2`, then [2-3] `2 -> 1`, and the summary said only `1 changed`. One line
+    names the file and its writes; a steady test's repeats (compared, kept) are not named."""
+    pytester.makeconftest(REPEAT_CONFTEST)
+    pytester.makepyfile(
+        test_flip="""
+        import torch
+
+        RUNS = []
+
+        def test_flip(opprof):
+            RUNS.append(1)
+            x = torch.ones(4)
+            extra = len(RUNS) % 2 == 0  # every other run adds a call
+            opprof.run(lambda: (x + 1) + (x + 1 if extra else 0), warmup=1, steps=3)
+
+        def test_steady(opprof):
+            opprof.run(lambda: torch.ones(4) * 2, warmup=1, steps=3)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=2)  # run 1: one add
+    monkeypatch.setenv("REPEAT", "1")
+    result = run(pytester, "--opprof-update-baseline")  # runs 1..3: one add, two, one
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: .opprof/*/test_flip.py/test_flip.json was written 2 times in this run (test_flip.py::test_flip[[]2-3[]], "
+            "test_flip.py::test_flip[[]3-3[]]), each run finding the one before changed: the test does not run alike "
+            "each time (its calls or inputs vary), so the file holds whichever ran last and later runs fail by "
+            "chance; make it run alike each time"
+        ]
+    )
+    assert "test_steady.json was written" not in result.stdout.str()
