@@ -151,7 +151,7 @@ def test_throttled_gpu_run_is_flagged_and_not_recorded(throttled_gpu, pytester, 
         [
             "*test_x: unreliable measurement: GPU clock event hw_thermal_slowdown; "
             "time verdicts are inconclusive, and no baseline is recorded from it",
-            "opprof: 1 baseline not written: unreliable GPU clocks (see above)",
+            "opprof: 1 baseline not written: unreliable GPU clocks (GPU clock event hw_thermal_slowdown)",
         ]
     )
     assert keys_written(pytester) == []
