@@ -8,6 +8,7 @@ re-recording of unchanged code gives no diff.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -25,13 +26,19 @@ from .errors import (
     BaselineError,
     digits_past_limit,
     json_shown,
+    mv_cannot_remove,
+    mv_cannot_write,
+    mv_in_the_way,
+    mv_not_a_node_id,
+    mv_unplaced,
+    mv_unreadable,
     opprof_output,
     shown_value,
     symlink_outside,
     unreadable_files,
 )
 from .events import is_printable_name, printable_texts
-from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic
+from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic, write_new
 from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -703,41 +710,38 @@ class Moved:
 def move_baseline(path: Path, nodeid: str) -> Moved:
     """The baseline at `path` made the baseline of test `nodeid`, for a test that was renamed or
     moved (`opprof mv`): its "nodeid" set and the file put where the plugin reads that test's
-    baseline, in the same device-key folder; every other byte as it was. The new file is written
-    whole before the old one goes, and a file already there (another test's baseline) is never
-    replaced. BaselineError names what stands in the way."""
+    baseline, in the same baseline and device-key folder. The new file is written whole, where
+    nothing stands, before the old one goes; another test's file is never replaced. BaselineError
+    names what stands in the way."""
+    try:
+        return _move(path, nodeid)
+    except OSError as exc:  # a folder it may not read (`exists()` raised PermissionError)
+        raise BaselineError(mv_unreadable(path, exc)) from None
+
+
+def _move(path: Path, nodeid: str) -> Moved:
     doc = read_baseline(path)
     if doc is None:
-        raise BaselineError(bad_baseline(path, "no such file", "give the baseline file that no test reads"))
+        raise BaselineError(bad_baseline(path, "no such file", "give the baseline file of the renamed or moved test"))
     problem = _node_id_problem(nodeid)
     if problem:
-        raise BaselineError(
-            f"{nodeid!r}: {problem}; give the test's node id as pytest prints it (tests/test_x.py::test_y)"
-        )
-    root = _baseline_root_of(path, doc.device_key)
+        raise BaselineError(mv_not_a_node_id(nodeid, problem))
+    root = _baseline_root_of(path, doc, nodeid)
     new = baseline_path(root, str(doc.device_key), nodeid)
-    in_place = new.exists() and new.samefile(path)  # also spelled otherwise (relative, absolute, a link)
-    if new.exists() and not in_place:
-        held = _nodeid_in(new)
-        raise BaselineError(
-            f"{new}: already the baseline of {held!r}; delete it first if the moved one should replace it"
-        )
+    in_place = _same_file(new, path) and not new.is_symlink()
     if in_place and doc.nodeid == nodeid:
         return Moved(path, path, doc.nodeid)  # nothing to do
-    if path.is_symlink() and not in_place:  # the file it points to would stay behind, read by no test
-        raise BaselineError(bad_baseline(path, "a symbolic link", "move the file it points to"))
-    data = _json(path, _text(path) or "")
-    data["nodeid"] = nodeid
-    try:
-        write_atomic(new, dumps(data), inside=root)
-    except OSError as exc:  # a read-only folder, a file where a folder belongs: nothing moved
-        raise BaselineError(f"{new}: cannot be written ({exc}); {path} is as it was") from None
     if not in_place:
-        try:
-            path.unlink()
-        except OSError as exc:
-            raise BaselineError(f"{path}: written to {new}, but cannot be removed ({exc}); delete it") from None
-        _drop_empty_folders(path.parent, root / safe_name(str(doc.device_key)))
+        _refuse_in_the_way(new, path)
+    data = _rekeyed(path, doc.nodeid, nodeid)
+    try:
+        write_atomic(new, data, inside=root) if in_place else write_new(new, data, inside=root)
+    except FileExistsError:  # it came while we looked
+        raise BaselineError(mv_in_the_way(new, _what_is_at(new))) from None
+    except OSError as exc:  # a read-only folder, a file where a folder belongs: nothing moved
+        raise BaselineError(mv_cannot_write(new, path, exc)) from None
+    if not in_place:
+        _remove_moved(path, new, root / safe_name(str(doc.device_key)))
     return Moved(path, path if in_place else new, doc.nodeid)
 
 
@@ -750,30 +754,71 @@ def _node_id_problem(nodeid: str) -> str | None:
     return None
 
 
-def _baseline_root_of(path: Path, device_key: str | None) -> Path:
-    """The baseline folder (`.opprof`) holding `path` in its device key's folder."""
-    key = safe_name(str(device_key)) if device_key else None
-    # as given first (the paths it prints read as the user's), then through the links to its folders
-    given = [*path.parents, *path.absolute().parents, *path.resolve().parents]
-    folder = next((p for p in given if key and p.name == key), None)
-    if folder is None:
-        raise BaselineError(
-            bad_baseline(
-                path,
-                f"not inside a folder of its device key ({device_key})",
-                "move it under the baseline folder's <device key>/ folder first",
-            )
-        )
-    return folder.parent
+def _baseline_root_of(path: Path, doc: BaselineDoc, nodeid: str) -> Path:
+    """The baseline folder (`.opprof`) holding `path` where the plugin reads the baseline of the
+    test the file names, or of `nodeid` (a file moved with its test): of the folders named as its
+    device key around it, the one that gives that place (a test folder named as the key, `gpu`,
+    nested the file one level deeper on each move when the nearest was taken)."""
+    key = safe_name(str(doc.device_key)) if doc.device_key else None
+    for form in (path, path.absolute(), path.resolve()):  # as given first: the paths it prints read as the user's
+        for folder in (p for p in form.parents if key and p.name == key):
+            if any(
+                _same_file(baseline_path(folder.parent, str(doc.device_key), n), path) for n in (doc.nodeid, nodeid)
+            ):
+                return folder.parent
+    raise BaselineError(mv_unplaced(path, doc.device_key, doc.nodeid, nodeid))
 
 
-def _nodeid_in(path: Path) -> str:
-    """The node id a file in the way names, as far as it can be read."""
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.normpath(a.absolute()) == os.path.normpath(b.absolute()):
+        return True
+    return a.exists() and b.exists() and a.samefile(b)
+
+
+def _refuse_in_the_way(new: Path, path: Path) -> None:
+    """Anything at the new place (another test's baseline, a folder, a dangling link) stays; a
+    FILE that is a link would leave the file it points to behind, read by no test."""
+    if os.path.lexists(new):
+        raise BaselineError(mv_in_the_way(new, _what_is_at(new)))
+    if path.is_symlink():
+        raise BaselineError(bad_baseline(path, "a symbolic link", "move the file it points to"))
+
+
+def _what_is_at(path: Path) -> str:
+    """What stands at a place: `the baseline of '...'`, a folder, a symbolic link, a file."""
+    if path.is_symlink():
+        return "a symbolic link"
+    if path.is_dir():
+        return "a folder"
     try:
         doc = read_baseline(path)
     except BaselineError:
-        return "an unreadable file"
-    return doc.nodeid if doc is not None else "no test"
+        return "a file that is no readable baseline"
+    return f"the baseline of {doc.nodeid!r}" if doc is not None else "nothing now"
+
+
+def _rekeyed(path: Path, was: str, nodeid: str) -> bytes:
+    """The file's bytes with its "nodeid" set: only that value replaced where it can be found
+    (a byte order mark, CRLF endings and the layout stay, and Git sees a rename), else the
+    document written again."""
+    raw = path.read_bytes()
+    text = raw.decode("utf-8")
+    data = _json(path, text.lstrip("\ufeff"))
+    wanted = {**data, "nodeid": nodeid}
+    for found in re.finditer(r'"nodeid"\s*:\s*("(?:[^"\\]|\\.)*")', text):
+        candidate = text[: found.start(1)] + json.dumps(nodeid, ensure_ascii=False) + text[found.end(1) :]
+        with contextlib.suppress(ValueError):
+            if json.loads(candidate.lstrip("\ufeff")) == wanted:
+                return candidate.encode("utf-8")
+    return dumps(wanted).encode("utf-8")
+
+
+def _remove_moved(path: Path, new: Path, key_folder: Path) -> None:
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise BaselineError(mv_cannot_remove(path, new, exc)) from None
+    _drop_empty_folders(path.parent, key_folder)
 
 
 def _drop_empty_folders(folder: Path, stop: Path) -> None:

@@ -44,6 +44,7 @@ from .errors import (
     empty_compare_side,
     lfs_compare_side,
     machine_speed_differs,
+    moved_line,
     not_slower,
     other_captures,
     output_unwritable,
@@ -52,6 +53,7 @@ from .errors import (
     two_machines,
     two_softwares,
     two_tests,
+    unmoved_line,
     unreadable_files,
 )
 from .events import is_printable_name, printable_name
@@ -221,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")
 
     move = sub.add_parser("mv", help="make a baseline file the baseline of a renamed or moved test")
-    move.add_argument("file", type=_path, metavar="FILE", help="the baseline .json file no test reads")
+    move.add_argument("file", type=_path, metavar="FILE", help="the baseline .json file of the renamed or moved test")
     move.add_argument("nodeid", metavar="NODEID", help="the test's node id now, as pytest prints it")
     return parser
 
@@ -763,10 +765,9 @@ def _move(args: argparse.Namespace) -> _Done:
     newcomer had to `git mv` the file and hand-edit its "nodeid")."""
     moved = move_baseline(Path(args.file), args.nodeid)
     if moved.was == args.nodeid and moved.new == moved.old:
-        return _Done(f"opprof mv: {moved.new} is the baseline of {args.nodeid!r} already; nothing changed\n")
-    new = _from_here(moved.new)
-    where = f"{moved.old} -> {new}" if moved.new != moved.old else f"{new} (where it was)"
-    return _Done(f"opprof mv: {where}: the baseline of {args.nodeid!r} now (was {moved.was!r}); commit the change\n")
+        return _Done(unmoved_line(moved.new, args.nodeid) + "\n")
+    new = _from_here(moved.new) if moved.new != moved.old else moved.old
+    return _Done(moved_line(moved.old, new, args.nodeid, moved.was) + "\n")
 
 
 def _from_here(path: Path) -> Path:

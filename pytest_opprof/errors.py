@@ -13,6 +13,7 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable, Collection, Iterable, Sequence
+from pathlib import Path
 
 from .events import without_overload
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
@@ -1126,6 +1127,52 @@ def capture_off_thread(what: str, thread: str) -> str:
         "test's thread, and a capture begun on another would leave it running into the tests after; "
         f"call {what} in the test's body"
     )
+
+
+# -- opprof mv ------------------------------------------------------------------------------
+
+
+def mv_not_a_node_id(nodeid: str, problem: str) -> str:
+    return f"{nodeid!r}: {problem}; give the test's node id as pytest prints it (tests/test_x.py::test_y)"
+
+
+def mv_in_the_way(new: Path | str, what: str) -> str:
+    """The new test's place holds something: never replaced."""
+    return f"{new}: {what} is there already; move or delete it first if the moved baseline should take its place"
+
+
+def mv_unplaced(path: Path | str, key: str | None, was: str, nodeid: str) -> str:
+    return (
+        f"{path}: not where the plugin reads the baseline of {was!r} nor of {nodeid!r} in a folder of its device "
+        f"key ({key}); move it into place by hand, or record the test again"
+    )
+
+
+def mv_cannot_write(new: Path | str, path: Path | str, exc: OSError) -> str:
+    return f"{new}: cannot be written ({exc.strerror or exc}); {path} is as it was"
+
+
+def mv_cannot_remove(path: Path | str, new: Path | str, exc: OSError) -> str:
+    return f"{path}: written to {new}, but cannot be removed ({exc.strerror or exc}); delete it"
+
+
+def mv_unreadable(path: Path | str, exc: OSError) -> str:
+    return f"{path}: cannot be moved ({exc.strerror or exc}: {exc.filename}); nothing was changed"
+
+
+def moved_line(old: Path | str, new: Path | str, nodeid: str, was: str) -> str:
+    """`opprof mv`'s line: what moved, and the Git step that keeps both sides of it."""
+    where = f"{old} -> {new}" if str(old) != str(new) else f"{new} (where it was)"
+    both = (
+        f"git add -A -- {shlex.quote(str(old))} {shlex.quote(str(new))}"
+        if str(old) != str(new)
+        else f"git add -- {shlex.quote(str(new))}"
+    )
+    return f"opprof mv: {where}: the baseline of {nodeid!r} now (was {was!r}); commit it: {both}"
+
+
+def unmoved_line(path: Path | str, nodeid: str) -> str:
+    return f"opprof mv: {path} is the baseline of {nodeid!r} already; nothing changed"
 
 
 def repeats_disagreed(path: str, tests: list[str], verbose: bool = False) -> str:

@@ -48,6 +48,32 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
             tmp.unlink()
 
 
+def write_new(path: Path, data: bytes, inside: Path | None = None) -> None:
+    """Write `path` whole, where nothing is: a temporary file beside it, then a hard link in its
+    place, which fails (FileExistsError) where anything stands there, a dangling symlink too,
+    even one made a moment ago; never replaced (`opprof mv` must lose no baseline). A file
+    system without hard links gets an exclusive create instead."""
+    if inside is not None:
+        folder, root = path.parent.resolve(), inside.resolve()
+        if folder != root and root not in folder.parents:
+            raise UnsafePathError(outside_folder(path, inside, folder))
+    _make_folder(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here (some network and FAT file systems)
+            with open(path, "xb") as f:
+                f.write(data)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
 def _make_folder(folder: Path) -> None:
     """mkdir -p, saying which file is in the way (mkdir says only "File exists")."""
     try:

@@ -663,35 +663,30 @@ def test_queue_quantiles_between_two_nanoseconds_print_without_float_noise(capsy
 
 
 def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monkeypatch):
-    """`opprof mv FILE NODEID`: one line saying what moved, exit 0; run again, nothing to do;
-    bad input exits 2 with one line on stderr, the file as it was."""
+    """`opprof mv FILE NODEID`: one line saying what moved and the Git step that keeps both sides
+    (a review: `commit the change` left the new file untracked under `git commit -a`), exit 0;
+    run again, nothing to do; bad input exits 2 with one line on stderr, the file as it was."""
     from pytest_opprof.analysis import analyze
     from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
+    from pytest_opprof.errors import moved_line, mv_not_a_node_id, unmoved_line
 
     monkeypatch.chdir(tmp_path)
     old = baseline_path(tmp_path / ".opprof", "cpu-x86_64", "tests/test_a.py::test_old")
     profile = analyze(stepped(5, 1000, lambda i, base: [op("aten::mm", base + 1, 100)]))
     write_baseline(old, baseline_from_profile(profile, "tests/test_a.py::test_old", "cpu-x86_64", {}))
-    code, out, err = run_cli(
-        capsys, "mv", ".opprof/cpu-x86_64/tests/test_a.py/test_old.json", "tests/test_b.py::test_new"
-    )
+    given, new = ".opprof/cpu-x86_64/tests/test_a.py/test_old.json", ".opprof/cpu-x86_64/tests/test_b.py/test_new.json"
+    code, out, err = run_cli(capsys, "mv", given, "tests/test_b.py::test_new")
     assert (code, err) == (0, "")
-    assert out == (
-        "opprof mv: .opprof/cpu-x86_64/tests/test_a.py/test_old.json -> .opprof/cpu-x86_64/tests/test_b.py/test_new.json: "
-        "the baseline of 'tests/test_b.py::test_new' now (was 'tests/test_a.py::test_old'); commit the change\n"
-    )
-    new = ".opprof/cpu-x86_64/tests/test_b.py/test_new.json"
+    assert out == moved_line(given, new, "tests/test_b.py::test_new", "tests/test_a.py::test_old") + "\n"
+    assert out.endswith(f"; commit it: git add -A -- {given} {new}\n")
     assert json.loads((tmp_path / new).read_text())["nodeid"] == "tests/test_b.py::test_new"
     code, out, _ = run_cli(capsys, "mv", new, "tests/test_b.py::test_new")
-    assert (code, out) == (
-        0,
-        f"opprof mv: {new} is the baseline of 'tests/test_b.py::test_new' already; nothing changed\n",
-    )
+    assert (code, out) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n")
     code, out, err = run_cli(capsys, "mv", new, "test_new")
     assert (code, out) == (2, "")
-    assert err == (
-        "opprof: error: 'test_new': not a test's node id (a file, `::`, then the test); give the test's node id as "
-        "pytest prints it (tests/test_x.py::test_y)\n"
+    assert (
+        err
+        == f"opprof: error: {mv_not_a_node_id('test_new', 'not a test' + chr(39) + 's node id (a file, `::`, then the test)')}\n"
     )
     code, _, err = run_cli(capsys, "mv", new)
     assert code == 2 and err.startswith("opprof: error: ") and "NODEID" in err

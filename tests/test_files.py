@@ -139,3 +139,18 @@ def test_a_report_through_a_link_that_passes_through_a_file_says_so(tmp_path):
     (tmp_path / "l1").symlink_to("f.txt/x")
     with pytest.raises(OSError, match=r"a symlink to f.txt/x, which cannot be followed \(Not a directory\)"):
         write_output(tmp_path / "l1", ["x"])
+
+
+def test_write_new_writes_where_nothing_stands_and_replaces_nothing(tmp_path):
+    """`opprof mv`'s writer: a file whole where nothing is; a file, a folder or a dangling link
+    there raises FileExistsError and stays (os.replace would have replaced them, a review)."""
+    from pytest_opprof.files import write_new
+
+    write_new(tmp_path / "a" / "new.json", b"{}\n")
+    assert (tmp_path / "a" / "new.json").read_bytes() == b"{}\n"
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere")
+    for taken in ("a/new.json", "a", "dangling.json"):
+        with pytest.raises(FileExistsError):
+            write_new(tmp_path / taken, b"[]\n")
+    assert (tmp_path / "a" / "new.json").read_bytes() == b"{}\n" and not (tmp_path / "nowhere").exists()
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["new.json"]  # no temporary file left
