@@ -29,7 +29,7 @@ from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
 from .analysis.compiled import FX_GRAPH, REGION
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import closest_names, compiled_regions_moved, waited_for_cpu
+from .errors import closest_names, compiled_regions_moved, unrecordable_gpu, unrecordable_tracer, waited_for_cpu
 from .events import TENSOR_LIST
 from .units import count_of, count_text
 
@@ -89,9 +89,9 @@ class Machine:
         Python tracer (coverage, a debugger), which slows the Python between the ops: a trial's
         baseline recorded under --cov held that slower step wall, and a 3x slower one passed."""
         if self.gpu_unreliable:
-            return f"unreliable GPU clocks ({self.gpu_unreliable})"
+            return unrecordable_gpu(self.gpu_unreliable)
         if self.python_tracer:
-            return f"a Python tracer ran ({self.python_tracer}): it slows the Python between the ops"
+            return unrecordable_tracer(self.python_tracer)
         return None
 
 
@@ -303,7 +303,9 @@ def work_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = T
     own kernels by design: every op of a T4 vs A10 comparison would read as changed)."""
     if not kernels:
         current, baseline = _without_kernels(current), _without_kernels(baseline)
-    return [v for v in compare(current, baseline, Rule()).verdicts if v.kind == WORK]
+    return [
+        v for v in compare(current, baseline, Rule()).verdicts if v.kind == WORK and v.op
+    ]  # an op's, not the threads'
 
 
 def _without_kernels(doc: BaselineDoc) -> BaselineDoc:

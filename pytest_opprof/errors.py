@@ -1129,6 +1129,21 @@ def capture_off_thread(what: str, thread: str) -> str:
     )
 
 
+# -- measurements no baseline is written from ---------------------------------------------
+
+TRACER_RAN = "a Python tracer ran"
+TRACER_RECORD_FIX = "pytest --opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
+
+
+def unrecordable_gpu(reason: str) -> str:
+    return f"unreliable GPU clocks ({reason})"
+
+
+def unrecordable_tracer(tracer: str) -> str:
+    """A measurement under a Python tracer: it slows the Python between the ops (the step wall)."""
+    return f"{TRACER_RAN} ({tracer}): it slows the Python between the ops"
+
+
 # -- opprof mv ------------------------------------------------------------------------------
 
 

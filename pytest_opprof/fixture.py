@@ -395,7 +395,7 @@ class OpprofFixture:
         reported: it would count for nothing (a trial's was never reported, and a body that made
         assertions without --opprof was told they came `before opprof.run()`)."""
         __tracebackhide__ = True
-        if self.call_ended:
+        if self.call_ended and self.enabled:  # without --opprof run() calls fn once, as DESIGN has it
             raise OpprofUsageError(capture_after_call(what, self.nodeid))
 
     def _refuse_nesting(self, what: str) -> None:
@@ -644,7 +644,7 @@ class OpprofFixture:
             self._whole_call.stop(keep=False)
             self._take_refusals(self._whole_call)
             self._whole_call = None
-        if self._deferred:
+        if self._deferred and not self.call_ended:  # after the call (a teardown, without --opprof) they were the body's
             made, self._deferred = [where for _, where, _ in self._deferred], []
             raise OpprofUsageError(assertions_before_capture(made, replaced_by))
 

@@ -51,6 +51,8 @@ from .errors import (
     ONE_MEASUREMENT,
     RECORD_AGAIN_FIX,
     SAME_WORK_FIX,
+    TRACER_RAN,
+    TRACER_RECORD_FIX,
     TraceWriteError,
     capture_moved_compared,
     capture_moved_written,
@@ -81,7 +83,6 @@ from .units import count_of, count_text, first_three
 # -- the pytest run's report ------------------------------------------------------------------
 
 REPORT_SCHEMA = 1
-TRACER_RECORD_FIX = "pytest --opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
 WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
 RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
@@ -1157,7 +1158,7 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
     a Python tracer's (`--cov`) with the run that records them."""
     why = {r.baseline.unrecordable: None for r in records if r.baseline and r.baseline.unrecordable}
     traced = sorted(
-        {r.nodeid for r in records if r.baseline and (r.baseline.unrecordable or "").startswith("a Python")}
+        {r.nodeid for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
     )
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(why) or 'unreliable GPU clocks (see above)'}"
     if traced:

@@ -2245,3 +2245,32 @@ def test_move_baseline_refuses_a_file_it_cannot_place(tmp_path):
     with pytest.raises(BaselineError, match=r"t\.json: cannot be written \(.*; .*test_fwd\.json is as it was"):
         move_baseline(real, "blocked.py::t")
     assert read_baseline(real, NODE) is not None
+
+
+def test_move_baseline_says_in_one_line_what_it_may_not_read(tmp_path, monkeypatch):
+    """A review (as `nobody`, a folder of mode 000): `exists()` raised PermissionError, a
+    traceback with exit 1. As root here nothing is refused: the error is injected."""
+    from pytest_opprof.baseline import move_baseline
+    from pytest_opprof.errors import mv_unreadable
+
+    old = _recorded(tmp_path / ".opprof")
+    denied = PermissionError(13, "Permission denied", str(old.parent))
+    monkeypatch.setattr(Path, "is_symlink", lambda self: (_ for _ in ()).throw(denied))
+    with pytest.raises(BaselineError) as refused:
+        move_baseline(old, "tests/test_mlp.py::test_new")
+    assert str(refused.value) == mv_unreadable(old, denied)
+    assert str(refused.value).endswith(f"(Permission denied: {old.parent}); nothing was changed")
+    monkeypatch.undo()
+    assert read_baseline(old, NODE) is not None
+
+
+def test_compares_work_lines_are_the_ops_not_the_threads_verdict():
+    """A review: `opprof compare` printed the plugin's `torch threads 2 -> 1 ...; CPU times not
+    compared` as a work line right under `B regressed` on CPU times, and counted it as an op."""
+    from pytest_opprof.compare import work_verdicts
+
+    env = {**ENV, "thread_setup": "2 cpus"}
+    a = replace(baseline_from_profile(profile(), NODE, "cpu-x86_64", env), threads=2)
+    b = replace(a, threads=1)
+    assert [v.message[:13] for v in compare(b, a, Rule()).verdicts if v.kind == WORK] == ["torch threads"]
+    assert work_verdicts(b, a) == []
