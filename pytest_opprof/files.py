@@ -33,12 +33,7 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
     what it points to); the temporary file is removed if anything fails. `inside`: refuse a
     `path` whose folder resolves outside that folder (a symlinked folder in a repository must
     not send files elsewhere), checked before any folder is made."""
-    if inside is not None:
-        folder, root = path.parent.resolve(), inside.resolve()
-        if folder != root and root not in folder.parents:
-            raise UnsafePathError(outside_folder(path, inside, folder))
-    _make_folder(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = _temporary_beside(path, inside)
     try:
         with open(tmp, "xb") as f:
             _write_chunks(f, chunks)
@@ -48,17 +43,23 @@ def write_atomic_chunks(path: Path, chunks: Iterable[str | bytes], inside: Path 
             tmp.unlink()
 
 
-def write_new(path: Path, data: bytes, inside: Path | None = None) -> None:
-    """Write `path` whole, where nothing is: a temporary file beside it, then a hard link in its
-    place, which fails (FileExistsError) where anything stands there, a dangling symlink too,
-    even one made a moment ago; never replaced (`opprof mv` must lose no baseline). A file
-    system without hard links gets an exclusive create instead."""
+def _temporary_beside(path: Path, inside: Path | None) -> Path:
+    """A unique temporary name beside `path`, its folder made, once that folder is checked to lie
+    inside `inside` (when given: checked before any folder is made)."""
     if inside is not None:
         folder, root = path.parent.resolve(), inside.resolve()
         if folder != root and root not in folder.parents:
             raise UnsafePathError(outside_folder(path, inside, folder))
     _make_folder(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def write_new(path: Path, data: bytes, inside: Path | None = None) -> None:
+    """Write `path` whole, where nothing is: a temporary file beside it, then a hard link in its
+    place, which fails (FileExistsError) where anything stands there, a dangling symlink too,
+    even one made a moment ago; never replaced (`opprof mv` must lose no baseline). A file
+    system without hard links gets an exclusive create instead."""
+    tmp = _temporary_beside(path, inside)
     try:
         with open(tmp, "xb") as f:
             f.write(data)
