@@ -766,12 +766,15 @@ def _move(args: argparse.Namespace) -> _Done:
     moved = move_baseline(Path(args.file), args.nodeid)
     if moved.was == args.nodeid and moved.new == moved.old:
         return _Done(unmoved_line(moved.new, args.nodeid) + "\n")
-    new = _from_here(moved.new) if moved.new != moved.old else moved.old
+    new = _as_given(moved.new, moved.old) if moved.new != moved.old else moved.old
     return _Done(moved_line(moved.old, new, args.nodeid, moved.was) + "\n")
 
 
-def _from_here(path: Path) -> Path:
-    """`path` relative to the working folder where it lies under it, else as it is."""
+def _as_given(path: Path, given: Path) -> Path:
+    """`path` in the form FILE was given in: absolute for an absolute FILE (a review's line read
+    `/abs/old -> h4/proj/new`), else relative to the working folder where it lies under it."""
+    if given.is_absolute():
+        return path.absolute()
     with suppress(ValueError):
         return path.absolute().relative_to(Path.cwd())
     return path

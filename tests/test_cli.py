@@ -682,6 +682,18 @@ def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monk
     assert json.loads((tmp_path / new).read_text())["nodeid"] == "tests/test_b.py::test_new"
     code, out, _ = run_cli(capsys, "mv", new, "tests/test_b.py::test_new")
     assert (code, out) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n")
+    code, out, _ = run_cli(capsys, "mv", str(tmp_path / new), "tests/test_c.py::test_new")  # absolute: both paths so
+    assert (
+        out
+        == moved_line(
+            tmp_path / new,
+            tmp_path / ".opprof/cpu-x86_64/tests/test_c.py/test_new.json",
+            "tests/test_c.py::test_new",
+            "tests/test_b.py::test_new",
+        )
+        + "\n"
+    )
+    new = ".opprof/cpu-x86_64/tests/test_c.py/test_new.json"
     code, out, err = run_cli(capsys, "mv", new, "test_new")
     assert (code, out) == (2, "")
     assert (
