@@ -733,7 +733,7 @@ def _move(path: Path, nodeid: str) -> Moved:
         return Moved(path, path, doc.nodeid)  # nothing to do
     if not in_place:
         _refuse_in_the_way(new, path)
-    data = _rekeyed(path, doc.nodeid, nodeid)
+    data = _rekeyed(path, nodeid)
     try:
         write_atomic(new, data, inside=root) if in_place else write_new(new, data, inside=root)
     except FileExistsError:  # it came while we looked
@@ -797,12 +797,11 @@ def _what_is_at(path: Path) -> str:
     return f"the baseline of {doc.nodeid!r}" if doc is not None else "nothing now"
 
 
-def _rekeyed(path: Path, was: str, nodeid: str) -> bytes:
+def _rekeyed(path: Path, nodeid: str) -> bytes:
     """The file's bytes with its "nodeid" set: only that value replaced where it can be found
     (a byte order mark, CRLF endings and the layout stay, and Git sees a rename), else the
     document written again."""
-    raw = path.read_bytes()
-    text = raw.decode("utf-8")
+    text = path.read_bytes().decode("utf-8")
     data = _json(path, text.lstrip("\ufeff"))
     wanted = {**data, "nodeid": nodeid}
     for found in re.finditer(r'"nodeid"\s*:\s*("(?:[^"\\]|\\.)*")', text):
