@@ -517,6 +517,7 @@ class BaselineResult:
     written_wait: float | None = None  # a written file: its measurement's share of CPU wait (None: unknown)
     recorded_wait: float | None = None  # the file read: its capture.cpu_wait (recorded under load), or None
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
+    nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
 
     @property
     def slower(self) -> bool:
@@ -631,6 +632,7 @@ class BaselineResult:
             "written_wait": self.written_wait,
             "recorded_wait": self.recorded_wait,
             "unrecordable": self.unrecordable,
+            "nodeid": self.nodeid,
         }
 
     @classmethod
@@ -649,6 +651,7 @@ class BaselineResult:
             graph_call_unread=bool(data.get("graph_call_unread")),
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
+            nodeid=data.get("nodeid") or "",
         )  # fmt: skip
 
 
@@ -753,7 +756,7 @@ def baseline_step(
             old = read_baseline(path, nodeid, inside=root)
         except BaselineError as exc:
             return BaselineResult(
-                shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}", **_fails(rule)
+                shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}", nodeid=nodeid, **_fails(rule)
             )
         outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:
@@ -762,9 +765,10 @@ def baseline_step(
         try:
             write_baseline(path, outcome.write, root)
         except OSError as exc:
-            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {cannot_write(shown, exc)}", **_fails(rule))
+            error = f"opprof: {cannot_write(shown, exc)}"
+            return BaselineResult(shown, UNWRITABLE, error=error, nodeid=nodeid, **_fails(rule))
         except OpprofError as exc:
-            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}", **_fails(rule))
+            return BaselineResult(shown, UNWRITABLE, error=f"opprof: {exc}", nodeid=nodeid, **_fails(rule))
     rows = {  # the baseline time each op is judged from (a slow spell's file minimum gives way to its range's fastest)
         name: (judged_base(min(samples), op.recorded_range, rule), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()
@@ -783,4 +787,5 @@ def baseline_step(
         graph_call_unread=comparison.graph_call_unread,
         written_from=outcome.written_from, written_wait=outcome.written_wait,
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
+        nodeid=nodeid,
     )  # fmt: skip

@@ -1303,8 +1303,12 @@ def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tup
     path, the orphan): alone in the same test file's folder (`test_x[a].json` and `test_x[b]`,
     `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
     each, in another folder (a test moved to another file, or its file moved)."""
-    missing = list(
-        {r.baseline.path: r.nodeid for r in records if r.baseline and r.baseline.status == "missing"}.items()
+    missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
+        {
+            r.baseline.path: r.baseline.nodeid or r.nodeid
+            for r in records
+            if r.baseline and r.baseline.status == "missing"
+        }.items()
     )
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
     for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder

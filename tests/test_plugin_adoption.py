@@ -155,6 +155,26 @@ def test_with_pytest_repeat_itself(pytester, monkeypatch):
     _repeats_share_the_tests_baseline(pytester, monkeypatch, "--count", "3")
 
 
+def test_a_renamed_test_under_pytest_repeat_gets_the_mv_of_the_test_it_repeats(pytester, monkeypatch):
+    """A renamed test run with `--count 3` was named by its first repeat: the `keep its baseline`
+    line gave `opprof mv ... 'test_rep.py::test_y[1-3]'`, which wrote a file no repeat reads."""
+    pytester.makeconftest(REPEAT_CONFTEST)
+    pytester.makepyfile(test_rep=REPEATED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
+    (pytester.path / "test_rep.py").write_text(REPEATED.replace("def test_x(", "def test_y("))
+    monkeypatch.setenv("REPEAT", "1")
+    result = run(pytester, "--opprof")
+    [line] = [line for line in result.stdout.lines if "keep its baseline" in line]
+    argv = shlex.split(line.split("keep its baseline: ", 1)[1])
+    assert argv[1:] == ["mv", argv[2], "test_rep.py::test_y"]
+    assert line.startswith("opprof: test_rep.py::test_y has no baseline, and ")
+    monkeypatch.chdir(pytester.path)
+    assert cli_main(argv[1:]) == 0
+    result = run(pytester, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(passed=9)
+    assert "read by no test" not in result.stdout.str() and "no baseline" not in result.stdout.str()
+
+
 def test_a_device_key_hook_loaded_while_collecting_is_refused(pytester):
     """A key hook in tests/gpu/conftest.py ran only when the paths given reached tests/gpu: the
     baselines were recorded under its key and checked under the machine's. Refused, naming the
