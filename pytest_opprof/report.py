@@ -1158,7 +1158,7 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
     a Python tracer's (`--cov`) with the run that records them."""
     why = {r.baseline.unrecordable: None for r in records if r.baseline and r.baseline.unrecordable}
     traced = sorted(
-        {r.nodeid for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
+        {_file_test(r) for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
     )
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(why) or 'unreliable GPU clocks (see above)'}"
     if traced:
@@ -1172,7 +1172,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
     by_file: dict[str, str] = {}
     for record in records:
         if record.baseline and record.baseline.status == "missing":
-            by_file.setdefault(record.baseline.path, record.nodeid)  # the first test that wants the file
+            by_file.setdefault(record.baseline.path, _file_test(record))
     missing = list(by_file.values())
     statuses = Counter(_file_statuses(records).values())
     if missing:
@@ -1245,8 +1245,14 @@ def _tests_of_files(records: list[TestRecord], which: Callable[[BaselineResult],
     found: dict[str, str] = {}
     for record in records:
         if record.baseline and which(record.baseline):
-            found.setdefault(record.baseline.path, record.nodeid)
+            found.setdefault(record.baseline.path, _file_test(record))
     return list(found.values())
+
+
+def _file_test(record: TestRecord) -> str:
+    """The test a record's baseline file is named by: a pytest-repeat repeat's (`test_x[2-3]`)
+    is the test it repeats (`test_x`), which its file holds; a summary named a repeat."""
+    return (record.baseline.nodeid if record.baseline else "") or record.nodeid
 
 
 def _file_statuses(records: list[TestRecord]) -> dict[str, str]:
@@ -1304,11 +1310,7 @@ def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tup
     `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
     each, in another folder (a test moved to another file, or its file moved)."""
     missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
-        {
-            r.baseline.path: r.baseline.nodeid or r.nodeid
-            for r in records
-            if r.baseline and r.baseline.status == "missing"
-        }.items()
+        {r.baseline.path: _file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
     )
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
     for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder
