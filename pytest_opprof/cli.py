@@ -111,6 +111,13 @@ def _path(text: str) -> str:
     return text
 
 
+def _file(text: str) -> str:
+    """A path that must name a file (a trace, the baseline `opprof mv` moves)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty path; give a file")
+    return text
+
+
 def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--top",
@@ -179,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     analyze = sub.add_parser("analyze", help="tables (or JSON) for a Kineto/Chrome trace (.json, .json.gz)")
-    analyze.add_argument("trace", type=_path, metavar="TRACE", help="a trace written by torch.profiler")
+    analyze.add_argument("trace", type=_file, metavar="TRACE", help="a trace written by torch.profiler")
     output = analyze.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
@@ -223,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")
 
     move = sub.add_parser("mv", help="make a baseline file the baseline of a renamed or moved test")
-    move.add_argument("file", type=_path, metavar="FILE", help="the baseline .json file of the renamed or moved test")
+    move.add_argument("file", type=_file, metavar="FILE", help="the baseline .json file of the renamed or moved test")
     move.add_argument("nodeid", metavar="NODEID", help="the test's node id now, as pytest prints it")
     return parser
 

@@ -357,7 +357,8 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze"], "the following arguments are required: TRACE"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (["analyze", "{bad}"], "not valid JSON"),
-        (["analyze", ""], "argument TRACE: '' is an empty path; give a file or folder"),  # was ".: a folder"
+        (["analyze", ""], "argument TRACE: '' is an empty path; give a file (see"),  # was ".: a folder"
+        (["mv", " ", "t.py::test_x"], "argument FILE: ' ' is an empty path; give a file (see"),
         (["show", " "], "argument PATH: ' ' is an empty path"),
         (["compare", "{trace}", ""], "argument B: '' is an empty path"),
         (["compare", "{trace}", "{empty}"], empty_compare_side("empty.json")),
