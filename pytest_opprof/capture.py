@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import replace
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, TypeVar
 
 from . import clock, device  # as modules: tests put fakes on device
@@ -172,12 +172,8 @@ def _run_keyword_taken(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: di
 def _run_keyword_slip(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, str] | None:
     """(keyword, run()'s own) for a keyword meant for run() (`step=3`, `warm_up=1`) that fn
     does not take and would refuse with a TypeError after opprof's warm-up, else None."""
-    forward = getattr(fn, "forward", None)  # a module's call takes what its forward does
-    try:
-        parameters = inspect.signature(forward if callable(forward) else fn).parameters
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+    parameters = _keywords_taken(fn)
+    if parameters is None:
         return None
     for name in kwargs:
         if name in parameters:
@@ -186,6 +182,35 @@ def _run_keyword_slip(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[s
             if difflib.SequenceMatcher(None, name.replace("_", "").lower(), own).ratio() >= _SLIP_RATIO:
                 return name, own
     return None
+
+
+def _keywords_taken(fn: Callable[..., Any]) -> set[str] | None:
+    """The keywords fn takes, or None where it takes any (`**kwargs`) or they cannot be read. A
+    TorchScript function's come from its schema, a torch built-in's (torch.relu) from its
+    operator's overloads: a trial's `run(scripted, x, step=3)` got torch's error after the warm-up."""
+    forward = getattr(fn, "forward", None)  # a module's call takes what its forward does
+    target = forward if callable(forward) else fn
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return _schema_keywords(target)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return None
+    return set(parameters)
+
+
+def _schema_keywords(fn: Any) -> set[str] | None:
+    """The argument names of a TorchScript function's schema, or of every overload of the aten
+    operator a torch built-in calls; None for another callable without a signature."""
+    schema = getattr(fn, "schema", None)
+    if schema is not None and hasattr(schema, "arguments"):
+        return {a.name for a in schema.arguments}
+    torch = sys.modules.get("torch")
+    name = getattr(fn, "__name__", None)
+    if torch is None or not isinstance(name, str) or getattr(fn, "__module__", None) not in ("torch", "torch._C._nn"):
+        return None
+    schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    return {a.name for s in schemas for a in s.arguments} if schemas else None
 
 
 _SLIP_RATIO = 0.75  # step, warm_up, n_steps, stpes, warm; not sleep, stop, iters
@@ -229,7 +254,49 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
         _read_inputs(table, kineto_events, cls)
     if links_needed:
         _link_device_work(table, kineto_events, corrs)
+    table.end_threads = _ends_elsewhere(table, kineto_events, cls)
     return table
+
+
+def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
+    """_ends_elsewhere for a capture read through Kineto's trace, which does not say where an op
+    ended: the events do, matched by the op's External id (as its FLOPs are)."""
+    if not _ops_on_threads(table):
+        return {}
+    events = results.events()
+    if not events or not hasattr(type(events[0]), "end_thread_id"):
+        return {}
+    # by id and name: a kernel's or runtime call's id is CUPTI's, a count that may equal an op's
+    ends = {
+        (e.correlation_id(), printable_name(e.name())): e.end_thread_id()
+        for e in events
+        if e.start_thread_id() != e.end_thread_id()
+    }
+    if not ends:
+        return {}
+    rows = zip(table.kind, table.external_id, table.name)
+    return {i: ends[ext, name] for i, (kind, ext, name) in enumerate(rows) if kind is CPU_OP and (ext, name) in ends}
+
+
+def _ops_on_threads(table: EventTable) -> bool:
+    """Whether the table's ops ran on more than one thread."""
+    return len(set(compress(table.tid, map(CPU_OP.__eq__, table.kind)))) > 1
+
+
+def _ends_elsewhere(table: EventTable, kineto_events: Any, cls: Any) -> dict[int, int]:
+    """Ops whose end torch recorded on another thread than their start (its `is_async` events:
+    a TorchScript function that forks ends on the thread that finished its work, after its caller
+    went on to the next step: a trial's jit.fork model erred `nesting` in most 300-step runs), by
+    row, with that thread. Only where ops ran on several threads (the thread that ends a forking function runs its forked
+    ops): a capture of ops on one thread skips the read (~25 ms per 200k events)."""
+    if not hasattr(cls, "end_thread_id") or not _ops_on_threads(table):
+        return {}
+    ends = list(map(cls.end_thread_id, kineto_events))
+    return {
+        i: end
+        for i, (kind, start, end) in enumerate(zip(table.kind, table.tid, ends))
+        if end != start and kind is CPU_OP and end
+    }
 
 
 def _kept_events(kineto_events: Any, cls: Any) -> tuple[Any, list[str]]:
@@ -374,14 +441,20 @@ def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:
 
 
 def _cycle_cleared_at(prof: Any) -> int | None:
-    """The prof.step() call that ended the last active cycle of a scheduled profiler, when the
-    profiler then stopped outside an active cycle: torch cleared that cycle's
-    events as the next began, so what is left to read is the new cycle's nothing. Else None."""
+    """The prof.step() call that ended the last active cycle of a scheduled profiler, when a next
+    cycle began (its warm-up) and the profiler stopped outside an active cycle: torch cleared that
+    cycle's events as the next began, so what is left to read is the new cycle's nothing. Else
+    None: a schedule whose cycles ran out (`repeat=1`) keeps its last cycle's events, and a trial's
+    capture whose steps ran no torch work was told to give `repeat=1`, which it had."""
     run = _schedule_run(prof)  # with acc_events too: torch accumulates its averages, not the events
     if run is None:
         return None
     ends, stopped_inside = run
-    return ends[-1] if ends and not stopped_inside else None
+    if not ends or stopped_inside:
+        return None
+    action = sys.modules["torch"].profiler.ProfilerAction
+    after = (prof.schedule(step) for step in range(ends[-1], prof.step_num + 1))
+    return ends[-1] if any(a in (action.WARMUP, action.RECORD, action.RECORD_AND_SAVE) for a in after) else None
 
 
 def _cycles_kept_last(prof: Any) -> int:
@@ -433,6 +506,7 @@ def table_of(results: Any, with_shapes: bool = False) -> EventTable:
             raise CaptureError(trace_not_written(str(exc).strip())) from None
         table = read_trace(path).table
     _names_from_events(table, results)
+    table.end_threads = _ends_elsewhere_by_id(table, results)
     if with_shapes:
         flops = {e.correlation_id(): e.flops() for e in results.events() if e.flops()}
         for i, kind in enumerate(table.kind):
@@ -1135,7 +1209,9 @@ def _with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
         return profile
     ratio = min(walls) / min(unprofiled)
     compiling = profile.compiled is not None and any(c.step >= 0 for c in profile.compiled.compilations)
-    check = None if compiling else overhead_check(ratio)  # the compilation warning says why the steps were slow
+    # the compilation warning says why the steps were slow; a step of no op has no distortion to
+    # speak of (a trial's fn that returned a generator got `give each step more work` beside its error)
+    check = None if compiling or not profile.ops else overhead_check(ratio)
     return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
 
 

@@ -12,13 +12,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .events import ANNOTATION, DEVICE_KINDS, RUNTIME, Event
+from .events import ANNOTATION, DEVICE_KINDS, END_THREAD, RUNTIME, Event
 from .files import write_atomic
 
 
-def event_to_trace_json(event: Event) -> str:
-    """One event as a Chrome-trace record, its times written exactly (us with ns decimals)."""
+def event_to_trace_json(event: Event, end_thread: int | None = None) -> str:
+    """One event as a Chrome-trace record, its times written exactly (us with ns decimals);
+    `end_thread`: the thread an op's end was recorded on, where another (EventTable.end_threads)."""
     args: dict[str, Any] = {}
+    if end_thread is not None:
+        args[END_THREAD] = end_thread
     if event.external_id:
         args["External id"] = event.external_id
     if event.correlation:
@@ -62,19 +65,29 @@ def _ns_to_us_text(ns: int) -> str:
 
 
 def write_trace(
-    path: str | os.PathLike[str], events: list[Event], metadata: dict[str, Any], relative: bool = False
+    path: str | os.PathLike[str],
+    events: list[Event],
+    metadata: dict[str, Any],
+    relative: bool = False,
+    end_threads: dict[int, int] | None = None,
 ) -> None:
     """Write events as a Chrome/Perfetto trace (.json, or .json.gz by the file name), atomically.
     `relative`: times from the first event's whole microsecond, that instant in the header's
     `baseTimeNanoseconds` as torch writes it (epoch microseconds, 1796190588632019.176, lose their
     nanoseconds in a reader's doubles: a trial's Perfetto saw 55 of 10,420 events end after their
-    parent)."""
+    parent). `end_threads`: by event index, as EventTable.end_threads (read back by the trace reader)."""
     if relative and events:
         base = min(e.start_ns for e in events) // 1000 * 1000
         events = [e._replace(start_ns=e.start_ns - base) for e in events]
         metadata = {**metadata, "baseTimeNanoseconds": base}
     head = json.dumps({k: v for k, v in metadata.items() if k != "traceEvents"})[:-1]
-    records = [*map(event_to_trace_json, events), *_names(events), *_flows(events)]
+    ends = end_threads or {}
+    written = (
+        [event_to_trace_json(e, ends.get(i)) for i, e in enumerate(events)]
+        if ends
+        else map(event_to_trace_json, events)
+    )
+    records = [*written, *_names(events), *_flows(events)]
     body = ",\n".join(records)
     sep = ", " if head != "{" else ""
     data = f'{head}{sep}"traceEvents": [\n{body}\n]}}\n'.encode()

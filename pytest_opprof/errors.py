@@ -6,6 +6,8 @@ Tests import these formatters so they assert the real text.
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import json
 import re
 import reprlib
@@ -961,14 +963,31 @@ def untrusted_earlier(capture: int, errors: list[str]) -> str:
     )
 
 
-def ran_no_op_in_run(fn: object, steps: int) -> str:
-    """Why a run() recorded nothing: fn ran no torch operator."""
+def ran_no_op_in_run(fn: object, steps: int, result: object = None) -> str:
+    """Why a run() recorded nothing: fn ran no torch operator (and, where its result says why, that:
+    a trial's fn returned a generator, and the line named only what fn might have done)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    ran = f"opprof.run()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}"
+    lazy = _lazy_result(result)
+    if lazy:
+        what, fix = lazy
+        return f"{ran}: it returned {what}, whose work had not run; make fn do the work: pass {fix}"
     return (
-        f"opprof.run()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}: "
-        "check that it calls the model, and does not return what would (a generator, a lambda), nor hand it "
+        f"{ran}: check that it calls the model, and does not return what would (a generator, a lambda), nor hand it "
         "to another thread (threading, a pool: the profiler records only the thread that calls run())"
     )
+
+
+def _lazy_result(result: object) -> tuple[str, str] | None:
+    """What a result is, and the fn that would do its work, where it holds work not done yet (a
+    generator, a coroutine, a lazy iterator, a function), else None."""
+    if inspect.isgenerator(result) or isinstance(result, (map, filter, zip)):
+        return f"a {type(result).__name__}", "lambda: list(fn(...))"
+    if inspect.iscoroutine(result):
+        return "a coroutine", "lambda: asyncio.run(fn(...))"
+    if inspect.isfunction(result) or isinstance(result, functools.partial):
+        return "a function", "lambda: fn(...)()"
+    return None
 
 
 RAN_NO_OP_IN_BLOCK = (

@@ -11,7 +11,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 # Event kinds. The Kineto category names map onto these (see KIND_OF_CATEGORY).
@@ -52,6 +52,7 @@ KIND_OF_CATEGORY: dict[str, str] = {
 }
 
 NO_DEVICE = -1
+END_THREAD = "End thread"  # an op's trace arg (opprof's): the thread its end was recorded on, where not its own
 
 
 class Event(NamedTuple):
@@ -151,6 +152,10 @@ class EventTable:
     shapes: list[tuple[tuple[int, ...], ...]]
     dtypes: list[tuple[str, ...]]
     flops: list[int]
+    # Row -> the thread an op's end was recorded on, where not the thread it started on (torch's
+    # "async" op: a TorchScript function that forks and waits ends on the thread that finished
+    # its work, after its caller went on): its end bounds nothing on its own thread.
+    end_threads: dict[int, int] = field(default_factory=dict, init=False)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -245,6 +250,8 @@ def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable
         keep = [i for i in keep if kinds[i] not in DEVICE_KINDS or correlations[i] not in launched]
     columns = [getattr(table, f) for f in Event._fields]
     kept = EventTable(*(list(map(column.__getitem__, keep)) for column in columns))
+    if table.end_threads:
+        kept.end_threads = {new: table.end_threads[old] for new, old in enumerate(keep) if old in table.end_threads}
     if trimmed:
         _trim_tails(kept, spans, trimmed)
     return kept

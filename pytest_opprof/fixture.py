@@ -273,7 +273,7 @@ class OpprofFixture:
             profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe, cut_short=self._cut)
         finally:
             self._inside = None
-        self._finish(profile, ran_no_op_in_run(fn, steps))
+        self._finish(profile, ran_no_op_in_run(fn, steps, result))
         self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
         ahead = self._measured_ahead(steps)
         if ahead:  # fn ran again after the first measurement: its last result, as run() promises

@@ -36,8 +36,8 @@ def profiler_spelling(name: str) -> str | None:
 
 def is_known_op(name: str) -> bool:
     """Whether torch knows an operator of this exact name ("aten::copy_"), or an autograd node
-    of it ("ToCopyBackward0", with or without the engine's prefix). Names outside the aten/prim
-    namespaces (custom ops, record_function labels) cannot be checked: True."""
+    of it ("ToCopyBackward0", with or without the engine's prefix). A name in a namespace torch
+    holds no op of (a record_function label, a library not loaded) cannot be checked: True."""
     node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
     if node is not None:
         return _known_node(node.group(0), node.group(1))
@@ -48,11 +48,26 @@ def is_known_op(name: str) -> bool:
         return False
     if sep and namespace not in ("aten", "prim") and namespace.strip().lower() in ("aten", "prim"):
         return False  # `ATEN::addmm`, `aten ::addmm`: the namespace mistyped
-    if not sep or namespace not in ("aten", "prim"):
+    if not sep:
         return True
+    if namespace not in ("aten", "prim"):
+        return _known_in_namespace(namespace, op)
     torch = _torch()
     packet = getattr(getattr(torch.ops, namespace), op.split(".")[0], None)
     return packet is not None
+
+
+def _known_in_namespace(namespace: str, op: str) -> bool:
+    """Whether an op of another namespace is known: where torch's dispatcher holds ops of that
+    namespace (`quantized`, a torch.library custom op's), one of this name; a namespace it holds
+    none of (a library not loaded yet, a record_function label) cannot be checked: True. A
+    trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
+    all_names = getattr(_torch()._C, "_dispatch_get_all_op_names", None)
+    if all_names is None:
+        return True
+    prefix = f"{namespace}::"
+    known = {name[len(prefix) :] for name in all_names() if name.startswith(prefix)}
+    return not known or op.split(".")[0] in known
 
 
 def _known_node(name: str, stem: str) -> bool:

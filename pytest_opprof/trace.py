@@ -43,6 +43,7 @@ from .errors import (
 from .events import (
     CPU_OP,
     DEVICE_KINDS,
+    END_THREAD,
     KIND_OF_CATEGORY,
     MEMORY_KINDS,
     NO_DEVICE,
@@ -296,7 +297,7 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
                 # copy's size (ROCm's device copies carry no bytes; the launching call has them)
                 args
                 if kind in DEVICE_KINDS
-                or (kind is CPU_OP and "Input Dims" in args)
+                or (kind is CPU_OP and ("Input Dims" in args or END_THREAD in args))
                 or (kind is RUNTIME and "size" in args)
                 else None,
             )
@@ -374,10 +375,12 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     for i in compress(range(len(rows)), map(is_not, kept_args, repeat(None))):
         columns.take(i, kinds[i], kept_args[i], pids[i], tids[i], corrs[i], names, ids, source)
     columns.fill_bytes_from_launches(corrs)
-    return EventTable(
+    table = EventTable(
         kinds, names, starts, durs, pids, tids, columns.devices, columns.streams, corrs, exts, columns.nbytes,
         columns.shapes, columns.dtypes, columns.flops,
     )  # fmt: skip
+    table.end_threads = columns.end_threads
+    return table
 
 
 def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) -> int:
@@ -406,6 +409,7 @@ class _ArgColumns:
         self.flops = [0] * n
         self.launch_size: dict[int, int] = {}  # correlation -> the size a runtime copy call gave
         self.sizeless: list[int] = []  # device copies without bytes of their own
+        self.end_threads: dict[int, int] = {}  # ops whose end another thread recorded (opprof's traces say)
 
     def take(
         self, i: int, kind: str, a: dict[str, Any], pid: Any, tid: Any, corr: int, names: list[Any],
@@ -413,6 +417,7 @@ class _ArgColumns:
     ) -> None:  # fmt: skip
         if kind is CPU_OP:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
+            self._end_thread(i, a, tid, names, source)
             return
         if kind is RUNTIME:  # a size that is not a whole number is not one we need: left out
             size = _whole(a["size"])
@@ -435,6 +440,14 @@ class _ArgColumns:
             self.nbytes[i] = (
                 size if type(size) is int and 0 <= size < _INT64 else _whole_number(size, i, names, "bytes", source)
             )
+
+    def _end_thread(self, i: int, a: dict[str, Any], tid: int, names: list[Any], source: str) -> None:
+        end = a.get(END_THREAD, tid)
+        if type(end) is not int:
+            what = f"complete event {i} ({shown_value(names[i])}): {END_THREAD!r} is {shown_value(end)}"
+            raise TraceError(bad_trace(source, f"{what}, not a thread id"))
+        if end != tid:
+            self.end_threads[i] = end
 
     def fill_bytes_from_launches(self, corrs: list[int]) -> None:
         """A copy or memset without bytes (ROCm's) takes the size of the runtime call that

@@ -610,3 +610,54 @@ def test_a_step_marker_with_a_number_no_int_reads_is_no_step():
     huge = "ProfilerStep#" + "9" * 5000
     profile = analyze([step(1, 0, 10), op("aten::mm", 1, 2), annotation(huge, 20, 10), op("aten::add", 21, 2)])
     assert profile.steps == 1 and [r.name for r in profile.ranges] == [huge]
+
+
+def _forking_steps() -> list[Event]:
+    """Two steps of a TorchScript function that forks (as torch records it): `forward` starts
+    on the steps' thread and its end lands on the pool thread that finished its work, past its
+    step and into the next step's `forward`; the forked function on the pool thread ends late."""
+    return [
+        step(1, 0, 100),
+        op("forward", 10, 120),  # ends at 130: inside step 2's forward
+        op("aten::linear", 20, 30),
+        op("<forked function>", 15, 200, tid=3),  # 200 us from a 100 us step: past its step
+        op("aten::linear", 16, 30, tid=3),
+        step(2, 110, 100),
+        op("forward", 120, 60),
+        op("aten::linear", 125, 30),
+        op("<forked function>", 220, 20, tid=3),
+    ]
+
+
+def test_an_op_whose_end_another_thread_recorded_encloses_nothing():
+    """A trial's jit.fork model erred `nesting` (and `wall_time`, `units broken`) in most 300-step
+    runs: torch records a forking function's end on the thread that finished it, after its caller
+    went on. Such an op (EventTable.end_threads) encloses nothing, as in torch's own tree: no
+    parent, no children, no self time, and no top-level time; a pool thread's op may outlive its
+    step. Without the mark, the same events are refused."""
+    from pytest_opprof.events import EventTable
+
+    events = _forking_steps()
+    refused = analyze(events)
+    assert {c.name for c in refused.errors} == {"nesting"}
+    table = EventTable.from_events(events)
+    table.end_threads = {1: 3, 6: 3}  # both forwards
+    p = analyze(table)
+    assert p.errors == []
+    forward, linear = p.op("forward"), p.op("aten::linear")
+    assert (forward.calls, forward.cpu_ns, forward.self_cpu_ns) == (2, 180_000, 0)
+    assert (linear.calls, linear.self_cpu_ns) == (3, 90_000)
+    assert p.op_tree[1][:3] == [-1, -1, -1]  # forward, and the linear it called: no parent
+
+
+def test_a_pool_threads_op_may_outlive_its_step_but_not_the_steps_thread():
+    """The wall-time window of a thread other than the steps' runs on to the end of its last op
+    begun in the step; on the steps' thread the step's wall bounds it (broken units)."""
+    pool = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200, tid=3), step(2, 300, 100)])
+    assert pool.errors == []
+    same = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200), step(2, 300, 100)])
+    assert status(same, "wall_time") == "error"
+    overlapping = analyze(  # two ops of one pool thread that overlap: still refused
+        [step(1, 0, 100), op("aten::a", 10, 150, tid=3), op("aten::b", 20, 200, tid=3), step(2, 300, 100)]
+    )
+    assert status(overlapping, "nesting") == "error"

@@ -1237,9 +1237,8 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
     result.stdout.fnmatch_lines_random(
         [
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; opprof.run()'s fn "
-            "(test_generator.<locals>.<lambda>) ran no torch operator in its 4 profiled steps: check that it calls "
-            "the model, and does not return what would (a generator, a lambda), nor hand it to another thread "
-            "(threading, a pool: the profiler records only the thread that calls run())",
+            "(test_generator.<locals>.<lambda>) ran no torch operator in its 4 profiled steps: it returned a "
+            "generator, whose work had not run; make fn do the work: pass lambda: list(fn(...))",
             "opprof: the measurement cannot be trusted, * opprof.run()'s fn (test_thread.<locals>.in_thread) ran no "
             "torch operator in its 2 profiled steps: *nor hand it to another thread*",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "

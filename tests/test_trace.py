@@ -675,3 +675,36 @@ def test_an_export_writes_times_from_a_base_that_doubles_keep_exact(tmp_path):
     assert [(o.name, o.cpu_ns, o.self_cpu_ns) for o in back.ops] == [
         (o.name, o.cpu_ns, o.self_cpu_ns) for o in profile.ops
     ]
+
+
+def test_an_ops_end_on_another_thread_survives_the_trace_opprof_writes(tmp_path):
+    """A capture's ops whose end another thread recorded (a TorchScript fork's `forward`) are
+    written with their `End thread` arg and read back as such: `opprof analyze` of the test's
+    trace refused what the test passed (`nesting`). A bad value is one line naming it."""
+    from pytest_opprof.events import EventTable
+
+    events = [
+        step(1, 0, 100),
+        op("forward", 10, 120),
+        op("aten::linear", 20, 30),
+        step(2, 110, 100),
+        op("forward", 120, 60),
+    ]
+    table = EventTable.from_events(events)
+    table.end_threads = {1: 3}
+    path = tmp_path / "t.json"
+    analyze(table).export_chrome_trace(path)
+    back = read_trace(path)
+    assert back.table.end_threads == {1: 3}
+    assert load_trace(path).errors == []
+    written = json.loads(path.read_text())["traceEvents"]
+    assert [e["args"].get("End thread") for e in written if e.get("name") == "forward"] == [3, None]
+    plain = tmp_path / "plain.json"
+    write_trace(plain, events, {})
+    assert [c.name for c in load_trace(plain).errors] == ["nesting"]  # a trace that does not say it
+    doc = json.loads(path.read_text())
+    next(e for e in doc["traceEvents"] if e.get("name") == "forward")["args"]["End thread"] = "3"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError) as caught:
+        read_trace(path)
+    assert f"{path}: complete event 1 ('forward'): 'End thread' is '3', not a thread id; " in str(caught.value)

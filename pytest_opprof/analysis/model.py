@@ -1090,7 +1090,8 @@ class Profile:
         if os.path.isdir(path):
             raise TraceWriteError(path, "a folder")
         try:
-            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof}, relative=True)
+            ends = self.event_table.end_threads if self.event_table is not None else None
+            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof}, relative=True, end_threads=ends)
         except OSError as exc:  # the temporary file's name would only confuse: name the path asked for
             raise TraceWriteError(path, exc.strerror or str(exc)) from None
 

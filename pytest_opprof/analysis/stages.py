@@ -80,7 +80,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     steps = find_steps(rows, t, stray_step)
     ops = op_columns(t, rows)
     scan, ops = set_compilation_apart(rows, ops)
-    tree = nest(ops, rows.runtime, steps)
+    tree = nest(ops, rows.runtime, steps, t.end_threads)
     ops, tree = fold_redispatches(ops, tree)
     compiled = compiled_summary(t, ops, tree, steps, scan) if scan.present else None
     cpu = cpu_statistics(ops, tree, steps.count)
@@ -93,8 +93,17 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
     checks = trust_checks(
         CheckInputs(
-            ops.pids, ops.tids, ops.starts, ops.durs, ops.names, tree.parent, tree.op_step, rows.device, rows.runtime
-        ),
+            ops.pids,
+            ops.tids,
+            ops.starts,
+            ops.durs,
+            ops.names,
+            tree.parent,
+            tree.op_step,
+            rows.device,
+            rows.runtime,
+            frozenset(tree.unnested),
+        ),  # fmt: skip
         steps.spans,
         device.busy_by_step,
         op_stats,
@@ -316,6 +325,9 @@ class Tree:
     op_step: list[int]
     launcher_of_runtime: list[int]
     one_thread: tuple[int, int] | None = None  # (pid, tid) where every op and runtime call ran on it
+    # Ops whose end was recorded on another thread (EventTable.end_threads), which torch's tree
+    # leaves out: no parent, no children, no self time; their time is their children's.
+    unnested: list[int] = field(default_factory=list)
 
     def callers(self, names: list[str], i: int, depth: int = 2) -> tuple[str, ...]:
         found: list[str] = []
@@ -346,19 +358,28 @@ def time_outside_ops(
     return tuple(max(0, span.wall_ns - sum(flat[s::n])) for s, span in enumerate(steps.spans))
 
 
-def nest(ops: OpColumns, runtime: list[Event], steps: Steps) -> Tree:
+def nest(ops: OpColumns, runtime: list[Event], steps: Steps, end_threads: dict[int, int] | None = None) -> Tree:
     """Items 0..n_ops-1 are ops, n_ops.. runtime calls; each thread's items are swept in start
-    order (at equal starts the longer op first: it encloses the shorter; calls after ops)."""
+    order (at equal starts the longer op first: it encloses the shorter; calls after ops). An op
+    whose end was recorded on another thread (`end_threads`, by table row) is not swept: its end
+    encloses nothing on its own thread (torch leaves such ops out of its tree too)."""
     n_ops = len(ops)
     # The last slot of child_ns is a sentinel: top-level ops (parent -1) add their time there.
     tree = Tree([-1] * n_ops, [0] * (n_ops + 1), [False] * n_ops, [-1] * n_ops, [-1] * len(runtime))
+    if end_threads:
+        tree.unnested = [k for k, row in enumerate(ops.rows) if row in end_threads]
+    unnested = set(tree.unnested)
     items = _Items(ops, runtime)
     groups = _thread_groups(ops, runtime)
     if len(groups) == 1 and n_ops:
         tree.one_thread = (ops.pids[0], ops.tids[0])
     for group in groups:
         group, group_starts, in_order = items.ordered(group)
-        _sweep(tree, items, group, group_starts, n_ops)
+        if unnested:
+            swept = [(i, start) for i, start in zip(group, group_starts) if i not in unnested]
+            _sweep(tree, items, [i for i, _ in swept], [start for _, start in swept], n_ops)
+        else:
+            _sweep(tree, items, group, group_starts, n_ops)
         _assign_steps(tree, group, group_starts, in_order, steps, n_ops)
     tree.child_ns.pop()
     return tree
@@ -503,6 +524,7 @@ def fold_redispatches(ops: OpColumns, tree: Tree) -> tuple[OpColumns, Tree]:
         list(compress(tree.op_step, keep)),
         [remap(j) for j in tree.launcher_of_runtime],
         tree.one_thread,
+        [new_index[i] for i in tree.unnested],  # never folded: a redispatch has a parent
     )
     return ops.keep(keep), folded_tree
 
@@ -538,6 +560,8 @@ def cpu_statistics(ops: OpColumns, tree: Tree, n_steps: int) -> CpuStats:
     calls_slots = Counter(slot)
     slot_calls = [calls_slots.get(j, 0) for j in range(n_names * width)]
     self_ns = _self_ns(ops.durs, tree.child_ns)
+    for k in tree.unnested:  # torch's rule: no self time (the time it holds is its children's)
+        self_ns[k] = 0
     slot_outer_calls: list[int] | None = None  # the same as the calls where no op nests in its own name
     if any(tree.nested_same_name):  # an op inside a same-name op: its time is counted once
         outer = [not n for n in tree.nested_same_name]
@@ -784,8 +808,9 @@ def timeline_of(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> Timelin
     names = ops.names
     op_of_call = [names[i] if i >= 0 else None for i in tree.launcher_of_runtime]
     host_busy: list[list[tuple[int, int]]] = [[] for _ in steps.spans]
+    unnested = set(tree.unnested)  # its end is another thread's moment
     for i, (p, s) in enumerate(zip(tree.parent, tree.op_step)):
-        if p < 0 and s >= 0:
+        if p < 0 and s >= 0 and i not in unnested:
             host_busy[s].append((ops.starts[i], ops.starts[i] + ops.durs[i]))
     return timeline(rows.device, runtime, Launches(call_of, op_of_call), windows, steps.of, host_busy)
 
