@@ -280,7 +280,7 @@ def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
 
 def _ops_on_threads(table: EventTable) -> bool:
     """Whether the table's ops ran on more than one thread."""
-    return len(set(compress(table.tid, map(CPU_OP.__eq__, table.kind)))) > 1
+    return len(set(table.tid)) > 1 and len(set(compress(table.tid, map(CPU_OP.__eq__, table.kind)))) > 1
 
 
 def _ends_elsewhere(table: EventTable, kineto_events: Any, cls: Any) -> dict[int, int]:

@@ -389,17 +389,20 @@ def _wall_time(
     trial's erred `wall_time` in 1 of 10 runs)."""
     worst: tuple[float, str] | None = None
 
-    def consider(total: int, s: int, what: str, until: int = 0) -> None:
+    def consider(total: int, s: int, what: str, window: int = 0) -> None:
         nonlocal worst
-        wall = max(spans[s].wall_ns, until - spans[s].start_ns)
+        wall = max(spans[s].wall_ns, window)
         if total > wall * (1 + WALL_MARGIN) + WALL_SLACK_NS:
             ratio = total / wall if wall else float("inf")
             if worst is None or ratio > worst[0]:
                 worst = (ratio, f"step {spans[s].number}, {what} {_fmt_ms(total)} in a {_fmt_ms(wall)} step")
 
-    for (s, pid, tid), (total, last_end) in _top_level_per_thread(cols).items():
-        until = last_end if (pid, tid) != step_thread else 0
-        consider(total, s, f"thread {tid}: top-level CPU ops take", until)
+    is_top = cols.top_level()
+    totals = _top_level_per_thread(cols, is_top)
+    over = [key for key, total in totals.items() if total > spans[key[0]].wall_ns and key[1:] != step_thread]
+    windows = _windows(cols, is_top, spans, set(over)) if over else {}  # rare: looked at only where needed
+    for (s, pid, tid), total in totals.items():
+        consider(total, s, f"thread {tid}: top-level CPU ops take", windows.get((s, pid, tid), 0))
     for s, per_device in enumerate(busy_by_step):
         for dev, intervals in per_device.items():
             consider(union_ns(intervals), s, f"device {dev}: device busy")
@@ -408,17 +411,28 @@ def _wall_time(
     return Check("wall_time", OK, "CPU and device time within each step's wall time")
 
 
-def _top_level_per_thread(cols: CheckInputs) -> dict[tuple[int, int, int], tuple[int, int]]:
-    """(step, pid, tid) -> the summed duration of the ops at the top of that thread's stack, and
-    the latest end of one."""
-    top_level: dict[tuple[int, int, int], tuple[int, int]] = {}
-    is_top = cols.top_level()
+def _top_level_per_thread(cols: CheckInputs, is_top: list[bool]) -> dict[tuple[int, int, int], int]:
+    """(step, pid, tid) -> summed duration of the ops at the top of that thread's stack."""
+    top_level: dict[tuple[int, int, int], int] = {}
     keys = zip(compress(cols.op_step, is_top), compress(cols.pids, is_top), compress(cols.tids, is_top))
-    for key, start, dur in zip(keys, compress(cols.starts, is_top), compress(cols.durs, is_top)):
+    for key, dur in zip(keys, compress(cols.durs, is_top)):
         if key[0] >= 0:
-            total, last = top_level.get(key, (0, 0))
-            top_level[key] = (total + dur, max(last, start + dur))
+            top_level[key] = top_level.get(key, 0) + dur
     return top_level
+
+
+def _windows(
+    cols: CheckInputs, is_top: list[bool], spans: list[StepSpan], wanted: set[tuple[int, int, int]]
+) -> dict[tuple[int, int, int], int]:
+    """(step, pid, tid) -> from the step's start to the end of that thread's last top-level op
+    begun in it, for the `wanted` keys."""
+    found: dict[tuple[int, int, int], int] = {}
+    for i in compress(range(len(is_top)), is_top):
+        key = (cols.op_step[i], cols.pids[i], cols.tids[i])
+        if key in wanted:
+            window = cols.starts[i] + cols.durs[i] - spans[key[0]].start_ns
+            found[key] = max(found.get(key, 0), window)
+    return found
 
 
 def _wide(dist: Dist) -> bool:
