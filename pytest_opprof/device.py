@@ -285,6 +285,36 @@ def cpu_wait_ns() -> int | None:
     return total if found else None
 
 
+TORCH_POOL_THREAD = (
+    "PTThreadPool"  # the name torch gives its pools' threads (the inter-op pool runs torch.jit.fork's tasks)
+)
+
+
+def torch_pool_threads_running() -> int:
+    """How many of torch's pool threads are running or waiting for a CPU now, not idle (Linux
+    /proc; 0 where the kernel does not say)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                running += pool_thread_running(f.read())
+        except OSError:
+            continue  # a thread that just ended
+    return running
+
+
+def pool_thread_running(stat: str) -> bool:
+    """Whether a thread's /proc stat line (`tid (name) state ...`; the name may hold spaces and
+    parentheses: the state follows the last `)`) is a torch pool thread's, running or runnable."""
+    name_end = stat.rfind(")")
+    name = stat[stat.find("(") + 1 : name_end]
+    return name == TORCH_POOL_THREAD and stat[name_end + 2 : name_end + 3] == "R"
+
+
 def python_threads_cpu_ns(skip: int) -> dict[int, tuple[str, int]]:
     """Each live Python thread but `skip` (a threading ident), by ident: its name and the CPU time
     it has used so far in ns (Linux schedstat of its native id); empty where the kernel does not

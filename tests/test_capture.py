@@ -1412,3 +1412,32 @@ def test_a_capture_of_no_op_gets_no_overhead_warning():
     assert [c.name for c in _with_overhead(empty, [10_000]).checks if c.name == "overhead"] == []
     busy = analyze([step(1, 0, 100), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 110, 20)])
     assert [c.name for c in _with_overhead(busy, [10_000]).checks if c.name == "overhead"] == ["overhead"]
+
+
+def test_a_profiler_stops_once_torchs_pool_threads_are_idle(monkeypatch):
+    """A jit.fork model crashed 10 of 40 processes at exit (a profiler stopped while a pool thread
+    still ended its forked task's record): each stop waits until no pool thread runs, polling,
+    and gives up after POOL_SETTLE_NS. Injected readings and clock: no real time."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    now = [0]
+    polls: list[float] = []
+
+    def sleep(seconds):
+        polls.append(seconds)
+        now[0] += int(seconds * 1e9)
+
+    monkeypatch.setattr(capture_module.clock, "now_ns", lambda: now[0])
+    monkeypatch.setattr(capture_module.clock, "sleep", sleep)
+    readings = iter([2, 1, 0])
+    monkeypatch.setattr(capture_module.device, "torch_pool_threads_running", lambda: next(readings))
+    capture_module._settle_torch_pools()
+    assert polls == [capture_module.POOL_POLL_S] * 2  # busy, busy, idle
+    polls.clear()
+    monkeypatch.setattr(capture_module.device, "torch_pool_threads_running", lambda: 1)  # never idle
+    capture_module._settle_torch_pools()
+    assert sum(polls) == pytest.approx(capture_module.POOL_SETTLE_NS / 1e9, abs=capture_module.POOL_POLL_S)
+    stopped = []
+    monkeypatch.setattr(capture_module.device, "torch_pool_threads_running", lambda: stopped.append("asked") or 0)
+    with capture_module._profiling(torch):
+        pass
+    assert stopped == ["asked"]  # the stop asked first

@@ -274,3 +274,19 @@ def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
     assert device_facts()[0]["thread_setup"] == "3 cpus, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"
     monkeypatch.setattr(device, "_physical_cores", lambda cpus: 1)  # SMT: torch's default is the cores
     assert device.thread_setup() == "3 cpus, 1 core, OMP_NUM_THREADS=1, MKL_NUM_THREADS=2"
+
+
+@pytest.mark.parametrize(
+    ("stat", "running"),
+    [
+        ("4242 (PTThreadPool) R 1 2 3", True),
+        ("4242 (PTThreadPool) S 1 2 3", False),
+        ("4242 (python) R 1 2 3", False),
+        ("4242 (a (odd) name) R 1", False),  # the name may hold spaces and parentheses
+        ("4242 (PTThreadPool) D 1", False),
+        ("", False),
+    ],
+)
+def test_a_torch_pool_thread_is_running_by_its_proc_stat(stat, running):
+    """The state after the name's last `)`, of a thread named as torch names its pools'."""
+    assert device.pool_thread_running(stat) is running
