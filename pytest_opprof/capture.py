@@ -260,7 +260,10 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
 
 def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
     """_ends_elsewhere for a capture read through Kineto's trace, which does not say where an op
-    ended: the events do, matched by the op's External id (as its FLOPs are)."""
+    ended: the events do, matched by the op's External id (as its FLOPs are). The events number
+    threads as torch does (1, 2, ...), the trace as the system does: an end thread is given as
+    the trace's number of a thread an event matched starts on (else the op could not be written
+    and read back: its `End thread` would name no thread of the trace)."""
     if not _ops_on_threads(table):
         return {}
     events = results.events()
@@ -274,8 +277,15 @@ def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
     }
     if not ends:
         return {}
-    rows = zip(table.kind, table.external_id, table.name)
-    return {i: ends[ext, name] for i, (kind, ext, name) in enumerate(rows) if kind is CPU_OP and (ext, name) in ends}
+    starts = {(e.correlation_id(), printable_name(e.name())): e.start_thread_id() for e in events}
+    system: dict[int, int] = {}  # torch's thread number -> the trace's
+    found: dict[int, int] = {}
+    for i, (kind, ext, name, tid) in enumerate(zip(table.kind, table.external_id, table.name, table.tid)):
+        if kind is CPU_OP and (ext, name) in starts:
+            system.setdefault(starts[ext, name], tid)
+            if (ext, name) in ends:
+                found[i] = ends[ext, name]
+    return {i: system[end] for i, end in found.items() if end in system}
 
 
 def _ops_on_threads(table: EventTable) -> bool:

@@ -106,6 +106,14 @@ def bad_trace(path: object, reason: str) -> str:
     return f"{path}: {reason}; export it again with torch.profiler (export_chrome_trace)"
 
 
+def bad_end_thread(path: object, i: int, name: str, value: str, why: str) -> str:
+    """An op's `End thread` arg (opprof's traces write it) that is no thread of the trace's."""
+    return (
+        f"{path}: complete event {i} ({name}): 'End thread' is {value}, {why}; a hand edit? remove the arg, "
+        "or write the trace again with opprof (--opprof-trace-dir, Profile.export_chrome_trace)"
+    )
+
+
 RUN_REPORT = "an opprof run report (--opprof-json)"
 SHOW_OUTPUT = "`opprof show --json` output"
 COMPARE_OUTPUT = "`opprof compare --json` output"

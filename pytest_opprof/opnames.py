@@ -5,6 +5,7 @@ has torch imported); a leaf, so the report can ask without the capture layer."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -34,10 +35,11 @@ def profiler_spelling(name: str) -> str | None:
     return f"aten::{cpp.group(1)}" if cpp else None
 
 
-def is_known_op(name: str) -> bool:
+def is_known_op(name: str, ran: Iterable[str] = ()) -> bool:
     """Whether torch knows an operator of this exact name ("aten::copy_"), or an autograd node
-    of it ("ToCopyBackward0", with or without the engine's prefix). A name in a namespace torch
-    holds no op of (a record_function label, a library not loaded) cannot be checked: True."""
+    of it ("ToCopyBackward0", with or without the engine's prefix). A name in another namespace
+    is checked only where an op of that namespace `ran` (the capture's op names): else it cannot
+    be (a record_function label, a library not loaded yet): True."""
     node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
     if node is not None:
         return _known_node(node.group(0), node.group(1))
@@ -51,23 +53,24 @@ def is_known_op(name: str) -> bool:
     if not sep:
         return True
     if namespace not in ("aten", "prim"):
-        return _known_in_namespace(namespace, op)
+        return _known_in_namespace(namespace, op, ran)
     torch = _torch()
     packet = getattr(getattr(torch.ops, namespace), op.split(".")[0], None)
     return packet is not None
 
 
-def _known_in_namespace(namespace: str, op: str) -> bool:
-    """Whether an op of another namespace is known: where torch's dispatcher holds ops of that
-    namespace (`quantized`, a torch.library custom op's), one of this name; a namespace it holds
-    none of (a library not loaded yet, a record_function label) cannot be checked: True. A
-    trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
-    all_names = getattr(_torch()._C, "_dispatch_get_all_op_names", None)
-    if all_names is None:
-        return True
+def _known_in_namespace(namespace: str, op: str, ran: Iterable[str]) -> bool:
+    """Whether an op of another namespace is known: where an op of that namespace ran (its library
+    is loaded), torch's dispatcher holds one of this name, overloads aside (`onednn::qadd` has
+    only named ones). A namespace none of whose ops ran cannot be checked: True (torch fills some
+    as modules load: `prims::fma` comes with Inductor, and a review's order of tests decided).
+    A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
     prefix = f"{namespace}::"
-    known = {name[len(prefix) :] for name in all_names() if name.startswith(prefix)}
-    return not known or op.split(".")[0] in known
+    all_names = getattr(_torch()._C, "_dispatch_get_all_op_names", None)
+    if all_names is None or not any(name.startswith(prefix) for name in ran):
+        return True
+    known = {name[len(prefix) :].split(".")[0] for name in all_names() if name.startswith(prefix)}
+    return op.split(".")[0] in known
 
 
 def _known_node(name: str, stem: str) -> bool:

@@ -1096,8 +1096,8 @@ def _loaded_lines(records: list[TestRecord]) -> list[str]:
 
 
 def _known_op(glob: str) -> bool:
-    """Whether a glob is a plain aten/prim op name torch knows (is_known_op takes any other
-    namespace as known, unchecked; never True without torch)."""
+    """Whether a glob is a plain aten/prim op name torch knows (is_known_op, given no ops that
+    ran, takes any other namespace as known, unchecked; never True without torch)."""
     if is_glob(glob) or glob.partition("::")[0] not in ("aten", "prim"):
         return False
     try:

@@ -30,6 +30,7 @@ from .errors import (
     OUTPUT_SOURCE,
     RUN_REPORT,
     TraceError,
+    bad_end_thread,
     bad_trace,
     digits_past_limit,
     gzip_bomb,
@@ -375,6 +376,7 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     for i in compress(range(len(rows)), map(is_not, kept_args, repeat(None))):
         columns.take(i, kinds[i], kept_args[i], pids[i], tids[i], corrs[i], names, ids, source)
     columns.fill_bytes_from_launches(corrs)
+    columns.check_end_threads(kinds, pids, tids, names, source)
     table = EventTable(
         kinds, names, starts, durs, pids, tids, columns.devices, columns.streams, corrs, exts, columns.nbytes,
         columns.shapes, columns.dtypes, columns.flops,
@@ -444,10 +446,23 @@ class _ArgColumns:
     def _end_thread(self, i: int, a: dict[str, Any], tid: int, names: list[Any], source: str) -> None:
         end = a.get(END_THREAD, tid)
         if type(end) is not int:
-            what = f"complete event {i} ({shown_value(names[i])}): {END_THREAD!r} is {shown_value(end)}"
-            raise TraceError(bad_trace(source, f"{what}, not a thread id"))
+            raise TraceError(bad_end_thread(source, i, shown_value(names[i]), shown_value(end), "not a thread id"))
         if end != tid:
             self.end_threads[i] = end
+
+    def check_end_threads(
+        self, kinds: list[str], pids: list[int], tids: list[int], names: list[Any], source: str
+    ) -> None:
+        """Each `End thread` must name a thread of the op's process that holds CPU events: taken on
+        trust, it would exempt a corrupt duration from every nesting check (a review's 50 ms op
+        in a 0.1 ms step, `End thread` 999, read as trusted)."""
+        if not self.end_threads:
+            return
+        host = {(pid, tid) for kind, pid, tid in zip(kinds, pids, tids) if kind not in DEVICE_KINDS}
+        for i, end in self.end_threads.items():
+            if (pids[i], end) not in host:
+                why = "a thread with no event in this trace"
+                raise TraceError(bad_end_thread(source, i, shown_value(names[i]), str(end), why))
 
     def fill_bytes_from_launches(self, corrs: list[int]) -> None:
         """A copy or memset without bytes (ROCm's) takes the size of the runtime call that

@@ -639,7 +639,7 @@ def test_an_op_whose_end_another_thread_recorded_encloses_nothing():
 
     events = _forking_steps()
     refused = analyze(events)
-    assert {c.name for c in refused.errors} == {"nesting"}
+    assert {c.name for c in refused.errors} == {"nesting", "wall_time"}
     table = EventTable.from_events(events)
     table.end_threads = {1: 3, 6: 3}  # both forwards
     p = analyze(table)
@@ -650,14 +650,23 @@ def test_an_op_whose_end_another_thread_recorded_encloses_nothing():
     assert p.op_tree[1][:3] == [-1, -1, -1]  # forward, and the linear it called: no parent
 
 
-def test_a_pool_threads_op_may_outlive_its_step_but_not_the_steps_thread():
-    """The wall-time window of a thread other than the steps' runs on to the end of its last op
-    begun in the step; on the steps' thread the step's wall bounds it (broken units)."""
-    pool = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200, tid=3), step(2, 300, 100)])
-    assert pool.errors == []
-    same = analyze([step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200), step(2, 300, 100)])
-    assert status(same, "wall_time") == "error"
-    overlapping = analyze(  # two ops of one pool thread that overlap: still refused
-        [step(1, 0, 100), op("aten::a", 10, 150, tid=3), op("aten::b", 20, 200, tid=3), step(2, 300, 100)]
-    )
-    assert status(overlapping, "nesting") == "error"
+def test_a_fork_pools_ops_are_not_held_to_the_steps():
+    """Where a TorchScript fork ran (an op ended on another thread), a thread other than the
+    steps' is not held to the steps' wall (its pool ends a `<forked function>` when it gets the
+    CPU back: a CI run's 0.480 ms in a 0.139 ms step); its ops still may not overlap. Without a
+    fork, or on the steps' thread, the step's wall bounds them (broken units)."""
+    from pytest_opprof.events import EventTable
+
+    def judged(events: list[Event], forked: bool) -> set[str]:
+        table = EventTable.from_events([*events, op("forward", 1, 5), step(3, 600, 100)])
+        if forked:
+            table.end_threads = {len(events): 4}  # the forward ended on thread 4, another of the pool
+        return {c.name for c in analyze(table).errors}
+
+    outlived = [step(1, 0, 100), op("aten::mm", 10, 20), op("<forked function>", 50, 500, tid=3), step(2, 300, 100)]
+    assert judged(outlived, forked=True) == set()
+    assert judged(outlived, forked=False) == {"wall_time"}  # no fork ran
+    own = [step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200), step(2, 300, 100)]
+    assert "wall_time" in judged(own, forked=True)  # the steps' thread: the step bounds it
+    overlapping = [*outlived, op("aten::add", 320, 400, tid=3)]  # starts in the first, ends past it
+    assert judged(overlapping, forked=True) == {"nesting"}

@@ -1151,6 +1151,33 @@ EXPECTED_MESSAGES = {
 }
 
 
+def test_a_typo_of_an_op_of_another_namespace_that_ran_fails_assert_no_op(pytester):
+    """A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the
+    `quantized::linear_dynamic` it meant: where an op of the namespace ran, the name is checked as
+    an aten name is. A namespace none of whose ops ran (a label's) cannot be checked."""
+    pytester.makepyfile(
+        test_q="""
+        import torch
+
+        model = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(8, 8)), dtype=torch.qint8)
+        x = torch.randn(2, 8)
+
+        def test_typo(opprof):
+            opprof.run(model, x, warmup=1, steps=2)
+            opprof.assert_no_op("quantized::linear_dynamc")
+
+        def test_label(opprof):
+            opprof.run(model, x, warmup=1, steps=2)
+            opprof.assert_no_op("my_lib::never_ran")
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*quantized::linear_dynamc: not an operator torch knows*did you mean quantized::linear_dynamic?*"]
+    )
+
+
 def test_failure_messages(user_run):
     """Each failing assertion fails its own test with its one clear message."""
     result, _ = user_run

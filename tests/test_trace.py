@@ -689,6 +689,7 @@ def test_an_ops_end_on_another_thread_survives_the_trace_opprof_writes(tmp_path)
         op("aten::linear", 20, 30),
         step(2, 110, 100),
         op("forward", 120, 60),
+        op("<forked function>", 15, 30, tid=3),
     ]
     table = EventTable.from_events(events)
     table.end_threads = {1: 3}
@@ -707,4 +708,15 @@ def test_an_ops_end_on_another_thread_survives_the_trace_opprof_writes(tmp_path)
     path.write_text(json.dumps(doc))
     with pytest.raises(TraceError) as caught:
         read_trace(path)
-    assert f"{path}: complete event 1 ('forward'): 'End thread' is '3', not a thread id; " in str(caught.value)
+    assert str(caught.value).startswith(f"{path}: complete event 1 ('forward'): 'End thread' is '3', not a thread id; ")
+    assert str(caught.value).endswith(
+        "remove the arg, or write the trace again with opprof (--opprof-trace-dir, Profile.export_chrome_trace)"
+    )
+    # a thread with no event: taken on trust it would exempt a corrupt duration from the nesting checks
+    next(e for e in doc["traceEvents"] if e.get("name") == "forward")["args"]["End thread"] = 999
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError) as caught:
+        read_trace(path)
+    assert "complete event 1 ('forward'): 'End thread' is 999, a thread with no event in this trace; " in str(
+        caught.value
+    )
