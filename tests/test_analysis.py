@@ -464,6 +464,16 @@ def test_an_op_running_past_the_op_it_started_in_makes_the_measurement_untrusted
     assert "nesting" not in {c.name for c in sound.checks}
 
 
+def test_a_same_name_op_running_past_the_one_it_started_in_is_not_folded_away():
+    """torch folds a same-name only child into its caller (a redispatch): an op whose broken `dur`
+    swallowed the next of its name (one `aten::mm` starting inside another and ending past it)
+    folded away before the nesting check, which then said ok. It is left for the check."""
+    swallowed = analyze([step(1, 0, 100), op("aten::mm", 10, 60), op("aten::mm", 50, 30), step(2, 100, 100)])
+    assert [(c.name, c.status) for c in swallowed.errors] == [("nesting", "error")]
+    redispatch = analyze([step(1, 0, 100), op("aten::mm", 10, 60), op("aten::mm", 20, 30), step(2, 100, 100)])
+    assert redispatch.errors == [] and redispatch.op("aten::mm").calls == 1  # inside it: folded, as torch does
+
+
 def test_nesting_allows_a_microsecond_of_rounding_and_names_every_overrun():
     """A trace in whole microseconds can end a child up to 1 us after its parent: no error. Two
     overruns are counted, the larger named; another thread's ops nest on their own."""

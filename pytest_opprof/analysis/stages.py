@@ -498,6 +498,9 @@ def fold_redispatches(ops: OpColumns, tree: Tree) -> tuple[OpColumns, Tree]:
     """Fold each redispatch into its caller: its children and launches become the caller's, and
     its self time too (the caller's child time loses it and gains its children's)."""
     folded = redispatches(ops.names, tree.parent, tree.nested_same_name)
+    if folded:  # one that runs past its caller's end is a broken duration, left for the nesting check
+        ends = list(map(add, ops.starts, ops.durs))  # (an `aten::mm` whose `dur` swallowed the next: hidden)
+        folded = {i for i in folded if ends[i] <= ends[tree.parent[i]] + NEST_SLACK_NS}
     if not folded:
         return ops, tree
     parent = tree.parent
