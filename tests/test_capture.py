@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -1343,22 +1344,12 @@ def test_a_torchscript_model_that_forks_is_measured_under_opprof(pytester):
     0.044 ms after forward ... export the trace again; wall_time: ... units or attribution are
     broken`): torch records its end on the pool thread that finished it. It is measured as any
     model, and its trace reads back in `opprof analyze` as trusted."""
+    forky = inspect.getsource(Forky)  # this file's model, as the project's own
     pytester.makepyfile(
-        test_fork="""
-        import warnings
-        import torch
-
-        class Forky(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = torch.nn.Linear(32, 32)
-                self.b = torch.nn.Linear(32, 32)
-
-            def forward(self, x):
-                fut = torch.jit.fork(self.a, x)
-                y = self.b(x)
-                return torch.jit.wait(fut) + y
-
+        test_fork="import warnings\nimport torch\n\n\n"
+        + forky
+        + textwrap.dedent(
+            """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m = torch.jit.script(Forky().eval())
@@ -1368,6 +1359,7 @@ def test_a_torchscript_model_that_forks_is_measured_under_opprof(pytester):
                 opprof.run(m, torch.randn(8, 32), warmup=3, steps=300)
             opprof.assert_op_count("aten::linear", 2)
         """
+        )
     )
     args = (
         "-p",
