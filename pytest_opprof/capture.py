@@ -270,21 +270,17 @@ def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
     if not events or not hasattr(type(events[0]), "end_thread_id"):
         return {}
     # by id and name: a kernel's or runtime call's id is CUPTI's, a count that may equal an op's
-    ends = {
-        (e.correlation_id(), printable_name(e.name())): e.end_thread_id()
-        for e in events
-        if e.start_thread_id() != e.end_thread_id()
-    }
-    if not ends:
+    threads = {(e.correlation_id(), printable_name(e.name())): (e.start_thread_id(), e.end_thread_id()) for e in events}
+    if all(start == end for start, end in threads.values()):
         return {}
-    starts = {(e.correlation_id(), printable_name(e.name())): e.start_thread_id() for e in events}
     system: dict[int, int] = {}  # torch's thread number -> the trace's
     found: dict[int, int] = {}
     for i, (kind, ext, name, tid) in enumerate(zip(table.kind, table.external_id, table.name, table.tid)):
-        if kind is CPU_OP and (ext, name) in starts:
-            system.setdefault(starts[ext, name], tid)
-            if (ext, name) in ends:
-                found[i] = ends[ext, name]
+        if kind is CPU_OP and (ext, name) in threads:
+            start, end = threads[ext, name]
+            system.setdefault(start, tid)
+            if end != start:
+                found[i] = end
     return {i: system[end] for i, end in found.items() if end in system}
 
 
@@ -297,8 +293,9 @@ def _ends_elsewhere(table: EventTable, kineto_events: Any, cls: Any) -> dict[int
     """Ops whose end torch recorded on another thread than their start (its `is_async` events:
     a TorchScript function that forks ends on the thread that finished its work, after its caller
     went on to the next step: a trial's jit.fork model erred `nesting` in most 300-step runs), by
-    row, with that thread. Only where ops ran on several threads (the thread that ends a forking function runs its forked
-    ops): a capture of ops on one thread skips the read (~25 ms per 200k events)."""
+    row, with that thread. Only where ops ran on several threads (the thread that ends a forking
+    function runs its forked ops): a capture of ops on one thread skips the read (~25 ms per 200k
+    events)."""
     if not hasattr(cls, "end_thread_id") or not _ops_on_threads(table):
         return {}
     ends = list(map(cls.end_thread_id, kineto_events))
@@ -663,9 +660,9 @@ POOL_POLL_S = 0.0002
 def _settle_torch_pools() -> None:
     """Wait, up to POOL_SETTLE_NS, until no torch pool thread runs: a TorchScript function that
     forks ends its forked task's record on the pool thread after its caller went on, and a
-    profiler stopped before that record ends has its memory written after it was freed (a trial's
-    jit.fork model: 10 of 40 processes crashed at exit, SIGSEGV or `free(): invalid next size`;
-    0 of 40 with a 5 ms pause before each stop). One read of /proc where no pool thread runs."""
+    profiler stopped before that record ends has its memory written after it was freed
+    (bench/fork_exit.py: 30 of 30 processes crashed at exit without this wait, SIGSEGV or SIGABRT
+    `corrupted size vs. prev_size`; 0 of 30 with it). One read of /proc where no pool thread runs."""
     deadline = clock.now_ns() + POOL_SETTLE_NS
     while device.torch_pool_threads_running() and clock.now_ns() < deadline:
         clock.sleep(POOL_POLL_S)
