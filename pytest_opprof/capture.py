@@ -62,6 +62,7 @@ from .events import (
     DEVICE_KINDS,
     KIND_OF_CATEGORY,
     MEMORY_KINDS,
+    NEVER_ENDED,
     NO_DEVICE,
     OTHER,
     PYTHON,
@@ -281,7 +282,7 @@ def _ends_elsewhere_by_id(table: EventTable, results: Any) -> dict[int, int]:
             system.setdefault(start, tid)
             if end != start:
                 found[i] = end
-    return {i: system[end] for i, end in found.items() if end in system}
+    return {i: system.get(end, NEVER_ENDED) for i, end in found.items() if end in system or end == NEVER_ENDED}
 
 
 def _ops_on_threads(table: EventTable) -> bool:
@@ -293,16 +294,19 @@ def _ends_elsewhere(table: EventTable, kineto_events: Any, cls: Any) -> dict[int
     """Ops whose end torch recorded on another thread than their start (its `is_async` events:
     a TorchScript function that forks ends on the thread that finished its work, after its caller
     went on to the next step: a trial's jit.fork model erred `nesting` in most 300-step runs), by
-    row, with that thread. Only where ops ran on several threads (the thread that ends a forking
+    row, with that thread, or NEVER_ENDED (0) where no thread ended it (a forked task that raised:
+    torch calls it async too). Only where ops ran on several threads (the thread that ends a forking
     function runs its forked ops): a capture of ops on one thread skips the read (~25 ms per 200k
     events)."""
     if not hasattr(cls, "end_thread_id") or not _ops_on_threads(table):
         return {}
     ends = list(map(cls.end_thread_id, kineto_events))
+    if not any(ends):  # a torch that fills no end thread: 0 for every event
+        return {}
     return {
         i: end
         for i, (kind, start, end) in enumerate(zip(table.kind, table.tid, ends))
-        if end != start and kind is CPU_OP and end
+        if end != start and kind is CPU_OP
     }
 
 

@@ -53,6 +53,7 @@ KIND_OF_CATEGORY: dict[str, str] = {
 
 NO_DEVICE = -1
 END_THREAD = "End thread"  # an op's trace arg (opprof's): the thread its end was recorded on, where not its own
+NEVER_ENDED = 0  # the end thread torch gives a record that no thread ended (a forked task that raised)
 
 
 class Event(NamedTuple):

@@ -47,6 +47,7 @@ from .events import (
     END_THREAD,
     KIND_OF_CATEGORY,
     MEMORY_KINDS,
+    NEVER_ENDED,
     NO_DEVICE,
     OTHER,
     PYTHON,
@@ -460,7 +461,7 @@ class _ArgColumns:
             return
         host = {(pid, tid) for kind, pid, tid in zip(kinds, pids, tids) if kind not in DEVICE_KINDS}
         for i, end in self.end_threads.items():
-            if (pids[i], end) not in host:
+            if (pids[i], end) not in host and end != NEVER_ENDED:
                 why = "a thread with no event in this trace"
                 raise TraceError(bad_end_thread(source, i, shown_value(names[i]), str(end), why))
 

@@ -663,8 +663,8 @@ def test_an_op_whose_end_another_thread_recorded_encloses_nothing():
 def test_a_fork_pools_ops_are_not_held_to_the_steps():
     """Where a TorchScript fork ran (an op ended on another thread), a thread other than the
     steps' is not held to the steps' wall (its pool ends a `<forked function>` when it gets the
-    CPU back: a CI run's 0.480 ms in a 0.139 ms step); its ops still may not overlap. Without a
-    fork, or on the steps' thread, the step's wall bounds them (broken units)."""
+    CPU back: a CI run's 0.480 ms in a 0.139 ms step). Without a fork, or on the steps' thread,
+    the step's wall bounds them (broken units)."""
     from pytest_opprof.events import EventTable
 
     def judged(events: list[Event], forked: bool) -> set[str]:
@@ -678,5 +678,31 @@ def test_a_fork_pools_ops_are_not_held_to_the_steps():
     assert judged(outlived, forked=False) == {"wall_time"}  # no fork ran
     own = [step(1, 0, 100), op("aten::mm", 10, 20), op("aten::big", 50, 200), step(2, 300, 100)]
     assert "wall_time" in judged(own, forked=True)  # the steps' thread: the step bounds it
-    overlapping = [*outlived, op("aten::add", 320, 400, tid=3)]  # starts in the first, ends past it
-    assert judged(overlapping, forked=True) == {"nesting"}
+
+
+def test_a_fork_pools_records_may_overlap_as_torch_reads_them():
+    """Nested forks: a pool thread runs a forked task while another's record is open (that task
+    waits), and torch ends the first record before the second's: a trial's nested forks erred
+    `nesting` in 5 of 5 runs. On a fork's pool thread an op that ends past the one it starts in
+    is not its child (torch's rule); without a fork, or on the steps' thread, it is refused."""
+    from pytest_opprof.events import EventTable
+
+    def analysed(forked: bool, tid: int = 3):
+        events = [
+            step(1, 0, 200),
+            op("forward", 5, 150),
+            op("<forked function>", 10, 130, tid=tid),
+            op("<forked function>", 40, 105, tid=tid),  # starts in the first, ends 15 us after it
+            op("aten::linear", 50, 20, tid=tid),
+            step(2, 200, 200),
+        ]
+        table = EventTable.from_events(events)
+        if forked:
+            table.end_threads = {1: 4}  # the forward ended on another thread of the pool
+        return analyze(table)
+
+    p = analysed(forked=True)
+    assert p.errors == []
+    assert p.op("<forked function>").calls == 2 and p.op_tree[1][:4] == [-1, -1, -1, 2]  # the linear in the second
+    assert {c.name for c in analysed(forked=False).errors} == {"nesting"}
+    assert {c.name for c in analysed(forked=True, tid=1).errors} == {"nesting"}  # the steps' thread

@@ -388,7 +388,7 @@ def _wall_time(
     ended on another thread: cols.forked), a thread other than the steps' is not held to the
     steps: its pool ends a `<forked function>` when it gets the CPU back, steps later on a busy
     machine (a trial's erred `wall_time` in 1 of 10 runs; a CI run's 0.480 ms in a 0.139 ms
-    step). Its ops still may not overlap (`nesting`)."""
+    step); nor do its records nest (see stages._sweep)."""
     worst: tuple[float, str] | None = None
 
     def consider(total: int, s: int, what: str) -> None:
