@@ -69,7 +69,11 @@ class CheckInputs:
     device: list[Event]
     runtime: list[Event]
     unnested: frozenset[int] = frozenset()  # ops whose end another thread recorded: no scope, at no top
-    forked: bool = False  # an op ended on another thread than its own: a TorchScript fork ran
+
+    @property
+    def forked(self) -> bool:
+        """Whether an op ended on another thread than its own: a TorchScript fork ran."""
+        return bool(self.unnested)
 
     def top_level(self) -> list[bool]:
         """Per op, whether it is at the top of its thread's stack (an unnested op is at none)."""

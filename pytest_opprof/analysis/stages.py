@@ -103,7 +103,6 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
             rows.device,
             rows.runtime,
             frozenset(tree.unnested),
-            bool(t.end_threads),
         ),  # fmt: skip
         steps.spans,
         device.busy_by_step,
