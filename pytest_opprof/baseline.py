@@ -586,9 +586,16 @@ def _lone_surrogate(data: Any) -> str | None:
     return found.group() if found else None
 
 
+# A merge committed (or only `git add`ed) leaves no sides to take: `git checkout --ours` then does
+# nothing and the markers stay (a team trial followed the old fix and was stuck); deleting works always.
 CONFLICT_FIX = (
-    "resolve the conflict by recording the baseline again: take either side (git checkout --ours or --theirs "
-    "on the file) and run pytest --opprof-update-baseline=all with the test's id"
+    "resolve it by recording the baseline again: delete the file and run pytest --opprof-update-baseline "
+    "with the test's id (while the merge is not yet committed, git checkout --ours or --theirs on the file "
+    "takes one side instead)"
+)
+CONFLICT_TEST_ID = "with the test's id"  # where the run knows the test, its id in its place
+CONFLICT_WHILE_RECORDING_FIX = (
+    "resolve it: delete the file and run this command again (a recording never replaces a file it cannot read)"
 )
 
 

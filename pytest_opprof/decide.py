@@ -6,13 +6,23 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .baseline import UNUSABLE_FIX, UNUSABLE_WHILE_RECORDING_FIX, BaselineError, read_baseline, write_baseline
+from .baseline import (
+    CONFLICT_FIX,
+    CONFLICT_TEST_ID,
+    CONFLICT_WHILE_RECORDING_FIX,
+    UNUSABLE_FIX,
+    UNUSABLE_WHILE_RECORDING_FIX,
+    BaselineError,
+    read_baseline,
+    write_baseline,
+)
 from .compare import (
     CHANGED as VERDICT_CHANGED,
 )
@@ -660,12 +670,20 @@ def _fails(rule: Rule) -> dict[str, Any]:
     return {"fails": tuple(sorted(rule.fail_on))}
 
 
-def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None) -> str:
-    """An unusable baseline file's message, naming it as shown, with the fix for this run."""
+def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None, nodeid: str) -> str:
+    """An unusable baseline file's message, naming it as shown, with the fix for this run (the
+    test's id in the command, where the fix names one)."""
     message = _shown_in(str(exc), path, shown)
     # recording: not "... and run pytest --opprof-update-baseline", the command running
     if update is not None and message.endswith(UNUSABLE_FIX):
         message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
+    if message.endswith(CONFLICT_FIX):
+        fix = (
+            CONFLICT_WHILE_RECORDING_FIX
+            if update is not None
+            else CONFLICT_FIX.replace(CONFLICT_TEST_ID, shlex.quote(nodeid))
+        )
+        message = message.removesuffix(CONFLICT_FIX) + fix
     return message
 
 
@@ -756,7 +774,11 @@ def baseline_step(
             old = read_baseline(path, nodeid, inside=root)
         except BaselineError as exc:
             return BaselineResult(
-                shown, UNUSABLE, error=f"opprof: {_unusable(exc, path, shown, update)}", nodeid=nodeid, **_fails(rule)
+                shown,
+                UNUSABLE,
+                error=f"opprof: {_unusable(exc, path, shown, update, nodeid)}",
+                nodeid=nodeid,
+                **_fails(rule),
             )
         outcome = decide(current, old, rule, update, remeasure, shown)
     if outcome.write is not None:

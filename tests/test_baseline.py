@@ -152,9 +152,9 @@ def test_same_measurement_gives_byte_identical_file():
         (" \n", "an empty file, not a baseline; fix or delete it and run pytest --opprof-update-baseline"),
         (  # a merge conflict in a baseline file: named as one, with the way out
             '{\n<<<<<<< HEAD\n  "schema": 2,\n=======\n  "schema": 1,\n>>>>>>> main\n}',
-            "holds a merge conflict's markers (<<<<<<< at line 2); resolve the conflict by recording the baseline "
-            "again: take either side (git checkout --ours or --theirs on the file) and run pytest "
-            "--opprof-update-baseline=all with the test's id",
+            "holds a merge conflict's markers (<<<<<<< at line 2); resolve it by recording the baseline again: "
+            "delete the file and run pytest --opprof-update-baseline with the test's id (while the merge is not "
+            "yet committed, git checkout --ours or --theirs on the file takes one side instead)",
         ),
         (  # a checkout without `git lfs pull` (a trial's read `not valid JSON (line 1)`)
             "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 12345\n",

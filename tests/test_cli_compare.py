@@ -840,8 +840,9 @@ def test_show_of_a_folder_shows_its_readable_files_and_names_every_other_one(cap
     assert [line.split()[0] for line in out.splitlines() if "  [" in line] == ["tests/test_m.py::test_old"]
     assert err.splitlines() == [
         f"opprof: error: {conflict}: holds a merge conflict's markers (<<<<<<< at line 1); "
-        "resolve the conflict by recording the baseline again: take either side (git checkout --ours or --theirs "
-        "on the file) and run pytest --opprof-update-baseline=all with the test's id",
+        "resolve it by recording the baseline again: delete the file and run pytest --opprof-update-baseline "
+        "with the test's id (while the merge is not yet committed, git checkout --ours or --theirs on the file "
+        "takes one side instead)",
         f"opprof: error: {newer}: baseline schema 99 is newer than this pytest-opprof reads (1, 2); "
         "upgrade pytest-opprof, or delete it and run pytest --opprof-update-baseline",
     ]

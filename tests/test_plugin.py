@@ -3242,6 +3242,37 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined,
     assert path.read_text() == pointer
 
 
+def test_a_committed_merge_conflict_is_resolved_by_the_command_its_error_gives(baselined):
+    """A baseline committed with a merge conflict's markers: the error names the test's id and a
+    fix that works once the merge is committed (a team trial's `git checkout --ours`, the fix it
+    was given, did nothing there); a recording leaves the file as it is and says to delete it."""
+    path = next(p for p in (baselined.path / ".opprof").rglob("test_big.json"))
+    ours = path.read_text()
+    conflicted = f"<<<<<<< HEAD\n{ours}=======\n{{}}\n>>>>>>> b\n"
+    path.write_text(conflicted)
+    shown = path.relative_to(baselined.path)
+    result = run(baselined, "--opprof-update-baseline=all", "-k", "big")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: {shown}: holds a merge conflict's markers (*); resolve it: delete the file and run this command again *"
+        ]
+    )
+    assert path.read_text() == conflicted
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(errors=1)
+    (line,) = [line for line in result.outlines if "merge conflict" in line]
+    assert line.startswith(f"opprof: {shown}: holds a merge conflict's markers (<<<<<<< at line ")
+    assert path.read_text() == conflicted
+    command = line.split("delete the file and run ", 1)[1].split(" (while the merge", 1)[0]
+    argv = shlex.split(command)
+    assert argv == ["pytest", "--opprof-update-baseline", "test_base.py::test_big"]
+    path.unlink()
+    run(baselined, *argv[1:]).assert_outcomes(passed=1)
+    assert "<<<<<<<" not in path.read_text()
+    run(baselined, "--opprof", "--opprof-require-baseline", "-k", "big").assert_outcomes(passed=1)
+
+
 def test_a_recording_takes_no_range_measurements_for_a_file_it_cannot_read(pytester, fake_clock):
     """A recording leaves an unreadable baseline as it is, so run() takes none of the ranges'
     further measurements for it (they cost 1.5 s of pauses and 3 more measurements for nothing)."""
