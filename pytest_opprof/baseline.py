@@ -54,6 +54,7 @@ ENVIRONMENT_KEYS = (
     "driver",
     "cuda_driver",
     "cpu_model",
+    "cpu_capability",  # the vector instructions of torch's CPU kernels (AVX512, AVX2, DEFAULT)
     "thread_setup",  # what sets torch's default: tells a machine's thread count from a project's (compare.py)
 )
 

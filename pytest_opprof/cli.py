@@ -51,6 +51,7 @@ from .errors import (
     selects_nothing,
     single_step_tests,
     two_machines,
+    two_setups,
     two_softwares,
     two_tests,
     unmoved_line,
@@ -599,12 +600,31 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     if differ:  # a trial's torch upgrade compared with no word of it
         (a_software, b_software), _ = Counter(differ).most_common(1)[0]
         found.append(two_softwares(a_software, b_software, len(differ), len(pairs)))
+    setups = [_setups(da, db) for _, _, da, db in pairs]
+    differ_setup = [pair for pair in setups if pair is not None]
+    if differ_setup:  # a team trial's 2 -> 1 threads read `B regressed`, the warning blaming load
+        (a_setup, b_setup), _ = Counter(differ_setup).most_common(1)[0]
+        found.append(two_setups(a_setup, b_setup, len(differ_setup), len(pairs)))
     moved = [name for name, _, da, db in pairs if None not in (da.number, db.number) and da.number != db.number]
     if moved:  # a review: two files of one test holding other captures of it compared in silence
         found.append(other_captures(moved))
     if untimed:
         found.append(single_step_tests(untimed, MIN_TIME_STEPS))
     return found
+
+
+def _setups(a: BaselineDoc, b: BaselineDoc) -> tuple[str, str] | None:
+    """What ran torch's CPU ops on each side where it differs (`2 torch threads, AVX512 kernels`
+    against `1 torch thread, AVX512 kernels`): the facts both sides recorded; None where they agree."""
+    facts = []
+    if a.threads and b.threads:
+        facts.append((count_of(a.threads, "torch thread"), count_of(b.threads, "torch thread")))
+    capabilities = [doc.environment.get("cpu_capability") for doc in (a, b)]
+    if all(isinstance(c, str) for c in capabilities):
+        facts.append((f"{capabilities[0]} kernels", f"{capabilities[1]} kernels"))
+    if all(x == y for x, y in facts):
+        return None
+    return ", ".join(x for x, _ in facts), ", ".join(y for _, y in facts)
 
 
 def _software(doc: BaselineDoc) -> str:

@@ -780,6 +780,7 @@ def _in_one_step(
                 if entry.on_device
                 else (
                     _threads_too_little(stretch, current, baseline, WALL_SLACK)
+                    + _capability_too_little(stretch, current, baseline, WALL_SLACK)
                     + _machine_too_little(stretch, current, baseline, WALL_SLACK)
                 )
             )
@@ -879,7 +880,7 @@ def _judged(
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
         limit += (
-            ("" if wall else _threads_too_little(moved, *docs, slack))
+            ("" if wall else _threads_too_little(moved, *docs, slack) + _capability_too_little(moved, *docs, slack))
             + _contention_too_small(machine, own, *docs)
             + _machine_too_little(moved, *docs, slack, wall)
             + steady
@@ -1148,6 +1149,8 @@ def explained_by_machine(
     if _threads_differ(current, baseline) and not python_time and _threads_explain(moved, current, baseline, slack):
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
+    if not python_time and _capability_explains(moved, current, baseline, slack):
+        return Excuse(_capability_why(current, baseline), CAPABILITY_FIX)
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time, wall=python_time):
@@ -1168,6 +1171,53 @@ def _threads_explain(moved: float | None, current: BaselineDoc, baseline: Baseli
     if moved is None or moved <= 0:
         return False
     return max(moved, 1 / moved) <= 1 + slack * (_threads_ratio(current, baseline) - 1)
+
+
+# The vector width of each CPU capability torch names, relative to its DEFAULT build's (SSE2 or
+# NEON, 128 bits). Two capabilities are read as at least x2 apart (their kernels differ whatever
+# the widths; one not named here counts as 2).
+VECTOR_WIDTH = {"DEFAULT": 1, "NO AVX": 1, "VSX": 1, "Z VECTOR": 1, "AVX2": 2, "SVE256": 2, "AVX512": 4}
+CAPABILITY_FIX = (
+    "record baselines per CPU kind: give each kind its device key (the pytest_opprof_device_key hook), or record "
+    "the baseline on the machines that check it (--opprof-update-baseline=all there)"
+)
+
+
+def _capabilities(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, str] | None:
+    """The baseline's and this run's CPU capability where both were recorded and differ."""
+    was, now = baseline.environment.get("cpu_capability"), current.environment.get("cpu_capability")
+    if not isinstance(was, str) or not isinstance(now, str) or was == now:
+        return None
+    return was, now
+
+
+def _capability_reach(current: BaselineDoc, baseline: BaselineDoc, slack: float) -> float | None:
+    """How far torch's CPU kernels built for other vector instructions may move an op's time,
+    either way: 1 + `slack` x (the widths' ratio - 1) (AVX512 -> AVX2: x5; -> DEFAULT: x13); None
+    where the capabilities agree or one is unrecorded. A team trial's elementwise ops failed on
+    time on one machine under ATEN_CPU_CAPABILITY=default: the matmul and dispatch references,
+    BLAS and dispatch, did not move with them (as on a mixed fleet's AVX2-only runner)."""
+    pair = _capabilities(current, baseline)
+    if pair is None:
+        return None
+    widths = sorted(VECTOR_WIDTH.get(c, 2) for c in pair)
+    return 1 + slack * (max(2.0, widths[1] / widths[0]) - 1)
+
+
+def _capability_explains(moved: float | None, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> bool:
+    reach = _capability_reach(current, baseline, slack)
+    return reach is not None and moved is not None and moved > 0 and max(moved, 1 / moved) <= reach
+
+
+def _capability_too_little(moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> str:
+    """For a slowdown that fails on other CPU kernels: the clause saying they explain too little."""
+    reach = _capability_reach(current, baseline, slack)
+    return "" if reach is None else f"; {_capability_why(current, baseline)}: {_reach(reach, moved)}"
+
+
+def _capability_why(current: BaselineDoc, baseline: BaselineDoc) -> str:
+    was, now = _capabilities(current, baseline) or ("?", "?")
+    return f"torch's CPU kernels ran with {now} instructions, the baseline's with {was}"
 
 
 def _threads_ratio(current: BaselineDoc, baseline: BaselineDoc) -> float:
@@ -1321,7 +1371,7 @@ def _same_machine(current: BaselineDoc, baseline: BaselineDoc) -> bool:
     thread count (a baseline of before the thread setup was recorded: by what it holds)."""
     if _threads_differ(current, baseline):
         return False
-    for key in ("cpu_model", "thread_setup"):
+    for key in ("cpu_model", "cpu_capability", "thread_setup"):
         mine, theirs = current.environment.get(key), baseline.environment.get(key)
         if mine is not None and theirs is not None and mine != theirs:
             return False
@@ -1376,7 +1426,7 @@ def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | 
 SOFTWARE_FACTS = ("torch", "cuda", "hip", "driver", "cuda_driver")
 # the hardware under one device key: a key names a GPU or a CPU architecture (every x86-64 CPU
 # is `cpu-x86_64`), and a hook or --opprof-device-key may give several machines one key
-HARDWARE_FACTS = ("gpu_name", "gpu_capability", "cpu_model")
+HARDWARE_FACTS = ("gpu_name", "gpu_capability", "cpu_model", "cpu_capability")
 
 
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

@@ -30,6 +30,7 @@ from .units import count_of
 FACT_KEYS = (
     "machine",
     "cpu_model",
+    "cpu_capability",
     "cpu_count",
     "torch",
     "torch_threads",
@@ -162,6 +163,7 @@ def _torch_facts() -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),
+        "cpu_capability": _cpu_capability(torch),
     }
     try:
         if torch.cuda.is_available():
@@ -177,6 +179,16 @@ def _torch_facts() -> dict[str, Any]:
     except Exception:  # a broken driver must not break the test run; the facts stay None
         pass
     return facts
+
+
+def _cpu_capability(torch: Any) -> str | None:
+    """The vector instructions torch's CPU kernels run with (`AVX512`, `AVX2`, `DEFAULT`): the CPU's
+    best, or less where ATEN_CPU_CAPABILITY says. A team trial's elementwise ops ran x4.7 slower
+    with `DEFAULT` than with `AVX512` on one machine, where the matmul reference (BLAS) did not move."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # an older or partial torch: unrecorded
+        return None
 
 
 def _text(value: Any) -> str | None:

@@ -571,7 +571,18 @@ def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
 # The environment facts opprof has always written as texts (or null); an older file's
 # `torch_threads` was a number, and a fact this version does not know is left as it is.
 TEXT_FACTS = frozenset(
-    {"torch", "cuda", "hip", "gpu_name", "gpu_capability", "driver", "cuda_driver", "cpu_model", "thread_setup"}
+    {
+        "torch",
+        "cuda",
+        "hip",
+        "gpu_name",
+        "gpu_capability",
+        "driver",
+        "cuda_driver",
+        "cpu_model",
+        "cpu_capability",
+        "thread_setup",
+    }
 )
 
 

@@ -426,6 +426,15 @@ def two_softwares(a: str, b: str, differ: int, compared: int) -> str:
     return f"{what}{where}: ops and their counts may differ by the software alone, and times by its build"
 
 
+def two_setups(a: str, b: str, differ: int, compared: int) -> str:
+    """The setups of torch's CPU ops on each side (`2 torch threads, AVX512 kernels`) where they differ."""
+    where = "" if differ == compared else f" ({differ} of {compared} compared tests differ so)"
+    return (
+        f"A ran torch's CPU ops on {a}, B on {b}{where}: their CPU times may differ by that alone (a comparing "
+        "run reads an op's move that it explains as inconclusive)"
+    )
+
+
 def output_unwritable(exc: Exception) -> str:
     """stdout refused the output (a full disk, a closed file): the exit code must not read as a verdict."""
     why = getattr(exc, "strerror", None) or exc

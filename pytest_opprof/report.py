@@ -760,6 +760,10 @@ class _Shared:
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
 
 
+# Differences that excuse a CPU time's move within a bound (compare.explained_by_machine)
+EXCUSING_FACTS = frozenset({"torch threads", "cpu_capability"})
+
+
 def _torch_moved(baseline: BaselineResult) -> str | None:
     """`2.11.0 -> 2.13.0` where the environment verdict says torch differs from the baseline's."""
     moved = [d for v in baseline.verdicts if v.kind == ENVIRONMENT for d in v.differs if d.fact == "torch"]
@@ -770,19 +774,24 @@ def _shared_environment(records: list[TestRecord], shared: _Shared) -> _Shared:
     """One line for two tests or more whose baselines differ from this run's environment alike
     (a trial's torch upgrade printed the same line for each of its 13 tests, every run)."""
     alike: dict[str, list[str]] = {}
+    excusing: dict[str, bool] = {}
     for record in {r.nodeid: r for r in records}.values():
         if record.baseline is None or record.baseline.status in WRITTEN:  # this run recorded it on this setup
             continue
         for verdict in record.baseline.verdicts:
             if verdict.kind == ENVIRONMENT and verdict.why:
                 alike.setdefault(verdict.why, []).append(record.nodeid)
+                excusing[verdict.why] = any(d.fact in EXCUSING_FACTS for d in verdict.differs)
     lines, said = list(shared.lines), set(shared.environment)
     for what, ids in alike.items():
         if len(ids) > 1:
+            # a team trial's tests each said `time inconclusive ... torch ran on 1 thread` under a
+            # line that said only that their times were judged across it
+            explained = ", a CPU time's move it explains inconclusive, not a failure" if excusing[what] else ""
             lines.append(
                 f"opprof: environment differs from the baselines of {count_of(len(ids), 'test')}: {what}; their times are "
-                "judged across it (a structure change may be the new setup's own); where this is the setup from now "
-                f"on, record them on it (-v: each test's line): pytest --opprof-update-baseline=all {_ids(ids)}"
+                f"judged across it{explained} (a structure change may be the new setup's own); where this is the setup "
+                f"from now on, record them on it (-v: each test's line): pytest --opprof-update-baseline=all {_ids(ids)}"
             )
             said.update(ids)
     return dataclasses.replace(shared, lines=tuple(lines), environment=frozenset(said))

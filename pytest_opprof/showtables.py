@@ -37,6 +37,11 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     hardware = env.get("gpu_name") or env.get("cpu_model")
     if hardware:
         software = f"{hardware}; {software}"
+    cpu_ops = [count_of(doc.threads, "torch thread")] if doc.threads else []  # a team trial saw no word of them
+    if isinstance(env.get("cpu_capability"), str):
+        cpu_ops.append(f"{env['cpu_capability']} kernels")
+    if cpu_ops:
+        software = f"{software}; {', '.join(cpu_ops)}"
     walls = list(doc.wall_ms or [])
     wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
     which = f" (the test's capture {doc.number})" if (doc.number or 1) > 1 else ""

@@ -1235,3 +1235,34 @@ def test_a_key_folder_holding_another_keys_file_names_that_file(capsys, folders)
     assert code == 2 and err.count("\n") == 1
     assert f"{a}: holds baselines of 2 device keys (nvidia-h100, nvidia-tesla-t4): nvidia-h100: {stray}; " in err
     assert "move or delete the others" in err and str(a / "nvidia-h100") not in err
+
+
+def test_compare_and_show_name_the_setup_of_torchs_cpu_ops(capsys, tmp_path):
+    """A team trial's recordings on 2 threads and on 1 (OMP_NUM_THREADS=1): `compare` said B
+    regressed, its one warning blaming another machine or load, and `show` gave no thread count.
+    Now a warning names each side's threads and CPU kernels, and `show` its file's."""
+    cpu = {"torch": "2.13.0", "cuda": None, "cpu_model": "x", "cpu_capability": "AVX512"}
+    sides = {"a": (2, cpu, 700.0), "b": (1, {**cpu, "cpu_capability": "AVX2"}, 1400.0)}
+    for side, (threads, env, us) in sides.items():
+        for nodeid in ("t.py::test_one", "t.py::test_two"):
+            doc = baseline_from_profile(profile(us, steps=6), nodeid, "cpu-x86_64", env)
+            write_baseline(baseline_path(tmp_path / side, "cpu-x86_64", nodeid), doc.replace(threads=threads))
+    a, b = tmp_path / "a" / "cpu-x86_64", tmp_path / "b" / "cpu-x86_64"
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 1
+    warning = (
+        "A ran torch's CPU ops on 2 torch threads, AVX512 kernels, B on 1 torch thread, AVX2 kernels: their CPU "
+        "times may differ by that alone (a comparing run reads an op's move that it explains as inconclusive)"
+    )
+    assert f"warning: {warning}\n" in out
+    assert warning in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["warnings"]
+    same = baseline_from_profile(profile(steps=6), "t.py::test_two", "cpu-x86_64", cpu).replace(threads=2)
+    write_baseline(baseline_path(tmp_path / "b", "cpu-x86_64", "t.py::test_two"), same)
+    _, out, _ = run_cli(capsys, "compare", a, b)
+    assert "B on 1 torch thread, AVX2 kernels (1 of 2 compared tests differ so): their CPU" in out
+    _, out, _ = run_cli(capsys, "show", b / "t.py" / "test_one.json")
+    assert "device cpu-x86_64; x; torch 2.13.0; 1 torch thread, AVX2 kernels; 6 steps," in out
+    unrecorded = baseline_from_profile(profile(steps=6), "t.py::test_two", "cpu-x86_64", {"torch": "2.13.0"})
+    write_baseline(baseline_path(tmp_path / "b", "cpu-x86_64", "t.py::test_two"), unrecorded)  # an old file's
+    _, out, _ = run_cli(capsys, "compare", a / "t.py" / "test_two.json", b / "t.py" / "test_two.json")
+    assert "torch's CPU ops" not in out  # what one side did not record is not told apart

@@ -2837,6 +2837,37 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert torch.get_num_threads() == default
 
 
+def test_baselines_of_other_cpu_kernels_make_a_cpu_slowdown_inconclusive_up_to_their_bound(baselined, fake_clock):
+    """Baselines recorded where torch's CPU kernels ran with other vector instructions (a mixed
+    fleet's AVX2-only runner beside AVX512 ones, one key): the file holds the capability, a CPU
+    slowdown within their bound is inconclusive with the fix, the run line for the tests alike
+    says so (a team trial's read that their times were judged across it), and one past it fails."""
+    now = torch.backends.cpu.get_cpu_capability()
+    was = "DEFAULT" if now != "DEFAULT" else "AVX2"
+    for path in (baselined.path / ".opprof").rglob("test_*.json"):
+        data = json.loads(path.read_text())
+        assert data["environment"]["cpu_capability"] == now
+        data["environment"]["cpu_capability"] = was
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    fake_clock.costs["aten::addmm"] = 600_000  # x3: within any pair's bound (x5 at least)
+    result = run(baselined, "--opprof")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            f"test_base.py::test_big: time inconclusive for aten::addmm, aten::linear: torch's CPU kernels ran with {now} "
+            f"instructions, the baseline's with {was}; neither passed nor failed (--opprof-strict makes this an "
+            "error); record baselines per CPU kind: give each kind its device key (the pytest_opprof_device_key "
+            "hook), or record the baseline on the machines that check it (--opprof-update-baseline=all there)",
+            f"opprof: environment differs from the baselines of 3 tests: cpu_capability {was} -> {now}; their times are "
+            "judged across it, a CPU time's move it explains inconclusive, not a failure (a structure change *",
+        ]
+    )
+    fake_clock.costs["aten::addmm"] = 200_000 * 25  # past x13, the widest pair's bound (x11 per step at x14)
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["test_base.py::test_big: time: aten::*addmm: *slower*"])
+
+
 def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_it_again(
     pytester, fake_clock, monkeypatch
 ):
