@@ -128,6 +128,19 @@ def orphan_baselines(root: Path, device_key: str, collected: Iterable[str], narr
     return sorted(found)
 
 
+def under_other_keys(root: Path, device_key: str, old: Path, new: Path) -> list[Path]:
+    """The baseline `old` of this key's folder as the other device keys' folders hold it, where
+    the file `new` would go is free there: a renamed test's files there go stale too (a team
+    trial's CI key kept the old name's baseline, named by no line of the laptop's run)."""
+    key_dir = root / safe_name(device_key)
+    try:
+        old_rel, new_rel = old.relative_to(key_dir), new.relative_to(key_dir)
+        others = sorted(p for p in root.iterdir() if p.is_dir() and p != key_dir and not p.name.startswith("."))
+    except (ValueError, OSError):
+        return []
+    return [o / old_rel for o in others if (o / old_rel).is_file() and not os.path.lexists(o / new_rel)]
+
+
 _HASHED = re.compile(r"-[0-9a-f]{8}$")  # a name safe_name had to change: its source cannot be told
 
 

@@ -36,6 +36,7 @@ from .baseline import (
     orphan_baselines,
     shown_path,
     stable_facts,
+    under_other_keys,
 )
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
@@ -487,6 +488,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state.orphans = [shown_path(path, config.rootpath) for path in found]
     if hasattr(config, "workeroutput"):
         config.workeroutput["opprof_orphans"] = state.orphans
+
+
+def _under_other_keys(config: pytest.Config, state: RunState) -> Callable[[str, str], list[tuple[str, str]]]:
+    """For a renamed test's new and old baseline paths (shown, from the rootdir): the other device
+    keys whose folders hold its old baseline, and that file's path."""
+    root = baseline_root(config.rootpath, state.settings.baseline_dir)
+
+    def elsewhere(new: str, old: str) -> list[tuple[str, str]]:
+        found = under_other_keys(root, state.device_key or "", config.rootpath / old, config.rootpath / new)
+        return [(path.relative_to(root).parts[0], shown_path(path, config.rootpath)) for path in found]
+
+    return elsewhere
 
 
 PICKING_OPTIONS = ("keyword", "markexpr", "deselect", "lf", "stepwise", "ignore", "ignore_glob")  # -k, -m, ...
@@ -1128,7 +1141,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         pairs = renamed_pairs(state.records, state.orphans)
         paired = {old for _, _, old in pairs}
         lines.append(orphans_line(state.orphans, verbose, [reached(p) for p in state.orphans], paired))
-        lines += renamed_lines(pairs, reached)
+        lines += renamed_lines(pairs, reached, _under_other_keys(config, state))
     if recording and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;

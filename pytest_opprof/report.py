@@ -1298,19 +1298,30 @@ def summary_lines(
     return lines
 
 
-def renamed_lines(pairs: list[tuple[str, str, str]], here: Callable[[str], str] = str) -> list[str]:
+def renamed_lines(
+    pairs: list[tuple[str, str, str]],
+    here: Callable[[str], str] = str,
+    elsewhere: Callable[[str, str], list[tuple[str, str]]] = lambda new, old: [],
+) -> list[str]:
     """A line per renamed_pairs pair: the `opprof mv` that keeps its baseline (a `git mv` and a
     hand edit of the file's "nodeid" before); its path as `here` makes it (reached from the folder
     pytest ran in: a review's run from a subfolder got a `git mv` that failed beside an `rm` that
-    worked)."""
-    lines = []
+    worked). Then one per other device key whose folder holds the old baseline too (`elsewhere`:
+    (key, path) for the pair's new and old paths), right after its pair's line."""
+    groups = []
     for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
-        lines.append(
+        line = (
             f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
             f"baseline: opprof mv {shlex.quote(here(old))} {shlex.quote(nodeid)}"
         )
-    return sorted(lines)
+        others = [
+            f"opprof: under device key {key} too, keep its baseline: opprof mv {shlex.quote(here(other))} "
+            f"{shlex.quote(nodeid)}"
+            for key, other in elsewhere(new, old)
+        ]
+        groups.append([line, *others])
+    return [line for group in sorted(groups) for line in group]
 
 
 def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tuple[str, str, str]]:

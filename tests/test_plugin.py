@@ -5564,6 +5564,37 @@ def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
 
 
+def test_a_renamed_tests_baselines_under_other_device_keys_get_their_mv_too(pytester, monkeypatch):
+    """A team trial renamed a test on a laptop: the run's `opprof mv` line named its own key's file
+    only, and the CI key's went stale in silence. Each other key holding the old baseline gets a
+    line of its own, whose command, run as written, keeps that key's baseline too."""
+    pytester.makepyfile(
+        test_r="""
+        import os, torch
+
+        exec(f"def test_{os.environ.get('NAME', 'old')}(opprof):\\n"
+             "    opprof.run(lambda: torch.ones(4) + 1, warmup=1, steps=3)")
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-large").assert_outcomes(passed=1)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-small").assert_outcomes(passed=1)
+    monkeypatch.setenv("NAME", "new")
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key=ci-small").assert_outcomes(passed=1)
+    result = run(pytester, "--opprof")
+    kept = [line for line in result.stdout.lines if "keep its baseline" in line]
+    assert len(kept) == 2, result.stdout.str()  # ci-small already holds the new name's: no command there
+    assert kept[0].startswith("opprof: test_r.py::test_new has no baseline, and .opprof/cpu-")
+    assert kept[1] == (
+        "opprof: under device key ci-large too, keep its baseline: opprof mv .opprof/ci-large/test_r.py/test_old.json "
+        "test_r.py::test_new"
+    )
+    for line in kept:
+        _run_kept(line, pytester.path, monkeypatch)
+    for key in ((), ("--opprof-device-key=ci-large",)):
+        run(pytester, "--opprof", "--opprof-require-baseline", *key).assert_outcomes(passed=1)
+
+
 def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pytester, monkeypatch):
     """A CI trial renamed a parametrized function (`test_param` -> `test_params`, six ids, some
     hashed file names): six `no baseline` lines and six files read by no test, none paired (one of
