@@ -153,6 +153,14 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
     return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
 
 
+def record_on_this_setup(nodeid: str) -> str:
+    """The fix of a test's own environment line (another CPU, torch, driver): only =all adopts it."""
+    return (
+        "where this is the setup from now on, record the baseline on it (a bare recording keeps the file): "
+        f"pytest --opprof-update-baseline=all {shlex.quote(nodeid)}"
+    )
+
+
 _RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
 _SHELL_WORD = re.compile(r"""[ \t]((?:'[^']*'|"[^"]*"|[^\s'"();,])+)""")  # `(... pytest ... id)`: not the `)`
 

@@ -59,6 +59,7 @@ from .errors import (
     closest_names,
     other_work_measured,
     record_if_intended,
+    record_on_this_setup,
     repeats_disagreed,
     stale_trace_kept,
     wait_share,
@@ -566,6 +567,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             lines.append(record_if_intended(nodeid, everything=slower and not changed))
         elif baseline.status in ("kept", "renumbered") and _kept_slower(baseline):
             lines.append(KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True))
+        elif baseline.status in ("compared", "kept") and any(v.kind == ENVIRONMENT for v in verdicts):
+            lines.append(record_on_this_setup(nodeid))  # a team trial's cpu_model line came every run, with no fix
     wait = _written_wait(record)
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(

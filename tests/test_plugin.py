@@ -2868,6 +2868,31 @@ def test_baselines_of_other_cpu_kernels_make_a_cpu_slowdown_inconclusive_up_to_t
     result.stdout.fnmatch_lines(["test_base.py::test_big: time: aten::*addmm: *slower*"])
 
 
+def test_a_tests_own_environment_line_gives_the_command_that_adopts_the_setup(baselined):
+    """A baseline of another CPU model: each run (a bare recording too, which keeps the file) said
+    so with no fix, a team trial's line every run; its own line now gives the =all command, which,
+    run as written, makes the line go."""
+    path = next((baselined.path / ".opprof").rglob("test_big.json"))
+    data = json.loads(path.read_text())
+    data["environment"]["cpu_model"] = "AMD EPYC 7763"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    fix = (
+        "test_base.py::test_big: where this is the setup from now on, record the baseline on it (a bare recording "
+        "keeps the file): pytest --opprof-update-baseline=all test_base.py::test_big"
+    )
+    for flag in ("--opprof", "--opprof-update-baseline"):
+        result = run(baselined, flag, "-k", "big")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(
+            ["test_base.py::test_big: environment differs from the baseline: cpu_model AMD *", fix]
+        )
+        assert "AMD EPYC 7763" in path.read_text()
+    run(baselined, *shlex.split(fix.split(": pytest ")[1])).assert_outcomes(passed=1)
+    assert "AMD EPYC 7763" not in path.read_text()
+    result = run(baselined, "--opprof", "-k", "big")
+    assert "environment differs" not in result.stdout.str() and "setup from now on" not in result.stdout.str()
+
+
 def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_it_again(
     pytester, fake_clock, monkeypatch
 ):
