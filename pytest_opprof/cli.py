@@ -36,6 +36,8 @@ from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, ST
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
+    FORKED_FUNCTION,
+    FORKED_TRACE,
     OpprofError,
     chooses_no_op,
     csv_chose_no_op,
@@ -289,7 +291,20 @@ def _trace_facts(profile: Profile) -> dict[str, Any]:
 def _untrusted(profile: Profile) -> str | None:
     """Why a trace's numbers cannot be trusted (its error-level checks), or None."""
     errors = [f"{c.name}: {c.message}" for c in profile.checks if c.status == "error"]
-    return f"the measurement cannot be trusted ({'; '.join(errors)})" if errors else None
+    if not errors:
+        return None
+    forked = _unmarked_forks(profile) and any(c.name in FORK_CHECKS for c in profile.checks if c.status == "error")
+    return f"the measurement cannot be trusted ({'; '.join(errors)}){FORKED_TRACE if forked else ''}"
+
+
+FORK_CHECKS = ("nesting", "wall_time")  # what an op whose end another thread recorded breaks
+
+
+def _unmarked_forks(profile: Profile) -> bool:
+    """Whether the trace ran TorchScript forks and does not say where its ops ended (a trace torch
+    wrote: opprof's own write the `End thread` such ops need)."""
+    table = profile.event_table
+    return any(op.name == FORKED_FUNCTION for op in profile.ops) and not (table is not None and table.end_threads)
 
 
 # -- show -----------------------------------------------------------------------------------------

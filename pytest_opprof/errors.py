@@ -434,6 +434,14 @@ def two_softwares(a: str, b: str, differ: int, compared: int) -> str:
     return f"{what}{where}: ops and their counts may differ by the software alone, and times by its build"
 
 
+FORKED_FUNCTION = "<forked function>"  # torch's record of a task torch.jit.fork started
+FORKED_TRACE = (
+    f"; the trace ran TorchScript forks ({FORKED_FUNCTION}), whose forking functions torch ends on the thread that "
+    "finished their work, after their caller went on, and a trace torch wrote does not say which ops those are: "
+    "measure with opprof (pytest --opprof, or pytest_opprof.from_profiler(prof)), whose captures and traces say it"
+)
+
+
 def two_setups(a: str, b: str, differ: int, compared: int) -> str:
     """The setups of torch's CPU ops on each side (`2 torch threads, AVX512 kernels`) where they differ."""
     where = "" if differ == compared else f" ({differ} of {compared} compared tests differ so)"

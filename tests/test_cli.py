@@ -561,6 +561,37 @@ def test_a_trace_whose_op_outlasts_its_parent_is_untrusted_in_analyze_and_compar
     assert code == 2 and out == "" and "nesting: 1 op runs past" in err
 
 
+def test_a_torch_trace_of_torchscript_forks_is_refused_with_the_way_to_measure_it(capsys, tmp_path):
+    """A trace torch wrote of a model that calls torch.jit.fork: each forking `forward` ends on the
+    pool thread after its caller began the next step's, so the trace reads as broken durations,
+    and the refusal said `export the trace again`, which writes the same. It now names the forks
+    and the way that reads where each op ended; a trace without forks is told nothing of them."""
+    events = []
+    for i in range(3):
+        base = i * 100
+        events += [step(i + 1, base, 100), op("forward", base + 5, 140)]  # ends in the next step's forward
+        events += [op("<forked function>", base + 10, 40, tid=2), op("aten::mm", base + 12, 30, tid=2)]
+    trace = tmp_path / "forked.json"
+    write_trace(trace, events, {})
+    code, _, err = run_cli(capsys, "analyze", str(trace))
+    assert code == 2 and err.count("\n") == 1 and "(nesting: 2 ops run past the end of the ops they started in" in err
+    assert err.endswith(
+        "; the trace ran TorchScript forks (<forked function>), whose forking functions torch ends on the thread "
+        "that finished their work, after their caller went on, and a trace torch wrote does not say which ops "
+        "those are: measure with opprof (pytest --opprof, or pytest_opprof.from_profiler(prof)), whose captures "
+        "and traces say it\n"
+    )
+    code, _, err = run_cli(capsys, "compare", str(trace), str(trace))
+    assert code == 2 and "a trace torch wrote does not say which ops those are" in err
+    marked = tmp_path / "marked.json"  # as opprof writes it: each forward's end thread
+    write_trace(marked, events, {}, end_threads={i: 2 for i, e in enumerate(events) if e.name == "forward"})
+    assert run_cli(capsys, "analyze", str(marked))[0] == 0
+    unforked = tmp_path / "unforked.json"
+    write_trace(unforked, [e._replace(name="task") if e.name == "<forked function>" else e for e in events], {})
+    code, _, err = run_cli(capsys, "analyze", str(unforked))
+    assert code == 2 and "nesting: 2 ops run past" in err and "TorchScript" not in err
+
+
 def test_op_names_that_do_not_print_are_shown_by_their_escapes(capsys, tmp_path, small_trace):
     """A trace's op named `aten::mm<newline>FAKE LINE ok<ESC>[31m` printed a forged table row and
     coloured the terminal, in `analyze` and `compare`: names are read with such characters
