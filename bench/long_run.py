@@ -6,7 +6,11 @@ the wall time of the test (a small conftest hook writes them down). Prints RSS g
 10 to test N and the median per-test time of tests 10-30 against the last 20.
 Targets: RSS growth under 50 MB; per-test time flat within noise.
 
-    python bench/long_run.py [--tests 500]
+`--adds N`: each test captures 25 steps of N one-element adds instead (25k events a test at
+N=1000: a large capture), and the peak RSS is printed too: torch's profiler refers to itself,
+so what a capture leaves waits for a full garbage collection unless opprof lets it go.
+
+    python bench/long_run.py [--tests 500] [--adds 1000 --tests 20]
 """
 
 from __future__ import annotations
@@ -35,6 +39,16 @@ def infer():
 TEST = """
 def test_{i}(opprof):
     opprof.run(infer, warmup=1, steps=3)
+"""
+LARGE_TEST = """
+def adds(x):
+    for _ in range({adds}):
+        x = x + 1
+    return x
+
+
+def test_{i}(opprof):
+    opprof.run(adds, torch.zeros(4), warmup=1, steps=25)
 """
 CONFTEST = """
 import time
@@ -68,10 +82,12 @@ def pytest_runtest_teardown(item, nextitem):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=500)
+    parser.add_argument("--adds", type=int, default=0, help="each test: 25 steps of this many adds")
     args = parser.parse_args()
+    test = LARGE_TEST.replace("{adds}", str(args.adds)) if args.adds else TEST
     project = Path(tempfile.mkdtemp(prefix="opprof-long-"))
     (project / "conftest.py").write_text(textwrap.dedent(CONFTEST))
-    (project / "test_long.py").write_text(SUITE_HEAD + "".join(TEST.format(i=i) for i in range(args.tests)))
+    (project / "test_long.py").write_text(SUITE_HEAD + "".join(test.replace("{i}", str(i)) for i in range(args.tests)))
     json_report = project / "report.json"
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--opprof", f"--opprof-json={json_report}"],
@@ -83,13 +99,16 @@ def main() -> int:
     seconds = [float(r[0]) for r in rows]
     rss_mib = [int(r[1]) / 1024 for r in rows]
     n = len(rows)
-    early, late = statistics.median(seconds[10:30]), statistics.median(seconds[-20:])
+    first = min(10, n // 2)  # the first tests warm up; --adds runs fewer
+    early, late = statistics.median(seconds[first : first + 20]), statistics.median(seconds[-20:])
     print(f"{n} measured tests, {os.cpu_count()} cpus, --opprof with --opprof-json")
     print(
-        f"  RSS after test 10: {rss_mib[9]:.1f} MiB, after test {n}: {rss_mib[-1]:.1f} MiB, growth {rss_mib[-1] - rss_mib[9]:.1f} MiB   (target < 50 MB)"
+        f"  RSS after test {first}: {rss_mib[first - 1]:.1f} MiB, after test {n}: {rss_mib[-1]:.1f} MiB, growth "
+        f"{rss_mib[-1] - rss_mib[first - 1]:.1f} MiB, peak {max(rss_mib):.1f} MiB   (target < 50 MB growth)"
     )
     print(
-        f"  per-test time, median of tests 10-30: {early * 1e3:.1f} ms; of the last 20: {late * 1e3:.1f} ms (x{late / early:.2f})"
+        f"  per-test time, median of tests {first}-{first + 20}: {early * 1e3:.1f} ms; of the last 20: {late * 1e3:.1f} ms "
+        f"(x{late / early:.2f})"
     )
     return 0
 
