@@ -761,6 +761,7 @@ def warm_profiler() -> None:
                 prof.start()
         finally:
             _stop_quietly(torch, prof)
+            release_results(prof)
         _WARMED.append(True)
     except Exception:
         pass

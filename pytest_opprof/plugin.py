@@ -40,7 +40,7 @@ from .baseline import (
 )
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
-from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, unreadable
+from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
 from .device import Nvml, describe, device_facts, resolve_key, usable_cpus
 from .errors import (
     COLLECT_ONLY,
@@ -599,7 +599,7 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     fixture = OpprofFixture(request.node.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
         fixture.measure_ahead = RANGE_MEASUREMENTS
-        fixture.ranges_wanted = partial(_readable_baseline, request.node, state)  # asked in run() only
+        fixture.ranges_wanted = partial(_ranges_wanted, request.node, fixture, state)  # asked in run() only
     elif state.settings.measuring:  # and, comparing, a suspected time's confirmations
         fixture.judge_in_run = partial(_judge_in_run, request.node, fixture, state)
     fixture.pauses_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
@@ -607,13 +607,16 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     return fixture
 
 
-def _readable_baseline(item: pytest.Item, state: RunState) -> bool:
-    """The test's baseline file is absent or usable: a recording leaves an unusable one as it is,
-    so run() takes no range measurements for it."""
-    if state.device_key is None:
+def _ranges_wanted(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> bool:
+    """Recording: whether run() takes the recorded ranges' measurements (decide.ranges_serve): not
+    for an unusable file, nor for one the first measurement keeps as it is."""
+    if state.device_key is None or not state.settings.update_baseline:
         return True
-    path, _, root = _baseline_place(item, state)
-    return not unreadable(path, _baseline_id(item), root)
+    nodeid, (path, shown, root) = _baseline_id(item), _baseline_place(item, state)
+    current = _measurement(fixture, nodeid, state, fixture.captures)
+    return ranges_serve(
+        path, shown, nodeid, current, _rule_for(item, state.settings), state.settings.update_baseline, root
+    )
 
 
 def _clock_sampler(state: RunState) -> Callable[[], Any] | None:

@@ -2878,6 +2878,9 @@ def test_a_measured_tests_captures_are_freed_when_it_ends_not_at_a_full_collecti
         """
         import gc
 
+        def pytest_sessionstart(session):
+            gc.collect()  # what earlier tests of this process left
+
         def pytest_runtest_logfinish(nodeid, location):
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()
@@ -2887,7 +2890,9 @@ def test_a_measured_tests_captures_are_freed_when_it_ends_not_at_a_full_collecti
             held = [o for o in gc.garbage if type(o).__name__ == "profile" and getattr(o, "profiler", None) is not None]
             with open("left.txt", "a") as f:
                 f.write(f"{nodeid} {left} {len(held)}\\n")
+            del held
             gc.garbage.clear()
+            gc.collect()  # saved, the cycles stayed: now freed
         """
     )
     pytester.makepyfile(
@@ -3392,6 +3397,32 @@ def test_a_recording_takes_no_range_measurements_for_a_file_it_cannot_read(pytes
     assert fake_clock.captures == 1 and fake_clock.pauses == []
     result.stdout.fnmatch_lines(["*test_mm.json: not valid JSON (line 1); fix it, or delete it*"])
     assert path.read_text() == "{oops"
+
+
+def test_a_recording_takes_range_measurements_only_for_a_file_it_may_write(pytester, fake_clock):
+    """A bare recording of unchanged code keeps each file as it is: the ranges' three further
+    measurements (and 1.5 s of pauses) served nothing, 1.6 s a test in a scale trial's re-recording
+    of 80 unchanged tests. Now they are taken for a new file, under =all, and where the first
+    measurement alone does not keep the file (a slower time asks its confirmations)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(test_ctx=NO_GRAD_TESTS)
+    run(pytester, "--opprof-update-baseline", "-k", "test_mm").assert_outcomes(passed=1)
+    assert fake_clock.captures == 4  # new: the first and the ranges' three
+    (path,) = (pytester.path / ".opprof").rglob("test_mm.json")
+    recorded = path.read_bytes()
+    fake_clock.captures, fake_clock.pauses[:] = 0, []
+    result = run(pytester, "--opprof-update-baseline", "-k", "test_mm")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: baselines written: none; kept 1 unchanged*"])
+    assert (fake_clock.captures, fake_clock.pauses, path.read_bytes()) == (1, [], recorded)
+    fake_clock.captures = 0
+    run(pytester, "--opprof-update-baseline=all", "-k", "test_mm").assert_outcomes(passed=1)
+    assert fake_clock.captures == 4
+    fake_clock.costs["aten::mm"] = 600_000  # x3: a time the first measurement cannot settle alone
+    fake_clock.captures = 0
+    result = run(pytester, "--opprof-update-baseline", "-k", "test_mm")
+    result.assert_outcomes(passed=1)
+    assert fake_clock.captures == 4
 
 
 def test_baseline_dir_option(pytester, monkeypatch):
