@@ -67,7 +67,7 @@ from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_t
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
 from .tables import profile_tables
 from .trace import load_trace
-from .units import count_of
+from .units import count_of, first_three
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_TOP = 20
@@ -741,8 +741,11 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
         out += ["", f"no op matching --op ({len(outcome.unchosen)}): {', '.join(outcome.unchosen)}"]
     if not outcome.results and not outcome.unchosen:
         out += ["", "no test is in both A and B"]
-    total = sum(1 for r in outcome.results if r.worse)
-    return out + ["", f"opprof compare: {total} of {count_of(len(outcome.results), 'compared test')} regressed in B"]
+    worse = [r.name for r in outcome.results if r.worse]
+    # named: a scale trial's 1 regression of 400 sat in 6,000 lines above a line that named none
+    named = f": {first_three(worse)}" if worse and len(outcome.results) > 1 else ""
+    compared = count_of(len(outcome.results), "compared test")
+    return out + ["", f"opprof compare: {len(worse)} of {compared} regressed in B{named}"]
 
 
 # -- main -----------------------------------------------------------------------------------------

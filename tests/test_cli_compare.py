@@ -186,7 +186,8 @@ def test_compare_folders_tables(capsys, folders):
     assert rows["aten::clone"][1:] == ["-", "1", "-", "0.120", "-", "+0.120", "cpu", "added"]
     assert "only in A (1): tests/test_m.py::test_old" in out
     assert "only in B (1): tests/test_m.py::test_new" in out
-    assert out.rstrip().endswith("opprof compare: 1 of 2 compared tests regressed in B")
+    # the last line names them: a scale trial's 1 of 400 sat 6,000 lines above it
+    assert out.rstrip().endswith("opprof compare: 1 of 2 compared tests regressed in B: tests/test_m.py::test_mlp")
 
 
 def test_b_faster_or_equal_exits_0(capsys, folders):
