@@ -24,6 +24,7 @@ from .documents import BaselineDoc, FieldError
 from .errors import (
     OUTPUT_FIX,
     BaselineError,
+    conflict_fix,
     digits_past_limit,
     json_shown,
     mv_cannot_remove,
@@ -600,17 +601,7 @@ def _lone_surrogate(data: Any) -> str | None:
     return found.group() if found else None
 
 
-# A merge committed (or only `git add`ed) leaves no sides to take: `git checkout --ours` then does
-# nothing and the markers stay (a team trial followed the old fix and was stuck); deleting works always.
-CONFLICT_FIX = (
-    "resolve it by recording the baseline again: delete the file and run pytest --opprof-update-baseline "
-    "with the test's id (while the merge is not yet committed, git checkout --ours or --theirs on the file "
-    "takes one side instead)"
-)
-CONFLICT_TEST_ID = "with the test's id"  # where the run knows the test, its id in its place
-CONFLICT_WHILE_RECORDING_FIX = (
-    "resolve it: delete the file and run this command again (a recording never replaces a file it cannot read)"
-)
+CONFLICT_FIX = conflict_fix()  # the way out where the test is not known (`opprof show`)
 
 
 def _conflict_line(text: str) -> int | None:

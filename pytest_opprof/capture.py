@@ -1362,10 +1362,14 @@ def _run_steps(
     observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
     unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
     prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short, probe)
-    with _cut_short_as(
-        cut_short, lambda: _cut_with_others(_read_cut_short(prof), threads.others)
-    ):  # fn may still raise: the steps stand
-        unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
+    try:
+        with _cut_short_as(
+            cut_short, lambda: _cut_with_others(_read_cut_short(prof), threads.others)
+        ):  # fn may still raise: the steps stand
+            unprofiled += [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(0 if warmup else observed)]
+    except BaseException:
+        release_results(prof)  # read for the failure's report or not
+        raise
     timed = _with_overhead(_with_reference(_read_own(prof), threads.fewest, before, _references(torch)), unprofiled)
     timed = with_other_threads(timed, threads.others)
     new_breaks = new_break_reasons(breaks_before)
@@ -1461,9 +1465,15 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
     Recording inputs costs every op time, so it never shares a profiler with the timed steps.
     It comes after them: warm whatever `warmup` is, and the timed steps are as they were."""
     __tracebackhide__ = True  # a failure in fn shows the user's frames
-    with _profiling(torch, work=True) as (prof, cuda):
-        with _step(torch, 1, cuda):
-            result = fn(*args, **kwargs)
+    prof = None
+    try:
+        with _profiling(torch, work=True) as (prof, cuda):
+            with _step(torch, 1, cuda):
+                result = fn(*args, **kwargs)
+    except BaseException:
+        if prof is not None:
+            release_results(prof)
+        raise
     return _read_own(prof), result
 
 

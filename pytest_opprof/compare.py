@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
 from .analysis.compiled import FX_GRAPH, REGION
+from .analysis.model import WORKLOAD_OPS
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names, compiled_regions_moved, unrecordable_gpu, unrecordable_tracer, waited_for_cpu
 from .events import TENSOR_LIST
@@ -769,7 +770,7 @@ def _in_one_step(
         stretch = 1 + cost / step_ms if step_ms > 0 else math.inf  # what it made of its step
         excuse = explained_by_machine(
             True, entry.on_device, current, baseline, machine, moved=stretch,
-            added_ms=cost / len(entry.calls_per_step), slack=WALL_SLACK,
+            added_ms=cost / len(entry.calls_per_step), slack=WALL_SLACK, blas=name in WORKLOAD_OPS,
         )  # fmt: skip
         if excuse:
             message = f"{change} (inconclusive: {excuse.why}){where}"
@@ -780,7 +781,7 @@ def _in_one_step(
                 if entry.on_device
                 else (
                     _threads_too_little(stretch, current, baseline, WALL_SLACK)
-                    + _capability_too_little(stretch, current, baseline, WALL_SLACK)
+                    + _capability_too_little(stretch, current, baseline, WALL_SLACK, name)
                     + _machine_too_little(stretch, current, baseline, WALL_SLACK)
                 )
             )
@@ -861,8 +862,9 @@ def _judged(
     moved = (old_min + own) / old_min if old_min > 0 else math.inf
     slack = WALL_SLACK if wall else OP_SLACK
     excuse = explained_by_machine(
-        slower, on_device, *docs, machine, python_time=wall, moved=moved, added_ms=own, slack=slack
-    )
+        slower, on_device, *docs, machine, python_time=wall, moved=moved, added_ms=own, slack=slack,
+        blas=name in WORKLOAD_OPS,
+    )  # fmt: skip
     traced = machine.python_tracer is not None  # a tracer slows the Python in the rest of the step
     steady = ""
     if excuse is None and slower and not wall and not on_device and not traced:
@@ -880,7 +882,11 @@ def _judged(
     ) + f"limit {'+' if slower else '-'}{100 * rule.tolerance:.0f}%, p={p:.3g}"
     if slower and not on_device:
         limit += (
-            ("" if wall else _threads_too_little(moved, *docs, slack) + _capability_too_little(moved, *docs, slack))
+            (
+                ""
+                if wall
+                else _threads_too_little(moved, *docs, slack) + _capability_too_little(moved, *docs, slack, name)
+            )
             + _contention_too_small(machine, own, *docs)
             + _machine_too_little(moved, *docs, slack, wall)
             + steady
@@ -1128,11 +1134,15 @@ def explained_by_machine(
     moved: float | None = None,
     added_ms: float | None = None,
     slack: float = OP_SLACK,
+    blas: bool = False,
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
     `moved`: the op's (or the step wall's) time ratio, new / baseline: the workload reference
     explains a move no larger than its own, the dispatch and matmul references one up to `slack`
     times their own (OP_SLACK for an op; a trial's x4 slower ops passed on a machine x1.24 slower).
+    `blas`: a matrix product (aten::addmm, mm, bmm), whose BLAS kernels take no part in torch's
+    CPU capability (the references speak for them: a review's addmm x4 slower beside an unmoved
+    replay of its own product passed as inconclusive on AVX2 against AVX512).
     `added_ms`: what the move added to a step, which CPU contention explains only up to
     CONTENTION_SLACK times the ms the threads waited per step, as it must the whole step's
     slowdown (_contention_explains).
@@ -1149,7 +1159,7 @@ def explained_by_machine(
     if _threads_differ(current, baseline) and not python_time and _threads_explain(moved, current, baseline, slack):
         threads = count_of(current.threads or 0, "thread")
         return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
-    if not python_time and _capability_explains(moved, current, baseline, slack):
+    if not python_time and not blas and _capability_explains(moved, current, baseline, slack):
         return Excuse(_capability_why(current, baseline), CAPABILITY_FIX)
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
@@ -1209,10 +1219,13 @@ def _capability_explains(moved: float | None, current: BaselineDoc, baseline: Ba
     return reach is not None and moved is not None and moved > 0 and max(moved, 1 / moved) <= reach
 
 
-def _capability_too_little(moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> str:
-    """For a slowdown that fails on other CPU kernels: the clause saying they explain too little."""
+def _capability_too_little(moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float, name: str) -> str:
+    """For a slowdown that fails on other CPU kernels: the clause saying they explain too little
+    (none for a matrix product, which they do not explain at all: explained_by_machine's `blas`)."""
     reach = _capability_reach(current, baseline, slack)
-    return "" if reach is None else f"; {_capability_why(current, baseline)}: {_reach(reach, moved)}"
+    if reach is None or name in WORKLOAD_OPS:
+        return ""
+    return f"; {_capability_why(current, baseline)}: {_reach(reach, moved)}"
 
 
 def _capability_why(current: BaselineDoc, baseline: BaselineDoc) -> str:
@@ -1371,7 +1384,7 @@ def _same_machine(current: BaselineDoc, baseline: BaselineDoc) -> bool:
     thread count (a baseline of before the thread setup was recorded: by what it holds)."""
     if _threads_differ(current, baseline):
         return False
-    for key in ("cpu_model", "cpu_capability", "thread_setup"):
+    for key in ("cpu_model", "thread_setup"):  # not cpu_capability: BLAS's matmul ignores it (a review)
         mine, theirs = current.environment.get(key), baseline.environment.get(key)
         if mine is not None and theirs is not None and mine != theirs:
             return False
@@ -1427,6 +1440,8 @@ SOFTWARE_FACTS = ("torch", "cuda", "hip", "driver", "cuda_driver")
 # the hardware under one device key: a key names a GPU or a CPU architecture (every x86-64 CPU
 # is `cpu-x86_64`), and a hook or --opprof-device-key may give several machines one key
 HARDWARE_FACTS = ("gpu_name", "gpu_capability", "cpu_model", "cpu_capability")
+# the environment differences that excuse a CPU time's move within a bound (explained_by_machine)
+EXCUSING_FACTS = frozenset({"torch threads", "cpu_capability"})
 
 
 def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

@@ -6,7 +6,6 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
@@ -15,8 +14,6 @@ from typing import Any
 
 from .baseline import (
     CONFLICT_FIX,
-    CONFLICT_TEST_ID,
-    CONFLICT_WHILE_RECORDING_FIX,
     UNUSABLE_FIX,
     UNUSABLE_WHILE_RECORDING_FIX,
     BaselineError,
@@ -54,6 +51,7 @@ from .errors import (
     baseline_required,
     cannot_write,
     capture_moved,
+    conflict_fix,
     raised_confirming,
     record_if_intended,
     strict_inconclusive,
@@ -678,12 +676,7 @@ def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None, no
     if update is not None and message.endswith(UNUSABLE_FIX):
         message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
     if message.endswith(CONFLICT_FIX):
-        fix = (
-            CONFLICT_WHILE_RECORDING_FIX
-            if update is not None
-            else CONFLICT_FIX.replace(CONFLICT_TEST_ID, shlex.quote(nodeid))
-        )
-        message = message.removesuffix(CONFLICT_FIX) + fix
+        message = message.removesuffix(CONFLICT_FIX) + conflict_fix(nodeid, recording=update is not None)
     return message
 
 
@@ -754,7 +747,7 @@ def ranges_serve(
         asked.append(True)
         return None
 
-    return decide(current, old, rule, update, remeasure, shown).write is not None or bool(asked)
+    return decide(current, old, rule, update, remeasure, shown).status in TIMES_WRITTEN or bool(asked)
 
 
 def same_capture(old: BaselineDoc, current: BaselineDoc) -> bool:

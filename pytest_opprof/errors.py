@@ -153,6 +153,22 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
     return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
 
 
+def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
+    """The way out of a baseline file holding a merge conflict's markers. A merge committed (or
+    only `git add`ed) leaves no sides to take: `git checkout --ours` does nothing there and the
+    markers stay (a team trial followed that fix and was stuck); deleting the file works always.
+    `nodeid`: the test's, in the command; `recording`: the command running is the one to rerun."""
+    if recording:
+        return (
+            "resolve it: delete the file and run this command again (a recording never replaces a file it cannot read)"
+        )
+    test = shlex.quote(nodeid) if nodeid is not None else "with the test's id"
+    return (
+        f"resolve it by recording the baseline again: delete the file and run pytest --opprof-update-baseline {test} "
+        "(while the merge is not yet committed, git checkout --ours or --theirs on the file takes one side instead)"
+    )
+
+
 def record_on_this_setup(nodeid: str) -> str:
     """The fix of a test's own environment line (another CPU, torch, driver): only =all adopts it."""
     return (

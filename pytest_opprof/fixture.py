@@ -254,7 +254,7 @@ class OpprofFixture:
         """The latest finished capture (a pytest_opprof.Profile), or None."""
         return self._profile
 
-    def release(self) -> None:
+    def _release(self) -> None:
         """Let go of the test's captures once its report is made (the plugin's, at teardown). The
         fixture refers to itself (judge_in_run holds it), so what it held waited for a full garbage
         collection: a scale trial's tests of 25k events each left +35 MiB a test until one came."""

@@ -839,7 +839,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         _finish_test(item, report, result)
         # Items live for the whole session: let the test's events and profile go now.
         del item.stash[_RESULT], item.stash[TEST]
-        fixture.release()
+        fixture._release()  # the plugin owns the fixture's life
         if undo is not None:
             del item.stash[_UNDO]
         if _JUDGED in item.stash:

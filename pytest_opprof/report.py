@@ -32,6 +32,7 @@ from .compare import (
     CONTENTION_WHY,
     DEFAULT_FAIL_ON,
     ENVIRONMENT,
+    EXCUSING_FACTS,
     FASTER_FIX,
     INCONCLUSIVE,
     MAX_LISTED,
@@ -761,10 +762,6 @@ class _Shared:
     recorded: frozenset[str] = frozenset()
     warned: frozenset[str] = frozenset()
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
-
-
-# Differences that excuse a CPU time's move within a bound (compare.explained_by_machine)
-EXCUSING_FACTS = frozenset({"torch threads", "cpu_capability"})
 
 
 def _torch_moved(baseline: BaselineResult) -> str | None:

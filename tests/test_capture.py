@@ -120,6 +120,20 @@ def test_opprofs_profilers_let_go_of_their_results_once_read_and_a_users_keeps_t
 
     with pytest.raises(ValueError):
         measure(fails, warmup=0, steps=2)
+    counted = []
+    measure(lambda: counted.append(torch.ones(3).add(1)), warmup=0, steps=2)
+    assert len(counted) >= 4  # 2 steps, the unprofiled calls after them, the work signature's
+    for failing in range(1, len(counted) + 1):  # each of those calls raises in turn
+        calls = []
+
+        def fails_on_a_call(failing=failing, calls=calls):
+            calls.append(1)
+            torch.ones(3).add(1)
+            if len(calls) == failing:
+                raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            measure(fails_on_a_call, warmup=0, steps=2)
     with pytest.raises(KeyError), capture():  # dropped unread
         torch.ones(3).add(1)
         raise KeyError("x")

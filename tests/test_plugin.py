@@ -2837,35 +2837,52 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert torch.get_num_threads() == default
 
 
-def test_baselines_of_other_cpu_kernels_make_a_cpu_slowdown_inconclusive_up_to_their_bound(baselined, fake_clock):
+ELEMENTWISE_TESTS = """
+import torch
+
+def test_sig(opprof):
+    x = torch.ones(64)
+    opprof.run(lambda: x.sigmoid(), warmup=1, steps=6)
+
+def test_exp(opprof):
+    x = torch.ones(64)
+    opprof.run(lambda: x.sigmoid().exp(), warmup=1, steps=6)
+"""
+
+
+def test_baselines_of_other_cpu_kernels_make_a_cpu_slowdown_inconclusive_up_to_their_bound(pytester, fake_clock):
     """Baselines recorded where torch's CPU kernels ran with other vector instructions (a mixed
-    fleet's AVX2-only runner beside AVX512 ones, one key): the file holds the capability, a CPU
-    slowdown within their bound is inconclusive with the fix, the run line for the tests alike
-    says so (a team trial's read that their times were judged across it), and one past it fails."""
+    fleet's AVX2-only runner beside AVX512 ones, one key): the file holds the capability, an
+    elementwise op's slowdown within their bound is inconclusive with the fix, the run line for
+    the tests alike says so (a team trial's read that their times were judged across it), and
+    one past it fails."""
+    fake_clock.costs["aten::sigmoid"] = 200_000
+    pytester.makepyfile(test_elementwise=ELEMENTWISE_TESTS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=2)
     now = torch.backends.cpu.get_cpu_capability()
     was = "DEFAULT" if now != "DEFAULT" else "AVX2"
-    for path in (baselined.path / ".opprof").rglob("test_*.json"):
+    for path in (pytester.path / ".opprof").rglob("test_*.json"):
         data = json.loads(path.read_text())
         assert data["environment"]["cpu_capability"] == now
         data["environment"]["cpu_capability"] = was
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    fake_clock.costs["aten::addmm"] = 600_000  # x3: within any pair's bound (x5 at least)
-    result = run(baselined, "--opprof")
-    result.assert_outcomes(passed=3)
+    fake_clock.costs["aten::sigmoid"] = 600_000  # x3: within any pair's bound (x5 at least)
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            f"test_base.py::test_big: time inconclusive for aten::addmm, aten::linear: torch's CPU kernels ran with {now} "
+            f"test_elementwise.py::test_sig: time inconclusive for aten::sigmoid: torch's CPU kernels ran with {now} "
             f"instructions, the baseline's with {was}; neither passed nor failed (--opprof-strict makes this an "
             "error); record baselines per CPU kind: give each kind its device key (the pytest_opprof_device_key "
             "hook), or record the baseline on the machines that check it (--opprof-update-baseline=all there)",
-            f"opprof: environment differs from the baselines of 3 tests: cpu_capability {was} -> {now}; their times are "
+            f"opprof: environment differs from the baselines of 2 tests: cpu_capability {was} -> {now}; their times are "
             "judged across it, a CPU time's move it explains inconclusive, not a failure (a structure change *",
         ]
     )
-    fake_clock.costs["aten::addmm"] = 200_000 * 25  # past x13, the widest pair's bound (x11 per step at x14)
-    result = run(baselined, "--opprof", "-k", "big")
+    fake_clock.costs["aten::sigmoid"] = 200_000 * 25  # past x13, the widest pair's bound
+    result = run(pytester, "--opprof", "-k", "test_sig")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["test_base.py::test_big: time: aten::*addmm: *slower*"])
+    result.stdout.fnmatch_lines(["test_elementwise.py::test_sig: time: aten::sigmoid: *slower*CPU kernels ran with*"])
 
 
 def test_a_measured_tests_captures_are_freed_when_it_ends_not_at_a_full_collection(pytester):
@@ -3423,6 +3440,32 @@ def test_a_recording_takes_range_measurements_only_for_a_file_it_may_write(pytes
     result = run(pytester, "--opprof-update-baseline", "-k", "test_mm")
     result.assert_outcomes(passed=1)
     assert fake_clock.captures == 4
+
+
+def test_a_renumbered_recording_takes_no_range_measurements(pytester, fake_clock, monkeypatch):
+    """A capture added before the test's run(): a bare recording renumbers the file, its times
+    kept, so the ranges' measurements served nothing (a review)."""
+    fake_clock.costs["aten::mm"] = 200_000
+    pytester.makepyfile(
+        test_renum="""
+        import os, torch
+
+        def test_mm(opprof):
+            if os.environ.get("BLOCK"):
+                with opprof.capture():
+                    torch.ones(4).add(1)
+            a = torch.ones(8, 8)
+            opprof.run(lambda: a.mm(a), warmup=1, steps=6)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    assert fake_clock.captures == 4
+    monkeypatch.setenv("BLOCK", "1")
+    fake_clock.captures, fake_clock.pauses[:] = 0, []
+    result = run(pytester, "--opprof-update-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 renumbered*"])
+    assert (fake_clock.captures, fake_clock.pauses) == (1, [])  # run()'s first (the block's has inputs): no ranges
 
 
 def test_baseline_dir_option(pytester, monkeypatch):
