@@ -297,6 +297,10 @@ def test_a_reference_that_stalled_alone_excuses_no_slower_step_wall():
         "; the matmul reference ran 52.00x slower, but alone (the dispatch reference ran x1.05): a stall "
         "of its own reading, not the machine's speed)"
     )
+    # other CPU kernels on the same CPU model (ATEN_CPU_CAPABILITY): BLAS's matmul ignores them (a review)
+    avx512 = base.replace(environment={**base.environment, "cpu_capability": "AVX512"})
+    kernels = slower(20.0, 5.2, 0.195, env={"cpu_capability": "AVX2"})
+    assert next(v for v in compare(kernels, avx512, Rule()).verdicts if v.op == STEP_WALL).status == "regressed"
     nudged = wall(slower(20.0, 5.2, 0.215))  # dispatch x1.16: explains a wall up to x1.32 alone
     assert (
         nudged.status == "regressed" and "52.00x slower, but alone (the dispatch reference ran x1.16)" in nudged.message
