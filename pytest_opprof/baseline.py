@@ -20,7 +20,7 @@ from typing import Any
 
 from .analysis import Dist, OpStats, Profile
 from .device import valid_key
-from .documents import BaselineDoc, FieldError
+from .documents import ENVIRONMENT_KEYS, BaselineDoc, FieldError
 from .errors import (
     OUTPUT_FIX,
     BaselineError,
@@ -44,20 +44,6 @@ from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
 READABLE_SCHEMAS = (1, 2)  # a schema-1 file is compared on structure and time
-# The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
-# of every re-recording.
-ENVIRONMENT_KEYS = (
-    "torch",
-    "cuda",
-    "hip",
-    "gpu_name",
-    "gpu_capability",
-    "driver",
-    "cuda_driver",
-    "cpu_model",
-    "cpu_capability",  # the vector instructions of torch's CPU kernels (AVX512, AVX2, DEFAULT)
-    "thread_setup",  # what sets torch's default: tells a machine's thread count from a project's (compare.py)
-)
 
 
 UNUSABLE_FIX = "fix or delete it and run pytest --opprof-update-baseline"

@@ -568,22 +568,23 @@ def _stable_ops(ops: dict[str, OpEntry]) -> dict[str, OpEntry]:
     return found
 
 
-# The environment facts opprof has always written as texts (or null); an older file's
-# `torch_threads` was a number, and a fact this version does not know is left as it is.
-TEXT_FACTS = frozenset(
-    {
-        "torch",
-        "cuda",
-        "hip",
-        "gpu_name",
-        "gpu_capability",
-        "driver",
-        "cuda_driver",
-        "cpu_model",
-        "cpu_capability",
-        "thread_setup",
-    }
+# The stable facts a baseline records; volatile ones (clocks, temperature) would make a diff
+# of every re-recording.
+ENVIRONMENT_KEYS = (
+    "torch",
+    "cuda",
+    "hip",
+    "gpu_name",
+    "gpu_capability",
+    "driver",
+    "cuda_driver",
+    "cpu_model",
+    "cpu_capability",  # the vector instructions of torch's CPU kernels (AVX512, AVX2, DEFAULT)
+    "thread_setup",  # what sets torch's default: tells a machine's thread count from a project's (compare.py)
 )
+# The environment facts opprof has always written as texts (or null), those it records; an older
+# file's `torch_threads` was a number, and a fact this version does not know is left as it is.
+TEXT_FACTS = frozenset(ENVIRONMENT_KEYS)
 
 
 def _identity(data: dict[str, Any]) -> tuple[str, str | None, dict[str, Any]]:

@@ -119,7 +119,8 @@ def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_pa
     from builders import kernel, launch, memcpy, op, step
 
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.baseline import ENVIRONMENT_KEYS, baseline_from_profile
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.documents import ENVIRONMENT_KEYS
 
     torch = pytest.importorskip("torch")
     from pytest_opprof import measure
