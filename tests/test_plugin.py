@@ -3387,7 +3387,8 @@ def test_a_committed_merge_conflict_is_resolved_by_the_command_its_error_gives(b
     assert path.read_text() == conflicted
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(errors=1)
-    (line,) = [line for line in result.outlines if "merge conflict" in line]
+    # the error's own line (under CI=true pytest's short summary repeats it whole, `ERROR ... - opprof: ...`)
+    (line,) = [line for line in result.outlines if line.startswith("opprof: ") and "merge conflict" in line]
     assert line.startswith(f"opprof: {shown}: holds a merge conflict's markers (<<<<<<< at line ")
     assert path.read_text() == conflicted
     command = line.split("delete the file and run ", 1)[1].split(" (while the merge", 1)[0]
