@@ -169,6 +169,15 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
     )
 
 
+def quiet_tables(left_out: int) -> str:
+    """The line for the tables pytest -qq leaves out."""
+    return (
+        f"opprof: {count_of(left_out, 'measured test')} passed with nothing to say: "
+        f"{'its table is' if left_out == 1 else 'their tables are'} left out under -qq "
+        "(run with -q or without it to see them; --opprof-json and --opprof-html hold them always)"
+    )
+
+
 def record_on_this_setup(nodeid: str) -> str:
     """The fix of a test's own environment line (another CPU, torch, driver): only =all adopts it."""
     return (

@@ -1129,7 +1129,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     strict = state.settings.strict
     shares = (state.device.get("torch_threads"), usable_cpus())
     lines = (
-        summary_lines(state.records, verbose, workers, recording, looked_in, run_globs, strict, picked, shares)
+        summary_lines(
+            state.records,
+            verbose,
+            workers,
+            recording,
+            looked_in,
+            run_globs,
+            strict,
+            picked,
+            shares,
+            quiet=config.option.verbose < -1,  # -qq: -q keeps them (the README's first run shows one)
+        )  # fmt: skip
         if state.records
         else []
     )

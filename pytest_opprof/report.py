@@ -59,6 +59,7 @@ from .errors import (
     capture_moved_written,
     closest_names,
     other_work_measured,
+    quiet_tables,
     record_if_intended,
     record_on_this_setup,
     repeats_disagreed,
@@ -1285,17 +1286,28 @@ def summary_lines(
     strict: bool = False,
     picked: bool = True,
     shares: tuple[int | None, int | None] = (None, None),
+    quiet: bool = False,
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note
-    (`shares`: the torch threads of a worker and the CPUs they share)."""
-    tables = format_summary(records)
-    lines = [tables] if tables else []  # none when every measured test was skipped
+    (`shares`: the torch threads of a worker and the CPUs they share). `quiet` (pytest -qq): the
+    tables of tests that passed with nothing to say are left out, counted in one line (a scale
+    trial's 80 passing tests printed 1,127 lines, -q, -qq or not)."""
     problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict, picked)
+    shown = [r for r in records if _worth_a_table(r, problems)] if quiet else records
+    tables = format_summary(shown)
+    lines = [tables] if tables else []  # none when every measured test was skipped
     if problems:
         lines.append(problems)
+    if len(shown) < len(records):
+        lines.append(quiet_tables(len({r.nodeid for r in records} - {r.nodeid for r in shown})))
     if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other
         lines.append(xdist_noise_note(workers, *shares))
     return lines
+
+
+def _worth_a_table(record: TestRecord, problems: str) -> bool:
+    """Under -qq: a test that did not pass, or one a line of the problems names."""
+    return record.outcome not in ("passed", None) or f"{record.nodeid}: " in problems
 
 
 def renamed_lines(

@@ -2938,6 +2938,32 @@ def test_a_measured_tests_captures_are_freed_when_it_ends_not_at_a_full_collecti
     assert len(left) == 4 and all(line.endswith(" [] 0") for line in left), left
 
 
+def test_qq_leaves_out_the_tables_of_tests_that_passed_with_nothing_to_say(baselined, monkeypatch):
+    """A scale trial's 80 passing tests printed 1,127 lines, -q, -qq or not. Under -qq a test that
+    passed with nothing to say keeps no table, counted in one line; one that failed keeps its
+    table and lines; -q keeps every table (the README's first run shows one)."""
+    header = "test_base.py::test_big [[]passed[]] (6 steps*"
+    result = run(baselined, "--opprof", "-qq")  # -qq prints no outcome counts: the exit code says
+    assert result.ret == 0 and " [passed] (" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 3 measured tests passed with nothing to say: their tables are left out under -qq (run with -q or "
+            "without it to see them; --opprof-json and --opprof-html hold them always)"
+        ]
+    )
+    run(baselined, "--opprof", "-q").stdout.fnmatch_lines([header])
+    monkeypatch.setenv("OPPROF_INJECT", "extra")  # a clone more per step: test_big fails on structure
+    result = run(baselined, "--opprof", "-qq")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big [[]failed[]] (6 steps*",
+            "test_base.py::test_big: structure changed: *",
+            "opprof: 2 measured tests passed with nothing to say: their tables are left out under -qq *",
+        ]
+    )
+
+
 def test_a_tests_own_environment_line_gives_the_command_that_adopts_the_setup(baselined):
     """A baseline of another CPU model: each run (a bare recording too, which keeps the file) said
     so with no fix, a team trial's line every run; its own line now gives the =all command, which,
