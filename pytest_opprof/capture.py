@@ -979,6 +979,9 @@ class ThreadWatch:
 
 OTHER_THREAD_MS = 0.1  # CPU a Python thread used in a capture from which it ran in it (with OTHER_THREAD_SHARE)
 OTHER_THREAD_SHARE = 0.05  # of the capture's wall: a heartbeat's 2.2 ms in a 500 ms capture is no work of it
+# CPU a thread started in the capture that is not the code's own (a Timer, torch's) must use to be
+# named: its start alone passed the floor beside a busy loop (a cancelled Timer, 1 run in 12)
+STARTED_ASIDE_MS = 1.0
 
 
 class PythonThreadWatch:
@@ -989,7 +992,8 @@ class PythonThreadWatch:
     0.1 ms items the CPU rule missed 5 runs in 6). torch's own are not the code's: a pool torch
     submits to (Inductor compiles in one: a review's cold-cache run failed an absence on it), a
     thread whose target is torch's, a Timer (a cancelled one runs nothing). Besides, any other
-    alive at its end that used OTHER_THREAD_MS and OTHER_THREAD_SHARE of its wall in CPU (a queue
+    alive at its end that used OTHER_THREAD_MS and OTHER_THREAD_SHARE of its wall in CPU, or,
+    started in it, STARTED_ASIDE_MS (its start alone may pass the floor on a loaded machine) (a queue
     worker of the code's own). The hooks pass straight through once it stopped, should the code
     have kept them (a test's monkeypatch put one back as the method it found)."""
 
@@ -1069,7 +1073,7 @@ class PythonThreadWatch:
             new = thread is not None and id(thread) in started
             used = ns - (0 if new else self._before.get(ident, (name, ns))[1])
             worked = thread is not None and id(thread) in given
-            if worked or used >= floor:
+            if worked or used >= (max(floor, STARTED_ASIDE_MS * 1e6) if new else floor):
                 found.append(OtherThread(name, round(used / 1e6, 3), given_work=worked))
         ended = [t for t, _ in self._started if id(t) in given] + [
             t for key, t in self._ran.items() if key not in started

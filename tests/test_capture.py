@@ -1227,6 +1227,42 @@ def thread_and_cancelled_timer(target, x, name=None) -> None:
     timer.cancel()
 
 
+def test_a_thread_started_aside_in_the_capture_is_named_only_past_its_starts_cost(monkeypatch):
+    """A Timer started in each step and still waiting at the capture's end is not the code's
+    work; beside a busy loop its start alone used the CPU floor (0.1 ms, 5% of a short capture's
+    wall) and it was named, 1 run in 12. Started in the capture and not the code's own, a thread
+    is named by CPU only past STARTED_ASIDE_MS (a Timer that fired and ran the code's work long)."""
+    import threading
+
+    from pytest_opprof import device
+
+    used_ns = {"now": 0}
+    real = device.python_threads_cpu_ns
+
+    def readings(skip):  # every thread as the machine reads it; a Timer at the CPU it is given
+        found = real(skip)
+        timers = {t.ident for t in threading.enumerate() if isinstance(t, threading.Timer)}
+        return {ident: (name, used_ns["now"] if ident in timers else ns) for ident, (name, ns) in found.items()}
+
+    monkeypatch.setattr(device, "python_threads_cpu_ns", readings)
+    timers = []
+
+    def fn():
+        timers.append(threading.Timer(60, print))
+        timers[-1].start()  # waiting still at the capture's end
+        return torch.cos(torch.ones(4))
+
+    try:
+        used_ns["now"] = 500_000  # its start under load: past the 0.1 ms floor, short of STARTED_ASIDE_MS
+        assert measure(fn, warmup=0, steps=1).other_threads == ()
+        used_ns["now"] = 2_000_000  # past it: work of its own
+        named = [t.name for t in measure(fn, warmup=0, steps=1).other_threads]  # the step's Timer (fn runs apart too)
+        assert len(named) == 1 and named[0] in {t.name for t in timers}
+    finally:
+        for timer in timers:
+            timer.cancel()
+
+
 def test_torchs_own_pools_and_threads_are_not_the_codes_work(monkeypatch):
     """A review's cold-cache torch.compile failed assert_no_op: Inductor compiled in a pool it made
     in the capture. A pool torch's code submits to, a thread whose target is torch's, a Timer: none
