@@ -171,9 +171,10 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
 
 def quiet_tables(left_out: int) -> str:
     """The line for the tables pytest -qq leaves out."""
+    one = left_out == 1
     return (
-        f"opprof: {count_of(left_out, 'measured test')} passed with nothing to say: "
-        f"{'its table is' if left_out == 1 else 'their tables are'} left out under -qq "
+        f"opprof: {count_of(left_out, 'measured test')} passed with no line of {'its' if one else 'their'} own: "
+        f"{'its table is' if one else 'their tables are'} left out under -qq "
         "(run with -q or without it to see them; --opprof-json and --opprof-html hold them always)"
     )
 

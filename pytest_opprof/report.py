@@ -1290,7 +1290,7 @@ def summary_lines(
 ) -> list[str]:
     """The run's opprof summary: per-test tables, then the problems, then the xdist note
     (`shares`: the torch threads of a worker and the CPUs they share). `quiet` (pytest -qq): the
-    tables of tests that passed with nothing to say are left out, counted in one line (a scale
+    tables of tests that passed with no line of their own are left out, counted in one line (a scale
     trial's 80 passing tests printed 1,127 lines, -q, -qq or not)."""
     problems = format_problems(records, verbose, recording, looked_in, unjudged_globs, strict, picked)
     shown = [r for r in records if _worth_a_table(r, problems)] if quiet else records

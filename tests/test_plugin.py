@@ -2940,14 +2940,14 @@ def test_a_measured_tests_captures_are_freed_when_it_ends_not_at_a_full_collecti
 
 def test_qq_leaves_out_the_tables_of_tests_that_passed_with_nothing_to_say(baselined, monkeypatch):
     """A scale trial's 80 passing tests printed 1,127 lines, -q, -qq or not. Under -qq a test that
-    passed with nothing to say keeps no table, counted in one line; one that failed keeps its
+    passed with no line of their own keeps no table, counted in one line; one that failed keeps its
     table and lines; -q keeps every table (the README's first run shows one)."""
     header = "test_base.py::test_big [[]passed[]] (6 steps*"
     result = run(baselined, "--opprof", "-qq")  # -qq prints no outcome counts: the exit code says
     assert result.ret == 0 and " [passed] (" not in result.stdout.str()
     result.stdout.fnmatch_lines(
         [
-            "opprof: 3 measured tests passed with nothing to say: their tables are left out under -qq (run with -q or "
+            "opprof: 3 measured tests passed with no line of their own: their tables are left out under -qq (run with -q or "
             "without it to see them; --opprof-json and --opprof-html hold them always)"
         ]
     )
@@ -2959,7 +2959,7 @@ def test_qq_leaves_out_the_tables_of_tests_that_passed_with_nothing_to_say(basel
         [
             "test_base.py::test_big [[]failed[]] (6 steps*",
             "test_base.py::test_big: structure changed: *",
-            "opprof: 2 measured tests passed with nothing to say: their tables are left out under -qq *",
+            "opprof: 2 measured tests passed with no line of their own: their tables are left out under -qq *",
         ]
     )
 
