@@ -174,8 +174,8 @@ def quiet_tables(left_out: int) -> str:
     one = left_out == 1
     return (
         f"opprof: {count_of(left_out, 'measured test')} passed with no line of {'its' if one else 'their'} own: "
-        f"{'its table is' if one else 'their tables are'} left out under -qq "
-        "(run with -q or without it to see them; --opprof-json and --opprof-html hold them always)"
+        f"{'its table is' if one else 'their tables are'} left out under -qq (run with -q or without it to see "
+        f"{'it' if one else 'them'}; --opprof-json and --opprof-html hold them always)"
     )
 
 
