@@ -1561,3 +1561,34 @@ def test_an_op_no_thread_ended_is_read_as_ended_elsewhere():
     assert table.end_threads == {1: 2, 2: 0}
     unfilled = [EndedKinetoEvent(e.cat, e.label, e.start, e.dur, tid=e.tid, end=0) for e in events]
     assert table_from_kineto(unfilled, pid=7).end_threads == {}
+
+
+def fake_cuda(count: int, contexts: set[int] | None) -> tuple[SimpleNamespace, list[object]]:
+    """A torch namespace with `count` GPUs, a primary context on `contexts` (None: a torch without
+    _cuda_hasPrimaryContext), whose synchronize() calls are recorded."""
+    synced: list[object] = []
+    cuda = SimpleNamespace(device_count=lambda: count, synchronize=lambda device=None: synced.append(device))
+    c = SimpleNamespace() if contexts is None else SimpleNamespace(_cuda_hasPrimaryContext=lambda i: i in contexts)
+    return SimpleNamespace(cuda=cuda, _C=c), synced
+
+
+def test_a_step_waits_for_every_gpu_the_code_used_not_only_the_current_one():
+    """A model on cuda:1 while the current device is 0: torch.cuda.synchronize() waits for device 0
+    only, so device 1's kernels ran past each step (a review's erred wall_time, 5 ms busy in a 0.2 ms
+    step). Every GPU holding a context is waited for; one the code never touched is not (a context
+    would be made on it)."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    torch_two, synced = fake_cuda(3, {0, 2})
+    capture_module.sync_devices(torch_two)
+    assert synced == [0, 2]
+    torch_one, synced = fake_cuda(1, {0})
+    capture_module.sync_devices(torch_one)
+    assert synced == [None]  # one GPU: the current device's, as before
+    older, synced = fake_cuda(2, None)
+    capture_module.sync_devices(older)
+    assert synced == [None]
+    # the timed unprofiled calls of run() wait for them too
+    torch_two, synced = fake_cuda(3, {1})
+    torch_two.cuda.is_available = torch_two.cuda.is_initialized = lambda: True
+    capture_module.unprofiled_step_ns(torch_two, lambda: None, (), {})
+    assert synced == [1, 1]
