@@ -720,3 +720,22 @@ def test_an_ops_end_on_another_thread_survives_the_trace_opprof_writes(tmp_path)
     assert "complete event 1 ('forward'): 'End thread' is 999, a thread with no event in this trace; " in str(
         caught.value
     )
+
+
+def test_a_users_last_empty_step_is_dropped_though_the_gpu_still_runs_an_earlier_steps_kernel(tmp_path):
+    """A scheduled torch.profiler's loop ends in a stray ProfilerStep#3 with nothing on the host;
+    the host ran ahead, so step 2's kernel runs inside it. What started in a step is read on the
+    host: 2 steps of one addmm, not 3 of (1, 1, 0) with a step_events warning (a review's)."""
+    events = []
+    for i in range(2):
+        t = 1000 + i * 300
+        events += [step(i + 1, t, 300), op("aten::addmm", t + 10, 250), launch(t + 20, corr=10 + i)]
+        events.append(kernel("gemm", 1040 + i * 570, 570, corr=10 + i))  # step 2's: 1610-2180
+    events.append(step(3, 1600, 30))  # the loop's last prof.step(): nothing on the host
+    write_trace(tmp_path / "t.json", events, {"schemaVersion": 1})
+    profile = load_trace(tmp_path / "t.json")
+    assert profile.steps == 2 and profile.op("aten::addmm").calls_per_step.samples == (1, 1)
+    assert "step_events" not in {c.name for c in profile.checks if c.status != "ok"}
+    # a source of device events alone still keeps a last step its kernels started in
+    alone = [e for e in events if e.kind == "kernel" or e.name.startswith("ProfilerStep")]
+    assert analyze(alone, stray_step=True).steps == 3

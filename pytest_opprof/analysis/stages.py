@@ -240,13 +240,18 @@ def _without_a_trailing_empty_step(spans: list[StepSpan], rows: Rows, t: EventTa
     """The steps less a last one in which nothing started, after steps that held work: the step
     that a loop's final `prof.step()` opened just before the profiler stopped (a scheduled torch
     profiler of the user's), which would read as a step of no work. Not for opprof's own captures,
-    where each step is a call of fn: an empty last one is the code's doing, and step_events says so."""
+    where each step is a call of fn: an empty last one is the code's doing, and step_events says so.
+    What started in it is read on the host (ops, runtime calls): a GPU runs an earlier step's
+    kernels in it when the host ran ahead (a review's stray step counted as a third, of no addmm),
+    so device events count only in a source with no host events."""
     if len(spans) < 2:
         return spans
     last, start_ns = spans[-1], t.start_ns
     # Latest first: the events of the last step are near the end, so a step with work stops the scan soon.
-    starts = chain((start_ns[i] for i in reversed(rows.op_rows)), (e.start_ns for e in (*rows.device, *rows.runtime)))
-    if any(last.start_ns <= ts <= last.end_ns for ts in starts) or not (rows.op_rows or rows.device or rows.runtime):
+    host = rows.op_rows or rows.runtime
+    own = rows.runtime if host else rows.device
+    starts = chain((start_ns[i] for i in reversed(rows.op_rows)), (e.start_ns for e in own))
+    if any(last.start_ns <= ts <= last.end_ns for ts in starts) or not (host or rows.device):
         return spans
     return spans[:-1]
 
