@@ -734,3 +734,41 @@ def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monk
     )
     code, _, err = run_cli(capsys, "mv", new)
     assert code == 2 and err.startswith("opprof: error: ") and "NODEID" in err
+
+
+def host_ahead(kernel_start_us: float = 1040) -> list:
+    """torch's own profiler example on a GPU-bound model, `for ...: model(x); prof.step()`: the
+    host launches each step's 4 kernels in 0.3 ms and goes on; the GPU runs them for 4 ms."""
+    events, gpu = [], kernel_start_us
+    for i in range(3):
+        t = 1000 + i * 300
+        events += [step(i + 1, t, 300), op("aten::addmm", t + 10, 250)]
+        for k in range(4):
+            corr = 100 + 10 * i + k
+            events += [launch(t + 20 + 50 * k, corr=corr), kernel("gemm", gpu, 1000, corr=corr)]
+            gpu += 1000
+    return events
+
+
+def test_a_trace_of_a_loop_whose_host_runs_ahead_of_the_gpu_is_read_not_refused(capsys, tmp_path):
+    """A user's loop need not wait for the GPU at each step's end: its device work is held to the
+    time from its step's start to that work's end, not to the host's 0.3 ms (a review's trace
+    erred `wall_time`, `units or attribution are broken`, exit 2). opprof's own steps wait for the
+    device, and there the host's step is still the bound."""
+    write_trace(tmp_path / "ahead.json", host_ahead(), {})
+    code, out, err = run_cli(capsys, "analyze", str(tmp_path / "ahead.json"), "--json")
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert code == 0 and checks["wall_time"]["status"] == "ok", (err, checks["wall_time"])
+    assert "the device ran the work of 3 of 3 steps past their ends" in checks["wall_time"]["message"]
+    assert json.loads(out)["device_busy_ms"] == 12.0
+    from pytest_opprof.analysis import analyze
+
+    own = {c.name: c for c in analyze(host_ahead()).checks}  # as a capture of opprof's reads its steps
+    assert (
+        own["wall_time"].status == "error"
+        and "device 0: device busy 4.000 ms in a 0.300 ms step" in own["wall_time"].message
+    )
+    # a user's trace whose kernel ran before the step that launched it is still broken
+    write_trace(tmp_path / "broken.json", host_ahead(kernel_start_us=-5000), {})
+    code, out, err = run_cli(capsys, "analyze", str(tmp_path / "broken.json"))
+    assert code == 2 and "wall_time" in err + out

@@ -112,6 +112,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         compiled.compilations if compiled else (),
         ranges,
         steps.thread,
+        host_may_lead=stray_step,  # a user's loop, not opprof's calls of fn, which wait for the device
     )
     return Profile(
         source=source,
