@@ -293,6 +293,7 @@ def _document(
             "threads": profile.threads,
             "list_shapes": profile.list_shapes,
             "number": number,
+            "kernels_dropped": profile.kernels_dropped,  # written only when some were
         },
         "reference_ms": round_sig(profile.reference_ns / 1e6) if profile.reference_ns else None,
         "dispatch_reference_ms": (

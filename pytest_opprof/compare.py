@@ -208,6 +208,9 @@ class Comparison:
     work_unrecorded: tuple[str, ...] = ()  # ops whose work this run recorded and the baseline holds none of
     short_baseline: bool = False  # untimed: the baseline alone holds too few steps (this run has enough)
     graph_call_unread: bool = False  # the baseline was recorded before graph calls were read as ops: not compared
+    # kernel launches with no kernel record in this run's capture and in the baseline's: where
+    # either lost some, kernels are not compared as work (capture.kernels_dropped)
+    kernels_dropped: tuple[int, int] = (0, 0)
 
     @property
     def changes(self) -> list[Verdict]:
@@ -277,7 +280,9 @@ def compare(
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
     structure, recounted = _structure(current, baseline, rule, where, unread)
     threads = _threads_set_by_test(current, baseline, where)
-    work = threads + _work(current, baseline, rule, recounted, where)
+    dropped = (current.kernels_dropped, baseline.kernels_dropped)
+    sides = (_without_kernels(current), _without_kernels(baseline)) if any(dropped) else (current, baseline)
+    work = threads + _work(*sides, rule, recounted, where)
     untimed = _untimed(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
     if threads:  # its CPU times moved with the threads: the work verdict says why
@@ -295,6 +300,7 @@ def compare(
         _work_unrecorded(current, baseline, unread),
         baseline.steps < MIN_TIME_STEPS <= current.steps,
         bool(unread),
+        dropped,
     )
 
 
@@ -1095,6 +1101,11 @@ def speed_words(ratio: float) -> str:
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
 
 
+RECORDS_LOST_FIX = (
+    "use a torch built for CUDA 13.1 or later, whose CUPTI keeps them (pytorch/pytorch#192021: CUDA 12.6 Update 2 "
+    "to 13.0 lose some at each profiler session's start)"
+)
+RECORDS_LOST_BASELINE_FIX = f"record it again where none are lost: pytest --opprof-update-baseline=all with the test's id, or {RECORDS_LOST_FIX}"
 QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 REST_FIX = (
@@ -1152,6 +1163,8 @@ def explained_by_machine(
     tracer (coverage) a slower `python_time` (the step wall: the Python between the ops)."""
     if machine.gpu_unreliable:
         return Excuse(f"unreliable GPU clocks ({machine.gpu_unreliable})")
+    if on_device and (lost := _records_lost(slower, current, baseline)):
+        return lost
     if python_time and slower and machine.python_tracer:
         return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
@@ -1170,6 +1183,20 @@ def explained_by_machine(
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline, machine))
+    return None
+
+
+def _records_lost(slower: bool, current: BaselineDoc, baseline: BaselineDoc) -> Excuse | None:
+    """A device time's move that kernel records the tracer dropped explain: a side that lost some
+    reads short, so a slowdown against a baseline that did, a speed-up of a capture that did
+    (CUPTI of CUDA 12.6 Update 2 to 13.0 loses a growing number at each profiler session's start:
+    a review's unchanged test failed as `sm90_gemm 6 -> 2`)."""
+    if slower and baseline.kernels_dropped:
+        why = f"the baseline's capture lost {count_of(baseline.kernels_dropped, 'kernel record')}, so its device times are short"
+        return Excuse(why, RECORDS_LOST_BASELINE_FIX)
+    if not slower and current.kernels_dropped:
+        why = f"this capture lost {count_of(current.kernels_dropped, 'kernel record')}, so its device times are short"
+        return Excuse(why, RECORDS_LOST_FIX)
     return None
 
 

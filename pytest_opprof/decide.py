@@ -521,6 +521,7 @@ class BaselineResult:
     capture_moved: CaptureMoved | None = None  # the baseline held another of the test's captures
     short_baseline: bool = False  # untimed: the baseline alone holds too few steps
     graph_call_unread: bool = False  # recorded before graph calls were read as ops: CompiledFxGraph not compared
+    kernels_dropped: tuple[int, int] = (0, 0)  # launches without a kernel record: this run's, the baseline's
     written_from: int = 1  # a written file: which measurement it holds (a later one where the first waited for a CPU)
     written_wait: float | None = None  # a written file: its measurement's share of CPU wait (None: unknown)
     recorded_wait: float | None = None  # the file read: its capture.cpu_wait (recorded under load), or None
@@ -636,6 +637,7 @@ class BaselineResult:
             "capture_moved": self.capture_moved.to_dict() if self.capture_moved else None,
             "short_baseline": self.short_baseline,
             "graph_call_unread": self.graph_call_unread,
+            "kernels_dropped": {"now": self.kernels_dropped[0], "baseline": self.kernels_dropped[1]},
             "written_from": self.written_from if self.status in TIMES_WRITTEN else None,  # null: none written
             "written_wait": self.written_wait,
             "recorded_wait": self.recorded_wait,
@@ -657,10 +659,17 @@ class BaselineResult:
             capture_moved=CaptureMoved.from_dict(data.get("capture_moved")),
             short_baseline=bool(data.get("short_baseline")),
             graph_call_unread=bool(data.get("graph_call_unread")),
+            kernels_dropped=_dropped_pair(data.get("kernels_dropped")),
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
             nodeid=data.get("nodeid") or "",
         )  # fmt: skip
+
+
+def _dropped_pair(value: Any) -> tuple[int, int]:
+    """BaselineResult.kernels_dropped from its to_dict form."""
+    found = value if isinstance(value, dict) else {}
+    return int(found.get("now") or 0), int(found.get("baseline") or 0)
 
 
 def _fails(rule: Rule) -> dict[str, Any]:
@@ -812,6 +821,7 @@ def baseline_step(
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
         short_baseline=bool(untimed) and comparison.short_baseline,
         graph_call_unread=comparison.graph_call_unread,
+        kernels_dropped=comparison.kernels_dropped if old is not None else (0, 0),
         written_from=outcome.written_from, written_wait=outcome.written_wait,
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
         nodeid=nodeid,

@@ -388,6 +388,9 @@ class BaselineDoc:
     # capture.cpu_wait: the share of the written measurement its threads waited for a CPU, where
     # over the contention limit (None: under it, or unknown): a baseline recorded under load
     recorded_wait: float | None = None
+    # capture.kernels_dropped: kernel launches its capture holds no kernel record of (the tracer
+    # dropped them: its kernels and device times are short); 0 where none were, or unknown
+    kernels_dropped: int = 0
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -449,7 +452,7 @@ class BaselineDoc:
         return found
 
     def _capture(self) -> dict[str, Any]:
-        """capture.threads and capture.number only when known, capture.list_shapes only when
+        """capture.threads and capture.number only when known, capture.list_shapes and kernels_dropped only when
         true: a file written before they existed reads back the same."""
         found: dict[str, Any] = {"steps": self.steps, "source": self.source}
         if self.number is not None:
@@ -460,6 +463,8 @@ class BaselineDoc:
             found["list_shapes"] = True
         if self.recorded_wait is not None:
             found["cpu_wait"] = self.recorded_wait
+        if self.kernels_dropped:
+            found["kernels_dropped"] = self.kernels_dropped
         return found
 
     @classmethod
@@ -513,6 +518,7 @@ class BaselineDoc:
             _outside(outside, wall, steps) if outside is not None and wall is not None else None,
             _capture_number(capture.get("number")),
             _capture_wait(capture.get("cpu_wait")),
+            _kernels_dropped(capture.get("kernels_dropped")),
         )
 
 
@@ -649,6 +655,19 @@ def _capture_number(value: Any) -> int | None:
     """capture.number: absent or null (unknown: a file from before numbers), else which of the
     test's captures the document holds, counted from 1."""
     return _counted(value, "number", "which of the test's captures it holds", MAX_CAPTURES)
+
+
+MAX_LAUNCHES = 1 << 40  # kernel launches of one capture: far past any
+
+
+def _kernels_dropped(value: Any) -> int:
+    """capture.kernels_dropped: absent or null (none, or a file from before it was written), else
+    how many kernel launches the capture holds no kernel record of."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_LAUNCHES):
+        raise ValueError(
+            f"'capture.kernels_dropped' is {_shown(value)}, not a count of kernel launches (0 or more) or null"
+        )
+    return value or 0
 
 
 MAX_WAIT = 1000.0  # a capture's CPU wait share, summed over its threads: far past any machine's

@@ -969,6 +969,7 @@ def _run_lines(
         )
     lines += (
         _work_lines(standing)
+        + _dropped_lines(standing)
         + _graph_call_lines(standing)
         + _lists_lines(standing)
         + _loaded_lines(standing)
@@ -1001,6 +1002,19 @@ def _work_lines(records: list[TestRecord]) -> list[str]:
         f"was not compared in {count_of(len(ops), 'test')}: the baseline holds none of it (work null or missing: "
         "an edit, a merge); record those baselines again: "
         f"pytest --opprof-update-baseline=all {_ids(ops)}"
+    ]
+
+
+def _dropped_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the tests whose baselines lost kernel records when recorded (the device tracer
+    dropped them): a recording keeps such a file where this run changed nothing it compares."""
+    ids = _tests_of_files(records, lambda b: b.kernels_dropped[1] > 0)
+    if not ids:
+        return []
+    return [
+        f"opprof: {count_of(len(ids), 'baseline')} lost kernel records when recorded (the device tracer dropped "
+        "them): kernels were not compared as work, and device times not judged where the loss explains their "
+        f"move; record them again where none are lost: pytest --opprof-update-baseline=all {_ids(ids)}"
     ]
 
 

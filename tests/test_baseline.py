@@ -175,6 +175,11 @@ def test_same_measurement_gives_byte_identical_file():
             "'reference_ms' is 'fast', not a positive number (below 1e30) or null",
         ),
         (
+            '{"schema": 2, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
+            '"events_per_step": [3], "capture": {"steps": 1, "kernels_dropped": -4}}',
+            "'capture.kernels_dropped' is -4, not a count of kernel launches (0 or more) or null",
+        ),
+        (
             '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
             '"events_per_step": [], "dispatch_reference_ms": 0}',
             "'dispatch_reference_ms' is 0, not a positive number (below 1e30) or null",
@@ -2337,3 +2342,52 @@ def test_compares_work_lines_are_the_ops_not_the_threads_verdict():
     b = replace(a, threads=1)
     assert [v.message[:13] for v in compare(b, a, Rule()).verdicts if v.kind == WORK] == ["torch threads"]
     assert work_verdicts(b, a) == []
+
+
+def gpu_steps(lost: int = 0, gemm_us: float = 40, gemm: str = "sm90_gemm") -> Profile:
+    """10 steps of 6 aten::addmm, each launching one sm90_gemm of `gemm_us`; the first `lost`
+    launches of the capture without a kernel record, as CUPTI of CUDA 12.6 Update 2 to 13.0
+    loses them at a profiler session's start (pytorch#192021)."""
+    events, corr = [], 0
+    for i in range(10):
+        base = i * 1000
+        events.append(step(i + 1, base, 900))
+        for j in range(6):
+            t, corr = base + 10 + 100 * j, corr + 1
+            events += [
+                op("aten::addmm", t, 80, shapes=((64,), (64, 256)), dtypes=("float", "float")),
+                launch(t + 10, corr=corr),
+            ]
+            if corr > lost:
+                events.append(kernel(gemm, t + 30, gemm_us, corr=corr))
+    return analyze(events)
+
+
+def test_kernel_records_the_tracer_lost_fail_no_test_and_deflate_no_baseline():
+    """A capture that lost its first 4 kernel records (a later profiler session in the process) of
+    unchanged code: its kernels are not compared as work (a review's `sm90_gemm 6 -> 2` failed the
+    test) and its shorter device time is no conclusive gain, which a recording would write. Against
+    a baseline that lost some, a device time's slowdown is inconclusive, saying to record it again."""
+    full, lost = gpu_steps(), gpu_steps(lost=4)
+    assert lost.kernels_dropped == 4 and full.kernels_dropped == 0
+    assert doc(lost).kernels_dropped == 4 and doc(lost).to_dict()["capture"]["kernels_dropped"] == 4
+    assert "kernels_dropped" not in doc(full).to_dict()["capture"]  # files without a loss read back the same
+    assert BaselineDoc.from_dict(doc(lost).to_dict()).kernels_dropped == 4
+    now = compare(doc(lost), doc(full), Rule())
+    assert now.verdicts == () and now.kernels_dropped == (4, 0)  # the minimum's one step: no significant move
+    many = compare(doc(gpu_steps(lost=40)), doc(full), Rule())  # 7 of 10 steps short: significant
+    assert not [v for v in many.verdicts if v.kind == WORK] and many.unchanged
+    (timed,) = [v for v in many.verdicts if v.kind == TIME]
+    assert (
+        timed.status == "inconclusive"
+        and timed.why == "this capture lost 40 kernel records, so its device times are short"
+    )
+    assert "CUDA 13.1" in (timed.fix or "")
+    before = compare(doc(full), doc(gpu_steps(lost=40)), Rule())
+    (timed,) = [v for v in before.verdicts if v.kind == TIME]
+    assert timed.status == "inconclusive" and timed.why.startswith("the baseline's capture lost 40 kernel records")
+    assert "pytest --opprof-update-baseline=all" in (timed.fix or "")
+    # a real slowdown of a capture that lost records is still one; so are changed kernels where none were lost
+    slower = compare(doc(gpu_steps(lost=2, gemm_us=120)), doc(full), Rule())
+    assert [v.status for v in slower.verdicts if v.kind == TIME] == ["regressed"]
+    assert [v.kind for v in compare(doc(gpu_steps(gemm="sm80_gemm")), doc(full), Rule()).verdicts] == [WORK]

@@ -6046,3 +6046,25 @@ def test_a_model_run_on_a_pool_thread_is_warned_of_and_its_missing_op_says_where
     )
     (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
     assert [c["status"] for c in test["checks"] if c["name"] == "other_threads"] == ["warning"]
+
+
+def test_a_baseline_that_lost_kernel_records_says_so_until_recorded_again(baselined):
+    """A file whose capture lost kernel records (`capture.kernels_dropped`, CUPTI of CUDA 12.6
+    Update 2 to 13.0 at a later profiler session's start) is compared without its kernels, and one
+    run line says so with the command that records it again; `=all` writes it without the loss."""
+    path = next((baselined.path / ".opprof").rglob("test_big.json"))
+    data = json.loads(path.read_text())
+    data["capture"]["kernels_dropped"] = 3
+    path.write_text(json.dumps(data))
+    result = run(baselined, "--opprof")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline lost kernel records when recorded (the device tracer dropped them): kernels were "
+            "not compared as work, and device times not judged where the loss explains their move; record them "
+            "again where none are lost: pytest --opprof-update-baseline=all test_base.py::test_big"
+        ]
+    )
+    run(baselined, "--opprof-update-baseline=all", "test_base.py::test_big").assert_outcomes(passed=1)
+    assert "kernels_dropped" not in json.loads(path.read_text())["capture"]
+    assert "lost kernel records" not in run(baselined, "--opprof").stdout.str()

@@ -279,16 +279,20 @@ def _device_events(device: list[Event], runtime: list[Event]) -> Check | None:
     return None
 
 
-def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
-    """Every kernel launch (a graph launch included) has at least one kernel record with its
-    correlation id; one without was dropped by the tracer, and its time is missing."""
-    if not device:
-        return None  # no device events at all: _device_events speaks
+def dropped_launches(device: Sequence[Event], runtime: Sequence[Event]) -> tuple[list[Event], list[Event]]:
+    """The kernel launches (a graph launch included) and those of them with no kernel record of
+    their correlation id: the tracer dropped it, and its time is missing. None where the source
+    has no device events (_device_events speaks) or no correlation ids (nothing to pair)."""
     recorded = {d.correlation for d in device if d.correlation}
     if not recorded:
-        return None  # a source without correlation ids: nothing to pair
+        return [], []
     launches = [r for r in runtime if r.correlation and _KERNEL_LAUNCH.search(r.name)]
-    missing = [r for r in launches if r.correlation not in recorded]
+    return launches, [r for r in launches if r.correlation not in recorded]
+
+
+def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
+    """Every kernel launch has at least one kernel record with its correlation id."""
+    launches, missing = dropped_launches(device, runtime)
     if not missing:
         return None
     names = Counter(r.name for r in missing)
@@ -297,7 +301,8 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
         "kernel_records",
         WARNING,
         f"{len(missing)} of {len(launches)} kernel launches have no kernel record ({listed}): the device "
-        f"tracer dropped them, so device times are too low; {_why_dropped(launches, missing)}",
+        "tracer dropped them, so device times are too low (against a baseline, kernels are not compared as "
+        f"work, and device times are not judged where the loss explains their move); {_why_dropped(launches, missing)}",
     )
 
 

@@ -841,6 +841,8 @@ class Profile:
     # Read with the stray-step rule (analyze's `stray_step`: a user's profiler or its trace, whose
     # last empty step is no step); a trace exported so says it, and reads back with the same steps
     stray_step: bool = field(default=False, compare=False)
+    # Kernel launches with no kernel record (the kernel_records warning): the tracer dropped them
+    kernels_dropped: int = field(default=0, compare=False)
     # Python threads besides the capturing one that ran during a live capture (their ops are not
     # recorded: the `other_threads` warning); a trace exported so says it in its header
     other_threads: tuple[OtherThread, ...] = field(default=(), compare=False)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
 from ..tables import by_shown_time
-from .checks import NEST_SLACK_NS, CheckInputs, trust_checks
+from .checks import NEST_SLACK_NS, CheckInputs, dropped_launches, trust_checks
 from .compiled import (
     COMPILE_MARK,
     FX_GRAPH,
@@ -137,6 +137,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         ranges=tuple(ranges),
         outside_ops_ns=outside,
         stray_step=stray_step,
+        kernels_dropped=len(dropped_launches(rows.device, rows.runtime)[1]),
     )
 
 
