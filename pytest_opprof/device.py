@@ -19,7 +19,7 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,36 @@ def _physical_cores(cpus: list[int]) -> int | None:
         except OSError:
             return None
     return len(siblings) or None
+
+
+def worker_gpu(worker: str, names: Sequence[str]) -> int | None:
+    """The GPU an xdist worker measures on, where several are visible (DESIGN: one GPU per
+    worker): worker gwN takes the Nth of the GPUs named as GPU 0 is, wrapping around (a GPU of
+    another model would give the worker, and its baselines, a device key of their own, and tests
+    go to whichever worker is free). None for one GPU, or a worker id not `gw<N>`."""
+    number = worker[2:] if worker.startswith("gw") else ""
+    same = [index for index, name in enumerate(names) if name == names[0]] if names else []
+    if len(same) < 2 or not number.isdigit():
+        return None
+    return same[int(number) % len(same)]
+
+
+def use_worker_gpu(worker: str) -> int | None:
+    """Make the worker's GPU (worker_gpu) torch's current device, before anything reads the
+    device facts; None where it chose none: not a worker's, CUDA unavailable, or already
+    initialised (the code or a conftest chose its device: that choice stands)."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available() or torch.cuda.is_initialized():
+            return None
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        index = worker_gpu(worker, names)
+        if index is not None:
+            torch.cuda.set_device(index)
+        return index
+    except Exception:  # a broken driver must not break the run: the facts say what torch uses
+        return None
 
 
 def _torch_facts() -> dict[str, Any]:

@@ -1170,6 +1170,15 @@ def toml_list_fix(key: str, items: list[str] | None) -> str:
     return f"; write the list as one comma-separated string: {key} = {json.dumps(joined)}"
 
 
+def worker_gpus(gpus: int) -> str:
+    """The header's line under xdist where the controller sees several GPUs."""
+    return (
+        f"opprof: {gpus} GPUs: each xdist worker measures on one of its own (worker gwN on the Nth of those named as "
+        "GPU 0, wrapping around); CUDA_VISIBLE_DEVICES per worker, or torch.cuda.set_device in a conftest, chooses "
+        "otherwise"
+    )
+
+
 def inert_summary(count: int) -> str:
     tests = "test carries" if count == 1 else "tests carry"
     return f"opprof: {count} {tests} operator checks, not measured; run pytest --opprof to measure them"

@@ -41,7 +41,7 @@ from .baseline import (
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
-from .device import Nvml, describe, device_facts, resolve_key, usable_cpus
+from .device import Nvml, describe, device_facts, resolve_key, usable_cpus, use_worker_gpu
 from .errors import (
     COLLECT_ONLY,
     NOTHING_MEASURED,
@@ -62,6 +62,7 @@ from .errors import (
     runnable_here,
     stepped_aside_unmeasured,
     threads_left_changed,
+    worker_gpus,
 )
 from .fixture import OpprofFixture, Remeasured
 from .htmlreport import write_html_report
@@ -191,7 +192,10 @@ def _each_worker(config: pytest.Config) -> str | None:
 
 
 def _resolve_device(config: pytest.Config, state: RunState) -> None:
-    """Device facts and the key: --opprof-device-key > pytest_opprof_device_key hook > facts."""
+    """Device facts and the key: --opprof-device-key > pytest_opprof_device_key hook > facts. An
+    xdist worker first takes a GPU of its own where several are visible (device.use_worker_gpu)."""
+    if hasattr(config, "workerinput"):
+        use_worker_gpu(config.workerinput.get("workerid", ""))
     state.nvml = Nvml()
     state.device, state.gpu_handle = device_facts(state.nvml)
     hooked = None
@@ -385,9 +389,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if state is None or not state.settings.measuring:
         return ["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"]
     source = "" if state.key_source == "device" else f" (from {state.key_source})"
+    gpus = state.device.get("gpu_count") or 0
+    spread = [worker_gpus(gpus)] if gpus > 1 and getattr(config.option, "numprocesses", None) else []
     return [
         f"opprof: device key {state.device_key}{source}; CPU ops always, CUDA when initialised",
         f"opprof: {describe(state.device)}",
+        *spread,
     ]
 
 

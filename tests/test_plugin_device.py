@@ -549,3 +549,75 @@ def test_a_loaded_run_says_contention_once_for_its_tests(pytester, fake_clock, m
         ["test_pair.py::test_one: aten::mm: *inconclusive: CPU contention: the test's threads waited for a CPU 50%*"]
     )
     assert "opprof: time inconclusive in 2 tests" not in result.stdout.str()
+
+
+FAKE_GPUS = """
+import os
+from types import SimpleNamespace
+
+import torch
+
+# three GPUs, the third of another model; CUDA reads as never initialised, so captures stay on the CPU
+NAMES = ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "Tesla T4"]
+state = {"current": 0}
+torch.cuda.is_available = lambda: True
+torch.cuda.is_initialized = lambda: False
+torch.cuda.device_count = lambda: len(NAMES)
+torch.cuda.get_device_name = lambda index=None: NAMES[state["current"] if index is None else index]
+torch.cuda.set_device = lambda index: state.update(current=index)
+torch.cuda.current_device = lambda: state["current"]
+torch.cuda.get_device_properties = lambda i: SimpleNamespace(name=NAMES[i], major=9, minor=0, uuid=None)
+"""
+
+ON_WHICH_GPU = """
+import os
+import torch
+
+def test_x(opprof):
+    opprof.run(lambda: torch.ones(8).add(1), warmup=1, steps=3)
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    open(f"gpu-{worker}.txt", "w").write(str(torch.cuda.current_device()))
+"""
+
+
+def test_each_xdist_worker_measures_on_a_gpu_of_its_own(pytester, monkeypatch):
+    import torch
+
+    """DESIGN: one GPU per worker when several are visible. Worker gwN takes the Nth GPU of
+    those named as GPU 0 (the T4 would give its tests a device key of their own), before the
+    facts are read; the header says so. A project that chose its GPU itself keeps it."""
+    pytest.importorskip("xdist")
+    pytester.makeconftest(FAKE_GPUS)
+    pytester.makepyfile(test_gpu=ON_WHICH_GPU)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof", "-n", "3", "--dist", "each")
+    result.assert_outcomes(passed=3)
+    chosen = {w: (pytester.path / f"gpu-{w}.txt").read_text() for w in ("gw0", "gw1", "gw2")}
+    assert chosen == {"gw0": "0", "gw1": "1", "gw2": "0"}
+    result.stdout.fnmatch_lines(
+        ["opprof: 3 GPUs: each xdist worker measures on one of its own (worker gwN on the Nth*"]
+    )
+    # where CUDA is already initialised (a conftest called torch.cuda.set_device), that choice stands
+    chosen_by_project = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen_by_project.append)
+    assert device.use_worker_gpu("gw1") is None and chosen_by_project == []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA A10")
+    assert device.use_worker_gpu("gw1") == 1 and chosen_by_project == [1]
+
+
+@pytest.mark.parametrize(
+    ("worker", "names", "gpu"),
+    [
+        ("gw0", ["A100", "A100"], 0),
+        ("gw3", ["A100", "A100"], 1),
+        ("gw2", ["A100", "A100", "T4"], 0),  # the T4 is left out: another model, another key
+        ("gw1", ["A100"], None),
+        ("gw1", [], None),
+        ("master", ["A100", "A100"], None),
+    ],
+)
+def test_the_gpu_a_worker_takes(worker, names, gpu):
+    assert device.worker_gpu(worker, names) == gpu
