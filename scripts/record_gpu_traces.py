@@ -8,7 +8,7 @@ Writes, each a few steps with `opprof.run`'s capture exported as a Chrome trace 
   cuda_graph        a CUDA-graph replay of a small MLP
 and `expected.json`: per trace, the numbers torch's own key_averages() gives for the same
 capture (device time and calls per op), to pin them in CPU-side tests. Files are named
-`h200_<model>.json.gz` on a GPU; `--device cpu` (a dry run of the plumbing, no CUDA graph)
+`gpu_<model>.json.gz` on a GPU; `--device cpu` (a dry run of the plumbing, no CUDA graph)
 writes `cpu_<model>.json.gz`.
 """
 
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="record these models alone")
     args = parser.parse_args(argv)
     names = args.only or (list(MODELS) if args.device == "cuda" else list(CPU_MODELS))
-    prefix = "h200" if args.device == "cuda" else "cpu"
+    prefix = "gpu" if args.device == "cuda" else "cpu"  # the GPU is named in each trace's header
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     expected: dict[str, dict] = {}

@@ -15,12 +15,12 @@ from pytest_opprof.trace import load_trace
 
 DATA = Path(__file__).parent / "data"
 EXPECTED = DATA / "expected.json"
-TRACES = sorted(DATA.glob("h200_*.json.gz"))
+TRACES = sorted(DATA.glob("gpu_*.json.gz"))
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def recorded() -> list[tuple[str, Path]]:
-    return [(p.name[len("h200_") : -len(".json.gz")], p) for p in TRACES]
+    return [(p.name[len("gpu_") : -len(".json.gz")], p) for p in TRACES]
 
 
 def agrees_with_torch(path: Path, expected: dict) -> tuple[int, int]:
