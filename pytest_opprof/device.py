@@ -202,6 +202,9 @@ def _torch_facts() -> dict[str, Any]:
             facts["gpu_count"] = torch.cuda.device_count()
             facts["gpu_name"] = props.name
             facts["gpu_capability"] = f"{props.major}.{props.minor}"
+            arch = getattr(props, "gcnArchName", None)  # ROCm: `gfx90a:sramecc+:xnack-`
+            if facts["hip"] and arch:
+                facts["gpu_arch"] = str(arch).split(":", 1)[0]
             uuid = getattr(props, "uuid", None)
             if uuid is not None and not facts["hip"]:
                 text = str(uuid)
@@ -483,7 +486,9 @@ def device_key(facts: dict[str, Any]) -> str:
     """The GPU name as a vendor-prefixed slug when torch uses a GPU, else `cpu-<arch>`.
 
     `NVIDIA H200` -> `nvidia-h200`, `Tesla T4` -> `nvidia-tesla-t4`,
-    `AMD Instinct MI250X / MI250` -> `amd-instinct-mi250` (the last of listed alternatives).
+    `AMD Instinct MI250X / MI250` -> `amd-instinct-mi250` (the last of listed alternatives);
+    a name without a model number, `AMD Radeon Graphics`, is followed by the GPU's architecture
+    where known: `amd-radeon-graphics-gfx90a`.
     """
     name = facts.get("gpu_name")
     if not name:
@@ -497,6 +502,9 @@ def device_key(facts: dict[str, Any]) -> str:
     vendor = "amd" if facts.get("hip") else "nvidia"
     if not key.startswith(vendor):
         key = f"{vendor}-{key}"
+    arch = facts.get("gpu_arch")
+    if vendor == "amd" and arch and not any(c.isdigit() for c in name):
+        key = f"{key}-{slug(str(arch))}"  # torch names an MI250 and an MI300X alike `AMD Radeon Graphics`
     return key
 
 
@@ -512,7 +520,9 @@ def key_from_trace_metadata(metadata: dict[str, Any]) -> str | None:
         return None
     name = str(props[0]["name"])
     hip = "amd" in name.lower() or props[0].get("warpSize") == 64
-    return device_key({"gpu_name": name, "hip": "rocm" if hip else None})
+    arch = props[0].get("gcnArchName")
+    arch = str(arch).split(":", 1)[0] if arch else None
+    return device_key({"gpu_name": name, "hip": "rocm" if hip else None, "gpu_arch": arch})
 
 
 def describe(facts: dict[str, Any]) -> str:

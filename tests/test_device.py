@@ -6,6 +6,7 @@ import os
 import platform
 import sys
 import warnings
+from types import SimpleNamespace
 
 import fake_nvml
 import pytest
@@ -190,6 +191,27 @@ def test_key_from_trace_metadata():
     )
     assert device.key_from_trace_metadata({"deviceProperties": []}) is None
     assert device.key_from_trace_metadata({}) is None
+    arch = {"name": "AMD Radeon Graphics", "warpSize": 64, "gcnArchName": "gfx942:sramecc+:xnack-"}
+    assert device.key_from_trace_metadata({"deviceProperties": [arch]}) == "amd-radeon-graphics-gfx942"
+
+
+def test_amd_gpus_torch_names_alike_get_keys_of_their_own(monkeypatch):
+    """torch names an MI250 and an MI300X alike `AMD Radeon Graphics` (the shared MI250 trace
+    does): one key would judge one's times against the other's. A name without a model number is
+    followed by the architecture torch gives (`gcnArchName`); a name with one keeps its key."""
+    import torch
+
+    props = SimpleNamespace(name="AMD Radeon Graphics", major=9, minor=4, gcnArchName="gfx942:sramecc+:xnack-")
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    facts = device._torch_facts()
+    assert facts["gpu_arch"] == "gfx942" and device_key(facts) == "amd-radeon-graphics-gfx942"
+    assert device_key({**facts, "gpu_arch": "gfx90a"}) == "amd-radeon-graphics-gfx90a"
+    assert device_key({**facts, "gpu_name": "AMD Instinct MI300X"}) == "amd-instinct-mi300x"
+    assert device_key({"gpu_name": "NVIDIA H200", "gpu_arch": "gfx942"}) == "nvidia-h200"
 
 
 def test_unreliable_reasons():
