@@ -541,15 +541,17 @@ def test_device_time_under_a_region_rolls_up_once_and_the_gpu_annotation_is_not_
     assert kernel_below("sm90_*", ms=0.006, per="call")(profile) is None
 
 
-def test_a_cuda_graph_replay_is_its_own_row_with_its_kernels():
+@pytest.mark.parametrize("launch_name", ["cudaGraphLaunch", "cudaGraphLaunch_ptsz", "hipGraphLaunch_spt"])
+def test_a_cuda_graph_replay_is_its_own_row_with_its_kernels(launch_name):
     """One cudaGraphLaunch, three kernels sharing its correlation id and no CPU op each: a row
-    for the replay (under the op around the launch), the kernels under that op."""
+    for the replay (under the op around the launch), the kernels under that op. The launch's
+    per-thread default stream names (`_ptsz`, HIP's `_spt`) are graph launches too."""
     events = []
     for n, t0 in ((1, 0), (2, 200)):
         events += [
             step(n, t0, 100),
             op("CUDAGraph.replay", t0 + 1, 20),
-            launch(t0 + 2, corr=n, name="cudaGraphLaunch", dur_us=5),
+            launch(t0 + 2, corr=n, name=launch_name, dur_us=5),
             kernel("k_a", t0 + 30, 3, corr=n),
             kernel("k_b", t0 + 34, 3, corr=n),
             kernel("k_c", t0 + 38, 4, corr=n),
@@ -558,7 +560,7 @@ def test_a_cuda_graph_replay_is_its_own_row_with_its_kernels():
     (graph,) = profile.graph_launches
     assert (graph.op, graph.launch, graph.calls, graph.kernels, graph.device_ns) == (
         "CUDAGraph.replay",
-        "cudaGraphLaunch",
+        launch_name,
         2,
         6,
         20_000,

@@ -15,7 +15,17 @@ from ..events import KERNEL, MEMORY_KINDS, Event
 from .model import Interval, LaunchBound, StreamStats, Timeline, TimelineFigures, intersection, length, merged
 
 _COMM = ("nccl", "rccl")
-GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"})
+# and their per-thread default stream twins (`_ptsz`; HIP's `_spt`)
+GRAPH_LAUNCHES = frozenset(
+    {
+        "cudaGraphLaunch",
+        "hipGraphLaunch",
+        "cuGraphLaunch",
+        "cudaGraphLaunch_ptsz",
+        "cuGraphLaunch_ptsz",
+        "hipGraphLaunch_spt",
+    }
+)
 
 
 def quantiles(values: Sequence[int]) -> tuple[float, float, int] | None:
