@@ -208,7 +208,7 @@ def _torch_facts() -> dict[str, Any]:
             uuid = getattr(props, "uuid", None)
             if uuid is not None and not facts["hip"]:
                 text = str(uuid)
-                facts["gpu_uuid"] = text if text.startswith("GPU-") else f"GPU-{text}"
+                facts["gpu_uuid"] = text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
     except Exception:  # a broken driver must not break the test run; the facts stay None
         pass
     return facts
@@ -410,9 +410,14 @@ class Nvml:
 
     def handle(self, uuid: str | None, torch_index: int | None = 0, gpu_count: int = 1) -> Any:
         """The NVML handle of the GPU torch uses: by UUID; by index only when that is unambiguous
-        (one GPU visible to both, no CUDA_VISIBLE_DEVICES remapping)."""
+        (one GPU visible to both, no CUDA_VISIBLE_DEVICES remapping). On a MIG instance (torch
+        gives its UUID bare, NVML as `MIG-...`), the GPU that holds it: its clocks and limits."""
         if uuid:
             found = self.call("nvmlDeviceGetHandleByUUID", uuid)
+            if found is None and uuid.startswith("GPU-"):
+                found = self.call("nvmlDeviceGetHandleByUUID", f"MIG-{uuid[4:]}")
+            if found is not None and self.call("nvmlDeviceIsMigDeviceHandle", found):
+                found = self.call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", found)
             if found is not None:
                 return found
         if gpu_count == 1 and self.call("nvmlDeviceGetCount") == 1 and not os.environ.get("CUDA_VISIBLE_DEVICES"):

@@ -312,3 +312,21 @@ def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
 def test_a_torch_pool_thread_is_running_by_its_proc_stat(stat, running):
     """The state after the name's last `)`, of a thread named as torch names its pools'."""
     assert device.pool_thread_running(stat) is running
+
+
+def test_a_mig_instance_reads_the_facts_of_the_gpu_that_holds_it(fake_gpu, monkeypatch):
+    """torch gives a MIG instance's UUID bare (read as `GPU-<uuid>`), NVML names it `MIG-<uuid>`:
+    the lookup failed and every NVML fact was null (no clocks, no clock check). The instance is
+    found as MIG, and the facts are its parent GPU's."""
+    module = fake_nvml.make({"sm_clock": 1700})
+    parent = module.nvmlDeviceGetHandleByIndex(0)
+    mig = object()
+    by_uuid = module.nvmlDeviceGetHandleByUUID
+    module.nvmlDeviceGetHandleByUUID = lambda uuid: mig if uuid == "MIG-1234-abcd" else by_uuid(uuid)
+    module.nvmlDeviceIsMigDeviceHandle = lambda handle: handle is mig
+    module.nvmlDeviceGetDeviceHandleFromMigDeviceHandle = lambda handle: parent if handle is mig else None
+    fake_gpu(module)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1234-abcd")
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu(uuid="GPU-1234-abcd"))
+    facts, handle = device_facts(Nvml())
+    assert handle is parent and facts["sm_clock_mhz"] == 1700 and facts["driver"] is not None
