@@ -224,8 +224,14 @@ def test_unreliable_reasons():
     assert unreliable_reason([fine, thermal]) == "GPU clock event hw_thermal_slowdown"
     low = ClockSample(600, 1980, ())
     assert unreliable_reason([low]) == "SM clock 600 MHz, far below its max 1980 MHz"
-    capped = ClockSample(1500, 1980, ("sw_power_cap",))
-    assert unreliable_reason([capped, capped]) == "GPU clock event sw_power_cap"  # said once
+    braked = ClockSample(1500, 1980, ("hw_power_brake_slowdown",))
+    assert unreliable_reason([braked, braked]) == "GPU clock event hw_power_brake_slowdown"  # said once
+    # the power cap is how a T4 runs under load: only with the clock far below max
+    assert unreliable_reason([ClockSample(1500, 1590, ("sw_power_cap",))]) is None
+    assert unreliable_reason([ClockSample(585, 1590, ("sw_power_cap",))]) == (
+        "SM clock 585 MHz, far below its max 1590 MHz (GPU clock event sw_power_cap)"
+    )
+    assert unreliable_reason([ClockSample(None, None, ("sw_power_cap",))]) is None
 
 
 def test_reason_names_keep_unknown_bits():
