@@ -311,7 +311,7 @@ def _document(
 
 
 def _op_entries(profile: Profile) -> dict[str, Any]:
-    launched = _kernels_by_launcher(profile)
+    launched, lost = _kernels_by_launcher(profile), dict(profile.records_lost)
     return {
         op.name: {
             "calls_per_step": list(op.calls_per_step.samples),
@@ -319,6 +319,7 @@ def _op_entries(profile: Profile) -> dict[str, Any]:
             "device_ms": _samples(op.device_per_step.samples, 1e6),
             "on_device": op.on_device,
             "work": _work_entry(op, launched),
+            **({"records_lost": list(lost[op.name])} if op.name in lost else {}),
         }
         for op in profile.ops
     }

@@ -208,8 +208,8 @@ class Comparison:
     work_unrecorded: tuple[str, ...] = ()  # ops whose work this run recorded and the baseline holds none of
     short_baseline: bool = False  # untimed: the baseline alone holds too few steps (this run has enough)
     graph_call_unread: bool = False  # the baseline was recorded before graph calls were read as ops: not compared
-    # kernel launches with no kernel record in this run's capture and in the baseline's: where
-    # either lost some, kernels are not compared as work (capture.kernels_dropped)
+    # kernel launches with no kernel record in this run's capture and in the baseline's
+    # (capture.kernels_dropped): each op's own are allowed for (OpEntry.records_lost)
     kernels_dropped: tuple[int, int] = (0, 0)
 
     @property
@@ -281,8 +281,7 @@ def compare(
     structure, recounted = _structure(current, baseline, rule, where, unread)
     threads = _threads_set_by_test(current, baseline, where)
     dropped = (current.kernels_dropped, baseline.kernels_dropped)
-    sides = (_without_kernels(current), _without_kernels(baseline)) if any(dropped) else (current, baseline)
-    work = threads + _work(*sides, rule, recounted, where)
+    work = threads + _work(current, baseline, rule, recounted, where)
     untimed = _untimed(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
     if threads:  # its CPU times moved with the threads: the work verdict says why
@@ -474,7 +473,8 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
             continue
         lists = current.list_shapes and baseline.list_shapes
         steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
-        parts = work_changes(new, old, lists) if steady else _inputs_replaced(new, old, lists)
+        lost = (current.ops[name].lost_per_step, baseline.ops[name].lost_per_step)
+        parts = work_changes(new, old, lists, lost) if steady else _inputs_replaced(new, old, lists)
         if parts:
             flops_same = not steady or new.flops_per_step == old.flops_per_step
             found.append(
@@ -546,9 +546,11 @@ def _inputs_replaced(new: WorkEntry, old: WorkEntry, lists: bool) -> list[str]:
     ]
 
 
-def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str]:
+def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True, lost: tuple[float, float] = (0, 0)) -> list[str]:
     """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes.
-    `lists`: both sides hold the shapes of lists of tensors (else compared as unrecorded)."""
+    `lists`: both sides hold the shapes of lists of tensors (else compared as unrecorded);
+    `lost`: the kernel records each side (new, old) lost under it per step, which explain as many
+    fewer kernels on that side (_lost_explain)."""
     parts = []
     if new.flops_per_step != old.flops_per_step:
         parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
@@ -560,12 +562,24 @@ def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True) -> list[str
         ("bytes per step", old.bytes_per_step, new.bytes_per_step, si),
     )
     for what, a, b, fmt in tables:
+        if what == "kernels" and any(lost) and _lost_explain(b, a, lost):
+            continue
         if a != b:
             changed = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
             shown = ", ".join(f"{n} {fmt(a.get(n, 0))} -> {fmt(b.get(n, 0))}" for n in changed[:3])
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
             parts.append(f"{what}: {shown}{more}")
     return parts
+
+
+def _lost_explain(new: dict[str, float], old: dict[str, float], lost: tuple[float, float]) -> bool:
+    """Whether kernel records a side lost explain how its kernels differ: only fewer on that side,
+    and no more than it lost (a one-step capture that lost 4 of 6 read `sm90_gemm 6 -> 2`). A
+    kernel the other side lacks, or more of one, is a change all the same."""
+    names = set(new) | set(old)
+    fewer_now = sum(max(0.0, old.get(n, 0) - new.get(n, 0)) for n in names)
+    fewer_before = sum(max(0.0, new.get(n, 0) - old.get(n, 0)) for n in names)
+    return fewer_now <= lost[0] and fewer_before <= lost[1]
 
 
 def _flops_change(old: float, new: float) -> str:
@@ -714,7 +728,7 @@ def _time(
     for name in sorted(set(current.ops) & set(baseline.ops) - skip):
         if ignored(name, rule.ignore_ops):
             continue
-        new, old = list(current.ops[name].time_samples), list(baseline.ops[name].time_samples)
+        new, old = list(current.ops[name].judged_samples), list(baseline.ops[name].judged_samples)
         recorded = baseline.ops[name].recorded_range
         if new and old and recorded is not None and _within_reach(min(new), recorded, rule):
             verdict = _within_range(name, min(new), min(old), recorded, rule, where)
@@ -1101,11 +1115,6 @@ def speed_words(ratio: float) -> str:
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
 
 
-RECORDS_LOST_FIX = (
-    "use a torch built for CUDA 13.1 or later, whose CUPTI keeps them (pytorch/pytorch#192021: CUDA 12.6 Update 2 "
-    "to 13.0 lose some at each profiler session's start)"
-)
-RECORDS_LOST_BASELINE_FIX = f"record it again where none are lost: pytest --opprof-update-baseline=all with the test's id, or {RECORDS_LOST_FIX}"
 QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 REST_FIX = (
@@ -1163,8 +1172,6 @@ def explained_by_machine(
     tracer (coverage) a slower `python_time` (the step wall: the Python between the ops)."""
     if machine.gpu_unreliable:
         return Excuse(f"unreliable GPU clocks ({machine.gpu_unreliable})")
-    if on_device and (lost := _records_lost(slower, current, baseline)):
-        return lost
     if python_time and slower and machine.python_tracer:
         return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
@@ -1183,20 +1190,6 @@ def explained_by_machine(
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline, machine))
-    return None
-
-
-def _records_lost(slower: bool, current: BaselineDoc, baseline: BaselineDoc) -> Excuse | None:
-    """A device time's move that kernel records the tracer dropped explain: a side that lost some
-    reads short, so a slowdown against a baseline that did, a speed-up of a capture that did
-    (CUPTI of CUDA 12.6 Update 2 to 13.0 loses a growing number at each profiler session's start:
-    a review's unchanged test failed as `sm90_gemm 6 -> 2`)."""
-    if slower and baseline.kernels_dropped:
-        why = f"the baseline's capture lost {count_of(baseline.kernels_dropped, 'kernel record')}, so its device times are short"
-        return Excuse(why, RECORDS_LOST_BASELINE_FIX)
-    if not slower and current.kernels_dropped:
-        why = f"this capture lost {count_of(current.kernels_dropped, 'kernel record')}, so its device times are short"
-        return Excuse(why, RECORDS_LOST_FIX)
     return None
 
 
@@ -1590,11 +1583,13 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
     """
 
     def pooled_op(a: OpEntry, b: OpEntry) -> OpEntry:
+        lost = a.records_lost or b.records_lost
         return replace(
             a,
             calls_per_step=a.calls_per_step + b.calls_per_step,
             cpu_ms=a.cpu_ms + b.cpu_ms,
             device_ms=a.device_ms + b.device_ms,
+            records_lost=a.lost_in_steps() + b.lost_in_steps() if lost else (),
         )
 
     def pooled_kernel(a: KernelEntry, b: KernelEntry) -> KernelEntry:

@@ -821,7 +821,7 @@ def baseline_step(
         unrepeated=outcome.unrepeated, capture_moved=outcome.capture_moved,
         short_baseline=bool(untimed) and comparison.short_baseline,
         graph_call_unread=comparison.graph_call_unread,
-        kernels_dropped=comparison.kernels_dropped if old is not None else (0, 0),
+        kernels_dropped=comparison.kernels_dropped if old is not None else (current.doc.kernels_dropped, 0),
         written_from=outcome.written_from, written_wait=outcome.written_wait,
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
         nodeid=nodeid,

@@ -131,11 +131,32 @@ class OpEntry:
     # recorded from (None: recorded from one, or before this was kept): how far this machine
     # moved its time with the code unchanged
     recorded_range: tuple[float, float] | None = None
+    # per step, the kernel launches under it whose records the tracer dropped (`records_lost`,
+    # written only where some were): its device time there is short, its kernel counts low
+    records_lost: tuple[float, ...] = ()
 
     @property
     def time_samples(self) -> tuple[float, ...]:
         """Per-step time: device ms if the op ran on a device, else CPU ms."""
         return self.device_ms if self.on_device else self.cpu_ms
+
+    @property
+    def judged_samples(self) -> tuple[float, ...]:
+        """The per-step times a verdict may read: a device time of a step that lost kernel
+        records is short, and left out (the minimum would be that step's)."""
+        if not self.on_device or not any(self.records_lost):
+            return self.time_samples
+        return tuple(ms for ms, lost in zip(self.time_samples, self.lost_in_steps()) if not lost)
+
+    def lost_in_steps(self) -> tuple[float, ...]:
+        """records_lost, one per step (0s where none were lost)."""
+        steps = len(self.calls_per_step)
+        return (self.records_lost + (0,) * steps)[:steps]
+
+    @property
+    def lost_per_step(self) -> float:
+        """Its lost kernel records in a step, as its kernel counts are read: their median."""
+        return statistics.median(self.records_lost) if self.records_lost else 0
 
     def to_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -148,6 +169,8 @@ class OpEntry:
             found["work"] = self.work.to_dict() if self.work else None
         if self.recorded_range is not None:
             found["recorded_range_ms"] = list(self.recorded_range)
+        if any(self.records_lost):
+            found["records_lost"] = list(self.records_lost)
         return found
 
     @classmethod
@@ -167,7 +190,9 @@ class OpEntry:
         on_device = data.get("on_device", False)
         if not isinstance(on_device, bool):
             raise ValueError(f"op {name!r}: 'on_device' is {_shown(on_device)}, not true or false")
-        entry = cls(lists[0], lists[1], lists[2], on_device, work, "work" in data)
+        lost = data.get("records_lost")
+        lost = _per_step(lost, f"op {name!r}: 'records_lost'", steps, whole=True) if lost is not None else ()
+        entry = cls(lists[0], lists[1], lists[2], on_device, work, "work" in data, records_lost=lost)
         if "recorded_range_ms" not in data:
             return entry
         return replace(entry, recorded_range=_recorded_range(name, data["recorded_range_ms"], entry.time_samples))
@@ -665,7 +690,7 @@ def _kernels_dropped(value: Any) -> int:
     how many kernel launches the capture holds no kernel record of."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_LAUNCHES):
         raise ValueError(
-            f"'capture.kernels_dropped' is {_shown(value)}, not a count of kernel launches (0 or more) or null"
+            f"'capture.kernels_dropped' is {_shown(value)}, not a count of kernel launches (0 to {MAX_LAUNCHES}) or null"
         )
     return value or 0
 

@@ -1013,8 +1013,8 @@ def _dropped_lines(records: list[TestRecord]) -> list[str]:
         return []
     return [
         f"opprof: {count_of(len(ids), 'baseline')} lost kernel records when recorded (the device tracer dropped "
-        "them): kernels were not compared as work, and device times not judged where the loss explains their "
-        f"move; record them again where none are lost: pytest --opprof-update-baseline=all {_ids(ids)}"
+        "them): the steps that lost some are left out of their ops' device times, and as many fewer kernels are "
+        f"no work change; record them again where none are lost: pytest --opprof-update-baseline=all {_ids(ids)}"
     ]
 
 

@@ -6060,9 +6060,9 @@ def test_a_baseline_that_lost_kernel_records_says_so_until_recorded_again(baseli
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
-            "opprof: 1 baseline lost kernel records when recorded (the device tracer dropped them): kernels were "
-            "not compared as work, and device times not judged where the loss explains their move; record them "
-            "again where none are lost: pytest --opprof-update-baseline=all test_base.py::test_big"
+            "opprof: 1 baseline lost kernel records when recorded (the device tracer dropped them): the steps that "
+            "lost some are left out of their ops' device times, and as many fewer kernels are no work change; record "
+            "them again where none are lost: pytest --opprof-update-baseline=all test_base.py::test_big"
         ]
     )
     run(baselined, "--opprof-update-baseline=all", "test_base.py::test_big").assert_outcomes(passed=1)

@@ -301,8 +301,9 @@ def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
         "kernel_records",
         WARNING,
         f"{len(missing)} of {len(launches)} kernel launches have no kernel record ({listed}): the device "
-        "tracer dropped them, so device times are too low (against a baseline, kernels are not compared as "
-        f"work, and device times are not judged where the loss explains their move); {_why_dropped(launches, missing)}",
+        "tracer dropped them, so device times are too low (against a baseline, the steps that lost some are left "
+        "out of their ops' device times, and as many fewer kernels are no work change); "
+        f"{_why_dropped(launches, missing)}",
     )
 
 

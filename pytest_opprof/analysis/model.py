@@ -843,6 +843,9 @@ class Profile:
     stray_step: bool = field(default=False, compare=False)
     # Kernel launches with no kernel record (the kernel_records warning): the tracer dropped them
     kernels_dropped: int = field(default=0, compare=False)
+    # Per op (each op enclosing such a launch, as device time rolls up), those launches in each
+    # step: the op's device time in those steps is short, and its kernel counts low
+    records_lost: tuple[tuple[str, tuple[int, ...]], ...] = field(default=(), compare=False)
     # Python threads besides the capturing one that ran during a live capture (their ops are not
     # recorded: the `other_threads` warning); a trace exported so says it in its header
     other_threads: tuple[OtherThread, ...] = field(default=(), compare=False)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, lt, neg, sub
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..events import ANNOTATION, CPU_OP, DEVICE_KINDS, KERNEL, RUNTIME, Event, EventTable, gc_paused
 from ..tables import by_shown_time
@@ -91,6 +91,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
+    lost = records_lost(rows, ops, tree, steps)
     checks = trust_checks(
         CheckInputs(
             ops.pids,
@@ -137,7 +138,8 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
         ranges=tuple(ranges),
         outside_ops_ns=outside,
         stray_step=stray_step,
-        kernels_dropped=len(dropped_launches(rows.device, rows.runtime)[1]),
+        kernels_dropped=lost.dropped,
+        records_lost=lost.by_op,
     )
 
 
@@ -815,6 +817,32 @@ def _roll_up(
             if s >= 0:
                 stats.dev_per_step[k * n_steps + s] += dur
         i = parent[i]
+
+
+class RecordsLost(NamedTuple):
+    dropped: int  # kernel launches without a kernel record
+    by_op: tuple[tuple[str, tuple[int, ...]], ...]  # per op enclosing one, those in each step
+
+
+def records_lost(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> RecordsLost:
+    """The kernel launches the tracer dropped the records of (kernel_records), and per op that
+    encloses one (its device time rolls up to each) how many in each step: there its device time
+    is short and its kernel counts low (CUPTI of CUDA 12.6 Update 2 to 13.0 drops a growing number
+    at each profiler session's start, pytorch#192021: a run()'s first step)."""
+    _, missing = dropped_launches(rows.device, rows.runtime)
+    if not missing:
+        return RecordsLost(0, ())
+    index = {id(r): j for j, r in enumerate(rows.runtime)}
+    lost: dict[str, list[int]] = {}
+    for r in missing:
+        s, i = steps.of(r.start_ns), tree.launcher_of_runtime[index[id(r)]]
+        enclosing = set()
+        while i >= 0 and s >= 0:
+            enclosing.add(ops.names[i])
+            i = tree.parent[i]
+        for name in enclosing:
+            lost.setdefault(name, [0] * steps.count)[s] += 1
+    return RecordsLost(len(missing), tuple(sorted((name, tuple(counts)) for name, counts in lost.items())))
 
 
 # -- 8. the device's timeline -----------------------------------------------------------------
