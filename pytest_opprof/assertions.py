@@ -631,13 +631,26 @@ def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None
     if not matched:
         if n == 0 or (n is None and not min):
             return _kernel_typo(pattern, profile)  # zero launches expected and seen, unless a typo
-        return no_kernel(pattern, profile)
+        return no_kernel(pattern, profile) + _records_dropped(profile)
     per_step = tuple(sum(s) for s in zip(*(k.calls_per_step.samples for k in matched)))
     expected = _expected_count(per_step, n, min, max)
     if expected is None:
         return None
     names = first_three([k.name for k in matched])
-    return count_mismatch(pattern, per_step, expected, [f"kernels {names}"], unit="launches")
+    return count_mismatch(pattern, per_step, expected, [f"kernels {names}"], unit="launches") + _records_dropped(
+        profile
+    )
+
+
+def _records_dropped(profile: Profile) -> str:
+    """A kernel count's failure in a capture whose tracer dropped kernel records: they may be why
+    (a review's assert_kernel_count(..., 6) failed as 2-6 launches a step, saying nothing of them)."""
+    if not profile.kernels_dropped:
+        return ""
+    return (
+        f" (the device tracer dropped {count_of(profile.kernels_dropped, 'kernel record')} in this capture, which "
+        "may be why: see its kernel_records warning)"
+    )
 
 
 def _expected_count(per_step: tuple[int, ...], n: int | None, min: int | None, max: int | None) -> str | None:

@@ -40,6 +40,7 @@ FACT_KEYS = (
     "gpu_count",
     "gpu_name",
     "gpu_capability",
+    "gpu_arch",
     "gpu_uuid",
     "driver",
     "cuda_driver",
@@ -162,6 +163,17 @@ def worker_gpu(worker: str, names: Sequence[str]) -> int | None:
     if len(same) < 2 or not number.isdigit():
         return None
     return same[int(number) % len(same)]
+
+
+def gpus_like_first() -> int:
+    """How many of the visible GPUs are named as GPU 0 is: those xdist workers spread over."""
+    try:
+        import torch
+
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        return names.count(names[0]) if names else 0
+    except Exception:  # a broken driver: no spreading said
+        return 0
 
 
 def use_worker_gpu(worker: str) -> int | None:

@@ -1170,12 +1170,11 @@ def toml_list_fix(key: str, items: list[str] | None) -> str:
     return f"; write the list as one comma-separated string: {key} = {json.dumps(joined)}"
 
 
-def worker_gpus(gpus: int) -> str:
-    """The header's line under xdist where the controller sees several GPUs."""
+def worker_gpus(gpus: int, name: str) -> str:
+    """The header's line under xdist where the controller sees several GPUs of GPU 0's model."""
     return (
-        f"opprof: {gpus} GPUs: each xdist worker measures on one of its own (worker gwN on the Nth of those named as "
-        "GPU 0, wrapping around); CUDA_VISIBLE_DEVICES per worker, or torch.cuda.set_device in a conftest, chooses "
-        "otherwise"
+        f"opprof: {gpus} GPUs named {name}: each xdist worker measures on one of them (worker gwN on the Nth, "
+        "wrapping around), unless CUDA_VISIBLE_DEVICES per worker, or torch.cuda.set_device in a conftest, chose first"
     )
 
 

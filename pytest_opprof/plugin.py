@@ -41,7 +41,7 @@ from .baseline import (
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
-from .device import Nvml, describe, device_facts, resolve_key, usable_cpus, use_worker_gpu
+from .device import Nvml, describe, device_facts, gpus_like_first, resolve_key, usable_cpus, use_worker_gpu
 from .errors import (
     COLLECT_ONLY,
     NOTHING_MEASURED,
@@ -390,7 +390,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return ["opprof: off (pytest --opprof measures tests with the opprof fixture or marker)"]
     source = "" if state.key_source == "device" else f" (from {state.key_source})"
     gpus = state.device.get("gpu_count") or 0
-    spread = [worker_gpus(gpus)] if gpus > 1 and getattr(config.option, "numprocesses", None) else []
+    alike = gpus_like_first() if gpus > 1 and getattr(config.option, "numprocesses", None) else 0
+    spread = [worker_gpus(alike, str(state.device.get("gpu_name")))] if alike > 1 else []
     return [
         f"opprof: device key {state.device_key}{source}; CPU ops always, CUDA when initialised",
         f"opprof: {describe(state.device)}",

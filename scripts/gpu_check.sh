@@ -10,9 +10,9 @@
 # Every step has its own timeout and the script goes on after a failure. OUT receives two files,
 # rewritten after every step so a run cut short still brings back what ran: summary.txt (this
 # output) and gpu-check.tar.gz (every log, report and trace; the device tool returns 8 files at most).
-# Budget: the script stops starting steps once one could run past GPU_CHECK_BUDGET seconds (420 by
-# default: a session has 15 minutes of device time, machine start included, and room must stay
-# for one rerun), so what matters most runs first and the CPU-side example suite last; a step that
+# Budget: the script stops starting steps once one could run past GPU_CHECK_BUDGET seconds (360 by
+# default: a session has 15 minutes of device time, the machine's start and the transfers included,
+# and room must stay for one rerun; a step killed at its limit takes 5 s more), so what matters most runs first and the CPU-side example suite last; a step that
 # hangs gets SIGABRT at its limit, which Python's faulthandler answers with every thread's stack in
 # the step's log, then SIGKILL 5 s later.
 # A dry run of the plumbing without a GPU: GPU_CHECK_DEVICE=cpu bash scripts/gpu_check.sh /tmp/out
@@ -23,7 +23,10 @@ ulimit -c 0 2>/dev/null || true  # a step aborted at its limit writes its stacks
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-gpu-out}}"
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"
-BUDGET="${GPU_CHECK_BUDGET:-420}"
+BUDGET="${GPU_CHECK_BUDGET:-360}"
+case "$BUDGET" in
+    ''|*[!0-9]*) echo "gpu_check.sh: GPU_CHECK_BUDGET=$BUDGET is not a whole number of seconds; give one, e.g. 360" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 WORK="$(mktemp -d)/gpu-check"

@@ -537,3 +537,21 @@ def test_an_op_spelled_as_python_or_cpp_name_it_is_a_usage_error(name):
         with pytest.raises(OpprofUsageError) as info:
             make()
         assert str(info.value) == f"op={name!r}: expected the op's name as the profiler records it: 'aten::_to_copy'"
+
+
+def test_a_kernel_count_that_fails_where_the_tracer_dropped_records_says_they_may_be_why():
+    """A capture that lost 4 of its 6 kernel records (CUPTI at a later profiler session's start):
+    assert_kernel_count(..., 6) fails, as the launches recorded are 2, and says the dropped records
+    may be why (a review's failed naming only the counts)."""
+    events = [step(1, 0, 1000)]
+    for j in range(6):
+        t = 10 + 100 * j
+        events += [op("aten::addmm", t, 80), launch(t + 10, corr=j + 1)]
+        if j >= 4:
+            events.append(kernel("sm90_gemm", t + 30, 40, corr=j + 1))
+    message = assertions.kernel_count("sm90_gemm", 6)(analyze(events))
+    assert message is not None and message.endswith(
+        "(the device tracer dropped 4 kernel records in this capture, which may be why: see its kernel_records warning)"
+    )
+    whole = [e for e in events if e.name != "cudaLaunchKernel" or e.correlation > 4]
+    assert "dropped" not in (assertions.kernel_count("sm90_gemm", 6)(analyze(whole)) or "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import json
@@ -1587,8 +1588,13 @@ def test_a_step_waits_for_every_gpu_the_code_used_not_only_the_current_one():
     older, synced = fake_cuda(2, None)
     capture_module.sync_devices(older)
     assert synced == [None]
-    # the timed unprofiled calls of run() wait for them too
+    # the timed unprofiled calls of run() wait for them too, and so does each step's end
     torch_two, synced = fake_cuda(3, {1})
     torch_two.cuda.is_available = torch_two.cuda.is_initialized = lambda: True
     capture_module.unprofiled_step_ns(torch_two, lambda: None, (), {})
     assert synced == [1, 1]
+    torch_two.autograd = SimpleNamespace(
+        profiler=SimpleNamespace(record_function=lambda name: contextlib.nullcontext())
+    )
+    capture_module._end_step_sync(torch_two)
+    assert synced == [1, 1, 1]

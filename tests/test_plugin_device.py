@@ -581,11 +581,12 @@ def test_x(opprof):
 
 
 def test_each_xdist_worker_measures_on_a_gpu_of_its_own(pytester, monkeypatch):
-    import torch
-
     """DESIGN: one GPU per worker when several are visible. Worker gwN takes the Nth GPU of
     those named as GPU 0 (the T4 would give its tests a device key of their own), before the
-    facts are read; the header says so. A project that chose its GPU itself keeps it."""
+    facts are read; the header says so, counting those GPUs. A project that chose its GPU itself
+    keeps it."""
+    import torch
+
     pytest.importorskip("xdist")
     pytester.makeconftest(FAKE_GPUS)
     pytester.makepyfile(test_gpu=ON_WHICH_GPU)
@@ -594,7 +595,9 @@ def test_each_xdist_worker_measures_on_a_gpu_of_its_own(pytester, monkeypatch):
     chosen = {w: (pytester.path / f"gpu-{w}.txt").read_text() for w in ("gw0", "gw1", "gw2")}
     assert chosen == {"gw0": "0", "gw1": "1", "gw2": "0"}
     result.stdout.fnmatch_lines(
-        ["opprof: 3 GPUs: each xdist worker measures on one of its own (worker gwN on the Nth*"]
+        [
+            "opprof: 2 GPUs named NVIDIA H100 80GB HBM3: each xdist worker measures on one of them (worker gwN on the Nth*"
+        ]
     )
     # where CUDA is already initialised (a conftest called torch.cuda.set_device), that choice stands
     chosen_by_project = []
@@ -620,4 +623,6 @@ def test_each_xdist_worker_measures_on_a_gpu_of_its_own(pytester, monkeypatch):
     ],
 )
 def test_the_gpu_a_worker_takes(worker, names, gpu):
+    """Worker gwN: the Nth of the GPUs named as GPU 0, wrapping around; none for one GPU or a
+    worker id that is not gw<N>."""
     assert device.worker_gpu(worker, names) == gpu

@@ -117,13 +117,13 @@ def test_the_gpu_probe_counts_every_launch_call_against_the_kernel_records():
 
 def test_the_gpu_script_keeps_to_its_budget_and_parses(tmp_path):
     """scripts/gpu_check.sh: valid bash; what lasts (the probe, the cuda tests, the recorded traces)
-    runs first and the CPU examples last; it starts no step that could run past its budget (420 s by
+    runs first and the CPU examples last; it starts no step that could run past its budget (360 s by
     default: room for a rerun in 15 minutes of device time), saying so: with none left, each is
     skipped and the run exits 1 at once."""
     script = ROOT / "scripts" / "gpu_check.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    assert 'BUDGET="${GPU_CHECK_BUDGET:-420}"' in text
+    assert 'BUDGET="${GPU_CHECK_BUDGET:-360}"' in text
     lines = [line.strip() for line in text.splitlines()]
     order = [line.split()[1] for line in lines if line.startswith("step ")]
     assert order.index("probe") < order.index("cuda-tests") < order.index("record-traces") < order.index("observer")
@@ -135,6 +135,12 @@ def test_the_gpu_script_keeps_to_its_budget_and_parses(tmp_path):
     assert any(
         line.startswith("== probe: skipped at ") and line.endswith("(its limit of 40 s would pass the budget of 0 s)")
         for line in skipped
+    )
+    bad = subprocess.run(
+        ["bash", str(script), str(tmp_path)], env={**env, "GPU_CHECK_BUDGET": "7m"}, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr == (
+        "gpu_check.sh: GPU_CHECK_BUDGET=7m is not a whole number of seconds; give one, e.g. 360\n"
     )
 
 
