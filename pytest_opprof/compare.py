@@ -29,6 +29,7 @@ from .analysis import inputs_text
 from .analysis.checks import CONTENTION_LIMIT
 from .analysis.compiled import FX_GRAPH, REGION
 from .analysis.model import WORKLOAD_OPS
+from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names, compiled_regions_moved, unrecordable_gpu, unrecordable_tracer, waited_for_cpu
 from .events import TENSOR_LIST
@@ -1457,6 +1458,9 @@ def recorded_under_load(current: BaselineDoc, baseline: BaselineDoc) -> float | 
 
 
 SOFTWARE_FACTS = ("torch", "cuda", "hip", "driver", "cuda_driver")
+# read through NVML: null where it could not be read (a MIG instance before opprof found its GPU,
+# no permission), which is no difference (an upgrade's every test read `driver none -> 550.54.15`)
+NVML_READ = frozenset({"driver", "cuda_driver"})
 # the hardware under one device key: a key names a GPU or a CPU architecture (every x86-64 CPU
 # is `cpu-x86_64`), and a hook or --opprof-device-key may give several machines one key
 HARDWARE_FACTS = ("gpu_name", "gpu_capability", "cpu_model", "cpu_capability")
@@ -1469,10 +1473,11 @@ def _environment(current: BaselineDoc, baseline: BaselineDoc, where: str) -> lis
     key stands for, and the torch threads where another machine setup gave torch another count
     (one verdict, each fact in `differs`)."""
     differs = []
-    if current.device_key != baseline.device_key:
+    if not same_device_key(current.device_key, baseline.device_key):
         differs.append(Differs("device", str(baseline.device_key), str(current.device_key)))
     for key in SOFTWARE_FACTS:
-        if baseline.environment.get(key) != current.environment.get(key):
+        was, now = baseline.environment.get(key), current.environment.get(key)
+        if was != now and not (key in NVML_READ and (was is None or now is None)):
             differs.append(Differs(key, _fact(baseline, key), _fact(current, key)))
     for key in HARDWARE_FACTS:  # a file that does not hold one (a hand-made one) is not told apart on it
         if key in baseline.environment and baseline.environment[key] != current.environment.get(key):

@@ -528,6 +528,21 @@ def device_key(facts: dict[str, Any]) -> str:
     return key
 
 
+_ARCH_KEY = re.compile(r"^(amd-[a-z-]+)-gfx[0-9a-z]+$")
+
+
+def former_key(key: str) -> str | None:
+    """The key an AMD GPU torch names without a model number had before keys named its
+    architecture (`amd-radeon-graphics-gfx90a` -> `amd-radeon-graphics`), else None."""
+    found = _ARCH_KEY.match(key)
+    return found.group(1) if found else None
+
+
+def same_device_key(current: str | None, baseline: str | None) -> bool:
+    """The same key, or the baseline's is this one's former key (a file moved to the new key's folder)."""
+    return current == baseline or (current is not None and baseline is not None and former_key(current) == baseline)
+
+
 def key_from_trace_metadata(metadata: dict[str, Any]) -> str | None:
     """The device key of a trace: the one opprof wrote into the header of a trace it exported,
     else that of its first GPU (`deviceProperties`), else None (a CPU trace from torch)."""

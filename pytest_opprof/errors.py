@@ -1170,6 +1170,14 @@ def toml_list_fix(key: str, items: list[str] | None) -> str:
     return f"; write the list as one comma-separated string: {key} = {json.dumps(joined)}"
 
 
+def former_key_source(root: str, former: str, key: str) -> str:
+    """The header's `(from ...)` for a run that kept an AMD GPU's former device key."""
+    return (
+        f"{root}/{former}, which holds this GPU's baselines under its former key; its key is {key} now, which keeps "
+        f"AMD GPUs torch names alike apart: git mv {root}/{former} {root}/{key}"
+    )
+
+
 def worker_gpus(gpus: int, name: str) -> str:
     """The header's line under xdist where the controller sees several GPUs of GPU 0's model."""
     return (

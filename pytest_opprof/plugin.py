@@ -41,7 +41,16 @@ from .baseline import (
 from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
-from .device import Nvml, describe, device_facts, gpus_like_first, resolve_key, usable_cpus, use_worker_gpu
+from .device import (
+    Nvml,
+    describe,
+    device_facts,
+    former_key,
+    gpus_like_first,
+    resolve_key,
+    usable_cpus,
+    use_worker_gpu,
+)
 from .errors import (
     COLLECT_ONLY,
     NOTHING_MEASURED,
@@ -49,6 +58,7 @@ from .errors import (
     baselines_under_rootdir,
     case_clash_line,
     device_key_hook_raised,
+    former_key_source,
     hypothesis_test,
     idle_outputs,
     inert_summary,
@@ -209,6 +219,20 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
         state.device_key, state.key_source = resolve_key(state.settings.device_key, hooked, state.device)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _keep_former_key(config, state)
+
+
+def _keep_former_key(config: pytest.Config, state: RunState) -> None:
+    """An AMD GPU torch names without a model number is keyed by its architecture now
+    (`amd-radeon-graphics-gfx90a`): where only its former key's folder holds baselines, this run
+    reads and writes that one, and the header says how to move them (an upgrade's run found none
+    and was told to record them all anew)."""
+    former = former_key(state.device_key or "") if state.key_source == "device" else None
+    root = baseline_root(config.rootpath, state.settings.baseline_dir)
+    if former is None or (root / str(state.device_key)).is_dir() or not (root / former).is_dir():
+        return
+    state.key_source = former_key_source(shown_path(root, config.rootpath), former, str(state.device_key))
+    state.device_key = former
 
 
 def _key_hooks(config: pytest.Config) -> frozenset[str]:

@@ -626,3 +626,50 @@ def test_the_gpu_a_worker_takes(worker, names, gpu):
     """Worker gwN: the Nth of the GPUs named as GPU 0, wrapping around; none for one GPU or a
     worker id that is not gw<N>."""
     assert device.worker_gpu(worker, names) == gpu
+
+
+def test_an_amd_gpus_baselines_under_its_former_key_are_kept_and_told_how_to_move(pytester, monkeypatch):
+    """An AMD GPU torch names without a model number is keyed by its architecture now
+    (`amd-radeon-graphics-gfx90a`). A project whose baselines lie under the former key
+    (`amd-radeon-graphics`) keeps reading and writing them, the header naming the `git mv` that
+    moves them (an upgrade trial's run found no baseline and was told to record all anew);
+    moved, they compare with no environment line for the key they hold."""
+    amd = {**fake_nvml.torch_gpu("AMD Radeon Graphics", hip="6.2.41133"), "gpu_arch": "gfx90a"}
+    monkeypatch.setattr(device, "_torch_facts", lambda: amd)
+    pytester.makepyfile(test_m=MEASURED)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key", "amd-radeon-graphics").assert_outcomes(passed=1)
+    result = run(pytester, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: device key amd-radeon-graphics (from .opprof/amd-radeon-graphics, which holds this GPU's "
+            "baselines under its former key; its key is amd-radeon-graphics-gfx90a now, which keeps AMD GPUs torch "
+            "names alike apart: git mv .opprof/amd-radeon-graphics .opprof/amd-radeon-graphics-gfx90a)*"
+        ]
+    )
+    assert keys_written(pytester) == ["amd-radeon-graphics"]
+    (pytester.path / ".opprof" / "amd-radeon-graphics").rename(pytester.path / ".opprof" / "amd-radeon-graphics-gfx90a")
+    result = run(pytester, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: device key amd-radeon-graphics-gfx90a; CPU ops always*"])
+    assert "environment differs" not in result.stdout.str()
+
+
+def test_an_nvml_fact_that_could_not_be_read_is_no_environment_difference(pytester, monkeypatch):
+    """A baseline recorded where NVML could not read the driver (a MIG instance before opprof found
+    its GPU) holds `driver: null`: read now, that is no difference (an upgrade trial's every test
+    said `driver none -> 550.54.15`, and only =all cleared it). torch's own facts stay compared."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu())
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make({"sm_clock": 1755}))
+    pytester.makepyfile(test_m=MEASURED)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    path = next((pytester.path / ".opprof").rglob("test_x.json"))
+    data = json.loads(path.read_text())
+    assert data["environment"]["driver"] is not None
+    data["environment"]["driver"] = data["environment"]["cuda_driver"] = None
+    path.write_text(json.dumps(data))
+    result = run(pytester, "--opprof")
+    assert "environment differs" not in result.stdout.str()
+    data["environment"]["torch"] = "2.11.0"
+    path.write_text(json.dumps(data))
+    run(pytester, "--opprof").stdout.fnmatch_lines(["*environment differs from the baseline*torch 2.11.0 -> 2.13.0*"])
