@@ -1858,9 +1858,13 @@ def test_other_cpu_kernels_explain_a_cpu_time_move_up_to_their_bound():
         capable(doc(profile()), "AVX512", "aten::addmm"),
     )
     assert blas.status == "regressed" and "CPU kernels" not in blas.message
-    unrecorded = capable(doc(profile()), None)  # a file of before the fact: not told apart on it
-    assert sigmoid_verdict(slow, unrecorded).status == "regressed"
+    unrecorded = capable(doc(profile()), None)  # a file of before the fact: not told apart on it, and said so
+    old = sigmoid_verdict(slow, unrecorded)
+    assert old.status == "regressed" and old.message.endswith(
+        "; the baseline predates cpu_capability, so whether it ran other CPU kernels than this run's AVX2 cannot be told)"
+    )
     assert [v for v in compare(slow, unrecorded, Rule()).verdicts if v.kind == ENVIRONMENT] == []
+    assert "predates" not in sigmoid_verdict(capable(doc(profile(addmm_us=(2800,) * 8)), "AVX512"), base).message
     device_base = on_device(base, "aten::sigmoid")
     device_slow = on_device(capable(doc(profile()), "AVX2"), "aten::sigmoid")
     assert [v.kind for v in compare(device_slow, device_base, Rule()).verdicts] == [ENVIRONMENT]
