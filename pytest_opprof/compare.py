@@ -580,7 +580,9 @@ def _lost_explain(new: dict[str, float], old: dict[str, float], lost: tuple[floa
     names = set(new) | set(old)
     fewer_now = sum(max(0.0, old.get(n, 0) - new.get(n, 0)) for n in names)
     fewer_before = sum(max(0.0, new.get(n, 0) - old.get(n, 0)) for n in names)
-    return fewer_now <= lost[0] and fewer_before <= lost[1]
+    # a loss only takes records away: the side that lost more holds some of the other's, no others
+    # (both sides losing 4 of 6 hid sm90_gemm renamed sm80_gemm, a review's)
+    return (fewer_before == 0 and fewer_now <= lost[0]) or (fewer_now == 0 and fewer_before <= lost[1])
 
 
 def _flops_change(old: float, new: float) -> str:
@@ -731,7 +733,9 @@ def _time(
             continue
         new, old = list(current.ops[name].judged_samples), list(baseline.ops[name].judged_samples)
         recorded = baseline.ops[name].recorded_range
-        if new and old and recorded is not None and _within_reach(min(new), recorded, rule):
+        if _too_few_kept(current.ops[name], baseline.ops[name]):
+            verdict = _lost_steps_verdict(name, current.ops[name], baseline.ops[name], rule, where)
+        elif new and old and recorded is not None and _within_reach(min(new), recorded, rule):
             verdict = _within_range(name, min(new), min(old), recorded, rule, where)
         else:
             verdict = _judged(name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where)
@@ -751,6 +755,32 @@ def _time(
         STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added, outside=outside
     )
     return verdicts + ([wall] if wall is not None else [])
+
+
+def _too_few_kept(new: OpEntry, old: OpEntry) -> bool:
+    """Whether leaving out the steps that lost kernel records left too few on a side for a time
+    verdict (MIN_TIME_STEPS), where each side had enough."""
+    if (
+        not (any(new.records_lost) or any(old.records_lost))
+        or min(len(new.time_samples), len(old.time_samples)) < MIN_TIME_STEPS
+    ):
+        return False
+    return min(len(new.judged_samples), len(old.judged_samples)) < MIN_TIME_STEPS
+
+
+def _lost_steps_verdict(name: str, new: OpEntry, old: OpEntry, rule: Rule, where: str) -> Verdict | None:
+    """An op too few of whose steps kept their kernel records: inconclusive where its median time
+    moved beyond the tolerance and floor, saying why (a review's x10 slowdown passed in silence
+    where a side lost records in all steps but one; with one step left a side, a noisy one failed)."""
+    new_ms, old_ms = (median(e.judged_samples or e.time_samples) for e in (new, old))
+    if abs(new_ms - old_ms) <= _margin(old_ms, rule):
+        return None
+    kept = min(len(new.judged_samples), len(old.judged_samples))
+    why = (
+        f"the device tracer lost kernel records in its steps, {kept} left to judge on a side ({MIN_TIME_STEPS} needed)"
+    )
+    message = f"{name}: {new_ms:.3f} ms/step vs baseline {old_ms:.3f} ms (medians of the steps kept); inconclusive: {why}{where}"
+    return Verdict(TIME, INCONCLUSIVE, message, name, old_ms, new_ms, None, why, RECORDS_LOST_FIX)
 
 
 def _in_one_step(
@@ -1116,6 +1146,10 @@ def speed_words(ratio: float) -> str:
     return f"{ratio:.2f}x slower" if ratio >= 1 else f"{1 / ratio:.2f}x faster"
 
 
+RECORDS_LOST_FIX = (
+    "use a torch built for CUDA 13.1 or later, whose CUPTI keeps them (pytorch/pytorch#192021: CUDA 12.6 Update 2 "
+    "to 13.0 lose some at each profiler session's start)"
+)
 QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small runner) for a time verdict"
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 REST_FIX = (

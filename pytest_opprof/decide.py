@@ -299,7 +299,7 @@ def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) 
     alike = [doc for doc in docs if not unrepeated(first, doc, ignore)]
     ops = {}
     for name, entry in first.ops.items():
-        minima = [min(d.ops[name].time_samples) for d in alike if name in d.ops and d.ops[name].time_samples]
+        minima = [min(d.ops[name].judged_samples) for d in alike if name in d.ops and d.ops[name].judged_samples]
         span = (min(minima), max(minima)) if len(minima) > 1 else None
         ops[name] = replace(entry, recorded_range=span)
     return first.replace(ops=ops), len(alike)
@@ -334,7 +334,7 @@ def _other_inputs(first: BaselineDoc, again: BaselineDoc, name: str) -> bool:
     x, y = first.ops.get(name), again.ops.get(name)
     if x is None or y is None or x.work is None or y.work is None:
         return False
-    return bool(work_changes(y.work, x.work))
+    return bool(work_changes(y.work, x.work, lost=(y.lost_per_step, x.lost_per_step)))
 
 
 def _unrepeated_in(current: Measurement, further: Further, ignore: tuple[str, ...]) -> tuple[str, ...]:
@@ -808,7 +808,7 @@ def baseline_step(
     rows = {  # the baseline time each op is judged from (a slow spell's file minimum gives way to its range's fastest)
         name: (judged_base(min(samples), op.recorded_range, rule), list(op.calls_per_step))
         for name, op in (old.ops if old is not None else {}).items()
-        if (samples := op.time_samples)
+        if (samples := op.judged_samples)
     }
     untimed = outcome.comparison.untimed if old is not None else None
     comparison = outcome.comparison

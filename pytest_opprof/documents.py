@@ -195,7 +195,7 @@ class OpEntry:
         entry = cls(lists[0], lists[1], lists[2], on_device, work, "work" in data, records_lost=lost)
         if "recorded_range_ms" not in data:
             return entry
-        return replace(entry, recorded_range=_recorded_range(name, data["recorded_range_ms"], entry.time_samples))
+        return replace(entry, recorded_range=_recorded_range(name, data["recorded_range_ms"], entry.judged_samples))
 
 
 class FieldError(ValueError):

@@ -1173,8 +1173,8 @@ def toml_list_fix(key: str, items: list[str] | None) -> str:
 def former_key_source(root: str, former: str, key: str) -> str:
     """The header's `(from ...)` for a run that kept an AMD GPU's former device key."""
     return (
-        f"{root}/{former}, which holds this GPU's baselines under its former key; its key is {key} now, which keeps "
-        f"AMD GPUs torch names alike apart: git mv {root}/{former} {root}/{key}"
+        f"{root}/{former}, which holds AMD baselines under this GPU's former key; its key is {key} now, which keeps "
+        f"AMD GPUs torch names alike apart: where they were recorded on this GPU's kind, git mv {root}/{former} {root}/{key}"
     )
 
 

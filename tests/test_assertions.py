@@ -555,3 +555,5 @@ def test_a_kernel_count_that_fails_where_the_tracer_dropped_records_says_they_ma
     )
     whole = [e for e in events if e.name != "cudaLaunchKernel" or e.correlation > 4]
     assert "dropped" not in (assertions.kernel_count("sm90_gemm", 6)(analyze(whole)) or "")
+    too_many = assertions.kernel_count("sm90_gemm", 1)(analyze(events))  # 2 where 1 is asked: no loss makes more
+    assert too_many is not None and "dropped" not in too_many

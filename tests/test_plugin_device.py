@@ -642,9 +642,10 @@ def test_an_amd_gpus_baselines_under_its_former_key_are_kept_and_told_how_to_mov
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "opprof: device key amd-radeon-graphics (from .opprof/amd-radeon-graphics, which holds this GPU's "
-            "baselines under its former key; its key is amd-radeon-graphics-gfx90a now, which keeps AMD GPUs torch "
-            "names alike apart: git mv .opprof/amd-radeon-graphics .opprof/amd-radeon-graphics-gfx90a)*"
+            "opprof: device key amd-radeon-graphics (from .opprof/amd-radeon-graphics, which holds AMD baselines "
+            "under this GPU's former key; its key is amd-radeon-graphics-gfx90a now, which keeps AMD GPUs torch names "
+            "alike apart: where they were recorded on this GPU's kind, git mv .opprof/amd-radeon-graphics "
+            ".opprof/amd-radeon-graphics-gfx90a)*"
         ]
     )
     assert keys_written(pytester) == ["amd-radeon-graphics"]
