@@ -199,7 +199,7 @@ def test_amd_gpus_torch_names_alike_get_keys_of_their_own(monkeypatch):
     """torch names an MI250 and an MI300X alike `AMD Radeon Graphics` (the shared MI250 trace
     does): one key would judge one's times against the other's. A name without a model number is
     followed by the architecture torch gives (`gcnArchName`); a name with one keeps its key."""
-    import torch
+    torch = pytest.importorskip("torch")
 
     props = SimpleNamespace(name="AMD Radeon Graphics", major=9, minor=4, gcnArchName="gfx942:sramecc+:xnack-")
     monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
