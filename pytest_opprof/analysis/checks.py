@@ -69,6 +69,7 @@ class CheckInputs:
     device: list[Event]
     runtime: list[Event]
     unnested: frozenset[int] = frozenset()  # ops whose end another thread recorded: no scope, at no top
+    dropped: tuple[list[Event], list[Event]] | None = None  # dropped_launches, where already found
 
     @property
     def forked(self) -> bool:
@@ -106,7 +107,7 @@ def trust_checks(
         _steps(spans) if wall_known else None,
         _nesting(cols, spans, wall_known, step_thread),
         _device_events(cols.device, cols.runtime),
-        _kernel_records(cols.device, cols.runtime),
+        _kernel_records(cols.dropped or dropped_launches(cols.device, cols.runtime)),
         _correlation(with_ids, launched) if cols.device else None,
         _clock(cols.device, launched),
         _compilation(compilations),
@@ -290,9 +291,10 @@ def dropped_launches(device: Sequence[Event], runtime: Sequence[Event]) -> tuple
     return launches, [r for r in launches if r.correlation not in recorded]
 
 
-def _kernel_records(device: list[Event], runtime: list[Event]) -> Check | None:
-    """Every kernel launch has at least one kernel record with its correlation id."""
-    launches, missing = dropped_launches(device, runtime)
+def _kernel_records(dropped: tuple[list[Event], list[Event]]) -> Check | None:
+    """Every kernel launch has at least one kernel record with its correlation id (`dropped`:
+    dropped_launches, the launches and those without one)."""
+    launches, missing = dropped
     if not missing:
         return None
     names = Counter(r.name for r in missing)

@@ -91,7 +91,8 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     work = op_work(ops, tree, cpu, steps.count, device.op_copies, _op_inputs(t, ops.rows))
     op_stats = assemble_ops(cpu, device, steps.count, work)
     ranges = range_statistics(rows.annotations, rows.runtime, rows.device, steps.of, steps.count, scan.spans)
-    lost = records_lost(rows, ops, tree, steps)
+    dropped = dropped_launches(rows.device, rows.runtime)  # read by the kernel_records check and the loss
+    lost = records_lost(rows, ops, tree, steps, dropped[1])
     checks = trust_checks(
         CheckInputs(
             ops.pids,
@@ -104,6 +105,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
             rows.device,
             rows.runtime,
             frozenset(tree.unnested),
+            dropped,
         ),  # fmt: skip
         steps.spans,
         device.busy_by_step,
@@ -824,12 +826,12 @@ class RecordsLost(NamedTuple):
     by_op: tuple[tuple[str, tuple[int, ...]], ...]  # per op enclosing one, those in each step
 
 
-def records_lost(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps) -> RecordsLost:
+def records_lost(rows: Rows, ops: OpColumns, tree: Tree, steps: Steps, missing: list[Event]) -> RecordsLost:
     """The kernel launches the tracer dropped the records of (kernel_records), and per op that
     encloses one (its device time rolls up to each) how many in each step: there its device time
     is short and its kernel counts low (CUPTI of CUDA 12.6 Update 2 to 13.0 drops a growing number
-    at each profiler session's start, pytorch#192021: a run()'s first step)."""
-    _, missing = dropped_launches(rows.device, rows.runtime)
+    at each profiler session's start, pytorch#192021: a run()'s first step). `missing`: those
+    launches (checks.dropped_launches)."""
     if not missing:
         return RecordsLost(0, ())
     index = {id(r): j for j, r in enumerate(rows.runtime)}
