@@ -281,7 +281,6 @@ def compare(
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
     structure, recounted = _structure(current, baseline, rule, where, unread)
     threads = _threads_set_by_test(current, baseline, where)
-    dropped = (current.kernels_dropped, baseline.kernels_dropped)
     work = threads + _work(current, baseline, rule, recounted, where)
     untimed = _untimed(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
@@ -300,7 +299,7 @@ def compare(
         _work_unrecorded(current, baseline, unread),
         baseline.steps < MIN_TIME_STEPS <= current.steps,
         bool(unread),
-        dropped,
+        (current.kernels_dropped, baseline.kernels_dropped),
     )
 
 
