@@ -509,6 +509,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if state is not None:  # the tests that will run (-k, -m and --deselect have left out theirs)
         state.carrying = sum(1 for item in session.items if _carries(item))
         _refuse_outside_rootdir(config, state, session.items)
+        if hasattr(config, "workeroutput"):  # every worker collects every test: the controller takes one count
+            config.workeroutput["opprof_carrying"] = state.carrying
     if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
@@ -584,11 +586,15 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist's controller collects nothing: it takes a worker's orphan baselines."""
+    """xdist's controller collects nothing: it takes a worker's orphan baselines and its count of
+    the tests carrying operator checks (a plain `-n 2` run's summary line)."""
     state = node.config.stash.get(RUN, None)
-    found = getattr(node, "workeroutput", {}).get("opprof_orphans")
+    output = getattr(node, "workeroutput", {})
+    found = output.get("opprof_orphans")
     if state is not None and found is not None and state.orphans is None:
         state.orphans = list(found)
+    if state is not None and isinstance(output.get("opprof_carrying"), int):
+        state.carrying = max(state.carrying, output["opprof_carrying"])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -301,6 +301,9 @@ def test_inert_without_flag(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "marked")  # a trial read 40 of 1 run
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines([inert_summary(1)])
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")  # a trial's -n 2 run: no line
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([inert_summary(2)])
 
 
 def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_capture(pytester):
