@@ -207,7 +207,7 @@ def _op_count(
             return f"{asked(op)}: no op of that name ran: {fused_text(op, fused)}; count them with assert_kernel_count"
         if not is_glob(op) and profile.match_ranges(op):  # zero calls of an op of its name prove nothing
             return a_range_not_an_op(op, "assert_range_below")
-        known = is_glob(op) or is_known is None or is_known(op)
+        known = is_known is None or is_known(op)
         if n == 0 or (n is None and not min):
             claim = "counting zero calls of it"
             if near := near_misses(profile, op):  # `ATEN::ADDMM` beside aten::addmm: a slip that passes forever
@@ -296,7 +296,7 @@ def _no_op(
         return a_range_not_an_op(op, "assert_range_below")
     if near := near_misses(profile, op):
         return near_miss(op, near, glob=is_glob(op))
-    if not is_glob(op) and is_known is not None and not is_known(op):
+    if is_known is not None and not is_known(op):
         return unknown_op(op, _closest_ops(profile, op, known_names))
     return _unproven_absence(profile, op)
 

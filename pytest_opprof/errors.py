@@ -941,7 +941,7 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
 def unknown_op_name(op: str, close: list[str]) -> str:
     """An op name torch does not know, refused in a plain run (with --opprof, the assertion says it)."""
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{asked(op)}: not an operator torch knows{hint}"
+    return f"{asked(op)}: {_not_known(op)}{hint}"
 
 
 def near_miss(pattern: str, ran: list[str], claim: str | None = "asserting it is absent", glob: bool = False) -> str:
@@ -977,7 +977,11 @@ def unseen_on_other_threads(pattern: str, threads: Sequence[str], claim: str = "
 
 def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is absent") -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{asked(pattern)}: not an operator torch knows, so {claim} proves nothing{hint}"
+    return f"{asked(pattern)}: {_not_known(pattern)}, so {claim} proves nothing{hint}"
+
+
+def _not_known(pattern: str) -> str:
+    return "matches no operator torch knows" if re.search(r"[*?]|\[.*\]", pattern) else "not an operator torch knows"
 
 
 def count_mismatch(

@@ -182,7 +182,8 @@ def test_an_unknown_names_hint_looks_among_the_names_torch_knows_too():
 
 def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
     """assert_op_count(typo, 0) (or min=0) would pass forever: like no_op, an exact name torch
-    does not know fails; a known name, a glob, or a count that needs calls behave as before."""
+    does not know fails, and so does a glob matching no op torch knows; a known name or a count
+    that needs calls behave as before."""
     p = three_steps()
     unknown = lambda name: False  # noqa: E731
     for check in (
@@ -192,7 +193,10 @@ def test_a_count_that_admits_zero_on_an_unknown_name_is_an_error():
     ):
         assert check(p).startswith("aten::nonexistent: not an operator torch knows, so counting zero calls of it")
     assert assertions.op_count("aten::copy_", 0, is_known=lambda name: True)(p) is None
-    assert assertions.op_count("aten::nonexist*", 0, is_known=unknown)(p) is None
+    assert assertions.op_count("aten::nonexist*", 0, is_known=unknown)(p).startswith(
+        "aten::nonexist*: matches no operator torch knows, so counting zero calls of it proves nothing"
+    )
+    assert assertions.op_count("aten::nonexist*", 0, is_known=lambda name: True)(p) is None
     # a `[` without a `]` is a literal character (as fnmatch reads it), not a glob: checked as a name
     assert assertions.op_count("aten::[", 0, is_known=unknown)(p).startswith("aten::[: not an operator torch knows")
     assert not assertions.is_glob("aten::[") and assertions.is_glob("aten::[ab]mm")

@@ -334,12 +334,18 @@ def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_captur
             with opprof.capture():
                 mm()
 
+        def test_glob_typo(opprof):
+            opprof.run(mm)
+            opprof.assert_no_op("aten::copyy*")
+
         def test_fine(opprof):
             opprof.run(mm)
             opprof.assert_op_count("aten::mm", 1)
             opprof.assert_no_op("aten::addmm")
             opprof.assert_op_below("aten::*mm", ms=5)
             opprof.assert_no_op("my_block")
+            opprof.assert_no_op("aten::copy_*")
+            opprof.assert_no_op("*copyy*")
 
         def test_whole_call(opprof):
             mm()
@@ -347,14 +353,52 @@ def test_a_plain_run_refuses_op_names_torch_lacks_and_assertions_before_a_captur
         """
     )
     result = run(pytester)
-    result.assert_outcomes(passed=2, failed=4)
+    result.assert_outcomes(passed=2, failed=5)
     result.stdout.fnmatch_lines_random(
         [
             "E *OpprofUsageError: aten:mm: not an operator torch knows; did you mean aten::mm*",
+            "E *OpprofUsageError: aten::copyy[*]: matches no operator torch knows; did you mean aten::copy, aten::copy_*",
             "E *OpprofUsageError: MmBackward: not an operator torch knows; did you mean MmBackward0*",
             "E *OpprofUsageError: 1 assertion made before opprof.run() (test_plain.py:*) had no capture of the code "
             "before to check: *",
             "E *OpprofUsageError: 1 assertion made before `with opprof.capture():` (test_plain.py:*) had no capture *",
+        ]
+    )
+
+
+def test_a_glob_matching_no_op_torch_knows_fails_an_absence_under_opprof(pytester):
+    """A contract trial's `assert_no_op("aten::copyy*")` and `assert_op_count("aten::copyy*", 0)`
+    passed forever, matching nothing: a glob with its namespace written out that matches no op
+    torch knows fails the absence it asserts; one that does, or one without a namespace, passes."""
+    pytester.makepyfile(
+        test_globs="""
+        import torch
+
+        def mm():
+            return torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+
+        def test_no_op_typo(opprof):
+            opprof.run(mm, warmup=1, steps=2)
+            opprof.assert_no_op("aten::copyy*")
+
+        def test_count_typo(opprof):
+            opprof.run(mm, warmup=1, steps=2)
+            opprof.assert_op_count("aten::copyy*", min=0)
+
+        def test_fine(opprof):
+            opprof.run(mm, warmup=1, steps=2)
+            opprof.assert_no_op("aten::copy_*")
+            opprof.assert_op_count("aten::*conv*", 0)
+            opprof.assert_no_op("*copyy*")
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*aten::copyy[*]: matches no operator torch knows, so asserting it is absent proves nothing; did you "
+            "mean aten::copy, aten::copy_*",
+            "*aten::copyy[*]: matches no operator torch knows, so counting zero calls of it proves nothing*",
         ]
     )
 
