@@ -84,8 +84,8 @@ from .pluginoptions import (
     ini_on,
     read_option,
     refuse_bad_paths,
+    refuse_shadowed_ini,
     refuse_unknown_ini_keys,
-    spaced_path_outside,
 )
 from .report import (
     WRITTEN,
@@ -157,10 +157,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = parse_settings(lambda option: read_option(config, option))
     except SettingsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if settings.measuring:
-        refuse_bad_paths(config, settings)
-    elif moved := spaced_path_outside(config):  # the ini that turns opprof on may be the one not read
-        raise pytest.UsageError(moved)
+    refuse_shadowed_ini(config)
+    refuse_bad_paths(config, settings)  # also in a plain run: the ini that turns opprof on may be the one not read
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
     outputs = settings.json_path or settings.csv_path or settings.html_path

@@ -22,6 +22,7 @@ from .settings import (
     UPDATE_MODES,
     Option,
     Settings,
+    bad_option,
     baseline_dir_problem,
     output_paths_problem,
 )
@@ -71,6 +72,11 @@ def read_option(config: pytest.Config, option: Option) -> tuple[object, str] | N
     value = config.getoption(dest(option))
     if value is not None:
         return value, _flag_source(config, option.flag)
+    return _read_ini(config, option)
+
+
+def _read_ini(config: pytest.Config, option: Option) -> tuple[object, str] | None:
+    """An option's value in the ini file or an `-o` override, and which; None where unset."""
     with warnings.catch_warnings():
         # a TOML list under a string key (`opprof_top = [5]` in [tool.pytest.ini_options]): pytest
         # deprecates it with a warning that -W error made an INTERNALERROR; our parser judges it
@@ -86,6 +92,22 @@ def read_option(config: pytest.Config, option: Option) -> tuple[object, str] | N
     if overridden:
         return raw, f"-o {option.ini}"
     return raw, config.inipath.name if config.inipath else "ini file"
+
+
+def refuse_shadowed_ini(config: pytest.Config) -> None:
+    """An ini value that a flag overrides in this run is judged all the same: it holds in the next
+    run without the flag (a contract trial's `opprof_top = many` passed beside `--opprof-top=3`)."""
+    for option in OPTIONS:
+        if config.getoption(dest(option)) is None:
+            continue
+        found = _read_ini(config, option)
+        if found is None:
+            continue
+        raw, source = found
+        try:
+            option.parse(raw)
+        except ValueError as exc:
+            raise pytest.UsageError(bad_option(option.flag, raw, str(exc), source)) from None
 
 
 def _toml_fix(option: Option, refusal: str) -> str:
@@ -149,15 +171,27 @@ def _names_a_path(config: pytest.Config, value: object) -> bool:
 
 
 def refuse_bad_paths(config: pytest.Config, settings: Settings) -> None:
-    """Where the run would read and write, checked together before any test runs."""
+    """Where the run would read and write, checked together before any test runs. A plain run
+    writes nothing: it judges the paths given (as it judges every value), not the default's."""
     folder = baseline_root(config.rootpath, settings.baseline_dir)
-    problem = (
-        spaced_path_outside(config)
-        or baseline_dir_problem(folder, settings.baseline_dir or ".opprof")  # resolved against the rootdir
-        or output_paths_problem(settings, folder, getattr(config.option, "xmlpath", None))
-    )
+    if settings.measuring:
+        problem = (
+            spaced_path_outside(config)
+            or _baseline_dir_problem(config, settings, folder)
+            or output_paths_problem(settings, folder, getattr(config.option, "xmlpath", None))
+        )
+    else:
+        problem = spaced_path_outside(config) or (
+            settings.baseline_dir and _baseline_dir_problem(config, settings, folder)
+        )
     if problem:
         raise pytest.UsageError(problem)
+
+
+def _baseline_dir_problem(config: pytest.Config, settings: Settings, folder: Path) -> str | None:
+    """baseline_dir_problem, naming where the value came from (resolved against the rootdir)."""
+    found = read_option(config, next(o for o in OPTIONS if o.field == "baseline_dir"))
+    return baseline_dir_problem(folder, settings.baseline_dir or ".opprof", found[1] if found else "the default")
 
 
 PATH_FLAGS = ("--opprof-json", "--opprof-csv", "--opprof-html", "--opprof-trace-dir", "--opprof-baseline-dir")

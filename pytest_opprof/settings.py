@@ -491,12 +491,15 @@ def rule_for(settings: Settings, marker_kwargs: Mapping[str, object] | None = No
     return Rule(**values)
 
 
-def baseline_dir_problem(root: Path, source_value: str) -> str | None:
+def baseline_dir_problem(root: Path, source_value: str, source: str) -> str | None:
     """What is wrong with the baseline folder as resolved against the rootdir (where it is used)."""
     found = blocked(root)
     if found is None:
         return None
-    return f"--opprof-baseline-dir: {source_value!r} is not a folder: {found} is a file (as resolved against the rootdir: {root})"
+    return (
+        f"--opprof-baseline-dir: {source_value!r} is not a folder: {found} is a file (from {source}; as resolved "
+        f"against the rootdir: {root}); name a folder, or move the file"
+    )
 
 
 REPORT_SUFFIX = {"--opprof-json": ".json", "--opprof-csv": ".csv", "--opprof-html": ".html"}

@@ -143,10 +143,14 @@ def test_plugin_can_be_disabled(pytester):
             "opprof_require_baseline = sure",
             "--opprof-require-baseline: 'sure' is not true or false (from tox.ini)",
         ),
+        # an ini value a flag overrides holds in the next run without it (a contract trial's passed)
+        (["--opprof-top=3"], "opprof_top = many", "--opprof-top: 'many' is not a whole number >= 1 (from tox.ini)"),
+        (["--opprof"], "opprof = maybe", "--opprof: 'maybe' is not true or false (from tox.ini)"),
     ],
 )
 def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, ini, message):
-    """A bad value, from CLI, ini or -o, stops pytest at start with one line naming flag, value and source."""
+    """A bad value, from CLI, ini or -o, stops pytest at start with one line naming flag, value and
+    source; an ini value the command line overrides in this run too."""
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_x(): pass")
     result = run(pytester, *args)
@@ -4806,8 +4810,17 @@ def test_the_baseline_dir_is_checked_where_it_is_used_against_the_rootdir(projec
     result = run(project, "--opprof", "--opprof-baseline-dir", "blk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--opprof-baseline-dir: 'blk' is not a folder: */blk is a file (as resolved against the rootdir: */blk)"]
+        [
+            "*--opprof-baseline-dir: 'blk' is not a folder: */blk is a file (from command line; as resolved against "
+            "the rootdir: */blk); name a folder, or move the file"
+        ]
     )
+    # a plain run judges the value given too (a contract trial's ini value passed until --opprof)
+    project.makeini("[pytest]\nopprof_baseline_dir = blk\n")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-baseline-dir: 'blk' is not a folder: */blk is a file (from tox.ini; *"])
+    project.makeini("[pytest]\n")
     result = run(project, "--opprof-update-baseline", "--opprof-baseline-dir", "bl/x")
     result.assert_outcomes(passed=1)
     assert list((project.path / "bl" / "x").rglob("test_a.json"))
