@@ -88,6 +88,15 @@ def _torch() -> Any:
     return torch
 
 
+def torch_import_problem() -> str | None:
+    """Why torch cannot be imported here (`No module named 'torch'`, a broken install), or None."""
+    try:
+        _torch()
+    except Exception as exc:  # an ImportError, or what a broken install raises on import
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def _cuda_active(torch: Any) -> bool:
     """CUDA is traced when it is available and already initialised by the code under test."""
     return bool(torch.cuda.is_available() and torch.cuda.is_initialized())

@@ -938,6 +938,11 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
     return f"{asked(pattern)}: no range of that name ran in the measured code{hint}"
 
 
+def torch_not_importable(problem: str) -> str:
+    """--opprof where torch cannot be imported: each measured test would end in a traceback."""
+    return f"--opprof: torch cannot be imported here ({problem}); install torch in this environment, or run without --opprof"
+
+
 def unknown_op_name(op: str, close: list[str]) -> str:
     """An op name torch does not know, refused in a plain run (with --opprof, the assertion says it)."""
     hint = f"; did you mean {', '.join(close)}?" if close else ""

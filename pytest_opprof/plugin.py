@@ -38,7 +38,7 @@ from .baseline import (
     stable_facts,
     under_other_keys,
 )
-from .capture import compiled_kernel_profiling, run_aside, torch_threads, warm_profiler
+from .capture import compiled_kernel_profiling, run_aside, torch_import_problem, torch_threads, warm_profiler
 from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
 from .device import (
@@ -72,6 +72,7 @@ from .errors import (
     runnable_here,
     stepped_aside_unmeasured,
     threads_left_changed,
+    torch_not_importable,
     worker_gpus,
 )
 from .fixture import OpprofFixture, Remeasured
@@ -169,6 +170,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and given(config, o))
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
+    if settings.measuring:  # each measured test would end in a traceback
+        with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
+            warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+            problem = torch_import_problem()
+        if problem:
+            raise pytest.UsageError(torch_not_importable(problem))
     if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
         # user's doing and not ours to show; their own warnings stay as they are.

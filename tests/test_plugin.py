@@ -111,6 +111,24 @@ def test_help_documents_every_option(pytester):
         assert f"  {ini} ({kind if unions else 'string'}):" in out
 
 
+def test_opprof_where_torch_cannot_be_imported_is_one_usage_error(pytester):
+    """A contract trial's `--opprof` without an importable torch failed every measured test with
+    a traceback ending in capture.py's `import torch`: it stops at start in one line; a plain run
+    goes on (the plugin imports nothing there)."""
+    pytester.makeconftest("import sys\nsys.modules['torch'] = None  # as where torch is not installed\n")
+    pytester.makepyfile("def test_a(opprof):\n    opprof.run(lambda: None)\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --opprof: torch cannot be imported here (ModuleNotFoundError: import of torch halted; None in "
+            "sys.modules); install torch in this environment, or run without --opprof"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
 def test_plugin_can_be_disabled(pytester):
     """`-p no:opprof` removes the plugin: its flags are unknown."""
     result = run(pytester, "-p", "no:opprof", "--opprof")
