@@ -49,6 +49,8 @@ from .errors import (
     profiler_already_running,
     profiler_cycle_cleared,
     profiler_inside_capture,
+    profiler_never_started,
+    profiler_never_stepped,
     profiler_not_finished,
     profiler_off_thread,
     profiler_recorded_nothing,
@@ -449,6 +451,8 @@ def _read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> 
         profile = analyze(table, source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
+    if not profile.ops and _unstepped(prof):
+        raise CaptureError(profiler_never_stepped())
     found = (cycles_check(_cycles_kept_last(prof)), copy_bytes_check(_copies_without_metadata(table, results)))
     checks = profile.checks + tuple(check for check in found if check is not None)
     return replace(profile, list_shapes=with_shapes and records_list_shapes(), checks=checks)
@@ -472,9 +476,22 @@ def _no_results(prof: Any) -> str:
     if not hasattr(prof, "profiler") and not hasattr(prof, "kineto_results"):
         return not_a_profiler(prof)
     steps = getattr(prof, "step_num", 0)
-    if getattr(prof, "profiler", "") is None and isinstance(steps, int) and steps > 0:
-        return profiler_recorded_nothing(steps)
+    if getattr(prof, "profiler", "") is None and isinstance(steps, int):
+        if steps > 0:
+            return profiler_recorded_nothing(steps)
+        return profiler_never_stepped() if _unstepped(prof) else profiler_never_started()
     return profiler_not_finished()
+
+
+def _unstepped(prof: Any) -> bool:
+    """A scheduled profiler whose loop called no prof.step() while its schedule waited or warmed
+    up at the first step: it recorded nothing (a trial's loop forgot prof.step() and was told to
+    call from_profiler after the `with` block it had left; with warmup first, it read no ops)."""
+    schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
+    if not callable(schedule) or steps != 0:
+        return False
+    action = sys.modules["torch"].profiler.ProfilerAction
+    return schedule(0) in (action.NONE, action.WARMUP)
 
 
 def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:

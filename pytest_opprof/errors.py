@@ -652,6 +652,21 @@ def profiler_recorded_nothing(steps: int) -> str:
     )
 
 
+def profiler_never_stepped() -> str:
+    return (
+        "from_profiler(): the profiler recorded nothing: its schedule begins with wait or warmup steps and its loop "
+        "called no prof.step(), so no active step came; call prof.step() at the end of each iteration (or, if the "
+        "profiler never ran, use it as `with profile(...) as prof:` around the code)"
+    )
+
+
+def profiler_never_started() -> str:
+    return (
+        "from_profiler(): the profiler never started: use it as `with profile(...) as prof:` around the code "
+        "(or call prof.start() before it and prof.stop() after), then call from_profiler(prof)"
+    )
+
+
 def profiler_not_finished() -> str:
     return (
         "from_profiler() needs a finished torch.profiler.profile: "

@@ -322,11 +322,14 @@ def test_from_profiler_reads_torch_schedule_steps():
 
 def test_from_profiler_needs_a_finished_profiler():
     """An unstarted profiler is a clear CaptureError, not an AttributeError; a value that is no
-    profiler, and a profiler whose schedule never recorded, each say so (a trial got "call it
-    after the with block" for all three)."""
+    profiler, a running one, and a profiler whose schedule never recorded, each say so (a trial
+    got "call it after the with block" for all three)."""
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-    with pytest.raises(CaptureError, match="finished torch.profiler.profile: call it after"):
+    with pytest.raises(CaptureError, match="the profiler never started: use it as `with profile"):
         from_profiler(prof)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as running:
+        with pytest.raises(CaptureError, match="finished torch.profiler.profile: call it after"):
+            from_profiler(running)
     for value in (42, None):
         with pytest.raises(CaptureError) as info:
             from_profiler(value)
@@ -338,6 +341,20 @@ def test_from_profiler_needs_a_finished_profiler():
             idle.step()
     with pytest.raises(CaptureError, match="recorded nothing: its schedule reached no active step in its 3 prof.step"):
         from_profiler(idle)
+
+
+@pytest.mark.filterwarnings("ignore:Incorrect schedule")
+@pytest.mark.parametrize("wait", [1, 0])
+def test_from_profiler_of_a_loop_that_forgot_prof_step_says_so(wait):
+    """A library trial's scheduled loop without prof.step(): waiting first, it was told to call
+    from_profiler after the `with` block it had left; warming up first, it read a Profile of no
+    ops and one `events` error. Both now name the missing prof.step()."""
+    schedule = torch.profiler.schedule(wait=wait, warmup=1, active=2, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+        for _ in range(5):
+            torch.ones(2).add_(1)
+    with pytest.raises(CaptureError, match=r"its loop called no prof.step\(\), so no active step came; call prof.step"):
+        from_profiler(prof)
 
 
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
