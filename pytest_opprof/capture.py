@@ -39,11 +39,11 @@ from .analysis.checks import (
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, OtherThread, WorkloadReference, workload_problem
 from .breaks import breaks_seen, in_torch, new_break_reasons, recompile_limit_hit
 from .errors import (
-    FN_EXPECTED,
     CaptureError,
     OpprofUsageError,
     bad_argument,
     captures_cannot_nest,
+    fn_expected,
     fn_keyword_taken,
     not_a_profiler,
     profiler_already_running,
@@ -144,18 +144,24 @@ def _async_fix() -> str:
 
 
 def validate_run_args(
-    fn: object, warmup: object, steps: object, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    fn: object,
+    warmup: object,
+    steps: object,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    call: str = "opprof.run",
 ) -> None:
-    """Reject bad arguments to measure()/opprof.run() with one clear line (OpprofUsageError)."""
+    """Reject bad arguments to measure()/opprof.run() with one clear line (OpprofUsageError);
+    `call`: which of them the messages name."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if not callable(fn):
-        raise OpprofUsageError(bad_argument("fn", fn, FN_EXPECTED))
+        raise OpprofUsageError(bad_argument("fn", fn, fn_expected(call)))
     taken = _run_keyword_taken(fn, args, kwargs or {})
     if taken:
-        raise OpprofUsageError(fn_keyword_taken(taken))
+        raise OpprofUsageError(fn_keyword_taken(taken, call))
     slip = _run_keyword_slip(fn, kwargs or {})
     if slip and kwargs:
-        raise OpprofUsageError(run_keyword_slip(*slip, kwargs[slip[0]]))
+        raise OpprofUsageError(run_keyword_slip(*slip, kwargs[slip[0]], call))
     called = (fn, getattr(fn, "__call__", None))  # noqa: B004  # an object's `async def __call__` too
     if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in called):
         raise OpprofUsageError(
@@ -1344,7 +1350,7 @@ def run_steps(
     faster of each. `workload`: a further measurement of a recording takes one all the same, as
     the file may hold it (decide._calm_base: a review's calm one was written without one)."""
     __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
-    validate_run_args(fn, warmup, steps, args, kwargs)
+    validate_run_args(fn, warmup, steps, args, kwargs, call="measure")
     torch = _torch()
     _refuse_a_running_profiler(torch)  # before warmup: fail without running the user's code
     with compiled_kernel_profiling(), _on_threads(torch, threads):

@@ -703,25 +703,27 @@ def device_key_hook_raised(exc: BaseException) -> str:
     )
 
 
-FN_EXPECTED = (
-    "a callable (a model, a function): pass it and its arguments, run(fn, *args), not what a call of it returned"
-)
+def fn_expected(call: str) -> str:
+    """What fn must be; `call`: the API called, `opprof.run` or `measure` (a library user has no fixture)."""
+    name = call.rsplit(".", 1)[-1]
+    return f"a callable (a model, a function): pass it and its arguments, {name}(fn, *args), not what a call of it returned"
 
 
-def run_keyword_slip(given: str, meant: str, value: object) -> str:
-    """A keyword for run() that went to fn, which does not take it."""
+def run_keyword_slip(given: str, meant: str, value: object, call: str = "opprof.run") -> str:
+    """A keyword for run() (or measure()) that went to fn, which does not take it."""
     return (
-        f"{given}={shown_value(value)}: fn takes no keyword {given!r}, and opprof.run() passes every keyword but "
+        f"{given}={shown_value(value)}: fn takes no keyword {given!r}, and {call}() passes every keyword but "
         f"warmup= and steps= to fn; did you mean {meant}={shown_value(value)}?"
     )
 
 
-def fn_keyword_taken(name: str) -> str:
+def fn_keyword_taken(name: str, call: str = "opprof.run") -> str:
     """fn needs a parameter named like one of run()'s own keywords, which the call did not fill."""
     what = "profiled" if name == "steps" else "unprofiled warm-up"
+    short = call.rsplit(".", 1)[-1]
     return (
         f"fn's parameter {name!r} has no value: opprof takes the keyword {name}= for itself (the number of {what} "
-        f"calls); pass fn's own through a lambda: run(lambda: fn(..., {name}=...), {name}=...)"
+        f"calls); pass fn's own through a lambda: {short}(lambda: fn(..., {name}=...), {name}=...)"
     )
 
 

@@ -568,7 +568,14 @@ def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone(monkeypatch
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"fn": 3}, "fn=3: expected a callable"),
+        ({"fn": 3}, "fn=3: expected a callable (a model, a function): pass it and its arguments, measure(fn, *args)"),
+        # measure() is named, not the fixture's opprof.run(), which a library user has not (a trial)
+        ({"fn": lambda a: None, "a": 1, "step": 3}, "step=3: fn takes no keyword 'step', and measure() passes every"),
+        (
+            {"fn": lambda steps: None},
+            "fn's parameter 'steps' has no value: opprof takes the keyword steps= for "
+            "itself (the number of profiled calls); pass fn's own through a lambda: measure(lambda: fn(..., steps=...)",
+        ),
         ({"steps": 0}, "steps=0: expected an integer >= 1"),
         ({"steps": 2.5}, "steps=2.5: expected an integer >= 1"),
         ({"steps": 10**20}, "steps=100000000000000000000: expected at most 10,000 (a capture holds every step's"),
