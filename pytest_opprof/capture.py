@@ -54,6 +54,7 @@ from .errors import (
     profiler_not_finished,
     profiler_off_thread,
     profiler_recorded_nothing,
+    ran_no_op_in_run,
     run_keyword_slip,
     trace_already_saved,
     trace_not_written,
@@ -1350,7 +1351,7 @@ def run_steps(
     faster of each. `workload`: a further measurement of a recording takes one all the same, as
     the file may hold it (decide._calm_base: a review's calm one was written without one)."""
     __tracebackhide__ = True  # a failure in fn shows the user's frames, not the loop calling it
-    validate_run_args(fn, warmup, steps, args, kwargs, call="measure")
+    validate_run_args(fn, warmup, steps, args, kwargs)
     torch = _torch()
     _refuse_a_running_profiler(torch)  # before warmup: fail without running the user's code
     with compiled_kernel_profiling(), _on_threads(torch, threads):
@@ -1530,8 +1531,19 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
 
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
     """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
-    profile, _ = run_steps(fn, args, kwargs, warmup, steps)
-    return profile
+    validate_run_args(fn, warmup, steps, args, kwargs, call="measure")
+    profile, result = run_steps(fn, args, kwargs, warmup, steps)
+    return _why_empty(profile, fn, steps, result)
+
+
+def _why_empty(profile: Profile, fn: Callable[..., Any], steps: int, result: object) -> Profile:
+    """A profile that recorded no event at all, its `events` error saying why, as opprof.run()'s
+    does (a library trial's fn returned a `map`, its work not done, and read only `nothing ran
+    under the profiler`)."""
+    if profile.ops or profile.kernels or profile.memory_ops or profile.ranges:
+        return profile
+    why = ran_no_op_in_run(fn, steps, result, call="measure")
+    return replace(profile, checks=tuple(replace(c, message=why) if c.name == "events" else c for c in profile.checks))
 
 
 class Capture:

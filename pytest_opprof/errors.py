@@ -1048,18 +1048,18 @@ def untrusted_earlier(capture: int, errors: list[str]) -> str:
     )
 
 
-def ran_no_op_in_run(fn: object, steps: int, result: object = None) -> str:
-    """Why a run() recorded nothing: fn ran no torch operator (and, where its result says why, that:
-    a trial's fn returned a generator, and the line named only what fn might have done)."""
+def ran_no_op_in_run(fn: object, steps: int, result: object = None, call: str = "opprof.run") -> str:
+    """Why a run() (or measure()) recorded nothing: fn ran no torch operator (and, where its result
+    says why, that: a trial's fn returned a generator, and the line named only what fn might have done)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
-    ran = f"opprof.run()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}"
+    ran = f"{call}()'s fn ({shown_name(str(name))}) ran no torch operator in its {count_of(steps, 'profiled step')}"
     lazy = _lazy_result(result)
     if lazy:
         what, fix = lazy
         return f"{ran}: it returned {what}, whose work had not run; make fn do the work: pass {fix}"
     return (
         f"{ran}: check that it calls the model, and does not return what would (a generator, a lambda), nor hand it "
-        "to another thread (threading, a pool: the profiler records only the thread that calls run())"
+        f"to another thread (threading, a pool: the profiler records only the thread that calls {call.rsplit('.', 1)[-1]}())"
     )
 
 

@@ -595,6 +595,22 @@ def test_bad_arguments_are_one_line(kwargs, message):
     assert "\n" not in str(info.value)
 
 
+def test_measure_of_a_fn_that_returned_its_work_undone_says_so():
+    """A library trial's `measure(lambda: map(model, xs))` read a Profile of no ops whose only word
+    was `nothing ran under the profiler`: the events error says what fn returned and the fix, as
+    opprof.run()'s does, naming measure()."""
+    model, x = make_mlp()
+    profile = measure(lambda: map(model, [x]), warmup=0, steps=2)
+    (events,) = [c for c in profile.checks if c.name == "events"]
+    assert events.status == "error"
+    assert events.message == (
+        "measure()'s fn (test_measure_of_a_fn_that_returned_its_work_undone_says_so.<locals>.<lambda>) ran no "
+        "torch operator in its 2 profiled steps: it returned a map, whose work had not run; make fn do the work: "
+        "pass lambda: list(fn(...))"
+    )
+    assert [c.status for c in measure(infer, model, x, warmup=0, steps=2).checks if c.name == "events"] == ["ok"]
+
+
 def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
     """export_chrome_trace then load_trace reproduces the live profile exactly."""
     model, x = make_mlp()
