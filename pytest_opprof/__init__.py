@@ -5,6 +5,7 @@ from __future__ import annotations
 from .analysis import Check, KernelStats, MemoryOpStats, OpStats, Profile, analyze
 from .capture import capture, from_profiler, measure
 from .errors import CaptureError, OpprofError, OpprofUsageError, TraceError
+from .events import Event
 from .trace import load_trace
 
 __version__ = "0.1.0.dev0"
@@ -12,6 +13,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "CaptureError",
     "Check",
+    "Event",
     "KernelStats",
     "MemoryOpStats",
     "OpStats",

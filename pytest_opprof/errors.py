@@ -955,6 +955,19 @@ def _no_range_hint(pattern: str, seen: list[str], close: list[str], is_op: bool)
     return f"{asked(pattern)}: no range of that name ran in the measured code{hint}"
 
 
+def not_events(value: object) -> str:
+    """analyze() given something other than events: a path, a profiler, None."""
+    return (
+        f"analyze(): events={shown_value(value)} is not a list of pytest_opprof.Event records; read a trace file with "
+        "load_trace(path), a finished torch profiler with from_profiler(prof)"
+    )
+
+
+def bad_event(index: int, problem: str) -> str:
+    """analyze() given an event it cannot read."""
+    return f"analyze(): events[{index}]: {problem}; build each as Event(kind, name, start_ns, dur_ns, ...)"
+
+
 def torch_not_importable(problem: str) -> str:
     """--opprof where torch cannot be imported: each measured test would end in a traceback."""
     return f"--opprof: torch cannot be imported here ({problem}); install torch in this environment, or run without --opprof"

@@ -706,3 +706,61 @@ def test_a_fork_pools_records_may_overlap_as_torch_reads_them():
     assert p.op("<forked function>").calls == 2 and p.op_tree[1][:4] == [-1, -1, -1, 2]  # the linear in the second
     assert {c.name for c in analysed(forked=False).errors} == {"nesting"}
     assert {c.name for c in analysed(forked=True, tid=1).errors} == {"nesting"}  # the steps' thread
+
+
+@pytest.mark.parametrize(
+    ("events", "message"),
+    [
+        (
+            "trace.json",
+            "analyze(): events='trace.json' is not a list of pytest_opprof.Event records; read a trace file "
+            "with load_trace(path), a finished torch profiler with from_profiler(prof)",
+        ),
+        (None, "analyze(): events=None is not a list of pytest_opprof.Event records; "),
+        ({"traceEvents": []}, "analyze(): events={'traceEvents': []} is not a list of "),
+        (
+            [("cpu_op", "aten::mm", 0, 5)],
+            "analyze(): events[0]: ('cpu_op', 'aten::mm', 0, 5) is not an Event; "
+            "build each as Event(kind, name, start_ns, dur_ns, ...)",
+        ),
+        (
+            [Event("cpu_op", "aten::mm", 0, 5), Event("banana", "x", 0, 1)],
+            "analyze(): events[1]: kind 'banana' is not one of cpu_op, annotation, gpu_annotation, kernel, ",
+        ),
+        ([Event("cpu_op", None, 10, 500)], "analyze(): events[0]: name None is not a str; "),  # type: ignore[arg-type]
+        (
+            [Event("cpu_op", "aten::mm", 1.5, 5)],
+            "analyze(): events[0]: start_ns 1.5 is not an integer of nanoseconds; ",
+        ),  # type: ignore[arg-type]
+        (
+            [Event("cpu_op", "aten::mm", 0, -5)],
+            "analyze(): events[0]: dur_ns -5 is not an integer of nanoseconds >= 0; ",
+        ),
+        (
+            [Event("cpu_op", "aten::mm", True, 5)],
+            "analyze(): events[0]: start_ns True is not an integer of nanoseconds; ",
+        ),  # type: ignore[arg-type]
+    ],
+)
+def test_analyze_refuses_what_is_not_events_in_one_line(events, message):
+    """A library trial's analyze("trace.json"), analyze(prof) and analyze([Event(CPU_OP, None, ...)])
+    raised TypeErrors and AttributeErrors from deep inside, analyze(None) gave an empty Profile and
+    an unknown kind was dropped in silence: each is one OpprofUsageError naming the value and the fix."""
+    from pytest_opprof import OpprofUsageError
+
+    with pytest.raises(OpprofUsageError) as info:
+        analyze(events)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_analyze_reads_events_built_from_the_public_event():
+    """`from pytest_opprof import Event, analyze`: events built with it (kinds as plain strings)
+    and given as a list or a tuple analyse as the builders' do."""
+    from pytest_opprof import Event as PublicEvent
+
+    events = [PublicEvent("cpu_op", "aten::mm", 0, 5_000, 1, 1), PublicEvent("cpu_op", "aten::mm", 10_000, 3_000, 1, 1)]
+    for given in (events, tuple(events)):
+        profile = analyze(given)
+        assert profile.op("aten::mm").calls == 2 and profile.op("aten::mm").cpu_ns == 8_000
+    assert analyze([]).ops == ()
