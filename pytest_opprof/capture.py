@@ -34,6 +34,7 @@ from .analysis.checks import (
     cycles_check,
     last_step_partial,
     overhead_check,
+    unprofiled_kernels_check,
     with_other_threads,
 )
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, OtherThread, WorkloadReference, workload_problem
@@ -1532,8 +1533,22 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
     """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
     validate_run_args(fn, warmup, steps, args, kwargs, call="measure")
+    unprofiled = kernel_profiling_off()
     profile, result = run_steps(fn, args, kwargs, warmup, steps)
-    return _why_empty(profile, fn, steps, result)
+    return _with_kernels_check(_why_empty(profile, fn, steps, result), unprofiled)
+
+
+def kernel_profiling_off() -> bool:
+    """Whether Inductor is loaded with its C++ kernel profiling off: what it compiled so far shows
+    no kernel in a profile (checks.unprofiled_kernels_check)."""
+    config = sys.modules.get("torch._inductor.config")
+    return config is not None and not config.cpp.enable_kernel_profile
+
+
+def _with_kernels_check(profile: Profile, unprofiled: bool) -> Profile:
+    """A library capture's profile, warned where its compiled code's kernels went unprofiled."""
+    found = unprofiled_kernels_check(profile) if unprofiled else None
+    return replace(profile, checks=(*profile.checks, found)) if found else profile
 
 
 def _why_empty(profile: Profile, fn: Callable[..., Any], steps: int, result: object) -> Profile:
@@ -1558,6 +1573,7 @@ class Capture:
     def __init__(self) -> None:
         self.profile = None
         self._recorder: StepRecorder | None = None
+        self._unprofiled = False  # Inductor's kernel profiling was off at the block's start
 
     def __enter__(self) -> Capture:
         if self._recorder is not None:
@@ -1566,6 +1582,7 @@ class Capture:
         recorder = StepRecorder()
         recorder.start()  # may raise (another profiler runs): then no block is in progress
         self._recorder = recorder
+        self._unprofiled = kernel_profiling_off()
         return self
 
     def __exit__(self, kind: object, raised: BaseException | None, traceback: object) -> None:
@@ -1575,7 +1592,9 @@ class Capture:
         if raised is not None:
             recorder.stop(keep=False)
             return  # the exception goes on
-        self.profile = recorder.stop()
+        profile = recorder.stop()
+        if profile is not None:
+            self.profile = _with_kernels_check(profile, self._unprofiled or kernel_profiling_off())
 
 
 def capture() -> Capture:

@@ -716,3 +716,21 @@ def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
     assert "; compiled regions ran where none did: the code is now compiled" in said(clean, eager)
     ignoring = compare(broken, clean, Rule(ignore_ops=("Torch-Compiled Region",))).verdicts
     assert not any("graph break" in v.message for v in ignoring)
+
+
+def test_compiled_code_whose_kernels_went_unprofiled_is_warned_of():
+    """A library trial's model compiled before measure() (Inductor's kernel profiling off) read
+    only `CompiledFxGraph`, every check ok: the check warns where graphs ran with no kernel of
+    theirs shown, and is quiet where a fused kernel shows or no graph ran."""
+    from pytest_opprof.analysis.checks import unprofiled_kernels_check
+
+    unprofiled = analyze([e for n in range(1, 3) for e in compiled_step(n, n * 200) if "cpp_fused" not in e.name])
+    check = unprofiled_kernels_check(unprofiled)
+    assert check is not None and check.name == "compiled_kernels" and check.status == "warning"
+    assert check.message.startswith(
+        "compiled code ran (CompiledFxGraph x2) and none of its kernels shows: Inductor compiled it without its "
+        "kernel profiling, so their time is in CompiledFxGraph's self time; set "
+        "torch._inductor.config.cpp.enable_kernel_profile = True before compiling"
+    )
+    assert unprofiled_kernels_check(analyze([e for n in range(1, 3) for e in compiled_step(n, n * 200)])) is None
+    assert unprofiled_kernels_check(analyze([op("aten::addmm", 0, 10)])) is None

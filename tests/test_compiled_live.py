@@ -299,7 +299,7 @@ def test_each_gate_fails_exactly_on_its_deliberate_break(compiled_project):
 LIBRARY_USE = """
 import os, sys
 import torch
-from pytest_opprof import measure
+from pytest_opprof import capture, measure
 from models import Mlp, Other, infer
 
 VARIABLE = "TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"
@@ -313,6 +313,12 @@ infer(later)
 with torch.profiler.profile() as prof:
     infer(later)
 print("later:", " ".join(sorted(set(e.name for e in prof.events() if "cpp_fused" in e.name))) or "-")
+print("warned:", " ".join(c.name for c in profile.checks if c.status == "warning") or "-")
+again = measure(infer, later, warmup=1, steps=1)  # compiled before measure(), profiling as the caller left it
+print("again:", " ".join(c.name for c in again.checks if c.status == "warning") or "-")
+with capture() as cap:
+    infer(later)
+print("captured:", " ".join(c.name for c in cap.profile.checks if c.status == "warning") or "-")
 """
 
 
@@ -326,7 +332,8 @@ print("later:", " ".join(sorted(set(e.name for e in prof.events() if "cpp_fused"
 )
 def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester, monkeypatch, before, after):
     """`measure()` as a library profiles the kernels it compiles, and leaves Inductor's kernel
-    profiling as it found it: a model the caller compiles afterwards is not slowed by it."""
+    profiling as it found it: a model the caller compiles afterwards is not slowed by it, and a
+    later measure() or capture() of that model, whose kernels cannot show, warns that they do not."""
     monkeypatch.delenv("TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE", raising=False)  # the script's own start
     pytester.makepyfile(models=MODELS)
     pytester.makepyfile(use=LIBRARY_USE.replace("{before}", before))
@@ -335,8 +342,14 @@ def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester
     rows = result.stdout.str()
     assert "cpp_fused_gelu" in rows.split("rows:")[1].split("\n")[0]
     result.stdout.fnmatch_lines([after])
-    later = rows.split("later:")[1].strip()
+    later = rows.split("later:")[1].split("\n")[0].strip()
     assert (later != "-") == (after == "after: 1 True"), later
+    # a model compiled before measure() with the profiling off shows no kernel: a warning says so
+    # (a library trial read only CompiledFxGraph, every check ok); not for what compiled inside
+    assert "compiled_kernels" not in rows.split("warned:")[1].split("\n")[0]
+    for line in ("again:", "captured:"):
+        warned = rows.split(line)[1].split("\n")[0]
+        assert ("compiled_kernels" in warned) == (after != "after: 1 True"), (line, warned)
 
 
 def test_an_in_process_measured_run_leaves_kernel_profiling_as_it_found_it(pytester, monkeypatch):

@@ -25,8 +25,10 @@ from ..errors import (
 )
 from ..events import Event
 from ..units import count_of, first_three, ms_text, ns_to_ms
+from .compiled import FX_GRAPH
 from .model import (
     ERROR,
+    INDUCTOR_CPU_KERNEL,
     OK,
     WARNING,
     Check,
@@ -617,6 +619,27 @@ def cuda_untraced_check() -> Check:
         "CUDA was first used inside this capture, so its GPU work was not traced (opprof traces a GPU only when "
         "CUDA is initialised as a capture starts): initialise it before, with a warmup step (warmup=1) or "
         "torch.cuda.init()",
+    )
+
+
+def unprofiled_kernels_check(profile: Profile) -> Check | None:
+    """Compiled graphs ran on the CPU and none of their kernels shows: Inductor compiled them
+    without its C++ kernel profiling (before measure(), which turns it on only for what compiles
+    inside it), so their kernels' time sits in the graph call's self time (a library trial's
+    `torch.compile(g)` called once before measure() read only `CompiledFxGraph`, every check ok).
+    Asked only where the profiling was off when the capture began."""
+    graph = profile.op(FX_GRAPH)
+    if graph is None or not graph.calls or profile.kernels:
+        return None
+    if any(INDUCTOR_CPU_KERNEL.match(op.name) for op in profile.ops):
+        return None
+    return Check(
+        "compiled_kernels",
+        WARNING,
+        f"compiled code ran ({FX_GRAPH} x{graph.calls}) and none of its kernels shows: Inductor compiled it without "
+        f"its kernel profiling, so their time is in {FX_GRAPH}'s self time; set "
+        "torch._inductor.config.cpp.enable_kernel_profile = True before compiling (measure() does so for what "
+        "compiles inside it)",
     )
 
 
