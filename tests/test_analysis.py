@@ -733,8 +733,8 @@ def test_a_fork_pools_records_may_overlap_as_torch_reads_them():
             "analyze(): events[0]: start_ns 1.5 is not an integer of nanoseconds; ",
         ),  # type: ignore[arg-type]
         (
-            [Event("cpu_op", "aten::mm", 0, -5)],
-            "analyze(): events[0]: dur_ns -5 is not an integer of nanoseconds >= 0; ",
+            [Event("cpu_op", "aten::mm", 0, "5")],  # a negative one is the `durations` check's
+            "analyze(): events[0]: dur_ns '5' is not an integer of nanoseconds; ",
         ),
         (
             [Event("cpu_op", "aten::mm", True, 5)],
