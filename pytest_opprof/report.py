@@ -380,8 +380,8 @@ def _summary_block(
     # the median step, as "of step" divides by it
     wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = count_of(profile.steps, "step") + (f", {CUT_SHORT}" if cut_short else "")
-    if profile.event_table is not None and profile.event_table.has_shapes:
-        wall += ", times include recording inputs"  # a one-step capture records them in its step
+    if profile.times_include_inputs:  # a one-step capture records them in its step
+        wall += ", times include recording inputs"
     if profile.overhead is not None:  # best profiled step / best unprofiled one
         wall += f", {profiler_cost_text(profile.overhead)}"
     lines = [f"{nodeid} [{outcome}{f' on {worker}' if worker else ''}] ({steps}{wall})"]

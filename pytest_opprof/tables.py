@@ -187,11 +187,12 @@ def checks_table(profile: Profile) -> str:
 def _wall_words(profile: Profile) -> str:
     """`0.570 ms/step wall (median; 5.700 ms in all)`: per step, as a test's line gives it (a
     newcomer read `opprof analyze`'s summed wall against the test line's ms/step)."""
+    inputs = ", times include recording inputs" if profile.times_include_inputs else ""
     if profile.wall_ms is None:
-        return "no wall time (no step markers)"
+        return f"no wall time (no step markers){inputs}"
     if profile.steps <= 1:
-        return f"{profile.wall_ms:.3f} ms wall"
-    return f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median; {profile.wall_ms:.3f} ms in all)"
+        return f"{profile.wall_ms:.3f} ms wall{inputs}"
+    return f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median; {profile.wall_ms:.3f} ms in all){inputs}"
 
 
 def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None = None) -> str:

@@ -1034,6 +1034,7 @@ class Profile:
             "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
             "workload_reference": self.workload_reference.to_dict() if self.workload_reference else None,
             "work_steps": self.work_steps,
+            "times_include_inputs": self.times_include_inputs,
             "compiled": self.compiled.to_dict() if self.compiled else None,
             "graph_launches": [g.to_dict() for g in self.graph_launches],
             "timeline": self.timeline.to_dict() if self.timeline else None,
@@ -1041,6 +1042,13 @@ class Profile:
             "threads": self.threads,
             "checks": [c.to_dict() for c in self.checks],
         }
+
+    @property
+    def times_include_inputs(self) -> bool:
+        """Whether the timed steps recorded the ops' inputs too (record_shapes: a one-step capture,
+        a user's profiler so made), so their times hold that cost; measure()/run() record them in
+        a step apart."""
+        return self.event_table is not None and self.event_table.has_shapes
 
     def table(self, top: int | None = 20) -> str:
         """The ops, kernels, memory ops and checks as text tables; `top`: the N costliest rows of
