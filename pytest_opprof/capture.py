@@ -1133,6 +1133,19 @@ class PythonThreadWatch:
         return tuple(found + [OtherThread(name, None, count) for name, count in gone.items()])
 
 
+# multiprocessing's own threads, which move data between processes and run no torch op: a queue's
+# feeder (a trial's DataLoader test warned of 10 `QueueFeederThread`s it could neither stop nor run
+# on the calling thread) and a process pool's handlers. A ThreadPool's workers run the code's work.
+_MULTIPROCESSING_PLUMBING = frozenset(
+    {
+        ("multiprocessing.queues", "Queue._feed"),
+        ("multiprocessing.pool", "Pool._handle_workers"),
+        ("multiprocessing.pool", "Pool._handle_tasks"),
+        ("multiprocessing.pool", "Pool._handle_results"),
+    }
+)
+
+
 def _the_codes_own(thread: threading.Thread) -> bool:
     """Whether a thread started in a capture is the code's own: not a Timer (a cancelled one runs
     nothing), not a pool's worker (whose items say: PythonThreadWatch._ran), not torch's."""
@@ -1141,6 +1154,8 @@ def _the_codes_own(thread: threading.Thread) -> bool:
     target = getattr(thread, "_target", None)
     target = getattr(target, "func", target)  # a functools.partial
     if getattr(target, "__module__", None) == "concurrent.futures.thread":
+        return False
+    if (getattr(target, "__module__", None), getattr(target, "__qualname__", None)) in _MULTIPROCESSING_PLUMBING:
         return False
     code = getattr(target, "__code__", None)  # torch's Python, not an op of torch's the code runs (torch.sin)
     return not (code is not None and in_torch(code.co_filename))

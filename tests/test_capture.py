@@ -1348,6 +1348,36 @@ def test_torchs_own_pools_and_threads_are_not_the_codes_work(monkeypatch):
     assert no_op("aten::sin")(profile) is None
 
 
+def test_multiprocessings_own_threads_are_not_the_codes_work(monkeypatch):
+    """A trial's DataLoader test warned of 10 `QueueFeederThread`s (`run it on the calling thread
+    to measure it`) it could neither stop nor move: a queue's feeder and a process pool's handlers
+    move data between processes and run no op. A ThreadPool's workers run the code's work: named."""
+    import multiprocessing
+    import multiprocessing.pool
+
+    from pytest_opprof import device
+
+    monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {})  # no CPU rule: the hooks alone
+    x = torch.ones(4, 4)
+
+    def fn():
+        queue = multiprocessing.get_context("spawn").Queue()
+        queue.put(1)  # starts its feeder thread
+        queue.close()
+        queue.join_thread()
+        return torch.cos(x)
+
+    assert measure(fn, warmup=0, steps=2).other_threads == ()
+
+    def pooled():
+        with multiprocessing.pool.ThreadPool(1) as pool:  # its handlers, and a worker that runs torch.sin
+            pool.apply(torch.sin, (x,))
+        return torch.cos(x)
+
+    named = {t.name for t in measure(pooled, warmup=0, steps=1).other_threads}
+    assert len(named) == 1 and "Thread" in next(iter(named)), named  # the worker alone (`Thread-3 (worker)`)
+
+
 def test_threads_are_told_apart_as_objects_and_named_without_a_cpu_reading(monkeypatch):
     """A review: a joined `alpha` whose ident a live `beta` took was never named; with no CPU
     readings (no /proc), a pool made before the capture ran the code's item and went unnamed, and
