@@ -326,6 +326,24 @@ def python_tracer() -> str | None:
     return next((str(name) for name in names if name), None)
 
 
+def child_processes() -> int | None:
+    """How many child processes this process has now (Linux /proc: each thread's `children`):
+    DataLoader workers, ranks it spawned, whose CPU use the test's own wait counts as other load.
+    None where /proc does not say."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    pids: set[str] = set()
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as file:
+                pids.update(file.read().split())
+        except OSError:  # a thread gone meanwhile, or a kernel without the file
+            continue
+    return len(pids)
+
+
 def cpu_wait_ns() -> int | None:
     """Nanoseconds this process's threads have spent runnable but waiting for a CPU (Linux
     schedstat, summed over threads); None where the kernel does not say."""

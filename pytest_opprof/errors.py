@@ -426,10 +426,18 @@ def waited_for_cpu_up_to(wait: float) -> str:
     return f"their threads waited for a CPU up to {wait_share(wait, 'threads')}"
 
 
-def contended_capture(wait: float, busy: Sequence[str] = ()) -> str:
+def contended_capture(wait: float, busy: Sequence[str] = (), child_processes: int = 0) -> str:
     """The `contention` warning: other load on the machine during the capture, or `busy`: the
     test's own Python threads that used CPU in it (a trial's busy thread of its own test was
-    called other load on the machine, and the fix a quiet machine)."""
+    called other load on the machine, and the fix a quiet machine), or its own child processes."""
+    if child_processes:
+        threads = f" and Python threads ({first_three(list(busy))})" if busy else ""
+        return (
+            f"{waited_for_cpu(wait)}: the test's own {child_processes} child process{'es' * (child_processes != 1)} "
+            f"(DataLoader workers, ranks it started){threads}, or other load on the machine, inflated its CPU times; "
+            "time assertions judge them as measured (a baseline time verdict is inconclusive where the wait can "
+            "explain the slowdown); give them fewer CPUs than the machine has (num_workers), or rerun on a quiet machine"
+        )
     if busy:
         return (
             f"{waited_for_cpu(wait)}: the test's own Python threads ({first_three(list(busy))}), or other load "
@@ -1072,7 +1080,8 @@ def ran_no_op_in_run(fn: object, steps: int, result: object = None, call: str = 
         return f"{ran}: it returned {what}, whose work had not run; make fn do the work: pass {fix}"
     return (
         f"{ran}: check that it calls the model, and does not return what would (a generator, a lambda), nor hand it "
-        f"to another thread (threading, a pool: the profiler records only the thread that calls {call.rsplit('.', 1)[-1]}())"
+        "to another thread or process (threading, a pool, multiprocessing, mp.spawn: the profiler records only the "
+        f"thread that calls {call.rsplit('.', 1)[-1]}())"
     )
 
 

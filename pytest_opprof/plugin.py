@@ -916,7 +916,7 @@ def _take_profile(
         result.profile = fixture.profile
         result.clocks, result.unreliable = fixture.clocks, fixture.unreliable
         result.cpu_wait = fixture.cpu_wait
-        if contended := contention_check(fixture.cpu_wait, fixture.profile.other_threads):
+        if contended := contention_check(fixture.cpu_wait, fixture.profile.other_threads, fixture.child_processes):
             _add_check(item, contended)
     if result.profile is not None:
         result.captures = fixture.captures

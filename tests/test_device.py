@@ -336,3 +336,23 @@ def test_a_mig_instance_reads_the_facts_of_the_gpu_that_holds_it(fake_gpu, monke
     monkeypatch.setattr(device, "_torch_facts", lambda: fake_nvml.torch_gpu(uuid="GPU-1234-abcd"))
     facts, handle = device_facts(Nvml())
     assert handle is parent and facts["sm_clock_mhz"] == 1700 and facts["driver"] is not None
+
+
+def test_child_processes_counts_this_processs_children():
+    """The test's own processes (DataLoader workers, ranks) are read from /proc for the contention
+    warning: one started is counted, and gone once it ended."""
+    import subprocess
+    import sys
+
+    from pytest_opprof.device import child_processes
+
+    before = child_processes()
+    if before is None:
+        pytest.skip("no /proc here")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child_processes() == before + 1
+    finally:
+        child.kill()
+        child.wait()
+    assert child_processes() == before

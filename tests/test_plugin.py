@@ -1338,7 +1338,8 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
             "(test_generator.<locals>.<lambda>) ran no torch operator in its 4 profiled steps: it returned a "
             "generator, whose work had not run; make fn do the work: pass lambda: list(fn(...))",
             "opprof: the measurement cannot be trusted, * opprof.run()'s fn (test_thread.<locals>.in_thread) ran no "
-            "torch operator in its 2 profiled steps: *nor hand it to another thread*",
+            "torch operator in its 2 profiled steps: *nor hand it to another thread or process (threading, a pool, "
+            "multiprocessing, mp.spawn: *",
             "opprof: the measurement cannot be trusted, * nothing ran under the profiler; the `with opprof.capture():` "
             "block ran no torch operator: put the model's call inside it, on the test's own thread (the profiler "
             "records that thread: a model run in another thread or process is not seen)",

@@ -351,6 +351,25 @@ def test_contention_beside_a_busy_thread_of_the_tests_own_names_it(pytester, mon
     assert "the test's own Python threads (busy-loop: 100.0 ms of CPU)" in check.message
 
 
+def test_contention_beside_the_tests_own_child_processes_names_them(pytester, monkeypatch, fake_clock):
+    """A trial's DataLoader workers and second rank made the test's threads wait for a CPU, and
+    the warning blamed other load on the machine and asked for a quiet one, which none is: the
+    test's own child processes (counted around the capture) are named, with a fix that helps."""
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
+    monkeypatch.setattr(device, "child_processes", lambda: 2)
+    pytester.makepyfile(MEASURED)
+    result = run(pytester, "--opprof")
+    result.stdout.fnmatch_lines(
+        [
+            "*::test_x: warning contention: the test's threads waited for a CPU 50% of the capture: the test's own 2 "
+            "child processes (DataLoader workers, ranks it started), or other load on the machine, inflated its CPU "
+            "times; *; give them fewer CPUs than the machine has (num_workers), or rerun on a quiet machine",
+        ]
+    )
+    monkeypatch.setattr(device, "child_processes", lambda: None)  # no /proc: as before
+    assert "child process" not in run(pytester, "--opprof").stdout.str()
+
+
 def test_a_contended_first_measurement_is_not_what_the_recording_writes(pytester, monkeypatch, fake_clock):
     """A trial on a loaded runner: the first measurement waited for a CPU and the file held it.
     The recording's further measurements were calm: the file holds the first of them, and the

@@ -536,14 +536,18 @@ CONTENTION = "contention"  # the warning of a capture whose threads waited for a
 BUSY_THREAD_MS = 1.0  # CPU an other Python thread used in a capture from which it is named a cause of contention
 
 
-def contention_check(cpu_wait: float | None, threads: Sequence[OtherThread] = ()) -> Check | None:
+def contention_check(
+    cpu_wait: float | None, threads: Sequence[OtherThread] = (), child_processes: int = 0
+) -> Check | None:
     """The `contention` warning of a capture whose threads waited for a CPU over CONTENTION_LIMIT
     of it (the plugin's, and read back from an exported trace's header); `threads`: the other
-    Python threads that ran in it, those that used CPU named as a cause besides other load."""
+    Python threads that ran in it, those that used CPU named as a cause besides other load;
+    `child_processes`: the test's own processes alive around it (DataLoader workers, ranks: a
+    trial's were called other load on the machine, and the fix a quiet machine)."""
     if cpu_wait is None or cpu_wait <= CONTENTION_LIMIT:
         return None
     busy = [other_thread_words(t) for t in threads if (t.cpu_ms or 0) >= BUSY_THREAD_MS or _ran_unmeasured(t)]
-    return Check(CONTENTION, WARNING, contended_capture(cpu_wait, busy))
+    return Check(CONTENTION, WARNING, contended_capture(cpu_wait, busy, child_processes))
 
 
 def overhead_check(ratio: float, cpu_wait: float | None = None) -> Check | None:
