@@ -1231,6 +1231,7 @@ def settle_cpus(seconds: float, threads: int | None = None) -> None:
     0.3 s after the process idled ran 1.5-3x slower in 16 of 30 windows, after 0.5 s of this in
     9 of 30 (after a busy Python loop on one thread: 16 of 30; python bench/spells.py)."""
     torch = _torch()
+    keep_forked_children_working(torch)
     with torch.no_grad(), _on_threads(torch, threads):
         ones = torch.ones(_SETTLE_ELEMENTS, device="cpu")  # not the test's default device
         out = torch.empty_like(ones)
@@ -1240,7 +1241,30 @@ def settle_cpus(seconds: float, threads: int | None = None) -> None:
 
 
 def _references(torch: Any) -> tuple[int, int]:
+    keep_forked_children_working(torch)
     return machine_reference_ns(torch), dispatch_reference_ns(torch)
+
+
+_FORK_HOOKED: list[bool] = []  # once per process: os.register_at_fork hooks cannot be taken back
+
+
+def keep_forked_children_working(torch: Any) -> None:
+    """Before opprof runs parallel torch work of its own (the references, settling the CPUs): a
+    child forked after it gets one torch thread. GNU OpenMP does not survive a fork: once the
+    parent ran a parallel region, a forked child's next one waits for the parent's pool threads,
+    which the child has not, for ever (a trial's test forking after run() hung under --opprof
+    only: its own 64x64 products ran no parallel region, the 256x256 reference did). One thread
+    runs no team; DataLoader workers set it so too. A child that exec()s is untouched."""
+    if _FORK_HOOKED or not hasattr(os, "register_at_fork"):
+        return
+    _FORK_HOOKED.append(True)
+    os.register_at_fork(after_in_child=functools.partial(_one_thread, torch))
+
+
+def _one_thread(torch: Any) -> None:
+    with suppress(Exception):  # a child must not fail for this
+        if torch.get_num_threads() > 1:
+            torch.set_num_threads(1)
 
 
 WORKLOAD_BUDGET_NS = 20_000_000  # a large product is replayed fewer times (one call past this)
@@ -1277,6 +1301,7 @@ def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
             for shape, t in zip(choice.shapes, choice.dtypes)
         ]
         product = getattr(torch, choice.op.split("::")[1])
+        keep_forked_children_working(torch)
         with torch.no_grad():
             start = clock.now_ns()
             product(*tensors)  # a shape mismatch raises here, before any timing

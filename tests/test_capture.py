@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import inspect
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -1697,3 +1698,39 @@ def test_a_one_step_capture_says_its_times_include_recording_inputs():
     measured = measure(infer, model, x, warmup=0, steps=2)
     assert measured.to_dict()["times_include_inputs"] is False
     assert "recording inputs" not in measured.table()
+
+
+FORKS_AFTER_MEASURE = """
+import multiprocessing as mp, sys, torch
+from pytest_opprof import measure
+
+def child(q):
+    x = torch.randn(64, 64)
+    for _ in range(50):
+        x = x @ x / 64
+    q.put(torch.get_num_threads())
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    measure(lambda: torch.ones(4) + 1, warmup=0, steps=1)  # runs opprof's 256x256 reference
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=child, args=(q,))
+    p.start()
+    try:
+        print("child threads:", q.get(timeout=20))
+    finally:
+        p.kill()
+        p.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_child_forked_after_a_measurement_does_not_hang(tmp_path):
+    """A trial's test forked a child after run() and hung under --opprof only: opprof's 256x256
+    reference ran a GNU OpenMP parallel region, and a forked child's next one waits for pool
+    threads it has not. A child forked after opprof's own parallel work runs on one torch thread."""
+    script = tmp_path / "forks.py"
+    script.write_text(FORKS_AFTER_MEASURE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "child threads: 1" in done.stdout
