@@ -708,11 +708,11 @@ def _significant(high: list[float], low: list[float]) -> tuple[bool, float]:
 
 STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
 OUTSIDE_WENT = {  # where the wall's own move went, measured outside the ops, by direction
-    True: "the time went there (Python code, hooks, data preparation)",
+    True: "the time went there (Python code, hooks, data preparation, a wait for another thread or process)",
     False: "the time was saved there (Python code, hooks, data preparation)",
 }
 OUTSIDE_OPS = {  # why the wall moved when no operator did, by direction
-    True: "no operator got slower: the time went outside them (Python code, hooks, data preparation)",
+    True: "no operator got slower: the time went outside them (Python code, hooks, data preparation, a wait for another thread or process)",
     False: "no operator explains it: the time was saved outside them (Python code, hooks, data "
     "preparation) or in many small moves",
 }
@@ -1178,7 +1178,7 @@ def _outside_ops(slower: bool, explained_ms: float) -> str:
     if slower and explained_ms > 0:
         return (
             f"the ops' own slowdowns account for {explained_ms:.3f} ms of it: the rest went outside "
-            "them (Python code, hooks, data preparation)"
+            "them (Python code, hooks, data preparation, a wait for another thread or process)"
         )
     return OUTSIDE_OPS[slower]
 

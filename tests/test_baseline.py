@@ -1654,7 +1654,7 @@ def test_a_step_slower_outside_its_operators_is_a_time_regression_on_the_step_wa
     assert (verdict.kind, verdict.status, verdict.op) == (TIME, "regressed", STEP_WALL)
     assert verdict.message.startswith(
         "step wall: 20.000 ms/step vs baseline 10.000 ms (+100%, slower; no operator got slower: "
-        "the time went outside them (Python code, hooks, data preparation); limit +20%, p="
+        "the time went outside them (Python code, hooks, data preparation, a wait for another thread or process); limit +20%, p="
     )
     assert verdict.message.endswith(") [b.json]") and c.failing(Rule()) == [verdict]
     faster = compare(walled(doc(profile()), 5.0), walled(doc(profile()), 10.0), Rule()).verdicts
@@ -1684,7 +1684,7 @@ def test_the_step_wall_is_judged_on_the_time_outside_the_ops():
     assert (wall.status, wall.message, wall.base_ms, wall.new_ms) == (
         "regressed",
         "step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+103% of its 1.100 ms step, slower; the "
-        "time went there (Python code, hooks, data preparation); limit +20%, p=0.00656) [b.json]",
+        "time went there (Python code, hooks, data preparation, a wait for another thread or process); limit +20%, p=0.00656) [b.json]",
         0.3,
         1.43,
     )
@@ -1766,7 +1766,7 @@ def test_a_slower_op_explains_only_its_own_share_of_a_slower_wall():
     assert wall.status == "regressed"
     assert wall.message.startswith(
         "step wall: 10.000 ms/step vs baseline 1.000 ms (+900%, slower; the ops' own slowdowns account for "
-        "1.400 ms of it: the rest went outside them (Python code, hooks, data preparation); limit +20%"
+        "1.400 ms of it: the rest went outside them (Python code, hooks, data preparation, a wait for another thread or process); limit +20%"
     )
     within = walled(doc(profile(addmm_us=(1400,) * 8)), 3.0).replace(reference_ms=1.75, dispatch_reference_ms=0.0175)
     wall = {v.op: v for v in compare(within, base, Rule()).verdicts}[STEP_WALL]  # 0.6 ms beyond the ops: x1.6

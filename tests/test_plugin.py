@@ -2703,7 +2703,7 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
         [
             "test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline; *",
             "test_base.py::test_big: time: step wall: 0.800 ms/step outside the ops vs baseline 0.000 ms (+133% of "
-            "its 0.600 ms step, slower; the time went there (Python code, hooks, data preparation); limit +20%, "
+            "its 0.600 ms step, slower; the time went there (Python code, hooks, data preparation, a wait for another thread or process); limit +20%, "
             "p=*) [[].opprof/cpu-*/test_big.json[]]",
         ]
     )
