@@ -326,10 +326,11 @@ def python_tracer() -> str | None:
     return next((str(name) for name in names if name), None)
 
 
-def child_processes() -> int | None:
-    """How many child processes this process has now (Linux /proc: each thread's `children`):
-    DataLoader workers, ranks it spawned, whose CPU use the test's own wait counts as other load.
-    None where /proc does not say."""
+def child_cpu_ticks() -> dict[str, int] | None:
+    """The CPU time (clock ticks) each child process of this one has used so far, by pid (Linux
+    /proc: each thread's `children`, a child's `stat`); zombies left out. None where /proc does
+    not say. Read around a capture: the children whose CPU grew in it ran beside it (DataLoader
+    workers, ranks), not an idle one (multiprocessing's resource tracker lives on for the session)."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
@@ -341,7 +342,24 @@ def child_processes() -> int | None:
                 pids.update(file.read().split())
         except OSError:  # a thread gone meanwhile, or a kernel without the file
             continue
-    return len(pids)
+    found = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":  # state; utime and stime are fields 14 and 15 of the whole line
+            found[pid] = int(fields[11]) + int(fields[12])
+    return found
+
+
+def busy_children(before: dict[str, int] | None, after: dict[str, int] | None) -> int:
+    """How many child processes used CPU between two child_cpu_ticks readings (one started in
+    between counts by what it used)."""
+    if before is None or after is None:
+        return 0
+    return sum(1 for pid, ticks in after.items() if ticks > before.get(pid, 0))
 
 
 def cpu_wait_ns() -> int | None:

@@ -221,8 +221,8 @@ class OpprofFixture:
         self.clocks: list[dict[str, Any]] = []  # those of the latest finished capture
         self.unreliable: str | None = None  # why the GPU clocks make its times incomparable
         self._host: list[tuple[int, int | None]] = []  # (wall ns, CPU wait ns) around the capture
-        self._children: list[int] = []  # the child processes alive at its start and end
-        self.child_processes = 0  # the most of them, in the latest finished capture
+        self._children: list[dict[str, int] | None] = []  # child processes' CPU ticks at its start and end
+        self.child_processes = 0  # those that used CPU in the latest finished capture
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
@@ -578,7 +578,7 @@ class OpprofFixture:
 
     def _probe(self) -> None:
         self._sample(self._host, self._clocks)
-        self._children.append(device.child_processes() or 0)
+        self._children.append(device.child_cpu_ticks())
 
     def _sample(self, host: list[tuple[int, int | None]], clocks: list[Any]) -> None:
         """Host time and CPU wait, and a GPU clock sample, just before or after a capture."""
@@ -646,7 +646,7 @@ class OpprofFixture:
         self.unreliable = device.unreliable_reason(self._clocks)
         self.cpu_wait = _wait_of(self._host)
         self.cpu_waited_ms = _waited_per_step(self._host, profile)
-        self.child_processes = max(self._children, default=0)
+        self.child_processes = device.busy_children(self._children[0], self._children[-1]) if self._children else 0
         self._profile = profile = _overhead_under_load(profile, self.cpu_wait)
         self.python_tracer = device.python_tracer()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]

@@ -338,21 +338,38 @@ def test_a_mig_instance_reads_the_facts_of_the_gpu_that_holds_it(fake_gpu, monke
     assert handle is parent and facts["sm_clock_mhz"] == 1700 and facts["driver"] is not None
 
 
-def test_child_processes_counts_this_processs_children():
-    """The test's own processes (DataLoader workers, ranks) are read from /proc for the contention
-    warning: one started is counted, and gone once it ended."""
+def test_busy_children_counts_the_children_that_used_cpu_in_between():
+    """The test's own processes beside a capture (DataLoader workers, ranks) are read from /proc
+    for the contention warning: a child that used CPU between two readings counts; an idle one
+    (multiprocessing's resource tracker lives on for the session) and a zombie do not (a review
+    found both counted as the test's own)."""
     import subprocess
     import sys
+    import time
 
-    from pytest_opprof.device import child_processes
+    from pytest_opprof.device import busy_children, child_cpu_ticks
 
-    before = child_processes()
+    before = child_cpu_ticks()
     if before is None:
         pytest.skip("no /proc here")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    spin = "import time\nwhile time.process_time() < 0.05:\n    pass\nprint('spun', flush=True)\ntime.sleep(30)"
+    busy = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
-        assert child_processes() == before + 1
+        assert busy.stdout is not None and busy.stdout.readline() == "spun\n"
+        for _ in range(2000):  # exited, not waited for (poll() would reap it): a zombie
+            with open(f"/proc/{done.pid}/stat") as file:
+                if file.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        after = child_cpu_ticks()
+        assert after is not None and str(done.pid) not in after
+        assert str(busy.pid) in after and str(idle.pid) in after
+        started = {**before, str(idle.pid): after[str(idle.pid)]}  # idle: its start-up before the first reading
+        assert busy_children(started, after) == 1
+        assert busy_children(None, after) == 0
     finally:
-        child.kill()
-        child.wait()
-    assert child_processes() == before
+        for child in (busy, idle, done):
+            child.kill()
+            child.wait()

@@ -356,7 +356,8 @@ def test_contention_beside_the_tests_own_child_processes_names_them(pytester, mo
     the warning blamed other load on the machine and asked for a quiet one, which none is: the
     test's own child processes (counted around the capture) are named, with a fix that helps."""
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
-    monkeypatch.setattr(device, "child_processes", lambda: 2)
+    readings = iter(range(10**6))  # each reading: two children that used CPU since the last, one idle
+    monkeypatch.setattr(device, "child_cpu_ticks", lambda: {"7": next(readings), "8": next(readings), "9": 1})
     pytester.makepyfile(MEASURED)
     result = run(pytester, "--opprof")
     result.stdout.fnmatch_lines(
@@ -366,7 +367,7 @@ def test_contention_beside_the_tests_own_child_processes_names_them(pytester, mo
             "times; *; give them fewer CPUs than the machine has (num_workers), or rerun on a quiet machine",
         ]
     )
-    monkeypatch.setattr(device, "child_processes", lambda: None)  # no /proc: as before
+    monkeypatch.setattr(device, "child_cpu_ticks", lambda: None)  # no /proc: as before
     assert "child process" not in run(pytester, "--opprof").stdout.str()
 
 
