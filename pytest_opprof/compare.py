@@ -79,6 +79,7 @@ class Machine:
     python_tracer: str | None = None  # what traced Python during the capture (coverage, a debugger)
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
+    pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
 
     @property
     def contended(self) -> bool:
@@ -755,8 +756,8 @@ def _time(
     wall = _judged(
         STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added, outside=outside
     )
-    if wall is None and outside is not None:
-        wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, wall=True)
+    if wall is None and outside is not None and new_wall and old_wall:
+        wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
     return verdicts + ([wall] if wall is not None else [])
 
 
@@ -764,7 +765,13 @@ MEDIAN_MOVE = 3.0  # identical code's per-step medians ranged x1.9 between idle 
 
 
 def _most_steps_slower(
-    name: str, new_s: list[float], old_s: list[float], rule: Rule, machine: Machine, where: str, wall: bool = False
+    name: str,
+    new_s: list[float],
+    old_s: list[float],
+    rule: Rule,
+    machine: Machine,
+    where: str,
+    step_ms: float | None = None,
 ) -> Verdict | None:
     """The time rule judges per-step minima, which a slowdown of most steps but not the fastest
     leaves where it was: a trial's DataLoader whose workers got x13 slower kept one step a step
@@ -773,21 +780,24 @@ def _most_steps_slower(
     that explains none of it (a CPU wait, a tracer, a throttled GPU, compilation in the steps),
     the test is inconclusive on it, saying so: never a failure (the fastest step held), never a
     pass in silence. A CPU wait explains it up to CONTENTION_SLACK times the ms it waited a step
-    (the trial's own DataLoader workers made it wait 2 ms of a 9 ms step). `wall`: the samples
-    are the steps' time outside the ops."""
+    (the trial's own DataLoader workers made it wait 2 ms of a 9 ms step). `step_ms`: the samples
+    are the steps' time outside the ops, and the move must pass the margin of the baseline's
+    fastest step as the wall rule's does (a review's 0.1 -> 0.4 ms outside a 10 ms step read x4)."""
     if min(len(new_s), len(old_s)) < MIN_TIME_STEPS or machine.python_tracer or machine.gpu_unreliable:
+        return None
+    if machine.pooled:  # one measurement's slow spell beside a calm one is what confirmations clear
         return None
     new_ms, old_ms, top_ms = median(new_s), median(old_s), max(old_s)
     if (
         new_ms < MEDIAN_MOVE * old_ms
-        or new_ms - old_ms <= rule.min_delta_ms
+        or new_ms - old_ms <= (rule.min_delta_ms if step_ms is None else _margin(step_ms, rule))
         or new_ms <= top_ms + _margin(top_ms, rule)
     ):
         return None
     waited = machine.waited_ms_per_step  # a wait that can explain the move (the trial's workers' 2 ms of 9 cannot)
     if machine.compiled_in or (machine.contended and (waited is None or new_ms - old_ms <= CONTENTION_SLACK * waited)):
         return None
-    what = " outside the ops" if wall else ""
+    what = " outside the ops" if step_ms is not None else ""
     why = (
         f"most steps slowed beyond every baseline step (up to {top_ms:.3f} ms) while the fastest held "
         f"({min(new_s):.3f} vs {min(old_s):.3f} ms), and time is judged on the fastest: a wait in some steps (for "

@@ -415,6 +415,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         calm.waited_ms_per_step if calm else None,
         # the pooled steps: the first's, then the second's
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
+        pooled=True,
     )
 
 
