@@ -66,18 +66,26 @@ def is_known_op(name: str, ran: Iterable[str] = ()) -> bool:
 
 def _known_in_namespace(namespace: str, op: str, ran: Iterable[str]) -> bool:
     """Whether an op of another namespace is known: where an op of that namespace ran (its library
-    is loaded), torch's dispatcher holds one of this name, overloads aside (`onednn::qadd` has
-    only named ones). A namespace none of whose ops ran cannot be checked: True (torch fills some
-    as modules load: `prims::fma` comes with Inductor, and a review's order of tests decided).
+    is loaded), torch registers one of this name, overloads aside (`onednn::qadd` has only named
+    ones). A namespace none of whose ops ran cannot be checked: True (torch fills some as modules
+    load: `prims::fma` comes with Inductor, and a review's order of tests decided); nor one torch
+    registers no op in (`torch::autograd::AccumulateGrad` is an event, not a registered op).
     A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
+    if not any(name.startswith(f"{namespace}::") for name in ran):
+        return True
+    known = _registered(namespace)
+    return not known or op.split(".")[0] in known
+
+
+def _registered(namespace: str) -> set[str]:
+    """The ops torch registers in a namespace, bare and overloads folded: the dispatcher's and
+    TorchScript's schemas (`prim::` ops are only there, and aten's `Int`); empty where it
+    registers none there, or cannot say."""
+    torch_c = _torch()._C
     prefix = f"{namespace}::"
-    if not any(name.startswith(prefix) for name in ran):
-        return True
-    all_names = getattr(_torch()._C, "_dispatch_get_all_op_names", None)
-    if all_names is None:
-        return True
-    known = {name[len(prefix) :].split(".")[0] for name in all_names() if name.startswith(prefix)}
-    return op.split(".")[0] in known
+    names = [*getattr(torch_c, "_dispatch_get_all_op_names", list)()]
+    names += [schema.name for schema in getattr(torch_c, "_jit_get_all_schemas", list)()]
+    return {name[len(prefix) :].split(".")[0] for name in names if name.startswith(prefix)}
 
 
 def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
@@ -85,7 +93,9 @@ def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
     that `ran`): a contract trial's `assert_no_op("aten::copyy*")` passed forever, matching
     nothing. A glob without a namespace, or with a glob in it, may mean a kernel, a copy, a range
     or a backward node (`*copy*`, `Memcpy DtoH*`, `*Backward0`): True. Another namespace is
-    checked where an op of it ran, as _known_in_namespace says."""
+    checked where an op of it ran and torch registers ops in it, as _known_in_namespace says
+    (`autograd::engine::evaluate_function: ToCopyBackward*` is an event's name: a review's was
+    refused beside a backward pass). Case counts, as names match (fnmatchcase)."""
     namespace, sep, _ = pattern.partition("::")
     if not sep or _GLOB.search(namespace):
         return True
@@ -95,11 +105,10 @@ def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
             return False
         if not any(name.startswith(f"{namespace}::") for name in ran):
             return True
-    all_names = getattr(_torch()._C, "_dispatch_get_all_op_names", None)
-    if all_names is None:
+    known = _registered(namespace)
+    if not known:
         return True
-    folded = {name.split(".")[0] for name in all_names() if name.startswith(f"{namespace}::")}
-    return bool(fnmatch.filter([*folded, *ran], pattern))
+    return any(fnmatch.fnmatchcase(name, pattern) for name in [*(f"{namespace}::{op}" for op in known), *ran])
 
 
 def _known_node(name: str, stem: str) -> bool:

@@ -288,6 +288,10 @@ def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
         ("a*::mm", True),
         ("Memcpy DtoH*", True),
         ("*Backward0", True),
+        ("prim::*", True),  # prim ops are TorchScript schemas only (a review's was refused)
+        ("prim::Constan*", True),
+        ("prim::Constann*", False),
+        ("aten::Int*", True),  # aten's TorchScript-only schemas
     ],
 )
 def test_is_known_op_checks_aten_names_and_their_separator(name, known):
@@ -306,6 +310,11 @@ def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     ran = ["aten::addmm", "quantized::linear_dynamic", "onednn::qmul"]  # the capture's op names
     assert is_known_op(name, ran) is known
     assert is_known_op("quantized::linear_dynamc") is True  # no quantized op ran: unchecked
+    # events of namespaces torch registers no op in, beside a backward pass's: unchecked (a review)
+    backward = [*ran, "autograd::engine::evaluate_function: AddmmBackward0", "torch::autograd::AccumulateGrad"]
+    assert is_known_op("autograd::engine::evaluate_function: ToCopyBackward*", backward) is True
+    assert is_known_op("torch::autograd::CopySlices", backward) is True
+    assert is_known_op("torch::autograd::Copy*", backward) is True
 
 
 def test_from_profiler_reads_torch_schedule_steps():
