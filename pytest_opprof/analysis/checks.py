@@ -631,17 +631,20 @@ def unprofiled_kernels_check(profile: Profile) -> Check | None:
     without its C++ kernel profiling (before measure(), which turns it on only for what compiles
     inside it), so their kernels' time sits in the graph call's self time (a library trial's
     `torch.compile(g)` called once before measure() read only `CompiledFxGraph`, every check ok).
-    Asked only where the profiling was off when the capture began."""
+    Asked only where the profiling was off when the capture began. A graph of library calls only
+    has no kernel of Inductor's either, which a profile cannot tell apart: the warning says both."""
     graph = profile.op(FX_GRAPH)
     if graph is None or not graph.calls or profile.kernels:
         return None
     if any(INDUCTOR_CPU_KERNEL.match(op.name) for op in profile.ops):
         return None
+    own = 100 * graph.self_cpu_ns / max(graph.cpu_ns, 1)
     return Check(
         "compiled_kernels",
         WARNING,
-        f"compiled code ran ({FX_GRAPH} x{graph.calls}) and none of its kernels shows: Inductor compiled it without "
-        f"its kernel profiling, so their time is in {FX_GRAPH}'s self time; set "
+        f"compiled code ran ({FX_GRAPH} x{graph.calls}) and no kernel of Inductor's shows: it was compiled without "
+        f"Inductor's kernel profiling, their time then in {FX_GRAPH}'s self time ({own:.0f}% of its time), or it "
+        "has none (a graph of library calls only, one matmul say); to show them, set "
         "torch._inductor.config.cpp.enable_kernel_profile = True before compiling (measure() does so for what "
         "compiles inside it)",
     )
