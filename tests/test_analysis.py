@@ -764,3 +764,12 @@ def test_analyze_reads_events_built_from_the_public_event():
         profile = analyze(given)
         assert profile.op("aten::mm").calls == 2 and profile.op("aten::mm").cpu_ns == 8_000
     assert analyze([]).ops == ()
+
+    class Name(str):  # numpy.str_ is one: a review's raised a bare StopIteration
+        pass
+
+    class Ns(int):
+        pass
+
+    subclassed = [PublicEvent("cpu_op", Name("aten::mm"), Ns(0), Ns(5_000), 1, 1)]
+    assert analyze(subclassed).op("aten::mm").calls == 1

@@ -112,8 +112,10 @@ def _checked_table(events: object) -> EventTable:
             and set(map(type, table.dur_ns)) <= ints  # a negative one is the `durations` check's
         ):
             return table
-    index, problem = next((i, p) for i, p in enumerate(map(_event_problem, events)) if p)
-    raise OpprofUsageError(bad_event(index, problem))
+    found = next(((i, p) for i, p in enumerate(map(_event_problem, events)) if p), None)
+    if found is None:  # a subclass the columns' exact types left out (a str's, an int's): readable
+        return EventTable.from_events(events)
+    raise OpprofUsageError(bad_event(*found))
 
 
 def _event_problem(event: object) -> str | None:
