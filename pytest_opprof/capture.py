@@ -1157,6 +1157,8 @@ def _the_codes_own(thread: threading.Thread) -> bool:
         return False
     if (getattr(target, "__module__", None), getattr(target, "__qualname__", None)) in _MULTIPROCESSING_PLUMBING:
         return False
+    if type(thread).__module__ == "concurrent.futures.process":  # a process pool's manager thread
+        return False
     code = getattr(target, "__code__", None)  # torch's Python, not an op of torch's the code runs (torch.sin)
     return not (code is not None and in_torch(code.co_filename))
 

@@ -107,7 +107,8 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
         try:
             option.parse(raw)
         except ValueError as exc:
-            raise pytest.UsageError(bad_option(option.flag, raw, str(exc), source)) from None
+            overridden = f"{option.ini} in {source}, which the command line overrides in this run only"
+            raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
 
 
 def _toml_fix(option: Option, refusal: str) -> str:

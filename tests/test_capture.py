@@ -1387,6 +1387,15 @@ def test_multiprocessings_own_threads_are_not_the_codes_work(monkeypatch):
     named = {t.name for t in measure(pooled, warmup=0, steps=1).other_threads}
     assert len(named) == 1 and "Thread" in next(iter(named)), named  # the worker alone (`Thread-3 (worker)`)
 
+    from concurrent.futures import ProcessPoolExecutor
+
+    def processes():  # its manager thread hands work to processes (a review found it named)
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pool.submit(abs, -1).result()
+        return torch.cos(x)
+
+    assert measure(processes, warmup=0, steps=1).other_threads == ()
+
 
 def test_threads_are_told_apart_as_objects_and_named_without_a_cpu_reading(monkeypatch):
     """A review: a joined `alpha` whose ident a live `beta` took was never named; with no CPU

@@ -162,8 +162,13 @@ def test_plugin_can_be_disabled(pytester):
             "--opprof-require-baseline: 'sure' is not true or false (from tox.ini)",
         ),
         # an ini value a flag overrides holds in the next run without it (a contract trial's passed)
-        (["--opprof-top=3"], "opprof_top = many", "--opprof-top: 'many' is not a whole number >= 1 (from tox.ini)"),
-        (["--opprof"], "opprof = maybe", "--opprof: 'maybe' is not true or false (from tox.ini)"),
+        (
+            ["--opprof-top=3"],
+            "opprof_top = many",
+            "--opprof-top: 'many' is not a whole number >= 1 (from opprof_top in tox.ini, which the command line "
+            "overrides in this run only)",
+        ),
+        (["--opprof"], "opprof = maybe", "--opprof: 'maybe' is not true or false (from opprof in tox.ini, which the "),
     ],
 )
 def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, ini, message):
