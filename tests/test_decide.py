@@ -124,15 +124,16 @@ def test_the_calmer_measurement_judges_the_pooled_samples():
 
 def test_the_calmer_measurement_brings_its_own_wait_per_step():
     """Pooled samples are judged by the calmer measurement's wait share and its milliseconds of
-    wait per step together, never one measurement's share with the other's milliseconds."""
+    wait per step together, never one measurement's share with the other's milliseconds; the
+    machine says its samples are pooled (the median rule leaves pooled samples alone)."""
     from pytest_opprof.decide import calmer
 
     first = Measurement(doc(profile()), Machine(cpu_wait=0.5, waited_ms_per_step=9.0))
     second = Measurement(doc(profile()), Machine(cpu_wait=0.2, waited_ms_per_step=0.3))
-    assert calmer(first, second) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3)
-    assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3)
+    assert calmer(first, second) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True)
+    assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True)
     unknown = Measurement(doc(profile()), Machine())
-    assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0)
+    assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0, pooled=True)
 
 
 def test_update_all_rewrites_without_confirming_and_measures_the_ranges():
