@@ -307,6 +307,8 @@ def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     `assert_no_op("aten::copyy*")` passed forever); one without cannot be checked."""
     from pytest_opprof.opnames import is_known_op
 
+    if name == "onednn::qadd" and not any(n.startswith(name) for n in torch._C._dispatch_get_all_op_names()):
+        pytest.skip("this torch has no onednn::qadd (torch 2.6 has not)")
     ran = ["aten::addmm", "quantized::linear_dynamic", "onednn::qmul"]  # the capture's op names
     assert is_known_op(name, ran) is known
     assert is_known_op("quantized::linear_dynamc") is True  # no quantized op ran: unchecked

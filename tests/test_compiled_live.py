@@ -347,9 +347,10 @@ def test_measure_profiles_compiled_kernels_without_leaving_profiling_on(pytester
     # a model compiled before measure() with the profiling off shows no kernel: a warning says so
     # (a library trial read only CompiledFxGraph, every check ok); not for what compiled inside
     assert "compiled_kernels" not in rows.split("warned:")[1].split("\n")[0]
+    unprofiled = after != "after: 1 True" and TORCH_RELEASE >= (2, 11)  # before: no CompiledFxGraph op to read
     for line in ("again:", "captured:"):
         warned = rows.split(line)[1].split("\n")[0]
-        assert ("compiled_kernels" in warned) == (after != "after: 1 True"), (line, warned)
+        assert ("compiled_kernels" in warned) == unprofiled, (line, warned)
 
 
 def test_an_in_process_measured_run_leaves_kernel_profiling_as_it_found_it(pytester, monkeypatch):
