@@ -258,6 +258,13 @@ def main() -> int:
         print(
             f"  re-recording unchanged code under the hog: {sum(1 for c in changed if c)}/{n} runs changed a baseline file ({sum(changed)} files in all; target 0)"
         )
+    print_details(results)
+    return 0
+
+
+def print_details(results: dict[str, list[dict]]) -> None:
+    """What unchanged code's runs said (failures, and why a time was inconclusive), and why a run
+    the Python slowdown did not fail passed."""
     for name in ("idle", "hog"):
         for r in results.get(name, []):
             for test, messages in r.items():
@@ -269,7 +276,6 @@ def main() -> int:
         for test, why in r.get("inconclusive", {}).items():
             if test.endswith(MLP_TESTS["run"]) and test not in r:
                 print(f"  [python] {test} passed, time inconclusive: {why}")
-    return 0
 
 
 if __name__ == "__main__":
