@@ -170,13 +170,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and given(config, o))
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
-    if settings.measuring:  # each measured test would end in a traceback
+    if settings.measuring:
         with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
             warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
             problem = torch_import_problem()
-        if problem:
+        if problem:  # else each measured test would end in a traceback
             raise pytest.UsageError(torch_not_importable(problem))
-    if settings.measuring:
         # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
         # user's doing and not ours to show; their own warnings stay as they are.
         config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
