@@ -44,6 +44,7 @@ from .errors import (
     unseen_on_other_threads,
 )
 from .events import EventTable
+from .opnames import is_glob
 from .tables import by_shown_time, steps_or_span
 from .units import count_of, count_text, first_three, share_text
 
@@ -51,11 +52,6 @@ Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
 PERS = ("step", "call")
 _DTOH = "Memcpy DtoH*"
-_GLOB = re.compile(r"[*?]|\[.*\]")  # a `[` with no `]` after it is a literal character, as fnmatch reads it
-
-
-def is_glob(pattern: str) -> bool:
-    return bool(_GLOB.search(pattern))
 
 
 def validate_ms(name: str, value: object) -> float:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from .events import without_overload
+from .opnames import is_glob
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 
@@ -1024,7 +1025,7 @@ def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is abs
 
 
 def _not_known(pattern: str) -> str:
-    return "matches no operator torch knows" if re.search(r"[*?]|\[.*\]", pattern) else "not an operator torch knows"
+    return "matches no operator torch knows" if is_glob(pattern) else "not an operator torch knows"
 
 
 def count_mismatch(

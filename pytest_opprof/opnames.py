@@ -20,7 +20,14 @@ AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event 
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
 
 
-_GLOB = re.compile(r"[*?]|\[.*\]")  # as assertions.is_glob reads a pattern
+_GLOB = re.compile(r"[*?]|\[.*\]")  # a `[` with no `]` after it is a literal character, as fnmatch reads it
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a name asked for is a glob (`aten::*mm`, `aten::[ab]mm`), not an exact name."""
+    return bool(_GLOB.search(pattern))
+
+
 _PYTHON_SPELLING = re.compile(r"(?:torch\.)?(?:ops\.)?(aten|prim)\.(\w+)(?:\.\w+)?")  # torch.ops.aten.mm.default
 _CPP_SPELLING = re.compile(r"at::(\w+)(?:\.\w+)?")  # at::mm, ATen's C++ namespace
 
@@ -43,7 +50,7 @@ def is_known_op(name: str, ran: Iterable[str] = ()) -> bool:
     is checked only where an op of that namespace `ran` (the capture's op names): else it cannot
     be (a record_function label, a library not loaded yet): True. A glob: whether it matches
     such an op (_known_glob)."""
-    if _GLOB.search(name):
+    if is_glob(name):
         return _known_glob(name, ran)
     node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
     if node is not None:
@@ -97,7 +104,7 @@ def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
     (`autograd::engine::evaluate_function: ToCopyBackward*` is an event's name: a review's was
     refused beside a backward pass). Case counts, as names match (fnmatchcase)."""
     namespace, sep, _ = pattern.partition("::")
-    if not sep or _GLOB.search(namespace):
+    if not sep or is_glob(namespace):
         return True
     ran = list(ran)
     if namespace not in ("aten", "prim"):

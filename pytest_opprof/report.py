@@ -26,7 +26,6 @@ from tabulate import tabulate
 
 from .analysis import Check, Profile
 from .analysis.checks import CONTENTION, CONTENTION_LIMIT
-from .assertions import is_glob
 from .compare import (
     CHANGED,
     CONTENTION_WHY,
@@ -70,7 +69,7 @@ from .errors import (
 )
 from .files import safe_name, write_output
 from .htmlreport import test_section
-from .opnames import is_known_op
+from .opnames import is_glob, is_known_op
 from .tables import (
     by_shown_time,
     median_wall_ns,
