@@ -78,10 +78,16 @@ def _known_in_namespace(namespace: str, op: str, ran: Iterable[str]) -> bool:
     load: `prims::fma` comes with Inductor, and a review's order of tests decided); nor one torch
     registers no op in (`torch::autograd::AccumulateGrad` is an event, not a registered op).
     A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
-    if not any(name.startswith(f"{namespace}::") for name in ran):
-        return True
-    known = _registered(namespace)
+    known = _checkable(namespace, ran)
     return not known or op.split(".")[0] in known
+
+
+def _checkable(namespace: str, ran: Iterable[str]) -> set[str]:
+    """The ops a name in `namespace` is checked against: those torch registers there, for aten and
+    prim always, for another namespace where an op of it `ran`; empty where it cannot be checked."""
+    if namespace not in ("aten", "prim") and not any(name.startswith(f"{namespace}::") for name in ran):
+        return set()
+    return _registered(namespace)
 
 
 def _registered(namespace: str) -> set[str]:
@@ -106,13 +112,10 @@ def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
     namespace, sep, _ = pattern.partition("::")
     if not sep or is_glob(namespace):
         return True
+    if namespace not in ("aten", "prim") and namespace.strip().lower() in ("aten", "prim"):
+        return False  # `ATEN::*mm`: the namespace mistyped
     ran = list(ran)
-    if namespace not in ("aten", "prim"):
-        if namespace.strip().lower() in ("aten", "prim"):  # `ATEN::*mm`: the namespace mistyped
-            return False
-        if not any(name.startswith(f"{namespace}::") for name in ran):
-            return True
-    known = _registered(namespace)
+    known = _checkable(namespace, ran)
     if not known:
         return True
     return any(fnmatch.fnmatchcase(name, pattern) for name in [*(f"{namespace}::{op}" for op in known), *ran])
