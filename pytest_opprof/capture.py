@@ -1597,7 +1597,7 @@ def _why_empty(profile: Profile, fn: Callable[..., Any], steps: int, result: obj
     """A profile that recorded no event at all, its `events` error saying why, as opprof.run()'s
     does (a library trial's fn returned a `map`, its work not done, and read only `nothing ran
     under the profiler`)."""
-    if profile.ops or profile.kernels or profile.memory_ops or profile.ranges:
+    if not profile.recorded_nothing:
         return profile
     why = ran_no_op_in_run(fn, steps, result, call="measure")
     return replace(profile, checks=tuple(replace(c, message=why) if c.name == "events" else c for c in profile.checks))

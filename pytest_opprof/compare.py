@@ -803,11 +803,8 @@ def _most_steps_slower(
         f"({min(new_s):.3f} vs {min(old_s):.3f} ms), and time is judged on the fastest: a wait in some steps (for "
         "data from worker processes, a cache that misses)"
     )
-    message = (
-        f"{name}: {new_ms:.3f} ms/step{what} median vs baseline {old_ms:.3f} ms (x{new_ms / old_ms:.1f} "
-        if old_ms > 0
-        else f"{name}: {new_ms:.3f} ms/step{what} median vs baseline {old_ms:.3f} ms ("
-    ) + f"slower; inconclusive: {why}){where}"
+    ratio = f"x{new_ms / old_ms:.1f} " if old_ms > 0 else ""
+    message = f"{name}: {new_ms:.3f} ms/step{what} median vs baseline {old_ms:.3f} ms ({ratio}slower; inconclusive: {why}){where}"
     return Verdict(TIME, INCONCLUSIVE, message, name, old_ms, new_ms, None, why, SOME_STEPS_FIX)
 
 

@@ -126,11 +126,6 @@ def _caller_line() -> str:
     return f"{path}:{frame.f_lineno}"
 
 
-def _ran_nothing(profile: Any) -> bool:
-    """A capture that recorded no event at all: no op, kernel, memory op or range."""
-    return not (profile.ops or profile.kernels or profile.memory_ops or profile.ranges)
-
-
 def _overhead_under_load(profile: Any, wait: float | None) -> Any:
     """The profile, its overhead warning saying other load was seen where the threads waited for
     a CPU (that load, not only the profiler, may have slowed the profiled steps)."""
@@ -650,7 +645,7 @@ class OpprofFixture:
         self._profile = profile = _overhead_under_load(profile, self.cpu_wait)
         self.python_tracer = device.python_tracer()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
-        if _ran_nothing(profile):
+        if profile.recorded_nothing:
             self._trust.append(ran_nothing)
         self.error_messages = [*self._unchecked, *([untrusted_measurement(self._trust)] if self._trust else [])]
 
@@ -681,7 +676,7 @@ class OpprofFixture:
             return
         if raised is not None:
             self._stop_raised(recorder, raised)
-        elif (profile := recorder.stop()) is not None and not (self.captures and _ran_nothing(profile)):
+        elif (profile := recorder.stop()) is not None and not (self.captures and profile.recorded_nothing):
             self._finish(profile, RAN_NO_OP_IN_BODY)  # a body that ran nothing after a fixture's capture keeps it
         self._take_refusals(recorder)
         self.stepped_aside = recorder.stepped_aside and self._profile is None

@@ -1044,6 +1044,11 @@ class Profile:
         }
 
     @property
+    def recorded_nothing(self) -> bool:
+        """No op, kernel, memory op or range: the capture recorded no event at all."""
+        return not (self.ops or self.kernels or self.memory_ops or self.ranges)
+
+    @property
     def times_include_inputs(self) -> bool:
         """Whether the timed steps recorded the ops' inputs too (record_shapes: a one-step capture,
         a user's profiler so made), so their times hold that cost; measure()/run() record them in
