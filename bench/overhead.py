@@ -31,8 +31,8 @@ import torch
 
 from pytest_opprof.baseline import baseline_from_profile
 from pytest_opprof.capture import _profiling, _references, _signature_step, _step, from_profiler, measure
-from pytest_opprof.compare import Machine, Rule
 from pytest_opprof.decide import Measurement, decide
+from pytest_opprof.verdicts import Machine, Rule
 
 SUITE = """
 import torch

@@ -1201,7 +1201,7 @@ def machine_reference_ns(torch: Any) -> int:
     """The best of 8 timings of a fixed CPU workload (a 256x256 float matmul, torch's threads).
 
     Taken around every capture and stored with baselines: a time move in the machine's direction
-    is then inconclusive (compare.explained_by_machine; measurements in docs/design.md).
+    is then inconclusive (excuses.explained_by_machine; measurements in docs/design.md).
     """
     a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
     with torch.no_grad():

@@ -32,7 +32,7 @@ from .baseline import (
     scan_baseline_dir,
     stable_facts,
 )
-from .compare import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL, speed_words, work_verdicts
+from .compare import work_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -60,6 +60,7 @@ from .errors import (
     unreadable_files,
 )
 from .events import is_printable_name, printable_name
+from .excuses import speed_words
 from .files import LFS_POINTER, broken_link, lfs_pointer
 from .report import op_csv
 from .settings import parse_ms, parse_percentage
@@ -68,6 +69,7 @@ from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, si
 from .tables import profile_tables
 from .trace import load_trace
 from .units import count_of, first_three
+from .verdicts import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_TOP = 20

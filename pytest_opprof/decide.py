@@ -20,29 +20,7 @@ from .baseline import (
     read_baseline,
     write_baseline,
 )
-from .compare import (
-    CHANGED as VERDICT_CHANGED,
-)
-from .compare import (
-    MIN_TIME_STEPS,
-    QUIET_MACHINE_FIX,
-    REGRESSED,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Comparison,
-    Ignore,
-    Machine,
-    Rule,
-    Verdict,
-    compare,
-    ignored,
-    judged_base,
-    median_calls,
-    merge_measurements,
-    unconfirmed_slower,
-    work_changes,
-)
+from .compare import compare, merge_measurements, work_changes
 from .documents import BaselineDoc
 from .errors import (
     RECORD_AGAIN_FIX,
@@ -57,7 +35,24 @@ from .errors import (
     strict_inconclusive,
     unconfirmable,
 )
+from .excuses import QUIET_MACHINE_FIX
+from .timing import judged_base, unconfirmed_slower
 from .units import count_of, first_three
+from .verdicts import CHANGED as VERDICT_CHANGED
+from .verdicts import (
+    MIN_TIME_STEPS,
+    REGRESSED,
+    STRUCTURE,
+    TIME,
+    WORK,
+    Comparison,
+    Ignore,
+    Machine,
+    Rule,
+    Verdict,
+    ignored,
+    median_calls,
+)
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (

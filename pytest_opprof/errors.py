@@ -511,7 +511,7 @@ def device_against_cpu(device_side: str) -> str:
 
 
 def machine_speed_differs(speed: str, reference: str, tests: int) -> str:
-    """`speed`: compare.speed_words of B's reference time over A's."""
+    """`speed`: excuses.speed_words of B's reference time over A's."""
     return (
         f"B's machine ran the {reference} reference {speed} than A's (median of {count_of(tests, 'test')}): "
         "CPU times differ by about that much with no change to the code (another machine, or load while one "

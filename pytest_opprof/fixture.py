@@ -22,7 +22,6 @@ from . import (
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
 from .capture import StepRecorder, by_failure, run_steps, settle_cpus, validate_run_args
-from .compare import MIN_TIME_STEPS
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -43,6 +42,7 @@ from .errors import (
     waited_for_cpu,
 )
 from .opnames import is_known_op, known_op_names
+from .verdicts import MIN_TIME_STEPS
 
 Timed = Callable[[Any], bool]  # whether a time budget's failure is of time: what it limits ran in the profile
 
@@ -60,7 +60,7 @@ def _wait_of(host: list[tuple[int, int | None]]) -> float | None:
 
 def _waited_per_step(host: list[tuple[int, int | None]], profile: Any) -> float | None:
     """The ms our threads waited for a CPU in a capture, per step of it: the most that other
-    load can have added to a step (compare.explained_by_machine)."""
+    load can have added to a step (excuses.explained_by_machine)."""
     waited = device.waited_ms(host[0], host[-1]) if len(host) >= 2 else None
     steps = getattr(profile, "steps", 0)
     return None if waited is None or not steps else waited / steps

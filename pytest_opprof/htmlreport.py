@@ -20,8 +20,8 @@ from .units import count_of, count_text
 
 if TYPE_CHECKING:
     from .analysis import Check, Profile
-    from .compare import Verdict
     from .decide import BaselineResult
+    from .verdicts import Verdict
 
 TOP_BARS = 10
 

@@ -39,7 +39,6 @@ from .baseline import (
     under_other_keys,
 )
 from .capture import compiled_kernel_profiling, run_aside, torch_import_problem, torch_threads, warm_profiler
-from .compare import Machine, Rule
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
 from .device import (
     Nvml,
@@ -113,6 +112,7 @@ from .settings import (
     standing,
     trace_dir_problem,
 )
+from .verdicts import Machine, Rule
 
 MARKER = "opprof"
 BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what makes the test err (its marker, a late key hook)

@@ -26,23 +26,7 @@ from tabulate import tabulate
 
 from .analysis import Check, Profile
 from .analysis.checks import CONTENTION, CONTENTION_LIMIT
-from .compare import (
-    CHANGED,
-    CONTENTION_WHY,
-    DEFAULT_FAIL_ON,
-    ENVIRONMENT,
-    EXCUSING_FACTS,
-    FASTER_FIX,
-    INCONCLUSIVE,
-    MAX_LISTED,
-    MIN_TIME_STEPS,
-    QUIET_MACHINE_FIX,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Verdict,
-    range_span,
-)
+from .compare import EXCUSING_FACTS, MAX_LISTED
 from .decide import SPEED, TIMES_WRITTEN, BaselineResult, OpRow, lets_pass
 from .errors import (
     CUT_SHORT,
@@ -67,6 +51,7 @@ from .errors import (
     waited_for_cpu_up_to,
     with_its_id,
 )
+from .excuses import FASTER_FIX, QUIET_MACHINE_FIX
 from .files import safe_name, write_output
 from .htmlreport import test_section
 from .opnames import is_glob, is_known_op
@@ -80,7 +65,20 @@ from .tables import (
     timeline_line,
     with_more_rows,
 )
+from .timing import range_span
 from .units import count_of, count_text, first_three
+from .verdicts import (
+    CHANGED,
+    CONTENTION_WHY,
+    DEFAULT_FAIL_ON,
+    ENVIRONMENT,
+    INCONCLUSIVE,
+    MIN_TIME_STEPS,
+    STRUCTURE,
+    TIME,
+    WORK,
+    Verdict,
+)
 
 # -- the pytest run's report ------------------------------------------------------------------
 
@@ -1106,7 +1104,7 @@ def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
 
 
 def _loaded_lines(records: list[TestRecord]) -> list[str]:
-    """One line for the baselines recorded under load (compare.recorded_under_load), with the
+    """One line for the baselines recorded under load (excuses.recorded_under_load), with the
     command that records them again: re-recording keeps them (their times are inconclusive)."""
     loaded = _by_test(records, lambda b: b.under_load or 0.0)
     if not loaded:

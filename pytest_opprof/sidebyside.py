@@ -9,18 +9,18 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from .compare import (
+from .documents import BaselineDoc, KernelShare
+from .excuses import REFERENCES
+from .units import stored_ms_text
+from .verdicts import (
     DEFAULT_MIN_DELTA_MS,
     DEFAULT_TOLERANCE,
-    REFERENCES,
     STATE_NOISE,
     STEP_WALL,
     median_calls,
     step_cost_ms,
     steps_run,
 )
-from .documents import BaselineDoc, KernelShare
-from .units import stored_ms_text
 
 SIDE_STATS = ("median", "min")
 

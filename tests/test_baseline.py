@@ -24,12 +24,11 @@ from pytest_opprof.baseline import (
     round_sig,
     write_baseline,
 )
-from pytest_opprof.compare import (
+from pytest_opprof.compare import _flops_change, compare, merge_measurements, work_changes
+from pytest_opprof.documents import ENVIRONMENT_KEYS, BaselineDoc, KernelShare, WorkEntry
+from pytest_opprof.excuses import FASTER_FIX, LOADED_FIX, QUIET_MACHINE_FIX, SLOWER_MACHINE_FIX
+from pytest_opprof.verdicts import (
     ENVIRONMENT,
-    FASTER_FIX,
-    LOADED_FIX,
-    QUIET_MACHINE_FIX,
-    SLOWER_MACHINE_FIX,
     STEP_WALL,
     STRUCTURE,
     TIME,
@@ -38,13 +37,8 @@ from pytest_opprof.compare import (
     Machine,
     Rule,
     Verdict,
-    _flops_change,
-    compare,
-    merge_measurements,
     rank_test_p,
-    work_changes,
 )
-from pytest_opprof.documents import ENVIRONMENT_KEYS, BaselineDoc, KernelShare, WorkEntry
 
 NODE = "tests/test_mlp.py::test_fwd"
 ENV = {"torch": "2.13.0", "cuda": None, "cpu_model": "x"}
@@ -495,8 +489,8 @@ def test_a_structure_verdict_lists_the_costliest_change_first_and_every_change_f
     """A trial's vanished attention op sat in `and 4 more` behind small ops that came first by
     name: changes are ordered by the baseline's time per step, and the verdict carries every
     change (`changes`: op, calls before and now, ms) for the JSON, -v and an xdist worker alike."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     small = tuple(f"aten::a{i:02}" for i in range(14))  # 5 us each, named before aten::linear
     new = doc(profile(extra_ops=small, linear=False))
@@ -1590,8 +1584,8 @@ def test_a_hand_edited_cpu_wait_is_an_error_naming_the_file(tmp_path, wait, reas
 def test_a_baseline_recorded_under_load_holds_its_wait_and_one_recorded_calm_none(tmp_path):
     """The written measurement's CPU wait is kept where it was contended (a later run names the
     baseline), as capture.cpu_wait; a calm one writes no key (files as before)."""
-    from pytest_opprof.compare import Machine, Rule
     from pytest_opprof.decide import Measurement, decide
+    from pytest_opprof.verdicts import Machine, Rule
 
     loaded = decide(Measurement(doc(profile()), Machine(cpu_wait=1.2712)), None, Rule(), "changed").write
     assert loaded.recorded_wait == 1.271 and loaded.to_dict()["capture"]["cpu_wait"] == 1.271  # 4 significant digits
@@ -2101,7 +2095,7 @@ def test_gone_test_files_names_the_baselines_of_test_files_that_no_longer_exist(
 
 def test_a_move_that_rounds_to_the_limit_shows_a_decimal():
     """A trial read `(+20%, slower; limit +20%)`: at the limit in whole percents, one decimal."""
-    from pytest_opprof.compare import _pct
+    from pytest_opprof.timing import _pct
 
     assert (_pct(20.4, 0.2), _pct(-19.6, 0.2), _pct(24.0, 0.2), _pct(240.0, 0.2)) == (
         "+20.4%",

@@ -53,8 +53,9 @@ def test_inductor_cpu_kernels_lose_their_process_wide_graph_number():
     baseline written with the numbers reads under the stable names (two kernels of one name
     summed), and an assertion may still name the kernel as Inductor does."""
     from pytest_opprof.baseline import baseline_from_profile
-    from pytest_opprof.compare import Rule, compare
+    from pytest_opprof.compare import compare
     from pytest_opprof.documents import BaselineDoc
+    from pytest_opprof.verdicts import Rule
 
     first = analyze([e for n in range(1, 6) for e in compiled_step(n, n * 200)])
     later = analyze([e for n in range(1, 6) for e in compiled_step(n, n * 200, number=2)])
@@ -97,9 +98,10 @@ def test_a_baseline_recorded_before_graph_calls_were_ops_is_no_structure_change(
     such test as `+ CompiledFxGraph`. Neither is a change of the code: not compared, said once
     with the command that records them again; any other change still is one."""
     from pytest_opprof.baseline import baseline_from_profile
-    from pytest_opprof.compare import Rule, compare
+    from pytest_opprof.compare import compare
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.report import TestRecord, format_problems
+    from pytest_opprof.verdicts import Rule
 
     steps = [e for n in range(1, 4) for e in compiled_step(n, n * 200)]
     now = baseline_from_profile(analyze(steps), "t.py::test_c", "cpu", {})
@@ -175,8 +177,10 @@ def test_a_op_that_ran_only_in_a_compiling_step_is_inconclusive_not_slower():
     in a step torch.compile compiled in, it is inconclusive, with the warm-up as the fix; in
     another step it is judged; pooled with a confirmation, the steps keep their places."""
     from pytest_opprof.baseline import baseline_from_profile
-    from pytest_opprof.compare import INCONCLUSIVE, REGRESSED, WARM_UP_FIX, Machine, Rule, compare
+    from pytest_opprof.compare import compare
     from pytest_opprof.decide import Measurement, calmer
+    from pytest_opprof.timing import WARM_UP_FIX
+    from pytest_opprof.verdicts import INCONCLUSIVE, REGRESSED, Machine, Rule
 
     def steps(wrapped_in: int) -> list[Event]:
         events = [e for n in range(1, 7) for e in compiled_step(n, n * 1000)]
@@ -672,7 +676,8 @@ def test_a_lost_fusion_is_a_structure_verdict():
     """The same compiled model, but Inductor no longer fuses gelu: an eager aten::gelu appears
     and the fused kernel is gone. Frame numbers and graph hashes differ and do not matter."""
     from pytest_opprof.baseline import baseline_from_profile
-    from pytest_opprof.compare import Rule, compare
+    from pytest_opprof.compare import compare
+    from pytest_opprof.verdicts import Rule
 
     def lost(n: int, t0: float) -> list[Event]:
         events = compiled_step(n, t0, frame=5, graph=HASH_B)
@@ -694,7 +699,8 @@ def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
     """A graph break, compiled code gone, or newly compiled: the structure verdict says it in words
     beside the op counts (a trial read `Torch-Compiled Region 1 -> 2/step` and worked it out)."""
     from pytest_opprof.baseline import baseline_from_profile
-    from pytest_opprof.compare import Rule, compare
+    from pytest_opprof.compare import compare
+    from pytest_opprof.verdicts import Rule
 
     def doc(events):
         return baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", {})

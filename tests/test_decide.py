@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 from test_baseline import doc, loaded_pair, mlp_profile, profile
 
-from pytest_opprof.compare import Machine, Rule
 from pytest_opprof.decide import Measurement, decide
+from pytest_opprof.verdicts import Machine, Rule
 
 
 def measured(p, wait=None, gpu=None):
@@ -165,8 +165,8 @@ def test_a_time_change_whose_confirmation_failed_is_kept():
 def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
     """BaselineResult.op_row: the terminal, CSV and HTML tables show the same baseline min,
     delta and verdict word for an op (new, recounted, slower, work changed, ok)."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.decide import BaselineResult, OpRow
+    from pytest_opprof.verdicts import Verdict
 
     result = BaselineResult(
         "b.json",
@@ -182,7 +182,7 @@ def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
     assert result.op_row("aten::addmm", 2, 1.0) == OpRow(1.0, 0.0, "work changed")
     assert result.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "calls changed")
     assert result.op_row("aten::new", 1, 0.3) == OpRow(None, None, "added")
-    from pytest_opprof.compare import Ignore
+    from pytest_opprof.verdicts import Ignore
 
     ignoring = dataclasses.replace(result, ignores=(Ignore("aten::re*", True), Ignore("aten::new", True)))
     assert ignoring.op_row("aten::relu", 2, 0.1) == OpRow(0.1, 0.0, "ignored")  # not `calls changed`
@@ -193,8 +193,8 @@ def test_every_table_gets_an_ops_baseline_columns_from_one_rule():
 def test_a_thread_change_marks_the_cpu_rows_it_moved_but_not_an_ops_own_verdict():
     """The test-wide work verdict (torch threads, no op): CPU rows say `threads changed`; a row
     with a verdict of its own, a recounted row and a device row keep theirs."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.decide import BaselineResult, OpRow
+    from pytest_opprof.verdicts import Verdict
 
     result = BaselineResult(
         "b.json",
@@ -214,8 +214,8 @@ def test_a_thread_change_marks_the_cpu_rows_it_moved_but_not_an_ops_own_verdict(
 
 def test_the_rows_of_a_capture_too_short_for_a_time_verdict_say_not_judged():
     """A one-step capture's deltas are shown, never judged: its rows said `ok` at -24% (a trial)."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.decide import BaselineResult, OpRow
+    from pytest_opprof.verdicts import Verdict
 
     untimed = "1 step (a single-step capture); time needs 5 or more on both sides"
     structure = Verdict("structure", "changed", "+ aten::clone", op="aten::clone")
@@ -406,7 +406,8 @@ def test_a_recorded_range_makes_a_slowdown_up_to_its_slowest_inconclusive():
     """Against its range (0.600-1.500 ms, written 0.600): within the tolerance of the baseline,
     no verdict; up to the slowest plus its tolerance (1.800 ms), inconclusive, said with the
     range and the limit, not a failure; beyond, a regression. Without a range the same time fails."""
-    from pytest_opprof.compare import INCONCLUSIVE, RANGE_FIX, REGRESSED, range_span
+    from pytest_opprof.timing import RANGE_FIX, range_span
+    from pytest_opprof.verdicts import INCONCLUSIVE, REGRESSED
 
     ranged = _ranged(600, 1.0, 2.5)
     assert _addmm(710, ranged) == []  # within 0.600 + 20%
@@ -429,7 +430,9 @@ def test_a_time_within_the_range_beside_a_changed_structure_is_not_told_to_recor
     node's evaluate_function) read `inconclusive: its baseline's measurements of the same code
     ranged ...; record the baseline again where the op's time holds steadier (a dedicated
     runner)`: its time moved with the change, not with the machine. It says so."""
-    from pytest_opprof.compare import AROUND_CHANGE_FIX, INCONCLUSIVE, RANGE_FIX, compare
+    from pytest_opprof.compare import compare
+    from pytest_opprof.timing import AROUND_CHANGE_FIX, RANGE_FIX
+    from pytest_opprof.verdicts import INCONCLUSIVE
 
     ranged = _ranged(600, 1.0, 2.5)
     current = doc(profile(addmm_us=(1790,) * 8))
@@ -445,7 +448,8 @@ def test_a_baseline_written_in_a_slow_spell_still_sees_a_slowdown_from_its_range
     from the written 1.4 ms, a real 0.7 -> 1.3 ms passed in silence; from the range's fastest it
     is inconclusive. Back at 0.7 ms there is no verdict, and a time beyond the fastest's
     tolerance below it is a gain."""
-    from pytest_opprof.compare import INCONCLUSIVE, compare
+    from pytest_opprof.compare import compare
+    from pytest_opprof.verdicts import INCONCLUSIVE
 
     slow_first = _ranged(1400, 0.5, 1.0)
     (verdict,) = _addmm(1300, slow_first)
@@ -497,8 +501,8 @@ def test_a_baseline_of_another_capture_is_renumbered_by_recording_and_said_by_co
     measurement where the file changes anyway; a file from before numbers gets the number of a
     later capture than the first. Comparing takes a file without a number as this capture, and,
     time failing, makes a slowdown of another capture inconclusive: run() confirmed none."""
-    from pytest_opprof.compare import INCONCLUSIVE, TIME
     from pytest_opprof.decide import CaptureMoved
+    from pytest_opprof.verdicts import INCONCLUSIVE, TIME
 
     def at(number, p=None):
         return Measurement(doc(p or profile()).replace(number=number), measured(profile()).machine)

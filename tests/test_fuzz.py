@@ -18,9 +18,10 @@ from test_baseline import shared_kernel_profile
 
 from pytest_opprof.baseline import baseline_from_profile, read_baseline, write_baseline
 from pytest_opprof.cli import main
-from pytest_opprof.compare import Rule, compare, merge_measurements
+from pytest_opprof.compare import compare, merge_measurements
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.trace import load_trace
+from pytest_opprof.verdicts import Rule
 
 VALUES: list[Any] = [None, -1, 0, 1e308, -1e308, "x", "", [], {}, [1, 2], {"a": 1}, True, 2**70, 1.5, "NaN", "12"]
 EVENT_KEYS = ["ts", "dur", "ph", "cat", "name", "pid", "tid", "args", "id", "External id", "correlation",

@@ -22,7 +22,7 @@ LAYERS = [
         "analysis.ranges",
     },  # the model
     {"trace", "capture", "breaks", "device", "assertions"},  # sources, device facts, checks on a Profile
-    {"documents", "baseline", "compare", "sidebyside"},  # documents and verdicts
+    {"documents", "baseline", "verdicts", "excuses", "timing", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture", "htmlreport", "showtables"},  # views of results; the fixture object
     {"plugin", "pluginoptions", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)

@@ -39,8 +39,8 @@ def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, no
 def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
     """Several work verdicts share one summary line counting the ops; the test-wide threads
     verdict (no op) is named, not counted as an op (a trial read `work changed in 11 ops`)."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     threads = Verdict("work", "changed", "torch threads 1 -> 2 on the same machine setup (2 cpus): ...")
     ops = [Verdict("work", "changed", f"aten::op{i}: inputs ...", op=f"aten::op{i}") for i in range(2)]
@@ -56,8 +56,8 @@ def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
 def test_the_inconclusive_line_names_the_largest_move_first():
     """A training trial's +320% step wall sat among `and 5 more` behind three ops that moved a
     few microseconds: the line names the verdicts by how much they moved a step, largest first."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     def moved(op: str, base: float, new: float) -> Verdict:
         return Verdict("time", "inconclusive", f"{op}: ...", op, base, new, 0.01, "CPU contention: ...", "rerun")
@@ -78,7 +78,7 @@ def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads
     """Two threads each waiting most of the capture: 118% reads as a sum, not as a typo."""
     from test_baseline import addmm_verdict, doc, profile
 
-    from pytest_opprof.compare import Machine
+    from pytest_opprof.verdicts import Machine
 
     verdict = addmm_verdict(doc(profile(addmm_us=(7000,) * 8)), doc(profile()), Machine(cpu_wait=1.18))
     assert verdict.why == "CPU contention: the test's threads waited for a CPU 118% of the capture (summed over them)"
@@ -87,8 +87,8 @@ def test_contention_over_the_whole_capture_says_the_share_is_summed_over_threads
 def test_a_record_crosses_from_an_xdist_worker_whole():
     """What a worker sends (`to_dict()` as JSON text) is the record the controller rebuilds: every
     field of the record and of its baseline result (the op rows stay on the worker)."""
-    from pytest_opprof.compare import Ignore, Verdict
     from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.verdicts import Ignore, Verdict
 
     verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 1.0, 0.1, 0.001, "faster", "record again")
     baseline = BaselineResult(
@@ -172,8 +172,8 @@ def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero()
 def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
     """A trial read `(=all, or a structure or work change)` where a conclusive time change of
     another op had rewritten the file: the line says =all, or the changes its other lines name."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     slow = Verdict("time", "inconclusive", "m", "aten::mm", 1.0, 1.5, 0.001, "CPU contention: ...", "rerun")
     faster = Verdict("time", "improved", "aten::relu: faster", "aten::relu", 1.0, 0.5, 0.001)
@@ -207,8 +207,8 @@ def test_a_trace_link_is_percent_encoded_relative_to_the_page(tmp_path):
 def test_a_written_change_reads_as_recorded_not_as_a_failure():
     """The structure and work lines of a file this run wrote say `recorded:`; a comparison's, a kept
     file's and a time line do not."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     extra = Verdict("structure", "changed", "structure changed: + aten::clone (1/step) [b.json]")
     work = Verdict("work", "changed", "aten::mm: shapes changed", "aten::mm")
@@ -227,8 +227,9 @@ def test_a_rewritten_baseline_of_a_quicker_run_is_not_told_to_be_rewritten_again
     """A newcomer's `=all` run, made as a baseline recorded under load asked, ended with that same
     advice (`record it again, pytest --opprof-update-baseline=all`): the file now holds this run's
     times, so a quicker run's line says there is nothing more to do."""
-    from pytest_opprof.compare import LOADED_FIX, Verdict
+    from pytest_opprof.excuses import LOADED_FIX
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     quicker = Verdict(
         "time", "inconclusive", "m", "aten::mm", 14.4, 0.17, 0.001, "the machine ran 82.64x faster", LOADED_FIX
@@ -249,8 +250,8 @@ def loaded(nodeid: str, wait: float, baseline=None) -> TestRecord:
 
 
 def inconclusive_result(status: str, why: str):
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.verdicts import Verdict
 
     verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 0.2, 6.4, 0.01, why, "rerun quietly")
     return BaselineResult(".opprof/cpu/t.py/x.json", status, verdicts=(verdict,))
@@ -298,9 +299,10 @@ def test_tests_inconclusive_on_a_faster_machine_share_one_line():
     faster' line for each of six tests: tests whose every inconclusive time says so share one
     line (the speeds, the outcome, the one command for them); a test inconclusive for that and
     another reason, or alone, keeps its lines; -v keeps each test's."""
-    from pytest_opprof.compare import FASTER_FIX, Verdict
     from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.excuses import FASTER_FIX
     from pytest_opprof.report import format_problems
+    from pytest_opprof.verdicts import Verdict
 
     def faster(speed: str, *more: Verdict) -> BaselineResult:
         why = f"the machine ran {speed}x faster than when the baseline was recorded (dispatch reference)"
@@ -331,10 +333,11 @@ def test_a_shared_lines_command_names_every_test_or_none():
     """A CI trial's environment line for fifteen tests ended `... t3 ... (-v: each test's line)`:
     pasted, it recorded three tests or failed on `...`. The command names every test; where they
     are every test a run that picked none measured, it is the bare command."""
-    from pytest_opprof.compare import FASTER_FIX, Verdict
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.errors import orphans_line
+    from pytest_opprof.excuses import FASTER_FIX
     from pytest_opprof.report import format_problems
+    from pytest_opprof.verdicts import Verdict
 
     why = "the machine ran 2.00x faster than when the baseline was recorded (dispatch reference)"
     verdict = Verdict("time", "inconclusive", "aten::mm: ...", "aten::mm", 0.4, 0.2, 0.01, why, FASTER_FIX)
@@ -486,9 +489,9 @@ def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_t
 def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
     """A review: with pytest-repeat or `--dist each`, one record of a test wrote a faster time
     and another found the file slower: the summary read `kept -1 unchanged ...; kept 1 slower`."""
-    from pytest_opprof.compare import TIME, Verdict
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.report import format_problems
+    from pytest_opprof.verdicts import TIME, Verdict
 
     path = ".opprof/cpu/t.py/test_x.json"
     slower = Verdict(TIME, "regressed", "aten::mm: slower", "aten::mm")
@@ -505,9 +508,9 @@ def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
 def test_a_file_kept_slower_with_no_confirmation_pooled_is_counted_slower():
     """A slower time kept by a recording run that pooled no confirmation (each one on throttled
     GPU clocks) is a kept slower file, not one `unchanged (... no conclusive time change)`."""
-    from pytest_opprof.compare import TIME, Verdict
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.report import format_problems
+    from pytest_opprof.verdicts import TIME, Verdict
 
     slower = Verdict(TIME, "regressed", "aten::mm: slower", "aten::mm")
     kept = BaselineResult(".opprof/cpu/t.py/test_x.json", "kept", None, verdicts=(slower,))
@@ -519,9 +522,9 @@ def test_a_change_that_fails_no_test_says_so_only_where_compared():
     """`; does not fail this test` where a comparison left the kind out of fail_on: not in a
     recording run, nor where a throttled GPU kept its file (a review: the terminal said it, the
     HTML did not); `-v` leads an op's work change with its kind, as the one-line form does."""
-    from pytest_opprof.compare import STRUCTURE, WORK, Verdict
     from pytest_opprof.errors import NOT_FAILING
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import STRUCTURE, WORK, Verdict
 
     work = Verdict(WORK, "changed", "aten::mm: inputs (float[4,4]) -> (float[8,8])", "aten::mm")
     structure = Verdict(STRUCTURE, "changed", "structure changed: + aten::tanh (1/step)")
@@ -538,8 +541,8 @@ def test_ops_inconclusive_for_their_recorded_ranges_each_name_their_own_range():
     """A trial's line named three ops and the first op's range (`aten::linear`'s 0.547-75.230 ms
     for aten::sigmoid too). Ops a recorded range made inconclusive share a line naming each range;
     one inconclusive for another reason gets a line of its own."""
-    from pytest_opprof.compare import Verdict
     from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdicts import Verdict
 
     def ranged(op, low, high, limit, now):
         why = (

@@ -263,8 +263,8 @@ def test_a_record_command_at_a_lines_end_takes_no_id_from_the_next_line():
 def test_the_strict_error_gives_the_record_command_with_the_tests_id():
     """A newcomer trial's --opprof-strict error ended `... pytest --opprof-update-baseline=all with
     the test's id`, where the run's summary line named it."""
-    from pytest_opprof.compare import FASTER_FIX
     from pytest_opprof.errors import strict_inconclusive
+    from pytest_opprof.excuses import FASTER_FIX
 
     message = strict_inconclusive("t.py::test_x[a b]", "aten::mm: ...", FASTER_FIX)
     assert "pytest --opprof-update-baseline=all 't.py::test_x[a b]', or drop --opprof-strict" in message

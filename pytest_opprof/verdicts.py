@@ -1,0 +1,299 @@
+"""What a comparison yields and the rule it follows: verdict kinds and statuses, Rule, Machine,
+Verdict, Comparison, and the per-step readings of a baseline entry that every verdict uses. Pure."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from .analysis.checks import CONTENTION_LIMIT
+from .documents import KernelEntry, MemoryEntry, OpEntry
+from .errors import unrecordable_gpu, unrecordable_tracer
+
+STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
+
+
+KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
+
+
+REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
+
+
+DEFAULT_TOLERANCE = 0.20  # how much slower than its baseline an op may get
+
+
+DEFAULT_MIN_DELTA_MS = 0.05  # time changes smaller than this (ms per step) are never verdicts
+
+
+DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
+
+
+ALPHA = 0.01  # one-sided significance for the rank test
+
+
+MIN_TIME_STEPS = 5  # steps on each side for a time verdict: the fastest half must hold 3
+
+
+CONTENTION_WHY = "CPU contention"  # how an inconclusive verdict's why begins when the wait explains it
+
+
+CONTENTION_SLACK = 1.5  # ...up to this times the ms they waited: a 20% wait explains no x3.7 step
+
+
+STATE_NOISE = 1.15  # a reference's own spread on a steady machine; beyond it the machine moved
+
+
+WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its own slowdown (x1.4: +80%)
+
+
+# ...and an op up to this: memory-bound ops (a convolution, x2.12) slow further than the cache-resident
+# references (x1.38) in a slow spell, and a trial's ops x4 on a machine x1.24 are not the machine
+OP_SLACK = 4.0
+
+
+REST_SHARE = 0.2  # the rest of a step (outside the op judged) must be this share of it to be a reference
+
+
+# A step slowed as a whole by more than this is no spell of the machine (a 2-vCPU VM's ran x1.5-3,
+# bench/spells.py): a newcomer trial's denormal weights slowed every matmul x80, the rest of the
+# step x23.5, and each op was excused by the others, every run
+SPELL_LIMIT = 4.0
+
+
+WORKLOAD_MIN_MS = 0.05  # a workload reference replayed faster than this is timer noise, no reference
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """How a measurement is compared; set per run and per test."""
+
+    tolerance: float = DEFAULT_TOLERANCE
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS
+    ignore_ops: tuple[str, ...] = ()
+    fail_on: frozenset[str] = DEFAULT_FAIL_ON
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What the time rule knows of the machine during a measurement (the references are in the
+    documents): the share of the capture our threads waited for a CPU, and why the GPU clocks
+    make device times incomparable (None: they do not)."""
+
+    cpu_wait: float | None = None
+    gpu_unreliable: str | None = None
+    python_tracer: str | None = None  # what traced Python during the capture (coverage, a debugger)
+    waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
+    compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
+    pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
+
+    @property
+    def contended(self) -> bool:
+        """Our threads waited for a CPU beyond CONTENTION_LIMIT of the capture: other load."""
+        return self.cpu_wait is not None and self.cpu_wait > CONTENTION_LIMIT
+
+    @property
+    def unrecordable(self) -> str | None:
+        """Why no baseline is written from this measurement, or None: throttled GPU clocks, or a
+        Python tracer (coverage, a debugger), which slows the Python between the ops: a trial's
+        baseline recorded under --cov held that slower step wall, and a 3x slower one passed."""
+        if self.gpu_unreliable:
+            return unrecordable_gpu(self.gpu_unreliable)
+        if self.python_tracer:
+            return unrecordable_tracer(self.python_tracer)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One op (or memory op) of a structure verdict: its median calls per step in the baseline
+    (`was`) and now, its time per step (ms: the baseline's, this run's for an added op; what orders
+    the list, the same for every run against one baseline), and the verdict's words for it
+    (`- aten::sdpa (was 1/step)`)."""
+
+    op: str
+    was: float
+    now: float
+    ms: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "was": self.was, "now": self.now, "ms_per_step": round(self.ms, 6), "text": self.text}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Change:
+        return cls(data["op"], data["was"], data["now"], data["ms_per_step"], data["text"])
+
+
+@dataclass(frozen=True, slots=True)
+class Differs:
+    """One fact of an environment verdict: what it was when the baseline was recorded, and now
+    (`torch`, `2.11.0`, `2.13.0`; `none` where a side has no such thing, as in the message)."""
+
+    fact: str  # device, torch, cuda, hip, driver, cuda_driver, torch threads
+    was: str
+    now: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fact": self.fact, "was": self.was, "now": self.now}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Differs:
+        return cls(data["fact"], data["was"], data["now"])
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: str  # structure | work | time | environment
+    status: str  # regressed | improved | changed | inconclusive
+    message: str
+    op: str | None = None  # None: the whole test (a work verdict without an op: its torch threads)
+    base_ms: float | None = None
+    new_ms: float | None = None
+    p_value: float | None = None
+    why: str | None = None  # an inconclusive verdict: what about the machine made it so; environment: what differs
+    fix: str | None = None  # and what to do for a time verdict
+    changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
+    differs: tuple[Differs, ...] = ()  # an environment verdict: each fact that differs
+
+    @property
+    def titled(self) -> str:
+        """The message led by its kind where it does not say it (`work changed: aten::mm: ...`: an
+        op's work verdict names only the op; a trial's short summary read `Failed: aten::mm: 8x ...`)."""
+        if self.status == CHANGED and not self.message.startswith(f"{self.kind} "):
+            return f"{self.kind} changed: {self.message}"
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changes": [c.to_dict() for c in self.changes],
+            "differs": [d.to_dict() for d in self.differs],
+            "kind": self.kind,
+            "status": self.status,
+            "op": self.op,
+            "message": self.message,
+            "baseline_ms": self.base_ms,
+            "ms": self.new_ms,
+            "p": self.p_value,
+            "why": self.why,
+            "fix": self.fix,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        return cls(
+            data["kind"], data["status"], data["message"], data.get("op"), data.get("baseline_ms"),
+            data.get("ms"), data.get("p"), data.get("why"), data.get("fix"),
+            tuple(Change.from_dict(c) for c in data.get("changes") or ()),
+            tuple(Differs.from_dict(d) for d in data.get("differs") or ()),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Ignore:
+    """One ignore glob of a test's rule: whether it matched an op of the test (either side), and
+    if not, the op it looks like (a typo: `aten::matmull` ignores nothing)."""
+
+    glob: str
+    matched: bool
+    near: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"glob": self.glob, "matched": self.matched, "near": self.near}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ignore:
+        return cls(data["glob"], bool(data["matched"]), data.get("near"))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
+    untimed: str | None = None  # why no time verdict was possible for the whole test
+    ignores: tuple[Ignore, ...] = ()  # the rule's ignore globs, and what they matched
+    lists_unrecorded: tuple[str, ...] = ()  # ops whose list-of-tensors shapes a side lacks: not compared
+    under_load: float | None = None  # the baseline's references ran this many times slower (recorded_under_load)
+    work_unrecorded: tuple[str, ...] = ()  # ops whose work this run recorded and the baseline holds none of
+    short_baseline: bool = False  # untimed: the baseline alone holds too few steps (this run has enough)
+    graph_call_unread: bool = False  # the baseline was recorded before graph calls were read as ops: not compared
+    # kernel launches with no kernel record in this run's capture and in the baseline's
+    # (capture.kernels_dropped): each op's own are allowed for (OpEntry.records_lost)
+    kernels_dropped: tuple[int, int] = (0, 0)
+
+    @property
+    def changes(self) -> list[Verdict]:
+        """The verdicts worth a new baseline: structure and work changes, conclusive time changes.
+        An inconclusive one is not: recording it would inflate the baseline."""
+        return [v for v in self.verdicts if v.kind in (STRUCTURE, WORK, TIME) and v.status != INCONCLUSIVE]
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing worth a new baseline."""
+        return not self.changes
+
+    @property
+    def inconclusive(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == INCONCLUSIVE]
+
+    def failing(self, rule: Rule) -> list[Verdict]:
+        return [v for v in self.verdicts if v.kind in rule.fail_on and v.status in (REGRESSED, CHANGED)]
+
+
+def ignored(name: str, patterns: Iterable[str]) -> bool:
+    """Whether an ignore glob of the rule matches the op (never judged)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def median_calls(entry: OpEntry | KernelEntry | MemoryEntry) -> float:
+    """An entry's calls per step: the median over its steps."""
+    return float(median(entry.calls_per_step or (0,)))
+
+
+def rank_test_p(new: list[float], base: list[float]) -> float:
+    """One-sided Mann-Whitney U: the probability of ranks this extreme if `new` were not larger.
+    Normal approximation with tie correction; exact enough for a gate at 1%."""
+    n1, n2 = len(new), len(base)
+    if not n1 or not n2:
+        return 1.0
+    pooled = sorted([(v, 0) for v in new] + [(v, 1) for v in base])
+    ranks = [0.0] * len(pooled)
+    i = 0
+    ties = 0.0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, side) in zip(ranks, pooled) if side == 0)
+    u = r1 - n1 * (n1 + 1) / 2
+    mean = n1 * n2 / 2
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
+    if var <= 0:
+        return 0.5
+    z = (u - mean - 0.5) / math.sqrt(var)  # continuity correction
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+SOMETIMES_STEPS = 2  # an op on one side only, in fewer steps than half, counts from this many (1: sporadic)
+
+
+def steps_run(entry: OpEntry | MemoryEntry) -> int:
+    """In how many steps the op ran."""
+    return sum(1 for c in entry.calls_per_step if c)
+
+
+def step_cost_ms(entry: OpEntry | MemoryEntry) -> float:
+    """The op's time in its costliest step: its shown time (device or CPU), a memory op's device time."""
+    samples = entry.time_samples if isinstance(entry, OpEntry) else entry.device_ms
+    return max(samples, default=0.0)
+
+
+STEP_WALL = "step wall"  # the name of the time verdict on the steps' wall time
