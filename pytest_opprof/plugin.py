@@ -1001,7 +1001,7 @@ def _refuse_outside_rootdir(config: pytest.Config, state: RunState, items: list[
         return
     problems: dict[Path, str] = {}
     for item in items:
-        if _carries(item) and _outside_rootdir(item.nodeid):
+        if _carries(item) and _outside_rootdir(item.nodeid, item.path, config.rootpath):
             problem = outside_rootdir(str(item.path), str(config.rootpath), item.nodeid)
             problems.setdefault(item.path, problem)
             if hasattr(config, "workerinput"):
@@ -1010,10 +1010,15 @@ def _refuse_outside_rootdir(config: pytest.Config, state: RunState, items: list[
         raise pytest.UsageError("\n".join(_first_of(list(problems.values()))))
 
 
-def _outside_rootdir(nodeid: str) -> bool:
-    """A node id whose file part is empty (`::test_x`) or climbs out of the rootdir (`../t.py::x`)."""
+def _outside_rootdir(nodeid: str, path: Path, rootpath: Path) -> bool:
+    """A node id whose file part is empty (`::test_x`) or climbs out of the rootdir (`../t.py::x`),
+    or a file outside it: a package's test file there gets an id from its package's parent
+    (`test_same.py::test_x` for both `../a/test_same.py` and `../b/test_same.py`, in a trial).
+    A file linked into the rootdir is under it (its path is the link's)."""
     file = nodeid.split("::", 1)[0]
-    return file == "" or file == ".." or file.startswith("../")
+    if file == "" or file == ".." or file.startswith("../"):
+        return True
+    return not path.is_relative_to(rootpath) and not path.resolve().is_relative_to(rootpath.resolve())
 
 
 def _carries(item: pytest.Item) -> bool:

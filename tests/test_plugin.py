@@ -5783,6 +5783,35 @@ def test_a_measured_test_file_outside_the_rootdir_is_refused_at_start(pytester):
     assert list((root / ".opprof").rglob("tests/test_link.py/test_x.json"))
 
 
+def test_package_test_files_outside_the_rootdir_are_refused_at_start(pytester):
+    """Test files of packages outside the rootdir get node ids from their package's parent: a
+    trial's `../a/test_same.py` and `../b/test_same.py` were both `test_same.py::test_x`, and
+    shared one baseline (each later run failed one of them). Refused at start, by the file's path."""
+    root = pytester.mkdir("proj")
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for name, layers in (("a", 1), ("b", 2)):
+        folder = pytester.path / "other" / name
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "test_same.py").write_text(
+            "import torch\n"
+            "def test_x(opprof):\n"
+            f"    m = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range({layers})])\n"
+            "    opprof.run(m, torch.ones(2, 4), steps=2)\n"
+        )
+    args = ("--rootdir", str(root), "-c", str(root / "pytest.ini"), "other/a", "other/b")
+    result = run(pytester, "--opprof-update-baseline", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: opprof: */other/a/test_same.py lies outside the rootdir */proj: its tests' node ids "
+            "('test_same.py::test_x') are no paths under the rootdir*",
+            "opprof: */other/b/test_same.py lies outside the rootdir *",
+        ]
+    )
+    assert not list(pytester.path.rglob("*.json"))
+
+
 def test_a_renamed_parametrize_id_is_named_with_the_move_that_keeps_its_baseline(pytester, monkeypatch):
     """A trial renamed a parametrize id: the run said `no baseline for test_x[b]` and, apart,
     `test_x[a].json is read by no test`. Alone in one file's folder, of one function, they get a
