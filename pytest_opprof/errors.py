@@ -1204,6 +1204,11 @@ def asked_late_unmeasured(baseline: str | None) -> str:
     )
 
 
+def subtests_failed(count: int) -> str:
+    """Why a test whose subtests failed failed: pytest's own words, which it gives after our hooks."""
+    return f"contains {count} failed subtest{'s' if count > 1 else ''}"
+
+
 def outside_rootdir(path: str, rootdir: str, nodeid: str) -> str:
     """A measured test in a file outside the rootdir: its baseline would not be its own."""
     return (

@@ -11,8 +11,8 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Generator
-from contextlib import ExitStack, suppress
+from collections.abc import Callable, Generator, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -70,6 +70,7 @@ from .errors import (
     run_stopped,
     runnable_here,
     stepped_aside_unmeasured,
+    subtests_failed,
     threads_left_changed,
     torch_not_importable,
     worker_gpus,
@@ -694,27 +695,60 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if fixture is None and item.get_closest_marker(MARKER) is not None:
         fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True, _clock_sampler(state), pytest.fail)
     if fixture is None:
-        result = yield
+        with _calling(item):
+            result = yield
         late = item.stash.get(TEST, None)  # the test asked for it in its body: request.getfixturevalue("opprof")
-        if late is not None:
+        if late is not None and _call_passed(item):
             if late.profile is None and not late.error_messages:
                 _measured_nothing(item, late, state, asked_late_unmeasured, "unmeasured")
             _judge_call(item, late, state)
         return result
     if fixture.captures:  # a fixture of the test measured: its capture is the test's, and the body's
         fixture.body_uncaptured = True
-        result = yield  # ops are not captured (the review's numerics check after a fixture's gate
-        _judge_call(item, fixture, state)  # became the test's baseline); a run() in the body measures
+        with _calling(item):
+            result = yield  # ops are not captured (the review's numerics check after a fixture's gate
+        if _call_passed(item):  # became the test's baseline); a run() in the body measures
+            _judge_call(item, fixture, state)
         return result
     fixture.start_whole_call()
     try:
-        result = yield
+        with _calling(item):
+            result = yield
     except BaseException as exc:
         fixture.end_whole_call(raised=exc)
         raise
-    fixture.end_whole_call()
-    _judge_call(item, fixture, state)
+    fixture.end_whole_call(raised=_unittest_outcome(item))
+    if _call_passed(item):
+        _judge_call(item, fixture, state)
     return result
+
+
+_IN_CALL = pytest.StashKey[bool]()  # the test's call is running: a call report made now is a subtest's
+_SUBTESTS_FAILED = pytest.StashKey[int]()  # the call's failed subtests: the test fails at its end
+
+
+@contextmanager
+def _calling(item: pytest.Item) -> Iterator[None]:
+    item.stash[_IN_CALL], item.stash[_SUBTESTS_FAILED] = True, 0
+    try:
+        yield
+    finally:
+        item.stash[_IN_CALL] = False
+
+
+def _unittest_outcome(item: pytest.Item) -> BaseException | None:
+    """What ended a unittest TestCase's test, which raises nothing to pytest_runtest_call: pytest's
+    unittest plugin keeps its failure, skip or expected failure on the item (`_excinfo`) until the
+    call's report (a trial's failing TestCase test was recorded, its skipped ones erred as empty)."""
+    kept = getattr(item, "_excinfo", None)
+    return kept[0].value if isinstance(kept, list) and kept else None
+
+
+def _call_passed(item: pytest.Item) -> bool:
+    """The call raised nothing, and fails at its end for no failed subtest (pytest's `subtests`,
+    unittest's `subTest`) and no unittest outcome: its assertions and baseline are judged (a
+    trial's test with a failed subtest was recorded)."""
+    return not item.stash.get(_SUBTESTS_FAILED, 0) and _unittest_outcome(item) is None
 
 
 def _judge_call(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> None:
@@ -852,6 +886,10 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
+    if call.when == "call" and item.stash.get(_IN_CALL, False):  # a subtest's, made during the call
+        if report.failed:
+            item.stash[_SUBTESTS_FAILED] = item.stash.get(_SUBTESTS_FAILED, 0) + 1
+        return report  # the call's own report comes at its end, once
     fixture = item.stash.get(TEST, None)
     if fixture is None and call.when == "setup" and not report.passed and _measured(item):
         _ended_at_setup(item, report)
@@ -867,8 +905,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
         item.user_properties.append(("opprof.outcome", "error"))
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
-    outcome = _outcome_word(report)
-    result.record_phase(call.when, outcome, _failure_message(report) if outcome not in ("passed", "xpassed") else None)
+    outcome, failure = _outcome_word(report), _failure_message(report)
+    if call.when == "call" and outcome == "passed" and (failed := item.stash.get(_SUBTESTS_FAILED, 0)):
+        outcome, failure = "failed", subtests_failed(failed)  # as pytest fails it, after this hook
+    result.record_phase(call.when, outcome, failure if outcome not in ("passed", "xpassed") else None)
     if call.when == "call":
         _take_profile(item, call, report, fixture, result)
         if _UNDO in item.stash and hasattr(item.config, "workerinput"):  # the controller undoes it if this worker dies

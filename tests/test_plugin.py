@@ -2053,6 +2053,95 @@ def test_junitxml_marks_an_opprof_error(project):
     assert props["opprof.outcome"] == "error"
 
 
+SUBTESTS = """
+import os, torch
+LAYERS = int(os.environ.get("LAYERS", "1"))
+
+def test_budget(opprof, subtests):
+    m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(LAYERS)]).eval()
+    opprof.run(m, torch.ones(2, 8), warmup=1, steps=3)
+    for i in range(3):
+        with subtests.test(i=i):
+            opprof.assert_op_count("aten::addmm", 1)
+"""
+
+
+@pytest.mark.skipif(not hasattr(pytest, "Subtests"), reason="pytest 9's subtests fixture")
+def test_a_failed_subtest_fails_the_test_for_opprof_too(project, monkeypatch):
+    """A subtest's report is made during the call: a trial's test with a failed subtest was
+    recorded (`recorded: structure changed`), listed as passed, and its junit properties were
+    written once per subtest. Now it is not recorded, the JSON says why it failed, and the
+    properties are the call's, once."""
+    project.makepyfile(test_s=SUBTESTS)
+    run(project, "--opprof-update-baseline", "--junitxml=j.xml").assert_outcomes(passed=1)
+    steps = [p for p in ET.parse(project.path / "j.xml").iter("property") if p.get("name") == "opprof.steps"]
+    assert len(steps) == 1
+    (path,) = (project.path / ".opprof").rglob("test_budget.json")
+    recorded = path.read_bytes()
+    monkeypatch.setenv("LAYERS", "2")
+    result = run(project, "--opprof-update-baseline", "--opprof-json=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["opprof: 1 test not recorded: it failed or erred *: test_s.py::test_budget"])
+    assert path.read_bytes() == recorded
+    (test,) = json.loads((project.path / "r.json").read_text())["tests"]
+    assert (test["outcome"], test["failure"]) == ("failed", "contains 3 failed subtests")
+
+
+UNITTEST = """
+import os, unittest, pytest, torch
+LAYERS = int(os.environ.get("LAYERS", "1"))
+
+class TestModel(unittest.TestCase):
+    @pytest.fixture(autouse=True)
+    def _opprof(self, opprof):
+        self.opprof = opprof
+
+    def test_fails(self):
+        m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(LAYERS)]).eval()
+        self.opprof.run(m, torch.ones(2, 8), warmup=1, steps=3)
+        self.assertEqual(LAYERS, 1)
+
+    def test_subtest(self):
+        m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(LAYERS)]).eval()
+        self.opprof.run(m, torch.ones(2, 8), warmup=1, steps=3)
+        with self.subTest("budget"):
+            self.opprof.assert_op_count("aten::addmm", 1)
+
+    @unittest.expectedFailure
+    def test_expected(self):
+        m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(LAYERS)]).eval()
+        self.opprof.run(m, torch.ones(2, 8), warmup=1, steps=3)
+        self.assertEqual(LAYERS, 3)
+
+    @unittest.skip("not today")
+    def test_skipped(self):
+        pass
+
+    def test_skips(self):
+        self.skipTest("no GPU")
+"""
+
+
+def test_a_unittest_test_that_fails_skips_or_xfails_is_not_recorded(project, monkeypatch):
+    """pytest's unittest plugin keeps a TestCase's failure on the item until the report, so the
+    call raised nothing: a trial's failing TestCase test was recorded, its expected failure too,
+    and its skipped tests erred as `no operator or device events`. Now they are not recorded,
+    and a skipped one gets no line."""
+    project.makepyfile(test_u=UNITTEST)
+    first = run(project, "--opprof-update-baseline")
+    first.assert_outcomes(passed=2, skipped=2, xfailed=1)
+    assert "error events" not in first.stdout.str()
+    files = {p: p.read_bytes() for p in (project.path / ".opprof").rglob("*.json")}
+    assert sorted(p.name for p in files) == ["TestModel.test_fails.json", "TestModel.test_subtest.json"]
+    monkeypatch.setenv("LAYERS", "2")
+    result = run(project, "--opprof-update-baseline")
+    result.assert_outcomes(failed=2, passed=1, skipped=2, xfailed=1)  # pytest: SUBFAILED, the test passed
+    result.stdout.fnmatch_lines(
+        ["opprof: 2 tests not recorded: they failed or erred *: test_u.py::TestModel::test_fails, *test_subtest"]
+    )
+    assert {p: p.read_bytes() for p in (project.path / ".opprof").rglob("*.json")} == files
+
+
 def test_warnings_go_to_the_summary(project):
     """A trust warning (steps that differ) is listed in the summary, and the test still passes."""
     project.makepyfile(
