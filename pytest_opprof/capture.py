@@ -773,6 +773,8 @@ def _unguard_inner_profilers() -> None:
 def _refuse_a_running_profiler(torch: Any) -> None:
     """One line when a profiler runs: opprof's own (a capture inside a capture) or the user's."""
     __tracebackhide__ = True  # the test's line shows, not ours (a trial saw two frames of plugin code)
+    for recorder in list(_STEPS_ASIDE):  # a measure() or capture() in a measured test's body: the
+        recorder.give_way()  # whole-call capture gives way, as to the test's own torch profiler (a trial)
     if _profiler_running(torch):
         raise CaptureError(captures_cannot_nest() if _RUNNING else profiler_already_running())
 

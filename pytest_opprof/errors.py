@@ -1155,20 +1155,23 @@ def with_its_id(text: str, nodeid: str) -> str:
 
 def stepped_aside(assertions: int) -> str:
     return (
-        f"opprof: the test started a torch profiler of its own, so the whole-call capture stepped "
+        f"opprof: the test started a profiler of its own ({OWN_PROFILERS}), so the whole-call capture stepped "
         f"aside and its {assertions} operator assertion{'s' if assertions != 1 else ''} could not be checked; "
         "measure with opprof.run(...) or `with opprof.capture():` outside your profiler"
     )
 
 
+OWN_PROFILERS = "torch.profiler, or pytest_opprof's measure() or capture()"
+
+
 def stepped_aside_unmeasured(baseline: str | None) -> str:
-    """A test whose own torch profiler made the whole-call capture step aside, with no assertion to
-    say so; `baseline`: the file that went uncompared (None: no baseline expected a measurement)."""
+    """A test whose own profiler made the whole-call capture step aside, with no assertion to say
+    so; `baseline`: the file that went uncompared (None: no baseline expected a measurement)."""
     lost = f": its baseline {baseline} was not compared" if baseline else ""
     return (
-        f"the test started a torch profiler of its own, so the whole-call capture stepped aside and measured "
-        f"nothing{lost}; measure with opprof.run(...) or `with opprof.capture():` outside your profiler, "
-        "or remove the profiler"
+        f"the test started a profiler of its own ({OWN_PROFILERS}), so the whole-call capture stepped aside and "
+        f"measured nothing{lost}; measure with opprof.run(...) or `with opprof.capture():` outside your "
+        "profiler, or remove the profiler"
     )
 
 

@@ -1468,7 +1468,7 @@ def test_a_torch_profiler_inside_fn_or_a_block_is_named_and_later_tests_measure(
         result.stdout.fnmatch_lines(
             [f"FAILED test_inner.py::{name} - *CaptureError: a torch profiler started inside an opprof capture *"]
         )
-    result.stdout.fnmatch_lines(["*warning stepped_aside: the test started a torch profiler of its own*"])
+    result.stdout.fnmatch_lines(["*warning stepped_aside: the test started a profiler of its own*"])
     assert "ran no torch operator" not in result.stdout.str() and "capture.py" not in result.stdout.str()
 
 
@@ -4866,15 +4866,44 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
     result = run(pytester, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
-        ["opprof: the test started a torch profiler of its own*1 operator assertion could not be checked*"]
+        ["opprof: the test started a profiler of its own*1 operator assertion could not be checked*"]
     )
     # Measured nothing, with no baseline expecting a measurement: a warning, in the summary and the JSON
     result.stdout.fnmatch_lines(
-        ["test_own.py::test_marker_only: warning stepped_aside: the test started a torch profiler of its own, "
+        ["test_own.py::test_marker_only: warning stepped_aside: the test started a profiler of its own (*), "
          "so the whole-call capture stepped aside and measured nothing; measure with opprof.run(...)*"]
     )  # fmt: skip
     tests = {t["nodeid"].split("::")[1]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
     assert [c["name"] for c in tests["test_fixture_unused"]["checks"]] == ["stepped_aside"]
+
+
+def test_the_librarys_measure_and_capture_in_a_measured_test_step_the_whole_call_aside(pytester):
+    """pytest_opprof.measure() or capture() in the body of a test with the fixture: a trial's was
+    refused as `an opprof capture is already running: captures cannot nest`, though the test
+    nested nothing (the capture running was the plugin's whole-call one). It steps aside for
+    them as for a torch profiler of the test's own, and says so."""
+    pytester.makepyfile(
+        test_lib="""
+        import torch
+        from pytest_opprof import capture, measure
+
+        def test_measure(opprof):
+            profile = measure(lambda: torch.ones(4) + 1, warmup=1, steps=3)
+            assert profile.op("aten::add").calls == 3
+
+        def test_capture(opprof):
+            with capture() as cap:
+                torch.ones(4) + 1
+            assert cap.profile.op("aten::add").calls == 1
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["test_lib.py::test_measure: warning stepped_aside: the test started a profiler of its own (torch.profiler, "
+         "or pytest_opprof's measure() or capture()), so the whole-call capture stepped aside and measured nothing*",
+         "test_lib.py::test_capture: warning stepped_aside: *"]
+    )  # fmt: skip
 
 
 def test_a_profiler_of_the_tests_own_does_not_switch_its_baseline_off_in_silence(pytester, monkeypatch):
@@ -4901,7 +4930,7 @@ def test_a_profiler_of_the_tests_own_does_not_switch_its_baseline_off_in_silence
     result = run(pytester, "--opprof")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*opprof: the test started a torch profiler of its own, so the whole-call capture stepped aside and "
+        ["*opprof: the test started a profiler of its own (*), so the whole-call capture stepped aside and "
          "measured nothing: its baseline .opprof/cpu-*/test_own.py/test_marker.json was not compared; *"]
     )  # fmt: skip
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)  # recording keeps the file: no error
