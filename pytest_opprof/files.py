@@ -19,6 +19,9 @@ from .errors import UnsafePathError, outside_folder
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
 NAME_LIMIT = 100
+# Names Windows keeps for devices, in any case and with any extension: a unittest class `Aux`
+# gave a trial's baseline `Aux.test_loss.json`, which no checkout on Windows can hold
+_WINDOWS_DEVICE = re.compile(r"(?i:con|prn|aux|nul|com[0-9]|lpt[0-9])")
 
 
 def write_atomic(path: Path, data: str | bytes, inside: Path | None = None) -> None:
@@ -201,6 +204,9 @@ def safe_name(text: str) -> str:
     short hash of the original whenever it had to change or was longer than NAME_LIMIT)."""
     normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     safe = _UNSAFE.sub("_", normal).strip("._") or "_"
+    head, dot, rest = safe.partition(".")
+    if _WINDOWS_DEVICE.fullmatch(head):  # `Aux.test_loss.json`: Windows opens the device AUX, whatever follows
+        safe = f"{head}_{dot}{rest}"
     if safe != text or len(safe) > NAME_LIMIT:
         digest = hashlib.sha1(text.encode()).hexdigest()[:8]
         safe = f"{safe[:NAME_LIMIT]}-{digest}"

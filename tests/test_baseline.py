@@ -101,6 +101,24 @@ def test_names_are_filesystem_safe_and_unique(tmp_path, param):
     assert path.exists()
 
 
+@pytest.mark.parametrize(
+    ("nodeid", "name"),
+    [
+        ("test_aux.py::Aux::test_loss", "Aux_.test_loss-"),
+        ("t.py::NUL::test_x", "NUL_.test_x-"),
+        ("t.py::com1", "com1_-"),
+        ("t.py::Con::test_x[a]", "Con_.test_x[a]-"),
+    ],
+)
+def test_names_windows_keeps_for_devices_are_changed(tmp_path, nodeid, name):
+    """A unittest class `Aux` (collected whatever its name) gave a trial's baseline
+    `Aux.test_loss.json`: Windows opens its device AUX for any name of that stem, so no checkout
+    there can hold it. Such a stem is changed, and hashed as every changed name is."""
+    path = baseline_path(tmp_path, "cpu-x86_64", nodeid)
+    assert path.name.startswith(name) and path.suffix == ".json"
+    assert baseline_path(tmp_path, "cpu-x86_64", "t.py::Conv::test_x").name == "Conv.test_x.json"  # not a device
+
+
 def test_round_sig_keeps_four_significant_digits():
     """Values are rounded to 4 significant digits; small ints stay as they are."""
     assert round_sig(0.123456) == 0.1235
