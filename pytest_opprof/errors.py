@@ -1110,6 +1110,18 @@ RAN_NO_OP_IN_BODY = (
 )
 
 
+def ran_no_op_in_body(asked_by: str | None) -> str:
+    """RAN_NO_OP_IN_BODY, or, where the test does not ask for opprof itself, naming the fixture
+    that does (an autouse one measured a trial's torch-free tests too)."""
+    if asked_by is None:
+        return RAN_NO_OP_IN_BODY
+    return (
+        "the test's body ran no torch operator, and called neither opprof.run() nor opprof.capture(); the test "
+        f"does not ask for opprof itself, its fixture {asked_by!r} does, so the test is measured: ask for opprof "
+        "in the tests that measure (not in an autouse fixture), or call pytest.skip(reason) in this one"
+    )
+
+
 def untrusted_measurement(errors: list[str]) -> str:
     return "opprof: the measurement cannot be trusted, so its assertions were not checked: " + "; ".join(errors)
 

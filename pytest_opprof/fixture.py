@@ -25,7 +25,6 @@ from .capture import StepRecorder, by_failure, run_steps, settle_cpus, validate_
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
-    RAN_NO_OP_IN_BODY,
     REPEATABLE_FIX,
     OpprofUsageError,
     assertion_inside_capture,
@@ -34,6 +33,7 @@ from .errors import (
     capture_after_call,
     capture_off_thread,
     closest_names,
+    ran_no_op_in_body,
     ran_no_op_in_run,
     stepped_aside,
     unknown_op_name,
@@ -210,6 +210,7 @@ class OpprofFixture:
     ) -> None:
         self.nodeid = nodeid
         self.enabled = enabled
+        self.asked_by: str | None = None  # the fixture that asked for this one, where the test did not
         self._fail = fail  # how a misuse fails the test (the plugin passes pytest.fail)
         self._sampler = sampler  # GPU clock sample (device.ClockSample) or None
         self._clocks: list[Any] = []  # samples around the capture in progress
@@ -677,7 +678,9 @@ class OpprofFixture:
         if raised is not None:
             self._stop_raised(recorder, raised)
         elif (profile := recorder.stop()) is not None and not (self.captures and profile.recorded_nothing):
-            self._finish(profile, RAN_NO_OP_IN_BODY)  # a body that ran nothing after a fixture's capture keeps it
+            self._finish(
+                profile, ran_no_op_in_body(self.asked_by)
+            )  # a body that ran nothing after a fixture's capture keeps it
         self._take_refusals(recorder)
         self.stepped_aside = recorder.stepped_aside and self._profile is None
         if self.stepped_aside and self._deferred:

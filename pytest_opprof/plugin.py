@@ -646,8 +646,19 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     elif state.settings.measuring:  # and, comparing, a suspected time's confirmations
         fixture.judge_in_run = partial(_judge_in_run, request.node, fixture, state)
     fixture.pauses_idle = hasattr(request.config, "workerinput")  # other xdist workers measure beside it
+    fixture.asked_by = _asked_by(request.node)
     request.node.stash[TEST] = fixture
     return fixture
+
+
+def _asked_by(item: pytest.Item) -> str | None:
+    """The fixture that asked for opprof where the test's own arguments do not (an autouse one),
+    read from pytest's fixture info (None where the test asks, or that info is not there)."""
+    info = getattr(item, "_fixtureinfo", None)
+    own, defs = getattr(info, "argnames", None), getattr(info, "name2fixturedefs", None)
+    if own is None or defs is None or "opprof" in own:
+        return None
+    return next((name for name, found in defs.items() if any("opprof" in d.argnames for d in found)), None)
 
 
 def _ranges_wanted(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> bool:

@@ -595,7 +595,7 @@ def _run_of_lines(record: TestRecord) -> list[str]:
     lines = []
     if record.attempts > 1:
         lines.append(
-            f"ran {record.attempts} times (rerun): the report holds the last run ({record.outcome}); "
+            f"ran {record.attempts} times (rerun, or collected more than once): the report holds the last run ({record.outcome}); "
             f"the earlier ones: {', '.join(record.earlier_outcomes)}"
         )
     if record.captures > 1 and not record.cut_short:

@@ -1356,6 +1356,30 @@ def test_a_capture_that_ran_no_op_says_which_and_the_fix(pytester):
     )
 
 
+def test_a_body_that_ran_nothing_names_the_fixture_that_asked_for_opprof(pytester):
+    """A conftest's autouse fixture that takes `opprof` measures every test in its scope: a
+    trial's torch-free tests erred with `the test's body ran no torch operator`, which did not
+    say why they were measured at all. The error names the fixture; a test asking for opprof
+    itself keeps the plain message."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def profiled(opprof):
+            yield opprof
+        """
+    )
+    pytester.makepyfile(test_a="def test_config():\n    assert 1 + 1 == 2\n")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*the test's body ran no torch operator, and called neither opprof.run() nor opprof.capture(); the test does "
+         "not ask for opprof itself, its fixture 'profiled' does, so the test is measured: ask for opprof in the tests "
+         "that measure (not in an autouse fixture), or call pytest.skip(reason) in this one"]
+    )  # fmt: skip
+
+
 def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytester, monkeypatch):
     """A trial's `assert_op_below(op, limit=100)`, `assert_total_below(ms=100, per="call")` and
     `assert_op_count(op, count=1)` raised Python's bare TypeError, with no fix: each is now a

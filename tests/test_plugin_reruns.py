@@ -109,9 +109,9 @@ def test_the_summary_lists_a_rerun_test_once_and_says_it_ran_again(reran):
     assert out.count("test_user.py::test_always_fails [failed]") == 1
     result.stdout.fnmatch_lines(
         [
-            "test_user.py::test_flaky: ran 3 times (rerun): the report holds the last run (passed); "
+            "test_user.py::test_flaky: ran 3 times (rerun, or collected more than once): the report holds the last run (passed); "
             "the earlier ones: failed, failed",
-            "test_user.py::test_always_fails: ran 3 times (rerun): the report holds the last run (failed); "
+            "test_user.py::test_always_fails: ran 3 times (rerun, or collected more than once): the report holds the last run (failed); "
             "the earlier ones: failed, failed",
         ]
     )
