@@ -922,6 +922,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result.record_phase(call.when, outcome, failure if outcome not in ("passed", "xpassed") else None)
     if call.when == "call":
         _take_profile(item, call, report, fixture, result)
+        if _UNDO in item.stash and outcome in ("failed", "error", "xfailed"):  # failed after its call passed
+            _put_back(item.stash[_UNDO], fixture)
+            del item.stash[_UNDO]
         if _UNDO in item.stash and hasattr(item.config, "workerinput"):  # the controller undoes it if this worker dies
             report.opprof_undo = json.dumps(item.stash[_UNDO].to_dict())
     if call.when == "teardown":
@@ -1019,7 +1022,9 @@ def _stopped_in(item: pytest.Item) -> None:
 
 def _put_back(undo: Undo, fixture: OpprofFixture) -> None:
     """A test that errs in its teardown after its baseline was written is not recorded: the file
-    goes back as it was (a baseline records code that passes its own checks)."""
+    goes back as it was (a baseline records code that passes its own checks). So is one whose
+    call a plugin failed in its report after the call passed (pytest-check's soft assertions: a
+    trial's failing test was recorded)."""
     try:
         undo()
     except OSError:  # the file stays written, and the summary counts it so

@@ -2111,6 +2111,46 @@ def test_a_failed_subtest_fails_the_test_for_opprof_too(project, monkeypatch):
     assert (test["outcome"], test["failure"]) == ("failed", "contains 3 failed subtests")
 
 
+def test_a_call_a_plugin_fails_in_its_report_is_not_recorded(project, monkeypatch):
+    """pytest-check's soft assertions fail a test in its call's report, after the call passed: a
+    trial's failing test was recorded (`recorded: structure changed`). Its file is put back as
+    it was, and it is named as not recorded, as a failing test is. (The conftest's wrapper is
+    pytest-check's: `hookwrapper=True, trylast=True` on pytest_runtest_makereport.)"""
+    project.makeconftest(
+        USER_CONFTEST
+        + """
+import os
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call" and os.environ.get("SOFT_FAIL") and report.passed:
+        report.outcome, report.longrepr = "failed", "FAILURE: check 2 == 1"
+    return report
+"""
+    )
+    project.makepyfile(
+        test_soft="""
+        import os, torch
+        def test_soft(opprof):
+            m = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(int(os.environ.get("LAYERS", "1")))])
+            opprof.run(m, torch.ones(2, 8), warmup=1, steps=3)
+        """
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (project.path / ".opprof").rglob("test_soft.json")
+    recorded = path.read_bytes()
+    monkeypatch.setenv("LAYERS", "2")
+    monkeypatch.setenv("SOFT_FAIL", "1")
+    result = run(project, "--opprof-update-baseline")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["opprof: 1 test not recorded: it failed or erred *: test_soft.py::test_soft"])
+    assert path.read_bytes() == recorded
+    path.unlink()  # a new file goes too
+    run(project, "--opprof-update-baseline").assert_outcomes(failed=1)
+    assert not path.exists()
+
+
 UNITTEST = """
 import os, unittest, pytest, torch
 LAYERS = int(os.environ.get("LAYERS", "1"))
