@@ -6,6 +6,7 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
@@ -682,7 +683,12 @@ def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None, no
         message = message.removesuffix(UNUSABLE_FIX) + UNUSABLE_WHILE_RECORDING_FIX
     if message.endswith(CONFLICT_FIX):
         message = message.removesuffix(CONFLICT_FIX) + conflict_fix(nodeid, recording=update is not None)
+    if message.endswith(RECORD_COMMAND):  # the test's id: a bare command records every other test's change too
+        message += f" {shlex.quote(nodeid)}"
     return message
+
+
+RECORD_COMMAND = "pytest --opprof-update-baseline"
 
 
 def _shown_in(message: str, path: Path, shown: str) -> str:

@@ -1074,6 +1074,7 @@ def _ids(nodeids: Iterable[str]) -> str:
 
 
 RECORD_ALL = "pytest --opprof-update-baseline=all"
+RECORD_NEW = "pytest --opprof-update-baseline"
 
 
 def _whole_run_commands(lines: list[str], records: list[TestRecord], picked: bool) -> list[str]:
@@ -1082,8 +1083,10 @@ def _whole_run_commands(lines: list[str], records: list[TestRecord], picked: boo
     every = {r.nodeid for r in records}
     if picked or len(every) < 2:
         return lines
-    named = f"{RECORD_ALL} {_ids(every)}"
-    return [line.replace(named, RECORD_ALL) for line in lines]
+    commands = [(f"{command} {_ids(every)}", command) for command in (RECORD_ALL, RECORD_NEW)]
+    for named, bare in commands:
+        lines = [line.replace(named, bare) for line in lines]
+    return lines
 
 
 def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
@@ -1196,10 +1199,11 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
             by_file.setdefault(record.baseline.path, _file_test(record))
     missing = list(by_file.values())
     statuses = Counter(_file_statuses(records).values())
-    if missing:
+    if missing:  # their ids in the command: a bare one also records every other test's structure change
         lines.append(
             f"opprof: no baseline for {count_of(len(missing), 'test')} ({first_three(missing, verbose)})"
-            f"{f' in {looked_in}' if looked_in else ''}; run pytest --opprof-update-baseline to record them"
+            f"{f' in {looked_in}' if looked_in else ''}; record {'it' if len(missing) == 1 else 'them'}: "
+            f"{RECORD_NEW} {_ids(missing)}"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):

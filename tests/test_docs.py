@@ -70,7 +70,7 @@ def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(
         [
-            "opprof: no baseline for 1 test (tests/test_model.py::test_model_budget) in .opprof/cpu-* (no such folder); run pytest --opprof-update-baseline to record them"
+            "opprof: no baseline for 1 test (tests/test_model.py::test_model_budget) in .opprof/cpu-* (no such folder); record it: pytest --opprof-update-baseline tests/test_model.py::test_model_budget"
         ]
     )
     pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline").assert_outcomes(passed=1)

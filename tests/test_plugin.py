@@ -3407,16 +3407,16 @@ def test_a_suggested_record_command_repeats_the_runs_own_baseline_location(proje
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "opprof: no baseline for 1 test (test_r.py::test_a) in perf base/ci-t4 (*); run pytest "
-            "--opprof-update-baseline --opprof-device-key=ci-t4 to record them"
+            "opprof: no baseline for 1 test (test_r.py::test_a) in perf base/ci-t4 (*); record it: pytest "
+            "--opprof-update-baseline --opprof-device-key=ci-t4 test_r.py::test_a"
         ]
     )
     # the summary's command, with an existing absolute folder: with `=`, or opprof refuses it (a trial)
     (project.path / "abs").mkdir()
     result = run(project, "--opprof", f"--opprof-baseline-dir={project.path / 'abs'}")
     (line,) = [x for x in result.stdout.lines if x.startswith("opprof: no baseline")]
-    command = line.split("; run ", 1)[1].removesuffix(" to record them")
-    assert command == f"pytest --opprof-update-baseline --opprof-baseline-dir={project.path / 'abs'}"
+    command = line.split("; record it: ", 1)[1]
+    assert command == f"pytest --opprof-update-baseline --opprof-baseline-dir={project.path / 'abs'} test_r.py::test_a"
     run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
     run(
         project, "--opprof", "--opprof-require-baseline", f"--opprof-baseline-dir={project.path / 'abs'}"
@@ -3527,10 +3527,41 @@ def test_no_baseline_passes_and_says_how_to_record(project):
     key = device.device_key(device.device_facts()[0])
     result.stdout.fnmatch_lines(
         [
-            f"opprof: no baseline for 1 test (test_no_baseline_passes_and_says_how_to_record.py::test_x) in .opprof/{key} (no such folder); run pytest --opprof-update-baseline to record them"
+            f"opprof: no baseline for 1 test (test_no_baseline_passes_and_says_how_to_record.py::test_x) in .opprof/{key} (no such folder); record it: pytest --opprof-update-baseline test_no_baseline_passes_and_says_how_to_record.py::test_x"
         ]
     )
     assert not (project.path / ".opprof").exists()
+
+
+def test_the_no_baseline_command_records_only_the_tests_without_one(project, monkeypatch):
+    """The line's command was a bare `pytest --opprof-update-baseline`, which also records every
+    other test's structure change: an audit ran it for a new test and accepted another test's
+    regression with it. The command names the tests without a baseline; run, it leaves the
+    regressed test's file as it was."""
+    project.makepyfile(
+        test_m="""
+        import os, torch
+        def test_fwd(opprof):
+            m = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(int(os.environ.get("LAYERS", "1")))])
+            opprof.run(m, torch.ones(2, 4), steps=2)
+
+        if os.environ.get("NEW"):
+            def test_new(opprof):
+                opprof.run(lambda: torch.ones(4) + 1, steps=2)
+        """
+    )
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (fwd,) = (project.path / ".opprof").rglob("test_fwd.json")
+    recorded = fwd.read_bytes()
+    monkeypatch.setenv("LAYERS", "2")
+    monkeypatch.setenv("NEW", "1")
+    result = run(project, "--opprof")
+    (line,) = [x for x in result.stdout.lines if x.startswith("opprof: no baseline")]
+    command = line.split("; record it: ", 1)[1]
+    assert command == "pytest --opprof-update-baseline test_m.py::test_new"
+    run(project, *shlex.split(command)[1:]).assert_outcomes(passed=1)
+    assert fwd.read_bytes() == recorded
+    assert list((project.path / ".opprof").rglob("test_new.json"))
 
 
 def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
@@ -3544,14 +3575,14 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     result.stdout.fnmatch_lines(
         [
             "opprof: no baseline for 1 test (*::test_x) in .opprof/ci-h200 (no such folder; .opprof holds baselines of "
-            "ci-a10, ci-t4); run pytest --opprof-update-baseline --opprof-device-key=ci-h200 to record them"
+            "ci-a10, ci-t4); record it: pytest --opprof-update-baseline --opprof-device-key=ci-h200 *::test_x"
         ]
     )
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=.oprof")
     result.stdout.fnmatch_lines(  # the default folder, which holds them, is named
         [
             "opprof: no baseline for 1 test (*::test_x) in .oprof/ci-a10 (no such folder; .opprof holds baselines of "
-            "ci-a10, ci-t4: --opprof-baseline-dir mistyped?); run *"
+            "ci-a10, ci-t4: --opprof-baseline-dir mistyped?); record it: *"
         ]
     )
     project.makepyfile(
@@ -3560,7 +3591,7 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
     result = run(project, "--opprof", "--opprof-device-key=ci-a10")
     result.stdout.fnmatch_lines(
         [
-            "opprof: no baseline for 1 test (test_new.py::test_y) in .opprof/ci-a10; run pytest --opprof-update-baseline *"
+            "opprof: no baseline for 1 test (test_new.py::test_y) in .opprof/ci-a10; record it: pytest --opprof-update-baseline *test_new.py::test_y"
         ]
     )
     other = project.path / "etc"  # a trial's opprof_baseline_dir = "/etc" named its 80 folders as keys
@@ -3572,7 +3603,7 @@ def test_no_baseline_line_names_the_keys_a_missing_folder_has_instead(project):
         (other / key / "t.py" / "test_a.json").write_text("{}")
     result = run(project, "--opprof", "--opprof-device-key=ci-a10", "--opprof-baseline-dir=etc")
     result.stdout.fnmatch_lines(
-        ["*in etc/ci-a10 (no such folder; etc holds baselines of k1, k2, k3 and 1 more); run *"]
+        ["*in etc/ci-a10 (no such folder; etc holds baselines of k1, k2, k3 and 1 more); record them: *"]
     )
 
 
@@ -3593,7 +3624,7 @@ def test_no_baseline_line_names_a_baseline_folder_above_the_rootdir(pytester, mo
         [
             f"opprof: no baseline for 1 test (test_top.py::test_x) in .opprof/ci-a10 (no such folder; "
             f"{pytester.path.resolve() / '.opprof'} holds baselines of ci-a10: the rootdir moved? pytest takes it from an "
-            "ini file (pytest.ini, pyproject.toml), else from the paths given: give the project one at its top); run *"
+            "ini file (pytest.ini, pyproject.toml), else from the paths given: give the project one at its top); record it: *"
         ]
     )
 
@@ -3610,7 +3641,7 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_left_intact(baselined,
     fix = (
         "fix it, or delete it and run this command again: a recording never replaces a file it cannot read"
         if update  # a trial read `run pytest --opprof-update-baseline` while running just that
-        else "fix or delete it and run pytest --opprof-update-baseline"
+        else "fix or delete it and run pytest --opprof-update-baseline test_base.py::test_big"
     )
     result.stdout.fnmatch_lines([f"opprof: {path.relative_to(baselined.path)}: not valid JSON (line 1); {fix}"])
     assert path.read_text() == "{oops"
