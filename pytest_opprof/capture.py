@@ -126,6 +126,13 @@ def _profiler_running(torch: Any) -> bool:
     return bool(enabled()) if enabled is not None else False
 
 
+def profiler_left_running() -> bool:
+    """Whether a torch profiler that is not opprof's runs now (one a test started and left on);
+    False before torch is imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and not _RUNNING and _profiler_running(torch)
+
+
 MAX_STEPS = 10_000
 
 

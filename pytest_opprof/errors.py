@@ -571,6 +571,21 @@ def profiler_already_running() -> str:
     )
 
 
+def profiler_left_on(left_by: str | None) -> str:
+    """A measured test that began while a torch profiler ran: one left on by `left_by` (the test
+    after which it ran), or started before the test by code of its own (a fixture)."""
+    where = (
+        f"left running by {left_by}, which started it and did not stop it"
+        if left_by
+        else ("started before it (by a fixture or a conftest?)")
+    )
+    return (
+        f"opprof: a torch profiler was already running when this test began, {where}; opprof cannot measure "
+        "inside another profiler (torch runs one at a time): stop it where it starts (prof.stop() in a finally, "
+        "or `with torch.profiler.profile():`)"
+    )
+
+
 def profiler_inside_capture() -> str:
     return (
         "a torch profiler started inside an opprof capture (opprof.run()'s or measure()'s fn, a `with "

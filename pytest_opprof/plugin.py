@@ -38,7 +38,14 @@ from .baseline import (
     stable_facts,
     under_other_keys,
 )
-from .capture import compiled_kernel_profiling, run_aside, torch_import_problem, torch_threads, warm_profiler
+from .capture import (
+    compiled_kernel_profiling,
+    profiler_left_running,
+    run_aside,
+    torch_import_problem,
+    torch_threads,
+    warm_profiler,
+)
 from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
 from .device import (
     Nvml,
@@ -66,6 +73,7 @@ from .errors import (
     more_bad_markers,
     orphans_line,
     outside_rootdir,
+    profiler_left_on,
     recording_by_setting,
     run_stopped,
     runnable_here,
@@ -705,6 +713,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     fixture = item.stash.get(TEST, None)
     if fixture is None and item.get_closest_marker(MARKER) is not None:
         fixture = item.stash[TEST] = OpprofFixture(item.nodeid, True, _clock_sampler(state), pytest.fail)
+    if fixture is not None and profiler_left_running():  # running before the test began: not the test's own
+        pytest.fail(profiler_left_on(state.profiler_left_by), pytrace=False)
     if fixture is None:
         with _calling(item):
             result = yield
@@ -988,7 +998,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     teardown finished gives no teardown report: the file goes back as it was here (a trial's
     `pytest.exit` in a fixture's teardown left it rewritten, and no line said so)."""
     try:
-        return (yield)
+        result = yield
+        _note_profiler_left(item)
+        return result
     except BaseException as exc:
         undo = item.stash.get(_UNDO, None)
         fixture = item.stash.get(TEST, None)
@@ -1001,6 +1013,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if isinstance(exc, (KeyboardInterrupt, pytest.exit.Exception)):
             _stopped_in(item)
         raise
+
+
+def _note_profiler_left(item: pytest.Item) -> None:
+    """Which test left a torch profiler running (a debug `prof.start()` whose test failed before
+    `prof.stop()`): a later measured test names it, where an audit's later tests each failed
+    saying to `stop the other profiler`, which was no profiler of theirs."""
+    state = item.config.stash.get(RUN, None)
+    if state is not None and state.settings.measuring:
+        state.profiler_left_by = (state.profiler_left_by or item.nodeid) if profiler_left_running() else None
 
 
 def _stopped_in(item: pytest.Item) -> None:

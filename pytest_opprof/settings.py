@@ -77,6 +77,7 @@ class RunState:
     summarized: bool = False  # the terminal summary ran (and wrote the reports)
     ran_tests: bool = False  # the session reached its test loop (not --help, nor a start refused)
     exit_status: int | None = None  # the session's, as it finished
+    profiler_left_by: str | None = None  # the test after which a torch profiler not opprof's still ran
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

@@ -4972,6 +4972,50 @@ def test_a_profiler_of_the_tests_own_is_left_alone(pytester):
     assert [c["name"] for c in tests["test_fixture_unused"]["checks"]] == ["stepped_aside"]
 
 
+def test_a_profiler_an_earlier_test_left_running_is_named(pytester):
+    """A debug `prof.start()` whose test failed before `prof.stop()` left the profiler on: each
+    later measured test failed with `a torch profiler is already running ... stop the other
+    profiler`, naming no profiler of theirs, and with a frame of the plugin's. Now one line says
+    which test left it; a profiler started before the test by no test (a fixture) is said so."""
+    pytester.makepyfile(
+        test_leak="""
+        import pytest, torch
+
+        def test_a_debug():
+            prof = torch.profiler.profile()
+            prof.start()
+            assert torch.ones(2).sum() == 3  # fails before prof.stop()
+
+        def test_b(opprof):
+            opprof.run(lambda: torch.ones(2) + 1, steps=2)
+
+        def test_stops():  # the profiler test_a_debug left, stopped
+            torch._C._autograd._disable_profiler()
+
+        @pytest.fixture
+        def profiled():
+            with torch.profiler.profile():
+                yield
+
+        def test_c(profiled, opprof):
+            torch.ones(2) + 1
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: a torch profiler was already running when this test began, left running by "
+            "test_leak.py::test_a_debug, which started it and did not stop it; opprof cannot measure inside another "
+            "profiler (torch runs one at a time): stop it where it starts (prof.stop() in a finally, or `with "
+            "torch.profiler.profile():`)",
+            "opprof: a torch profiler was already running when this test began, started before it (by a fixture or a "
+            "conftest?); *",
+        ]
+    )
+    assert "pytest_opprof/" not in result.stdout.str()
+
+
 def test_the_librarys_measure_and_capture_in_a_measured_test_step_the_whole_call_aside(pytester):
     """pytest_opprof.measure() or capture() in the body of a test with the fixture: a trial's was
     refused as `an opprof capture is already running: captures cannot nest`, though the test
