@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from itertools import compress, repeat
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import clock, device  # as modules: tests put fakes on device
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile, analyze
@@ -46,6 +46,7 @@ from .errors import (
     captures_cannot_nest,
     fn_expected,
     fn_keyword_taken,
+    fn_missing,
     not_a_profiler,
     profiler_already_running,
     profiler_cycle_cleared,
@@ -1581,6 +1582,28 @@ def _signature_step(torch: Any, fn: Callable[..., T], args: Any, kwargs: Any) ->
     return _read_own(prof), result
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fn_first(call: str, method: bool = True) -> Callable[[F], F]:
+    """A profiling call whose first argument, the function, is there: `opprof.run()` and
+    `opprof.run(fn=model)` (a keyword fn goes to the function) raised Python's bare TypeError
+    (an audit); `call` is the name its message gives."""
+
+    def checked(profiling: F) -> F:
+        @functools.wraps(profiling)
+        def first(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            if len(args) < (2 if method else 1):
+                raise OpprofUsageError(fn_missing(call, "fn" in kwargs))
+            return profiling(*args, **kwargs)
+
+        return cast(F, first)
+
+    return checked
+
+
+@fn_first("measure", method=False)
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
     """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
     validate_run_args(fn, warmup, steps, args, kwargs, call="measure")

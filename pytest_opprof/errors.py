@@ -1289,12 +1289,29 @@ def profiler_off_thread(thread: str) -> str:
     )
 
 
-def bad_call(what: str, takes: str, wrong: str, given: dict[str, object], close: list[str]) -> str:
+def fn_missing(call: str, as_keyword: bool) -> str:
+    """A profiling call without the function to profile (`as_keyword`: it was given as fn=)."""
+    keyword = (
+        " (a keyword fn= goes to that function, as every keyword but warmup= and steps= does)" if as_keyword else ""
+    )
+    return (
+        f"{call}() takes the function to profile as its first argument, positionally{keyword}: "
+        f"{call}(model, x, warmup=3, steps=10) profiles model(x)"
+    )
+
+
+def bad_call(
+    what: str, takes: str, wrong: str, given: dict[str, object], close: list[str], in_ms: float | None = None
+) -> str:
     """A call of an assertion method whose arguments do not fit it (`wrong`: Python's reason, or
-    the keyword it does not take, with the parameters that look like it)."""
+    the keyword it does not take, with the parameters that look like it; `in_ms`: its value in
+    ms where it named another time unit)."""
     if wrong not in given:
         return f"{what}: {wrong} (it takes {takes})"
-    hint = f"; did you mean {close[0]}={shown_value(given[wrong])}?" if close else ""
+    value = shown_value(given[wrong])
+    hint = f"; did you mean {close[0]}={value}?" if close else ""
+    if in_ms is not None:
+        hint = f"; did you mean ms={in_ms:g} ({wrong}={value})?"
     return f"{what} takes no keyword {shown_value(wrong)}{hint} (it takes {takes})"
 
 

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 from . import (
     assertions,
@@ -21,7 +21,7 @@ from . import (
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
-from .capture import StepRecorder, by_failure, run_steps, settle_cpus, validate_run_args
+from .capture import StepRecorder, by_failure, fn_first, run_steps, settle_cpus, validate_run_args
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -135,17 +135,20 @@ def _overhead_under_load(profile: Any, wait: float | None) -> Any:
     return dataclasses.replace(profile, checks=tuple(loaded if c.name == "overhead" else c for c in profile.checks))
 
 
-def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
-    """An assertion method whose arguments are checked first: a keyword it does not take, a
-    missing or extra argument, is a usage error naming it and what the method takes (a trial's
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def _arguments_checked(method: M) -> M:
+    """A method whose arguments are checked first: a keyword it does not take, a missing or extra
+    argument, is a usage error naming it and what the method takes (a trial's
     `assert_op_below(op, limit=100)` raised Python's bare TypeError, with no fix)."""
     signature = inspect.signature(method)
     params = [p for p in signature.parameters.values() if p.name != "self"]
-    takes = _parameters_text(params)
+    takes = (_parameters_text(params) or "no arguments") + _TAKES_MORE.get(method.__name__, "")
     what = f"opprof.{method.__name__}()"
 
     @functools.wraps(method)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         try:
             signature.bind(self, *args, **kwargs)
@@ -153,10 +156,29 @@ def _arguments_checked(method: Callable[..., None]) -> Callable[..., None]:
             wrong = next((k for k in kwargs if k not in signature.parameters), str(exc))
             given = {p.name for p in params[: len(args)]} | set(kwargs)
             close = _meant(wrong, [p.name for p in params if p.name not in given]) if wrong in kwargs else []
-            raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close)) from None
-        method(self, *args, **kwargs)
+            raise OpprofUsageError(bad_call(what, takes, wrong, kwargs, close, _in_ms(wrong, close, kwargs))) from None
+        return method(self, *args, **kwargs)
 
-    return checked
+    return cast(M, checked)
+
+
+_TAKES_MORE = {  # what a method's parameters do not say
+    "capture": ": `with opprof.capture():` profiles its block as one step; opprof.run(fn, *args, warmup=3, "
+    "steps=10) profiles steps of fn",
+}
+_MS_PER = {  # a keyword naming another time unit -> milliseconds per unit: `s=0.002` is ms=2, not ms=0.002
+    **dict.fromkeys(("s", "sec", "secs", "seconds", "max_s", "time_s"), 1000.0),
+    **dict.fromkeys(("us", "usec", "usecs", "microseconds", "max_us", "time_us"), 0.001),
+    **dict.fromkeys(("ns", "nanoseconds", "max_ns", "time_ns"), 0.000001),
+}
+
+
+def _in_ms(wrong: str, close: list[str], given: dict[str, Any]) -> float | None:
+    """The value of a keyword in another time unit, in the ms the method takes (None: not that)."""
+    value, per = given.get(wrong), _MS_PER.get(wrong.lower())
+    if close != ["ms"] or per is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(f"{value * per:.6g}")
 
 
 def _meant(wrong: str, names: list[str]) -> list[str]:
@@ -171,7 +193,7 @@ def _meant(wrong: str, names: list[str]) -> list[str]:
 
 _SYNONYMS = {  # a word -> the parameters it may stand for, the first a method takes
     **dict.fromkeys(("limit", "threshold"), ("ms", "pct", "min_pct")),
-    **dict.fromkeys(("max_ms", "budget", "time", "ms_per_step", "milliseconds", "time_ms"), ("ms",)),
+    **dict.fromkeys(("max_ms", "budget", "time", "ms_per_step", "milliseconds", "time_ms", *_MS_PER), ("ms",)),
     **dict.fromkeys(("count", "calls", "times", "expected", "exactly", "number"), ("n",)),
     **dict.fromkeys(("percent", "percentage", "min_percent", "busy"), ("pct", "min_pct")),
     **dict.fromkeys(("statistic", "reduce", "aggregate"), ("stat",)),
@@ -262,6 +284,7 @@ class OpprofFixture:
         self._ahead = []
 
     # capture ----------------------------------------------------------------------------------
+    @fn_first("opprof.run")
     def run(self, fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Any:
         """Profile `steps` calls of fn after `warmup` unprofiled ones; return fn's last result.
         `fn` is positional only: a keyword of that name goes to fn."""
@@ -357,6 +380,7 @@ class OpprofFixture:
                 exc.add_note(note)
             raise
 
+    @_arguments_checked
     def capture(self) -> CaptureBlock:
         """Profile the block as one step: `with opprof.capture(): ...` (each `with` is a capture)."""
         return CaptureBlock(self)

@@ -1380,6 +1380,60 @@ def test_a_body_that_ran_nothing_names_the_fixture_that_asked_for_opprof(pyteste
     )  # fmt: skip
 
 
+def test_a_time_in_another_unit_and_a_missing_fn_get_the_call_that_works(pytester, monkeypatch):
+    """An audit's `assert_op_below(op, s=0.002)` was told `did you mean ms=0.002?`, a limit 1000x
+    too tight; `opprof.run()` and `run(fn=model)` raised Python's bare TypeError; a method of no
+    arguments said `(it takes )`; `opprof.capture(steps=3)` raised a TypeError. Each is one
+    usage error with the call that works, with or without --opprof."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    pytester.makepyfile(
+        test_kw="""
+        import torch
+        from pytest_opprof import measure
+
+        def test_seconds(opprof):
+            opprof.assert_op_below("aten::mm", s=0.002)
+
+        def test_microseconds(opprof):
+            opprof.assert_total_below(us=200)
+
+        def test_no_fn(opprof):
+            opprof.run()
+
+        def test_fn_keyword(opprof):
+            opprof.run(fn=torch.nn.Linear(2, 2))
+
+        def test_measure_no_fn():
+            measure(fn=torch.nn.Linear(2, 2))
+
+        def test_no_arguments(opprof):
+            opprof.assert_no_sync("aten::item")
+
+        def test_capture_steps(opprof):
+            with opprof.capture(steps=3):
+                pass
+        """
+    )
+    for flags in ([], ["--opprof"]):
+        result = run(pytester, *flags)
+        result.assert_outcomes(failed=7)
+        result.stdout.fnmatch_lines_random(
+            [
+                "E *OpprofUsageError: opprof.assert_op_below() takes no keyword 's'; did you mean ms=2 (s=0.002)? *",
+                "E *OpprofUsageError: opprof.assert_total_below() takes no keyword 'us'; did you mean ms=0.2 (us=200)? *",
+                "E *OpprofUsageError: opprof.run() takes the function to profile as its first argument, positionally: "
+                "opprof.run(model, x, warmup=3, steps=10) profiles model(x)",
+                "E *OpprofUsageError: opprof.run() takes the function to profile as its first argument, positionally "
+                "(a keyword fn= goes to that function, *",
+                "E *OpprofUsageError: measure() takes the function to profile as its first argument, positionally (*",
+                "E *OpprofUsageError: opprof.assert_no_sync(): too many positional arguments (it takes no arguments)",
+                "E *OpprofUsageError: opprof.capture() takes no keyword 'steps' (it takes no arguments: `with "
+                "opprof.capture():` profiles its block as one step; *",
+            ]
+        )
+        assert "TypeError" not in result.stdout.str()
+
+
 def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytester, monkeypatch):
     """A trial's `assert_op_below(op, limit=100)`, `assert_total_below(ms=100, per="call")` and
     `assert_op_count(op, count=1)` raised Python's bare TypeError, with no fix: each is now a
