@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from typing import Any
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import (
+    UNUSABLE_FIX,
     BaselineError,
     baseline_from_profile,
     move_baseline,
@@ -335,11 +337,29 @@ def _readable_baselines_at(path: Path) -> tuple[list[tuple[Path, BaselineDoc]], 
         raise BaselineError(f"{path}: {_missing(path)}")
     if not path.is_file():
         raise BaselineError(f"{path}: not a file or folder (a pipe or a device?); give a baseline file or folder")
+    data = _given_baseline(path)
+    return [(path, _printable_id(data))], []
+
+
+GIVEN_FIX = (
+    "if it is a baseline, fix or delete it and run pytest --opprof-update-baseline; else give a baseline file or folder"
+)
+
+
+def _given_baseline(path: Path) -> BaselineDoc:
+    """A file given as a baseline: one that is none (a `package.json`) is not told to be deleted
+    (an audit's `opprof show package.json` was)."""
     if path.suffix != ".json" and not _is_trace(path):  # a test file: not to fix or delete as a baseline
         raise BaselineError(f"{path}: no baseline (baselines are .json files); give a baseline file or folder")
-    data = read_baseline(path)
+    try:
+        data = read_baseline(path)
+    except BaselineError as exc:
+        message = str(exc)
+        raise BaselineError(
+            message.removesuffix(UNUSABLE_FIX) + GIVEN_FIX if message.endswith(UNUSABLE_FIX) else message
+        ) from None
     assert data is not None
-    return [(path, _printable_id(data))], []
+    return data
 
 
 def _printable_id(doc: BaselineDoc) -> BaselineDoc:
@@ -426,8 +446,8 @@ def _is_trace(path: Path) -> bool:
         return False  # read_baseline reports it
     if head.lstrip().startswith(b'{\n  "capture": {'):
         return False  # a baseline as we write it (sorted keys): its op names may look like trace keys
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
-        return True  # a bare list of events (the Chrome trace format's other form); a baseline is an object
+    if re.match(rb"\[\s*[{\]]", head.lstrip(b"\xef\xbb\xbf \t\r\n")):
+        return True  # a bare list of events (the Chrome trace format's other form); `[pytest]` is an ini file
     return any(marker in head for marker in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"'))
 
 
@@ -810,6 +830,8 @@ def _quiet_stdout() -> None:
 def _move(args: argparse.Namespace) -> _Done:
     """`opprof mv FILE NODEID`: the renamed or moved test keeps its baseline in one step (a
     newcomer had to `git mv` the file and hand-edit its "nodeid")."""
+    if Path(args.file).is_file():
+        _given_baseline(Path(args.file))  # not a baseline: said before anything moves
     moved = move_baseline(Path(args.file), args.nodeid)
     if moved.was == args.nodeid and moved.new == moved.old:
         return _Done(unmoved_line(moved.new, args.nodeid) + "\n")

@@ -781,6 +781,8 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     (traces / "t.json.gz").write_bytes(b"")
     test_file = tmp_path / "test_m.py"  # a trial's `opprof show tests/test_basic.py` was told to delete it
     test_file.write_text("import torch\n")
+    ini = tmp_path / "pytest.ini"  # `[pytest]` was read as a trace's list of events
+    ini.write_text("[pytest]\naddopts = -q\n")
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_BASELINE_BYTES + 1)
@@ -796,6 +798,13 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("compare", a, b), f"{corrupt}: not valid JSON"),
         (("show", tmp_path / "nope"), "nope: no such file or folder"),
         (("show", test_file), "test_m.py: no baseline (baselines are .json files); give a baseline file or folder"),
+        (("mv", test_file, "test_m.py::test_z"), "test_m.py: no baseline (baselines are .json files); give a "),
+        (("show", ini), "pytest.ini: no baseline (baselines are .json files); give a baseline file or folder"),
+        (
+            ("show", other),  # a package.json: not to be deleted (an audit's was told to)
+            "other.json: not an opprof baseline (no 'schema'); if it is a baseline, fix or delete it and run pytest "
+            "--opprof-update-baseline; else give a baseline file or folder",
+        ),
         (
             ("show", empty),
             "empty: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline",
