@@ -50,6 +50,7 @@ from .errors import (
     machine_speed_differs,
     moved_line,
     not_slower,
+    nothing_in_both,
     other_captures,
     output_unwritable,
     selects_nothing,
@@ -594,7 +595,19 @@ def _compare(args: argparse.Namespace) -> _Done:
     untimed = [r.name for r in results if r.untimed]
     outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed))
     out = _json_text(_compare_json(args, outcome)) if args.json else "\n".join(_compare_text(args, outcome)) + "\n"
+    if not pairs:  # nothing compared is no pass (an audit's CI step read `0 of 0 regressed`, exit 0)
+        return _Done(out, EXIT_BAD_INPUT, (nothing_in_both(args.a, args.b, _other_rootdir(only_a, only_b)),))
     return _Done(out, EXIT_REGRESSION if outcome.regressed else EXIT_OK)
+
+
+def _other_rootdir(only_a: list[str], only_b: list[str]) -> tuple[str, str] | None:
+    """A test of A and one of B that are the same test named from other rootdirs (`tests/test_m.py::x`
+    and `test_m.py::x`), if any."""
+    for a in only_a:
+        for b in only_b:
+            if a != b and (a.endswith("/" + b) or b.endswith("/" + a)):
+                return a, b
+    return None
 
 
 def _compared(

@@ -1300,6 +1300,18 @@ def fn_missing(call: str, as_keyword: bool) -> str:
     )
 
 
+def nothing_in_both(a: object, b: object, same: tuple[str, str] | None) -> str:
+    """`opprof compare` of two sides with no test in common: an error, not a pass."""
+    if same is not None:
+        why = (
+            f"{same[0]!r} in A is {same[1]!r} in B: recorded from other rootdirs? record both sides from one "
+            "rootdir (the folder of the project's ini file)"
+        )
+    else:
+        why = "give two baseline folders of the same tests (.opprof/<device key>), recorded from one rootdir"
+    return f"no test is in both {a} and {b}, so nothing was compared; {why}"
+
+
 def bad_call(
     what: str, takes: str, wrong: str, given: dict[str, object], close: list[str], in_ms: float | None = None
 ) -> str:

@@ -291,6 +291,28 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(capsys, monkeyp
         )
 
 
+def test_two_sides_with_no_test_in_common_are_an_error_not_a_pass(capsys, tmp_path):
+    """An audit compared folders recorded from other rootdirs (`tests/test_m.py::x` vs
+    `test_m.py::x`): `0 of 0 compared tests regressed in B`, exit 0, a CI step that checked
+    nothing and passed. Exit 2, naming the pair that is one test; unrelated sides get the plain fix."""
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "k1", {"tests/test_m.py::test_x": profile(700)})
+    b = write_folder(root, "k2", {"test_m.py::test_x": profile(700)})
+    code, out, err = run_cli(capsys, "compare", a, b)
+    assert code == 2
+    assert "no test is in both A and B" in out
+    assert err == (
+        f"opprof: error: no test is in both {a} and {b}, so nothing was compared; 'tests/test_m.py::test_x' in A is "
+        "'test_m.py::test_x' in B: recorded from other rootdirs? record both sides from one rootdir (the folder of "
+        "the project's ini file)\n"
+    )
+    c = write_folder(root, "k3", {"test_n.py::test_y": profile(700)})
+    code, _, err = run_cli(capsys, "compare", a, c, "--json")
+    assert code == 2
+    assert err.endswith("nothing was compared; give two baseline folders of the same tests (.opprof/<device key>), "
+                        "recorded from one rootdir\n")  # fmt: skip
+
+
 def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
     a, b = folders
     # +100% on addmm, +0.12 ms added clone: within a 150% tolerance and a 0.5 ms floor
