@@ -1312,6 +1312,11 @@ def nothing_in_both(a: object, b: object, same: tuple[str, str] | None) -> str:
     return f"no test is in both {a} and {b}, so nothing was compared; {why}"
 
 
+def report_unwritten(flag: str, path: object, reason: str) -> str:
+    """A report asked for that could not be written at the run's end (the tests' outcomes stand)."""
+    return f"opprof: {flag}: could not write {path} ({reason}); give {flag} a path you can write"
+
+
 def bad_call(
     what: str, takes: str, wrong: str, given: dict[str, object], close: list[str], in_ms: float | None = None
 ) -> str:

@@ -75,6 +75,7 @@ from .errors import (
     outside_rootdir,
     profiler_left_on,
     recording_by_setting,
+    report_unwritten,
     run_stopped,
     runnable_here,
     stepped_aside_unmeasured,
@@ -1322,6 +1323,7 @@ def _write_outputs(config: pytest.Config, state: RunState, say: Callable[[str], 
     settings, spool = state.settings, state.spool
     outputs = [
         (
+            "--opprof-json",
             settings.json_path,
             lambda path: write_run_report(
                 path,
@@ -1333,15 +1335,19 @@ def _write_outputs(config: pytest.Config, state: RunState, say: Callable[[str], 
                 state.stopped_in,
             ),
         ),
-        (settings.csv_path, lambda path: write_csv_report(path, spool)),
-        (settings.html_path, lambda path: write_html_report(path, state.device, state.device_key, spool)),
+        ("--opprof-csv", settings.csv_path, lambda path: write_csv_report(path, spool)),
+        (
+            "--opprof-html",
+            settings.html_path,
+            lambda path: write_html_report(path, state.device, state.device_key, spool),
+        ),
     ]
-    for where, write in outputs:
+    for flag, where, write in outputs:
         if where:
             try:
                 write(Path(where))
             except OSError as exc:
-                say(f"opprof: could not write {where}: {exc.strerror or exc}")
+                say(report_unwritten(flag, where, exc.strerror or str(exc)))
             else:
                 if not quiet:
                     say(f"opprof: wrote {where}")

@@ -143,7 +143,9 @@ class TestResult:
                 str(path), device_key, environment, self.cpu_wait, self.nodeid, self.outcome, self.cut_short
             )
         except TraceWriteError as exc:  # the run goes on; the summary says why there is no trace
-            self.trace_error = f"{path} could not be written ({exc.reason})"
+            self.trace_error = (
+                f"{path} could not be written ({exc.reason}); give --opprof-trace-dir a folder you can write"
+            )
         else:
             self.trace_path = str(path)
 

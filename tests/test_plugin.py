@@ -2037,8 +2037,8 @@ def test_reports_are_written_without_pytests_terminal_plugin(project):
     assert "test_measured" in (project.path / "r.csv").read_text()
     assert result.stdout.str() == ""
     assert len(result.errlines) == 1
-    assert result.errlines[0].startswith("opprof: could not write taken/r.html: ")
-    assert result.errlines[0].endswith("/taken is a file, not a folder")
+    assert result.errlines[0].startswith("opprof: --opprof-html: could not write taken/r.html (")
+    assert result.errlines[0].endswith("/taken is a file, not a folder); give --opprof-html a path you can write")
     # an exit code pytest runs no summary for (a review's pytest.exit(returncode=3)): written too
     project.makepyfile(
         test_exit="""
@@ -4928,8 +4928,10 @@ def test_outputs_that_become_unwritable_during_the_run_are_one_summary_line(proj
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "Traceback" not in out and "INTERNALERROR" not in out
-    result.stdout.fnmatch_lines(["*::test_bad: trace traces/*test_bad-*.json.gz could not be written (*)"])
-    result.stdout.fnmatch_lines(["opprof: could not write out/r.json: *"])
+    result.stdout.fnmatch_lines(
+        ["*::test_bad: trace traces/*test_bad-*.json.gz could not be written (*); give --opprof-trace-dir a folder *"]
+    )
+    result.stdout.fnmatch_lines(["opprof: --opprof-json: could not write out/r.json (*); give --opprof-json a path *"])
     assert (project.path / "out").read_text() == "in the way"
 
 
@@ -5807,7 +5809,7 @@ def test_a_pipe_nobody_reads_is_one_summary_line_not_a_hang(project):
     result = run(project, "--opprof", "--opprof-json=pipe")
     result.assert_outcomes(passed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["opprof: could not write pipe: no process reads this pipe"])
+    result.stdout.fnmatch_lines(["opprof: --opprof-json: could not write pipe (no process reads this pipe); *"])
 
 
 RANGE_TESTS = """
