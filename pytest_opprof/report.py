@@ -1167,7 +1167,10 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), ver
             continue
         where = nodeids[0] if len(nodeids) == 1 else f"the {count_of(len(nodeids), 'compared test')}"
         closest = closest_names(glob, sorted(near.get(glob, ())), limit=1)
-        if closest:
+        several = glob.split()
+        if len(several) > 1 and all("::" in part for part in several):  # `aten::addmm aten::t`: two globs
+            hint = f"write several as a comma list: {', '.join(several)}"
+        elif closest:
             hint = f"did you mean {closest[0]}? use op names as the tables and opprof show list them"
         elif _known_op(glob):
             if not verbose:

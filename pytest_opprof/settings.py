@@ -7,6 +7,7 @@ with its source to `parse_settings`, which validates all of them when pytest sta
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,8 @@ def parse_ms(text: object) -> float:
 
 
 def _split(text: object) -> list[str]:
+    if isinstance(text, (set, frozenset)):  # a marker's fail_on={"time"}: an audit was told `did you mean time?`
+        text = sorted(text, key=str)
     items = text if isinstance(text, (list, tuple)) else str(text).replace("\n", ",").split(",")
     return [str(i).strip() for i in items if str(i).strip()]
 
@@ -192,7 +195,14 @@ def parse_fail_on(text: object) -> frozenset[str]:
 
 def _not_kinds(items: list[str], bad: list[str]) -> str:
     """Each item of a fail_on list that is no verdict kind, with the kind it looks like (a list of
-    one: the kind alone, as the message names the value)."""
+    one: the kind alone, as the message names the value). Kinds run together by another separator
+    (`structure work`, `structure;work`: an audit was told `did you mean structure?`, which drops
+    work) are told the comma; `none` beside kinds, that it stands alone."""
+    if "none" in items and len(items) > 1:
+        return "; none stands alone (no verdict fails a test): give none or kinds, not both"
+    parts = [[p for p in re.split(r"[\s;|+/]+", item) if p] for item in bad]
+    if bad and all(len(p) > 1 and set(p) <= set(VERDICT_KINDS) for p in parts):
+        return f"; separate the kinds with commas: {', '.join(p for part in parts for p in part)}"
     close = {item: closest_names(item, VERDICT_KINDS) for item in bad}
     if not bad or len(items) == 1:  # no item at all (`,`), or the one the message names
         return f"; did you mean {close[bad[0]][0]}?" if bad and close[bad[0]] else ""

@@ -217,14 +217,27 @@ def test_with_location_adds_the_flags_after_each_record_command(text, expected):
             "time,speed,wrk",
             "a comma list of structure, work, time, environment (or none); not a kind: 'speed', 'wrk' (did you mean work?)",
         ),
+        # an audit's `structure work` was told `did you mean structure?`, which drops work
+        ("structure work", "a comma list of structure, work, time, environment (or none); separate the kinds with "
+         "commas: structure, work"),
+        ("time, structure;work", "a comma list of structure, work, time, environment (or none); separate the kinds "
+         "with commas: structure, work"),
+        ("none,time", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
+         "fails a test): give none or kinds, not both"),
     ],
-)
+)  # fmt: skip
 def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
     """Each item that is no verdict kind is named, with the kind it looks like: a trial's list of
     three had only its first slip named."""
     with pytest.raises(ValueError) as raised:
         parse_fail_on(value)
     assert str(raised.value) == hint
+
+
+def test_a_fail_on_set_is_read_as_a_list():
+    """A marker's `fail_on={"time"}`, a Python set, was read as its text and refused with
+    `did you mean time?`."""
+    assert parse_fail_on({"time", "work"}) == frozenset({"time", "work"})
 
 
 def test_a_markers_keyword_replaces_the_runs_value_ignore_ops_included():
