@@ -245,7 +245,7 @@ def _ns_column(values: list[Any], names: list[Any], what: str, source: str) -> l
         try:
             out.append(us_text_to_ns(v))
         except ValueError as exc:
-            reason = f"no {what!r}" if v is _MISSING else str(exc)
+            reason = f"no {what!r}" if v is _MISSING else f"{what!r} {exc}"  # `'ts' 'abc' is not ...`
             raise TraceError(bad_trace(source, f"complete event {i} ({shown_value(names[i])}): {reason}")) from None
     return out
 

@@ -97,7 +97,7 @@ def minimal_trace() -> dict:
         (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "dur": 1}]}', "complete event 0 ('a'): no 'ts'"),
         (
             b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}]}',
-            "complete event 0 ('a'): 'x' is not a number",
+            "complete event 0 ('a'): 'ts' 'x' is not a number",
         ),
         (b"\x80\x81 binary", "not text"),
         (  # a trial's: json keeps the last list, and the first's events were read as well
@@ -366,12 +366,15 @@ def _event(**fields):
         ("[" * 100_000 + "]" * 100_000, "nested too deeply to be a profiler trace"),
         (_event(name=["aten::mm"]), "complete event 0: 'name' is ['aten::mm'], not a text"),
         (_event(pid={"a": 1}), "a complete event's 'pid': {'a': 1} is not a number or a name"),
-        (_event(ts=float("inf")), "complete event 0 ('aten::mm'): inf is not a number of microseconds"),
+        (_event(ts=float("inf")), "complete event 0 ('aten::mm'): 'ts' inf is not a number of microseconds"),
         (_event(ts="Infinity"), "'Infinity' is not a number of microseconds"),
         (_event(ts="1e999990"), "'1e999990' microseconds is beyond any clock"),
-        (_event(dur=1e300), "complete event 0 ('aten::mm'): '1e+300' microseconds is beyond any clock"),
+        (_event(dur=1e300), "complete event 0 ('aten::mm'): 'dur' '1e+300' microseconds is beyond any clock"),
         # past the int64 nanoseconds torch keeps (a trial's 1e18 passed, every check ok), in both paths
-        (_event(dur=1e18), "complete event 0 ('aten::mm'): '1e+18' microseconds is beyond any clock (over 2**63 ns)"),
+        (
+            _event(dur=1e18),
+            "complete event 0 ('aten::mm'): 'dur' '1e+18' microseconds is beyond any clock (over 2**63 ns)",
+        ),
         (_event(ts=10**16), "10000000000000000 microseconds is beyond any clock"),
         # each within them, their sum past (a trial's made a 25-hour step)
         (
@@ -380,7 +383,7 @@ def _event(**fields):
         ),
         (_event(ts="9223372036854775.808"), "'9223372036854775.808' microseconds is beyond any clock"),
         # what float() and int() let by and a JSON number never holds (a trial's "1_000" read as 1000)
-        (_event(dur="1_000"), "complete event 0 ('aten::mm'): '1_000' is not a number of microseconds"),
+        (_event(dur="1_000"), "complete event 0 ('aten::mm'): 'dur' '1_000' is not a number of microseconds"),
         (_event(dur="1_000.000"), "'1_000.000' is not a number of microseconds"),
         (_event(dur=" 12 "), "' 12 ' is not a number of microseconds"),
         (_event(dur=" 12.000"), "' 12.000' is not a number of microseconds"),
@@ -388,7 +391,7 @@ def _event(**fields):
         (_event(dur="+5"), "'+5' is not a number of microseconds"),
         (_event(dur=".123"), "'.123' is not a number of microseconds"),  # a review: the fast path read 123 ns
         (_event(dur="-.123"), "'-.123' is not a number of microseconds"),
-        (_event(ts={}), "complete event 0 ('aten::mm'): {} is not a number of microseconds"),  # was a KeyError
+        (_event(ts={}), "complete event 0 ('aten::mm'): 'ts' {} is not a number of microseconds"),  # was a KeyError
         (_event(dur={"us": 2}), "{'us': 2} is not a number of microseconds"),
         (
             '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + "9" * 5000 + "}]}",
