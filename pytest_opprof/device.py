@@ -628,15 +628,17 @@ def describe(facts: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def resolve_key(option_key: str | None, hooked: object, facts: dict[str, Any]) -> tuple[str, str]:
+def resolve_key(option_key: str | None, hooked: object, facts: dict[str, Any], hook_at: str = "") -> tuple[str, str]:
     """The device key and where it came from: --opprof-device-key > the pytest_opprof_device_key
-    hook's answer > the facts. A bad hook answer raises ValueError with the one-line reason."""
+    hook's answer > the facts. A bad hook answer raises ValueError with the one-line reason, naming
+    the hook's place (`hook_at`: `conftest.py:3`) where it is known."""
     if option_key:
         return option_key, "--opprof-device-key"
     if hooked is not None:
         if not isinstance(hooked, str) or not valid_key(hooked):
             msg = (
-                f"pytest_opprof_device_key returned {shown_value(hooked)}: expected a device key of lowercase letters, "
+                f"pytest_opprof_device_key{f' at {hook_at}' if hook_at else ''} returned {shown_value(hooked)}: "
+                "expected a device key of lowercase letters, "
                 "digits, '.', '_' or '-' (e.g. 'nvidia-a10'), or None for the default"
             )
             raise ValueError(msg)

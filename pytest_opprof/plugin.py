@@ -230,7 +230,9 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
         except Exception as exc:  # the user's hook: one line naming what it raised and where
             raise pytest.UsageError(device_key_hook_raised(exc)) from None
     try:
-        state.device_key, state.key_source = resolve_key(state.settings.device_key, hooked, state.device)
+        state.device_key, state.key_source = resolve_key(
+            state.settings.device_key, hooked, state.device, _key_hooks_at(config) if hooked is not None else ""
+        )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     _keep_former_key(config, state)
@@ -247,6 +249,23 @@ def _keep_former_key(config: pytest.Config, state: RunState) -> None:
         return
     state.key_source = former_key_source(shown_path(root, config.rootpath), former, str(state.device_key))
     state.device_key = former
+
+
+def _key_hooks_at(config: pytest.Config) -> str:
+    """Where the device-key hooks are defined (`conftest.py:3`, from the folder pytest ran in), for
+    the line that refuses a key one returned (an audit's named no file)."""
+    places = []
+    for impl in config.hook.pytest_opprof_device_key.get_hookimpls():
+        code = getattr(impl.function, "__code__", None)
+        if code is not None:
+            places.append(f"{_shown_file(config, code.co_filename)}:{code.co_firstlineno}")
+    return " or ".join(places)
+
+
+def _shown_file(config: pytest.Config, path: str) -> str:
+    with suppress(ValueError):
+        return os.path.relpath(path, config.invocation_params.dir)
+    return path
 
 
 def _key_hooks(config: pytest.Config) -> frozenset[str]:

@@ -76,11 +76,15 @@ def test_bad_device_key_option_is_a_usage_error(pytester):
 
 
 def test_hook_returning_a_bad_key_is_a_usage_error(pytester):
+    """A bad key from the hook is one usage line naming the hook's file and line (an audit's named
+    no file, where a hook that raised was named with its line)."""
     pytester.makeconftest("def pytest_opprof_device_key(config, facts):\n    return 'A100 box'\n")
     pytester.makepyfile(MEASURED)
     result = run(pytester, "--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*pytest_opprof_device_key returned 'A100 box': expected a device key*"])
+    result.stderr.fnmatch_lines(
+        ["*pytest_opprof_device_key at conftest.py:1 returned 'A100 box': expected a device key*"]
+    )
     assert keys_written(pytester) == []
 
 
