@@ -16,6 +16,7 @@ from .analysis.model import selected, workload_problem
 from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
 from .events import is_printable_name, printable_name, printable_texts
+from .units import count_of
 
 # Beyond any count, FLOPs, bytes or ms per step; keeps ratios finite. An int, compared exactly:
 # the float 1e30 is a little more than 10**30, which a trial's counts of 10**30 passed below.
@@ -39,9 +40,13 @@ def _per_step(value: Any, what: str, steps: int, whole: bool = False) -> tuple[f
         kind = "whole numbers >= 0" if whole else "numbers >= 0"
         if value is None:  # a trial's missing key read as one of the wrong kind
             raise ValueError(f"{what} is missing or null: a list of {kind}, one per step")
-        raise ValueError(f"{what} is not a list of {kind} (below 1e30)")
+        if not isinstance(value, list):
+            raise ValueError(f"{what} is {_shown(value)}, not a list of {kind}, one per step")
+        step, bad = next((i, v) for i, v in enumerate(value) if not (_amount(v) and (not whole or v == int(v))))
+        one = "a whole number >= 0" if whole else "a number >= 0"
+        raise ValueError(f"{what} holds {_shown(bad)} at step {step + 1}: not {one} (below 1e30)")
     if len(value) != steps:
-        raise ValueError(f"{what} has {len(value)} values for {steps} steps")
+        raise ValueError(f"{what} holds {count_of(len(value), 'value')} for {count_of(steps, 'step')}: one per step")
     return tuple(value)
 
 
@@ -511,7 +516,9 @@ class BaselineDoc:
         """A validated document; ValueError says what is wrong (the schema is checked by the reader)."""
         for key, kind in (("ops", dict), ("memory_ops", dict), ("kernels", dict), ("events_per_step", list)):
             if not isinstance(data.get(key), kind):
-                raise ValueError(f"'{key}' is missing or not a {kind.__name__}")
+                wanted = "an object" if kind is dict else "a list"
+                found = "missing" if key not in data else f"{_shown(data[key])}, not {wanted}"
+                raise ValueError(f"'{key}' is {found} ({wanted} of the file's {key.replace('_', ' ')})")
         for key, what in (("ops", "op"), ("kernels", "kernel"), ("memory_ops", "memory op")):
             _printable_keys(data[key], what)
         references = [_reference(data, key) for key in ("reference_ms", "dispatch_reference_ms")]

@@ -180,7 +180,10 @@ def test_same_measurement_gives_byte_identical_file():
         ),
         ('{"schema": "2"}', "'schema' is '2', not a schema this pytest-opprof reads (1, 2); fix or delete it"),
         ('{"schema": 1, "nodeid": "other.py::test_y"}', "belongs to 'other.py::test_y'"),
-        ('{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": 3}', "'ops' is missing or not a dict"),
+        (
+            '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": 3}',
+            "'ops' is 3, not an object (an object of the file's ops)",
+        ),
         (
             '{"schema": 1, "nodeid": "tests/test_mlp.py::test_fwd", "ops": {}, "memory_ops": {}, "kernels": {}, '
             '"events_per_step": [], "reference_ms": "fast"}',
@@ -1153,7 +1156,7 @@ def _gemm(ops, by_op, calls=1):
     [
         (
             lambda d: d["ops"]["aten::addmm"].update(cpu_ms=["0.001"] * 8),
-            "op 'aten::addmm': 'cpu_ms' is not a list of numbers >= 0",
+            "op 'aten::addmm': 'cpu_ms' holds '0.001' at step 1: not a number >= 0 (below 1e30)",
         ),
         (  # a trial's missing key read as one of the wrong kind
             lambda d: d["ops"]["aten::addmm"].pop("cpu_ms"),
@@ -1161,18 +1164,24 @@ def _gemm(ops, by_op, calls=1):
         ),
         (
             lambda d: d["ops"]["aten::addmm"].update(calls_per_step=["2"] * 8),
-            "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
+            "op 'aten::addmm': 'calls_per_step' holds '2' at step 1: not a whole number >= 0",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7), "op 'aten::addmm': 'cpu_ms' is not a list"),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8), "op 'aten::addmm': 'cpu_ms' is not"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(cpu_ms=7),
+            "op 'aten::addmm': 'cpu_ms' is 7, not a list of numbers >= 0, one per step",
+        ),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[float("nan")] * 8),
+            "op 'aten::addmm': 'cpu_ms' holds NaN at step 1",
+        ),
         (lambda d: d.update(schema=True), "'schema' is true, not a schema this pytest-opprof reads (1, 2)"),
-        (lambda d: d.update(wall_ms="fast"), "'wall_ms' is not a list of numbers >= 0"),
-        (lambda d: d.update(outside_ms=[-1] * 8), "'outside_ms' is not a list of numbers >= 0"),
-        (lambda d: d.update(outside_ms=[1] * 3), "'outside_ms' has 3 values for 8 steps"),
+        (lambda d: d.update(wall_ms="fast"), "'wall_ms' is 'fast', not a list of numbers >= 0, one per step"),
+        (lambda d: d.update(outside_ms=[-1] * 8), "'outside_ms' holds -1 at step 1: not a number >= 0"),
+        (lambda d: d.update(outside_ms=[1] * 3), "'outside_ms' holds 3 values for 8 steps: one per step"),
         (lambda d: d.update(outside_ms=[99] * 8), "'outside_ms' is 99 in step 1, over its wall_ms, 10"),
         (
             lambda d: d.update(kernels={"gemm": {"calls_per_step": [1] * 8, "device_ms": "x"}}),
-            "kernel 'gemm': 'device_ms' is not a list of numbers >= 0",
+            "kernel 'gemm': 'device_ms' is 'x', not a list of numbers >= 0, one per step",
         ),
         (
             lambda d: d.update(memory_ops={"Memcpy": {"calls_per_step": [1], "device_ms": [1], "bytes": "4"}}),
@@ -1192,7 +1201,7 @@ def _gemm(ops, by_op, calls=1):
         (_gemm(["a"], {"a": 1}), "kernel 'gemm': 'by_op' is not an object of launching ops"),
         (
             _gemm(["a"], {"a": _share(1, -1)}),
-            "kernel 'gemm': by_op 'a' 'device_ms' is not a list of numbers >= 0",
+            "kernel 'gemm': by_op 'a' 'device_ms' holds -1 at step 1: not a number >= 0",
         ),
         (_gemm(["a", "b"], {"a": _share(1, 0.5)}), "kernel 'gemm': 'by_op' has no share for 'b', one of its 'ops'"),
         (
@@ -1290,23 +1299,32 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
     ("edit", "reason"),
     [
         # found by a trial: each of these was read, and then compared, or crashed the run
-        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[]), "'calls_per_step' has 0 values for 8 steps"),
+        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[]), "'calls_per_step' holds 0 values for 8 steps"),
         (
             lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[-1] * 8),
-            "op 'aten::addmm': 'calls_per_step' is not a list of whole numbers >= 0",
+            "op 'aten::addmm': 'calls_per_step' holds -1 at step 1: not a whole number >= 0",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[1.5] * 8), "'calls_per_step' is not a list of whole"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[1.5] * 8),
+            "'calls_per_step' holds 1.5 at step 1: not a whole",
+        ),
         (  # the limit the message names is itself refused
             lambda d: d["ops"]["aten::addmm"].update(calls_per_step=[10**30] * 8),
-            "'calls_per_step' is not a list of whole numbers >= 0 (below 1e30)",
+            "'calls_per_step' holds 1000000000000000000000000000000 at step 1: not a whole number >= 0 (below 1e30)",
         ),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[1e30] * 8), "'cpu_ms' is not a list of numbers >= 0"),
-        (lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[-1.0] * 8), "'cpu_ms' is not a list of numbers >= 0"),
-        (lambda d: d["ops"]["aten::addmm"].update(device_ms=[0.0] * 7), "'device_ms' has 7 values for 8 steps"),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[1e30] * 8),
+            "'cpu_ms' holds 1e+30 at step 1: not a number >= 0 (below 1e30)",
+        ),
+        (
+            lambda d: d["ops"]["aten::addmm"].update(cpu_ms=[-1.0] * 8),
+            "'cpu_ms' holds -1.0 at step 1: not a number >= 0",
+        ),
+        (lambda d: d["ops"]["aten::addmm"].update(device_ms=[0.0] * 7), "'device_ms' holds 7 values for 8 steps"),
         (lambda d: d["capture"].update(steps="10"), "'capture.steps' is '10', not a whole number >= 1"),
         (lambda d: d["capture"].update(steps=-10), "'capture.steps' is -10, not a whole number >= 1"),
         (lambda d: d["capture"].update(steps=0), "'capture.steps' is 0, not a whole number >= 1"),
-        (lambda d: d["capture"].update(steps=50), "'wall_ms' has 8 values for 50 steps"),
+        (lambda d: d["capture"].update(steps=50), "'wall_ms' holds 8 values for 50 steps"),
         (lambda d: d.update(environment=[]), "'environment' is [], not an object"),
         (lambda d: d.update(device_key=5), "'device_key' is 5, not a text or null"),
         # a trial's hand edit: `opprof show` printed the key's ESC to the terminal
@@ -1317,7 +1335,7 @@ def test_a_range_that_misses_the_ops_fastest_step_gets_its_own_fix_alone(tmp_pat
         # a trial's 100,000-character node id was quoted whole, one line of 100 KB
         (lambda d: d.update(nodeid="t.py::" + "x" * 100_000), "belongs to 't.py::xxxxxxx"),
         (lambda d: d.update(schema=2.0), "'schema' is 2.0, not a schema this pytest-opprof reads (1, 2)"),
-        (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' has 9 values for 8 steps"),
+        (lambda d: d.update(events_per_step=[1] * 8 + [2]), "'events_per_step' holds 9 values for 8 steps"),
         (lambda d: d["ops"]["aten::addmm"].update(on_device="x"), "op 'aten::addmm': 'on_device' is 'x', not true"),
         (
             lambda d: d["ops"]["aten::addmm"].update(recorded_range_ms=[0.9, 0.7]),
