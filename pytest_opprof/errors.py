@@ -919,8 +919,15 @@ ASKED = 100  # characters of a name asked for (an assertion's op, glob or range)
 
 def asked(pattern: str) -> str:
     """A name or glob the test asked for, as its message leads with it: shown_name, cut to
-    ASKED characters (a trial's 4,000-character name made a 4,084-character failure line)."""
-    return _cut(shown_name(pattern), ASKED)
+    ASKED characters (a trial's 4,000-character name made a 4,084-character failure line). An op
+    name with letters that are not ASCII says which: an audit's `aten::\u0430ddmm` (a Cyrillic a)
+    was told `did you mean aten::addmm?`, two names that look the same."""
+    shown = _cut(shown_name(pattern), ASKED)
+    odd = sorted({c for c in pattern if not c.isascii() and c.isprintable()})  # shown_name escapes the rest
+    if "::" not in pattern or not odd:  # a range's name may be any text; an op's is ASCII
+        return shown
+    letters = ", ".join(f"{c!r} U+{ord(c):04X}" for c in odd[:3])
+    return f"{shown} (it holds {letters}, not ASCII as op names are)"
 
 
 def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) -> str:

@@ -83,7 +83,16 @@ class RunState:
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:
     shown = repr(value) if isinstance(value, str) else shown_value(value)  # a path typed in full stays whole
-    return f"{flag}: {shown} is not {expected} (from {source})"
+    return f"{flag}: {shown} is not {expected} (from {source}){_quoted_hint(value)}"
+
+
+def _quoted_hint(value: object) -> str:
+    """An ini value written in quotes (`opprof_tolerance = "20%"`): pytest.ini keeps them (an
+    audit's line did not say so)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return f"; ini values take no quotes: write {text[1:-1]}"
+    return ""
 
 
 def _parse_bool(text: object) -> bool:

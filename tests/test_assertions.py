@@ -561,3 +561,15 @@ def test_a_kernel_count_that_fails_where_the_tracer_dropped_records_says_they_ma
     assert "dropped" not in (assertions.kernel_count("sm90_gemm", 6)(analyze(whole)) or "")
     too_many = assertions.kernel_count("sm90_gemm", 1)(analyze(events))  # 2 where 1 is asked: no loss makes more
     assert too_many is not None and "dropped" not in too_many
+
+
+def test_an_op_name_with_letters_that_are_not_ascii_says_which():
+    """An audit's `assert_no_op("aten::\u0430ddmm")` (a Cyrillic a) was told `did you mean
+    aten::addmm?`: two names that look the same. The name says which letter is not ASCII; a
+    range's name, which may be any text, is shown as it is."""
+    from pytest_opprof.errors import asked, unknown_op
+
+    assert unknown_op("aten::\u0430ddmm", ["aten::addmm"]).startswith(
+        "aten::\u0430ddmm (it holds '\u0430' U+0430, not ASCII as op names are): not an operator torch knows"
+    )
+    assert asked("\u0424\u0430\u0437\u0430") == "\u0424\u0430\u0437\u0430"

@@ -234,6 +234,19 @@ def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
     assert str(raised.value) == hint
 
 
+def test_an_ini_value_in_quotes_is_told_to_lose_them():
+    """pytest.ini keeps quotes: an audit's `opprof_tolerance = "20%"` was refused as `'"20%"' is
+    not a percentage like 20%`, which did not say why."""
+    from pytest_opprof.settings import bad_option
+
+    line = bad_option("--opprof-tolerance", '"20%"', "a percentage like 20%", "pytest.ini")
+    assert line == (
+        "--opprof-tolerance: '\"20%\"' is not a percentage like 20% (from pytest.ini); ini values take no quotes: "
+        "write 20%"
+    )
+    assert "quotes" not in bad_option("--opprof-tolerance", "fast", "a percentage like 20%", "pytest.ini")
+
+
 def test_a_fail_on_set_is_read_as_a_list():
     """A marker's `fail_on={"time"}`, a Python set, was read as its text and refused with
     `did you mean time?`."""
