@@ -196,7 +196,12 @@ NATIVE_TOML_CASES = [
         "--opprof-fail-on: '' is not a comma list of structure, work, time, environment (or none) (from pyproject.toml)",
     ),
     ("opprof_top = 0", "--opprof-top: 0 is not a whole number >= 1 (from pyproject.toml)"),
-    ("opprof_top = 2.5", "config option 'opprof_top' expects one of string | int, got float: 2.5"),
+    # a whole number written 5.0, a switch written 1: our parser names the flag, the file and what it
+    # takes (an audit's `opprof_top = 5.0` read pytest's `expects one of string | int, got float`)
+    ("opprof_top = 2.5", "--opprof-top: 2.5 is not a whole number >= 1 (from pyproject.toml)"),
+    ("opprof_top = 5.0", "--opprof-top: 5.0 is not a whole number >= 1 (from pyproject.toml)"),
+    ("opprof_strict = 1", None),
+    ("opprof_strict = 2", "--opprof-strict: 2 is not true or false (from pyproject.toml)"),
     (
         "opprof_tolerance = 0.2",
         '--opprof-tolerance: 0.2 is not a percentage like 20%: a bare 0.2 is ambiguous; write "20%" or "0.2%" (from pyproject.toml)',
@@ -205,8 +210,8 @@ NATIVE_TOML_CASES = [
         "opprof_min_delta_ms = -1",
         "--opprof-min-delta-ms: -1 is not a finite number of milliseconds >= 0 (from pyproject.toml)",
     ),
-    ("opprof_tolerance = true", "config option 'opprof_tolerance' expects one of string | float, got bool: True"),
-    ("opprof_top = [5]", "config option 'opprof_top' expects one of string | int, got list: [5]"),
+    ("opprof_tolerance = true", "config option 'opprof_tolerance' expects one of string | float | int, got bool: True"),
+    ("opprof_top = [5]", "config option 'opprof_top' expects one of string | int | float, got list: [5]"),
     ("opprof_json = 5", "config option 'opprof_json' expects a string, got int: 5"),
     (  # what people write for a list; pytest's refusal gains the line to write
         'opprof_ignore_ops = ["aten::copy_", "aten::t"]',
