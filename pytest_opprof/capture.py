@@ -184,11 +184,11 @@ def validate_run_args(
             "makes one); pass lambda: list(fn(...))")
         )  # fmt: skip
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise OpprofUsageError(bad_argument("warmup", warmup, "an integer >= 0"))
+        raise OpprofUsageError(bad_argument("warmup", warmup, "a whole number >= 0"))
     if warmup > MAX_STEPS:  # a typo (10**20) would run the model for ever before any output
         raise OpprofUsageError(bad_argument("warmup", warmup, f"at most {MAX_STEPS:,}"))
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise OpprofUsageError(bad_argument("steps", steps, "an integer >= 1"))
+        raise OpprofUsageError(bad_argument("steps", steps, "a whole number >= 1"))
     if steps > MAX_STEPS:  # a typo (10**6): the profiler would hold every step's events in memory
         raise OpprofUsageError(
             bad_argument("steps", steps, f"at most {MAX_STEPS:,} (a capture holds every step's events in memory)")

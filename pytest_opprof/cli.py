@@ -88,14 +88,27 @@ class _Parser(argparse.ArgumentParser):
         # One line, not argparse's usage block: scripts read our stderr.
         raise _UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Extra arguments are the command's: its help is the one to see (an audit's `opprof show
+        a b c` was sent to `opprof --help`, a missing one to `opprof show --help`)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._commands().get(getattr(parsed, "command", None) or "", self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        found = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        return dict(found[0].choices) if found else {}
+
 
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
     return value
 
 

@@ -588,11 +588,11 @@ def test_warm_profiler_starts_and_stops_one_and_leaves_a_users_alone(monkeypatch
             "fn's parameter 'steps' has no value: opprof takes the keyword steps= for "
             "itself (the number of profiled calls); pass fn's own through a lambda: measure(lambda: fn(..., steps=...)",
         ),
-        ({"steps": 0}, "steps=0: expected an integer >= 1"),
-        ({"steps": 2.5}, "steps=2.5: expected an integer >= 1"),
+        ({"steps": 0}, "steps=0: expected a whole number >= 1"),
+        ({"steps": 2.5}, "steps=2.5: expected a whole number >= 1"),
         ({"steps": 10**20}, "steps=100000000000000000000: expected at most 10,000 (a capture holds every step's"),
-        ({"warmup": -1}, "warmup=-1: expected an integer >= 0"),
-        ({"warmup": True}, "warmup=True: expected an integer >= 0"),
+        ({"warmup": -1}, "warmup=-1: expected a whole number >= 0"),
+        ({"warmup": True}, "warmup=True: expected a whole number >= 0"),
         ({"warmup": 10**20}, "warmup=100000000000000000000: expected at most 10,000"),
     ],
 )

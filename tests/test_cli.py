@@ -352,7 +352,7 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
     ("argv", "fragment"),
     [
         (["analyze", "missing.json"], "missing.json: no such file"),
-        (["analyze", "{trace}", "--top", "0"], "argument --top: '0' must be 1 or more"),
+        (["analyze", "{trace}", "--top", "0"], "argument --top: '0' is not a whole number >= 1"),
         (["analyze", "{trace}", "--top", "many"], "argument --top: 'many' is not a whole number"),
         (["analyze"], "the following arguments are required: TRACE"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),

@@ -92,20 +92,20 @@ def test_help_documents_every_option(pytester):
     out = result.stdout.str()
     unions = tuple(int(part) for part in pytest.__version__.split(".")[:2]) >= (9, 2)
     for flag, ini, kind in [
-        ("--opprof", "opprof", "string | bool"),
-        ("--opprof-top=N", "opprof_top", "string | int"),
+        ("--opprof", "opprof", "string | bool | int"),
+        ("--opprof-top=N", "opprof_top", "string | int | float"),
         ("--opprof-json=PATH", "opprof_json", "string"),
         ("--opprof-trace-dir=DIR", "opprof_trace_dir", "string"),
         ("--opprof-trace=WHEN", "opprof_trace", "string"),
-        ("--opprof-update-baseline=[WHICH]", "opprof_update_baseline", "string | bool"),
+        ("--opprof-update-baseline=[WHICH]", "opprof_update_baseline", "string | bool | int"),
         ("--opprof-baseline-dir=DIR", "opprof_baseline_dir", "string"),
-        ("--opprof-tolerance=PCT", "opprof_tolerance", "string | float"),
-        ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms", "string | float"),
+        ("--opprof-tolerance=PCT", "opprof_tolerance", "string | float | int"),
+        ("--opprof-min-delta-ms=MS", "opprof_min_delta_ms", "string | float | int"),
         ("--opprof-fail-on=KINDS", "opprof_fail_on", "string"),
         ("--opprof-ignore-ops=GLOBS", "opprof_ignore_ops", "string"),
         ("--opprof-device-key=KEY", "opprof_device_key", "string"),
-        ("--opprof-strict", "opprof_strict", "string | bool"),
-        ("--opprof-require-baseline", "opprof_require_baseline", "string | bool"),
+        ("--opprof-strict", "opprof_strict", "string | bool | int"),
+        ("--opprof-require-baseline", "opprof_require_baseline", "string | bool | int"),
     ]:
         assert flag in out
         assert f"  {ini} ({kind if unions else 'string'}):" in out
@@ -586,7 +586,7 @@ def test_bad_arguments_fail_without_the_flag_too(pytester):
         [
             "E  *OpprofUsageError: ms=-1: expected a finite number of milliseconds >= 0",
             "E  *OpprofUsageError: min=3: expected at most max=1*",
-            "E  *OpprofUsageError: steps=0: expected an integer >= 1",
+            "E  *OpprofUsageError: steps=0: expected a whole number >= 1",
             "E  *OpprofUsageError: fn=42: expected a callable*",
             "E  *OpprofUsageError: fn=<function *step at *>: expected a function that does its work when called, not an "
             "async def (a call only makes a coroutine); pass lambda: asyncio.run(fn(...))",
@@ -1226,7 +1226,7 @@ EXPECTED_MESSAGES = {
     # made in the body of a whole-call capture, checked when it returns: it names its line
     "test_fail_deferred": "test_user.py:*: aten::relu: 1 calls/step, expected 5 (per step: 1; called from Python; inputs float[[]4,64])",
     "test_fail_bad_argument": "*OpprofUsageError: ms=-1: expected a finite number of milliseconds >= 0",
-    "test_fail_bad_steps": "*OpprofUsageError: steps=0: expected an integer >= 1",
+    "test_fail_bad_steps": "*OpprofUsageError: steps=0: expected a whole number >= 1",
 }
 
 
