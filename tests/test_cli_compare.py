@@ -803,8 +803,6 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
     (traces / "t.json.gz").write_bytes(b"")
     test_file = tmp_path / "test_m.py"  # a trial's `opprof show tests/test_basic.py` was told to delete it
     test_file.write_text("import torch\n")
-    ini = tmp_path / "pytest.ini"  # `[pytest]` was read as a trace's list of events
-    ini.write_text("[pytest]\naddopts = -q\n")
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_BASELINE_BYTES + 1)
@@ -820,13 +818,6 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         (("compare", a, b), f"{corrupt}: not valid JSON"),
         (("show", tmp_path / "nope"), "nope: no such file or folder"),
         (("show", test_file), "test_m.py: no baseline (baselines are .json files); give a baseline file or folder"),
-        (("mv", test_file, "test_m.py::test_z"), "test_m.py: no baseline (baselines are .json files); give a "),
-        (("show", ini), "pytest.ini: no baseline (baselines are .json files); give a baseline file or folder"),
-        (
-            ("show", other),  # a package.json: not to be deleted (an audit's was told to)
-            "other.json: not an opprof baseline (no 'schema'); if it is a baseline, fix or delete it and run pytest "
-            "--opprof-update-baseline; else give a baseline file or folder",
-        ),
         (
             ("show", empty),
             "empty: no baseline files (*.json) under it; record some with pytest --opprof-update-baseline",
@@ -856,6 +847,27 @@ def test_bad_input_exits_2_with_one_line(capsys, folders, tmp_path):
         assert out == "" and err.count("\n") == 1 and err.startswith("opprof: error: "), (argv, err)
         assert expected in err, (argv, err)
     assert corrupt.read_bytes() == before  # left as it was
+
+
+def test_a_file_that_is_no_baseline_is_not_told_to_be_deleted(capsys, tmp_path):
+    """An audit's `opprof show pytest.ini` (its `[pytest]` read as a trace's list of events),
+    `opprof mv test_m.py ...` and `opprof show package.json` were each told `fix or delete it`."""
+    (tmp_path / "test_m.py").write_text("import torch\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
+    (tmp_path / "package.json").write_text('{"name": "x"}')
+    cases = [
+        (("mv", "test_m.py", "test_m.py::test_z"), "test_m.py: no baseline (baselines are .json files); give a "),
+        (("show", "pytest.ini"), "pytest.ini: no baseline (baselines are .json files); give a baseline file or folder"),
+        (
+            ("show", "package.json"),
+            "package.json: not an opprof baseline (no 'schema'); if it is a baseline, fix or delete it and run pytest "
+            "--opprof-update-baseline; else give a baseline file or folder",
+        ),
+    ]
+    for argv, expected in cases:
+        code, out, err = run_cli(capsys, *[str(tmp_path / a) if i == 1 else a for i, a in enumerate(argv)])
+        assert code == 2 and out == "" and expected in err, (argv, err)
+    assert (tmp_path / "test_m.py").read_text() == "import torch\n"
 
 
 def test_show_of_a_folder_shows_its_readable_files_and_names_every_other_one(capsys, folders):
