@@ -72,15 +72,19 @@ def round_sig(value: float, digits: int = STORED_DIGITS) -> float | int:
     return float(f"{value:.{digits}g}")
 
 
-def baseline_path(root: Path, device_key: str, nodeid: str) -> Path:
-    """`tests/test_mlp.py::TestX::test_fwd[a/b]` -> `root/<key>/tests/test_mlp.py/TestX.test_fwd[a_b]-<hash>.json`."""
+def baseline_path(root: Path, device_key: str, nodeid: str, device_names: bool = True) -> Path:
+    """`tests/test_mlp.py::TestX::test_fwd[a/b]` -> `root/<key>/tests/test_mlp.py/TestX.test_fwd[a_b]-<hash>.json`.
+    `device_names=False`: the name as versions before 2026-12-05 gave it, a Windows device's kept
+    (`Aux.test_loss.json`), which `opprof mv` moves to its name now."""
     file_part, _, name = nodeid.partition("::")
     parts = [safe_name(p) for p in file_part.replace("\\", "/").split("/") if p not in ("", ".", "..")]
     # Class::method reads as Class.method (names cannot hold a dot); a parameter id is kept as
     # it is, so an id with "::" gets a hash and never meets an id with "." in its place.
     function, bracket, params = name.partition("[")
     return root.joinpath(
-        safe_name(device_key), *parts, safe_name(function.replace("::", ".") + bracket + params or "module") + ".json"
+        safe_name(device_key),
+        *parts,
+        safe_name(function.replace("::", ".") + bracket + params or "module", device_names) + ".json",
     )
 
 
@@ -763,7 +767,9 @@ def _baseline_root_of(path: Path, doc: BaselineDoc, nodeid: str) -> Path:
     for form in (path, path.absolute(), path.resolve()):  # as given first: the paths it prints read as the user's
         for folder in (p for p in form.parents if key and p.name == key):
             if any(
-                _same_file(baseline_path(folder.parent, str(doc.device_key), n), path) for n in (doc.nodeid, nodeid)
+                _same_file(baseline_path(folder.parent, str(doc.device_key), n, devices), path)
+                for n in (doc.nodeid, nodeid)
+                for devices in (True, False)
             ):
                 return folder.parent
     raise BaselineError(mv_unplaced(path, doc.device_key, doc.nodeid, nodeid))

@@ -781,8 +781,6 @@ def _unguard_inner_profilers() -> None:
 def _refuse_a_running_profiler(torch: Any) -> None:
     """One line when a profiler runs: opprof's own (a capture inside a capture) or the user's."""
     __tracebackhide__ = True  # the test's line shows, not ours (a trial saw two frames of plugin code)
-    for recorder in list(_STEPS_ASIDE):  # a measure() or capture() in a measured test's body: the
-        recorder.give_way()  # whole-call capture gives way, as to the test's own torch profiler (a trial)
     if _profiler_running(torch):
         raise CaptureError(captures_cannot_nest() if _RUNNING else profiler_already_running())
 
@@ -1607,9 +1605,19 @@ def fn_first(call: str, method: bool = True) -> Callable[[F], F]:
 def measure(fn: Callable[..., Any], /, *args: Any, warmup: int = 3, steps: int = 10, **kwargs: Any) -> Profile:
     """Profile `steps` calls of fn(*args, **kwargs) after `warmup` unprofiled ones."""
     validate_run_args(fn, warmup, steps, args, kwargs, call="measure")
+    _whole_call_gives_way()
     unprofiled = kernel_profiling_off()
     profile, result = run_steps(fn, args, kwargs, warmup, steps)
     return _with_kernels_check(_why_empty(profile, fn, steps, result), unprofiled)
+
+
+def _whole_call_gives_way() -> None:
+    """The library's measure() or capture() in a measured test's body: the plugin's whole-call
+    capture gives way, as to a torch profiler the test starts (a trial's was refused as nested).
+    Not for the fixture's own run() or capture() (of a fixture asked for late, beside the marker's
+    whole call, a review's): they stay refused as nested."""
+    for recorder in list(_STEPS_ASIDE):
+        recorder.give_way()
 
 
 def kernel_profiling_off() -> bool:
@@ -1653,6 +1661,7 @@ class Capture:
         if self._recorder is not None:
             raise CaptureError(captures_cannot_nest())
         self.profile = None  # a block that raises leaves none: not the block before's
+        _whole_call_gives_way()
         recorder = StepRecorder()
         recorder.start()  # may raise (another profiler runs): then no block is in progress
         self._recorder = recorder

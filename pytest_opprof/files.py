@@ -199,13 +199,15 @@ def read_regular(path: Path, limit: int) -> bytes:
     return path.read_bytes()
 
 
-def safe_name(text: str) -> str:
+def safe_name(text: str, device_names: bool = False) -> str:
     """One path component made file-system safe: readable where it can be, unique always (a
-    short hash of the original whenever it had to change or was longer than NAME_LIMIT)."""
+    short hash of the original whenever it had to change or was longer than NAME_LIMIT). With
+    `device_names`, for a file's name, a name Windows keeps for a device is changed too (a folder
+    of that name cannot be checked out there at all: its files' names are left as they were)."""
     normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     safe = _UNSAFE.sub("_", normal).strip("._") or "_"
     head, dot, rest = safe.partition(".")
-    if _WINDOWS_DEVICE.fullmatch(head):  # `Aux.test_loss.json`: Windows opens the device AUX, whatever follows
+    if device_names and _WINDOWS_DEVICE.fullmatch(head):  # `Aux.test_loss.json`: Windows opens AUX, whatever follows
         safe = f"{head}_{dot}{rest}"
     if safe != text or len(safe) > NAME_LIMIT:
         digest = hashlib.sha1(text.encode()).hexdigest()[:8]

@@ -117,6 +117,26 @@ def test_names_windows_keeps_for_devices_are_changed(tmp_path, nodeid, name):
     path = baseline_path(tmp_path, "cpu-x86_64", nodeid)
     assert path.name.startswith(name) and path.suffix == ".json"
     assert baseline_path(tmp_path, "cpu-x86_64", "t.py::Conv::test_x").name == "Conv.test_x.json"  # not a device
+    # a folder of such a name cannot be checked out on Windows at all: its files keep their names
+    # (a review: a folder's rename lost every baseline under `tests/aux/` in silence)
+    assert (
+        baseline_path(tmp_path, "k", "tests/aux/test_a.py::test_add")
+        == tmp_path / "k/tests/aux/test_a.py/test_add.json"
+    )
+
+
+def test_opprof_mv_moves_a_baseline_named_for_a_windows_device_to_its_name_now(tmp_path):
+    """A file recorded before device names were changed (`Aux.test_loss.json`) is named by the
+    run's `keep its baseline: opprof mv ...` line, which a review found refused as `not where the
+    plugin reads the baseline`: it moves the file to the name the plugin reads now."""
+    from pytest_opprof.baseline import move_baseline
+
+    root, nodeid = tmp_path / ".opprof", "test_m.py::Aux::test_loss"
+    legacy = baseline_path(root, "cpu-x86_64", nodeid, device_names=False)
+    assert legacy.name == "Aux.test_loss.json"
+    write_baseline(legacy, replace(doc(profile()), nodeid=nodeid))
+    moved = move_baseline(legacy, nodeid)
+    assert moved.new == baseline_path(root, "cpu-x86_64", nodeid) and moved.new.is_file() and not legacy.exists()
 
 
 def test_round_sig_keeps_four_significant_digits():

@@ -57,6 +57,23 @@ def test_a_fixture_asked_for_in_the_body_is_compared_and_recorded(pytester, monk
     assert [(v["kind"], v["status"]) for v in test["baseline"]["verdicts"]] == [("structure", "changed")]
 
 
+def test_a_marked_test_asking_for_the_fixture_late_is_compared(pytester, monkeypatch):
+    """The marker and `request.getfixturevalue("opprof")` in the body: two fixture objects, and
+    the late one's run() made the marker's whole-call capture step aside, so the baseline went
+    uncompared in silence (a review's). They are one fixture: its run() replaces the whole call."""
+    pytester.makepyfile(
+        test_late="import pytest\n" + LATE_FIXTURE.replace("def test_late", "@pytest.mark.opprof\ndef test_late")
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("REGRESS", "1")
+    result = run(pytester, "--opprof", "--opprof-json=r.json")
+    result.assert_outcomes(failed=1)
+    assert "+ aten::add" in result.stdout.str()
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert test["baseline"]["status"] == "compared"
+    assert "stepped_aside" not in json.dumps(test)
+
+
 def test_a_fixture_asked_for_in_the_body_that_captured_nothing_says_so(pytester):
     """Asked for too late for the whole call, it measured nothing: a warning, and an error when
     --opprof-require-baseline expected a measurement."""
