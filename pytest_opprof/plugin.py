@@ -206,6 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_RecordCollector(state, everywhere), "opprof-records")
     if settings.measuring:
         config.pluginmanager.register(_ThreadLeaks(), "opprof-thread-leaks")
+        config.pluginmanager.register(_ProfilerLeaks(state), "opprof-profiler-leaks")
 
 
 def _each_worker(config: pytest.Config) -> str | None:
@@ -439,6 +440,26 @@ class _ThreadLeaks:
             end = torch_threads()
             if start is not None and end is not None and end != start:
                 self.leak = (item.nodeid, start, end)
+
+
+class _ProfilerLeaks:
+    """Finds a test whose call started a torch profiler and left it running (a debug `prof.start()`
+    whose test failed before `prof.stop()`): a later measured test names it. A profiler a fixture
+    started (any scope) runs before the call: no test's (a review's first version blamed the test
+    after which a module fixture's profiler still ran)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True
+        before = profiler_left_running()
+        try:
+            return (yield)
+        finally:
+            if not before and profiler_left_running():
+                self.state.profiler_left_by = item.nodeid
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -740,7 +761,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     fixture = item.stash.get(TEST, None)
     if fixture is None and item.get_closest_marker(MARKER) is not None:
         fixture = _new_fixture(item, state)
-    if fixture is not None and profiler_left_running():  # running before the test began: not the test's own
+    if (
+        fixture is not None and not fixture.captures and profiler_left_running()
+    ):  # before the whole call: not the test's
         pytest.fail(profiler_left_on(state.profiler_left_by), pytrace=False)
     if fixture is None:
         with _calling(item):
@@ -1043,12 +1066,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def _note_profiler_left(item: pytest.Item) -> None:
-    """Which test left a torch profiler running (a debug `prof.start()` whose test failed before
-    `prof.stop()`): a later measured test names it, where an audit's later tests each failed
-    saying to `stop the other profiler`, which was no profiler of theirs."""
+    """A profiler a test left running (_ProfilerLeaks) is no longer blamed once none runs."""
     state = item.config.stash.get(RUN, None)
-    if state is not None and state.settings.measuring:
-        state.profiler_left_by = (state.profiler_left_by or item.nodeid) if profiler_left_running() else None
+    if state is not None and state.settings.measuring and not profiler_left_running():
+        state.profiler_left_by = None
 
 
 def _stopped_in(item: pytest.Item) -> None:

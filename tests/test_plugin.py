@@ -5082,6 +5082,51 @@ def test_a_profiler_an_earlier_test_left_running_is_named(pytester):
     assert "pytest_opprof/" not in result.stdout.str()
 
 
+def test_a_fixtures_profiler_is_no_test_left_running_and_a_fixtures_capture_keeps_it(pytester):
+    """A review: a module fixture's profiler, still running after an unmeasured test, was blamed
+    on that test (`left running by test_first`); and a test whose capture a fixture took (its
+    body is not captured) failed beside a profiler another fixture ran, where it had passed."""
+    pytester.makepyfile(
+        test_fix="""
+        import pytest, torch
+
+        @pytest.fixture(scope="module")
+        def profiled_module():
+            with torch.profiler.profile():
+                yield
+
+        def test_first(profiled_module):
+            torch.ones(2) + 1
+
+        def test_second(profiled_module, opprof):
+            torch.ones(2) + 1
+        """,
+        test_gate="""
+        import pytest, torch
+
+        @pytest.fixture
+        def measured(opprof):
+            opprof.run(lambda: torch.ones(2) + 1, steps=2)
+            return opprof
+
+        @pytest.fixture
+        def debug_profiler():
+            with torch.profiler.profile():
+                yield
+
+        def test_gate(measured, debug_profiler):
+            assert measured.profile.op("aten::add").calls == 2
+        """,
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*opprof: a torch profiler was already running when this test began, started before it (by a fixture or a "
+         "conftest?); *"]
+    )  # fmt: skip
+    assert "left running by" not in result.stdout.str()
+
+
 def test_the_librarys_measure_and_capture_in_a_measured_test_step_the_whole_call_aside(pytester):
     """pytest_opprof.measure() or capture() in the body of a test with the fixture: a trial's was
     refused as `an opprof capture is already running: captures cannot nest`, though the test
