@@ -50,6 +50,7 @@ from .errors import (
     machine_speed_differs,
     moved_line,
     not_slower,
+    nothing_chosen,
     nothing_in_both,
     other_captures,
     output_unwritable,
@@ -610,6 +611,8 @@ def _compare(args: argparse.Namespace) -> _Done:
     out = _json_text(_compare_json(args, outcome)) if args.json else "\n".join(_compare_text(args, outcome)) + "\n"
     if not pairs:  # nothing compared is no pass (an audit's CI step read `0 of 0 regressed`, exit 0)
         return _Done(out, EXIT_BAD_INPUT, (nothing_in_both(args.a, args.b, _other_rootdir(only_a, only_b)),))
+    if not results:  # --op chose no op of any test in both (a review's)
+        return _Done(out, EXIT_BAD_INPUT, (nothing_chosen(args.op, len(unchosen)),))
     return _Done(out, EXIT_REGRESSION if outcome.regressed else EXIT_OK)
 
 

@@ -1241,9 +1241,11 @@ def asked_late_unmeasured(baseline: str | None) -> str:
     )
 
 
-def subtests_failed(count: int) -> str:
-    """Why a test whose subtests failed failed: pytest's own words, which it gives after our hooks."""
-    return f"contains {count} failed subtest{'s' if count > 1 else ''}"
+def subtests_failed(count: int, unittest: bool = False) -> str:
+    """Why a test whose subtests failed failed: pytest's own words, which it gives after our hooks;
+    for a unittest test's `subTest`, which pytest reports passed beside its SUBFAILED lines, that."""
+    words = f"contains {count} failed subtest{'s' if count > 1 else ''}"
+    return f"{words} (pytest reports a unittest test passed beside its SUBFAILED lines)" if unittest else words
 
 
 def outside_rootdir(path: str, rootdir: str, nodeid: str) -> str:
@@ -1304,6 +1306,14 @@ def fn_missing(call: str, as_keyword: bool) -> str:
     return (
         f"{call}() takes the function to profile as its first argument, positionally{keyword}: "
         f"{call}(model, x, warmup=3, steps=10) profiles model(x)"
+    )
+
+
+def nothing_chosen(globs: list[str], tests: int) -> str:
+    """`opprof compare --op` whose globs match no op of the tests in both sides: an error, not a pass."""
+    return (
+        f"--op {' '.join(globs)} matches no op of the {count_of(tests, 'test')} in both, so nothing was compared; "
+        "opprof show lists each side's ops"
     )
 
 

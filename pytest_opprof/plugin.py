@@ -815,6 +815,11 @@ def _unittest_outcome(item: pytest.Item) -> BaseException | None:
     return kept[0].value if isinstance(kept, list) and kept else None
 
 
+def _is_unittest(item: pytest.Item) -> bool:
+    """A unittest.TestCase's test (pytest's TestCaseFunction), told by its class, not its attributes."""
+    return any(cls.__name__ == "TestCaseFunction" for cls in type(item).__mro__)
+
+
 def _call_passed(item: pytest.Item) -> bool:
     """The call raised nothing, and fails at its end for no failed subtest (pytest's `subtests`,
     unittest's `subTest`) and no unittest outcome: its assertions and baseline are judged (a
@@ -978,7 +983,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome, failure = _outcome_word(report), _failure_message(report)
     if call.when == "call" and outcome == "passed" and (failed := item.stash.get(_SUBTESTS_FAILED, 0)):
-        outcome, failure = "failed", subtests_failed(failed)  # as pytest fails it, after this hook
+        # pytest fails it after this hook (its `subtests` fixture); a unittest test it reports passed
+        outcome, failure = "failed", subtests_failed(failed, unittest=_is_unittest(item))
     result.record_phase(call.when, outcome, failure if outcome not in ("passed", "xpassed") else None)
     if call.when == "call":
         _take_profile(item, call, report, fixture, result)

@@ -207,11 +207,11 @@ def _not_kinds(items: list[str], bad: list[str]) -> str:
     one: the kind alone, as the message names the value). Kinds run together by another separator
     (`structure work`, `structure;work`: an audit was told `did you mean structure?`, which drops
     work) are told the comma; `none` beside kinds, that it stands alone."""
-    if "none" in items and len(items) > 1:
+    words = [word for item in items for word in re.split(r"[\s;|+/]+", item) if word]
+    if "none" in words and len(words) > 1:
         return "; none stands alone (no verdict fails a test): give none or kinds, not both"
-    parts = [[p for p in re.split(r"[\s;|+/]+", item) if p] for item in bad]
-    if bad and all(len(p) > 1 and set(p) <= set(VERDICT_KINDS) for p in parts):
-        return f"; separate the kinds with commas: {', '.join(p for part in parts for p in part)}"
+    if bad and len(words) > len(items) and set(words) <= set(VERDICT_KINDS):
+        return f"; separate the kinds with commas: {', '.join(dict.fromkeys(words))}"
     close = {item: closest_names(item, VERDICT_KINDS) for item in bad}
     if not bad or len(items) == 1:  # no item at all (`,`), or the one the message names
         return f"; did you mean {close[bad[0]][0]}?" if bad and close[bad[0]] else ""

@@ -313,6 +313,20 @@ def test_two_sides_with_no_test_in_common_are_an_error_not_a_pass(capsys, tmp_pa
                         "recorded from one rootdir\n")  # fmt: skip
 
 
+def test_an_op_glob_that_chooses_no_op_of_the_tests_in_both_is_an_error(capsys, tmp_path):
+    """A review: `--op aten::clone` where only a test that A alone holds ran it compared nothing,
+    `0 of 0 compared tests regressed`, and exited 0."""
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "k1", {"t.py::test_x": profile(700), "t.py::test_y": profile(700, extra=True)})
+    b = write_folder(root, "k2", {"t.py::test_x": profile(700)})
+    code, out, err = run_cli(capsys, "compare", a, b, "--op", "aten::clone")
+    assert code == 2 and "no op matching --op (1): t.py::test_x" in out
+    assert err == (
+        "opprof: error: --op aten::clone matches no op of the 1 test in both, so nothing was compared; opprof show "
+        "lists each side's ops\n"
+    )
+
+
 def test_tolerance_and_floor_decide_the_exit_code(capsys, folders):
     a, b = folders
     # +100% on addmm, +0.12 ms added clone: within a 150% tolerance and a 0.5 ms floor

@@ -2257,8 +2257,12 @@ def test_a_unittest_test_that_fails_skips_or_xfails_is_not_recorded(project, mon
     files = {p: p.read_bytes() for p in (project.path / ".opprof").rglob("*.json")}
     assert sorted(p.name for p in files) == ["TestModel.test_fails.json", "TestModel.test_subtest.json"]
     monkeypatch.setenv("LAYERS", "2")
-    result = run(project, "--opprof-update-baseline")
+    result = run(project, "--opprof-update-baseline", "--opprof-json=r.json")
     result.assert_outcomes(failed=2, passed=1, skipped=2, xfailed=1)  # pytest: SUBFAILED, the test passed
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    assert tests["test_u.py::TestModel::test_subtest"]["failure"] == (
+        "contains 1 failed subtest (pytest reports a unittest test passed beside its SUBFAILED lines)"
+    )
     result.stdout.fnmatch_lines(
         ["opprof: 2 tests not recorded: they failed or erred *: test_u.py::TestModel::test_fails, *test_subtest"]
     )

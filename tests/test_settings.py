@@ -221,8 +221,13 @@ def test_with_location_adds_the_flags_after_each_record_command(text, expected):
         ("structure work", "a comma list of structure, work, time, environment (or none); separate the kinds with "
          "commas: structure, work"),
         ("time, structure;work", "a comma list of structure, work, time, environment (or none); separate the kinds "
-         "with commas: structure, work"),
+         "with commas: time, structure, work"),
         ("none,time", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
+         "fails a test): give none or kinds, not both"),
+        # a review: the kinds beside the run-together ones were dropped from the fix
+        ("structure,work time", "a comma list of structure, work, time, environment (or none); separate the kinds "
+         "with commas: structure, work, time"),
+        ("time none", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
          "fails a test): give none or kinds, not both"),
     ],
 )  # fmt: skip
