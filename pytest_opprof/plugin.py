@@ -815,6 +815,10 @@ def _unittest_outcome(item: pytest.Item) -> BaseException | None:
     return kept[0].value if isinstance(kept, list) and kept else None
 
 
+UNITTEST_XFAILED = "_pytest.outcomes.XFailed"  # the short summary of an xfail() without a reason
+UNITTEST_XFAIL_WHY = "failed as @unittest.expectedFailure expects (unittest hands pytest no exception to name)"
+
+
 def _is_unittest(item: pytest.Item) -> bool:
     """A unittest.TestCase's test (pytest's TestCaseFunction), told by its class, not its attributes."""
     return any(cls.__name__ == "TestCaseFunction" for cls in type(item).__mro__)
@@ -982,6 +986,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.user_properties.append(("opprof.outcome", "error"))
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome, failure = _outcome_word(report), _failure_message(report)
+    if outcome == "xfailed" and _is_unittest(item) and failure == UNITTEST_XFAILED:
+        failure = UNITTEST_XFAIL_WHY  # pytest's xfail of an expectedFailure, which carries no message
     if call.when == "call" and outcome == "passed" and (failed := item.stash.get(_SUBTESTS_FAILED, 0)):
         # pytest fails it after this hook (its `subtests` fixture); a unittest test it reports passed
         outcome, failure = "failed", subtests_failed(failed, unittest=_is_unittest(item))

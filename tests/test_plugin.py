@@ -2263,6 +2263,10 @@ def test_a_unittest_test_that_fails_skips_or_xfails_is_not_recorded(project, mon
     assert tests["test_u.py::TestModel::test_subtest"]["failure"] == (
         "contains 1 failed subtest (pytest reports a unittest test passed beside its SUBFAILED lines)"
     )
+    # pytest's xfail of an expectedFailure names no exception: not `_pytest.outcomes.XFailed` (a trial's)
+    assert tests["test_u.py::TestModel::test_expected"]["failure"] == (
+        "failed as @unittest.expectedFailure expects (unittest hands pytest no exception to name)"
+    )
     result.stdout.fnmatch_lines(
         ["opprof: 2 tests not recorded: they failed or erred *: test_u.py::TestModel::test_fails, *test_subtest"]
     )
