@@ -688,8 +688,9 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     assert_device_busy_above(pct), assert_no_launch_bound(). opprof.profile is the Profile.
     Without --opprof, run() calls fn once and the assertions only check their arguments."""
     marked = request.node.stash.get(TEST, None)  # the marker's, asked for late (request.getfixturevalue)
-    if marked is not None:  # one fixture: its run() replaces the whole-call capture (a review's two
-        return marked  # fixtures left the baseline uncompared in silence)
+    if marked is not None and request.node.stash.get(_IN_CALL, False):  # one fixture: its run() replaces
+        return marked  # the whole call (a review's two fixtures left the baseline uncompared in silence);
+    # not an earlier run's, which a plain run leaves in the stash (a rerun got it, its misuse passed)
     return _new_fixture(request.node, request.config.stash[RUN])
 
 

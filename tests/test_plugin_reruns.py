@@ -280,3 +280,22 @@ def test_a_passing_run_removes_the_tests_traces_of_the_other_naming(pytester, mo
     monkeypatch.delenv("FAILIT")
     pytester.runpytest(*each).assert_outcomes(passed=2)
     assert list(traces.iterdir()) == []
+
+
+def test_a_rerun_without_opprof_gets_a_fixture_of_its_own(pytester):
+    """A plain run leaves the test's fixture in its item's stash: a review found a rerun given that
+    earlier run's fixture, whose ended call let a misuse (an assertion before run()) pass. Each run
+    gets its own, and the misuse fails every time."""
+    pytester.makeconftest(RERUN_CONFTEST)
+    pytester.makepyfile(
+        test_misuse="""
+        import torch
+
+        def test_assert_before_run(opprof):
+            opprof.assert_op_count("aten::mm", 1)
+            opprof.run(torch.mm, torch.ones(2, 2), torch.ones(2, 2))
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.parseoutcomes() == {"failed": 1, "rerun": 2}
+    result.stdout.fnmatch_lines(["*OpprofUsageError: 1 assertion made before opprof.run()*"])
