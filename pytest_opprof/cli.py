@@ -795,6 +795,8 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     worse = [r.name for r in outcome.results if r.worse]
     # named: a scale trial's 1 regression of 400 sat in 6,000 lines above a line that named none
     named = f": {first_three(worse)}" if worse and len(outcome.results) > 1 else ""
+    if not outcome.results:  # exit 2, with the error line: not `0 of 0 compared tests regressed` (a review's)
+        return out + ["", "opprof compare: nothing compared"]
     compared = count_of(len(outcome.results), "compared test")
     return out + ["", f"opprof compare: {len(worse)} of {compared} regressed in B{named}"]
 

@@ -321,6 +321,7 @@ def test_an_op_glob_that_chooses_no_op_of_the_tests_in_both_is_an_error(capsys, 
     b = write_folder(root, "k2", {"t.py::test_x": profile(700)})
     code, out, err = run_cli(capsys, "compare", a, b, "--op", "aten::clone")
     assert code == 2 and "no op matching --op (1): t.py::test_x" in out
+    assert out.endswith("\nopprof compare: nothing compared\n")
     assert err == (
         "opprof: error: --op aten::clone matches no op of the 1 test in both, so nothing was compared; opprof show "
         "lists each side's ops\n"
