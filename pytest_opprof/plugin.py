@@ -1034,7 +1034,8 @@ def _take_profile(
 ) -> None:
     """The call's profile for the reports: the latest finished capture, or, when the test failed
     by the exception that ended a capture, that capture as far as it went (its timeline)."""
-    cut_short = fixture.cut_short(call.excinfo.value) if report.failed and call.excinfo is not None else None
+    ended = report.failed or _outcome_word(report) == "xfailed"  # an xfail's capture as far as it went too
+    cut_short = fixture.cut_short(call.excinfo.value) if ended and call.excinfo is not None else None
     if cut_short is not None:
         result.profile, result.cut_short = cut_short, True
         item.user_properties.append(("opprof.cut_short", "true"))

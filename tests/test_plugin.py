@@ -2210,6 +2210,34 @@ def pytest_runtest_makereport(item, call):
     assert not path.exists()
 
 
+def test_a_whole_call_that_fails_as_expected_keeps_its_capture_as_far_as_it_went(project):
+    """A trial: a whole-call test that xfails (pytest's xfail, unittest's expectedFailure) kept no
+    measurement (`profile: null`), where a failing one keeps its cut-short capture."""
+    project.makepyfile(
+        test_xf="""
+        import unittest, pytest, torch
+
+        @pytest.mark.opprof
+        @pytest.mark.xfail(reason="known")
+        def test_marked():
+            torch.ones(4) + 1
+            assert False
+
+        @pytest.mark.opprof
+        class TestU(unittest.TestCase):
+            @unittest.expectedFailure
+            def test_xf(self):
+                torch.ones(4) + 1
+                self.assertEqual(1, 2)
+        """
+    )
+    result = run(project, "--opprof", "--opprof-json=r.json")
+    result.assert_outcomes(xfailed=2)
+    for test in json.loads((project.path / "r.json").read_text())["tests"]:
+        assert (test["outcome"], test["cut_short"]) == ("xfailed", True), test["nodeid"]
+        assert any(op["name"] == "aten::add" for op in test["profile"]["ops"]), test["nodeid"]
+
+
 UNITTEST = """
 import os, unittest, pytest, torch
 LAYERS = int(os.environ.get("LAYERS", "1"))
