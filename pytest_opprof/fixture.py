@@ -123,7 +123,18 @@ def _caller_line() -> str:
         path = os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         pass
-    return f"{path}:{frame.f_lineno}"
+    return f"{path}:{frame.f_lineno}{_in_subtest(frame.f_locals.get('self'))}"
+
+
+def _in_subtest(test: object) -> str:
+    """` in subTest (i=1)` for an assertion made inside a unittest `self.subTest` (the TestCase
+    keeps the one running as `_subtest`): checked when the test returns, its failure names the
+    subtest it was made in (a trial's read the same line twice, naming neither)."""
+    subtest = getattr(test, "_subtest", None)
+    describe = getattr(subtest, "_subDescription", None)
+    if subtest is None or not callable(describe):
+        return ""
+    return f" in subTest {describe()}"
 
 
 def _overhead_under_load(profile: Any, wait: float | None) -> Any:

@@ -2238,6 +2238,33 @@ def test_a_whole_call_that_fails_as_expected_keeps_its_capture_as_far_as_it_went
         assert any(op["name"] == "aten::add" for op in test["profile"]["ops"]), test["nodeid"]
 
 
+def test_a_whole_call_assertion_inside_a_subtest_names_the_subtest(project):
+    """A whole-call test's assertions are checked when it returns: a trial's two made in a
+    `self.subTest` loop failed with the same line twice, naming neither subtest."""
+    project.makepyfile(
+        test_sub="""
+        import unittest, pytest, torch
+
+        @pytest.mark.opprof
+        class TestU(unittest.TestCase):
+            @pytest.fixture(autouse=True)
+            def _opprof(self, opprof):
+                self.opprof = opprof
+
+            def test_loop(self):
+                for i in range(2):
+                    with self.subTest(i=i):
+                        torch.ones(4) + 1
+                        self.opprof.assert_op_count("aten::add", 1)
+        """
+    )
+    result = run(project, "--opprof")
+    result.stdout.fnmatch_lines(
+        ["*test_sub.py:13 in subTest (i=0): aten::add: 2 calls/step, expected 1*",
+         "*test_sub.py:13 in subTest (i=1): aten::add: 2 calls/step, expected 1*"]
+    )  # fmt: skip
+
+
 UNITTEST = """
 import os, unittest, pytest, torch
 LAYERS = int(os.environ.get("LAYERS", "1"))
