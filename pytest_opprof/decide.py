@@ -25,6 +25,7 @@ from .compare import compare, merge_measurements, work_changes
 from .documents import BaselineDoc
 from .errors import (
     RECORD_AGAIN_FIX,
+    RECORD_COMMAND,
     SAME_WORK_FIX,
     OpprofError,
     baseline_required,
@@ -686,9 +687,6 @@ def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None, no
     if message.endswith(RECORD_COMMAND):  # the test's id: a bare command records every other test's change too
         message += f" {shlex.quote(nodeid)}"
     return message
-
-
-RECORD_COMMAND = "pytest --opprof-update-baseline"
 
 
 def _shown_in(message: str, path: Path, shown: str) -> str:

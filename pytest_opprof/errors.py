@@ -188,6 +188,7 @@ def record_on_this_setup(nodeid: str) -> str:
     )
 
 
+RECORD_COMMAND = "pytest --opprof-update-baseline"  # records new files and structure or work changes
 _RECORD_COMMAND = re.compile(r"pytest --opprof-update-baseline(=all|=changed)?(?![\w-])")
 _SHELL_WORD = re.compile(r"""[ \t]((?:'[^']*'|"[^"]*"|[^\s'"();,])+)""")  # `(... pytest ... id)`: not the `)`
 

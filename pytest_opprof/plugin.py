@@ -455,11 +455,14 @@ class _ProfilerLeaks:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True
         before = profiler_left_running()
+        if not before:  # stopped since (a fixture's teardown): no longer blamed
+            self.state.profiler_left_by = None
         try:
             return (yield)
         finally:
-            if not before and profiler_left_running():
-                self.state.profiler_left_by = item.nodeid
+            after = profiler_left_running()
+            if before != after:  # started by this call (blamed), or stopped by it (no longer)
+                self.state.profiler_left_by = item.nodeid if after else None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -1062,9 +1065,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     teardown finished gives no teardown report: the file goes back as it was here (a trial's
     `pytest.exit` in a fixture's teardown left it rewritten, and no line said so)."""
     try:
-        result = yield
-        _note_profiler_left(item)
-        return result
+        return (yield)
     except BaseException as exc:
         undo = item.stash.get(_UNDO, None)
         fixture = item.stash.get(TEST, None)
@@ -1077,13 +1078,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if isinstance(exc, (KeyboardInterrupt, pytest.exit.Exception)):
             _stopped_in(item)
         raise
-
-
-def _note_profiler_left(item: pytest.Item) -> None:
-    """A profiler a test left running (_ProfilerLeaks) is no longer blamed once none runs."""
-    state = item.config.stash.get(RUN, None)
-    if state is not None and state.settings.measuring and not profiler_left_running():
-        state.profiler_left_by = None
 
 
 def _stopped_in(item: pytest.Item) -> None:

@@ -34,6 +34,7 @@ from .errors import (
     NOT_FAILING,
     ONE_MEASUREMENT,
     RECORD_AGAIN_FIX,
+    RECORD_COMMAND,
     SAME_WORK_FIX,
     TRACER_RAN,
     TRACER_RECORD_FIX,
@@ -1075,8 +1076,7 @@ def _ids(nodeids: Iterable[str]) -> str:
     return " ".join(shlex.quote(i) for i in sorted(set(nodeids)))
 
 
-RECORD_ALL = "pytest --opprof-update-baseline=all"
-RECORD_NEW = "pytest --opprof-update-baseline"
+RECORD_ALL = f"{RECORD_COMMAND}=all"
 
 
 def _whole_run_commands(lines: list[str], records: list[TestRecord], picked: bool) -> list[str]:
@@ -1085,7 +1085,7 @@ def _whole_run_commands(lines: list[str], records: list[TestRecord], picked: boo
     every = {r.nodeid for r in records}
     if picked or len(every) < 2:
         return lines
-    commands = [(f"{command} {_ids(every)}", command) for command in (RECORD_ALL, RECORD_NEW)]
+    commands = [(f"{command} {_ids(every)}", command) for command in (RECORD_ALL, RECORD_COMMAND)]
     for named, bare in commands:
         lines = [line.replace(named, bare) for line in lines]
     return lines
@@ -1208,7 +1208,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         lines.append(
             f"opprof: no baseline for {count_of(len(missing), 'test')} ({first_three(missing, verbose)})"
             f"{f' in {looked_in}' if looked_in else ''}; record {'it' if len(missing) == 1 else 'them'}: "
-            f"{RECORD_NEW} {_ids(missing)}"
+            f"{RECORD_COMMAND} {_ids(missing)}"
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
