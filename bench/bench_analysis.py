@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from pytest_opprof import from_profiler
-from pytest_opprof.capture import events_carry_category
 from pytest_opprof.cli import main as opprof_main
+from pytest_opprof.kineto import events_carry_category
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
@@ -85,7 +85,7 @@ def bench_capture(n_events: int, repeat: int, device: str = "cpu") -> None:
         prof.profiler._function_events = None
         gc.collect()
 
-    # torch < 2.12 reads a capture through its one trace export (see capture.table_of): there
+    # torch < 2.12 reads a capture through its one trace export (see kineto.table_of): there
     # each run of ours gets a fresh capture of the same workload.
     fresh = not events_carry_category()
 

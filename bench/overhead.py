@@ -30,8 +30,10 @@ from typing import Any
 import torch
 
 from pytest_opprof.baseline import baseline_from_profile
-from pytest_opprof.capture import _profiling, _references, _signature_step, _step, from_profiler, measure
+from pytest_opprof.capture import _profiling, _signature_step, _step, measure
 from pytest_opprof.decide import Measurement, decide
+from pytest_opprof.kineto import from_profiler
+from pytest_opprof.references import take_references
 from pytest_opprof.verdicts import Machine, Rule
 
 SUITE = """
@@ -131,7 +133,7 @@ def parts() -> dict[str, float]:
     ops_per_step = sum(op.calls for op in profile.ops) / profile.steps
     return {
         "fn_s": fn_s,
-        "references_s": best(lambda: _references(torch)),
+        "references_s": best(lambda: take_references(torch)),
         "signature_step_s": best(lambda: _signature_step(torch, infer, (), {})),
         "judgement_s": best(judgement),
         "plain_step_s": plain_step,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .analysis import Check, KernelStats, MemoryOpStats, OpStats, Profile, analyze
-from .capture import capture, from_profiler, measure
+from .capture import capture, measure
 from .errors import CaptureError, OpprofError, OpprofUsageError, TraceError
 from .events import Event
+from .kineto import from_profiler
 from .trace import load_trace
 
 __version__ = "0.1.0.dev0"

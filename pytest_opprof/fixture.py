@@ -21,7 +21,7 @@ from . import (
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
-from .capture import StepRecorder, by_failure, fn_first, run_steps, settle_cpus, validate_run_args
+from .capture import StepRecorder, by_failure, run_steps, settle_cpus
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -42,6 +42,7 @@ from .errors import (
     waited_for_cpu,
 )
 from .opnames import is_known_op, known_op_names
+from .runargs import fn_first, validate_run_args
 from .verdicts import MIN_TIME_STEPS
 
 Timed = Callable[[Any], bool]  # whether a time budget's failure is of time: what it limits ran in the profile

@@ -19,7 +19,8 @@ from importlib import metadata
 import torch
 
 from pytest_opprof import Profile, from_profiler
-from pytest_opprof.capture import events_carry_category, new_profiler
+from pytest_opprof.capture import new_profiler
+from pytest_opprof.kineto import events_carry_category
 
 CUPTI_DISTRIBUTIONS = ("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13", "nvidia-cuda-cupti-cu12")
 

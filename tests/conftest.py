@@ -26,10 +26,10 @@ def set_references(
     state; `workload_ns` None: no workload reference is taken)."""
     import importlib
 
-    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
-    monkeypatch.setattr(capture, "machine_reference_ns", lambda torch: matmul_ns)
-    monkeypatch.setattr(capture, "dispatch_reference_ns", lambda torch: dispatch_ns)
-    monkeypatch.setattr(capture, "workload_reference_ns", lambda torch, choice: workload_ns)
+    references = importlib.import_module("pytest_opprof.references")
+    monkeypatch.setattr(references, "machine_reference_ns", lambda torch: matmul_ns)
+    monkeypatch.setattr(references, "dispatch_reference_ns", lambda torch: dispatch_ns)
+    monkeypatch.setattr(references, "workload_reference_ns", lambda torch, choice: workload_ns)
 
 
 @pytest.fixture
@@ -57,14 +57,15 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
 
     from fake_clock import FakeClock
 
-    capture = importlib.import_module("pytest_opprof.capture")
+    capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    kineto = importlib.import_module("pytest_opprof.kineto")
     clock = FakeClock()
-    read = capture.table_of
+    read = kineto.table_of
 
     def timed(results, with_shapes=False):
         return clock.apply(read(results, with_shapes), with_shapes)
 
-    monkeypatch.setattr(capture, "table_of", timed)
+    monkeypatch.setattr(kineto, "table_of", timed)
 
     def unprofiled(torch, fn, args, kwargs):  # a step without the profiler: clock.unprofiled_ns
         fn(*args, **kwargs)

@@ -101,14 +101,16 @@ def install_in_worker(costs: dict[str, int] | None = None, pauses: bool = False)
     from pytest_opprof import device
 
     capture = importlib.import_module("pytest_opprof.capture")  # the module, not the function
+    kineto = importlib.import_module("pytest_opprof.kineto")
+    references = importlib.import_module("pytest_opprof.references")
     fixture = importlib.import_module("pytest_opprof.fixture")
     clock = FakeClock(costs=dict(costs or {}))
-    read = capture.table_of
-    capture.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
+    read = kineto.table_of
+    kineto.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
     capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
-    capture.machine_reference_ns = lambda torch: 1_000_000
-    capture.dispatch_reference_ns = lambda torch: 400_000
-    capture.workload_reference_ns = lambda torch, choice: 500_000
+    references.machine_reference_ns = lambda torch: 1_000_000
+    references.dispatch_reference_ns = lambda torch: 400_000
+    references.workload_reference_ns = lambda torch, choice: 500_000
     fixture.host_ns = clock.host_ns
     if not pauses:
         fixture.confirmation_pause = lambda seconds, threads=None: None

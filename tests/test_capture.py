@@ -550,8 +550,8 @@ def test_the_machine_references_come_before_the_warm_up_not_between_it_and_the_t
     comes between them and the timed calls."""
     module = importlib.import_module("pytest_opprof.capture")
     seen = []
-    references = module._references
-    monkeypatch.setattr(module, "_references", lambda torch: seen.append("references") or references(torch))
+    references = module.take_references
+    monkeypatch.setattr(module, "take_references", lambda torch: seen.append("references") or references(torch))
     measure(lambda: seen.append("fn") or torch.ones(2) + 1, warmup=2, steps=2)
     # references, 2 warm-up calls, the 2 unprofiled calls, then the 2 profiled steps
     assert seen[:7] == ["references"] + ["fn"] * 6
@@ -734,7 +734,7 @@ def test_work_comes_from_one_untimed_signature_step():
 
 
 @pytest.mark.skipif(
-    not importlib.import_module("pytest_opprof.capture").records_list_shapes(),
+    not importlib.import_module("pytest_opprof.kineto").records_list_shapes(),
     reason="this torch's live captures give a list of tensors as [] (no structured input shapes)",
 )
 def test_a_tensor_lists_shapes_are_part_of_its_signature():
@@ -802,8 +802,8 @@ def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbe
     capture, that route gives the profile the direct one gives, FLOPs and inputs included."""
     import importlib
 
-    capture_module = importlib.import_module("pytest_opprof.capture")
-    if not capture_module.events_carry_category():
+    kineto = importlib.import_module("pytest_opprof.kineto")
+    if not kineto.events_carry_category():
         pytest.skip(f"torch {torch.__version__} has only the trace route: nothing to compare it with")
     model, x = make_mlp()
     model.train()
@@ -814,7 +814,7 @@ def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbe
                 with torch.autograd.profiler.record_function("my annotation"):
                     model(x).sum().backward()
     direct = from_profiler(prof).to_dict()
-    monkeypatch.setattr(capture_module, "events_carry_category", lambda: False)
+    monkeypatch.setattr(kineto, "events_carry_category", lambda: False)
     through_trace = from_profiler(prof).to_dict()
     assert through_trace == direct
     assert any(op["flops"] for op in direct["ops"]) and any(op["signatures"] for op in direct["ops"])
@@ -826,13 +826,13 @@ def test_the_trace_route_takes_back_the_names_kineto_wrote_unknown(monkeypatch):
     read five such ranges as one `unknown`. The names come back from the events."""
     import importlib
 
-    capture_module = importlib.import_module("pytest_opprof.capture")
+    kineto = importlib.import_module("pytest_opprof.kineto")
     names = ["前向\u3000计算", "fwd\n\x1b[31mred", "plain"]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for name in names:
             with torch.autograd.profiler.record_function(name):
                 torch.ones(2).add(1)
-    monkeypatch.setattr(capture_module, "events_carry_category", lambda: False)
+    monkeypatch.setattr(kineto, "events_carry_category", lambda: False)
     ranges = sorted(r.name for r in from_profiler(prof).ranges)
     assert ranges == sorted(["前向\u3000计算", "fwd\\n\\x1b[31mred", "plain"])
 
@@ -854,7 +854,7 @@ def test_older_torch_refuses_a_profiler_whose_one_trace_was_already_written(monk
     def save(path):
         raise RuntimeError(torch_says)
 
-    monkeypatch.setattr(importlib.import_module("pytest_opprof.capture"), "events_carry_category", lambda: False)
+    monkeypatch.setattr(importlib.import_module("pytest_opprof.kineto"), "events_carry_category", lambda: False)
     prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(save=save)), record_shapes=False)
     with pytest.raises(CaptureError) as caught:
         from_profiler(prof)
@@ -956,9 +956,9 @@ def test_a_gpu_shaped_capture_reads_the_same_directly_and_through_kinetos_trace(
     from pytest_opprof.analysis import analyze
     from pytest_opprof.trace import read_trace
 
-    capture_module = importlib.import_module("pytest_opprof.capture")
+    kineto = importlib.import_module("pytest_opprof.kineto")
     events = gpu_shaped_capture()
-    direct = analyze(capture_module.table_from_kineto(events, pid=4242), source="capture")
+    direct = analyze(kineto.table_from_kineto(events, pid=4242), source="capture")
     path = tmp_path / "capture.json"
     path.write_text(json.dumps(as_chrome_trace(events, pid=4242)))
     through_trace = analyze(read_trace(path).table, source="capture")
@@ -975,7 +975,7 @@ def test_a_rocm_copy_takes_its_bytes_from_the_runtime_call_that_launched_it(tmp_
     size as text (a shared MI250 trace: 2 copies of 2560 bytes read as 0). The live reader and the
     trace reader both take it from there; a copy with no launch to match stays at 0."""
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.capture import table_from_kineto
+    from pytest_opprof.kineto import table_from_kineto
     from pytest_opprof.trace import read_trace
 
     events = [
@@ -1003,8 +1003,8 @@ def test_an_unknown_name_read_through_the_trace_takes_its_ops_name_not_a_kernels
     its name (a desk review found the op could be renamed `cudaLaunchKernel`)."""
     from builders import annotation, op
 
-    from pytest_opprof.capture import _names_from_events
     from pytest_opprof.events import EventTable
+    from pytest_opprof.kineto import _names_from_events
 
     table = EventTable.from_events([annotation("unknown", 0, 10)._replace(external_id=5), op("a\\b", 1, 2, ext=6)])
     events = [
@@ -1030,8 +1030,10 @@ def test_a_capture_that_initialised_cuda_inside_says_so_not_that_cupti_failed(mo
     launches_only = [e for e in gpu_shaped_capture() if e.cat not in ("kernel", "gpu_memcpy")]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    read = lambda prof, aside=False: analyze(capture_module.table_from_kineto(launches_only), source="capture")  # noqa: E731  # any torch: the events as 2.12+ gives them
-    monkeypatch.setattr(capture_module, "_read_profiler", read)
+    read = lambda prof, aside=False: analyze(
+        importlib.import_module("pytest_opprof.kineto").table_from_kineto(launches_only), source="capture"
+    )  # noqa: E731  # any torch: the events as 2.12+ gives them
+    monkeypatch.setattr(capture_module, "read_profiler", read)
     cpu_only = fake_profiler(launches_only)
     cpu_only.activities = {torch.profiler.ProfilerActivity.CPU}
     checks = {c.name: c for c in capture_module._read_own(cpu_only).checks}
@@ -1103,7 +1105,7 @@ def test_the_thread_watch_counts_the_capturing_threads_calls_and_restores_only_i
     the capture is left to the test (found by a review)."""
     import threading
 
-    from pytest_opprof.capture import ThreadWatch
+    from pytest_opprof.threadwatch import ThreadWatch
 
     model, x = make_mlp()
     default, original = torch.get_num_threads(), torch.set_num_threads
@@ -1143,7 +1145,7 @@ def test_a_run_takes_a_workload_reference_of_its_costliest_product():
     a confirmation (work=False) takes none (pooling would keep the first's faster one); a model
     without a matrix product has none, and shapes that do not multiply give no time."""
     from pytest_opprof.analysis.model import WorkloadReference
-    from pytest_opprof.capture import workload_reference_ns
+    from pytest_opprof.references import workload_reference_ns
 
     model, x = make_mlp()
     first = measure(infer, model, x, warmup=1, steps=2)
@@ -1237,7 +1239,7 @@ def test_a_thread_made_before_the_capture_counts_by_the_cpu_it_used_in_it(monkey
     assert [(t.name, t.cpu_ms, t.given_work) for t in profile.other_threads] == [("pool_0", 800.0, False)]
     assert "(pool_0: 800.0 ms of CPU)" in next(c.message for c in profile.checks if c.name == "other_threads")
     assert threading.getprofile() is hook and ThreadPoolExecutor.submit is submit
-    watch = importlib.import_module("pytest_opprof.capture").PythonThreadWatch()
+    watch = importlib.import_module("pytest_opprof.threadwatch").PythonThreadWatch()
     monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {9: ("heartbeat", 0)})
     watch.start()
     watch.stop()
@@ -1411,13 +1413,12 @@ def test_threads_are_told_apart_as_objects_and_named_without_a_cpu_reading(monke
     from pytest_opprof import device
     from pytest_opprof.assertions import no_op
 
-    capture_module = importlib.import_module("pytest_opprof.capture")
     release = threading.Event()
     beta = threading.Thread(target=release.wait, name="beta")
     beta.start()
     alpha = threading.Thread(name="alpha")
     alpha._ident = beta.ident  # an ended thread whose ident beta took  # noqa: SLF001
-    watch = capture_module.PythonThreadWatch()
+    watch = importlib.import_module("pytest_opprof.threadwatch").PythonThreadWatch()
     monkeypatch.setattr(device, "python_threads_cpu_ns", lambda skip: {})
     watch.start()
     leaked = ThreadPoolExecutor.submit
@@ -1520,8 +1521,8 @@ def test_a_torchscript_fork_is_read_as_torch_reads_it(monkeypatch, tmp_path, rou
             # forks): stopped under it, a late record corrupted the heap (a run here segfaulted)
             importlib.import_module("pytest_opprof.capture")._settle_torch_pools()
     if route == "trace":
-        monkeypatch.setattr(importlib.import_module("pytest_opprof.capture"), "events_carry_category", lambda: False)
-    elif not importlib.import_module("pytest_opprof.capture").events_carry_category():
+        monkeypatch.setattr(importlib.import_module("pytest_opprof.kineto"), "events_carry_category", lambda: False)
+    elif not importlib.import_module("pytest_opprof.kineto").events_carry_category():
         pytest.skip(f"torch {torch.__version__} has only the trace route")
     profile = from_profiler(prof)
     assert profile.errors == []
@@ -1604,12 +1605,12 @@ def test_a_capture_of_no_op_gets_no_overhead_warning():
     from builders import op, step
 
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.capture import _with_overhead
+    from pytest_opprof.references import with_overhead
 
     empty = analyze([step(1, 0, 100), step(2, 100, 100)])
-    assert [c.name for c in _with_overhead(empty, [10_000]).checks if c.name == "overhead"] == []
+    assert [c.name for c in with_overhead(empty, [10_000]).checks if c.name == "overhead"] == []
     busy = analyze([step(1, 0, 100), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 110, 20)])
-    assert [c.name for c in _with_overhead(busy, [10_000]).checks if c.name == "overhead"] == ["overhead"]
+    assert [c.name for c in with_overhead(busy, [10_000]).checks if c.name == "overhead"] == ["overhead"]
 
 
 def test_a_profiler_stops_once_torchs_pool_threads_are_idle(monkeypatch):
@@ -1656,7 +1657,7 @@ def test_an_op_no_thread_ended_is_read_as_ended_elsewhere():
     calls it async): a trial's report added `wall_time ... units broken` beside the user's error.
     It is read as ended elsewhere, as one another thread ended is; a torch that fills no end
     thread (0 for every event) marks none."""
-    from pytest_opprof.capture import table_from_kineto
+    from pytest_opprof.kineto import table_from_kineto
 
     events = [
         EndedKinetoEvent("user_annotation", "ProfilerStep#1", 1_000, 9_000),

@@ -21,7 +21,17 @@ LAYERS = [
         "analysis.timeline",
         "analysis.ranges",
     },  # the model
-    {"trace", "capture", "breaks", "device", "assertions"},  # sources, device facts, checks on a Profile
+    {
+        "trace",
+        "kineto",
+        "runargs",
+        "threadwatch",
+        "references",
+        "capture",
+        "breaks",
+        "device",
+        "assertions",
+    },  # sources, device facts, checks on a Profile
     {"documents", "baseline", "verdicts", "excuses", "timing", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
     {"report", "fixture", "htmlreport", "showtables"},  # views of results; the fixture object

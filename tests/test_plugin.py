@@ -3072,7 +3072,7 @@ def test_split(opprof):
 
 
 @pytest.mark.skipif(
-    not importlib.import_module("pytest_opprof.capture").records_list_shapes(),
+    not importlib.import_module("pytest_opprof.kineto").records_list_shapes(),
     reason="this torch's live captures give a list of tensors as [] (no structured input shapes)",
 )
 def test_a_tensor_lists_shapes_are_work_and_an_old_baseline_without_them_says_so(pytester, fake_clock, monkeypatch):
