@@ -66,7 +66,7 @@ from .errors import (
 from .events import is_printable_name, printable_name
 from .excuses import speed_words
 from .files import LFS_POINTER, broken_link, lfs_pointer
-from .report import op_csv
+from .runfiles import op_csv
 from .settings import parse_ms, parse_percentage
 from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_table
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side

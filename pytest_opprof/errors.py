@@ -1513,7 +1513,7 @@ def orphans_line(
     """Baseline files no collected test reads (their tests renamed, moved or removed, or their
     test file gone); `every` (-v) names all; `here`: the same paths as the folder pytest ran in
     reaches them, for the command (`rm`, not `git rm`: a file never committed would stop it);
-    `paired`: those a test without a baseline may be (report.renamed_pairs), left out of the `rm`,
+    `paired`: those a test without a baseline may be (renames.renamed_pairs), left out of the `rm`,
     whose own lines keep them (a trial's moved file got `rm` and `git mv` for the same files)."""
     head = (
         f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files, or of test "

@@ -97,20 +97,10 @@ from .pluginoptions import (
     refuse_shadowed_ini,
     refuse_unknown_ini_keys,
 )
-from .report import (
-    WRITTEN,
-    ReportSpool,
-    TestRecord,
-    TestResult,
-    format_junit_checks,
-    format_junit_properties,
-    format_junit_verdicts,
-    renamed_lines,
-    renamed_pairs,
-    summary_lines,
-    write_csv_report,
-    write_run_report,
-)
+from .renames import renamed_lines, renamed_pairs
+from .report import TestResult, summary_lines
+from .results import WRITTEN, TestRecord, format_junit_checks, format_junit_properties, format_junit_verdicts
+from .runfiles import ReportSpool, write_csv_report, write_run_report
 from .settings import (
     OPTIONS,
     RunState,

@@ -1,23 +1,16 @@
-"""A pytest run's report: the terminal summary (tables and lines), JSON and CSV reports, junit
-properties. Reads profiles and verdicts; never measures or analyses (`opprof show/compare`'s
-tables: showtables)."""
+"""A pytest run's report: a measured test's result in its worker (TestResult, which makes the
+record every view reads: results.TestRecord) and the terminal summary (tables and lines). The
+report files are runfiles', renamed tests renames'. Reads profiles and verdicts; never measures or
+analyses (`opprof show/compare`'s tables: showtables)."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
-import math
-import os
 import re
 import shlex
-import tempfile
-import textwrap
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from decimal import Decimal
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,9 +46,11 @@ from .errors import (
     with_its_id,
 )
 from .excuses import FASTER_FIX, QUIET_MACHINE_FIX
-from .files import safe_name, write_output
+from .files import safe_name
 from .htmlreport import test_section
 from .opnames import is_glob, is_known_op
+from .results import RECORDING, WRITTEN, TestRecord, export_trace_path, file_test
+from .runfiles import csv_of_test
 from .tables import (
     by_shown_time,
     median_wall_ns,
@@ -81,11 +76,6 @@ from .verdicts import (
     Verdict,
 )
 
-# -- the pytest run's report ------------------------------------------------------------------
-
-REPORT_SCHEMA = 1
-WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
-RECORDING = (*WRITTEN, "kept")  # statuses of a run that updated baselines
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
 
 
@@ -228,139 +218,6 @@ def _remove_stale(path: Path) -> str | None:
     except OSError as exc:
         return stale_trace_kept(path, exc.strerror or str(exc))
     return None
-
-
-@dataclass(frozen=True)
-class TestRecord:
-    """One measured test as the controller sees it (from an xdist worker too: as `to_dict()` on
-    the teardown report); the summary and the JSON report are made from these."""
-
-    __test__ = False  # not a pytest test class
-
-    nodeid: str
-    outcome: str | None
-    profile: dict[str, Any] | None  # Profile.to_dict(), when the JSON report wants it
-    checks: tuple[Check, ...]
-    trace: str | None
-    clocks: tuple[dict[str, Any], ...]  # GPU clock samples around the capture
-    unreliable: str | None  # why those clocks make the times incomparable
-    cpu_wait: float | None  # share of the capture our threads waited for a CPU
-    baseline: BaselineResult | None
-    summary: str | None  # the test's header and table in the terminal summary
-    trace_error: str | None = None  # the trace this test wanted, and why it could not be written
-    csv: str | None = None  # the test's rows of the --opprof-csv table (made where the baseline rows are)
-    html: str | None = None  # the test's section of the --opprof-html page (likewise)
-    captures: int = 0  # finished captures in the test (run()s and capture() blocks): the latest is reported
-    cut_short: bool = False  # the profile is of a capture the test's exception ended
-    earlier_outcomes: tuple[str, ...] = ()  # of the test's earlier runs in this session (a rerun plugin)
-    earlier_trace: str | None = None  # the trace of the latest earlier run that wrote one, when this run wrote none
-    failure: str | None = None  # why the test failed or erred: its first failing phase's message, as pytest says it
-    worker: str | None = None  # the xdist worker that ran it (`--dist each` lists a test once per worker)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            "outcome": self.outcome,
-            "profile": self.profile,
-            "checks": [c.to_dict() for c in self.checks],
-            "trace": self.trace,
-            "clocks": list(self.clocks),
-            "unreliable": self.unreliable,
-            "cpu_wait": self.cpu_wait,
-            "baseline": self.baseline.to_dict() if self.baseline else None,
-            "summary": self.summary,
-            "trace_error": self.trace_error,
-            "csv": self.csv,
-            "html": self.html,
-            "captures": self.captures,
-            "cut_short": self.cut_short,
-            "attempts": self.attempts,
-            "earlier_outcomes": list(self.earlier_outcomes),
-            "earlier_trace": self.earlier_trace,
-            "failure": self.failure,
-            "worker": self.worker,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TestRecord:
-        baseline = data.get("baseline")
-        return cls(
-            data["nodeid"],
-            data.get("outcome"),
-            data.get("profile"),
-            tuple(Check.from_dict(c) for c in data.get("checks", [])),
-            data.get("trace"),
-            tuple(data.get("clocks") or ()),
-            data.get("unreliable"),
-            data.get("cpu_wait"),
-            BaselineResult.from_dict(baseline) if baseline else None,
-            data.get("summary"),
-            data.get("trace_error"),
-            data.get("csv"),
-            data.get("html"),
-            int(data.get("captures", 0)),
-            bool(data.get("cut_short", False)),
-            tuple(data.get("earlier_outcomes", ())),
-            data.get("earlier_trace"),
-            data.get("failure"),
-            data.get("worker"),
-        )
-
-    @property
-    def attempts(self) -> int:
-        """The times the test ran in this session; the record is the last run's."""
-        return len(self.earlier_outcomes) + 1
-
-    def after(self, before: TestRecord) -> TestRecord:
-        """This run's record, when `before` is the record of the same test's earlier run in this
-        session (a rerun plugin): it counts that run, and keeps its trace when this run wrote none."""
-        return dataclasses.replace(
-            self,
-            earlier_outcomes=(*before.earlier_outcomes, before.outcome or "not run"),
-            earlier_trace=None if self.trace else (before.trace or before.earlier_trace),
-        )
-
-    @property
-    def baseline_status(self) -> str | None:
-        return self.baseline.status if self.baseline else None
-
-
-def export_trace_path(trace_dir: Path, nodeid: str, tag: str | None = None) -> Path:
-    return trace_dir / f"{safe_name(nodeid)}{f'.{tag}' if tag else ''}.json.gz"
-
-
-def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]:
-    """The per-test numbers as junitxml properties: steps, wall, and the top ops' ms/step."""
-    props = [("opprof.steps", str(profile.steps))]
-    if profile.wall_ms is not None:
-        props.append(("opprof.wall_ms", _ms_text(profile.wall_ms)))  # over all the steps, as the JSON's
-        props.append(("opprof.wall_ms_per_step", _ms_text(median_wall_ns(profile) / 1e6)))  # the median step
-    for op in profile.ops[:top]:
-        props.append((f"opprof.op.{op.name}.calls_per_step", count_text(op.calls_per_step.median)))
-        props.append((f"opprof.op.{op.name}.ms_per_step", _ms_text(op.time_per_step.median / 1e6)))
-    return props + format_junit_checks(profile.checks)
-
-
-def _ms_text(ms: float) -> str:
-    """A time to 6 significant digits, positional (`0.000104`, `12.3457`): 4 decimals gave a
-    0.104 us op as `0.0001` (a data-consumer trial), 2 digits against the CSV's."""
-    return str(_positional(float(f"{ms:.6g}")))
-
-
-def format_junit_checks(checks: Iterable[Check]) -> list[tuple[str, str]]:
-    """`opprof.check.<name>` = `<status>: <message>` for each check that is not ok: the profile's,
-    and those the plugin adds to a test (contention, threads, unmeasured)."""
-    return [(f"opprof.check.{c.name}", f"{c.status}: {c.message}") for c in checks if c.status != "ok"]
-
-
-def format_junit_verdicts(baseline: BaselineResult) -> list[tuple[str, str]]:
-    """The baseline step as junitxml properties: what it did (`opprof.baseline`: compared, new,
-    kept...) and each verdict, `opprof.verdict.<kind>[.<op>]` = `<status>: <message>`."""
-    props = [("opprof.baseline", baseline.status)]
-    for verdict in baseline.verdicts:
-        key = f"opprof.verdict.{verdict.kind}" + (f".{verdict.op}" if verdict.op else "")
-        props.append((key, f"{verdict.status}: {verdict.message}"))
-    return props
 
 
 T = TypeVar("T")
@@ -806,6 +663,8 @@ _SHARED_OUTCOME = {
     "kept": "their baselines were kept as they were (an inconclusive measurement never replaces one)",
     "strict": "--opprof-strict made each an error",
 }
+
+
 STRICT_OUTCOME = "--opprof-strict made the test an error"  # a test's own line, where it did
 
 
@@ -1187,7 +1046,7 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
     a Python tracer's (`--cov`) with the run that records them."""
     why = {r.baseline.unrecordable: None for r in records if r.baseline and r.baseline.unrecordable}
     traced = sorted(
-        {_file_test(r) for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
+        {file_test(r) for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
     )
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(why) or 'unreliable GPU clocks (see above)'}"
     if traced:
@@ -1201,7 +1060,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
     by_file: dict[str, str] = {}
     for record in records:
         if record.baseline and record.baseline.status == "missing":
-            by_file.setdefault(record.baseline.path, _file_test(record))
+            by_file.setdefault(record.baseline.path, file_test(record))
     missing = list(by_file.values())
     statuses = Counter(_file_statuses(records).values())
     if missing:  # their ids in the command: a bare one also records every other test's structure change
@@ -1275,14 +1134,8 @@ def _tests_of_files(records: list[TestRecord], which: Callable[[BaselineResult],
     found: dict[str, str] = {}
     for record in records:
         if record.baseline and which(record.baseline):
-            found.setdefault(record.baseline.path, _file_test(record))
+            found.setdefault(record.baseline.path, file_test(record))
     return list(found.values())
-
-
-def _file_test(record: TestRecord) -> str:
-    """The test a record's baseline file is named by: a pytest-repeat repeat's (`test_x[2-3]`)
-    is the test it repeats (`test_x`), which its file holds; a summary named a repeat."""
-    return (record.baseline.nodeid if record.baseline else "") or record.nodeid
 
 
 def _file_statuses(records: list[TestRecord]) -> dict[str, str]:
@@ -1330,119 +1183,6 @@ def _worth_a_table(record: TestRecord, problems: str) -> bool:
     return record.outcome not in ("passed", None) or f"{record.nodeid}: " in problems
 
 
-def renamed_lines(
-    pairs: list[tuple[str, str, str]],
-    here: Callable[[str], str] = str,
-    elsewhere: Callable[[str, str], list[tuple[str, str]]] = lambda new, old: [],
-) -> list[str]:
-    """A line per renamed_pairs pair: the `opprof mv` that keeps its baseline (a `git mv` and a
-    hand edit of the file's "nodeid" before); its path as `here` makes it (reached from the folder
-    pytest ran in: a review's run from a subfolder got a `git mv` that failed beside an `rm` that
-    worked). Then one per other device key whose folder holds the old baseline too (`elsewhere`:
-    (key, path) for the pair's new and old paths), right after its pair's line."""
-    groups = []
-    for nodeid, new, old in pairs:
-        how = "renamed" if Path(new).parent == Path(old).parent else "moved"
-        line = (
-            f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
-            f"baseline: opprof mv {shlex.quote(here(old))} {shlex.quote(nodeid)}"
-        )
-        others = [
-            f"opprof: under device key {key} too, keep its baseline: opprof mv {shlex.quote(here(other))} "
-            f"{shlex.quote(nodeid)}"
-            for key, other in elsewhere(new, old)
-        ]
-        groups.append([line, *others])
-    return [line for group in sorted(groups) for line in group]
-
-
-def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
-    """Tests without a baseline paired with baseline files no test reads, (node id, its baseline
-    path, the orphan): alone in the same test file's folder (`test_x[a].json` and `test_x[b]`,
-    `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
-    each, in another folder (a test moved to another file, or its file moved)."""
-    missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
-        {r.baseline.path: _file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
-    )
-    pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
-    for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder
-        paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-        pairs += stage([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
-    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    return pairs + _renamed_functions(
-        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
-    )
-
-
-def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(node id, its file, the orphan) where a folder holds one of each of a parametrized function:
-    a renamed id beside a deleted test (`test_x[a]` -> `test_x[b]` and `test_old` gone: a folder of
-    one missing file and two orphans paired none, and `rm` named `test_x[a]`'s file)."""
-    return [pair for pair in _one_each(missing, orphans, _function_of) if _function_of(pair[1])]
-
-
-def _function_of(path: str) -> str:
-    """A parametrized test's file's folder and function (`k/t.py/test_x`), or '' for another's."""
-    name = Path(path).name
-    start, end = name.find("["), name.rfind("]")
-    return str(Path(path).parent / name[:start]) if 0 < start < end else ""
-
-
-def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(node id, its file, the orphan) where a folder holds one of each."""
-    return _one_each(missing, orphans, lambda path: str(Path(path).parent))
-
-
-def _renamed_functions(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(node id, its file, the orphan) for a renamed parametrized function: in one folder, the
-    files of one function no test reads and the missing ones of one other function, with the
-    same set of ids, alone in that folder to have it (a CI trial's `test_param` -> `test_params`,
-    six ids: six lines of no baseline and six files read by no test, none paired; a review: ids
-    alone would pair a removed `test_a[small]` with an unrelated new `test_c[small]`)."""
-    new, old = _functions(p for p, _ in missing), _functions(orphans)
-    nodeids = dict(missing)
-    found = []
-    for (folder, function), files in new.items():
-        ids = set(files)
-        theirs = [key for key, paths in old.items() if key[0] == folder and set(paths) == ids]
-        mine = [key for key, paths in new.items() if key[0] == folder and set(paths) == ids]
-        if len(theirs) == 1 and len(mine) == 1 and theirs[0][1] != function:
-            found += [(nodeids[files[i]], files[i], old[theirs[0]][i]) for i in sorted(ids)]
-    return found
-
-
-def _functions(paths: Iterable[str]) -> dict[tuple[str, str], dict[str, str]]:
-    """Parametrized tests' files by (folder, function) and then by their ids' part
-    (`test_p[a_b]-f0c7bb77.json`: `test_p`, `[a_b]`); unparametrized ones left out."""
-    found: dict[tuple[str, str], dict[str, str]] = {}
-    for path in paths:
-        name = Path(path).name
-        start, end = name.find("["), name.rfind("]")
-        if 0 < start < end:
-            found.setdefault((str(Path(path).parent), name[:start]), {})[name[start : end + 1]] = path
-    return found
-
-
-def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(node id, its file, the orphan) where one of each, in two folders, has the same file name
-    (the test's name)."""
-    pairs = _one_each(missing, orphans, lambda path: Path(path).name)
-    return [(nodeid, new, old) for nodeid, new, old in pairs if Path(new).parent != Path(old).parent]
-
-
-def _one_each(
-    missing: list[tuple[str, str]], orphans: Sequence[str], key: Callable[[str], str]
-) -> list[tuple[str, str, str]]:
-    """(node id, its file, the orphan) where exactly one missing file and one orphan share a key."""
-    found = []
-    for shared in {key(p) for p, _ in missing}:
-        here = [(p, n) for p, n in missing if key(p) == shared]
-        left = [o for o in orphans if key(o) == shared]
-        if len(here) == 1 and len(left) == 1:
-            found.append((here[0][1], here[0][0], left[0]))
-    return found
-
-
 def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None = None) -> str:
     """Under -n 2 and more: timings are noisier; where the workers' torch threads outnumber the
     CPUs, they contend (a trial's -n 2 of 2 threads each on 2 CPUs: its own 20 ms limits failed
@@ -1464,208 +1204,3 @@ def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None 
         f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "
         "op counts are exact as ever"
     )
-
-
-def run_report_json(
-    records: list[TestRecord],
-    device: dict[str, Any],
-    device_key: str | None,
-    orphans: Sequence[str] = (),
-    rootdir: str | None = None,
-    stopped_in: str | None = None,
-) -> dict[str, Any]:
-    """The --opprof-json document (schema 1): device facts, the rootdir (that baseline paths are
-    relative to), the baseline files no collected test reads, the test a Ctrl-C or pytest.exit
-    stopped the run in (`stopped_in`, null for a whole run) and, per measured test, nodeid,
-    outcome, profile (Profile.to_dict()), checks and trace path."""
-    tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
-    found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
-    return {**found, "rootdir": rootdir, "stopped_in": stopped_in, "tests": tests}
-
-
-class ReportSpool:
-    """Each test's part of the --opprof-json report, as JSON text in a temporary file as soon as
-    it arrives: a long run keeps no profile in memory (500 tests held ~75 MB as objects)."""
-
-    def __init__(self, json: bool = True, csv: bool = False, html: bool = False) -> None:
-        self.json, self.csv, self.html = json, csv, html
-        self._file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115  # closed by close()
-        # (nodeid, xdist worker) -> (offset, length): a test that runs again (a rerun plugin) replaces its part
-        self._parts: dict[tuple[str, str], tuple[int, int]] = {}
-        self._csv_parts: dict[tuple[str, str], tuple[int, int]] = {}
-        self._html_parts: dict[tuple[str, str], tuple[int, int]] = {}
-
-    def add(self, record: TestRecord) -> TestRecord:
-        """Spool the record's JSON part; give back the record without its profile."""
-        key = (record.nodeid, record.worker or "")
-        if self.json:
-            self._parts[key] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
-        self._keep(self._csv_parts, key, record.csv if self.csv else None)
-        self._keep(self._html_parts, key, record.html if self.html else None)
-        return dataclasses.replace(record, profile=None, csv=None, html=None)
-
-    def _keep(self, parts: dict[tuple[str, str], tuple[int, int]], key: tuple[str, str], text: str | None) -> None:
-        """The test's part (none without text): an earlier run's of the same test goes."""
-        parts.pop(key, None)
-        if text:
-            parts[key] = self._spool(text)
-
-    def _spool(self, text: str) -> tuple[int, int]:
-        data = text.encode()
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data)
-        return offset, len(data)
-
-    def tests(self) -> Iterator[str]:
-        """Each test's JSON text, sorted by node id."""
-        return self._read(self._parts)
-
-    def csv_rows(self) -> Iterator[str]:
-        """Each test's CSV rows, sorted by node id."""
-        return self._read(self._csv_parts)
-
-    def html_sections(self) -> Iterator[str]:
-        """Each test's HTML section, sorted by node id."""
-        return self._read(self._html_parts)
-
-    @property
-    def count_html(self) -> int:
-        return len(self._html_parts)
-
-    def _read(self, parts: dict[tuple[str, str], tuple[int, int]]) -> Iterator[str]:
-        for _, (offset, length) in sorted(parts.items()):
-            self._file.seek(offset)
-            yield self._file.read(length).decode()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def write_run_report(
-    path: Path,
-    device: dict[str, Any],
-    device_key: str | None,
-    spool: ReportSpool,
-    orphans: Sequence[str] = (),
-    rootdir: str | None = None,
-    stopped_in: str | None = None,
-) -> None:
-    """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
-    json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
-    found = run_report_json([], device, device_key, orphans, rootdir, stopped_in)
-    del found["tests"]
-    head = json.dumps(found, indent=2, sort_keys=True)
-
-    def chunks() -> Iterator[str]:
-        yield head[:-2] + ',\n  "tests": ['
-        first = True
-        for text in spool.tests():
-            yield ("\n" if first else ",\n") + textwrap.indent(text, "    ")
-            first = False
-        yield "]\n}\n" if first else "\n  ]\n}\n"
-
-    write_output(path, chunks())
-
-
-def write_csv_report(path: Path, spool: ReportSpool) -> None:
-    """The --opprof-csv table: one row per measured test and op, streamed from the spool."""
-    write_output(path, [CSV_HEADER_LINE, *spool.csv_rows()])
-
-
-def _json_part(record: TestRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
-
-
-CSV_COLUMNS = [
-    "op", "calls_per_step", "ms_per_step", "min_ms_per_step", "time", "of_step_pct", "cpu_ms_per_step",
-    "self_cpu_ms_per_step", "device_ms_per_step", "self_device_ms_per_step",
-]  # fmt: skip
-# outcome: the test's; worker: the xdist worker that ran it (`--dist each` runs every test on each)
-CSV_BASELINE_COLUMNS = ["baseline_min_ms_per_step", "delta_pct", "verdict", "outcome", "worker"]
-
-
-def _whole(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else value
-
-
-def _csv_text(rows: list[list[Any]]) -> str:
-    """Rows as CSV, each float in positional notation (`0.000086`, not `8.6e-05`: a data-consumer
-    trial's `sort -n` misordered a column that mixed the two), to the digits repr gives it."""
-    out = io.StringIO()
-    csv.writer(out).writerows([[_positional(cell) for cell in row] for row in rows])
-    return out.getvalue()
-
-
-def _positional(cell: Any) -> Any:
-    if isinstance(cell, float) and math.isfinite(cell) and "e" in repr(cell):
-        return format(Decimal(repr(cell)), "f")
-    return cell
-
-
-def csv_of_test(
-    profile: Profile | None, nodeid: str, baseline: BaselineResult | None, outcome: str | None, worker: str | None
-) -> str:
-    """A test's rows of the --opprof-csv table: its ops (op_csv), or, for a test with none (an
-    error before or in its capture, a skip, a capture that ran no op), one row with an empty
-    `op` and its outcome: a trial's CSV-only dashboard never saw such errors."""
-    rows = (
-        op_csv(profile, nodeid, baseline, header=False, outcome=outcome, worker=worker) if profile is not None else ""
-    )
-    return rows or _csv_text(
-        [[nodeid, *[""] * (len(CSV_COLUMNS) + len(CSV_BASELINE_COLUMNS) - 2), outcome, worker or ""]]
-    )
-
-
-CSV_HEADER_LINE = _csv_text([["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS]])
-
-
-def op_csv(
-    profile: Profile,
-    nodeid: str | None = None,
-    baseline: BaselineResult | None = None,
-    header: bool = True,
-    outcome: str | None = None,
-    worker: str | None = None,
-) -> str:
-    """Every op of a profile as CSV rows, the numbers of the terminal table unrounded (medians
-    over the steps; ms): with a `test` column, the baseline's columns and the test's `outcome`
-    when `nodeid` is given (--opprof-csv: a trial's failed test read `ok` in every row), without
-    them for one trace (opprof analyze --csv)."""
-    median_wall = median_wall_ns(profile)
-    rows: list[list[Any]] = []
-    if header:
-        rows.append(["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS] if nodeid is not None else CSV_COLUMNS)
-    for op in profile.ops:
-        per = op.time_per_step
-        row: list[Any] = [
-            op.name, _whole(op.calls_per_step.median), per.median / 1e6, per.min / 1e6, "device" if op.on_device else "cpu",
-            round(100 * per.median / median_wall, 2) if median_wall else "", op.cpu_per_step.median / 1e6,
-            op.self_cpu_per_step.median / 1e6, op.device_per_step.median / 1e6, op.self_device_per_step.median / 1e6,
-        ]  # fmt: skip
-        if nodeid is not None:
-            cells = (
-                baseline.op_row(op.name, op.calls_per_step.median, per.min / 1e6, op.on_device)
-                if baseline is not None and baseline.compared
-                else None
-            )
-            if cells is None:
-                row = [nodeid, *row, "", "", "", outcome or "", worker or ""]
-            else:
-                base, delta = cells.base_min_ms, cells.delta_pct
-                row = [
-                    nodeid,
-                    *row,
-                    "" if base is None else base,
-                    "" if delta is None else round(delta, 2),
-                    cells.verdict,
-                    outcome or "",
-                    worker or "",
-                ]
-        rows.append(row)
-    if nodeid is not None and baseline is not None and baseline.compared:
-        blank = [""] * (len(CSV_COLUMNS) - 2)  # no time of this run's
-        rows += [
-            [nodeid, name, 0, *blank, cells.base_min_ms, "", cells.verdict, outcome or "", worker or ""]
-            for name, cells in baseline.removed_rows({op.name for op in profile.ops})
-        ]
-    return _csv_text(rows)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from typing import Any
 
 
 def ns_to_ms(ns: float) -> float:
@@ -59,3 +61,11 @@ def first_three(names: list[str], every: bool = False) -> str:
     if every:
         return ", ".join(names)
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def positional(cell: Any) -> Any:
+    """A float in positional notation (`0.000086`, not `8.6e-05`), to the digits repr gives it; any
+    other cell as it is (the CSV report's and junit properties' numbers)."""
+    if isinstance(cell, float) and math.isfinite(cell) and "e" in repr(cell):
+        return format(Decimal(repr(cell)), "f")
+    return cell

@@ -364,7 +364,8 @@ def test_a_faster_machines_verdicts_share_the_run_line_that_names_them():
     verdicts (not texts written for a test): a change of wording the grouping missed fails here."""
     from pytest_opprof.analysis import Check
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import TestRecord, format_problems
+    from pytest_opprof.report import format_problems
+    from pytest_opprof.results import TestRecord
 
     base = doc(profile()).replace(reference_ms=0.4, dispatch_reference_ms=0.4)
     fast = doc(profile(addmm_us=(420,) * 8)).replace(reference_ms=0.25, dispatch_reference_ms=0.25)

@@ -12,7 +12,8 @@ from builders import kernel, launch, op, step
 
 from pytest_opprof.analysis import analyze
 from pytest_opprof.htmlreport import write_html_report
-from pytest_opprof.report import ReportSpool, TestResult
+from pytest_opprof.report import TestResult
+from pytest_opprof.runfiles import ReportSpool
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install chromium (.ci/run does)")

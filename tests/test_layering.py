@@ -34,7 +34,15 @@ LAYERS = [
     },  # sources, device facts, checks on a Profile
     {"documents", "baseline", "verdicts", "excuses", "timing", "compare", "sidebyside"},  # documents and verdicts
     {"decide", "settings"},  # the per-test outcome, run settings
-    {"report", "fixture", "htmlreport", "showtables"},  # views of results; the fixture object
+    {
+        "results",
+        "runfiles",
+        "renames",
+        "report",
+        "fixture",
+        "htmlreport",
+        "showtables",
+    },  # views of results; the fixture object
     {"plugin", "pluginoptions", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}

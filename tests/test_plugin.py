@@ -5892,7 +5892,7 @@ def test_a_report_path_naming_a_file_that_is_no_report_is_refused_and_the_file_k
 def test_the_report_heads_the_guard_knows_are_how_the_reports_begin(tmp_path):
     """The guard above tells an earlier report by its first bytes: they must be the writers'."""
     from pytest_opprof.htmlreport import page_head
-    from pytest_opprof.report import CSV_HEADER_LINE, ReportSpool, write_run_report
+    from pytest_opprof.runfiles import CSV_HEADER_LINE, ReportSpool, write_run_report
     from pytest_opprof.settings import REPORT_HEAD
 
     spool = ReportSpool()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof.report import export_trace_path
+from pytest_opprof.results import export_trace_path
 
 torch = pytest.importorskip("torch")
 

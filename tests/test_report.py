@@ -8,7 +8,8 @@ import json
 import pytest
 
 from pytest_opprof.analysis import Check
-from pytest_opprof.report import ReportSpool, TestRecord, run_report_json, write_run_report
+from pytest_opprof.results import TestRecord
+from pytest_opprof.runfiles import ReportSpool, run_report_json, write_run_report
 
 
 def record(nodeid: str, with_profile: bool = True) -> TestRecord:
@@ -436,7 +437,7 @@ def test_a_rename_or_move_is_suggested_only_where_one_test_and_one_file_pair_up(
     names; of the same name in two folders: a move. Two tests beside one file, or two files of
     that name: no guess (the summary's two lines stand)."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import renamed_lines, renamed_pairs
+    from pytest_opprof.renames import renamed_lines, renamed_pairs
 
     def missing(nodeid: str, path: str) -> TestRecord:
         return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(path, "missing")})
@@ -611,7 +612,7 @@ def test_contention_names_the_threads_that_ran_the_captures_work_though_unmeasur
 
 def test_csv_numbers_are_positional_to_the_digits_repr_gives():
     """`sort -n` misordered a CSV column mixing `0.000104` and `8.6e-05` (a data-consumer trial)."""
-    from pytest_opprof.report import _csv_text
+    from pytest_opprof.runfiles import _csv_text
 
     assert _csv_text([["a", 8.6e-05, 0.000104, 1.5, 2, "", 1e16, 1.2345678901234e-07]]) == (
         "a,0.000086,0.000104,1.5,2,,10000000000000000,0.00000012345678901234\r\n"
@@ -623,7 +624,7 @@ def test_junit_times_keep_six_significant_digits():
     from builders import op, stepped
 
     from pytest_opprof.analysis import analyze
-    from pytest_opprof.report import format_junit_properties
+    from pytest_opprof.results import format_junit_properties
 
     profile = analyze(
         stepped(3, 5000, lambda i, base: [op("aten::tiny", base + 1, 0.104), op("aten::big", base + 2, 1234.567)])

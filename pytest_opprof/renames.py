@@ -1,0 +1,123 @@
+"""Tests renamed or moved since their baselines were recorded: a test without a baseline beside
+an orphaned file of the same function or test, said with the `opprof mv` that keeps its history."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from .results import TestRecord, file_test
+
+
+def renamed_lines(
+    pairs: list[tuple[str, str, str]],
+    here: Callable[[str], str] = str,
+    elsewhere: Callable[[str, str], list[tuple[str, str]]] = lambda new, old: [],
+) -> list[str]:
+    """A line per renamed_pairs pair: the `opprof mv` that keeps its baseline (a `git mv` and a
+    hand edit of the file's "nodeid" before); its path as `here` makes it (reached from the folder
+    pytest ran in: a review's run from a subfolder got a `git mv` that failed beside an `rm` that
+    worked). Then one per other device key whose folder holds the old baseline too (`elsewhere`:
+    (key, path) for the pair's new and old paths), right after its pair's line."""
+    groups = []
+    for nodeid, new, old in pairs:
+        how = "renamed" if Path(new).parent == Path(old).parent else "moved"
+        line = (
+            f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
+            f"baseline: opprof mv {shlex.quote(here(old))} {shlex.quote(nodeid)}"
+        )
+        others = [
+            f"opprof: under device key {key} too, keep its baseline: opprof mv {shlex.quote(here(other))} "
+            f"{shlex.quote(nodeid)}"
+            for key, other in elsewhere(new, old)
+        ]
+        groups.append([line, *others])
+    return [line for group in sorted(groups) for line in group]
+
+
+def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Tests without a baseline paired with baseline files no test reads, (node id, its baseline
+    path, the orphan): alone in the same test file's folder (`test_x[a].json` and `test_x[b]`,
+    `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
+    each, in another folder (a test moved to another file, or its file moved)."""
+    missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
+        {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
+    )
+    pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
+    for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder
+        paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+        pairs += stage([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
+    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
+    return pairs + _renamed_functions(
+        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
+    )
+
+
+def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one of each of a parametrized function:
+    a renamed id beside a deleted test (`test_x[a]` -> `test_x[b]` and `test_old` gone: a folder of
+    one missing file and two orphans paired none, and `rm` named `test_x[a]`'s file)."""
+    return [pair for pair in _one_each(missing, orphans, _function_of) if _function_of(pair[1])]
+
+
+def _function_of(path: str) -> str:
+    """A parametrized test's file's folder and function (`k/t.py/test_x`), or '' for another's."""
+    name = Path(path).name
+    start, end = name.find("["), name.rfind("]")
+    return str(Path(path).parent / name[:start]) if 0 < start < end else ""
+
+
+def _renamed(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one of each."""
+    return _one_each(missing, orphans, lambda path: str(Path(path).parent))
+
+
+def _renamed_functions(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) for a renamed parametrized function: in one folder, the
+    files of one function no test reads and the missing ones of one other function, with the
+    same set of ids, alone in that folder to have it (a CI trial's `test_param` -> `test_params`,
+    six ids: six lines of no baseline and six files read by no test, none paired; a review: ids
+    alone would pair a removed `test_a[small]` with an unrelated new `test_c[small]`)."""
+    new, old = _functions(p for p, _ in missing), _functions(orphans)
+    nodeids = dict(missing)
+    found = []
+    for (folder, function), files in new.items():
+        ids = set(files)
+        theirs = [key for key, paths in old.items() if key[0] == folder and set(paths) == ids]
+        mine = [key for key, paths in new.items() if key[0] == folder and set(paths) == ids]
+        if len(theirs) == 1 and len(mine) == 1 and theirs[0][1] != function:
+            found += [(nodeids[files[i]], files[i], old[theirs[0]][i]) for i in sorted(ids)]
+    return found
+
+
+def _functions(paths: Iterable[str]) -> dict[tuple[str, str], dict[str, str]]:
+    """Parametrized tests' files by (folder, function) and then by their ids' part
+    (`test_p[a_b]-f0c7bb77.json`: `test_p`, `[a_b]`); unparametrized ones left out."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for path in paths:
+        name = Path(path).name
+        start, end = name.find("["), name.rfind("]")
+        if 0 < start < end:
+            found.setdefault((str(Path(path).parent), name[:start]), {})[name[start : end + 1]] = path
+    return found
+
+
+def _moved(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where one of each, in two folders, has the same file name
+    (the test's name)."""
+    pairs = _one_each(missing, orphans, lambda path: Path(path).name)
+    return [(nodeid, new, old) for nodeid, new, old in pairs if Path(new).parent != Path(old).parent]
+
+
+def _one_each(
+    missing: list[tuple[str, str]], orphans: Sequence[str], key: Callable[[str], str]
+) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where exactly one missing file and one orphan share a key."""
+    found = []
+    for shared in {key(p) for p, _ in missing}:
+        here = [(p, n) for p, n in missing if key(p) == shared]
+        left = [o for o in orphans if key(o) == shared]
+        if len(here) == 1 and len(left) == 1:
+            found.append((here[0][1], here[0][0], left[0]))
+    return found
