@@ -1283,61 +1283,17 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     state.summarized = True
     if not state.settings.measuring:
-        if state.carrying:
-            terminalreporter.write_line(inert_summary(state.carrying))
-        if state.idle_outputs:
-            terminalreporter.write_line(idle_outputs(state.idle_outputs))
+        _inert_lines(terminalreporter, state)
         return
-    workers = getattr(config.option, "numprocesses", None)
-    recording = bool(state.settings.update_baseline)
-    looked_in = _looked_in(config, state)
-    # a bare record command would record tests this run did not measure: those it picked out, or
-    # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
-    picked = _picked_some(config) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
-    run_globs = state.settings.ignore_ops if picked else ()  # may match in the tests left out
-    verbose = config.option.verbose > 0
-    strict = state.settings.strict
-    shares = (state.device.get("torch_threads"), usable_cpus())
-    lines = (
-        summary_lines(
-            state.records,
-            verbose,
-            workers,
-            recording,
-            looked_in,
-            run_globs,
-            strict,
-            picked,
-            shares,
-            quiet=config.option.verbose < -1,  # -qq: -q keeps them (the README's first run shows one)
-        )  # fmt: skip
-        if state.records
-        else []
-    )
-    lines += [
-        case_clash_line(group)
-        for group in case_clashes((r.baseline.path, r.nodeid) for r in state.records if r.baseline)
-    ]
-    if state.orphans:
-
-        def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
-            return os.path.relpath(config.rootpath / path, config.invocation_params.dir)
-
-        pairs = renamed_pairs(state.records, state.orphans)
-        paired = {old for _, _, old in pairs}
-        lines.append(orphans_line(state.orphans, verbose, [reached(p) for p in state.orphans], paired))
-        lines += renamed_lines(pairs, reached, _under_other_keys(config, state))
-    if recording and standing(state.settings.update_from):
+    lines = _records_lines(config, state) + _orphans_lines(config, state)
+    if state.settings.update_baseline and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;
     # not by --collect-only, which runs nothing (a CI trial's report was replaced by an empty one)
     reports = state.spool is not None and not config.option.collectonly
+    lines = _run_end_lines(config, state, reports) + lines
     if state.spool is not None and config.option.collectonly:
         lines.append(COLLECT_ONLY)
-    elif state.stopped_in is not None:  # not "no test was measured": the run ended before its end
-        lines.insert(0, run_stopped(_typed_id(config, state.stopped_in), len(state.records), reports))
-    elif reports and not state.records:
-        lines.insert(0, NOTHING_MEASURED)
     if not lines and not reports:
         return
     terminalreporter.write_sep("=", "opprof")
@@ -1348,6 +1304,67 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     note = _rootdir_note(config, state, lines)
     if note:
         terminalreporter.write_line(note)
+
+
+def _inert_lines(terminalreporter: Any, state: RunState) -> None:
+    """A run without --opprof: what it carries that only a measuring run would use."""
+    if state.carrying:
+        terminalreporter.write_line(inert_summary(state.carrying))
+    if state.idle_outputs:
+        terminalreporter.write_line(idle_outputs(state.idle_outputs))
+
+
+def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
+    """The measured tests' tables and lines, and the baseline files whose names clash by case."""
+    # a bare record command would record tests this run did not measure: those it picked out, or
+    # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
+    picked = _picked_some(config) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
+    lines = (
+        summary_lines(
+            state.records,
+            config.option.verbose > 0,
+            getattr(config.option, "numprocesses", None),
+            bool(state.settings.update_baseline),
+            _looked_in(config, state),
+            state.settings.ignore_ops if picked else (),  # may match in the tests left out
+            state.settings.strict,
+            picked,
+            (state.device.get("torch_threads"), usable_cpus()),
+            quiet=config.option.verbose < -1,  # -qq: -q keeps them (the README's first run shows one)
+        )  # fmt: skip
+        if state.records
+        else []
+    )
+    return lines + [
+        case_clash_line(group)
+        for group in case_clashes((r.baseline.path, r.nodeid) for r in state.records if r.baseline)
+    ]
+
+
+def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
+    """The baseline files no collected test reads, and the tests that look renamed from them."""
+    if not state.orphans:
+        return []
+
+    def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
+        return os.path.relpath(config.rootpath / path, config.invocation_params.dir)
+
+    pairs = renamed_pairs(state.records, state.orphans)
+    paired = {old for _, _, old in pairs}
+    line = orphans_line(state.orphans, config.option.verbose > 0, [reached(p) for p in state.orphans], paired)
+    return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state))]
+
+
+def _run_end_lines(config: pytest.Config, state: RunState, reports: bool) -> list[str]:
+    """The line that goes first where the run stopped early, or measured nothing but writes reports
+    (none under --collect-only)."""
+    if state.spool is not None and config.option.collectonly:
+        return []
+    if state.stopped_in is not None:  # not "no test was measured": the run ended before its end
+        return [run_stopped(_typed_id(config, state.stopped_in), len(state.records), reports)]
+    if reports and not state.records:
+        return [NOTHING_MEASURED]
+    return []
 
 
 def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> str | None:

@@ -310,12 +310,22 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
         doc = json.loads(data, parse_float=str, object_hook=take_event, strict=False)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise TraceError(bad_trace(path, _unparsed(data, exc))) from None
+    _refuse_misplaced(path, doc, rows, len(skipped), odd, bad_args)
+    spans = sum(skipped)
+    return doc, rows, len(rows) + len(skipped) - spans, spans
+
+
+def _refuse_misplaced(
+    path: Path, doc: Any, rows: list[tuple[Any, ...]], skipped: int, odd: list[tuple[str, Any]], bad_args: list[int]
+) -> None:
+    """After the parse: one line for complete events taken from outside the event list, a phase or
+    category that is no text, or an event whose 'args' is not an object."""
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if isinstance(events, list):  # the events kept are those of another phase: a few, after the parse
-        odd += [("ph", e) for e in events if type(e) is dict and type(e.get("ph", "")) is not str][:1]
+        odd = odd + [("ph", e) for e in events if type(e) is dict and type(e.get("ph", "")) is not str][:1]
         # each taken event left a None in its list; more taken than left: some came from elsewhere (a
         # list's own nulls could hide a few, and no Kineto trace nests an event in another's args)
-        if len(rows) + len(skipped) > events.count(None):
+        if len(rows) + skipped > events.count(None):
             raise TraceError(bad_trace(path, ELSEWHERE))
     if odd:
         key, event = odd[0]
@@ -324,8 +334,6 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
     if bad_args:
         i = bad_args[0]
         raise TraceError(bad_trace(path, f"complete event {i} ({shown_value(rows[i][1])}): 'args' is not an object"))
-    spans = sum(skipped)
-    return doc, rows, len(rows) + len(skipped) - spans, spans
 
 
 ELSEWHERE = (
