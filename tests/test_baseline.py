@@ -2400,7 +2400,7 @@ def test_compares_work_lines_are_the_ops_not_the_threads_verdict():
 
 
 def gpu_steps(
-    lost: int = 0, gemm_us: float = 40, gemm: str = "sm90_gemm", steps: int = 10, relu_us: float = 5
+    lost: int = 0, gemm_us: float = 40, gemm: str = "sm90_gemm", steps: int = 10, relu_us: float = 5, relu: str = "relu"
 ) -> Profile:
     """`steps` steps of 6 aten::addmm, each launching one `gemm` of `gemm_us`, then an aten::relu
     launching one kernel of `relu_us`; the addmm launches among the capture's first `lost` launches
@@ -2422,7 +2422,7 @@ def gpu_steps(
         events += [
             op("aten::relu", base + 700, 20),
             launch(base + 705, corr=corr),
-            kernel("relu", base + 720, relu_us, corr=corr),
+            kernel(relu, base + 720, relu_us, corr=corr),
         ]
     return analyze(events)
 
@@ -2533,3 +2533,136 @@ def test_most_steps_slower_with_the_fastest_held_is_inconclusive_not_silent():
         "aten::addmm: 3.500 ms/step median vs baseline 0.700 ms (x5.0 slower; inconclusive: most steps slowed"
     )
     assert ops.failing(Rule()) == []
+
+
+# -- the rule's edges (a mutation trial: each of these moved a verdict and no test noticed) --------
+
+
+def scaled(d: BaselineDoc, k: float) -> BaselineDoc:
+    """The document with every op's CPU times and the steps' wall and outside times `k` times."""
+    ops = {n: replace(e, cpu_ms=tuple(x * k for x in e.cpu_ms)) for n, e in d.ops.items()}
+    outside = tuple(x * k for x in d.outside_ms) if d.outside_ms else d.outside_ms
+    return d.replace(ops=ops, wall_ms=tuple(x * k for x in d.wall_ms), outside_ms=outside)
+
+
+def time_statuses(new: BaselineDoc, base: BaselineDoc, machine: Machine | None = None) -> list[tuple[str, str]]:
+    return [(v.op, v.status) for v in compare(new, base, Rule(), machine=machine).verdicts if v.kind == TIME]
+
+
+def test_fastest_halves_that_overlap_are_no_slowdown_however_slow_the_rest():
+    """With few steps a side the rank test cannot reach p < 0.05 (4 against 4: p >= 0.015 only on
+    the fastest halves of 8), so a short capture's time verdict rests on its fastest half lying
+    wholly above the baseline's. Halves that overlap (this run's fastest 1.0 ms below the
+    baseline's slowest kept 1.5 ms) are no slowdown, however slow the rest of the steps; halves
+    that do not are one."""
+    base = doc(profile(addmm_us=(700, 1500, 1500, 1500, 1500, 1500)))
+    overlapping = doc(profile(addmm_us=(1000, 1000, 1800, 1800, 1800, 1800)))
+    assert time_statuses(overlapping, base) == []
+    apart = doc(profile(addmm_us=(1600, 1600, 1800, 1800, 1800, 1800)))
+    assert ("aten::addmm", "regressed") in time_statuses(apart, base)
+
+
+def test_a_time_within_the_recorded_range_is_judged_on_its_fastest_step_not_one_noisy_step():
+    """A range recorded up to x1.8 and this run x1.6 in 7 steps of 8, x3 in one: within the range
+    (its fastest step is), so inconclusive as the range says, not a regression of the noisy step."""
+    base = doc(profile())
+    base = base.replace(
+        ops={n: replace(e, recorded_range=(min(e.cpu_ms), min(e.cpu_ms) * 1.8)) for n, e in base.ops.items()}
+    )
+    noisy = doc(profile(addmm_us=(1100,) * 7 + (2100,)))
+    assert time_statuses(noisy, base) == [("aten::addmm", "inconclusive"), ("aten::linear", "inconclusive")]
+    beyond = doc(profile(addmm_us=(2100,) * 8))  # every step past the range: regressed
+    assert ("aten::addmm", "regressed") in time_statuses(beyond, base)
+
+
+def test_most_steps_slower_is_said_from_three_times_the_baseline_on():
+    """The median past x3 with the fastest step held is inconclusive at x3.5 (not only at the x5
+    and x13 of the trials), and says nothing at x2.5 (identical code's medians ranged x1.9)."""
+    held = 700
+    assert time_statuses(doc(profile(addmm_us=(held,) + (2450,) * 7)), doc(profile())) == [
+        ("aten::addmm", "inconclusive"),
+        ("aten::linear", "inconclusive"),
+    ]
+    assert time_statuses(doc(profile(addmm_us=(held,) + (1750,) * 7)), doc(profile())) == []
+
+
+def test_another_thread_count_explains_no_more_than_its_reach_just_past_it():
+    """1 -> 2 threads explains an op up to x5 (OP_SLACK times the thread ratio): x4.5 slower is
+    inconclusive, x5.5 fails (a reach of x6 let it pass)."""
+    base = threaded(doc(profile()), 1, "1 cpu")
+    within = threaded(doc(profile(addmm_us=(3150,) * 8)), 2, "2 cpus")
+    past = threaded(doc(profile(addmm_us=(3850,) * 8)), 2, "2 cpus")
+    assert addmm_verdict(within, base).status == "inconclusive"
+    assert addmm_verdict(past, base).status == "regressed"
+
+
+def test_a_whole_step_slower_past_the_spell_limit_fails_its_ops_too():
+    """Every op and the time outside them x3.5: within the slow spells this VM has (SPELL_LIMIT x4),
+    the ops are inconclusive (the rest of the step slowed alike); x4.5, past it, they fail."""
+    base = doc(profile())
+    assert [s for op, s in time_statuses(scaled(base, 3.5), base) if op != "step wall"] == ["inconclusive"] * 2
+    assert [s for op, s in time_statuses(scaled(base, 4.5), base) if op != "step wall"] == ["regressed"] * 2
+
+
+def test_an_op_called_several_times_a_step_with_inputs_read_from_one_call_is_no_work_change():
+    """An op called 4 times a step keeps the inputs of the calls its capture read: another
+    signature this time (another call of the four) is the same code, not a work change."""
+    old, new = doc(mlp_profile()), doc(mlp_profile())
+    name = "aten::relu"
+    o, n = old.ops[name], new.ops[name]
+    assert n.work is not None
+    calls = (4,) * len(o.calls_per_step)
+    extra = replace(n.work.signatures[0], shapes=[[64, 7]])
+    old = old.replace(ops={**old.ops, name: replace(o, calls_per_step=calls)})
+    new = new.replace(
+        ops={
+            **new.ops,
+            name: replace(n, calls_per_step=calls, work=replace(n.work, signatures=(*n.work.signatures, extra))),
+        }
+    )
+    assert [v for v in compare(new, old, Rule()).verdicts if v.kind == WORK] == []
+
+
+def test_kernels_a_baseline_lost_explain_exactly_as_many_fewer_in_it():
+    """The baseline lost 4 kernel records and holds 4 kernels fewer than this run: the loss
+    explains them all (the usual case: both counts are whole numbers); one more is a change."""
+    assert compare(doc(gpu_steps(steps=1)), doc(gpu_steps(lost=4, steps=1)), Rule()).verdicts == ()
+    renamed = compare(doc(gpu_steps(steps=1, gemm="sm80_gemm")), doc(gpu_steps(lost=4, steps=1)), Rule())
+    assert [v.kind for v in renamed.verdicts] == [WORK]
+
+
+def test_a_baseline_recorded_under_twice_the_load_or_more_is_told_under_load():
+    """Every reference x2.5 slower for the baseline on the same machine setup: recorded under load
+    (from x2 on), with the record-again fix; x1.9 is a busy machine's day."""
+    c = compare(*loaded_pair(inflated_x=2.5), Rule())
+    assert c.under_load == pytest.approx(2.5) and c.inconclusive[0].fix == LOADED_FIX
+    assert compare(*loaded_pair(inflated_x=1.9), Rule()).under_load is None
+
+
+def test_an_op_without_recorded_inputs_still_has_its_kernels_compared():
+    """aten::relu here has no input signatures (a baseline recorded without them keeps its kernels
+    only): its kernels are still its work, and another kernel is a work change."""
+
+    def unsigned(p: Profile) -> BaselineDoc:
+        d = doc(p)
+        relu = d.ops["aten::relu"]
+        assert relu.work is not None
+        return d.replace(ops={**d.ops, "aten::relu": replace(relu, work=replace(relu.work, signatures=()))})
+
+    c = compare(unsigned(gpu_steps(relu="vectorized_relu")), unsigned(gpu_steps()), Rule())
+    assert [(v.kind, v.op) for v in c.verdicts] == [(WORK, "aten::relu")]
+    assert "vectorized_relu 0 -> 1" in c.verdicts[0].message
+
+
+def test_an_op_whose_calls_changed_is_a_structure_verdict_only():
+    """aten::relu called twice as often now, on other inputs too (a wider layer): the structure
+    verdict names it; no work verdict repeats it (its work per step moved with its calls), while
+    aten::addmm, called as before, has its own work verdict."""
+    base = doc(mlp_profile())
+    wider = doc(mlp_profile(hidden=2048))
+    new = wider.replace(ops={**wider.ops, "aten::relu": replace(wider.ops["aten::relu"], calls_per_step=(2,) * 8)})
+    c = compare(new, base, Rule())
+    assert [(v.kind, v.op, v.message) for v in c.verdicts if v.kind == STRUCTURE] == [
+        (STRUCTURE, None, "structure changed: aten::relu 1 -> 2/step")
+    ]
+    assert [v.op for v in c.verdicts if v.kind == WORK] == ["aten::addmm"]

@@ -561,3 +561,66 @@ def test_the_op_tables_show_the_baseline_time_the_verdict_judges_from(tmp_path):
     write_baseline(path, _ranged(700, 1.0, 1.1))  # written at its range's fastest
     result = baseline_step(path, "t.json", NODE, measured(profile(addmm_us=(750,) * 8)), Rule(), None, None)
     assert result.op_row("aten::addmm", 1, 0.75).base_min_ms == 0.7
+
+
+def test_a_recorded_range_spans_each_measurements_fastest_step_not_its_slowest():
+    """Four recordings of unchanged code, each with one slow step (2.8 ms beside 0.7 ms): the
+    range is of their fastest steps, (0.7, 0.7), so a later x3.5 slowdown of every step fails; a
+    range of the slow steps would have called it inconclusive (a mutation trial)."""
+    from pytest_opprof.compare import compare
+    from pytest_opprof.decide import with_recorded_ranges
+
+    written, _ = with_recorded_ranges([doc(profile(addmm_us=(700,) * 7 + (2800,))) for _ in range(4)])
+    assert written.ops["aten::addmm"].recorded_range == (0.7, 0.7)
+    slower = compare(doc(profile(addmm_us=(2450,) * 8)), written, Rule())
+    assert [(v.op, v.status) for v in slower.verdicts] == [("aten::addmm", "regressed"), ("aten::linear", "regressed")]
+
+
+def test_strict_mode_gives_the_inconclusive_checks_own_fix():
+    """--opprof-strict's error ends with the first inconclusive verdict's fix (record again, for a
+    baseline recorded under load); the quiet-machine fix only where the verdict has none."""
+    from pytest_opprof.compare import compare
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.excuses import LOADED_FIX, QUIET_MACHINE_FIX
+
+    (first, *_) = compare(*loaded_pair(), Rule()).inconclusive
+    assert first.fix == LOADED_FIX
+    result = BaselineResult("b.json", "compared", verdicts=(first,))
+    [error] = result.error_messages("t.py::x", Rule(), strict=True, recording=False)
+    assert LOADED_FIX.split(" with the test's id")[0] in error and QUIET_MACHINE_FIX not in error
+    fixless = BaselineResult("b.json", "compared", verdicts=(dataclasses.replace(first, fix=None),))
+    [error] = fixless.error_messages("t.py::x", Rule(), strict=True, recording=False)
+    assert QUIET_MACHINE_FIX in error
+    assert result.error_messages("t.py::x", Rule(), strict=False, recording=False) == []
+
+
+def test_only_a_structure_or_work_change_that_fail_on_leaves_out_is_let_pass():
+    """lets_pass: a changed structure or work verdict of a comparison whose fail_on leaves its kind
+    out; never an environment verdict (it fails nothing anyway, and its line says nothing of
+    passing), a time verdict, a recording run's, or a kind fail_on names."""
+    from pytest_opprof.decide import lets_pass
+    from pytest_opprof.verdicts import Verdict
+
+    time_only = frozenset({"time"})
+    work = Verdict("work", "changed", "aten::mm: 2x the FLOPs", op="aten::mm")
+    assert lets_pass(work, time_only, compared=True)
+    assert not lets_pass(work, time_only, compared=False)
+    assert not lets_pass(work, frozenset({"work"}), compared=True)
+    assert not lets_pass(Verdict("environment", "changed", "torch 2.11 -> 2.13"), time_only, compared=True)
+    assert not lets_pass(Verdict("time", "regressed", "aten::mm slower", op="aten::mm"), time_only, compared=True)
+
+
+def test_a_failure_lists_three_work_changes_then_counts_the_rest():
+    """A dtype change touches every op: the failure lists the three costliest work changes and
+    counts the others, with the command that records the change if intended."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.verdicts import Verdict
+
+    work = tuple(Verdict("work", "changed", f"aten::op{i}: inputs float -> half", op=f"aten::op{i}") for i in range(5))
+    lines = BaselineResult("b.json", "compared", verdicts=work).failing(Rule(), "t.py::x")
+    assert [line for line in lines if "aten::op" in line] == [
+        f"work changed: aten::op{i}: inputs float -> half" for i in range(3)
+    ]
+    assert "work changed in 2 more ops (--opprof-json lists every verdict)" in lines
+    three = BaselineResult("b.json", "compared", verdicts=work[:3]).failing(Rule(), "t.py::x")
+    assert not [line for line in three if "more op" in line]
