@@ -2666,3 +2666,34 @@ def test_an_op_whose_calls_changed_is_a_structure_verdict_only():
         (STRUCTURE, None, "structure changed: aten::relu 1 -> 2/step")
     ]
     assert [v.op for v in c.verdicts if v.kind == WORK] == ["aten::addmm"]
+
+
+def test_an_op_in_one_step_only_is_excused_by_another_cpu_capability_unless_it_is_a_matrix_product():
+    """An op in one step of 8 where the baseline never ran it, 10 ms there (its step x2), under
+    AVX2 kernels where the baseline's ran AVX512: an elementwise op's vector kernels may explain
+    it (inconclusive); a matrix product's BLAS takes no part in the capability (it fails)."""
+
+    def once(name: str, capability: str) -> BaselineDoc:
+        every = doc(profile(extra_ops=(name,)))
+        entry = replace(every.ops[name], calls_per_step=(0,) * 7 + (1,), cpu_ms=(0.0,) * 7 + (10.0,))
+        d = every.replace(ops={**every.ops, name: entry})
+        return d.replace(environment={**d.environment, "cpu_capability": capability})
+
+    base = doc(profile())
+    base = base.replace(environment={**base.environment, "cpu_capability": "AVX512"})
+    assert time_statuses(once("aten::sigmoid", "AVX2"), base) == [("aten::sigmoid", "inconclusive")]
+    assert time_statuses(once("aten::mm", "AVX2"), base) == [("aten::mm", "regressed")]
+    assert time_statuses(once("aten::sigmoid", "AVX512"), base) == [("aten::sigmoid", "regressed")]
+
+
+def test_the_rest_of_the_step_is_read_from_the_baselines_fastest_step_not_a_noisy_one():
+    """The whole step x2 (every op and the time outside them) is the rest of the step slowed
+    alike, inconclusive for the ops, also where one baseline step was x10 by noise: the rest's
+    share of the step is of the fastest step's wall (of the slowest, 9.3 of 100 ms, it was too
+    small a part to tell). An op that is 95% of its step has no rest to tell by: it fails."""
+    base = doc(profile())
+    noisy = base.replace(wall_ms=(*base.wall_ms[:-1], base.wall_ms[-1] * 10))
+    for baseline in (base, noisy):
+        assert [s for op, s in time_statuses(scaled(base, 2), baseline) if op != "step wall"] == ["inconclusive"] * 2
+    whole = doc(waits([500] * 8, op_us=9500))
+    assert time_statuses(scaled(whole, 2), whole) == [("aten::addmm", "regressed")]
