@@ -2697,3 +2697,11 @@ def test_the_rest_of_the_step_is_read_from_the_baselines_fastest_step_not_a_nois
         assert [s for op, s in time_statuses(scaled(base, 2), baseline) if op != "step wall"] == ["inconclusive"] * 2
     whole = doc(waits([500] * 8, op_us=9500))
     assert time_statuses(scaled(whole, 2), whole) == [("aten::addmm", "regressed")]
+
+
+def test_a_step_wall_verdict_gives_the_fastest_steps_time_outside_the_ops():
+    """The step wall's verdict carries (in the JSON, and its message) the fastest step's time
+    outside the ops on each side, not a noisy step's: 0.3 -> 1.5 ms, not 0.9 -> 3.0."""
+    (wall,) = compare(doc(waits([1500] * 7 + [3000])), doc(waits([300] * 7 + [900])), Rule()).verdicts
+    assert (wall.op, wall.status, wall.base_ms, wall.new_ms) == ("step wall", "regressed", 0.3, 1.5)
+    assert wall.message.startswith("step wall: 1.500 ms/step outside the ops vs baseline 0.300 ms")
