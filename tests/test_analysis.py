@@ -773,3 +773,125 @@ def test_analyze_reads_events_built_from_the_public_event():
 
     subclassed = [PublicEvent("cpu_op", Name("aten::mm"), Ns(0), Ns(5_000), 1, 1)]
     assert analyze(subclassed).op("aten::mm").calls == 1
+
+
+# -- the trust checks' edges (a mutation trial: each of these moved a check and no test noticed) ---
+
+
+def statuses(checks, names):
+    return {c.name: c.status for c in checks if c.name in names}
+
+
+def test_a_cut_short_last_step_excuses_only_the_step_comparisons_it_distorts():
+    """A capture the test's exception ended inside its last step: only the step comparisons
+    (step_events, ...) that the partial step makes differ are told apart; an error of another
+    check (a negative duration) and a lost kernel record still stand."""
+    from pytest_opprof.analysis.checks import last_step_partial
+
+    events = stepped(
+        3,
+        1000,
+        lambda i, b: (
+            [op("aten::mm", b + 1, 50), launch(b + 2, corr=i + 1)]
+            + ([kernel("gemm", b + 5, 5, corr=i + 1)] if i else [])
+        ),
+    )
+    profile = analyze([*events, op("aten::bad", 2500, -5)])
+    names = {"durations", "kernel_records", "step_events"}
+    assert statuses(profile.checks, names) == {
+        "durations": "error",
+        "kernel_records": "warning",
+        "step_events": "warning",
+    }
+    after = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
+    assert statuses(after, names) == {"durations": "error", "kernel_records": "warning", "step_events": "ok"}
+
+
+def test_two_whole_steps_that_differ_keep_their_warning_when_the_last_is_cut_short():
+    """3 steps, the last cut short by the test's exception: the two whole steps ran other ops
+    (aten::mul in step 2 only), so their step_events warning is real and stays."""
+    from pytest_opprof.analysis.checks import last_step_partial
+
+    per_step = {0: ["aten::mm"], 1: ["aten::mm", "aten::mul"], 2: []}
+    profile = analyze(stepped(3, 1000, lambda i, b: [op(n, b + 1 + 100 * k, 50) for k, n in enumerate(per_step[i])]))
+    after = last_step_partial(profile.checks, profile.ops, len(profile.step_spans))
+    assert statuses(after, {"step_events"}) == {"step_events": "warning"}
+
+
+def test_ops_past_their_steps_wall_by_more_than_the_two_percent_margin_are_an_error():
+    """A pool thread's top-level op of 1.05 ms in a 1 ms step is 5% over its wall, past the 2%
+    margin for clock rounding: the units or the attribution are broken."""
+    profile = analyze([step(1, 0, 1000), op("aten::mm", 10, 900), op("aten::add", 10, 1050, tid=2)])
+    (wall,) = [c for c in profile.checks if c.name == "wall_time"]
+    assert wall.status == "error" and "take 1.050 ms in a 1.000 ms step" in wall.message
+    within = analyze([step(1, 0, 1000), op("aten::mm", 10, 900), op("aten::add", 10, 1015, tid=2)])
+    assert statuses(within.checks, {"wall_time"}) == {"wall_time": "ok"}
+
+
+def test_a_compilation_in_step_0_is_warned_as_in_any_step():
+    """torch.profiler without a schedule numbers its first step ProfilerStep#0 (from_profiler and
+    trace files): a compilation there is inside the measured steps like any other."""
+    from test_compiled import compilation_in_step_1
+
+    renumbered = {"ProfilerStep#1": "ProfilerStep#0", "ProfilerStep#2": "ProfilerStep#1"}
+    profile = analyze([e._replace(name=renumbered.get(e.name, e.name)) for e in compilation_in_step_1()])
+    assert [s.number for s in profile.step_spans] == [0, 1]
+    (compilation,) = [c for c in profile.checks if c.name == "compilation"]
+    assert compilation.status == "warning" and "0/1 in step 0" in compilation.message
+
+
+def test_a_synchronize_call_with_its_own_correlation_id_is_no_lost_kernel():
+    """torch gives every runtime call a correlation id; a cudaStreamSynchronize launches no kernel,
+    so its id without a kernel record is no lost record."""
+    profile = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::mm", 10, 20),
+            launch(12, corr=1),
+            kernel("gemm", 15, 30, corr=1),
+            launch(50, corr=2, name="cudaStreamSynchronize", dur_us=40),
+        ]
+    )
+    assert profile.kernels_dropped == 0 and statuses(profile.checks, {"kernel_records"}) in (
+        {},
+        {"kernel_records": "ok"},
+    )
+
+
+def test_one_kernel_under_an_op_and_without_one_is_listed_twice_without_error():
+    """The same kernel, as long, launched once under aten::mm and once by no op: two rows, the
+    op-less one first (the sort of equal times reads `None` as "")."""
+    profile = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::mm", 10, 20),
+            launch(12, corr=1),
+            kernel("gemm", 15, 5, corr=1),
+            launch(50, corr=2),
+            kernel("gemm", 55, 5, corr=2),
+        ]
+    )
+    assert [(k.name, k.op, k.device_ns) for k in profile.kernels] == [("gemm", None, 5000), ("gemm", "aten::mm", 5000)]
+
+
+def test_a_child_a_little_past_its_parent_leaves_the_parents_self_time_at_zero_and_others_alone():
+    """A child rounded 0.3 us past its parent (within the nesting slack): the parent's self CPU
+    time is 0, not negative, and another op's is its own."""
+    profile = analyze(
+        [step(1, 0, 100), op("aten::linear", 0, 10), op("aten::addmm", 0.5, 10.3), op("aten::relu", 20, 30)]
+    )
+    assert {o.name: (o.cpu_ns, o.self_cpu_ns) for o in profile.ops} == {
+        "aten::linear": (10_000, 0),
+        "aten::addmm": (10_300, 10_300),
+        "aten::relu": (30_000, 30_000),
+    }
+
+
+def test_a_user_loops_last_step_keeps_an_op_that_starts_in_its_markers_microsecond():
+    """A user's loop (its last prof.step() may open a stray step): the last step's only op starts
+    in the step marker's own microsecond; it is that step's, not the first's."""
+    profile = analyze(
+        [step(1, 0, 100), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 100, 20)], stray_step=True
+    )
+    assert [s.number for s in profile.step_spans] == [1, 2]
+    assert profile.op("aten::mm").calls_per_step.samples == (1, 1)
