@@ -895,3 +895,87 @@ def test_a_user_loops_last_step_keeps_an_op_that_starts_in_its_markers_microseco
     )
     assert [s.number for s in profile.step_spans] == [1, 2]
     assert profile.op("aten::mm").calls_per_step.samples == (1, 1)
+
+
+def spread_status(per_step_us):
+    profile = analyze(stepped(len(per_step_us), 1000, lambda i, b: [op("aten::mm", b + 1, per_step_us[i])]))
+    return statuses(profile.checks, {"spread"}).get("spread")
+
+
+def test_a_per_step_spread_past_a_quarter_of_the_median_warns_from_four_steps_and_50_us_on():
+    """IQR/median 0.50 (and 0.67 at a 90 us median) warns; 3 steps are too few to tell, 4 are
+    enough; an op under 50 us a step is below the floor."""
+    assert spread_status([100, 100, 150, 200, 100, 150, 200, 100]) == "warning"
+    assert spread_status([60, 60, 120, 120, 60, 120]) == "warning"
+    assert spread_status([100, 150, 200]) is None
+    assert spread_status([100, 100, 200, 200]) == "warning"
+    assert spread_status([20, 20, 40, 40, 20, 40]) in (None, "ok")
+
+
+def test_device_time_goes_to_the_op_and_step_that_launched_it():
+    """A kernel tied to its op by External id alone (no correlation id) that runs after its step
+    ended is the launching op's, in that op's step; a copy launched from another thread than the
+    op running meanwhile is no op's; an op's copy bytes are per the step that launched them (a copy
+    outside every step is in none); runtime calls after opprof's step sync are still counted."""
+    from builders import memcpy
+
+    ext = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::mm", 10, 20, ext=5),
+            step(2, 100, 100),
+            op("aten::add", 110, 20, ext=6),
+            kernel("gemm", 150, 30, corr=0, ext=5),
+            kernel("add_k", 185, 5, corr=0, ext=6),
+        ]
+    )
+    assert {o.name: o.device_per_step.samples for o in ext.ops} == {"aten::mm": (30000, 0), "aten::add": (0, 5000)}
+    other = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::mm", 10, 50),
+            launch(20, corr=1, tid=2, name="cudaMemcpyAsync"),
+            memcpy("Memcpy HtoD", 25, 5, 64, corr=1),
+        ]
+    )
+    assert other.op("aten::mm").device_ns == 0 and other.unattributed_device_ns == 5000
+    copy = {"shapes": ((4,),), "dtypes": ("float",)}
+    copies = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::copy_", 10, 20, **copy),
+            launch(12, corr=1),
+            memcpy("Memcpy HtoD", 15, 5, 4096, corr=1),
+            step(2, 100, 100),
+            op("aten::copy_", 110, 20, **copy),
+            op("aten::copy_", 300, 20, **copy),
+            launch(302, corr=2),
+            memcpy("Memcpy HtoD", 305, 5, 1024, corr=2),
+        ]
+    )
+    work = copies.op("aten::copy_").work
+    assert work is not None and work.bytes_per_step == (("Memcpy HtoD", Dist(samples=(4096, 0))),)
+    synced = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::mm", 10, 20),
+            launch(12, corr=1),
+            kernel("gemm", 15, 5, corr=1),
+            annotation(OPPROF_SYNC_ANNOTATION, 90, 8),
+            launch(91, corr=9, name="cudaDeviceSynchronize", dur_us=5),
+            step(2, 100, 100),
+            op("aten::mm", 110, 20),
+            launch(112, corr=2),
+            kernel("gemm", 115, 5, corr=2),
+        ]
+    )
+    assert [(r.name, r.calls, r.calls_per_step.samples) for r in synced.runtime] == [("cudaLaunchKernel", 2, (1, 1))]
+
+
+def test_the_captures_last_op_past_its_steps_end_is_a_nesting_error():
+    """The last op of the capture runs 0.07 ms past its step's end: an error as for any op."""
+    profile = analyze(
+        [step(1, 0, 100), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 110, 20), op("aten::add", 150, 120)]
+    )
+    (nesting,) = [c for c in profile.checks if c.name == "nesting"]
+    assert nesting.status == "error" and "aten::add ends 0.070 ms after ProfilerStep#2" in nesting.message
