@@ -895,6 +895,11 @@ def test_a_user_loops_last_step_keeps_an_op_that_starts_in_its_markers_microseco
     )
     assert [s.number for s in profile.step_spans] == [1, 2]
     assert profile.op("aten::mm").calls_per_step.samples == (1, 1)
+    # and one of no duration at the marker's very end (the step's bounds hold both ends)
+    at_end = analyze(
+        [step(1, 0, 100), op("aten::mm", 10, 20), step(2, 100, 100), op("aten::mm", 200, 0)], stray_step=True
+    )
+    assert at_end.op("aten::mm").calls_per_step.samples == (1, 1)
 
 
 def spread_status(per_step_us):
