@@ -852,10 +852,7 @@ def test_a_synchronize_call_with_its_own_correlation_id_is_no_lost_kernel():
             launch(50, corr=2, name="cudaStreamSynchronize", dur_us=40),
         ]
     )
-    assert profile.kernels_dropped == 0 and statuses(profile.checks, {"kernel_records"}) in (
-        {},
-        {"kernel_records": "ok"},
-    )
+    assert profile.kernels_dropped == 0 and statuses(profile.checks, {"kernel_records"}) == {}  # no check: none lost
 
 
 def test_one_kernel_under_an_op_and_without_one_is_listed_twice_without_error():
@@ -914,7 +911,7 @@ def test_a_per_step_spread_past_a_quarter_of_the_median_warns_from_four_steps_an
     assert spread_status([60, 60, 120, 120, 60, 120]) == "warning"
     assert spread_status([100, 150, 200]) is None
     assert spread_status([100, 100, 200, 200]) == "warning"
-    assert spread_status([20, 20, 40, 40, 20, 40]) in (None, "ok")
+    assert spread_status([20, 20, 40, 40, 20, 40]) == "ok"  # below the floor: the check passes
 
 
 def test_device_time_goes_to_the_op_and_step_that_launched_it():
