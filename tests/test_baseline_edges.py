@@ -205,6 +205,11 @@ def test_opprof_show_reads_one_file_and_refuses_a_folder_without_baselines(tmp_p
     assert main(["show", str(folder)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "opprof:" in err and "baseline" in err, err
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "t.json.gz").write_bytes(b"")
+    assert main(["show", str(traces)]) == 2
+    assert "opprof analyze" in capsys.readouterr().err  # a folder of traces: the command that shows one
 
 
 def test_a_folders_broken_files_are_named_and_the_good_ones_read_as_themselves(tmp_path):
@@ -258,6 +263,8 @@ def test_a_recording_of_the_fewest_steps_judged_takes_its_range():
 
     written = recorded(Measurement(doc(profile((700,) * MIN_TIME_STEPS))), Further(remeasure))
     assert taken and written.doc.ops["aten::addmm"].recorded_range == (0.7, 0.9)
+    once = recorded(Measurement(doc()), Further(None))  # none further possible: recorded from the one
+    assert (once.span, once.position, once.doc.ops["aten::addmm"].recorded_range) == (1, 1, None)
 
 
 def test_a_one_off_op_a_further_measurement_did_not_run_is_no_error():
