@@ -70,7 +70,7 @@ from .runfiles import op_csv
 from .settings import parse_ms, parse_percentage
 from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_table
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
-from .tables import profile_tables
+from .tables import as_markdown, markdown_tables, profile_tables
 from .trace import load_trace
 from .units import count_of, first_three
 from .verdicts import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL
@@ -202,6 +202,14 @@ def _version() -> str:
     return __version__
 
 
+def _add_markdown(group: Any) -> None:
+    group.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the tables as GitHub-flavoured Markdown (a pull request comment, $GITHUB_STEP_SUMMARY)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="opprof", description="Operator-level profiles of PyTorch traces and baselines.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -212,12 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     output = analyze.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print Profile.to_dict() as JSON instead of tables")
     output.add_argument("--csv", action="store_true", help="print the per-op table as CSV (every op unless --top)")
+    _add_markdown(output)
     _add_top(analyze, "rows of each list but the checks")
     _add_op(analyze, "the ops, kernels, memory ops, ranges and runtime calls (and the kernels of a chosen op)")
 
     show = sub.add_parser("show", help="a baseline file or folder (.opprof/<device key>/...) as tables")
     show.add_argument("path", type=_path, metavar="PATH", help="a baseline .json file, or a folder of them")
-    show.add_argument("--json", action="store_true", help="print the baselines as one JSON document")
+    shown = show.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the baselines as one JSON document")
+    _add_markdown(shown)
     _add_top(show, "ops per baseline")
     _add_op(show, "the ops, kernels and memory ops (and the kernels of a chosen op), and baselines holding one")
 
@@ -227,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("a", type=_path, metavar="A", help="baseline folder, baseline file or trace: the reference")
     compare.add_argument("b", type=_path, metavar="B", help="the same kind as A: what is compared with it")
-    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compared = compare.add_mutually_exclusive_group()
+    compared.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _add_markdown(compared)
     compare.add_argument(
         "--tolerance",
         type=_percentage,
@@ -883,6 +896,15 @@ def _as_given(path: Path, given: Path) -> Path:
 _COMMANDS = {"analyze": _analyze, "show": _show, "compare": _compare, "mv": _move}
 
 
+def _run(args: argparse.Namespace) -> _Done:
+    """The command's result; with --markdown, its text as Markdown (its tables made as such)."""
+    if not getattr(args, "markdown", False):
+        return _COMMANDS[args.command](args)
+    with markdown_tables():
+        done = _COMMANDS[args.command](args)
+    return replace(done, out=as_markdown(done.out))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -890,7 +912,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:  # usage on stderr, as for any usage error: stdout stays for results
             parser.print_help(sys.stderr)
             return EXIT_BAD_INPUT
-        done = _COMMANDS[args.command](args)
+        done = _run(args)
     except (_UsageError, OpprofError) as exc:  # one line: a path's newline or ESC written as its escape
         _say(f"opprof: error: {printable_name(str(exc))}")
         return EXIT_BAD_INPUT

@@ -6,12 +6,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from tabulate import tabulate
-
 from .documents import BaselineDoc
 from .errors import wait_share
 from .sidebyside import shown_side_rows
-from .tables import short, with_more_rows
+from .tables import grid, short, with_more_rows
 from .units import count_of, count_text, stored_decimals, stored_ms_text
 
 
@@ -81,7 +79,7 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     headers = ["op", "calls/step", "ms/step", "min", "cpu ms/step", "time"] + (
         ["min/step range (recorded)"] if ranged else []
     )
-    return with_more_rows(str(tabulate(rows, headers=headers, disable_numparse=True)), len(doc.ops), len(rows), "op")
+    return with_more_rows(grid(rows, headers), len(doc.ops), len(rows), "op")
 
 
 def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
@@ -96,7 +94,7 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
         for name, k in kernels[:top]
     ]
     headers = ["kernel", "launched by", "calls/step", "device ms/step"]
-    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = grid(rows, headers)
     return with_more_rows(table, len(kernels), len(rows), "kernel") if rows else ""
 
 
@@ -112,7 +110,7 @@ def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
         for name, m in memory[:top]
     ]
     headers = ["memory op", "calls/step", "device ms/step", "bytes"]
-    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = grid(rows, headers)
     return with_more_rows(table, len(memory), len(rows), "memory op") if rows else ""
 
 
@@ -150,7 +148,7 @@ def side_by_side_table(rows: list[Any], top: int | None = 20, judged: bool = Tru
             ]
         )
     headers = ["op", "A calls/step", "B calls/step", "A ms/step", "B ms/step", "B/A", "diff ms", "time", "status"]
-    text = tabulate(table, headers=headers, disable_numparse=True)
+    text = grid(table, headers)
     left_out = len(rows) - len(shown)
     return text + (
         f"\n({count_of(left_out, 'more row')}, each within the tolerance or faster: --top shows more)"
@@ -186,4 +184,4 @@ def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int =
     if not table:
         return ""
     headers = ["op", "A kernels", "calls x ms/step", "B kernels", "calls x ms/step"]
-    return tabulate(table, headers=headers, disable_numparse=True)
+    return grid(table, headers)

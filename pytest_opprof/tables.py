@@ -6,7 +6,11 @@ Below the model: it reads a Profile's fields and imports nothing of ours at run 
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
@@ -15,6 +19,46 @@ from .units import count_of, count_text, ms_text, share_text
 
 if TYPE_CHECKING:  # for annotations only: the model imports this module
     from .analysis import Profile
+
+
+_MARKDOWN: ContextVar[bool] = ContextVar("opprof_markdown_tables", default=False)
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")  # what GitHub would read as markup in a name
+
+
+@contextmanager
+def markdown_tables() -> Iterator[None]:
+    """Tables made inside it are GitHub-flavoured Markdown (`opprof ... --markdown`): for a pull
+    request's comment or a CI job's summary page."""
+    token = _MARKDOWN.set(True)
+    try:
+        yield
+    finally:
+        _MARKDOWN.reset(token)
+
+
+def grid(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """Rows under their headers: tabulate's plain columns, or inside markdown_tables() a GitHub
+    table, its cells escaped (a kernel's `<float, 4>` would read as an HTML tag, a `|` end a
+    cell), set apart by blank lines."""
+    if not _MARKDOWN.get():
+        return str(tabulate(rows, headers=headers, disable_numparse=True))
+    cells = [["" if cell is None else markdown_escaped(str(cell)) for cell in row] for row in rows]
+    heads = [markdown_escaped(head) for head in headers]
+    return "\n" + str(tabulate(cells, headers=heads, tablefmt="github", disable_numparse=True)) + "\n"
+
+
+def markdown_escaped(text: str) -> str:
+    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def as_markdown(text: str) -> str:
+    """A command's text made under markdown_tables() as Markdown: its tables as they are, every
+    other line escaped and ending in a hard line break (each line of the text its own line)."""
+    lines = []
+    for line in text.split("\n"):
+        table = line.startswith("|")
+        lines.append(line if table or not line.strip() else markdown_escaped(line) + "  ")
+    return "\n".join(lines)
 
 
 def ms_cell(value: float) -> str:
@@ -70,9 +114,7 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
             ]
         )
     headers = ["op", "calls/step", "cpu ms/step", "self cpu", "device ms/step", "of step"]
-    return with_more_rows(
-        str(tabulate(rows, headers=headers, disable_numparse=True)), len(profile.ops), len(rows), "op"
-    )
+    return with_more_rows(grid(rows, headers), len(profile.ops), len(rows), "op")
 
 
 def ranges_table(profile: Profile, top: int | None = 20) -> str:
@@ -92,7 +134,7 @@ def ranges_table(profile: Profile, top: int | None = 20) -> str:
             ]
         )
     headers = ["range (record_function)", "calls/step", "cpu ms/step", "device ms/step", "of step"]
-    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = grid(rows, headers)
     return with_more_rows(table, len(profile.ranges), len(rows), "range")
 
 
@@ -100,7 +142,7 @@ def kernels_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
     ]
-    table = str(tabulate(rows, headers=["kernel", "launched by", "calls", "device ms"], disable_numparse=True))
+    table = grid(rows, ["kernel", "launched by", "calls", "device ms"])
     return with_more_rows(table, len(profile.kernels), len(rows), "kernel")
 
 
@@ -111,7 +153,7 @@ def graph_launches_table(profile: Profile, top: int | None = 20) -> str:
         for g in profile.graph_launches[: top or None]
     ]  # fmt: skip
     headers = ["graph replay", "launched in", "replays/step", "kernels/step", "device ms/step"]
-    table = str(tabulate(rows, headers=headers, disable_numparse=True))
+    table = grid(rows, headers)
     return with_more_rows(table, len(profile.graph_launches), len(rows), "graph replay")
 
 
@@ -168,20 +210,20 @@ def timeline_line(profile: Profile) -> str | None:
 
 def memory_table(profile: Profile, top: int | None = 20) -> str:
     rows = [[m.name, m.calls, ms_cell(m.device_ns / 1e6), m.bytes] for m in profile.memory_ops[: top or None]]
-    table = str(tabulate(rows, headers=["memory op", "calls", "device ms", "bytes"], disable_numparse=True))
+    table = grid(rows, ["memory op", "calls", "device ms", "bytes"])
     return with_more_rows(table, len(profile.memory_ops), len(rows), "memory op")
 
 
 def runtime_table(profile: Profile, top: int | None = 20) -> str:
     """Runtime and driver calls (cudaLaunchKernel, hipMemcpyAsync...) and their CPU time."""
     rows = [[short(r.name, 60), r.calls, ms_cell(r.cpu_ns / 1e6)] for r in profile.runtime[: top or None]]
-    table = str(tabulate(rows, headers=["runtime call", "calls", "cpu ms"], disable_numparse=True))
+    table = grid(rows, ["runtime call", "calls", "cpu ms"])
     return with_more_rows(table, len(profile.runtime), len(rows), "runtime call")
 
 
 def checks_table(profile: Profile) -> str:
     rows = [[c.status, c.name, c.message] for c in profile.checks]
-    return str(tabulate(rows, headers=["check", "name", "message"], disable_numparse=True))
+    return grid(rows, ["check", "name", "message"])
 
 
 def _wall_words(profile: Profile) -> str:

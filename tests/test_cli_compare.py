@@ -1325,3 +1325,84 @@ def test_compare_and_show_name_the_setup_of_torchs_cpu_ops(capsys, tmp_path):
     write_baseline(baseline_path(tmp_path / "b", "cpu-x86_64", "t.py::test_two"), unrecorded)  # an old file's
     _, out, _ = run_cli(capsys, "compare", a / "t.py" / "test_two.json", b / "t.py" / "test_two.json")
     assert "torch's CPU ops" not in out  # what one side did not record is not told apart
+
+
+# -- --markdown ---------------------------------------------------------------------------------
+
+
+def markdown_tables_of(out):
+    """Each GitHub table in `out` as rows of cells (split on the pipes no backslash escapes)."""
+    import re
+
+    tables, current = [], None
+    for line in out.split("\n"):
+        if line.startswith("|"):
+            if current is None:
+                current = []
+                tables.append(current)
+            current.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+        else:
+            current = None
+    return tables
+
+
+def test_compare_as_markdown_for_a_pull_request_comment(capsys, tmp_path):
+    """GitHub tables whose cells keep their columns whatever the names hold (a kernel's template
+    `<float, 4>` would read as an HTML tag and vanish, a `|` split a cell), prose lines escaped
+    and each its own line, the same verdicts and exit code as the text."""
+    name = "void gemm<float, 4>|v2"
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "nvidia-tesla-t4", {"tests/test_m.py::test_mlp": profile(700, kernel_name=name)})
+    b = write_folder(root, "nvidia-a10", {"tests/test_m.py::test_mlp": profile(1400, kernel_name=name)})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--markdown")
+    text_code, text, _ = run_cli(capsys, "compare", a, b)
+    assert code == text_code == 1
+    tables = markdown_tables_of(out)
+    assert len(tables) == 2  # the ops, the kernels under them
+    for table in tables:
+        assert set(table[1]) <= {"-" * len(c) for c in table[1]}  # the header's rule
+        assert {len(row) for row in table} == {len(table[0])}  # no cell split or lost
+    ops = {row[0]: row for row in tables[0][2:]}
+    assert ops["aten::addmm"][1:] == ["1", "1", "0.350", "0.700", "2.00x", "+0.350", "device", "slower"]
+    assert tables[1][2][1] == r"void gemm\<float, 4\>\|v2"
+    assert "tests/test\\_m.py::test\\_mlp: B regressed: 2 ops worse  " in out.split("\n")
+    assert out.rstrip().endswith("opprof compare: 1 of 1 compared test regressed in B")
+
+
+def test_show_and_analyze_as_markdown(capsys, tmp_path, folders):
+    a, _ = folders
+    code, out, _ = run_cli(capsys, "show", a, "--markdown")
+    assert code == 0 and len(markdown_tables_of(out)) >= 3  # each baseline's ops table at least
+    assert all(row[0] for t in markdown_tables_of(out) for row in t)
+    trace = tmp_path / "t.json"
+    events = []
+    for i in range(3):
+        events += [step(i + 1, i * 1000, 900), op("aten::mm", i * 1000 + 10, 500)]
+    write_trace(trace, events, {})
+    code, out, _ = run_cli(capsys, "analyze", trace, "--markdown")
+    assert code == 0
+    (ops, *_), checks = markdown_tables_of(out), markdown_tables_of(out)[-1]
+    assert ops[0][:2] == ["op", "calls/step"] and ops[2][0] == "aten::mm"
+    assert checks[0] == ["check", "name", "message"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("compare", "A", "B", "--markdown", "--json"),
+        ("show", "A", "--json", "--markdown"),
+        ("analyze", "T", "--csv", "--markdown"),
+    ],
+)
+def test_markdown_beside_json_or_csv_is_one_line_and_exit_2(capsys, folders, small_trace_path, argv):
+    a, b = folders
+    given = {"A": a, "B": b, "T": small_trace_path}
+    code, out, err = run_cli(capsys, *(given.get(x, x) for x in argv))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "not allowed with argument" in err
+
+
+@pytest.fixture
+def small_trace_path(tmp_path):
+    path = tmp_path / "small.json"
+    write_trace(path, [step(1, 0, 900), op("aten::mm", 10, 500)], {})
+    return path
