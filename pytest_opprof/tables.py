@@ -54,11 +54,18 @@ def markdown_escaped(text: str) -> str:
 def as_markdown(text: str) -> str:
     """A command's text made under markdown_tables() as Markdown: its tables as they are, every
     other line escaped and ending in a hard line break (each line of the text its own line)."""
-    lines = []
-    for line in text.split("\n"):
-        table = line.startswith("|")
-        lines.append(line if table or not line.strip() else markdown_escaped(line) + "  ")
-    return "\n".join(lines)
+    return "\n".join(line if line.startswith("|") or not line.strip() else _prose(line) for line in text.split("\n"))
+
+
+def _prose(line: str) -> str:
+    """A line of text as a Markdown line of its own: escaped, its indent kept as no-break spaces (four
+    spaces would start a code block), a leading `-`, `+`, `=` or `1.` not read as a list or a rule."""
+    body = line.lstrip(" ")
+    indent = "\u00a0" * (len(line) - len(body))
+    body = markdown_escaped(body)
+    body = re.sub(r"^([-+=])", r"\\\1", body)
+    body = re.sub(r"^(\d+)([.)])", r"\1\\\2", body)
+    return indent + body + "  "
 
 
 def ms_cell(value: float) -> str:

@@ -1406,3 +1406,19 @@ def small_trace_path(tmp_path):
     path = tmp_path / "small.json"
     write_trace(path, [step(1, 0, 900), op("aten::mm", 10, 500)], {})
     return path
+
+
+def test_markdown_keeps_each_line_of_text_as_written():
+    """Indents, a leading dash, number or `=` would read as a code block, a list or a rule."""
+    from pytest_opprof.tables import as_markdown
+
+    text = "    indented\n- dash\n12. item\n=== x\n| a | b |\n\nplain *x* <y>"
+    assert as_markdown(text).split("\n") == [
+        "\u00a0" * 4 + "indented  ",
+        "\\- dash  ",
+        "12\\. item  ",
+        "\\=== x  ",
+        "| a | b |",
+        "",
+        "plain \\*x\\* \\<y\\>  ",
+    ]
