@@ -1,12 +1,14 @@
 """The `opprof` command.
 
-    opprof analyze TRACE [--json|--csv] [--top N] tables (or JSON, or CSV) for a Kineto/Chrome trace
-    opprof show PATH [--json] [--top N]          a baseline file or folder as tables
-    opprof compare A B [--json] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
-                                                 two baseline folders, or two traces/baseline files
+    opprof analyze TRACE [--json|--csv|--markdown] [--top N]  tables (or JSON, CSV) for a Kineto/Chrome trace
+    opprof show PATH [--json|--markdown] [--top N]          a baseline file or folder as tables
+    opprof mv FILE NODEID                        a renamed or moved test keeps its baseline
+    opprof compare A B [--json|--markdown] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
+                       [--fail-on KINDS]         two baseline folders, or two traces/baseline files
     each also takes --op GLOB (repeatable): only the ops (kernels, memory ops...) it matches
 
-Exit codes: 0 fine, 1 a regression found (compare: B worse than A), 2 bad input (one line on stderr).
+Exit codes: 0 fine, 1 a regression found (compare: B worse than A in a --fail-on kind, time by default), 2 bad
+input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .analysis import Profile
 from .analysis.model import selected
@@ -34,7 +36,7 @@ from .baseline import (
     scan_baseline_dir,
     stable_facts,
 )
-from .compare import work_verdicts
+from .compare import side_by_side_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -56,6 +58,7 @@ from .errors import (
     output_unwritable,
     selects_nothing,
     single_step_tests,
+    time_not_failing,
     two_machines,
     two_setups,
     two_softwares,
@@ -67,16 +70,30 @@ from .events import is_printable_name, printable_name
 from .excuses import speed_words
 from .files import LFS_POINTER, broken_link, lfs_pointer
 from .runfiles import op_csv
-from .settings import parse_ms, parse_percentage
+from .settings import parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables, kernels_under_ops_table, side_by_side_table
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
 from .tables import as_markdown, markdown_tables, profile_tables
 from .trace import load_trace
 from .units import count_of, first_three
-from .verdicts import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, MIN_TIME_STEPS, STEP_WALL
+from .verdicts import (
+    DEFAULT_MIN_DELTA_MS,
+    DEFAULT_TOLERANCE,
+    ENVIRONMENT,
+    KINDS,
+    MIN_TIME_STEPS,
+    STEP_WALL,
+    STRUCTURE,
+    TIME,
+    WORK,
+)
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
+_T = TypeVar("_T")
 DEFAULT_TOP = 20
+# compare fails on time alone unless told otherwise: it is a side by side of two machines (DESIGN §9),
+# whose ops and kernels may differ by design; --fail-on adds the plugin's structure and work verdicts
+COMPARE_FAIL_ON = frozenset({TIME})
 _SNIFF_BYTES = 1 << 16
 
 
@@ -113,18 +130,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _percentage(text: str) -> float:
-    try:
-        return parse_percentage(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
+def _read_by(parse: Callable[[str], _T]) -> Callable[[str], _T]:
+    """An argparse type from one of the plugin's option parsers (settings.py): the same values, and
+    its ValueError as argparse's one-line error naming the value."""
+
+    def read(text: str) -> _T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
+
+    return read
 
 
-def _milliseconds(text: str) -> float:
-    try:
-        return parse_ms(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {exc}") from None
+_percentage = _read_by(parse_percentage)
+_milliseconds = _read_by(parse_ms)
+_fail_on = _read_by(parse_fail_on)  # --opprof-fail-on's kinds, comma list and hints
+
+
+def _kinds_text(kinds: frozenset[str]) -> str:
+    """`structure,work,time` (as --fail-on takes them, in the verdicts' order), `none`."""
+    return ",".join(k for k in KINDS if k in kinds) or "none"
 
 
 def _path(text: str) -> str:
@@ -234,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser(
         "compare",
-        help="two baseline folders (e.g. two device keys) or two traces, op by op; exit 1 when B is worse",
+        help="two baseline folders (e.g. two device keys) or two traces, op by op; exit 1 when B is worse (--fail-on)",
     )
     compare.add_argument("a", type=_path, metavar="A", help="baseline folder, baseline file or trace: the reference")
     compare.add_argument("b", type=_path, metavar="B", help="the same kind as A: what is compared with it")
@@ -260,6 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("median", "min"),
         default="median",
         help="per-step statistic of each side (default median)",
+    )
+    compare.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        default=COMPARE_FAIL_ON,
+        metavar="KINDS",
+        help="which differences of B exit 1: a comma list of structure, work, time, environment, or none "
+        "(default time; the plugin's --opprof-fail-on kinds)",
     )
     _add_top(compare, "ops per test")
     _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")
@@ -588,6 +622,9 @@ class _Compared:
     worse: list[SideRow]
     untimed: bool = False  # a baseline of a single step (a whole call, capture(), the marker): time shown, not judged
     work: tuple[str, ...] = ()  # the plugin's work verdicts of B against A: shapes, FLOPs, kernels, bytes
+    structure: tuple[str, ...] = ()  # the plugin's structure verdict of B against A (ops added, removed, recounted)
+    environment: tuple[str, ...] = ()  # what differs between the sides' machine setups (the plugin's verdict)
+    failed: tuple[str, ...] = ()  # the --fail-on kinds B differs in, in the verdicts' order: why it exits 1
 
 
 @dataclass(frozen=True)
@@ -604,7 +641,13 @@ class _Outcome:
 
     @property
     def regressed(self) -> bool:
+        """B is slower somewhere (judged on time, whatever --fail-on)."""
         return any(r.worse for r in self.results)
+
+    @property
+    def failed(self) -> bool:
+        """B differs in a kind --fail-on names: exit 1."""
+        return any(r.failed for r in self.results)
 
 
 def _compare(args: argparse.Namespace) -> _Done:
@@ -626,7 +669,7 @@ def _compare(args: argparse.Namespace) -> _Done:
         return _Done(out, EXIT_BAD_INPUT, (nothing_in_both(args.a, args.b, _other_rootdir(only_a, only_b)),))
     if not results:  # --op chose no op of any test in both (a review's)
         return _Done(out, EXIT_BAD_INPUT, (nothing_chosen(args.op, len(unchosen)),))
-    return _Done(out, EXIT_REGRESSION if outcome.regressed else EXIT_OK)
+    return _Done(out, EXIT_REGRESSION if outcome.failed else EXIT_OK)
 
 
 def _other_rootdir(only_a: list[str], only_b: list[str]) -> tuple[str, str] | None:
@@ -654,8 +697,15 @@ def _compared(
     worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
-    work = tuple(v.message for v in work_verdicts(b, a, kernels=same_device))
-    return _Compared(name, names, rows, worse, untimed=untimed, work=work)
+    verdicts = side_by_side_verdicts(b, a, kernels=same_device)
+    work = tuple(v.message for v in verdicts if v.kind == WORK)
+    structure = tuple(v.message for v in verdicts if v.kind == STRUCTURE)
+    # a trace whose header names no device tells nothing of its machine: not judged on it (as the warnings)
+    told = "unknown" not in (a.device_key, b.device_key)
+    environment = tuple(f"environment differs: {v.why}" for v in verdicts if v.kind == ENVIRONMENT and told)
+    found = {STRUCTURE: structure, WORK: work, TIME: worse, ENVIRONMENT: environment}
+    failed = tuple(kind for kind in KINDS if kind in args.fail_on and found[kind])
+    return _Compared(name, names, rows, worse, untimed, work, structure, environment, failed)
 
 
 def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]) -> list[str]:
@@ -741,9 +791,11 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
         "tolerance": args.tolerance,
         "min_delta_ms": args.min_delta_ms,
         "stat": args.stat,
+        "fail_on": [k for k in KINDS if k in args.fail_on],
         "op_filter": args.op,
         "unit": "ms per step; device time for ops that ran on a device, else CPU time",
         "regressed": outcome.regressed,
+        "failed": outcome.failed,
         "tests": [_compared_json(r, args.top) for r in outcome.results],
         "warnings": outcome.warnings,
         "only_in_a": outcome.only_a,
@@ -761,15 +813,38 @@ def _compared_json(r: _Compared, top: int | None) -> dict[str, Any]:
         "regressed": bool(r.worse),
         "time_judged": not r.untimed,
         "work_changes": list(r.work),
+        "structure_changes": list(r.structure),
+        "environment_changes": list(r.environment),
+        "failed_on": list(r.failed),
         "ops": [row.to_dict() for row in shown],
         "ops_left_out": len(r.rows) - len(shown),
     }
 
 
-def _not_slower(rows: Sequence[SideRow]) -> str:
+def _not_slower(rows: Sequence[SideRow], structure_shown: bool = False) -> str:
     """A test B did not regress on time; where its calls differ, said so (a trial read `B not
-    worse` over a graph break: `Torch-Compiled Region 1 -> 2`, aten::addmm 2 -> 3)."""
+    worse` over a graph break: `Torch-Compiled Region 1 -> 2`, aten::addmm 2 -> 3), unless the
+    structure verdict's line under it says so (--fail-on structure)."""
+    if structure_shown:
+        return not_slower([])
     return not_slower([r.op for r in rows if r.calls_changed or r.status in ("added", "removed")])
+
+
+def _test_verdict(r: _Compared, fail_on: frozenset[str]) -> str:
+    """A test's line: B regressed in time or not, and where time does not fail (--fail-on), said so."""
+    if not r.worse:
+        return _not_slower(r.rows, STRUCTURE in fail_on and bool(r.structure))
+    if TIME in fail_on:
+        return f"B regressed: {_worse_text(r.worse)}"
+    return f"B slower: {_worse_text(r.worse)}; {time_not_failing(_kinds_text(fail_on))}"
+
+
+def _test_lines(r: _Compared, fail_on: frozenset[str]) -> list[str]:
+    """The lines under a test's line: its structure (where --fail-on judges it) and work changes, its
+    environment (where --fail-on judges it; else the warnings say it for all tests)."""
+    structure = list(r.structure) if STRUCTURE in fail_on else []
+    environment = list(r.environment) if ENVIRONMENT in fail_on else []
+    return [*structure, *_work_lines(r.work), *environment]
 
 
 def _work_lines(work: tuple[str, ...], shown: int = 3) -> list[str]:
@@ -793,8 +868,9 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
         out.append(f"only ops matching {' or '.join(args.op)}, with the kernels they launched")
     out += [f"warning: {warning}" for warning in outcome.warnings]
     for r in outcome.results:
-        verdict = f"B regressed: {_worse_text(r.worse)}" if r.worse else _not_slower(r.rows)
-        out += ["", f"{r.name}: {verdict}", *_work_lines(r.work), side_by_side_table(r.rows, top, judged=not r.untimed)]
+        verdict = _test_verdict(r, args.fail_on)
+        out += ["", f"{r.name}: {verdict}", *_test_lines(r, args.fail_on)]
+        out.append(side_by_side_table(r.rows, top, judged=not r.untimed))
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
             out += ["", kernels]
@@ -805,13 +881,23 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
         out += ["", f"no op matching --op ({len(outcome.unchosen)}): {', '.join(outcome.unchosen)}"]
     if not outcome.results and not outcome.unchosen:
         out += ["", "no test is in both A and B"]
-    worse = [r.name for r in outcome.results if r.worse]
-    # named: a scale trial's 1 regression of 400 sat in 6,000 lines above a line that named none
-    named = f": {first_three(worse)}" if worse and len(outcome.results) > 1 else ""
     if not outcome.results:  # exit 2, with the error line: not `0 of 0 compared tests regressed` (a review's)
         return out + ["", "opprof compare: nothing compared"]
-    compared = count_of(len(outcome.results), "compared test")
-    return out + ["", f"opprof compare: {len(worse)} of {compared} regressed in B{named}"]
+    return out + ["", _last_line(outcome.results, args.fail_on)]
+
+
+def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:
+    """What B failed in: under the default (time) the tests it regressed in; under another --fail-on
+    each failed test with the kinds it failed on (`tests/t.py::x (structure, work)`)."""
+    compared = count_of(len(results), "compared test")
+    if fail_on == COMPARE_FAIL_ON:
+        worse = [r.name for r in results if r.worse]
+        # named: a scale trial's 1 regression of 400 sat in 6,000 lines above a line that named none
+        named = f": {first_three(worse)}" if worse and len(results) > 1 else ""
+        return f"opprof compare: {len(worse)} of {compared} regressed in B{named}"
+    failed = [f"{r.name} ({', '.join(r.failed)})" for r in results if r.failed]
+    named = f": {first_three(failed)}" if failed else ""
+    return f"opprof compare: {len(failed)} of {compared} failed in B (--fail-on {_kinds_text(fail_on)}){named}"
 
 
 # -- main -----------------------------------------------------------------------------------------

@@ -360,6 +360,11 @@ def not_slower(moved_calls: list[str]) -> str:
     )
 
 
+def time_not_failing(kinds: str) -> str:
+    """`opprof compare`'s words for a slower B where --fail-on leaves time out (`kinds`: as given)."""
+    return f"time does not fail here (--fail-on {kinds})"
+
+
 NAMES_THE_LINE = " (TORCH_LOGS=graph_breaks names the line)"  # after a graph-break reason without its line
 
 

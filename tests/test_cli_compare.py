@@ -1422,3 +1422,156 @@ def test_markdown_keeps_each_line_of_text_as_written():
         "",
         "plain \\*x\\* \\<y\\>  ",
     ]
+
+
+# -- compare --fail-on ----------------------------------------------------------------------------
+
+
+def mm_steps(n=64, cast=False, slow=1.0):
+    """5 CPU steps of aten::mm on (8, n) x (n, n) inputs (700 us x `slow`), and with `cast` an
+    aten::to of 10 us per step (below the 0.05 ms floor: a structure change, no time one)."""
+
+    def body(i, base):
+        mm = op("aten::mm", base + 10, 700 * slow, shapes=((8, n), (n, n)), dtypes=("float", "float"), flops=16 * n * n)
+        return [mm, op("aten::to", base + 2000, 10)] if cast else [mm]
+
+    return analyze(stepped(5, 9_000, body))
+
+
+@pytest.fixture
+def kinds(tmp_path):
+    """A and B of one device key: in B test_cast adds a cheap op (structure), test_wide widens its
+    inputs (work), test_slow doubles its time (time), test_same is the same."""
+    names = ("t.py::test_cast", "t.py::test_same", "t.py::test_slow", "t.py::test_wide")
+    a = write_folder(tmp_path / "a", "cpu-x86_64", {name: mm_steps() for name in names})
+    changed = {
+        "t.py::test_cast": mm_steps(cast=True),
+        "t.py::test_slow": mm_steps(slow=2),
+        "t.py::test_wide": mm_steps(128),
+    }
+    b = write_folder(tmp_path / "b", "cpu-x86_64", {name: changed.get(name, mm_steps()) for name in names})
+    return a, b
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code", "last"),
+    [
+        (None, 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow"),
+        ("time", 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow"),
+        (
+            "structure",
+            1,
+            "opprof compare: 1 of 4 compared tests failed in B (--fail-on structure): t.py::test_cast (structure)",
+        ),
+        ("work", 1, "opprof compare: 1 of 4 compared tests failed in B (--fail-on work): t.py::test_wide (work)"),
+        (
+            "time, work,structure",
+            1,
+            "opprof compare: 3 of 4 compared tests failed in B (--fail-on structure,work,time): "
+            "t.py::test_cast (structure), t.py::test_slow (time), t.py::test_wide (work)",
+        ),
+        ("none", 0, "opprof compare: 0 of 4 compared tests failed in B (--fail-on none)"),
+    ],
+)
+def test_fail_on_chooses_the_kinds_that_exit_1_and_the_last_line_names_them(capsys, kinds, fail_on, code, last):
+    """--fail-on takes the plugin's kinds as a comma list: B's structure, work or time change exits 1
+    where it is named, and the last line says which tests failed on which kinds; the default (time)
+    keeps its exit code and its last line."""
+    a, b = kinds
+    argv = ("compare", a, b) if fail_on is None else ("compare", a, b, "--fail-on", fail_on)
+    got, out, err = run_cli(capsys, *argv)
+    assert (got, err) == (code, "")
+    assert out.rstrip().splitlines()[-1] == last
+
+
+def test_fail_on_structure_or_work_fails_what_the_default_passes(capsys, kinds):
+    """A structure or a work change alone exits 0 by default (compare judges time) and 1 under
+    --fail-on naming it; the test's line then shows the plugin's structure verdict."""
+    a, b = kinds
+    for test, kind in (("test_cast", "structure"), ("test_wide", "work")):
+        pair = [next(side.rglob(f"{test}.json")) for side in (a, b)]
+        assert run_cli(capsys, "compare", *pair)[0] == 0, test
+        code, out, _ = run_cli(capsys, "compare", *pair, "--fail-on", kind)
+        assert code == 1, test
+        assert out.rstrip().endswith(f"failed in B (--fail-on {kind}): t.py::{test} ({kind})")
+    code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "structure")
+    assert "t.py::test_cast: B not slower\nstructure changed: + aten::to (1/step)\n" in out
+    assert "t.py::test_slow: B slower: 1 op worse; time does not fail here (--fail-on structure)\n" in out
+
+
+def test_fail_on_in_json_says_what_failed_and_why(capsys, kinds):
+    """--json gives the kinds (`fail_on`), whether B failed on them (`failed`), and per test the
+    kinds it failed on with each kind's changes; `regressed` stays the time judgement."""
+    a, b = kinds
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json", "--fail-on", "work,structure")
+    assert code == 1
+    data = json.loads(out)
+    assert (data["fail_on"], data["failed"], data["regressed"]) == (["structure", "work"], True, True)
+    tests = {t["test"]: t for t in data["tests"]}
+    assert {name: t["failed_on"] for name, t in tests.items()} == {
+        "t.py::test_cast": ["structure"],
+        "t.py::test_same": [],
+        "t.py::test_slow": [],
+        "t.py::test_wide": ["work"],
+    }
+    assert tests["t.py::test_cast"]["structure_changes"] == ["structure changed: + aten::to (1/step)"]
+    (change,) = tests["t.py::test_wide"]["work_changes"]
+    assert change.startswith("aten::mm: 4x the FLOPs per step")
+    assert tests["t.py::test_slow"]["regressed"] is True
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    data = json.loads(out)
+    assert (code, data["fail_on"], data["failed"]) == (1, ["time"], True)
+    assert [t["failed_on"] for t in data["tests"]] == [[], [], ["time"], []]
+
+
+def test_fail_on_environment_fails_two_device_keys(capsys, folders):
+    """--fail-on environment exits 1 where the sides' machine setups differ, a line per test saying
+    what; two GPUs' kernel names are still no work change."""
+    a, b = folders
+    code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "environment,work", "--op", "aten::relu")
+    assert code == 1
+    changed = "environment differs: device nvidia-tesla-t4 -> nvidia-a10"
+    assert f"tests/test_m.py::test_small: B not slower\n{changed}\n" in out
+    assert "work changed" not in out  # sm90_gemm vs ampere_sgemm: each GPU launches its own
+    assert out.rstrip().endswith(
+        "(--fail-on work,environment): tests/test_m.py::test_mlp (environment), tests/test_m.py::test_small (environment)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            "strucure",
+            "argument --fail-on: 'strucure' is not a comma list of structure, work, time, environment (or none); "
+            "did you mean structure? (see opprof compare --help)",
+        ),
+        (
+            "structure work",
+            "'structure work' is not a comma list of structure, work, time, environment (or none); separate the kinds with commas: structure, work",
+        ),
+        ("none,time", "none stands alone (no verdict fails a test): give none or kinds, not both"),
+        ("", "argument --fail-on: '' is not a comma list of structure, work, time, environment (or none) (see"),
+    ],
+)
+def test_a_bad_fail_on_is_one_line_and_exit_2(capsys, kinds, value, expected):
+    """A --fail-on value that is no list of kinds is refused in one line naming it and the fix, as
+    the plugin's --opprof-fail-on is, before anything is read."""
+    a, b = kinds
+    code, out, err = run_cli(capsys, "compare", a, b, "--fail-on", value)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("opprof: error: ") and expected in err, err
+
+
+def test_fail_on_environment_does_not_judge_a_trace_that_names_no_device(capsys, tmp_path):
+    """An opprof-exported trace (device key cpu-x86_64) beside a plain torch.profiler one whose header
+    names no device (key `unknown`): nothing is known of the plain one's machine, so no environment
+    verdict, as the warnings say none."""
+    events = [step(1, 0, 1000), op("aten::mm", 10, 300)]
+    named, plain = tmp_path / "named.json", tmp_path / "plain.json"
+    write_trace(named, events, {"opprof": {"device_key": "cpu-x86_64"}})
+    write_trace(plain, events, {})
+    for a, b in ((named, plain), (plain, named)):
+        code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "environment", "--json")
+        data = json.loads(out)
+        assert code == 0 and not data["failed"] and data["tests"][0]["environment_changes"] == [], out
