@@ -43,7 +43,15 @@ LAYERS = [
         "htmlreport",
         "showtables",
     },  # views of results; the fixture object
-    {"plugin", "pluginoptions", "cli", "", "__main__"},  # the entry points ("" is the package's __init__)
+    {
+        "plugin",
+        "pluginoptions",
+        "cli",
+        "clibase",
+        "comparecmd",
+        "",
+        "__main__",
+    },  # the entry points ("" is the package's __init__)
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}
 
