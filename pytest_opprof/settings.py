@@ -23,7 +23,6 @@ from .verdicts import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, 
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")
-VERDICT_KINDS = KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +195,9 @@ def parse_fail_on(text: object) -> frozenset[str]:
     items = _split(text)
     if items == ["none"]:
         return frozenset()
-    bad = [i for i in items if i not in VERDICT_KINDS]
+    bad = [i for i in items if i not in KINDS]
     if bad or not items:
-        raise ValueError(f"a comma list of {', '.join(VERDICT_KINDS)} (or none){_not_kinds(items, bad)}")
+        raise ValueError(f"a comma list of {', '.join(KINDS)} (or none){_not_kinds(items, bad)}")
     return frozenset(items)
 
 
@@ -210,9 +209,9 @@ def _not_kinds(items: list[str], bad: list[str]) -> str:
     words = [word for item in items for word in re.split(r"[\s;|+/]+", item) if word]
     if "none" in words and len(words) > 1:
         return "; none stands alone (no verdict fails a test): give none or kinds, not both"
-    if bad and len(words) > len(items) and set(words) <= set(VERDICT_KINDS):
+    if bad and len(words) > len(items) and set(words) <= set(KINDS):
         return f"; separate the kinds with commas: {', '.join(dict.fromkeys(words))}"
-    close = {item: closest_names(item, VERDICT_KINDS) for item in bad}
+    close = {item: closest_names(item, KINDS) for item in bad}
     if not bad or len(items) == 1:  # no item at all (`,`), or the one the message names
         return f"; did you mean {close[bad[0]][0]}?" if bad and close[bad[0]] else ""
     named = [f"{item!r} (did you mean {close[item][0]}?)" if close[item] else repr(item) for item in bad]
