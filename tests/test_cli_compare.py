@@ -40,6 +40,18 @@ def profile(addmm_us=700.0, extra=False, steps=5, kernel_name="sm90_gemm"):
     return analyze(events)
 
 
+def write_folder(root, key, profiles):
+    for nodeid, p in profiles.items():
+        write_baseline(baseline_path(root, key, nodeid), baseline_from_profile(p, nodeid, key, ENV))
+    return root / key
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def test_compare_names_work_changes_of_one_device_and_leaves_two_devices_kernels_alone(tmp_path, capsys):
     """A trial's Linear of 64 -> 256 read `B not slower` with no word of the shapes the plugin
     failed: compare names each work change, a line each, and in --json. On two devices the
@@ -75,18 +87,6 @@ def test_compare_names_work_changes_of_one_device_and_leaves_two_devices_kernels
     assert tests["t.py::test_k"]["work_changes"] == []
     (change,) = tests["t.py::test_a"]["work_changes"]
     assert change.startswith("aten::addmm: 16x the FLOPs per step")
-
-
-def write_folder(root, key, profiles):
-    for nodeid, p in profiles.items():
-        write_baseline(baseline_path(root, key, nodeid), baseline_from_profile(p, nodeid, key, ENV))
-    return root / key
-
-
-def run_cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
