@@ -108,6 +108,16 @@ _milliseconds = _read_by(parse_ms)
 _fail_on = _read_by(parse_fail_on)  # --opprof-fail-on's kinds, comma list and hints
 
 
+class _AddKinds(argparse.Action):
+    """--fail-on given again adds its kinds, as --op adds its globs (the last alone dropped a time
+    regression without a word); the default stands until one is given."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        given = getattr(namespace, "_fail_on_given", False)
+        setattr(namespace, self.dest, getattr(namespace, self.dest) | values if given else values)
+        namespace._fail_on_given = True
+
+
 def _path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is an empty path; give a file or folder")
@@ -218,10 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--fail-on",
         type=_fail_on,
+        action=_AddKinds,
         default=COMPARE_FAIL_ON,
         metavar="KINDS",
         help="which differences of B exit 1: a comma list of structure, work, time, environment, or none "
-        "(default time; the plugin's --opprof-fail-on kinds)",
+        "(default time; the plugin's --opprof-fail-on kinds; repeat it for more)",
     )
     _add_top(compare, "ops per test")
     _add_op(compare, "the ops (with their kernels) compared and judged, and tests holding one")

@@ -30,7 +30,7 @@ from .clibase import (
     missing_path,
     untrusted,
 )
-from .compare import side_by_side_verdicts
+from .compare import EVERY_CHANGE, side_by_side_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -70,6 +70,7 @@ from .verdicts import (
 # compare fails on time alone unless told otherwise: it is a side by side of two machines (DESIGN §9),
 # whose ops and kernels may differ by design; --fail-on adds the plugin's structure and work verdicts
 COMPARE_FAIL_ON = frozenset({TIME})
+EVERY_CHANGE_HERE = "--json lists every change"  # the plugin's hint names its own flags
 
 
 def _kinds_text(kinds: frozenset[str]) -> str:
@@ -221,8 +222,9 @@ class _Compared:
     worse: list[SideRow]
     untimed: bool = False  # a baseline of a single step (a whole call, capture(), the marker): time shown, not judged
     work: tuple[str, ...] = ()  # the plugin's work verdicts of B against A: shapes, FLOPs, kernels, bytes
-    structure: tuple[str, ...] = ()  # the plugin's structure verdict of B against A (ops added, removed, recounted)
+    structure: tuple[str, ...] = ()  # each op B added, removed or calls otherwise (the plugin's structure verdict's)
     environment: tuple[str, ...] = ()  # what differs between the sides' machine setups (the plugin's verdict)
+    structure_line: str = ""  # the structure verdict as the text shows it: the costliest changes, a count of the rest
     failed: tuple[str, ...] = ()  # the --fail-on kinds B differs in, in the verdicts' order: why it exits 1
 
 
@@ -298,13 +300,15 @@ def _compared(
         worse = [r for r in worse if r.status != "slower"]
     verdicts = side_by_side_verdicts(b, a, kernels=same_device)
     work = tuple(v.message for v in verdicts if v.kind == WORK)
-    structure = tuple(v.message for v in verdicts if v.kind == STRUCTURE)
+    structured = [v for v in verdicts if v.kind == STRUCTURE]
+    structure = tuple(c.text for v in structured for c in v.changes)
+    line = "".join(v.message.replace(EVERY_CHANGE, EVERY_CHANGE_HERE) for v in structured)
     # a trace whose header names no device tells nothing of its machine: not judged on it (as the warnings)
     told = "unknown" not in (a.device_key, b.device_key)
-    environment = tuple(f"environment differs: {v.why}" for v in verdicts if v.kind == ENVIRONMENT and told)
+    environment = tuple(v.why or "" for v in verdicts if v.kind == ENVIRONMENT and told)
     found = {STRUCTURE: structure, WORK: work, TIME: worse, ENVIRONMENT: environment}
     failed = tuple(kind for kind in KINDS if kind in args.fail_on and found[kind])
-    return _Compared(name, names, rows, worse, untimed, work, structure, environment, failed)
+    return _Compared(name, names, rows, worse, untimed, work, structure, environment, line, failed)
 
 
 def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]) -> list[str]:
@@ -441,8 +445,8 @@ def _test_verdict(r: _Compared, fail_on: frozenset[str]) -> str:
 def _test_lines(r: _Compared, fail_on: frozenset[str]) -> list[str]:
     """The lines under a test's line: its structure (where --fail-on judges it) and work changes, its
     environment (where --fail-on judges it; else the warnings say it for all tests)."""
-    structure = list(r.structure) if STRUCTURE in fail_on else []
-    environment = list(r.environment) if ENVIRONMENT in fail_on else []
+    structure = [r.structure_line] if STRUCTURE in fail_on and r.structure_line else []
+    environment = [f"environment differs: {why}" for why in r.environment] if ENVIRONMENT in fail_on else []
     return [*structure, *_work_lines(r.work), *environment]
 
 

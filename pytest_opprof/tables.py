@@ -22,7 +22,10 @@ if TYPE_CHECKING:  # for annotations only: the model imports this module
 
 
 _MARKDOWN: ContextVar[bool] = ContextVar("opprof_markdown_tables", default=False)
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")  # what GitHub would read as markup in a name
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~&])")  # what GitHub would read as markup in a name
+
+
+TABLE_LINE = "\x1e"  # marks the lines of a table grid() made, for as_markdown (a path may start with `|`)
 
 
 @contextmanager
@@ -44,7 +47,8 @@ def grid(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
         return str(tabulate(rows, headers=headers, disable_numparse=True))
     cells = [["" if cell is None else markdown_escaped(str(cell)) for cell in row] for row in rows]
     heads = [markdown_escaped(head) for head in headers]
-    return "\n" + str(tabulate(cells, headers=heads, tablefmt="github", disable_numparse=True)) + "\n"
+    table = str(tabulate(cells, headers=heads, tablefmt="github", disable_numparse=True))
+    return "\n" + "\n".join(TABLE_LINE + line for line in table.split("\n")) + "\n"
 
 
 def markdown_escaped(text: str) -> str:
@@ -54,7 +58,13 @@ def markdown_escaped(text: str) -> str:
 def as_markdown(text: str) -> str:
     """A command's text made under markdown_tables() as Markdown: its tables as they are, every
     other line escaped and ending in a hard line break (each line of the text its own line)."""
-    return "\n".join(line if line.startswith("|") or not line.strip() else _prose(line) for line in text.split("\n"))
+    return "\n".join(_markdown_line(line) for line in text.split("\n"))
+
+
+def _markdown_line(line: str) -> str:
+    if line.startswith(TABLE_LINE):  # a line of a table grid() made: as it is
+        return line[len(TABLE_LINE) :]
+    return _prose(line) if line.strip() else line
 
 
 def _prose(line: str) -> str:

@@ -1410,17 +1410,23 @@ def small_trace_path(tmp_path):
 
 def test_markdown_keeps_each_line_of_text_as_written():
     """Indents, a leading dash, number or `=` would read as a code block, a list or a rule."""
-    from pytest_opprof.tables import as_markdown
+    from pytest_opprof.tables import as_markdown, grid, markdown_tables
 
-    text = "    indented\n- dash\n12. item\n=== x\n| a | b |\n\nplain *x* <y>"
+    with markdown_tables():
+        table = grid([["a&lt;b"]], ["op"])
+    text = f"    indented\n- dash\n12. item\n=== x\n|a*b*.json: 1 step\n{table}\nplain *x* <y> &copy;"
     assert as_markdown(text).split("\n") == [
         "\u00a0" * 4 + "indented  ",
         "\\- dash  ",
         "12\\. item  ",
         "\\=== x  ",
-        "| a | b |",
+        "\\|a\\*b\\*.json: 1 step  ",  # a path starting with `|` is no table (a review's)
         "",
-        "plain \\*x\\* \\<y\\>  ",
+        "| op      |",
+        "|---------|",
+        "| a\\&lt;b |",  # an entity's `&` escaped: the name as it is, not `a<b`
+        "",
+        "plain \\*x\\* \\<y\\> \\&copy;  ",
     ]
 
 
@@ -1514,7 +1520,9 @@ def test_fail_on_in_json_says_what_failed_and_why(capsys, kinds):
         "t.py::test_slow": [],
         "t.py::test_wide": ["work"],
     }
-    assert tests["t.py::test_cast"]["structure_changes"] == ["structure changed: + aten::to (1/step)"]
+    assert tests["t.py::test_cast"]["structure_changes"] == [
+        "+ aten::to (1/step)"
+    ]  # each change, as work_changes: no prefix
     (change,) = tests["t.py::test_wide"]["work_changes"]
     assert change.startswith("aten::mm: 4x the FLOPs per step")
     assert tests["t.py::test_slow"]["regressed"] is True
@@ -1575,3 +1583,37 @@ def test_fail_on_environment_does_not_judge_a_trace_that_names_no_device(capsys,
         code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "environment", "--json")
         data = json.loads(out)
         assert code == 0 and not data["failed"] and data["tests"][0]["environment_changes"] == [], out
+
+
+def test_fail_on_structure_lists_every_change_in_json_and_points_there(capsys, tmp_path):
+    """A text line names the costliest changes and counts the rest, pointing to `--json`, which lists
+    each (the plugin's `-v or --opprof-json` are no flags of compare's: a review's 180 changes were
+    out of reach)."""
+
+    def steps(extra):
+        events = []
+        for i in range(6):
+            base = i * 10_000
+            events += [step(i + 1, base, 9_000), op("aten::mm", base + 10, 500)]
+            events += [op(f"aten::x{j}", base + 1000 + 100 * j, 20 + j) for j in range(extra)]
+        return analyze(events)
+
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "cpu-a", {"t.py::test_m": steps(0)})
+    b = write_folder(root, "cpu-b", {"t.py::test_m": steps(15)})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "structure")
+    (line,) = [x for x in out.split("\n") if x.startswith("structure changed: ")]
+    assert code == 1 and line.endswith("more (--json lists every change)") and "-v" not in line, line
+    code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "structure", "--json")
+    changes = json.loads(out)["tests"][0]["structure_changes"]
+    assert sorted(changes) == sorted(f"+ aten::x{j} (1/step)" for j in range(15))
+
+
+def test_fail_on_given_twice_judges_both(capsys, kinds):
+    """`--fail-on time --fail-on work` is both, as `--op` adds up (the last one alone dropped a time
+    regression without a word)."""
+    a, b = kinds
+    code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "time", "--fail-on", "work", "--json")
+    data = json.loads(out)
+    assert code == 1 and data["fail_on"] == ["work", "time"]
+    assert {t["test"]: t["failed_on"] for t in data["tests"]}["t.py::test_slow"] == ["time"]
