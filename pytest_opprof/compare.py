@@ -85,7 +85,7 @@ def compare(
     )
 
 
-def side_by_side_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True) -> list[Verdict]:
+def exact_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True) -> list[Verdict]:
     """`opprof compare`'s structure, work and environment verdicts of `current` (B) against
     `baseline` (A), as the plugin gives them (its time rule is sidebyside's); without the kernels'
     names where `kernels` is False (two devices launch their own kernels by design: every op of a
@@ -98,11 +98,6 @@ def side_by_side_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: 
         for v in compare(current, baseline, Rule()).verdicts
         if v.kind in (STRUCTURE, ENVIRONMENT) or (v.kind == WORK and v.op)
     ]
-
-
-def work_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True) -> list[Verdict]:
-    """`opprof compare`'s work verdicts of `current` (B) against `baseline` (A): side_by_side_verdicts' work ones."""
-    return [v for v in side_by_side_verdicts(current, baseline, kernels) if v.kind == WORK]
 
 
 def _without_kernels(doc: BaselineDoc) -> BaselineDoc:

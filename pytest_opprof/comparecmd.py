@@ -30,7 +30,7 @@ from .clibase import (
     missing_path,
     untrusted,
 )
-from .compare import EVERY_CHANGE, side_by_side_verdicts
+from .compare import EVERY_CHANGE, exact_verdicts
 from .device import key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -298,7 +298,7 @@ def _compared(
     worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
-    verdicts = side_by_side_verdicts(b, a, kernels=same_device)
+    verdicts = exact_verdicts(b, a, kernels=same_device)
     work = tuple(v.message for v in verdicts if v.kind == WORK)
     structured = [v for v in verdicts if v.kind == STRUCTURE]
     structure = tuple(c.text for v in structured for c in v.changes)
