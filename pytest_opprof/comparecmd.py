@@ -31,7 +31,7 @@ from .clibase import (
     untrusted,
 )
 from .compare import EVERY_CHANGE, exact_verdicts
-from .device import key_from_trace_metadata
+from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
     cut_short_trace,
@@ -137,7 +137,7 @@ def _load_side(text: str) -> _Side:
             raise UsageError(f"{path}: {broken}; compare traces whose checks pass (opprof analyze {path} shows them)")
         if profile.traced_cut_short:
             raise UsageError(cut_short_trace(path))
-        key = key_from_trace_metadata(profile.metadata) or "unknown"
+        key = key_from_trace_metadata(profile.metadata) or UNKNOWN_KEY
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
         header = profile.metadata.get("opprof")
@@ -304,7 +304,7 @@ def _compared(
     structure = tuple(c.text for v in structured for c in v.changes)
     line = "".join(v.message.replace(EVERY_CHANGE, EVERY_CHANGE_HERE) for v in structured)
     # a trace whose header names no device tells nothing of its machine: not judged on it (as the warnings)
-    told = "unknown" not in (a.device_key, b.device_key)
+    told = UNKNOWN_KEY not in (a.device_key, b.device_key)
     environment = tuple(v.why or "" for v in verdicts if v.kind == ENVIRONMENT and told)
     found = {STRUCTURE: structure, WORK: work, TIME: worse, ENVIRONMENT: environment}
     failed = tuple(kind for kind in KINDS if kind in args.fail_on and found[kind])
@@ -316,7 +316,7 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
     the steps are in no per-step number), two machines, two tests."""
     found = [f"{label}: {warning}" for label, side in (("A", a), ("B", b)) for warning in side.warnings]
     keys = (a.device_key, b.device_key)
-    if a.device_key != b.device_key and "unknown" not in keys:  # a trace's header may name no device
+    if a.device_key != b.device_key and UNKNOWN_KEY not in keys:  # a trace's header may name no device
         found.append(two_machines(str(a.device_key), str(b.device_key)))
     on_device = [any(doc.on_device for doc in side.docs.values()) for side in (a, b)]
     if on_device[0] != on_device[1]:

@@ -77,9 +77,12 @@ CLOCK_FLOOR = 0.5
 _NVML_CLOCK_SM, _NVML_CLOCK_MEM, _NVML_TEMPERATURE_GPU = 1, 2, 0
 
 
+UNKNOWN_KEY = "unknown"  # the device key of what names no device (a plain torch.profiler trace's header)
+
+
 def slug(text: str) -> str:
     """`NVIDIA H200` -> `nvidia-h200`; `Tesla T4` -> `tesla-t4`."""
-    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-") or "unknown"
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-") or UNKNOWN_KEY
 
 
 _KEY_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
