@@ -53,15 +53,23 @@ from .verdicts import (
     steps_run,
 )
 
+EVERY_CHANGE = "-v or --opprof-json lists every change"  # the plugin's; opprof compare names its own flag
+
 
 def compare(
-    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, path: str = "", machine: Machine | None = None
+    current: BaselineDoc,
+    baseline: BaselineDoc,
+    rule: Rule,
+    path: str = "",
+    machine: Machine | None = None,
+    every_change: str = EVERY_CHANGE,
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
-    ops whose structure and work are unchanged, and only where `machine` cannot explain a move."""
+    ops whose structure and work are unchanged, and only where `machine` cannot explain a move.
+    `every_change`: where a structure verdict's capped list of changes sends the reader for all."""
     where = f" [{path}]" if path else ""
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
-    structure, recounted = _structure(current, baseline, rule, where, unread)
+    structure, recounted = _structure(current, baseline, rule, where, unread, every_change)
     threads = _threads_set_by_test(current, baseline, where)
     work = threads + _work(current, baseline, rule, recounted, where)
     untimed = untimed_why(current, baseline)
@@ -85,7 +93,9 @@ def compare(
     )
 
 
-def exact_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True) -> list[Verdict]:
+def exact_verdicts(
+    current: BaselineDoc, baseline: BaselineDoc, kernels: bool = True, every_change: str = EVERY_CHANGE
+) -> list[Verdict]:
     """`opprof compare`'s structure, work and environment verdicts of `current` (B) against
     `baseline` (A), as the plugin gives them (its time rule is sidebyside's); without the kernels'
     names where `kernels` is False (two devices launch their own kernels by design: every op of a
@@ -95,7 +105,7 @@ def exact_verdicts(current: BaselineDoc, baseline: BaselineDoc, kernels: bool = 
         current, baseline = _without_kernels(current), _without_kernels(baseline)
     return [
         v
-        for v in compare(current, baseline, Rule()).verdicts
+        for v in compare(current, baseline, Rule(), every_change=every_change).verdicts
         if v.kind in (STRUCTURE, ENVIRONMENT) or (v.kind == WORK and v.op)
     ]
 
@@ -135,7 +145,12 @@ def ignores(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> tuple[Ig
 
 
 def _structure(
-    current: BaselineDoc, baseline: BaselineDoc, rule: Rule, where: str, unread: Collection[str] = ()
+    current: BaselineDoc,
+    baseline: BaselineDoc,
+    rule: Rule,
+    where: str,
+    unread: Collection[str] = (),
+    every_change: str = EVERY_CHANGE,
 ) -> tuple[list[Verdict], set[str]]:
     """One verdict listing every op and memory op whose calls per step changed, the costliest
     first (a trial's vanished attention op sat in `and 4 more` behind alphabetical small ones);
@@ -170,7 +185,7 @@ def _structure(
         return [], names
     changes.sort(key=lambda c: (-c.ms, c.op))
     shown = ", ".join(c.text for c in changes[:MAX_LISTED])
-    more = f" and {len(changes) - MAX_LISTED} more ({EVERY_CHANGE})" if len(changes) > MAX_LISTED else ""
+    more = f" and {len(changes) - MAX_LISTED} more ({every_change})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
     mode += _compiled_hint(current, baseline, rule)
     if threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
@@ -181,9 +196,6 @@ def _structure(
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
-
-
-EVERY_CHANGE = "-v or --opprof-json lists every change"
 
 
 def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> str:

@@ -30,7 +30,7 @@ from .clibase import (
     missing_path,
     untrusted,
 )
-from .compare import EVERY_CHANGE, exact_verdicts
+from .compare import exact_verdicts
 from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -298,11 +298,11 @@ def _compared(
     worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
-    verdicts = exact_verdicts(b, a, kernels=same_device)
+    verdicts = exact_verdicts(b, a, kernels=same_device, every_change=EVERY_CHANGE_HERE)
     work = tuple(v.message for v in verdicts if v.kind == WORK)
     structured = [v for v in verdicts if v.kind == STRUCTURE]
     structure = tuple(c.text for v in structured for c in v.changes)
-    line = "".join(v.message.replace(EVERY_CHANGE, EVERY_CHANGE_HERE) for v in structured)
+    line = "".join(v.message for v in structured)
     # a trace whose header names no device tells nothing of its machine: not judged on it (as the warnings)
     told = UNKNOWN_KEY not in (a.device_key, b.device_key)
     environment = tuple(v.why or "" for v in verdicts if v.kind == ENVIRONMENT and told)

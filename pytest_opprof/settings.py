@@ -207,11 +207,11 @@ def _not_kinds(items: list[str], bad: list[str]) -> str:
     (`structure work`, `structure;work`: an audit was told `did you mean structure?`, which drops
     work) are told the comma; `none` beside kinds, that it stands alone."""
     words = [word for item in items for word in re.split(r"[\s;|+/]+", item) if word]
-    if "none" in words and len(words) > 1:
+    if "none" in (word.lower() for word in words) and len(words) > 1:
         return "; none stands alone (no verdict fails a test): give none or kinds, not both"
     if bad and len(words) > len(items) and set(words) <= set(KINDS):
         return f"; separate the kinds with commas: {', '.join(dict.fromkeys(words))}"
-    close = {item: closest_names(item, KINDS) for item in bad}
+    close = {item: closest_names(item, (*KINDS, "none") if len(items) == 1 else KINDS) for item in bad}
     if not bad or len(items) == 1:  # no item at all (`,`), or the one the message names
         return f"; did you mean {close[bad[0]][0]}?" if bad and close[bad[0]] else ""
     named = [f"{item!r} (did you mean {close[item][0]}?)" if close[item] else repr(item) for item in bad]

@@ -1559,6 +1559,7 @@ def test_fail_on_environment_fails_two_device_keys(capsys, folders):
             "'structure work' is not a comma list of structure, work, time, environment (or none); separate the kinds with commas: structure, work",
         ),
         ("none,time", "none stands alone (no verdict fails a test): give none or kinds, not both"),
+        ("None", "'None' is not a comma list of structure, work, time, environment (or none); did you mean none?"),
         ("", "argument --fail-on: '' is not a comma list of structure, work, time, environment (or none) (see"),
     ],
 )

@@ -229,6 +229,11 @@ def test_with_location_adds_the_flags_after_each_record_command(text, expected):
          "with commas: structure, work, time"),
         ("time none", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
          "fails a test): give none or kinds, not both"),
+        # a review: `None` (Python's spelling) got no hint where `TIME` got one; beside kinds, none's own rule
+        ("None", "a comma list of structure, work, time, environment (or none); did you mean none?"),
+        ("time,NONE", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
+         "fails a test): give none or kinds, not both"),
+        ("time,nonee", "a comma list of structure, work, time, environment (or none); not a kind: 'nonee'"),
     ],
 )  # fmt: skip
 def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
