@@ -49,7 +49,7 @@ from .errors import (
 )
 from .events import printable_name
 from .runfiles import op_csv
-from .settings import parse_fail_on, parse_ms, parse_percentage
+from .settings import NONE_ALONE, parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables
 from .tables import as_markdown, markdown_tables, profile_tables
 from .trace import load_trace
@@ -114,6 +114,8 @@ class _AddKinds(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
         given = getattr(namespace, "_fail_on_given", False)
+        if given and bool(getattr(namespace, self.dest)) != bool(values):  # as `none,time` in one value
+            raise argparse.ArgumentError(self, f"{NONE_ALONE} (given as two --fail-on)")
         setattr(namespace, self.dest, getattr(namespace, self.dest) | values if given else values)
         namespace._fail_on_given = True
 

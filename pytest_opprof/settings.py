@@ -201,6 +201,9 @@ def parse_fail_on(text: object) -> frozenset[str]:
     return frozenset(items)
 
 
+NONE_ALONE = "none stands alone (no verdict fails a test): give none or kinds, not both"
+
+
 def _not_kinds(items: list[str], bad: list[str]) -> str:
     """Each item of a fail_on list that is no verdict kind, with the kind it looks like (a list of
     one: the kind alone, as the message names the value). Kinds run together by another separator
@@ -208,7 +211,7 @@ def _not_kinds(items: list[str], bad: list[str]) -> str:
     work) are told the comma; `none` beside kinds, that it stands alone."""
     words = [word for item in items for word in re.split(r"[\s;|+/]+", item) if word]
     if "none" in (word.lower() for word in words) and len(words) > 1:
-        return "; none stands alone (no verdict fails a test): give none or kinds, not both"
+        return f"; {NONE_ALONE}"
     if bad and len(words) > len(items) and set(words) <= set(KINDS):
         return f"; separate the kinds with commas: {', '.join(dict.fromkeys(words))}"
     close = {item: closest_names(item, (*KINDS, "none") if len(items) == 1 else KINDS) for item in bad}

@@ -1618,3 +1618,14 @@ def test_fail_on_given_twice_judges_both(capsys, kinds):
     data = json.loads(out)
     assert code == 1 and data["fail_on"] == ["work", "time"]
     assert {t["test"]: t["failed_on"] for t in data["tests"]}["t.py::test_slow"] == ["time"]
+
+
+@pytest.mark.parametrize("given", [("none", "time"), ("work", "none")])
+def test_fail_on_none_beside_kinds_given_twice_is_refused(capsys, kinds, given):
+    """`--fail-on none --fail-on time` is refused as `none,time` is: which one was meant is not
+    known (the kinds alone had been judged without a word)."""
+    a, b = kinds
+    code, out, err = run_cli(capsys, "compare", a, b, "--fail-on", given[0], "--fail-on", given[1])
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "argument --fail-on: none stands alone (no verdict fails a test): " in err, err
+    assert "give none or kinds, not both (given as two --fail-on)" in err, err
