@@ -1726,6 +1726,9 @@ def test_top_option_from_cli_and_ini(project):
     project.makeini("[pytest]\nopprof = true\nopprof_top = 3\n")
     assert rows(run(project)) == 3
     assert rows(run(project, "--opprof-top", "1")) == 1
+    # given twice (addopts, then the command line), the last holds, as for every pytest flag
+    project.makeini("[pytest]\nopprof = true\naddopts = --opprof-top 3\n")
+    assert rows(run(project, "--opprof-top", "2")) == 2
 
 
 def test_json_and_traces_from_ini(project):
