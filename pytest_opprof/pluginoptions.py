@@ -115,6 +115,34 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
         except ValueError as exc:
             overridden = f"{option.ini} in {source}, which the command line overrides in this run only"
             raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
+    for option in OPTIONS:
+        for raw, source in _standing_values(config, option):
+            try:
+                option.parse(raw)
+            except ValueError as exc:
+                overridden = f"{source}, which a later {option.flag} overrides in this run only"
+                raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
+
+
+def _standing_values(config: pytest.Config, option: Option) -> list[tuple[str, str]]:
+    """A flag's values in PYTEST_ADDOPTS and the ini file's addopts, with where each is: judged as
+    the one that holds is, for the run without the later flag (a trial's `addopts = --opprof-top
+    many` passed while its command line gave --opprof-top). `--flag=value` and `--flag value`; a
+    flag whose value is optional (--opprof-update-baseline) only in the first form."""
+    if option.metavar is None:
+        return []
+    found = []
+    sources = (
+        ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
+        (f"addopts in {config.inipath.name if config.inipath else 'the ini file'}", config.getini("addopts")),
+    )
+    for source, args in sources:
+        for i, arg in enumerate(args):
+            if arg.startswith(f"{option.flag}="):
+                found.append((arg.split("=", 1)[1], source))
+            elif arg == option.flag and option.const is None and i + 1 < len(args):
+                found.append((args[i + 1], source))
+    return found
 
 
 def _toml_fix(option: Option, refusal: str) -> str:

@@ -169,6 +169,24 @@ def test_plugin_can_be_disabled(pytester):
             "overrides in this run only)",
         ),
         (["--opprof"], "opprof = maybe", "--opprof: 'maybe' is not true or false (from opprof in tox.ini, which the "),
+        # so does a flag in addopts that a later one overrides (it had passed unread)
+        (
+            ["--opprof-top", "3"],
+            "addopts = --opprof-top many",
+            "--opprof-top: 'many' is not a whole number >= 1 (from addopts in tox.ini, which a later --opprof-top "
+            "overrides in this run only)",
+        ),
+        (
+            ["--opprof-update-baseline"],
+            "addopts = --opprof-update-baseline=sometimes",
+            "--opprof-update-baseline: 'sometimes' is not 'changed' (the default), 'all', or true/false (from addopts",
+        ),
+        # a value in addopts the command line does not override is the one that holds: judged as that
+        (
+            [],
+            "addopts = --opprof-fail-on=tme",
+            "--opprof-fail-on: 'tme' is not a comma list of structure, work, time, ",
+        ),
     ],
 )
 def test_bad_option_values_are_usage_errors_naming_the_source(pytester, args, ini, message):
@@ -1706,6 +1724,20 @@ def test_terminal_summary_shows_top_ops(user_run):
         ]
     )
     result.stdout.fnmatch_lines(["test_user.py::test_error_nothing_measured: error events: no operator*"])
+
+
+def test_a_bad_value_in_pytest_addopts_a_later_flag_overrides_is_refused(pytester, monkeypatch):
+    """PYTEST_ADDOPTS holds in the next run without the flag: its value is judged now; `--flag value`
+    and `--flag=value` both."""
+    pytester.makepyfile("def test_x(): pass")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--opprof-tolerance fast")
+    result = run(pytester, "--opprof-tolerance=20%")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--opprof-tolerance: 'fast' is not a percentage like 20% (from PYTEST_ADDOPTS, which a later *"]
+    )
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--opprof-tolerance=30% --opprof-top 2")  # good values: no word
+    assert run(pytester, "--opprof-tolerance=20%", "--opprof-top=4").ret == pytest.ExitCode.OK
 
 
 def test_top_option_from_cli_and_ini(project):
