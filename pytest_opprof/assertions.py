@@ -44,7 +44,7 @@ from .errors import (
     unseen_on_other_threads,
 )
 from .events import EventTable
-from .opnames import is_glob
+from .opnames import is_glob, is_kernel_glob
 from .tables import by_shown_time, steps_or_span
 from .units import count_of, count_text, first_three, share_text
 
@@ -663,8 +663,9 @@ def _expected_count(per_step: tuple[int, ...], n: int | None, min: int | None, m
 
 def _kernel_typo(name: str, profile: Profile) -> str | None:
     """A kernel name no registry can check, asserted absent while a kernel one typo away from it
-    ran: the assertion would pass forever. A glob is taken as written."""
-    if is_glob(name):
+    ran: the assertion would pass forever. A glob is taken as written (a C++ pointer's `*` is no
+    wildcard: is_kernel_glob)."""
+    if is_kernel_glob(name):
         return None
     near = next((k.name for k in profile.kernel_rows() if looks_mistyped(name, k.name)), None)
     if near is None:

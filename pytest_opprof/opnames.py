@@ -28,6 +28,17 @@ def is_glob(pattern: str) -> bool:
     return bool(_GLOB.search(pattern))
 
 
+# a C++ pointer in a kernel's name (`Array<char*, 3>`, `(float const*, int)`): no wildcard
+_POINTER = re.compile(r"(?<=[\w>)])\*+(?=[\s,>)&])")
+
+
+def is_kernel_glob(pattern: str) -> bool:
+    """is_glob for a kernel's name, whose C++ pointers are no wildcards: an exact CUDA name
+    (`...Array<char*, 1>)`) asserted absent is checked for typos (a trial's doubled letter in one
+    passed forever, taken for a glob). A `*` at either end, or beside `_`, is one."""
+    return is_glob(_POINTER.sub("", pattern))
+
+
 _PYTHON_SPELLING = re.compile(r"(?:torch\.)?(?:ops\.)?(aten|prim)\.(\w+)(?:\.\w+)?")  # torch.ops.aten.mm.default
 _CPP_SPELLING = re.compile(r"at::(\w+)(?:\.\w+)?")  # at::mm, ATen's C++ namespace
 

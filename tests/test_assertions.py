@@ -573,3 +573,101 @@ def test_an_op_name_with_letters_that_are_not_ascii_says_which():
         "aten::\u0430ddmm (it holds '\u0430' U+0430, not ASCII as op names are): not an operator torch knows"
     )
     assert asked("\u0424\u0430\u0437\u0430") == "\u0424\u0430\u0437\u0430"
+
+
+# -- the edges a mutation trial of assertions.py found unpinned -----------------------------------
+
+
+def test_an_op_in_exactly_half_the_steps_is_judged_by_its_median():
+    """In 2 of 4 steps its median is half its time, not 0 (the `hidden by median` rule is for an
+    op in fewer than half): a limit between half and all of it passes."""
+    events = []
+    for i in range(4):
+        events.append(step(i + 1, i * 1000, 1000))
+        if i % 2 == 0:
+            events.append(op("aten::mul", i * 1000 + 10, 100))
+        events.append(op("aten::add", i * 1000 + 200, 10))
+    assert assertions.op_below("aten::mul", 0.08)(analyze(events)) is None
+
+
+@pytest.mark.parametrize("n", [True, 1.5])
+def test_a_count_must_be_a_whole_number(n):
+    """A bool or a float count is refused: `n=True` would read as 1."""
+    with pytest.raises(OpprofUsageError, match="a whole number >= 0"):
+        assertions.op_count("aten::mm", n)
+
+
+def device_profile(copy_at_us: float = 70):
+    """Two steps: a matmul (a 40 us kernel launched in 2 us: not launch-bound) and a 30 us copy
+    under the kernel for 80 - copy_at_us us."""
+    events = []
+    for n, t0 in ((1, 0), (2, 100)):
+        c = n * 10
+        events += [
+            step(n, t0, 100),
+            op("aten::mm", t0 + 30, 10),
+            launch(t0 + 31, corr=c + 1, dur_us=2),
+            op("aten::copy_", t0 + 42, 8),
+            launch(t0 + 43, corr=c + 2, name="cudaMemcpyAsync", dur_us=2),
+            kernel("gemm", t0 + 40, 40, corr=c + 1),
+            memcpy("Memcpy HtoD (Pageable -> Device)", t0 + copy_at_us, 30, 4096, corr=c + 2),
+        ]
+    return analyze(events)
+
+
+def test_no_launch_bound_passes_where_no_op_is_launch_bound():
+    """A device capture without a launch-bound op passes (only a CPU capture had been tried, which
+    stops earlier as `no device work`)."""
+    assert assertions.no_launch_bound()(device_profile()) is None
+
+
+def test_overlap_defaults_to_half():
+    """20 of the copy's 30 us under compute (67%) passes the default min_pct=50; 10 of 30 fails."""
+    assert assertions.overlap()(device_profile(copy_at_us=60)) is None
+    assert assertions.overlap()(device_profile(copy_at_us=70)) is not None
+
+
+def test_zero_percent_is_no_fraction():
+    """0 is a percentage, not an ambiguous fraction (0.5 is)."""
+    assertions.device_busy_above(0)
+    assertions.overlap(min_pct=0)
+    with pytest.raises(OpprofUsageError, match="not a fraction"):
+        assertions.overlap(min_pct=0.5)
+
+
+def test_a_kernel_glob_is_taken_as_written():
+    """A glob asked absent is not checked for typos (`write a glob` is the typo check's way out)."""
+    profile = analyze([step(1, 0, 100), op("aten::mm", 1, 10), launch(2, corr=1), kernel("gemm_[ab]", 20, 5, corr=1)])
+    assert assertions.kernel_count("gemmm_[ab]", 0)(profile) is None
+
+
+CUDA_FILL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
+    "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"
+)
+
+
+def test_an_exact_cuda_kernel_name_is_no_glob():
+    """A CUDA kernel's C++ name holds pointers (`char*`; 103 of the 213 kernel names in the shared
+    A100 and MI250 traces): taken for a glob, a typo of one asserted absent passed forever, and the
+    name matched other kernels its `*` spanned. Its pointers are no wildcards: a doubled letter
+    fails naming the kernel that ran, the exact name matches itself alone; a `*` at an end is one."""
+    other = CUDA_FILL.replace("Array<char*, 1> >", "Array<char**, 1> >", 1)  # what `char*` as a glob spans
+    profile = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::fill_", 1, 10),
+            launch(2, corr=1),
+            kernel(CUDA_FILL, 20, 5, corr=1),
+            op("aten::zero_", 30, 10),
+            launch(31, corr=2),
+            kernel(other, 50, 5, corr=2),
+        ]
+    )
+    typo = CUDA_FILL.replace("vectorized", "vectorizzed")
+    failure = assertions.kernel_count(typo, 0)(profile)
+    assert failure is not None and f"no kernel of that name ran, but {CUDA_FILL} did: a typo of it" in failure
+    assert [k.name for k in profile.match_kernels(CUDA_FILL)] == [CUDA_FILL]
+    assert assertions.kernel_count(CUDA_FILL, 1)(profile) is None
+    assert len(profile.match_kernels("*FillFunctor*")) == 2
+    assert assertions.kernel_count(typo + "*", 0)(profile) is None  # a glob, taken as written

@@ -1755,3 +1755,66 @@ def test_a_child_forked_after_a_measurement_does_not_hang(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "child threads: 1" in done.stdout
+
+
+# -- the arguments of run(), at their edges (a mutation trial's survivors) ---------------------
+
+
+def test_the_step_limits_are_inclusive():
+    """warmup and steps of exactly 10,000 are allowed, as the refusal says: at most 10,000."""
+    from pytest_opprof.runargs import MAX_STEPS, validate_run_args
+
+    validate_run_args(lambda: None, MAX_STEPS, 1, (), {})
+    validate_run_args(lambda: None, 0, MAX_STEPS, (), {})
+    with pytest.raises(OpprofUsageError, match="at most 10,000"):
+        validate_run_args(lambda: None, MAX_STEPS + 1, 1, (), {})
+
+
+def test_async_callables_are_refused_before_any_step():
+    """An async def, an async generator, an object whose __call__ is async: each step would only
+    make a coroutine."""
+    from pytest_opprof.runargs import validate_run_args
+
+    async def coroutine():
+        pass
+
+    async def agen():
+        yield 1
+
+    class Calls:
+        async def __call__(self):
+            pass
+
+    for fn in (coroutine, agen, Calls()):
+        with pytest.raises(OpprofUsageError, match="not an async def"):
+            validate_run_args(fn, 1, 3, (), {})
+
+
+def test_slips_of_warmup_and_of_a_modules_keywords_are_caught():
+    """`warm_up=` is warmup=; a module's keywords are its forward's (its __call__ takes **kwargs):
+    without the check fn gets the slip and raises after opprof's warm-up."""
+    from pytest_opprof.runargs import validate_run_args
+
+    def fn(x):
+        return x
+
+    with pytest.raises(OpprofUsageError, match="did you mean warmup=1"):
+        validate_run_args(fn, 1, 3, (1,), {"warm_up": 1})
+    with pytest.raises(OpprofUsageError, match="did you mean steps=3"):
+        validate_run_args(torch.nn.Linear(2, 2), 1, 3, (torch.ones(2),), {"step": 3})
+
+
+def test_a_fn_taking_any_keyword_gets_them_all():
+    """fn(**kwargs) takes step=3 as its own: no slip to refuse."""
+    from pytest_opprof.runargs import validate_run_args
+
+    def fn(**kwargs):
+        return kwargs
+
+    validate_run_args(fn, 1, 3, (), {"step": 3})
+
+
+def test_measure_without_fn_is_one_usage_error():
+    """measure() with nothing: the usage error naming what it takes, not Python's bare TypeError."""
+    with pytest.raises(OpprofUsageError, match=r"measure\(\) takes the function to profile"):
+        measure()

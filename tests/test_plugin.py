@@ -2927,6 +2927,19 @@ def test_slower_matmul_fails_naming_addmm(baselined, fake_clock):
     )
 
 
+def test_min_delta_ms_from_the_command_line_and_the_ini_spares_a_smaller_move(baselined, fake_clock):
+    """aten::addmm +1.2 ms/step fails under the default 0.05 ms; a --opprof-min-delta-ms above the
+    move passes it, and so does the ini key; one below it does not (a mutation trial: no test gave
+    the option a value that reached a verdict, and a value read as None failed every test)."""
+    fake_clock.costs["aten::addmm"] = 800_000
+    run(baselined, "--opprof", "-k", "big", "--opprof-min-delta-ms=1.1").assert_outcomes(failed=1)
+    result = run(baselined, "--opprof", "-k", "big", "--opprof-min-delta-ms=1.3")
+    result.assert_outcomes(passed=1)
+    assert "slower" not in result.stdout.str()
+    baselined.makeini("[pytest]\nopprof_min_delta_ms = 1.3\n")
+    run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
+
+
 def test_a_slow_spell_only_the_tests_own_product_shows_is_inconclusive(baselined, monkeypatch, fake_clock):
     """The matmul and dispatch references steady, the test's own aten::addmm replayed alone 1.40x
     slower and the op +30% (a slow spell in the test's shapes: the noise bench's idle false

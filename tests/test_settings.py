@@ -30,6 +30,19 @@ def test_defaults_when_nothing_is_set():
         ("top", "3", 3),
         ("json_path", " out.json ", "out.json"),
         ("trace", "ALL", "all"),
+        # the edges a mutation trial found unpinned: a zero tolerance, bare or not, is no fraction
+        ("tolerance", "0%", 0.0),
+        ("tolerance", "0", 0.0),
+        ("tolerance", 0, 0.0),
+        ("tolerance", "9999%", 99.99),
+        ("min_delta_ms", "0.5", 0.5),
+        ("min_delta_ms", "0", 0.0),
+        ("fail_on", "none", frozenset()),
+        ("update_baseline", "1", "changed"),
+        ("update_baseline", "yes", "changed"),
+        ("update_baseline", "true", "changed"),
+        ("update_baseline", "all", "all"),
+        ("update_baseline", "no", None),
     ],
 )
 def test_values_parse(field, raw, parsed):
@@ -234,6 +247,8 @@ def test_with_location_adds_the_flags_after_each_record_command(text, expected):
         ("time,NONE", "a comma list of structure, work, time, environment (or none); none stands alone (no verdict "
          "fails a test): give none or kinds, not both"),
         ("time,nonee", "a comma list of structure, work, time, environment (or none); not a kind: 'nonee'"),
+        ("structure work time environment", "a comma list of structure, work, time, environment (or none); "
+         "separate the kinds with commas: structure, work, time, environment"),
     ],
 )  # fmt: skip
 def test_a_bad_fail_on_names_each_item_that_is_no_kind(value, hint):
@@ -304,3 +319,35 @@ def test_the_strict_error_gives_the_record_command_with_the_tests_id():
 
     message = strict_inconclusive("t.py::test_x[a b]", "aten::mm: ...", FASTER_FIX)
     assert "pytest --opprof-update-baseline=all 't.py::test_x[a b]', or drop --opprof-strict" in message
+
+
+@pytest.mark.parametrize(
+    ("field", "raw", "message"),
+    [
+        ("tolerance", "10000%", "--opprof-tolerance: '10000%' is not a percentage like 20%, from 0% to under 10000%"),
+        ("tolerance", "15000%", "--opprof-tolerance: '15000%' is not a percentage like 20%, from 0% to under 10000%"),
+        ("tolerance", "abc", "--opprof-tolerance: 'abc' is not a percentage like 20% (from pytest.ini)"),
+        ("update_baseline", "", "--opprof-update-baseline: '' is not 'changed' (the default), 'all', or true/false"),
+        ("json_path", "out/", "--opprof-json: 'out/' is not a file path: it ends in /"),
+        ("min_delta_ms", "-1", "--opprof-min-delta-ms: '-1' is not a finite number of milliseconds >= 0"),
+    ],
+)
+def test_edge_values_are_refused_in_one_line(field, raw, message):
+    """The bounds the documentation gives, held at their edges (a mutation trial's `<=` for `<` on
+    10000% and a doubled bound passed every test), and a text that is no number refused in one line."""
+    with pytest.raises(SettingsError) as raised:
+        parse_settings(lookup_from({field: (raw, "pytest.ini")}))
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def test_the_quotes_hint_needs_quotes_at_both_ends():
+    """The shortest quoted value gets the hint; a value opened but not closed does not (its fix,
+    `write 20`, would be wrong)."""
+    from pytest_opprof.settings import bad_option
+
+    assert bad_option("--opprof-top", '"5"', "a whole number >= 1", "tox.ini").endswith(
+        "; ini values take no quotes: write 5"
+    )
+    assert bad_option("--opprof-tolerance", '"20%', "a percentage like 20%", "tox.ini") == (
+        "--opprof-tolerance: '\"20%' is not a percentage like 20% (from tox.ini)"
+    )

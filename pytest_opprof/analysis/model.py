@@ -17,7 +17,7 @@ from typing import Any
 from ..chrome import write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
 from ..events import Event, EventTable, freeze, printable_name, without_overload
-from ..opnames import profiler_spelling
+from ..opnames import is_kernel_glob, profiler_spelling
 from ..tables import profile_tables
 from ..units import ns_to_ms
 
@@ -1004,11 +1004,13 @@ class Profile:
 
     def match_kernels(self, pattern: str) -> list[KernelRow]:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
-        `pattern`; an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
+        `pattern` (a name whose only `*` are C++ pointers, `Array<char*, 1>`, is exact); an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
         matches its stable name (`cpp_fused_gelu_0`)."""
         pattern = printable_name(validate_name(pattern, "kernel"))
         numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
         pattern = numbered.group(1) if numbered else pattern
+        if not is_kernel_glob(pattern):  # an exact C++ name: its pointers' `*` match no other kernel
+            return [k for k in self.kernel_rows() if k.name == pattern]
         return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
     # -- output ------------------------------------------------------------------------------
