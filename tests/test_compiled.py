@@ -408,6 +408,7 @@ def test_assert_compiled_names_the_eager_work():
         "Dynamo's own steps aside): aten::sin (1/step, 0.020 ms/step); "
     )
     assert compiled()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
+    assert compiled()(analyze(compiled_step(1, 0)[1:])) is None  # no step marked: the capture is step 0
     scaled = [e._replace(start_ns=e.start_ns * 1000, dur_ns=e.dur_ns * 1000) for e in graph_break_step(1, 0)]
     big = [e._replace(dur_ns=e.dur_ns // 1000) if e.name == "aten::sin" else e for e in scaled]  # 1/1000 of before
     assert compiled()(analyze(big)).startswith("<1% of the steps' work ran eagerly")  # never "0%" in a failure

@@ -351,3 +351,30 @@ def test_the_quotes_hint_needs_quotes_at_both_ends():
     assert bad_option("--opprof-tolerance", '"20%', "a percentage like 20%", "tox.ini") == (
         "--opprof-tolerance: '\"20%' is not a percentage like 20% (from tox.ini)"
     )
+
+
+def test_reports_may_share_a_pipe_and_an_unreadable_file_is_left_to_the_writing(tmp_path, monkeypatch):
+    """Two reports into one FIFO are written into, never replaced: allowed, as /dev/null is. An
+    existing file that cannot be read may be an earlier report: not refused here (its writing
+    says why in one line), where a readable file that is no report is."""
+    import os
+
+    from pytest_opprof.settings import output_paths_problem
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    both = Settings(enabled=True, json_path=str(fifo), csv_path=str(fifo))
+    assert output_paths_problem(both, tmp_path / ".opprof") is None
+    notes = tmp_path / "notes.json"
+    notes.write_text("my notes")
+    alone = Settings(enabled=True, json_path=str(notes))
+    assert "is an existing file, not an opprof report" in (output_paths_problem(alone, tmp_path / ".opprof") or "")
+    opened = Path.open
+
+    def unreadable(self, *args, **kwargs):
+        if self == notes:
+            raise PermissionError(13, "Permission denied")
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", unreadable)
+    assert output_paths_problem(alone, tmp_path / ".opprof") is None
