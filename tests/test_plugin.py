@@ -5702,6 +5702,9 @@ def test_a_path_after_the_update_flag_is_a_path_before_the_conftests_load(projec
     result.assert_outcomes(passed=1)
     assert (project.path / "sub-conftest-loaded").exists()
     assert not (project.path / "other-conftest-loaded").exists()
+    # the same path also given to another flag before it: that flag keeps its value
+    result = run(project, "--deselect", "sub/test_x.py", "--opprof-update-baseline", "sub/test_x.py")
+    result.assert_outcomes(deselected=1)
 
 
 @pytest.mark.parametrize(

@@ -326,11 +326,21 @@ def test_a_mistyped_opprof_ini_key_is_a_usage_error_naming_the_closest(pytester)
             "did you mean opprof_tolerance?"
         ]
     )
-    assert run(pytester, "--help").ret == pytest.ExitCode.OK  # it lists the options the line points to
+    result = run(pytester, "--help")  # it lists the options the line points to, their % intact
+    assert result.ret == pytest.ExitCode.OK
+    assert "an op may get (default 20%) [ini: opprof_tolerance]" in " ".join(result.stdout.str().split())
+    pytester.makeini("[pytest]\noprof_top = 3\nopprof_tolerence = 50%\n")  # the package's name mistyped too
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: opprof_tolerence (in tox.ini): *", "oprof_top (in tox.ini): *did you mean opprof_top?"]
+    )  # each on its own line
     pytester.makeini("[pytest]\n")
     result = run(pytester, "-o", "opprof_topp=3")  # pytest < 9 does not even warn of it
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: opprof_topp (given with -o): *did you mean opprof_top?"])
+    run(pytester, "-o", "opprof_top=3").assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\ntimeout = 5\n")  # another plugin's key (not installed here): not ours to refuse
     run(pytester, "-o", "opprof_top=3").assert_outcomes(passed=1)
 
 
