@@ -667,7 +667,7 @@ def _kernel_typo(name: str, profile: Profile) -> str | None:
     wildcard: is_kernel_glob)."""
     if is_kernel_glob(name):
         return None
-    near = next((k.name for k in profile.kernel_rows() if looks_mistyped(name, k.name)), None)
+    near = next((k.name for k in profile.kernel_rows() if _mistyped_kernel(name, k.name)), None)
     if near is None:
         return None
     glob = f"'{name}*'" if len(name) <= ASKED else "the name and a *"
@@ -675,6 +675,12 @@ def _kernel_typo(name: str, profile: Profile) -> str | None:
         f"{asked(name)}: no kernel of that name ran, but {near} did: a typo of it would pass forever; "
         f"name the kernel as it ran (for another kernel that must not run, write a glob such as {glob})"
     )
+
+
+def _mistyped_kernel(name: str, ran: str) -> bool:
+    """looks_mistyped, but for a pointer's `*`: `float**` beside `float*` is another kernel (an
+    array of pointers), not a doubled letter (a review)."""
+    return looks_mistyped(name, ran) and name.replace("*", "") != ran.replace("*", "")
 
 
 def no_kernel(pattern: str, profile: Profile) -> str:

@@ -16,6 +16,7 @@ from .analysis.model import selected, workload_problem
 from .errors import BAD_RANGE_FIX
 from .errors import json_shown as _shown
 from .events import is_printable_name, printable_name, printable_texts
+from .opnames import as_written
 from .units import count_of
 
 # Beyond any count, FLOPs, bytes or ms per step; keeps ratios finite. An int, compared exactly:
@@ -434,6 +435,7 @@ class BaselineDoc:
         """This document with only the ops, kernels and memory ops whose name matches one of
         `patterns` (exact or glob), plus a matched op's own launches of other kernels (a
         document holds no op tree: an op's kernels are those it launched itself)."""
+        patterns = as_written(patterns, self.names())
         ops = {name: op for name, op in self.ops.items() if selected(name, patterns)}
         kernels = {n: k if selected(n, patterns) else k.launched_by(ops) for n, k in self.kernels.items()}
         return replace(

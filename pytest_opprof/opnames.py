@@ -39,6 +39,20 @@ def is_kernel_glob(pattern: str) -> bool:
     return is_glob(_POINTER.sub("", pattern))
 
 
+def as_written(patterns: Iterable[str], names: Iterable[str]) -> tuple[str, ...]:
+    """Each pattern that is one of `names` exactly, as a glob matching that name alone: a CUDA
+    kernel's C++ name holds `*` (its pointers) that would also match the names they span
+    (`Array<char*, 1>` matched `Array<char**, 1>`). Any other pattern is a glob as before (a
+    review: `...CUDAFunctor_*>...` is a user's wildcard, however it looks)."""
+    known = set(names)
+    return tuple(_literal(p) if p in known and is_glob(p) else p for p in patterns)
+
+
+def _literal(name: str) -> str:
+    """A glob that matches `name` alone (fnmatch has no escape character: each special in [])."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
 _PYTHON_SPELLING = re.compile(r"(?:torch\.)?(?:ops\.)?(aten|prim)\.(\w+)(?:\.\w+)?")  # torch.ops.aten.mm.default
 _CPP_SPELLING = re.compile(r"at::(\w+)(?:\.\w+)?")  # at::mm, ATen's C++ namespace
 

@@ -120,7 +120,7 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
             try:
                 option.parse(raw)
             except ValueError as exc:
-                overridden = f"{source}, which a later {option.flag} overrides in this run only"
+                overridden = f"{source}, which a later {option.flag} overrides"
                 raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
 
 
@@ -128,21 +128,35 @@ def _standing_values(config: pytest.Config, option: Option) -> list[tuple[str, s
     """A flag's values in PYTEST_ADDOPTS and the ini file's addopts, with where each is: judged as
     the one that holds is, for the run without the later flag (a trial's `addopts = --opprof-top
     many` passed while its command line gave --opprof-top). `--flag=value` and `--flag value`; a
-    flag whose value is optional (--opprof-update-baseline) only in the first form."""
+    flag whose value is optional (--opprof-update-baseline) takes the next argument as argparse
+    does, unless it starts with `-` or names a test path (give_back_a_path_before_the_conftests)."""
     if option.metavar is None:
         return []
     found = []
     sources = (
         ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
-        (f"addopts in {config.inipath.name if config.inipath else 'the ini file'}", config.getini("addopts")),
+        (_addopts_source(config), config.getini("addopts")),
     )
     for source, args in sources:
-        for i, arg in enumerate(args):
+        for arg, after in zip(args, [*args[1:], None]):
             if arg.startswith(f"{option.flag}="):
                 found.append((arg.split("=", 1)[1], source))
-            elif arg == option.flag and option.const is None and i + 1 < len(args):
-                found.append((args[i + 1], source))
+            elif arg == option.flag and after is not None and _takes(option, config, after):
+                found.append((after, source))
     return found
+
+
+def _takes(option: Option, config: pytest.Config, after: str) -> bool:
+    """Whether argparse reads `after` as the value of `option` given before it."""
+    return option.const is None or not (after.startswith("-") or _names_a_path(config, after))
+
+
+def _addopts_source(config: pytest.Config) -> str:
+    """Where `addopts` comes from: `-o addopts=...`, else the ini file."""
+    overrides = config.getoption("override_ini", None) or []
+    if any(o.split("=", 1)[0].strip() == "addopts" for o in overrides):
+        return "-o addopts"
+    return f"addopts in {config.inipath.name if config.inipath else 'the ini file'}"
 
 
 def _toml_fix(option: Option, refusal: str) -> str:
@@ -173,7 +187,7 @@ def _flag_source(config: pytest.Config, flag: str) -> str:
     if _names(shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), flag):
         return "PYTEST_ADDOPTS"
     if _names(config.getini("addopts"), flag):
-        return f"addopts in {config.inipath.name if config.inipath else 'the ini file'}"
+        return _addopts_source(config)
     return "command line"
 
 

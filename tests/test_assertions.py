@@ -647,13 +647,10 @@ CUDA_FILL = (
 )
 
 
-def test_an_exact_cuda_kernel_name_is_no_glob():
-    """A CUDA kernel's C++ name holds pointers (`char*`; 103 of the 213 kernel names in the shared
-    A100 and MI250 traces): taken for a glob, a typo of one asserted absent passed forever, and the
-    name matched other kernels its `*` spanned. Its pointers are no wildcards: a doubled letter
-    fails naming the kernel that ran, the exact name matches itself alone; a `*` at an end is one."""
-    other = CUDA_FILL.replace("Array<char*, 1> >", "Array<char**, 1> >", 1)  # what `char*` as a glob spans
-    profile = analyze(
+def cuda_fill_profile():
+    """The fill kernel and one whose name its pointers' `*`, read as wildcards, would span."""
+    other = CUDA_FILL.replace("Array<char*, 1> >", "Array<char**, 1> >", 1)
+    return analyze(
         [
             step(1, 0, 100),
             op("aten::fill_", 1, 10),
@@ -664,6 +661,14 @@ def test_an_exact_cuda_kernel_name_is_no_glob():
             kernel(other, 50, 5, corr=2),
         ]
     )
+
+
+def test_an_exact_cuda_kernel_name_is_no_glob():
+    """A CUDA kernel's C++ name holds pointers (`char*`; 103 of the 213 kernel names in the shared
+    A100 and MI250 traces): taken for a glob, a typo of one asserted absent passed forever, and the
+    name matched other kernels its `*` spanned. The name of a kernel that ran matches it alone; a
+    doubled letter fails naming the kernel that ran."""
+    profile = cuda_fill_profile()
     typo = CUDA_FILL.replace("vectorized", "vectorizzed")
     failure = assertions.kernel_count(typo, 0)(profile)
     assert failure is not None and f"no kernel of that name ran, but {CUDA_FILL} did: a typo of it" in failure
@@ -671,3 +676,20 @@ def test_an_exact_cuda_kernel_name_is_no_glob():
     assert assertions.kernel_count(CUDA_FILL, 1)(profile) is None
     assert len(profile.match_kernels("*FillFunctor*")) == 2
     assert assertions.kernel_count(typo + "*", 0)(profile) is None  # a glob, taken as written
+    # the name of a kernel that did not run is a glob: its `*` span what they span, the failure names it
+    absent = CUDA_FILL.replace("Array<char*, 1>)", "Array<char*, 1>, int*)")
+    assert profile.match_kernels(absent) == [] and assertions.kernel_count(absent, 0)(profile) is None
+
+
+def test_a_wildcard_where_a_pointer_could_stand_is_a_wildcard():
+    """A review: `CUDAFunctor_*>` in place of a template argument is a user's glob, though its `*`
+    sits where a pointer's could: it matches the kernels it spans (read as an exact name it
+    matched none, and `n=0` passed forever)."""
+    add, mul = "void k<CUDAFunctor_add<float> >(int)", "void k<CUDAFunctor_mul<float> >(int)"
+    profile = analyze(
+        [step(1, 0, 100), op("aten::add", 1, 10), launch(2, corr=1), kernel(add, 20, 5, corr=1)]
+        + [op("aten::mul", 30, 10), launch(31, corr=2), kernel(mul, 50, 5, corr=2)]
+    )
+    spanning = "void k<CUDAFunctor_*> >(int)"
+    assert sorted(k.name for k in profile.match_kernels(spanning)) == [add, mul]
+    assert assertions.kernel_count(spanning, 0)(profile).startswith("void k<CUDAFunctor_*> >(int): 2 launches/step")

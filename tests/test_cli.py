@@ -178,6 +178,21 @@ def test_an_op_glob_matching_nothing_is_quoted_so_it_reads(capsys, small_trace, 
     assert fragment in err and err.count("\n") == 1 and len(err) < 300
 
 
+def test_op_naming_a_cuda_kernel_selects_that_kernel_alone(capsys, tmp_path):
+    """`--op` given a kernel's C++ name: its pointers' `*` span no other kernel's name (`char*`
+    matched `char**`), as in the assertions; a glob still spans them."""
+    fill = "void k<float, Array<char*, 1> >(int, Array<char*, 1>)"
+    other = fill.replace("<char*", "<char**", 1)
+    events = [step(1, 0, 100), op("aten::fill_", 1, 10), launch(2, corr=1), kernel(fill, 20, 5, corr=1)]
+    events += [op("aten::zero_", 30, 10), launch(31, corr=2), kernel(other, 50, 5, corr=2)]
+    path = tmp_path / "pointers.json"
+    write_trace(path, events, {})
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--op", fill)
+    assert [k["name"] for k in json.loads(out)["kernels"]] == [fill]
+    _, out, _ = run_cli(capsys, "analyze", str(path), "--json", "--op", "void k<float, *")
+    assert sorted(k["name"] for k in json.loads(out)["kernels"]) == sorted([fill, other])
+
+
 def test_an_op_glob_error_cuts_long_names_and_reads_a_cut_name(capsys, tmp_path):
     """The closest names an --op error offers are cut to 60 characters (a kernel's ran to 5,000);
     a name copied from a table, which ends in …, gets the glob to give instead."""

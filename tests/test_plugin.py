@@ -174,7 +174,18 @@ def test_plugin_can_be_disabled(pytester):
             ["--opprof-top", "3"],
             "addopts = --opprof-top many",
             "--opprof-top: 'many' is not a whole number >= 1 (from addopts in tox.ini, which a later --opprof-top "
-            "overrides in this run only)",
+            "overrides)",
+        ),
+        # a flag whose value is optional takes the next argument, as argparse does (a review's passed)
+        (
+            ["--opprof-update-baseline=all"],
+            "addopts = --opprof-update-baseline bogus",
+            "--opprof-update-baseline: 'bogus' is not 'changed' (the default), 'all', or true/false (from addopts",
+        ),
+        (
+            ["--opprof-top=6", "-o", "addopts=--opprof-top=many"],
+            "",
+            "'many' is not a whole number >= 1 (from -o addopts,",
         ),
         (
             ["--opprof-update-baseline"],
@@ -1738,6 +1749,11 @@ def test_a_bad_value_in_pytest_addopts_a_later_flag_overrides_is_refused(pyteste
     )
     monkeypatch.setenv("PYTEST_ADDOPTS", "--opprof-tolerance=30% --opprof-top 2")  # good values: no word
     assert run(pytester, "--opprof-tolerance=20%", "--opprof-top=4").ret == pytest.ExitCode.OK
+    monkeypatch.setenv(
+        "PYTEST_ADDOPTS",
+        "--opprof-update-baseline test_a_bad_value_in_pytest_addopts_a_later_flag_overrides_is_refused.py",
+    )
+    assert run(pytester, "--opprof-update-baseline=all").ret == pytest.ExitCode.OK  # a test path after it: no value
 
 
 def test_top_option_from_cli_and_ini(project):

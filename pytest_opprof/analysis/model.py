@@ -17,7 +17,7 @@ from typing import Any
 from ..chrome import write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
 from ..events import Event, EventTable, freeze, printable_name, without_overload
-from ..opnames import is_kernel_glob, profiler_spelling
+from ..opnames import as_written, profiler_spelling
 from ..tables import profile_tables
 from ..units import ns_to_ms
 
@@ -868,7 +868,8 @@ class Profile:
         name matches one of `patterns` (exact or glob), plus the kernels and graph replays a
         matched op launched, or an op that ran only inside matched ones. Totals, timeline and
         checks stay those of the whole measurement."""
-        patterns = tuple(printable_name(p) for p in patterns)
+        names = (x.name for rows in (self.ops, self.kernels, self.memory_ops, self.runtime, self.ranges) for x in rows)
+        patterns = as_written((printable_name(p) for p in patterns), names)
         ops = tuple(op for op in self.ops if selected(op.name, patterns))
         kept = {op.name for op in ops}
         kept |= self._ran_inside(kept)  # conv2d's kernels are launched by the cudnn_convolution in it
@@ -1004,14 +1005,15 @@ class Profile:
 
     def match_kernels(self, pattern: str) -> list[KernelRow]:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
-        `pattern` (a name whose only `*` are C++ pointers, `Array<char*, 1>`, is exact); an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
+        `pattern` (the name of a kernel that ran matches that kernel alone, its C++ pointers'
+        `*` no wildcards: opnames.as_written); an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
         matches its stable name (`cpp_fused_gelu_0`)."""
         pattern = printable_name(validate_name(pattern, "kernel"))
         numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
         pattern = numbered.group(1) if numbered else pattern
-        if not is_kernel_glob(pattern):  # an exact C++ name: its pointers' `*` match no other kernel
-            return [k for k in self.kernel_rows() if k.name == pattern]
-        return [k for k in self.kernel_rows() if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
+        rows = self.kernel_rows()
+        (pattern,) = as_written((pattern,), (k.name for k in rows))  # a name that ran: its pointers no wildcards
+        return [k for k in rows if k.name == pattern or fnmatch.fnmatchcase(k.name, pattern)]
 
     # -- output ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
