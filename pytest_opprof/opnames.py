@@ -35,7 +35,8 @@ _POINTER = re.compile(r"(?<=[\w>)])\*+(?=[\s,>)&])")
 def is_kernel_glob(pattern: str) -> bool:
     """is_glob for a kernel's name, whose C++ pointers are no wildcards: an exact CUDA name
     (`...Array<char*, 1>)`) asserted absent is checked for typos (a trial's doubled letter in one
-    passed forever, taken for a glob). A `*` at either end, or beside `_`, is one."""
+    passed forever, taken for a glob). A `*` after a name, `>` or `)` and before a space, `,`,
+    `>`, `)` or `&` is a pointer's; any other is a wildcard."""
     return is_glob(_POINTER.sub("", pattern))
 
 

@@ -102,7 +102,8 @@ def _read_ini(config: pytest.Config, option: Option) -> tuple[object, str] | Non
 
 def refuse_shadowed_ini(config: pytest.Config) -> None:
     """An ini value that a flag overrides in this run is judged all the same: it holds in the next
-    run without the flag (a contract trial's `opprof_top = many` passed beside `--opprof-top=3`)."""
+    run without the flag (a contract trial's `opprof_top = many` passed beside `--opprof-top=3`);
+    so is a flag's value in addopts or PYTEST_ADDOPTS that a later one overrides."""
     for option in OPTIONS:
         if config.getoption(dest(option)) is None:
             continue

@@ -1006,8 +1006,8 @@ class Profile:
     def match_kernels(self, pattern: str) -> list[KernelRow]:
         """Kernels (device kernels and Inductor CPU kernels) whose name equals or glob-matches
         `pattern` (the name of a kernel that ran matches that kernel alone, its C++ pointers'
-        `*` no wildcards: opnames.as_written); an Inductor CPU kernel's name as Inductor gives it (`graph_0_cpp_fused_gelu_0`)
-        matches its stable name (`cpp_fused_gelu_0`)."""
+        `*` no wildcards: opnames.as_written); an Inductor CPU kernel's name as Inductor gives
+        it (`graph_0_cpp_fused_gelu_0`) matches its stable name (`cpp_fused_gelu_0`)."""
         pattern = printable_name(validate_name(pattern, "kernel"))
         numbered = GRAPH_NUMBERED_KERNEL.match(pattern)
         pattern = numbered.group(1) if numbered else pattern
