@@ -116,8 +116,9 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
         except ValueError as exc:
             overridden = f"{option.ini} in {source}, which the command line overrides in this run only"
             raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
+    standing = _standing_args(config)
     for option in OPTIONS:
-        for raw, source in _standing_values(config, option):
+        for raw, source in _standing_values(config, option, standing):
             try:
                 option.parse(raw)
             except ValueError as exc:
@@ -125,7 +126,17 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
                 raise pytest.UsageError(bad_option(option.flag, raw, str(exc), overridden)) from None
 
 
-def _standing_values(config: pytest.Config, option: Option) -> list[tuple[str, str]]:
+def _standing_args(config: pytest.Config) -> tuple[tuple[str, list[str]], ...]:
+    """The arguments pytest adds before the command line's, with where they are written."""
+    return (
+        ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
+        (_addopts_source(config), list(config.getini("addopts"))),
+    )
+
+
+def _standing_values(
+    config: pytest.Config, option: Option, standing: tuple[tuple[str, list[str]], ...]
+) -> list[tuple[str, str]]:
     """A flag's values in PYTEST_ADDOPTS and the ini file's addopts, with where each is: judged as
     the one that holds is, for the run without the later flag (a trial's `addopts = --opprof-top
     many` passed while its command line gave --opprof-top). `--flag=value` and `--flag value`; a
@@ -134,11 +145,7 @@ def _standing_values(config: pytest.Config, option: Option) -> list[tuple[str, s
     if option.metavar is None:
         return []
     found = []
-    sources = (
-        ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
-        (_addopts_source(config), config.getini("addopts")),
-    )
-    for source, args in sources:
+    for source, args in standing:
         for arg, after in zip(args, [*args[1:], None]):
             if arg.startswith(f"{option.flag}="):
                 found.append((arg.split("=", 1)[1], source))
