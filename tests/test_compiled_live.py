@@ -85,26 +85,40 @@ def compiled_project(pytester, monkeypatch):
     return pytester
 
 
-def test_baselines_of_compiled_models_pass_under_any_selection_and_order(compiled_project, monkeypatch):
-    """Recorded on the whole file, the baselines pass under -k (the model gets another Dynamo
-    frame number, and with a cold Inductor cache, as on a fresh CI runner, its kernels another
-    graph number) and in reversed order; a graph break added to the model is a structure verdict."""
-    p = compiled_project
+def record_order_tests(p: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> list[bytes]:
+    """Record test_order.py's baselines in a fresh process with a cold Inductor cache of its own;
+    the baseline files' bytes, sorted."""
     p.makepyfile(test_order=ORDER_TESTS.format(graph_break=False))
     p.makeconftest("import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(p.path / "cache-recorded"))
-    run(p, "--opprof-update-baseline", "--opprof-device-key=cpu").assert_outcomes(passed=2)
-    written = sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json"))
+    run(p, "--opprof-update-baseline", "--opprof-device-key=cpu", *args).assert_outcomes(passed=2 - len(args) // 2)
+    return sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json"))
+
+
+def test_baselines_of_compiled_models_pass_under_another_selection_and_order(compiled_project, monkeypatch):
+    """Recorded on the whole file, the baselines pass when test_b runs first (selected by node
+    id, as -k or a rerun of one failure does): its model gets another Dynamo frame number and,
+    with a cold Inductor cache, as on a fresh CI runner, its kernels another graph number. The
+    files are left as they were. (A split of one test that ran 90 s: xdist runs the halves side
+    by side.)"""
+    written = record_order_tests(compiled_project, monkeypatch)
     assert b"Torch-Compiled Region" in written[0] + written[1] and b"Region: " not in written[0] + written[1]
     assert b"graph_" not in written[0] + written[1] and b"cpp_fused" in written[0] + written[1]
-    for i, args in enumerate((["-k", "test_b"], ["test_order.py::test_b", "test_order.py::test_a"])):
-        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(p.path / f"cache-{i}"))  # cold: numbers start again
-        result = run(p, "--opprof", "--opprof-device-key=cpu", *args)
-        result.assert_outcomes(passed=2 if len(args) == 2 and "::" in args[0] else 1)
-        assert "structure changed" not in result.stdout.str()
-    assert sorted(f.read_bytes() for f in (p.path / ".opprof").rglob("*.json")) == written
-    p.makepyfile(test_order=ORDER_TESTS.format(graph_break=True))
-    result = run(p, "--opprof", "--opprof-device-key=cpu", "-k", "test_a")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(compiled_project.path / "cache-cold"))  # numbers start again
+    result = run(
+        compiled_project, "--opprof", "--opprof-device-key=cpu", "test_order.py::test_b", "test_order.py::test_a"
+    )
+    result.assert_outcomes(passed=2)
+    assert "structure changed" not in result.stdout.str()
+    assert sorted(f.read_bytes() for f in (compiled_project.path / ".opprof").rglob("*.json")) == written
+
+
+def test_a_graph_break_added_to_a_compiled_model_is_a_structure_verdict(compiled_project, monkeypatch):
+    """The same model recorded whole, then run with a graph break: two compiled regions where
+    there was one, a structure failure naming the region."""
+    record_order_tests(compiled_project, monkeypatch, "-k", "test_a")
+    compiled_project.makepyfile(test_order=ORDER_TESTS.format(graph_break=True))
+    result = run(compiled_project, "--opprof", "--opprof-device-key=cpu", "-k", "test_a")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Torch-Compiled Region*1 -> 2*"])
 
