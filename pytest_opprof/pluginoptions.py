@@ -127,7 +127,8 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
 
 
 def _standing_args(config: pytest.Config) -> tuple[tuple[str, list[str]], ...]:
-    """The arguments pytest adds before the command line's, with where they are written."""
+    """The arguments pytest adds before the command line's, with where they are written
+    (pytest reads the ini file's addopts first, then PYTEST_ADDOPTS)."""
     return (
         ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
         (_addopts_source(config), list(config.getini("addopts"))),
@@ -188,15 +189,18 @@ def _in_ini_file(config: pytest.Config, name: str) -> bool:
 
 
 def _flag_source(config: pytest.Config, flag: str) -> str:
-    """Where a flag pytest parsed came from: the command line, or what pytest adds to it
-    (PYTEST_ADDOPTS, an ini file's addopts): a standing choice the person running does not see."""
-    if _names(config.invocation_params.args, flag):
-        return "command line"
-    if _names(shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), flag):
-        return "PYTEST_ADDOPTS"
-    if _names(config.getini("addopts"), flag):
-        return _addopts_source(config)
-    return "command line"
+    """Where the value pytest parsed for a flag came from: the command line, or what pytest adds
+    before it (an ini file's addopts, PYTEST_ADDOPTS): a standing choice the person running does
+    not see. The last argument naming the flag holds, in pytest's order, up to a -h/--help, where
+    pytest stops reading (`pytest --help --opprof-top 5` holds addopts' value)."""
+    source = "command line"
+    for where, args in (*reversed(_standing_args(config)), ("command line", list(config.invocation_params.args))):
+        for arg in args:
+            if arg in ("-h", "--help"):
+                return source
+            if _names((arg,), flag):
+                source = where
+    return source
 
 
 def _names(args: Iterable[str], flag: str) -> bool:

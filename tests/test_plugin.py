@@ -192,6 +192,12 @@ def test_plugin_can_be_disabled(pytester):
             "addopts = --opprof-update-baseline=sometimes",
             "--opprof-update-baseline: 'sometimes' is not 'changed' (the default), 'all', or true/false (from addopts",
         ),
+        # pytest stops reading at --help: addopts' value holds, named as addopts' (had said "command line")
+        (
+            ["--help", "--opprof-top", "5"],
+            "addopts = --opprof-top many",
+            "--opprof-top: 'many' is not a whole number >= 1 (from addopts in tox.ini)",
+        ),
         # a value in addopts the command line does not override is the one that holds: judged as that
         (
             [],
