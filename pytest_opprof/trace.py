@@ -8,6 +8,7 @@ resolution of 0.25 us, and we promise nanoseconds.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -174,20 +175,68 @@ MAX_GZIP_RATIO = 100  # traces compress 7-25x (the shared A100/MI250/CPU traces,
 
 def _check_json_text(path: Path, chunk: bytes, first: bool) -> None:
     """JSON text holds no NUL byte and a trace opens with `{` or `[`."""
-    opening = chunk.lstrip()[:1]
+    opening = (chunk.removeprefix(codecs.BOM_UTF8) if first else chunk).lstrip()[:1]  # json.loads takes a BOM
     if b"\0" in chunk or (first and opening not in (b"{", b"[", b"")):
         raise TraceError(bad_trace(path, "not a JSON trace inside the gzip"))
 
 
-def _int_id(value: object, names: dict[object, int]) -> int:
-    """pid/tid/stream as an int; string ids ("stream 7", "Spans") get stable negative ids."""
+class _Ids:
+    """The ids of a trace's pids, tids, devices and streams. A number is itself, as is its text
+    (`"1"`, and `1.0`, which the reader keeps as text: thread 1); a fraction (`1.5`) is no id; a name
+    (`"stream 7"`, `"Spans"`) gets a stable negative id that no number of the trace is (a name's -2
+    had merged with a thread numbered -2)."""
+
+    def __init__(self, columns: tuple[list[Any], ...], args: list[Any]) -> None:
+        self._columns, self._args = columns, args
+        self._names: dict[str, int] = {}
+        self._numbers: set[int] | None = None  # the trace's numeric ids, read at its first name
+        self._next = -2  # -1 is a host event's device (NO_DEVICE)
+
+    def __call__(self, value: object) -> int:
+        number = _number_id(value)
+        if number is not None:
+            return number
+        if not isinstance(value, str):
+            raise ValueError(f"{shown_value(value)} is not a number or a name")
+        if value not in self._names:
+            numbers = self._numbers = self._numbers if self._numbers is not None else self._numeric_ids()
+            while self._next in numbers:
+                self._next -= 1
+            self._names[value] = self._next
+            self._next -= 1
+        return self._names[value]
+
+    def _numeric_ids(self) -> set[int]:
+        values = [v for column in self._columns for v in column]
+        values += [a.get(key) for a in self._args if a is not None for key in ("device", "stream")]
+        return {n for n in map(_number_id_or_none, values) if n is not None}
+
+
+_FRACTION_ID = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")
+
+
+def _number_id(value: object) -> int | None:
+    """An id written as a number: an int, its text, or a number the reader kept as text (`1.0`,
+    `1e3`) that is whole; None for a name. A fraction is no id (ValueError)."""
     if type(value) is int:
         return value
-    if isinstance(value, str) and value.isascii() and value.lstrip("-").isdigit() and len(value) < 20:
-        return int(value)
-    if not isinstance(value, str):
-        raise ValueError(f"{shown_value(value)} is not a number or a name")
-    return names.setdefault(value, -2 - len(names))
+    if not isinstance(value, str) or not value.isascii() or len(value) > 64:
+        return None
+    if value.lstrip("-").isdigit():
+        return int(value) if len(value) < 20 else None
+    if _FRACTION_ID.fullmatch(value) is None:
+        return None
+    number = Decimal(value)
+    if number != number.to_integral_value() or abs(number) >= _INT64:
+        raise ValueError(f"{value} is not a whole number or a name")
+    return int(number)
+
+
+def _number_id_or_none(value: object) -> int | None:
+    try:
+        return _number_id(value)
+    except ValueError:
+        return None
 
 
 _MISSING = object()
@@ -369,11 +418,11 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
     starts = _ns_column(ts, names, "ts", source)
     durs = _ns_column(dur, names, "dur", source)
     _check_ends(starts, durs, names, source)
-    ids: dict[object, int] = {}
+    ids = _Ids((pids, tids), kept_args)
     for column, what in ((pids, "pid"), (tids, "tid")):
         if not set(map(type, column)) <= {int}:
             try:
-                column[:] = [v if type(v) is int else _int_id(v, ids) for v in column]
+                column[:] = [v if type(v) is int else ids(v) for v in column]
             except ValueError as exc:
                 raise TraceError(bad_trace(source, f"a complete event's '{what}': {exc}")) from None
     for column, what in ((corrs, "correlation"), (exts, "External id")):
@@ -424,7 +473,7 @@ class _ArgColumns:
 
     def take(
         self, i: int, kind: str, a: dict[str, Any], pid: Any, tid: Any, corr: int, names: list[Any],
-        ids: dict[object, int], source: str,
+        ids: _Ids, source: str,
     ) -> None:  # fmt: skip
         if kind is CPU_OP:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
@@ -437,8 +486,8 @@ class _ArgColumns:
             return
         device, stream = a.get("device", pid), a.get("stream", tid)
         try:
-            self.devices[i] = device if type(device) is int else _int_id(device, ids)
-            self.streams[i] = stream if type(stream) is int else _int_id(stream, ids)
+            self.devices[i] = device if type(device) is int else ids(device)
+            self.streams[i] = stream if type(stream) is int else ids(stream)
         except ValueError as exc:
             raise TraceError(
                 bad_trace(source, f"complete event {i} ({shown_value(names[i])}): device or stream {exc}")
@@ -585,7 +634,7 @@ def _other_threads(value: object) -> tuple[OtherThread, ...]:
 def _other_thread(item: dict[str, Any]) -> OtherThread | None:
     name, cpu, count, worked = item.get("name"), item.get("cpu_ms"), item.get("count", 1), item.get("given_work", True)
     cpu_ms = None if cpu is None else _milliseconds(cpu)
-    if not isinstance(name, str) or (cpu is not None and cpu_ms is None) or worked not in (True, False):
+    if not isinstance(name, str) or (cpu is not None and cpu_ms is None) or type(worked) is not bool:
         return None
     counted = _positive_int(count)
     return OtherThread(name, cpu_ms, counted, worked) if counted is not None and counted <= MAX_COUNT else None
