@@ -452,13 +452,14 @@ def test_from_profiler_of_an_accumulating_schedule_says_it_holds_the_last_cycle(
         steps(prof)
     assert [c.op("aten::mm").calls_per_step.samples for c in cycles] == [(3, 4), (7, 8)]
     assert not [c for p in cycles for c in p.checks if c.name == "cycles"]
-    cut = torch.profiler.schedule(wait=0, warmup=0, active=2)  # stopped inside its second cycle
-    with torch.profiler.profile(activities=cpu, schedule=cut, acc_events=True) as prof:
-        for i in range(3):
-            for _ in range(i + 1):
-                torch.mm(a, a)
-            prof.step()
-    assert [c.name for c in from_profiler(prof).checks if c.name == "cycles"] == ["cycles"]
+    for active, steps_run in ((2, 3), (3, 4)):  # stopped inside its second cycle: at its last step, at another
+        cut = torch.profiler.schedule(wait=0, warmup=0, active=active)
+        with torch.profiler.profile(activities=cpu, schedule=cut, acc_events=True) as prof:
+            for i in range(steps_run):
+                for _ in range(i + 1):
+                    torch.mm(a, a)
+                prof.step()
+        assert [c.name for c in from_profiler(prof).checks if c.name == "cycles"] == ["cycles"], active
 
 
 def test_profiler_already_running_is_one_clear_error():
