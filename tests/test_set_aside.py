@@ -57,6 +57,56 @@ def test_a_step_that_goes_on_after_set_aside_work_keeps_its_end():
     assert profile.wall_ms == 0.100 and [o.name for o in profile.ops] == ["aten::add"]
 
 
+def test_without_spans_keeps_the_end_threads_of_the_ops_it_keeps():
+    """An op whose end another thread recorded (a TorchScript fork) keeps that mark, at its new
+    row, when set-aside work before it is left out (mutants: the remap in without_spans dropped or
+    inverted); a dropped op's mark goes with it."""
+    events = [
+        step(1, 0, 100),
+        annotation(ASIDE, 5, 10),
+        op("aten::item", 6, 2),  # left out, and its mark with it
+        op("forward", 20, 50),  # ends on thread 3
+        op("aten::linear", 25, 10),
+    ]
+    table = EventTable.from_events(events)
+    table.end_threads = {2: 3, 3: 3}
+    left = without_spans(table, ASIDE)
+    assert left.name == ["ProfilerStep#1", "forward", "aten::linear"]
+    assert left.end_threads == {1: 3}
+
+
+def test_a_step_ending_in_set_aside_work_is_trimmed_whatever_runs_on_other_threads_or_the_device():
+    """The step's own last host work decides where its tail starts: a kernel still running on the
+    device, or another thread's op, after the message began does not keep the message in the
+    step (mutant: `and` -> `or` in _trim_tails' filter of the step's own events)."""
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 1, 10),
+        annotation(ASIDE, 40, 55),
+        op("aten::item", 41, 5),
+        kernel("gemm", 45, 20),  # launched by aten::mm, still running
+        op("aten::add", 50, 5, tid=2),  # another thread
+    ]
+    table = kept(events, "ProfilerStep#")
+    (marker,) = [e for e in table if e.name == "ProfilerStep#1"]
+    assert marker.dur_ns == 40_000
+    assert analyze(table).wall_ms == 0.040
+
+
+def test_set_aside_spans_nested_in_a_later_one_are_merged_into_it():
+    """Three set-aside spans, the third inside the second: an op after the nested one ends but
+    inside the outer one is set aside too (mutant: merged against the first span's end)."""
+    events = [
+        step(1, 0, 200),
+        annotation(ASIDE, 5, 5),
+        annotation(ASIDE, 20, 50),
+        annotation(ASIDE, 30, 5),
+        op("aten::item", 40, 2),
+        op("aten::mm", 80, 5),
+    ]
+    assert [e.name for e in kept(events)] == ["ProfilerStep#1", "aten::mm"]
+
+
 def test_a_caught_failure_then_a_last_one_trims_at_the_last_message():
     """A test that caught a failed assert, went on, and failed another (a review: the step kept
     28 ms of reprs against 0.5 ms of its own ops): the last message is trimmed; the earlier

@@ -127,28 +127,6 @@ def test_a_cpu_wait_of_zero_is_no_contention(tmp_path):
     assert "while" not in checks["overhead"].message  # not blamed on other load
 
 
-def test_without_spans_keeps_the_end_threads_of_the_ops_it_keeps():
-    """An op whose end another thread recorded (a TorchScript fork) keeps that mark, at its new
-    row, when set-aside work before it is left out (mutants: the remap in without_spans dropped or
-    inverted); a dropped op's mark goes with it."""
-    from builders import annotation
-
-    from pytest_opprof.events import EventTable, without_spans
-
-    events = [
-        step(1, 0, 100),
-        annotation("opprof::set_aside", 5, 10),
-        op("aten::item", 6, 2),  # left out, and its mark with it
-        op("forward", 20, 50),  # ends on thread 3
-        op("aten::linear", 25, 10),
-    ]
-    table = EventTable.from_events(events)
-    table.end_threads = {2: 3, 3: 3}
-    kept = without_spans(table, "opprof::set_aside")
-    assert kept.name == ["ProfilerStep#1", "forward", "aten::linear"]
-    assert kept.end_threads == {1: 3}
-
-
 def test_from_profiler_reads_torchs_autograd_profiler():
     """torch.autograd.profiler.profile has no schedule: one that recorded nothing is a profile of no
     ops, and one with acc_events=True is read as any (mutants: the `None` of _schedule_run and
@@ -355,50 +333,6 @@ def test_an_events_kind_says_whether_it_is_device_work():
         False, False, True, True,
     ]  # fmt: skip
     assert (kind_of("gpu_memset"), kind_of("python_function"), kind_of("fwdbwd")) == ("memset", "python", "other")
-
-
-def _kept(events, trimmed=""):
-    from pytest_opprof.events import EventTable, without_spans
-
-    return without_spans(EventTable.from_events(events), "opprof::set_aside", trimmed).to_events()
-
-
-def test_a_step_ending_in_set_aside_work_is_trimmed_whatever_runs_on_other_threads_or_the_device():
-    """The step's own last host work decides where its tail starts: a kernel still running on the
-    device, or another thread's op, after the message began does not keep the message in the
-    step (mutant: `and` -> `or` in _trim_tails' filter of the step's own events)."""
-    from builders import annotation, kernel
-
-    from pytest_opprof.analysis import analyze
-
-    events = [
-        step(1, 0, 100),
-        op("aten::mm", 1, 10),
-        annotation("opprof::set_aside", 40, 55),
-        op("aten::item", 41, 5),
-        kernel("gemm", 45, 20),  # launched by aten::mm, still running
-        op("aten::add", 50, 5, tid=2),  # another thread
-    ]
-    table = _kept(events, "ProfilerStep#")
-    (marker,) = [e for e in table if e.name == "ProfilerStep#1"]
-    assert marker.dur_ns == 40_000
-    assert analyze(table).wall_ms == 0.040
-
-
-def test_set_aside_spans_nested_in_a_later_one_are_merged_into_it():
-    """Three set-aside spans, the third inside the second: an op after the nested one ends but
-    inside the outer one is set aside too (mutant: merged against the first span's end)."""
-    from builders import annotation
-
-    events = [
-        step(1, 0, 200),
-        annotation("opprof::set_aside", 5, 5),
-        annotation("opprof::set_aside", 20, 50),
-        annotation("opprof::set_aside", 30, 5),
-        op("aten::item", 40, 2),
-        op("aten::mm", 80, 5),
-    ]
-    assert [e.name for e in _kept(events)] == ["ProfilerStep#1", "aten::mm"]
 
 
 def test_a_utf8_byte_order_mark_is_read_gzipped_or_not(tmp_path):
