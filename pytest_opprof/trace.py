@@ -228,7 +228,7 @@ def _number_id(value: object) -> int | None:
         return None
     number = Decimal(value)
     if number != number.to_integral_value() or abs(number) >= _INT64:
-        raise ValueError(f"{value} is not a whole number or a name")
+        raise ValueError(f"{value} is not a whole number below 2**63 nor a name")
     return int(number)
 
 

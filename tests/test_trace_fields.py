@@ -373,13 +373,24 @@ def test_a_whole_number_written_as_a_decimal_is_that_thread(tmp_path, written, r
     assert [e.tid for e in read_trace(tmp_path / "t.json").events] == [read]
 
 
-@pytest.mark.parametrize(("field", "message"), [("tid", r"a complete event's 'tid': 1.5 is not a whole number or a name"),
-                                                 ("stream", r"device or stream 1.5 is not a whole number or a name")])  # fmt: skip
-def test_a_fraction_is_no_thread_nor_stream(tmp_path, field, message):
-    """A fraction as a thread or stream id names the field and the value (it was taken as a name)."""
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tid", "1.5", r"a complete event's 'tid': 1.5 is not a whole number below 2\*\*63 nor a name"),
+        ("stream", "1.5", r"device or stream 1.5 is not a whole number below 2\*\*63 nor a name"),
+        ("tid", "1e30", r"a complete event's 'tid': 1e30 is not a whole number below 2\*\*63 nor a name"),
+    ],
+)
+def test_a_fraction_is_no_thread_nor_stream(tmp_path, field, value, message):
+    """A fraction (or a number past int64) as a thread or stream id names the field and the value
+    (it was taken as a name)."""
     events = mm_with_kernel({"device": 0, "stream": 0})
     text = json.dumps({"traceEvents": events})
-    text = text.replace('"tid": 7', '"tid": 1.5') if field == "tid" else text.replace('"stream": 0', '"stream": 1.5')
+    text = (
+        text.replace('"tid": 7', f'"tid": {value}')
+        if field == "tid"
+        else text.replace('"stream": 0', f'"stream": {value}')
+    )
     (tmp_path / "t.json").write_text(text)
     with pytest.raises(TraceError, match=message):
         read_trace(tmp_path / "t.json")
