@@ -1,11 +1,14 @@
 """The `opprof` command.
 
-    opprof analyze TRACE [--json|--csv|--markdown] [--top N]  tables (or JSON, CSV) for a Kineto/Chrome trace
-    opprof show PATH [--json|--markdown] [--top N]          a baseline file or folder as tables
+    opprof analyze TRACE [--json|--csv|--markdown] [--top N] [--op GLOB ...]
+                                                 tables (or JSON, CSV) for a Kineto/Chrome trace
+    opprof show PATH [--json|--markdown] [--top N] [--op GLOB ...]
+                                                 a baseline file or folder as tables
     opprof mv FILE NODEID                        a renamed or moved test keeps its baseline
     opprof compare A B [--json|--markdown] [--tolerance PCT] [--min-delta-ms MS] [--stat median|min] [--top N]
-                       [--fail-on KINDS]         two baseline folders, or two traces/baseline files
-    each also takes --op GLOB (repeatable): only the ops (kernels, memory ops...) it matches
+                       [--op GLOB ...] [--fail-on KINDS]
+                                                 two baseline folders, or two traces/baseline files
+    --op GLOB (repeatable): only the ops (kernels, memory ops...) it matches
 
 Exit codes: 0 fine, 1 a regression found (compare: B worse than A in a --fail-on kind, time by default), 2 bad
 input (one line on stderr).
