@@ -408,6 +408,14 @@ def test_from_profiler_after_a_cycle_torch_cleared_says_why_nothing_is_left(acc_
         assert str(info.value) == profiler_cycle_cleared(4)
         assert "repeat=1" in str(info.value) and "on_trace_ready" in str(info.value)
         assert "acc_events=True" not in str(info.value)
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=3)  # two cycles: the last one's end is named
+    with torch.profiler.profile(activities=cpu, schedule=schedule, acc_events=acc_events) as prof:
+        for _ in range(8):
+            torch.mm(a, a)
+            prof.step()
+    with pytest.raises(CaptureError) as info:
+        from_profiler(prof)
+    assert str(info.value) == profiler_cycle_cleared(8)
 
 
 @pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
