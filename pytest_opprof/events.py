@@ -90,11 +90,6 @@ class Event(NamedTuple):
         return self.kind in DEVICE_KINDS
 
 
-def kind_of(category: str) -> str:
-    """The event kind for a Kineto category / activity type; OTHER when unknown."""
-    return KIND_OF_CATEGORY.get(category, OTHER)
-
-
 def freeze(value: object) -> object:
     """Nested lists (the input dims of a tensor list) as nested tuples: hashable, comparable."""
     return tuple(map(freeze, value)) if isinstance(value, (list, tuple)) else value

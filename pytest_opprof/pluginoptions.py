@@ -127,12 +127,18 @@ def refuse_shadowed_ini(config: pytest.Config) -> None:
 
 
 def _standing_args(config: pytest.Config) -> tuple[tuple[str, list[str]], ...]:
-    """The arguments pytest adds before the command line's, with where they are written
-    (pytest reads the ini file's addopts first, then PYTEST_ADDOPTS)."""
-    return (
-        ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
-        (_addopts_source(config), list(config.getini("addopts"))),
-    )
+    """The arguments pytest adds before the command line's, with where they are written, in the
+    order pytest reads them (the ini file's addopts, then PYTEST_ADDOPTS); read once per run."""
+    standing = config.stash.get(_STANDING, None)
+    if standing is None:
+        standing = config.stash[_STANDING] = (
+            (_addopts_source(config), list(config.getini("addopts"))),
+            ("PYTEST_ADDOPTS", shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
+        )
+    return standing
+
+
+_STANDING = pytest.StashKey[tuple[tuple[str, list[str]], ...]]()
 
 
 def _standing_values(
@@ -194,7 +200,7 @@ def _flag_source(config: pytest.Config, flag: str) -> str:
     not see. The last argument naming the flag holds, in pytest's order, up to a -h/--help, where
     pytest stops reading (`pytest --help --opprof-top 5` holds addopts' value)."""
     source = "command line"
-    for where, args in (*reversed(_standing_args(config)), ("command line", list(config.invocation_params.args))):
+    for where, args in (*_standing_args(config), ("command line", list(config.invocation_params.args))):
         for arg in args:
             if arg in ("-h", "--help"):
                 return source

@@ -193,6 +193,8 @@ class _Ids:
         self._next = -2  # -1 is a host event's device (NO_DEVICE)
 
     def __call__(self, value: object) -> int:
+        if isinstance(value, str) and value in self._names:  # a name met before: no parse again
+            return self._names[value]
         number = _number_id(value)
         if number is not None:
             return number

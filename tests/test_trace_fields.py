@@ -324,15 +324,12 @@ def test_a_trace_the_system_will_not_read_is_one_line(tmp_path, monkeypatch):
 
 
 def test_an_events_kind_says_whether_it_is_device_work():
-    """Event.is_device (public: Event is exported) and kind_of: unused by the reader itself."""
+    """Event.is_device (public: Event is exported), unused by the reader itself."""
     from builders import kernel, launch, memcpy
-
-    from pytest_opprof.events import kind_of
 
     assert [e.is_device for e in (op("aten::mm", 0, 1), launch(0, 1), kernel("k", 0, 1), memcpy("m", 0, 1, 8))] == [
         False, False, True, True,
     ]  # fmt: skip
-    assert (kind_of("gpu_memset"), kind_of("python_function"), kind_of("fwdbwd")) == ("memset", "python", "other")
 
 
 def test_a_utf8_byte_order_mark_is_read_gzipped_or_not(tmp_path):
