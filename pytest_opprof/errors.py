@@ -677,7 +677,7 @@ def profiler_cycle_cleared(step: int) -> str:
 def profiler_recorded_nothing(steps: int) -> str:
     return (
         f"from_profiler(): the profiler recorded nothing: its schedule reached no active step in its {steps} "
-        "prof.step() calls; run more steps, or shorten the schedule's wait and warmup (or, if it is still "
+        f"prof.step() call{'' if steps == 1 else 's'}; run more steps, or shorten the schedule's wait and warmup (or, if it is still "
         "running, call from_profiler after the `with profile(...)` block)"
     )
 

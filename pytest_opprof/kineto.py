@@ -243,8 +243,8 @@ def read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> P
         profile = analyze(table, source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
         raise CaptureError(profiler_cycle_cleared(cleared_at))
-    if not profile.ops and _unstepped(prof):
-        raise CaptureError(profiler_never_stepped())
+    if not profile.ops and (steps := _inactive_steps(prof)) is not None:
+        raise CaptureError(profiler_recorded_nothing(steps) if steps else profiler_never_stepped())
     found = (cycles_check(_cycles_kept_last(prof)), copy_bytes_check(_copies_without_metadata(table, results)))
     checks = profile.checks + tuple(check for check in found if check is not None)
     return replace(profile, list_shapes=with_shapes and records_list_shapes(), checks=checks)
@@ -271,19 +271,22 @@ def _no_results(prof: Any) -> str:
     if getattr(prof, "profiler", "") is None and isinstance(steps, int):
         if steps > 0:
             return profiler_recorded_nothing(steps)
-        return profiler_never_stepped() if _unstepped(prof) else profiler_never_started()
+        return profiler_never_stepped() if _inactive_steps(prof) == 0 else profiler_never_started()
     return profiler_not_finished()
 
 
-def _unstepped(prof: Any) -> bool:
-    """A scheduled profiler whose loop called no prof.step() while its schedule waited or warmed
-    up at the first step: it recorded nothing (a trial's loop forgot prof.step() and was told to
-    call from_profiler after the `with` block it had left; with warmup first, it read no ops)."""
+def _inactive_steps(prof: Any) -> int | None:
+    """The prof.step() calls of a scheduled profiler whose schedule reached no active step up to
+    where it stopped (it waited or warmed up throughout: it recorded nothing), else None. A trial's
+    loop forgot prof.step() (0 calls) and was told to call from_profiler after the `with` block it
+    had left; with warmup first it read no ops; a loop stopped in its warm-up read a Profile of no
+    ops and `nothing ran under the profiler`, though its work had run."""
     schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
-    if not callable(schedule) or steps != 0:
-        return False
+    if not callable(schedule) or not isinstance(steps, int):
+        return None
     action = sys.modules["torch"].profiler.ProfilerAction
-    return schedule(0) in (action.NONE, action.WARMUP)
+    idle = (action.NONE, action.WARMUP)
+    return steps if all(schedule(step) in idle for step in range(steps + 1)) else None
 
 
 def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:

@@ -369,6 +369,22 @@ def test_from_profiler_of_a_loop_that_forgot_prof_step_says_so(wait):
         from_profiler(prof)
 
 
+@pytest.mark.parametrize(("wait", "warmup", "steps"), [(1, 1, 1), (0, 3, 2)])
+def test_from_profiler_of_a_loop_stopped_before_its_first_active_step_says_so(wait, warmup, steps):
+    """A loop that stopped while its schedule still waited or warmed up recorded nothing: it read a
+    Profile of no ops and an `events` error saying nothing ran under the profiler, though its work
+    had run. It now says the schedule reached no active step, in how many prof.step() calls."""
+    schedule = torch.profiler.schedule(wait=wait, warmup=warmup, active=2, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+        for _ in range(steps):
+            torch.ones(2).add_(1)
+            prof.step()
+    with pytest.raises(CaptureError) as info:
+        from_profiler(prof)
+    calls = "1 prof.step() call;" if steps == 1 else f"{steps} prof.step() calls;"
+    assert f"recorded nothing: its schedule reached no active step in its {calls} run more steps" in str(info.value)
+
+
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
 def test_from_profiler_of_a_users_loop_has_no_stray_last_step():
     """`for ...: work(); prof.step()` under a schedule: the last prof.step() opens a step the
