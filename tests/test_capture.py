@@ -400,6 +400,19 @@ def test_from_profiler_of_a_users_loop_has_no_stray_last_step():
     assert [c.name for c in profile.checks if c.status != "ok"] == []
 
 
+def test_from_profiler_of_a_cycle_that_ran_no_torch_work_is_not_told_torch_cleared_it():
+    """A cycle saved whole, with the profiler stopped before the next cycle's warm-up began: its
+    steps ran no torch operator, and the events error says so; torch cleared nothing (a warm-up
+    one step after the stop is no new cycle)."""
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=1)  # 0 wait, 1 warm-up, 2 active, 3 wait, 4 ...
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+        for _ in range(3):
+            sum(range(10))
+            prof.step()
+    (events,) = [c for c in from_profiler(prof).checks if c.name == "events"]
+    assert events.status == "error" and "nothing ran under the profiler" in events.message
+
+
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events at the end of each cycle")
 @pytest.mark.parametrize("acc_events", [False, True])
 def test_from_profiler_after_a_cycle_torch_cleared_says_why_nothing_is_left(acc_events):
@@ -649,12 +662,14 @@ def test_measure_of_a_fn_that_returned_its_work_undone_says_so():
 
 
 def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
-    """export_chrome_trace then load_trace reproduces the live profile exactly."""
+    """export_chrome_trace then load_trace reproduces the live profile exactly; the live one's source
+    (the JSON's `source`, a baseline's `capture.source`) is `capture`, the loaded one's its path."""
     model, x = make_mlp()
     live = measure(infer, model, x, warmup=1, steps=3)
     path = tmp_path / "live.json.gz"
     live.export_chrome_trace(str(path))
     loaded = load_trace(path)
+    assert live.to_dict()["source"] == "capture"
     assert loaded.to_dict() == {**live.to_dict(), "source": str(path)}
     assert live.reference_ns > 0 and live.dispatch_reference_ns > 0  # both machine references travel
     assert loaded.threads == live.threads == torch.get_num_threads()  # and the threads they ran on
