@@ -398,6 +398,7 @@ def test_from_profiler_of_a_users_loop_has_no_stray_last_step():
     profile = from_profiler(prof)
     assert profile.op("aten::mm").calls_per_step.samples == (1, 1)
     assert [c.name for c in profile.checks if c.status != "ok"] == []
+    assert not profile.list_shapes  # no record_shapes: no shapes, of lists or else (the JSON's list_shapes)
 
 
 def test_from_profiler_of_a_cycle_that_ran_no_torch_work_is_not_told_torch_cleared_it():
