@@ -281,12 +281,11 @@ def _inactive_steps(prof: Any) -> int | None:
     loop forgot prof.step() (0 calls) and was told to call from_profiler after the `with` block it
     had left; with warmup first it read no ops; a loop stopped in its warm-up read a Profile of no
     ops and `nothing ran under the profiler`, though its work had run."""
-    schedule, steps = getattr(prof, "schedule", None), getattr(prof, "step_num", None)
-    if not callable(schedule) or not isinstance(steps, int):
+    run = _schedule_run(prof)
+    if run is None:
         return None
-    action = sys.modules["torch"].profiler.ProfilerAction
-    idle = (action.NONE, action.WARMUP)
-    return steps if all(schedule(step) in idle for step in range(steps + 1)) else None
+    ends, stopped_inside = run
+    return None if ends or stopped_inside else prof.step_num
 
 
 def _schedule_run(prof: Any) -> tuple[list[int], bool] | None:
