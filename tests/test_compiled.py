@@ -743,3 +743,91 @@ def test_compiled_code_whose_kernels_went_unprofiled_is_warned_of():
     )
     assert unprofiled_kernels_check(analyze([e for n in range(1, 3) for e in compiled_step(n, n * 200)])) is None
     assert unprofiled_kernels_check(analyze([op("aten::addmm", 0, 10)])) is None
+
+
+# -- the summary's edges (mutation trial F: each of these changed a summary and no test noticed) --
+
+
+def test_a_graph_break_is_seen_when_the_broken_region_is_the_captures_first_op():
+    """A step whose first op is the compiled region (no cache lookup recorded before it): the
+    region resumed inside it after a graph break is nested, and says which region it ran in."""
+    events = [
+        step(1, 0, 100),
+        op("Torch-Compiled Region: 0/0", 1, 90),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 5, 30),
+        op("Torch-Compiled Region: 1/0", 40, 40),
+        op(f"## Call CompiledFxGraph {HASH_B} ##", 45, 30),
+    ]
+    profile = analyze(events)
+    outer, inner = profile.compiled.regions
+    assert (outer.nested, outer.inside, inner.nested, inner.inside) == (False, None, True, "0/0")
+    assert no_graph_break()(profile) is not None
+
+
+def test_compiled_code_counts_once_at_its_top_whatever_its_index():
+    """CompiledFunction, the capture's first op, calls the graph: its time is the compiled code's,
+    the graph's inside it not counted again."""
+    events = [
+        step(1, 0, 100),
+        op("CompiledFunction", 1, 50),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 5, 40),
+        op("aten::relu", 60, 10),
+    ]
+    summary = analyze(events).compiled
+    assert summary.compiled_cpu_ns == 50_000
+    assert [(e.name, e.calls, e.cpu_ns) for e in summary.eager] == [("aten::relu", 1, 10_000)]
+
+
+def test_an_aot_wrapper_op_beside_the_graph_call_is_compiled_code_not_eager_work():
+    """A compiled forward under autograd: the region calls CompiledFunction, which runs an
+    aten::detach beside the graph call. Neither is eager work; the compiled code's time is
+    CompiledFunction's, counted once."""
+    events = [
+        step(1, 0, 100),
+        op("Torch-Compiled Region: 0/0", 1, 95),
+        op("CompiledFunction", 5, 85),
+        op("aten::detach", 6, 1),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 10, 70),
+        op("aten::addmm", 11, 30),
+    ]
+    summary = analyze(events).compiled
+    assert summary.eager == () and summary.compiled_cpu_ns == 85_000
+
+
+def test_eager_ops_are_the_outermost_in_the_steps_only():
+    """Before the steps: a setup op and a compilation (step -1, as the JSON says it). In the step,
+    after the compiled region: aten::linear calling aten::addmm is one eager op, the outer one."""
+    events = [
+        op("aten::empty", 0, 5),
+        op("dynamo", 10, 400),
+        annotation("dynamo_data: compile_id=0/0", 11, 1),
+        op("entire_frame_compile", 12, 300),
+        *compiled_step(1, 500),
+        op("aten::linear", 596, 3),
+        op("aten::addmm", 597, 1),
+    ]
+    summary = analyze(events).compiled
+    assert [c.to_dict() for c in summary.compilations] == [{"step": -1, "compile_id": "0/0", "ms": 0.4}]
+    assert [(e.name, e.calls, e.cpu_ns) for e in summary.eager] == [("aten::linear", 1, 3_000)]
+
+
+def test_a_frame_compiled_while_compiling_another_is_one_compilation():
+    """Dynamo compiling a frame inside another's compilation: one compilation, the outer."""
+    events = [
+        step(1, 0, 5000),
+        op("dynamo", 5, 4000),
+        annotation("dynamo_data: compile_id=0/0", 6, 1),
+        op("dynamo", 100, 1000),
+        annotation("dynamo_data: compile_id=1/0", 101, 1),
+        *compiled_step(2, 6000)[0:],
+    ]
+    assert [c.compile_id for c in analyze(events).compiled.compilations] == ["0/0"]
+
+
+def test_a_region_named_without_its_ids_reads_as_frame_minus_one():
+    """A hand-written trace's bare `Torch-Compiled Region` (no `<frame>/<compile>`): read, its
+    ids unknown (-1/-1), no traceback."""
+    events = [step(1, 0, 100), op("Torch-Compiled Region", 1, 90), op(f"## Call CompiledFxGraph {HASH_A} ##", 5, 10)]
+    profile = analyze(events)
+    (region,) = profile.compiled.regions
+    assert (region.frame, region.compile, region.compile_id) == (-1, -1, "-1/-1")

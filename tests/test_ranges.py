@@ -201,3 +201,40 @@ def test_annotations_inside_a_compilation_are_its_stages_not_ranges():
         )
     )
     assert [r.name for r in profile.ranges] == ["blk"]
+
+
+# -- where an op ran, by its ranges (mutation trial F) -------------------------------------------
+
+
+def test_an_op_is_placed_in_the_two_innermost_ranges_around_its_first_call():
+    """Three ranges enclose aten::relu's first call, innermost first and two at most; a range that
+    ended before it, or that starts after it, is not named."""
+    from pytest_opprof import assertions
+
+    events = [
+        step(1, 0, 1000),
+        annotation("before", 5, 10),
+        annotation("outer", 20, 300),
+        annotation("middle", 30, 200),
+        annotation("inner", 40, 100),
+        op("aten::relu", 50, 10),
+        annotation("after", 70, 10),
+        op("aten::relu", 500, 10),
+    ]
+    assert assertions.op_count("aten::relu", 1)(analyze(events)) == (
+        "aten::relu: 2 calls/step, expected 1 (per step: 2; called from Python inside inner <- middle)"
+    )
+
+
+def test_an_annotation_inside_a_compilation_is_no_range_whatever_its_name():
+    """A compiler stage named as no rule of is_range knows (`fx_codegen_and_compile`), inside a
+    `dynamo` compilation, is no range; the same name outside the compilation is one."""
+    profile = analyze(
+        three_steps(
+            op("dynamo", 10, 60),
+            annotation("dynamo_data: compile_id=0/0", 11, 1),
+            annotation("fx_codegen_and_compile", 20, 30),
+            annotation("fx_codegen_and_compile", 80, 5, tid=2),
+        )
+    )
+    assert [(r.name, r.calls) for r in profile.ranges] == [("fx_codegen_and_compile", 1)]
