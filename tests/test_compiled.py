@@ -796,19 +796,21 @@ def test_an_aot_wrapper_op_beside_the_graph_call_is_compiled_code_not_eager_work
 
 def test_eager_ops_are_the_outermost_in_the_steps_only():
     """Before the steps: a setup op and a compilation (step -1, as the JSON says it). In the step,
-    after the compiled region: aten::linear calling aten::addmm is one eager op, the outer one."""
+    after the compiled region: aten::linear calling aten::addmm is one eager op, the outer one;
+    most CPU time first."""
     events = [
         op("aten::empty", 0, 5),
         op("dynamo", 10, 400),
         annotation("dynamo_data: compile_id=0/0", 11, 1),
         op("entire_frame_compile", 12, 300),
         *compiled_step(1, 500),
-        op("aten::linear", 596, 3),
-        op("aten::addmm", 597, 1),
+        op("aten::linear", 595, 3),
+        op("aten::addmm", 596, 1),
+        op("aten::abs", 598, 1),
     ]
     summary = analyze(events).compiled
     assert [c.to_dict() for c in summary.compilations] == [{"step": -1, "compile_id": "0/0", "ms": 0.4}]
-    assert [(e.name, e.calls, e.cpu_ns) for e in summary.eager] == [("aten::linear", 1, 3_000)]
+    assert [(e.name, e.calls, e.cpu_ns) for e in summary.eager] == [("aten::linear", 1, 3_000), ("aten::abs", 1, 1_000)]
 
 
 def test_a_frame_compiled_while_compiling_another_is_one_compilation():
@@ -817,8 +819,8 @@ def test_a_frame_compiled_while_compiling_another_is_one_compilation():
         step(1, 0, 5000),
         op("dynamo", 5, 4000),
         annotation("dynamo_data: compile_id=0/0", 6, 1),
-        op("dynamo", 100, 1000),
-        annotation("dynamo_data: compile_id=1/0", 101, 1),
+        op("dynamo", 3005, 1000),  # ends with the outer one, as a trace in whole microseconds may
+        annotation("dynamo_data: compile_id=1/0", 3006, 1),
         *compiled_step(2, 6000)[0:],
     ]
     assert [c.compile_id for c in analyze(events).compiled.compilations] == ["0/0"]
@@ -831,3 +833,21 @@ def test_a_region_named_without_its_ids_reads_as_frame_minus_one():
     profile = analyze(events)
     (region,) = profile.compiled.regions
     assert (region.frame, region.compile, region.compile_id) == (-1, -1, "-1/-1")
+
+
+def test_a_compiled_backward_is_compiled_code_with_what_runs_beside_its_graph():
+    """A compiled training step: autograd's evaluate_function runs CompiledFunctionBackward, which
+    runs an aten::detach beside the backward graph's call: no eager work, and the compiled code's
+    time is CompiledFunction's and CompiledFunctionBackward's."""
+    events = [
+        step(1, 0, 300),
+        op("Torch-Compiled Region: 0/0", 1, 95),
+        op("CompiledFunction", 5, 85),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 10, 70),
+        op("autograd::engine::evaluate_function: CompiledFunctionBackward", 100, 150),
+        op("CompiledFunctionBackward", 105, 140),
+        op("aten::detach", 106, 2),
+        op(f"## Call CompiledFxGraph {HASH_B} ##", 110, 120),
+    ]
+    summary = analyze(events).compiled
+    assert summary.eager == () and summary.compiled_cpu_ns == 225_000

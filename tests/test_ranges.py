@@ -238,3 +238,11 @@ def test_an_annotation_inside_a_compilation_is_no_range_whatever_its_name():
         )
     )
     assert [(r.name, r.calls) for r in profile.ranges] == [("fx_codegen_and_compile", 1)]
+
+
+def test_device_work_without_a_correlation_is_launched_by_no_range():
+    """A kernel record without a correlation id (0) and a runtime call without one inside `blk`:
+    nothing links them, so `blk` launched no device time (its wall time stands)."""
+    profile = analyze(three_steps(annotation("blk", 10, 20), launch(12, corr=0), kernel("orphan", 40, 50, corr=0)))
+    (blk,) = profile.ranges
+    assert (blk.name, blk.device_ns, blk.cpu_ns) == ("blk", 0, 20_000)
