@@ -851,3 +851,38 @@ def test_a_compiled_backward_is_compiled_code_with_what_runs_beside_its_graph():
     ]
     summary = analyze(events).compiled
     assert summary.eager == () and summary.compiled_cpu_ns == 225_000
+
+
+def test_the_summary_reads_the_same_from_events_listed_out_of_order():
+    """A merged or hand-edited trace may list a step's events in any order (a child before its
+    parent): the same regions (in the order they ran), compiled time and eager ops as in order."""
+
+    def compiled_forward(n: int, t0: float) -> list[Event]:  # the prologue's detach is compiled code's
+        return [
+            step(n, t0, 100),
+            op(f"Torch-Compiled Region: 0/{n - 1}", t0 + 1, 95),
+            op("CompiledFunction", t0 + 5, 85),
+            op("AOTDispatcher Runtime Wrapper Prologue", t0 + 6, 3),
+            op("aten::detach", t0 + 7, 1),
+            op(f"## Call CompiledFxGraph {HASH_A} ##", t0 + 10, 70),
+            op("aten::addmm", t0 + 11, 30),
+        ]
+
+    events = [*compiled_forward(1, 200), *compiled_forward(2, 400), op("aten::abs", 497, 2)]
+    ordered, shuffled = analyze(events).compiled, analyze(events[::-1]).compiled
+    assert shuffled == ordered
+    assert [r.compile_id for r in ordered.regions] == ["0/0", "0/1"]
+    assert ordered.compiled_cpu_ns == 170_000 and [e.name for e in ordered.eager] == ["aten::abs"]
+
+
+def test_an_eager_op_that_is_the_captures_first_op_counts_once_not_with_its_children():
+    """The step begins with an eager aten::linear (the capture's first op) calling aten::addmm:
+    one eager op, the outer one."""
+    events = [
+        step(1, 0, 200),
+        op("aten::linear", 1, 20),
+        op("aten::addmm", 2, 15),
+        *compiled_step(2, 100)[1:],
+    ]
+    eager = analyze(events).compiled.eager
+    assert [(e.name, e.cpu_ns) for e in eager] == [("aten::linear", 20_000)]

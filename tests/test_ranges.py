@@ -246,3 +246,10 @@ def test_device_work_without_a_correlation_is_launched_by_no_range():
     profile = analyze(three_steps(annotation("blk", 10, 20), launch(12, corr=0), kernel("orphan", 40, 50, corr=0)))
     (blk,) = profile.ranges
     assert (blk.name, blk.device_ns, blk.cpu_ns) == ("blk", 0, 20_000)
+
+
+def test_back_to_back_ranges_of_one_name_are_two_calls_not_one_nested():
+    """`blk` ending at 30 us and the next `blk` starting at 30 us (a loop's ranges in a trace of
+    whole microseconds): two outer calls, both times counted."""
+    (blk,) = analyze(three_steps(annotation("blk", 10, 20), annotation("blk", 30, 20))).ranges
+    assert (blk.calls, blk.cpu_ns, blk.outer_calls_per_step.samples[0]) == (2, 40_000, 2)

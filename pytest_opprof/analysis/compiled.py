@@ -160,6 +160,7 @@ class OpView:
     parent: list[int]
     op_step: list[int]  # step index, -1 outside every step
     durs: list[int]
+    starts: list[int]
 
 
 def summarize_compiled(
@@ -199,9 +200,8 @@ def _regions(ops: OpView, step_numbers: list[int]) -> tuple[RegionCall, ...]:
             found = _FX.match(ops.raw_names[i])
             graphs.setdefault(enclosing_region(i), []).append(found.group(1) if found else "?")
     regions = []
-    for i, name in enumerate(names):
-        if name != REGION:
-            continue
+    # in start order, as they ran: a merged or hand-edited trace may list them otherwise
+    for i in sorted((i for i, name in enumerate(names) if name == REGION), key=ops.starts.__getitem__):
         frame, compile_ = compile_id(i)
         outer = enclosing_region(i)
         inside = "{}/{}".format(*compile_id(outer)) if outer >= 0 else None

@@ -375,7 +375,7 @@ def set_compilation_apart(rows: Rows, ops: OpColumns) -> tuple[CompileScan, OpCo
 def compiled_summary(t: EventTable, ops: OpColumns, tree: Tree, steps: Steps, scan: CompileScan) -> Compiled:
     raw = t.name
     raw_names = [raw[r] if n in (REGION, FX_GRAPH) else n for r, n in zip(ops.rows, ops.names)]
-    view = OpView(ops.names, raw_names, tree.parent, tree.op_step, ops.durs)
+    view = OpView(ops.names, raw_names, tree.parent, tree.op_step, ops.durs, ops.starts)
     return summarize_compiled(view, [s.number for s in steps.spans], scan.spans, steps.of)
 
 
