@@ -886,3 +886,16 @@ def test_an_eager_op_that_is_the_captures_first_op_counts_once_not_with_its_chil
     ]
     eager = analyze(events).compiled.eager
     assert [(e.name, e.cpu_ns) for e in eager] == [("aten::linear", 20_000)]
+
+
+def test_a_compilation_on_one_thread_leaves_another_threads_ops_in_the_table():
+    """Thread 1 compiles during step 1 while thread 2 runs its ops (a DataLoader thread, say): the
+    compiler ops leave the table, thread 2's stay, each of its calls counted."""
+    events = [
+        *compilation_in_step_1(),
+        op("aten::copy_", 50, 20, tid=2),
+        op("aten::copy_", 3000, 20, tid=2),
+        op("aten::copy_", 6050, 20, tid=2),
+    ]
+    profile = analyze(events)
+    assert profile.op("aten::copy_").calls == 3 and profile.op("prims::erf") is None
