@@ -255,6 +255,7 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
     transformer layer's fused op that called it (a trial's wider feed-forward)."""
     found = []
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
+    flops = records_flops(current) and records_flops(baseline)
     for name in set(current.ops) & set(baseline.ops):
         new, old = current.ops[name].work, baseline.ops[name].work
         if name in skip or not new or not old or ignored(name, rule.ignore_ops):
@@ -262,9 +263,9 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         lists = current.list_shapes and baseline.list_shapes
         steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
         lost = (current.ops[name].lost_per_step, baseline.ops[name].lost_per_step)
-        parts = work_changes(new, old, lists, lost) if steady else _inputs_replaced(new, old, lists)
+        parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
         if parts:
-            flops_same = not steady or new.flops_per_step == old.flops_per_step
+            flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(
                 ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
             )
@@ -318,13 +319,24 @@ def _inputs_replaced(new: WorkEntry, old: WorkEntry, lists: bool) -> list[str]:
     ]
 
 
-def work_changes(new: WorkEntry, old: WorkEntry, lists: bool = True, lost: tuple[float, float] = (0, 0)) -> list[str]:
+def records_flops(doc: BaselineDoc) -> bool:
+    """Whether a document's capture recorded FLOPs: some op has them. A trace of a profiler made
+    without with_flops has none for any op, an addmm's neither: unknown, not 0 (a trial's plain
+    torch.profiler trace against opprof's read `aten::addmm: FLOPs per step 0 -> 6.3M`, and
+    `opprof compare --fail-on work` exited 1 on the same model)."""
+    return any(op.work is not None and op.work.flops_per_step for op in doc.ops.values())
+
+
+def work_changes(
+    new: WorkEntry, old: WorkEntry, lists: bool = True, lost: tuple[float, float] = (0, 0), flops: bool = True
+) -> list[str]:
     """What changed in one op's work, in words: FLOPs, input signatures, kernels, bytes.
     `lists`: both sides hold the shapes of lists of tensors (else compared as unrecorded);
+    `flops`: both sides recorded FLOPs (records_flops; else they are not compared);
     `lost`: the kernel records each side (new, old) lost under it per step, which explain as many
     fewer kernels on that side (_lost_explain)."""
     parts = []
-    if new.flops_per_step != old.flops_per_step:
+    if flops and new.flops_per_step != old.flops_per_step:
         parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
     sig_new, sig_old = _signatures(new, not lists), _signatures(old, not lists)
     if sig_new != sig_old:

@@ -50,6 +50,21 @@ def test_a_doubled_layer_is_a_work_verdict_naming_flops_and_shapes():
     assert c.failing(Rule(fail_on=frozenset({TIME}))) == []
 
 
+def test_flops_one_side_never_recorded_are_unknown_not_a_change():
+    """A capture made without with_flops (a user's own profiler, its trace) has no FLOPs for any
+    op: against one that has them, no `FLOPs per step 0 -> 134.2M` work verdict (a trial's
+    `opprof compare --fail-on work` failed the same model so); inputs still count, and FLOPs
+    recorded on both sides still do."""
+    plain, counted = doc(mlp_profile(1024, with_flops=False)), doc(mlp_profile(1024))
+    assert compare(plain, counted, Rule()).verdicts == () and compare(counted, plain, Rule()).verdicts == ()
+    (wider,) = [
+        v for v in compare(doc(mlp_profile(2048, with_flops=False)), counted, Rule()).verdicts if v.op == "aten::addmm"
+    ]
+    assert "FLOPs" not in wider.message and wider.message.startswith("aten::addmm: inputs (float[1024]")
+    doubled = compare(doc(mlp_profile(2048)), counted, Rule()).verdicts
+    assert [v.message[:39] for v in doubled if v.op == "aten::addmm"] == ["aten::addmm: 2x the FLOPs per step (67."]
+
+
 def test_work_verdicts_put_the_costliest_op_first():
     """A trial's doubled LSTM led its failure with `aten::add` (0.4% of the step, first by name) and
     named the 79% `aten::mkldnn_rnn_layer` fifth: the costliest op of the baseline comes first."""

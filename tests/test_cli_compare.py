@@ -448,6 +448,22 @@ def test_compare_written_traces_exact_ratio(capsys, tmp_path):
     assert ops["aten::addmm"]["a"]["ms_per_step"] == 0.35
 
 
+def test_a_trace_without_flops_against_one_with_them_is_no_work_change(capsys, tmp_path):
+    """A plain torch.profiler trace (record_shapes, no with_flops) against opprof's of the same
+    model: FLOPs unknown on one side, not `0 -> 134.2M`: exit 0 under --fail-on work (a trial's
+    exited 1). A wider layer still fails it by its inputs."""
+    from baseline_docs import mlp_profile
+
+    plain, counted, wider = tmp_path / "plain.json", tmp_path / "counted.json", tmp_path / "wider.json"
+    write_trace(plain, mlp_profile(1024, with_flops=False).events, {})
+    write_trace(counted, mlp_profile(1024).events, {})
+    write_trace(wider, mlp_profile(2048, with_flops=False).events, {})
+    code, out, _ = run_cli(capsys, "compare", plain, counted, "--fail-on", "work")
+    assert code == 0 and "FLOPs" not in out and "0 of 1 compared test failed in B (--fail-on work)" in out
+    code, out, _ = run_cli(capsys, "compare", counted, wider, "--fail-on", "work")
+    assert code == 1 and "aten::addmm: inputs (float[1024]" in out and "FLOPs" not in out
+
+
 def test_compare_reads_the_facts_an_exported_trace_carries_and_only_plain_ones(capsys, tmp_path):
     """A trace opprof exported holds the machine and torch facts in its header: compare names
     them as a baseline's; a hand-edited header's odd values (a list, a bool, a foreign key) are
