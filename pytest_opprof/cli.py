@@ -41,7 +41,7 @@ from .clibase import (
     untrusted,
 )
 from .comparecmd import COMPARE_FAIL_ON, run_compare
-from .device import key_from_trace_metadata
+from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
     OpprofError,
@@ -291,7 +291,7 @@ def _trace_facts(profile: Profile) -> dict[str, Any]:
     header = header if isinstance(header, dict) else {}
     nodeid, outcome = header.get("nodeid"), header.get("outcome")
     return {
-        "device_key": key_from_trace_metadata(profile.metadata),
+        "device_key": key_from_trace_metadata(profile.metadata) or UNKNOWN_KEY,  # as opprof compare names it
         "nodeid": printable_name(nodeid) if isinstance(nodeid, str) else None,
         "outcome": outcome if isinstance(outcome, str) else None,
         "cut_short": profile.traced_cut_short,
@@ -299,6 +299,8 @@ def _trace_facts(profile: Profile) -> dict[str, Any]:
 
 
 # -- show -----------------------------------------------------------------------------------------
+
+SHOW_SCHEMA = 1  # of `opprof show --json`'s own layout (each baseline inside keeps its file's schema)
 
 
 def _show(args: argparse.Namespace) -> Done:
@@ -308,7 +310,7 @@ def _show(args: argparse.Namespace) -> Done:
     if found:
         done = _show_found(args, found, unreadable)
     else:
-        done = Done(json_text({"baselines": [], "unreadable": unreadable}) if args.json else "")
+        done = Done(json_text({"schema": SHOW_SCHEMA, "baselines": [], "unreadable": unreadable}) if args.json else "")
     if unreadable:
         return replace(done, code=EXIT_BAD_INPUT, errors=tuple(unreadable))
     return done
@@ -327,7 +329,7 @@ def _show_found(args: argparse.Namespace, found: list[tuple[Path, BaselineDoc]],
                 doc["ops"] = {name: doc["ops"][name] for name in found_doc.ops_by_time()[: args.top]}
             doc["ops_left_out"] = len(found_doc.ops) - len(doc["ops"])
             docs.append(doc)
-        return Done(json_text({"baselines": docs, "unreadable": unreadable}))
+        return Done(json_text({"schema": SHOW_SCHEMA, "baselines": docs, "unreadable": unreadable}))
     return Done("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found) + "\n")
 
 

@@ -127,7 +127,7 @@ def opprof_output(doc: object) -> str | None:
     if not isinstance(doc, dict):
         return None
     keys = set(doc)
-    if keys in ({"baselines"}, {"baselines", "unreadable"}) and isinstance(doc["baselines"], list):
+    if "baselines" in keys and keys <= {"schema", "baselines", "unreadable"} and isinstance(doc["baselines"], list):
         return SHOW_OUTPUT
     if {"a", "b", "tests", "regressed"} <= keys:
         return COMPARE_OUTPUT

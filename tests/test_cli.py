@@ -74,7 +74,7 @@ def test_analyze_json_is_the_profile_dict(capsys, small_trace):
     assert addmm["device_ms"] == pytest.approx(0.45)
     assert data["kernels"][0]["op"] == "aten::addmm"
     # another's trace: where it came from, as far as its header says
-    assert data["trace"] == {"cut_short": False, "device_key": None, "nodeid": None, "outcome": None}
+    assert data["trace"] == {"cut_short": False, "device_key": "unknown", "nodeid": None, "outcome": None}
 
 
 def test_top_limits_rows(capsys, small_trace):

@@ -657,6 +657,7 @@ def test_show_file_and_folder(capsys, folders):
         "tests/test_m.py::test_small",
     ]
     data = json.loads(run_cli(capsys, "show", a, "--json")[1])
+    assert data["schema"] == 1  # as analyze's and compare's: a script checks one key for all three
     assert [d["nodeid"] for d in data["baselines"]] == [
         "tests/test_m.py::test_mlp",
         "tests/test_m.py::test_old",
