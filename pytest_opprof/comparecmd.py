@@ -192,8 +192,9 @@ def _pairs(a: _Side, b: _Side) -> tuple[list[_Pair], list[str], list[str]]:
     if a.kind != "baselines":  # one measurement on each side, whatever its name
         ((na, da),) = a.docs.items()
         ((nb, db),) = b.docs.items()
-        # two traces opprof wrote of one test: named by the test (a trial's read `a.json.gz vs b.json.gz`)
-        shown = a.test if a.test and a.test == b.test else na if na == nb else f"{na} vs {nb}"
+        # two traces opprof wrote of one test: named by the test (a trial's read `a.json.gz vs b.json.gz`);
+        # of two tests, each side by its test where known (a trial's read `<trace file> vs <node id>`)
+        shown = a.test if a.test and a.test == b.test else na if na == nb else f"{a.test or na} vs {b.test or nb}"
         return [(shown, (na, nb), da, db)], [], []
     common = sorted(set(a.docs) & set(b.docs))
     return (

@@ -541,6 +541,7 @@ def test_compare_warns_of_two_machines_and_of_two_tests(capsys, folders):
         "warning: A and B are a trace and a baseline of two tests (tests/test_m.py::test_small, "
         "tests/test_m.py::test_mlp): their ops differ by what the tests run\n" in out
     )
+    assert "\ntests/test_m.py::test_small vs tests/test_m.py::test_mlp: " in out  # each side by its test
     _, out, _ = run_cli(capsys, "compare", t4_small, of_small)
     assert "two tests" not in out
     # one test on each side: named by it, not `tests/test_m.py::test_small vs small.json` (a trial's two traces)
