@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -45,6 +46,7 @@ from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
     OpprofError,
+    closest_names,
     csv_chose_no_op,
     moved_line,
     output_unwritable,
@@ -64,10 +66,20 @@ from .verdicts import (
 _T = TypeVar("_T")
 
 
+_INVALID_COMMAND = re.compile(r"argument COMMAND: invalid choice: '(.*)' \(choose from ")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # One line, not argparse's usage block: scripts read our stderr.
-        raise UsageError(f"{message} (see {self.prog} --help)")
+        raise UsageError(f"{message}{self._meant(message)} (see {self.prog} --help)")
+
+    def _meant(self, message: str) -> str:
+        """`; did you mean compare?` for a mistyped command (a trial's `opprof comapre A B` got the
+        list alone, where --fail-on and --op name the close value)."""
+        typed = _INVALID_COMMAND.match(message)
+        close = closest_names(typed.group(1), self._commands()) if typed else []
+        return f"; did you mean {close[0]}?" if close else ""
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         """Extra arguments are the command's: its help is the one to see (an audit's `opprof show

@@ -371,6 +371,8 @@ def test_analyze_json_agrees_with_raw_event_sums(capsys, name):
         (["analyze", "{trace}", "--top", "many"], "argument --top: 'many' is not a whole number"),
         (["analyze"], "the following arguments are required: TRACE"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["comapre", "a", "b"], "; did you mean compare? (see opprof --help)"),  # a trial's typo got the list alone
+        (["analyse", "t.json"], "; did you mean analyze? (see opprof --help)"),
         (["analyze", "{bad}"], "not valid JSON"),
         (["analyze", ""], "argument TRACE: '' is an empty path; give a file (see"),  # was ".: a folder"
         (["mv", " ", "t.py::test_x"], "argument FILE: ' ' is an empty path; give a file (see"),
