@@ -899,3 +899,17 @@ def test_a_compilation_on_one_thread_leaves_another_threads_ops_in_the_table():
     ]
     profile = analyze(events)
     assert profile.op("aten::copy_").calls == 3 and profile.op("prims::erf") is None
+
+
+def test_eager_work_beside_a_compiled_backward_under_autograds_node_is_eager():
+    """autograd's evaluate_function runs CompiledFunctionBackward and then, beside it, an eager
+    aten::add_ (a gradient summed into its input buffer): the add_ is eager work; the node that
+    wraps compiled code is not."""
+    events = [
+        step(1, 0, 300),
+        op("autograd::engine::evaluate_function: CompiledFunctionBackward", 100, 150),
+        op("CompiledFunctionBackward", 105, 100),
+        op(f"## Call CompiledFxGraph {HASH_B} ##", 110, 80),
+        op("aten::add_", 210, 20),
+    ]
+    assert [(e.name, e.cpu_ns) for e in analyze(events).compiled.eager] == [("aten::add_", 20_000)]

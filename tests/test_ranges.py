@@ -207,15 +207,15 @@ def test_annotations_inside_a_compilation_are_its_stages_not_ranges():
 
 
 def test_an_op_is_placed_in_the_two_innermost_ranges_around_its_first_call():
-    """Three ranges enclose aten::relu's first call, innermost first and two at most; a range that
-    ended before it, or that starts after it, is not named."""
+    """Three ranges enclose aten::relu's first call, innermost first (of two starting together, the
+    shorter) and two at most; a range that ended before it, or that starts after it, is not named."""
     from pytest_opprof import assertions
 
     events = [
         step(1, 0, 1000),
         annotation("before", 5, 10),
         annotation("outer", 20, 300),
-        annotation("middle", 30, 200),
+        annotation("middle", 40, 200),  # starts with `inner`, ends after it: around it
         annotation("inner", 40, 100),
         op("aten::relu", 50, 10),
         annotation("after", 70, 10),
@@ -253,3 +253,21 @@ def test_back_to_back_ranges_of_one_name_are_two_calls_not_one_nested():
     whole microseconds): two outer calls, both times counted."""
     (blk,) = analyze(three_steps(annotation("blk", 10, 20), annotation("blk", 30, 20))).ranges
     assert (blk.calls, blk.cpu_ns, blk.outer_calls_per_step.samples[0]) == (2, 40_000, 2)
+
+
+def test_a_range_inside_one_of_its_name_starting_with_it_is_the_nested_call():
+    """`blk` inside `blk`, both starting at 10 us (a recursion in a trace of whole microseconds),
+    the inner one listed first: the outer one's time counts, the inner is the nested call."""
+    (blk,) = analyze(three_steps(annotation("blk", 10, 5), annotation("blk", 10, 20))).ranges
+    assert (blk.calls, blk.cpu_ns, blk.outer_calls_per_step.samples[0]) == (2, 20_000, 1)
+
+
+def test_a_compile_stage_named_with_its_compile_id_is_no_range():
+    """torch's compile stages carry their compile id in the name (`... compile_id=[0/0]`): not the
+    code's ranges, wherever they run; a range that merely mentions compile_id stays one."""
+    profile = analyze(
+        three_steps(
+            annotation("OutputGraph.call_user_compiler compile_id=[0/0]", 10, 5), annotation("compile_id=x", 20, 5)
+        )
+    )
+    assert [r.name for r in profile.ranges] == ["compile_id=x"]
