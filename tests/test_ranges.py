@@ -271,3 +271,10 @@ def test_a_compile_stage_named_with_its_compile_id_is_no_range():
         )
     )
     assert [r.name for r in profile.ranges] == ["compile_id=x"]
+
+
+def test_a_range_nested_twice_in_one_of_its_name_is_two_nested_calls():
+    """`blk` 10-60 us holding two `blk` calls (15-20, 30-35): both nested, the outer's 50 us the
+    time (the first nested one does not end the outer one)."""
+    (blk,) = analyze(three_steps(annotation("blk", 10, 50), annotation("blk", 15, 5), annotation("blk", 30, 5))).ranges
+    assert (blk.calls, blk.cpu_ns, blk.outer_calls_per_step.samples[0]) == (3, 50_000, 1)
