@@ -295,6 +295,21 @@ def test_no_sync_finds_item_runtime_syncs_and_dtoh_copies():
     assert assertions.no_sync()(three_steps()) is None
 
 
+def test_a_cpu_scalar_read_after_the_threads_last_launch_is_no_sync_on_a_device():
+    """On a device capture, a `loss.item()` that copied from the device, then an Adam step count's
+    `.item()` after every runtime call of its thread: one sync a step, no IndexError looking past
+    the thread's last call."""
+    events = [
+        step(1, 0, 1000),
+        op("aten::item", 10, 20),
+        launch(14, corr=4, name="cudaMemcpyAsync"),
+        memcpy("Memcpy DtoH (Device -> Pageable)", 15, 2, 4, 4),
+        op("aten::item", 500, 20),
+    ]
+    message = assertions.no_sync()(analyze(events))
+    assert message.startswith("host-device syncs: aten::item (1/step, called from Python)")
+
+
 def test_on_a_device_a_scalar_read_that_copied_nothing_from_it_is_no_sync():
     """Adam's step counts are CPU tensors (unless capturable): on a GPU their `.item()` launches
     nothing and waits for nothing. On a device capture only a scalar read that copied from the

@@ -765,11 +765,13 @@ def test_a_graph_break_is_seen_when_the_broken_region_is_the_captures_first_op()
 
 
 def test_compiled_code_counts_once_at_its_top_whatever_its_index():
-    """CompiledFunction, the capture's first op, calls the graph: its time is the compiled code's,
-    the graph's inside it not counted again."""
+    """CompiledFunction, the capture's first op, calls the graph (and an aten::detach beside it):
+    its time is the compiled code's, the graph's inside it not counted again, the detach no eager
+    work."""
     events = [
         step(1, 0, 100),
         op("CompiledFunction", 1, 50),
+        op("aten::detach", 2, 1),
         op(f"## Call CompiledFxGraph {HASH_A} ##", 5, 40),
         op("aten::relu", 60, 10),
     ]
@@ -814,16 +816,19 @@ def test_eager_ops_are_the_outermost_in_the_steps_only():
 
 
 def test_a_frame_compiled_while_compiling_another_is_one_compilation():
-    """Dynamo compiling a frame inside another's compilation: one compilation, the outer."""
+    """Dynamo compiling a frame inside another's compilation: one compilation, the outer (after
+    another compilation in the same step, which stays one)."""
     events = [
         step(1, 0, 5000),
+        op("dynamo", 1, 3),
+        annotation("dynamo_data: compile_id=2/0", 1.5, 1),
         op("dynamo", 5, 4000),
         annotation("dynamo_data: compile_id=0/0", 6, 1),
         op("dynamo", 3005, 1000),  # ends with the outer one, as a trace in whole microseconds may
         annotation("dynamo_data: compile_id=1/0", 3006, 1),
         *compiled_step(2, 6000)[0:],
     ]
-    assert [c.compile_id for c in analyze(events).compiled.compilations] == ["0/0"]
+    assert [c.compile_id for c in analyze(events).compiled.compilations] == ["2/0", "0/0"]
 
 
 def test_a_region_named_without_its_ids_reads_as_frame_minus_one():
@@ -913,3 +918,26 @@ def test_eager_work_beside_a_compiled_backward_under_autograds_node_is_eager():
         op("aten::add_", 210, 20),
     ]
     assert [(e.name, e.cpu_ns) for e in analyze(events).compiled.eager] == [("aten::add_", 20_000)]
+
+
+def test_dynamos_and_aots_own_steps_around_a_graph_call_are_no_eager_work():
+    """Inside the region, beside the graph call: the cache lookup, the pregraph bytecode and the
+    AOT dispatcher's prologue and epilogue: none is eager work."""
+    events = [
+        step(1, 0, 100),
+        op("Torch-Compiled Region: 0/0", 1, 95),
+        op("TorchDynamo Cache Lookup", 2, 1),
+        op("Pregraph bytecode", 4, 1),
+        op("AOTDispatcher Runtime Wrapper Prologue", 6, 3),
+        op(f"## Call CompiledFxGraph {HASH_A} ##", 10, 70),
+        op("AOTDispatcher Runtime Wrapper Epilogue", 85, 3),
+    ]
+    summary = analyze(events).compiled
+    assert summary.eager == () and summary.compiled_cpu_ns == 70_000
+
+
+def test_an_assertion_on_a_compiled_graph_names_where_it_ran_without_a_traceback():
+    """assert_op_count on `CompiledFxGraph` (a stable name: the trace holds the hashed one) fails
+    with its callers, where the ranges around its calls cannot be looked up by that name."""
+    message = op_count("CompiledFxGraph", 2)(analyze(compiled_step(1, 0) + compiled_step(2, 200)))
+    assert message == "CompiledFxGraph: 1 calls/step, expected 2 (per step: 1, 1; in Torch-Compiled Region)"
