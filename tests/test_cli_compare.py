@@ -1647,3 +1647,109 @@ def test_fail_on_none_beside_kinds_given_twice_is_refused(capsys, kinds, given):
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and "argument --fail-on: none stands alone (no verdict fails a test): " in err, err
     assert "give none or kinds, not both (given as two --fail-on)" in err, err
+
+
+# -- the side by side's edges (mutation trial F: each of these changed an output and no test noticed) --
+
+
+def _some_steps(steps=5, in_steps=5, extra_names=(), addmm_calls=1):
+    """Steps of aten::addmm; aten::relu in the first `in_steps` only; one 1 us op per extra name."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events.append(step(i + 1, base, 9_000))
+        events += [op("aten::addmm", base + 20 + 800 * k, 700 // addmm_calls) for k in range(addmm_calls)]
+        if i < in_steps:
+            events.append(op("aten::relu", base + 1000, 50))
+        events += [op(name, base + 2000 + 10 * j, 1) for j, name in enumerate(extra_names)]
+    return analyze(events)
+
+
+def test_a_single_step_baseline_on_either_side_is_shown_not_judged(capsys, tmp_path):
+    """B's baseline of one step (a whole call, capture()): its slower op is shown, not judged, as on
+    A's side: exit 0 with the warning."""
+    a = write_folder(tmp_path / "a", "k", {"t.py::test": profile(700)})
+    b = write_folder(tmp_path / "b", "k", {"t.py::test": profile(2100, steps=1)})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 0 and "1 compared baseline holds under" in out and "opprof compare: 0 of 1 compared test" in out
+
+
+def test_the_side_by_sides_rows_say_each_sides_steps_and_keep_every_change_under_top(capsys, tmp_path):
+    """An op both sides ran, A in 3 of its 5 steps, B in 4: `A in 3 of 5 steps, B in 4 of 5 steps`;
+    --top 1 still shows the op only A has and the one only B has, and the JSON flags calls that
+    changed and names its floor."""
+    a = write_folder(tmp_path / "a", "k", {"t.py::test": _some_steps(in_steps=3, extra_names=("aten::gone",))})
+    b = write_folder(
+        tmp_path / "b", "k", {"t.py::test": _some_steps(in_steps=4, extra_names=("aten::new",), addmm_calls=2)}
+    )
+    out = run_cli(capsys, "compare", a, b)[1]
+    assert "same (A in 3 of 5 steps, B in 4 of 5 steps)" in out
+    assert "B not slower; calls differ for aten::addmm, aten::gone, aten::new: compare judges time" in out
+    shown = [
+        line.split()[0] for line in run_cli(capsys, "compare", a, b, "--top", "1")[1].splitlines() if " cpu " in line
+    ]
+    assert {"aten::gone", "aten::new"} <= set(shown) and "aten::relu" not in shown  # every change, no same row
+    data = json.loads(run_cli(capsys, "compare", a, b, "--json", "--min-delta-ms", "0.2")[1])
+    assert data["min_delta_ms"] == 0.2 and data["tolerance"] == 0.2
+    rows = {r["op"]: r for r in data["tests"][0]["ops"]}
+    assert rows["aten::addmm"]["calls_changed"] is True and rows["aten::relu"]["calls_changed"] is False
+
+
+def test_the_step_walls_row_gives_each_sides_costliest_step(capsys, tmp_path):
+    """The `step wall` row's max_ms is each side's costliest step outside the ops."""
+    waits = [[100, 900, 100, 100, 100], [100, 100, 100, 1500, 100]]
+
+    def walled(rest):
+        events = []
+        for i, r in enumerate(rest):
+            base = i * 10_000
+            events += [step(i + 1, base, 700 + r), op("aten::addmm", base, 700)]
+        return analyze(events)
+
+    a = write_folder(tmp_path / "a", "k", {"t.py::test": walled(waits[0])})
+    b = write_folder(tmp_path / "b", "k", {"t.py::test": walled(waits[1])})
+    rows = {r["op"]: r for r in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["tests"][0]["ops"]}
+    assert (rows["step wall"]["a"]["max_ms"], rows["step wall"]["b"]["max_ms"]) == (0.9, 1.5)
+
+
+def test_three_work_changes_are_listed_with_no_more_line_and_a_fourth_is_counted(capsys, tmp_path):
+    """A test's work lines: up to 3, then `work changed for N more ops`."""
+
+    def shaped(n, ops):
+        events = []
+        for i in range(5):
+            base = i * 10_000
+            events.append(step(i + 1, base, 9_000))
+            events += [
+                op(name, base + 10 + 100 * j, 50, shapes=((n,),), dtypes=("float",)) for j, name in enumerate(ops)
+            ]
+        return analyze(events)
+
+    three, four = ["aten::a", "aten::b", "aten::c"], ["aten::a", "aten::b", "aten::c", "aten::d"]
+    for ops, more in ((three, None), (four, "work changed for 1 more ops (--json lists each)")):
+        a = write_folder(tmp_path / f"a{len(ops)}", "k", {"t.py::test": shaped(4, ops)})
+        b = write_folder(tmp_path / f"b{len(ops)}", "k", {"t.py::test": shaped(8, ops)})
+        out = run_cli(capsys, "compare", a, b)[1]
+        assert out.count("work changed: ") == 3
+        assert (more in out) if more else "more ops" not in out
+
+
+def test_a_file_and_a_folder_are_named_for_what_each_is_in_either_order(capsys, tmp_path, folders):
+    """`compare FILE FOLDER` names the folder as the folder and the file as the file."""
+    file = tmp_path / "t.json"
+    write_trace(file, profile(700).events, {})
+    code, _, err = run_cli(capsys, "compare", file, folders[0])
+    assert code == 2 and f"cannot compare the folder {folders[0]} with the file {file}" in err
+
+
+def test_a_trace_against_a_baseline_warns_of_a_side_and_of_nothing_more(capsys, tmp_path, folders):
+    """A's trace with ops outside its steps: its warning says `A:`; a plain trace holds no capture
+    number, so no `other captures` warning; the lines end with the tally, no `no test is in both`."""
+    trace = tmp_path / "a.json"
+    write_trace(trace, [*profile(700).events, op("aten::zeros", 60_000, 5)], {})
+    baseline = next(folders[0].rglob("test_mlp.json"))
+    code, out, _ = run_cli(capsys, "compare", trace, baseline)
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert any(line.startswith("warning: A: ") for line in warnings)
+    assert not any("other captures" in line for line in warnings)
+    assert "no test is in both A and B" not in out
