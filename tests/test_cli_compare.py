@@ -1763,3 +1763,26 @@ def test_an_op_faster_within_the_tolerance_is_the_same(capsys, tmp_path):
         b = write_folder(tmp_path / f"b{b_us}", "k", {"t.py::test": profile(b_us)})
         rows = {r["op"]: r for r in json.loads(run_cli(capsys, "compare", a, b, "--json")[1])["tests"][0]["ops"]}
         assert rows["aten::addmm"]["status"] == status
+
+
+def test_the_verdict_line_names_the_step_wall_and_min_marks_only_added_ops_by_their_median(capsys, tmp_path):
+    """B's addmm 3x slower and 2 ms more a step outside the ops: `B regressed: the step wall and
+    1 op worse`. Under --stat min only an op B added carries `median ... ms` (its cost is judged
+    by it); an op both ran shows its minimum alone."""
+
+    def run(addmm_us, rest_us, extra=False):
+        events = []
+        for i in range(5):
+            base = i * 20_000
+            events += [step(i + 1, base, addmm_us + rest_us + i * 10), op("aten::addmm", base, addmm_us + i * 10)]
+            if extra:
+                events.append(op("aten::clone", base + addmm_us + i * 10, 100 + 50 * i))
+        return analyze(events)
+
+    a = write_folder(tmp_path / "a", "k", {"t.py::test": run(700, 1000)})
+    b = write_folder(tmp_path / "b", "k", {"t.py::test": run(2100, 3000, extra=True)})
+    out = run_cli(capsys, "compare", a, b)[1]
+    assert "t.py::test: B regressed: the step wall and 2 ops worse" in out
+    out = run_cli(capsys, "compare", a, b, "--stat", "min")[1]
+    marked = [line.split()[0] for line in out.splitlines() if "median " in line and " ms" in line]
+    assert marked == ["aten::clone"]
