@@ -1786,3 +1786,26 @@ def test_the_verdict_line_names_the_step_wall_and_min_marks_only_added_ops_by_th
     out = run_cli(capsys, "compare", a, b, "--stat", "min")[1]
     marked = [line.split()[0] for line in out.splitlines() if "median " in line and " ms" in line]
     assert marked == ["aten::clone"]
+
+
+def test_an_op_b_added_in_every_step_is_judged_by_its_median_not_its_costliest_step(capsys, tmp_path):
+    """An aten::clone only B has, in every step: 0.010 ms in four and 0.400 ms in one. Its median is
+    under the 0.05 ms floor: not a regression, whatever its costliest step (that rule is for an op
+    that ran in some steps only, whose median can be 0); in 2 of 5 steps at 0.400 ms it is one."""
+
+    def run(clone_us=()):
+        events = []
+        for i in range(5):
+            base = i * 20_000
+            events += [step(i + 1, base, 1000), op("aten::addmm", base, 700)]
+            if i < len(clone_us) and clone_us[i]:
+                events.append(op("aten::clone", base + 750, clone_us[i]))
+        return analyze(events)
+
+    a = write_folder(tmp_path / "a", "k", {"t.py::test": run()})
+    every = write_folder(tmp_path / "every", "k", {"t.py::test": run((10, 10, 10, 10, 400))})
+    some = write_folder(tmp_path / "some", "k", {"t.py::test": run((0, 0, 0, 400, 400))})
+    code, out, _ = run_cli(capsys, "compare", a, every)
+    assert code == 0 and "t.py::test: B not slower; calls differ for aten::clone" in out
+    code, out, _ = run_cli(capsys, "compare", a, some)
+    assert code == 1 and "t.py::test: B regressed: 1 op worse" in out
