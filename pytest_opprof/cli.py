@@ -57,6 +57,7 @@ from .runfiles import op_csv
 from .settings import NONE_ALONE, parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables
 from .tables import as_markdown, markdown_tables, profile_tables
+from .textout import fit_stream
 from .trace import load_trace
 from .verdicts import (
     DEFAULT_MIN_DELTA_MS,
@@ -355,7 +356,7 @@ def _emit(done: Done) -> int:
     own, in one line."""
     try:
         if sys.stdout is not None:  # None: started with stdout closed
-            sys.stdout.write(done.out)
+            sys.stdout.write(fit_stream(done.out, sys.stdout))  # an ASCII stdout: `...`, `\\xe9`
             sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()

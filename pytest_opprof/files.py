@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UnsafePathError, outside_folder
+from .textout import os_bytes, os_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
 NAME_LIMIT = 100
@@ -89,7 +90,7 @@ def _make_folder(folder: Path) -> None:
 
 def _write_chunks(f: BinaryIO, chunks: Iterable[str | bytes]) -> None:
     for chunk in chunks:
-        f.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+        f.write(os_bytes(chunk) if isinstance(chunk, str) else chunk)  # a C locale's node id: its own bytes
 
 
 def is_stream(path: Path) -> bool:
@@ -204,13 +205,15 @@ def safe_name(text: str, device_names: bool = False) -> str:
     short hash of the original whenever it had to change or was longer than NAME_LIMIT). With
     `device_names`, for a file's name, a name Windows keeps for a device is changed too (a folder
     of that name cannot be checked out there at all: its files' names are left as they were)."""
+    raw = os_bytes(text)  # a C locale's reading of a file name: hashed and named as the UTF-8 locale's
+    text = os_text(text)
     normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     safe = _UNSAFE.sub("_", normal).strip("._") or "_"
     head, dot, rest = safe.partition(".")
     if device_names and _WINDOWS_DEVICE.fullmatch(head):  # `Aux.test_loss.json`: Windows opens AUX, whatever follows
         safe = f"{head}_{dot}{rest}"
     if safe != text or len(safe) > NAME_LIMIT:
-        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        digest = hashlib.sha1(raw).hexdigest()[:8]
         safe = f"{safe[:NAME_LIMIT]}-{digest}"
     return safe
 

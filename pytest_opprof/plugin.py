@@ -112,6 +112,7 @@ from .settings import (
     standing,
     trace_dir_problem,
 )
+from .textout import fit_stream, os_text
 from .verdicts import Machine, Rule
 
 MARKER = "opprof"
@@ -1107,13 +1108,14 @@ def _baseline_id(item: pytest.Item) -> str:
     """The node id the test's baseline is named by and holds: a repeat of pytest-repeat's
     (`test_x[1-3]`, `test_p[a-2-3]`, its id last) is the test it repeats, so all repeats are
     judged against, and record, the one baseline, which no repeat can call an orphan."""
+    nodeid = os_text(item.nodeid)  # test_é.py read under a C locale: its baseline is the UTF-8 locale's
     callspec = getattr(item, "callspec", None)
     if callspec is None or REPEAT_PARAM not in callspec.params:
-        return item.nodeid
-    found = _REPEAT_ID.search(item.nodeid)
+        return nodeid
+    found = _REPEAT_ID.search(nodeid)
     if found is None or int(found[2]) != callspec.params[REPEAT_PARAM] + 1:
-        return item.nodeid  # not the id pytest-repeat gives: judged as it is named
-    return item.nodeid[: found.start()] + ("" if found[1] == "[" else "]")
+        return nodeid  # not the id pytest-repeat gives: judged as it is named
+    return nodeid[: found.start()] + ("" if found[1] == "[" else "]")
 
 
 def _refuse_outside_rootdir(config: pytest.Config, state: RunState, items: list[pytest.Item]) -> None:
@@ -1297,21 +1299,36 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not lines and not reports:
         return
     terminalreporter.write_sep("=", "opprof")
+    say = _writer(terminalreporter)
     for line in lines:
-        terminalreporter.write_line(_runnable(config, line))
+        say(_runnable(config, line))
     if reports:
-        _write_outputs(config, state, terminalreporter.write_line)
+        _write_outputs(config, state, say)
     note = _rootdir_note(config, state, lines)
     if note:
-        terminalreporter.write_line(note)
+        say(note)
+
+
+def _writer(terminalreporter: Any) -> Callable[[str], None]:
+    """Writes text a line at a time, as the terminal's stream can hold it: pytest escapes a whole
+    write holding one character its encoding lacks (an ASCII stdout printed a test's tables as one
+    line of `\\n`s for the ellipsis of a cut name)."""
+    stream = getattr(getattr(terminalreporter, "_tw", None), "_file", None) or sys.stdout
+
+    def say(text: str) -> None:
+        for line in text.split("\n"):
+            terminalreporter.write_line(fit_stream(line, stream))
+
+    return say
 
 
 def _inert_lines(terminalreporter: Any, state: RunState) -> None:
     """A run without --opprof: what it carries that only a measuring run would use."""
+    say = _writer(terminalreporter)
     if state.carrying:
-        terminalreporter.write_line(inert_summary(state.carrying))
+        say(inert_summary(state.carrying))
     if state.idle_outputs:
-        terminalreporter.write_line(idle_outputs(state.idle_outputs))
+        say(idle_outputs(state.idle_outputs))
 
 
 def _records_lines(config: pytest.Config, state: RunState) -> list[str]:

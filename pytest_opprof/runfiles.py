@@ -21,6 +21,7 @@ from .results import TestRecord
 from .tables import (
     median_wall_ns,
 )
+from .textout import os_bytes, os_text
 from .units import positional
 
 REPORT_SCHEMA = 1
@@ -71,7 +72,7 @@ class ReportSpool:
             parts[key] = self._spool(text)
 
     def _spool(self, text: str) -> tuple[int, int]:
-        data = text.encode()
+        data = os_bytes(text)  # a C locale's node id (lone surrogates): its file's own bytes
         offset = self._file.seek(0, os.SEEK_END)
         self._file.write(data)
         return offset, len(data)
@@ -95,7 +96,7 @@ class ReportSpool:
     def _read(self, parts: dict[tuple[str, str], tuple[int, int]]) -> Iterator[str]:
         for _, (offset, length) in sorted(parts.items()):
             self._file.seek(offset)
-            yield self._file.read(length).decode()
+            yield self._file.read(length).decode("utf-8", "surrogateescape")
 
     def close(self) -> None:
         self._file.close()
@@ -133,7 +134,9 @@ def write_csv_report(path: Path, spool: ReportSpool) -> None:
 
 
 def _json_part(record: TestRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
+    part = {k: v for k, v in record.to_dict().items() if k not in ("summary", "csv", "html")}
+    part["nodeid"] = os_text(part["nodeid"])  # a C locale's reading of test_é.py as the baseline names it
+    return part
 
 
 CSV_COLUMNS = [

@@ -51,8 +51,8 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     if doc.recorded_wait:  # a reviewer read a file of 12 ms addmm, calm 0.14 ms, as any other
         lines.append(
             f"recorded while its threads waited for a CPU {wait_share(doc.recorded_wait)}: its CPU times may be "
-            "inflated and hide slowdowns; record it again on a quiet machine, with the options it was recorded "
-            f"with: pytest --opprof-update-baseline=all {shlex.quote(doc.nodeid)}"
+            "inflated and hide slowdowns; record it again on a quiet machine, in the test's rootdir and with the "
+            f"options it was recorded with: pytest --opprof-update-baseline=all {shlex.quote(doc.nodeid)}"
         )
     return lines
 

@@ -1232,3 +1232,29 @@ def test_an_op_b_added_in_every_step_is_judged_by_its_median_not_its_costliest_s
     assert code == 0 and "t.py::test: B not slower; calls differ for aten::clone" in out
     code, out, _ = run_cli(capsys, "compare", a, some)
     assert code == 1 and "t.py::test: B regressed: 1 op worse" in out
+
+
+def test_a_stdout_that_cannot_encode_a_character_keeps_the_output_and_the_exit_code(tmp_path):
+    """A trial's `PYTHONIOENCODING=ascii opprof compare A B` of a regression printed nothing and
+    exited 2 ("cannot write the output ... > a file with room") for the `…` of a cut op name, where
+    UTF-8 exits 1: the output comes with `...` and `\\xe9`, and the exit code is the command's."""
+    long_name = "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0"
+
+    def steps(us):
+        return analyze([e for i in range(5) for e in (step(i + 1, i * 10_000, 9_000), op(long_name, i * 10_000, us))])
+
+    root = tmp_path / ".opprof"
+    nodeid = "tests/test_é.py::test_sdpa"
+    a = write_folder(root, "box-a", {nodeid: steps(700)})
+    b = write_folder(root, "box-b", {nodeid: steps(2_800)})
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "compare", a, b], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    assert "\nautograd::engine::evaluate_function: ScaledDotProductFlashA...  1  " in proc.stdout
+    assert "\ntests/test_\\xe9.py::test_sdpa: B regressed: 1 op worse\n" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "opprof compare: 1 of 1 compared test regressed in B"
+    utf8 = subprocess.run([sys.executable, "-m", "pytest_opprof", "compare", a, b], capture_output=True, env=os.environ)
+    assert utf8.returncode == 1 and "test_é.py::test_sdpa".encode() in utf8.stdout

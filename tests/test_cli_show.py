@@ -221,7 +221,7 @@ def test_show_says_a_baseline_was_recorded_under_load(capsys, folders):
     code, out, _ = run_cli(capsys, "show", file)
     assert code == 0 and out.splitlines()[2] == (
         "recorded while its threads waited for a CPU 97% of the capture: its CPU times may be inflated and hide "
-        "slowdowns; record it again on a quiet machine, with the options it was recorded with: "
+        "slowdowns; record it again on a quiet machine, in the test's rootdir and with the options it was recorded with: "
         "pytest --opprof-update-baseline=all tests/test_m.py::test_mlp"
     )
     data["capture"]["cpu_wait"] = 0.0  # a calm one (only a hand edit writes it): nothing to say (a review)

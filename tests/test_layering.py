@@ -11,7 +11,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_opprof"
 
 # Lowest first. A module may import from its own layer or the ones below.
 LAYERS = [
-    {"units", "errors", "files", "events", "chrome", "tables", "hooks", "opnames", "clock"},  # know no Profile
+    {
+        "units",
+        "errors",
+        "files",
+        "events",
+        "chrome",
+        "tables",
+        "hooks",
+        "opnames",
+        "clock",
+        "textout",
+    },  # know no Profile
     {
         "analysis",
         "analysis.model",

@@ -637,3 +637,56 @@ def test_package_test_files_outside_the_rootdir_are_refused_at_start(pytester):
         ]
     )
     assert not list(pytester.path.rglob("*.json"))
+
+
+# -- locales and encodings: a C locale's file names, a terminal that lacks a character ---------
+
+RANGED = """
+import torch
+def test_ranged(opprof):
+    m = torch.nn.Linear(8, 8)
+    def step():
+        with torch.profiler.record_function("a_very_long_record_function_range_name_that_exceeds_seventy_characters_by_far"):
+            m(torch.randn(2, 8))
+    opprof.run(step, warmup=1, steps=3)
+"""
+
+
+def test_an_ascii_terminal_gets_each_line_of_the_tables_with_dots_for_a_cut_name(pytester, monkeypatch):
+    """A trial's `PYTHONIOENCODING=ascii pytest --opprof` printed a test's tables as one line of
+    literal `\\n`s (pytest escapes a whole write holding a character the stream lacks: the `…` of a
+    cut name): each line is written alone, the `…` as `...`."""
+    pytester.makepyfile(test_r=RANGED)
+    monkeypatch.setenv("PYTHONIOENCODING", "ascii")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--opprof")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "\\n" not in out and "\\u2026" not in out
+    result.stdout.re_match_lines([r"a_very_long_record_function_range_name_that_exceeds_seventy_character\.\.\.  +1  "])
+    result.stdout.re_match_lines([r"^op +calls/step +ms/step"])
+
+
+def test_a_c_locales_non_ascii_test_file_has_the_baseline_of_the_utf8_locale(pytester, monkeypatch):
+    """A trial's `LC_ALL=C PYTHONUTF8=0 pytest --opprof` of tests/test_é.py stopped at collection
+    with a traceback (the file name's bytes read as lone surrogates, hashed as UTF-8 text): it
+    records, and checks, the one baseline file and node id the UTF-8 locale does, and writes its
+    JSON report."""
+    pytester.makepyfile(**{"test_é": "from test_r import test_ranged as test_x\n", "test_r": RANGED})
+    c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+    for name, value in c_locale.items():
+        monkeypatch.setenv(name, value)
+    flags = ("-p", "no:cacheprovider", "--opprof-fail-on=structure,work", "test_é.py")
+    record = pytester.runpytest_subprocess(*flags, "--opprof-update-baseline")
+    record.assert_outcomes(passed=1)
+    (file,) = (pytester.path / ".opprof").rglob("test_x.json")
+    assert file.parent.name.startswith("test_e.py-")
+    assert json.loads(file.read_text(encoding="utf-8"))["nodeid"] == "test_é.py::test_x"
+    pytester.runpytest_subprocess(*flags, "--opprof", "--opprof-json=r.json").assert_outcomes(passed=1)
+    assert (
+        json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["tests"][0]["nodeid"] == "test_é.py::test_x"
+    )
+    for name in c_locale:
+        monkeypatch.delenv(name)
+    utf8 = pytester.runpytest_subprocess(*flags, "--opprof", "--opprof-require-baseline")
+    utf8.assert_outcomes(passed=1)
+    assert list((pytester.path / ".opprof").rglob("*.json")) == [file]

@@ -1,0 +1,49 @@
+"""Text as the operating system gives and takes it: a name Python read under a C locale without
+UTF-8 mode (a file's UTF-8 bytes held as lone surrogates), and output to a stream that cannot
+encode every character (`PYTHONIOENCODING=ascii`, a latin-1 locale, an old Windows console)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ELLIPSIS = "\u2026"  # what the tables put where they cut a long name
+
+
+def os_bytes(text: str) -> bytes:
+    """The bytes a name came from: a C locale's lone surrogates back to the file's own bytes."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name gave: kept, so that two such names still differ
+        return text.encode("utf-8", "surrogatepass")
+
+
+def os_text(text: str) -> str:
+    """A name as the characters it is in every locale: `test_\\udcc3\\udca9.py` (a C locale's
+    reading of test_é.py) -> `test_é.py`, so that its baseline is named and matched alike there."""
+    if text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text):
+        return text
+    return os_bytes(text).decode("utf-8", "replace")
+
+
+def fit_stream(text: str, stream: Any) -> str:
+    """`text` as `stream` can write it: as it is where the stream's encoding holds it; through a C
+    locale's stream (errors `surrogateescape`) as its UTF-8 bytes, as the file names it prints
+    are; else with `...` for the tables' ellipsis and backslash escapes for other characters
+    (`\\xe9`), as Python writes them on stderr, never an error that loses the whole output."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    errors = getattr(stream, "errors", None) or "strict"
+    try:
+        text.encode(encoding, errors)
+        return text
+    except (UnicodeError, LookupError):
+        pass
+    if errors == "surrogateescape":
+        try:
+            return os_bytes(text).decode(encoding, "surrogateescape")
+        except (UnicodeError, LookupError):
+            pass
+    text = text.replace(ELLIPSIS, "...")
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:
+        return text.encode("ascii", "backslashreplace").decode("ascii")

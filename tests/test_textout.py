@@ -1,0 +1,53 @@
+"""Text as the OS gives and takes it: a C locale's file names, and output to a stream whose
+encoding lacks a character (a trial: `PYTHONIOENCODING=ascii opprof compare` printed nothing and
+exited 2 for the `…` of a cut op name; a C locale's `test_é.py` stopped the run with a traceback)."""
+
+from __future__ import annotations
+
+import io
+
+from pytest_opprof.files import safe_name
+from pytest_opprof.textout import fit_stream, os_bytes, os_text
+
+C_LOCALE_NAME = "test_\udcc3\udca9.py"  # how Python reads the file test_é.py under LC_ALL=C PYTHONUTF8=0
+
+
+def stream(encoding: str, errors: str = "strict") -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding=encoding, errors=errors)
+
+
+def test_a_c_locales_file_name_is_the_name_it_is():
+    assert os_bytes(C_LOCALE_NAME) == "test_é.py".encode()
+    assert os_text(C_LOCALE_NAME) == "test_é.py"
+    assert os_text("tests/test_é.py::test_x[µ]") == "tests/test_é.py::test_x[µ]"  # real characters stay
+    assert os_text("test_\udce9.py") == "test_\ufffd.py"  # a latin-1 file's byte: no UTF-8 character
+    assert os_bytes("a\ud800b") == b"a\xed\xa0\x80b"  # a surrogate no file name gives: kept, no error
+
+
+def test_a_file_name_read_under_a_c_locale_names_the_same_baseline_file():
+    """The same file in both locales, so a baseline recorded under one is read under the other."""
+    assert safe_name(C_LOCALE_NAME) == safe_name("test_é.py")
+    assert safe_name("test_é.py").startswith("test_e.py-")
+    assert safe_name("test_\udce9.py") != safe_name("test_\udce8.py")  # two latin-1 names: two files
+
+
+def test_text_fits_a_stream_that_lacks_its_characters():
+    cut = "aten::" + "x" * 63 + "\u2026  1  15.9"
+    assert fit_stream(cut, stream("utf-8")) == cut
+    assert fit_stream(cut, stream("ascii")) == "aten::" + "x" * 63 + "...  1  15.9"
+    assert fit_stream("tests/test_é.py::test_x", stream("ascii")) == "tests/test_\\xe9.py::test_x"
+    assert fit_stream("test_é.py \u2026", stream("latin-1")) == "test_é.py ..."  # latin-1 has é, not …
+    assert fit_stream("前向 µs", stream("latin-1")) == "\\u524d\\u5411 µs"
+    assert fit_stream("x", io.StringIO()) == "x"  # a stream naming no encoding: UTF-8
+    assert fit_stream("x", object()) == "x"
+
+
+def test_a_c_locales_stream_gets_the_bytes_of_its_file_names():
+    """A C locale's stdout (ASCII, `surrogateescape`) writes a file name's own bytes, as Python's
+    own output of such a name does: the command printed with it can be pasted there."""
+    out = stream("ascii", "surrogateescape")
+    text = fit_stream("pytest 'tests/test_é.py::test_x' \u2026", out)
+    out.write(text)
+    out.flush()
+    assert out.buffer.getvalue() == "pytest 'tests/test_é.py::test_x' \u2026".encode()
+    assert fit_stream(C_LOCALE_NAME, out) == C_LOCALE_NAME
