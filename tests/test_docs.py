@@ -162,3 +162,59 @@ def test_ci_runs_the_readmes_test_command():
     )
     ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
     assert readme is not None and ci == [readme.group(1)]
+
+
+def _json_keys(value, found: set[str]) -> set[str]:
+    """Every key of a JSON value at any level."""
+    if isinstance(value, dict):
+        found |= set(value)
+        for item in value.values():
+            _json_keys(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _json_keys(item, found)
+    return found
+
+
+def test_the_readmes_json_block_names_every_key_of_a_profiles_json_and_no_other():
+    """A mutation trial renamed keys of `Profile.to_dict()`, which `opprof analyze --json` and the
+    JSON report print (a compiled region's `eager`, an eager op's `cpu_ms`, a launch-bound op's
+    `launch_ms`, a graph launch's `calls`), and no test noticed: every key the profiles below
+    write, at any level, is in the README's JSON block or named in backticks under it, and every
+    key the block names is one of theirs (a device trace with a launch-bound op, copies, NCCL and
+    a range; a CUDA graph replay; a compiled capture with a graph break; one compiling in its
+    steps; a live CPU `measure()`, with inputs and the machine references)."""
+    from builders import annotation, kernel, launch, op, step
+    from test_compiled import compilation_in_step_1, graph_break_step
+    from test_timeline import two_steps
+
+    from pytest_opprof.analysis import analyze
+
+    torch = pytest.importorskip("torch")
+    from pytest_opprof import measure
+
+    replay = []
+    for n, t0 in ((1, 0), (2, 200)):
+        replay += [
+            step(n, t0, 100),
+            op("CUDAGraph.replay", t0 + 1, 20),
+            launch(t0 + 2, corr=n, name="cudaGraphLaunch", dur_us=5),
+            kernel("k_a", t0 + 30, 3, corr=n),
+        ]
+    traces = [
+        two_steps() + [annotation("encoder", 1, 60), annotation("encoder", 101, 60)],
+        replay,
+        graph_break_step(1, 0) + graph_break_step(2, 300),
+        compilation_in_step_1(),
+    ]
+    a, w = torch.randn(64, 128), torch.randn(256, 128)
+    profiles = [analyze(events) for events in traces] + [measure(lambda: torch.cat([a, a]) @ w.t(), warmup=1, steps=3)]
+    keys = {"schema"}  # `opprof analyze --json` puts it first
+    for profile in profiles:
+        keys = _json_keys(profile.to_dict(), keys)
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("### JSON (`schema: 1`)") : text.index("## `opprof show`")]
+    block = section.split("```")[1]
+    named = set(re.findall(r'"(\w+)"', block))
+    assert sorted(keys - named - set(re.findall(r"`(\w+)`", section))) == []
+    assert sorted(named - keys) == []
