@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import uuid as uuid_module
 import warnings
 from types import SimpleNamespace
 
@@ -88,6 +89,15 @@ def test_fake_gpu_gives_every_nvml_fact_and_the_key(fake_gpu):
     assert module.calls == {"init": 1, "shutdown": 0}
     nvml.close()
     assert module.calls == {"init": 1, "shutdown": 1}
+
+
+def test_a_torch_without_the_gpus_uuid_gets_nvmls(fake_gpu, monkeypatch):
+    """torch before 2.2 gives no UUID in the device properties: NVML opens the GPU by index and
+    its UUID is the fact (a worker's GPU and a MIG slice are told apart by it)."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: {**fake_nvml.torch_gpu(), "gpu_uuid": None})
+    fake_gpu(fake_nvml.make())
+    facts, handle = device_facts(Nvml())
+    assert handle is not None and facts["gpu_uuid"] == fake_nvml.H200["uuid"]
 
 
 @pytest.mark.parametrize("error", ["LibraryNotFound", "NoPermission", "NotSupported"])
@@ -212,6 +222,33 @@ def test_amd_gpus_torch_names_alike_get_keys_of_their_own(monkeypatch):
     assert device_key({**facts, "gpu_arch": "gfx90a"}) == "amd-radeon-graphics-gfx90a"
     assert device_key({**facts, "gpu_name": "AMD Instinct MI300X"}) == "amd-instinct-mi300x"
     assert device_key({"gpu_name": "NVIDIA H200", "gpu_arch": "gfx942"}) == "nvidia-h200"
+
+
+@pytest.mark.parametrize(
+    ("uuid", "expected"),
+    [
+        (uuid_module.UUID("5f0e6c2a-0000-1111-2222-333344445555"), "GPU-5f0e6c2a-0000-1111-2222-333344445555"),
+        ("MIG-1a2b3c4d-0000-1111-2222-333344445555", "MIG-1a2b3c4d-0000-1111-2222-333344445555"),
+        ("GPU-5f0e6c2a-0000-1111-2222-333344445555", "GPU-5f0e6c2a-0000-1111-2222-333344445555"),
+    ],
+)
+def test_torchs_cuda_facts_name_the_gpu_by_nvmls_uuid(monkeypatch, uuid, expected):
+    """torch's device properties give the UUID NVML opens the GPU by (the worker's GPU, a MIG
+    slice): torch writes a bare UUID, NVML `GPU-...`; a MIG slice's `MIG-...` stays as it is. A
+    CUDA path no CPU run reaches (#16): the properties faked as an H200's."""
+    torch = pytest.importorskip("torch")
+
+    props = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, uuid=uuid)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    facts = device._torch_facts()
+    assert (facts["gpu_name"], facts["gpu_capability"], facts["gpu_count"]) == ("NVIDIA H200", "9.0", 2)
+    assert facts["gpu_uuid"] == expected and "gpu_arch" not in facts
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
+    assert "gpu_uuid" not in device._torch_facts()  # ROCm's uuid is no NVML one
 
 
 def test_unreliable_reasons():
