@@ -789,3 +789,88 @@ def test_a_trace_of_a_loop_whose_host_runs_ahead_of_the_gpu_is_read_not_refused(
     write_trace(tmp_path / "broken.json", host_ahead(kernel_start_us=-5000), {})
     code, out, err = run_cli(capsys, "analyze", str(tmp_path / "broken.json"))
     assert code == 2 and "wall_time" in err + out
+
+
+def _device_steps():
+    """test_timeline's two device steps, with a range around their first 60 us, a CUDA graph
+    replay and a CPU-only op in each."""
+    from test_timeline import two_steps
+
+    events = two_steps()
+    for n, t0 in ((1, 0), (2, 100)):
+        events += [
+            annotation("encoder", t0 + 1, 60),
+            op("CUDAGraph.replay", t0 + 61, 5),
+            launch(t0 + 62, corr=100 + n, name="cudaGraphLaunch", dur_us=3),
+            kernel("k_graph", t0 + 86, 3, corr=100 + n),
+            op("aten::view", t0 + 70, 2),
+        ]
+    return events
+
+
+def test_analyze_prints_every_table_as_it_reads(capsys, tmp_path):
+    """The whole text of `opprof analyze` of a device trace, table by table (a mutation trial
+    changed a header, the `-` of a CPU op's device time, the blank line between two tables, the
+    timeline line, and no test noticed); with `--op`, the chosen runtime calls' table too."""
+    path = tmp_path / "t.json"
+    write_trace(path, _device_steps(), {})
+    code, out, _ = run_cli(capsys, "analyze", str(path))
+    assert code == 0
+    assert (
+        out
+        == f"""{path}: 2 steps, 0.100 ms/step wall (median; 0.200 ms in all), 6 ops, device 0.186 ms in all (busy 0.140 ms, not attributed to an op 0.000 ms)
+timeline: device busy 80% of 0.176 ms; idle while the host ran ops 30% of the steps; compute/memory overlap 0.026 ms; compute/comm overlap 0.010 ms; queue median 0.022 ms; launch-bound: aten::add (kernel 0.0100 < launch 0.0200 ms)
+
+op                calls/step    cpu ms/step    self cpu    device ms/step    of step
+----------------  ------------  -------------  ----------  ----------------  ---------
+aten::mm          1             0.010          0.010       0.040             40.0%
+aten::copy_       1             0.008          0.008       0.030             30.0%
+aten::add         1             0.025          0.025       0.010             10.0%
+nccl:all_reduce   1             0.009          0.009       0.010             10.0%
+CUDAGraph.replay  1             0.005          0.005       0.003             3.0%
+aten::view        1             0.002          0.002       -                 2.0%
+
+range (record_function)    calls/step    cpu ms/step    device ms/step    of step
+-------------------------  ------------  -------------  ----------------  ---------
+encoder                    1             0.060          0.090             90.0%
+
+kernel                launched by       calls    device ms
+--------------------  ----------------  -------  -----------
+gemm                  aten::mm          2        0.080
+ncclKernel_AllReduce  nccl:all_reduce   2        0.020
+vectorized_add        aten::add         2        0.020
+k_graph               CUDAGraph.replay  2        0.006
+
+graph replay     launched in       replays/step    kernels/step    device ms/step
+---------------  ----------------  --------------  --------------  ----------------
+cudaGraphLaunch  CUDAGraph.replay  1               1               0.003
+
+memory op                         calls    device ms    bytes
+--------------------------------  -------  -----------  -------
+Memcpy HtoD (Pageable -> Device)  2        0.060        8192
+
+check    name           message
+-------  -------------  ------------------------------------------------
+ok       events         12 CPU ops, 10 device events
+ok       device_events  10 device events for 10 launches
+ok       step_events    6 CPU ops in each of 2 steps
+ok       wall_time      CPU and device time within each step's wall time
+"""
+    )
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--op", "cudaLaunch*", "--op", "aten::mm")
+    assert code == 0
+    tables = out.split("\n\n")
+    assert (
+        tables[0]
+        .splitlines()[0]
+        .endswith("6 ops (1 chosen), device 0.186 ms in all (busy 0.140 ms, not attributed to an op 0.000 ms)")
+    )
+    assert tables[1:4] == [
+        "op        calls/step    cpu ms/step    self cpu    device ms/step    of step\n"
+        "--------  ------------  -------------  ----------  ----------------  ---------\n"
+        "aten::mm  1             0.010          0.010       0.040             40.0%",
+        "kernel    launched by    calls    device ms\n"
+        "--------  -------------  -------  -----------\n"
+        "gemm      aten::mm       2        0.080",
+        "runtime call      calls    cpu ms\n----------------  -------  --------\ncudaLaunchKernel  6        0.048",
+    ]

@@ -81,6 +81,9 @@ def test_show_file_and_folder(capsys, folders):
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("aten::")}
     assert rows["aten::addmm"][1:] == ["1", "0.350", "0.350", "0.700", "device"]
     assert rows["aten::relu"][1:] == ["1", "0.050", "0.050", "0.050", "cpu"]
+    assert ["op", "calls/step", "ms/step", "min", "cpu", "ms/step", "time"] in [
+        line.split() for line in out.splitlines()
+    ]
     assert "sm90_gemm" in out
     one = write_folder(a.parent / "one", "cpu", {"tests/test_m.py::test_one": profile(steps=1)})
     code, out, _ = run_cli(capsys, "show", one)
