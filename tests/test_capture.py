@@ -1224,6 +1224,17 @@ def test_a_run_takes_a_workload_reference_of_its_costliest_product():
     assert workload_reference_ns(torch, WorkloadReference("aten::mm", ((3, 5), (4, 2)), ("float",) * 2, 0)) is None
 
 
+@pytest.mark.parametrize("dtype", ["float", "double", "c10::BFloat16", "c10::Half"])
+def test_a_workload_reference_replays_each_float_type_torch_records(dtype):
+    """A half or bfloat16 model's product (autocast on CPU) is replayed in its own type: a type
+    name the replay did not map stopped the capture with an AttributeError (a mutation trial)."""
+    from pytest_opprof.analysis.model import WorkloadReference
+    from pytest_opprof.references import workload_reference_ns
+
+    ns = workload_reference_ns(torch, WorkloadReference("aten::mm", ((4, 8), (8, 4)), (dtype, dtype), 0))
+    assert isinstance(ns, int) and ns > 0
+
+
 def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(monkeypatch):
     """The busy pause before a confirmation: its adds run on the CPU whatever the test's default
     device (a review: after set_default_device they followed it), on the first measurement's

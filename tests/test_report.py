@@ -155,6 +155,26 @@ def test_shares_never_round_to_an_end_they_are_not_at(share, text):
     assert share_text(share) == text
 
 
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (0, "0.000"),
+        (0.35, "0.350"),
+        (1.0, "1.000"),
+        (145.0, "145.0"),
+        (29950, "29950"),
+        (-0.35, "-0.350"),
+        (float("inf"), "inf"),
+    ],
+)
+def test_a_stored_time_prints_to_the_digits_a_baseline_holds(ms, text):
+    """A baseline's times hold 4 significant digits: `29950.000` claims a precision it lacks; a
+    time of 0 (an op too short to time) is `0.000`, not a math domain error (a mutation trial)."""
+    from pytest_opprof.units import stored_ms_text
+
+    assert stored_ms_text(ms) == text
+
+
 def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero():
     """A trial's `aten::copy_` 0.007 vs 0.007 ms showed `-0.000` in the diff column: a difference
     the table cannot show is `0.000`; one it can keeps its sign."""
