@@ -100,17 +100,19 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
 
 
 def _baseline_memory_table(doc: BaselineDoc, top: int | None) -> str:
+    """Per memory op, per step as the other columns: a file holds its bytes over all the steps
+    (`1` call and 0.050 ms per step beside three steps' `12288` bytes read as one 12 KB copy)."""
     memory = sorted(doc.memory_ops.items(), key=lambda item: (-_median(list(item[1].device_ms or [0])), item[0]))
     rows = [
         [
             name,
             count_text(_median(list(m.calls_per_step or [0]))),
             stored_ms_text(_median(list(m.device_ms or [0]))),
-            m.bytes,
+            count_text(m.bytes / doc.steps) if doc.steps else m.bytes,
         ]
         for name, m in memory[:top]
     ]
-    headers = ["memory op", "calls/step", "device ms/step", "bytes"]
+    headers = ["memory op", "calls/step", "device ms/step", "bytes/step"]
     table = grid(rows, headers)
     return with_more_rows(table, len(memory), len(rows), "memory op") if rows else ""
 

@@ -8,7 +8,7 @@ import os
 from statistics import median
 
 import pytest
-from builders import launch, memcpy, op, step, stepped
+from builders import kernel, launch, memcpy, op, step, stepped
 from cli_docs import ENV, profile, run_cli, steps_with, two_folders, write_folder
 
 from pytest_opprof.analysis import analyze
@@ -545,3 +545,47 @@ def test_a_baseline_with_an_op_named_like_a_trace_key_is_read_as_a_baseline(caps
         write_baseline(tmp_path / name, baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", ENV))
     code, out, _ = run_cli(capsys, "compare", tmp_path / "a.json", tmp_path / "b.json", "--json")
     assert code == 0 and json.loads(out)["a"]["kind"] == "baseline"
+
+
+def test_show_prints_a_gpu_baselines_header_and_tables_as_they_read(capsys, tmp_path):
+    """The whole text of `opprof show` of a GPU baseline (a mutation trial changed the header's
+    `CUDA driver`, a table's header, the blank line between tables, and no test noticed); its
+    memory ops by step as its other columns (their bytes read as the three steps' together)."""
+    events = stepped(
+        3,
+        10_000,
+        lambda i, base: [
+            op("aten::addmm", base + 20, 700, shapes=((8, 64), (64, 64)), dtypes=("float", "float"), flops=65536),
+            launch(base + 30, corr=10 * i + 1),
+            kernel("sm90_gemm", base + 40, 350, corr=10 * i + 1),
+            op("aten::copy_", base + 1000, 100),
+            launch(base + 1010, corr=10 * i + 2, name="cudaMemcpyAsync"),
+            memcpy("Memcpy HtoD (Pageable -> Device)", base + 1020, 50, 4096, corr=10 * i + 2),
+            op("aten::relu", base + 2000, 50),
+        ],
+    )
+    file = tmp_path / "test_mlp.json"
+    env = {**ENV, "cuda_driver": "12.4", "gpu_name": "NVIDIA H200"}
+    write_baseline(file, baseline_from_profile(analyze(events), "tests/test_m.py::test_mlp", "nvidia-h200", env))
+    code, out, _ = run_cli(capsys, "show", file)
+    assert code == 0
+    assert (
+        out
+        == f"""tests/test_m.py::test_mlp  [{file}]
+device nvidia-h200; NVIDIA H200; torch 2.13.0, CUDA 12.4, driver 550.54.15, CUDA driver 12.4; 3 steps, 10.00 ms/step wall
+
+op           calls/step    ms/step    min    cpu ms/step    time
+-----------  ------------  ---------  -----  -------------  ------
+aten::addmm  1             0.350      0.350  0.700          device
+aten::copy_  1             0.050      0.050  0.100          device
+aten::relu   1             0.050      0.050  0.050          cpu
+
+kernel     launched by    calls/step    device ms/step
+---------  -------------  ------------  ----------------
+sm90_gemm  aten::addmm    1             0.350
+
+memory op                         calls/step    device ms/step    bytes/step
+--------------------------------  ------------  ----------------  ------------
+Memcpy HtoD (Pageable -> Device)  1             0.050             4096
+"""
+    )
