@@ -403,6 +403,7 @@ def test_busy_children_counts_the_children_that_used_cpu_in_between():
         after = child_cpu_ticks()
         assert after is not None and str(done.pid) not in after
         assert str(busy.pid) in after and str(idle.pid) in after
+        assert 1 <= after[str(busy.pid)] < 100 * 3600  # its CPU ticks (>= 0.05 s), not another field of stat
         started = {**before, str(idle.pid): after[str(idle.pid)]}  # idle: its start-up before the first reading
         assert busy_children(started, after) == 1
         assert busy_children(None, after) == 0
