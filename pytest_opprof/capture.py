@@ -37,11 +37,13 @@ from .analysis.model import OtherThread
 from .breaks import breaks_seen, new_break_reasons, recompile_limit_hit
 from .errors import (
     CaptureError,
+    OpprofUsageError,
     captures_cannot_nest,
     profiler_already_running,
     profiler_inside_capture,
     profiler_off_thread,
     ran_no_op_in_run,
+    torch_missing,
 )
 from .kineto import SET_ASIDE, events_carry_category, read_profiler, release_results
 from .references import (
@@ -59,15 +61,18 @@ T = TypeVar("T")
 
 
 def _torch() -> Any:
-    import torch
-
+    """torch; where it cannot be imported, one line saying so, not a traceback of the import."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise OpprofUsageError(torch_missing(f"{type(exc).__name__}: {exc}")) from None
     return torch
 
 
 def torch_import_problem() -> str | None:
     """Why torch cannot be imported here (`No module named 'torch'`, a broken install), or None."""
     try:
-        _torch()
+        import torch  # noqa: F401
     except Exception as exc:  # an ImportError, or what a broken install raises on import
         return f"{type(exc).__name__}: {exc}"
     return None

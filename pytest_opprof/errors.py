@@ -1005,6 +1005,12 @@ def bad_event(index: int, problem: str) -> str:
     return f"analyze(): events[{index}]: {problem}; build each as Event(kind, name, start_ns, dur_ns, ...)"
 
 
+def torch_missing(problem: str) -> str:
+    """The library's measure() or capture() where torch cannot be imported (a release trial's
+    raised a bare ModuleNotFoundError)."""
+    return f"torch cannot be imported here ({problem}); install torch in this environment to measure"
+
+
 def torch_not_importable(problem: str) -> str:
     """--opprof where torch cannot be imported: each measured test would end in a traceback."""
     return f"--opprof: torch cannot be imported here ({problem}); install torch in this environment, or run without --opprof"

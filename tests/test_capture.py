@@ -1894,3 +1894,19 @@ def test_measure_without_fn_is_one_usage_error():
     """measure() with nothing: the usage error naming what it takes, not Python's bare TypeError."""
     with pytest.raises(OpprofUsageError, match=r"measure\(\) takes the function to profile"):
         measure()
+
+
+def test_measure_and_capture_without_torch_say_so_in_one_line(monkeypatch):
+    """A release trial's `measure()` in an environment without torch raised a bare
+    ModuleNotFoundError from inside the package: one line naming torch and the fix."""
+    from pytest_opprof import capture as library_capture
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises, as where it is not installed
+    expected = (
+        r"^torch cannot be imported here \(ModuleNotFoundError: .*\); install torch in this environment to measure$"
+    )
+    with pytest.raises(OpprofUsageError, match=expected):
+        measure(lambda: None, warmup=0, steps=1)
+    with pytest.raises(OpprofUsageError, match=expected):
+        with library_capture():
+            pass
