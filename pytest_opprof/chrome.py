@@ -14,7 +14,7 @@ from typing import Any
 
 from .events import ANNOTATION, DEVICE_KINDS, END_THREAD, RUNTIME, Event
 from .files import write_atomic
-from .textout import os_bytes
+from .textout import file_bytes
 
 
 def event_to_trace_json(event: Event, end_thread: int | None = None) -> str:
@@ -91,7 +91,7 @@ def write_trace(
     records = [*written, *_names(events), *_flows(events)]
     body = ",\n".join(records)
     sep = ", " if head != "{" else ""
-    data = os_bytes(f'{head}{sep}"traceEvents": [\n{body}\n]}}\n')
+    data = file_bytes(f'{head}{sep}"traceEvents": [\n{body}\n]}}\n')
     p = Path(path)
     write_atomic(p, gzip.compress(data) if p.name.endswith(".gz") else data)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import UnsafePathError, outside_folder
-from .textout import os_bytes, os_text
+from .textout import file_bytes, os_bytes, os_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\[\]-]+")
 NAME_LIMIT = 100
@@ -90,7 +90,7 @@ def _make_folder(folder: Path) -> None:
 
 def _write_chunks(f: BinaryIO, chunks: Iterable[str | bytes]) -> None:
     for chunk in chunks:
-        f.write(os_bytes(chunk) if isinstance(chunk, str) else chunk)  # a C locale's node id: its own bytes
+        f.write(file_bytes(chunk) if isinstance(chunk, str) else chunk)
 
 
 def is_stream(path: Path) -> bool:

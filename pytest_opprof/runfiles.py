@@ -21,7 +21,7 @@ from .results import TestRecord
 from .tables import (
     median_wall_ns,
 )
-from .textout import os_bytes, os_text
+from .textout import file_bytes, os_text
 from .units import positional
 
 REPORT_SCHEMA = 1
@@ -72,7 +72,7 @@ class ReportSpool:
             parts[key] = self._spool(text)
 
     def _spool(self, text: str) -> tuple[int, int]:
-        data = os_bytes(text)  # a C locale's node id (lone surrogates): its file's own bytes
+        data = file_bytes(text)
         offset = self._file.seek(0, os.SEEK_END)
         self._file.write(data)
         return offset, len(data)

@@ -17,6 +17,12 @@ def os_bytes(text: str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
+def file_bytes(text: str) -> bytes:
+    """Text as the files we write hold it: UTF-8, with a C locale's file-name bytes as they were
+    (its node ids); any other lone surrogate raises UnicodeEncodeError, as UTF-8 does."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 def os_text(text: str) -> str:
     """A name as the characters it is in every locale: `test_\\udcc3\\udca9.py` (a C locale's
     reading of test_é.py) -> `test_é.py`, so that its baseline is named and matched alike there."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from pytest_opprof.files import safe_name
 from pytest_opprof.textout import fit_stream, os_bytes, os_text
 
@@ -51,3 +53,11 @@ def test_a_c_locales_stream_gets_the_bytes_of_its_file_names():
     out.flush()
     assert out.buffer.getvalue() == "pytest 'tests/test_é.py::test_x' \u2026".encode()
     assert fit_stream(C_LOCALE_NAME, out) == C_LOCALE_NAME
+
+
+def test_files_hold_a_c_locales_names_as_their_bytes_and_refuse_any_other_lone_surrogate():
+    from pytest_opprof.textout import file_bytes
+
+    assert file_bytes(C_LOCALE_NAME) == "test_é.py".encode()
+    with pytest.raises(UnicodeEncodeError):
+        file_bytes("a\ud800b")  # no file name's byte: not written as bytes no UTF-8 reader takes
