@@ -175,6 +175,15 @@ def test_a_stored_time_prints_to_the_digits_a_baseline_holds(ms, text):
     assert stored_ms_text(ms) == text
 
 
+def test_names_are_the_first_three_and_a_count_or_all_under_v():
+    from pytest_opprof.units import first_three
+
+    names = ["aten::mm", "aten::add", "aten::relu", "aten::cat", "aten::sum"]
+    assert first_three(names) == "aten::mm, aten::add, aten::relu and 2 more"
+    assert first_three(names[:3]) == "aten::mm, aten::add, aten::relu"
+    assert first_three(names, every=True) == ", ".join(names)
+
+
 def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero():
     """A trial's `aten::copy_` 0.007 vs 0.007 ms showed `-0.000` in the diff column: a difference
     the table cannot show is `0.000`; one it can keeps its sign."""
