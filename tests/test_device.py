@@ -251,6 +251,28 @@ def test_torchs_cuda_facts_name_the_gpu_by_nvmls_uuid(monkeypatch, uuid, expecte
     assert "gpu_uuid" not in device._torch_facts()  # ROCm's uuid is no NVML one
 
 
+def test_the_clock_event_reasons_are_nvmls_own_bits():
+    """Each reason's bit is the one nvidia-ml-py names it by (a mutation trial moved
+    `hw_slowdown` to 0x10, `sync_boost`'s, and no test noticed): a bit read wrong would excuse
+    a slowdown by another reason, or miss the GPU's own."""
+    pynvml = pytest.importorskip("pynvml")
+
+    names = {
+        "gpu_idle": "GpuIdle",
+        "applications_clocks_setting": "ApplicationsClocksSetting",
+        "sw_power_cap": "SwPowerCap",
+        "hw_slowdown": "HwSlowdown",
+        "sync_boost": "SyncBoost",
+        "sw_thermal_slowdown": "SwThermalSlowdown",
+        "hw_thermal_slowdown": "HwThermalSlowdown",
+        "hw_power_brake_slowdown": "HwPowerBrakeSlowdown",
+        "display_clock_setting": "DisplayClockSetting",
+    }
+    assert sorted(device.CLOCK_EVENT_REASONS.values()) == sorted(names)
+    for bit, name in device.CLOCK_EVENT_REASONS.items():
+        assert getattr(pynvml, f"nvmlClocksThrottleReason{names[name]}") == bit, name
+
+
 def test_unreliable_reasons():
     fine = ClockSample(1980, 1980, ())
     idle_low = ClockSample(345, 1980, ("gpu_idle",))
