@@ -57,7 +57,7 @@ from .runfiles import op_csv
 from .settings import NONE_ALONE, parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables
 from .tables import as_markdown, markdown_tables, profile_tables
-from .textout import fit_stream
+from .textout import fit_stream, os_text
 from .trace import load_trace
 from .verdicts import (
     DEFAULT_MIN_DELTA_MS,
@@ -395,11 +395,12 @@ def _move(args: argparse.Namespace) -> Done:
     newcomer had to `git mv` the file and hand-edit its "nodeid")."""
     if Path(args.file).is_file():
         given_baseline(Path(args.file))  # not a baseline: said before anything moves
-    moved = move_baseline(Path(args.file), args.nodeid)
-    if moved.was == args.nodeid and moved.new == moved.old:
-        return Done(unmoved_line(moved.new, args.nodeid) + "\n")
+    nodeid = os_text(args.nodeid)  # typed in a C locale: the id the plugin names the test by
+    moved = move_baseline(Path(args.file), nodeid)
+    if moved.was == nodeid and moved.new == moved.old:
+        return Done(unmoved_line(moved.new, nodeid) + "\n")
     new = _as_given(moved.new, moved.old) if moved.new != moved.old else moved.old
-    return Done(moved_line(moved.old, new, args.nodeid, moved.was) + "\n")
+    return Done(moved_line(moved.old, new, nodeid, moved.was) + "\n")
 
 
 def _as_given(path: Path, given: Path) -> Path:

@@ -614,14 +614,16 @@ def _testpaths(config: pytest.Config) -> list[Path]:
 
 def _narrowed(config: pytest.Config) -> list[str]:
     """The test files a node id on the command line picked tests of (`tests/test_a.py::test_x`),
-    as node ids name them."""
+    as node ids name them (os_text: a C locale's file name as the collected ids hold it)."""
     found = []
     for arg in config.args:
         file_part, picked, _ = arg.partition("::")
         if picked:
             path = (config.invocation_params.dir / file_part).resolve()
             found.append(
-                path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) else file_part
+                os_text(
+                    path.relative_to(config.rootpath).as_posix() if path.is_relative_to(config.rootpath) else file_part
+                )
             )
     return found
 

@@ -18,17 +18,18 @@ def os_bytes(text: str) -> bytes:
 
 
 def file_bytes(text: str) -> bytes:
-    """Text as the files we write hold it: UTF-8, with a C locale's file-name bytes as they were
-    (its node ids); any other lone surrogate raises UnicodeEncodeError, as UTF-8 does."""
-    return text.encode("utf-8", "surrogateescape")
+    """Text as the files we write hold it: valid UTF-8 always, a node id as os_text gives it."""
+    return os_text(text).encode("utf-8")
 
 
 def os_text(text: str) -> str:
     """A name as the characters it is in every locale: `test_\\udcc3\\udca9.py` (a C locale's
-    reading of test_é.py) -> `test_é.py`, so that its baseline is named and matched alike there."""
+    reading of test_é.py) -> `test_é.py`, so that its baseline is named and matched alike there.
+    Bytes that are no UTF-8 (a latin-1 file name, `test_\\xe9.py`) stay as backslash escapes,
+    each name its own (a review: decoded as U+FFFD, two such files shared one baseline)."""
     if text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text):
         return text
-    return os_bytes(text).decode("utf-8", "replace")
+    return os_bytes(text).decode("utf-8", "backslashreplace")
 
 
 def fit_stream(text: str, stream: Any) -> str:
@@ -48,7 +49,10 @@ def fit_stream(text: str, stream: Any) -> str:
             return os_bytes(text).decode(encoding, "surrogateescape")
         except (UnicodeError, LookupError):
             pass
-    text = text.replace(ELLIPSIS, "...")
+    try:
+        ELLIPSIS.encode(encoding)
+    except (UnicodeError, LookupError):
+        text = text.replace(ELLIPSIS, "...")
     try:
         return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
     except LookupError:

@@ -270,7 +270,9 @@ def test_the_clock_event_reasons_are_nvmls_own_bits():
     }
     assert sorted(device.CLOCK_EVENT_REASONS.values()) == sorted(names)
     for bit, name in device.CLOCK_EVENT_REASONS.items():
-        assert getattr(pynvml, f"nvmlClocksThrottleReason{names[name]}") == bit, name
+        # newer nvidia-ml-py names them ClocksEventReason*, older ones ClocksThrottleReason* only
+        found = getattr(pynvml, f"nvmlClocksEventReason{names[name]}", None)
+        assert (found if found is not None else getattr(pynvml, f"nvmlClocksThrottleReason{names[name]}")) == bit, name
 
 
 def test_unreliable_reasons():

@@ -669,24 +669,60 @@ def test_an_ascii_terminal_gets_each_line_of_the_tables_with_dots_for_a_cut_name
 def test_a_c_locales_non_ascii_test_file_has_the_baseline_of_the_utf8_locale(pytester, monkeypatch):
     """A trial's `LC_ALL=C PYTHONUTF8=0 pytest --opprof` of tests/test_é.py stopped at collection
     with a traceback (the file name's bytes read as lone surrogates, hashed as UTF-8 text): it
-    records, and checks, the one baseline file and node id the UTF-8 locale does, and writes its
-    JSON report."""
-    pytester.makepyfile(**{"test_é": "from test_r import test_ranged as test_x\n", "test_r": RANGED})
+    records, and checks, the baseline files and node ids the UTF-8 locale does, and writes its JSON
+    report; a test picked by its node id leaves the other's baseline alone (a review: called an
+    orphan), and `opprof mv` takes the id as typed there (a review: "a control character")."""
+    pytester.makepyfile(
+        **{"test_é": "from test_r import test_ranged as test_x, test_ranged as test_y\n", "test_r": RANGED}
+    )
     c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
     for name, value in c_locale.items():
         monkeypatch.setenv(name, value)
-    flags = ("-p", "no:cacheprovider", "--opprof-fail-on=structure,work", "test_é.py")
-    record = pytester.runpytest_subprocess(*flags, "--opprof-update-baseline")
-    record.assert_outcomes(passed=1)
-    (file,) = (pytester.path / ".opprof").rglob("test_x.json")
-    assert file.parent.name.startswith("test_e.py-")
-    assert json.loads(file.read_text(encoding="utf-8"))["nodeid"] == "test_é.py::test_x"
-    pytester.runpytest_subprocess(*flags, "--opprof", "--opprof-json=r.json").assert_outcomes(passed=1)
-    assert (
-        json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["tests"][0]["nodeid"] == "test_é.py::test_x"
+    flags = ("-p", "no:cacheprovider", "--opprof-fail-on=structure,work")
+    pytester.runpytest_subprocess(*flags, "test_é.py", "--opprof-update-baseline").assert_outcomes(passed=2)
+    x, y = sorted((pytester.path / ".opprof").rglob("test_*.json"))
+    assert x.parent.name.startswith("test_e.py-") and (x.name, y.name) == ("test_x.json", "test_y.json")
+    assert json.loads(x.read_text(encoding="utf-8"))["nodeid"] == "test_é.py::test_x"
+    picked = pytester.runpytest_subprocess(*flags, "test_é.py::test_x", "--opprof", "--opprof-json=r.json")
+    picked.assert_outcomes(passed=1)
+    assert "read by no test" not in picked.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert report["tests"][0]["nodeid"] == "test_é.py::test_x"
+    moved = subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", "mv", str(y), "test_é.py::test_z"], capture_output=True, text=True
     )
+    assert moved.returncode == 0, moved.stderr
+    (z,) = (pytester.path / ".opprof").rglob("test_z.json")
+    assert json.loads(z.read_text(encoding="utf-8"))["nodeid"] == "test_é.py::test_z"
     for name in c_locale:
         monkeypatch.delenv(name)
-    utf8 = pytester.runpytest_subprocess(*flags, "--opprof", "--opprof-require-baseline")
+    utf8 = pytester.runpytest_subprocess(*flags, "test_é.py::test_x", "--opprof", "--opprof-require-baseline")
     utf8.assert_outcomes(passed=1)
-    assert list((pytester.path / ".opprof").rglob("*.json")) == [file]
+    assert sorted((pytester.path / ".opprof").rglob("*.json")) == [x, z]
+
+
+def test_two_test_files_named_by_bytes_that_are_no_utf8_have_a_baseline_each(pytester):
+    """A review's `test_\\xe9.py` and `test_\\xe8.py` (latin-1 names, no UTF-8 in any locale)
+    shared one baseline, `test_\\ufffd.py`, each judged against the other's: each keeps its own,
+    named by the escape of its byte, and the CSV report is UTF-8."""
+    for byte in (b"\xe9", b"\xe8"):
+        (pytester.path / os.fsdecode(b"test_" + byte + b".py")).write_text("from test_r import test_ranged as test_x\n")
+    pytester.makepyfile(test_r=RANGED)
+    names = [os.fsdecode(b"test_\xe9.py"), os.fsdecode(b"test_\xe8.py")]
+    run = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        *names,
+        "--opprof-update-baseline",
+        "--opprof-csv=r.csv",
+    ]
+    done = subprocess.run(run, cwd=pytester.path, capture_output=True)  # bytes: pytester's text reading refuses them
+    out = done.stdout.decode("utf-8", "replace")
+    assert done.returncode == 0, out
+    assert "baselines written: 2 new" in out
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((pytester.path / ".opprof").rglob("*.json"))]
+    assert sorted(d["nodeid"] for d in docs) == ["test_\\xe8.py::test_x", "test_\\xe9.py::test_x"]
+    assert "test_\\xe9.py::test_x" in (pytester.path / "r.csv").read_bytes().decode("utf-8")

@@ -176,6 +176,7 @@ def test_a_stored_time_prints_to_the_digits_a_baseline_holds(ms, text):
 
 
 def test_names_are_the_first_three_and_a_count_or_all_under_v():
+    """A line names three tests or ops and counts the rest; under -v, every one of them."""
     from pytest_opprof.units import first_three
 
     names = ["aten::mm", "aten::add", "aten::relu", "aten::cat", "aten::sum"]
