@@ -434,6 +434,41 @@ def test_to_dict_has_the_documented_keys():
     assert d["kernels"][0] == {**d["kernels"][0], "name": "k", "op": "aten::mm", "calls": 1, "device_ms": 0.005}
 
 
+def test_the_jsons_per_step_figures_add_up_to_its_totals():
+    """Each op's and range's per-step distributions, in ms as the totals are (a mutation trial
+    halved `per_step.self_cpu_ms` and no test noticed): over identical steps, the samples sum to
+    the total; the self times are the op's own (mm 40 us, 10 of them in its add)."""
+    events = []
+    for n, t0 in ((1, 0), (2, 100)):
+        events += [
+            step(n, t0, 100),
+            annotation("block", t0 + 1, 60),
+            op("aten::mm", t0 + 5, 40),
+            op("aten::add", t0 + 10, 10),
+            launch(t0 + 12, corr=n),
+            kernel("k", t0 + 20, 5, corr=n),
+            op("aten::copy_", t0 + 50, 5),
+            launch(t0 + 51, corr=10 + n, name="cudaMemcpyAsync"),
+            memcpy("Memcpy HtoD", t0 + 60, 8, 64, corr=10 + n),
+            op("CUDAGraph.replay", t0 + 70, 5),
+            launch(t0 + 71, corr=20 + n, name="cudaGraphLaunch"),
+            kernel("g", t0 + 80, 3, corr=20 + n),
+        ]
+    d = analyze(events).to_dict()
+    assert d["step_wall_ms"] == {"median": 0.1, "min": 0.1, "max": 0.1, "samples": [0.1, 0.1]}
+    for row in d["kernels"] + d["memory_ops"] + d["graph_launches"]:
+        assert sum(row["per_step"]["device_ms"]["samples"]) == pytest.approx(row["device_ms"]), row
+    assert [len(d[key]) for key in ("kernels", "memory_ops", "graph_launches")] == [2, 1, 1]
+    rows = {row["name"]: row for row in d["ops"] + d["ranges"]}
+    assert (rows["aten::mm"]["cpu_ms"], rows["aten::mm"]["self_cpu_ms"]) == (0.08, 0.06)
+    assert (rows["aten::mm"]["device_ms"], rows["aten::mm"]["self_device_ms"]) == (0.01, 0.0)
+    for name in ("aten::mm", "aten::add", "block"):
+        for key, dist in rows[name]["per_step"].items():
+            if key.endswith("_ms"):
+                assert sum(dist["samples"]) == pytest.approx(rows[name][key]), (name, key)
+                assert dist["median"] == dist["min"] == dist["max"] == dist["samples"][0], (name, key)
+
+
 def test_negative_durations_make_the_measurement_untrusted():
     """An op or kernel with a negative duration is an error check, not a -0.005 ms/step op."""
     p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])
