@@ -469,6 +469,23 @@ def test_the_jsons_per_step_figures_add_up_to_its_totals():
                 assert dist["median"] == dist["min"] == dist["max"] == dist["samples"][0], (name, key)
 
 
+def test_callers_are_the_innermost_first_up_to_the_depth_asked():
+    """`callers` names the ops above an op, innermost first, `depth` of them (2 by default)."""
+    p = analyze(
+        [
+            step(1, 0, 100),
+            op("aten::linear", 1, 50),
+            op("aten::addmm", 2, 40),
+            op("aten::copy_", 3, 10),
+            op("aten::as_strided", 4, 2),
+        ]
+    )
+    assert p.callers("aten::as_strided") == ("aten::copy_", "aten::addmm")
+    assert p.callers("aten::as_strided", depth=3) == ("aten::copy_", "aten::addmm", "aten::linear")
+    assert p.callers("aten::as_strided", depth=9) == ("aten::copy_", "aten::addmm", "aten::linear")
+    assert p.callers("aten::linear") == () and p.callers("aten::nope") == ()
+
+
 def test_negative_durations_make_the_measurement_untrusted():
     """An op or kernel with a negative duration is an error check, not a -0.005 ms/step op."""
     p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])
