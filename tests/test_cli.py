@@ -77,6 +77,25 @@ def test_analyze_json_is_the_profile_dict(capsys, small_trace):
     assert data["trace"] == {"cut_short": False, "device_key": "unknown", "nodeid": None, "outcome": None}
 
 
+def test_analyze_json_names_the_test_and_outcome_of_a_trace_opprof_exported(capsys, tmp_path):
+    """An exported trace's header carries its test, outcome and whether the test's exception cut
+    the capture short, which `analyze --json` gives back (a mutation trial dropped the outcome
+    from the header and no test noticed)."""
+    from pytest_opprof.analysis import analyze
+
+    path = tmp_path / "t.json.gz"
+    profile = analyze([step(1, 0, 100), op("aten::mm", 10, 20)])
+    profile.export_chrome_trace(path, "nvidia-h200", nodeid="tests/t.py::test_x", outcome="failed", cut_short=True)
+    code, out, _ = run_cli(capsys, "analyze", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["trace"] == {
+        "cut_short": True,
+        "device_key": "nvidia-h200",
+        "nodeid": "tests/t.py::test_x",
+        "outcome": "failed",
+    }
+
+
 def test_top_limits_rows(capsys, small_trace):
     """--top N keeps the N costliest ops in tables and in JSON."""
     _, out, _ = run_cli(capsys, "analyze", str(small_trace), "--json", "--top", "1")
