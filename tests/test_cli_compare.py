@@ -122,6 +122,19 @@ def test_compare_folders_tables(capsys, folders):
     section = out.split("tests/test_m.py::test_mlp: ")[1]
     ops_table, kernel_table = section.split("\n\n")[:2]
     rows = {line.split()[0]: line.split() for line in ops_table.splitlines() if line.startswith("aten::")}
+    assert kernel_table.splitlines()[0].split() == [
+        "op",
+        "A",
+        "kernels",
+        "calls",
+        "x",
+        "ms/step",
+        "B",
+        "kernels",
+        "calls",
+        "x",
+        "ms/step",
+    ]
     assert kernel_table.splitlines()[2].split() == [
         "aten::addmm",
         "sm90_gemm",
