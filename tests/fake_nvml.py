@@ -90,7 +90,12 @@ def make(
         return handle
 
     fn("nvmlDeviceGetHandleByUUID", by_uuid)
-    fn("nvmlDeviceGetHandleByIndex", lambda i: handle)
+    def by_index(index: int) -> Any:
+        if index != 0:  # one GPU: NVML refuses any other index (NVML_ERROR_INVALID_ARGUMENT)
+            raise NVMLError("invalid argument")
+        return handle
+
+    fn("nvmlDeviceGetHandleByIndex", by_index)
     fn("nvmlDeviceGetName", facts["name"])
     fn("nvmlDeviceGetUUID", facts["uuid"])
     fn("nvmlSystemGetDriverVersion", facts["driver"])
