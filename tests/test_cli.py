@@ -812,7 +812,7 @@ def test_a_trace_of_a_loop_whose_host_runs_ahead_of_the_gpu_is_read_not_refused(
 
 def _device_steps():
     """test_timeline's two device steps, with a range around their first 60 us, a CUDA graph
-    replay and a CPU-only op in each."""
+    replay and a CPU-only op in a CPU-only range in each."""
     from test_timeline import two_steps
 
     events = two_steps()
@@ -822,6 +822,7 @@ def _device_steps():
             op("CUDAGraph.replay", t0 + 61, 5),
             launch(t0 + 62, corr=100 + n, name="cudaGraphLaunch", dur_us=3),
             kernel("k_graph", t0 + 86, 3, corr=100 + n),
+            annotation("postprocess", t0 + 69, 4),
             op("aten::view", t0 + 70, 2),
         ]
     return events
@@ -852,6 +853,7 @@ aten::view        1             0.002          0.002       -                 2.0
 range (record_function)    calls/step    cpu ms/step    device ms/step    of step
 -------------------------  ------------  -------------  ----------------  ---------
 encoder                    1             0.060          0.090             90.0%
+postprocess                1             0.004          -                 4.0%
 
 kernel                launched by       calls    device ms
 --------------------  ----------------  -------  -----------
