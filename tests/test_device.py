@@ -275,6 +275,15 @@ def test_the_clock_event_reasons_are_nvmls_own_bits():
         assert (found if found is not None else getattr(pynvml, f"nvmlClocksThrottleReason{names[name]}")) == bit, name
 
 
+def test_the_wait_for_a_cpu_is_in_milliseconds_between_two_readings():
+    """The ms the threads waited between two (wall ns, wait ns) readings: what a slowdown is
+    weighed against (a wait of 2 ms a step cannot explain an op 9 ms slower)."""
+    assert device.waited_ms((0, 1_000_000), (9, 3_500_000)) == 2.5
+    assert device.waited_ms((0, 3_500_000), (9, 1_000_000)) == 0  # a counter that went back: none
+    assert device.waited_ms((0, None), (9, 3_500_000)) is None
+    assert device.waited_ms((0, 1), (9, None)) is None
+
+
 def test_unreliable_reasons():
     fine = ClockSample(1980, 1980, ())
     idle_low = ClockSample(345, 1980, ("gpu_idle",))
