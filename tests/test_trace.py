@@ -211,6 +211,20 @@ def test_the_thread_count_an_exported_trace_carries_is_read_when_it_is_one(tmp_p
     assert load_trace(tmp_path / "t.json").threads == read
 
 
+def test_the_other_threads_of_a_capture_survive_its_export(tmp_path):
+    """What `export_chrome_trace` writes of the other Python threads reads back as they were (a
+    mutation trial dropped their CPU time from the header and no test noticed)."""
+    from dataclasses import replace
+
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.analysis.model import OtherThread
+
+    others = (OtherThread("worker", 2.5, 3, True), OtherThread("pool_1", None, 1, False))
+    profile = replace(analyze([step(1, 0, 100), op("aten::mm", 10, 20)]), other_threads=others)
+    profile.export_chrome_trace(tmp_path / "t.json.gz")
+    assert load_trace(tmp_path / "t.json.gz").other_threads == others
+
+
 def test_the_other_threads_an_exported_trace_names_are_read_where_well_formed(tmp_path):
     """Our header's `other_threads` (Python threads that ran during the capture, unrecorded)
     comes back with its warning; an entry of another shape (hand-edited) is left out, and a
