@@ -59,6 +59,25 @@ def test_host_bound_time_and_launch_bound_ops():
     assert (bound.op, bound.kernels, bound.kernel_ns, bound.launch_ns) == ("aten::add", 2, 10_000, 20_000)
 
 
+def test_the_timeline_line_names_three_launch_bound_ops_and_counts_the_rest():
+    """Five ops whose one kernel (2 us) is shorter than its launch (10 us): the line names the
+    costliest three and counts two more."""
+    from pytest_opprof.tables import timeline_line
+
+    events = [step(1, 0, 200)]
+    for i in range(5):
+        t0 = i * 30
+        events += [
+            op(f"aten::op{i}", t0, 12),
+            launch(t0 + 1, corr=i + 1, dur_us=10),
+            kernel(f"k{i}", t0 + 15, 2, corr=i + 1),
+        ]
+    line = timeline_line(analyze(events))
+    assert line is not None
+    bound = line.split("; launch-bound: ")[1]
+    assert bound.count("(kernel 0.0020 < launch 0.0100 ms)") == 3 and bound.endswith(" and 2 more")
+
+
 def test_json_has_the_fields_and_cpu_profiles_have_zeros():
     """The JSON fields, per step too; on CPU zeros and nulls, the same fields."""
     d = analyze(two_steps()).to_dict()["timeline"]
