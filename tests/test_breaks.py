@@ -94,6 +94,13 @@ def test_a_break_inside_torchs_own_code_is_named_at_the_users_call_once(dynamo, 
     assert break_reason(found).endswith(
         "at /p/train.py:8 in opt_step: `opt.step()`; hint: Remove the `torch.compiler.disable` call"
     )
+    # one frame of torch's below the user's: that frame is where it broke
+    before = breaks_seen()
+    dynamo.graph_break_reasons.append(SimpleNamespace(reason=reason, user_stack=[user, inner]))
+    (found,) = new_break_reasons(before)
+    assert break_reason(found).endswith(
+        "the break is inside torch's own code, torch/optim/optimizer.py:79 in _use_grad"
+    )
 
 
 def test_without_dynamo_there_is_no_reason(monkeypatch):
