@@ -90,6 +90,7 @@ def make(
         return handle
 
     fn("nvmlDeviceGetHandleByUUID", by_uuid)
+
     def by_index(index: int) -> Any:
         if index != 0:  # one GPU: NVML refuses any other index (NVML_ERROR_INVALID_ARGUMENT)
             raise NVMLError("invalid argument")

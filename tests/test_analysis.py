@@ -486,6 +486,25 @@ def test_callers_are_the_innermost_first_up_to_the_depth_asked():
     assert p.callers("aten::linear") == () and p.callers("aten::nope") == ()
 
 
+def test_inputs_read_as_tensors_with_shapes_and_other_kinds_by_name():
+    """A signature's inputs as the tables and messages print them: tensors with their shapes; a
+    device, layout or dtype argument by its kind alone; scalars and absent inputs only in full."""
+    from pytest_opprof.analysis.model import inputs_text
+
+    shapes = ((2, 3), (), (), (), (), ((4,), (5,)))
+    dtypes = ("float", "Scalar", "Device", "Layout", "ScalarType", "TensorList")
+    assert inputs_text(shapes, dtypes) == "float[2,3], Device, Layout, ScalarType, TensorList[[4],[5]]"
+    assert inputs_text(shapes, dtypes, full=True).startswith("float[2,3], Scalar, Device, ")
+    assert inputs_text((), ("Scalar",)) == "no tensor inputs"
+
+
+def test_a_profiles_table_shows_the_20_costliest_rows_unless_told():
+    """`profile.table()` cuts each table at 20 rows and counts the rest; `top=None` shows all."""
+    p = analyze([step(1, 0, 1000)] + [op(f"aten::op{i:02d}", 10 + i * 30, 30 - i) for i in range(25)])
+    assert "(5 more ops)" in p.table() and "aten::op19" in p.table() and "aten::op20" not in p.table()
+    assert "more ops" not in p.table(top=None) and "aten::op24" in p.table(top=None)
+
+
 def test_negative_durations_make_the_measurement_untrusted():
     """An op or kernel with a negative duration is an error check, not a -0.005 ms/step op."""
     p = analyze([op("aten::mm", 0, 10), op("aten::add", 20, -5)])

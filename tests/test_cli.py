@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -85,7 +86,10 @@ def test_analyze_json_names_the_test_and_outcome_of_a_trace_opprof_exported(caps
 
     path = tmp_path / "t.json.gz"
     profile = analyze([step(1, 0, 100), op("aten::mm", 10, 20)])
-    profile.export_chrome_trace(path, "nvidia-h200", nodeid="tests/t.py::test_x", outcome="failed", cut_short=True)
+    env = {"torch": "2.13.0", "gpu_name": "NVIDIA H200"}
+    profile.export_chrome_trace(path, "nvidia-h200", env, nodeid="tests/t.py::test_x", outcome="failed", cut_short=True)
+    header = json.loads(gzip.decompress(path.read_bytes()))["opprof"]
+    assert (header["device_key"], header["environment"]) == ("nvidia-h200", env)
     code, out, _ = run_cli(capsys, "analyze", str(path), "--json")
     assert code == 0
     assert json.loads(out)["trace"] == {

@@ -284,6 +284,15 @@ def test_the_wait_for_a_cpu_is_in_milliseconds_between_two_readings():
     assert device.waited_ms((0, 1), (9, None)) is None
 
 
+def test_torchs_cpu_capability_is_a_fact_of_a_cpu_run():
+    """The kernels torch's CPU ops run (`AVX512`, `AVX2`, `DEFAULT`): a baseline judged under
+    another capability is told so."""
+    torch = pytest.importorskip("torch")
+    facts = device._torch_facts()
+    assert facts["cpu_capability"] == str(torch.backends.cpu.get_cpu_capability())
+    assert facts["cpu_capability"]
+
+
 def test_unreliable_reasons():
     fine = ClockSample(1980, 1980, ())
     idle_low = ClockSample(345, 1980, ("gpu_idle",))
