@@ -1271,3 +1271,30 @@ def test_a_stdout_that_cannot_encode_a_character_keeps_the_output_and_the_exit_c
     assert proc.stdout.splitlines()[-1] == "opprof compare: 1 of 1 compared test regressed in B"
     utf8 = subprocess.run([sys.executable, "-m", "pytest_opprof", "compare", a, b], capture_output=True, env=os.environ)
     assert utf8.returncode == 1 and "test_é.py::test_sdpa".encode() in utf8.stdout
+
+
+def test_kernels_b_has_and_a_has_not_sit_under_bs_column(capsys, tmp_path):
+    """An op that launches one kernel on A and two on B: B's second kernel stands in B's column,
+    A's cells blank beside it (a mutation trial shifted it into A's)."""
+
+    def launched(kernels):
+        events = []
+        for i in range(3):
+            base = i * 10_000
+            events += [step(i + 1, base, 9_000), op("aten::addmm", base + 20, 700)]
+            for j, name in enumerate(kernels):
+                events += [
+                    launch(base + 30 + j, corr=10 * i + j + 1),
+                    kernel(name, base + 100 + 200 * j, 100, corr=10 * i + j + 1),
+                ]
+        return analyze(events)
+
+    root = tmp_path / ".opprof"
+    a = write_folder(root, "box-a", {"t.py::test_k": launched(["gemm_a"])})
+    b = write_folder(root, "box-b", {"t.py::test_k": launched(["gemm_b", "splitk_reduce_b"])})
+    _, out, _ = run_cli(capsys, "compare", a, b)
+    table = next(part for part in out.split("\n\n") if part.startswith("op  ") and "A kernels" in part)
+    header, _, first, second = table.splitlines()
+    assert first.split() == ["aten::addmm", "gemm_a", "1x", "0.100", "gemm_b", "1x", "0.100"]
+    assert second.split() == ["splitk_reduce_b", "1x", "0.100"]
+    assert second.index("splitk_reduce_b") == header.index("B kernels")
