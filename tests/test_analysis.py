@@ -459,6 +459,8 @@ def test_the_jsons_per_step_figures_add_up_to_its_totals():
     for row in d["kernels"] + d["memory_ops"] + d["graph_launches"]:
         assert sum(row["per_step"]["device_ms"]["samples"]) == pytest.approx(row["device_ms"]), row
     assert [len(d[key]) for key in ("kernels", "memory_ops", "graph_launches")] == [2, 1, 1]
+    assert set(d["kernels"][0]["per_step"]) == set(d["memory_ops"][0]["per_step"]) == {"calls", "device_ms"}
+    assert set(d["graph_launches"][0]["per_step"]) == {"calls", "kernels", "device_ms"}
     rows = {row["name"]: row for row in d["ops"] + d["ranges"]}
     assert (rows["aten::mm"]["cpu_ms"], rows["aten::mm"]["self_cpu_ms"]) == (0.08, 0.06)
     assert (rows["aten::mm"]["device_ms"], rows["aten::mm"]["self_device_ms"]) == (0.01, 0.0)

@@ -203,6 +203,9 @@ def test_key_from_trace_metadata():
     assert device.key_from_trace_metadata({}) is None
     arch = {"name": "AMD Radeon Graphics", "warpSize": 64, "gcnArchName": "gfx942:sramecc+:xnack-"}
     assert device.key_from_trace_metadata({"deviceProperties": [arch]}) == "amd-radeon-graphics-gfx942"
+    # ROCm's name without the vendor: its 64-wide wavefront says AMD; an NVIDIA GPU's warp is 32
+    unnamed = {"name": "Radeon Graphics", "warpSize": 64, "gcnArchName": "gfx942:sramecc+:xnack-"}
+    assert device.key_from_trace_metadata({"deviceProperties": [unnamed]}) == "amd-radeon-graphics-gfx942"
 
 
 def test_amd_gpus_torch_names_alike_get_keys_of_their_own(monkeypatch):

@@ -175,6 +175,15 @@ def test_a_stored_time_prints_to_the_digits_a_baseline_holds(ms, text):
     assert stored_ms_text(ms) == text
 
 
+def test_a_long_name_is_cut_at_70_characters_with_an_ellipsis():
+    """The tables' op column: 70 characters, a longer name cut to 69 and `…`."""
+    from pytest_opprof.tables import short
+
+    assert short("x" * 70) == "x" * 70
+    assert short("x" * 71) == "x" * 69 + "\u2026"
+    assert short("x" * 50, 40) == "x" * 39 + "\u2026"
+
+
 def test_names_are_the_first_three_and_a_count_or_all_under_v():
     """A line names three tests or ops and counts the rest; under -v, every one of them."""
     from pytest_opprof.units import first_three
