@@ -4,9 +4,11 @@ encode every character (`PYTHONIOENCODING=ascii`, a latin-1 locale, an old Windo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 ELLIPSIS = "\u2026"  # what the tables put where they cut a long name
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a regex: every file we write passes by, traces of megabytes
 
 
 def os_bytes(text: str) -> bytes:
@@ -27,7 +29,7 @@ def os_text(text: str) -> str:
     reading of test_é.py) -> `test_é.py`, so that its baseline is named and matched alike there.
     Bytes that are no UTF-8 (a latin-1 file name, `test_\\xe9.py`) stay as backslash escapes,
     each name its own (a review: decoded as U+FFFD, two such files shared one baseline)."""
-    if text.isascii() or not any("\ud800" <= c <= "\udfff" for c in text):
+    if text.isascii() or not _SURROGATE.search(text):
         return text
     return os_bytes(text).decode("utf-8", "backslashreplace")
 
