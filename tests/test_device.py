@@ -156,7 +156,8 @@ def test_deprecated_pynvml_distribution_warning_is_silenced(fake_gpu, tmp_path, 
         "def nvmlInit(): pass\n"
         "def nvmlShutdown(): pass\n"
     )
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # undone at the end: the stub must not outlive the test
+    monkeypatch.delitem(sys.modules, "pynvml")
     monkeypatch.syspath_prepend(str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -254,10 +255,11 @@ def test_torchs_cuda_facts_name_the_gpu_by_nvmls_uuid(monkeypatch, uuid, expecte
     assert "gpu_uuid" not in device._torch_facts()  # ROCm's uuid is no NVML one
 
 
-def test_the_clock_event_reasons_are_nvmls_own_bits():
+def test_the_clock_event_reasons_are_nvmls_own_bits(monkeypatch):
     """Each reason's bit is the one nvidia-ml-py names it by (a mutation trial moved
     `hw_slowdown` to 0x10, `sync_boost`'s, and no test noticed): a bit read wrong would excuse
     a slowdown by another reason, or miss the GPU's own."""
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)  # the installed module, no fake or stub
     pynvml = pytest.importorskip("pynvml")
 
     names = {
