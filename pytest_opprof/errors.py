@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .events import without_overload
 from .opnames import is_glob
+from .textout import ELLIPSIS
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 
@@ -917,7 +918,7 @@ def _shown_pattern(pattern: str) -> str:
 
 
 def _cut(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + ELLIPSIS
 
 
 ASKED = 100  # characters of a name asked for (an assertion's op, glob or range) that a message echoes
@@ -940,7 +941,7 @@ def selects_nothing(pattern: str, where: str, seen: Iterable[str], what: str) ->
     """`opprof ... --op PATTERN` that matches no name in what was read."""
     bare = without_overload(pattern)
     close = [bare] if bare in set(seen) else closest_names(pattern.strip(), seen)
-    if pattern.endswith("…"):  # copied from a table, which cuts long names
+    if pattern.endswith(ELLIPSIS):  # copied from a table, which cuts long names
         hint = f"names ending in … are cut in the tables: give a glob such as {_cut(pattern[:-1] + '*')!r}"
     elif close:
         hint = f"closest: {', '.join(_cut(shown_name(name)) for name in close)}"

@@ -96,7 +96,7 @@ class ReportSpool:
     def _read(self, parts: dict[tuple[str, str], tuple[int, int]]) -> Iterator[str]:
         for _, (offset, length) in sorted(parts.items()):
             self._file.seek(offset)
-            yield self._file.read(length).decode("utf-8", "surrogateescape")
+            yield self._file.read(length).decode()  # file_bytes wrote valid UTF-8
 
     def close(self) -> None:
         self._file.close()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from .textout import ELLIPSIS
 from .units import count_of, count_text, ms_text, share_text
 
 if TYPE_CHECKING:  # for annotations only: the model imports this module
@@ -85,7 +86,7 @@ def ms_cell(value: float) -> str:
 def short(name: str, width: int = 70) -> str:
     if not name:  # a nameless event (torch writes none; a hand-made trace may): no blank cell
         return '""'
-    return name if len(name) <= width else name[: width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + ELLIPSIS
 
 
 def with_more_rows(table: str, total: int, shown: int, noun: str) -> str:

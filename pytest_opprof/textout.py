@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-ELLIPSIS = "\u2026"  # what the tables put where they cut a long name
+ELLIPSIS = "\u2026"  # where the tables and error lines cut a long name (tables.short, errors._cut)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a regex: every file we write passes by, traces of megabytes
 
 
