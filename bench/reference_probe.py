@@ -3,7 +3,7 @@ unchanged code, each timing a small CNN and candidate references; prints each on
 against the median and how well each reference follows the CNN from process to process.
 
 A process on a shared 2-vCPU VM can run the same code 30% slower or faster for its whole life
-(README, "What the time rule cannot see"). A reference that followed it would let the time rule
+(docs/verdicts.md, "What the time rule cannot see"). A reference that followed it would let the time rule
 excuse such a process and keep failing real slowdowns. This bench looks for one.
 
     python bench/reference_probe.py [--runs 24]

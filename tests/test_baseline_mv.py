@@ -46,7 +46,7 @@ def test_move_baseline_rekeys_and_moves_the_file_keeping_every_other_byte(tmp_pa
 
 
 def test_move_baseline_keeps_a_byte_order_mark_crlf_endings_and_the_layout(tmp_path):
-    """A review: the file was written again, so a CRLF checkout's file (README: kept byte for byte
+    """A review: the file was written again, so a CRLF checkout's file (docs/verdicts.md: kept byte for byte
     until a change) came out LF without its BOM, and an indent-4 file changed on 170 lines."""
     from pytest_opprof.baseline import move_baseline
 

@@ -1593,7 +1593,7 @@ def test_a_torchscript_fork_is_read_as_torch_reads_it(monkeypatch, tmp_path, rou
             for i in range(300):
                 with torch.autograd.profiler.record_function(f"ProfilerStep#{i + 1}"):
                     m(x)
-            # a profiler of one's own stops once the fork's pool is idle (README: TorchScript
+            # a profiler of one's own stops once the fork's pool is idle (README FAQ: TorchScript
             # forks): stopped under it, a late record corrupted the heap (a run here segfaulted)
             importlib.import_module("pytest_opprof.capture")._settle_torch_pools()
     if route == "trace":

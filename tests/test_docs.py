@@ -83,10 +83,16 @@ def test_the_readmes_own_project_example_runs_as_it_says(pytester, fake_clock):
     assert "`.opprof/cpu-x86_64/tests/test_model.py/test_model_budget.json`" in section
 
 
-def _readme_paragraph(starts: str) -> str:
-    from pathlib import Path
+ROOT = Path(__file__).resolve().parents[1]
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+def _doc(name: str) -> str:
+    """A page of the project's docs, by its path from the repository root."""
+    return (ROOT / name).read_text(encoding="utf-8")
+
+
+def _doc_paragraph(name: str, starts: str) -> str:
+    text = _doc(name)
     start = text.index(starts)
     return text[start : text.index("\n- **", start + 1)]
 
@@ -108,8 +114,8 @@ def _field_names(doc: dict) -> set[str]:
     return names
 
 
-def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_path):
-    """A trial found baseline keys the README's format paragraph left out: every field a baseline
+def test_the_docs_name_every_field_of_a_baseline_and_of_a_trace_header(tmp_path):
+    """A trial found baseline keys the format paragraph (docs/verdicts.md) left out: every field a baseline
     file holds at any level (a live CPU run()'s, with threads, list shapes, work and the workload
     reference; a device trace's kernels launched by two ops, and copies), and every key of an
     exported trace's `opprof` header, is named there in backticks."""
@@ -141,7 +147,7 @@ def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_pa
         ]
     )
     env = dict.fromkeys(ENVIRONMENT_KEYS, "x")
-    fmt = _readme_paragraph("- **Format (schema 2):**")
+    fmt = _doc_paragraph("docs/verdicts.md", "- **Format (schema 2):**")
     for profile in (live, device):
         names = _field_names(baseline_from_profile(profile, "t.py::t", "cpu-x86_64", env).to_dict())
         assert sorted(name for name in names if f"`{name}`" not in fmt) == []
@@ -149,7 +155,7 @@ def test_the_readme_names_every_field_of_a_baseline_and_of_a_trace_header(tmp_pa
     trace = tmp_path / "t.json.gz"
     live.export_chrome_trace(trace, "cpu-x86_64")
     header = json.loads(gzip.decompress(trace.read_bytes()))
-    described = _readme_paragraph("- `--opprof-trace-dir DIR`:")
+    described = _doc_paragraph("docs/reports.md", "- `--opprof-trace-dir DIR`:")
     keys = ["schemaVersion", *header["opprof"], *(header["opprof"]["workload_reference"] or {})]
     assert sorted(key for key in keys if f"`{key}`" not in described) == []
 
@@ -176,11 +182,11 @@ def _json_keys(value, found: set[str]) -> set[str]:
     return found
 
 
-def test_the_readmes_json_block_names_every_key_of_a_profiles_json_and_no_other():
+def test_the_json_block_of_the_cli_docs_names_every_key_of_a_profiles_json_and_no_other():
     """A mutation trial renamed keys of `Profile.to_dict()`, which `opprof analyze --json` and the
     JSON report print (a compiled region's `eager`, an eager op's `cpu_ms`, a launch-bound op's
     `launch_ms`, a graph launch's `calls`), and no test noticed: every key the profiles below
-    write, at any level, is in the README's JSON block or named in backticks under it, and every
+    write, at any level, is in the JSON block of docs/cli.md or named in backticks under it, and every
     key the block names is one of theirs (a device trace with a launch-bound op, copies, NCCL and
     a range; a CUDA graph replay; a compiled capture with a graph break; one compiling in its
     steps; a live CPU `measure()`, with inputs and the machine references)."""
@@ -212,9 +218,57 @@ def test_the_readmes_json_block_names_every_key_of_a_profiles_json_and_no_other(
     keys = {"schema"}  # `opprof analyze --json` puts it first
     for profile in profiles:
         keys = _json_keys(profile.to_dict(), keys)
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = _doc("docs/cli.md")
     section = text[text.index("### JSON (`schema: 1`)") : text.index("## `opprof show`")]
     block = section.split("```")[1]
     named = set(re.findall(r'"(\w+)"', block))
     assert sorted(keys - named - set(re.findall(r"`(\w+)`", section))) == []
     assert sorted(named - keys) == []
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors of a page's headings; a repeated heading gets `-1`, `-2`... as on GitHub."""
+    anchors: set[str] = set()
+    for line in _outside_code(text).splitlines():
+        if match := re.match(r"#{1,6} (.+)", line):
+            slug = _slug(match[1])
+            count = sum(1 for a in anchors if a == slug or re.fullmatch(re.escape(slug) + r"-\d+", a))
+            anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def _outside_code(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+DOC_PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+def test_every_link_between_the_docs_pages_reaches_its_file_and_heading():
+    """The README was split into docs/ pages that link each other by heading: a link to a file
+    that is not there, or to a heading that was renamed, fails (GitHub's anchors)."""
+    broken = []
+    for page in [*DOC_PAGES, *(str(p.relative_to(ROOT)) for p in (ROOT / "conftest_examples").rglob("README.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", _outside_code(_doc(page))):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (ROOT / page).parent / path if path else ROOT / page
+            if not file.exists():
+                broken.append(f"{page}: {target} (no such file)")
+            elif anchor and anchor not in _anchors(file.read_text(encoding="utf-8")):
+                broken.append(f"{page}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_links_every_docs_page_and_stays_a_readable_length():
+    """The README is the path from install to a CI gate, the reference is in docs/ (the README had
+    grown to 235,000 characters): every docs page is linked from it, and it stays under 60,000."""
+    readme = _doc("README.md")
+    assert [page for page in DOC_PAGES[1:] if f"]({page})" not in readme] == []
+    assert len(readme) < 60_000

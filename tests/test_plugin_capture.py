@@ -385,7 +385,7 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
     """A trial's `assert_op_below(op, limit=100)`, `assert_total_below(ms=100, per="call")` and
     `assert_op_count(op, count=1)` raised Python's bare TypeError, with no fix: each is now a
     usage error naming the keyword, the one it looks like, and what the method takes, with or
-    without --opprof. `limit` and `count`, the README's examples, named no keyword (an audit): the
+    without --opprof. `limit` and `count`, docs/bad-input.md's examples, named no keyword (an audit): the
     words a user reaches for now name the parameter (ms, n, min_pct)."""
     monkeypatch.setenv("COLUMNS", "1000")
     pytester.makepyfile(

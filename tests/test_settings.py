@@ -279,7 +279,7 @@ def test_a_fail_on_set_is_read_as_a_list():
 
 
 def test_a_markers_keyword_replaces_the_runs_value_ignore_ops_included():
-    """As the README says: a marker's ignore_ops is the test's whole list, not added to the run's."""
+    """As docs/fixture.md says: a marker's ignore_ops is the test's whole list, not added to the run's."""
     from pytest_opprof.settings import rule_for
 
     run = Settings(ignore_ops=("aten::empty*",), tolerance=0.2)
