@@ -40,6 +40,7 @@ from .errors import (
 )
 from .events import is_printable_name, printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic, write_new
+from .layout import DEFAULT_BASELINE_DIR, baseline_root, holds_json, shown_path
 from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -153,26 +154,9 @@ def gone_test_files(root: Path, device_key: str, rootpath: Path, limit: int = 10
     return sorted(found)
 
 
-DEFAULT_BASELINE_DIR = ".opprof"
-
-
-def baseline_root(rootpath: Path, baseline_dir: str | None) -> Path:
-    """The baseline folder: --opprof-baseline-dir (relative to the rootdir) or .opprof there."""
-    root = Path(baseline_dir) if baseline_dir else Path(DEFAULT_BASELINE_DIR)
-    return root if root.is_absolute() else rootpath / root
-
-
 def baseline_file(rootpath: Path, baseline_dir: str | None, device_key: str, nodeid: str) -> Path:
     """A test's baseline file under the baseline folder."""
     return baseline_path(baseline_root(rootpath, baseline_dir), device_key, nodeid)
-
-
-def shown_path(path: Path, rootpath: Path) -> str:
-    """A path as messages show it: relative to the rootdir where it can be."""
-    try:
-        return str(path.relative_to(rootpath))
-    except ValueError:
-        return str(path)
 
 
 def lookup_folder(root: Path, device_key: str, rootpath: Path) -> str:
@@ -210,9 +194,6 @@ def _baselines_above(rootpath: Path) -> tuple[Path, list[str]] | None:
     return None
 
 
-_LOOKED_AT = 2000  # entries a device-key folder is searched for a baseline file: /etc is no baseline folder
-
-
 def _device_keys(root: Path) -> list[str]:
     """The device-key folders a baseline folder holds: folders named as a key may be, with a
     .json file in them (a trial's `opprof_baseline_dir = "/etc"` was said to hold baselines of
@@ -222,18 +203,6 @@ def _device_keys(root: Path) -> list[str]:
     except OSError:
         return []
     return [p.name for p in folders if holds_json(p)]
-
-
-def holds_json(folder: Path) -> bool:
-    """Whether a .json file lies in `folder` or below, among its first _LOOKED_AT entries."""
-    seen = 0
-    for _, _, files in os.walk(folder):
-        if any(f.endswith(".json") for f in files):
-            return True
-        seen += len(files) + 1
-        if seen > _LOOKED_AT:
-            return False
-    return False
 
 
 def _samples(values: tuple[float, ...], scale: float) -> list[float | int]:

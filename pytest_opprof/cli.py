@@ -53,16 +53,13 @@ from .errors import (
     unmoved_line,
 )
 from .events import printable_name
+from .rules import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .runfiles import op_csv
 from .settings import NONE_ALONE, parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables
 from .tables import as_markdown, markdown_tables, profile_tables
 from .textout import fit_stream, os_text
 from .trace import load_trace
-from .verdicts import (
-    DEFAULT_MIN_DELTA_MS,
-    DEFAULT_TOLERANCE,
-)
 
 _T = TypeVar("_T")
 

@@ -31,22 +31,19 @@ from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEnt
 from .errors import closest_names, compiled_regions_moved
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
+from .rules import ENVIRONMENT, STRUCTURE, WORK, Rule
 from .timing import AROUND_CHANGE_FIX, RANGE_FIX, time_verdicts, untimed_why
 from .units import count_of, count_text
 from .verdicts import (
     CHANGED,
-    ENVIRONMENT,
     MIN_TIME_STEPS,
     SOMETIMES_STEPS,
     STEP_WALL,
-    STRUCTURE,
-    WORK,
     Change,
     Comparison,
     Differs,
     Ignore,
     Machine,
-    Rule,
     Verdict,
     ignored,
     median_calls,

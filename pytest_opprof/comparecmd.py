@@ -53,19 +53,12 @@ from .errors import (
 from .events import printable_name
 from .excuses import speed_words
 from .files import LFS_POINTER, lfs_pointer
+from .rules import ENVIRONMENT, KINDS, STRUCTURE, TIME, WORK
 from .showtables import kernels_under_ops_table, side_by_side_table
 from .sidebyside import SideRow, b_regressed, machine_speed, shown_side_rows, side_by_side
 from .trace import load_trace
 from .units import count_of, first_three
-from .verdicts import (
-    ENVIRONMENT,
-    KINDS,
-    MIN_TIME_STEPS,
-    STEP_WALL,
-    STRUCTURE,
-    TIME,
-    WORK,
-)
+from .verdicts import MIN_TIME_STEPS, STEP_WALL
 
 # compare fails on time alone unless told otherwise: it is a side by side of two machines (DESIGN §9),
 # whose ops and kernels may differ by design; --fail-on adds the plugin's structure and work verdicts

@@ -38,23 +38,11 @@ from .errors import (
     unconfirmable,
 )
 from .excuses import QUIET_MACHINE_FIX
+from .rules import STRUCTURE, TIME, WORK, Rule
 from .timing import judged_base, unconfirmed_slower
 from .units import count_of, first_three
 from .verdicts import CHANGED as VERDICT_CHANGED
-from .verdicts import (
-    MIN_TIME_STEPS,
-    REGRESSED,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Comparison,
-    Ignore,
-    Machine,
-    Rule,
-    Verdict,
-    ignored,
-    median_calls,
-)
+from .verdicts import MIN_TIME_STEPS, REGRESSED, Comparison, Ignore, Machine, Verdict, ignored, median_calls
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (

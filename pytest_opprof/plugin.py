@@ -17,36 +17,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from . import hooks
-from .analysis.checks import contention_check
-from .analysis.model import WARNING, Check
-from .baseline import (
-    Undo,
-    baseline_file,
-    baseline_from_profile,
-    baseline_root,
-    case_clashes,
-    file_bytes,
-    gone_test_files,
-    lookup_folder,
-    orphan_baselines,
-    shown_path,
-    stable_facts,
-    under_other_keys,
-)
-from .capture import (
-    compiled_kernel_profiling,
-    profiler_left_running,
-    run_aside,
-    torch_import_problem,
-    torch_threads,
-    warm_profiler,
-)
-from .decide import RANGE_MEASUREMENTS, Judged, Measurement, baseline_step, judged_early, ranges_serve
 from .device import (
     Nvml,
     describe,
@@ -84,8 +59,7 @@ from .errors import (
     torch_not_importable,
     worker_gpus,
 )
-from .fixture import OpprofFixture, Remeasured
-from .htmlreport import write_html_report
+from .layout import baseline_root, shown_path
 from .pluginoptions import (
     SWITCHES,
     add_options,
@@ -97,10 +71,7 @@ from .pluginoptions import (
     refuse_shadowed_ini,
     refuse_unknown_ini_keys,
 )
-from .renames import renamed_lines, renamed_pairs
-from .report import TestResult, summary_lines
-from .results import WRITTEN, TestRecord, format_junit_checks, format_junit_properties, format_junit_verdicts
-from .runfiles import ReportSpool, write_csv_report, write_run_report
+from .rules import Rule
 from .settings import (
     OPTIONS,
     RunState,
@@ -113,7 +84,15 @@ from .settings import (
     trace_dir_problem,
 )
 from .textout import fit_stream, os_text
-from .verdicts import Machine, Rule
+
+if TYPE_CHECKING:  # the measuring modules: imported where a measuring hook runs (see the docstring)
+    from .analysis.model import Check
+    from .baseline import Undo
+    from .decide import Judged, Measurement
+    from .fixture import OpprofFixture, Remeasured
+    from .report import TestResult
+    from .results import TestRecord
+    from .runfiles import ReportSpool
 
 MARKER = "opprof"
 BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what makes the test err (its marker, a late key hook)
@@ -154,7 +133,6 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
     refuse_unknown_ini_keys(config)
-    config.add_cleanup(_assertion_messages_aside())
     try:
         settings = parse_settings(lambda option: read_option(config, option))
     except SettingsError as exc:
@@ -163,34 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
     refuse_bad_paths(config, settings)  # also in a plain run: the ini that turns opprof on may be the one not read
     # The controller reports (xdist workers only send their records there): it alone collects.
     reporting = settings.measuring and not hasattr(config, "workerinput")
-    outputs = settings.json_path or settings.csv_path or settings.html_path
-    spool = (
-        ReportSpool(json=bool(settings.json_path), csv=bool(settings.csv_path), html=bool(settings.html_path))
-        if reporting and outputs
-        else None
-    )
     idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and given(config, o))
+    spool = _report_spool(settings) if reporting else None
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
     if settings.measuring:
-        with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
-            warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
-            problem = torch_import_problem()
-        if problem:  # else each measured test would end in a traceback
-            raise pytest.UsageError(torch_not_importable(problem))
-        # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
-        # user's doing and not ours to show; their own warnings stay as they are.
-        config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
-        # Before any model compiles, for the session: Inductor's C++ kernels then show. Restored at
-        # the end (an in-process pytest run, pytester's, must not leave it on for its host).
-        profiling = ExitStack()
-        profiling.enter_context(compiled_kernel_profiling())
-        config.add_cleanup(profiling.close)  # also run when configure fails
-        with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
-            warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
-            _resolve_device(config, state)
-        traces = trace_dir_problem(settings, baseline_root(config.rootpath, settings.baseline_dir), state.device_key)
-        if traces:
-            raise pytest.UsageError(traces)
+        _start_measuring(config, state)
     config.stash[RUN] = state
     if reporting:
         everywhere = getattr(config.option, "dist", None) == "each"
@@ -198,6 +153,44 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.measuring:
         config.pluginmanager.register(_ThreadLeaks(), "opprof-thread-leaks")
         config.pluginmanager.register(_ProfilerLeaks(state), "opprof-profiler-leaks")
+
+
+def _report_spool(settings: Settings) -> ReportSpool | None:
+    """Where the measured tests' records wait for the JSON, CSV and HTML reports asked for."""
+    from .runfiles import ReportSpool
+
+    if not (settings.json_path or settings.csv_path or settings.html_path):
+        return None
+    return ReportSpool(json=bool(settings.json_path), csv=bool(settings.csv_path), html=bool(settings.html_path))
+
+
+def _start_measuring(config: pytest.Config, state: RunState) -> None:
+    """What a measuring run sets up before any test: torch importable, its NumPy warning filtered,
+    pytest's assert messages set aside from captures, Inductor's kernels profiled, the device and
+    its key. A run without --opprof imports none of the measuring modules (nor torch)."""
+    from .capture import compiled_kernel_profiling, torch_import_problem
+
+    config.add_cleanup(_assertion_messages_aside())
+    with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
+        warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+        problem = torch_import_problem()
+    if problem:  # else each measured test would end in a traceback
+        raise pytest.UsageError(torch_not_importable(problem))
+    # torch installed without numpy warns at import ("Failed to initialize NumPy"): not the
+    # user's doing and not ours to show; their own warnings stay as they are.
+    config.addinivalue_line("filterwarnings", f"ignore:{TORCH_NUMPY_WARNING}:UserWarning")
+    # Before any model compiles, for the session: Inductor's C++ kernels then show. Restored at
+    # the end (an in-process pytest run, pytester's, must not leave it on for its host).
+    profiling = ExitStack()
+    profiling.enter_context(compiled_kernel_profiling())
+    config.add_cleanup(profiling.close)  # also run when configure fails
+    with warnings.catch_warnings():  # our import of torch (for the device facts) may be the first
+        warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
+        _resolve_device(config, state)
+    settings = state.settings
+    traces = trace_dir_problem(settings, baseline_root(config.rootpath, settings.baseline_dir), state.device_key)
+    if traces:
+        raise pytest.UsageError(traces)
 
 
 def _each_worker(config: pytest.Config) -> str | None:
@@ -235,6 +228,7 @@ def _keep_former_key(config: pytest.Config, state: RunState) -> None:
     (`amd-radeon-graphics-gfx90a`): where only its former key's folder holds baselines, this run
     reads and writes that one, and the header says how to move them (an upgrade's run found none
     and was told to record them all anew)."""
+
     former = former_key(state.device_key or "") if state.key_source == "device" else None
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     if former is None or (root / str(state.device_key)).is_dir() or not (root / former).is_dir():
@@ -267,6 +261,7 @@ def _key_hooks(config: pytest.Config) -> frozenset[str]:
 def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
     """Why the device key cannot stand: a conftest holding the key hook was loaded while collecting,
     after the key was chosen without it (`pytest` vs `pytest tests/gpu` would pick two keys)."""
+
     if not state.settings.measuring or state.settings.device_key or state.device_key is None:
         return None
     late = [
@@ -301,6 +296,8 @@ def _assertion_messages_aside() -> Callable[[], None]:
     call, a capture() block): a trial's failing `assert y.sum() > 1e9` reported the 535
     `aten::item` calls of the tensor's repr in the message. Returns the undo."""
     from _pytest.assertion import rewrite
+
+    from .capture import run_aside
 
     saved = {}
     for name in _ASSERTION_HELPERS:
@@ -362,6 +359,9 @@ class _RecordCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # A worker of `--dist each` runs every test: each is a measurement of its own.
+        from .baseline import Undo
+        from .results import TestRecord
+
         key = (report.nodeid, getattr(report, "worker_id", None))
         if getattr(report, "opprof_measured", False):
             self.running.add(key)
@@ -380,6 +380,8 @@ class _RecordCollector:
         """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
         sends no record: its line in the reports says so, with pytest's word, as a failure. A
         baseline file it wrote goes back as it was, as when a test errs in its teardown."""
+        from .report import TestResult
+
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         key = (report.nodeid, worker)
         if key not in self.running:
@@ -420,6 +422,9 @@ class _ThreadLeaks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
+        from .analysis.model import WARNING, Check
+        from .capture import torch_threads
+
         start = torch_threads()
         if self.leak is not None and start == self.leak[1]:
             self.leak = None  # put back since (a fixture's teardown, a later test)
@@ -445,6 +450,8 @@ class _ProfilerLeaks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True
+        from .capture import profiler_left_running
+
         before = profiler_left_running()
         if not before:  # stopped since (a fixture's teardown): no longer blamed
             self.state.profiler_left_by = None
@@ -563,6 +570,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
         return
+    from .baseline import gone_test_files, orphan_baselines
+
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     collected = [_baseline_id(item) for item in session.items] + state.deselected
     found = orphan_baselines(root, state.device_key, collected, _narrowed(config))
@@ -575,6 +584,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _under_other_keys(config: pytest.Config, state: RunState) -> Callable[[str, str], list[tuple[str, str]]]:
     """For a renamed test's new and old baseline paths (shown, from the rootdir): the other device
     keys whose folders hold its old baseline, and that file's path."""
+    from .baseline import under_other_keys
+
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
 
     def elsewhere(new: str, old: str) -> list[tuple[str, str]]:
@@ -692,6 +703,9 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
 
 def _new_fixture(item: pytest.Item, state: RunState) -> OpprofFixture:
     """The test's fixture object, as the fixture or the marker makes it; kept in the item's stash."""
+    from .decide import RANGE_MEASUREMENTS
+    from .fixture import OpprofFixture
+
     fixture = OpprofFixture(item.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
         fixture.measure_ahead = RANGE_MEASUREMENTS
@@ -717,6 +731,8 @@ def _asked_by(item: pytest.Item) -> str | None:
 def _ranges_wanted(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> bool:
     """Recording: whether run() takes the recorded ranges' measurements (decide.ranges_serve): not
     for an unusable file, nor for one the first measurement keeps as it is."""
+    from .decide import ranges_serve
+
     if state.device_key is None or not state.settings.update_baseline:
         return True
     nodeid, (path, shown, root) = _baseline_id(item), _baseline_place(item, state)
@@ -744,6 +760,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     state = session.config.stash.get(RUN, None)
     if state is None or not state.settings.measuring or session.config.option.collectonly:
         return
+    from .capture import warm_profiler
+
     state.ran_tests = True
     if any(_carries(item) for item in session.items):
         warm_profiler()
@@ -755,6 +773,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     state = item.config.stash[RUN]
     if not state.settings.measuring:
         return (yield)
+    from .capture import profiler_left_running
+
     fixture = item.stash.get(TEST, None)
     if fixture is None and item.get_closest_marker(MARKER) is not None:
         fixture = _new_fixture(item, state)
@@ -864,6 +884,8 @@ def _measured_nothing(
     own profiler, or the test asked for the fixture too late for it), with no assertion left to say
     so: an error when a baseline (or --opprof-require-baseline) expected a measurement, which would
     otherwise go uncompared in silence; else a warning check named `check`. `why(baseline)`: the line."""
+    from .analysis.model import WARNING, Check
+
     settings = state.settings
     path, shown, _ = _baseline_place(item, state)
     comparing = not settings.update_baseline
@@ -876,6 +898,8 @@ def _measured_nothing(
 def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path]:
     """The test's baseline file, that path as the run's lines show it (relative to the rootdir),
     and the baseline folder it is read and written inside."""
+    from .baseline import baseline_file
+
     settings, rootpath = state.settings, item.config.rootpath
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", _baseline_id(item))
     return path, shown_path(path, rootpath), baseline_root(rootpath, settings.baseline_dir)
@@ -884,6 +908,10 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
 def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Measurement:
     """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
     `number`: which of the test's captures it is (or measures again)."""
+    from .baseline import baseline_from_profile
+    from .decide import Measurement
+    from .verdicts import Machine
+
     doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device, number)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
@@ -904,6 +932,8 @@ def _judge_in_run(
     calling `again` for each confirmation a suspected time asks, so that fn runs in the test's own
     context (after the body, a file it opened around run() was closed). The baseline step, after
     the body, gives this decision while run()'s capture is still the latest."""
+    from .decide import judged_early
+
     if state.device_key is None:
         return
     nodeid, (path, shown, root) = _baseline_id(item), _baseline_place(item, state)
@@ -928,6 +958,10 @@ _JUDGED = pytest.StashKey[RunJudged]()
 
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
     """Compare with the test's baseline, or record it; return the failing verdicts' messages."""
+    from .baseline import Undo, file_bytes
+    from .decide import baseline_step
+    from .results import WRITTEN, format_junit_verdicts
+
     profile = fixture.profile
     if profile is None or fixture.error_messages or state.device_key is None:
         return []
@@ -981,6 +1015,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.opprof_untrusted = True
         # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
         item.user_properties.append(("opprof.outcome", "error"))
+    from .report import TestResult
+
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome, failure = _outcome_word(report), _failure_message(report)
     if outcome == "xfailed" and _is_unittest(item) and failure == UNITTEST_XFAILED:
@@ -1012,9 +1048,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-_RESULT = pytest.StashKey[TestResult]()
+_RESULT = pytest.StashKey["TestResult"]()
 _TRACED = pytest.StashKey[bool]()  # this item wrote a trace in this session
-_CHECKS = pytest.StashKey[list[Check]]()  # the run's checks of a test, beside its profile's (a thread leak...)
+_CHECKS = pytest.StashKey["list[Check]"]()  # the run's checks of a test, beside its profile's (a thread leak...)
 
 
 def _add_check(item: pytest.Item, check: Check) -> None:
@@ -1030,6 +1066,9 @@ def _take_profile(
 ) -> None:
     """The call's profile for the reports: the latest finished capture, or, when the test failed
     by the exception that ended a capture, that capture as far as it went (its timeline)."""
+    from .analysis.checks import contention_check
+    from .results import format_junit_properties
+
     ended = report.failed or _outcome_word(report) == "xfailed"  # an xfail's capture as far as it went too
     cut_short = fixture.cut_short(call.excinfo.value) if ended and call.excinfo is not None else None
     if cut_short is not None:
@@ -1049,7 +1088,7 @@ def _take_profile(
             item.user_properties.append(("opprof.worker", worker))
 
 
-_UNDO = pytest.StashKey[Undo]()  # puts the baseline file this test wrote back as it was
+_UNDO = pytest.StashKey["Undo"]()  # puts the baseline file this test wrote back as it was
 
 
 @pytest.hookimpl(wrapper=True)
@@ -1188,6 +1227,8 @@ def _outcome_word(report: pytest.TestReport) -> str:
 def _ended_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
     """A measured test that a skip marker skipped, or a fixture failed, before the opprof fixture
     existed still has its line in the reports, as one that ended while running has."""
+    from .report import TestResult
+
     result = TestResult(item.nodeid)
     outcome = "error" if report.failed else _outcome_word(report)
     result.record_phase("setup", outcome, _failure_message(report) if outcome == "error" else None)
@@ -1234,6 +1275,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
+    from .results import format_junit_checks
+
     record, checks = _finished(item, result)
     # junitxml reads the teardown report's properties: the test's own checks beside its profile's
     report.user_properties.extend(format_junit_checks(checks))
@@ -1245,6 +1288,8 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
 
 def _finished(item: pytest.Item, result: TestResult) -> tuple[TestRecord, list[Check]]:
     """The test's record, its trace written, and the run's checks of it."""
+    from .baseline import stable_facts
+
     state = item.config.stash[RUN]
     settings = state.settings
     result.worker = getattr(item.config, "workerinput", {}).get("workerid")
@@ -1276,6 +1321,8 @@ def _to_record(result: TestResult, settings: Settings) -> TestRecord:
 
 def _looked_in(config: pytest.Config, state: RunState) -> str | None:
     """The device key's baseline folder, for the 'no baseline' line (None when no test lacked one)."""
+    from .baseline import lookup_folder
+
     if state.device_key is None or not any(r.baseline_status == "missing" for r in state.records):
         return None
     return lookup_folder(baseline_root(config.rootpath, state.settings.baseline_dir), state.device_key, config.rootpath)
@@ -1335,6 +1382,9 @@ def _inert_lines(terminalreporter: Any, state: RunState) -> None:
 
 def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The measured tests' tables and lines, and the baseline files whose names clash by case."""
+    from .baseline import case_clashes
+    from .report import summary_lines
+
     # a bare record command would record tests this run did not measure: those it picked out, or
     # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
     picked = _picked_some(config) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
@@ -1362,6 +1412,8 @@ def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
 
 def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The baseline files no collected test reads, and the tests that look renamed from them."""
+    from .renames import renamed_lines, renamed_pairs
+
     if not state.orphans:
         return []
 
@@ -1389,6 +1441,7 @@ def _run_end_lines(config: pytest.Config, state: RunState, reports: bool) -> lis
 def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> str | None:
     """Where pytest ran outside its rootdir and a line showed a baseline path (`.opprof/...`),
     which reads as the folder pytest ran in: say whose it is (not for an absolute folder)."""
+
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     if config.invocation_params.dir == config.rootpath or not root.is_relative_to(config.rootpath):
         return None
@@ -1401,6 +1454,9 @@ def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> s
 def _write_outputs(config: pytest.Config, state: RunState, say: Callable[[str], None], quiet: bool = False) -> None:
     """--opprof-json, -csv and -html, each written whole or not at all, each said in one line
     (`quiet`: only a report that could not be written)."""
+    from .htmlreport import write_html_report
+    from .runfiles import write_csv_report, write_run_report
+
     settings, spool = state.settings, state.spool
     outputs = [
         (

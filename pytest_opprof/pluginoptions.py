@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from .baseline import baseline_root, shown_path
 from .errors import toml_list_fix, unknown_ini_key
+from .layout import baseline_root, shown_path
 from .settings import (
     COMMA_LIST_PARSERS,
     OPTIONS,

@@ -50,6 +50,7 @@ from .files import safe_name
 from .htmlreport import test_section
 from .opnames import is_glob, is_known_op
 from .results import RECORDING, WRITTEN, TestRecord, export_trace_path, file_test
+from .rules import DEFAULT_FAIL_ON, ENVIRONMENT, STRUCTURE, TIME, WORK
 from .runfiles import csv_of_test
 from .tables import (
     by_shown_time,
@@ -63,18 +64,7 @@ from .tables import (
 )
 from .timing import range_span
 from .units import count_of, count_text, first_three
-from .verdicts import (
-    CHANGED,
-    CONTENTION_WHY,
-    DEFAULT_FAIL_ON,
-    ENVIRONMENT,
-    INCONCLUSIVE,
-    MIN_TIME_STEPS,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Verdict,
-)
+from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, MIN_TIME_STEPS, Verdict
 
 _PHASE_OUTCOME = {"setup": "error", "call": "failed", "teardown": "error"}
 

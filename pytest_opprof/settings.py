@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baseline import holds_json
 from .device import valid_key
 from .errors import SettingsError, closest_names, records_and_requires, shown_value
 from .events import without_overload
 from .files import is_stream, output_target, own_descriptor
+from .layout import holds_json
 from .opnames import profiler_spelling
-from .verdicts import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
+from .rules import DEFAULT_FAIL_ON, DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE, KINDS, Rule
 
 TRACE_MODES = ("failed", "all")
 UPDATE_MODES = ("changed", "all")

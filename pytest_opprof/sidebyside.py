@@ -11,16 +11,9 @@ from typing import Any
 
 from .documents import BaselineDoc, KernelShare
 from .excuses import REFERENCES
+from .rules import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .units import stored_ms_text
-from .verdicts import (
-    DEFAULT_MIN_DELTA_MS,
-    DEFAULT_TOLERANCE,
-    STATE_NOISE,
-    STEP_WALL,
-    median_calls,
-    step_cost_ms,
-    steps_run,
-)
+from .verdicts import STATE_NOISE, STEP_WALL, median_calls, step_cost_ms, steps_run
 
 SIDE_STATS = ("median", "min")
 

@@ -29,6 +29,7 @@ from .excuses import (
     within_slowdown,
     workload_ratio,
 )
+from .rules import TIME, Rule
 from .verdicts import (
     ALPHA,
     CONTENTION_SLACK,
@@ -42,11 +43,9 @@ from .verdicts import (
     SPELL_LIMIT,
     STATE_NOISE,
     STEP_WALL,
-    TIME,
     WALL_SLACK,
     Comparison,
     Machine,
-    Rule,
     Verdict,
     ignored,
     rank_test_p,

@@ -13,23 +13,14 @@ from typing import Any
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import KernelEntry, MemoryEntry, OpEntry
 from .errors import unrecordable_gpu, unrecordable_tracer
-
-STRUCTURE, WORK, TIME, ENVIRONMENT = "structure", "work", "time", "environment"
-
-
-KINDS = (STRUCTURE, WORK, TIME, ENVIRONMENT)
-
+from .rules import (  # the rule a run or marker sets, light enough for the plugin's start
+    STRUCTURE,
+    TIME,
+    WORK,
+    Rule,
+)
 
 REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
-
-
-DEFAULT_TOLERANCE = 0.20  # how much slower than its baseline an op may get
-
-
-DEFAULT_MIN_DELTA_MS = 0.05  # time changes smaller than this (ms per step) are never verdicts
-
-
-DEFAULT_FAIL_ON = frozenset({STRUCTURE, WORK, TIME})
 
 
 ALPHA = 0.01  # one-sided significance for the rank test
@@ -65,16 +56,6 @@ SPELL_LIMIT = 4.0
 
 
 WORKLOAD_MIN_MS = 0.05  # a workload reference replayed faster than this is timer noise, no reference
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """How a measurement is compared; set per run and per test."""
-
-    tolerance: float = DEFAULT_TOLERANCE
-    min_delta_ms: float = DEFAULT_MIN_DELTA_MS
-    ignore_ops: tuple[str, ...] = ()
-    fail_on: frozenset[str] = DEFAULT_FAIL_ON
 
 
 @dataclass(frozen=True, slots=True)

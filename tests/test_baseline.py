@@ -24,18 +24,8 @@ from pytest_opprof.baseline import (
 from pytest_opprof.compare import compare, merge_measurements
 from pytest_opprof.documents import BaselineDoc, KernelShare
 from pytest_opprof.excuses import FASTER_FIX, LOADED_FIX, QUIET_MACHINE_FIX, SLOWER_MACHINE_FIX
-from pytest_opprof.verdicts import (
-    ENVIRONMENT,
-    STEP_WALL,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Ignore,
-    Machine,
-    Rule,
-    Verdict,
-    rank_test_p,
-)
+from pytest_opprof.rules import ENVIRONMENT
+from pytest_opprof.verdicts import STEP_WALL, STRUCTURE, TIME, WORK, Ignore, Machine, Rule, Verdict, rank_test_p
 
 # -- layout and format ------------------------------------------------------------------------
 

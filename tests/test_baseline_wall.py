@@ -21,14 +21,8 @@ from pytest_opprof.baseline import (
 )
 from pytest_opprof.compare import compare
 from pytest_opprof.documents import ENVIRONMENT_KEYS
-from pytest_opprof.verdicts import (
-    ENVIRONMENT,
-    STEP_WALL,
-    STRUCTURE,
-    TIME,
-    Machine,
-    Rule,
-)
+from pytest_opprof.rules import ENVIRONMENT
+from pytest_opprof.verdicts import STEP_WALL, STRUCTURE, TIME, Machine, Rule
 
 # -- the steps' wall time: a step slower outside its operators ---------------------------------
 

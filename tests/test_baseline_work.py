@@ -21,15 +21,8 @@ from pytest_opprof.baseline import (
 )
 from pytest_opprof.compare import _flops_change, compare, work_changes
 from pytest_opprof.documents import BaselineDoc, WorkEntry
-from pytest_opprof.verdicts import (
-    ENVIRONMENT,
-    STEP_WALL,
-    STRUCTURE,
-    TIME,
-    WORK,
-    Machine,
-    Rule,
-)
+from pytest_opprof.rules import ENVIRONMENT
+from pytest_opprof.verdicts import STEP_WALL, STRUCTURE, TIME, WORK, Machine, Rule
 
 # -- work verdicts -----------------------------------------------------------------------------
 

@@ -272,3 +272,23 @@ def test_the_readme_links_every_docs_page_and_stays_a_readable_length():
     readme = _doc("README.md")
     assert [page for page in DOC_PAGES[1:] if f"]({page})" not in readme] == []
     assert len(readme) < 60_000
+
+
+def test_each_public_name_is_its_function_whichever_module_was_imported_first():
+    """The package imports its public names when first used (a plain pytest run imports none):
+    `pytest_opprof.capture` stays the function after its submodule of that name is imported (a
+    review's `from pytest_opprof import capture` gave the module once the plugin had measured)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import types, pytest_opprof.capture, pytest_opprof.trace, pytest_opprof.analysis\n"
+        "import pytest_opprof\n"
+        "from pytest_opprof import capture\n"
+        "assert callable(capture) and not isinstance(capture, types.ModuleType), capture\n"
+        "bad = [n for n in pytest_opprof.__all__ if isinstance(getattr(pytest_opprof, n), types.ModuleType)]\n"
+        "assert bad == [], bad\n"
+        "assert pytest_opprof.capture.__module__ == 'pytest_opprof.capture'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

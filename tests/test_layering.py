@@ -22,6 +22,8 @@ LAYERS = [
         "opnames",
         "clock",
         "textout",
+        "layout",
+        "rules",
     },  # know no Profile
     {
         "analysis",
