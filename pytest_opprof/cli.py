@@ -158,7 +158,7 @@ def _add_top(parser: argparse.ArgumentParser, what: str) -> None:
 
 def _op_pattern(text: str) -> str:
     """An --op glob, read as the names it matches are (printable_name): `$'a\tb'` finds the op
-    named with a tab, as the README says (a trial's was told it matched nothing, closest `a\tb`)."""
+    named with a tab, as docs/bad-input.md says (a trial's was told it matched nothing, closest `a\tb`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is blank; give an op name or a glob such as 'aten::*mm'")
     return printable_name(text)

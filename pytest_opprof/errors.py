@@ -230,7 +230,9 @@ KEPT_SLOWER = (
 
 
 REPEATABLE_FIX = "make fn repeatable (cycle its data with itertools.cycle, or make its inputs outside fn)"
-SAME_WORK_FIX = "make each call of fn do the same work (docs/verdicts.md: Confirmation by more measurements)"
+SAME_WORK_FIX = (
+    "make each call of fn do the same work (pytest-opprof's docs/verdicts.md: Confirmation by more measurements)"
+)
 BAD_RANGE_FIX = (
     "delete the op's recorded_range_ms (its time is then judged without one), or delete the file and record "
     "the test again"

@@ -77,11 +77,11 @@ CONFIRM_SETTLE_S = 0.5
 
 
 CONFIRMATION_RAISED = (
-    "opprof: raised while run()'s fn was measured again to confirm a suspected time change (docs/verdicts.md: "
+    "opprof: raised while run()'s fn was measured again to confirm a suspected time change (pytest-opprof's docs/verdicts.md: "
     "Confirmation by more measurements): fn is called up to 3 x (warmup + steps + 1) more times; " + REPEATABLE_FIX
 )
 AHEAD_RAISED = (
-    "opprof: raised while run()'s fn was measured again for its baseline's recorded ranges (docs/verdicts.md: "
+    "opprof: raised while run()'s fn was measured again for its baseline's recorded ranges (pytest-opprof's docs/verdicts.md: "
     "Recorded ranges): a recording run calls fn 3 x (warmup + steps + 1) more times; " + REPEATABLE_FIX
 )
 

@@ -1100,7 +1100,7 @@ def _rewritten_by_repeats(records: list[TestRecord], verbose: bool) -> list[str]
 
 def _ranges_line(records: list[TestRecord]) -> list[str]:
     """How the files of run() tests were written: with each op's range over several measurements
-    (docs/verdicts.md: Recorded ranges)."""
+    (pytest-opprof's docs/verdicts.md: Recorded ranges)."""
     files = {r.baseline.path: r.baseline.recorded_from for r in records if r.baseline and r.baseline.status in WRITTEN}
     ranged = sorted(n for n in files.values() if n > 1)  # measurements used: 1 has no range
     if not ranged:
@@ -1108,7 +1108,7 @@ def _ranges_line(records: list[TestRecord]) -> list[str]:
     over = f"{ranged[0]}" if ranged[0] == ranged[-1] else f"{ranged[0]}-{ranged[-1]}"
     return [
         f"opprof: {count_of(len(ranged), 'file')} written with the range of each op's time over {over} "
-        "measurements: a later time within that range is inconclusive, not a failure (docs/verdicts.md: Recorded ranges)"
+        "measurements: a later time within that range is inconclusive, not a failure (pytest-opprof's docs/verdicts.md: Recorded ranges)"
     ]
 
 

@@ -59,7 +59,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
 
 def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     """Per op: calls, median and fastest step, CPU time, which time it is judged on, and the
-    recorded range of its fastest step where the file holds ranges (docs/verdicts.md: Recorded ranges)."""
+    recorded range of its fastest step where the file holds ranges (pytest-opprof's docs/verdicts.md: Recorded ranges)."""
     ranged = any(op.recorded_range for op in doc.ops.values())
     rows = []
     for name in doc.ops_by_time()[:top]:

@@ -4,7 +4,7 @@
 # and pytest, the plugin registered from this checkout (scripts/install_from_source.py, no build),
 # and the whole suite.
 #   bash scripts/compat_check.sh [WORKDIR]        (default /tmp/opprof-compat; logs beside the venvs)
-# Last run: see "Supported versions" in README.md.
+# Last run: see "The project's tests" in docs/developing.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WORK="${1:-/tmp/opprof-compat}"

@@ -1674,7 +1674,7 @@ def test_a_baseline_holds_each_ops_range_over_four_measurements_and_judges_by_it
         [
             "opprof: baselines written: 1 new; *",
             "opprof: 1 file written with the range of each op's time over 4 measurements: a later time within "
-            "that range is inconclusive, not a failure (docs/verdicts.md: Recorded ranges)",
+            "that range is inconclusive, not a failure (pytest-opprof's docs/verdicts.md: Recorded ranges)",
         ]
     )
     assert (fake_clock.captures, fake_clock.pauses, fake_clock.idle_pauses) == (4, [0.5, 0.5, 0.5], [])
@@ -2049,7 +2049,7 @@ def test_a_recordings_measurements_that_ran_other_ops_widen_no_range_and_are_sai
             "test_other.py::test_mm: further measurements of run()'s fn ran other work than the first (other ops, "
             "calls per step or inputs of aten::add): fn's work changes from call to call (state it keeps: an EMA "
             "update after some steps, a growing cache), so each such one was left out, neither confirming a time "
-            "nor widening a recorded range; make each call of fn do the same work (docs/verdicts.md: Confirmation by more "
+            "nor widening a recorded range; make each call of fn do the same work (pytest-opprof's docs/verdicts.md: Confirmation by more "
             "measurements)",
         ]
     )
