@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
+import importlib as _importlib
+import sys as _sys
+import types as _types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,20 +57,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # once: later uses read it as any module attribute
-    return value
+if not TYPE_CHECKING:  # type checkers read the imports above: a mistyped name stays their error
+
+    def __getattr__(name: str) -> Any:
+        module = _PUBLIC.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # once: later uses read it as any module attribute
+        return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+    return sorted(__all__)  # the public names, imported or not yet
 
 
-class _Package(types.ModuleType):
+class _Package(_types.ModuleType):
     """`pytest_opprof.capture` is the public function, also once its submodule of that name is
     imported: Python then sets the package's attribute to the submodule (`from pytest_opprof
     import capture` gave a module, `capture()` raised "'module' object is not callable"), which
@@ -78,9 +80,9 @@ class _Package(types.ModuleType):
     sys.modules (`importlib.import_module("pytest_opprof.capture")`)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _PUBLIC and isinstance(value, types.ModuleType):
+        if name in _PUBLIC and isinstance(value, _types.ModuleType):
             return
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package

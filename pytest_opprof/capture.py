@@ -199,15 +199,20 @@ def set_aside() -> Iterator[None]:
         yield
 
 
+def call_aside(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)`, in set_aside() when a one-step capture records."""
+    if not _RECORDING:
+        return fn(*args, **kwargs)
+    with set_aside():
+        return fn(*args, **kwargs)
+
+
 def run_aside(fn: Callable[..., T]) -> Callable[..., T]:
     """`fn`, run in set_aside() whenever a one-step capture records (nothing more otherwise)."""
 
     @functools.wraps(fn)
     def aside(*args: Any, **kwargs: Any) -> T:
-        if not _RECORDING:
-            return fn(*args, **kwargs)
-        with set_aside():
-            return fn(*args, **kwargs)
+        return call_aside(fn, *args, **kwargs)
 
     aside.__dict__["_opprof_aside"] = True
     return aside

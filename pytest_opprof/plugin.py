@@ -5,6 +5,7 @@ Without --opprof nothing here imports torch or starts a profiler.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -14,7 +15,7 @@ import warnings
 from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -133,6 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}: measure this test with pytest-opprof (the whole call is one step) when --opprof is on",
     )
     refuse_unknown_ini_keys(config)
+    config.add_cleanup(_assertion_messages_aside())  # every run: the library's capture() too
     try:
         settings = parse_settings(lambda option: read_option(config, option))
     except SettingsError as exc:
@@ -170,7 +172,11 @@ def _start_measuring(config: pytest.Config, state: RunState) -> None:
     its key. A run without --opprof imports none of the measuring modules (nor torch)."""
     from .capture import compiled_kernel_profiling, torch_import_problem
 
-    config.add_cleanup(_assertion_messages_aside())
+    # What each measured test uses, imported before the first one (its time and timeout), as the
+    # profiler's first start is (pytest_runtestloop): an xdist worker's first test took ~70 ms more
+    importlib.import_module(f"{__package__}.fixture")
+    importlib.import_module(f"{__package__}.report")
+    importlib.import_module(f"{__package__}.results")
     with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
         warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
         problem = torch_import_problem()
@@ -291,19 +297,33 @@ _ASSERTION_HELPERS = (
 )
 
 
+def _aside(helper: Callable[..., Any]) -> Callable[..., Any]:
+    """`helper`, run set aside from a one-step capture when one records (capture.call_aside). In
+    every run, also without --opprof, where a test may use the library's `capture()`: a capture
+    module not imported yet has no capture recording, and is not imported for it."""
+
+    @wraps(helper)
+    def aside(*args: Any, **kwargs: Any) -> Any:
+        capture = sys.modules.get(f"{__package__}.capture")
+        if capture is None:
+            return helper(*args, **kwargs)
+        return capture.call_aside(helper, *args, **kwargs)
+
+    aside.__dict__["_opprof_aside"] = True
+    return aside
+
+
 def _assertion_messages_aside() -> Callable[[], None]:
     """Run pytest's assert-message helpers set aside from a one-step capture (the marker's whole
     call, a capture() block): a trial's failing `assert y.sum() > 1e9` reported the 535
     `aten::item` calls of the tensor's repr in the message. Returns the undo."""
     from _pytest.assertion import rewrite
 
-    from .capture import run_aside
-
     saved = {}
     for name in _ASSERTION_HELPERS:
         helper = getattr(rewrite, name, None)
         if callable(helper) and not getattr(helper, "_opprof_aside", False):
-            wrapped = run_aside(helper)
+            wrapped = _aside(helper)
             saved[name] = (helper, wrapped)
             setattr(rewrite, name, wrapped)
 

@@ -1,6 +1,6 @@
 """The comparison rule a run or a marker sets: the verdict kinds, the defaults and `Rule`. Apart
-from `verdicts` (which re-exports them) so that reading the options at pytest's start imports no
-analysis."""
+from `verdicts` (which imports what it uses of them) so that reading the options at pytest's start
+imports no analysis."""
 
 from __future__ import annotations
 

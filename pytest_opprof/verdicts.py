@@ -13,12 +13,7 @@ from typing import Any
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import KernelEntry, MemoryEntry, OpEntry
 from .errors import unrecordable_gpu, unrecordable_tracer
-from .rules import (  # the rule a run or marker sets, light enough for the plugin's start
-    STRUCTURE,
-    TIME,
-    WORK,
-    Rule,
-)
+from .rules import STRUCTURE, TIME, WORK, Rule  # the rule a run or marker sets: rules.py
 
 REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
 

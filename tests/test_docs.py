@@ -4,6 +4,7 @@ property of its classes and of the records a Profile holds, and the fixture's me
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -292,3 +293,24 @@ def test_each_public_name_is_its_function_whichever_module_was_imported_first():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_type_checker_still_refuses_a_mistyped_public_name(tmp_path):
+    """The package's lazy `__getattr__` is hidden from type checkers, so mypy reads the names it
+    really has: `from pytest_opprof import mesure` stays an error naming `measure` (a review's
+    first version typed every attribute `Any` and let it pass), and `measure` keeps its type."""
+    pytest.importorskip("mypy")
+    import subprocess
+    import sys
+
+    user = tmp_path / "user.py"
+    user.write_text("from pytest_opprof import measure, mesure\nreveal_type(measure)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", str(user)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(ROOT)},  # an editable install is an import hook mypy does not follow
+    )
+    assert 'Module "pytest_opprof" has no attribute "mesure"; maybe "measure"?' in done.stdout, done.stdout
+    assert "-> pytest_opprof.analysis.model.Profile" in done.stdout  # measure's type, not Any

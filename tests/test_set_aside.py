@@ -236,3 +236,28 @@ def test_on_a_gpu_a_failing_asserts_message_and_its_copies_are_not_the_tests(pyt
     assert re.search(r"^aten::item +1 ", table, re.M)
     (trace,) = (pytester.path / "traces").glob("*.json.gz")
     assert b"opprof::set_aside" not in gzip.decompress(trace.read_bytes())
+
+
+def test_the_librarys_capture_in_a_plain_run_leaves_out_a_caught_asserts_message(pytester):
+    """Without --opprof a test may still use the library's `capture()`: pytest's repr of a tensor
+    in a failing assert's message (caught by pytest.raises) stays out of it, as under --opprof (a
+    review's plain run counted 790 `aten::item` calls where the test made 1)."""
+    pytest.importorskip("torch")  # the inner test measures torch ops
+    pytester.makepyfile(
+        test_t="""
+        import pytest, torch
+        from pytest_opprof import capture
+
+        def test_library_capture():
+            x = torch.ones(16, 16)
+            with capture() as cap:
+                y = x @ x
+                with pytest.raises(AssertionError):
+                    assert y.sum() > 1e9
+            item = cap.profile.op("aten::item")
+            assert item is not None and item.calls == 1  # the `>`'s own, not the message's
+            assert cap.profile.op("aten::select") is None
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
