@@ -13,7 +13,6 @@ machine's references and the profiler's overhead. torch's own `prof.events()` an
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import sys
@@ -205,17 +204,6 @@ def call_aside(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return fn(*args, **kwargs)
     with set_aside():
         return fn(*args, **kwargs)
-
-
-def run_aside(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn`, run in set_aside() whenever a one-step capture records (nothing more otherwise)."""
-
-    @functools.wraps(fn)
-    def aside(*args: Any, **kwargs: Any) -> T:
-        return call_aside(fn, *args, **kwargs)
-
-    aside.__dict__["_opprof_aside"] = True
-    return aside
 
 
 def _stop_profiler(prof: Any) -> None:

@@ -1,6 +1,8 @@
 """The pytest layer: options, the `opprof` marker and fixture, and the hooks. Glue only.
 
-Without --opprof nothing here imports torch or starts a profiler.
+Without --opprof nothing here imports torch or starts a profiler, nor the measuring modules (the
+analysis, captures, baselines, verdicts, reports): the functions that use them import them, so a
+plain run pays for the options' modules only (tests/test_plugin.py, bench/inert_cost.py).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ from .settings import (
 )
 from .textout import fit_stream, os_text
 
-if TYPE_CHECKING:  # the measuring modules: imported where a measuring hook runs (see the docstring)
+if TYPE_CHECKING:  # the measuring modules, for annotations: imported where they run (the docstring)
     from .analysis.model import Check
     from .baseline import Undo
     from .decide import Judged, Measurement
@@ -234,7 +236,6 @@ def _keep_former_key(config: pytest.Config, state: RunState) -> None:
     (`amd-radeon-graphics-gfx90a`): where only its former key's folder holds baselines, this run
     reads and writes that one, and the header says how to move them (an upgrade's run found none
     and was told to record them all anew)."""
-
     former = former_key(state.device_key or "") if state.key_source == "device" else None
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     if former is None or (root / str(state.device_key)).is_dir() or not (root / former).is_dir():
@@ -267,7 +268,6 @@ def _key_hooks(config: pytest.Config) -> frozenset[str]:
 def _late_key_hook(config: pytest.Config, state: RunState) -> str | None:
     """Why the device key cannot stand: a conftest holding the key hook was loaded while collecting,
     after the key was chosen without it (`pytest` vs `pytest tests/gpu` would pick two keys)."""
-
     if not state.settings.measuring or state.settings.device_key or state.device_key is None:
         return None
     late = [
@@ -1461,7 +1461,6 @@ def _run_end_lines(config: pytest.Config, state: RunState, reports: bool) -> lis
 def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> str | None:
     """Where pytest ran outside its rootdir and a line showed a baseline path (`.opprof/...`),
     which reads as the folder pytest ran in: say whose it is (not for an absolute folder)."""
-
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     if config.invocation_params.dir == config.rootpath or not root.is_relative_to(config.rootpath):
         return None
