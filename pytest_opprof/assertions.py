@@ -725,7 +725,9 @@ def _pct(name: str, value: object) -> float:
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
         raise OpprofUsageError(bad_argument(name, value, "a percentage between 0 and 100"))
-    if 0 < value < 1:  # a fraction (0.5 for half) would pass as 0.5%: as the tolerances, refused as ambiguous
+    # A fraction (0.5 for half) would pass as 0.5%: refused. Unlike a tolerance, a bare 1 is taken
+    # (1%): a number argument has no other spelling of 1%, where a tolerance has "1%".
+    if 0 < value < 1:
         raise OpprofUsageError(
             bad_argument(
                 name,

@@ -1,6 +1,9 @@
 """The exception family users see, and every message a person reads, built in one place.
 
 Tests import these formatters so they assert the real text.
+
+Imported by every pytest run, --opprof or not (with the other modules tests/test_plugin.py lists
+in INERT_MODULES): keep its imports to those modules and the standard library's light ones.
 """
 
 from __future__ import annotations

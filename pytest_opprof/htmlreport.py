@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from .errors import CUT_SHORT, NOT_FAILING
 from .files import write_output
-from .tables import by_shown_time, median_wall_ns, profiler_cost_text
+from .tables import by_shown_time, median_wall_ns, of_step, profiler_cost_text
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
     for op in by_shown_time(profile.ops):
         per = op.time_per_step
         own = op.self_device_per_step if op.on_device else op.self_cpu_per_step  # as the terminal's `self`
-        share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
+        share = of_step(per.median, median_wall)
         cells = [
             op.name, count_text(op.calls_per_step.median), _ms(per.median), _ms(own.median), _ms(per.min),
             "device" if op.on_device else "cpu", share,
@@ -244,7 +244,7 @@ def _ranges_table(profile: Profile) -> str:
     rows = "".join(
         f"<tr><td>{_e(r.name)}</td><td>{count_text(r.calls_per_step.median)}</td><td>{_ms(r.cpu_per_step.median)}</td>"
         f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td>"
-        f"<td>{f'{100 * r.time_per_step.median / median_wall:.1f}%' if median_wall else ''}</td></tr>"
+        f"<td>{of_step(r.time_per_step.median, median_wall)}</td></tr>"
         for r in by_shown_time(profile.ranges)
     )
     head = (

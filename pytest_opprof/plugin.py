@@ -710,10 +710,11 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
 
     opprof.run(fn, *args, warmup=3, steps=10) profiles steps of fn (or `with opprof.capture():`,
     or the whole test call); then assert_op_below(op, ms=), assert_op_count(op, n),
-    assert_no_op(op), assert_no_sync(), assert_total_below(ms=), assert_kernel_count/_below,
-    assert_no_graph_break(), assert_no_recompile(), assert_compiled(), assert_overlap(),
-    assert_device_busy_above(pct), assert_no_launch_bound(). opprof.profile is the Profile.
-    Without --opprof, run() calls fn once and the assertions only check their arguments."""
+    assert_no_op(op), assert_no_sync(), assert_total_below(ms=), assert_kernel_count(kernel, n),
+    assert_kernel_below(kernel, ms=), assert_range_below(name, ms=), assert_no_graph_break(),
+    assert_no_recompile(), assert_compiled(), assert_overlap(), assert_device_busy_above(pct),
+    assert_no_launch_bound(). opprof.profile is the Profile. Without --opprof, run() calls fn
+    once and the assertions only check their arguments."""
     marked = request.node.stash.get(TEST, None)  # the marker's, asked for late (request.getfixturevalue)
     if marked is not None and request.node.stash.get(_IN_CALL, False):  # one fixture: its run() replaces
         return marked  # the whole call (a review's two fixtures left the baseline uncompared in silence);

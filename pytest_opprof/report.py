@@ -56,6 +56,7 @@ from .tables import (
     by_shown_time,
     median_wall_ns,
     ms_cell,
+    of_step,
     profiler_cost_text,
     ranges_table,
     short,
@@ -260,7 +261,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
             ms_cell(own.median / 1e6),
             ms_cell(per.min / 1e6),
             "device" if op.on_device else "cpu",
-            f"{100 * per.median / median_wall:.1f}%" if median_wall else "",
+            of_step(per.median, median_wall),
         ]
         if compared:
             cells = base_rows[op.name]

@@ -2,6 +2,9 @@
 
 The plugin reads each option through one helper (CLI > ini > default) and hands the raw value
 with its source to `parse_settings`, which validates all of them when pytest starts.
+
+Imported by every pytest run, --opprof or not (with the other modules tests/test_plugin.py lists
+in INERT_MODULES): keep its imports to those modules and the standard library's light ones.
 """
 
 from __future__ import annotations

@@ -105,6 +105,12 @@ def median_wall_ns(profile: Profile) -> float:
     return float(statistics.median(walls)) if walls else 0.0
 
 
+def of_step(ns: float, median_wall: float) -> str:
+    """A time per step as a share of the median step's wall time: the `of step` column of every
+    table ('' for a capture without step markers, which has no step to be a share of)."""
+    return f"{100 * ns / median_wall:.1f}%" if median_wall else ""
+
+
 def by_shown_time(ops: Any) -> list[Any]:
     """Ops by the median time per step the tables show (device time for ops that ran on a
     device, CPU time otherwise), largest first; ties by total CPU time (a caller before the op
@@ -120,7 +126,7 @@ def ops_table(profile: Profile, top: int | None = 20) -> str:
     rows = []
     for op in by_shown_time(profile.ops)[: top or None]:
         per = op.time_per_step
-        share = f"{100 * per.median / median_wall:.1f}%" if median_wall else ""
+        share = of_step(per.median, median_wall)
         rows.append(
             [
                 short(op.name),
@@ -141,7 +147,7 @@ def ranges_table(profile: Profile, top: int | None = 20) -> str:
     median_wall = median_wall_ns(profile)
     rows = []
     for r in by_shown_time(profile.ranges)[: top or None]:
-        share = f"{100 * r.time_per_step.median / median_wall:.1f}%" if median_wall else ""
+        share = of_step(r.time_per_step.median, median_wall)
         rows.append(
             [
                 short(r.name),

@@ -314,3 +314,53 @@ def test_a_type_checker_still_refuses_a_mistyped_public_name(tmp_path):
     )
     assert 'Module "pytest_opprof" has no attribute "mesure"; maybe "measure"?' in done.stdout, done.stdout
     assert "-> pytest_opprof.analysis.model.Profile" in done.stdout  # measure's type, not Any
+
+
+def _assertion_methods() -> list[str]:
+    return sorted(name for name in vars(OpprofFixture) if name.startswith("assert_"))
+
+
+def test_every_assertion_is_in_both_tables_and_the_fixtures_help_and_no_other():
+    """The fixture's assertions are listed by hand in the README's table, docs/fixture.md's and
+    the `opprof` fixture's help (`pytest --fixtures`), which had left out assert_range_below (a
+    contributor's trial): each lists every `assert_*` method, and names no method there is not."""
+    from pytest_opprof import plugin
+
+    help_text = inspect.getdoc(plugin.opprof) or ""
+    for where, text in [
+        ("README.md", _doc("README.md")),
+        ("docs/fixture.md", _doc("docs/fixture.md")),
+        ("the fixture's help", help_text),
+    ]:
+        table = text if where == "the fixture's help" else "\n".join(re.findall(r"^\| `(assert_\w+)", text, re.M))
+        named = set(re.findall(r"\b(assert_\w+)", table))
+        assert (where, sorted(set(_assertion_methods()) - named)) == (where, [])
+        assert (where, sorted(named - set(_assertion_methods()))) == (where, [])
+
+
+def test_every_public_fixture_method_checks_its_arguments_first():
+    """Each assertion and capture method is wrapped by `_arguments_checked`, so a wrong keyword
+    is one line naming it and what the method takes, not Python's TypeError: a method added
+    without it would lose that, and nothing else would notice."""
+    public = [name for name, member in vars(OpprofFixture).items() if inspect.isfunction(member)]
+    public = [name for name in public if name.startswith("assert_") or name in ("run", "capture")]
+    assert [name for name in public if not hasattr(vars(OpprofFixture)[name], "__wrapped__")] == []
+    assert len(public) == len(_assertion_methods()) + 2
+
+
+def test_every_op_assertion_refuses_a_mistyped_op_name_in_a_plain_run():
+    """Without --opprof an op assertion still refuses an op name torch does not know, so a typo
+    shows on the first plain run: each method that takes an `op` does (a method added without
+    the plain run's name check would pass the typo until someone measured)."""
+    pytest.importorskip("torch")
+    from pytest_opprof.errors import OpprofUsageError
+
+    plain = OpprofFixture("t.py::t", False, None, pytest.fail)
+    values = {"ms": 1.0, "n": 1, "pct": 50.0}
+    takes_op = [n for n in _assertion_methods() if "op" in inspect.signature(getattr(OpprofFixture, n)).parameters]
+    assert len(takes_op) >= 3
+    for name in takes_op:
+        params = inspect.signature(getattr(OpprofFixture, name)).parameters
+        args = {p: values[p] for p in params if p in values}
+        with pytest.raises(OpprofUsageError, match="adddmm"):
+            getattr(plain, name)("aten::adddmm", **args)
