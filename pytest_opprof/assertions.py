@@ -36,7 +36,10 @@ from .errors import (
     near_miss,
     no_match,
     no_range,
+    no_step_wall,
     over_limit,
+    share_hidden_by_median,
+    share_over_limit,
     shown_name,
     unexpected_ops,
     unknown_op,
@@ -111,6 +114,38 @@ def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, redu
         return _no_match_of(profile, op)
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
+
+
+def op_share_below(op: str, pct: float, stat: str = "median") -> Assertion:
+    """Every op matching `op` takes at most `pct`% of the step's wall time, by `stat` over the
+    steps' shares (each op apart, as op_below judges a glob: summed, an op and the op inside it
+    would count twice)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours
+    validate_op(op)
+    limit = _pct("pct", pct)
+    reduce = STATS[_choice("stat", stat, tuple(STATS))]
+    return lambda profile: _op_share_below(profile, op, limit, stat, reduce)
+
+
+def _op_share_below(profile: Profile, op: str, limit: float, stat: str, reduce: Reduce) -> str | None:
+    matched = profile.match(op)
+    if not matched:
+        if not is_glob(op) and profile.match_ranges(op):
+            return a_range_not_an_op(op, "assert_range_below")
+        return _no_match_of(profile, op)
+    walls = [span.wall_ns for span in profile.step_spans]
+    if not profile.wall_known or not all(walls):
+        return no_step_wall(op)
+    failures = []
+    for m in matched:
+        shares = [100 * t / wall for t, wall in zip(m.time_per_step.samples, walls)]
+        ran = sum(1 for c in m.calls_per_step.samples if c > 0)
+        if shares and (value := reduce(shares)) > limit:
+            failures.append((value, share_over_limit(m.name, value, limit, stat, shares)))
+        elif shares and stat == "median" and ran * 2 < len(shares) and max(shares) > limit:
+            # its median share is 0 whatever a step that ran it spends (as _hidden, for ms limits)
+            failures.append((max(shares), share_hidden_by_median(m.name, max(shares), limit, ran, len(shares))))
+    return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
 
 
 def _elsewhere(profile: Profile) -> list[str]:

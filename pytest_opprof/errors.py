@@ -868,6 +868,36 @@ def hidden_by_median(name: str, ran: int, steps: int, worst_ns: float, limit_ms:
     )
 
 
+def share_over_limit(name: str, value_pct: float, limit_pct: float, stat: str, shares: Sequence[float]) -> str:
+    """`aten::addmm: 73.8% of the step > limit 50% (median of 10 steps; min 70.1%, max 95.5%;
+    over it in steps 2, 7)`: `shares` holds each step's percentage, in step order."""
+    steps = len(shares)
+    over = [str(i) for i, pct in enumerate(shares, 1) if pct > limit_pct]  # as assertions judge
+    which = f"; over it in step{'s' if len(over) > 1 else ''} {', '.join(over[:10])}" if len(over) < steps else ""
+    more = f" and {len(over) - 10} more" if which and len(over) > 10 else ""
+    digits = 1
+    while round(value_pct, digits) <= limit_pct and digits < 12:  # `50.0% > limit 50%` would read as equal
+        digits += 1
+    return (
+        f"{name}: {value_pct:.{digits}f}% of the step > limit {limit_pct:g}% "
+        f"({stat} of {count_of(steps, 'step')}; min {min(shares):.1f}%, max {max(shares):.1f}%{which}{more})"
+    )
+
+
+def share_hidden_by_median(name: str, worst_pct: float, limit_pct: float, ran: int, steps: int) -> str:
+    """A share assertion's failure where the op ran in under half the steps: its median share (0)
+    would have passed it whatever the steps that ran it spent."""
+    return (
+        f"{name}: {worst_pct:.1f}% of a step > limit {limit_pct:g}%; it ran in {ran} of {steps} steps, so its median "
+        'share is 0 whatever it costs; assert it by stat="max"'
+    )
+
+
+def no_step_wall(name: str) -> str:
+    """A share of the step asked of a capture whose steps have no wall time (a trace without step markers)."""
+    return f"{asked(name)}: the capture has no step markers, so no share of a step's wall time can be judged"
+
+
 def shown_name(name: str) -> str:
     """A name as a message shows it: as it is, or quoted with escapes when it holds a character
     that does not show (`'aten::mm\\u200b'`: else it would read like the op it is not), or starts

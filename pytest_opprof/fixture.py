@@ -459,6 +459,15 @@ class OpprofFixture:
         self._plain_name_check(op)
 
     @_arguments_checked
+    def assert_op_share_below(self, op: str, pct: float, stat: str = "median") -> None:
+        """Each op matching `op` takes at most `pct`% of the step's wall time, by `stat` over the
+        steps' shares (stat="max": in every step). Device time for ops that ran on a GPU, CPU
+        time otherwise."""
+        __tracebackhide__ = True
+        self._check(assertions.op_share_below(op, pct, stat), timed=lambda profile: bool(profile.match(op)))
+        self._plain_name_check(op)
+
+    @_arguments_checked
     def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
         """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
         __tracebackhide__ = True

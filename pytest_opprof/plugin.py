@@ -709,7 +709,8 @@ def opprof(request: pytest.FixtureRequest) -> OpprofFixture:
     """Operator-level performance assertions (pytest-opprof; measures only under --opprof).
 
     opprof.run(fn, *args, warmup=3, steps=10) profiles steps of fn (or `with opprof.capture():`,
-    or the whole test call); then assert_op_below(op, ms=), assert_op_count(op, n),
+    or the whole test call); then assert_op_below(op, ms=), assert_op_share_below(op, pct),
+    assert_op_count(op, n),
     assert_no_op(op), assert_no_sync(), assert_total_below(ms=), assert_kernel_count(kernel, n),
     assert_kernel_below(kernel, ms=), assert_range_below(name, ms=), assert_no_graph_break(),
     assert_no_recompile(), assert_compiled(), assert_overlap(), assert_device_busy_above(pct),

@@ -96,6 +96,110 @@ def test_glob_applies_the_limit_to_each_matching_op():
     assert "aten::addmm" not in msg
 
 
+def test_op_share_below_judges_the_median_share_of_each_steps_own_wall():
+    """The share is the op's time in a step over that step's wall time; the median over the steps
+    is judged by default (a noisy step alone fails nothing), every step with stat="max": addmm
+    takes 15%, 17% and 19% of its 1 ms steps."""
+    p = three_steps()
+    assert assertions.op_share_below("aten::addmm", 17)(p) is None
+    assert assertions.op_share_below("aten::addmm", 16)(p) == (
+        "aten::addmm: 17.0% of the step > limit 16% (median of 3 steps; min 15.0%, max 19.0%; over it in steps 2, 3)"
+    )
+    assert assertions.op_share_below("aten::addmm", 18, stat="max")(p) == (
+        "aten::addmm: 19.0% of the step > limit 18% (max of 3 steps; min 15.0%, max 19.0%; over it in step 3)"
+    )
+    assert assertions.op_share_below("aten::addmm", 15, stat="min")(p) is None
+    # a step half as long doubles the share of the same 0.1 ms: its own wall, not the median's
+    events = [step(1, 0, 1000), op("aten::mm", 10, 100), step(2, 1000, 500), op("aten::mm", 1010, 100)]
+    assert assertions.op_share_below("aten::mm", 15, stat="max")(analyze(events)) == (
+        "aten::mm: 20.0% of the step > limit 15% (max of 2 steps; min 10.0%, max 20.0%; over it in step 2)"
+    )
+
+
+def test_op_share_below_fails_an_op_that_ran_in_under_half_the_steps_over_the_limit():
+    """An op that runs every third step has a median share of 0: a step that ran it over the
+    limit fails the test rather than pass behind that 0, naming stat="max"."""
+    events = []
+    for n in range(1, 5):
+        events += [step(n, (n - 1) * 1000, 1000), op("aten::relu", (n - 1) * 1000 + 10, 50)]
+    events.append(op("aten::mm", 10 + 100, 600))  # in step 1 only: 60% of it
+    p = analyze(events)
+    assert assertions.op_share_below("aten::mm", 50)(p) == (
+        "aten::mm: 60.0% of a step > limit 50%; it ran in 1 of 4 steps, so its median share is 0 whatever it costs; "
+        'assert it by stat="max"'
+    )
+    assert assertions.op_share_below("aten::mm", 70)(p) is None
+
+
+def test_op_share_below_says_the_decimals_that_tell_the_share_from_the_limit():
+    """`50.0% > limit 50%` would read as equal: a share just over its limit gets the digits."""
+    p = analyze([step(1, 0, 10000), op("aten::mm", 10, 5001)])
+    assert assertions.op_share_below("aten::mm", 50)(p).startswith("aten::mm: 50.01% of the step > limit 50% (")
+    assert assertions.op_share_below("aten::mm", 50.01)(p) is None
+
+
+def test_op_share_below_applies_the_limit_to_each_matching_op():
+    """A glob judges each op apart, as op_below does (summed, aten::linear and the aten::addmm
+    inside it would count twice); the failure names each op over it, the worst first."""
+    p = three_steps()  # linear 50% a step, addmm 15-19%
+    assert assertions.op_share_below("aten::*", 50)(p) is None
+    message = assertions.op_share_below("aten::*", 16)(p)
+    assert message.startswith("aten::linear: 50.0% of the step > limit 16% (median of 3 steps;")
+    assert "; aten::addmm: 17.0% of the step > limit 16%" in message
+
+
+def test_op_share_below_reads_device_time_for_ops_that_ran_on_a_device():
+    """aten::mm's 10 us on the CPU launched a 40 us kernel: 40% of its 100 us step, as the `of step`
+    column shows it."""
+    p = device_profile()
+    assert assertions.op_share_below("aten::mm", 40)(p) is None
+    assert assertions.op_share_below("aten::mm", 39)(p).startswith("aten::mm: 40.0% of the step > limit 39% (")
+
+
+def test_op_share_below_on_a_name_that_matches_nothing_names_the_closest():
+    """As op_below: an op that did not run fails naming the closest ops, a range's name says so, and
+    a capture without step markers (no wall time) fails rather than pass."""
+    p = three_steps()
+    assert assertions.op_share_below("aten::adddmm", 50)(p) == no_match("aten::adddmm", [o.name for o in p.ops])
+    ranged = analyze([step(1, 0, 1000), annotation("encoder", 10, 500), op("aten::mm", 20, 100)])
+    assert assertions.op_share_below("encoder", 50)(ranged).startswith(
+        "encoder: a range (a record_function block or annotation), not an op; assert_range_below"
+    )
+    unstepped = analyze([op("aten::mm", 0, 100)])
+    assert assertions.op_share_below("aten::mm", 50)(unstepped) == (
+        "aten::mm: the capture has no step markers, so no share of a step's wall time can be judged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "pct", "stat", "message"),
+    [
+        ("aten::mm", -1, "median", "pct=-1: expected a percentage between 0 and 100"),
+        ("aten::mm", 101, "median", "pct=101: expected a percentage between 0 and 100"),
+        (
+            "aten::mm",
+            0.5,
+            "median",
+            "pct=0.5: expected a percentage between 0 and 100, not a fraction: write 50 for 50%",
+        ),
+        ("aten::mm", "50%", "median", "pct='50%': expected a percentage between 0 and 100"),
+        ("aten::mm", True, "median", "pct=True: expected a percentage between 0 and 100"),
+        ("aten::mm", float("nan"), "median", "pct=nan: expected a percentage between 0 and 100"),
+        ("aten::mm", 50, "mean", "stat='mean': expected 'median' or 'min' or 'max'"),
+        (3, 50, "median", "op=3: expected an op name or glob"),
+        ("", 50, "median", "op='': expected an op name or glob"),
+    ],
+)
+def test_op_share_below_refuses_bad_arguments_in_one_line(op, pct, stat, message):
+    """A percentage outside 0-100, a fraction, a non-number, an unknown statistic, a non-string
+    op: OpprofUsageError naming the value, when the check is made (before any capture)."""
+    with pytest.raises(OpprofUsageError) as raised:
+        assertions.op_share_below(op, pct, stat)
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+    assertions.op_share_below("aten::mm", 0)  # 0 is a percentage, not a fraction
+    assertions.op_share_below("aten::mm", 100)
+
+
 def test_op_count_exact_and_ranges():
     """Calls per step must equal n in every step, or lie within min/max; globs sum their matches."""
     p = three_steps()

@@ -212,6 +212,78 @@ def test_failure_messages(user_run):
     assert f"test_user.py:{deferred}: aten::relu: 1 calls/step, expected 5" in out
 
 
+SHARE_TESTS = """
+from conftest import infer
+
+
+def test_share_within(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=4)
+    opprof.assert_op_share_below("aten::addmm", 99)
+    opprof.assert_op_share_below("aten::relu", 5)
+
+
+def test_share_over(opprof, mlp):
+    model, x = mlp
+    opprof.run(infer, model, x, warmup=1, steps=4)
+    opprof.assert_op_share_below("aten::addmm", 50)
+
+
+def test_share_whole_call(opprof, mlp):
+    opprof.assert_op_share_below("aten::addmm", 50)
+    infer(*mlp)
+
+
+def test_share_typo(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+    opprof.assert_op_share_below("aten::addmn", 50)
+
+
+def test_share_fraction(opprof):
+    opprof.assert_op_share_below("aten::addmm", 0.5)
+
+
+def test_share_keyword(opprof):
+    opprof.assert_op_share_below("aten::addmm", percent=50)
+"""
+
+
+def test_op_share_below_through_the_plugin(project, fake_clock, monkeypatch):
+    """assert_op_share_below under --opprof: addmm's 1 ms calls take 95.5% of each step on the
+    fake clock, so a 99% limit passes and a 50% one fails with the median of the steps' shares,
+    in a run() and in a whole call; a typo names the op it meant. A fraction or a wrong keyword fails in
+    one line with or without --opprof, and a plain run refuses the typo too (torch is imported)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    fake_clock.costs["aten::addmm"] = 1_000_000
+    project.makepyfile(test_share=SHARE_TESTS)
+    lines = SHARE_TESTS.strip("\n").splitlines()  # makepyfile dedents and strips the text
+    whole_call = 1 + lines.index(
+        '    opprof.assert_op_share_below("aten::addmm", 50)', lines.index("def test_share_whole_call(opprof, mlp):")
+    )
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1, failed=5)
+    result.stdout.fnmatch_lines_random(
+        [
+            "E *AssertionError: aten::addmm: 95.5% of the step > limit 50% (median of 4 steps; min 95.5%, max 95.5%)",
+            f"test_share.py:{whole_call}: aten::addmm: 95.5% of the step > limit 50% (median of 1 step; "
+            "min 95.5%, max 95.5%)",
+            "E *AssertionError: aten::addmn: no op of that name ran in the measured code; closest: aten::addmm*",
+            "E *OpprofUsageError: pct=0.5: expected a percentage between 0 and 100, not a fraction: write 50 for 50%",
+            "E *OpprofUsageError: opprof.assert_op_share_below() takes no keyword 'percent'; did you mean pct=50? "
+            "(it takes op, pct, stat='median')",
+        ]
+    )
+    plain = run(project)  # nothing measured: only the arguments are checked
+    plain.assert_outcomes(passed=3, failed=3)
+    plain.stdout.fnmatch_lines_random(
+        [
+            "E *OpprofUsageError: aten::addmn: not an operator torch knows; did you mean aten::addmm*",
+            "E *OpprofUsageError: pct=0.5: expected a percentage between 0 and 100, not a fraction: write 50 for 50%",
+            "E *OpprofUsageError: opprof.assert_op_share_below() takes no keyword 'percent'; did you mean pct=50? *",
+        ]
+    )
+
+
 def test_an_absence_asserted_with_a_slip_fails_through_the_plugin(pytester):
     """A trial's assert_no_op("ATEN::ADDMM"), ("addmm"), ("aten::*MM") and assert_op_count("Aten::addmm", 0)
     passed beside aten::addmm, with --opprof and without: each now fails naming the op it meant."""
