@@ -847,15 +847,21 @@ def over_limit(name: str, value_ns: float, limit_ms: float, unit: str, stat: str
     """`aten::addmm: 2.41 ms/step > limit 2.00 ms (median of 10 steps; min 2.30, max 2.55)`; where
     only some steps were over it, which (`; over it in steps 3, 7`)."""
     steps = len(samples)
-    over = [str(i) for i, value in enumerate(samples, 1) if value / 1e6 > limit_ms]  # as assertions judge
-    which = f"; over it in step{'s' if len(over) > 1 else ''} {', '.join(over[:10])}" if len(over) < steps else ""
-    more = f" and {len(over) - 10} more" if which and len(over) > 10 else ""
     value, limit = _told_apart(ns_to_ms(value_ns), limit_ms)
     return (
         f"{name}: {value} ms/{unit} > limit {limit} ms "
         f"({stat} of {steps} step{'s' if steps != 1 else ''}; min {_ms(min(samples))}, max {_ms(max(samples))}"
-        f"{which}{more})"
+        f"{_steps_over([v / 1e6 > limit_ms for v in samples])})"  # as assertions judge
     )
+
+
+def _steps_over(over: Sequence[bool]) -> str:
+    """`; over it in steps 3, 7` (step numbers from 1), where only some of the steps were over a limit."""
+    numbers = [str(i) for i, is_over in enumerate(over, 1) if is_over]
+    if len(numbers) == len(over):
+        return ""
+    more = f" and {len(numbers) - 10} more" if len(numbers) > 10 else ""
+    return f"; over it in step{'s' if len(numbers) > 1 else ''} {', '.join(numbers[:10])}{more}"
 
 
 def hidden_by_median(name: str, ran: int, steps: int, worst_ns: float, limit_ms: float) -> str:
@@ -871,16 +877,13 @@ def hidden_by_median(name: str, ran: int, steps: int, worst_ns: float, limit_ms:
 def share_over_limit(name: str, value_pct: float, limit_pct: float, stat: str, shares: Sequence[float]) -> str:
     """`aten::addmm: 73.8% of the step > limit 50% (median of 10 steps; min 70.1%, max 95.5%;
     over it in steps 2, 7)`: `shares` holds each step's percentage, in step order."""
-    steps = len(shares)
-    over = [str(i) for i, pct in enumerate(shares, 1) if pct > limit_pct]  # as assertions judge
-    which = f"; over it in step{'s' if len(over) > 1 else ''} {', '.join(over[:10])}" if len(over) < steps else ""
-    more = f" and {len(over) - 10} more" if which and len(over) > 10 else ""
     digits = 1
     while round(value_pct, digits) <= limit_pct and digits < 12:  # `50.0% > limit 50%` would read as equal
         digits += 1
     return (
         f"{name}: {value_pct:.{digits}f}% of the step > limit {limit_pct:g}% "
-        f"({stat} of {count_of(steps, 'step')}; min {min(shares):.1f}%, max {max(shares):.1f}%{which}{more})"
+        f"({stat} of {count_of(len(shares), 'step')}; min {min(shares):.1f}%, max {max(shares):.1f}%"
+        f"{_steps_over([pct > limit_pct for pct in shares])})"
     )
 
 
