@@ -812,3 +812,18 @@ def test_a_wildcard_where_a_pointer_could_stand_is_a_wildcard():
     spanning = "void k<CUDAFunctor_*> >(int)"
     assert sorted(k.name for k in profile.match_kernels(spanning)) == [add, mul]
     assert assertions.kernel_count(spanning, 0)(profile).startswith("void k<CUDAFunctor_*> >(int): 2 launches/step")
+
+
+def test_a_limit_message_names_ten_steps_over_it_and_counts_the_rest():
+    """Of 13 steps, 12 over the limit: the first ten are named and the others counted, in the ms
+    and the share messages alike (a line stays readable for a run of 100 steps)."""
+    from pytest_opprof.errors import over_limit, share_over_limit
+
+    samples = (100_000.0,) + (300_000.0,) * 12  # ns: 0.1 ms, then 0.3 ms
+    assert over_limit("aten::mm", 300_000, 0.2, "step", "median", samples).endswith(
+        "; over it in steps 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more)"
+    )
+    shares = [10.0] + [30.0] * 12
+    assert share_over_limit("aten::mm", 30.0, 20, "median", shares).endswith(
+        "; over it in steps 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more)"
+    )
