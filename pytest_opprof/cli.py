@@ -282,7 +282,9 @@ def _analyze(args: argparse.Namespace) -> Done:
                 data[key] = data[key][: args.top]
         out = json_text(data)
     elif args.csv:
-        out = op_csv(replace(profile, ops=profile.ops[: args.top]))  # in the tables' order
+        # in the tables' order; `\n` line ends, as the other outputs: a text stream writes its
+        # platform's (csv's `\r\n` read `\r\r\n` from Windows' console, blank rows in Excel)
+        out = op_csv(replace(profile, ops=profile.ops[: args.top])).replace("\r\n", "\n")
     else:
         out = profile_tables(profile, args.top or DEFAULT_TOP, whole if args.op else None) + "\n"
     broken = untrusted(whole)
@@ -392,12 +394,23 @@ def _move(args: argparse.Namespace) -> Done:
     newcomer had to `git mv` the file and hand-edit its "nodeid")."""
     if Path(args.file).is_file():
         given_baseline(Path(args.file))  # not a baseline: said before anything moves
-    nodeid = os_text(args.nodeid)  # typed in a C locale: the id the plugin names the test by
+    nodeid = _as_pytest_names_it(os_text(args.nodeid))  # typed in a C locale: the id the plugin names the test by
     moved = move_baseline(Path(args.file), nodeid)
     if moved.was == nodeid and moved.new == moved.old:
         return Done(unmoved_line(moved.new, nodeid) + "\n")
     new = _as_given(moved.new, moved.old) if moved.new != moved.old else moved.old
     return Done(moved_line(moved.old, new, nodeid, moved.was) + "\n")
+
+
+def _as_pytest_names_it(typed: str) -> str:
+    r"""A node id as pytest writes it, whatever way its file part was typed: `/` for a Windows `\`
+    (a tab-completed `.\tests\test_a.py` went to the right file, which then named the test
+    otherwise than pytest and was refused as another test's), without a leading `./`."""
+    file, sep, rest = typed.partition("::")
+    file = file.replace("\\", "/")
+    while file.startswith("./"):
+        file = file[2:]
+    return file + sep + rest
 
 
 def _as_given(path: Path, given: Path) -> Path:

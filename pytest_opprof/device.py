@@ -13,6 +13,7 @@ driver or torch version never change it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import re
@@ -94,6 +95,10 @@ def valid_key(key: str) -> bool:
 
 
 def _cpu_model() -> str | None:
+    """The CPU's brand string, as Linux's /proc/cpuinfo gives it (`Intel(R) Xeon(R) ...`): from
+    sysctl on macOS and the registry on Windows, where platform.processor() gives `arm` for every
+    Apple chip, or a family and model number (a cross-platform review: an M1's baseline and an M3
+    Max's run read as the same CPU)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -101,7 +106,38 @@ def _cpu_model() -> str | None:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or None
+    return _brand_string() or platform.processor() or None
+
+
+def _brand_string() -> str | None:
+    """The CPU's brand off Linux: macOS's `machdep.cpu.brand_string`, Windows' ProcessorNameString."""
+    if sys.platform == "darwin":
+        return _sysctl_brand()
+    if sys.platform == "win32":
+        return _registry_brand()
+    return None
+
+
+def _sysctl_brand() -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def _registry_brand() -> str | None:
+    try:
+        winreg: Any = importlib.import_module("winreg")  # Windows only: typed as Any elsewhere
+        where = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, where) as key:
+            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip() or None
+    except (ImportError, OSError):
+        return None
 
 
 def empty_facts() -> dict[str, Any]:
@@ -541,6 +577,11 @@ def device_facts(nvml: Nvml | None = None) -> tuple[dict[str, Any], Any]:
     return facts, handle
 
 
+# Windows names x86-64 `AMD64` where Linux and macOS say `x86_64`: one CPU kind, one key (a review
+# read `cpu-amd64` on the Windows side of a machine whose Linux side was `cpu-x86_64`)
+_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64"}
+
+
 def device_key(facts: dict[str, Any]) -> str:
     """The GPU name as a vendor-prefixed slug when torch uses a GPU, else `cpu-<arch>`.
 
@@ -551,7 +592,8 @@ def device_key(facts: dict[str, Any]) -> str:
     """
     name = facts.get("gpu_name")
     if not name:
-        return f"cpu-{slug(facts.get('machine') or 'unknown')}"
+        machine = str(facts.get("machine") or "unknown")
+        return f"cpu-{slug(_MACHINE_ALIASES.get(machine.lower(), machine))}"
     name = str(name)
     if " / " in name:  # ROCm lists the variants a device may be: "AMD Instinct MI250X / MI250"
         first, *_, last = name.split(" / ")

@@ -69,6 +69,18 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f}"
 
 
+def _trace_href(trace_path: str, html_dir: Path | None) -> str:
+    """The link to a test's trace: relative to the page, percent-encoded (a parametrized id's
+    `[a#b]`: `#` began the link's fragment); a `file:` URI where no relative path reaches it (the
+    trace folder on another drive than the page's, on Windows: relpath raised, and the run ended
+    in an INTERNALERROR without its reports)."""
+    try:
+        href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
+    except ValueError:
+        return Path(trace_path).absolute().as_uri()
+    return quote(Path(href).as_posix())
+
+
 def test_section(
     nodeid: str,
     outcome: str | None,
@@ -102,8 +114,7 @@ def test_section(
         _ranges_table(profile),
     ]
     if trace_path:
-        href = os.path.relpath(trace_path, html_dir) if html_dir is not None else trace_path
-        href = quote(Path(href).as_posix())  # a parametrized id's `[a#b]`: `#` began the link's fragment
+        href = _trace_href(trace_path, html_dir)
         parts.append(f'<p><a href="{_e(href)}">Perfetto / chrome://tracing trace</a> ({_e(trace_path)})</p>')
     return "".join(parts) + "</section>\n"
 

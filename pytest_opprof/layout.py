@@ -37,3 +37,12 @@ def holds_json(folder: Path) -> bool:
         if seen > _LOOKED_AT:
             return False
     return False
+
+
+def reached_from(path: Path, start: Path) -> str:
+    """`path` as a command run in `start` names it: relative, or whole where no relative path
+    reaches it (another drive, on Windows, where relpath raises)."""
+    try:
+        return os.path.relpath(path, start)
+    except ValueError:
+        return str(path)

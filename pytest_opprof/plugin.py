@@ -62,7 +62,7 @@ from .errors import (
     torch_not_importable,
     worker_gpus,
 )
-from .layout import baseline_root, shown_path
+from .layout import baseline_root, reached_from, shown_path
 from .pluginoptions import (
     SWITCHES,
     add_options,
@@ -896,7 +896,7 @@ def _runnable(config: pytest.Config, text: str) -> str:
 def _typed_id(config: pytest.Config, nodeid: str) -> str:
     """A node id (relative to the rootdir) as a test id given in the folder pytest ran in."""
     path, sep, rest = nodeid.partition("::")
-    return os.path.relpath(config.rootpath / path, config.invocation_params.dir) + sep + rest
+    return reached_from(config.rootpath / path, config.invocation_params.dir) + sep + rest
 
 
 def _measured_nothing(
@@ -1440,7 +1440,7 @@ def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
         return []
 
     def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
-        return os.path.relpath(config.rootpath / path, config.invocation_params.dir)
+        return reached_from(config.rootpath / path, config.invocation_params.dir)
 
     pairs = renamed_pairs(state.records, state.orphans)
     paired = {old for _, _, old in pairs}

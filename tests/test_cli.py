@@ -487,6 +487,7 @@ def test_analyze_csv_is_the_op_table_for_a_spreadsheet(capsys, small_trace):
 
     code, out, _ = run_cli(capsys, "analyze", str(small_trace), "--csv")
     assert code == 0
+    assert "\r" not in out and out.endswith("\n")  # a text stream adds Windows' `\r` itself, once
     rows = list(csv.DictReader(io.StringIO(out)))
     _, data, _ = run_cli(capsys, "analyze", str(small_trace), "--json")
     ops = json.loads(data)["ops"]
@@ -732,6 +733,30 @@ def test_queue_quantiles_between_two_nanoseconds_print_without_float_noise(capsy
     queue = json.loads(out)["timeline"]["queue_ms"]
     assert queue["p90"] != round(queue["p90"], 6)  # between two ns: 10 steps interpolate a tenth
     assert all(len(repr(v).split(".")[1]) <= 9 for v in queue.values())  # to the ps, no 0.0186...9998
+
+
+def test_mv_takes_a_node_id_typed_with_windows_separators_or_a_leading_dot(tmp_path, capsys, monkeypatch):
+    """`opprof mv FILE .\\tests\\test_b.py::test_new` (PowerShell's tab completion) put the file in
+    the right place but wrote the id as typed, which the next run refused as another test's (a
+    cross-platform review): the file part is written as pytest names it, `tests/test_b.py`."""
+    from pytest_opprof.analysis import analyze
+    from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
+
+    monkeypatch.chdir(tmp_path)
+    old = baseline_path(tmp_path / ".opprof", "cpu-x86_64", "tests/test_a.py::test_old")
+    profile = analyze(stepped(5, 1000, lambda i, base: [op("aten::mm", base + 1, 100)]))
+    write_baseline(old, baseline_from_profile(profile, "tests/test_a.py::test_old", "cpu-x86_64", {}))
+    given = ".opprof/cpu-x86_64/tests/test_a.py/test_old.json"
+    code, out, err = run_cli(capsys, "mv", given, ".\\tests\\test_b.py::test_new[a\\b]")
+    assert (code, err) == (0, "")
+    new = tmp_path / ".opprof/cpu-x86_64/tests/test_b.py"
+    (moved,) = new.iterdir()
+    assert json.loads(moved.read_text())["nodeid"] == "tests/test_b.py::test_new[a\\b]"  # the id's own `\\` stays
+    code, out, err = run_cli(capsys, "mv", str(moved), "./tests/test_c.py::test_new")
+    assert (code, err) == (0, "")
+    assert json.loads(next((tmp_path / ".opprof/cpu-x86_64/tests/test_c.py").iterdir()).read_text())["nodeid"] == (
+        "tests/test_c.py::test_new"
+    )
 
 
 def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monkeypatch):

@@ -193,6 +193,67 @@ def test_device_key_ignores_volatile_facts(fake_gpu):
     )
 
 
+def test_a_cpu_key_is_the_same_for_one_cpu_kind_on_every_os():
+    """Windows names x86-64 `AMD64` (`x64` elsewhere), where Linux and macOS say `x86_64`: one CPU
+    kind, one key (a cross-platform review read `cpu-amd64` beside `cpu-x86_64`)."""
+    keys = {device_key({"machine": machine}) for machine in ("x86_64", "AMD64", "amd64", "x64")}
+    assert keys == {"cpu-x86_64"}
+    assert device_key({"machine": "aarch64"}) == "cpu-aarch64"  # left as each OS names it: see the README
+
+
+def test_the_cpu_brand_is_read_off_linux_where_platform_names_only_the_architecture(monkeypatch):
+    """Without /proc/cpuinfo, macOS's sysctl and Windows' registry give the CPU's brand, as Linux's
+    `model name` does: platform.processor() said `arm` for every Apple chip (an M1's baseline and
+    an M3 Max's run read as one CPU) and a family/model code on Windows."""
+    import builtins
+    import subprocess
+
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc"):
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    monkeypatch.setattr(device.platform, "processor", lambda: "arm")
+    monkeypatch.setattr(device.sys, "platform", "darwin")
+    ran = []
+
+    def sysctl(args, **kwargs):
+        ran.append(args)
+        return SimpleNamespace(stdout="Apple M3 Max\n")
+
+    monkeypatch.setattr(subprocess, "run", sysctl)
+    assert device._cpu_model() == "Apple M3 Max"
+    assert ran == [["sysctl", "-n", "machdep.cpu.brand_string"]]
+
+    def missing(args, **kwargs):
+        raise FileNotFoundError("sysctl")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    assert device._cpu_model() == "arm"  # no sysctl: platform's word, as before
+
+    monkeypatch.setattr(device.sys, "platform", "win32")
+    opened = []
+
+    class Key:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    registry = SimpleNamespace(
+        HKEY_LOCAL_MACHINE="HKLM",
+        OpenKey=lambda root, where: opened.append((root, where)) or Key(),
+        QueryValueEx=lambda key, name: ("Intel(R) Core(TM) i7-1185G7 @ 3.00GHz  ", 1),
+    )
+    monkeypatch.setitem(sys.modules, "winreg", registry)
+    assert device._cpu_model() == "Intel(R) Core(TM) i7-1185G7 @ 3.00GHz"
+    assert opened == [("HKLM", r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")]
+
+
 def test_key_from_trace_metadata():
     assert device.key_from_trace_metadata({"deviceProperties": [{"name": "NVIDIA A100-PG509-200"}]}) == (
         "nvidia-a100-pg509-200"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,17 @@ def test_write_new_writes_where_nothing_stands_and_replaces_nothing(tmp_path):
             write_new(tmp_path / taken, b"[]\n")
     assert (tmp_path / "a" / "new.json").read_bytes() == b"{}\n" and not (tmp_path / "nowhere").exists()
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["new.json"]  # no temporary file left
+
+
+def test_a_path_on_another_drive_is_named_whole_in_a_command(monkeypatch, tmp_path):
+    """A record command names a test by its path from the folder pytest ran in; where no relative
+    path reaches it (the rootdir on another drive, on Windows: relpath raises), the whole path."""
+    from pytest_opprof import layout
+
+    assert layout.reached_from(tmp_path / "tests" / "test_a.py", tmp_path) == str(Path("tests") / "test_a.py")
+
+    def other_drive(path, start=None):
+        raise ValueError("path is on mount 'D:', start on mount 'C:'")
+
+    monkeypatch.setattr(layout.os.path, "relpath", other_drive)
+    assert layout.reached_from(tmp_path / "tests" / "test_a.py", tmp_path) == str(tmp_path / "tests" / "test_a.py")

@@ -4,6 +4,7 @@ once, with no profile kept in memory. Hand-built records: no torch."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -242,6 +243,25 @@ def test_a_trace_link_is_percent_encoded_relative_to_the_page(tmp_path):
     page = test_section("t.py::test_x[a#b c]", "failed", profile, None, trace, tmp_path / "out")
     assert 'href="../traces/t.py_test_x%5Ba%23b%20c%5D-0a1b.json.gz"' in page
     assert f"({trace})" in page
+
+
+def test_a_trace_on_another_drive_than_the_page_is_linked_by_its_file_uri(tmp_path, monkeypatch):
+    """On Windows a trace folder on D: and the HTML page on C: have no relative path (relpath
+    raises ValueError, as ntpath does there): the link is the trace's file URI, not an
+    INTERNALERROR that lost the run's reports (a cross-platform review)."""
+    from builders import op, step
+
+    from pytest_opprof import htmlreport
+    from pytest_opprof.analysis import analyze
+
+    def other_drive(path, start=None):
+        raise ValueError("path is on mount 'D:', start on mount 'C:'")
+
+    monkeypatch.setattr(htmlreport.os.path, "relpath", other_drive)
+    profile = analyze([step(1, 0, 100), op("aten::mm", 10, 20)])
+    trace = str(tmp_path / "traces" / "t.py_test_x[a#b]-0a1b.json.gz")
+    page = htmlreport.test_section("t.py::test_x[a#b]", "failed", profile, None, trace, tmp_path / "out")
+    assert f'href="{Path(trace).as_uri()}"' in page
 
 
 def test_a_written_change_reads_as_recorded_not_as_a_failure():
