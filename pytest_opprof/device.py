@@ -420,18 +420,24 @@ def cpu_wait_ns() -> int | None:
     return total if found else None
 
 
+def cpu_wait_known() -> bool:
+    """Whether this system keeps each thread's wait for a CPU (Linux's schedstat), which
+    cpu_wait_ns reads: not macOS nor Windows, nor a Linux kernel built without it."""
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+
+
 TORCH_POOL_THREAD = (
     "PTThreadPool"  # the name torch gives its pools' threads (the inter-op pool runs torch.jit.fork's tasks)
 )
 
 
-def torch_pool_threads_running() -> int:
+def torch_pool_threads_running() -> int | None:
     """How many of torch's pool threads are running or waiting for a CPU now, not idle (Linux
-    /proc; 0 where the kernel does not say)."""
+    /proc; None where the kernel does not say: macOS, Windows)."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
-        return 0
+        return None
     running = 0
     for tid in tasks:
         try:

@@ -1530,6 +1530,13 @@ def idle_outputs(flags: Iterable[str]) -> str:
     return f"opprof: {', '.join(flags)} without --opprof: nothing measured, checked or written; add --opprof"
 
 
+NO_CPU_WAIT = (
+    "opprof: this system does not say how long threads waited for a CPU (Linux's /proc/<pid>/task/*/schedstat): "
+    "contention cannot excuse a slower time here, nor mark a baseline recorded under load; record baselines "
+    "on a quiet machine, and gate times where a quiet one runs them"
+)
+
+
 COLLECT_ONLY = "opprof: --collect-only ran no test: no report written (an earlier run's files stay as they were)"
 
 

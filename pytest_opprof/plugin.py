@@ -37,6 +37,7 @@ from .device import (
 )
 from .errors import (
     COLLECT_ONLY,
+    NO_CPU_WAIT,
     NOTHING_MEASURED,
     asked_late_unmeasured,
     baselines_under_rootdir,
@@ -1361,6 +1362,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     lines = _records_lines(config, state) + _orphans_lines(config, state)
     if state.settings.update_baseline and standing(state.settings.update_from):
         lines.append(recording_by_setting(state.settings.update_from or ""))
+    if state.records and _cpu_wait_unknown():
+        lines.append(NO_CPU_WAIT)
     # Reports are written also when nothing was measured: an earlier run's would pass for this one's;
     # not by --collect-only, which runs nothing (a CI trial's report was replaced by an empty one)
     reports = state.spool is not None and not config.option.collectonly
@@ -1378,6 +1381,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     note = _rootdir_note(config, state, lines)
     if note:
         say(note)
+
+
+def _cpu_wait_unknown() -> bool:
+    """Whether this system keeps no per-thread CPU wait (macOS, Windows: no /proc), which the
+    contention check and the under-load marking of baselines read (a review: silent there)."""
+    from .device import cpu_wait_known
+
+    return not cpu_wait_known()
 
 
 def _writer(terminalreporter: Any) -> Callable[[str], None]:
