@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from .errors import (
 from .events import is_printable_name, printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic, write_new
 from .layout import DEFAULT_BASELINE_DIR, baseline_root, holds_json, shown_path
+from .textout import shell_quote
 from .units import STORED_DIGITS, first_three
 
 SCHEMA = 2  # 2 added each op's work (input signatures, FLOPs, kernels, copied bytes)
@@ -467,7 +467,7 @@ def read_baseline(path: Path, nodeid: str | None = None, inside: Path | None = N
 
 
 def _quoted(text: Path | str) -> str:
-    return shlex.quote(str(text))
+    return shell_quote(str(text))
 
 
 def _check_link(path: Path, inside: Path | None) -> None:

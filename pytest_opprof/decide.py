@@ -6,7 +6,6 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and report.
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
@@ -39,6 +38,7 @@ from .errors import (
 )
 from .excuses import QUIET_MACHINE_FIX
 from .rules import STRUCTURE, TIME, WORK, Rule
+from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower
 from .units import count_of, first_three
 from .verdicts import CHANGED as VERDICT_CHANGED
@@ -673,7 +673,7 @@ def _unusable(exc: BaselineError, path: Path, shown: str, update: str | None, no
     if message.endswith(CONFLICT_FIX):
         message = message.removesuffix(CONFLICT_FIX) + conflict_fix(nodeid, recording=update is not None)
     if message.endswith(RECORD_COMMAND):  # the test's id: a bare command records every other test's change too
-        message += f" {shlex.quote(nodeid)}"
+        message += f" {shell_quote(nodeid)}"
     return message
 
 

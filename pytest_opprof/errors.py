@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .events import without_overload
 from .opnames import is_glob
-from .textout import ELLIPSIS
+from .textout import ELLIPSIS, shell_quote
 from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 
@@ -155,7 +155,7 @@ def record_if_intended(nodeid: str, everything: bool = False) -> str:
     """The fix of a structure or work change, or a slower time: record it, when it was the point.
     `everything`: a slower time alone, which only =all writes (a bare recording run keeps it)."""
     flag = "--opprof-update-baseline" + ("=all" if everything else "")
-    return f"if the change is intended, record it: pytest {flag} {shlex.quote(nodeid)} (and commit the file)"
+    return f"if the change is intended, record it: pytest {flag} {shell_quote(nodeid)} (and commit the file)"
 
 
 def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
@@ -167,7 +167,7 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
         return (
             "resolve it: delete the file and run this command again (a recording never replaces a file it cannot read)"
         )
-    test = shlex.quote(nodeid) if nodeid is not None else "with the test's id"
+    test = shell_quote(nodeid) if nodeid is not None else "with the test's id"
     return (
         f"resolve it by recording the baseline again: delete the file and run pytest --opprof-update-baseline {test} "
         "(while the merge is not yet committed, git checkout --ours or --theirs on the file takes one side instead)"
@@ -188,7 +188,7 @@ def record_on_this_setup(nodeid: str) -> str:
     """The fix of a test's own environment line (another CPU, torch, driver): only =all adopts it."""
     return (
         "where this is the setup from now on, record the baseline on it (a bare recording keeps the file): "
-        f"pytest --opprof-update-baseline=all {shlex.quote(nodeid)}"
+        f"pytest --opprof-update-baseline=all {shell_quote(nodeid)}"
     )
 
 
@@ -205,13 +205,13 @@ def runnable_here(text: str, flags: Sequence[str], typed_id: Callable[[str], str
     to the rootdir; pytest takes them relative to the folder it runs in)."""
     if not flags and typed_id is None:
         return text
-    added = "".join(" " + shlex.quote(f) for f in flags)
+    added = "".join(" " + shell_quote(f) for f in flags)
     parts, start = [], 0
     for command in _RECORD_COMMAND.finditer(text):
         parts.append(text[start : command.end()] + added)
         start = command.end()
         while typed_id is not None and (word := _SHELL_WORD.match(text, start)) and (test := _test_id(word[1])):
-            parts.append(" " + shlex.quote(typed_id(test)))
+            parts.append(" " + shell_quote(typed_id(test)))
             start = word.end()
     return "".join(parts) + text[start:]
 
@@ -1218,7 +1218,7 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
 def baseline_required(nodeid: str, path: str) -> str:
     return (
         f"opprof: --opprof-require-baseline: {nodeid} has no baseline ({path} does not exist); record it with "
-        f"pytest --opprof-update-baseline {shlex.quote(nodeid)} and commit it, or check --opprof-baseline-dir and the device key"
+        f"pytest --opprof-update-baseline {shell_quote(nodeid)} and commit it, or check --opprof-baseline-dir and the device key"
     )
 
 
@@ -1235,7 +1235,7 @@ _ITS_ID = re.compile(r"(pytest --opprof-update-baseline(?:=all|=changed)?) with 
 def with_its_id(text: str, nodeid: str) -> str:
     """`text` with the record command a fix gives as `... with the test's id` (the JSON's fix, one
     text for every test) written out for the test: a trial had to type the id in."""
-    return _ITS_ID.sub(lambda found: f"{found[1]} {shlex.quote(nodeid)}", text)
+    return _ITS_ID.sub(lambda found: f"{found[1]} {shell_quote(nodeid)}", text)
 
 
 def stepped_aside(assertions: int) -> str:
@@ -1459,9 +1459,9 @@ def moved_line(old: Path | str, new: Path | str, nodeid: str, was: str) -> str:
     """`opprof mv`'s line: what moved, and the Git step that keeps both sides of it."""
     where = f"{old} -> {new}" if str(old) != str(new) else f"{new} (where it was)"
     both = (
-        f"git add -A -- {shlex.quote(str(old))} {shlex.quote(str(new))}"
+        f"git add -A -- {shell_quote(str(old))} {shell_quote(str(new))}"
         if str(old) != str(new)
-        else f"git add -- {shlex.quote(str(new))}"
+        else f"git add -- {shell_quote(str(new))}"
     )
     return f"opprof mv: {where}: the baseline of {nodeid!r} now (was {was!r}); commit it: {both}"
 
@@ -1578,13 +1578,13 @@ def orphans_line(
         f"removed tests?): {first_three(paths, every)}; "
     )
     shown = here if here is not None else paths
-    lone = [shlex.quote(shown[i]) for i, path in enumerate(paths) if path not in paired]
+    lone = [shell_quote(shown[i]) for i, path in enumerate(paths) if path not in paired]
     delete = f"delete them (and commit the deletion): rm -- {' '.join(lone)}"
     if len(lone) == len(paths):
         return f"{head}if those tests are gone, {delete}"
     if not lone:
         one = len(paths) == 1
-        alone = " ".join(shlex.quote(p) for p in shown)
+        alone = " ".join(shell_quote(p) for p in shown)
         return (
             f"{head}{'it' if one else 'each'} may be the baseline of a test below that has none (renamed or moved: "
             f"its line keeps it); if not, delete {'it' if one else 'them'} (and commit the deletion): rm -- {alone}"

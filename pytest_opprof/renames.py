@@ -3,11 +3,11 @@ an orphaned file of the same function or test, said with the `opprof mv` that ke
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .results import TestRecord, file_test
+from .textout import shell_quote
 
 
 def renamed_lines(
@@ -25,11 +25,11 @@ def renamed_lines(
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
         line = (
             f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
-            f"baseline: opprof mv {shlex.quote(here(old))} {shlex.quote(nodeid)}"
+            f"baseline: opprof mv {shell_quote(here(old))} {shell_quote(nodeid)}"
         )
         others = [
-            f"opprof: under device key {key} too, keep its baseline: opprof mv {shlex.quote(here(other))} "
-            f"{shlex.quote(nodeid)}"
+            f"opprof: under device key {key} too, keep its baseline: opprof mv {shell_quote(here(other))} "
+            f"{shell_quote(nodeid)}"
             for key, other in elsewhere(new, old)
         ]
         groups.append([line, *others])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from .tables import (
     timeline_line,
     with_more_rows,
 )
+from .textout import shell_quote
 from .timing import range_span
 from .units import count_of, count_text, first_three
 from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, MIN_TIME_STEPS, Verdict
@@ -424,7 +424,7 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         lines.append(
             f"baseline recorded while its threads waited for a CPU {wait_share(wait)}: its CPU times may be "
             "inflated and hide later slowdowns; record it again on a quiet machine (without -n on a small "
-            f"runner): pytest --opprof-update-baseline=all {shlex.quote(nodeid)}"
+            f"runner): pytest --opprof-update-baseline=all {shell_quote(nodeid)}"
         )
     elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1 and record.cpu_wait is not None:
         lines.append(
@@ -923,7 +923,7 @@ def _ids(nodeids: Iterable[str]) -> str:
     """The node ids as command-line arguments, each of them: a command cut at three with `...` ran
     three tests or none (a CI trial's fifteen). A command naming every test of a run that picked
     none becomes a bare one (_whole_run_commands)."""
-    return " ".join(shlex.quote(i) for i in sorted(set(nodeids)))
+    return " ".join(shell_quote(i) for i in sorted(set(nodeids)))
 
 
 RECORD_ALL = f"{RECORD_COMMAND}=all"

@@ -3,7 +3,6 @@ Reads documents and side-by-side rows; never measures, judges or writes."""
 
 from __future__ import annotations
 
-import shlex
 import statistics
 from typing import Any
 
@@ -11,6 +10,7 @@ from .documents import BaselineDoc
 from .errors import wait_share
 from .sidebyside import shown_side_rows
 from .tables import grid, short, with_more_rows
+from .textout import shell_quote
 from .units import count_of, count_text, stored_decimals, stored_ms_text
 
 
@@ -52,7 +52,7 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
         lines.append(
             f"recorded while its threads waited for a CPU {wait_share(doc.recorded_wait)}: its CPU times may be "
             "inflated and hide slowdowns; record it again on a quiet machine, in the test's rootdir and with the "
-            f"options it was recorded with: pytest --opprof-update-baseline=all {shlex.quote(doc.nodeid)}"
+            f"options it was recorded with: pytest --opprof-update-baseline=all {shell_quote(doc.nodeid)}"
         )
     return lines
 

@@ -4,7 +4,9 @@ encode every character (`PYTHONIOENCODING=ascii`, a latin-1 locale, an old Windo
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from typing import Any
 
 ELLIPSIS = "\u2026"  # where the tables and error lines cut a long name (tables.short, errors._cut)
@@ -59,3 +61,18 @@ def fit_stream(text: str, stream: Any) -> str:
         return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
     except LookupError:
         return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+_CMD_PLAIN = re.compile(r"[^\s\"'&|<>^()%!;,`$]+")  # what cmd.exe and PowerShell read as one plain word
+
+
+def shell_quote(word: str) -> str:
+    """A word of a command a message suggests, quoted as the user's shell reads it back: POSIX
+    quoting where there is a POSIX shell; on Windows, double quotes (cmd.exe passes '...' on as
+    it is: a review's suggested `pytest --opprof-update-baseline 'tests/test_m.py::test_a[x y]'`
+    was told the file did not exist; PowerShell reads both)."""
+    if os.name != "nt":
+        return shlex.quote(word)
+    if _CMD_PLAIN.fullmatch(word):
+        return word
+    return '"' + word.replace('"', '\\"') + '"'

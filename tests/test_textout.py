@@ -65,3 +65,21 @@ def test_a_c_locales_stream_gets_the_bytes_of_its_file_names():
     out.flush()
     assert out.buffer.getvalue() == "pytest 'tests/test_é.py::test_x' \u2026".encode()
     assert fit_stream(C_LOCALE_NAME, out) == C_LOCALE_NAME
+
+
+def test_a_suggested_command_quotes_a_test_id_as_the_users_shell_reads_it(monkeypatch):
+    """POSIX shells get shlex's quotes; Windows gets double quotes, which cmd.exe and PowerShell
+    both read (cmd.exe passed `'tests/test_m.py::test_a[x y]'` on with its quotes, and pytest
+    said no such file: a cross-platform review), and a plain id stays bare."""
+    from pytest_opprof import errors, textout
+
+    spaced = "tests/test_m.py::test_a[x y]"
+    assert textout.shell_quote(spaced) == "'tests/test_m.py::test_a[x y]'"
+    assert textout.shell_quote("tests/test_m.py::test_a[1-2]") == "'tests/test_m.py::test_a[1-2]'"  # shlex: `[`
+    monkeypatch.setattr(textout.os, "name", "nt")
+    assert textout.shell_quote(spaced) == '"tests/test_m.py::test_a[x y]"'
+    assert textout.shell_quote("tests/test_m.py::test_a[1-2]") == "tests/test_m.py::test_a[1-2]"
+    assert textout.shell_quote('t.py::test_a[say "hi"]') == '"t.py::test_a[say \\"hi\\"]"'
+    assert textout.shell_quote("") == '""'
+    line = errors.record_if_intended(spaced)
+    assert 'pytest --opprof-update-baseline "tests/test_m.py::test_a[x y]" (and commit' in line
