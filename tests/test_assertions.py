@@ -827,3 +827,11 @@ def test_a_limit_message_names_ten_steps_over_it_and_counts_the_rest():
     assert share_over_limit("aten::mm", 30.0, 20, "median", shares).endswith(
         "; over it in steps 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more)"
     )
+    eleven = [10.0] + [30.0] * 11  # one past ten: counted, not named
+    assert share_over_limit("aten::mm", 30.0, 20, "median", eleven).endswith(
+        "; over it in steps 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 1 more)"
+    )
+    ten = [10.0] + [30.0] * 10
+    assert share_over_limit("aten::mm", 30.0, 20, "median", ten).endswith(
+        "; over it in steps 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)"
+    )

@@ -275,6 +275,16 @@ def test_the_readme_links_every_docs_page_and_stays_a_readable_length():
     assert len(readme) < 60_000
 
 
+def test_the_packages_public_names_are_the_ones_it_imports_lazily():
+    """`__all__` (what `from pytest_opprof import *` and the docs read) and the table of names the
+    package imports when first used say the same names, each resolving to its object."""
+    from pytest_opprof import _PUBLIC
+
+    assert sorted(pytest_opprof.__all__) == sorted([*_PUBLIC, "__version__"])
+    assert dir(pytest_opprof) == sorted(pytest_opprof.__all__)
+    assert all(getattr(pytest_opprof, name) is not None for name in _PUBLIC)
+
+
 def test_each_public_name_is_its_function_whichever_module_was_imported_first():
     """The package imports its public names when first used (a plain pytest run imports none):
     `pytest_opprof.capture` stays the function after its submodule of that name is imported (a
