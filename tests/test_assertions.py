@@ -129,6 +129,15 @@ def test_op_share_below_fails_an_op_that_ran_in_under_half_the_steps_over_the_li
         'assert it by stat="max"'
     )
     assert assertions.op_share_below("aten::mm", 70)(p) is None
+    assert assertions.op_share_below("aten::mm", 60)(p) is None  # at the limit is within it
+    assert assertions.op_share_below("aten::mm", 50, stat="max")(p).startswith(
+        "aten::mm: 60.0% of the step > limit 50%"
+    )
+    third = [step(n, (n - 1) * 1000, 1000) for n in (1, 2, 3)] + [op("aten::mm", 110, 600)]  # 1 of 3: under half
+    assert "it ran in 1 of 3 steps" in assertions.op_share_below("aten::mm", 50)(analyze(third))
+    half = analyze([step(n, (n - 1) * 1000, 1000) for n in (1, 2)] + [op("aten::mm", 110, 600)])  # 1 of 2 steps
+    assert assertions.op_share_below("aten::mm", 50)(half) is None  # its median, 30%, holds it: not hidden
+    assert assertions.op_share_below("aten::mm", 25)(half).startswith("aten::mm: 30.0% of the step > limit 25%")
 
 
 def test_op_share_below_says_the_decimals_that_tell_the_share_from_the_limit():

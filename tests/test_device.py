@@ -244,14 +244,33 @@ def test_the_cpu_brand_is_read_off_linux_where_platform_names_only_the_architect
         def __exit__(self, *exc):
             return False
 
+    values = {"ProcessorNameString": ("Intel(R) Core(TM) i7-1185G7 @ 3.00GHz  ", 1)}
     registry = SimpleNamespace(
         HKEY_LOCAL_MACHINE="HKLM",
         OpenKey=lambda root, where: opened.append((root, where)) or Key(),
-        QueryValueEx=lambda key, name: ("Intel(R) Core(TM) i7-1185G7 @ 3.00GHz  ", 1),
+        QueryValueEx=lambda key, name: values[name],
     )
     monkeypatch.setitem(sys.modules, "winreg", registry)
     assert device._cpu_model() == "Intel(R) Core(TM) i7-1185G7 @ 3.00GHz"
     assert opened == [("HKLM", r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")]
+    monkeypatch.setitem(sys.modules, "winreg", None)  # a Python without it: platform's word, no exception
+    assert device._cpu_model() == "arm"
+
+
+def test_the_cpu_model_is_linuxs_model_name_line(monkeypatch):
+    """On Linux the brand is /proc/cpuinfo's `model name` (the first), whatever platform says."""
+    import builtins
+    import io
+
+    real_open = builtins.open
+    cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8375C CPU  \n"
+
+    def fake(path, *args, **kwargs):
+        return io.StringIO(cpuinfo + cpuinfo) if str(path) == "/proc/cpuinfo" else real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake)
+    monkeypatch.setattr(device.platform, "processor", lambda: "x86_64")
+    assert device._cpu_model() == "Intel(R) Xeon(R) Platinum 8375C CPU"
 
 
 def test_key_from_trace_metadata():

@@ -261,3 +261,22 @@ def test_the_librarys_capture_in_a_plain_run_leaves_out_a_caught_asserts_message
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+def test_pytests_own_assert_explanation_stays_whole_with_and_without_opprof(pytester):
+    """The plugin wraps pytest's assert-message helpers in every run: outside any capture they
+    must give pytest's explanation as it is, whether the capture module was imported (a measuring
+    run) or not (a plain run, which must not import it for them)."""
+    pytester.makepyfile(
+        test_t="""
+        def test_plain():
+            x = {"a": 1}
+            assert x == {"a": 2}, "the dicts differ"
+        """
+    )
+    for args in ((), ("--opprof",)):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(
+            ["E       AssertionError: the dicts differ", "E       assert {'a': 1} == {'a': 2}*"]
+        )
