@@ -169,3 +169,25 @@ def test_a_path_on_another_drive_is_named_whole_in_a_command(monkeypatch, tmp_pa
 
     monkeypatch.setattr(layout.os.path, "relpath", other_drive)
     assert layout.reached_from(tmp_path / "tests" / "test_a.py", tmp_path) == str(tmp_path / "tests" / "test_a.py")
+
+
+def test_a_folder_holds_baselines_where_a_json_file_lies_among_its_first_entries(tmp_path):
+    """Whether a folder named like a device key holds baselines: a `.json` file in it or below
+    counts, other files do not, and the search stops after 2,000 entries (a trial's
+    `opprof_baseline_dir = "/etc"` was walked whole)."""
+    from pytest_opprof.layout import holds_json
+
+    deep = tmp_path / "key" / "tests" / "test_a.py"
+    deep.mkdir(parents=True)
+    (deep / "notes.txt").write_text("")
+    assert not holds_json(tmp_path / "key")
+    (deep / "test_x.json").write_text("{}")
+    assert holds_json(tmp_path / "key")
+    big = tmp_path / "big"
+    (big / "z").mkdir(parents=True)
+    for i in range(2000):
+        (big / f"f{i}.txt").write_text("")
+    (big / "z" / "b.json").write_text("{}")  # past the first 2,000 entries: not looked at
+    assert not holds_json(big)
+    (big / "f0.txt").unlink()
+    assert holds_json(big)  # 1,999 files and their folder: the 2,000th entry is the last looked at
