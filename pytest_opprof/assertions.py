@@ -109,11 +109,16 @@ def _time_limit(ms: object, per: object, stat: object) -> tuple[float, Reduce]:
 def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
     matched = profile.match(op)
     if not matched:
-        if not is_glob(op) and profile.match_ranges(op):
-            return a_range_not_an_op(op, "assert_range_below")
-        return _no_match_of(profile, op)
+        return _unmatched_op(profile, op)
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
+
+
+def _unmatched_op(profile: Profile, op: str) -> str:
+    """Why an op limit matched no op: a range's name given for an op's, or the closest ops."""
+    if not is_glob(op) and profile.match_ranges(op):
+        return a_range_not_an_op(op, "assert_range_below")
+    return _no_match_of(profile, op)
 
 
 def op_share_below(op: str, pct: float, stat: str = "median") -> Assertion:
@@ -130,9 +135,7 @@ def op_share_below(op: str, pct: float, stat: str = "median") -> Assertion:
 def _op_share_below(profile: Profile, op: str, limit: float, stat: str, reduce: Reduce) -> str | None:
     matched = profile.match(op)
     if not matched:
-        if not is_glob(op) and profile.match_ranges(op):
-            return a_range_not_an_op(op, "assert_range_below")
-        return _no_match_of(profile, op)
+        return _unmatched_op(profile, op)
     walls = [span.wall_ns for span in profile.step_spans]
     if not profile.wall_known or not all(walls):
         return no_step_wall(op)

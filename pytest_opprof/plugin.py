@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-import os
 import re
 import sys
 import warnings
@@ -252,14 +251,8 @@ def _key_hooks_at(config: pytest.Config) -> str:
     for impl in config.hook.pytest_opprof_device_key.get_hookimpls():
         code = getattr(impl.function, "__code__", None)
         if code is not None:
-            places.append(f"{_shown_file(config, code.co_filename)}:{code.co_firstlineno}")
+            places.append(f"{reached_from(Path(code.co_filename), config.invocation_params.dir)}:{code.co_firstlineno}")
     return " or ".join(places)
-
-
-def _shown_file(config: pytest.Config, path: str) -> str:
-    with suppress(ValueError):
-        return os.path.relpath(path, config.invocation_params.dir)
-    return path
 
 
 def _key_hooks(config: pytest.Config) -> frozenset[str]:
