@@ -1,7 +1,7 @@
 """The operator assertions, pure: each validates its arguments at once (a bad one raises
 OpprofUsageError) and returns a check, a function of a Profile giving None or the failure message.
 
-The fixture (plugin.py) decides when checks run; these decide what passes.
+The fixture (fixture.py, run by the plugin) decides when checks run; these decide what passes.
 """
 
 from __future__ import annotations

@@ -58,6 +58,12 @@ LAYERS = [
     },  # views of results; the fixture object
     {
         "plugin",
+        "pluginbase",
+        "plugincollect",
+        "pluginjudge",
+        "pluginrun",
+        "pluginsummary",
+        "pluginwatch",
         "pluginoptions",
         "cli",
         "clibase",

@@ -1188,11 +1188,11 @@ def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(
 )
 def test_a_run_picked_some_tests_unless_its_paths_cover_the_testpaths(pytester, args, picked):
     """What leaves the run's own ignore globs unjudged: a selection, or paths short of the testpaths."""
-    plugin = importlib.import_module("pytest_opprof.plugin")
+    summary = importlib.import_module("pytest_opprof.pluginsummary")
     pytester.makeini("[pytest]\ntestpaths = tests\n")
     pytester.mkdir("tests")
     pytester.makepyfile(**{"tests/test_a": "def test_x(): pass", "tests/test_b": "def test_y(): pass"})
-    assert plugin._picked_some(pytester.parseconfig(*args)) is picked
+    assert summary.picked_some(pytester.parseconfig(*args)) is picked
 
 
 def test_a_marker_ignore_glob_that_matches_no_op_names_its_test(baselined):

@@ -1,0 +1,135 @@
+"""Plugins the run registers beside the hooks: the records collector (each measured test's
+record from its report, xdist's workers' too, and a crashed worker's test), and the watchers of
+torch's thread count and of a profiler a test left running."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .errors import threads_left_changed
+from .pluginbase import add_check, is_measured, to_record
+from .settings import RunState
+
+if TYPE_CHECKING:
+    from .baseline import Undo
+    from .results import TestRecord
+
+
+class RecordCollector:
+    """Collects each measured test's record from its report (from xdist workers too)."""
+
+    def __init__(self, state: RunState, everywhere: bool = False) -> None:
+        self.state = state
+        self.everywhere = everywhere  # `--dist each`: a crashed test's record names its worker
+        self.index: dict[tuple[str, str | None], int] = {}  # (nodeid, xdist worker) -> place in state.records
+        self.running: set[tuple[str, str | None]] = set()  # measured tests whose xdist worker has not sent their record
+        self.undo: dict[tuple[str, str | None], Undo] = {}  # their baseline writes, while they may still err
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # A worker of `--dist each` runs every test: each is a measurement of its own.
+        from .baseline import Undo
+        from .results import TestRecord
+
+        key = (report.nodeid, getattr(report, "worker_id", None))
+        if getattr(report, "opprof_measured", False):
+            self.running.add(key)
+        elif report.when == "???":  # xdist's report of a worker that died
+            self._crashed(report)
+        undo = getattr(report, "opprof_undo", None)
+        if undo is not None:
+            self.undo[key] = Undo.from_dict(json.loads(undo))
+        record = getattr(report, "opprof_record", None)
+        if record is not None:
+            self.running.discard(key)
+            self.undo.pop(key, None)
+            self.add(TestRecord.from_dict(json.loads(record)))
+
+    def _crashed(self, report: pytest.TestReport) -> None:
+        """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
+        sends no record: its line in the reports says so, with pytest's word, as a failure. A
+        baseline file it wrote goes back as it was, as when a test errs in its teardown."""
+        from .report import TestResult
+
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+        key = (report.nodeid, worker)
+        if key not in self.running:
+            return
+        self.running.discard(key)
+        failure = str(report.longrepr)
+        undo = self.undo.pop(key, None)
+        if undo is not None:
+            try:
+                undo()
+            except OSError as exc:
+                failure += f"; its baseline {undo.path} stays as this run wrote it ({exc.strerror or exc})"
+        result = TestResult(report.nodeid, "failed", failure=failure, worker=worker, everywhere=self.everywhere)
+        self.add(to_record(result, self.state.settings))
+
+    def add(self, found: TestRecord) -> None:
+        spool, records = self.state.spool, self.state.records
+        key = (found.nodeid, found.worker)  # the worker's id is the report's
+        place = self.index.get(key)
+        if place is not None:  # run again in this session (pytest-rerunfailures...): the last run stands
+            found = found.after(records[place])
+        kept = spool.add(found) if spool is not None else found
+        if place is None:
+            self.index[key] = len(records)
+            records.append(kept)
+        else:
+            records[place] = kept
+
+
+class ThreadLeaks:
+    """Finds a test whose call changed torch's thread count and left it so, and marks the measured
+    tests that then ran on that count (order-dependent times). Fixtures that set the count and put
+    it back (any scope) act outside the calls: they are no leak."""
+
+    def __init__(self) -> None:
+        self.leak: tuple[str, int, int] | None = None  # (nodeid, count before its call, count left)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
+        from .analysis.model import WARNING, Check
+        from .capture import torch_threads
+
+        start = torch_threads()
+        if self.leak is not None and start == self.leak[1]:
+            self.leak = None  # put back since (a fixture's teardown, a later test)
+        if self.leak is not None and start == self.leak[2] and is_measured(item):
+            add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
+        try:
+            return (yield)
+        finally:
+            end = torch_threads()
+            if start is not None and end is not None and end != start:
+                self.leak = (item.nodeid, start, end)
+
+
+class ProfilerLeaks:
+    """Finds a test whose call started a torch profiler and left it running (a debug `prof.start()`
+    whose test failed before `prof.stop()`): a later measured test names it. A profiler a fixture
+    started (any scope) runs before the call: no test's (a review's first version blamed the test
+    after which a module fixture's profiler still ran)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        __tracebackhide__ = True
+        from .capture import profiler_left_running
+
+        before = profiler_left_running()
+        if not before:  # stopped since (a fixture's teardown): no longer blamed
+            self.state.profiler_left_by = None
+        try:
+            return (yield)
+        finally:
+            after = profiler_left_running()
+            if before != after:  # started by this call (blamed), or stopped by it (no longer)
+                self.state.profiler_left_by = item.nodeid if after else None
