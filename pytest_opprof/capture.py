@@ -29,6 +29,7 @@ from .analysis import OPPROF_SYNC_ANNOTATION, Profile
 from .analysis.checks import (
     cuda_untraced_check,
     last_step_partial,
+    mps_untraced_check,
     unprofiled_kernels_check,
     with_other_threads,
 )
@@ -82,6 +83,30 @@ def _cuda_active(torch: Any) -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
 
 
+def _mps_active(torch: Any) -> bool:
+    """Apple's GPU (MPS) holds tensors of this process: the ops queue its work and return before
+    it runs, and torch's profiler has no MPS activity to trace it (pytorch#99037), so a step's end
+    waits for it. False where torch has no MPS, or cannot tell."""
+    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    mps = getattr(torch, "mps", None)
+    if backend is None or mps is None:
+        return False
+    try:
+        return bool(backend.is_available()) and mps.current_allocated_memory() > 0
+    except Exception:  # an MPS build that cannot say: taken as unused, as on a machine without one
+        return False
+
+
+def wait_for_devices(torch: Any, cuda: bool) -> None:
+    """Wait for the device work queued so far: every GPU the code used where `cuda`, and Apple's
+    GPU where the code's tensors are on it (a step that only queued its MPS work timed the
+    queueing: its wall time, the time rule's and assert_total_below's, missed the GPU's)."""
+    if cuda:
+        sync_devices(torch)
+    if _mps_active(torch):
+        torch.mps.synchronize()
+
+
 def sync_devices(torch: Any) -> None:
     """Wait for the work of every GPU the code has used: `torch.cuda.synchronize()` waits for the
     current device's only, so a model on cuda:1 ran past each step's end (a review's erred
@@ -118,6 +143,8 @@ def _read_own(prof: Any, aside: bool = False) -> Profile:
         if _cuda_untraced(prof):
             kept = tuple(check for check in profile.checks if check.name != "device_events")
             profile = replace(profile, checks=(*kept, cuda_untraced_check()))
+        if _mps_active(sys.modules["torch"]):
+            profile = replace(profile, checks=(*profile.checks, mps_untraced_check()))
     finally:
         release_results(prof)
     return profile
@@ -159,8 +186,7 @@ def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
     `work`: record op inputs and FLOPs too (record_shapes, with_flops: every op costs more)."""
     _refuse_a_running_profiler(torch)
     cuda = _cuda_active(torch)
-    if cuda:
-        sync_devices(torch)  # earlier work must not spill into the first step
+    wait_for_devices(torch, cuda)  # earlier work must not spill into the first step
     prof = new_profiler(torch, cuda, work)
     try:
         with quiet_profiler():
@@ -367,11 +393,14 @@ def _stderr_filtered(drop: re.Pattern[bytes]) -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
-def _end_step_sync(torch: Any) -> None:
-    # Synchronise at the step boundary only, inside the step so the step's wall time covers its
-    # device work; the annotation keeps it out of assert_no_sync().
+def _end_step_sync(torch: Any, cuda: bool) -> None:
+    """Synchronise at the step boundary only, inside the step so the step's wall time covers its
+    device work; the annotation keeps it out of assert_no_sync(). Only where a device has work
+    queued (CUDA traced, or Apple's GPU in use): a CPU step records no annotation."""
+    if not cuda and not _mps_active(torch):
+        return
     with torch.autograd.profiler.record_function(OPPROF_SYNC_ANNOTATION):
-        sync_devices(torch)
+        wait_for_devices(torch, cuda)
 
 
 class StepRecorder:
@@ -473,8 +502,7 @@ class StepRecorder:
         assert threads is not None  # set with _prof
         threads.stop()
         try:
-            if self._cuda:
-                _end_step_sync(torch)
+            _end_step_sync(torch, self._cuda)
             self._step.__exit__(None, None, None)
         finally:
             _stop_profiler(prof)
@@ -496,8 +524,7 @@ def _profiling(torch: Any, work: bool = False) -> Iterator[tuple[Any, bool]]:
 def _step(torch: Any, number: int, cuda: bool) -> Iterator[None]:
     with torch.autograd.profiler.record_function(f"ProfilerStep#{number}"):
         yield
-        if cuda:
-            _end_step_sync(torch)
+        _end_step_sync(torch, cuda)
 
 
 _SETTLE_ELEMENTS = 1 << 20  # 4 MB of float: parallel on torch's threads, ~0.1 ms an add
@@ -524,12 +551,10 @@ UNPROFILED_STEPS = 2  # steps of run() timed without the profiler (the best one 
 def unprofiled_step_ns(torch: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> int:
     """The wall time of one call of fn without the profiler (device work included)."""
     cuda = _cuda_active(torch)
-    if cuda:
-        sync_devices(torch)
+    wait_for_devices(torch, cuda)
     start = clock.now_ns()
     fn(*args, **kwargs)
-    if cuda:
-        sync_devices(torch)
+    wait_for_devices(torch, cuda)
     return clock.now_ns() - start
 
 

@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pytest_opprof import CaptureError, OpprofUsageError, TraceError, capture, from_profiler, load_trace, measure  # noqa: E402
+from pytest_opprof.analysis import OPPROF_SYNC_ANNOTATION  # noqa: E402
 from pytest_opprof.assertions import range_below  # noqa: E402
 from pytest_opprof.capture import run_steps  # noqa: E402
 from pytest_opprof.cli import main as cli_main  # noqa: E402
@@ -1797,8 +1798,71 @@ def test_a_step_waits_for_every_gpu_the_code_used_not_only_the_current_one():
     torch_two.autograd = SimpleNamespace(
         profiler=SimpleNamespace(record_function=lambda name: contextlib.nullcontext())
     )
-    capture_module._end_step_sync(torch_two)
+    capture_module._end_step_sync(torch_two, True)
     assert synced == [1, 1, 1]
+
+
+def fake_mps(allocated: int, available: bool = True) -> tuple[SimpleNamespace, list[str]]:
+    """A torch namespace with Apple's GPU (MPS) `available`, holding `allocated` bytes of tensors,
+    whose synchronize() calls are recorded (no CUDA)."""
+    synced: list[str] = []
+    mps = SimpleNamespace(current_allocated_memory=lambda: allocated, synchronize=lambda: synced.append("mps"))
+    backends = SimpleNamespace(mps=SimpleNamespace(is_available=lambda: available))
+    profiler = SimpleNamespace(record_function=lambda name: contextlib.nullcontext(synced.append(name)))
+    cuda = SimpleNamespace(is_available=lambda: False)
+    return SimpleNamespace(mps=mps, backends=backends, cuda=cuda, autograd=SimpleNamespace(profiler=profiler)), synced
+
+
+def test_a_step_on_apples_gpu_waits_for_it_where_the_code_holds_tensors_there():
+    """Ops on Apple's GPU (MPS) return once they have queued its work: a step's end, and the timed
+    unprofiled call, wait for it (torch.mps.synchronize), inside the step's sync annotation, where
+    the process holds MPS tensors; where it holds none, or has no MPS, or cannot say, nothing is
+    waited for and a CPU step records no annotation."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    on_mps, synced = fake_mps(allocated=4096)
+    capture_module._end_step_sync(on_mps, False)
+    assert synced == [OPPROF_SYNC_ANNOTATION, "mps"]
+    synced.clear()
+    capture_module.unprofiled_step_ns(on_mps, lambda: synced.append("fn"), (), {})
+    assert synced == ["mps", "fn", "mps"]
+    for torch_ns, synced in [fake_mps(allocated=0), fake_mps(allocated=4096, available=False)]:
+        capture_module._end_step_sync(torch_ns, False)
+        capture_module.wait_for_devices(torch_ns, False)
+        assert synced == []
+    cannot_say, synced = fake_mps(allocated=4096)
+    cannot_say.mps.current_allocated_memory = lambda: 1 / 0
+    capture_module.wait_for_devices(cannot_say, False)
+    assert synced == []
+    assert capture_module._mps_active(SimpleNamespace()) is False  # a torch without MPS at all
+
+
+def test_the_first_mps_tensor_made_inside_an_unprofiled_call_is_waited_for():
+    """A model moved to Apple's GPU by its first call: the wait after the call asks again."""
+    capture_module = importlib.import_module("pytest_opprof.capture")
+    torch_ns, synced = fake_mps(allocated=0)
+    held = [0]
+    torch_ns.mps.current_allocated_memory = lambda: held[0]
+    capture_module.unprofiled_step_ns(torch_ns, lambda: held.__setitem__(0, 512), (), {})
+    assert synced == ["mps"]
+
+
+def test_a_capture_on_apples_gpu_warns_that_op_times_are_queueing_and_waits_each_step(monkeypatch):
+    """torch's profiler does not trace Apple's GPU: a capture whose code holds MPS tensors carries
+    an mps_untraced warning (op times are the CPU's queueing; judge the step) and waits for the GPU
+    at each step's end, inside its sync annotation. Here on a CPU torch that says MPS holds tensors."""
+    synced: list[int] = []
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 4096)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: synced.append(1))
+    profile = measure(lambda: torch.ones(3).add(1), warmup=1, steps=3)
+    checks = {c.name: c for c in profile.checks}
+    assert checks["mps_untraced"].status == "warning"
+    assert "not the GPU's" in checks["mps_untraced"].message and "assert_total_below" in checks["mps_untraced"].message
+    assert len(synced) >= 3  # each profiled step's end, besides the start and the unprofiled calls
+    synced.clear()
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 0)
+    assert "mps_untraced" not in {c.name for c in measure(lambda: torch.ones(3).add(1), warmup=1, steps=3).checks}
+    assert synced == []
 
 
 def test_a_one_step_capture_says_its_times_include_recording_inputs():

@@ -52,6 +52,27 @@ def test_a_system_that_keeps_no_cpu_wait_says_contention_cannot_be_told(pytester
     assert NO_CPU_WAIT not in run(pytester).stdout.str()  # nothing measured, nothing to say
 
 
+def test_a_test_on_apples_gpu_is_measured_with_a_warning_and_judged_by_its_steps(pytester, monkeypatch):
+    """A model on Apple's GPU (MPS), which torch's profiler does not trace: the measured test passes
+    with an mps_untraced warning line that says op times are the CPU's queueing and to judge the
+    step; a CPU test beside it has none. (This machine has no MPS: torch says it holds tensors.)"""
+    import torch
+
+    from pytest_opprof.analysis.checks import mps_untraced_check
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 4096)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: None)
+    pytester.makepyfile(
+        MEASURED + "    opprof.assert_total_below(ms=1000)\n",
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*::test_x: warning mps_untraced: {mps_untraced_check().message}"])
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 0)
+    assert "mps_untraced" not in run(pytester, "--opprof").stdout.str()
+
+
 def test_hook_chooses_the_device_key(pytester):
     pytester.makeconftest(
         """

@@ -626,6 +626,18 @@ def cuda_untraced_check() -> Check:
     )
 
 
+def mps_untraced_check() -> Check:
+    """A capture whose code keeps tensors on Apple's GPU (MPS), which torch's profiler does not
+    trace: its ops' times are the CPU's queueing of their GPU work."""
+    return Check(
+        "mps_untraced",
+        WARNING,
+        "the code's tensors are on Apple's GPU (MPS), which torch's profiler does not trace: an op's time is the "
+        "CPU's time to queue its GPU work, not the GPU's; each step's wall time includes the GPU's work (opprof "
+        "waits for it at the step's end): judge the step (assert_total_below), not an op's time",
+    )
+
+
 def unprofiled_kernels_check(profile: Profile) -> Check | None:
     """Compiled graphs ran on the CPU and none of their kernels shows: Inductor compiled them
     without its C++ kernel profiling (before measure(), which turns it on only for what compiles
