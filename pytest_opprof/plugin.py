@@ -24,7 +24,7 @@ from . import hooks
 from .device import Nvml, describe, device_facts, former_key, gpus_like_first, resolve_key, use_worker_gpu
 from .errors import device_key_hook_raised, former_key_source, torch_not_importable, worker_gpus
 from .layout import baseline_root, reached_from, shown_path
-from .pluginbase import MARKER, RUN, TEST
+from .pluginbase import IN_CALL, MARKER, RUN, TEST
 from .pluginjudge import new_fixture
 from .pluginoptions import (
     SWITCHES,
@@ -37,8 +37,6 @@ from .pluginoptions import (
     refuse_shadowed_ini,
     refuse_unknown_ini_keys,
 )
-from .pluginrun import IN_CALL
-from .pluginsummary import write_unsummarized
 from .pluginwatch import ProfilerLeaks, RecordCollector, ThreadLeaks
 from .settings import OPTIONS, RunState, Settings, SettingsError, parse_settings, trace_dir_problem
 
@@ -46,7 +44,8 @@ if TYPE_CHECKING:  # the measuring modules, for annotations: imported where they
     from .fixture import OpprofFixture
     from .runfiles import ReportSpool
 
-# The plugin's other hooks, registered with this module (in this order)
+# The plugin's other hooks, registered with this module (in this order). This module imports
+# none of them: pytest would warn that it cannot rewrite their asserts (an editable install's run)
 pytest_plugins = (
     f"{__package__}.plugincollect",
     f"{__package__}.pluginrun",
@@ -255,9 +254,8 @@ def _assertion_messages_aside() -> Callable[[], None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's resources let go, after the reports pluginsummary writes first (tryfirst)."""
     state = config.stash.get(RUN, None)
-    if state is not None and not hasattr(config, "workerinput"):
-        write_unsummarized(config, state)
     if state is not None and state.nvml is not None:
         state.nvml.close()
     if state is not None and state.spool is not None:

@@ -32,6 +32,7 @@ BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what makes the test e
 RUN = pytest.StashKey[RunState]()
 
 TEST: pytest.StashKey[OpprofFixture] = pytest.StashKey()
+IN_CALL = pytest.StashKey[bool]()  # the test's call is running: a call report made now is a subtest's
 
 
 def markers_by_level(item: pytest.Item) -> list[tuple[str, list[pytest.Mark]]]:

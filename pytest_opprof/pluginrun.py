@@ -13,7 +13,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import asked_late_unmeasured, profiler_left_on, subtests_failed
-from .pluginbase import BAD_MARKER, CHECKS, MARKER, RUN, TEST, add_check, carries, is_measured, runnable, to_record
+from .pluginbase import (
+    BAD_MARKER,
+    CHECKS,
+    IN_CALL,
+    MARKER,
+    RUN,
+    TEST,
+    add_check,
+    carries,
+    is_measured,
+    runnable,
+    to_record,
+)
 from .pluginjudge import JUDGED, UNDO, judge_call, measured_nothing, new_fixture
 
 if TYPE_CHECKING:
@@ -98,8 +110,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         judge_call(item, fixture, state)
     return result
 
-
-IN_CALL = pytest.StashKey[bool]()  # the test's call is running: a call report made now is a subtest's
 
 _SUBTESTS_FAILED = pytest.StashKey[int]()  # the call's failed subtests: the test fails at its end
 

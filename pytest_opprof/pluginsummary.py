@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -29,11 +29,15 @@ from .pluginbase import RUN, runnable, typed_id
 from .settings import RunState, standing
 from .textout import fit_stream
 
-if TYPE_CHECKING:
-    pass
+
+@pytest.hookimpl(tryfirst=True)  # before plugin.py's closes the spool
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(RUN, None)
+    if state is not None and not hasattr(config, "workerinput"):
+        _write_unsummarized(config, state)
 
 
-def write_unsummarized(config: pytest.Config, state: RunState) -> None:
+def _write_unsummarized(config: pytest.Config, state: RunState) -> None:
     """Reports of a run whose terminal summary never ran: without pytest's terminal plugin (`-p
     no:terminal`: an audit's CI run uploaded none, exit 0) or ended by an exit code pytest
     summarizes not (`pytest.exit(..., returncode=3)`, a review's). Written all the same, where the
