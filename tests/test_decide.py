@@ -544,6 +544,28 @@ def test_every_result_says_which_kinds_fail_the_test(tmp_path, content):
     assert result.fails == ("environment", "time") and result.time_fails
 
 
+def test_a_time_beyond_the_range_is_judged_from_its_fastest_where_the_file_came_in_a_slow_spell():
+    """A trial's failure read `aten::addmm: 0.433 ms/step vs baseline 0.306 ms (+42%` while the
+    table beside it read baseline 0.249, +94%: past its range the plain rule judged from the file's
+    minimum, which came in a slow spell. It judges, and says, what the table and a time within the
+    range judge from: the range's fastest. A file written at its range's fastest reads as before."""
+    from pytest_opprof.verdicts import IMPROVED, REGRESSED
+
+    spell = _ranged(1400, 0.5, 1.0)  # written 1.4 ms, its range 0.7-1.4: a slow spell
+    (verdict,) = _addmm(2000, spell)  # past 1.4 + 20%
+    assert verdict.status == REGRESSED
+    assert verdict.message.startswith(
+        "aten::addmm: 2.000 ms/step vs the fastest of its baseline's measurements (the file's 1.400 ms came in a "
+        "slow spell) 0.700 ms (+186%, slower; limit +20%"
+    )
+    assert (verdict.base_ms, verdict.new_ms) == (0.7, 2.0)
+    (faster,) = _addmm(500, spell)  # past 0.7 - 20%: a gain from the fastest, not from the slow first
+    assert (faster.status, faster.base_ms) == (IMPROVED, 0.7)
+    assert "(-29%, faster" in faster.message
+    (plain,) = _addmm(2000, _ranged(700, 1.0, 1.1))  # written at its range's fastest
+    assert plain.message.startswith("aten::addmm: 2.000 ms/step vs baseline 0.700 ms (+186%, slower")
+
+
 def test_the_op_tables_show_the_baseline_time_the_verdict_judges_from(tmp_path):
     """A newcomer trial's table read `baseline min 0.146, +17%` where the verdict judged +101%
     from its range's fastest (the file's 0.146 came in a slow spell): the tables' baseline column
