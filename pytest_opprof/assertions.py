@@ -11,6 +11,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
@@ -90,12 +91,23 @@ def _count(name: str, value: object) -> int:
     return value
 
 
-def op_below(op: str, ms: float, per: str = "step", stat: str = "median") -> Assertion:
-    """Every op matching `op` takes at most `ms` per step (or per call), by `stat` over steps."""
+def op_below(
+    op: str,
+    ms: float,
+    per: str = "step",
+    stat: str = "median",
+    *,
+    is_known: Callable[[str], bool] | None = None,
+    known_names: Callable[[], Iterable[str]] = tuple,
+) -> Assertion:
+    """Every op matching `op` takes at most `ms` per step (or per call), by `stat` over steps.
+    `is_known`, where given: an exact name torch does not know that matched nothing is said so,
+    as a plain run says it (op_count's)."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     limit, reduce = _time_limit(ms, per, stat)
-    return lambda profile: _op_below(profile, op, limit, per, stat, reduce)
+    unmatched = partial(_unmatched_op, op=op, is_known=is_known, known_names=known_names)
+    return lambda profile: _op_below(profile, op, limit, per, stat, reduce, unmatched)
 
 
 def _time_limit(ms: object, per: object, stat: object) -> tuple[float, Reduce]:
@@ -106,36 +118,53 @@ def _time_limit(ms: object, per: object, stat: object) -> tuple[float, Reduce]:
     return limit, STATS[_choice("stat", stat, tuple(STATS))]
 
 
-def _op_below(profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce) -> str | None:
+def _op_below(
+    profile: Profile, op: str, limit: float, per: str, stat: str, reduce: Reduce, unmatched: Callable[[Profile], str]
+) -> str | None:
     matched = profile.match(op)
     if not matched:
-        return _unmatched_op(profile, op)
+        return unmatched(profile)
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
     return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
 
 
-def _unmatched_op(profile: Profile, op: str) -> str:
-    """Why an op limit matched no op: a range's name given for an op's, or the closest ops."""
+def _unmatched_op(
+    profile: Profile, op: str, is_known: Callable[[str], bool] | None, known_names: Callable[[], Iterable[str]]
+) -> str:
+    """Why an op limit matched no op: a range's name given for an op's, a name torch does not know
+    (as a plain run and op_count say it: a trial's typo read two ways), or the closest ops."""
     if not is_glob(op) and profile.match_ranges(op):
         return a_range_not_an_op(op, "assert_range_below")
+    if is_known is not None and not is_known(op):
+        return unknown_op_name(op, _closest_ops(profile, op, known_names))
     return _no_match_of(profile, op)
 
 
-def op_share_below(op: str, pct: float, stat: str = "median") -> Assertion:
+def op_share_below(
+    op: str,
+    pct: float,
+    stat: str = "median",
+    *,
+    is_known: Callable[[str], bool] | None = None,
+    known_names: Callable[[], Iterable[str]] = tuple,
+) -> Assertion:
     """Every op matching `op` takes at most `pct`% of the step's wall time, by `stat` over the
     steps' shares (each op apart, as op_below judges a glob: summed, an op and the op inside it
-    would count twice)."""
+    would count twice). `is_known`: as op_below's."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     limit = _pct("pct", pct)
     reduce = STATS[_choice("stat", stat, tuple(STATS))]
-    return lambda profile: _op_share_below(profile, op, limit, stat, reduce)
+    unmatched = partial(_unmatched_op, op=op, is_known=is_known, known_names=known_names)
+    return lambda profile: _op_share_below(profile, op, limit, stat, reduce, unmatched)
 
 
-def _op_share_below(profile: Profile, op: str, limit: float, stat: str, reduce: Reduce) -> str | None:
+def _op_share_below(
+    profile: Profile, op: str, limit: float, stat: str, reduce: Reduce, unmatched: Callable[[Profile], str]
+) -> str | None:
     matched = profile.match(op)
     if not matched:
-        return _unmatched_op(profile, op)
+        return unmatched(profile)
     walls = [span.wall_ns for span in profile.step_spans]
     if not profile.wall_known or not all(walls):
         return no_step_wall(op)

@@ -455,7 +455,8 @@ class OpprofFixture:
         """Each op matching `op` takes at most `ms` ms per step (or per call), by `stat` over steps.
         Time is device time for ops that ran on a GPU, CPU time otherwise."""
         __tracebackhide__ = True
-        self._check(assertions.op_below(op, ms, per, stat), timed=lambda profile: bool(profile.match(op)))
+        check = assertions.op_below(op, ms, per, stat, is_known=self._is_known, known_names=known_op_names)
+        self._check(check, timed=lambda profile: bool(profile.match(op)))
         self._plain_name_check(op)
 
     @_arguments_checked
@@ -464,7 +465,8 @@ class OpprofFixture:
         steps' shares (stat="max": in every step). Device time for ops that ran on a GPU, CPU
         time otherwise."""
         __tracebackhide__ = True
-        self._check(assertions.op_share_below(op, pct, stat), timed=lambda profile: bool(profile.match(op)))
+        check = assertions.op_share_below(op, pct, stat, is_known=self._is_known, known_names=known_op_names)
+        self._check(check, timed=lambda profile: bool(profile.match(op)))
         self._plain_name_check(op)
 
     @_arguments_checked

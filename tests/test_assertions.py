@@ -237,6 +237,22 @@ def test_a_name_that_matches_nothing_never_passes():
     assert "closest: aten::addmm" in assertions.op_count("aten::adddmm", 2)(p)
 
 
+def test_a_time_limit_on_a_name_torch_does_not_know_says_so_as_a_plain_run_and_op_count_do():
+    """A trial's `aten::adddmm` read `not an operator torch knows; did you mean aten::addmm?` in a
+    plain run and `no op of that name ran ...; closest: aten::addmm` under --opprof: op_below and
+    op_share_below, told which names torch knows, say the first as op_count does; a name torch
+    knows that did not run still gets the closest ops that ran."""
+    from pytest_opprof.errors import unknown_op_name
+
+    p = three_steps()
+    unknown, known = (lambda name: False), (lambda name: True)
+    for check in (assertions.op_below, assertions.op_share_below):
+        told = check("aten::adddmm", 5, is_known=unknown, known_names=lambda: ["aten::addmm", "aten::conv2d"])(p)
+        assert told == unknown_op_name("aten::adddmm", ["aten::addmm"])
+        assert told == assertions.op_count("aten::adddmm", 2, is_known=unknown, known_names=lambda: [])(p)
+        assert check("aten::adddmm", 5, is_known=known)(p) == no_match("aten::adddmm", [o.name for o in p.ops])
+
+
 def test_an_op_assertion_given_a_ranges_name_in_another_case_names_the_range():
     """A trial's assert_op_below("Optimizer.step#SGD.Step") read `no similar name` beside the
     range Optimizer.step#SGD.step: the range is named, with the assertion that checks it; a
