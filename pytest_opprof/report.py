@@ -563,10 +563,19 @@ def _inconclusive_why(group: list[Verdict]) -> str:
     return group[0].why or ""
 
 
+def _op_moved(verdict: Verdict) -> str:
+    """An inconclusive verdict's op, with its move where it got faster: the line's why alone (`the
+    machine ran 1.69x faster ...`) read as a slowdown to a trial whose ops ran 24% faster."""
+    base, new = verdict.base_ms, verdict.new_ms
+    if base is None or new is None or not 0 <= new < base:
+        return verdict.op or ""
+    return f"{verdict.op} ({100 * (new - base) / base:+.0f}%, faster)"
+
+
 def _inconclusive_line(group: list[Verdict], status: str | None = None, time_fails: bool = True) -> str:
     """The inconclusive time verdicts in one line, the largest move named first."""
     group = _largest_first(group)
-    ops = first_three([v.op or "" for v in group])
+    ops = first_three([_op_moved(v) for v in group])
     fix = group[0].fix or QUIET_MACHINE_FIX
     if status in TIMES_WRITTEN:  # --opprof-update-baseline=all, or a structure, work or conclusive time change besides
         why = "as =all asks" if status == "rewritten" else "for the changes its other lines name"

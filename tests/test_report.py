@@ -67,12 +67,15 @@ def test_the_inconclusive_line_names_the_largest_move_first():
     group = [moved(f"aten::op{i}", 0.010, 0.012) for i in range(4)] + [moved("step wall", 0.852, 3.577)]
     group.insert(2, moved("aten::addmm", 0.5, 0.1))  # a faster one moves a step too
     (line,) = verdict_lines(group)
-    assert line.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention: ...")
+    # a faster one says so: the line's why alone read as a slowdown (a trial's ops ran 24% faster)
+    assert line.startswith(
+        "time inconclusive for step wall, aten::addmm (-80%, faster), aten::op0 and 3 more: CPU contention: ..."
+    )
     one_step = Verdict("time", "inconclusive", "aten::mm: ran in 1 of 10 steps", "aten::mm", None, 100.0, None, "x")
     one_step_too = Verdict("time", "inconclusive", "aten::bmm: ran in 1 of 10 steps", "aten::bmm", 0.1, 0.2, None, "x")
     # an op of one step only: its whole cost is its move; another why is a line of its own
     contended, other = verdict_lines([*group, one_step_too, one_step])
-    assert contended.startswith("time inconclusive for step wall, aten::addmm, aten::op0 and 3 more: CPU contention:")
+    assert contended.startswith("time inconclusive for step wall, aten::addmm (-80%, faster), aten::op0 and 3 more:")
     assert other.startswith("time inconclusive for aten::mm, aten::bmm: x;")
 
 
@@ -386,7 +389,7 @@ def test_tests_inconclusive_on_a_faster_machine_share_one_line():
     every = format_problems(records, verbose=True)
     assert "in 2 tests" not in every and every.count(": aten::mm: ...") == 3
     (line,) = format_problems(records[:1]).splitlines()
-    assert line.startswith("t.py::a: time inconclusive for aten::mm: the machine ran 1.74x faster")
+    assert line.startswith("t.py::a: time inconclusive for aten::mm (-50%, faster): the machine ran 1.74x faster")
 
 
 def test_a_shared_lines_command_names_every_test_or_none():
