@@ -184,8 +184,8 @@ def _most_steps_slower(
     what = " outside the ops" if step_ms is not None else ""
     why = (
         f"most steps slowed beyond every baseline step (up to {top_ms:.3f} ms) while the fastest held "
-        f"({min(new_s):.3f} vs {min(old_s):.3f} ms), and time is judged on the fastest: a wait in some steps (for "
-        "data from worker processes, a cache that misses)"
+        f"({min(new_s):.3f} vs {min(old_s):.3f} ms), and time is judged on the fastest: a wait in some steps (for example "
+        "for data from worker processes, or a cache that misses)"
     )
     ratio = f"x{new_ms / old_ms:.1f} " if old_ms > 0 else ""
     message = f"{name}: {new_ms:.3f} ms/step{what} median vs baseline {old_ms:.3f} ms ({ratio}slower; inconclusive: {why}){where}"
