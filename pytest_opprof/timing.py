@@ -119,9 +119,9 @@ def time_verdicts(
         elif new and old and recorded is not None and _within_reach(min(new), recorded, rule):
             verdict = _within_range(name, min(new), min(old), recorded, rule, where)
         else:
-            judged, of = _from_judged_base(old, recorded, rule)
+            base, of = _said_base(old, recorded, rule)
             verdict = _judged(
-                name, new, judged, current.ops[name].on_device, (current, baseline), rule, machine, where, of=of
+                name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where, base=base, of=of
             )
         if verdict is None:
             verdict = _most_steps_slower(name, new, old, rule, machine, where)
@@ -336,13 +336,16 @@ def _judged(
     wall: bool = False,
     explained_ms: float = 0.0,
     outside: tuple[list[float], list[float]] | None = None,
+    base: float | None = None,
     of: str = "baseline",
 ) -> Verdict | None:
     """One time verdict on per-step samples (an op's, or with `wall` the steps' wall times), None
     when the move is within the tolerance or the floor, or not significant. For the wall, the
     move judged is its time outside the top-level ops (`outside`: each side's per step), or for
     a baseline without them, what is left of its slowdown beyond `explained_ms`, what slower ops
-    add to each step. `of`: what the message calls the baseline's time."""
+    add to each step. `base`, `of`: the baseline time the message and the verdict give, and what
+    they call it, where that is not the file's minimum (_said_base): the move is judged, and
+    excused, on the file's own measurement, whose machine references and step walls are its own."""
     if not new_s or not old_s:
         return None
     new_min, old_min = min(new_s), min(old_s)
@@ -366,6 +369,8 @@ def _judged(
         excuse = _rest_slowed_alike(name, *docs, new_min, old_min, moved, rule)
         if excuse is not None and (steady := _steady_product(name, *docs)):
             excuse = None  # the step slowed as a whole where the machine, on the test's own product, did not
+    if base is not None:  # past its recorded range, said from the range's fastest, as the op table shows it
+        old_min = base
     change = _change_text(name, new_min, old_min, move, outside is not None, rule.tolerance, of)
     if outside is not None:  # the verdict's figures are the time outside the ops, as its message leads with
         new_min, old_min = min(move.new), min(move.old)
@@ -432,17 +437,18 @@ def unconfirmed_slower(comparison: Comparison, why: str, fix: str, path: str = "
     return replace(comparison, verdicts=tuple(made(v) for v in comparison.verdicts))
 
 
-def _from_judged_base(old_s: list[float], recorded: tuple[float, float] | None, rule: Rule) -> tuple[list[float], str]:
-    """The baseline's per-step samples an op beyond its recorded range is judged on, and what the
-    message calls them: the file's, or where its first measurement came in a slow spell
-    (judged_base), those steps at the range's fastest, as the op tables' delta and the verdict
-    within the range read them (a trial's failure said `+42%` vs the file's 0.306 ms where the
-    table said `+94%` vs the range's 0.249)."""
+def _said_base(old_s: list[float], recorded: tuple[float, float] | None, rule: Rule) -> tuple[float | None, str]:
+    """The baseline time a verdict past an op's recorded range gives, and what it calls it: None
+    (the file's minimum), or where that came in a slow spell (judged_base) the range's fastest, as
+    the op tables' delta and a verdict within the range give it (a trial's failure said `+42%` vs
+    the file's 0.306 ms where the table beside it said `+94%` vs the range's 0.249). Whether there
+    is a verdict, and what excuses it, stays the file's measurement's to say: a review found an
+    excuse lost where the file's step walls met the range's fastest."""
     old_min = min(old_s) if old_s else 0.0
     base = judged_base(old_min, recorded, rule)
     if base == old_min or old_min <= 0:
-        return old_s, "baseline"
-    return [x * base / old_min for x in old_s], _slow_spell_base(old_min)
+        return None, "baseline"
+    return base, _slow_spell_base(old_min)
 
 
 def _slow_spell_base(old_min: float) -> str:

@@ -566,6 +566,27 @@ def test_a_time_beyond_the_range_is_judged_from_its_fastest_where_the_file_came_
     assert plain.message.startswith("aten::addmm: 2.000 ms/step vs baseline 0.700 ms (+186%, slower")
 
 
+def test_past_its_range_an_op_is_still_excused_on_the_files_own_measurement():
+    """A review of the change above: judged on the range's fastest, the rest of the step (the file's
+    step walls less the op) grew by the op's slow-spell excess, and an op the rest of the step
+    excused (inconclusive) failed. The verdict, and what excuses it, stay the file's measurement's
+    (its walls and machine references are its own); only the time it is said from is the range's."""
+    from baseline_docs import walled
+
+    from pytest_opprof.compare import compare
+
+    base = walled(doc(profile(addmm_us=(1400,) * 8)), 2.0)
+    entry = dataclasses.replace(base.ops["aten::addmm"], recorded_range=(0.7, 1.4))  # 1.4: a slow spell
+    base = base.replace(ops={**base.ops, "aten::addmm": entry})
+    whole = walled(doc(profile(addmm_us=(2000,) * 8)), 2.9)  # addmm x1.43, the step outside it 0.6 -> 0.9 ms
+    (verdict,) = [v for v in compare(whole, base, Rule()).verdicts if v.op == "aten::addmm"]
+    assert verdict.status == "inconclusive" and verdict.why.startswith("the rest of the step slowed alike (1.50x")
+    assert verdict.message.startswith(
+        "aten::addmm: 2.000 ms/step vs the fastest of its baseline's measurements (the file's 1.400 ms came in a "
+        "slow spell) 0.700 ms (+186%, slower; inconclusive: the rest of the step slowed alike"
+    )
+
+
 def test_the_op_tables_show_the_baseline_time_the_verdict_judges_from(tmp_path):
     """A newcomer trial's table read `baseline min 0.146, +17%` where the verdict judged +101%
     from its range's fastest (the file's 0.146 came in a slow spell): the tables' baseline column

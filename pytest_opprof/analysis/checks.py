@@ -627,13 +627,15 @@ def cuda_untraced_check() -> Check:
 
 
 def mps_untraced_check() -> Check:
-    """A capture whose code keeps tensors on Apple's GPU (MPS), which torch's profiler does not
-    trace: its ops' times are the CPU's queueing of their GPU work."""
+    """A capture in a process that holds tensors on Apple's GPU (MPS), which torch's profiler does
+    not trace: its ops' times there are the CPU's queueing of their GPU work. The process's, not the
+    capture's: torch tells only how much MPS memory the process holds (a module fixture's tensors
+    count for a CPU test after it)."""
     return Check(
         "mps_untraced",
         WARNING,
-        "the code's tensors are on Apple's GPU (MPS), which torch's profiler does not trace: an op's time is the "
-        "CPU's time to queue its GPU work, not the GPU's; each step's wall time includes the GPU's work (opprof "
+        "this process holds tensors on Apple's GPU (MPS), which torch's profiler does not trace: an op's time there "
+        "is the CPU's time to queue its GPU work, not the GPU's; each step's wall time includes the GPU's work (opprof "
         "waits for it at the step's end): judge the step (assert_total_below), not an op's time",
     )
 
