@@ -1822,6 +1822,9 @@ def test_a_step_on_apples_gpu_waits_for_it_where_the_code_holds_tensors_there():
     on_mps, synced = fake_mps(allocated=4096)
     capture_module._end_step_sync(on_mps, False)
     assert synced == [OPPROF_SYNC_ANNOTATION, "mps"]
+    one_byte, synced_one = fake_mps(allocated=1)  # any tensor there: its work may be queued
+    capture_module.wait_for_devices(one_byte, False)
+    assert synced_one == ["mps"]
     synced.clear()
     capture_module.unprofiled_step_ns(on_mps, lambda: synced.append("fn"), (), {})
     assert synced == ["mps", "fn", "mps"]

@@ -564,6 +564,16 @@ def test_a_time_beyond_the_range_is_judged_from_its_fastest_where_the_file_came_
     assert "(-29%, faster" in faster.message
     (plain,) = _addmm(2000, _ranged(700, 1.0, 1.1))  # written at its range's fastest
     assert plain.message.startswith("aten::addmm: 2.000 ms/step vs baseline 0.700 ms (+186%, slower")
+    sub_ms = _ranged(700, 0.5, 1.0)  # written 0.7 ms, its range 0.35-0.7 (a trial's were 0.25-0.41 ms)
+    (verdict,) = _addmm(1000, sub_ms)
+    assert verdict.message.startswith(
+        "aten::addmm: 1.000 ms/step vs the fastest of its baseline's measurements (the file's 0.700 ms came in a "
+        "slow spell) 0.350 ms (+186%, slower"
+    )
+    uneven = doc(profile(addmm_us=(1400,) * 7 + (1700,)))  # its fastest step is the file's time
+    entry = dataclasses.replace(uneven.ops["aten::addmm"], recorded_range=(0.7, 1.4))
+    (verdict,) = _addmm(2000, uneven.replace(ops={**uneven.ops, "aten::addmm": entry}))
+    assert "(the file's 1.400 ms came in a slow spell) 0.700 ms" in verdict.message
 
 
 def test_past_its_range_an_op_is_still_excused_on_the_files_own_measurement():
