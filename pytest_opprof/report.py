@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from glob import escape as glob_escape
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, TypeVar
 
 from tabulate import tabulate
@@ -1088,7 +1088,29 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
                 else ""
             )
         )
-    return lines + _ranges_line(records) + _rewritten_by_repeats(records, verbose)
+    return lines + _ranges_line(records) + _rewritten_by_repeats(records, verbose) + _long_path_lines(records)
+
+
+WINDOWS_PATH_BUDGET = 200  # of Windows' 260 characters (MAX_PATH), leaving 60 for the checkout's folder
+
+
+def _long_path_lines(records: list[TestRecord]) -> list[str]:
+    """One line for the baseline files this run wrote whose paths in the repository run past
+    WINDOWS_PATH_BUDGET characters: a Windows checkout of the repository (git's core.longpaths off,
+    as it is by default there) fails on a path past 260 characters with its folder, every file of
+    the checkout, not only the test's. A baseline folder outside the rootdir (an absolute path) is
+    not the repository's."""
+    written = {r.baseline.path for r in records if r.baseline and r.baseline.status in WRITTEN}
+    outside = {p for p in written if PurePosixPath(p).is_absolute() or PureWindowsPath(p).is_absolute()}
+    long = sorted((p for p in written - outside if len(p) > WINDOWS_PATH_BUDGET), key=lambda p: (-len(p), p))
+    if not long:
+        return []
+    return [
+        f"opprof: {count_of(len(long), 'baseline file')} written with a path over {WINDOWS_PATH_BUDGET} characters "
+        f"(the longest {len(long[0])}: {long[0]}): a Windows checkout of the repository fails on paths past 260 "
+        "characters with its folder (git's core.longpaths is off there by default); shorten the test's folders or "
+        "its parameter ids (pytest.mark.parametrize(..., ids=...))"
+    ]
 
 
 def _rewritten_by_repeats(records: list[TestRecord], verbose: bool) -> list[str]:

@@ -549,6 +549,28 @@ def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_t
     assert "; neither passed nor failed (--opprof-strict makes this an error);" in line  # errors of their own
 
 
+def test_a_baseline_written_with_a_path_too_long_for_a_windows_checkout_says_so():
+    """A baseline path past 200 characters in the repository (deep test folders, long parameter ids)
+    breaks every Windows checkout of it (260 characters with the checkout's folder, git's
+    core.longpaths off by default): a recording run says so in one line, naming the longest; a file
+    read, not written, or a baseline folder outside the repository (an absolute path) is not named."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.report import WINDOWS_PATH_BUDGET, format_problems
+
+    def at(path: str, status: str = "new") -> TestRecord:
+        return TestRecord(**{**record("t.py::test_x").__dict__, "baseline": BaselineResult(path, status)})
+
+    deep = ".opprof/cpu-x86_64/tests/" + "d" * 80 + "/test_m.py/test_x[" + "p" * 90 + "].json"
+    just = deep[: WINDOWS_PATH_BUDGET - 5] + ".json"  # 200 characters: within
+    assert (len(deep), len(just)) == (219, 200)
+    lines = format_problems([at(deep), at(just), at(deep.replace("d" * 80, "e" * 80), "changed")], recording=True)
+    (line,) = [x for x in lines.splitlines() if "over 200" in x]
+    assert line.startswith(f"opprof: 2 baseline files written with a path over 200 characters (the longest 219: {deep}")
+    assert "a Windows checkout of the repository fails on paths past 260 characters" in line
+    for quiet in ([at(deep, "kept")], [at("/srv/baselines/" + deep)], [at("D:\\b\\" + deep)], [at(just)]):
+        assert "over 200" not in format_problems(quiet, recording=True)
+
+
 def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
     """A review: with pytest-repeat or `--dist each`, one record of a test wrote a faster time
     and another found the file slower: the summary read `kept -1 unchanged ...; kept 1 slower`."""
