@@ -49,6 +49,28 @@ def test_other(opprof, mlp):
 """
 
 
+def test_a_recording_names_a_baseline_path_too_long_for_a_windows_checkout(project):
+    """A test in a deep folder with a long parameter id records a baseline whose path a Windows
+    checkout cannot hold (260 characters with its folder): the recording run names it, a
+    comparing run does not; a short one beside it is not named."""
+    folder = "d" * 90
+    project.mkdir(folder)
+    (project.path / folder / "test_deep.py").write_text(
+        "import pytest\n"
+        "from conftest import infer\n\n"
+        f"@pytest.mark.parametrize('p', ['{'p' * 90}', 'short'])\n"
+        "def test_x(opprof, mlp, p):\n"
+        "    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    recorded = run(project, "--opprof-update-baseline")
+    recorded.assert_outcomes(passed=2)
+    recorded.stdout.fnmatch_lines(
+        [f"opprof: 1 baseline file written with a path over 200 characters (the longest 2*: .opprof/*/{folder}/"
+         "test_deep.py/test_x[[]ppp*].json): a Windows checkout of the repository fails on paths past 260 *"]
+    )  # fmt: skip
+    assert "over 200 characters" not in run(project, "--opprof").stdout.str()
+
+
 @pytest.mark.parametrize("xdist", [False, True])
 def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypatch, xdist):
     """A parameter renamed b -> c leaves test_p[b].json read by no test: one summary line names
