@@ -74,6 +74,10 @@ def test_the_inconclusive_line_names_the_largest_move_first():
     one_step = Verdict("time", "inconclusive", "aten::mm: ran in 1 of 10 steps", "aten::mm", None, 100.0, None, "x")
     one_step_too = Verdict("time", "inconclusive", "aten::bmm: ran in 1 of 10 steps", "aten::bmm", 0.1, 0.2, None, "x")
     # an op of one step only: its whole cost is its move; another why is a line of its own
+    (held,) = verdict_lines([moved("aten::mm", 0.5, 0.5)])  # no move either way: no word of one
+    assert held.startswith("time inconclusive for aten::mm: CPU contention")
+    (renumbered,) = verdict_lines([moved("aten::mm", 0.5, 0.9)], status="renumbered")
+    assert "; its baseline's times were kept (an inconclusive measurement never replaces one);" in renumbered
     contended, other = verdict_lines([*group, one_step_too, one_step])
     assert contended.startswith("time inconclusive for step wall, aten::addmm (-80%, faster), aten::op0 and 3 more:")
     assert other.startswith("time inconclusive for aten::mm, aten::bmm: x;")
