@@ -97,13 +97,14 @@ def _mps_active(torch: Any) -> bool:
         return False
 
 
-def wait_for_devices(torch: Any, cuda: bool) -> None:
+def wait_for_devices(torch: Any, cuda: bool, mps: bool | None = None) -> None:
     """Wait for the device work queued so far: every GPU the code used where `cuda`, and Apple's
-    GPU where the code's tensors are on it (a step that only queued its MPS work timed the
-    queueing: its wall time, the time rule's and assert_total_below's, missed the GPU's)."""
+    GPU where the process holds tensors on it (`mps`, asked where None: a step that only queued its
+    MPS work timed the queueing: its wall time, the time rule's and assert_total_below's, missed
+    the GPU's)."""
     if cuda:
         sync_devices(torch)
-    if _mps_active(torch):
+    if _mps_active(torch) if mps is None else mps:
         torch.mps.synchronize()
 
 
@@ -397,10 +398,11 @@ def _end_step_sync(torch: Any, cuda: bool) -> None:
     """Synchronise at the step boundary only, inside the step so the step's wall time covers its
     device work; the annotation keeps it out of assert_no_sync(). Only where a device has work
     queued (CUDA traced, or Apple's GPU in use): a CPU step records no annotation."""
-    if not cuda and not _mps_active(torch):
+    mps = _mps_active(torch)
+    if not cuda and not mps:
         return
     with torch.autograd.profiler.record_function(OPPROF_SYNC_ANNOTATION):
-        wait_for_devices(torch, cuda)
+        wait_for_devices(torch, cuda, mps)
 
 
 class StepRecorder:
