@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import re
 
 import pytest
@@ -274,7 +275,8 @@ def test_pytests_own_assert_explanation_stays_whole_with_and_without_opprof(pyte
             assert x == {"a": 2}, "the dicts differ"
         """
     )
-    for args in ((), ("--opprof",)):
+    measuring = [("--opprof",)] if importlib.util.find_spec("torch") else []  # without torch it is refused
+    for args in [(), *measuring]:
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
         result.assert_outcomes(failed=1)
         result.stdout.fnmatch_lines(
