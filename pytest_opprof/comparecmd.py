@@ -49,6 +49,7 @@ from .errors import (
     two_setups,
     two_softwares,
     two_tests,
+    work_not_failing,
 )
 from .events import printable_name
 from .excuses import speed_words
@@ -428,9 +429,14 @@ def _not_slower(rows: Sequence[SideRow], structure_shown: bool = False) -> str:
 
 
 def _test_verdict(r: _Compared, fail_on: frozenset[str]) -> str:
-    """A test's line: B regressed in time or not, and where time does not fail (--fail-on), said so."""
+    """A test's line: B regressed in time or not, and where time does not fail (--fail-on), said so;
+    not slower, the kinds it failed on, or a work change that does not fail (a trial read `B not
+    slower` over 1.58x the FLOPs, and a test that failed on structure read the same)."""
     if not r.worse:
-        return _not_slower(r.rows, STRUCTURE in fail_on and bool(r.structure))
+        line = _not_slower(r.rows, STRUCTURE in fail_on and bool(r.structure))
+        if r.failed:
+            return f"{line}; failed on {', '.join(r.failed)}"
+        return f"{line}; {work_not_failing(_kinds_text(fail_on))}" if r.work else line
     if TIME in fail_on:
         return f"B regressed: {_worse_text(r.worse)}"
     return f"B slower: {_worse_text(r.worse)}; {time_not_failing(_kinds_text(fail_on))}"

@@ -366,6 +366,11 @@ def not_slower(moved_calls: list[str]) -> str:
     )
 
 
+def work_not_failing(kinds: str) -> str:
+    """`opprof compare`'s words for a B whose work changed where --fail-on leaves work out."""
+    return f"work changed, which does not fail here (--fail-on {kinds})"
+
+
 def time_not_failing(kinds: str) -> str:
     """`opprof compare`'s words for a slower B where --fail-on leaves time out (`kinds`: as given)."""
     return f"time does not fail here (--fail-on {kinds})"

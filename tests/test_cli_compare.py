@@ -50,7 +50,8 @@ def test_compare_names_work_changes_of_one_device_and_leaves_two_devices_kernels
     code, out, _ = run_cli(capsys, "compare", a, b)
     assert code == 0
     assert (
-        "t.py::test_a: B not slower\nwork changed: aten::addmm: 16x the FLOPs per step (65.5k -> 1.0M); inputs " in out
+        "t.py::test_a: B not slower; work changed, which does not fail here (--fail-on time)\n"
+        "work changed: aten::addmm: 16x the FLOPs per step (65.5k -> 1.0M); inputs " in out
     )
     assert "(float[8,64], float[64,64]) -> (float[8,256], float[256,256])" in out
     assert "t.py::test_k: B not slower\nop " in out  # two devices: another kernel is no work change
@@ -955,7 +956,9 @@ def test_fail_on_structure_or_work_fails_what_the_default_passes(capsys, kinds):
         assert code == 1, test
         assert out.rstrip().endswith(f"failed in B (--fail-on {kind}): t.py::{test} ({kind})")
     code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "structure")
-    assert "t.py::test_cast: B not slower\nstructure changed: + aten::to (1/step)\n" in out
+    # a test that failed on structure says so on its line (it read `B not slower` over the change)
+    assert "t.py::test_cast: B not slower; failed on structure\nstructure changed: + aten::to (1/step)\n" in out
+    assert "t.py::test_wide: B not slower; work changed, which does not fail here (--fail-on structure)\n" in out
     assert "t.py::test_slow: B slower: 1 op worse; time does not fail here (--fail-on structure)\n" in out
 
 
@@ -993,7 +996,7 @@ def test_fail_on_environment_fails_two_device_keys(capsys, folders):
     code, out, _ = run_cli(capsys, "compare", a, b, "--fail-on", "environment,work", "--op", "aten::relu")
     assert code == 1
     changed = "environment differs: device nvidia-tesla-t4 -> nvidia-a10"
-    assert f"tests/test_m.py::test_small: B not slower\n{changed}\n" in out
+    assert f"tests/test_m.py::test_small: B not slower; failed on environment\n{changed}\n" in out
     assert "work changed" not in out  # sm90_gemm vs ampere_sgemm: each GPU launches its own
     assert out.rstrip().endswith(
         "(--fail-on work,environment): tests/test_m.py::test_mlp (environment), tests/test_m.py::test_small (environment)"
