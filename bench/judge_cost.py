@@ -27,8 +27,8 @@ import json, os, time
 import pytest
 import importlib
 
-try:  # where the judging steps are: pluginjudge.py, or plugin.py in versions before the split
-    plugin = importlib.import_module("pytest_opprof.pluginjudge")
+try:  # where the judging steps are: plugin/judge.py, or plugin.py in versions before the split
+    plugin = importlib.import_module("pytest_opprof.plugin.judge")
 except ImportError:
     plugin = importlib.import_module("pytest_opprof.plugin")
 

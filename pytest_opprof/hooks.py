@@ -1,4 +1,4 @@
-"""The hooks pytest-opprof adds to pytest (registered by plugin.py)."""
+"""The hooks pytest-opprof adds to pytest (registered by the plugin package)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ def installed() -> str | None:
         module = found[0].load()
     except ImportError as exc:
         return f"the opprof entry point does not import: {exc}"
-    if Path(module.__file__ or "").resolve().parent.parent != ROOT:
+    package = sys.modules[module.__name__.split(".")[0]]  # pytest_opprof: the plugin is a subpackage of it
+    if Path(package.__file__ or "").resolve().parent.parent != ROOT:
         return f"the opprof entry point loads {module.__file__}, not this checkout"
     return None
 

@@ -1210,7 +1210,7 @@ def test_the_runs_own_ignore_glob_is_not_judged_in_a_run_that_picked_some_tests(
 )
 def test_a_run_picked_some_tests_unless_its_paths_cover_the_testpaths(pytester, args, picked):
     """What leaves the run's own ignore globs unjudged: a selection, or paths short of the testpaths."""
-    summary = importlib.import_module("pytest_opprof.pluginsummary")
+    summary = importlib.import_module("pytest_opprof.plugin.summary")
     pytester.makeini("[pytest]\ntestpaths = tests\n")
     pytester.mkdir("tests")
     pytester.makepyfile(**{"tests/test_a": "def test_x(): pass", "tests/test_b": "def test_y(): pass"})

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import asked_late_unmeasured, profiler_left_on, subtests_failed
-from .pluginbase import (
+from ..errors import asked_late_unmeasured, profiler_left_on, subtests_failed
+from .base import (
     BAD_MARKER,
     CHECKS,
     IN_CALL,
@@ -26,14 +26,14 @@ from .pluginbase import (
     runnable,
     to_record,
 )
-from .pluginjudge import JUDGED, UNDO, judge_call, measured_nothing, new_fixture
+from .judge import JUDGED, UNDO, judge_call, measured_nothing, new_fixture
 
 if TYPE_CHECKING:
-    from .analysis.model import Check
-    from .baseline import Undo
-    from .fixture import OpprofFixture
-    from .report import TestResult
-    from .results import TestRecord
+    from ..analysis.model import Check
+    from ..baseline import Undo
+    from ..fixture import OpprofFixture
+    from ..report import TestResult
+    from ..results import TestRecord
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -60,7 +60,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     state = session.config.stash.get(RUN, None)
     if state is None or not state.settings.measuring or session.config.option.collectonly:
         return
-    from .capture import warm_profiler
+    from ..capture import warm_profiler
 
     state.ran_tests = True
     if any(carries(item) for item in session.items):
@@ -73,7 +73,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     state = item.config.stash[RUN]
     if not state.settings.measuring:
         return (yield)
-    from .capture import profiler_left_running
+    from ..capture import profiler_left_running
 
     fixture = item.stash.get(TEST, None)
     if fixture is None and item.get_closest_marker(MARKER) is not None:
@@ -169,7 +169,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.opprof_untrusted = True
         # junitxml writes a call's error as a <failure>: a property tells a dashboard it is an error
         item.user_properties.append(("opprof.outcome", "error"))
-    from .report import TestResult
+    from ..report import TestResult
 
     result = item.stash.setdefault(_RESULT, TestResult(item.nodeid))
     outcome, failure = _outcome_word(report), _failure_message(report)
@@ -216,8 +216,8 @@ def _take_profile(
 ) -> None:
     """The call's profile for the reports: the latest finished capture, or, when the test failed
     by the exception that ended a capture, that capture as far as it went (its timeline)."""
-    from .analysis.checks import contention_check
-    from .results import format_junit_properties
+    from ..analysis.checks import contention_check
+    from ..results import format_junit_properties
 
     ended = report.failed or _outcome_word(report) == "xfailed"  # an xfail's capture as far as it went too
     cut_short = fixture.cut_short(call.excinfo.value) if ended and call.excinfo is not None else None
@@ -301,7 +301,7 @@ def _outcome_word(report: pytest.TestReport) -> str:
 def _ended_at_setup(item: pytest.Item, report: pytest.TestReport) -> None:
     """A measured test that a skip marker skipped, or a fixture failed, before the opprof fixture
     existed still has its line in the reports, as one that ended while running has."""
-    from .report import TestResult
+    from ..report import TestResult
 
     result = TestResult(item.nodeid)
     outcome = "error" if report.failed else _outcome_word(report)
@@ -349,7 +349,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
-    from .results import format_junit_checks
+    from ..results import format_junit_checks
 
     record, checks = _finished(item, result)
     # junitxml reads the teardown report's properties: the test's own checks beside its profile's
@@ -362,7 +362,7 @@ def _finish_test(item: pytest.Item, report: pytest.TestReport, result: TestResul
 
 def _finished(item: pytest.Item, result: TestResult) -> tuple[TestRecord, list[Check]]:
     """The test's record, its trace written, and the run's checks of it."""
-    from .baseline import stable_facts
+    from ..baseline import stable_facts
 
     state = item.config.stash[RUN]
     settings = state.settings

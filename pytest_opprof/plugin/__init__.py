@@ -1,6 +1,8 @@
-"""The pytest layer's entry point: options, the run's configuration (the device and its key,
-the measuring set up), the report header and the `opprof` fixture. Glue only; its other hooks are
-in the modules `pytest_plugins` names (collection, a test's run and judgement, the summary).
+"""The pytest layer, the only package of pytest-opprof that imports pytest (DESIGN §2), and its
+entry point: options, the run's configuration (the device and its key, the measuring set up), the
+report header and the `opprof` fixture. Glue only; its other hooks are in the modules
+`pytest_plugins` names (collection, a test's run and judgement, the summary), beside what they
+share (`base`), the fixture's judgement (`judge`), the watchers (`watch`) and the options (`options`).
 
 Without --opprof nothing here imports torch or starts a profiler, nor the measuring modules (the
 analysis, captures, baselines, verdicts, reports): the functions that use them import them, so a
@@ -20,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import hooks
-from .device import Nvml, describe, device_facts, former_key, gpus_like_first, resolve_key, use_worker_gpu
-from .errors import device_key_hook_raised, former_key_source, torch_not_importable, worker_gpus
-from .layout import baseline_root, reached_from, shown_path
-from .pluginbase import IN_CALL, MARKER, RUN, TEST
-from .pluginjudge import new_fixture
-from .pluginoptions import (
+from .. import hooks
+from ..device import Nvml, describe, device_facts, former_key, gpus_like_first, resolve_key, use_worker_gpu
+from ..errors import device_key_hook_raised, former_key_source, torch_not_importable, worker_gpus
+from ..layout import baseline_root, reached_from, shown_path
+from ..settings import OPTIONS, RunState, Settings, SettingsError, parse_settings, trace_dir_problem
+from .base import IN_CALL, MARKER, RUN, TEST
+from .judge import new_fixture
+from .options import (
     SWITCHES,
     add_options,
     give_back_a_path_before_the_conftests,
@@ -37,22 +40,22 @@ from .pluginoptions import (
     refuse_shadowed_ini,
     refuse_unknown_ini_keys,
 )
-from .pluginwatch import ProfilerLeaks, RecordCollector, ThreadLeaks
-from .settings import OPTIONS, RunState, Settings, SettingsError, parse_settings, trace_dir_problem
+from .watch import ProfilerLeaks, RecordCollector, ThreadLeaks
 
 if TYPE_CHECKING:  # the measuring modules, for annotations: imported where they run (the docstring)
-    from .fixture import OpprofFixture
-    from .runfiles import ReportSpool
+    from ..fixture import OpprofFixture
+    from ..runfiles import ReportSpool
 
 # The plugin's other hooks, registered with this module (in this order). This module imports
 # none of them: pytest would warn that it cannot rewrite their asserts (an editable install's run)
 pytest_plugins = (
-    f"{__package__}.plugincollect",
-    f"{__package__}.pluginrun",
-    f"{__package__}.pluginsummary",
+    f"{__name__}.collect",
+    f"{__name__}.run",
+    f"{__name__}.summary",
 )
 
 TORCH_NUMPY_WARNING = "Failed to initialize NumPy"
+_PACKAGE = __name__.rpartition(".")[0]  # pytest_opprof
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -105,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _report_spool(settings: Settings) -> ReportSpool | None:
     """Where the measured tests' records wait for the JSON, CSV and HTML reports asked for."""
-    from .runfiles import ReportSpool
+    from ..runfiles import ReportSpool
 
     if not (settings.json_path or settings.csv_path or settings.html_path):
         return None
@@ -116,13 +119,13 @@ def _start_measuring(config: pytest.Config, state: RunState) -> None:
     """What a measuring run sets up before any test: torch importable, its NumPy warning filtered,
     pytest's assert messages set aside from captures, Inductor's kernels profiled, the device and
     its key. A run without --opprof imports none of the measuring modules (nor torch)."""
-    from .capture import compiled_kernel_profiling, torch_import_problem
+    from ..capture import compiled_kernel_profiling, torch_import_problem
 
     # What each measured test uses, imported before the first one (its time and timeout), as the
     # profiler's first start is (pytest_runtestloop): an xdist worker's first test took ~70 ms more
-    importlib.import_module(f"{__package__}.fixture")
-    importlib.import_module(f"{__package__}.report")
-    importlib.import_module(f"{__package__}.results")
+    importlib.import_module("..fixture", __name__)
+    importlib.import_module("..report", __name__)
+    importlib.import_module("..results", __name__)
     with warnings.catch_warnings():  # the NumPy warning, as for the device facts below
         warnings.filterwarnings("ignore", message=TORCH_NUMPY_WARNING, category=UserWarning)
         problem = torch_import_problem()
@@ -222,7 +225,7 @@ def _aside(helper: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(helper)
     def aside(*args: Any, **kwargs: Any) -> Any:
-        capture = sys.modules.get(f"{__package__}.capture")
+        capture = sys.modules.get(f"{_PACKAGE}.capture")
         if capture is None:
             return helper(*args, **kwargs)
         return capture.call_aside(helper, *args, **kwargs)
@@ -254,7 +257,7 @@ def _assertion_messages_aside() -> Callable[[], None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run's resources let go, after the reports pluginsummary writes first (tryfirst)."""
+    """The run's resources let go, after the reports plugin.summary writes first (tryfirst)."""
     state = config.stash.get(RUN, None)
     if state is not None and state.nvml is not None:
         state.nvml.close()

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from .device import usable_cpus
-from .errors import (
+from ..device import usable_cpus
+from ..errors import (
     COLLECT_ONLY,
     NO_CPU_WAIT,
     NOTHING_MEASURED,
@@ -24,13 +24,13 @@ from .errors import (
     report_unwritten,
     run_stopped,
 )
-from .layout import baseline_root, reached_from, shown_path
-from .pluginbase import RUN, runnable, typed_id
-from .settings import RunState, standing
-from .textout import fit_stream
+from ..layout import baseline_root, reached_from, shown_path
+from ..settings import RunState, standing
+from ..textout import fit_stream
+from .base import RUN, runnable, typed_id
 
 
-@pytest.hookimpl(tryfirst=True)  # before plugin.py's closes the spool
+@pytest.hookimpl(tryfirst=True)  # before the plugin package's closes the spool
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN, None)
     if state is not None and not hasattr(config, "workerinput"):
@@ -55,7 +55,7 @@ def _write_unsummarized(config: pytest.Config, state: RunState) -> None:
 def _under_other_keys(config: pytest.Config, state: RunState) -> Callable[[str, str], list[tuple[str, str]]]:
     """For a renamed test's new and old baseline paths (shown, from the rootdir): the other device
     keys whose folders hold its old baseline, and that file's path."""
-    from .baseline import under_other_keys
+    from ..baseline import under_other_keys
 
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
 
@@ -96,7 +96,7 @@ def _testpaths(config: pytest.Config) -> list[Path]:
 
 def _looked_in(config: pytest.Config, state: RunState) -> str | None:
     """The device key's baseline folder, for the 'no baseline' line (None when no test lacked one)."""
-    from .baseline import lookup_folder
+    from ..baseline import lookup_folder
 
     if state.device_key is None or not any(r.baseline_status == "missing" for r in state.records):
         return None
@@ -138,7 +138,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def _cpu_wait_unknown() -> bool:
     """Whether this system keeps no per-thread CPU wait (macOS, Windows: no /proc), which the
     contention check and the under-load marking of baselines read (a review: silent there)."""
-    from .device import cpu_wait_known
+    from ..device import cpu_wait_known
 
     return not cpu_wait_known()
 
@@ -167,8 +167,8 @@ def _inert_lines(terminalreporter: Any, state: RunState) -> None:
 
 def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The measured tests' tables and lines, and the baseline files whose names clash by case."""
-    from .baseline import case_clashes
-    from .report import summary_lines
+    from ..baseline import case_clashes
+    from ..report import summary_lines
 
     # a bare record command would record tests this run did not measure: those it picked out, or
     # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
@@ -197,7 +197,7 @@ def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
 
 def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The baseline files no collected test reads, and the tests that look renamed from them."""
-    from .renames import renamed_lines, renamed_pairs
+    from ..renames import renamed_lines, renamed_pairs
 
     if not state.orphans:
         return []
@@ -238,8 +238,8 @@ def _rootdir_note(config: pytest.Config, state: RunState, lines: list[str]) -> s
 def _write_outputs(config: pytest.Config, state: RunState, say: Callable[[str], None], quiet: bool = False) -> None:
     """--opprof-json, -csv and -html, each written whole or not at all, each said in one line
     (`quiet`: only a report that could not be written)."""
-    from .htmlreport import write_html_report
-    from .runfiles import write_csv_report, write_run_report
+    from ..htmlreport import write_html_report
+    from ..runfiles import write_csv_report, write_run_report
 
     settings, spool = state.settings, state.spool
     outputs = [

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import hypothesis_test, key_hook_loaded_late, markers_stacked, outside_rootdir
-from .layout import baseline_root, shown_path
-from .pluginbase import BAD_MARKER, RUN, baseline_id, carries, first_of, markers_by_level
-from .settings import RunState, marker_problem
-from .textout import os_text
+from ..errors import hypothesis_test, key_hook_loaded_late, markers_stacked, outside_rootdir
+from ..layout import baseline_root, shown_path
+from ..settings import RunState, marker_problem
+from ..textout import os_text
+from .base import BAD_MARKER, RUN, baseline_id, carries, first_of, markers_by_level
 
 if TYPE_CHECKING:
     pass
@@ -101,7 +101,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
         return
-    from .baseline import gone_test_files, orphan_baselines
+    from ..baseline import gone_test_files, orphan_baselines
 
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     collected = [baseline_id(item) for item in session.items] + state.deselected

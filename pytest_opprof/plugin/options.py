@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from .errors import toml_list_fix, unknown_ini_key
-from .layout import baseline_root, shown_path
-from .settings import (
+from ..errors import toml_list_fix, unknown_ini_key
+from ..layout import baseline_root, shown_path
+from ..settings import (
     COMMA_LIST_PARSERS,
     OPTIONS,
     UPDATE_MODES,

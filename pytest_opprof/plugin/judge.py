@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import stepped_aside_unmeasured
-from .layout import baseline_root, shown_path
-from .pluginbase import TEST, add_check, baseline_id, item_rule, runnable
-from .settings import RunState
+from ..errors import stepped_aside_unmeasured
+from ..layout import baseline_root, shown_path
+from ..settings import RunState
+from .base import TEST, add_check, baseline_id, item_rule, runnable
 
 if TYPE_CHECKING:
-    from .baseline import Undo
-    from .decide import Judged, Measurement
-    from .fixture import OpprofFixture, Remeasured
+    from ..baseline import Undo
+    from ..decide import Judged, Measurement
+    from ..fixture import OpprofFixture, Remeasured
 
 
 def new_fixture(item: pytest.Item, state: RunState) -> OpprofFixture:
     """The test's fixture object, as the fixture or the marker makes it; kept in the item's stash."""
-    from .decide import RANGE_MEASUREMENTS
-    from .fixture import OpprofFixture
+    from ..decide import RANGE_MEASUREMENTS
+    from ..fixture import OpprofFixture
 
     fixture = OpprofFixture(item.nodeid, state.settings.measuring, _clock_sampler(state), pytest.fail)
     if state.settings.update_baseline:  # its run() takes the recorded ranges' measurements in the test's context
@@ -53,7 +53,7 @@ def _asked_by(item: pytest.Item) -> str | None:
 def _ranges_wanted(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> bool:
     """Recording: whether run() takes the recorded ranges' measurements (decide.ranges_serve): not
     for an unusable file, nor for one the first measurement keeps as it is."""
-    from .decide import ranges_serve
+    from ..decide import ranges_serve
 
     if state.device_key is None or not state.settings.update_baseline:
         return True
@@ -95,7 +95,7 @@ def measured_nothing(
     own profiler, or the test asked for the fixture too late for it), with no assertion left to say
     so: an error when a baseline (or --opprof-require-baseline) expected a measurement, which would
     otherwise go uncompared in silence; else a warning check named `check`. `why(baseline)`: the line."""
-    from .analysis.model import WARNING, Check
+    from ..analysis.model import WARNING, Check
 
     settings = state.settings
     path, shown, _ = _baseline_place(item, state)
@@ -109,7 +109,7 @@ def measured_nothing(
 def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path]:
     """The test's baseline file, that path as the run's lines show it (relative to the rootdir),
     and the baseline folder it is read and written inside."""
-    from .baseline import baseline_file
+    from ..baseline import baseline_file
 
     settings, rootpath = state.settings, item.config.rootpath
     path = baseline_file(rootpath, settings.baseline_dir, state.device_key or "", baseline_id(item))
@@ -119,9 +119,9 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
 def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Measurement:
     """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
     `number`: which of the test's captures it is (or measures again)."""
-    from .baseline import baseline_from_profile
-    from .decide import Measurement
-    from .verdicts import Machine
+    from ..baseline import baseline_from_profile
+    from ..decide import Measurement
+    from ..verdicts import Machine
 
     doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device, number)
     machine = Machine(
@@ -143,7 +143,7 @@ def _judge_in_run(
     calling `again` for each confirmation a suspected time asks, so that fn runs in the test's own
     context (after the body, a file it opened around run() was closed). The baseline step, after
     the body, gives this decision while run()'s capture is still the latest."""
-    from .decide import judged_early
+    from ..decide import judged_early
 
     if state.device_key is None:
         return
@@ -169,9 +169,9 @@ JUDGED = pytest.StashKey[RunJudged]()
 
 def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -> list[str]:
     """Compare with the test's baseline, or record it; return the failing verdicts' messages."""
-    from .baseline import Undo, file_bytes
-    from .decide import baseline_step
-    from .results import WRITTEN, format_junit_verdicts
+    from ..baseline import Undo, file_bytes
+    from ..decide import baseline_step
+    from ..results import WRITTEN, format_junit_verdicts
 
     profile = fixture.profile
     if profile is None or fixture.error_messages or state.device_key is None:

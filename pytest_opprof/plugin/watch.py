@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import threads_left_changed
-from .pluginbase import add_check, is_measured, to_record
-from .settings import RunState
+from ..errors import threads_left_changed
+from ..settings import RunState
+from .base import add_check, is_measured, to_record
 
 if TYPE_CHECKING:
-    from .baseline import Undo
-    from .results import TestRecord
+    from ..baseline import Undo
+    from ..results import TestRecord
 
 
 class RecordCollector:
@@ -31,8 +31,8 @@ class RecordCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # A worker of `--dist each` runs every test: each is a measurement of its own.
-        from .baseline import Undo
-        from .results import TestRecord
+        from ..baseline import Undo
+        from ..results import TestRecord
 
         key = (report.nodeid, getattr(report, "worker_id", None))
         if getattr(report, "opprof_measured", False):
@@ -52,7 +52,7 @@ class RecordCollector:
         """A measured test whose xdist worker died while running it (a segfault, the OOM killer)
         sends no record: its line in the reports says so, with pytest's word, as a failure. A
         baseline file it wrote goes back as it was, as when a test errs in its teardown."""
-        from .report import TestResult
+        from ..report import TestResult
 
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         key = (report.nodeid, worker)
@@ -94,8 +94,8 @@ class ThreadLeaks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
-        from .analysis.model import WARNING, Check
-        from .capture import torch_threads
+        from ..analysis.model import WARNING, Check
+        from ..capture import torch_threads
 
         start = torch_threads()
         if self.leak is not None and start == self.leak[1]:
@@ -122,7 +122,7 @@ class ProfilerLeaks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True
-        from .capture import profiler_left_running
+        from ..capture import profiler_left_running
 
         before = profiler_left_running()
         if not before:  # stopped since (a fixture's teardown): no longer blamed

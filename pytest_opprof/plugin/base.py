@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .errors import more_bad_markers, runnable_here
-from .layout import reached_from
-from .rules import Rule
-from .settings import RunState, Settings, rule_for
-from .textout import os_text
+from ..errors import more_bad_markers, runnable_here
+from ..layout import reached_from
+from ..rules import Rule
+from ..settings import RunState, Settings, rule_for
+from ..textout import os_text
 
 if TYPE_CHECKING:
-    from .analysis.model import Check
-    from .fixture import OpprofFixture
-    from .report import TestResult
-    from .results import TestRecord
+    from ..analysis.model import Check
+    from ..fixture import OpprofFixture
+    from ..report import TestResult
+    from ..results import TestRecord
 
 
 MARKER = "opprof"
-FIXTURE_MODULE = f"{__package__}.plugin"  # where the `opprof` fixture is defined
+FIXTURE_MODULE = __package__  # where the `opprof` fixture is defined: the plugin package's __init__
 
 BAD_MARKER = pytest.StashKey[str]()  # on an xdist worker: what makes the test err (its marker, a late key hook)
 
