@@ -1,7 +1,8 @@
 """One measured test against its baseline: compare, confirm, write or keep.
 
 `decide` is pure; `baseline_step` reads the file, decides, writes what was decided and returns
-a typed `BaselineResult` that the plugin turns into a pytest outcome and report.py renders.
+a typed `BaselineResult` that the plugin turns into a pytest outcome and the terminal summary
+(summarylines, verdictlines) renders.
 """
 
 from __future__ import annotations

@@ -322,8 +322,8 @@ def test_a_faster_machines_verdicts_share_the_run_line_that_names_them():
     verdicts (not texts written for a test): a change of wording the grouping missed fails here."""
     from pytest_opprof.analysis import Check
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
     from pytest_opprof.results import TestRecord
+    from pytest_opprof.summarylines import format_problems
 
     base = doc(profile()).replace(reference_ms=0.4, dispatch_reference_ms=0.4)
     fast = doc(profile(addmm_us=(420,) * 8)).replace(reference_ms=0.25, dispatch_reference_ms=0.25)
@@ -489,7 +489,7 @@ def test_a_structure_verdict_lists_the_costliest_change_first_and_every_change_f
     """A trial's vanished attention op sat in `and 4 more` behind small ops that came first by
     name: changes are ordered by the baseline's time per step, and the verdict carries every
     change (`changes`: op, calls before and now, ms) for the JSON, -v and an xdist worker alike."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     small = tuple(f"aten::a{i:02}" for i in range(14))  # 5 us each, named before aten::linear

@@ -100,8 +100,8 @@ def test_a_baseline_recorded_before_graph_calls_were_ops_is_no_structure_change(
     from pytest_opprof.baseline import baseline_from_profile
     from pytest_opprof.compare import compare
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
     from pytest_opprof.results import TestRecord
+    from pytest_opprof.summarylines import format_problems
     from pytest_opprof.verdicts import Rule
 
     steps = [e for n in range(1, 4) for e in compiled_step(n, n * 200)]

@@ -20,9 +20,10 @@ from pytest_opprof.chrome import write_trace
 from pytest_opprof.decide import BaselineResult
 from pytest_opprof.htmlreport import page_head
 from pytest_opprof.htmlreport import test_section as html_section
-from pytest_opprof.report import TestResult, format_problems
+from pytest_opprof.report import TestResult
 from pytest_opprof.results import TestRecord, format_junit_properties, format_junit_verdicts
 from pytest_opprof.runfiles import ReportSpool, csv_of_test, op_csv, run_report_json, write_csv_report, write_run_report
+from pytest_opprof.summarylines import format_problems
 from pytest_opprof.verdicts import Verdict
 
 NODE = "tests/test_x.py::test_mm"

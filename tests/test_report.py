@@ -41,7 +41,7 @@ def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, no
 def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
     """Several work verdicts share one summary line counting the ops; the test-wide threads
     verdict (no op) is named, not counted as an op (a trial read `work changed in 11 ops`)."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     threads = Verdict("work", "changed", "torch threads 1 -> 2 on the same machine setup (2 cpus): ...")
@@ -58,7 +58,7 @@ def test_a_work_line_counts_ops_and_says_when_the_threads_changed_too():
 def test_the_inconclusive_line_names_the_largest_move_first():
     """A training trial's +320% step wall sat among `and 5 more` behind three ops that moved a
     few microseconds: the line names the verdicts by how much they moved a step, largest first."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     def moved(op: str, base: float, new: float) -> Verdict:
@@ -116,7 +116,7 @@ def test_a_baseline_recorded_with_over_100_percent_cpu_wait_says_it_is_summed():
     """Several threads waiting at once add up past 100%: the recording line says so, as the
     comparison's contention line does."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     written = BaselineResult(".opprof/cpu/t.py/test_a.json", "new")
     base = record("t.py::test_a")
@@ -132,7 +132,7 @@ def test_a_baseline_recorded_with_over_100_percent_cpu_wait_says_it_is_summed():
 def test_several_captures_name_the_baseline_only_where_the_last_one_went_into_it(status, holds):
     """A baseline that was compared or written holds the last capture; a missing or unusable one does not."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     baseline = BaselineResult(".opprof/cpu/t.py/test_a.json", status) if status else None
     base = record("t.py::test_a")
@@ -220,7 +220,7 @@ def test_a_compare_difference_below_the_shown_precision_is_zero_not_minus_zero()
 def test_an_inconclusive_line_says_why_its_baseline_was_written_all_the_same():
     """A trial read `(=all, or a structure or work change)` where a conclusive time change of
     another op had rewritten the file: the line says =all, or the changes its other lines name."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     slow = Verdict("time", "inconclusive", "m", "aten::mm", 1.0, 1.5, 0.001, "CPU contention: ...", "rerun")
@@ -274,7 +274,7 @@ def test_a_trace_on_another_drive_than_the_page_is_linked_by_its_file_uri(tmp_pa
 def test_a_written_change_reads_as_recorded_not_as_a_failure():
     """The structure and work lines of a file this run wrote say `recorded:`; a comparison's, a kept
     file's and a time line do not."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     extra = Verdict("structure", "changed", "structure changed: + aten::clone (1/step) [b.json]")
@@ -295,7 +295,7 @@ def test_a_rewritten_baseline_of_a_quicker_run_is_not_told_to_be_rewritten_again
     advice (`record it again, pytest --opprof-update-baseline=all`): the file now holds this run's
     times, so a quicker run's line says there is nothing more to do."""
     from pytest_opprof.excuses import LOADED_FIX
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     quicker = Verdict(
@@ -332,7 +332,7 @@ def test_contention_inconclusive_lines_of_several_tests_become_one(status, outco
     """Tests whose time was inconclusive for CPU contention share one line (the largest wait,
     the outcome, the fix, the tests); a test inconclusive for another reason keeps its own line,
     and a lone contended test keeps its line where its outcome differs."""
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     contended = inconclusive_result(status, "CPU contention: the test's threads waited for a CPU 50% of the capture")
     records = [
@@ -368,7 +368,7 @@ def test_tests_inconclusive_on_a_faster_machine_share_one_line():
     another reason, or alone, keeps its lines; -v keeps each test's."""
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.excuses import FASTER_FIX
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
     from pytest_opprof.verdicts import Verdict
 
     def faster(speed: str, *more: Verdict) -> BaselineResult:
@@ -403,7 +403,7 @@ def test_a_shared_lines_command_names_every_test_or_none():
     from pytest_opprof.decide import BaselineResult
     from pytest_opprof.errors import orphans_line
     from pytest_opprof.excuses import FASTER_FIX
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
     from pytest_opprof.verdicts import Verdict
 
     why = "the machine ran 2.00x faster than when the baseline was recorded (dispatch reference)"
@@ -439,7 +439,7 @@ def test_a_shared_lines_command_names_every_test_or_none():
 def test_the_xdist_note_gives_each_worker_its_share_or_fewer_workers():
     """A review: -n 3 of 1 thread each on 2 CPUs was told to set OMP_NUM_THREADS=1, the setting in
     force. Where the workers outnumber the CPUs, fewer workers are the fix."""
-    from pytest_opprof.report import xdist_noise_note
+    from pytest_opprof.summarylines import xdist_noise_note
 
     assert xdist_noise_note(2, 1, 2).endswith("timings on shared CPUs are noisier; op counts are exact as ever")
     assert xdist_noise_note(2, 2, 2).endswith(
@@ -456,7 +456,7 @@ def test_the_xdist_note_gives_each_worker_its_share_or_fewer_workers():
 
 def test_contention_warnings_of_several_tests_become_one_and_a_lone_one_stays():
     """Two contended tests with no baseline verdict to say it: one run line; one such test: its own."""
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     lines = format_problems([loaded("t.py::a", 0.5), loaded("t.py::b", 0.7)]).splitlines()
     assert lines == [
@@ -472,7 +472,7 @@ def test_a_baseline_recorded_under_contention_says_it_once():
     """The 'recorded while its threads waited' line says what the contention warning says, and
     more: the warning is left out; two such baselines share one line, ids quoted for the shell."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     written = BaselineResult(".opprof/cpu/t.py/x.json", "new")
     line, written_line = format_problems([loaded("t.py::a", 0.5, written)], recording=True).splitlines()
@@ -536,7 +536,7 @@ def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_t
     """`--dist each` runs a test on every worker (two records of one node id): it is one test in
     the shared lines. Under --opprof-strict, tests it made errors are said to be so."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     written = BaselineResult(".opprof/cpu/t.py/x.json", "new")
     twice = [loaded("t.py::a", 0.5, written), loaded("t.py::a", 0.6, written)]
@@ -559,7 +559,8 @@ def test_a_baseline_written_with_a_path_too_long_for_a_windows_checkout_says_so(
     core.longpaths off by default): a recording run says so in one line, naming the longest; a file
     read, not written, or a baseline folder outside the repository (an absolute path) is not named."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import WINDOWS_PATH_BUDGET, format_problems
+    from pytest_opprof.runlines import WINDOWS_PATH_BUDGET
+    from pytest_opprof.summarylines import format_problems
 
     def at(path: str, status: str = "new") -> TestRecord:
         return TestRecord(**{**record("t.py::test_x").__dict__, "baseline": BaselineResult(path, status)})
@@ -579,7 +580,7 @@ def test_a_file_written_by_one_record_is_not_counted_kept_slower_by_another():
     """A review: with pytest-repeat or `--dist each`, one record of a test wrote a faster time
     and another found the file slower: the summary read `kept -1 unchanged ...; kept 1 slower`."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
     from pytest_opprof.verdicts import TIME, Verdict
 
     path = ".opprof/cpu/t.py/test_x.json"
@@ -598,7 +599,7 @@ def test_a_file_kept_slower_with_no_confirmation_pooled_is_counted_slower():
     """A slower time kept by a recording run that pooled no confirmation (each one on throttled
     GPU clocks) is a kept slower file, not one `unchanged (... no conclusive time change)`."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
     from pytest_opprof.verdicts import TIME, Verdict
 
     slower = Verdict(TIME, "regressed", "aten::mm: slower", "aten::mm")
@@ -612,7 +613,7 @@ def test_a_change_that_fails_no_test_says_so_only_where_compared():
     recording run, nor where a throttled GPU kept its file (a review: the terminal said it, the
     HTML did not); `-v` leads an op's work change with its kind, as the one-line form does."""
     from pytest_opprof.errors import NOT_FAILING
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import STRUCTURE, WORK, Verdict
 
     work = Verdict(WORK, "changed", "aten::mm: inputs (float[4,4]) -> (float[8,8])", "aten::mm")
@@ -630,7 +631,7 @@ def test_ops_inconclusive_for_their_recorded_ranges_each_name_their_own_range():
     """A trial's line named three ops and the first op's range (`aten::linear`'s 0.547-75.230 ms
     for aten::sigmoid too). Ops a recorded range made inconclusive share a line naming each range;
     one inconclusive for another reason gets a line of its own."""
-    from pytest_opprof.report import verdict_lines
+    from pytest_opprof.verdictlines import verdict_lines
     from pytest_opprof.verdicts import Verdict
 
     def ranged(op, low, high, limit, now):
@@ -663,7 +664,7 @@ def test_baselines_recorded_under_load_are_named_in_every_later_run_once():
     run line with the command; one whose references already say it was recorded under load has
     that line only; a file written in this run is not named (its own line says it)."""
     from pytest_opprof.decide import BaselineResult
-    from pytest_opprof.report import format_problems
+    from pytest_opprof.summarylines import format_problems
 
     def read(nodeid, status="compared", **facts):
         return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(f"{nodeid}.json", status, **facts)})

@@ -168,7 +168,7 @@ def _inert_lines(terminalreporter: Any, state: RunState) -> None:
 def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The measured tests' tables and lines, and the baseline files whose names clash by case."""
     from ..baseline import case_clashes
-    from ..report import summary_lines
+    from ..summarylines import summary_lines
 
     # a bare record command would record tests this run did not measure: those it picked out, or
     # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
