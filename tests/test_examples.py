@@ -53,6 +53,29 @@ def pytest_in_repo(*args: str, env: dict[str, str] | None = None) -> subprocess.
     )
 
 
+def test_example_baselines_are_one_machines_recording_of_now() -> None:
+    """The committed example baselines come from one machine and hold every environment fact a
+    recording writes now: the README's Quick start names that CPU, and a newcomer on it sees no
+    `environment differs` line, nor lines added to the `git diff` it shows (a docs audit found
+    two recorded on another CPU, and none with `cpu_capability`)."""
+    from pytest_opprof.documents import ENVIRONMENT_KEYS
+
+    environments = {
+        f.relative_to(EXAMPLES): json.loads(f.read_text())["environment"]
+        for f in (EXAMPLES / ".opprof").rglob("*.json")
+    }
+    assert environments
+    assert {
+        name: sorted(set(ENVIRONMENT_KEYS) - env.keys())
+        for name, env in environments.items()
+        if set(ENVIRONMENT_KEYS) - env.keys()
+    } == {}
+    models = {env["cpu_model"] for env in environments.values()}
+    assert len(models) == 1, models
+    readme = (ROOT / "README.md").read_text()
+    assert f"recorded them (an {models.pop()})" in " ".join(readme.split())
+
+
 def counts(stdout: str) -> dict[str, int]:
     last = stdout.strip().splitlines()[-1]
     return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", last)}
