@@ -374,3 +374,34 @@ def test_every_op_assertion_refuses_a_mistyped_op_name_in_a_plain_run():
         args = {p: values[p] for p in params if p in values}
         with pytest.raises(OpprofUsageError, match="adddmm"):
             getattr(plain, name)("aten::adddmm", **args)
+
+
+def checks_the_code_builds() -> set[str]:
+    """The name of every Check the package builds with a name it spells out (a text, or a module's
+    constant); names a caller passes in (`stepped_aside`, `unmeasured`) are not found here."""
+    import ast
+    import importlib
+
+    package = Path(pytest_opprof.__file__).parent
+    found = set()
+    for path in package.rglob("*.py"):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant):
+                    found.add(first.value)
+                elif isinstance(first, ast.Name) and isinstance(
+                    getattr(importlib.import_module(module), first.id, None), str
+                ):
+                    found.add(getattr(importlib.import_module(module), first.id))
+    return found
+
+
+def test_the_trust_check_table_names_every_check_the_code_builds():
+    """docs/devices.md's trust-check table has a row for each check a profile or a test can carry
+    (a docs audit found `compiled_kernels`, which the fixture's docs point to, missing from it)."""
+    table = set(re.findall(r"^\| `([a-z_]+)` \|", (ROOT / "docs" / "devices.md").read_text(), re.M))
+    built = checks_the_code_builds()
+    assert {"events", "spread", "compiled_kernels", "mps_untraced", "threads"} <= built  # the scan reads them
+    assert sorted(built - table) == []
