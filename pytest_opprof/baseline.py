@@ -694,9 +694,14 @@ def move_baseline(path: Path, nodeid: str) -> Moved:
 
 def _move(path: Path, nodeid: str) -> Moved:
     doc = read_baseline(path)
-    if doc is None:
-        raise BaselineError(bad_baseline(path, "no such file", "give the baseline file of the renamed or moved test"))
     problem = _node_id_problem(nodeid)
+    if doc is None:
+        done = None if problem else _moved_before(path, nodeid)
+        if done is None:
+            raise BaselineError(
+                bad_baseline(path, "no such file", "give the baseline file of the renamed or moved test")
+            )
+        return Moved(done, done, nodeid)  # nothing to do
     if problem:
         raise BaselineError(mv_not_a_node_id(nodeid, problem))
     root = _baseline_root_of(path, doc, nodeid)
@@ -716,6 +721,22 @@ def _move(path: Path, nodeid: str) -> Moved:
     if not in_place:
         _remove_moved(path, new, root / safe_name(str(doc.device_key)))
     return Moved(path, path if in_place else new, doc.nodeid)
+
+
+def _moved_before(path: Path, nodeid: str) -> Path | None:
+    """For a FILE that is gone: the baseline of `nodeid` in a device-key folder above it, where one
+    is there and names `nodeid` (the same `opprof mv` run again: a retrying script failed on its
+    second run, `no such file`), else None. A file of another test, or of another key, is none."""
+    for form in (path, path.absolute()):  # as given first: the line prints it as the user's
+        for folder in form.parents:
+            if not folder.name:
+                continue
+            found = baseline_path(folder.parent, folder.name, nodeid)
+            if found.is_file() and not found.is_symlink():
+                doc = read_baseline(found)
+                if doc is not None and doc.nodeid == nodeid and safe_name(str(doc.device_key)) == folder.name:
+                    return found
+    return None
 
 
 def _node_id_problem(nodeid: str) -> str | None:

@@ -762,7 +762,7 @@ def test_mv_takes_a_node_id_typed_with_windows_separators_or_a_leading_dot(tmp_p
 def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monkeypatch):
     """`opprof mv FILE NODEID`: one line saying what moved and the Git step that keeps both sides
     (a review: `commit the change` left the new file untracked under `git commit -a`), exit 0;
-    run again, nothing to do; bad input exits 2 with one line on stderr, the file as it was."""
+    run again, on either file, nothing to do; bad input exits 2 with one line on stderr, the file as it was."""
     from pytest_opprof.analysis import analyze
     from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
     from pytest_opprof.errors import moved_line, mv_not_a_node_id, unmoved_line
@@ -779,6 +779,11 @@ def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monk
     assert json.loads((tmp_path / new).read_text())["nodeid"] == "tests/test_b.py::test_new"
     code, out, _ = run_cli(capsys, "mv", new, "tests/test_b.py::test_new")
     assert (code, out) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n")
+    code, out, err = run_cli(capsys, "mv", given, "tests/test_b.py::test_new")  # the same command again
+    assert (code, out, err) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n", "")
+    code, out, err = run_cli(capsys, "mv", given, "tests/test_b.py::test_other")  # gone, and no such move made
+    assert (code, out) == (2, "")
+    assert err.startswith(f"opprof: error: {given}: no such file")
     code, out, _ = run_cli(capsys, "mv", str(tmp_path / new), "tests/test_c.py::test_new")  # absolute: both paths so
     assert (
         out
