@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from .errors import (
 )
 from .events import is_printable_name, printable_texts
 from .files import NotReadable, broken_link, lfs_pointer, read_regular, safe_name, write_atomic, write_new
+from .jsontext import json_text
 from .layout import DEFAULT_BASELINE_DIR, baseline_root, holds_json, shown_path
 from .textout import shell_quote
 from .units import STORED_DIGITS, first_three
@@ -356,34 +357,7 @@ def dumps(data: dict[str, Any]) -> str:
     """The file's text: sorted keys, indent 2, and a list of numbers or texts (per-step samples,
     a shape, dtypes) on one line, so that a diff names the op a changed line belongs to (a CI
     trial's one-op change was 186 lines of bare numbers, one per line, none near its op)."""
-    return "".join(_json_lines(data, "")) + "\n"
-
-
-def _json_lines(value: Any, indent: str) -> Iterator[str]:
-    if isinstance(value, dict) and value:
-        inner = indent + "  "
-        items = sorted(value.items())
-        yield "{\n"
-        for i, (key, item) in enumerate(items):
-            yield f"{inner}{json.dumps(key, ensure_ascii=False)}: "
-            yield from _json_lines(item, inner)
-            yield ",\n" if i < len(items) - 1 else "\n"
-        yield f"{indent}}}"
-    elif isinstance(value, list) and value and not _flat(value):
-        inner = indent + "  "
-        yield "[\n"
-        for i, item in enumerate(value):
-            yield inner
-            yield from _json_lines(item, inner)
-            yield ",\n" if i < len(value) - 1 else "\n"
-        yield f"{indent}]"
-    else:
-        yield json.dumps(value, ensure_ascii=False)
-
-
-def _flat(value: list[Any]) -> bool:
-    """A list of numbers, texts, nulls or lists of them (a list of shapes): one line in the file."""
-    return all(not isinstance(v, (dict, list)) or (isinstance(v, list) and _flat(v)) for v in value)
+    return json_text(data, ensure_ascii=False) + "\n"
 
 
 def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> None:

@@ -3,12 +3,12 @@ the paths given (baseline files and folders, traces told apart from them)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import jsontext
 from .analysis import Profile
 from .analysis.model import selected
 from .baseline import (
@@ -166,4 +166,5 @@ class Done:
 
 
 def json_text(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    """A command's --json output (jsontext: indented, sorted keys, a series of plain values on one line)."""
+    return jsontext.json_text(data) + "\n"

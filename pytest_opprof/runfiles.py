@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import os
 import tempfile
 import textwrap
@@ -17,6 +16,7 @@ from typing import Any
 from .analysis import Profile
 from .decide import BaselineResult
 from .files import write_output
+from .jsontext import json_text
 from .results import TestRecord
 from .tables import (
     median_wall_ns,
@@ -60,7 +60,7 @@ class ReportSpool:
         """Spool the record's JSON part; give back the record without its profile."""
         key = (record.nodeid, record.worker or "")
         if self.json:
-            self._parts[key] = self._spool(json.dumps(_json_part(record), indent=2, sort_keys=True))
+            self._parts[key] = self._spool(json_text(_json_part(record)))
         self._keep(self._csv_parts, key, record.csv if self.csv else None)
         self._keep(self._html_parts, key, record.html if self.html else None)
         return dataclasses.replace(record, profile=None, csv=None, html=None)
@@ -112,10 +112,10 @@ def write_run_report(
     stopped_in: str | None = None,
 ) -> None:
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
-    json.dumps of the whole document with indent 2 and sorted keys ("tests" sorts last)."""
+    jsontext.json_text of the whole document ("tests" sorts last)."""
     found = run_report_json([], device, device_key, orphans, rootdir, stopped_in)
     del found["tests"]
-    head = json.dumps(found, indent=2, sort_keys=True)
+    head = json_text(found)
 
     def chunks() -> Iterator[str]:
         yield head[:-2] + ',\n  "tests": ['

@@ -24,6 +24,7 @@ LAYERS = [
         "textout",
         "layout",
         "rules",
+        "jsontext",
     },  # know no Profile
     {
         "analysis",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof.analysis import Check
+from pytest_opprof.jsontext import json_text
 from pytest_opprof.results import TestRecord
 from pytest_opprof.runfiles import ReportSpool, run_report_json, write_run_report
 
@@ -23,8 +24,9 @@ def record(nodeid: str, with_profile: bool = True) -> TestRecord:
 
 @pytest.mark.parametrize("nodeids", [[], ["t.py::b", "t.py::a", "t.py::c[ü]"]])
 def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, nodeids):
-    """Streaming the tests from the spool gives exactly json.dumps(indent=2, sort_keys) + newline,
-    tests sorted by node id; the kept records no longer hold their profiles."""
+    """Streaming the tests from the spool gives exactly the whole document's JSON text (jsontext:
+    indented, keys sorted, a series on one line) + newline, tests sorted by node id; the kept records
+    no longer hold their profiles."""
     spool = ReportSpool()
     records = [record(n) for n in nodeids]
     kept = [spool.add(r) for r in records]
@@ -32,8 +34,11 @@ def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, no
     path = tmp_path / "r.json"
     write_run_report(path, {"cpu_model": "x"}, "cpu-x86_64", spool, ["o/t.py/test_gone.json"])
     whole = run_report_json(records, {"cpu_model": "x"}, "cpu-x86_64", ["o/t.py/test_gone.json"])
-    expected = json.dumps(whole, indent=2, sort_keys=True) + "\n"
+    expected = json_text(whole) + "\n"
     assert path.read_text() == expected
+    assert json.loads(expected) == json.loads(json.dumps(whole))
+    if nodeids:  # a profile's per-step series, one line each
+        assert '"samples": [' in expected and '"samples": [\n' not in expected
     assert [t["nodeid"] for t in json.loads(path.read_text())["tests"]] == sorted(nodeids)
     spool.close()
 
