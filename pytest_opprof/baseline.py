@@ -361,8 +361,48 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 def write_baseline(path: Path, doc: BaselineDoc, root: Path | None = None) -> None:
-    """Write atomically: a temporary file beside it, then a rename; never outside `root`."""
-    write_atomic(path, dumps(doc.to_dict()), inside=root)
+    """Write atomically: a temporary file beside it, then a rename; never outside `root`. Keys of
+    the user's own in the file it replaces stay (with_own_keys)."""
+    write_atomic(path, dumps(with_own_keys(doc.to_dict(), _old_data(path))), inside=root)
+
+
+# The keys the schema names at a file's top and in an op's entry, written or not: one this version
+# leaves out (an `outside_ms` it could not measure) is never carried over from the file it replaces.
+SCHEMA_KEYS = frozenset(
+    {
+        "schema", "nodeid", "device_key", "environment", "capture", "reference_ms", "dispatch_reference_ms",
+        "wall_ms", "events_per_step", "ops", "kernels", "memory_ops", "workload_reference", "outside_ms",
+    }
+)  # fmt: skip
+OP_KEYS = frozenset({"calls_per_step", "cpu_ms", "device_ms", "on_device", "work", "recorded_range_ms", "records_lost"})
+
+
+def with_own_keys(data: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """`data`, a file's new form, with the keys of the user's own that the file it replaces held: at
+    its top and in the entry of an op that still runs (a `"comment"`, which the docs invite: a
+    rewrite dropped an upgrade trial's `"comment": "addmm budget agreed with perf team"` unsaid)."""
+    if not old:
+        return data
+    found = {**data, **_own(old, SCHEMA_KEYS)}
+    old_ops = old.get("ops")
+    old_ops = old_ops if isinstance(old_ops, dict) else {}
+    found["ops"] = {name: {**entry, **_own(old_ops.get(name), OP_KEYS)} for name, entry in data["ops"].items()}
+    return found
+
+
+def _own(entry: Any, known: frozenset[str]) -> dict[str, Any]:
+    """The keys of an object the schema does not name (none where it is no object)."""
+    return {k: v for k, v in entry.items() if k not in known} if isinstance(entry, dict) else {}
+
+
+def _old_data(path: Path) -> dict[str, Any] | None:
+    """The JSON object of the file a write replaces (read and accepted before), or None: no file,
+    or one that does not read as an object."""
+    try:
+        data = json.loads(read_regular(path, MAX_BASELINE_BYTES).decode("utf-8-sig"))
+    except (OSError, ValueError):  # no file yet; NotReadable, UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def file_bytes(path: Path) -> bytes | None:

@@ -127,6 +127,29 @@ def test_document_is_sorted_rounded_and_free_of_timestamps(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))  # written through a temporary file, renamed
 
 
+def test_a_rewrite_keeps_the_users_own_keys_and_nothing_else_of_the_old_file(tmp_path):
+    """Keys the schema does not name stay when the file is rewritten: at the top, in an op that
+    still runs; a known key the new measurement leaves out (`outside_ms`) and an op that no longer
+    runs are not carried over; a file without own keys is written as before, byte for byte."""
+    path = tmp_path / "b.json"
+    write_baseline(path, doc(profile()))
+    plain = path.read_bytes()
+    write_baseline(path, doc(profile()))
+    assert path.read_bytes() == plain
+    data = json.loads(plain)
+    data.update(comment="why this budget", outside_ms=[9.9] * len(data["wall_ms"]))
+    data["ops"]["aten::addmm"]["note"] = {"by": "perf team"}
+    data["ops"]["aten::gone"] = {**data["ops"]["aten::addmm"], "note": "gone"}
+    path.write_text(json.dumps(data))
+    new = doc(profile()).replace(outside_ms=None)  # a measurement that could not tell it
+    write_baseline(path, new)
+    written = json.loads(path.read_text())
+    assert written["comment"] == "why this budget" and written["ops"]["aten::addmm"].pop("note") == {"by": "perf team"}
+    assert "outside_ms" not in written and "aten::gone" not in written["ops"]
+    del written["comment"]
+    assert written == json.loads(json.dumps(new.to_dict()))
+
+
 def test_same_measurement_gives_byte_identical_file():
     """Recording the same numbers twice gives the same bytes."""
     assert dumps(doc(profile()).to_dict()) == dumps(doc(profile()).to_dict())

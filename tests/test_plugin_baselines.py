@@ -244,6 +244,31 @@ def test_junitxml_carries_the_baseline_verdicts(baselined, monkeypatch):
     assert props["opprof.baseline"] == "compared" and not [k for k in props if k.startswith("opprof.verdict.")]
 
 
+def test_keys_of_a_teams_own_in_a_baseline_stay_when_a_recording_rewrites_it(baselined, monkeypatch):
+    """A `"comment"` at a baseline's top and a note in an op's entry (the docs say such keys are
+    read past) are kept when a recording rewrites the file for a work change: an upgrade trial's
+    `"comment": "addmm budget agreed with perf team"` went in silence. The op's note goes with an
+    op that no longer runs; nothing else of the old file is carried."""
+    (path,) = [p for p in (baselined.path / ".opprof").rglob("*.json") if p.name == "test_big.json"]
+    data = json.loads(path.read_text())
+    data["comment"] = "addmm budget agreed with perf team, PR #12"
+    data["ops"]["aten::addmm"]["note"] = "two Linear layers"
+    data["ops"]["aten::relu"]["note"] = "kept"
+    path.write_text(json.dumps(data, indent=2))
+    monkeypatch.setenv("OPPROF_INJECT", "wide")  # 4x the matmul work: a work change, rewritten
+    result = run(baselined, "--opprof-update-baseline", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 changed*"])
+    written = json.loads(path.read_text())
+    assert written["comment"] == "addmm budget agreed with perf team, PR #12"
+    assert (written["ops"]["aten::addmm"]["note"], written["ops"]["aten::relu"]["note"]) == (
+        "two Linear layers",
+        "kept",
+    )
+    assert written["ops"]["aten::addmm"]["work"] != data["ops"]["aten::addmm"]["work"]  # the new measurement's
+    assert set(written) - set(data) <= {"outside_ms", "workload_reference"} and set(data) - set(written) == set()
+
+
 def baseline_files(pytester):
     return sorted(p.relative_to(pytester.path).as_posix() for p in (pytester.path / ".opprof").rglob("*.json"))
 
