@@ -83,7 +83,7 @@ def compare(
         ignores(current, baseline, rule),
         _lists_unrecorded(current, baseline),
         recorded_under_load(current, baseline),
-        _work_unrecorded(current, baseline, unread),
+        work_unrecorded(current, baseline, unread),
         baseline.steps < MIN_TIME_STEPS <= current.steps,
         bool(unread),
         (current.kernels_dropped, baseline.kernels_dropped),
@@ -385,7 +385,7 @@ def si(value: float) -> str:
     return f"{value:g}"
 
 
-def _work_unrecorded(current: BaselineDoc, baseline: BaselineDoc, unread: Collection[str] = ()) -> tuple[str, ...]:
+def work_unrecorded(current: BaselineDoc, baseline: BaselineDoc, unread: Collection[str] = ()) -> tuple[str, ...]:
     """The ops (in both, running alike in each step) whose work this run recorded and the
     baseline holds none of: a schema-1 file, or one edited (`"work": null`, or no `work`), whose
     work was never compared again and never said so (a CI trial's float -> double change passed)."""

@@ -30,7 +30,7 @@ from .clibase import (
     missing_path,
     untrusted,
 )
-from .compare import exact_verdicts
+from .compare import exact_verdicts, work_unrecorded
 from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
@@ -49,6 +49,7 @@ from .errors import (
     two_setups,
     two_softwares,
     two_tests,
+    work_not_compared,
     work_not_failing,
 )
 from .events import printable_name
@@ -337,6 +338,22 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
         found.append(other_captures(moved))
     if untimed:
         found.append(single_step_tests(untimed, MIN_TIME_STEPS))
+    return found + _work_not_compared(a, b, pairs)
+
+
+def _work_not_compared(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
+    """A line for each side that holds no work of ops the other recorded it of: the work verdicts
+    read nothing there (an upgrade trial's schema-1 side read `B not slower` with a doubled input
+    and no word that the work went unread)."""
+    found = []
+    for label, side, b_lacks in (("A", a, False), ("B", b, True)):
+        # work_unrecorded(has, lacks): the ops `has` recorded the work of and `lacks` holds none of
+        unread = {
+            name: ops for name, _, da, db in pairs if (ops := work_unrecorded(*((da, db) if b_lacks else (db, da))))
+        }
+        if unread:
+            names = sorted({op for ops in unread.values() for op in ops})
+            found.append(work_not_compared(label, side.kind == "trace", names, sorted(unread)))
     return found
 
 

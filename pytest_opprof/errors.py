@@ -503,6 +503,21 @@ def two_setups(a: str, b: str, differ: int, compared: int) -> str:
     )
 
 
+def work_not_compared(side: str, trace: bool, ops: list[str], tests: list[str]) -> str:
+    """`opprof compare`: the ops whose work one side recorded and the other holds none of (a
+    schema-1 file, an edited one, a trace of a profiler without record_shapes): not compared."""
+    why = (
+        "its trace holds no op inputs (a profiler made without record_shapes)"
+        if trace
+        else "its files hold none of it (schema 1, or `work` null or missing: an edit, a merge); "
+        "record them again with pytest --opprof-update-baseline=all"
+    )
+    return (
+        f"the work (inputs, FLOPs) of {first_three(ops)} was not compared in {count_of(len(tests), 'test')} "
+        f"({first_three(tests)}): {side} holds none of it, {why}"
+    )
+
+
 def output_unwritable(exc: Exception) -> str:
     """stdout refused the output (a full disk, a closed file): the exit code must not read as a verdict."""
     why = getattr(exc, "strerror", None) or exc

@@ -65,6 +65,40 @@ def test_compare_names_work_changes_of_one_device_and_leaves_two_devices_kernels
     assert change.startswith("aten::addmm: 16x the FLOPs per step")
 
 
+def test_compare_says_which_sides_files_hold_no_work_to_compare(tmp_path, capsys):
+    """An upgrade trial's schema-1 side (no work in its files) against a side whose addmm took
+    4x the inputs read `B not slower` and no word that the work went unread: a warning names the
+    side without it, the op and the test, with the command that records them again."""
+    from pytest_opprof.errors import work_not_compared
+
+    def shaped(n: int):
+        events = []
+        for i in range(5):
+            base = i * 10_000
+            events.append(step(i + 1, base, 9_000))
+            events.append(
+                op("aten::addmm", base + 20, 700, shapes=((8, n), (n, n)), dtypes=("float", "float"), flops=16 * n * n)
+            )
+        return analyze(events)
+
+    root = tmp_path / ".opprof"
+    old = write_folder(root, "cpu", {"t.py::test_a": shaped(64)})
+    (path,) = (tmp_path / ".opprof" / "cpu").rglob("*.json")
+    data = json.loads(path.read_text())
+    del data["ops"]["aten::addmm"]["work"]  # as a schema-1 file, or an edit, holds it
+    path.write_text(json.dumps(data))
+    new = write_folder(tmp_path / "new", "cpu", {"t.py::test_a": shaped(256)})
+    line = work_not_compared("A", False, ["aten::addmm"], ["t.py::test_a"])
+    assert "A holds none of it" in line and "--opprof-update-baseline=all" in line
+    code, out, _ = run_cli(capsys, "compare", old, new)
+    assert code == 0 and "work changed" not in out
+    assert f"warning: {line}\n" in out
+    _, out, _ = run_cli(capsys, "compare", new, old, "--json")
+    assert work_not_compared("B", False, ["aten::addmm"], ["t.py::test_a"]) in json.loads(out)["warnings"]
+    _, out, _ = run_cli(capsys, "compare", new, write_folder(tmp_path / "same", "cpu", {"t.py::test_a": shaped(256)}))
+    assert "was not compared" not in out
+
+
 # -- compare: baseline folders ----------------------------------------------------------------
 
 
