@@ -507,14 +507,14 @@ def work_not_compared(side: str, trace: bool, ops: list[str], tests: list[str]) 
     """`opprof compare`: the ops whose work one side recorded and the other holds none of (a
     schema-1 file, an edited one, a trace of a profiler without record_shapes): not compared."""
     why = (
-        "its trace holds no op inputs (a profiler made without record_shapes)"
+        f"{side}'s trace holds no op inputs (a profiler made without record_shapes)"
         if trace
-        else "its files hold none of it (schema 1, or `work` null or missing: an edit, a merge); "
+        else f"{side}'s files hold none of it (schema 1, or `work` null or missing: an edit, a merge); "
         "record them again with pytest --opprof-update-baseline=all"
     )
     return (
         f"the work (inputs, FLOPs) of {first_three(ops)} was not compared in {count_of(len(tests), 'test')} "
-        f"({first_three(tests)}): {side} holds none of it, {why}"
+        f"({first_three(tests)}): {why}"
     )
 
 

@@ -89,7 +89,7 @@ def test_compare_says_which_sides_files_hold_no_work_to_compare(tmp_path, capsys
     path.write_text(json.dumps(data))
     new = write_folder(tmp_path / "new", "cpu", {"t.py::test_a": shaped(256)})
     line = work_not_compared("A", False, ["aten::addmm"], ["t.py::test_a"])
-    assert "A holds none of it" in line and "--opprof-update-baseline=all" in line
+    assert "(t.py::test_a): A's files hold none of it" in line and "--opprof-update-baseline=all" in line
     code, out, _ = run_cli(capsys, "compare", old, new)
     assert code == 0 and "work changed" not in out
     assert f"warning: {line}\n" in out
