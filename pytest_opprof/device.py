@@ -618,9 +618,17 @@ def device_key(facts: dict[str, Any]) -> str:
 _ARCH_KEY = re.compile(r"^(amd-[a-z-]+)-gfx[0-9a-z]+$")
 
 
+# Windows' x86-64 CPUs (`AMD64`) were keyed `cpu-amd64` before they shared Linux's and macOS's key
+_FORMER_CPU_KEYS = {"cpu-x86_64": "cpu-amd64"}
+
+
 def former_key(key: str) -> str | None:
-    """The key an AMD GPU torch names without a model number had before keys named its
-    architecture (`amd-radeon-graphics-gfx90a` -> `amd-radeon-graphics`), else None."""
+    """The key a device had before: an AMD GPU torch names without a model number, before keys
+    named its architecture (`amd-radeon-graphics-gfx90a` -> `amd-radeon-graphics`); a Windows
+    x86-64 CPU, before it shared `cpu-x86_64` (`cpu-amd64`: an upgrade trial's Windows team found
+    no baseline, and was told to record them all anew); else None."""
+    if key in _FORMER_CPU_KEYS:
+        return _FORMER_CPU_KEYS[key]
     found = _ARCH_KEY.match(key)
     return found.group(1) if found else None
 

@@ -1335,7 +1335,12 @@ def toml_list_fix(key: str, items: list[str] | None) -> str:
 
 
 def former_key_source(root: str, former: str, key: str) -> str:
-    """The header's `(from ...)` for a run that kept an AMD GPU's former device key."""
+    """The header's `(from ...)` for a run that kept a device's former key (an AMD GPU's, a Windows CPU's)."""
+    if key.startswith("cpu-"):
+        return (
+            f"{root}/{former}, which holds baselines under this CPU's former key; its key is {key} now, Windows' "
+            f"AMD64 and Linux's and macOS's x86_64 being one kind of CPU: git mv {root}/{former} {root}/{key}"
+        )
     return (
         f"{root}/{former}, which holds AMD baselines under this GPU's former key; its key is {key} now, which keeps "
         f"AMD GPUs torch names alike apart: where they were recorded on this GPU's kind, git mv {root}/{former} {root}/{key}"

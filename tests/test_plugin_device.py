@@ -718,6 +718,32 @@ def test_an_amd_gpus_baselines_under_its_former_key_are_kept_and_told_how_to_mov
     assert "environment differs" not in result.stdout.str()
 
 
+def test_a_windows_cpus_baselines_under_its_former_key_are_kept_and_told_how_to_move(pytester, monkeypatch):
+    """Windows' x86-64 CPUs (`AMD64`) were keyed `cpu-amd64` before they shared `cpu-x86_64`: an
+    upgrade trial's Windows team read `no baseline for 7 tests`, every test passing uncompared, and
+    a recording wrote them all anew beside the old folder. Its baselines are read and written where
+    they are, the header naming the `git mv`; moved, they compare with no line of the key."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: {"torch": "2.13.0", "cuda": None, "hip": None})
+    pytester.makepyfile(test_m=MEASURED)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key", "cpu-amd64").assert_outcomes(passed=1)
+    monkeypatch.setattr(device.platform, "machine", lambda: "AMD64")
+    result = run(pytester, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: device key cpu-amd64 (from .opprof/cpu-amd64, which holds baselines under this CPU's former key; "
+            "its key is cpu-x86_64 now, Windows' AMD64 and Linux's and macOS's x86_64 being one kind of CPU: "
+            "git mv .opprof/cpu-amd64 .opprof/cpu-x86_64)*"
+        ]
+    )
+    assert keys_written(pytester) == ["cpu-amd64"]
+    (pytester.path / ".opprof" / "cpu-amd64").rename(pytester.path / ".opprof" / "cpu-x86_64")
+    result = run(pytester, "--opprof", "--opprof-require-baseline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: device key cpu-x86_64; CPU ops always*"])
+    assert "environment differs" not in result.stdout.str()
+
+
 def test_an_nvml_fact_that_could_not_be_read_is_no_environment_difference(pytester, monkeypatch):
     """A baseline recorded where NVML could not read the driver (a MIG instance before opprof found
     its GPU) holds `driver: null`: read now, that is no difference (an upgrade trial's every test

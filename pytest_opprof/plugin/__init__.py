@@ -180,9 +180,9 @@ def _resolve_device(config: pytest.Config, state: RunState) -> None:
 
 def _keep_former_key(config: pytest.Config, state: RunState) -> None:
     """An AMD GPU torch names without a model number is keyed by its architecture now
-    (`amd-radeon-graphics-gfx90a`): where only its former key's folder holds baselines, this run
-    reads and writes that one, and the header says how to move them (an upgrade's run found none
-    and was told to record them all anew)."""
+    (`amd-radeon-graphics-gfx90a`), a Windows x86-64 CPU `cpu-x86_64` (device.former_key): where
+    only its former key's folder holds baselines, this run reads and writes that one, and the
+    header says how to move them (an upgrade's run found none and was told to record them all anew)."""
     former = former_key(state.device_key or "") if state.key_source == "device" else None
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     if former is None or (root / str(state.device_key)).is_dir() or not (root / former).is_dir():
