@@ -45,7 +45,9 @@ def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tup
         {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
     )
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
-    for stage in (_renamed_id, _renamed):  # then one of each of a function in a folder, then of the folder
+    # then one of each of a parametrized function in a folder, of a method whose class was renamed,
+    # then of the folder
+    for stage in (_renamed_id, _renamed_class, _renamed):
         paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
         pairs += stage([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
     paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
@@ -59,6 +61,23 @@ def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[
     a renamed id beside a deleted test (`test_x[a]` -> `test_x[b]` and `test_old` gone: a folder of
     one missing file and two orphans paired none, and `rm` named `test_x[a]`'s file)."""
     return [pair for pair in _one_each(missing, orphans, _function_of) if _function_of(pair[1])]
+
+
+def _renamed_class(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one of each of a method (`TestBlocks.
+    test_conv` -> `TestConvBlocks.test_conv`): an upgrade trial's class renamed beside a renamed
+    function, two of each in the folder, paired neither, and the lines offered `rm` for both files."""
+    return [pair for pair in _one_each(missing, orphans, _method_of) if _method_of(pair[1])]
+
+
+def _method_of(path: str) -> str:
+    """A test method's file's folder, method and ids (`k/t.py/test_conv[a]-0f1e2d3c.json` for
+    `TestX.test_conv[a]`), or '' for a function's (its name holds no class: names hold no dot)."""
+    name = Path(path).name
+    head = name.split("[", 1)[0].removesuffix(".json")
+    if "." not in head:
+        return ""
+    return str(Path(path).parent / (head.rsplit(".", 1)[1] + name[len(head) :]))
 
 
 def _function_of(path: str) -> str:

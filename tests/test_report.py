@@ -537,6 +537,36 @@ def test_a_rename_or_move_is_suggested_only_where_one_test_and_one_file_pair_up(
     assert renamed_pairs(two, [*beside, ".opprof/k/t.py/test_x[d].json"]) == []  # two of each: no guess
 
 
+def test_a_renamed_class_beside_a_renamed_function_pairs_each_with_its_baseline():
+    """An upgrade trial renamed `test_mlp` -> `test_mlp_small` and class `TestBlocks` ->
+    `TestConvBlocks` in one file: two of each in the folder paired neither, and the lines offered
+    `rm` for both files. The method keeps its name: it pairs first, and the function is then one
+    of each. Two classes renamed with the same method: no guess."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.renames import renamed_pairs
+
+    def missing(nodeid: str, path: str) -> TestRecord:
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": BaselineResult(path, "missing")})
+
+    tests = [
+        missing("t.py::test_mlp_small", ".opprof/k/t.py/test_mlp_small.json"),
+        missing("t.py::TestConvBlocks::test_conv", ".opprof/k/t.py/TestConvBlocks.test_conv.json"),
+    ]
+    orphans = [".opprof/k/t.py/test_mlp.json", ".opprof/k/t.py/TestBlocks.test_conv.json"]
+    assert sorted((new, old) for _, new, old in renamed_pairs(tests, orphans)) == [
+        (".opprof/k/t.py/TestConvBlocks.test_conv.json", ".opprof/k/t.py/TestBlocks.test_conv.json"),
+        (".opprof/k/t.py/test_mlp_small.json", ".opprof/k/t.py/test_mlp.json"),
+    ]
+    params = [missing("t.py::TestB::test_c[x]", ".opprof/k/t.py/TestB.test_c[x].json")]
+    assert [
+        old
+        for _, _, old in renamed_pairs(params, [".opprof/k/t.py/TestA.test_c[x].json", ".opprof/k/t.py/test_d.json"])
+    ] == [".opprof/k/t.py/TestA.test_c[x].json"]
+    two = [*tests, missing("t.py::TestOther::test_conv", ".opprof/k/t.py/TestOther.test_conv.json")]
+    both = [*orphans, ".opprof/k/t.py/TestGone.test_conv.json"]
+    assert [new for _, new, _ in renamed_pairs(two, both) if "test_conv" in new] == []  # which class is which?
+
+
 def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_them():
     """`--dist each` runs a test on every worker (two records of one node id): it is one test in
     the shared lines. Under --opprof-strict, tests it made errors are said to be so."""
