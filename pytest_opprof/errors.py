@@ -1590,18 +1590,26 @@ def case_clash_line(nodeids: list[str]) -> str:
 
 
 def orphans_line(
-    paths: list[str], every: bool = False, here: list[str] | None = None, paired: Collection[str] = ()
+    paths: list[str],
+    every: bool = False,
+    here: list[str] | None = None,
+    paired: Collection[str] = (),
+    partial: bool = False,
 ) -> str:
     """Baseline files no collected test reads (their tests renamed, moved or removed, or their
     test file gone); `every` (-v) names all; `here`: the same paths as the folder pytest ran in
     reaches them, for the command (`rm`, not `git rm`: a file never committed would stop it);
     `paired`: those a test without a baseline may be (renames.renamed_pairs), left out of the `rm`,
-    whose own lines keep them (a trial's moved file got `rm` and `git mv` for the same files)."""
+    whose own lines keep them (a trial's moved file got `rm` and `git mv` for the same files);
+    `partial`: the run collected or ran part of the suite (a shard, -k, test paths), whose tests
+    moved elsewhere it cannot pair (a sharding trial's two shards gave `rm` and `opprof mv`)."""
     head = (
         f"opprof: {count_of(len(paths), 'baseline file')} in the folders of the collected test files, or of test "
         f"files that no longer exist, {'is' if len(paths) == 1 else 'are'} read by no test (renamed, moved or "
         f"removed tests?): {first_three(paths, every)}; "
     )
+    if partial:
+        head += "this run picked some of the tests: a test moved to a file it did not collect is paired only by a run that does; "
     shown = here if here is not None else paths
     lone = [shell_quote(shown[i]) for i, path in enumerate(paths) if path not in paired]
     delete = f"delete them (and commit the deletion): rm -- {' '.join(lone)}"

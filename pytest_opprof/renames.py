@@ -36,14 +36,21 @@ def renamed_lines(
     return [line for group in sorted(groups) for line in group]
 
 
-def renamed_pairs(records: list[TestRecord], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
+def renamed_pairs(
+    records: list[TestRecord], orphans: Sequence[str], unrun: Sequence[tuple[str, str]] = ()
+) -> list[tuple[str, str, str]]:
     """Tests without a baseline paired with baseline files no test reads, (node id, its baseline
     path, the orphan): alone in the same test file's folder (`test_x[a].json` and `test_x[b]`,
     `test_old.json` and `test_new`: a renamed test or parametrize id), or of the same name, one
-    each, in another folder (a test moved to another file, or its file moved)."""
+    each, in another folder (a test moved to another file, or its file moved). `unrun`: (baseline
+    path, id) of the tests that carry operator checks and have no baseline file, collected or left
+    out; those that did not run are paired too (a sharding trial's shard that left the renamed test
+    out offered `rm` for its baseline, where the shard that ran it offered `opprof mv`)."""
     missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
         {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
     )
+    ran = {file_test(r) for r in records}
+    missing += [(path, nodeid) for path, nodeid in dict(unrun).items() if nodeid not in ran]
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
     # then one of each of a parametrized function in a folder, of a method whose class was renamed,
     # then of the folder

@@ -72,8 +72,13 @@ class RunState:
     records: list[Any] = field(default_factory=list)  # report.TestRecord, one per measured test
     spool: Any = None  # report.ReportSpool when --opprof-json/-csv/-html is on: the records' parts
     idle_outputs: tuple[str, ...] = ()  # output flags given on the command line without --opprof
-    deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect... left out
+    deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect, a sharder... left out
+    left_out_measured: list[str] = field(default_factory=list)  # those of them carrying operator checks
+    left_out: int = 0  # on the xdist controller, which collects nothing: how many a worker left out
     orphans: list[str] | None = None  # baseline files no collected test reads (None: not looked)
+    # where there are orphans: the tests carrying operator checks, collected or left out, whose
+    # baseline file is not there (its path as shown, the id it is named by): renamed from an orphan?
+    without_baseline: list[tuple[str, str]] = field(default_factory=list)
     key_hooks: frozenset[str] = frozenset()  # the pytest_opprof_device_key implementations asked for the key
     trace_tag: str | None = None  # the xdist worker of `--dist each`, in its trace names (each runs every test)
     stopped_in: str | None = None  # the test a Ctrl-C or pytest.exit stopped the run in

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
+from glob import escape as glob_escape
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,68 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     assert command == f"rm -- '../{shown}'"
     subprocess.run(shlex.split(command), check=True)
     assert not old.exists()
+
+
+SHARDER = """
+
+def pytest_collection_modifyitems(config, items):
+    # as pytest-shard does: the items of the other shards dropped, no pytest_deselected
+    import os
+    shard = os.environ.get("OPPROF_T_SHARD")
+    if shard:
+        i, n = map(int, shard.split("/"))
+        items[:] = [item for k, item in enumerate(items) if k % n == i]
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_a_shard_that_drops_the_other_shards_tests_calls_none_of_their_baselines_orphans(project, monkeypatch, xdist):
+    """A sharding trial: pytest-shard drops the other shards' items without pytest_deselected, and
+    each shard called their baselines read by no test, offering `rm` for them, and told a test
+    without a baseline to record with a bare `pytest --opprof-update-baseline`, which recorded every
+    other shard's change too. Tests a plugin drops are left out as -k leaves them: no orphan line,
+    and the record command names the test."""
+    from plugin_project import USER_CONFTEST
+
+    project.makeconftest(USER_CONFTEST + SHARDER)
+    project.makepyfile(test_o=ORPHAN_TESTS)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
+    next(project.path.glob(".opprof/*/test_o.py/test_other.json")).unlink()
+    monkeypatch.setenv("OPPROF_T_SHARD", "1/2")  # test_p[b] only
+    assert "read by no test" not in run(project, "--opprof").stdout.str()
+    monkeypatch.setenv("OPPROF_T_SHARD", "0/2")  # test_p[a] and test_other
+    if xdist:
+        pytest.importorskip("xdist")
+        result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--opprof")
+    else:
+        result = run(project, "--opprof")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "read by no test" not in out
+    (line,) = [line for line in result.stdout.lines if line.startswith("opprof: no baseline for 1 test")]
+    assert line.endswith("pytest --opprof-update-baseline test_o.py::test_other")
+
+
+def test_a_renamed_test_a_run_left_out_keeps_its_baselines_move_not_an_rm(project, monkeypatch):
+    """A sharding trial renamed a test and ran a shard without it (-k, --deselect, a pytest-split
+    group): that shard offered `rm` for the old baseline, the shard that ran it `opprof mv`.
+    A test left out without a baseline pairs with the orphan as one that ran does; a run that
+    picked some tests says it may miss a test moved elsewhere."""
+    project.makepyfile(test_o=ORPHAN_TESTS)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
+    shown = next(project.path.glob(".opprof/*/test_o.py/test_p[[]b].json")).relative_to(project.path).as_posix()
+    monkeypatch.setenv("OPPROF_T_PARAMS", "a,c")  # test_p[b] renamed test_p[c]
+    result = run(project, "--opprof", "-k", "test_other")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline file * is read by no test (*): *; this run picked some of the tests: a test moved "
+            "to a file it did not collect is paired only by a run that does; it may be the baseline of a test below*",
+            f"opprof: test_o.py::test_p[[]c] has no baseline, and {glob_escape(shown)} is read by no test: if the test "
+            f"was renamed, keep its baseline: opprof mv '{glob_escape(shown)}' 'test_o.py::test_p[[]c]'",
+        ]
+    )
+    assert "if not, delete it" in result.stdout.str()  # the rm stays conditional, the pair's line first
 
 
 def test_last_failed_runs_name_no_orphans(project, monkeypatch):

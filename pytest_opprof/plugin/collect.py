@@ -5,6 +5,7 @@ taken from xdist's workers)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,29 @@ def _markers_problem(item: pytest.Item) -> str | None:
 def pytest_deselected(items: list[pytest.Item]) -> None:
     state = items[0].config.stash.get(RUN, None) if items else None
     if state is not None:
-        state.deselected.extend(baseline_id(item) for item in items)
+        _left_out(state, items)
+
+
+def _left_out(state: RunState, items: list[pytest.Item]) -> None:
+    """Tests collected and left out of the run (-k, a sharding plugin): their baselines are no
+    orphans, and a run that left out some is no whole run."""
+    state.deselected.extend(baseline_id(item) for item in items)
+    state.left_out_measured.extend(baseline_id(item) for item in items if carries(item))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_dropped(items: list[pytest.Item]) -> Generator[None, None, None]:
+    """(Named as pytest reads a hook implementation: `pytest_` first.) Tests a plugin took out of
+    the items without saying so (pytest-shard, a sharding conftest
+    that sets `items[:]`): left out all the same. A sharding trial's shards called each other's
+    baselines orphans, offering `rm` for them, and paired a new test with another's baseline."""
+    before = list(items)
+    result = yield
+    state = before[0].config.stash.get(RUN, None) if before else None
+    if state is not None and len(items) < len(before):
+        kept, said = {id(item) for item in items}, set(state.deselected)
+        _left_out(state, [i for i in before if id(i) not in kept and baseline_id(i) not in said])
+    return result
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -101,15 +124,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
         return
-    from ..baseline import gone_test_files, orphan_baselines
+    from ..baseline import baseline_path, gone_test_files, orphan_baselines
 
     root = baseline_root(config.rootpath, state.settings.baseline_dir)
     collected = [baseline_id(item) for item in session.items] + state.deselected
     found = orphan_baselines(root, state.device_key, collected, _narrowed(config))
     found = sorted({*found, *gone_test_files(root, state.device_key, config.rootpath)})
     state.orphans = [shown_path(path, config.rootpath) for path in found]
+    if found:  # a test of this collection that ran not, or not yet, may be one renamed from them
+        measured = [baseline_id(item) for item in session.items if carries(item)] + state.left_out_measured
+        paths = {nodeid: baseline_path(root, state.device_key, nodeid) for nodeid in measured}
+        state.without_baseline = [
+            (shown_path(path, config.rootpath), nodeid) for nodeid, path in paths.items() if not path.exists()
+        ]
     if hasattr(config, "workeroutput"):
         config.workeroutput["opprof_orphans"] = state.orphans
+        config.workeroutput["opprof_without_baseline"] = state.without_baseline
+        config.workeroutput["opprof_left_out"] = len(state.deselected)
 
 
 def _narrowed(config: pytest.Config) -> list[str]:
@@ -141,8 +172,10 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state = node.config.stash.get(RUN, None)
     output = getattr(node, "workeroutput", {})
     found = output.get("opprof_orphans")
-    if state is not None and found is not None and state.orphans is None:
+    if state is not None and found is not None and state.orphans is None:  # each worker collects every test
         state.orphans = list(found)
+        state.without_baseline = [(path, nodeid) for path, nodeid in output.get("opprof_without_baseline", [])]
+        state.left_out = output.get("opprof_left_out", 0)
     if state is not None and isinstance(output.get("opprof_carrying"), int):
         state.carrying = max(state.carrying, output["opprof_carrying"])
 

@@ -69,11 +69,15 @@ def _under_other_keys(config: pytest.Config, state: RunState) -> Callable[[str, 
 PICKING_OPTIONS = ("keyword", "markexpr", "deselect", "lf", "stepwise", "ignore", "ignore_glob")  # -k, -m, ...
 
 
-def picked_some(config: pytest.Config) -> bool:
+def picked_some(config: pytest.Config, state: RunState | None = None) -> bool:
     """Whether the run picked some of the project's tests: -k, -m, --deselect, --lf, --sw,
-    --ignore, a node id, or test paths that do not cover the testpaths (the rootdir without them).
-    Known on the xdist controller too, which collects nothing."""
+    --ignore, a node id, test paths that do not cover the testpaths (the rootdir without them), or
+    a plugin that left collected tests out (pytest-split, a sharder: a sharding trial's shard was
+    told to record with a bare command that recorded every other shard's change). Known on the
+    xdist controller too, which collects nothing."""
     if any(getattr(config.option, name, None) for name in PICKING_OPTIONS):
+        return True
+    if state is not None and (state.deselected or state.left_out):
         return True
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         return False  # the testpaths, or the current folder: the whole project as it is run
@@ -172,7 +176,7 @@ def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
 
     # a bare record command would record tests this run did not measure: those it picked out, or
     # those after a stop (-x, --maxfail, Ctrl-C) (a review's -x run was told to record them all)
-    picked = picked_some(config) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
+    picked = picked_some(config, state) or bool(getattr(config.option, "maxfail", 0)) or state.stopped_in is not None
     lines = (
         summary_lines(
             state.records,
@@ -205,9 +209,15 @@ def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
     def reached(path: str) -> str:  # as the folder pytest ran in reaches it, for the commands
         return reached_from(config.rootpath / path, config.invocation_params.dir)
 
-    pairs = renamed_pairs(state.records, state.orphans)
+    pairs = renamed_pairs(state.records, state.orphans, state.without_baseline)
     paired = {old for _, _, old in pairs}
-    line = orphans_line(state.orphans, config.option.verbose > 0, [reached(p) for p in state.orphans], paired)
+    line = orphans_line(
+        state.orphans,
+        config.option.verbose > 0,
+        [reached(p) for p in state.orphans],
+        paired,
+        picked_some(config, state),
+    )
     return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state))]
 
 
