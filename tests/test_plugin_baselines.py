@@ -127,25 +127,33 @@ def pytest_collection_modifyitems(config, items):
     shard = os.environ.get("OPPROF_T_SHARD")
     if shard:
         i, n = map(int, shard.split("/"))
+        if os.environ.get("OPPROF_T_SHARD_SAYS"):  # as pytest-split does
+            config.hook.pytest_deselected(items=[item for k, item in enumerate(items) if k % n != i])
         items[:] = [item for k, item in enumerate(items) if k % n == i]
 """
 
 
-@pytest.mark.parametrize("xdist", [False, True])
-def test_a_shard_that_drops_the_other_shards_tests_calls_none_of_their_baselines_orphans(project, monkeypatch, xdist):
+@pytest.mark.parametrize(("xdist", "says"), [(False, ""), (True, ""), (False, "1")])
+def test_a_shard_that_drops_the_other_shards_tests_calls_none_of_their_baselines_orphans(
+    project, monkeypatch, xdist, says
+):
     """A sharding trial: pytest-shard drops the other shards' items without pytest_deselected, and
     each shard called their baselines read by no test, offering `rm` for them, and told a test
     without a baseline to record with a bare `pytest --opprof-update-baseline`, which recorded every
-    other shard's change too. Tests a plugin drops are left out as -k leaves them: no orphan line,
-    and the record command names the test."""
+    other shard's change too (pytest-split, which says it deselects, got the bare command alone).
+    Tests a plugin drops are left out as -k leaves them: no orphan line, and the record command
+    names the test."""
     from plugin_project import USER_CONFTEST
+
+    monkeypatch.setenv("OPPROF_T_SHARD_SAYS", says)
 
     project.makeconftest(USER_CONFTEST + SHARDER)
     project.makepyfile(test_o=ORPHAN_TESTS)
     run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
-    next(project.path.glob(".opprof/*/test_o.py/test_other.json")).unlink()
     monkeypatch.setenv("OPPROF_T_SHARD", "1/2")  # test_p[b] only
     assert "read by no test" not in run(project, "--opprof").stdout.str()
+    for name in ("test_other", "test_p[[]a]"):  # every test of shard 0 without its baseline
+        next(project.path.glob(f".opprof/*/test_o.py/{name}.json")).unlink()
     monkeypatch.setenv("OPPROF_T_SHARD", "0/2")  # test_p[a] and test_other
     if xdist:
         pytest.importorskip("xdist")
@@ -155,8 +163,8 @@ def test_a_shard_that_drops_the_other_shards_tests_calls_none_of_their_baselines
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "read by no test" not in out
-    (line,) = [line for line in result.stdout.lines if line.startswith("opprof: no baseline for 1 test")]
-    assert line.endswith("pytest --opprof-update-baseline test_o.py::test_other")
+    (line,) = [line for line in result.stdout.lines if line.startswith("opprof: no baseline for 2 tests")]
+    assert line.endswith("pytest --opprof-update-baseline test_o.py::test_other 'test_o.py::test_p[a]'")
 
 
 def test_a_renamed_test_a_run_left_out_keeps_its_baselines_move_not_an_rm(project, monkeypatch):
