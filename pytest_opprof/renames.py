@@ -3,10 +3,12 @@ an orphaned file of the same function or test, said with the `opprof mv` that ke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from .results import TestRecord, file_test
+
+UNREAD = ("missing", "new")  # a test that had no baseline file: none, or this run recorded its first
 from .textout import shell_quote
 
 
@@ -14,17 +16,21 @@ def renamed_lines(
     pairs: list[tuple[str, str, str]],
     here: Callable[[str], str] = str,
     elsewhere: Callable[[str, str], list[tuple[str, str]]] = lambda new, old: [],
+    recorded: Collection[str] = (),
 ) -> list[str]:
     """A line per renamed_pairs pair: the `opprof mv` that keeps its baseline (a `git mv` and a
     hand edit of the file's "nodeid" before); its path as `here` makes it (reached from the folder
     pytest ran in: a review's run from a subfolder got a `git mv` that failed beside an `rm` that
     worked). Then one per other device key whose folder holds the old baseline too (`elsewhere`:
-    (key, path) for the pair's new and old paths), right after its pair's line."""
+    (key, path) for the pair's new and old paths), right after its pair's line. A pair whose new
+    file this run `recorded` gets the comparison of the two and the commands that keep either."""
     groups = []
     for nodeid, new, old in pairs:
         how = "renamed" if Path(new).parent == Path(old).parent else "moved"
         line = (
-            f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
+            _recorded_line(nodeid, how, here(new), here(old))
+            if new in recorded
+            else f"opprof: {nodeid} has no baseline, and {old} is read by no test: if the test was {how}, keep its "
             f"baseline: opprof mv {shell_quote(here(old))} {shell_quote(nodeid)}"
         )
         others = [
@@ -34,6 +40,18 @@ def renamed_lines(
         ]
         groups.append([line, *others])
     return [line for group in sorted(groups) for line in group]
+
+
+def _recorded_line(nodeid: str, how: str, new: str, old: str) -> str:
+    """A test recorded anew beside a file it may have been renamed from: the old file holds the
+    times it had, which the recording did not compare with (a sharding trial's rename and
+    recording wrote `1 new` and offered `rm` for the old file: a slowdown went in unjudged)."""
+    q = shell_quote
+    return (
+        f"opprof: {nodeid} was recorded anew, and {old} is read by no test: if the test was {how}, the old file "
+        f"holds the times it had, not compared with this run's: opprof compare {q(old)} {q(new)}; to keep the old "
+        f"one: rm -- {q(new)} && opprof mv {q(old)} {q(nodeid)}; else delete it: rm -- {q(old)}"
+    )
 
 
 def renamed_pairs(
@@ -47,7 +65,7 @@ def renamed_pairs(
     out; those that did not run are paired too (a sharding trial's shard that left the renamed test
     out offered `rm` for its baseline, where the shard that ran it offered `opprof mv`)."""
     missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
-        {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status == "missing"}.items()
+        {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status in UNREAD}.items()
     )
     ran = {file_test(r) for r in records}
     missing += [(path, nodeid) for path, nodeid in dict(unrun).items() if nodeid not in ran]

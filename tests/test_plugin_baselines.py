@@ -189,6 +189,43 @@ def test_a_renamed_test_a_run_left_out_keeps_its_baselines_move_not_an_rm(projec
     assert "if not, delete it" in result.stdout.str()  # the rm stays conditional, the pair's line first
 
 
+def test_a_renamed_test_recorded_anew_is_told_to_compare_with_its_old_baseline(project, monkeypatch):
+    """A sharding trial renamed a test and recorded: `1 new`, and an `rm` for the old file, whose
+    times the recording never compared with (a slowdown in the same change went in unjudged).
+    The new file's test and the old file pair up: one line gives the comparison of the two and
+    the commands that keep either; both files stay. Each command runs as given."""
+    project.makepyfile(test_o=ORPHAN_TESTS)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
+    folder = next(project.path.glob(".opprof/*/test_o.py"))
+    old, new = (
+        (folder / "test_p[b].json").relative_to(project.path),
+        (folder / "test_p[c].json").relative_to(project.path),
+    )
+    monkeypatch.setenv("OPPROF_T_PARAMS", "a,c")
+    result = run(project, "--opprof-update-baseline")
+    result.assert_outcomes(passed=3)
+    (line,) = [line for line in result.stdout.lines if "was recorded anew" in line]
+    assert line == (
+        f"opprof: test_o.py::test_p[c] was recorded anew, and {old.as_posix()} is read by no test: if the test was "
+        f"renamed, the old file holds the times it had, not compared with this run's: opprof compare '{old.as_posix()}' "
+        f"'{new.as_posix()}'; to keep the old one: rm -- '{new.as_posix()}' && opprof mv '{old.as_posix()}' "
+        f"'test_o.py::test_p[c]'; else delete it: rm -- '{old.as_posix()}'"
+    )
+    assert (project.path / old).is_file() and (project.path / new).is_file()
+    compare = line.split(": opprof compare ", 1)[1].split(";", 1)[0]
+    assert cli_main(["compare", *shlex.split(compare)]) == 0
+    keep = line.split("to keep the old one: ", 1)[1].split(";", 1)[0]
+    for command in keep.split(" && "):
+        argv = shlex.split(command)
+        if argv[0] == "rm":
+            subprocess.run(argv, check=True, cwd=project.path)
+        else:
+            monkeypatch.chdir(project.path)
+            assert cli_main(argv[1:]) == 0
+    assert json.loads((project.path / new).read_text())["nodeid"] == "test_o.py::test_p[c]"
+    assert not (project.path / old).exists()
+
+
 def test_last_failed_runs_name_no_orphans(project, monkeypatch):
     """--lf drops a file's passed tests without deselecting them: their baselines are not named
     as read by no test (a review's find: the line told to delete live baselines)."""

@@ -218,7 +218,8 @@ def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
         paired,
         picked_some(config, state),
     )
-    return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state))]
+    recorded = {r.baseline.path for r in state.records if r.baseline and r.baseline.status == "new"}
+    return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state), recorded)]
 
 
 def _run_end_lines(config: pytest.Config, state: RunState, reports: bool) -> list[str]:
