@@ -692,6 +692,7 @@ class Moved:
     old: Path
     new: Path
     was: str  # the node id the file named before
+    gone: bool = False  # FILE was not there, and `new` is the baseline of the node id already
 
 
 def move_baseline(path: Path, nodeid: str) -> Moved:
@@ -715,7 +716,7 @@ def _move(path: Path, nodeid: str) -> Moved:
             raise BaselineError(
                 bad_baseline(path, "no such file", "give the baseline file of the renamed or moved test")
             )
-        return Moved(done, done, nodeid)  # nothing to do
+        return Moved(path, done, nodeid, gone=True)  # nothing to do
     if problem:
         raise BaselineError(mv_not_a_node_id(nodeid, problem))
     root = _baseline_root_of(path, doc, nodeid)

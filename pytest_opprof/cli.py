@@ -48,6 +48,7 @@ from .errors import (
     OpprofError,
     closest_names,
     csv_chose_no_op,
+    moved_before_line,
     moved_line,
     output_unwritable,
     unmoved_line,
@@ -396,6 +397,8 @@ def _move(args: argparse.Namespace) -> Done:
         given_baseline(Path(args.file))  # not a baseline: said before anything moves
     nodeid = _as_pytest_names_it(os_text(args.nodeid))  # typed in a C locale: the id the plugin names the test by
     moved = move_baseline(Path(args.file), nodeid)
+    if moved.gone:  # the same command again: FILE named, a mistyped one is seen
+        return Done(moved_before_line(moved.old, moved.new, nodeid) + "\n")
     if moved.was == nodeid and moved.new == moved.old:
         return Done(unmoved_line(moved.new, nodeid) + "\n")
     new = _as_given(moved.new, moved.old) if moved.new != moved.old else moved.old

@@ -1495,6 +1495,15 @@ def unmoved_line(path: Path | str, nodeid: str) -> str:
     return f"opprof mv: {path} is the baseline of {nodeid!r} already; nothing changed"
 
 
+def moved_before_line(given: Path | str, path: Path | str, nodeid: str) -> str:
+    """`opprof mv` of a FILE that is gone, where NODEID's baseline is there: run again (a review:
+    a mistyped FILE read `nothing changed` without the FILE named)."""
+    return (
+        f"opprof mv: {given}: no such file, and {path} is the baseline of {nodeid!r} already (moved by an "
+        "earlier opprof mv?); nothing changed"
+    )
+
+
 def repeats_disagreed(path: str, tests: list[str], verbose: bool = False) -> str:
     """One baseline file that several runs of its test changed in one recording run."""
     return (
@@ -1619,11 +1628,11 @@ def orphans_line(
         one = len(paths) == 1
         alone = " ".join(shell_quote(p) for p in shown)
         return (
-            f"{head}{'it' if one else 'each'} may be the baseline of a test below that has none (renamed or moved: "
+            f"{head}{'it' if one else 'each'} may be the baseline of a test below that had none (renamed or moved: "
             f"its line keeps it); if not, delete {'it' if one else 'them'} (and commit the deletion): rm -- {alone}"
         )
     return (
-        f"{head}{len(paths) - len(lone)} of them may be the baselines of tests below that have none (renamed or "
+        f"{head}{len(paths) - len(lone)} of them may be the baselines of tests below that had none (renamed or "
         f"moved: their lines keep them); if the tests of the other {len(lone)} are gone, delete those (and commit "
         f"the deletion): rm -- {' '.join(lone)}"
     )

@@ -3,13 +3,14 @@ an orphaned file of the same function or test, said with the `opprof mv` that ke
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from .results import TestRecord, file_test
+from .textout import shell_quote
 
 UNREAD = ("missing", "new")  # a test that had no baseline file: none, or this run recorded its first
-from .textout import shell_quote
 
 
 def renamed_lines(
@@ -46,11 +47,11 @@ def _recorded_line(nodeid: str, how: str, new: str, old: str) -> str:
     """A test recorded anew beside a file it may have been renamed from: the old file holds the
     times it had, which the recording did not compare with (a sharding trial's rename and
     recording wrote `1 new` and offered `rm` for the old file: a slowdown went in unjudged)."""
-    q = shell_quote
+    q = shell_quote  # two commands, not `&&`: Windows PowerShell 5.1 refuses it
     return (
         f"opprof: {nodeid} was recorded anew, and {old} is read by no test: if the test was {how}, the old file "
         f"holds the times it had, not compared with this run's: opprof compare {q(old)} {q(new)}; to keep the old "
-        f"one: rm -- {q(new)} && opprof mv {q(old)} {q(nodeid)}; else delete it: rm -- {q(old)}"
+        f"one: rm -- {q(new)}, then opprof mv {q(old)} {q(nodeid)}; else delete it: rm -- {q(old)}"
     )
 
 
@@ -64,21 +65,24 @@ def renamed_pairs(
     path, id) of the tests that carry operator checks and have no baseline file, collected or left
     out; those that did not run are paired too (a sharding trial's shard that left the renamed test
     out offered `rm` for its baseline, where the shard that ran it offered `opprof mv`)."""
-    missing = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
+    ran = list(  # by the id the file holds: a pytest-repeat repeat's is the test it repeats
         {r.baseline.path: file_test(r) for r in records if r.baseline and r.baseline.status in UNREAD}.items()
     )
-    ran = {file_test(r) for r in records}
-    missing += [(path, nodeid) for path, nodeid in dict(unrun).items() if nodeid not in ran]
+    ran_ids = {file_test(r) for r in records}
+    missing = ran + [(path, nodeid) for path, nodeid in dict(unrun).items() if nodeid not in ran_ids]
     pairs = _moved(missing, orphans)  # the same name first: stronger than one of each in a folder
     # then one of each of a parametrized function in a folder, of a method whose class was renamed,
-    # then of the folder
-    for stage in (_renamed_id, _renamed_class, _renamed):
+    # of the folder (only tests that ran: one left out of every run here, a GPU test on a CPU job,
+    # would claim a deleted test's file in each), then a renamed parametrized function
+    for stage, among in (
+        (_renamed_id, missing),
+        (_renamed_class, missing),
+        (_renamed, ran),
+        (_renamed_functions, missing),
+    ):
         paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-        pairs += stage([(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired])
-    paired = {new for _, new, _ in pairs} | {old for _, _, old in pairs}
-    return pairs + _renamed_functions(
-        [(p, n) for p, n in missing if p not in paired], [o for o in orphans if o not in paired]
-    )
+        pairs += stage([(p, n) for p, n in among if p not in paired], [o for o in orphans if o not in paired])
+    return pairs
 
 
 def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -96,13 +100,17 @@ def _renamed_class(missing: list[tuple[str, str]], orphans: Sequence[str]) -> li
 
 
 def _method_of(path: str) -> str:
-    """A test method's file's folder, method and ids (`k/t.py/test_conv[a]-0f1e2d3c.json` for
-    `TestX.test_conv[a]`), or '' for a function's (its name holds no class: names hold no dot)."""
-    name = Path(path).name
-    head = name.split("[", 1)[0].removesuffix(".json")
+    """A test method's file's folder, method and ids (`k/t.py/test_conv[cuda_0]` for
+    `TestX.test_conv[cuda_0]-0f1e2d3c.json`: the hash safe_name adds is of the whole id, class
+    and all), or '' for a function's (its name holds no class: names hold no dot)."""
+    name = _HASH.sub("", Path(path).name.removesuffix(".json"))
+    head = name.split("[", 1)[0]
     if "." not in head:
         return ""
     return str(Path(path).parent / (head.rsplit(".", 1)[1] + name[len(head) :]))
+
+
+_HASH = re.compile(r"-[0-9a-f]{8}$")  # safe_name's, after a name it had to change
 
 
 def _function_of(path: str) -> str:

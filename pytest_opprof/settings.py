@@ -75,6 +75,7 @@ class RunState:
     deselected: list[str] = field(default_factory=list)  # node ids -k, -m, --deselect, a sharder... left out
     left_out_measured: list[str] = field(default_factory=list)  # those of them carrying operator checks
     left_out: int = 0  # on the xdist controller, which collects nothing: how many a worker left out
+    collected: list[Any] = field(default_factory=list)  # pytest.Item, each collected one, until the collection ends
     orphans: list[str] | None = None  # baseline files no collected test reads (None: not looked)
     # where there are orphans: the tests carrying operator checks, collected or left out, whose
     # baseline file is not there (its path as shown, the id it is named by): renamed from an orphan?

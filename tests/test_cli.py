@@ -765,7 +765,7 @@ def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monk
     run again, on either file, nothing to do; bad input exits 2 with one line on stderr, the file as it was."""
     from pytest_opprof.analysis import analyze
     from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
-    from pytest_opprof.errors import moved_line, mv_not_a_node_id, unmoved_line
+    from pytest_opprof.errors import moved_before_line, moved_line, mv_not_a_node_id, unmoved_line
 
     monkeypatch.chdir(tmp_path)
     old = baseline_path(tmp_path / ".opprof", "cpu-x86_64", "tests/test_a.py::test_old")
@@ -780,7 +780,8 @@ def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monk
     code, out, _ = run_cli(capsys, "mv", new, "tests/test_b.py::test_new")
     assert (code, out) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n")
     code, out, err = run_cli(capsys, "mv", given, "tests/test_b.py::test_new")  # the same command again
-    assert (code, out, err) == (0, unmoved_line(new, "tests/test_b.py::test_new") + "\n", "")
+    assert (code, out, err) == (0, moved_before_line(given, new, "tests/test_b.py::test_new") + "\n", "")
+    assert out.startswith(f"opprof mv: {given}: no such file, and {new} is the baseline of ")
     code, out, err = run_cli(capsys, "mv", given, "tests/test_b.py::test_other")  # gone, and no such move made
     assert (code, out) == (2, "")
     assert err.startswith(f"opprof: error: {given}: no such file")

@@ -94,7 +94,7 @@ def test_a_renamed_tests_baseline_is_named_as_read_by_no_test(project, monkeypat
     assert lines == [
         f"opprof: 1 baseline file in the folders of the collected test files, or of test files that no longer exist, "
         f"is read by no test (renamed, moved or removed tests?): {shown}; it may be the baseline of a test below "
-        f"that has none (renamed or moved: its line keeps it); if not, delete it (and commit the deletion): rm -- "
+        f"that had none (renamed or moved: its line keeps it); if not, delete it (and commit the deletion): rm -- "
         f"'{shown}'",
         f"opprof: test_o.py::test_p[c] has no baseline, and {shown} is read by no test: if the test was "
         f"renamed, keep its baseline: opprof mv '{shown}' 'test_o.py::test_p[c]'",
@@ -208,14 +208,14 @@ def test_a_renamed_test_recorded_anew_is_told_to_compare_with_its_old_baseline(p
     assert line == (
         f"opprof: test_o.py::test_p[c] was recorded anew, and {old.as_posix()} is read by no test: if the test was "
         f"renamed, the old file holds the times it had, not compared with this run's: opprof compare '{old.as_posix()}' "
-        f"'{new.as_posix()}'; to keep the old one: rm -- '{new.as_posix()}' && opprof mv '{old.as_posix()}' "
+        f"'{new.as_posix()}'; to keep the old one: rm -- '{new.as_posix()}', then opprof mv '{old.as_posix()}' "
         f"'test_o.py::test_p[c]'; else delete it: rm -- '{old.as_posix()}'"
     )
     assert (project.path / old).is_file() and (project.path / new).is_file()
     compare = line.split(": opprof compare ", 1)[1].split(";", 1)[0]
     assert cli_main(["compare", *shlex.split(compare)]) == 0
     keep = line.split("to keep the old one: ", 1)[1].split(";", 1)[0]
-    for command in keep.split(" && "):
+    for command in keep.split(", then "):
         argv = shlex.split(command)
         if argv[0] == "rm":
             subprocess.run(argv, check=True, cwd=project.path)

@@ -435,7 +435,7 @@ def test_a_shared_lines_command_names_every_test_or_none():
     # out of the rm (a trial's moved file was told `rm` and `git mv` for the same files)
     mixed = orphans_line(paths, here=[f"../{p}" for p in paths], paired={paths[0], paths[2]})
     assert mixed.endswith(
-        "2 of them may be the baselines of tests below that have none (renamed or moved: their lines keep them); "
+        "2 of them may be the baselines of tests below that had none (renamed or moved: their lines keep them); "
         "if the tests of the other 2 are gone, delete those (and commit the deletion): "
         "rm -- '../.opprof/cpu/t.py/t[1].json' '../.opprof/cpu/t.py/t[3].json'"
     )
@@ -565,6 +565,24 @@ def test_a_renamed_class_beside_a_renamed_function_pairs_each_with_its_baseline(
     two = [*tests, missing("t.py::TestOther::test_conv", ".opprof/k/t.py/TestOther.test_conv.json")]
     both = [*orphans, ".opprof/k/t.py/TestGone.test_conv.json"]
     assert [new for _, new, _ in renamed_pairs(two, both) if "test_conv" in new] == []  # which class is which?
+
+
+def test_a_test_left_out_pairs_by_its_name_only_and_a_hashed_method_name_pairs_too():
+    """A review: a GPU test left out of every CPU run (`-m "not gpu"`) claimed a deleted test's
+    file in the folder's one of each, in every run; a test that did not run pairs by its name only
+    (a parametrize id, a class, a move). A method whose file name carries safe_name's hash (an id
+    with `:`) pairs by its method and ids, the hash being of the whole id, class and all."""
+    from pytest_opprof.renames import renamed_pairs
+
+    deleted = [".opprof/k/t.py/test_deleted.json"]
+    assert renamed_pairs([], deleted, [(".opprof/k/t.py/test_on_gpu.json", "t.py::test_on_gpu")]) == []
+    unrun_id = [(".opprof/k/t.py/test_x[c].json", "t.py::test_x[c]")]
+    assert renamed_pairs([], [".opprof/k/t.py/test_x[b].json"], unrun_id) == [
+        ("t.py::test_x[c]", ".opprof/k/t.py/test_x[c].json", ".opprof/k/t.py/test_x[b].json")
+    ]
+    hashed = [(".opprof/k/t.py/TestB.test_conv[cuda_0]-1a2b3c4d.json", "t.py::TestB::test_conv[cuda:0]")]
+    old = ".opprof/k/t.py/TestA.test_conv[cuda_0]-9f8e7d6c.json"
+    assert [o for _, _, o in renamed_pairs([], [old, *deleted], hashed)] == [old]
 
 
 def test_shared_contention_lines_count_a_test_once_and_say_what_strict_made_of_them():

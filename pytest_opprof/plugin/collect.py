@@ -5,7 +5,6 @@ taken from xdist's workers)."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +83,15 @@ def _markers_problem(item: pytest.Item) -> str | None:
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     state = items[0].config.stash.get(RUN, None) if items else None
-    if state is not None:
+    if state is not None and state.settings.measuring:
         _left_out(state, items)
+
+
+def _dropped_unsaid(state: RunState, items: list[pytest.Item]) -> None:
+    """The tests collected that are neither in the run's items nor deselected: left out too."""
+    kept, said = {id(item) for item in items}, set(state.deselected)
+    _left_out(state, [i for i in state.collected if id(i) not in kept and baseline_id(i) not in said])
+    state.collected = []
 
 
 def _left_out(state: RunState, items: list[pytest.Item]) -> None:
@@ -95,19 +101,13 @@ def _left_out(state: RunState, items: list[pytest.Item]) -> None:
     state.left_out_measured.extend(baseline_id(item) for item in items if carries(item))
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_collection_modifyitems")
-def pytest_collection_modifyitems_dropped(items: list[pytest.Item]) -> Generator[None, None, None]:
-    """(Named as pytest reads a hook implementation: `pytest_` first.) Tests a plugin took out of
-    the items without saying so (pytest-shard, a sharding conftest
-    that sets `items[:]`): left out all the same. A sharding trial's shards called each other's
-    baselines orphans, offering `rm` for them, and paired a new test with another's baseline."""
-    before = list(items)
-    result = yield
-    state = before[0].config.stash.get(RUN, None) if before else None
-    if state is not None and len(items) < len(before):
-        kept, said = {id(item) for item in items}, set(state.deselected)
-        _left_out(state, [i for i in before if id(i) not in kept and baseline_id(i) not in said])
-    return result
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test collected, under --opprof: one a plugin then takes out of the items without
+    saying so (pytest-shard, a conftest's `items[:] = ...`) is left out all the same (a sharding
+    trial's shards called each other's baselines orphans, offering `rm` for them)."""
+    state = item.config.stash.get(RUN, None)
+    if state is not None and state.settings.measuring:
+        state.collected.append(item)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -120,6 +120,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _refuse_outside_rootdir(config, state, session.items)
         if hasattr(config, "workeroutput"):  # every worker collects every test: the controller takes one count
             config.workeroutput["opprof_carrying"] = state.carrying
+        _dropped_unsaid(state, session.items)
     if state is None or not state.settings.measuring or config.option.collectonly or state.device_key is None:
         return
     if config.getoption("lf", False):  # --lf drops the passed tests of a file without deselecting them
