@@ -690,57 +690,49 @@ def test_the_gpu_a_worker_takes(worker, names, gpu):
     assert device.worker_gpu(worker, names) == gpu
 
 
-def test_an_amd_gpus_baselines_under_its_former_key_are_kept_and_told_how_to_move(pytester, monkeypatch):
+FORMER_KEYS = [
+    (
+        {**fake_nvml.torch_gpu("AMD Radeon Graphics", hip="6.2.41133"), "gpu_arch": "gfx90a"},
+        None,
+        "amd-radeon-graphics",
+        "amd-radeon-graphics-gfx90a",
+        "which holds AMD baselines under this GPU's former key; its key is amd-radeon-graphics-gfx90a now, which "
+        "keeps AMD GPUs torch names alike apart: where they were recorded on this GPU's kind, git mv "
+        ".opprof/amd-radeon-graphics .opprof/amd-radeon-graphics-gfx90a)*",
+    ),
+    (
+        {"torch": "2.13.0", "cuda": None, "hip": None},
+        "AMD64",
+        "cpu-amd64",
+        "cpu-x86_64",
+        "which holds baselines under this CPU's former key; its key is cpu-x86_64 now, Windows' AMD64 and Linux's "
+        "and macOS's x86_64 being one kind of CPU: git mv .opprof/cpu-amd64 .opprof/cpu-x86_64)*",
+    ),
+]
+
+
+@pytest.mark.parametrize(("facts", "machine", "former", "key", "header"), FORMER_KEYS, ids=["amd-gpu", "windows-cpu"])
+def test_baselines_under_a_devices_former_key_are_kept_and_told_how_to_move(
+    pytester, monkeypatch, facts, machine, former, key, header
+):
     """An AMD GPU torch names without a model number is keyed by its architecture now
-    (`amd-radeon-graphics-gfx90a`). A project whose baselines lie under the former key
-    (`amd-radeon-graphics`) keeps reading and writing them, the header naming the `git mv` that
-    moves them (an upgrade trial's run found no baseline and was told to record all anew);
-    moved, they compare with no environment line for the key they hold."""
-    amd = {**fake_nvml.torch_gpu("AMD Radeon Graphics", hip="6.2.41133"), "gpu_arch": "gfx90a"}
-    monkeypatch.setattr(device, "_torch_facts", lambda: amd)
+    (`amd-radeon-graphics-gfx90a`), a Windows x86-64 CPU (`AMD64`) by `cpu-x86_64`, as Linux's. A
+    project whose baselines lie under the former key keeps reading and writing them, the header
+    naming the `git mv` that moves them (upgrade trials' runs found no baseline: every test passed
+    uncompared, and was told to record all anew); moved, they compare with no environment line."""
+    monkeypatch.setattr(device, "_torch_facts", lambda: facts)
     pytester.makepyfile(test_m=MEASURED)
-    run(pytester, "--opprof-update-baseline", "--opprof-device-key", "amd-radeon-graphics").assert_outcomes(passed=1)
+    run(pytester, "--opprof-update-baseline", "--opprof-device-key", former).assert_outcomes(passed=1)
+    if machine:
+        monkeypatch.setattr(device.platform, "machine", lambda: machine)
     result = run(pytester, "--opprof", "--opprof-require-baseline")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "opprof: device key amd-radeon-graphics (from .opprof/amd-radeon-graphics, which holds AMD baselines "
-            "under this GPU's former key; its key is amd-radeon-graphics-gfx90a now, which keeps AMD GPUs torch names "
-            "alike apart: where they were recorded on this GPU's kind, git mv .opprof/amd-radeon-graphics "
-            ".opprof/amd-radeon-graphics-gfx90a)*"
-        ]
-    )
-    assert keys_written(pytester) == ["amd-radeon-graphics"]
-    (pytester.path / ".opprof" / "amd-radeon-graphics").rename(pytester.path / ".opprof" / "amd-radeon-graphics-gfx90a")
+    result.stdout.fnmatch_lines([f"opprof: device key {former} (from .opprof/{former}, {header}"])
+    assert keys_written(pytester) == [former]
+    (pytester.path / ".opprof" / former).rename(pytester.path / ".opprof" / key)
     result = run(pytester, "--opprof", "--opprof-require-baseline")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["opprof: device key amd-radeon-graphics-gfx90a; CPU ops always*"])
-    assert "environment differs" not in result.stdout.str()
-
-
-def test_a_windows_cpus_baselines_under_its_former_key_are_kept_and_told_how_to_move(pytester, monkeypatch):
-    """Windows' x86-64 CPUs (`AMD64`) were keyed `cpu-amd64` before they shared `cpu-x86_64`: an
-    upgrade trial's Windows team read `no baseline for 7 tests`, every test passing uncompared, and
-    a recording wrote them all anew beside the old folder. Its baselines are read and written where
-    they are, the header naming the `git mv`; moved, they compare with no line of the key."""
-    monkeypatch.setattr(device, "_torch_facts", lambda: {"torch": "2.13.0", "cuda": None, "hip": None})
-    pytester.makepyfile(test_m=MEASURED)
-    run(pytester, "--opprof-update-baseline", "--opprof-device-key", "cpu-amd64").assert_outcomes(passed=1)
-    monkeypatch.setattr(device.platform, "machine", lambda: "AMD64")
-    result = run(pytester, "--opprof", "--opprof-require-baseline")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "opprof: device key cpu-amd64 (from .opprof/cpu-amd64, which holds baselines under this CPU's former key; "
-            "its key is cpu-x86_64 now, Windows' AMD64 and Linux's and macOS's x86_64 being one kind of CPU: "
-            "git mv .opprof/cpu-amd64 .opprof/cpu-x86_64)*"
-        ]
-    )
-    assert keys_written(pytester) == ["cpu-amd64"]
-    (pytester.path / ".opprof" / "cpu-amd64").rename(pytester.path / ".opprof" / "cpu-x86_64")
-    result = run(pytester, "--opprof", "--opprof-require-baseline")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["opprof: device key cpu-x86_64; CPU ops always*"])
+    result.stdout.fnmatch_lines([f"opprof: device key {key}; CPU ops always*"])
     assert "environment differs" not in result.stdout.str()
 
 
