@@ -134,7 +134,7 @@ def under_other_keys(root: Path, device_key: str, old: Path, new: Path) -> list[
     return [o / old_rel for o in others if (o / old_rel).is_file() and not os.path.lexists(o / new_rel)]
 
 
-_HASHED = re.compile(r"-[0-9a-f]{8}$")  # a name safe_name had to change: its source cannot be told
+HASHED_NAME = re.compile(r"-[0-9a-f]{8}$")  # a name safe_name had to change: its source cannot be told
 
 
 def gone_test_files(root: Path, device_key: str, rootpath: Path, limit: int = 10_000) -> list[Path]:
@@ -148,7 +148,7 @@ def gone_test_files(root: Path, device_key: str, rootpath: Path, limit: int = 10
         if n >= limit:
             break
         parts = folder.relative_to(key_dir).parts
-        if not folder.is_dir() or any(_HASHED.search(part) for part in parts):
+        if not folder.is_dir() or any(HASHED_NAME.search(part) for part in parts):
             continue
         if not rootpath.joinpath(*parts).exists():
             found += [f for f in folder.glob("*.json") if f.is_file() and not f.name.startswith(".")]

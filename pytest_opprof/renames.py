@@ -3,10 +3,10 @@ an orphaned file of the same function or test, said with the `opprof mv` that ke
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
+from .baseline import HASHED_NAME
 from .results import TestRecord, file_test
 from .textout import shell_quote
 
@@ -103,14 +103,11 @@ def _method_of(path: str) -> str:
     """A test method's file's folder, method and ids (`k/t.py/test_conv[cuda_0]` for
     `TestX.test_conv[cuda_0]-0f1e2d3c.json`: the hash safe_name adds is of the whole id, class
     and all), or '' for a function's (its name holds no class: names hold no dot)."""
-    name = _HASH.sub("", Path(path).name.removesuffix(".json"))
+    name = HASHED_NAME.sub("", Path(path).name.removesuffix(".json"))
     head = name.split("[", 1)[0]
     if "." not in head:
         return ""
     return str(Path(path).parent / (head.rsplit(".", 1)[1] + name[len(head) :]))
-
-
-_HASH = re.compile(r"-[0-9a-f]{8}$")  # safe_name's, after a name it had to change
 
 
 def _function_of(path: str) -> str:
