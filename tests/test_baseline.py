@@ -150,6 +150,29 @@ def test_a_rewrite_keeps_the_users_own_keys_and_nothing_else_of_the_old_file(tmp
     assert written == json.loads(json.dumps(new.to_dict()))
 
 
+def test_every_key_a_baseline_can_hold_is_one_a_rewrite_never_takes_from_the_old_file():
+    """with_own_keys carries the old file's keys the schema does not name: a key the writer gains
+    later and leaves out of SCHEMA_KEYS or OP_KEYS would have the old file's value override the new
+    measurement's. A document with every optional field set writes only keys those sets name."""
+    from pytest_opprof.baseline import OP_KEYS, SCHEMA_KEYS
+    from pytest_opprof.documents import WorkloadEntry
+
+    full = doc(profile()).replace(
+        workload_reference=WorkloadEntry("aten::addmm", ((8, 8), (8, 8)), ("float", "float"), 0.1),
+        outside_ms=(0.1,) * 8,
+        number=2,
+        recorded_wait=0.3,
+        kernels_dropped=1,
+    )
+    op = full.ops["aten::addmm"]
+    full = full.replace(ops={**full.ops, "aten::addmm": replace(op, recorded_range=(0.6, 0.8), records_lost=(1,) * 8)})
+    data = full.to_dict()
+    assert set(data) <= SCHEMA_KEYS
+    assert {"workload_reference", "outside_ms"} <= set(data)
+    entry = data["ops"]["aten::addmm"]
+    assert set(entry) <= OP_KEYS and {"work", "recorded_range_ms", "records_lost"} <= set(entry)
+
+
 def test_same_measurement_gives_byte_identical_file():
     """Recording the same numbers twice gives the same bytes."""
     assert dumps(doc(profile()).to_dict()) == dumps(doc(profile()).to_dict())
