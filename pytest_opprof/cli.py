@@ -45,11 +45,13 @@ from .comparecmd import COMPARE_FAIL_ON, run_compare
 from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
+    BaselineError,
     OpprofError,
     closest_names,
     csv_chose_no_op,
     moved_before_line,
     moved_line,
+    mv_not_a_file,
     output_unwritable,
     unmoved_line,
 )
@@ -393,8 +395,11 @@ def _quiet_stdout() -> None:
 def _move(args: argparse.Namespace) -> Done:
     """`opprof mv FILE NODEID`: the renamed or moved test keeps its baseline in one step (a
     newcomer had to `git mv` the file and hand-edit its "nodeid")."""
-    if Path(args.file).is_file():
-        given_baseline(Path(args.file))  # not a baseline: said before anything moves
+    file = Path(args.file)
+    if file.is_file():
+        given_baseline(file)  # not a baseline: said before anything moves
+    elif os.path.lexists(file) and not file.is_symlink():  # `/`, `.opprof`, /dev/null: not to rename or delete
+        raise BaselineError(mv_not_a_file(file, "a folder" if file.is_dir() else "a device or a pipe"))
     nodeid = _as_pytest_names_it(os_text(args.nodeid))  # typed in a C locale: the id the plugin names the test by
     moved = move_baseline(Path(args.file), nodeid)
     if moved.gone:  # the same command again: FILE named, a mistyped one is seen

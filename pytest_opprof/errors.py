@@ -1495,6 +1495,12 @@ def unmoved_line(path: Path | str, nodeid: str) -> str:
     return f"opprof mv: {path} is the baseline of {nodeid!r} already; nothing changed"
 
 
+def mv_not_a_file(path: Path | str, what: str) -> str:
+    """`opprof mv` given a folder or a device for FILE (a trial's `opprof mv / NODEID` was told to
+    rename `/`, and `/dev/null` to delete it)."""
+    return f"{path}: {what}, not a baseline file; give the baseline file (.json) of the renamed or moved test"
+
+
 def moved_before_line(given: Path | str, path: Path | str, nodeid: str) -> str:
     """`opprof mv` of a FILE that is gone, where NODEID's baseline is there: run again (a review:
     a mistyped FILE read `nothing changed` without the FILE named)."""

@@ -759,6 +759,27 @@ def test_mv_takes_a_node_id_typed_with_windows_separators_or_a_leading_dot(tmp_p
     )
 
 
+def test_mv_of_a_folder_a_device_or_a_gone_file_beside_a_broken_one_names_the_file_given(tmp_path, capsys, monkeypatch):
+    """A trial's `opprof mv / NODEID` was told to rename `/`, `/dev/null` to delete it; a gone FILE
+    whose NODEID's baseline is broken read as that file's error alone. Each says what FILE is and
+    asks for the baseline file, exit 2, nothing touched."""
+    from pytest_opprof.baseline import baseline_path
+    from pytest_opprof.errors import mv_not_a_file
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".opprof").mkdir()
+    for given, what in (("/", "a folder"), (".opprof", "a folder"), ("/dev/null", "a device or a pipe")):
+        code, out, err = run_cli(capsys, "mv", given, "tests/test_a.py::test_x")
+        assert (code, out, err) == (2, "", f"opprof: error: {mv_not_a_file(given, what)}\n")
+    broken = baseline_path(tmp_path / ".opprof", "cpu-x86_64", "tests/test_a.py::test_new")
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{not json")
+    gone = ".opprof/cpu-x86_64/tests/test_a.py/test_old.json"
+    code, _, err = run_cli(capsys, "mv", gone, "tests/test_a.py::test_new")
+    assert code == 2 and err.startswith(f"opprof: error: {gone}: no such file")
+    assert broken.read_text() == "{not json"
+
+
 def test_mv_keeps_a_renamed_tests_baseline_in_one_command(tmp_path, capsys, monkeypatch):
     """`opprof mv FILE NODEID`: one line saying what moved and the Git step that keeps both sides
     (a review: `commit the change` left the new file untracked under `git commit -a`), exit 0;
