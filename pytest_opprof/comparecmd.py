@@ -51,6 +51,7 @@ from .errors import (
     two_tests,
     work_not_compared,
     work_not_failing,
+    work_on_neither,
 )
 from .events import printable_name
 from .excuses import speed_words
@@ -260,7 +261,7 @@ def run_compare(args: argparse.Namespace) -> Done:
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
     untimed = [r.name for r in results if r.untimed]
-    outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed))
+    outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed, args.fail_on))
     out = json_text(_compare_json(args, outcome)) if args.json else "\n".join(_compare_text(args, outcome)) + "\n"
     if not pairs:  # nothing compared is no pass (an audit's CI step read `0 of 0 regressed`, exit 0)
         return Done(out, EXIT_BAD_INPUT, (nothing_in_both(args.a, args.b, _other_rootdir(only_a, only_b)),))
@@ -307,7 +308,9 @@ def _compared(
     return _Compared(name, names, rows, worse, untimed, work, structure, environment, line, failed)
 
 
-def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]) -> list[str]:
+def _compare_warnings(
+    a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str], fail_on: frozenset[str] = frozenset()
+) -> list[str]:
     """What makes the comparison more than one of code: a side's trace warnings (ops outside
     the steps are in no per-step number), two machines, two tests."""
     found = [f"{label}: {warning}" for label, side in (("A", a), ("B", b)) for warning in side.warnings]
@@ -338,7 +341,7 @@ def _compare_warnings(a: _Side, b: _Side, pairs: list[_Pair], untimed: list[str]
         found.append(other_captures(moved))
     if untimed:
         found.append(single_step_tests(untimed, MIN_TIME_STEPS))
-    return found + _work_not_compared(a, b, pairs)
+    return found + _work_not_compared(a, b, pairs) + (_work_on_neither(pairs) if WORK in fail_on else [])
 
 
 def _work_not_compared(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
@@ -355,6 +358,21 @@ def _work_not_compared(a: _Side, b: _Side, pairs: list[_Pair]) -> list[str]:
             names = sorted({op for ops in unread.values() for op in ops})
             found.append(work_not_compared(label, side.kind == "trace", names, sorted(unread)))
     return found
+
+
+def _work_on_neither(pairs: list[_Pair]) -> list[str]:
+    """Under --fail-on work: the ops neither side holds the work of, which it then judged none of
+    (a trial's two schema-1 files passed `--fail-on work` in silence)."""
+    unread = {
+        name: ops
+        for name, _, da, db in pairs
+        if (
+            ops := sorted(op for op in set(da.ops) & set(db.ops) if da.ops[op].work is None and db.ops[op].work is None)
+        )
+    }
+    if not unread:
+        return []
+    return [work_on_neither(sorted({op for ops in unread.values() for op in ops}), sorted(unread))]
 
 
 def _setups(a: BaselineDoc, b: BaselineDoc) -> tuple[str, str] | None:

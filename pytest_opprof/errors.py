@@ -518,6 +518,15 @@ def work_not_compared(side: str, trace: bool, ops: list[str], tests: list[str]) 
     )
 
 
+def work_on_neither(ops: list[str], tests: list[str]) -> str:
+    """`opprof compare --fail-on work`: ops whose work neither side holds, so judged on none of it."""
+    return (
+        f"neither side holds the work (inputs, FLOPs) of {first_three(ops)} in {count_of(len(tests), 'test')} "
+        f"({first_three(tests)}): --fail-on work judged none of it (baselines of schema 1 or edited, traces of "
+        "profilers made without record_shapes)"
+    )
+
+
 def output_unwritable(exc: Exception) -> str:
     """stdout refused the output (a full disk, a closed file): the exit code must not read as a verdict."""
     why = getattr(exc, "strerror", None) or exc

@@ -85,6 +85,27 @@ def renamed_pairs(
     return pairs
 
 
+def left_out_pairs(
+    records: list[TestRecord], orphans: Sequence[str], unrun: Sequence[tuple[str, str]], taken: Collection[str]
+) -> list[tuple[str, str, str]]:
+    """(node id, its file, the orphan) where a folder holds one orphan no pair of renamed_pairs
+    took (`taken`: their files) and one test of `unrun` that did not run: perhaps renamed from it,
+    perhaps not (a GPU test left out of every CPU run beside a deleted test's file). Said as
+    either (left_out_line), where one shard offered `rm` and the one that ran it `opprof mv`."""
+    ran = {file_test(r) for r in records}
+    left = [(path, nodeid) for path, nodeid in dict(unrun).items() if nodeid not in ran and path not in taken]
+    return _renamed(left, [o for o in orphans if o not in taken])
+
+
+def left_out_line(nodeid: str, old: str, here: Callable[[str], str] = str) -> str:
+    q = shell_quote
+    return (
+        f"opprof: {old} is read by no test, and {nodeid}, left out of this run, has no baseline: if it was renamed "
+        f"from that test, keep its baseline: opprof mv {q(here(old))} {q(nodeid)}; if not, delete the file: "
+        f"rm -- {q(here(old))}"
+    )
+
+
 def _renamed_id(missing: list[tuple[str, str]], orphans: Sequence[str]) -> list[tuple[str, str, str]]:
     """(node id, its file, the orphan) where a folder holds one of each of a parametrized function:
     a renamed id beside a deleted test (`test_x[a]` -> `test_x[b]` and `test_old` gone: a folder of

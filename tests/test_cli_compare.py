@@ -69,7 +69,7 @@ def test_compare_says_which_sides_files_hold_no_work_to_compare(tmp_path, capsys
     """An upgrade trial's schema-1 side (no work in its files) against a side whose addmm took
     4x the inputs read `B not slower` and no word that the work went unread: a warning names the
     side without it, the op and the test, with the command that records them again."""
-    from pytest_opprof.errors import work_not_compared
+    from pytest_opprof.errors import work_not_compared, work_on_neither
 
     def shaped(n: int):
         events = []
@@ -97,6 +97,13 @@ def test_compare_says_which_sides_files_hold_no_work_to_compare(tmp_path, capsys
     assert work_not_compared("B", False, ["aten::addmm"], ["t.py::test_a"]) in json.loads(out)["warnings"]
     _, out, _ = run_cli(capsys, "compare", new, write_folder(tmp_path / "same", "cpu", {"t.py::test_a": shaped(256)}))
     assert "was not compared" not in out
+    neither = work_on_neither(["aten::addmm"], ["t.py::test_a"])
+    code, out, _ = run_cli(
+        capsys, "compare", old, old, "--fail-on", "work"
+    )  # two files without it: a trial's silent pass
+    assert code == 0 and f"warning: {neither}\n" in out and "was not compared" not in out
+    _, out, _ = run_cli(capsys, "compare", old, old)  # --fail-on time: the work is not what fails
+    assert "neither side holds" not in out
 
 
 # -- compare: baseline folders ----------------------------------------------------------------

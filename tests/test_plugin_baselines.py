@@ -189,6 +189,36 @@ def test_a_renamed_test_a_run_left_out_keeps_its_baselines_move_not_an_rm(projec
     assert "if not, delete it" in result.stdout.str()  # the rm stays conditional, the pair's line first
 
 
+def test_a_folders_one_orphan_beside_one_test_left_out_without_a_baseline_is_said_as_either(project, monkeypatch):
+    """A trial renamed test_drop -> test_drop2 and ran a shard without it: that shard offered `rm`
+    for test_drop.json, the other `opprof mv`. A test left out pairs by name only (a GPU test left
+    out of every CPU run is no rename of a deleted test's file), so a folder's one orphan and one
+    such test get a line giving both: the `opprof mv` if it was renamed, the `rm` if not."""
+    tests = (
+        "from conftest import infer\n\n"
+        "def test_other(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n\n"
+        "def test_{name}(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    project.makepyfile(test_s=tests.format(name="drop"))
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=2)
+    old = next(project.path.glob(".opprof/*/test_s.py/test_drop.json")).relative_to(project.path).as_posix()
+    project.makepyfile(test_s=tests.format(name="drop2"))
+    result = run(project, "--opprof", "-k", "not drop")
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.stdout.lines if "read by no test" in line]
+    assert lines[-1] == (
+        f"opprof: {old} is read by no test, and test_s.py::test_drop2, left out of this run, has no baseline: if it "
+        f"was renamed from that test, keep its baseline: opprof mv {old} test_s.py::test_drop2; if not, delete the "
+        f"file: rm -- {old}"
+    )
+    assert "it may be the baseline of a test below that had none" in lines[0]
+    result = run(project, "--opprof")  # the run that runs it pairs it as ever
+    assert (
+        f"test_s.py::test_drop2 has no baseline, and {old} is read by no test: if the test was renamed"
+        in result.stdout.str()
+    )
+
+
 def test_a_renamed_test_recorded_anew_is_told_to_compare_with_its_old_baseline(project, monkeypatch):
     """A sharding trial renamed a test and recorded: `1 new`, and an `rm` for the old file, whose
     times the recording never compared with (a slowdown in the same change went in unjudged).

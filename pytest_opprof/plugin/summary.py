@@ -201,7 +201,7 @@ def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
 
 def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
     """The baseline files no collected test reads, and the tests that look renamed from them."""
-    from ..renames import renamed_lines, renamed_pairs
+    from ..renames import left_out_line, left_out_pairs, renamed_lines, renamed_pairs
 
     if not state.orphans:
         return []
@@ -210,7 +210,9 @@ def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
         return reached_from(config.rootpath / path, config.invocation_params.dir)
 
     pairs = renamed_pairs(state.records, state.orphans, state.without_baseline)
-    paired = {old for _, _, old in pairs}
+    taken = {path for _, new, old in pairs for path in (new, old)}
+    maybe = left_out_pairs(state.records, state.orphans, state.without_baseline, taken)
+    paired = {old for _, _, old in pairs + maybe}
     line = orphans_line(
         state.orphans,
         config.option.verbose > 0,
@@ -219,7 +221,8 @@ def _orphans_lines(config: pytest.Config, state: RunState) -> list[str]:
         picked_some(config, state),
     )
     recorded = {r.baseline.path for r in state.records if r.baseline and r.baseline.status == "new"}
-    return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state), recorded)]
+    left_out = sorted(left_out_line(nodeid, old, reached) for nodeid, _, old in maybe)
+    return [line, *renamed_lines(pairs, reached, _under_other_keys(config, state), recorded), *left_out]
 
 
 def _run_end_lines(config: pytest.Config, state: RunState, reports: bool) -> list[str]:
