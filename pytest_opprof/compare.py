@@ -60,13 +60,15 @@ def compare(
     path: str = "",
     machine: Machine | None = None,
     every_change: str = EVERY_CHANGE,
+    places: Callable[[str], str] | None = None,
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
     ops whose structure and work are unchanged, and only where `machine` cannot explain a move.
-    `every_change`: where a structure verdict's capped list of changes sends the reader for all."""
+    `every_change`: where a structure verdict's capped list of changes sends the reader for all;
+    `places`: where an op ran in the current measurement, said of an op it added."""
     where = f" [{path}]" if path else ""
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
-    structure, recounted = _structure(current, baseline, rule, where, unread, every_change)
+    structure, recounted = _structure(current, baseline, rule, where, unread, every_change, places)
     threads = _threads_set_by_test(current, baseline, where)
     work = threads + _work(current, baseline, rule, recounted, where)
     untimed = untimed_why(current, baseline)
@@ -148,10 +150,12 @@ def _structure(
     where: str,
     unread: Collection[str] = (),
     every_change: str = EVERY_CHANGE,
+    places: Callable[[str], str] | None = None,
 ) -> tuple[list[Verdict], set[str]]:
     """One verdict listing every op and memory op whose calls per step changed, the costliest
     first (a trial's vanished attention op sat in `and 4 more` behind alphabetical small ones);
-    and their names."""
+    and their names. An added op says where it ran (`places`: a CI log's `+ aten::item (1/step)`
+    named no caller; the baseline keeps none to say where a removed one ran)."""
     changes: list[Change] = []
     names: set[str] = set()
     sections: tuple[tuple[Mapping[str, OpEntry | MemoryEntry], Mapping[str, OpEntry | MemoryEntry]], ...] = (
@@ -171,7 +175,8 @@ def _structure(
                 added = name in new_ops
                 text = _sometimes(name, (new_ops if added else old_ops)[name], added)
             elif not old_calls:
-                text = f"+ {name} ({count_text(new_calls)}/step)"
+                place = places(name) if places is not None and name in current.ops else ""
+                text = f"+ {name} ({count_text(new_calls)}/step{', ' + place if place else ''})"
             elif not new_calls:
                 text = f"- {name} (was {count_text(old_calls)}/step)"
             else:

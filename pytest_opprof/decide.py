@@ -65,6 +65,9 @@ class Measurement:
 
     doc: BaselineDoc
     machine: Machine = field(default_factory=Machine)
+    # where an op ran in the measurement (`in aten::to <- aten::linear; inputs float[4, 8]`), for a
+    # structure verdict's added op; None where the measurement holds no events (a document alone)
+    places: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ def decide(
             NEW, write=new.doc, recorded_from=new.span, unrepeated=unrepeated,
             written_from=new.position, written_wait=new.wait,
         )  # fmt: skip
-    comparison = compare(current.doc, old, rule, path, current.machine)
+    comparison = compare(current.doc, old, rule, path, current.machine, places=current.places)
     moved = moved_capture(old, current.doc, update)
     if moved is not None and not update and TIME in rule.fail_on:  # run() judged no capture: none to confirm
         why = capture_moved(old.number or 1, moved.now)
@@ -371,8 +374,8 @@ def _confirm(
             other_work.update(differing)  # other work than the first's: no confirmation of it
             continue
         measurements += 1
-        pooled = Measurement(merge_measurements(pooled.doc, again.doc), calmer(pooled, again))
-        comparison = compare(pooled.doc, old, rule, path, pooled.machine)
+        pooled = Measurement(merge_measurements(pooled.doc, again.doc), calmer(pooled, again), current.places)
+        comparison = compare(pooled.doc, old, rule, path, pooled.machine, places=current.places)
         if not _time_decides(comparison, rule, updating):
             return Confirmation(comparison, "not confirmed", measurements, suspected)
         remeasured = "confirmed"
@@ -719,7 +722,9 @@ def judged_early(
             return remeasure()
         except Exception as exc:  # fn's own: the note names what it was confirming
             if hasattr(exc, "add_note"):  # Python 3.11+
-                suspected = compare(current.doc, baseline, rule, shown, current.machine).failing(rule)
+                suspected = compare(current.doc, baseline, rule, shown, current.machine, places=current.places).failing(
+                    rule
+                )
                 exc.add_note(raised_confirming([v.message for v in suspected if v.kind == TIME]))
             raise
 

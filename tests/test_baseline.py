@@ -173,6 +173,26 @@ def test_every_key_a_baseline_can_hold_is_one_a_rewrite_never_takes_from_the_old
     assert set(entry) <= OP_KEYS and {"work", "recorded_range_ms", "records_lost"} <= set(entry)
 
 
+def test_a_structure_verdict_says_where_an_added_op_ran_and_nothing_of_a_removed_one():
+    """compare's `places` names where an op the measurement added ran; a count change and a
+    removed op say nothing more (the baseline keeps no callers), and without `places` the text is
+    as before."""
+    base = doc(profile())
+    added = base.replace(ops={**base.ops, "aten::item": replace(base.ops["aten::addmm"], calls_per_step=(1.0,) * 8)})
+    asked = []
+
+    def places(name: str) -> str:
+        asked.append(name)
+        return "called from Python; inputs float[]"
+
+    (verdict,) = [v for v in compare(added, base, Rule(), places=places).verdicts if v.kind == STRUCTURE]
+    assert "+ aten::item (1/step, called from Python; inputs float[])" in verdict.message and asked == ["aten::item"]
+    (verdict,) = [v for v in compare(added, base, Rule()).verdicts if v.kind == STRUCTURE]
+    assert "+ aten::item (1/step)" in verdict.message
+    (verdict,) = [v for v in compare(base, added, Rule(), places=places).verdicts if v.kind == STRUCTURE]
+    assert "- aten::item (was 1/step)" in verdict.message and asked == ["aten::item"]
+
+
 def test_same_measurement_gives_byte_identical_file():
     """Recording the same numbers twice gives the same bytes."""
     assert dumps(doc(profile()).to_dict()) == dumps(doc(profile()).to_dict())

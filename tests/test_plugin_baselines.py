@@ -407,6 +407,23 @@ def test_keys_of_a_teams_own_in_a_baseline_stay_when_a_recording_rewrites_it(bas
     assert set(written) - set(data) <= {"outside_ms", "workload_reference"} and set(data) - set(written) == set()
 
 
+def test_an_added_op_says_where_it_ran(baselined, monkeypatch):
+    """A structure verdict's added op says where it ran in this measurement, its callers and inputs
+    (a CI log's `+ aten::clone (1/step)` named no caller: the reader opened the trace to find it);
+    the junit property and the JSON report carry the same text."""
+    monkeypatch.setenv("OPPROF_INJECT", "extra")  # y.clone() after the model
+    out = baselined.path / "run.json"
+    result = run(baselined, "--opprof", "-k", "big", f"--opprof-json={out}")
+    result.assert_outcomes(failed=1)
+    (line,) = [line for line in result.stdout.lines if line.startswith("test_base.py::test_big: structure changed")]
+    assert "+ aten::clone (1/step, called from Python; inputs float[64,256])" in line
+    (test,) = json.loads(out.read_text())["tests"]
+    assert any(
+        "+ aten::clone (1/step, called from Python; inputs float[64,256])" in v["message"]
+        for v in test["baseline"]["verdicts"]
+    )
+
+
 def baseline_files(pytester):
     return sorted(p.relative_to(pytester.path).as_posix() for p in (pytester.path / ".opprof").rglob("*.json"))
 
@@ -604,7 +621,9 @@ def test_extra_op_fails_the_affected_tests_naming_it(baselined, monkeypatch):
     result = run(baselined, "--opprof")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
-        ["*structure changed: + aten::clone (1/step)*[[].opprof/cpu-*/test_base.py/test_big.json[]]"]
+        [
+            "*structure changed: + aten::clone (1/step, called from Python; *)*[[].opprof/cpu-*/test_base.py/test_big.json[]]"
+        ]
     )
     # --opprof-top keeps the ops a structure verdict names in the table (it names them in its message only)
     result = run(baselined, "--opprof", "--opprof-top", "1", "-k", "big")
@@ -619,7 +638,9 @@ def test_a_recording_run_says_it_recorded_the_change(baselined, monkeypatch):
     monkeypatch.setenv("OPPROF_INJECT", "extra")
     result = run(baselined, "--opprof-update-baseline", "-k", "big")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_big: recorded: structure changed: + aten::clone (1/step)*"])
+    result.stdout.fnmatch_lines(
+        ["*test_big: recorded: structure changed: + aten::clone (1/step, called from Python; *"]
+    )
     result = run(baselined, "--opprof", "-k", "big")  # recorded: the same code compares equal now
     result.assert_outcomes(passed=1)
     assert "structure changed" not in result.stdout.str()

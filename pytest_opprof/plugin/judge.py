@@ -119,16 +119,19 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
 def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Measurement:
     """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
     `number`: which of the test's captures it is (or measures again)."""
+    from ..assertions import context
     from ..baseline import baseline_from_profile
     from ..decide import Measurement
     from ..verdicts import Machine
 
-    doc = baseline_from_profile(measured.profile, nodeid, state.device_key or "", state.device, number)
+    profile = measured.profile
+    doc = baseline_from_profile(profile, nodeid, state.device_key or "", state.device, number)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
-        measured.profile.compiled_in,
+        profile.compiled_in,
     )  # fmt: skip
-    return Measurement(doc, machine)
+    places = (lambda name: context(profile, name)) if profile.event_table is not None else None
+    return Measurement(doc, machine, places)
 
 
 def _remeasured(again: Any, nodeid: str, state: RunState, number: int) -> Measurement | None:
