@@ -34,14 +34,17 @@ def run_report_json(
     orphans: Sequence[str] = (),
     rootdir: str | None = None,
     stopped_in: str | None = None,
+    partial: bool = False,
 ) -> dict[str, Any]:
     """The --opprof-json document (schema 1): device facts, the rootdir (that baseline paths are
     relative to), the baseline files no collected test reads, the test a Ctrl-C or pytest.exit
-    stopped the run in (`stopped_in`, null for a whole run) and, per measured test, nodeid,
-    outcome, profile (Profile.to_dict()), checks and trace path."""
+    stopped the run in (`stopped_in`, null for a whole run), whether the run picked some of the
+    project's tests (`partial`: a shard, -k, test paths; a sharding trial's merge tool could not
+    tell a shard's report from a whole run's) and, per measured test, nodeid, outcome, profile
+    (Profile.to_dict()), checks and trace path."""
     tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
     found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
-    return {**found, "rootdir": rootdir, "stopped_in": stopped_in, "tests": tests}
+    return {**found, "rootdir": rootdir, "stopped_in": stopped_in, "partial": partial, "tests": tests}
 
 
 class ReportSpool:
@@ -110,10 +113,11 @@ def write_run_report(
     orphans: Sequence[str] = (),
     rootdir: str | None = None,
     stopped_in: str | None = None,
+    partial: bool = False,
 ) -> None:
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
     jsontext.json_text of the whole document ("tests" sorts last)."""
-    found = run_report_json([], device, device_key, orphans, rootdir, stopped_in)
+    found = run_report_json([], device, device_key, orphans, rootdir, stopped_in, partial)
     del found["tests"]
     head = json_text(found)
 

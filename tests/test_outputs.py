@@ -169,7 +169,17 @@ def test_the_json_report_holds_each_tests_fields_and_not_its_terminal_csv_or_htm
     write_run_report(path, {"cpu_model": "x"}, "cpu-x", spool, rootdir="/r", stopped_in="t.py::t")
     spool.close()
     doc = json.loads(path.read_text())
-    assert set(doc) == {"schema", "device_key", "device", "orphan_baselines", "rootdir", "stopped_in", "tests"}
+    assert set(doc) == {
+        "schema",
+        "device_key",
+        "device",
+        "orphan_baselines",
+        "rootdir",
+        "stopped_in",
+        "partial",
+        "tests",
+    }
+    assert doc["partial"] is False  # the default: a whole run
     assert (doc["device_key"], doc["rootdir"], doc["stopped_in"]) == ("cpu-x", "/r", "t.py::t")
     (test,) = doc["tests"]
     assert set(test) == JSON_TEST_KEYS

@@ -150,8 +150,12 @@ def test_a_shard_that_drops_the_other_shards_tests_calls_none_of_their_baselines
     project.makeconftest(USER_CONFTEST + SHARDER)
     project.makepyfile(test_o=ORPHAN_TESTS)
     run(project, "--opprof-update-baseline").assert_outcomes(passed=3)
+    out = project.path / "run.json"
+    run(project, "--opprof", f"--opprof-json={out}")
+    assert json.loads(out.read_text())["partial"] is False  # a whole run
     monkeypatch.setenv("OPPROF_T_SHARD", "1/2")  # test_p[b] only
-    assert "read by no test" not in run(project, "--opprof").stdout.str()
+    assert "read by no test" not in run(project, "--opprof", f"--opprof-json={out}").stdout.str()
+    assert json.loads(out.read_text())["partial"] is True  # a merge of shards' reports tells them apart
     for name in ("test_other", "test_p[[]a]"):  # every test of shard 0 without its baseline
         next(project.path.glob(f".opprof/*/test_o.py/{name}.json")).unlink()
     monkeypatch.setenv("OPPROF_T_SHARD", "0/2")  # test_p[a] and test_other
