@@ -8,7 +8,7 @@ a typed `BaselineResult` that the plugin turns into a pytest outcome and the ter
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from .errors import (
     raised_confirming,
     record_if_intended,
     strict_inconclusive,
+    threads_left_fix,
     unconfirmable,
 )
 from .excuses import QUIET_MACHINE_FIX
@@ -517,6 +518,7 @@ class BaselineResult:
     recorded_wait: float | None = None  # the file read: its capture.cpu_wait (recorded under load), or None
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
+    threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
 
     @property
     def slower(self) -> bool:
@@ -582,9 +584,18 @@ class BaselineResult:
             more = count_of(len(work) - WORK_LISTED, "more op")
             listed.append(f"work changed in {more} (--opprof-json lists every verdict)")
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
-        if changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
+        if changed and self.threads_left_only(failing):
+            listed.append(threads_left_fix(self.threads_left_by or ""))
+        elif changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
+
+    def threads_left_only(self, verdicts: Iterable[Verdict]) -> bool:
+        """Whether the structure and work changes among `verdicts` are only the thread count an
+        earlier test left (threads_left_by): recording this test would not change it (a trial's
+        victim test, told to record itself, recorded nothing and failed again)."""
+        changes = [v for v in verdicts if v.kind in (STRUCTURE, WORK) and v.status == VERDICT_CHANGED]
+        return self.threads_left_by is not None and bool(changes) and all(v.kind == WORK and not v.op for v in changes)
 
     def error_messages(
         self, nodeid: str, rule: Rule, strict: bool, recording: bool, require_baseline: bool = False
@@ -633,6 +644,7 @@ class BaselineResult:
             "recorded_wait": self.recorded_wait,
             "unrecordable": self.unrecordable,
             "nodeid": self.nodeid,
+            "threads_left_by": self.threads_left_by,
         }
 
     @classmethod
@@ -652,7 +664,7 @@ class BaselineResult:
             kernels_dropped=_dropped_pair(data.get("kernels_dropped")),
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
-            nodeid=data.get("nodeid") or "",
+            nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
         )  # fmt: skip
 
 

@@ -1244,6 +1244,14 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
     )
 
 
+def threads_left_fix(leaker: str) -> str:
+    """The fix of a test's thread-count change an earlier test left: in that test, not by recording."""
+    return (
+        f"the count is the one {leaker} left (it ran earlier and did not put it back): restore it in that test "
+        "(try/finally) and run again; recording this test would record that count, not undo it"
+    )
+
+
 def baseline_required(nodeid: str, path: str) -> str:
     return (
         f"opprof: --opprof-require-baseline: {nodeid} has no baseline ({path} does not exist); record it with "

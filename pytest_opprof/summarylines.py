@@ -22,6 +22,7 @@ from .errors import (
     quiet_tables,
     record_if_intended,
     record_on_this_setup,
+    threads_left_fix,
     wait_share,
     waited_for_cpu_up_to,
     with_its_id,
@@ -134,13 +135,15 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         if nodeid in shared.environment:
             verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
         status = "strict" if _strict_error(record, strict) else baseline.status
-        lines += verdict_lines(verdicts, verbose, status, frozenset(baseline.fails))
+        lines += verdict_lines(verdicts, verbose, status, frozenset(baseline.fails), nodeid)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
         slower = baseline.slower
         torch = _torch_moved(baseline)
         if changed and torch:  # a trial's upgrade: `aten::reshape 15 -> 16/step` beside an unlinked torch line
             lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
-        if (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
+        if changed and baseline.status == "compared" and baseline.threads_left_only(baseline.verdicts):
+            lines.append(threads_left_fix(baseline.threads_left_by or ""))
+        elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))
         elif baseline.status in ("kept", "renumbered") and kept_slower(baseline):

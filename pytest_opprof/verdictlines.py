@@ -11,10 +11,12 @@ from .decide import SPEED, TIMES_WRITTEN, lets_pass
 from .errors import (
     NOT_FAILING,
     ONE_MEASUREMENT,
+    RECORD_COMMAND,
 )
 from .excuses import QUIET_MACHINE_FIX
 from .results import RECORDING
 from .rules import DEFAULT_FAIL_ON, STRUCTURE, TIME, WORK
+from .textout import shell_quote
 from .timing import range_span
 from .units import count_of, first_three
 from .verdicts import CHANGED, INCONCLUSIVE, Verdict
@@ -27,11 +29,12 @@ def verdict_lines(
     verbose: bool = False,
     status: str | None = None,
     fails: frozenset[str] = DEFAULT_FAIL_ON,
+    nodeid: str = "",
 ) -> list[str]:
     """One line per verdict kind (conclusive time and inconclusive time apart), or every
     verdict's message when `verbose`. `status`: what the baseline step did (kept, rewritten...),
     or `strict` where --opprof-strict made the test an error; `fails`: the verdict kinds that
-    fail the test."""
+    fail the test; `nodeid`: the test's, named in the command that records faster times."""
     time_fails = TIME in fails
     if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
         return [_recorded(v.titled + _every_change(v), v, status, fails) for v in verdicts]
@@ -44,7 +47,7 @@ def verdict_lines(
         if key.startswith("inconclusive"):
             lines.append(_inconclusive_line(group, status, time_fails))
         elif key == TIME:
-            lines.append(_time_line(group, status, time_fails))
+            lines.append(_time_line(group, status, time_fails, nodeid))
         elif len(group) == 1:  # a structure verdict says what it is; one op's work verdict gets the word
             lines.append(_recorded(group[0].titled, group[0], status, fails))
         else:
@@ -79,16 +82,18 @@ def _changed_in(kind: str, group: list[Verdict]) -> str:
     return f"{kind} changed in {count_of(ops, 'op')}" + (" and its torch threads" if ops < len(group) else "")
 
 
-def _time_line(group: list[Verdict], status: str | None = None, time_fails: bool = True) -> str:
+def _time_line(group: list[Verdict], status: str | None = None, time_fails: bool = True, nodeid: str = "") -> str:
     """Conclusive time verdicts, the slower first; comparing, how to record faster times (a
     recording run has done so, or kept them unconfirmed: a trial's =all run was told to record),
     and, where time fails no test, that they come from one measurement (none is confirmed then: a
-    trial read an unconfirmed slowdown with no word of it)."""
+    trial read an unconfirmed slowdown with no word of it). The command names the test: a bare one
+    in a run of `-k` recorded the tests it had left out (a trial's)."""
     first, *others = sorted(group, key=lambda v: v.status != "regressed")  # slower ones first
     counts = Counter(SPEED[v.status] for v in others)
     more = f"; and {', '.join(f'{n} more {word}' for word, n in counts.items())} ({_MORE})" if others else ""
     faster = first.status == "improved" and status not in RECORDING
-    keep = "; pytest --opprof-update-baseline records the faster times" if faster else ""
+    test = f" {shell_quote(nodeid)}" if nodeid else ""
+    keep = f"; {RECORD_COMMAND}{test} records the faster times" if faster else ""
     once = f"; {ONE_MEASUREMENT}" if not (time_fails or status in RECORDING) else ""
     return f"time: {first.message}{more}{keep}{once}"
 

@@ -1142,6 +1142,24 @@ def test_a_tests_own_environment_line_gives_the_command_that_adopts_the_setup(ba
     assert "environment differs" not in result.stdout.str() and "setup from now on" not in result.stdout.str()
 
 
+def test_a_faster_time_names_the_test_in_the_command_that_records_it(baselined, fake_clock):
+    """A diagnosis trial's `-k attention` run read `pytest --opprof-update-baseline records the
+    faster times`; run as written, it recorded the tests `-k` had left out. The command names the
+    test, and run as written records that test alone."""
+    tiny = sorted((baselined.path / ".opprof").rglob("test_tiny*.json"))
+    before = [p.read_bytes() for p in tiny]
+    fake_clock.costs["aten::addmm"] = 40_000  # 5x faster
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    command = "pytest --opprof-update-baseline test_base.py::test_big"
+    result.stdout.fnmatch_lines(
+        [f"test_base.py::test_big: time: aten::addmm*faster*; {command} records the faster times"]
+    )
+    result = run(baselined, *shlex.split(command)[1:])
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 changed*"])
+    assert [p.read_bytes() for p in tiny] == before
+
+
 def test_a_baseline_recorded_under_load_is_named_with_the_command_that_records_it_again(
     pytester, fake_clock, monkeypatch
 ):
@@ -1282,6 +1300,44 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     }
     assert props["test_after"]["opprof.check.threads"].startswith("warning: test_t.py::test_leaves_it_changed changed")
     assert "opprof.check.threads" not in props["test_on_the_modules_count"]
+
+
+def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_not_to_record(project, monkeypatch):
+    """A diagnosis trial's victim of a thread leak was told `record it: pytest
+    --opprof-update-baseline <victim>`: run alone it recorded nothing (its own count was right) and
+    the next run failed again. Its fix names the test that left the count; the JSON report too."""
+    project.makepyfile(
+        test_l="""
+        import os
+        import torch
+        from conftest import infer
+
+        def test_a_leaker():
+            if os.environ.get("OPPROF_LEAK"):
+                torch.set_num_threads(torch.get_num_threads() + 1)
+
+        def test_b_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    threads = torch.get_num_threads()
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=1, failed=1)
+    fix = (
+        "the count is the one test_l.py::test_a_leaker left (it ran earlier and did not put it back): restore it in "
+        "that test (try/finally) and run again; recording this test would record that count, not undo it"
+    )
+    result.stdout.fnmatch_lines([f"work changed: torch threads {threads} -> {threads + 1} *", fix])  # the failure
+    result.stdout.fnmatch_lines([f"test_l.py::test_b_after: {fix}"])  # the summary
+    assert "record it: pytest --opprof-update-baseline test_l.py::test_b_after" not in result.stdout.str()
+    (after,) = [t for t in json.loads((project.path / "r.json").read_text())["tests"] if t["nodeid"].endswith("after")]
+    assert after["baseline"]["threads_left_by"] == "test_l.py::test_a_leaker"
 
 
 def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):

@@ -5,7 +5,7 @@ with the undo that puts a written file back)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +15,7 @@ import pytest
 from ..errors import stepped_aside_unmeasured
 from ..layout import baseline_root, shown_path
 from ..settings import RunState
-from .base import TEST, add_check, baseline_id, item_rule, runnable
+from .base import TEST, THREADS_LEFT_BY, add_check, baseline_id, item_rule, runnable
 
 if TYPE_CHECKING:
     from ..baseline import Undo
@@ -198,6 +198,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         # comparing, run() took the confirmations (none where the baseline holds another capture)
         remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
+    if THREADS_LEFT_BY in item.stash:  # its thread verdict's cause: the fix is there, not a recording
+        result = replace(result, threads_left_by=item.stash[THREADS_LEFT_BY])
     if result.status not in WRITTEN and UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[UNDO]
     fixture.baseline = result

@@ -12,7 +12,7 @@ import pytest
 
 from ..errors import threads_left_changed
 from ..settings import RunState
-from .base import add_check, is_measured, to_record
+from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
 if TYPE_CHECKING:
     from ..baseline import Undo
@@ -102,6 +102,7 @@ class ThreadLeaks:
             self.leak = None  # put back since (a fixture's teardown, a later test)
         if self.leak is not None and start == self.leak[2] and is_measured(item):
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
+            item.stash[THREADS_LEFT_BY] = self.leak[0]
         try:
             return (yield)
         finally:
