@@ -50,7 +50,7 @@ from .errors import (
 from .events import EventTable
 from .opnames import is_glob, is_kernel_glob
 from .tables import by_shown_time, steps_or_span
-from .units import count_of, count_text, first_three, share_text
+from .units import calls_text, count_of, count_text, first_three, share_text
 
 Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
@@ -315,20 +315,32 @@ def no_op(
     return lambda profile: _no_op(profile, op, is_known, known_names)
 
 
-def context(profile: Profile, name: str) -> str:
+def context(profile: Profile, name: str, say_unread: bool = True) -> str:
     """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` — its most
     frequent input signature and the callers of that signature's first call (innermost first),
     or, without recorded inputs, the callers of its first call; and the ranges around its first
-    call (`called from Python inside Optimizer.step#Adam.step`)."""
+    call (`called from Python inside Optimizer.step#Adam.step`). An op that did not run in the
+    step that recorded the others' inputs says so (a diagnosis trial read no inputs, and no why),
+    unless `say_unread` is false (a structure verdict's list of several such ops)."""
     stats = profile.op(name)
     around = ranges_around(profile.event_table, name) if profile.event_table is not None else ()
     if stats is None or stats.work is None or not stats.work.signatures:
-        return _where(profile.callers(name), around)
+        unread = (
+            "; inputs not recorded: it did not run in the step that recorded them"
+            if say_unread and _inputs_read(profile)
+            else ""
+        )
+        return _where(profile.callers(name), around) + unread
     first, *others = stats.work.signatures
     text = first.text if first.text == NO_TENSOR_INPUTS else f"inputs {first.text}"
     return f"{_where(first.callers, around)}; {text}" + (
         f" (+{count_of(len(others), 'other signature')})" if others else ""
     )
+
+
+def _inputs_read(profile: Profile) -> bool:
+    """Whether some op's inputs were recorded (run()'s signature step, a trace's header)."""
+    return any(op.work is not None and op.work.signatures for op in profile.ops)
 
 
 def _where(callers: tuple[str, ...], ranges: tuple[str, ...] = ()) -> str:
@@ -347,9 +359,10 @@ def _no_op(
 ) -> str | None:
     ran = [o for o in profile.match(op) if o.calls]
     found = [  # where each ran, for the first few: a glob can match hundreds
-        (o.name, o.calls_per_step.median, context(profile, o.name) if i < _PLACED else "") for i, o in enumerate(ran)
+        (o.name, calls_text(o.calls_per_step.samples), context(profile, o.name) if i < _PLACED else "")
+        for i, o in enumerate(ran)
     ]
-    found += [(m.name, m.calls_per_step.median, "") for m in profile.match_memory_ops(op) if m.calls]
+    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in profile.match_memory_ops(op) if m.calls]
     if found:
         return unexpected_ops(op, found)
     fused = fused_into(profile, op)
@@ -423,13 +436,19 @@ def _no_sync(profile: Profile) -> str | None:
     if on_device and table is not None:
         found = [read for o in reads if (read := _device_reads(profile, table, o.name)) is not None]
     else:
-        found = [(o.name, o.calls_per_step.median, context(profile, o.name).split("; ")[0]) for o in reads]
-    found += [(r.name, r.calls_per_step.median, "") for r in profile.runtime if SYNC_RUNTIME_CALL.search(r.name)]
-    found += [(m.name, m.calls_per_step.median, "") for m in profile.memory_ops if fnmatch.fnmatchcase(m.name, _DTOH)]
+        found = [(o.name, calls_text(o.calls_per_step.samples), context(profile, o.name).split("; ")[0]) for o in reads]
+    found += [
+        (r.name, calls_text(r.calls_per_step.samples), "") for r in profile.runtime if SYNC_RUNTIME_CALL.search(r.name)
+    ]
+    found += [
+        (m.name, calls_text(m.calls_per_step.samples), "")
+        for m in profile.memory_ops
+        if fnmatch.fnmatchcase(m.name, _DTOH)
+    ]
     return host_syncs(found, cpu_only=not on_device) if found else None
 
 
-def _device_reads(profile: Profile, table: EventTable, name: str) -> tuple[str, float, str] | None:
+def _device_reads(profile: Profile, table: EventTable, name: str) -> tuple[str, str, str] | None:
     """A scalar read's calls that copied from the device (its thread made a runtime call inside
     them), per step, and where the first ran; None when every call read a CPU tensor. By call:
     one `loss.item()` beside Adam's CPU step-count reads counts one, named where it ran."""
@@ -437,7 +456,7 @@ def _device_reads(profile: Profile, table: EventTable, name: str) -> tuple[str, 
     if not rows:
         return None
     where = _where(profile.callers(name), ranges_around(table, name, row=rows[0]))
-    return name, len(rows) / max(1, profile.steps), where
+    return name, f"{count_text(len(rows) / max(1, profile.steps))}/step", where
 
 
 def _ran_on_a_device(profile: Profile) -> bool:

@@ -33,7 +33,7 @@ from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
 from .rules import ENVIRONMENT, STRUCTURE, WORK, Rule
 from .timing import AROUND_CHANGE_FIX, RANGE_FIX, time_verdicts, untimed_why
-from .units import count_of, count_text
+from .units import count_of, count_text, stored_ms_text
 from .verdicts import (
     CHANGED,
     MIN_TIME_STEPS,
@@ -47,6 +47,7 @@ from .verdicts import (
     Verdict,
     ignored,
     median_calls,
+    step_cost_ms,
     steps_run,
 )
 
@@ -171,9 +172,12 @@ def _structure(
             if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops):
                 continue
             names.add(name)
+            ms = _median_ms(old_ops[name] if name in old_ops else new_ops[name])  # the baseline's: a stable order
             if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
                 added = name in new_ops
-                text = _sometimes(name, (new_ops if added else old_ops)[name], added)
+                entry = (new_ops if added else old_ops)[name]
+                place = places(name) if places is not None and added and name in current.ops else ""
+                text, ms = _sometimes(name, entry, added, place), step_cost_ms(entry)
             elif not old_calls:
                 place = places(name) if places is not None and name in current.ops else ""
                 text = f"+ {name} ({count_text(new_calls)}/step{', ' + place if place else ''})"
@@ -181,7 +185,6 @@ def _structure(
                 text = f"- {name} (was {count_text(old_calls)}/step)"
             else:
                 text = f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step"
-            ms = _median_ms(old_ops[name] if name in old_ops else new_ops[name])  # the baseline's: a stable order
             changes.append(Change(name, float(old_calls), float(new_calls), ms, text))
     if not changes:
         return [], names
@@ -239,10 +242,12 @@ def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mappi
     return steps_run(entry) >= SOMETIMES_STEPS
 
 
-def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool) -> str:
-    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps)`."""
-    steps = f"in {steps_run(entry)} of {len(entry.calls_per_step)} steps"
-    return f"+ {name} ({steps})" if added else f"- {name} (was {steps})"
+def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool, place: str = "") -> str:
+    """An op that ran in some steps of one side only: `+ aten::matmul (in 2 of 10 steps, up to
+    0.850 ms a step, called from Python)`: its cost in its costliest step (its median per step is
+    0: a diagnosis trial's added matmul read as costing nothing) and, added, where it ran."""
+    steps = f"in {steps_run(entry)} of {len(entry.calls_per_step)} steps, up to {stored_ms_text(step_cost_ms(entry))} ms a step"
+    return f"+ {name} ({steps}{', ' + place if place else ''})" if added else f"- {name} (was {steps})"
 
 
 # -- 2. work -----------------------------------------------------------------------------------

@@ -505,9 +505,17 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     if args.op:
         out.append(f"only ops matching {' or '.join(args.op)}, with the kernels they launched")
     out += [f"warning: {warning}" for warning in outcome.warnings]
+    several = len(outcome.results) > 1
     for r in outcome.results:
         verdict = _test_verdict(r, args.fail_on)
-        out += ["", f"{r.name}: {verdict}", *_test_lines(r, args.fail_on)]
+        lines = _test_lines(r, args.fail_on)
+        if several and not lines and _unchanged(r):  # its table would be rows of `same`: a line says it
+            out += [
+                "",
+                f"{r.name}: {verdict}; every row of its table the same ({_rows_text(r.rows)}; --json lists them)",
+            ]
+            continue
+        out += ["", f"{r.name}: {verdict}", *lines]
         out.append(side_by_side_table(r.rows, top, judged=not r.untimed))
         kernels = kernels_under_ops_table(r.rows, top)
         if kernels:
@@ -522,6 +530,21 @@ def _compare_text(args: argparse.Namespace, outcome: _Outcome) -> list[str]:
     if not outcome.results:  # exit 2, with the error line: not `0 of 0 compared tests regressed` (a review's)
         return out + ["", "opprof compare: nothing compared"]
     return out + ["", _last_line(outcome.results, args.fail_on)]
+
+
+def _rows_text(rows: Sequence[SideRow]) -> str:
+    """`30 ops and the step wall`."""
+    ops = count_of(sum(1 for row in rows if row.op != STEP_WALL), "op")
+    return f"{ops} and the step wall" if any(row.op == STEP_WALL for row in rows) else ops
+
+
+def _unchanged(r: _Compared) -> bool:
+    """A test whose every row is `same` (calls too) and which changed in no other way: in a
+    folder's comparison its table is left out (a diagnosis trial read two 20-row tables of
+    `1.00x same` for tests whose files were identical, above the one that changed)."""
+    return not (r.worse or r.work or r.structure or r.environment or r.failed) and all(
+        row.status == "same" and not row.calls_changed for row in r.rows
+    )
 
 
 def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from .events import without_overload
 from .opnames import is_glob
 from .textout import ELLIPSIS, shell_quote
-from .units import count_of, count_text, first_three, ms_text, ns_to_ms
+from .units import count_of, first_three, ms_text, ns_to_ms
 
 
 class OpprofError(Exception):
@@ -1141,20 +1141,17 @@ def count_mismatch(
     return f"{asked(pattern)}: {got} {unit}/step, expected {expected} (per step: {steps}{where})"
 
 
-def unexpected_ops(pattern: str, found: list[tuple[str, float, str]]) -> str:
-    """`aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])`."""
-    listed = ", ".join(
-        f"{name} ({count_text(per_step)}/step{', ' + where if where else ''})" for name, per_step, where in found
-    )
+def unexpected_ops(pattern: str, found: list[tuple[str, str, str]]) -> str:
+    """`aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])`;
+    `found`: (name, its calls as units.calls_text says them, where it ran)."""
+    listed = ", ".join(f"{name} ({calls}{', ' + where if where else ''})" for name, calls, where in found)
     return f"{asked(pattern)}: expected no calls, found {listed}"
 
 
-def host_syncs(found: list[tuple[str, float, str]], cpu_only: bool = False) -> str:
+def host_syncs(found: list[tuple[str, str, str]], cpu_only: bool = False) -> str:
     """`host-device syncs: aten::item (12/step, called from Python inside Optimizer.step#Adam.step)`;
-    on a CPU-only capture, what its scalar reads mean."""
-    listed = ", ".join(
-        f"{name} ({count_text(per_step)}/step{f', {where}' if where else ''})" for name, per_step, where in found
-    )
+    on a CPU-only capture, what its scalar reads mean (`found` as unexpected_ops takes it)."""
+    listed = ", ".join(f"{name} ({calls}{f', {where}' if where else ''})" for name, calls, where in found)
     note = (
         "; a CPU-only capture: these reads wait for no device here, and sync where their tensor is on one "
         "(a scalar kept on the CPU, such as a non-capturable optimizer's step count, never does)"

@@ -31,6 +31,7 @@ from .tables import (
     profiler_cost_text,
     ranges_table,
     short,
+    some_steps_line,
     timeline_line,
     with_more_rows,
 )
@@ -202,6 +203,8 @@ def _summary_block(
     if timeline := timeline_line(profile):
         lines.append(timeline)
     tables = [_summary_table(profile, top, baseline)]
+    if some := some_steps_line(profile):
+        tables[0] += "\n" + some
     if profile.ranges:  # the test's record_function blocks
         tables.append(ranges_table(profile, top))
     return "\n".join([*lines, "\n\n".join(tables)])

@@ -43,6 +43,8 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
         software = f"{software}; {', '.join(cpu_ops)}"
     walls = list(doc.wall_ms or [])
     wall = f", {stored_ms_text(_median(walls))} ms/step wall" if walls else ""
+    if walls and doc.outside_ms:  # the time a step wall verdict is about
+        wall += f" ({stored_ms_text(_median(list(doc.outside_ms)))} ms/step outside the ops)"
     which = f" (the test's capture {doc.number})" if (doc.number or 1) > 1 else ""
     lines = [
         f"{doc.nodeid}  [{path}]",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -49,6 +51,23 @@ def count_text(value: float) -> str:
     if value == int(value):
         return str(int(value))
     return f"{value:.2f}".rstrip("0").rstrip(".")  # 2.999 -> `3`, not `3.`
+
+
+def calls_text(samples: Sequence[float]) -> str:
+    """Calls per step as a finding says them: `2/step` (the median), and for calls made in under
+    half the steps, whose median is 0, `2/step in 4 of 10 steps` (the median of those steps): a
+    diagnosis trial's assert_no_op read `found aten::_to_copy (0/step)`."""
+    ran = [c for c in samples if c]
+    median = statistics.median(samples) if samples else 0
+    if median or not ran:
+        return f"{count_text(median)}/step"
+    return f"{count_text(statistics.median(ran))}/step in {len(ran)} of {len(samples)} steps"
+
+
+def ordinal(n: int) -> str:
+    """`2nd`, `3rd`, `4th`, `11th`, `21st`."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def count_of(n: int, noun: str) -> str:

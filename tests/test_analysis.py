@@ -987,6 +987,43 @@ def test_a_per_step_spread_past_a_quarter_of_the_median_warns_from_four_steps_an
     assert spread_status([20, 20, 40, 40, 20, 40]) == "ok"  # below the floor: the check passes
 
 
+def _spread_message(durations_us: list[int]) -> str:
+    events = []
+    for i, d in enumerate(durations_us):
+        events += [step(i + 1, i * 2000, 2000), op("aten::addmm", i * 2000 + 10, d)]
+    (check,) = [c for c in analyze(events).checks if c.name == "spread"]
+    return check.message
+
+
+def test_a_spread_of_two_levels_says_which_steps_and_a_period_says_it_is_the_codes():
+    """A diagnosis trial's matmul on a 16x input every 3rd call (4 of 10 steps ~x9) read `use more
+    warmup or steps, or a quieter machine`, and passed: time is judged on the fastest steps. Some
+    steps x3 or more the others say which and at what times; a fixed period names the code's
+    work; a spread without two levels keeps the noise wording."""
+    every_third = _spread_message([1400, 150, 110, 1000, 120, 130, 1260, 140, 210, 1350])
+    assert every_third.endswith(
+        "; aten::addmm took x9.7 the other steps' time in 4 of 10 steps (1, 4, 7, 10: 1.000-1.400 vs 0.110-0.210 "
+        "ms), every 3rd step: steps that do other work (an input that grows every few calls, a branch taken every "
+        "few steps), which time verdicts, judged on the fastest steps, do not see; make every step do the same "
+        "work, or measure those steps in a test of their own"
+    )
+    spell = _spread_message([150, 140, 1200, 1300, 110, 130, 120, 140, 210, 150])
+    assert "(3, 4: 1.200-1.300 vs 0.110-0.210 ms): a slow spell of the machine, or steps that do other work" in spell
+    assert spell.endswith("find them in the trace (--opprof-trace=all)")
+    noisy = _spread_message([100, 100, 150, 200, 100, 150, 200, 100])
+    assert noisy.endswith("use more warmup or steps, or a quieter machine") and "took x" not in noisy
+    one_slow = _spread_message([100, 100, 100, 400, 100, 300, 100, 100])  # x3 from the fastest half: 2 steps
+    assert "(4, 6: 0.300-0.400 vs 0.100 ms)" in one_slow
+
+
+def test_ordinals():
+    from pytest_opprof.units import ordinal
+
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th",
+    ]  # fmt: skip
+
+
 def test_device_time_goes_to_the_op_and_step_that_launched_it():
     """A kernel tied to its op by External id alone (no correlation id) that runs after its step
     ended is the launching op's, in that op's step; a copy launched from another thread than the

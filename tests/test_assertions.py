@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import annotation, kernel, launch, memcpy, op, step
+from builders import annotation, kernel, launch, memcpy, op, step, stepped
 
 from pytest_opprof import assertions
 from pytest_opprof.analysis import analyze
@@ -614,6 +614,35 @@ def test_count_and_no_op_failures_name_the_caller_and_the_inputs():
     assert assertions.op_count("aten::relu", 2)(p) == (
         "aten::relu: 1 calls/step, expected 2 (per step: 1; called from Python; no tensor inputs)"
     )
+
+
+def test_an_op_in_some_steps_is_found_with_its_calls_there_and_why_it_has_no_inputs():
+    """An op in 2 of 5 steps has a median of 0 calls: assert_no_op said `found aten::_to_copy
+    (0/step)` (a diagnosis trial). It says its calls where it ran and, where the step that
+    recorded the inputs did not run it, why it names none; the tables say its time there."""
+    from pytest_opprof.tables import profile_tables
+
+    def body(i, base):
+        found = [op("aten::relu", base + 10, 20)]
+        if i in (1, 3):
+            found += [op("aten::_to_copy", base + 100 + 100 * k, 50) for k in range(2)]
+        return found
+
+    signature = analyze([step(1, 0, 1000), op("aten::relu", 10, 20, shapes=((4, 4),), dtypes=("float",))])
+    p = analyze(stepped(5, 1000, body)).with_work({o.name: o.work for o in signature.ops if o.work}, 1, False)
+    assert assertions.no_op("aten::_to_copy")(p) == (
+        "aten::_to_copy: expected no calls, found aten::_to_copy (2/step in 2 of 5 steps, called from Python; "
+        "inputs not recorded: it did not run in the step that recorded them)"
+    )
+    assert assertions.no_op("aten::relu")(p) == (
+        "aten::relu: expected no calls, found aten::relu (1/step, called from Python; inputs float[4,4])"
+    )
+    text = profile_tables(p)
+    assert (
+        "ran in some steps only (their medians per step above read 0): aten::_to_copy in 2 of 5 steps (0.100 ms cpu "
+        "there)" in text.splitlines()
+    )
+    assert "some steps" not in profile_tables(analyze(stepped(5, 1000, lambda i, base: body(1, base))))
 
 
 def test_context_names_the_callers_of_the_signature_it_shows():

@@ -327,12 +327,16 @@ def test_an_op_in_some_steps_only_is_a_structure_change():
     entry = every.ops["aten::matmul"]
     sometimes = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0, 0, 0, 1) * 2)})
     c = compare(sometimes, doc(profile()), Rule(), "b.json")
-    assert [v.message for v in c.verdicts] == ["structure changed: + aten::matmul (in 2 of 8 steps) [b.json]"]
+    assert [v.message for v in c.verdicts] == [
+        "structure changed: + aten::matmul (in 2 of 8 steps, up to 0.005 ms a step) [b.json]"
+    ]
     assert c.failing(Rule()) == list(c.verdicts)
     once = every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=(0,) * 7 + (1,))})
     assert compare(once, doc(profile()), Rule()).verdicts == ()  # one step: a background thread's timing
     gone = compare(doc(profile()), sometimes, Rule())
-    assert [v.message for v in gone.verdicts] == ["structure changed: - aten::matmul (was in 2 of 8 steps)"]
+    assert [v.message for v in gone.verdicts] == [
+        "structure changed: - aten::matmul (was in 2 of 8 steps, up to 0.005 ms a step)"
+    ]
     assert compare(sometimes, sometimes, Rule()).verdicts == ()
 
 

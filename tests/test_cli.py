@@ -704,20 +704,22 @@ def test_a_kernel_of_0_us_is_a_device_event_in_the_header(capsys, tmp_path):
     write_trace(path, [step(1, 0, 10), op("aten::mm", 1, 5), launch(2, corr=1), kernel("k", 3, 0, corr=1)], {})
     code, out, _ = run_cli(capsys, "analyze", str(path))
     assert code == 0 and "no device events" not in out
-    assert out.startswith(f"{path}: 1 step, 0.010 ms wall, 1 op, device 0.000 ms (busy 0.000 ms, ")
+    assert out.startswith(f"{path}: 1 step, 0.010 ms wall (0.005 ms outside the ops), 1 op, device 0.000 ms (busy ")
     write_trace(path, [step(1, 0, 10), op("aten::mm", 1, 5)], {})
     assert ", no device events\n" in run_cli(capsys, "analyze", str(path))[1]
 
 
 def test_the_header_gives_the_wall_per_step_as_a_test_line_does(capsys, tmp_path):
     """A newcomer read `opprof analyze`'s summed wall (`3 steps, 0.070 ms wall`) against the test
-    line's `0.020 ms/step wall`: the median step first, the sum beside it; device time is summed."""
+    line's `0.020 ms/step wall`: the median step first, the sum beside it, then the time outside the ops
+    (a step wall verdict's figure: a diagnosis trial found it in --json only); device time is summed."""
     path = tmp_path / "steps.json"
     steps = [step(1, 0, 20), step(2, 20, 20), step(3, 40, 30), op("aten::add", 41, 5), op("aten::add", 21, 5)]
     write_trace(path, [*steps, op("aten::mm", 1, 5), launch(2, corr=1), kernel("k", 3, 4, corr=1)], {})
     out = run_cli(capsys, "analyze", str(path))[1]
     assert out.startswith(
-        f"{path}: 3 steps, 0.020 ms/step wall (median; 0.070 ms in all), 2 ops, device 0.004 ms in all ("
+        f"{path}: 3 steps, 0.020 ms/step wall (median; 0.070 ms in all; 0.015 ms/step outside the ops), 2 ops, "
+        "device 0.004 ms in all ("
     )
 
 
@@ -894,7 +896,7 @@ def test_analyze_prints_every_table_as_it_reads(capsys, tmp_path):
     assert code == 0
     assert (
         out
-        == f"""{path}: 2 steps, 0.100 ms/step wall (median; 0.200 ms in all), 6 ops, device 0.186 ms in all (busy 0.140 ms, not attributed to an op 0.000 ms)
+        == f"""{path}: 2 steps, 0.100 ms/step wall (median; 0.200 ms in all; 0.041 ms/step outside the ops), 6 ops, device 0.186 ms in all (busy 0.140 ms, not attributed to an op 0.000 ms)
 timeline: device busy 80% of 0.176 ms; idle while the host ran ops 30% of the steps; compute/memory overlap 0.026 ms; compute/comm overlap 0.010 ms; queue median 0.022 ms; launch-bound: aten::add (kernel 0.0100 < launch 0.0200 ms)
 
 op                calls/step    cpu ms/step    self cpu    device ms/step    of step

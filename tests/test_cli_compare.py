@@ -1342,3 +1342,20 @@ def test_kernels_b_has_and_a_has_not_sit_under_bs_column(capsys, tmp_path):
     assert first.split() == ["aten::addmm", "gemm_a", "1x", "0.100", "gemm_b", "1x", "0.100"]
     assert second.split() == ["splitk_reduce_b", "1x", "0.100"]
     assert second.index("splitk_reduce_b") == header.index("B kernels")
+
+
+def test_a_folders_unchanged_test_is_one_line_without_its_table(capsys, tmp_path):
+    """A diagnosis trial's folder comparison printed two 20-row tables of `1.00x same` for tests
+    whose files were identical, above the one that changed. In a folder's comparison such a test
+    is one line; the changed test keeps its table, and a comparison of one test always has it."""
+    a = write_folder(tmp_path / "a", "k", {"t.py::test_same": profile(300), "t.py::test_slow": profile(700)})
+    b = write_folder(tmp_path / "b", "k", {"t.py::test_same": profile(300), "t.py::test_slow": profile(2100)})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 1
+    lines = out.splitlines()
+    assert "t.py::test_same: B not slower; every row of its table the same (3 ops; --json lists them)" in lines
+    assert sum(line.startswith("aten::relu ") for line in lines) == 1  # test_slow's table only
+    assert next(line for line in lines if line.startswith("t.py::test_slow: B regressed"))
+    one = [baseline_path(root, "k", "t.py::test_same") for root in (tmp_path / "a", tmp_path / "b")]
+    code, out, _ = run_cli(capsys, "compare", *one)
+    assert code == 0 and "every row" not in out and any(line.startswith("aten::relu ") for line in out.splitlines())

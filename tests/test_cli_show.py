@@ -572,7 +572,7 @@ def test_show_prints_a_gpu_baselines_header_and_tables_as_they_read(capsys, tmp_
     assert (
         out
         == f"""tests/test_m.py::test_mlp  [{file}]
-device nvidia-h200; NVIDIA H200; torch 2.13.0, CUDA 12.4, driver 550.54.15, CUDA driver 12.4; 3 steps, 10.00 ms/step wall
+device nvidia-h200; NVIDIA H200; torch 2.13.0, CUDA 12.4, driver 550.54.15, CUDA driver 12.4; 3 steps, 10.00 ms/step wall (9.150 ms/step outside the ops)
 
 op           calls/step    ms/step    min    cpu ms/step    time
 -----------  ------------  ---------  -----  -------------  ------

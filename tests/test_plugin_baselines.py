@@ -1340,6 +1340,51 @@ def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_
     assert after["baseline"]["threads_left_by"] == "test_l.py::test_a_leaker"
 
 
+def test_an_op_added_in_some_steps_says_its_cost_there_and_where_it_ran(project, monkeypatch):
+    """A diagnosis trial's matmul added in 4 of 10 steps read `+ aten::mm (in 4 of 10 steps)`, and
+    `0 0.000` in every table (its median per step), and assert_no_op said `found aten::mm (0/step)`.
+    The structure line gives its costliest step and its caller, a line under the table its time
+    where it ran, and assert_no_op its calls there."""
+    project.makepyfile(
+        test_s="""
+        import os
+        import torch
+        from conftest import infer
+
+        def sometimes():
+            calls = [0]
+
+            def fn(model, x):
+                calls[0] += 1
+                if os.environ.get("OPPROF_SOME") and calls[0] % 3 == 0:
+                    torch.mm(x.t(), x)
+                return infer(model, x)
+
+            return fn
+
+        def test_some(opprof, mlp):
+            opprof.run(sometimes(), *mlp, warmup=2, steps=10)
+
+        def test_asserts(opprof, mlp):
+            opprof.run(sometimes(), *mlp, warmup=2, steps=10)
+            opprof.assert_no_op("aten::mm")
+        """
+    )
+    monkeypatch.delenv("OPPROF_SOME", raising=False)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=2)
+    monkeypatch.setenv("OPPROF_SOME", "1")
+    result = run(project, "--opprof")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*aten::mm: expected no calls, found aten::mm (1/step in [34] of 10 steps, called from Python*",
+            "*ran in some steps only (their medians per step above read 0): *aten::mm in [34] of 10 steps (* ms cpu there)*",
+            "test_s.py::test_some: structure changed: *+ aten::mm (in [34] of 10 steps, up to * ms a step, called from "
+            "Python*",
+        ]
+    )
+
+
 def test_require_baseline_makes_a_test_without_one_an_error_naming_the_fix(project):
     """CI with a baseline not committed, or a mistyped --opprof-baseline-dir, passed every test
     with exit 0; --opprof-require-baseline (ini opprof_require_baseline) makes each such test an

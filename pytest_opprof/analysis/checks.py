@@ -5,6 +5,7 @@ the steps. A check that fires with `error` makes the measurement untrusted."""
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ from ..errors import (
     waited_for_cpu,
 )
 from ..events import Event
-from ..units import count_of, first_three, ms_text, ns_to_ms
+from ..units import count_of, first_three, ms_text, ns_to_ms, ordinal
 from .compiled import FX_GRAPH
 from .model import (
     ERROR,
@@ -116,7 +117,7 @@ def trust_checks(
         _step_events(cols.op_step, len(spans), ops),
         _step_ranges(ranges, len(spans)),
         _wall_time(cols, spans, busy_by_step, step_thread, host_may_lead) if n_events else None,
-        _spread(ops, len(spans)),
+        _spread(ops, spans),
         _outside_steps(outside, len(cols.durs)) if wall_known else None,
     ]
     return [c for c in found if c is not None]
@@ -464,14 +465,11 @@ def _wide(dist: Dist) -> bool:
     return dist.median >= SPREAD_FLOOR_NS and dist.iqr / dist.median > SPREAD_LIMIT
 
 
-def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
-    if n_steps < SPREAD_MIN_STEPS:
+def _spread(ops: list[OpStats], spans: Sequence[StepSpan]) -> Check | None:
+    if len(spans) < SPREAD_MIN_STEPS:
         return None
-    wide = [
-        f"{op.name} (IQR/median {op.time_per_step.iqr / op.time_per_step.median:.2f})"
-        for op in ops
-        if _wide(op.time_per_step)
-    ]
+    spread = [op for op in ops if _wide(op.time_per_step)]
+    wide = [f"{op.name} (IQR/median {op.time_per_step.iqr / op.time_per_step.median:.2f})" for op in spread]
     if not wide:
         return Check(
             "spread",
@@ -480,12 +478,66 @@ def _spread(ops: list[OpStats], n_steps: int) -> Check | None:
             "or more (faster ones are too small to judge)",
         )
     more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
-    return Check(
-        "spread",
-        WARNING,
-        f"per-step time spread: {', '.join(wide[:3])}{more}: their medians (the assertions' default stat) "
-        "are noisy, the baseline's time verdicts (fastest steps) less so; use more warmup or steps, or a quieter machine",
+    levels = _two_levels(spread, spans)
+    if levels is None:
+        return Check(
+            "spread",
+            WARNING,
+            f"per-step time spread: {', '.join(wide[:3])}{more}: their medians (the assertions' default stat) are "
+            "noisy, the baseline's time verdicts (fastest steps) less so; use more warmup or steps, or a quieter machine",
+        )
+    return Check("spread", WARNING, f"per-step time spread: {', '.join(wide[:3])}{more}; {levels}")
+
+
+TWO_LEVELS = 3  # slow steps of a two-level spread took this many times the fastest half's median or more
+
+
+def _slow_steps(samples: Sequence[int]) -> list[int] | None:
+    """The steps (indexes) of a two-level spread: 2 or more, all but 2 at most, each x3 or more
+    the median of the fastest half of the steps; None where the spread is no such split."""
+    fastest = sorted(samples)[: len(samples) // 2]
+    low = statistics.median(fastest) if fastest else 0
+    if low <= 0:
+        return None
+    slow = [i for i, t in enumerate(samples) if t >= TWO_LEVELS * low]
+    return slow if 2 <= len(slow) <= len(samples) - 2 else None
+
+
+def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
+    """Where an op's spread is two levels (some steps x3 or more the others), which steps, at
+    what times and, where they recur at a fixed period, that they are the code's: a diagnosis
+    trial's matmul on a 16x input every 3rd call read `use ... a quieter machine`, and passed
+    (time is judged on the fastest steps). The costliest such op; None where none is."""
+    found = [(op, slow) for op in spread if (slow := _slow_steps(op.time_per_step.samples)) is not None]
+    if not found:
+        return None
+    op, slow = max(found, key=lambda f: f[0].time_per_step.max)
+    samples = op.time_per_step.samples
+    fast = [t for i, t in enumerate(samples) if i not in slow]
+    slow_ms = [samples[i] for i in slow]
+    steps = ", ".join(str(spans[i].number or i + 1) for i in slow)
+    times = f"{_ms_span(slow_ms)} vs {_ms_span(fast)} ms"
+    gaps = {b - a for a, b in zip(slow, slow[1:])}
+    ratio = statistics.median(slow_ms) / statistics.median(fast)
+    where = (
+        f"{op.name} took x{ratio:.1f} the other steps' time in {len(slow)} of {len(samples)} steps ({steps}: {times})"
     )
+    if len(slow) >= 3 and len(gaps) == 1 and (gap := gaps.pop()) >= 2:
+        return (
+            f"{where}, every {ordinal(gap)} step: steps that do other work (an input that grows every few calls, a "
+            "branch taken every few steps), which time verdicts, judged on the fastest steps, do not see; make every "
+            "step do the same work, or measure those steps in a test of their own"
+        )
+    return (
+        f"{where}: a slow spell of the machine, or steps that do other work (an input that changes by step), which "
+        "time verdicts, judged on the fastest steps, do not see; find them in the trace (--opprof-trace=all)"
+    )
+
+
+def _ms_span(values: Sequence[int]) -> str:
+    """`0.110-0.210` (ms, of ns values), or one value."""
+    low, high = ms_text(min(values) / 1e6), ms_text(max(values) / 1e6)
+    return low if low == high else f"{low}-{high}"
 
 
 STEP_COMPARISONS = ("step_events", "spread")  # the checks that compare the steps with each other

@@ -130,7 +130,7 @@ def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Me
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
         profile.compiled_in,
     )  # fmt: skip
-    places = (lambda name: context(profile, name)) if profile.event_table is not None else None
+    places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
 
 
