@@ -17,7 +17,7 @@ from .excuses import QUIET_MACHINE_FIX
 from .results import RECORDING
 from .rules import DEFAULT_FAIL_ON, STRUCTURE, TIME, WORK
 from .textout import shell_quote
-from .timing import range_span
+from .timing import MOST_STEPS_WHY, range_span
 from .units import count_of, first_three
 from .verdicts import CHANGED, INCONCLUSIVE, Verdict
 
@@ -114,8 +114,12 @@ def largest_first(group: Iterable[Verdict]) -> list[Verdict]:
 
 def _why_kind(verdict: Verdict) -> str:
     """What an inconclusive verdict's lines are grouped by: its why, or `recorded range` for every
-    op a recorded range made inconclusive (each its own numbers: one line names them all)."""
-    return "recorded range" if range_span(verdict.why) else verdict.why or ""
+    op a recorded range made inconclusive, `most steps` for every op most of whose steps slowed
+    (each its own numbers: one line names them all; a diagnosis trial's conv2d read four lines, one
+    for each op of its call chain)."""
+    if range_span(verdict.why):
+        return "recorded range"
+    return "most steps" if (verdict.why or "").startswith(MOST_STEPS_WHY) else verdict.why or ""
 
 
 def _inconclusive_why(group: list[Verdict]) -> str:
@@ -123,6 +127,8 @@ def _inconclusive_why(group: list[Verdict]) -> str:
     if len(group) > 1 and range_span(group[0].why):
         spans = first_three([f"{v.op} {range_span(v.why)}" for v in group])
         return f"each is within the slowest of its baseline's measurements of the same code on this machine and its tolerance ({spans})"
+    if len(group) > 1 and _why_kind(group[0]) == "most steps":
+        return f"{group[0].why} (the figures of {group[0].op}; -v or --opprof-json gives each op's)"
     return group[0].why or ""
 
 

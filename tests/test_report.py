@@ -775,3 +775,25 @@ def test_junit_times_keep_six_significant_digits():
     assert props["opprof.op.aten::tiny.ms_per_step"] == "0.000104"
     assert props["opprof.op.aten::big.ms_per_step"] == "1.23457"
     assert props["opprof.wall_ms"] == "15.0"
+
+
+def test_ops_most_of_whose_steps_slowed_share_one_line():
+    """A diagnosis trial's conv2d read four `most steps slowed` lines, one per op of its call chain
+    (conv2d, convolution, _convolution, mkldnn_convolution), each its own numbers: one line names
+    them, the largest move first, with its figures; -v lists each."""
+    from pytest_opprof.timing import MOST_STEPS_WHY
+    from pytest_opprof.verdictlines import verdict_lines
+    from pytest_opprof.verdicts import Verdict
+
+    def slowed(op, base, new):
+        why = f"{MOST_STEPS_WHY} (up to {base:.3f} ms) while the fastest did not fail (...), and time is judged on the fastest"
+        return Verdict("time", "inconclusive", f"{op}: ...", op, base, new, None, why, "find the slow steps")
+
+    group = [slowed("aten::convolution", 0.05, 0.09), slowed("aten::conv2d", 0.06, 0.11)]
+    (line,) = verdict_lines(group)
+    assert line.startswith(
+        f"time inconclusive for aten::conv2d, aten::convolution: {MOST_STEPS_WHY} (up to 0.060 ms) while the fastest "
+        "did not fail (...), and time is judged on the fastest (the figures of aten::conv2d; -v or --opprof-json "
+        "gives each op's); neither passed nor failed"
+    )
+    assert len(verdict_lines(group, verbose=True)) == 2
