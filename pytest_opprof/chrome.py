@@ -12,15 +12,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .events import ANNOTATION, DEVICE_KINDS, END_THREAD, RUNTIME, Event
+from .events import ANNOTATION, CPU_OP, DEVICE_KINDS, END_THREAD, RUNTIME, Event
 from .files import write_atomic
 from .textout import file_bytes
 
+RECORDED_INPUTS = "Inputs (recorded step)"  # an op's arg: its name's inputs in the step that recorded them
 
-def event_to_trace_json(event: Event, end_thread: int | None = None) -> str:
+
+def event_to_trace_json(event: Event, end_thread: int | None = None, extra: dict[str, Any] | None = None) -> str:
     """One event as a Chrome-trace record, its times written exactly (us with ns decimals);
-    `end_thread`: the thread an op's end was recorded on, where another (EventTable.end_threads)."""
-    args: dict[str, Any] = {}
+    `end_thread`: the thread an op's end was recorded on, where another (EventTable.end_threads);
+    `extra`: args of its own to add (an op's RECORDED_INPUTS)."""
+    args: dict[str, Any] = dict(extra) if extra else {}
     if end_thread is not None:
         args[END_THREAD] = end_thread
     if event.external_id:
@@ -71,21 +74,27 @@ def write_trace(
     metadata: dict[str, Any],
     relative: bool = False,
     end_threads: dict[int, int] | None = None,
+    op_args: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Write events as a Chrome/Perfetto trace (.json, or .json.gz by the file name), atomically.
     `relative`: times from the first event's whole microsecond, that instant in the header's
     `baseTimeNanoseconds` as torch writes it (epoch microseconds, 1796190588632019.176, lose their
     nanoseconds in a reader's doubles: a trial's Perfetto saw 55 of 10,420 events end after their
-    parent). `end_threads`: by event index, as EventTable.end_threads (read back by the trace reader)."""
+    parent). `end_threads`: by event index, as EventTable.end_threads (read back by the trace reader).
+    `op_args`: by op name, args added to each of its events that records no inputs of its own."""
     if relative and events:
         base = min(e.start_ns for e in events) // 1000 * 1000
         events = [e._replace(start_ns=e.start_ns - base) for e in events]
         metadata = {**metadata, "baseTimeNanoseconds": base}
     head = json.dumps({k: v for k, v in metadata.items() if k != "traceEvents"})[:-1]
     ends = end_threads or {}
+    extra = op_args or {}
     written = (
-        [event_to_trace_json(e, ends.get(i)) for i, e in enumerate(events)]
-        if ends
+        [
+            event_to_trace_json(e, ends.get(i), extra.get(e.name) if e.kind == CPU_OP and not e.shapes else None)
+            for i, e in enumerate(events)
+        ]
+        if ends or extra
         else map(event_to_trace_json, events)
     )
     records = [*written, *_names(events), *_flows(events)]

@@ -840,6 +840,27 @@ def test_exported_trace_carries_the_signature_steps_work(tmp_path):
         load_trace(path)
 
 
+def test_an_exported_traces_ops_carry_the_inputs_of_the_step_that_recorded_them(tmp_path):
+    """A diagnosis trial's Perfetto showed no op's inputs (0 of 550 events had args): a run()'s
+    timed steps record none. Each op event carries its name's signatures from the signature step
+    (`Inputs (recorded step)`), which the reader does not take for recorded inputs."""
+    import json
+
+    from pytest_opprof.chrome import RECORDED_INPUTS
+
+    model, x = make_mlp()
+    live = measure(infer, model, x, warmup=1, steps=2)
+    path = tmp_path / "t.json"
+    live.export_chrome_trace(str(path))
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "aten::addmm"]
+    first, second = live.op("aten::addmm").work.signatures  # the MLP's two layers
+    assert len(events) == 2 * live.op("aten::addmm").calls_per_step.samples[0]
+    assert {e["args"][RECORDED_INPUTS] for e in events} == {f"{first.text} (x1); {second.text} (x1)"}
+    assert all("Input Dims" not in e["args"] for e in events)
+    loaded = load_trace(path)
+    assert loaded.op("aten::addmm").work == live.op("aten::addmm").work and not loaded.times_include_inputs
+
+
 def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbers(monkeypatch):
     """torch before 2.12 does not say an event's Kineto category (a runtime call would pass for an
     op, a copy for a kernel): its captures go through Kineto's own trace of them. On the same

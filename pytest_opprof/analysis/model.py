@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..chrome import write_trace
+from ..chrome import RECORDED_INPUTS, write_trace
 from ..errors import OpprofUsageError, TraceError, TraceWriteError, bad_argument, not_a_path, shown_value
 from ..events import Event, EventTable, freeze, printable_name, without_overload
 from ..opnames import as_written, profiler_spelling
 from ..tables import profile_tables
-from ..units import ns_to_ms
+from ..units import count_text, ns_to_ms
 
 SCHEMA = 1
 STEP_NAME = re.compile(r"ProfilerStep#(\d{1,18})$")  # a longer number is no step of torch's
@@ -1066,6 +1066,25 @@ class Profile:
             raise OpprofUsageError(bad_argument("top", top, "a whole number of rows >= 1, or None for all"))
         return profile_tables(self, top=top)
 
+    def _recorded_inputs(self) -> dict[str, dict[str, Any]]:
+        """By op name, its RECORDED_INPUTS arg for the trace: the input signatures it had in the
+        step that recorded them (a run()'s untimed signature step: its timed steps record none,
+        and a diagnosis trial's Perfetto showed no op's inputs), the most frequent first, with
+        their calls in that step."""
+        if not self.work_steps:
+            return {}
+        found = {}
+        for op in self.ops:
+            if op.work is None or not op.work.signatures:
+                continue
+            shown = [
+                f"{sig.text} (x{count_text(sum(sig.calls_per_step.samples) / self.work_steps)})"
+                for sig in op.work.signatures[:3]
+            ]
+            more = len(op.work.signatures) - len(shown)
+            found[op.name] = {RECORDED_INPUTS: "; ".join(shown) + (f"; and {more} more" if more > 0 else "")}
+        return found
+
     def export_chrome_trace(
         self,
         path: str | os.PathLike[str],
@@ -1113,7 +1132,14 @@ class Profile:
             raise TraceWriteError(path, "a folder")
         try:
             ends = self.event_table.end_threads if self.event_table is not None else None
-            write_trace(path, self.events, {"schemaVersion": 1, "opprof": opprof}, relative=True, end_threads=ends)
+            write_trace(
+                path,
+                self.events,
+                {"schemaVersion": 1, "opprof": opprof},
+                relative=True,
+                end_threads=ends,
+                op_args=self._recorded_inputs(),
+            )
         except OSError as exc:  # the temporary file's name would only confuse: name the path asked for
             raise TraceWriteError(path, exc.strerror or str(exc)) from None
 
