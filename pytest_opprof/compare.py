@@ -291,7 +291,8 @@ def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str
         "torch.set_num_threads in the test, the code it calls, a conftest or an earlier test; "
         f"CPU times not compared{where}"
     )
-    return [Verdict(WORK, CHANGED, message)]
+    counts = Differs("torch threads", str(baseline.threads), str(current.threads))
+    return [Verdict(WORK, CHANGED, message, differs=(counts,))]
 
 
 def _steady(entry: OpEntry) -> bool:

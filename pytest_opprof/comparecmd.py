@@ -539,12 +539,18 @@ def _rows_text(rows: Sequence[SideRow]) -> str:
 
 
 def _unchanged(r: _Compared) -> bool:
-    """A test whose every row is `same` (calls too) and which changed in no other way: in a
+    """A test whose every row is `same` (calls and kernels too) and which changed in no other way: in a
     folder's comparison its table is left out (a diagnosis trial read two 20-row tables of
     `1.00x same` for tests whose files were identical, above the one that changed)."""
     return not (r.worse or r.work or r.structure or r.environment or r.failed) and all(
-        row.status == "same" and not row.calls_changed for row in r.rows
+        row.status == "same" and not row.calls_changed and _launches(row.kernels_a) == _launches(row.kernels_b)
+        for row in r.rows
     )
+
+
+def _launches(kernels: tuple[tuple[str, float, float], ...]) -> list[tuple[str, float]]:
+    """An op's kernels and their calls per step (a review's kernel swapped under a `same` op)."""
+    return [(name, calls) for name, calls, _ in kernels]
 
 
 def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:

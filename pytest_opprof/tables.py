@@ -159,7 +159,7 @@ def some_steps_line(profile: Profile) -> str | None:
         for ms, op in partial[:SOME_STEPS_LISTED]
     )
     more = f" and {count_of(len(partial) - SOME_STEPS_LISTED, 'more op')}" if len(partial) > SOME_STEPS_LISTED else ""
-    return f"ran in some steps only (their medians per step above read 0): {listed}{more}"
+    return f"ran in some steps only (their medians per step are 0): {listed}{more}"
 
 
 def _time_where_ran(op: Any) -> float | None:

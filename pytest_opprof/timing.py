@@ -183,8 +183,8 @@ def _most_steps_slower(
         return None
     what = " outside the ops" if step_ms is not None else ""
     why = (
-        f"{MOST_STEPS_WHY} (up to {top_ms:.3f} ms) while the fastest did not fail "
-        f"({min(new_s):.3f} vs {min(old_s):.3f} ms: within the tolerance and floor), and time is judged on the fastest: a wait in some steps (for example "
+        f"{MOST_STEPS_WHY} (up to {top_ms:.3f} ms) while the fastest steps did not fail the time rule "
+        f"({min(new_s):.3f} vs {min(old_s):.3f} ms), and time is judged on the fastest: a wait in some steps (for example "
         "for data from worker processes, or a cache that misses)"
     )
     ratio = f"x{new_ms / old_ms:.1f} " if old_ms > 0 else ""

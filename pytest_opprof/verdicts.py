@@ -133,7 +133,9 @@ class Verdict:
     why: str | None = None  # an inconclusive verdict: what about the machine made it so; environment: what differs
     fix: str | None = None  # and what to do for a time verdict
     changes: tuple[Change, ...] = ()  # a structure verdict: every op whose calls changed, costliest first
-    differs: tuple[Differs, ...] = ()  # an environment verdict: each fact that differs
+    differs: tuple[
+        Differs, ...
+    ] = ()  # an environment verdict: each fact that differs; a torch threads work verdict: the counts
 
     @property
     def titled(self) -> str:

@@ -987,10 +987,13 @@ def test_a_per_step_spread_past_a_quarter_of_the_median_warns_from_four_steps_an
     assert spread_status([20, 20, 40, 40, 20, 40]) == "ok"  # below the floor: the check passes
 
 
-def _spread_message(durations_us: list[int]) -> str:
+def _spread_message(durations_us: list[int], first: int = 1) -> str:
+    """The spread check's message for an op of these durations, a call a step (none at 0), its
+    steps numbered from `first` (torch.profiler's own numbering starts at 0)."""
     events = []
     for i, d in enumerate(durations_us):
-        events += [step(i + 1, i * 2000, 2000), op("aten::addmm", i * 2000 + 10, d)]
+        events.append(step(first + i, i * 2000, 2000))
+        events += [op("aten::addmm", i * 2000 + 10, d)] if d else []
     (check,) = [c for c in analyze(events).checks if c.name == "spread"]
     return check.message
 
@@ -1014,6 +1017,11 @@ def test_a_spread_of_two_levels_says_which_steps_and_a_period_says_it_is_the_cod
     assert noisy.endswith("use more warmup or steps, or a quieter machine") and "took x" not in noisy
     one_slow = _spread_message([100, 100, 100, 400, 100, 300, 100, 100])  # x3 from the fastest half: 2 steps
     assert "(4, 6: 0.300-0.400 vs 0.100 ms)" in one_slow
+    from_zero = _spread_message([1400, 150, 110, 1000, 120, 130, 1260, 140, 210, 1350], first=0)
+    assert "in 4 of 10 steps (0, 3, 6, 9: " in from_zero  # as the trace names them (a review read `1, 3, 6, 9`)
+    # an op absent from some steps (a review's divided by zero): a warning, no level to compare with
+    for absent in ([0, 0, 1000, 1500, 1500, 1500, 1500, 1500], [1000, 0, 1600, 1500, 0, 1550, 1500, 1600]):
+        assert _spread_message(absent).startswith("per-step time spread: aten::addmm")
 
 
 def test_ordinals():

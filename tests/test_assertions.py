@@ -639,7 +639,7 @@ def test_an_op_in_some_steps_is_found_with_its_calls_there_and_why_it_has_no_inp
     )
     text = profile_tables(p)
     assert (
-        "ran in some steps only (their medians per step above read 0): aten::_to_copy in 2 of 5 steps (0.100 ms cpu "
+        "ran in some steps only (their medians per step are 0): aten::_to_copy in 2 of 5 steps (0.100 ms cpu "
         "there)" in text.splitlines()
     )
     assert "some steps" not in profile_tables(analyze(stepped(5, 1000, lambda i, base: body(1, base))))

@@ -1359,3 +1359,16 @@ def test_a_folders_unchanged_test_is_one_line_without_its_table(capsys, tmp_path
     one = [baseline_path(root, "k", "t.py::test_same") for root in (tmp_path / "a", tmp_path / "b")]
     code, out, _ = run_cli(capsys, "compare", *one)
     assert code == 0 and "every row" not in out and any(line.startswith("aten::relu ") for line in out.splitlines())
+    # another kernel under a `same` op is a change (a review's): its table stays, with the kernels
+    a = write_folder(tmp_path / "c", "k", {"t.py::test_same": profile(300), "t.py::test_slow": profile(700)})
+    b = write_folder(
+        tmp_path / "d",
+        "k",
+        {"t.py::test_same": profile(300, kernel_name="ampere_other"), "t.py::test_slow": profile(700)},
+    )
+    out = run_cli(capsys, "compare", a, b)[1]
+    assert (
+        "t.py::test_same: B not slower\n" in out
+        and "ampere_other" in out
+        and "every row" not in out.split("t.py::test_slow")[0]
+    )

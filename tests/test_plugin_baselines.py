@@ -1338,6 +1338,27 @@ def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_
     assert "record it: pytest --opprof-update-baseline test_l.py::test_b_after" not in result.stdout.str()
     (after,) = [t for t in json.loads((project.path / "r.json").read_text())["tests"] if t["nodeid"].endswith("after")]
     assert after["baseline"]["threads_left_by"] == "test_l.py::test_a_leaker"
+    # a baseline recorded on another count than the one before the leak: restoring the count
+    # would not make it pass (a review's was told to fix the leak, then to record): record it
+    monkeypatch.delenv("OPPROF_LEAK")
+    torch.set_num_threads(threads + 2)
+    try:
+        run(project, "--opprof-update-baseline=all", "-p", "no:xdist").assert_outcomes(passed=2)
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"work changed: torch threads {threads + 2} -> {threads + 1} *",
+            "if the change is intended, record it: pytest --opprof-update-baseline test_l.py::test_b_after *",
+        ]
+    )
+    assert "the count is the one" not in result.stdout.str()
 
 
 def test_an_op_added_in_some_steps_says_its_cost_there_and_where_it_ran(project, monkeypatch):
@@ -1378,7 +1399,7 @@ def test_an_op_added_in_some_steps_says_its_cost_there_and_where_it_ran(project,
     result.stdout.fnmatch_lines(
         [
             "*aten::mm: expected no calls, found aten::mm (1/step in [34] of 10 steps, called from Python*",
-            "*ran in some steps only (their medians per step above read 0): *aten::mm in [34] of 10 steps (* ms cpu there)*",
+            "*ran in some steps only (their medians per step are 0): *aten::mm in [34] of 10 steps (* ms cpu there)*",
             "test_s.py::test_some: structure changed: *+ aten::mm (in [34] of 10 steps, up to * ms a step, called from "
             "Python*",
         ]

@@ -781,19 +781,22 @@ def test_ops_most_of_whose_steps_slowed_share_one_line():
     """A diagnosis trial's conv2d read four `most steps slowed` lines, one per op of its call chain
     (conv2d, convolution, _convolution, mkldnn_convolution), each its own numbers: one line names
     them, the largest move first, with its figures; -v lists each."""
-    from pytest_opprof.timing import MOST_STEPS_WHY
+    from pytest_opprof.rules import Rule
+    from pytest_opprof.timing import _most_steps_slower
     from pytest_opprof.verdictlines import verdict_lines
-    from pytest_opprof.verdicts import Verdict
+    from pytest_opprof.verdicts import Machine
 
-    def slowed(op, base, new):
-        why = f"{MOST_STEPS_WHY} (up to {base:.3f} ms) while the fastest did not fail (...), and time is judged on the fastest"
-        return Verdict("time", "inconclusive", f"{op}: ...", op, base, new, None, why, "find the slow steps")
-
-    group = [slowed("aten::convolution", 0.05, 0.09), slowed("aten::conv2d", 0.06, 0.11)]
-    (line,) = verdict_lines(group)
-    assert line.startswith(
-        f"time inconclusive for aten::conv2d, aten::convolution: {MOST_STEPS_WHY} (up to 0.060 ms) while the fastest "
-        "did not fail (...), and time is judged on the fastest (the figures of aten::conv2d; -v or --opprof-json "
-        "gives each op's); neither passed nor failed"
+    slow = [0.3, 0.28, 6.0, 6.5, 7.0, 6.0, 5.5, 6.2]
+    conv2d = _most_steps_slower("aten::conv2d", slow, [0.3] * 8, Rule(), Machine(), "")
+    inner = _most_steps_slower("aten::convolution", [t * 0.9 for t in slow], [0.27] * 8, Rule(), Machine(), "")
+    assert conv2d is not None and inner is not None
+    assert conv2d.why.startswith(
+        "most steps slowed beyond every baseline step (up to 0.300 ms) while the fastest steps did not fail the time "
+        "rule (0.280 vs 0.300 ms), and time is judged on the fastest: a wait in some steps"
     )
-    assert len(verdict_lines(group, verbose=True)) == 2
+    (line,) = verdict_lines([inner, conv2d])
+    assert line.startswith(
+        f"time inconclusive for aten::conv2d, aten::convolution: {conv2d.why} (the figures of aten::conv2d; -v or "
+        "--opprof-json gives each op's); neither passed nor failed"
+    )
+    assert len(verdict_lines([inner, conv2d], verbose=True)) == 2

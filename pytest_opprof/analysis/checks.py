@@ -515,7 +515,9 @@ def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
     samples = op.time_per_step.samples
     fast = [t for i, t in enumerate(samples) if i not in slow]
     slow_ms = [samples[i] for i in slow]
-    steps = ", ".join(str(spans[i].number or i + 1) for i in slow)
+    if statistics.median(fast) <= 0:  # an op absent from most of its other steps: no level to compare with
+        return None
+    steps = ", ".join(str(spans[i].number) for i in slow)  # as the trace names them (ProfilerStep#0 too)
     times = f"{_ms_span(slow_ms)} vs {_ms_span(fast)} ms"
     gaps = {b - a for a, b in zip(slow, slow[1:])}
     ratio = statistics.median(slow_ms) / statistics.median(fast)

@@ -82,7 +82,8 @@ def typed_id(config: pytest.Config, nodeid: str) -> str:
     return reached_from(config.rootpath / path, config.invocation_params.dir) + sep + rest
 
 
-THREADS_LEFT_BY = pytest.StashKey[str]()  # the earlier test whose changed thread count this one ran on
+# the earlier test whose changed thread count this one ran on, and the count before it changed it
+THREADS_LEFT_BY = pytest.StashKey["tuple[str, int]"]()
 CHECKS = pytest.StashKey["list[Check]"]()  # the run's checks of a test, beside its profile's (a thread leak...)
 
 

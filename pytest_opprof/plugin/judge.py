@@ -19,7 +19,7 @@ from .base import TEST, THREADS_LEFT_BY, add_check, baseline_id, item_rule, runn
 
 if TYPE_CHECKING:
     from ..baseline import Undo
-    from ..decide import Judged, Measurement
+    from ..decide import BaselineResult, Judged, Measurement
     from ..fixture import OpprofFixture, Remeasured
 
 
@@ -198,8 +198,8 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         # comparing, run() took the confirmations (none where the baseline holds another capture)
         remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
-    if THREADS_LEFT_BY in item.stash:  # its thread verdict's cause: the fix is there, not a recording
-        result = replace(result, threads_left_by=item.stash[THREADS_LEFT_BY])
+    if THREADS_LEFT_BY in item.stash and _threads_were(result, item.stash[THREADS_LEFT_BY][1]):
+        result = replace(result, threads_left_by=item.stash[THREADS_LEFT_BY][0])  # the fix is there, not a recording
     if result.status not in WRITTEN and UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[UNDO]
     fixture.baseline = result
@@ -208,6 +208,13 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         result.error_messages(nodeid, rule, settings.strict, bool(settings.update_baseline), settings.require_baseline)
     )
     return [] if settings.update_baseline else result.failing(rule, nodeid)
+
+
+def _threads_were(result: BaselineResult, count: int) -> bool:
+    """Whether the baseline's torch thread count, as its threads verdict says, is `count`: the
+    count before an earlier test changed it, whose leak then is the change (a review's baseline,
+    recorded on another count, was told to fix the leak, then to record)."""
+    return any(d.fact == "torch threads" and d.was == str(count) for v in result.verdicts for d in v.differs)
 
 
 UNDO: pytest.StashKey[Undo] = pytest.StashKey()  # puts the baseline file this test wrote back as it was
