@@ -406,6 +406,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         # the pooled steps: the first's, then the second's
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
         pooled=True,
+        threads_left=a.threads_left or b.threads_left,
     )
 
 

@@ -1236,8 +1236,8 @@ def steps_not_compared(step: int) -> str:
 def threads_left_changed(leaker: str, before: int, after: int) -> str:
     return (
         f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after it "
-        f"ran on {after}, so their CPU times (and baselines recorded then) depend on test order (a flake under "
-        "-k or pytest-randomly); restore the count in that test (try/finally)"
+        f"ran on {after}, so their CPU times depend on test order (a flake under -k or pytest-randomly) and no "
+        "baseline is recorded from them; restore the count in that test (try/finally)"
     )
 
 
@@ -1456,6 +1456,14 @@ TRACER_RECORD_FIX = "pytest --opprof-update-baseline --no-cov (with pytest-cov; 
 
 def unrecordable_gpu(reason: str) -> str:
     return f"unreliable GPU clocks ({reason})"
+
+
+def unrecordable_threads(leaker: str, count: int) -> str:
+    """A measurement on the torch thread count an earlier test left (threads_left_changed)."""
+    return (
+        f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "
+        "test order): restore the count in that test (try/finally), then record"
+    )
 
 
 def unrecordable_tracer(tracer: str) -> str:

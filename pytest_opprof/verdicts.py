@@ -12,7 +12,7 @@ from typing import Any
 
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import KernelEntry, MemoryEntry, OpEntry
-from .errors import unrecordable_gpu, unrecordable_tracer
+from .errors import unrecordable_gpu, unrecordable_threads, unrecordable_tracer
 from .rules import STRUCTURE, TIME, WORK, Rule  # the rule a run or marker sets: rules.py
 
 REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
@@ -65,6 +65,7 @@ class Machine:
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
+    threads_left: tuple[str, int] | None = None  # torch ran on the thread count (2nd) an earlier test (1st) left
 
     @property
     def contended(self) -> bool:
@@ -75,11 +76,15 @@ class Machine:
     def unrecordable(self) -> str | None:
         """Why no baseline is written from this measurement, or None: throttled GPU clocks, or a
         Python tracer (coverage, a debugger), which slows the Python between the ops: a trial's
-        baseline recorded under --cov held that slower step wall, and a 3x slower one passed."""
+        baseline recorded under --cov held that slower step wall, and a 3x slower one passed; or
+        a thread count an earlier test left (a review's recording wrote it, and the test then
+        depended on test order)."""
         if self.gpu_unreliable:
             return unrecordable_gpu(self.gpu_unreliable)
         if self.python_tracer:
             return unrecordable_tracer(self.python_tracer)
+        if self.threads_left:
+            return unrecordable_threads(*self.threads_left)
         return None
 
 

@@ -1302,6 +1302,55 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     assert "opprof.check.threads" not in props["test_on_the_modules_count"]
 
 
+def test_a_recording_writes_no_baseline_from_a_test_on_a_thread_count_an_earlier_test_left(project, monkeypatch):
+    """A review's recording beside a thread leak wrote `recorded: work changed: torch threads 2 ->
+    3`: the file held the leaked count, and the test then depended on test order. No file is
+    written from such a test, new or changed (=all too); one line says why and what to do."""
+    project.makepyfile(
+        test_l="""
+        import os
+        import pytest
+        import torch
+        from conftest import infer
+
+        def test_a_leaker():
+            if os.environ.get("OPPROF_LEAK"):
+                torch.set_num_threads(torch.get_num_threads() + 1)
+
+        def test_b_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+
+        def test_c_new(opprof, mlp):
+            if not os.environ.get("OPPROF_LEAK"):
+                pytest.skip("a test added later")
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    threads = torch.get_num_threads()
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2, skipped=1)
+    (after,) = (project.path / ".opprof").rglob("test_b_after.json")
+    before = after.read_bytes()
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    for mode in ("--opprof-update-baseline", "--opprof-update-baseline=all"):
+        try:
+            result = run(project, mode, "--opprof-json=r.json", "-p", "no:xdist")
+        finally:
+            torch.set_num_threads(threads)
+        result.assert_outcomes(passed=3)
+        result.stdout.fnmatch_lines(
+            [
+                f"opprof: 2 baselines not written: it ran on the torch thread count {threads + 1} that "
+                "test_l.py::test_a_leaker left (a baseline recorded on it would depend on test order): restore the "
+                "count in that test (try/finally), then record"
+            ]
+        )
+        assert after.read_bytes() == before and not list((project.path / ".opprof").rglob("test_c_new.json"))
+        tests = {t["nodeid"]: t["baseline"] for t in json.loads((project.path / "r.json").read_text())["tests"]}
+        assert tests["test_l.py::test_b_after"]["status"] == "unreliable"
+        assert tests["test_l.py::test_c_new"]["unrecordable"].startswith("it ran on the torch thread count")
+
+
 def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_not_to_record(project, monkeypatch):
     """A diagnosis trial's victim of a thread leak was told `record it: pytest
     --opprof-update-baseline <victim>`: run alone it recorded nothing (its own count was right) and

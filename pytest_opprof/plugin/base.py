@@ -82,8 +82,8 @@ def typed_id(config: pytest.Config, nodeid: str) -> str:
     return reached_from(config.rootpath / path, config.invocation_params.dir) + sep + rest
 
 
-# the earlier test whose changed thread count this one ran on, and the count before it changed it
-THREADS_LEFT_BY = pytest.StashKey["tuple[str, int]"]()
+# the earlier test whose changed thread count this one ran on, the count before it and the count it left
+THREADS_LEFT_BY = pytest.StashKey["tuple[str, int, int]"]()
 CHECKS = pytest.StashKey["list[Check]"]()  # the run's checks of a test, beside its profile's (a thread leak...)
 
 

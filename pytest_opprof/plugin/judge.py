@@ -58,7 +58,7 @@ def _ranges_wanted(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     if state.device_key is None or not state.settings.update_baseline:
         return True
     nodeid, (path, shown, root) = baseline_id(item), _baseline_place(item, state)
-    current = _measurement(fixture, nodeid, state, fixture.captures)
+    current = _measurement(fixture, item, state, fixture.captures)
     return ranges_serve(
         path, shown, nodeid, current, item_rule(item, state.settings), state.settings.update_baseline, root
     )
@@ -116,27 +116,28 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
     return path, shown_path(path, rootpath), baseline_root(rootpath, settings.baseline_dir)
 
 
-def _measurement(measured: Any, nodeid: str, state: RunState, number: int) -> Measurement:
-    """A capture (the fixture, or a Remeasured) as its baseline document and the machine's state;
-    `number`: which of the test's captures it is (or measures again)."""
+def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int) -> Measurement:
+    """A capture (the fixture, or a Remeasured) of the test `item` as its baseline document and the
+    machine's state; `number`: which of the test's captures it is (or measures again)."""
     from ..assertions import context
     from ..baseline import baseline_from_profile
     from ..decide import Measurement
     from ..verdicts import Machine
 
     profile = measured.profile
-    doc = baseline_from_profile(profile, nodeid, state.device_key or "", state.device, number)
+    doc = baseline_from_profile(profile, baseline_id(item), state.device_key or "", state.device, number)
+    left = item.stash.get(THREADS_LEFT_BY, None)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
-        profile.compiled_in,
+        profile.compiled_in, threads_left=(left[0], left[2]) if left is not None else None,
     )  # fmt: skip
     places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
 
 
-def _remeasured(again: Any, nodeid: str, state: RunState, number: int) -> Measurement | None:
+def _remeasured(again: Any, item: pytest.Item, state: RunState, number: int) -> Measurement | None:
     """A further measurement for `decide`: None past the last, or for one with trust errors."""
-    return None if again is None or again.profile.errors else _measurement(again, nodeid, state, number)
+    return None if again is None or again.profile.errors else _measurement(again, item, state, number)
 
 
 def _judge_in_run(
@@ -151,8 +152,8 @@ def _judge_in_run(
     if state.device_key is None:
         return
     nodeid, (path, shown, root) = baseline_id(item), _baseline_place(item, state)
-    current = _measurement(fixture, nodeid, state, fixture.captures)
-    remeasure = lambda: _remeasured(again(), nodeid, state, fixture.captures)  # noqa: E731
+    current = _measurement(fixture, item, state, fixture.captures)
+    remeasure = lambda: _remeasured(again(), item, state, fixture.captures)  # noqa: E731
     judged = judged_early(path, shown, nodeid, current, item_rule(item, state.settings), remeasure, root)
     item.stash[JUDGED] = RunJudged(fixture.captures, current, judged)  # judged None: no usable baseline
 
@@ -183,12 +184,12 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     path, shown, root = _baseline_place(item, state)
 
     def remeasure() -> Measurement | None:  # recording: the ranges' measurements run() took
-        return _remeasured(fixture.next_measurement(), nodeid, state, fixture.captures)
+        return _remeasured(fixture.next_measurement(), item, state, fixture.captures)
 
     rule = item_rule(item, settings)
     early = item.stash.get(JUDGED, None)
     if early is None or early.capture != fixture.captures:  # none, or a later capture replaced it
-        early = RunJudged(fixture.captures, _measurement(fixture, nodeid, state, fixture.captures), None)
+        early = RunJudged(fixture.captures, _measurement(fixture, item, state, fixture.captures), None)
 
     def keep_undo() -> None:  # put the file back should the test still err (in its teardown)
         item.stash[UNDO] = Undo(path, file_bytes(path), root)
@@ -198,7 +199,9 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         # comparing, run() took the confirmations (none where the baseline holds another capture)
         remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
-    if THREADS_LEFT_BY in item.stash and _threads_were(result, item.stash[THREADS_LEFT_BY][1]):
+    if THREADS_LEFT_BY in item.stash and _threads_were(
+        result, item.stash[THREADS_LEFT_BY][1]
+    ):  # (leaker, before, left)
         result = replace(result, threads_left_by=item.stash[THREADS_LEFT_BY][0])  # the fix is there, not a recording
     if result.status not in WRITTEN and UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[UNDO]

@@ -102,7 +102,7 @@ class ThreadLeaks:
             self.leak = None  # put back since (a fixture's teardown, a later test)
         if self.leak is not None and start == self.leak[2] and is_measured(item):
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
-            item.stash[THREADS_LEFT_BY] = self.leak[:2]
+            item.stash[THREADS_LEFT_BY] = self.leak
         try:
             return (yield)
         finally:
