@@ -1302,29 +1302,31 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     assert "opprof.check.threads" not in props["test_on_the_modules_count"]
 
 
+LEAKING = """
+import os
+import pytest
+import torch
+from conftest import infer
+
+def test_a_leaker():  # leaves torch's thread count one higher where OPPROF_LEAK is set
+    if os.environ.get("OPPROF_LEAK"):
+        torch.set_num_threads(torch.get_num_threads() + 1)
+
+def test_b_after(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+
+
 def test_a_recording_writes_no_baseline_from_a_test_on_a_thread_count_an_earlier_test_left(project, monkeypatch):
     """A review's recording beside a thread leak wrote `recorded: work changed: torch threads 2 ->
     3`: the file held the leaked count, and the test then depended on test order. No file is
     written from such a test, new or changed (=all too); one line says why and what to do."""
     project.makepyfile(
-        test_l="""
-        import os
-        import pytest
-        import torch
-        from conftest import infer
-
-        def test_a_leaker():
-            if os.environ.get("OPPROF_LEAK"):
-                torch.set_num_threads(torch.get_num_threads() + 1)
-
-        def test_b_after(opprof, mlp):
-            opprof.run(infer, *mlp, warmup=1, steps=2)
-
-        def test_c_new(opprof, mlp):
-            if not os.environ.get("OPPROF_LEAK"):
-                pytest.skip("a test added later")
-            opprof.run(infer, *mlp, warmup=1, steps=2)
-        """
+        test_l=LEAKING
+        + "\ndef test_c_new(opprof, mlp):\n"
+        + "    if not os.environ.get('OPPROF_LEAK'):\n"
+        + "        pytest.skip('a test added later')\n"
+        + "    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
     )
     threads = torch.get_num_threads()
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
@@ -1355,20 +1357,7 @@ def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_
     """A diagnosis trial's victim of a thread leak was told `record it: pytest
     --opprof-update-baseline <victim>`: run alone it recorded nothing (its own count was right) and
     the next run failed again. Its fix names the test that left the count; the JSON report too."""
-    project.makepyfile(
-        test_l="""
-        import os
-        import torch
-        from conftest import infer
-
-        def test_a_leaker():
-            if os.environ.get("OPPROF_LEAK"):
-                torch.set_num_threads(torch.get_num_threads() + 1)
-
-        def test_b_after(opprof, mlp):
-            opprof.run(infer, *mlp, warmup=1, steps=2)
-        """
-    )
+    project.makepyfile(test_l=LEAKING)
     threads = torch.get_num_threads()
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2)
