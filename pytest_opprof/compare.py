@@ -21,6 +21,7 @@ import json
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from functools import partial
 from statistics import median
 from typing import Any, TypeVar
 
@@ -167,25 +168,11 @@ def _structure(
         for name in sorted(set(new_ops) | set(old_ops)):
             if ignored(name, rule.ignore_ops) or name in unread:
                 continue
-            new_calls = median_calls(new_ops[name]) if name in new_ops else 0
-            old_calls = median_calls(old_ops[name]) if name in old_ops else 0
-            if new_calls == old_calls and not _sometimes_on_one_side(name, new_ops, old_ops):
-                continue
-            names.add(name)
-            ms = _median_ms(old_ops[name] if name in old_ops else new_ops[name])  # the baseline's: a stable order
-            if new_calls == old_calls:  # on one side only, in under half its steps (a median of 0)
-                added = name in new_ops
-                entry = (new_ops if added else old_ops)[name]
-                place = places(name) if places is not None and added and name in current.ops else ""
-                text, ms = _sometimes(name, entry, added, place), step_cost_ms(entry)
-            elif not old_calls:
-                place = places(name) if places is not None and name in current.ops else ""
-                text = f"+ {name} ({count_text(new_calls)}/step{', ' + place if place else ''})"
-            elif not new_calls:
-                text = f"- {name} (was {count_text(old_calls)}/step)"
-            else:
-                text = f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step"
-            changes.append(Change(name, float(old_calls), float(new_calls), ms, text))
+            place_of = partial(places, name) if places is not None and name in current.ops else str
+            change = _change(name, new_ops.get(name), old_ops.get(name), place_of)
+            if change is not None:
+                names.add(name)
+                changes.append(change)
     if not changes:
         return [], names
     changes.sort(key=lambda c: (-c.ms, c.op))
@@ -201,6 +188,56 @@ def _structure(
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
+
+
+def _change(
+    name: str, new: OpEntry | MemoryEntry | None, old: OpEntry | MemoryEntry | None, place_of: Callable[[], str]
+) -> Change | None:
+    """One op's change of calls, or None: its median calls per step moved (`aten::mm 2 -> 3/step`,
+    `+ aten::clone (1/step, called from Python)`, `- aten::bmm (was 2/step)`, or `... -> 0/step (now in
+    3 of 10 steps)` where it still runs in some), it ran in some steps of one side only, or in some
+    steps of both with other calls there (a trial's 1 -> 8 calls in 3 of 10 steps passed in silence).
+    `place_of`: where it ran in this measurement, asked of an op it added only."""
+    new_calls, old_calls = (median_calls(e) if e is not None else 0 for e in (new, old))
+    ms = _median_ms(old if old is not None else new)  # the baseline's: a stable order
+    if new_calls == old_calls:
+        if new is not None and old is not None:
+            return _calls_where_ran(name, new, old, ms)
+        if not _sometimes_on_one_side(new, old):
+            return None
+        entry = new if new is not None else old
+        assert entry is not None
+        place = place_of() if new is not None else ""
+        return Change(name, 0.0, 0.0, step_cost_ms(entry), _sometimes(name, entry, new is not None, place))
+    if not old_calls and old is not None and steps_run(old):  # it ran in some baseline steps: not added
+        text = f"{name} 0 -> {count_text(new_calls)}/step (was in {_ran_in(old)})"
+    elif not old_calls:
+        place = place_of()
+        text = f"+ {name} ({count_text(new_calls)}/step{', ' + place if place else ''})"
+    elif not new_calls and new is not None and steps_run(new):  # it still runs in some steps: not removed
+        text = f"{name} {count_text(old_calls)} -> 0/step (now in {_ran_in(new)})"
+    elif not new_calls:
+        text = f"- {name} (was {count_text(old_calls)}/step)"
+    else:
+        text = f"{name} {count_text(old_calls)} -> {count_text(new_calls)}/step"
+    return Change(name, float(old_calls), float(new_calls), ms, text)
+
+
+def _ran_in(entry: OpEntry | MemoryEntry) -> str:
+    """`3 of 10 steps`."""
+    return f"{steps_run(entry)} of {len(entry.calls_per_step)} steps"
+
+
+def _calls_where_ran(name: str, new: OpEntry | MemoryEntry, old: OpEntry | MemoryEntry, ms: float) -> Change | None:
+    """An op both sides ran in some steps only (their medians 0) whose calls in those steps
+    moved: `aten::mm 1 -> 8/step where it ran (3 of 10 steps; was 3 of 10)`."""
+    if median_calls(new) or min(steps_run(new), steps_run(old)) < SOMETIMES_STEPS:
+        return None
+    was, now = (median([c for c in e.calls_per_step if c]) for e in (old, new))
+    if was == now:
+        return None
+    text = f"{name} {count_text(was)} -> {count_text(now)}/step where it ran ({_ran_in(new)}; was {_ran_in(old)})"
+    return Change(name, float(was), float(now), ms, text)
 
 
 def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> str:
@@ -232,14 +269,13 @@ DISPATCH_MODE_HINT = (
 MAX_LISTED = 12  # changes a structure verdict names; a baseline of 20k made-up ops made a 600 KB line
 
 
-def _sometimes_on_one_side(name: str, new_ops: Mapping[str, Any], old_ops: Mapping[str, Any]) -> bool:
+def _sometimes_on_one_side(new: Any, old: Any) -> bool:
     """An op that one side ran in some steps (2 or more: a background thread's op landing in one
     step by its timing is not the code's structure; a costly one is a time verdict) and the
-    other never."""
-    if (name in new_ops) == (name in old_ops):
+    other never (`new`, `old`: its entries, None where a side has none)."""
+    if (new is None) == (old is None):
         return False
-    entry = new_ops[name] if name in new_ops else old_ops[name]
-    return steps_run(entry) >= SOMETIMES_STEPS
+    return steps_run(new if new is not None else old) >= SOMETIMES_STEPS
 
 
 def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool, place: str = "") -> str:

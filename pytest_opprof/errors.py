@@ -1233,18 +1233,24 @@ def steps_not_compared(step: int) -> str:
     return f"not compared: the test's exception ended step {step} part way"
 
 
+LEAKS_JOINED = " then "  # the tests of a leak that each changed the count the one before left
+
+
 def threads_left_changed(leaker: str, before: int, after: int) -> str:
+    """`leaker`: a test, or tests joined by LEAKS_JOINED (in turn, from `before` to `after`)."""
+    them, that = ("them", "those tests") if LEAKS_JOINED in leaker else ("it", "that test")
     return (
-        f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after it "
+        f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after {them} "
         f"ran on {after}, so their CPU times depend on test order (a flake under -k or pytest-randomly) and no "
-        "baseline is recorded from them; restore the count in that test (try/finally)"
+        f"baseline is recorded from them; restore the count in {that} (try/finally)"
     )
 
 
 def threads_left_fix(leaker: str) -> str:
-    """The fix of a test's thread-count change an earlier test left: in that test, not by recording."""
+    """The fix of a test's thread-count change earlier tests left: in them, not by recording."""
+    they, that = ("they", "those tests") if LEAKS_JOINED in leaker else ("it", "that test")
     return (
-        f"the count is the one {leaker} left (it ran earlier and did not put it back): restore it in that test "
+        f"the count is the one {leaker} left ({they} ran earlier and did not put it back): restore it in {that} "
         "(try/finally) and run again; recording this test would record that count, not undo it"
     )
 

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from .decide import TIMES_WRITTEN, BaselineResult
 from .errors import (
+    LEAKS_JOINED,
     RECORD_COMMAND,
     TRACER_RAN,
     TRACER_RECORD_FIX,
@@ -224,7 +225,11 @@ def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
         for check in record.checks:
             if check.name == THREADS:
                 ran_on.setdefault(check.message, []).append(record.nodeid)
-    return [f"opprof: {message}; measured after it: {first_three(ids)}" for message, ids in ran_on.items()]
+    return [
+        f"opprof: {message}; measured after {'them' if LEAKS_JOINED in message else 'it'}: "
+        f"{first_three(sorted(set(ids), key=ids.index))}"
+        for message, ids in ran_on.items()
+    ]
 
 
 def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), verbose: bool = False) -> list[str]:

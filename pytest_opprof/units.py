@@ -54,13 +54,12 @@ def count_text(value: float) -> str:
 
 
 def calls_text(samples: Sequence[float]) -> str:
-    """Calls per step as a finding says them: `2/step` (the median), and for calls made in under
-    half the steps, whose median is 0, `2/step in 4 of 10 steps` (the median of those steps): a
-    diagnosis trial's assert_no_op read `found aten::_to_copy (0/step)`."""
+    """Calls per step as a finding says them: `2/step` (the median) where made in every step, else
+    `2/step in 4 of 10 steps` (the median of those steps): a diagnosis trial's assert_no_op read
+    `found aten::_to_copy (0/step)`, a later trial's `0.5/step` for one call in 5 of 10 steps."""
     ran = [c for c in samples if c]
-    median = statistics.median(samples) if samples else 0
-    if median or not ran:
-        return f"{count_text(median)}/step"
+    if not ran or len(ran) == len(samples):
+        return f"{count_text(statistics.median(samples) if samples else 0)}/step"
     return f"{count_text(statistics.median(ran))}/step in {len(ran)} of {len(samples)} steps"
 
 

@@ -1099,3 +1099,15 @@ def test_the_captures_last_op_past_its_steps_end_is_a_nesting_error():
     )
     (nesting,) = [c for c in profile.checks if c.name == "nesting"]
     assert nesting.status == "error" and "aten::add ends 0.070 ms after ProfilerStep#2" in nesting.message
+
+
+def test_calls_text_says_the_steps_an_op_ran_in_where_it_skipped_some():
+    """`0/step` (a median of 0) and `0.5/step` (one call in 5 of 10 steps) read as no call and half
+    a call, in two trials' assert_no_op messages."""
+    from pytest_opprof.units import calls_text
+
+    assert calls_text((2, 2, 2)) == "2/step"
+    assert calls_text((1, 0) * 5) == "1/step in 5 of 10 steps"
+    assert calls_text((0, 2, 0, 0, 3, 0, 0, 2)) == "2/step in 3 of 8 steps"
+    assert calls_text((1, 1, 1, 0)) == "1/step in 3 of 4 steps"
+    assert calls_text((0, 0)) == calls_text(()) == "0/step"

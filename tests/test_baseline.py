@@ -340,6 +340,29 @@ def test_an_op_in_some_steps_only_is_a_structure_change():
     assert compare(sometimes, sometimes, Rule()).verdicts == ()
 
 
+def test_calls_of_an_op_in_some_steps_are_compared_where_it_ran():
+    """A trial's op in 3 of 10 steps made 8 calls there instead of 1 and passed in silence (both
+    medians 0); an op of every step now in some only read `- aten::matmul (was 1/step)` while it
+    still ran. Both are structure changes, saying so."""
+    every = doc(profile(extra_ops=("aten::matmul",)))
+    entry = every.ops["aten::matmul"]
+
+    def calls(per_step):
+        return every.replace(ops={**every.ops, "aten::matmul": replace(entry, calls_per_step=per_step)})
+
+    one, eight = calls((0, 0, 0, 1) * 2), calls((0, 0, 0, 8) * 2)
+    assert [v.message for v in compare(eight, one, Rule(), "b.json").verdicts] == [
+        "structure changed: aten::matmul 1 -> 8/step where it ran (2 of 8 steps; was 2 of 8 steps) [b.json]"
+    ]
+    assert compare(calls((0, 1, 0, 0, 0, 1, 0, 1)), one, Rule()).verdicts == ()  # another step, the same calls there
+    assert [v.message for v in compare(one, every, Rule()).verdicts] == [
+        "structure changed: aten::matmul 1 -> 0/step (now in 2 of 8 steps)"
+    ]
+    assert [v.message for v in compare(every, one, Rule()).verdicts] == [
+        "structure changed: aten::matmul 0 -> 1/step (was in 2 of 8 steps)"
+    ]
+
+
 def test_a_reference_that_stalled_alone_excuses_no_slower_step_wall():
     """Beside two busy loops on 2 cores a trial's 2-thread matmul reference ran 49x slower (it
     needs both cores at once) while the dispatch reference ran x1.05 and the test's threads never

@@ -1372,3 +1372,27 @@ def test_a_folders_unchanged_test_is_one_line_without_its_table(capsys, tmp_path
         and "ampere_other" in out
         and "every row" not in out.split("t.py::test_slow")[0]
     )
+
+
+def test_an_op_making_more_calls_in_the_steps_it_ran_is_not_folded_and_named(capsys, tmp_path):
+    """A trial's op in 2 of 5 steps made 8 calls there instead of 1: both medians 0, so its row
+    read `same` and the folder's comparison folded the test into one line. The structure verdict
+    sees it: the table stays, and the test's line names the op."""
+
+    def some(calls):
+        events = []
+        for i in range(5):
+            events += [step(i + 1, i * 10_000, 9_000), op("aten::addmm", i * 10_000 + 20, 700)]
+            if i in (1, 3):
+                events += [op("aten::mm", i * 10_000 + 1000 + 20 * k, 10) for k in range(calls)]
+        return analyze(events)
+
+    a = write_folder(tmp_path / "a", "k", {"t.py::test_some": some(1), "t.py::test_same": profile(300)})
+    b = write_folder(tmp_path / "b", "k", {"t.py::test_some": some(8), "t.py::test_same": profile(300)})
+    out = run_cli(capsys, "compare", a, b)[1]
+    assert (
+        "t.py::test_some: B not slower; calls differ for aten::mm: compare judges time, the plugin's structure "
+        "verdict judges calls" in out.splitlines()
+    )
+    assert any(line.startswith("aten::mm ") for line in out.splitlines())
+    assert "t.py::test_same: B not slower; every row of its table the same" in out

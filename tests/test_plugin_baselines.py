@@ -1317,6 +1317,127 @@ def test_b_after(opprof, mlp):
 """
 
 
+LEAK_SCENARIOS = {
+    # a test puts back the count a leak began from: the tests after it are no victims
+    "restored": """
+def test_a_leak():
+    if LEAK:
+        torch.set_num_threads(torch.get_num_threads() + 1)
+
+def test_b_restore():
+    if LEAK:
+        torch.set_num_threads(torch.get_num_threads() - 1)
+""",
+    # an autouse fixture puts the count back after each test; a test's own fixture sets one
+    "fixtures": """
+@pytest.fixture(autouse=True)
+def keep_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+@pytest.fixture
+def own_count():
+    n = torch.get_num_threads()
+    torch.set_num_threads(n + 1 if LEAK else n)
+    yield
+
+def test_a_leak():
+    if LEAK:
+        torch.set_num_threads(torch.get_num_threads() + 1)
+
+def test_b_fixture(own_count, opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+""",
+    # a test sets the count its measurement runs on, inside, and puts the leaked one back
+    "pinned": """
+def test_a_leak():
+    if LEAK:
+        torch.set_num_threads(torch.get_num_threads() + 1)
+
+def test_b_pin(opprof, mlp):
+    left = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        opprof.run(infer, *mlp, warmup=1, steps=2)
+    finally:
+        torch.set_num_threads(left)
+""",
+}
+
+
+AFTER = "\ndef test_c_after(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+
+
+@pytest.mark.parametrize("scenario", sorted(LEAK_SCENARIOS))
+def test_no_thread_leak_is_read_where_the_count_was_put_back_or_set_for_the_measurement(project, monkeypatch, scenario):
+    """A trial's test that put back the session's count was blamed as a leak, and the tests after
+    it, on the right count, were not recorded; a fixture's own count after a leak an autouse
+    fixture undid read as the leak's; a test that set its own count for its measurement was no
+    victim either. Each records, with no `threads` check and no leak line."""
+    head = "import os\nimport pytest\nimport torch\nfrom conftest import infer\nLEAK = os.environ.get('OPPROF_LEAK')\n"
+    threads = torch.get_num_threads()
+    after = "" if scenario == "pinned" else AFTER  # after the pin, the leaked count is back: a victim
+    project.makepyfile(test_l=f"{head}THREADS = {threads}\n{LEAK_SCENARIOS[scenario]}{after}")
+    tests = 3 if after else 2
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=tests)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof-update-baseline=all", "--opprof-json=r.json", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=tests)
+    found = json.loads((project.path / "r.json").read_text())["tests"]
+    measured = [t for t in found if t["baseline"]]
+    assert measured and all(t["baseline"]["status"] in ("rewritten", "changed") for t in measured)
+    assert not [t["nodeid"] for t in found if "threads" in [c["name"] for c in t["checks"]]]
+    assert "did not put it back" not in result.stdout.str()
+
+
+def test_a_chain_of_thread_leaks_names_every_leaking_test(project, monkeypatch):
+    """A trial's two leaks in turn (2 -> 1, then 1 -> 3) left the victim told `record it`, which
+    did nothing: the fix names both tests, back to the count its baseline holds."""
+    threads = torch.get_num_threads()
+    project.makepyfile(
+        test_l=f"""
+        import os
+        import torch
+        from conftest import infer
+
+        LEAK = os.environ.get("OPPROF_LEAK")
+
+        def test_a_leak():
+            if LEAK:
+                torch.set_num_threads({threads + 1})
+
+        def test_b_leak():
+            if LEAK:
+                torch.set_num_threads({threads + 2})
+
+        def test_c_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=3)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_l.py::test_c_after: the count is the one test_l.py::test_a_leak then test_l.py::test_b_leak left "
+            "(they ran earlier and did not put it back): restore it in those tests (try/finally) and run again; *",
+            f"opprof: test_l.py::test_a_leak then test_l.py::test_b_leak changed torch's thread count {threads} -> "
+            f"{threads + 2} and did not put it back: the tests after them ran on {threads + 2}, *; restore the count "
+            "in those tests (try/finally); measured after them: test_l.py::test_c_after",
+        ]
+    )
+
+
 def test_a_recording_writes_no_baseline_from_a_test_on_a_thread_count_an_earlier_test_left(project, monkeypatch):
     """A review's recording beside a thread leak wrote `recorded: work changed: torch threads 2 ->
     3`: the file held the leaked count, and the test then depended on test order. No file is

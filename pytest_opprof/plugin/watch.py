@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import threads_left_changed
+from ..errors import LEAKS_JOINED, threads_left_changed
 from ..settings import RunState
 from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
@@ -84,12 +84,22 @@ class RecordCollector:
 
 
 class ThreadLeaks:
-    """Finds a test whose call changed torch's thread count and left it so, and marks the measured
-    tests that then ran on that count (order-dependent times). Fixtures that set the count and put
-    it back (any scope) act outside the calls: they are no leak."""
+    """Finds the tests whose calls changed torch's thread count and left it so (one after another:
+    each changed what the one before left), and marks the measured tests that then ran on that
+    count (order-dependent times). A call that sets the count the first of them found puts it back;
+    so does anything before a test's own fixtures run (a fixture's teardown, autouse or not):
+    fixtures that set the count and put it back (any scope) are no leak (a trial's test that
+    restored the session's count was blamed, and a fixture's own count read as a leak's)."""
 
     def __init__(self) -> None:
-        self.leak: tuple[str, int, int] | None = None  # (nodeid, count before its call, count left)
+        self.leak: tuple[str, int, int] | None = None  # (the leaking tests, `a then b`; count before; count left)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from ..capture import torch_threads
+
+        if self.leak is not None and torch_threads() != self.leak[2]:
+            self.leak = None  # put back (or changed) since, before this test's fixtures ran
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -98,17 +108,24 @@ class ThreadLeaks:
         from ..capture import torch_threads
 
         start = torch_threads()
-        if self.leak is not None and start == self.leak[1]:
-            self.leak = None  # put back since (a fixture's teardown, a later test)
         if self.leak is not None and start == self.leak[2] and is_measured(item):
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
             item.stash[THREADS_LEFT_BY] = self.leak
         try:
             return (yield)
         finally:
-            end = torch_threads()
-            if start is not None and end is not None and end != start:
-                self.leak = (item.nodeid, start, end)
+            self._ended(item.nodeid, start, torch_threads())
+
+    def _ended(self, nodeid: str, start: int | None, end: int | None) -> None:
+        """After a call that began on `start` and left `end`: a leak begins, grows or ends."""
+        if start is None or end is None or end == start:
+            return
+        if self.leak is None or start != self.leak[2]:  # a leak of its own (the last one ended before it)
+            self.leak = (nodeid, start, end)
+        elif end == self.leak[1]:
+            self.leak = None  # put back the count the leaks began from
+        else:
+            self.leak = (f"{self.leak[0]}{LEAKS_JOINED}{nodeid}", self.leak[1], end)
 
 
 class ProfilerLeaks:
