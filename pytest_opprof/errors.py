@@ -1465,10 +1465,11 @@ def unrecordable_gpu(reason: str) -> str:
 
 
 def unrecordable_threads(leaker: str, count: int) -> str:
-    """A measurement on the torch thread count an earlier test left (threads_left_changed)."""
+    """A measurement on the torch thread count earlier tests left (threads_left_changed)."""
+    that = "those tests" if LEAKS_JOINED in leaker else "that test"
     return (
         f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "
-        "test order): restore the count in that test (try/finally), then record"
+        f"test order): restore the count in {that} (try/finally), then record"
     )
 
 

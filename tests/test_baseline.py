@@ -355,6 +355,16 @@ def test_calls_of_an_op_in_some_steps_are_compared_where_it_ran():
         "structure changed: aten::matmul 1 -> 8/step where it ran (2 of 8 steps; was 2 of 8 steps) [b.json]"
     ]
     assert compare(calls((0, 1, 0, 0, 0, 1, 0, 1)), one, Rule()).verdicts == ()  # another step, the same calls there
+    # counts the sides share or near ones: the measured window's steps move them (a review's -k run read 3 -> 2)
+    reads = calls((0, 3, 0, 0, 0, 2, 0, 0))
+    for window in (
+        (0, 2, 0, 0, 0, 2, 0, 0),
+        (0, 3, 0, 0, 0, 3, 0, 3),
+        (0, 0, 4, 0, 0, 0, 5, 0),
+        (0, 6, 0, 0, 0, 6, 0, 0),
+    ):
+        assert compare(calls(window), reads, Rule()).verdicts == (), window
+    assert compare(calls((0, 7, 0, 0, 0, 7, 0, 0)), reads, Rule()).verdicts != ()  # past x2 of every step
     assert [v.message for v in compare(one, every, Rule()).verdicts] == [
         "structure changed: aten::matmul 1 -> 0/step (now in 2 of 8 steps)"
     ]

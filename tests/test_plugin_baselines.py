@@ -1395,6 +1395,91 @@ def test_no_thread_leak_is_read_where_the_count_was_put_back_or_set_for_the_meas
     assert "did not put it back" not in result.stdout.str()
 
 
+def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkeypatch):
+    """A review's class-scoped fixture that pinned its own count for its tests, then put the leaked
+    one back, made the tracker drop the leak: the test after it recorded the leaked count. A leak
+    ends only where its count is put back; the test after the class is its victim, not recorded."""
+    threads = torch.get_num_threads()
+    project.makepyfile(
+        test_l=f"""
+        import os
+        import pytest
+        import torch
+        from conftest import infer
+
+        def test_a_leak():
+            if os.environ.get("OPPROF_LEAK"):
+                torch.set_num_threads({threads + 1})
+
+        @pytest.fixture(scope="class")
+        def pinned():
+            before = torch.get_num_threads()
+            torch.set_num_threads({threads + 2})
+            yield
+            torch.set_num_threads(before)
+
+        @pytest.mark.usefixtures("pinned")
+        class TestPinned:
+            def test_one(self):
+                pass
+
+            def test_two(self):
+                pass
+
+        def test_c_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=4)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof-update-baseline=all", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: 1 baseline not written: it ran on the torch thread count {threads + 1} that test_l.py::test_a_leak left *"
+        ]
+    )
+
+
+def test_a_test_that_sets_the_leaked_count_itself_is_recorded(project, monkeypatch):
+    """A review's test set the count a leak had left, for its own measurement, as its baseline
+    holds it: recording on it keeps that count, so the recording is written."""
+    threads = torch.get_num_threads()
+    project.makepyfile(
+        test_l=f"""
+        import os
+        import torch
+        from conftest import infer
+
+        def test_a_leak():
+            if os.environ.get("OPPROF_LEAK"):
+                torch.set_num_threads({threads + 1})
+
+        def test_b_own(opprof, mlp):
+            before = torch.get_num_threads()
+            torch.set_num_threads({threads + 1})
+            try:
+                opprof.run(infer, *mlp, warmup=1, steps=2)
+            finally:
+                torch.set_num_threads(before)
+        """
+    )
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2)
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        result = run(project, "--opprof-update-baseline=all", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 rewritten*"])
+    assert "not written" not in result.stdout.str()
+
+
 def test_a_chain_of_thread_leaks_names_every_leaking_test(project, monkeypatch):
     """A trial's two leaks in turn (2 -> 1, then 1 -> 3) left the victim told `record it`, which
     did nothing: the fix names both tests, back to the count its baseline holds."""

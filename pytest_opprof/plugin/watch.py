@@ -87,9 +87,10 @@ class ThreadLeaks:
     """Finds the tests whose calls changed torch's thread count and left it so (one after another:
     each changed what the one before left), and marks the measured tests that then ran on that
     count (order-dependent times). A call that sets the count the first of them found puts it back;
-    so does anything before a test's own fixtures run (a fixture's teardown, autouse or not):
-    fixtures that set the count and put it back (any scope) are no leak (a trial's test that
-    restored the session's count was blamed, and a fixture's own count read as a leak's)."""
+    so does anything that sets it before a test's own fixtures run (a fixture's teardown, autouse
+    or not): fixtures that set the count and put it back (any scope) are no leak (a trial's test
+    that restored the session's count was blamed, and a fixture's own count read as a leak's). A
+    wider fixture's own count in between leaves the leak as it was (a review's class fixture)."""
 
     def __init__(self) -> None:
         self.leak: tuple[str, int, int] | None = None  # (the leaking tests, `a then b`; count before; count left)
@@ -98,8 +99,8 @@ class ThreadLeaks:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from ..capture import torch_threads
 
-        if self.leak is not None and torch_threads() != self.leak[2]:
-            self.leak = None  # put back (or changed) since, before this test's fixtures ran
+        if self.leak is not None and torch_threads() == self.leak[1]:
+            self.leak = None  # put back since, before this test's fixtures ran (a fixture's teardown)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
