@@ -1302,6 +1302,16 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
     assert "opprof.check.threads" not in props["test_on_the_modules_count"]
 
 
+def run_leaking(project, monkeypatch, *args):
+    """A run with OPPROF_LEAK set (the project's tests leak torch's thread count), the count put back after."""
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("OPPROF_LEAK", "1")
+    try:
+        return run(project, *args, "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+
+
 LEAKING = """
 import os
 import pytest
@@ -1382,11 +1392,7 @@ def test_no_thread_leak_is_read_where_the_count_was_put_back_or_set_for_the_meas
     tests = 3 if after else 2
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=tests)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof-update-baseline=all", "--opprof-json=r.json", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof-update-baseline=all", "--opprof-json=r.json")
     result.assert_outcomes(passed=tests)
     found = json.loads((project.path / "r.json").read_text())["tests"]
     measured = [t for t in found if t["baseline"]]
@@ -1432,11 +1438,7 @@ def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkey
     )
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=4)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof-update-baseline=all", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof-update-baseline=all")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
@@ -1470,11 +1472,7 @@ def test_a_test_that_sets_the_leaked_count_itself_is_recorded(project, monkeypat
     )
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof-update-baseline=all", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof-update-baseline=all")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["opprof: baselines written: 1 rewritten*"])
     assert "not written" not in result.stdout.str()
@@ -1506,11 +1504,7 @@ def test_a_chain_of_thread_leaks_names_every_leaking_test(project, monkeypatch):
     )
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=3)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -1539,12 +1533,8 @@ def test_a_recording_writes_no_baseline_from_a_test_on_a_thread_count_an_earlier
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2, skipped=1)
     (after,) = (project.path / ".opprof").rglob("test_b_after.json")
     before = after.read_bytes()
-    monkeypatch.setenv("OPPROF_LEAK", "1")
     for mode in ("--opprof-update-baseline", "--opprof-update-baseline=all"):
-        try:
-            result = run(project, mode, "--opprof-json=r.json", "-p", "no:xdist")
-        finally:
-            torch.set_num_threads(threads)
+        result = run_leaking(project, monkeypatch, mode, "--opprof-json=r.json")
         result.assert_outcomes(passed=3)
         result.stdout.fnmatch_lines(
             [
@@ -1567,11 +1557,7 @@ def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_
     threads = torch.get_num_threads()
     monkeypatch.delenv("OPPROF_LEAK", raising=False)
     run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=2)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=1, failed=1)
     fix = (
         "the count is the one test_l.py::test_a_leaker left (it ran earlier and did not put it back): restore it in "
@@ -1590,11 +1576,7 @@ def test_a_test_on_a_thread_count_an_earlier_test_left_is_told_to_fix_that_test_
         run(project, "--opprof-update-baseline=all", "-p", "no:xdist").assert_outcomes(passed=2)
     finally:
         torch.set_num_threads(threads)
-    monkeypatch.setenv("OPPROF_LEAK", "1")
-    try:
-        result = run(project, "--opprof", "-p", "no:xdist")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_leaking(project, monkeypatch, "--opprof")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
