@@ -1403,8 +1403,9 @@ def test_no_thread_leak_is_read_where_the_count_was_put_back_or_set_for_the_meas
 
 def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkeypatch):
     """A review's class-scoped fixture that pinned its own count for its tests, then put the leaked
-    one back, made the tracker drop the leak: the test after it recorded the leaked count. A leak
-    ends only where its count is put back; the test after the class is its victim, not recorded."""
+    one back, made the tracker drop the leak: the test after it recorded the leaked count; so did a
+    test of the class changing the fixture's count. A leak ends only where its count is put back;
+    the test after the class is its victim, not recorded."""
     threads = torch.get_num_threads()
     project.makepyfile(
         test_l=f"""
@@ -1429,8 +1430,8 @@ def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkey
             def test_one(self):
                 pass
 
-            def test_two(self):
-                pass
+            def test_two(self):  # changes the fixture's count, which the fixture then puts back
+                torch.set_num_threads({threads + 3})
 
         def test_c_after(opprof, mlp):
             opprof.run(infer, *mlp, warmup=1, steps=2)

@@ -121,7 +121,9 @@ class ThreadLeaks:
         """After a call that began on `start` and left `end`: a leak begins, grows or ends."""
         if start is None or end is None or end == start:
             return
-        if self.leak is None or start != self.leak[2]:  # a leak of its own (the last one ended before it)
+        if self.leak is not None and start != self.leak[2]:
+            return  # it began on a wider fixture's count, which that fixture puts back: the live leak stands
+        if self.leak is None:
             self.leak = (nodeid, start, end)
         elif end == self.leak[1]:
             self.leak = None  # put back the count the leaks began from
