@@ -589,3 +589,23 @@ memory op                         calls/step    device ms/step    bytes/step
 Memcpy HtoD (Pageable -> Device)  1             0.050             4096
 """
     )
+
+
+def test_show_says_the_time_of_an_op_that_ran_in_some_steps_only(capsys, tmp_path):
+    """A break trial's baseline of an op in 2 of 5 steps showed `0 0.000 ... 0.000-0.000` with no
+    word of its time there; its line under the op table says it, as the test's tables do."""
+
+    def body(i, base):
+        found = [op("aten::addmm", base + 10, 700)]
+        return found + ([op("aten::mm", base + 1000, 300)] if i in (1, 3) else [])
+
+    folder = write_folder(tmp_path, "k", {"t.py::test_some": analyze(stepped(5, 10_000, body))})
+    code, out, _ = run_cli(capsys, "show", folder)
+    assert code == 0
+    assert "ran in some steps only (their medians per step are 0): aten::mm in 2 of 5 steps (0.300 ms cpu there)" in (
+        out.splitlines()
+    )
+    every = write_folder(
+        tmp_path / "e", "k", {"t.py::test_every": analyze(stepped(5, 10_000, lambda i, b: body(1, b)))}
+    )
+    assert "some steps" not in run_cli(capsys, "show", every)[1]
