@@ -17,7 +17,7 @@ from .excuses import QUIET_MACHINE_FIX
 from .results import RECORDING
 from .rules import DEFAULT_FAIL_ON, STRUCTURE, TIME, WORK
 from .textout import shell_quote
-from .timing import MOST_STEPS_WHY, range_span
+from .timing import MOST_STEPS_WHY, PERIODIC_WHY, range_span
 from .units import count_of, first_three
 from .verdicts import CHANGED, INCONCLUSIVE, Verdict
 
@@ -119,7 +119,10 @@ def _why_kind(verdict: Verdict) -> str:
     for each op of its call chain)."""
     if range_span(verdict.why):
         return "recorded range"
-    return "most steps" if (verdict.why or "").startswith(MOST_STEPS_WHY) else verdict.why or ""
+    for prefix in (MOST_STEPS_WHY, PERIODIC_WHY):
+        if (verdict.why or "").startswith(prefix):
+            return prefix
+    return verdict.why or ""
 
 
 def _inconclusive_why(group: list[Verdict]) -> str:
@@ -127,7 +130,7 @@ def _inconclusive_why(group: list[Verdict]) -> str:
     if len(group) > 1 and range_span(group[0].why):
         spans = first_three([f"{v.op} {range_span(v.why)}" for v in group])
         return f"each is within the slowest of its baseline's measurements of the same code on this machine and its tolerance ({spans})"
-    if len(group) > 1 and _why_kind(group[0]) == "most steps":
+    if len(group) > 1 and _why_kind(group[0]) in (MOST_STEPS_WHY, PERIODIC_WHY):
         return f"{group[0].why} (the figures of {group[0].op}; -v or --opprof-json gives each op's)"
     return group[0].why or ""
 

@@ -1067,6 +1067,37 @@ def test_most_steps_slower_with_the_fastest_held_is_inconclusive_not_silent():
     assert ops.failing(Rule()) == []
 
 
+def test_a_slowdown_of_some_steps_at_a_fixed_period_is_inconclusive_not_silent():
+    """A diagnosis trial's 16x input every 3rd call: 4 of 10 steps x9, the fastest steps and the
+    median held, and the test passed in silence. Four or more steps past x3 the baseline's slowest
+    at one gap are inconclusive, saying so; fewer, another gap, a machine that explains them, or
+    pooled measurements say nothing."""
+    base = doc(profile(addmm_us=(700,) * 11))
+
+    def slowed(at, us=3500):
+        return doc(profile(addmm_us=tuple(us if i in at else 700 for i in range(11))))
+
+    c = compare(slowed((1, 4, 7, 10)), base, Rule())
+    addmm = next(v for v in c.verdicts if v.op == "aten::addmm")
+    assert (addmm.status, addmm.message) == (
+        "inconclusive",
+        "aten::addmm: up to 3.500 ms in a step vs baseline up to 0.700 ms (inconclusive: some steps slowed beyond "
+        "every baseline step, at a fixed period (4 of 11 steps, every 3rd: 3.500-3.500 ms vs up to 0.700 ms) while "
+        "the fastest steps did not fail the time rule, and time is judged on the fastest: steps that do other work "
+        "(an input that grows every few calls, a branch taken every few steps))",
+    )
+    assert addmm.fix.startswith("find the slow steps in its trace") and c.failing(Rule()) == []
+    for quiet in (
+        compare(slowed((1, 4, 7)), base, Rule()),  # 3 steps: a chance placement 1 time in 10
+        compare(slowed((1, 4, 8, 10)), base, Rule()),  # no one gap: a slow spell's
+        compare(slowed((1, 4, 7, 10), us=1900), base, Rule()),  # under x3 the baseline's slowest
+        compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(cpu_wait=0.5)),
+        compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(pooled=True)),
+        compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(python_tracer="coverage")),
+    ):
+        assert not [v for v in quiet.verdicts if v.kind == TIME and v.op == "aten::addmm"]
+
+
 # -- the rule's edges (a mutation trial: each of these moved a verdict and no test noticed) --------
 
 
