@@ -126,7 +126,8 @@ def time_verdicts(
             )
         if verdict is None:
             verdict = _most_steps_slower(name, new, old, rule, machine, where)
-        if verdict is None:
+        whole = len(new) == len(current.ops[name].time_samples) and len(old) == len(baseline.ops[name].time_samples)
+        if verdict is None and whole:  # no step left out (lost kernel records): the gaps are the steps'
             verdict = _periodic_slower(name, new, old, rule, machine, where)
         if verdict is not None:
             verdicts.append(verdict)
@@ -208,15 +209,18 @@ def _periodic_slower(
     (_most_steps_slower's), so a diagnosis trial's 16x input every 3rd call passed in silence. At
     least PERIODIC_STEPS such steps, at one gap of 2 or more, and not all but 2 of the steps; not
     where the machine explains a slow step (a CPU wait, a tracer, throttled GPU clocks,
-    compilation) nor on pooled measurements. Inconclusive, never a failure: the fastest held."""
+    compilation) nor on pooled measurements, nor where the baseline holds too few steps to have
+    shown the period twice. Inconclusive, never a failure: the fastest held."""
     if min(len(new_s), len(old_s)) < MIN_TIME_STEPS or machine.python_tracer or machine.gpu_unreliable:
         return None
     if machine.pooled or machine.compiled_in or machine.contended:
         return None
     top = max(old_s)
-    slow = [i for i, t in enumerate(new_s) if t >= MEDIAN_MOVE * top and t - top > rule.min_delta_ms]
+    slow = [i for i, t in enumerate(new_s) if t >= MEDIAN_MOVE * top and t > top + _margin(top, rule)]
     gaps = {b - a for a, b in zip(slow, slow[1:])}
     if len(slow) < PERIODIC_STEPS or len(slow) > len(new_s) - 2 or len(gaps) != 1 or min(gaps) < 2:
+        return None
+    if len(old_s) < 2 * min(gaps):  # a baseline shorter than two periods may have missed its slow steps
         return None
     slow_ms = [new_s[i] for i in slow]
     why = (

@@ -1007,8 +1007,9 @@ def test_a_spread_of_two_levels_says_which_steps_and_a_period_says_it_is_the_cod
     assert every_third.endswith(
         "; aten::addmm took x9.7 the other steps' time in 4 of 10 steps (1, 4, 7, 10: 1.000-1.400 vs 0.110-0.210 "
         "ms), every 3rd step: steps that do other work (an input that grows every few calls, a branch taken every "
-        "few steps), which time verdicts, judged on the fastest steps, do not see; make every step do the same "
-        "work, or measure those steps in a test of their own"
+        "few steps), which time verdicts judge by the fastest steps (against a baseline without them, 4 or more at "
+        "a fixed period read inconclusive); make every step do the same work, or measure those steps in a test of "
+        "their own"
     )
     spell = _spread_message([150, 140, 1200, 1300, 110, 130, 120, 140, 210, 150])
     assert "(3, 4: 1.200-1.300 vs 0.110-0.210 ms): a slow spell of the machine, or steps that do other work" in spell

@@ -1091,11 +1091,22 @@ def test_a_slowdown_of_some_steps_at_a_fixed_period_is_inconclusive_not_silent()
         compare(slowed((1, 4, 7)), base, Rule()),  # 3 steps: a chance placement 1 time in 10
         compare(slowed((1, 4, 8, 10)), base, Rule()),  # no one gap: a slow spell's
         compare(slowed((1, 4, 7, 10), us=1900), base, Rule()),  # under x3 the baseline's slowest
+        compare(slowed((1, 4, 7, 10)), base, Rule(tolerance=5.0)),  # within a tolerance of +500% (a review's)
+        compare(slowed((1, 4, 7, 10)), doc(profile(addmm_us=(700,) * 5)), Rule()),  # 5 steps: no two periods seen
         compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(cpu_wait=0.5)),
         compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(pooled=True)),
         compare(slowed((1, 4, 7, 10)), base, Rule(), machine=Machine(python_tracer="coverage")),
     ):
         assert not [v for v in quiet.verdicts if v.kind == TIME and v.op == "aten::addmm"]
+    # steps left out for lost kernel records renumber the rest: no period is read on them (a review's)
+    device, device_base = on_device(slowed((1, 4, 7, 10))), on_device(base)
+    lost = device.replace(
+        ops={**device.ops, "aten::addmm": replace(device.ops["aten::addmm"], records_lost=(0,) * 5 + (1,) + (0,) * 5)}
+    )
+    assert [v.status for v in compare(device, device_base, Rule()).verdicts if v.op == "aten::addmm"] == [
+        "inconclusive"
+    ]
+    assert not [v for v in compare(lost, device_base, Rule()).verdicts if v.op == "aten::addmm" and v.kind == TIME]
 
 
 # -- the rule's edges (a mutation trial: each of these moved a verdict and no test noticed) --------

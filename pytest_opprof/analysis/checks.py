@@ -527,8 +527,9 @@ def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
     if len(slow) >= 3 and len(gaps) == 1 and (gap := gaps.pop()) >= 2:
         return (
             f"{where}, every {ordinal(gap)} step: steps that do other work (an input that grows every few calls, a "
-            "branch taken every few steps), which time verdicts, judged on the fastest steps, do not see; make every "
-            "step do the same work, or measure those steps in a test of their own"
+            "branch taken every few steps), which time verdicts judge by the fastest steps (against a baseline "
+            "without them, 4 or more at a fixed period read inconclusive); make every step do the same work, or "
+            "measure those steps in a test of their own"
         )
     return (
         f"{where}: a slow spell of the machine, or steps that do other work (an input that changes by step), which "
