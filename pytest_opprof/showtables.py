@@ -9,7 +9,7 @@ from typing import Any
 from .documents import BaselineDoc
 from .errors import wait_share
 from .sidebyside import shown_side_rows
-from .tables import SOME_STEPS_LISTED, grid, short, with_more_rows
+from .tables import grid, short, some_steps_text, with_more_rows
 from .textout import shell_quote
 from .units import count_of, count_text, stored_decimals, stored_ms_text
 
@@ -94,16 +94,9 @@ def _some_steps_line(doc: BaselineDoc) -> str | None:
     for name, op in doc.ops.items():
         ran = [t for c, t in zip(op.calls_per_step, op.time_samples) if c]
         if ran and not _median(list(op.calls_per_step)):
-            found.append((_median(ran), name, len(ran), op.on_device))
-    if not found:
-        return None
-    found.sort(key=lambda f: (-f[0], f[1]))
-    listed = ", ".join(
-        f"{name} in {ran} of {doc.steps} steps ({stored_ms_text(ms)} ms {'device' if device else 'cpu'} there)"
-        for ms, name, ran, device in found[:SOME_STEPS_LISTED]
-    )
-    more = f" and {count_of(len(found) - SOME_STEPS_LISTED, 'more op')}" if len(found) > SOME_STEPS_LISTED else ""
-    return f"ran in some steps only (their medians per step are 0): {listed}{more}"
+            ms = _median(ran)
+            found.append((ms, name, len(ran), stored_ms_text(ms), op.on_device))
+    return some_steps_text(found, doc.steps)
 
 
 def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:

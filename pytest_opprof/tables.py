@@ -148,17 +148,25 @@ def some_steps_line(profile: Profile) -> str | None:
     """The ops that ran in under half the steps, whose medians per step the tables show as 0:
     in how many steps, and their time there (the median over those steps), the costliest first.
     A diagnosis trial's matmul of 0.8 ms in 4 of 10 steps read `0 0.000` in every table."""
-    found = [(_time_where_ran(op), op) for op in profile.ops if op.calls and not op.calls_per_step.median]
-    partial = [(ms, op) for ms, op in found if ms is not None]
-    if not partial:
+    found = [
+        (ms, op.name, sum(1 for c in op.calls_per_step.samples if c), ms_text(ms), op.on_device)
+        for op in profile.ops
+        if op.calls and not op.calls_per_step.median and (ms := _time_where_ran(op)) is not None
+    ]
+    return some_steps_text(found, profile.steps)
+
+
+def some_steps_text(found: list[tuple[float, str, int, str, bool]], steps: int) -> str | None:
+    """The line of ops that ran in some steps only, each (ms there, name, steps it ran in, ms as
+    shown, on a device), the costliest first; None for none (a test's tables, `opprof show`)."""
+    if not found:
         return None
-    partial.sort(key=lambda found: (-found[0], found[1].name))
+    found = sorted(found, key=lambda f: (-f[0], f[1]))
     listed = ", ".join(
-        f"{op.name} in {sum(1 for c in op.calls_per_step.samples if c)} of {profile.steps} steps "
-        f"({ms_text(ms)} ms {'device' if op.on_device else 'cpu'} there)"
-        for ms, op in partial[:SOME_STEPS_LISTED]
+        f"{name} in {ran} of {steps} steps ({shown} ms {'device' if device else 'cpu'} there)"
+        for _, name, ran, shown, device in found[:SOME_STEPS_LISTED]
     )
-    more = f" and {count_of(len(partial) - SOME_STEPS_LISTED, 'more op')}" if len(partial) > SOME_STEPS_LISTED else ""
+    more = f" and {count_of(len(found) - SOME_STEPS_LISTED, 'more op')}" if len(found) > SOME_STEPS_LISTED else ""
     return f"ran in some steps only (their medians per step are 0): {listed}{more}"
 
 

@@ -30,7 +30,7 @@ from .excuses import (
     workload_ratio,
 )
 from .rules import TIME, Rule
-from .units import ordinal
+from .units import fixed_period, ordinal
 from .verdicts import (
     ALPHA,
     CONTENTION_SLACK,
@@ -217,14 +217,14 @@ def _periodic_slower(
         return None
     top = max(old_s)
     slow = [i for i, t in enumerate(new_s) if t >= MEDIAN_MOVE * top and t > top + _margin(top, rule)]
-    gaps = {b - a for a, b in zip(slow, slow[1:])}
-    if len(slow) < PERIODIC_STEPS or len(slow) > len(new_s) - 2 or len(gaps) != 1 or min(gaps) < 2:
+    period = fixed_period(slow)
+    if len(slow) < PERIODIC_STEPS or len(slow) > len(new_s) - 2 or period is None:
         return None
-    if len(old_s) < 2 * min(gaps):  # a baseline shorter than two periods may have missed its slow steps
+    if len(old_s) < 2 * period:  # a baseline shorter than two periods may have missed its slow steps
         return None
     slow_ms = [new_s[i] for i in slow]
     why = (
-        f"{PERIODIC_WHY} ({len(slow)} of {len(new_s)} steps, every {ordinal(gaps.pop())}: "
+        f"{PERIODIC_WHY} ({len(slow)} of {len(new_s)} steps, every {ordinal(period)}: "
         f"{min(slow_ms):.3f}-{max(slow_ms):.3f} ms vs up to {top:.3f} ms) while the fastest steps did not fail the "
         "time rule, and time is judged on the fastest: steps that do other work (an input that grows every few "
         "calls, a branch taken every few steps)"

@@ -63,6 +63,12 @@ def calls_text(samples: Sequence[float]) -> str:
     return f"{count_text(statistics.median(ran))}/step in {len(ran)} of {len(samples)} steps"
 
 
+def fixed_period(indexes: Sequence[int]) -> int | None:
+    """The one gap (2 or more) between consecutive `indexes` (steps), or None where they have none."""
+    gaps = {b - a for a, b in zip(indexes, indexes[1:])}
+    return gaps.pop() if len(gaps) == 1 and min(gaps) >= 2 else None
+
+
 def ordinal(n: int) -> str:
     """`2nd`, `3rd`, `4th`, `11th`, `21st`."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")

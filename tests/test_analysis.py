@@ -1112,3 +1112,11 @@ def test_calls_text_says_the_steps_an_op_ran_in_where_it_skipped_some():
     assert calls_text((0, 2, 0, 0, 3, 0, 0, 2)) == "2/step in 3 of 8 steps"
     assert calls_text((1, 1, 1, 0)) == "1/step in 3 of 4 steps"
     assert calls_text((0, 0)) == calls_text(()) == "0/step"
+
+
+def test_fixed_period_is_one_gap_of_two_or_more():
+    from pytest_opprof.units import fixed_period
+
+    assert fixed_period([0, 3, 6, 9]) == 3 and fixed_period([1, 3]) == 2
+    assert fixed_period([1, 2, 3]) is None and fixed_period([1, 4, 8]) is None
+    assert fixed_period([5]) is None and fixed_period([]) is None

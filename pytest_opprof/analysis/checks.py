@@ -25,7 +25,7 @@ from ..errors import (
     waited_for_cpu,
 )
 from ..events import Event
-from ..units import count_of, first_three, ms_text, ns_to_ms, ordinal
+from ..units import count_of, first_three, fixed_period, ms_text, ns_to_ms, ordinal
 from .compiled import FX_GRAPH
 from .model import (
     ERROR,
@@ -513,20 +513,21 @@ def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
         return None
     op, slow = max(found, key=lambda f: f[0].time_per_step.max)
     samples = op.time_per_step.samples
-    fast = [t for i, t in enumerate(samples) if i not in slow]
+    slow_set = set(slow)
+    fast = [t for i, t in enumerate(samples) if i not in slow_set]
     slow_ms = [samples[i] for i in slow]
     if statistics.median(fast) <= 0:  # an op absent from most of its other steps: no level to compare with
         return None
     steps = ", ".join(str(spans[i].number) for i in slow)  # as the trace names them (ProfilerStep#0 too)
     times = f"{_ms_span(slow_ms)} vs {_ms_span(fast)} ms"
-    gaps = {b - a for a, b in zip(slow, slow[1:])}
+    period = fixed_period(slow)
     ratio = statistics.median(slow_ms) / statistics.median(fast)
     where = (
         f"{op.name} took x{ratio:.1f} the other steps' time in {len(slow)} of {len(samples)} steps ({steps}: {times})"
     )
-    if len(slow) >= 3 and len(gaps) == 1 and (gap := gaps.pop()) >= 2:
+    if len(slow) >= 3 and period is not None:
         return (
-            f"{where}, every {ordinal(gap)} step: steps that do other work (an input that grows every few calls, a "
+            f"{where}, every {ordinal(period)} step: steps that do other work (an input that grows every few calls, a "
             "branch taken every few steps), which time verdicts judge by the fastest steps (against a baseline "
             "without them, 4 or more at a fixed period read inconclusive); make every step do the same work, or "
             "measure those steps in a test of their own"
