@@ -38,7 +38,7 @@ from .errors import (
     threads_left_fix,
     unconfirmable,
 )
-from .excuses import QUIET_MACHINE_FIX
+from .excuses import QUIET_MACHINE_FIX, recorded_under_load
 from .rules import STRUCTURE, TIME, WORK, Rule
 from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower
@@ -104,6 +104,8 @@ class Outcome:
     written_from: int = 1  # which measurement the written document is: a later one where the first waited for a CPU
     written_wait: float | None = None  # the written measurement's share of CPU wait
     unrecordable: str | None = None  # UNRELIABLE: why nothing was written (Machine.unrecordable)
+    written_slowed: Slowed | None = None  # the written measurement's references ran slower than a calm one's
+    first_slowed: float | None = None  # written from a later one: how much slower the first's references ran
 
 
 def decide(
@@ -133,7 +135,7 @@ def decide(
         unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
         return Outcome(
             NEW, write=new.doc, recorded_from=new.span, unrepeated=unrepeated,
-            written_from=new.position, written_wait=new.wait,
+            written_from=new.position, written_wait=new.wait, written_slowed=new.slowed, first_slowed=new.first_slowed,
         )  # fmt: skip
     comparison = compare(current.doc, old, rule, path, current.machine, places=current.places)
     moved = moved_capture(old, current.doc, update)
@@ -151,7 +153,7 @@ def decide(
     status = _status(comparison, update, current, write, moved)
     written: Written | None = None
     if write is not None:
-        written = recorded(current, further, rule.ignore_ops)  # the first (or first calm), with its ops' ranges
+        written = recorded(current, further, rule.ignore_ops, old)  # the first (or first calm), with its ops' ranges
         write = written.doc
     elif (
         status == RENUMBERED
@@ -164,6 +166,7 @@ def decide(
         written.span if written else 0, unrepeated, moved,
         written_from=written.position if written else 1, written_wait=written.wait if written else None,
         unrecordable=current.machine.unrecordable if status == UNRELIABLE else None,
+        written_slowed=written.slowed if written else None, first_slowed=written.first_slowed if written else None,
     )  # fmt: skip
 
 
@@ -207,18 +210,49 @@ class Further:
         return self._remeasure is not None
 
 
+REPLACED, MEASURED = "replaced", "measured"  # Slowed.than: the baseline a recording replaced, another measurement
+
+
+@dataclass(frozen=True, slots=True)
+class Slowed:
+    """A written measurement's machine references (matmul and dispatch) ran `factor` times slower
+    than those of `than` (REPLACED: the baseline the recording replaced, on the same machine setup
+    and torch; MEASURED: another measurement of the test in this recording): a spell of other
+    load its threads' CPU wait did not show, which inflated its times. A trial's recording under
+    load wrote a workload reference of 5.278 ms (0.065 ms calm) and said nothing; only the next
+    run did."""
+
+    factor: float
+    than: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"factor": self.factor, "than": self.than}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Slowed | None:
+        if not isinstance(data, dict) or not isinstance(data.get("factor"), (int, float)):
+            return None
+        return cls(float(data["factor"]), str(data.get("than") or MEASURED))
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """What a recording writes: the document, how many measurements its ops' ranges span (1:
-    none), which measurement it is (1: the first) and that one's share of CPU wait."""
+    none), which measurement it is (1: the first), that one's share of CPU wait, whether its
+    references ran slower than a calm one's, and where it is a later one, how much slower the
+    first's did (None: the first was passed over for waiting for a CPU, or is written)."""
 
     doc: BaselineDoc
     span: int
     position: int = 1
     wait: float | None = None
+    slowed: Slowed | None = None
+    first_slowed: float | None = None
 
 
-def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = ()) -> Written:
+def recorded(
+    current: Measurement, further: Further, ignore: tuple[str, ...] = (), old: BaselineDoc | None = None
+) -> Written:
     """The document to write for `current`, with its ops' recorded ranges.
 
     One measurement is one spell of the machine: on a 2-vCPU VM a parallel op ran x1.5-3 slower
@@ -226,19 +260,48 @@ def recorded(current: Measurement, further: Further, ignore: tuple[str, ...] = (
     unchanged code that all fell in slow ones (3 of 24 idle runs). So a run() capture judged on
     time is measured up to RANGE_MEASUREMENTS more times, and each op keeps the range of its
     per-step minima over them (`with_recorded_ranges`). The written one is the first, or the
-    first calm one where the first was contended (`_calm_base`). A measurement on throttled GPU
-    clocks, or one contended by other load, is left out: it tells of the other load, not of this
-    machine, and would widen the range (a contended written one gets none)."""
+    first calm one where the first was loaded (`_calm_base`). A measurement on throttled GPU
+    clocks, or one loaded by other load (contended, or its references ran x2 slower than
+    another's: `_loaded`), is left out: it tells of the other load, not of this machine, and would
+    widen the range (a loaded written one gets none). `old`: the baseline the recording replaces,
+    whose references tell whether the written one ran under load (Written.slowed)."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
-        return Written(_with_wait(current.doc, current.machine), 1, 1, current.machine.cpu_wait)
+        slowed = _slowed_than(current, [], old)
+        return Written(_with_wait(current.doc, current.machine), 1, 1, current.machine.cpu_wait, slowed)
     taken = [current, *_further_taken(further)]
     usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
-    chosen = _calm_base([taken[i] for i in usable], ignore)
-    at = usable[chosen]
-    base = taken[at]
-    docs = [base.doc] + [taken[i].doc for i in usable if i != at and _no_more_loaded(taken[i], base)]
+    at = usable[_calm_base([taken[i] for i in usable], ignore)]
+    base, others = taken[at], [taken[i] for i in usable if i != at]
+    docs = [base.doc] + [m.doc for m in others if _no_more_loaded(m, base, others)]
     doc, span = with_recorded_ranges(docs, ignore)
-    return Written(_with_wait(doc, base.machine), span, at + 1, base.machine.cpu_wait)
+    first_slowed = None if at == 0 or current.machine.contended else _slowed(current, [base])
+    slowed = _slowed_than(base, others, old)
+    return Written(_with_wait(doc, base.machine), span, at + 1, base.machine.cpu_wait, slowed, first_slowed)
+
+
+def _slowed(measurement: Measurement, others: Iterable[Measurement]) -> float | None:
+    """How many times slower `measurement`'s references ran than the calmest of `others`' on the
+    same machine setup and torch, where x2 or more on both fixed references
+    (excuses.recorded_under_load); None where they ran alike as far as they tell."""
+    found = [f for o in others if (f := recorded_under_load(o.doc, measurement.doc))]
+    return max(found, default=None)
+
+
+def _slowed_than(written: Measurement, taken: list[Measurement], old: BaselineDoc | None) -> Slowed | None:
+    """Whether the written measurement ran under load by its references: against the baseline
+    it replaces first (what the user knows the machine for), else the test's other measurements."""
+    replaced = recorded_under_load(old, written.doc) if old is not None else None
+    if replaced:
+        return Slowed(round(replaced, 1), REPLACED)
+    measured = _slowed(written, taken)
+    return Slowed(round(measured, 1), MEASURED) if measured else None
+
+
+def _loaded(measurement: Measurement, among: Iterable[Measurement]) -> bool:
+    """Whether a measurement ran under other load: its threads waited for a CPU (contended), or
+    its references ran x2 slower than another measurement's of the test (a spell the CPU wait did
+    not see: another tenant of the VM's host)."""
+    return measurement.machine.contended or _slowed(measurement, among) is not None
 
 
 def _with_wait(doc: BaselineDoc, machine: Machine) -> BaselineDoc:
@@ -260,25 +323,26 @@ def _further_taken(further: Further) -> list[Measurement]:
 
 
 def _calm_base(measurements: list[Measurement], ignore: tuple[str, ...]) -> int:
-    """Which measurement to write: the first, or where its threads waited for a CPU (contended),
-    the first later one that did not and measured the same work. A trial recorded on a loaded
+    """Which measurement to write: the first, or where it ran under load (`_loaded`: its threads
+    waited for a CPU, or its references ran x2 slower than another's), the first later one that
+    did not and measured the same work. A trial recorded on a loaded
     2-vCPU runner: the file held the first, contended measurement (aten::addmm 11.56 ms against
     0.39 ms in a calm one), and every later slowdown up to it passed as inconclusive."""
     first = measurements[0]
-    if not first.machine.contended:
+    if not _loaded(first, measurements):
         return 0
     for index, again in enumerate(measurements[1:], 1):
-        if not again.machine.contended and not unrepeated(first.doc, again.doc, ignore):
+        if not _loaded(again, measurements) and not unrepeated(first.doc, again.doc, ignore):
             return index
     return 0
 
 
-def _no_more_loaded(again: Measurement, base: Measurement) -> bool:
-    """Whether a further measurement may widen the written one's ranges: both calm. A contended
-    measurement tells of the other load, not of this machine's spells: a trial recording beside
-    four CPU hogs on 2 cores wrote `aten::sigmoid` 0.109-7.152 ms from four contended ones, and a
-    real x4.7 slowdown then passed as inconclusive in every calm run."""
-    return not base.machine.contended and not again.machine.contended
+def _no_more_loaded(again: Measurement, base: Measurement, others: list[Measurement]) -> bool:
+    """Whether a further measurement may widen the written one's ranges: both calm (`_loaded`). A
+    contended measurement tells of the other load, not of this machine's spells: a trial recording
+    beside four CPU hogs on 2 cores wrote `aten::sigmoid` 0.109-7.152 ms from four contended ones,
+    and a real x4.7 slowdown then passed as inconclusive in every calm run."""
+    return not _loaded(base, others) and not _loaded(again, [base, *others])
 
 
 def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
@@ -523,6 +587,10 @@ class BaselineResult:
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
     threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
+    written_slowed: Slowed | None = (
+        None  # a written file: its measurement's references ran x2+ slower than a calm one's
+    )
+    first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
 
     @property
     def slower(self) -> bool:
@@ -649,6 +717,8 @@ class BaselineResult:
             "unrecordable": self.unrecordable,
             "nodeid": self.nodeid,
             "threads_left_by": self.threads_left_by,
+            "written_slowed": self.written_slowed.to_dict() if self.written_slowed else None,
+            "first_slowed": self.first_slowed,
         }
 
     @classmethod
@@ -669,6 +739,7 @@ class BaselineResult:
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
             nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
+            written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
         )  # fmt: skip
 
 
@@ -834,5 +905,5 @@ def baseline_step(
         kernels_dropped=comparison.kernels_dropped if old is not None else (current.doc.kernels_dropped, 0),
         written_from=outcome.written_from, written_wait=outcome.written_wait,
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
-        nodeid=nodeid,
+        nodeid=nodeid, written_slowed=outcome.written_slowed, first_slowed=outcome.first_slowed,
     )  # fmt: skip

@@ -444,6 +444,42 @@ def waited_for_cpu_up_to(wait: float) -> str:
     return f"their threads waited for a CPU up to {wait_share(wait, 'threads')}"
 
 
+SLOWED_THAN = {"replaced": "for the baseline it replaced", "measured": "in another measurement of the test"}
+
+
+def recorded_slowed(factor: float, than: str, command: str) -> str:
+    """A baseline this run wrote from a measurement whose machine references ran `factor` times
+    slower than `than`'s (decide.Slowed): other load its threads' CPU wait did not show."""
+    return (
+        f"baseline recorded while the machine ran its references {factor:.1f}x slower than "
+        f"{SLOWED_THAN.get(than, than)} (other load): its times may be inflated and hide later slowdowns; "
+        f"record it again on a quiet machine: {command}"
+    )
+
+
+def recorded_slowed_shared(count: int, factor: float, command: str) -> str:
+    """`recorded_slowed` for several tests at once, `factor` the largest."""
+    return (
+        f"opprof: {count} baselines recorded while the machine ran their references up to {factor:.1f}x slower than "
+        "for the baselines they replaced or in other measurements of the tests (other load): their times may be "
+        f"inflated and hide later slowdowns; record them again on a quiet machine: {command}"
+    )
+
+
+def written_later(position: int, first_slowed: float | None, first_wait: float | None) -> str:
+    """A baseline written from a later measurement than the first, which ran under load: its
+    references `first_slowed` times slower than the written one's, or its threads waited for a CPU."""
+    if first_slowed is not None:
+        return (
+            f"baseline written from measurement {position}, the first whose references ran at the machine's "
+            f"speed: the first's ran {first_slowed:.1f}x slower (the op table shows the first)"
+        )
+    return (
+        f"baseline written from measurement {position}, the first whose threads did not wait "
+        f"for a CPU: the first waited {wait_share(first_wait or 0.0)} (the op table shows the first)"
+    )
+
+
 def contended_capture(wait: float, busy: Sequence[str] = (), child_processes: int = 0) -> str:
     """The `contention` warning: other load on the machine during the capture, or `busy`: the
     test's own Python threads that used CPU in it (a trial's busy thread of its own test was

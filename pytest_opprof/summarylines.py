@@ -22,16 +22,19 @@ from .errors import (
     quiet_tables,
     record_if_intended,
     record_on_this_setup,
+    recorded_slowed,
+    recorded_slowed_shared,
     threads_left_fix,
     wait_share,
     waited_for_cpu_up_to,
     with_its_id,
+    written_later,
 )
 from .excuses import FASTER_FIX, QUIET_MACHINE_FIX
 from .report import format_summary
 from .results import WRITTEN, TestRecord
 from .rules import ENVIRONMENT, STRUCTURE, WORK
-from .runlines import THREADS, kept_slower, listed_ids, run_lines, whole_run_commands
+from .runlines import RECORD_ALL, THREADS, kept_slower, listed_ids, run_lines, whole_run_commands
 from .textout import shell_quote
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, largest_first, verdict_lines
@@ -157,12 +160,20 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             "inflated and hide later slowdowns; record it again on a quiet machine (without -n on a small "
             f"runner): pytest --opprof-update-baseline=all {shell_quote(nodeid)}"
         )
-    elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1 and record.cpu_wait is not None:
-        lines.append(
-            f"baseline written from measurement {baseline.written_from}, the first whose threads did not wait "
-            f"for a CPU: the first waited {wait_share(record.cpu_wait)} (the op table shows the first)"
-        )
+    elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1:
+        lines.append(written_later(baseline.written_from, baseline.first_slowed, record.cpu_wait))
+    if _recorded_slowed(record) and baseline and baseline.written_slowed and nodeid not in shared.slowed:
+        slowed = baseline.written_slowed
+        lines.append(recorded_slowed(slowed.factor, slowed.than, f"{RECORD_ALL} {shell_quote(nodeid)}"))
     return lines
+
+
+def _recorded_slowed(record: TestRecord) -> bool:
+    """A baseline this run wrote from a measurement whose references ran x2 slower than a calm
+    one's (decide.Slowed), and whose threads' CPU wait did not say so already."""
+    baseline = record.baseline
+    slowed = baseline is not None and baseline.status in TIMES_WRITTEN and baseline.written_slowed is not None
+    return slowed and not _recorded_contended(record)
 
 
 def _written_wait(record: TestRecord) -> float | None:
@@ -220,6 +231,7 @@ class _Shared:
     recorded: frozenset[str] = frozenset()
     warned: frozenset[str] = frozenset()
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
+    slowed: frozenset[str] = frozenset()  # tests whose 'recorded while the references ran slower' line one stands for
 
 
 def _torch_moved(baseline: BaselineResult) -> str | None:
@@ -268,6 +280,12 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
             "may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a small "
             f"runner): pytest --opprof-update-baseline=all {listed_ids(r.nodeid for r in recorded)}"
         )
+    slowed = [r for r in records if _recorded_slowed(r)]
+    if len(slowed) > 1:
+        factor = max(r.baseline.written_slowed.factor for r in slowed if r.baseline and r.baseline.written_slowed)
+        lines.append(
+            recorded_slowed_shared(len(slowed), factor, f"{RECORD_ALL} {listed_ids(r.nodeid for r in slowed)}")
+        )
     warned = [r for r in records if _contended(r) and not _said_contention(r.baseline) and not _recorded_contended(r)]
     warned = [r for r in warned if any(c.name == CONTENTION for c in r.checks)]
     if len(warned) > 1:
@@ -281,6 +299,7 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
         frozenset(said),
         frozenset(r.nodeid for r in recorded) if len(recorded) > 1 else frozenset(),
         frozenset(r.nodeid for r in warned) if len(warned) > 1 else frozenset(),
+        slowed=frozenset(r.nodeid for r in slowed) if len(slowed) > 1 else frozenset(),
     )
 
 

@@ -4,11 +4,13 @@ documents, no torch, no pytest internals."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
+from baseline_docs import threaded
 from test_baseline import doc, loaded_pair, mlp_profile, profile
 
-from pytest_opprof.decide import Measurement, decide
+from pytest_opprof.decide import BaselineResult, Measurement, Slowed, decide
 from pytest_opprof.verdicts import Machine, Rule
 
 
@@ -327,6 +329,54 @@ def test_a_measurement_of_other_calls_throttled_clocks_or_other_load_takes_no_pa
     loaded = [measured(profile(addmm_us=(900,) * 8), wait=0.6)] * 3  # every one contended: none counts
     outcome = decide(measured(profile(), wait=0.5), None, Rule(), "changed", lambda: loaded.pop(0))
     assert (outcome.recorded_from, outcome.write.ops["aten::addmm"].recorded_range) == (1, None)
+
+
+def referenced(p, matmul_ms, dispatch_ms, wait=None):
+    """A measurement of `p` whose machine references read these (ms)."""
+    measured_doc = threaded(doc(p), 2).replace(reference_ms=matmul_ms, dispatch_reference_ms=dispatch_ms)
+    return Measurement(measured_doc, Machine(wait))
+
+
+def test_a_first_measurement_whose_references_ran_slower_gives_way_to_a_calm_one():
+    """A spell of other load its threads' CPU wait did not show (another tenant of the VM's host):
+    the first measurement's references ran 20x slower than a later one's, and its ops 4x. The file
+    holds the first later one whose references ran at the machine's speed, ranged over the calm
+    ones only, and says how much slower the first's ran; a x1.5 move of the references is no load."""
+    first = referenced(profile(addmm_us=(2800,) * 8), 4.0, 8.0, wait=0.01)
+    calm = [referenced(profile(addmm_us=(700,) * 8), 0.2, 0.4), referenced(profile(addmm_us=(900,) * 8), 0.3, 0.6)]
+    outcome = decide(first, None, Rule(), "changed", lambda: calm.pop(0) if calm else None)
+    assert (outcome.written_from, outcome.first_slowed, outcome.written_slowed) == (2, 20.0, None)
+    assert (outcome.recorded_from, outcome.write.ops["aten::addmm"].recorded_range) == (2, (0.7, 0.9))
+    assert outcome.write.reference_ms == 0.2
+    # a calm first: further measurements that ran under load widen no range, and change nothing else
+    loaded = [referenced(profile(addmm_us=(2800,) * 8), 4.0, 8.0), None]
+    outcome = decide(calm_first := referenced(profile(), 0.2, 0.4), None, Rule(), "changed", lambda: loaded.pop(0))
+    assert (outcome.written_from, outcome.first_slowed, outcome.recorded_from) == (1, None, 1)
+    assert outcome.written_slowed is None and unranged(outcome.write) == calm_first.doc
+    near = [referenced(profile(addmm_us=(900,) * 8), 0.3, 0.6), None]  # x1.5: a spell of this VM, no load
+    outcome = decide(referenced(profile(), 0.2, 0.4), None, Rule(), "changed", lambda: near.pop(0))
+    assert (outcome.written_from, outcome.recorded_from, outcome.written_slowed) == (1, 2, None)
+
+
+def test_a_recording_whose_references_ran_slower_than_a_calm_one_says_so():
+    """Every measurement ran under load: the written one's references ran 20x slower than those
+    of the baseline it replaces (=all on a loaded machine) or, new, than another measurement's
+    (x2 on both fixed references). It is written, as asked, and `written_slowed` says so; a
+    baseline recorded on another machine setup tells nothing of this one's load."""
+    base = referenced(profile(), 0.2, 0.4).doc
+    loaded = referenced(profile(addmm_us=(2800,) * 8), 4.0, 8.0)
+    outcome = decide(loaded, base, Rule(), "all")
+    assert (outcome.status, outcome.written_slowed) == ("rewritten", Slowed(20.0, "replaced"))
+    other = base.replace(environment={**base.environment, "cpu_model": "another"})
+    assert decide(loaded, other, Rule(), "all").written_slowed is None
+    both = [referenced(profile(addmm_us=(2800,) * 8), 0.4, 0.8), None]  # the further one's references x10 calmer
+    outcome = decide(loaded, None, Rule(), "changed", lambda: both.pop(0))
+    assert (outcome.written_from, outcome.written_slowed, outcome.first_slowed) == (2, None, 10.0)
+    one_reference = [referenced(profile(addmm_us=(2800,) * 8), 0.4, 8.0), None]  # the matmul alone: a stall
+    outcome = decide(loaded, None, Rule(), "changed", lambda: one_reference.pop(0))
+    assert (outcome.written_from, outcome.written_slowed, outcome.recorded_from) == (1, None, 2)
+    result = BaselineResult("b.json", "rewritten", written_slowed=Slowed(20.0, "replaced"), first_slowed=3.5)
+    assert BaselineResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
 def test_a_contended_first_measurement_gives_way_to_the_first_calm_one_of_the_same_work():
