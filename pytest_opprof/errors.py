@@ -1270,24 +1270,41 @@ def steps_not_compared(step: int) -> str:
 
 
 LEAKS_JOINED = " then "  # the tests of a leak that each changed the count the one before left
+FIXTURE_LEAKER = "fixture "  # a leaker that is a fixture: `fixture one_thread (conftest.py:12)`
+
+
+def _restore_in(leaker: str) -> str:
+    """Where to put the count back: a test's call (try/finally), a fixture's teardown, or each."""
+    if LEAKS_JOINED in leaker:
+        fixtures = [part.startswith(FIXTURE_LEAKER) for part in leaker.split(LEAKS_JOINED)]
+        if all(fixtures):
+            return "those fixtures' teardowns (after their yield)"
+        return (
+            "each of them (a test: try/finally; a fixture: after its yield)"
+            if any(fixtures)
+            else "those tests (try/finally)"
+        )
+    if leaker.startswith(FIXTURE_LEAKER):
+        return "that fixture's teardown (after its yield: torch.set_num_threads(<the count before>))"
+    return "that test (try/finally)"
 
 
 def threads_left_changed(leaker: str, before: int, after: int) -> str:
-    """`leaker`: a test, or tests joined by LEAKS_JOINED (in turn, from `before` to `after`)."""
-    them, that = ("them", "those tests") if LEAKS_JOINED in leaker else ("it", "that test")
+    """`leaker`: a test or a fixture, or several joined by LEAKS_JOINED (in turn, from `before` to `after`)."""
+    them = "them" if LEAKS_JOINED in leaker else "it"
     return (
         f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after {them} "
         f"ran on {after}, so their CPU times depend on test order (a flake under -k or pytest-randomly) and no "
-        f"baseline is recorded from them; restore the count in {that} (try/finally)"
+        f"baseline is recorded from them; restore the count in {_restore_in(leaker)}"
     )
 
 
 def threads_left_fix(leaker: str) -> str:
     """The fix of a test's thread-count change earlier tests left: in them, not by recording."""
-    they, that = ("they", "those tests") if LEAKS_JOINED in leaker else ("it", "that test")
+    they = "they" if LEAKS_JOINED in leaker else "it"
     return (
-        f"the count is the one {leaker} left ({they} ran earlier and did not put it back): restore it in {that} "
-        "(try/finally) and run again; recording this test would record that count, not undo it"
+        f"the count is the one {leaker} left ({they} ran earlier and did not put it back): restore it in "
+        f"{_restore_in(leaker)} and run again; recording this test would record that count, not undo it"
     )
 
 
@@ -1502,10 +1519,9 @@ def unrecordable_gpu(reason: str) -> str:
 
 def unrecordable_threads(leaker: str, count: int) -> str:
     """A measurement on the torch thread count earlier tests left (threads_left_changed)."""
-    that = "those tests" if LEAKS_JOINED in leaker else "that test"
     return (
         f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "
-        f"test order): restore the count in {that} (try/finally), then record"
+        f"test order): restore the count in {_restore_in(leaker)}, then record"
     )
 
 

@@ -1532,6 +1532,75 @@ def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkey
     )
 
 
+def test_a_fixture_that_leaves_the_count_changed_is_named_and_its_victims_not_recorded(project, monkeypatch):
+    """A fixture that sets torch's thread count and never puts it back (a review found it unseen:
+    the tests after it failed `work changed: torch threads` with a `record it` line, which run
+    alone records nothing): the summary names the fixture and where it is defined, the fix is in
+    its teardown, and the tests after it are not recorded; a test that asks for the fixture runs
+    on its count by its own doing, and a module fixture's tests are no victims of it."""
+    threads = torch.get_num_threads()
+    head = "import os\nimport pytest\nimport torch\nfrom conftest import infer\n"
+    project.makepyfile(
+        test_f=head
+        + f"""
+@pytest.fixture
+def one_more():
+    if os.environ.get("OPPROF_LEAK"):
+        torch.set_num_threads({threads + 1})
+    yield
+
+def test_a_uses(one_more):
+    pass
+
+def test_b_after(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+
+def test_c_asks(one_more, opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+""",
+        test_g=head
+        + f"""
+@pytest.fixture(scope="module", autouse=True)
+def module_count():
+    if os.environ.get("OPPROF_LEAK"):
+        torch.set_num_threads({threads + 2})
+    yield
+
+def test_in_module(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+""",
+        test_h=head + "\ndef test_next_module(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n",
+    )
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=5)
+    result = run_leaking(project, monkeypatch, "--opprof-update-baseline=all", "--opprof-json=r.json")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: fixture one_more (test_f.py:6) changed torch's thread count {threads} -> {threads + 1} and did "
+            f"not put it back: the tests after it ran on {threads + 1}, *; restore the count in that fixture's "
+            "teardown (after its yield: torch.set_num_threads(<the count before>)); measured after it: "
+            "test_f.py::test_b_after",
+            # the module's fixture began on the count the first left: one leak, in turn
+            f"opprof: fixture one_more (test_f.py:6) then fixture module_count (test_g.py:6) changed torch's thread "
+            f"count {threads} -> {threads + 2} *; restore the count in those fixtures' teardowns (after their yield); "
+            "measured after them: test_h.py::test_next_module",
+        ]
+    )
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    statuses = {nodeid: t["baseline"]["status"] for nodeid, t in tests.items() if t["baseline"]}
+    assert statuses["test_f.py::test_b_after"] == statuses["test_h.py::test_next_module"] == "unreliable"
+    assert "fixture one_more (test_f.py:6)" in tests["test_f.py::test_b_after"]["baseline"]["unrecordable"]
+    assert statuses["test_f.py::test_c_asks"] != "unreliable" and statuses["test_g.py::test_in_module"] != "unreliable"
+    # comparing: the victim's `torch threads` change names the fixture as its fix, not a recording
+    compared = run_leaking(project, monkeypatch, "--opprof", "-k", "test_a_uses or test_b_after")
+    compared.stdout.fnmatch_lines(
+        ["*the count is the one fixture one_more (test_f.py:6) left (it ran earlier and did not put it back): "
+         "restore it in that fixture's teardown*"]
+    )  # fmt: skip
+    assert "pytest --opprof-update-baseline" not in compared.stdout.str().split("restore it in")[1].split("\n")[0]
+
+
 def test_a_test_that_sets_the_leaked_count_itself_is_recorded(project, monkeypatch):
     """A review's test set the count a leak had left, for its own measurement, as its baseline
     holds it: recording on it keeps that count, so the recording is written."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import LEAKS_JOINED, threads_left_changed
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, threads_left_changed
 from ..settings import RunState
 from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
@@ -83,24 +85,70 @@ class RecordCollector:
             records[place] = kept
 
 
+@dataclass(frozen=True, slots=True)
+class _Undone:
+    """A fixture whose setup changed torch's thread count, torn down: its name for the messages,
+    its argname and the count before its setup."""
+
+    leaker: str
+    argname: str
+    before: int
+
+
 class ThreadLeaks:
-    """Finds the tests whose calls changed torch's thread count and left it so (one after another:
-    each changed what the one before left), and marks the measured tests that then ran on that
-    count (order-dependent times). A call that sets the count the first of them found puts it back;
-    so does anything that sets it before a test's own fixtures run (a fixture's teardown, autouse
-    or not): fixtures that set the count and put it back (any scope) are no leak (a trial's test
-    that restored the session's count was blamed, and a fixture's own count read as a leak's). A
-    wider fixture's own count in between leaves the leak as it was (a review's class fixture)."""
+    """Finds the tests whose calls, and the fixtures whose setup, changed torch's thread count and
+    left it so (one after another: each changed what the one before left), and marks the measured
+    tests that then ran on that count (order-dependent times). A call that sets the count the first
+    of them found puts it back; so does anything that sets it before a test's own fixtures run (a
+    fixture's teardown, autouse or not): fixtures that set the count and put it back (any scope)
+    are no leak (a trial's test that restored the session's count was blamed, and a fixture's own
+    count read as a leak's). A wider fixture's own count in between leaves the leak as it was (a
+    review's class fixture). A fixture's leak begins once the test's teardown (its scope's last
+    test's, for a wider one) is over with the count still its own; a test that asks for that
+    fixture runs on the fixture's count by its own doing: no victim."""
 
     def __init__(self) -> None:
         self.leak: tuple[str, int, int] | None = None  # (the leaking tests, `a then b`; count before; count left)
+        self.leak_fixtures: frozenset[str] = frozenset()  # the leak's fixtures' argnames
+        self._set: dict[int, tuple[str, int]] = {}  # id(FixtureDef) -> (its name in messages, the count before it)
+        self._undone: list[_Undone] = []  # the count-setting fixtures torn down in this test's teardown
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
+        from ..capture import torch_threads
+
+        before = torch_threads()
+        try:
+            return (yield)
+        finally:
+            after = torch_threads()
+            if before is not None and after is not None and after != before:
+                self._set[id(fixturedef)] = (_fixture_name(fixturedef, request), before)
+
+    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
+        found = self._set.pop(id(fixturedef), None)
+        if found is not None:
+            self._undone.append(_Undone(found[0], str(getattr(fixturedef, "argname", "")), found[1]))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        from ..capture import torch_threads
+
+        try:
+            return (yield)
+        finally:
+            undone, self._undone = self._undone, []
+            end = torch_threads()
+            left = [u for u in undone if end is not None and end != u.before]
+            if left:  # the last torn down that changed it: its setup set the count the test's teardown left
+                self._ended(left[-1].leaker, left[-1].before, end, left[-1].argname)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from ..capture import torch_threads
 
         if self.leak is not None and torch_threads() == self.leak[1]:
-            self.leak = None  # put back since, before this test's fixtures ran (a fixture's teardown)
+            self.leak, self.leak_fixtures = None, frozenset()  # put back since, before this test's fixtures ran
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -109,7 +157,8 @@ class ThreadLeaks:
         from ..capture import torch_threads
 
         start = torch_threads()
-        if self.leak is not None and start == self.leak[2] and is_measured(item):
+        own = self.leak_fixtures & set(getattr(item, "fixturenames", ()))  # it sets the count itself
+        if self.leak is not None and start == self.leak[2] and is_measured(item) and not own:
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
             item.stash[THREADS_LEFT_BY] = self.leak
         try:
@@ -117,18 +166,36 @@ class ThreadLeaks:
         finally:
             self._ended(item.nodeid, start, torch_threads())
 
-    def _ended(self, nodeid: str, start: int | None, end: int | None) -> None:
-        """After a call that began on `start` and left `end`: a leak begins, grows or ends."""
+    def _ended(self, leaker: str, start: int | None, end: int | None, fixture: str = "") -> None:
+        """After a call (or a fixture's setup to its teardown) that began on `start` and left
+        `end`: a leak begins, grows or ends."""
         if start is None or end is None or end == start:
             return
         if self.leak is not None and start != self.leak[2]:
             return  # it began on a wider fixture's count, which that fixture puts back: the live leak stands
+        fixtures = frozenset([fixture] if fixture else [])
         if self.leak is None:
-            self.leak = (nodeid, start, end)
+            self.leak, self.leak_fixtures = (leaker, start, end), fixtures
         elif end == self.leak[1]:
-            self.leak = None  # put back the count the leaks began from
+            self.leak, self.leak_fixtures = None, frozenset()  # put back the count the leaks began from
         else:
-            self.leak = (f"{self.leak[0]}{LEAKS_JOINED}{nodeid}", self.leak[1], end)
+            self.leak = (f"{self.leak[0]}{LEAKS_JOINED}{leaker}", self.leak[1], end)
+            self.leak_fixtures |= fixtures
+
+
+def _fixture_name(fixturedef: Any, request: pytest.FixtureRequest) -> str:
+    """`fixture one_thread (conftest.py:12)`: a fixture as the leak messages name it, with where
+    it is defined (relative to the rootdir where it can be)."""
+    name = f"{FIXTURE_LEAKER}{getattr(fixturedef, 'argname', '?')}"
+    code = getattr(getattr(fixturedef, "func", None), "__code__", None)
+    if code is None:
+        return name
+    path = Path(code.co_filename)
+    try:
+        path = path.relative_to(request.config.rootpath)
+    except ValueError:
+        pass
+    return f"{name} ({path.as_posix()}:{code.co_firstlineno})"
 
 
 class ProfilerLeaks:
