@@ -299,3 +299,45 @@ def test_a_rerun_without_opprof_gets_a_fixture_of_its_own(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
     assert result.parseoutcomes() == {"failed": 1, "rerun": 2}
     result.stdout.fnmatch_lines(["*OpprofUsageError: 1 assertion made before opprof.run()*"])
+
+
+def test_a_rerun_of_a_test_that_set_its_own_count_is_no_victim_of_itself(pytester, fake_clock):
+    """A review: a test that sets torch's thread count for its measurement and leaves it so, run
+    again after a failure (pytest-rerunfailures), was told it ran on the count `it` left, as a
+    victim of its own leak, and its baseline was not written. Its rerun is its own; the test
+    after it is the leak's victim."""
+    threads = torch.get_num_threads()
+    pytester.makeconftest(RERUN_CONFTEST)
+    pytester.makepyfile(
+        test_user=f"""
+import torch
+
+RUNS = {{"n": 0}}
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+x = torch.randn(4, 32)
+
+
+def test_pins(opprof):
+    torch.set_num_threads({threads + 1})
+    opprof.run(model, x, warmup=1, steps=3)
+    RUNS["n"] += 1
+    assert RUNS["n"] > 1, "flaky"
+
+
+def test_after(opprof):
+    opprof.run(model, x, warmup=1, steps=3)
+"""
+    )
+    try:
+        result = pytester.runpytest("-p", "no:cacheprovider", "--opprof-update-baseline", "--opprof-json=r.json")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=2)
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    assert tests["test_pins"]["earlier_outcomes"] == ["failed"]
+    assert tests["test_pins"]["baseline"]["status"] == "new"
+    assert "threads" not in [c["name"] for c in tests["test_pins"]["checks"]]
+    assert tests["test_after"]["baseline"]["status"] == "unreliable"
+    result.stdout.fnmatch_lines(
+        ["opprof: test_user.py::test_pins changed torch's thread count * test_user.py::test_after"]
+    )
