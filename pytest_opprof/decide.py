@@ -44,7 +44,17 @@ from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower
 from .units import count_of, first_three
 from .verdicts import CHANGED as VERDICT_CHANGED
-from .verdicts import MIN_TIME_STEPS, REGRESSED, Comparison, Ignore, Machine, Verdict, ignored, median_calls
+from .verdicts import (
+    MIN_TIME_STEPS,
+    REGRESSED,
+    SPELL_LIMIT,
+    Comparison,
+    Ignore,
+    Machine,
+    Verdict,
+    ignored,
+    median_calls,
+)
 
 # Baseline statuses: what the baseline step found and did.
 MISSING, NEW, UNRELIABLE, COMPARED, KEPT, CHANGED, REWRITTEN, RENUMBERED = (
@@ -260,10 +270,10 @@ def recorded(
     unchanged code that all fell in slow ones (3 of 24 idle runs). So a run() capture judged on
     time is measured up to RANGE_MEASUREMENTS more times, and each op keeps the range of its
     per-step minima over them (`with_recorded_ranges`). The written one is the first, or the
-    first calm one where the first was loaded (`_calm_base`). A measurement on throttled GPU
-    clocks, or one loaded by other load (contended, or its references ran x2 slower than
-    another's: `_loaded`), is left out: it tells of the other load, not of this machine, and would
-    widen the range (a loaded written one gets none). `old`: the baseline the recording replaces,
+    first calm one where the first was loaded (`_calm_base`: contended, or its references ran x2
+    slower than another's). A measurement on throttled GPU clocks, or one contended by other load
+    (or whose references ran x4 slower than another's: beyond this VM's spells), is left out of the ranges: it tells of the other load, not of this machine, and would widen
+    the range (a contended written one gets none). `old`: the baseline the recording replaces,
     whose references tell whether the written one ran under load (Written.slowed)."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
         slowed = _slowed_than(current, [], old)
@@ -272,9 +282,12 @@ def recorded(
     usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
     at = usable[_calm_base([taken[i] for i in usable], ignore)]
     base, others = taken[at], [taken[i] for i in usable if i != at]
-    docs = [base.doc] + [m.doc for m in others if _no_more_loaded(m, base, others)]
+    docs = [base.doc] + [m.doc for m in others if _no_more_loaded(m, base, [base, *others])]
     doc, span = with_recorded_ranges(docs, ignore)
-    first_slowed = None if at == 0 or current.machine.contended else _slowed(current, [base])
+    passed_over = (
+        None if at == 0 or current.machine.contended else _slowed(current, [base, *others])
+    )  # as _calm_base read it
+    first_slowed = round(passed_over, 1) if passed_over else None
     slowed = _slowed_than(base, others, old)
     return Written(_with_wait(doc, base.machine), span, at + 1, base.machine.cpu_wait, slowed, first_slowed)
 
@@ -337,12 +350,16 @@ def _calm_base(measurements: list[Measurement], ignore: tuple[str, ...]) -> int:
     return 0
 
 
-def _no_more_loaded(again: Measurement, base: Measurement, others: list[Measurement]) -> bool:
-    """Whether a further measurement may widen the written one's ranges: both calm (`_loaded`). A
-    contended measurement tells of the other load, not of this machine's spells: a trial recording
-    beside four CPU hogs on 2 cores wrote `aten::sigmoid` 0.109-7.152 ms from four contended ones,
-    and a real x4.7 slowdown then passed as inconclusive in every calm run."""
-    return not _loaded(base, others) and not _loaded(again, [base, *others])
+def _no_more_loaded(again: Measurement, base: Measurement, taken: list[Measurement]) -> bool:
+    """Whether a further measurement may widen the written one's ranges: both calm, their threads
+    not waiting for a CPU nor their references running SPELL_LIMIT times slower than another
+    measurement's. A contended measurement tells of the other load, not of this machine's spells:
+    a trial recording beside four CPU hogs on 2 cores wrote `aten::sigmoid` 0.109-7.152 ms from
+    four contended ones, and a real x4.7 slowdown then passed as inconclusive in every calm run.
+    One whose references ran x2-4 slower widens them: that is within this VM's slow spells
+    (x1.5-3), which the ranges are there to hold where a later run's references miss the spell (a
+    review: dropping them failed such a run of unchanged code)."""
+    return all(not m.machine.contended and (_slowed(m, taken) or 0.0) < SPELL_LIMIT for m in (base, again))
 
 
 def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:

@@ -452,17 +452,21 @@ def recorded_slowed(factor: float, than: str, command: str) -> str:
     slower than `than`'s (decide.Slowed): other load its threads' CPU wait did not show."""
     return (
         f"baseline recorded while the machine ran its references {factor:.1f}x slower than "
-        f"{SLOWED_THAN.get(than, than)} (other load): its times may be inflated and hide later slowdowns; "
-        f"record it again on a quiet machine: {command}"
+        f"{SLOWED_THAN.get(than, than)} (other load, or a slow spell of the machine): its CPU times may be inflated "
+        f"and hide later slowdowns; record it again on a quiet machine: {command}"
     )
 
 
-def recorded_slowed_shared(count: int, factor: float, command: str) -> str:
-    """`recorded_slowed` for several tests at once, `factor` the largest."""
+SLOWED_THAN_SHARED = {"replaced": "for the baselines they replaced", "measured": "in other measurements of the tests"}
+
+
+def recorded_slowed_shared(count: int, factor: float, than: set[str], command: str) -> str:
+    """`recorded_slowed` for several tests at once, `factor` the largest, `than` what each was slower than."""
+    words = SLOWED_THAN_SHARED[next(iter(than))] if len(than) == 1 else " or ".join(SLOWED_THAN_SHARED.values())
     return (
         f"opprof: {count} baselines recorded while the machine ran their references up to {factor:.1f}x slower than "
-        "for the baselines they replaced or in other measurements of the tests (other load): their times may be "
-        f"inflated and hide later slowdowns; record them again on a quiet machine: {command}"
+        f"{words} (other load, or a slow spell of the machine): their CPU times may be inflated and hide later "
+        f"slowdowns; record them again on a quiet machine: {command}"
     )
 
 
@@ -471,8 +475,8 @@ def written_later(position: int, first_slowed: float | None, first_wait: float |
     references `first_slowed` times slower than the written one's, or its threads waited for a CPU."""
     if first_slowed is not None:
         return (
-            f"baseline written from measurement {position}, the first whose references ran at the machine's "
-            f"speed: the first's ran {first_slowed:.1f}x slower (the op table shows the first)"
+            f"baseline written from measurement {position}, whose references ran {first_slowed:.1f}x faster than the "
+            "first's: the first ran under other load or a slow spell (the op table shows the first)"
         )
     return (
         f"baseline written from measurement {position}, the first whose threads did not wait "

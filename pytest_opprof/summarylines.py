@@ -161,7 +161,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             f"runner): pytest --opprof-update-baseline=all {shell_quote(nodeid)}"
         )
     elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1:
-        lines.append(written_later(baseline.written_from, baseline.first_slowed, record.cpu_wait))
+        if baseline.first_slowed is not None or record.cpu_wait is not None:
+            lines.append(written_later(baseline.written_from, baseline.first_slowed, record.cpu_wait))
     if _recorded_slowed(record) and baseline and baseline.written_slowed and nodeid not in shared.slowed:
         slowed = baseline.written_slowed
         lines.append(recorded_slowed(slowed.factor, slowed.than, f"{RECORD_ALL} {shell_quote(nodeid)}"))
@@ -170,10 +171,19 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
 
 def _recorded_slowed(record: TestRecord) -> bool:
     """A baseline this run wrote from a measurement whose references ran x2 slower than a calm
-    one's (decide.Slowed), and whose threads' CPU wait did not say so already."""
+    one's (decide.Slowed), where no other line says so already: its threads' CPU wait, or a slower
+    time's inconclusive line, whose fix is to record it again on a quiet machine if it was loaded
+    (a review found the two lines one under the other)."""
     baseline = record.baseline
     slowed = baseline is not None and baseline.status in TIMES_WRITTEN and baseline.written_slowed is not None
-    return slowed and not _recorded_contended(record)
+    return slowed and not _recorded_contended(record) and not _slower_inconclusive(baseline)
+
+
+def _slower_inconclusive(baseline: BaselineResult | None) -> bool:
+    """Whether a time inconclusive line of the test names a slower time (its fix, written: record
+    it again on a quiet machine if the machine was loaded)."""
+    verdicts = baseline.verdicts if baseline else ()
+    return any(v.status == INCONCLUSIVE and (v.new_ms or 0.0) > (v.base_ms or 0.0) for v in verdicts)
 
 
 def _written_wait(record: TestRecord) -> float | None:
@@ -282,9 +292,10 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
         )
     slowed = [r for r in records if _recorded_slowed(r)]
     if len(slowed) > 1:
-        factor = max(r.baseline.written_slowed.factor for r in slowed if r.baseline and r.baseline.written_slowed)
+        found = [r.baseline.written_slowed for r in slowed if r.baseline and r.baseline.written_slowed]
+        command = f"{RECORD_ALL} {listed_ids(r.nodeid for r in slowed)}"
         lines.append(
-            recorded_slowed_shared(len(slowed), factor, f"{RECORD_ALL} {listed_ids(r.nodeid for r in slowed)}")
+            recorded_slowed_shared(len(slowed), max(f.factor for f in found), {f.than for f in found}, command)
         )
     warned = [r for r in records if _contended(r) and not _said_contention(r.baseline) and not _recorded_contended(r)]
     warned = [r for r in warned if any(c.name == CONTENTION for c in r.checks)]
