@@ -1275,12 +1275,13 @@ def steps_not_compared(step: int) -> str:
 
 LEAKS_JOINED = " then "  # the tests of a leak that each changed the count the one before left
 FIXTURE_LEAKER = "fixture "  # a leaker that is a fixture: `fixture one_thread (conftest.py:12)`
+XUNIT_LEAKER = "setup method "  # a setup method pytest runs as a fixture: `setup method setUpClass of TestX`
 
 
 def _restore_in(leaker: str) -> str:
     """Where to put the count back: a test's call (try/finally), a fixture's teardown, or each."""
     if LEAKS_JOINED in leaker:
-        fixtures = [part.startswith(FIXTURE_LEAKER) for part in leaker.split(LEAKS_JOINED)]
+        fixtures = [part.startswith((FIXTURE_LEAKER, XUNIT_LEAKER)) for part in leaker.split(LEAKS_JOINED)]
         if all(fixtures):
             return "those fixtures' teardowns (after their yield)"
         return (
@@ -1289,7 +1290,12 @@ def _restore_in(leaker: str) -> str:
             else "those tests (try/finally)"
         )
     if leaker.startswith(FIXTURE_LEAKER):
-        return "that fixture's teardown (after its yield: torch.set_num_threads(<the count before>))"
+        return (
+            "that fixture's teardown (after its yield, or in a finalizer it adds before anything can raise: "
+            "torch.set_num_threads(<the count before>))"
+        )
+    if leaker.startswith(XUNIT_LEAKER):
+        return "its teardown method (teardown_module, teardown_function, tearDownClass, ...)"
     return "that test (try/finally)"
 
 

@@ -1460,6 +1460,63 @@ def test_a_leak():
 def test_b_fixture(own_count, opprof, mlp):
     opprof.run(infer, *mlp, warmup=1, steps=2)
 """,
+    # two fixtures that each put the count back, torn down in one teardown (a trial: a false leak)
+    "two_scopes": """
+@pytest.fixture(scope="class")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1 if LEAK else before)
+    yield
+    torch.set_num_threads(before)
+
+@pytest.fixture
+def more_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS + 1 if LEAK else before)
+    yield
+    torch.set_num_threads(before)
+
+class TestBoth:
+    def test_a_both(self, one_thread, more_threads):
+        pass
+
+
+def test_a_second():  # the scenarios hold two tests
+    pass
+""",
+    # the call sets the count a fixture's teardown then puts back (a trial: the call's change was a leak)
+    "call_undone": """
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1 if LEAK else before)
+    yield
+    torch.set_num_threads(before)
+
+def test_a_call(one_thread):
+    torch.set_num_threads(THREADS)
+
+def test_a_second():  # the scenarios hold two tests
+    pass
+""",
+    # a later fixture sets back the count an earlier one changed; neither puts anything back
+    "set_back": """
+@pytest.fixture
+def more():
+    torch.set_num_threads(THREADS + 1 if LEAK else THREADS)
+    yield
+
+@pytest.fixture
+def back(more):
+    torch.set_num_threads(THREADS)
+    yield
+
+def test_a_back(back):
+    pass
+
+def test_a_second():  # the scenarios hold two tests
+    pass
+""",
     # a test sets the count its measurement runs on, inside, and puts the leaked one back
     "pinned": """
 def test_a_leak():
@@ -1596,7 +1653,8 @@ def test_in_module(opprof, mlp):
         [
             f"opprof: fixture one_more (test_f.py:6) changed torch's thread count {threads} -> {threads + 1} and did "
             f"not put it back: the tests after it ran on {threads + 1}, *; restore the count in that fixture's "
-            "teardown (after its yield: torch.set_num_threads(<the count before>)); measured after it: "
+            "teardown (after its yield, or in a finalizer it adds before anything can raise: torch.set_num_threads(<the "
+            "count before>)); measured after it: "
             "test_f.py::test_b_after",
             # the module's fixture began on the count the first left: one leak, in turn
             f"opprof: fixture one_more (test_f.py:6) then fixture module_count (test_g.py:6) changed torch's thread "
@@ -1616,6 +1674,113 @@ def test_in_module(opprof, mlp):
          "restore it in that fixture's teardown*"]
     )  # fmt: skip
     assert "pytest --opprof-update-baseline" not in compared.stdout.str().split("restore it in")[1].split("\n")[0]
+
+
+VICTIM_SCENARIOS = {
+    # two fixtures each change it, neither puts it back: both named, in setup order, 2 -> 4
+    "two_fixtures": (
+        """
+@pytest.fixture
+def more():
+    torch.set_num_threads(THREADS + 1)
+    yield
+
+@pytest.fixture
+def most():
+    torch.set_num_threads(THREADS + 2)
+    yield
+
+def test_a(more, most):
+    pass
+""",
+        "fixture more (test_v.py:6) then fixture most (test_v.py:11) changed torch's thread count {t} -> {t2} *",
+    ),
+    # a fixture whose teardown alone changes the count
+    "teardown": (
+        """
+@pytest.fixture
+def after():
+    yield
+    torch.set_num_threads(THREADS + 2)
+
+def test_a(after):
+    pass
+""",
+        "fixture after (test_v.py:6) changed torch's thread count {t} -> {t2} *",
+    ),
+    # a parametrized fixture leaks twice in turn: named once
+    "parametrized": (
+        """
+@pytest.fixture(params=[1, 2])
+def more(request):
+    torch.set_num_threads(THREADS + request.param)
+    yield
+
+def test_a(more):
+    pass
+""",
+        "fixture more (test_v.py:6) changed torch's thread count {t} -> {t2} *",
+    ),
+    # xunit's setup_class: pytest runs it as a fixture of its own, named as the method
+    "xunit": (
+        """
+class TestA:
+    @classmethod
+    def setup_class(cls):
+        torch.set_num_threads(THREADS + 2)
+
+    def test_a(self):
+        pass
+""",
+        "setup method setup_class of TestA changed torch's thread count {t} -> {t2} *; restore the count in its "
+        "teardown method (teardown_module, teardown_function, tearDownClass, ...); *",
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(VICTIM_SCENARIOS))
+def test_fixtures_that_leave_the_count_changed_are_named_as_they_are_written(project, scenario):
+    """A trial's leaks by fixtures: two fixtures of one test were named as one with the other's
+    count, a fixture whose teardown alone set the count went unseen, a parametrized fixture was
+    named twice (`fixture more then fixture more`), and xunit's setup_function was named by
+    pytest's own fixture in site-packages. The test after each is the leak's victim."""
+    threads = torch.get_num_threads()
+    head = f"import pytest\nimport torch\nfrom conftest import infer\nTHREADS = {threads}\n"
+    source, line = VICTIM_SCENARIOS[scenario]
+    project.makepyfile(
+        test_v=head + source + "\ndef test_b(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    try:
+        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    result.stdout.fnmatch_lines(["opprof: " + line.format(t=threads, t2=threads + 2)])
+    assert result.stdout.str().count("did not put it back") == 1
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    assert "threads" in [c["name"] for c in tests["test_v.py::test_b"]["checks"]]
+
+
+def test_a_fixture_of_the_same_name_elsewhere_is_no_leaker_s_own(project):
+    """A trial: a folder's `model` fixture left the count changed, and a test of another folder
+    asking for its own, unrelated `model` fixture was taken to run on it by its own doing (names
+    matched, not fixtures): it is a victim; a test of the first folder asking for it is not."""
+    threads = torch.get_num_threads()
+    project.mkdir("a")
+    project.mkdir("b")
+    (project.path / "a" / "conftest.py").write_text(
+        f"import pytest\nimport torch\n\n@pytest.fixture\ndef model():\n    torch.set_num_threads({threads + 1})\n    yield\n"
+    )
+    (project.path / "b" / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef model():\n    yield\n")
+    body = "\n\ndef test_{name}(model, opprof, mlp):\n    opprof.run(lambda m, x: m(x), *mlp, warmup=1, steps=2)\n"
+    (project.path / "a" / "test_a.py").write_text("import torch" + body.format(name="a1") + body.format(name="a2"))
+    (project.path / "b" / "test_b.py").write_text("import torch" + body.format(name="b"))
+    try:
+        result = run(project, "--opprof", "--opprof-json=r.json", "-p", "no:xdist", "--rootdir", str(project.path))
+    finally:
+        torch.set_num_threads(threads)
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    victims = sorted(n for n, t in tests.items() if "threads" in [c["name"] for c in t["checks"]])
+    assert victims == ["b/test_b.py::test_b"], result.stdout.str()
 
 
 def test_a_test_that_sets_the_leaked_count_itself_is_recorded(project, monkeypatch):

@@ -5,14 +5,15 @@ torch's thread count and of a profiler a test left running."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, threads_left_changed
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, XUNIT_LEAKER, threads_left_changed
 from ..settings import RunState
 from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
@@ -86,32 +87,55 @@ class RecordCollector:
 
 
 @dataclass(frozen=True, slots=True)
-class _Undone:
-    """A fixture whose setup changed torch's thread count, torn down: its name for the messages,
-    its argname and the count before its setup."""
+class _Frame:
+    """A fixture whose setup changed torch's thread count: its name in the messages, the count
+    before its setup and after it."""
 
     leaker: str
-    argname: str
     before: int
+    after: int
+
+
+@dataclass
+class _TestState:
+    """What one test's setup, call and teardown did to torch's thread count."""
+
+    start: int | None = None  # before its setup
+    set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it
+    opened: list[int] = field(default_factory=list)  # those that changed the count, in setup order
+    call: tuple[int, int] | None = None  # the count its call began and ended on, where it changed it
+    closed: list[tuple[int, _Frame, int]] = field(default_factory=list)  # (id, frame, count after its teardown)
+    changed_by_teardown: list[str] = field(default_factory=list)  # fixtures whose teardown alone changed it
+    last: int | None = None  # the count after the last teardown step seen
 
 
 class ThreadLeaks:
-    """Finds the tests whose calls, and the fixtures whose setup, changed torch's thread count and
-    left it so (one after another: each changed what the one before left), and marks the measured
-    tests that then ran on that count (order-dependent times). A call that sets the count the first
-    of them found puts it back; so does anything that sets it before a test's own fixtures run (a
-    fixture's teardown, autouse or not): fixtures that set the count and put it back (any scope)
-    are no leak (a trial's test that restored the session's count was blamed, and a fixture's own
-    count read as a leak's). A wider fixture's own count in between leaves the leak as it was (a
-    review's class fixture). A fixture's leak begins once the test's teardown (its scope's last
-    test's, for a wider one) is over with the count still its own; a test that asks for that
-    fixture runs on the fixture's count by its own doing: no victim."""
+    """Finds the tests whose calls, and the fixtures whose setup or teardown, changed torch's
+    thread count and left it so (one after another: each changed what the one before left), and
+    marks the measured tests that then ran on that count (order-dependent times).
+
+    Each test is judged once its teardown is over, on the count it leaves against the count it
+    should leave: the one before its setup, or where a wider fixture's scope began in it, that
+    fixture's count, or where one ended in it, the count before that fixture (a trial's two
+    fixtures that each put the count back, torn down in one teardown, read as a leak, as did a
+    call's change a fixture's teardown undid). A call that sets the count the leak began from
+    ends it; so does anything that sets it before a test's own fixtures run. A test that set up a
+    fixture of the leak runs on its count by its own doing, as does a rerun of the leaking test:
+    no victim."""
 
     def __init__(self) -> None:
-        self.leak: tuple[str, int, int] | None = None  # (the leaking tests, `a then b`; count before; count left)
-        self.leak_fixtures: frozenset[str] = frozenset()  # the leak's fixtures' argnames
-        self._set: dict[int, tuple[str, int]] = {}  # id(FixtureDef) -> (its name in messages, the count before it)
-        self._undone: list[_Undone] = []  # the count-setting fixtures torn down in this test's teardown
+        self.leak: tuple[str, int, int] | None = None  # (the leakers, `a then b`; count before; count left)
+        self.leak_fixtures: frozenset[int] = frozenset()  # id(FixtureDef) of the leak's fixtures
+        self._frames: dict[int, _Frame] = {}  # id(FixtureDef) -> its frame, while it is set up
+        self._test = _TestState()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        from ..capture import torch_threads
+
+        self._test = _TestState(start=torch_threads())
+        if self.leak is not None and self._test.start == self.leak[1]:
+            self.leak, self.leak_fixtures = None, frozenset()  # put back since, before this test's fixtures ran
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
@@ -122,33 +146,10 @@ class ThreadLeaks:
             return (yield)
         finally:
             after = torch_threads()
+            self._test.set_up.add(id(fixturedef))
             if before is not None and after is not None and after != before:
-                self._set[id(fixturedef)] = (_fixture_name(fixturedef, request), before)
-
-    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        found = self._set.pop(id(fixturedef), None)
-        if found is not None:
-            self._undone.append(_Undone(found[0], str(getattr(fixturedef, "argname", "")), found[1]))
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        from ..capture import torch_threads
-
-        try:
-            return (yield)
-        finally:
-            undone, self._undone = self._undone, []
-            end = torch_threads()
-            left = [u for u in undone if end is not None and end != u.before]
-            if left:  # the last torn down that changed it: its setup set the count the test's teardown left
-                self._ended(left[-1].leaker, left[-1].before, end, left[-1].argname)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        from ..capture import torch_threads
-
-        if self.leak is not None and torch_threads() == self.leak[1]:
-            self.leak, self.leak_fixtures = None, frozenset()  # put back since, before this test's fixtures ran
+                self._frames[id(fixturedef)] = _Frame(_fixture_name(fixturedef, request), before, after)
+                self._test.opened.append(id(fixturedef))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -157,40 +158,95 @@ class ThreadLeaks:
         from ..capture import torch_threads
 
         start = torch_threads()
-        # it sets the count itself: by a fixture of the leak, or as the leak's last test (run again: a rerun plugin)
-        own = self.leak is not None and (
-            bool(self.leak_fixtures & set(getattr(item, "fixturenames", ())))
-            or self.leak[0].rsplit(LEAKS_JOINED, 1)[-1] == item.nodeid
-        )
-        if self.leak is not None and start == self.leak[2] and is_measured(item) and not own:
+        if self.leak is not None and start == self.leak[2] and is_measured(item) and not self._own(item):
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
             item.stash[THREADS_LEFT_BY] = self.leak
         try:
             return (yield)
         finally:
-            self._ended(item.nodeid, start, torch_threads())
+            end = torch_threads()
+            if start is not None and end is not None and end != start:
+                self._test.call = (start, end)
 
-    def _ended(self, leaker: str, start: int | None, end: int | None, fixture: str = "") -> None:
-        """After a call (or a fixture's setup to its teardown) that began on `start` and left
-        `end`: a leak begins, grows or ends."""
-        if start is None or end is None or end == start:
+    def _own(self, item: pytest.Item) -> bool:
+        """Whether the test runs on the leaked count by its own doing: it set up a fixture of the
+        leak, or it is the leak's last test run again (a rerun plugin)."""
+        assert self.leak is not None
+        return bool(self.leak_fixtures & self._test.set_up) or self.leak[0].rsplit(LEAKS_JOINED, 1)[-1] == item.nodeid
+
+    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
+        from ..capture import torch_threads
+
+        now, test = torch_threads(), self._test
+        frame = self._frames.pop(id(fixturedef), None)
+        if frame is not None:
+            test.closed.append((id(fixturedef), frame, now if now is not None else frame.before))
+        elif now is not None and test.last is not None and now != test.last:
+            test.changed_by_teardown.append(_fixture_name(fixturedef, request))
+        test.last = now
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        from ..capture import torch_threads
+
+        self._test.last = torch_threads()
+        try:
+            return (yield)
+        finally:
+            self._judge(item.nodeid, torch_threads())
+
+    def _judge(self, nodeid: str, end: int | None) -> None:
+        """After a test's teardown: whether what it left is a leak (it begins, grows or ends)."""
+        test = self._test
+        expected = self._expected(test)
+        if expected is None or end is None or end == expected:
             return
+        unrestored = [(fid, frame) for fid, frame, after in reversed(test.closed) if after != frame.before]
+        leakers = [frame.leaker for _, frame in unrestored]
+        leakers += [nodeid] if test.call is not None else []
+        leakers += test.changed_by_teardown
+        fixtures = frozenset(fid for fid, _ in unrestored)
+        self._ended(LEAKS_JOINED.join(dict.fromkeys(leakers or [nodeid])), expected, end, fixtures)
+
+    def _expected(self, test: _TestState) -> int | None:
+        """The count the test should leave: a wider fixture's it set up that is still set up, or
+        where one set up before it ended in its teardown, the count before that fixture, else the
+        count before its setup."""
+        alive = [fid for fid in test.opened if fid in self._frames]
+        if alive:
+            return self._frames[alive[-1]].after
+        earlier = [frame for fid, frame, _ in test.closed if fid not in test.opened]
+        return earlier[-1].before if earlier else test.start
+
+    def _ended(self, leaker: str, start: int, end: int, fixtures: frozenset[int] = frozenset()) -> None:
+        """After a test whose setup, call or teardown left `end` where `start` was expected: a leak
+        begins, grows or ends."""
         if self.leak is not None and start != self.leak[2]:
             return  # it began on a wider fixture's count, which that fixture puts back: the live leak stands
-        fixtures = frozenset([fixture] if fixture else [])
         if self.leak is None:
             self.leak, self.leak_fixtures = (leaker, start, end), fixtures
         elif end == self.leak[1]:
             self.leak, self.leak_fixtures = None, frozenset()  # put back the count the leaks began from
         else:
-            self.leak = (f"{self.leak[0]}{LEAKS_JOINED}{leaker}", self.leak[1], end)
+            chain = self.leak[0].split(LEAKS_JOINED)
+            chain += [name for name in leaker.split(LEAKS_JOINED) if name != chain[-1]]  # a rerun, a parameter
+            self.leak = (LEAKS_JOINED.join(chain), self.leak[1], end)
             self.leak_fixtures |= fixtures
+
+
+_XUNIT = re.compile(r"_(?:xunit_(?P<x>setup_\w+?)|unittest_(?P<u>\w+?))_fixture_(?P<of>.+)")  # pytest's own fixtures
 
 
 def _fixture_name(fixturedef: Any, request: pytest.FixtureRequest) -> str:
     """`fixture one_thread (conftest.py:12)`: a fixture as the leak messages name it, with where
-    it is defined (relative to the rootdir where it can be)."""
-    name = f"{FIXTURE_LEAKER}{getattr(fixturedef, 'argname', '?')}"
+    it is defined (relative to the rootdir where it can be); a setup method (xunit's
+    `setup_module`, unittest's `setUpClass`), which pytest runs as a fixture of its own, as
+    `setup_module of test_x` (a trial was shown pytest's fixture in site-packages)."""
+    argname = str(getattr(fixturedef, "argname", "?"))
+    xunit = _XUNIT.fullmatch(argname)
+    if xunit:
+        return f"{XUNIT_LEAKER}{xunit['x'] or xunit['u']} of {xunit['of']}"
+    name = f"{FIXTURE_LEAKER}{argname}"
     code = getattr(getattr(fixturedef, "func", None), "__code__", None)
     if code is None:
         return name
