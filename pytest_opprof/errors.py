@@ -1309,6 +1309,17 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
     )
 
 
+def threads_of_scope(leaker: str, before: int, after: int) -> str:
+    """A wider fixture (module, class, package, session) that set the count for the tests of its
+    scope, while a test there that does not ask for it runs on that count."""
+    return (
+        f"{leaker}, set up by an earlier test, changed torch's thread count {before} -> {after} for its scope, and "
+        f"tests there that do not ask for it ran on {after}: their CPU times depend on which tests ran before them "
+        "(a flake under -k or pytest-randomly) and no baseline is recorded from them; ask for the fixture in those "
+        "tests, or set the count in a function-scoped fixture that puts it back"
+    )
+
+
 def threads_left_fix(leaker: str) -> str:
     """The fix of a test's thread-count change earlier tests left: in them, not by recording."""
     they = "they" if LEAKS_JOINED in leaker else "it"

@@ -1760,6 +1760,56 @@ def test_fixtures_that_leave_the_count_changed_are_named_as_they_are_written(pro
     assert "threads" in [c["name"] for c in tests["test_v.py::test_b"]["checks"]]
 
 
+def test_a_test_in_a_wider_fixtures_scope_that_does_not_ask_for_it_is_its_victim(project, monkeypatch):
+    """A trial: a module fixture set the count for the tests asking for it, and a test after them
+    in the module that did not ask recorded that count; run alone it failed `torch threads 3 -> 2
+    ... record it`, and recording it so failed the whole run: a flip-flop. It is now that fixture's
+    victim, not recorded, whether or not the fixture puts the count back at the module's end; the
+    tests asking for it are not."""
+    threads = torch.get_num_threads()
+    project.makepyfile(
+        test_m=f"""
+import os
+import pytest
+import torch
+from conftest import infer
+
+@pytest.fixture(scope="module")
+def more():
+    before = torch.get_num_threads()
+    torch.set_num_threads({threads + 1} if os.environ.get("OPPROF_LEAK") else before)
+    yield
+    torch.set_num_threads(before)
+
+def test_a1(more, opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+
+def test_a2(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+
+def test_a3(more, opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+    )
+    monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    run(project, "--opprof-update-baseline", "-p", "no:xdist").assert_outcomes(passed=3)
+    result = run_leaking(project, monkeypatch, "--opprof-update-baseline=all", "--opprof-json=r.json")
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: fixture more (test_m.py:6), set up by an earlier test, changed torch's thread count {threads} -> "
+            f"{threads + 1} for its scope, and tests there that do not ask for it ran on {threads + 1}: *; ask for the "
+            "fixture in those tests, *; measured after it: test_m.py::test_a2"
+        ]
+    )
+    tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+    statuses = {n: t["baseline"]["status"] for n, t in tests.items()}
+    assert statuses == {
+        "test_m.py::test_a1": "changed",
+        "test_m.py::test_a2": "unreliable",
+        "test_m.py::test_a3": "changed",
+    }
+
+
 def test_a_fixture_of_the_same_name_elsewhere_is_no_leaker_s_own(project):
     """A trial: a folder's `model` fixture left the count changed, and a test of another folder
     asking for its own, unrelated `model` fixture was taken to run on it by its own doing (names

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, XUNIT_LEAKER, threads_left_changed
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, XUNIT_LEAKER, threads_left_changed, threads_of_scope
 from ..settings import RunState
 from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
@@ -89,11 +89,13 @@ class RecordCollector:
 @dataclass(frozen=True, slots=True)
 class _Frame:
     """A fixture whose setup changed torch's thread count: its name in the messages, the count
-    before its setup and after it."""
+    before its setup and after it, its argname and scope."""
 
     leaker: str
     before: int
     after: int
+    argname: str = ""
+    scope: str = "function"
 
 
 @dataclass
@@ -148,7 +150,9 @@ class ThreadLeaks:
             after = torch_threads()
             self._test.set_up.add(id(fixturedef))
             if before is not None and after is not None and after != before:
-                self._frames[id(fixturedef)] = _Frame(_fixture_name(fixturedef, request), before, after)
+                name, argname = _fixture_name(fixturedef, request), str(getattr(fixturedef, "argname", ""))
+                scope = str(getattr(fixturedef, "scope", "function"))
+                self._frames[id(fixturedef)] = _Frame(name, before, after, argname, scope)
                 self._test.opened.append(id(fixturedef))
 
     @pytest.hookimpl(wrapper=True)
@@ -158,7 +162,11 @@ class ThreadLeaks:
         from ..capture import torch_threads
 
         start = torch_threads()
-        if self.leak is not None and start == self.leak[2] and is_measured(item) and not self._own(item):
+        scoped = self._scoped_count(item, start)
+        if scoped is not None and is_measured(item):
+            add_check(item, Check("threads", WARNING, threads_of_scope(scoped.leaker, scoped.before, scoped.after)))
+            item.stash[THREADS_LEFT_BY] = (scoped.leaker, scoped.before, scoped.after)
+        elif self.leak is not None and start == self.leak[2] and is_measured(item) and not self._own(item):
             add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
             item.stash[THREADS_LEFT_BY] = self.leak
         try:
@@ -167,6 +175,17 @@ class ThreadLeaks:
             end = torch_threads()
             if start is not None and end is not None and end != start:
                 self._test.call = (start, end)
+
+    def _scoped_count(self, item: pytest.Item, start: int | None) -> _Frame | None:
+        """The wider fixture, set up by an earlier test and not asked for by this one, whose count
+        this test's call starts on (a trial's module fixture set the count for the tests asking for
+        it, and the test after them there recorded that count; run alone, it failed)."""
+        names = set(getattr(item, "fixturenames", ()))
+        alive = [f for fid, f in self._frames.items() if fid not in self._test.set_up and f.scope != "function"]
+        latest = alive[-1] if alive else None  # the innermost: the count is its
+        if latest is None or latest.after != start or latest.argname in names:
+            return None
+        return latest
 
     def _own(self, item: pytest.Item) -> bool:
         """Whether the test runs on the leaked count by its own doing: it set up a fixture of the
