@@ -1276,6 +1276,9 @@ def steps_not_compared(step: int) -> str:
 LEAKS_JOINED = " then "  # the tests of a leak that each changed the count the one before left
 FIXTURE_LEAKER = "fixture "  # a leaker that is a fixture: `fixture one_thread (conftest.py:12)`
 XUNIT_LEAKER = "setup method "  # a setup method pytest runs as a fixture: `setup method setUpClass of TestX`
+SCOPED_LEAKER = " (for its scope)"  # a wider fixture whose count a test that does not ask for it ran on
+SCOPE_WORDS = "for its scope, and tests there that do not ask for it"  # threads_of_scope's: the run line names them
+SCOPE_FIX = "ask for the fixture in those tests, or set the count in a function-scoped fixture that puts it back"
 
 
 def _restore_in(leaker: str) -> str:
@@ -1300,7 +1303,10 @@ def _restore_in(leaker: str) -> str:
 
 
 def threads_left_changed(leaker: str, before: int, after: int) -> str:
-    """`leaker`: a test or a fixture, or several joined by LEAKS_JOINED (in turn, from `before` to `after`)."""
+    """`leaker`: a test or a fixture, or several joined by LEAKS_JOINED (in turn, from `before` to
+    `after`), or a wider fixture a test ran on without asking for it (SCOPED_LEAKER)."""
+    if leaker.endswith(SCOPED_LEAKER):
+        return threads_of_scope(leaker.removesuffix(SCOPED_LEAKER), before, after)
     them = "them" if LEAKS_JOINED in leaker else "it"
     return (
         f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after {them} "
@@ -1313,15 +1319,20 @@ def threads_of_scope(leaker: str, before: int, after: int) -> str:
     """A wider fixture (module, class, package, session) that set the count for the tests of its
     scope, while a test there that does not ask for it runs on that count."""
     return (
-        f"{leaker}, set up by an earlier test, changed torch's thread count {before} -> {after} for its scope, and "
-        f"tests there that do not ask for it ran on {after}: their CPU times depend on which tests ran before them "
-        "(a flake under -k or pytest-randomly) and no baseline is recorded from them; ask for the fixture in those "
-        "tests, or set the count in a function-scoped fixture that puts it back"
+        f"{leaker}, set up by an earlier test, changed torch's thread count {before} -> {after} {SCOPE_WORDS} ran on "
+        f"{after}: their CPU times depend on which tests ran before them (a flake under -k or pytest-randomly) and no "
+        f"baseline is recorded from them; {SCOPE_FIX}"
     )
 
 
 def threads_left_fix(leaker: str) -> str:
     """The fix of a test's thread-count change earlier tests left: in them, not by recording."""
+    if leaker.endswith(SCOPED_LEAKER):
+        return (
+            f"the count is the one {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, which this test does not "
+            f"ask for (an earlier test did): {SCOPE_FIX.replace('those tests', 'this test')}, and run again; recording "
+            "this test would record that count, not undo it"
+        )
     they = "they" if LEAKS_JOINED in leaker else "it"
     return (
         f"the count is the one {leaker} left ({they} ran earlier and did not put it back): restore it in "
@@ -1540,6 +1551,12 @@ def unrecordable_gpu(reason: str) -> str:
 
 def unrecordable_threads(leaker: str, count: int) -> str:
     """A measurement on the torch thread count earlier tests left (threads_left_changed)."""
+    if leaker.endswith(SCOPED_LEAKER):
+        return (
+            f"it ran on the torch thread count {count} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, "
+            f"without asking for it (a baseline recorded on it would depend on test order): "
+            f"{SCOPE_FIX.replace('those tests', 'this test')}, then record"
+        )
     return (
         f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "
         f"test order): restore the count in {_restore_in(leaker)}, then record"

@@ -12,6 +12,7 @@ from .decide import TIMES_WRITTEN, BaselineResult
 from .errors import (
     LEAKS_JOINED,
     RECORD_COMMAND,
+    SCOPE_WORDS,
     TRACER_RAN,
     TRACER_RECORD_FIX,
     closest_names,
@@ -226,10 +227,16 @@ def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
             if check.name == THREADS:
                 ran_on.setdefault(check.message, []).append(record.nodeid)
     return [
-        f"opprof: {message}; measured after {'them' if LEAKS_JOINED in message else 'it'}: "
-        f"{first_three(sorted(set(ids), key=ids.index))}"
+        f"opprof: {message}; {_ran_on(message)}: {first_three(sorted(set(ids), key=ids.index))}"
         for message, ids in ran_on.items()
     ]
+
+
+def _ran_on(message: str) -> str:
+    """Who the tests named after a leak's line are to it."""
+    if SCOPE_WORDS in message:
+        return "measured on it without asking for it"
+    return f"measured after {'them' if LEAKS_JOINED in message else 'it'}"
 
 
 def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), verbose: bool = False) -> list[str]:

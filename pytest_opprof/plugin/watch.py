@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, XUNIT_LEAKER, threads_left_changed, threads_of_scope
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, SCOPED_LEAKER, XUNIT_LEAKER, threads_left_changed
 from ..settings import RunState
 from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
 
@@ -89,45 +90,71 @@ class RecordCollector:
 @dataclass(frozen=True, slots=True)
 class _Frame:
     """A fixture whose setup changed torch's thread count: its name in the messages, the count
-    before its setup and after it, its argname and scope."""
+    before its setup and after it, whether it is wider than a function, and whether its setup raised."""
 
     leaker: str
     before: int
     after: int
-    argname: str = ""
-    scope: str = "function"
+    argname: str
+    wider: bool
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Leak:
+    """A thread count left changed: by whom, in turn (tests, fixtures), the count before and the
+    count left, and the leak's fixtures (id(FixtureDef)), which a test that sets one up runs on by
+    its own doing."""
+
+    leakers: tuple[str, ...]
+    before: int
+    left: int
+    fixtures: frozenset[int] = frozenset()
+    within: int | None = None  # id(FixtureDef) of the wider fixture whose scope it began in: it ends with it
+
+    @property
+    def named(self) -> str:
+        return LEAKS_JOINED.join(self.leakers)
 
 
 @dataclass
 class _TestState:
-    """What one test's setup, call and teardown did to torch's thread count."""
+    """What one test's setup, call and teardown did to torch's thread count: each change in turn,
+    as (who, the count after it), and the fixtures that changed it in their setup."""
 
+    nodeid: str = ""
     start: int | None = None  # before its setup
     set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it
     opened: list[int] = field(default_factory=list)  # those that changed the count, in setup order
-    call: tuple[int, int] | None = None  # the count its call began and ended on, where it changed it
-    closed: list[tuple[int, _Frame, int]] = field(default_factory=list)  # (id, frame, count after its teardown)
-    changed_by_teardown: list[str] = field(default_factory=list)  # fixtures whose teardown alone changed it
-    last: int | None = None  # the count after the last teardown step seen
+    closed: list[tuple[int, _Frame]] = field(default_factory=list)  # count-changing fixtures torn down in it
+    steps: list[tuple[str, int]] = field(default_factory=list)  # (who, the count after): each change in turn
+    last: int | None = None  # the count after the last step seen
+
+    def saw(self, who: str, now: int | None) -> None:
+        """A point of the test where the count is `now`: a change since the last is `who`'s."""
+        if now is not None and self.last is not None and now != self.last:
+            self.steps.append((who, now))
+        self.last = now if now is not None else self.last
 
 
 class ThreadLeaks:
     """Finds the tests whose calls, and the fixtures whose setup or teardown, changed torch's
-    thread count and left it so (one after another: each changed what the one before left), and
-    marks the measured tests that then ran on that count (order-dependent times).
+    thread count and left it so, and marks the measured tests that then ran on that count
+    (order-dependent times).
 
     Each test is judged once its teardown is over, on the count it leaves against the count it
     should leave: the one before its setup, or where a wider fixture's scope began in it, that
     fixture's count, or where one ended in it, the count before that fixture (a trial's two
     fixtures that each put the count back, torn down in one teardown, read as a leak, as did a
-    call's change a fixture's teardown undid). A call that sets the count the leak began from
-    ends it; so does anything that sets it before a test's own fixtures run. A test that set up a
-    fixture of the leak runs on its count by its own doing, as does a rerun of the leaking test:
-    no victim."""
+    call's change a fixture's teardown undid). The leakers named are those whose changes came
+    after the count was last where it should be. Leaks nest: one inside a wider fixture's scope
+    stands beside the one before it (a review's was dropped). A count put back to where a leak
+    began ends it, and those after it. A test that set up a fixture of the leak runs on its
+    count by its own doing, as does a rerun of the leaking test: no victim; a test in a wider
+    fixture's scope that does not ask for it is that fixture's victim."""
 
     def __init__(self) -> None:
-        self.leak: tuple[str, int, int] | None = None  # (the leakers, `a then b`; count before; count left)
-        self.leak_fixtures: frozenset[int] = frozenset()  # id(FixtureDef) of the leak's fixtures
+        self.leaks: list[_Leak] = []  # the live leaks, the latest last
         self._frames: dict[int, _Frame] = {}  # id(FixtureDef) -> its frame, while it is set up
         self._test = _TestState()
 
@@ -135,25 +162,45 @@ class ThreadLeaks:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from ..capture import torch_threads
 
-        self._test = _TestState(start=torch_threads())
-        if self.leak is not None and self._test.start == self.leak[1]:
-            self.leak, self.leak_fixtures = None, frozenset()  # put back since, before this test's fixtures ran
+        start = torch_threads()
+        self._test = _TestState(item.nodeid, start=start, last=start)
+        for index, leak in enumerate(self.leaks):
+            if leak.before == start:  # put back since, before this test's fixtures ran: it and those after it end
+                del self.leaks[index:]
+                break
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
         from ..capture import torch_threads
 
-        before = torch_threads()
+        before, failed = torch_threads(), True
         try:
-            return (yield)
+            result = yield
+            failed = False
+            return result
         finally:
-            after = torch_threads()
-            self._test.set_up.add(id(fixturedef))
-            if before is not None and after is not None and after != before:
-                name, argname = _fixture_name(fixturedef, request), str(getattr(fixturedef, "argname", ""))
-                scope = str(getattr(fixturedef, "scope", "function"))
-                self._frames[id(fixturedef)] = _Frame(name, before, after, argname, scope)
-                self._test.opened.append(id(fixturedef))
+            self._set_up(fixturedef, request, before, torch_threads(), failed)
+
+    def _set_up(
+        self, fixturedef: Any, request: pytest.FixtureRequest, before: int | None, after: int | None, failed: bool
+    ) -> None:
+        """A fixture set up for the test: a frame where it changed the count, and a mark of the
+        count as its teardown begins (its finalizer runs first: last in, first out)."""
+        test, fid = self._test, id(fixturedef)
+        test.set_up.add(fid)
+        if before is not None and after is not None and after != before:
+            name, argname = _fixture_name(fixturedef, request), str(getattr(fixturedef, "argname", ""))
+            wider = getattr(fixturedef, "scope", "function") != "function"
+            self._frames[fid] = _Frame(name, before, after, argname, wider, failed)
+            test.opened.append(fid)
+            test.saw(name, after)
+        with suppress(Exception):  # a pytest without FixtureDef.addfinalizer: teardowns are told apart less finely
+            fixturedef.addfinalizer(self._teardown_begins)
+
+    def _teardown_begins(self) -> None:
+        from ..capture import torch_threads
+
+        self._test.saw(self._test.nodeid, torch_threads())  # a change since: the test's own finalizers
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -162,70 +209,71 @@ class ThreadLeaks:
         from ..capture import torch_threads
 
         start = torch_threads()
-        scoped = self._scoped_count(item, start)
-        if scoped is not None and is_measured(item):
-            add_check(item, Check("threads", WARNING, threads_of_scope(scoped.leaker, scoped.before, scoped.after)))
-            item.stash[THREADS_LEFT_BY] = (scoped.leaker, scoped.before, scoped.after)
-        elif self.leak is not None and start == self.leak[2] and is_measured(item) and not self._own(item):
-            add_check(item, Check("threads", WARNING, threads_left_changed(*self.leak)))
-            item.stash[THREADS_LEFT_BY] = self.leak
+        victim = self._victim_of(item, start) if is_measured(item) else None
+        if victim is not None:
+            message = threads_left_changed(victim.named, victim.before, victim.left)
+            add_check(item, Check("threads", WARNING, message))
+            item.stash[THREADS_LEFT_BY] = (victim.named, victim.before, victim.left)
         try:
             return (yield)
         finally:
-            end = torch_threads()
-            if start is not None and end is not None and end != start:
-                self._test.call = (start, end)
+            self._test.saw(item.nodeid, torch_threads())
 
-    def _scoped_count(self, item: pytest.Item, start: int | None) -> _Frame | None:
-        """The wider fixture, set up by an earlier test and not asked for by this one, whose count
-        this test's call starts on (a trial's module fixture set the count for the tests asking for
-        it, and the test after them there recorded that count; run alone, it failed)."""
-        names = set(getattr(item, "fixturenames", ()))
-        alive = [f for fid, f in self._frames.items() if fid not in self._test.set_up and f.scope != "function"]
-        latest = alive[-1] if alive else None  # the innermost: the count is its
-        if latest is None or latest.after != start or latest.argname in names:
+    def _victim_of(self, item: pytest.Item, start: int | None) -> _Leak | None:
+        """The leak whose count the test's call starts on, where that is not its own doing: a
+        wider fixture's it does not ask for, or the latest leak that left this count (not one of
+        its fixtures', nor its own: a rerun)."""
+        scoped = self._scoped(item, start)
+        if scoped is not None:
+            return _Leak((scoped.leaker + SCOPED_LEAKER,), scoped.before, scoped.after)
+        leak = next((leak for leak in reversed(self.leaks) if leak.left == start), None)
+        own = leak is not None and (bool(leak.fixtures & self._test.set_up) or leak.leakers[-1] == item.nodeid)
+        return None if own else leak
+
+    def _scoped(self, item: pytest.Item, start: int | None) -> _Frame | None:
+        """The innermost wider fixture, set up before this test and not asked for by it, whose
+        count its call starts on (a trial's module fixture set the count for the tests asking for
+        it, and the test after them there that did not recorded that count; run alone, it failed)."""
+        asked = _asked_for(item)
+        alive = [(fid, f) for fid, f in self._frames.items() if f.wider and fid not in self._test.set_up]
+        if not alive or alive[-1][1].after != start or alive[-1][1].failed:
             return None
-        return latest
-
-    def _own(self, item: pytest.Item) -> bool:
-        """Whether the test runs on the leaked count by its own doing: it set up a fixture of the
-        leak, or it is the leak's last test run again (a rerun plugin)."""
-        assert self.leak is not None
-        return bool(self.leak_fixtures & self._test.set_up) or self.leak[0].rsplit(LEAKS_JOINED, 1)[-1] == item.nodeid
+        fid, frame = alive[-1]
+        names = set(getattr(item, "fixturenames", ()))
+        return None if (fid in asked if asked is not None else frame.argname in names) else frame
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
         from ..capture import torch_threads
 
-        now, test = torch_threads(), self._test
         frame = self._frames.pop(id(fixturedef), None)
+        name = frame.leaker if frame is not None else _fixture_name(fixturedef, request)
         if frame is not None:
-            test.closed.append((id(fixturedef), frame, now if now is not None else frame.before))
-        elif now is not None and test.last is not None and now != test.last:
-            test.changed_by_teardown.append(_fixture_name(fixturedef, request))
-        test.last = now
+            self._test.closed.append((id(fixturedef), frame))
+            self.leaks = [leak for leak in self.leaks if leak.within != id(fixturedef)]  # its scope's count is gone
+        self._test.saw(name, torch_threads())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
         from ..capture import torch_threads
 
-        self._test.last = torch_threads()
         try:
             return (yield)
         finally:
-            self._judge(item.nodeid, torch_threads())
+            self._test.saw(item.nodeid, torch_threads())  # a change after the last fixture: the test's
+            self._judge(item.nodeid)
 
-    def _judge(self, nodeid: str, end: int | None) -> None:
-        """After a test's teardown: whether what it left is a leak (it begins, grows or ends)."""
+    def _judge(self, nodeid: str) -> None:
+        """After a test's teardown: whether what it left is a leak (it begins, grows or ends), and
+        who left it: those whose changes came after the count was last where it should be."""
         test = self._test
-        expected = self._expected(test)
+        expected, end = self._expected(test), test.last
         if expected is None or end is None or end == expected:
             return
-        unrestored = [(fid, frame) for fid, frame, after in reversed(test.closed) if after != frame.before]
-        leakers = [frame.leaker for _, frame in unrestored]
-        leakers += [nodeid] if test.call is not None else []
-        leakers += test.changed_by_teardown
-        fixtures = frozenset(fid for fid, _ in unrestored)
-        self._ended(LEAKS_JOINED.join(dict.fromkeys(leakers or [nodeid])), expected, end, fixtures)
+        since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == expected), default=0)
+        leakers = tuple(dict.fromkeys(who for who, _ in test.steps[since:])) or (nodeid,)
+        fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
+        wider = [fid for fid, frame in self._frames.items() if frame.wider]
+        self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
 
     def _expected(self, test: _TestState) -> int | None:
         """The count the test should leave: a wider fixture's it set up that is still set up, or
@@ -234,23 +282,31 @@ class ThreadLeaks:
         alive = [fid for fid in test.opened if fid in self._frames]
         if alive:
             return self._frames[alive[-1]].after
-        earlier = [frame for fid, frame, _ in test.closed if fid not in test.opened]
+        earlier = [frame for fid, frame in test.closed if fid not in test.opened]
         return earlier[-1].before if earlier else test.start
 
-    def _ended(self, leaker: str, start: int, end: int, fixtures: frozenset[int] = frozenset()) -> None:
-        """After a test whose setup, call or teardown left `end` where `start` was expected: a leak
-        begins, grows or ends."""
-        if self.leak is not None and start != self.leak[2]:
-            return  # it began on a wider fixture's count, which that fixture puts back: the live leak stands
-        if self.leak is None:
-            self.leak, self.leak_fixtures = (leaker, start, end), fixtures
-        elif end == self.leak[1]:
-            self.leak, self.leak_fixtures = None, frozenset()  # put back the count the leaks began from
+    def _ended(self, found: _Leak) -> None:
+        """A test that left `found.left` where `found.before` was due: it puts back the count a
+        leak began from (that leak ends, and those after it), takes the latest leak further, or
+        begins a leak of its own (inside a wider fixture's scope: beside the one before)."""
+        top = self.leaks[-1] if self.leaks else None
+        if top is not None and top.left == found.before:
+            for index, leak in enumerate(self.leaks):
+                if leak.before == found.left:
+                    del self.leaks[index:]
+                    return
+            chain = top.leakers + tuple(n for n in found.leakers if n != top.leakers[-1])  # a rerun, a parameter
+            self.leaks[-1] = replace(top, leakers=chain, left=found.left, fixtures=top.fixtures | found.fixtures)
         else:
-            chain = self.leak[0].split(LEAKS_JOINED)
-            chain += [name for name in leaker.split(LEAKS_JOINED) if name != chain[-1]]  # a rerun, a parameter
-            self.leak = (LEAKS_JOINED.join(chain), self.leak[1], end)
-            self.leak_fixtures |= fixtures
+            self.leaks.append(found)
+
+
+def _asked_for(item: pytest.Item) -> set[int] | None:
+    """id(FixtureDef) of every fixture the test's request resolved (its closure, overrides, those
+    asked for at run time), or None where pytest keeps no such record (pytest's private
+    `_fixture_defs`: the names are read then)."""
+    defs = getattr(getattr(item, "_request", None), "_fixture_defs", None)
+    return {id(d) for d in defs.values()} if isinstance(defs, dict) else None
 
 
 _XUNIT = re.compile(r"_(?:xunit_(?P<x>setup_\w+?)|unittest_(?P<u>\w+?))_fixture_(?P<of>.+)")  # pytest's own fixtures
