@@ -1741,6 +1741,20 @@ def test_a(late, keep):
 """,
         "fixture late (test_v.py:6) changed torch's thread count {t} -> {t2} *",
     ),
+    # a module fixture that changes the count, then skips its tests: a leak at once, its fix a finalizer
+    "skipping": (
+        """
+@pytest.fixture(scope="module")
+def gpu_only():
+    torch.set_num_threads(THREADS + 2)
+    pytest.skip("no GPU")
+
+def test_a(gpu_only):
+    pass
+""",
+        "fixture gpu_only (test_v.py:6) changed torch's thread count {t} -> {t2} *, or in a finalizer it adds before "
+        "anything can raise: *",
+    ),
     # a review: the test's own finalizer was blamed on the fixture torn down after it
     "finalizer": (
         """

@@ -272,14 +272,15 @@ class ThreadLeaks:
         since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == expected), default=0)
         leakers = tuple(dict.fromkeys(who for who, _ in test.steps[since:])) or (nodeid,)
         fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
-        wider = [fid for fid, frame in self._frames.items() if frame.wider]
+        wider = [fid for fid, frame in self._frames.items() if frame.wider and not frame.failed]
         self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
 
     def _expected(self, test: _TestState) -> int | None:
         """The count the test should leave: a wider fixture's it set up that is still set up, or
         where one set up before it ended in its teardown, the count before that fixture, else the
         count before its setup."""
-        alive = [fid for fid in test.opened if fid in self._frames]
+        # a fixture whose setup raised (pytest.skip too) opened no scope: its count is a leak at once
+        alive = [fid for fid in test.opened if fid in self._frames and not self._frames[fid].failed]
         if alive:
             return self._frames[alive[-1]].after
         earlier = [frame for fid, frame in test.closed if fid not in test.opened]
