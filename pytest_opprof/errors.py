@@ -1315,6 +1315,12 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
     )
 
 
+COMPILED_IN_STEPS = (
+    "torch.compile compiled inside its measured steps (warning compilation): the change may be what compiled before "
+    "this test (test order, -k), not the code's; warm it up with the inputs the steps use, then judge it again"
+)  # a test trial's whole-call test of a shared compiled model failed only where it ran first
+
+
 def threads_of_scope(leaker: str, before: int, after: int) -> str:
     """A wider fixture (module, class, package, session) that set the count for the tests of its
     scope, while a test there that does not ask for it runs on that count."""

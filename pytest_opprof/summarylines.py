@@ -9,10 +9,11 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from .analysis.checks import CONTENTION, CONTENTION_LIMIT
+from .analysis.checks import COMPILATION, CONTENTION, CONTENTION_LIMIT
 from .compare import EXCUSING_FACTS
 from .decide import TIMES_WRITTEN, BaselineResult
 from .errors import (
+    COMPILED_IN_STEPS,
     KEPT_SLOWER,
     RECORD_AGAIN_FIX,
     SAME_WORK_FIX,
@@ -144,6 +145,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         torch = _torch_moved(baseline)
         if changed and torch:  # a trial's upgrade: `aten::reshape 15 -> 16/step` beside an unlinked torch line
             lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
+        if changed and any(c.name == COMPILATION for c in record.checks):
+            lines.append(COMPILED_IN_STEPS)
         if changed and baseline.status == "compared" and baseline.threads_left_only(baseline.verdicts):
             lines.append(threads_left_fix(baseline.threads_left_by or ""))
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it

@@ -941,3 +941,24 @@ def test_an_assertion_on_a_compiled_graph_names_where_it_ran_without_a_traceback
     with its callers, where the ranges around its calls cannot be looked up by that name."""
     message = op_count("CompiledFxGraph", 2)(analyze(compiled_step(1, 0) + compiled_step(2, 200)))
     assert message == "CompiledFxGraph: 1 calls/step, expected 2 (per step: 1, 1; in Torch-Compiled Region)"
+
+
+def test_a_structure_change_beside_a_compilation_in_the_steps_points_to_it():
+    """A test-order trial: a whole-call test of a shared compiled model failed `structure changed`
+    only where it ran before the test that warmed the model, and its line did not point to the
+    `compilation` warning, which names test order. It now does; without the warning, no such line."""
+    from pytest_opprof.analysis import Check
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.errors import COMPILED_IN_STEPS
+    from pytest_opprof.results import TestRecord
+    from pytest_opprof.summarylines import format_problems
+    from pytest_opprof.verdicts import Verdict
+
+    structure = Verdict("structure", "changed", "structure changed: aten::addmm 2 -> 4/step")
+    compared = BaselineResult("b.json", "compared", verdicts=(structure,))
+    compiled = (Check("compilation", "warning", "torch.compile compiled inside the measured steps: ..."),)
+    for checks, said in ((compiled, True), ((), False)):
+        record = TestRecord(
+            "t.py::test_w", "failed", None, checks, None, (), None, 0.01, compared, "t.py::test_w [failed]"
+        )
+        assert (f"t.py::test_w: {COMPILED_IN_STEPS}" in format_problems([record]).splitlines()) is said

@@ -368,7 +368,7 @@ def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
     listed = ", ".join(f"{c.compile_id} in step {c.step} ({_fmt_ms(c.dur_ns)})" for c in inside[:3])
     more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
     return Check(
-        "compilation",
+        COMPILATION,
         WARNING,
         f"torch.compile compiled inside the measured steps: {listed}{more}; its compiler ops are left out "
         "of the op table, but the step's wall time includes it and the first call after it runs through "
@@ -586,6 +586,7 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
 
 OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
+COMPILATION = "compilation"  # torch.compile compiled inside the measured steps
 CONTENTION = "contention"  # the warning of a capture whose threads waited for a CPU past it (the plugin's)
 
 
