@@ -278,11 +278,16 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), ver
 def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
     """The files a recording run did not write from throttled or traced measurements, and why:
     a Python tracer's (`--cov`) with the run that records them."""
-    why = {r.baseline.unrecordable: None for r in records if r.baseline and r.baseline.unrecordable}
+    why: dict[str, list[str]] = {}
+    for r in records:
+        if r.baseline and r.baseline.unrecordable:
+            why.setdefault(r.baseline.unrecordable, []).append(r.nodeid)
     traced = sorted(
         {file_test(r) for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
     )
-    line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(why) or 'unreliable GPU clocks (see above)'}"
+    # several reasons: each with its tests (a break trial read `it ran ...; it ran ...` and could not tell whose)
+    reasons = [f"{first_three(ids)}: {reason}" if len(why) > 1 else reason for reason, ids in why.items()]
+    line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(reasons) or 'unreliable GPU clocks (see above)'}"
     if traced:
         line += f"; record {first_three(traced, verbose)} in a run without it: {TRACER_RECORD_FIX}"
     return line

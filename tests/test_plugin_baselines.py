@@ -1907,6 +1907,18 @@ def test_z(opprof, mlp):
     assert checks["test_n.py::test_z"][0].startswith(
         f"test_n.py::test_a_leak changed torch's thread count {threads} -> "
     )
+    # recording: each test not written is named with its reason (a break trial read `it ran ...; it ran ...`)
+    try:
+        recorded = run(project, "--opprof-update-baseline", "-p", "no:xdist")
+    finally:
+        torch.set_num_threads(threads)
+    recorded.stdout.fnmatch_lines(
+        [
+            "opprof: 2 baselines not written: test_n.py::TestFour::test_y: it ran on the torch thread count 1 that "
+            f"test_n.py::TestFour::test_x_leaks left *; test_n.py::test_z: it ran on the torch thread count {threads + 1} "
+            "that test_n.py::test_a_leak left *"
+        ]
+    )
 
 
 def test_a_wider_fixture_asked_for_at_run_time_or_overridden_is_told_by_identity(project):
