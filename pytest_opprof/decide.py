@@ -272,8 +272,9 @@ def recorded(
     per-step minima over them (`with_recorded_ranges`). The written one is the first, or the
     first calm one where the first was loaded (`_calm_base`: contended, or its references ran x2
     slower than another's). A measurement on throttled GPU clocks, or one contended by other load
-    (or whose references ran x4 slower than another's: beyond this VM's spells), is left out of the ranges: it tells of the other load, not of this machine, and would widen
-    the range (a contended written one gets none). `old`: the baseline the recording replaces,
+    or whose references ran x4 slower than another's (beyond this VM's spells), is left out of the
+    ranges: it tells of the other load, not of this machine, and would widen them (a loaded
+    written one gets none). `old`: the baseline the recording replaces,
     whose references tell whether the written one ran under load (Written.slowed)."""
     if not further.possible or current.doc.steps < MIN_TIME_STEPS:
         slowed = _slowed_than(current, [], old)
@@ -282,12 +283,11 @@ def recorded(
     usable = [i for i, m in enumerate(taken) if i == 0 or not m.machine.gpu_unreliable]
     at = usable[_calm_base([taken[i] for i in usable], ignore)]
     base, others = taken[at], [taken[i] for i in usable if i != at]
-    docs = [base.doc] + [m.doc for m in others if _no_more_loaded(m, base, [base, *others])]
+    ranging = _ranging([base, *others])
+    docs = [base.doc] + [m.doc for m, ranges in zip(others, ranging[1:]) if ranges and ranging[0]]
     doc, span = with_recorded_ranges(docs, ignore)
-    passed_over = (
-        None if at == 0 or current.machine.contended else _slowed(current, [base, *others])
-    )  # as _calm_base read it
-    first_slowed = round(passed_over, 1) if passed_over else None
+    passed_over = None if at == 0 or current.machine.contended else _slowed(current, [base, *others])
+    first_slowed = round(passed_over, 1) if passed_over else None  # as _calm_base read it
     slowed = _slowed_than(base, others, old)
     return Written(_with_wait(doc, base.machine), span, at + 1, base.machine.cpu_wait, slowed, first_slowed)
 
@@ -350,16 +350,16 @@ def _calm_base(measurements: list[Measurement], ignore: tuple[str, ...]) -> int:
     return 0
 
 
-def _no_more_loaded(again: Measurement, base: Measurement, taken: list[Measurement]) -> bool:
-    """Whether a further measurement may widen the written one's ranges: both calm, their threads
-    not waiting for a CPU nor their references running SPELL_LIMIT times slower than another
-    measurement's. A contended measurement tells of the other load, not of this machine's spells:
+def _ranging(taken: list[Measurement]) -> list[bool]:
+    """Whether each measurement may take part in the written one's ranges (the written one first:
+    where it may not, none may): calm, its threads not waiting for a CPU nor its references running
+    SPELL_LIMIT times slower than another measurement's. A contended measurement tells of the other load, not of this machine's spells:
     a trial recording beside four CPU hogs on 2 cores wrote `aten::sigmoid` 0.109-7.152 ms from
     four contended ones, and a real x4.7 slowdown then passed as inconclusive in every calm run.
     One whose references ran x2-4 slower widens them: that is within this VM's slow spells
     (x1.5-3), which the ranges are there to hold where a later run's references miss the spell (a
     review: dropping them failed such a run of unchanged code)."""
-    return all(not m.machine.contended and (_slowed(m, taken) or 0.0) < SPELL_LIMIT for m in (base, again))
+    return [not m.machine.contended and (_slowed(m, taken) or 0.0) < SPELL_LIMIT for m in taken]
 
 
 def with_recorded_ranges(docs: list[BaselineDoc], ignore: tuple[str, ...] = ()) -> tuple[BaselineDoc, int]:
@@ -604,9 +604,7 @@ class BaselineResult:
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
     threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
-    written_slowed: Slowed | None = (
-        None  # a written file: its measurement's references ran x2+ slower than a calm one's
-    )
+    written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
 
     @property

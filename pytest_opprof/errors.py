@@ -1279,6 +1279,7 @@ XUNIT_LEAKER = "setup method "  # a setup method pytest runs as a fixture: `setu
 SCOPED_LEAKER = " (for its scope)"  # a wider fixture whose count a test that does not ask for it ran on
 SCOPE_WORDS = "for its scope, and tests there that do not ask for it"  # threads_of_scope's: the run line names them
 SCOPE_FIX = "ask for the fixture in those tests, or set the count in a function-scoped fixture that puts it back"
+SCOPE_FIX_ONE = SCOPE_FIX.replace("those tests", "this test")  # the fix as one victim's lines give it
 
 
 def _restore_in(leaker: str) -> str:
@@ -1336,7 +1337,7 @@ def threads_left_fix(leaker: str) -> str:
     if leaker.endswith(SCOPED_LEAKER):
         return (
             f"the count is the one {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, which this test does not "
-            f"ask for (an earlier test did): {SCOPE_FIX.replace('those tests', 'this test')}, and run again; recording "
+            f"ask for (an earlier test did): {SCOPE_FIX_ONE}, and run again; recording "
             "this test would record that count, not undo it"
         )
     they = "they" if LEAKS_JOINED in leaker else "it"
@@ -1561,7 +1562,7 @@ def unrecordable_threads(leaker: str, count: int) -> str:
         return (
             f"it ran on the torch thread count {count} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, "
             f"without asking for it (a baseline recorded on it would depend on test order): "
-            f"{SCOPE_FIX.replace('those tests', 'this test')}, then record"
+            f"{SCOPE_FIX_ONE}, then record"
         )
     return (
         f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .analysis.checks import COMPILATION, CONTENTION, CONTENTION_LIMIT
 from .compare import EXCUSING_FACTS
-from .decide import TIMES_WRITTEN, BaselineResult
+from .decide import TIMES_WRITTEN, BaselineResult, Slowed
 from .errors import (
     COMPILED_IN_STEPS,
     KEPT_SLOWER,
@@ -166,20 +166,21 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
     elif baseline and baseline.status in TIMES_WRITTEN and baseline.written_from > 1:
         if baseline.first_slowed is not None or record.cpu_wait is not None:
             lines.append(written_later(baseline.written_from, baseline.first_slowed, record.cpu_wait))
-    if _recorded_slowed(record) and baseline and baseline.written_slowed and nodeid not in shared.slowed:
-        slowed = baseline.written_slowed
+    slowed = _recorded_slowed(record)
+    if slowed is not None and nodeid not in shared.slowed:
         lines.append(recorded_slowed(slowed.factor, slowed.than, f"{RECORD_ALL} {shell_quote(nodeid)}"))
     return lines
 
 
-def _recorded_slowed(record: TestRecord) -> bool:
+def _recorded_slowed(record: TestRecord) -> Slowed | None:
     """A baseline this run wrote from a measurement whose references ran x2 slower than a calm
     one's (decide.Slowed), where no other line says so already: its threads' CPU wait, or a slower
     time's inconclusive line, whose fix is to record it again on a quiet machine if it was loaded
     (a review found the two lines one under the other)."""
     baseline = record.baseline
-    slowed = baseline is not None and baseline.status in TIMES_WRITTEN and baseline.written_slowed is not None
-    return slowed and not _recorded_contended(record) and not _slower_inconclusive(baseline)
+    if baseline is None or baseline.status not in TIMES_WRITTEN or _recorded_contended(record):
+        return None
+    return None if _slower_inconclusive(baseline) else baseline.written_slowed
 
 
 def _slower_inconclusive(baseline: BaselineResult | None) -> bool:
@@ -293,13 +294,11 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
             "may be inflated and hide later slowdowns; record them again on a quiet machine (without -n on a small "
             f"runner): pytest --opprof-update-baseline=all {listed_ids(r.nodeid for r in recorded)}"
         )
-    slowed = [r for r in records if _recorded_slowed(r)]
+    slowed = [(r.nodeid, s) for r in records if (s := _recorded_slowed(r)) is not None]
     if len(slowed) > 1:
-        found = [r.baseline.written_slowed for r in slowed if r.baseline and r.baseline.written_slowed]
-        command = f"{RECORD_ALL} {listed_ids(r.nodeid for r in slowed)}"
-        lines.append(
-            recorded_slowed_shared(len(slowed), max(f.factor for f in found), {f.than for f in found}, command)
-        )
+        command = f"{RECORD_ALL} {listed_ids(nodeid for nodeid, _ in slowed)}"
+        factor = max(s.factor for _, s in slowed)
+        lines.append(recorded_slowed_shared(len(slowed), factor, {s.than for _, s in slowed}, command))
     warned = [r for r in records if _contended(r) and not _said_contention(r.baseline) and not _recorded_contended(r)]
     warned = [r for r in warned if any(c.name == CONTENTION for c in r.checks)]
     if len(warned) > 1:
@@ -313,7 +312,7 @@ def _shared_load(records: list[TestRecord], strict: bool = False) -> _Shared:
         frozenset(said),
         frozenset(r.nodeid for r in recorded) if len(recorded) > 1 else frozenset(),
         frozenset(r.nodeid for r in warned) if len(warned) > 1 else frozenset(),
-        slowed=frozenset(r.nodeid for r in slowed) if len(slowed) > 1 else frozenset(),
+        slowed=frozenset(nodeid for nodeid, _ in slowed) if len(slowed) > 1 else frozenset(),
     )
 
 

@@ -1559,14 +1559,10 @@ def test_no_thread_leak_is_read_where_the_count_was_put_back_or_set_for_the_meas
     assert "did not put it back" not in result.stdout.str()
 
 
-def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkeypatch):
-    """A review's class-scoped fixture that pinned its own count for its tests, then put the leaked
-    one back, made the tracker drop the leak: the test after it recorded the leaked count; so did a
-    test of the class changing the fixture's count. A leak ends only where its count is put back;
-    the test after the class is its victim, not recorded."""
-    threads = torch.get_num_threads()
-    project.makepyfile(
-        test_l=f"""
+def leaking_head(threads):
+    """A leaking project's imports and first test, which leaves torch's thread count one above
+    `threads` where OPPROF_LEAK is set (indented as the sources after it: pytester dedents)."""
+    return f"""
         import os
         import pytest
         import torch
@@ -1576,6 +1572,18 @@ def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkey
             if os.environ.get("OPPROF_LEAK"):
                 torch.set_num_threads({threads + 1})
 
+"""
+
+
+def test_a_leak_outlives_a_wider_fixture_that_pins_another_count(project, monkeypatch):
+    """A review's class-scoped fixture that pinned its own count for its tests, then put the leaked
+    one back, made the tracker drop the leak: the test after it recorded the leaked count; so did a
+    test of the class changing the fixture's count. A leak ends only where its count is put back;
+    the test after the class is its victim, not recorded."""
+    threads = torch.get_num_threads()
+    project.makepyfile(
+        test_l=leaking_head(threads)
+        + f"""
         @pytest.fixture(scope="class")
         def pinned():
             before = torch.get_num_threads()
@@ -1998,15 +2006,8 @@ def test_a_test_that_sets_the_leaked_count_itself_is_recorded(project, monkeypat
     holds it: recording on it keeps that count, so the recording is written."""
     threads = torch.get_num_threads()
     project.makepyfile(
-        test_l=f"""
-        import os
-        import torch
-        from conftest import infer
-
-        def test_a_leak():
-            if os.environ.get("OPPROF_LEAK"):
-                torch.set_num_threads({threads + 1})
-
+        test_l=leaking_head(threads)
+        + f"""
         def test_b_own(opprof, mlp):
             before = torch.get_num_threads()
             torch.set_num_threads({threads + 1})

@@ -164,10 +164,7 @@ class ThreadLeaks:
 
         start = torch_threads()
         self._test = _TestState(item.nodeid, start=start, last=start)
-        for index, leak in enumerate(self.leaks):
-            if leak.before == start:  # put back since, before this test's fixtures ran: it and those after it end
-                del self.leaks[index:]
-                break
+        self._put_back(start)  # since, before this test's fixtures ran
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
@@ -292,14 +289,20 @@ class ThreadLeaks:
         begins a leak of its own (inside a wider fixture's scope: beside the one before)."""
         top = self.leaks[-1] if self.leaks else None
         if top is not None and top.left == found.before:
-            for index, leak in enumerate(self.leaks):
-                if leak.before == found.left:
-                    del self.leaks[index:]
-                    return
+            if self._put_back(found.left):
+                return
             chain = top.leakers + tuple(n for n in found.leakers if n != top.leakers[-1])  # a rerun, a parameter
             self.leaks[-1] = replace(top, leakers=chain, left=found.left, fixtures=top.fixtures | found.fixtures)
         else:
             self.leaks.append(found)
+
+    def _put_back(self, count: int | None) -> bool:
+        """Where `count` is one a leak began from: that leak and those after it end."""
+        for index, leak in enumerate(self.leaks):
+            if leak.before == count:
+                del self.leaks[index:]
+                return True
+        return False
 
 
 def _asked_for(item: pytest.Item) -> set[int] | None:
