@@ -56,6 +56,7 @@ from .references import (
 )
 from .runargs import fn_first, validate_run_args
 from .threadwatch import ThreadWatch, threads_watched
+from .torchstate import TorchState
 
 T = TypeVar("T")
 
@@ -322,6 +323,20 @@ def torch_threads() -> int | None:
     """torch's intra-op thread count now; None before torch is imported (nothing is imported)."""
     torch = sys.modules.get("torch")
     return int(torch.get_num_threads()) if torch is not None else None
+
+
+def torch_state() -> TorchState | None:
+    """torch's settings a test can leave changed for the next (torchstate.TorchState) now; None
+    before torch is imported. About 2.4 us."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return TorchState(
+        int(torch.get_num_threads()), str(torch.get_default_dtype()).removeprefix("torch."),
+        bool(torch.is_grad_enabled()), bool(torch.are_deterministic_algorithms_enabled()),
+        bool(torch.is_anomaly_enabled()), str(torch.get_float32_matmul_precision()),
+        bool(torch.backends.cudnn.benchmark),
+    )  # fmt: skip
 
 
 _WARMED: list[bool] = []  # a profiler was started and stopped in this process (warm_profiler)

@@ -34,6 +34,7 @@ from .errors import (
     conflict_fix,
     raised_confirming,
     record_if_intended,
+    settings_left_fix,
     strict_inconclusive,
     threads_left_fix,
     unconfirmable,
@@ -42,6 +43,7 @@ from .excuses import QUIET_MACHINE_FIX, recorded_under_load
 from .rules import STRUCTURE, TIME, WORK, Rule
 from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower
+from .torchstate import Left
 from .units import count_of, first_three
 from .verdicts import CHANGED as VERDICT_CHANGED
 from .verdicts import (
@@ -132,9 +134,10 @@ def decide(
     `remeasure` measures the test once more (run() captures only); it is called when a time
     verdict alone would fail the test or rewrite its baseline, and before a baseline is written
     (RANGE_MEASUREMENTS times: `recorded`)."""
-    if old is not None and current.machine.threads_left and old.threads == current.doc.threads:
+    left = current.machine.settings_left
+    if old is not None and left is not None and old.threads == current.doc.threads != left.before.threads:
         # on a leaked count that is the baseline's own (the test sets it itself): recording keeps it
-        current = replace(current, machine=replace(current.machine, threads_left=None))
+        current = replace(current, machine=replace(current.machine, settings_left=left.without_threads()))
     if old is None:
         if not update:
             return Outcome(MISSING)
@@ -490,7 +493,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         # the pooled steps: the first's, then the second's
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
         pooled=True,
-        threads_left=a.threads_left or b.threads_left,
+        settings_left=a.settings_left or b.settings_left,
     )
 
 
@@ -604,6 +607,7 @@ class BaselineResult:
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
     threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
+    settings_left: Left | None = None  # the other torch settings (the default dtype...) earlier tests left, it ran on
     written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
 
@@ -663,7 +667,8 @@ class BaselineResult:
         """The failing verdicts' messages, the test's failure: the first WORK_LISTED work changes
         (the costliest ops first, each led by `work changed:`: an op's message names only the op),
         then a count of the rest (a dtype change touches every op), and how to record the change
-        if it was intended (a trial's CI log showed the failure, the hint sat in the summary)."""
+        if it was intended (a trial's CI log showed the failure, the hint sat in the summary), or
+        where it ran on torch settings an earlier test left, the fix in that test."""
         failing = Comparison(self.verdicts).failing(rule)
         work = [v for v in failing if v.kind == WORK]
         listed = [v.titled for v in failing if v.kind != WORK or v in work[:WORK_LISTED]]
@@ -673,6 +678,8 @@ class BaselineResult:
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
         if changed and self.threads_left_only(failing):
             listed.append(threads_left_fix(self.threads_left_by or ""))
+        elif self.settings_left is not None and failing:  # the fix is in the test that left them
+            listed.append(settings_left_fix(self.settings_left))
         elif changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
@@ -732,6 +739,7 @@ class BaselineResult:
             "unrecordable": self.unrecordable,
             "nodeid": self.nodeid,
             "threads_left_by": self.threads_left_by,
+            "settings_left": self.settings_left.to_dict() if self.settings_left else None,
             "written_slowed": self.written_slowed.to_dict() if self.written_slowed else None,
             "first_slowed": self.first_slowed,
         }
@@ -754,6 +762,7 @@ class BaselineResult:
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
             nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
+            settings_left=Left.from_dict(data.get("settings_left")),
             written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
         )  # fmt: skip
 

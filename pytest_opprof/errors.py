@@ -23,6 +23,7 @@ from pathlib import Path
 from .events import without_overload
 from .opnames import is_glob
 from .textout import ELLIPSIS, shell_quote
+from .torchstate import Left, TorchState, changed_text, changes, left_text, restore_code, threads_only
 from .units import count_of, first_three, ms_text, ns_to_ms
 
 
@@ -1282,8 +1283,12 @@ SCOPE_FIX = "ask for the fixture in those tests, or set the count in a function-
 SCOPE_FIX_ONE = SCOPE_FIX.replace("those tests", "this test")  # the fix as one victim's lines give it
 
 
-def _restore_in(leaker: str) -> str:
-    """Where to put the count back: a test's call (try/finally), a fixture's teardown, or each."""
+def _restore_in(leaker: str, code: str = "") -> str:
+    """Where to put the count back: a test's call (try/finally), a fixture's teardown, or each;
+    `code`: the calls that put settings other than the count alone back (torchstate.restore_code)."""
+    if code and not leaker.startswith(FIXTURE_LEAKER):
+        where = _restore_in(leaker)
+        return f"{where[:-1]}: {code})" if where.endswith("(try/finally)") else f"{where}: {code}"
     if LEAKS_JOINED in leaker:
         fixtures = [part.startswith((FIXTURE_LEAKER, XUNIT_LEAKER)) for part in leaker.split(LEAKS_JOINED)]
         if all(fixtures):
@@ -1296,16 +1301,80 @@ def _restore_in(leaker: str) -> str:
     if leaker.startswith(FIXTURE_LEAKER):
         return (
             "that fixture's teardown (after its yield, or in a finalizer it adds before anything can raise: "
-            "torch.set_num_threads(<the count before>))"
+            f"{code or 'torch.set_num_threads(<the count before>)'})"
         )
     if leaker.startswith(XUNIT_LEAKER):
         return "its teardown method (teardown_module, teardown_function, tearDownClass, ...)"
     return "that test (try/finally)"
 
 
-def threads_left_changed(leaker: str, before: int, after: int) -> str:
+def settings_left_changed(leaker: str, before: TorchState, after: TorchState) -> str:
     """`leaker`: a test or a fixture, or several joined by LEAKS_JOINED (in turn, from `before` to
-    `after`), or a wider fixture a test ran on without asking for it (SCOPED_LEAKER)."""
+    `after`), or a wider fixture a test ran on without asking for it (SCOPED_LEAKER); the thread
+    count alone in its own words (threads_left_changed)."""
+    if threads_only(before, after):
+        return threads_left_changed(leaker, before.threads, after.threads)
+    changed, left, it = changed_text(before, after), left_text(before, after), _it(before, after)
+    if leaker.endswith(SCOPED_LEAKER):
+        return (
+            f"{leaker.removesuffix(SCOPED_LEAKER)}, set up by an earlier test, changed {changed} {SCOPE_WORDS} ran "
+            f"on {left}: their measurements depend on which tests ran before them (a flake under -k or "
+            f"pytest-randomly) and no baseline is recorded from them; {_scope_fix(SCOPE_FIX, it)}"
+        )
+    them = "them" if LEAKS_JOINED in leaker else "it"
+    return (
+        f"{leaker} changed {changed} and did not put {it} back: the tests after {them} ran on {left}, so their "
+        f"measurements depend on test order (a flake under -k or pytest-randomly) and no baseline is recorded "
+        f"from them; restore {it} in {_restore_in(leaker, restore_code(before, after))}"
+    )
+
+
+def _it(before: TorchState, after: TorchState) -> str:
+    return "them" if len(changes(before, after)) > 1 else "it"
+
+
+def _scope_fix(fix: str, it: str) -> str:
+    """SCOPE_FIX (or SCOPE_FIX_ONE) for settings other than the count alone."""
+    return fix.replace("set the count", f"set {it}")
+
+
+def settings_left_fix(found: Left) -> str:
+    """The fix of a test's change in its measurement where it ran on settings other than the
+    thread count alone that an earlier test left: in that test, not by recording."""
+    leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)
+    if leaker.endswith(SCOPED_LEAKER):
+        return (
+            f"it ran on {left}, which {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope and this test does not "
+            f"ask for (an earlier test did): {_scope_fix(SCOPE_FIX_ONE, it)}, and run again; recording this test "
+            f"would record {it}, not undo {it}"
+        )
+    they = "they" if LEAKS_JOINED in leaker else "it"
+    return (
+        f"it ran on {left} that {leaker} left ({they} ran earlier and did not put {it} back): restore {it} in "
+        f"{_restore_in(leaker, restore_code(found.before, found.after))} and run again; recording this test would "
+        f"record {it}, not undo {it}"
+    )
+
+
+def unrecordable_settings(found: Left) -> str:
+    """A measurement on settings that earlier tests left: the thread count alone in its own words."""
+    if found.threads_only:
+        return unrecordable_threads(found.by, found.after.threads)
+    leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)
+    code = restore_code(found.before, found.after)
+    if leaker.endswith(SCOPED_LEAKER):
+        return (
+            f"it ran on {left} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, without asking for it "
+            f"(a baseline recorded on {it} would depend on test order): {_scope_fix(SCOPE_FIX_ONE, it)}, then record"
+        )
+    return (
+        f"it ran on {left} that {leaker} left (a baseline recorded on {it} would depend on test order): restore "
+        f"{it} in {_restore_in(leaker, code)}, then record"
+    )
+
+
+def threads_left_changed(leaker: str, before: int, after: int) -> str:
+    """The thread count alone: settings_left_changed."""
     if leaker.endswith(SCOPED_LEAKER):
         return threads_of_scope(leaker.removesuffix(SCOPED_LEAKER), before, after)
     them = "them" if LEAKS_JOINED in leaker else "it"

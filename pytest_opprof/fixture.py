@@ -21,7 +21,7 @@ from . import (
     device,  # as a module: tests put fakes on it (cpu_wait_ns, ...)
 )
 from .analysis.checks import CONTENTION_LIMIT, overhead_check
-from .capture import StepRecorder, by_failure, run_steps, settle_cpus
+from .capture import StepRecorder, by_failure, run_steps, settle_cpus, torch_state
 from .decide import BaselineResult
 from .errors import (
     RAN_NO_OP_IN_BLOCK,
@@ -43,6 +43,7 @@ from .errors import (
 )
 from .opnames import is_known_op, known_op_names
 from .runargs import fn_first, validate_run_args
+from .torchstate import TorchState
 from .verdicts import MIN_TIME_STEPS
 
 Timed = Callable[[Any], bool]  # whether a time budget's failure is of time: what it limits ran in the profile
@@ -256,6 +257,7 @@ class OpprofFixture:
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
+        self.settings: TorchState | None = None  # torch's settings as its latest capture began (torchstate)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
         self.ranges_wanted: Callable[[], bool] = lambda: True  # recording: whether the file can take them
@@ -311,7 +313,7 @@ class OpprofFixture:
             if not self.enabled:
                 self._plain_captured = True
                 return fn(*args, **kwargs)
-            self._clocks, self._host, self._children = [], [], []
+            self._begin_capture()
             profile, result = run_steps(fn, args, kwargs, warmup, steps, probe=self._probe, cut_short=self._cut)
         finally:
             self._inside = None
@@ -406,7 +408,7 @@ class OpprofFixture:
         if not self.enabled:
             self._inside, self._plain_captured = "`with opprof.capture():`", True
             return
-        self._clocks, self._host, self._children = [], [], []
+        self._begin_capture()
         self._remeasure = None  # a block cannot be run again
         recorder = StepRecorder(self._probe)
         recorder.start()  # may raise (another profiler runs): then no block is in progress
@@ -710,9 +712,14 @@ class OpprofFixture:
             made, self._deferred = [where for _, where, _ in self._deferred], []
             raise OpprofUsageError(assertions_before_capture(made, replaced_by))
 
+    def _begin_capture(self) -> None:
+        """Before a capture: its clock, CPU and child-process samples start anew; torch's settings."""
+        self._clocks, self._host, self._children = [], [], []
+        self.settings = torch_state()
+
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""
-        self._clocks, self._host, self._children = [], [], []
+        self._begin_capture()
         self._whole_call = StepRecorder(self._probe, step_aside=True)
         self._whole_call.start()
 

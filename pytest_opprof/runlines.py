@@ -216,6 +216,8 @@ def _known_op(glob: str) -> bool:
 
 
 THREADS = "threads"  # the check on a test that ran on a thread count an earlier test left
+SETTINGS = "settings"  # ... on other torch settings (the default dtype, grad mode, ...), the count maybe too
+LEAK_CHECKS = (THREADS, SETTINGS)
 
 
 def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
@@ -224,7 +226,7 @@ def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
     ran_on: dict[str, list[str]] = {}
     for record in records:
         for check in record.checks:
-            if check.name == THREADS:
+            if check.name in LEAK_CHECKS:
                 ran_on.setdefault(check.message, []).append(record.nodeid)
     return [
         f"opprof: {message}; {_ran_on(message)}: {first_three(sorted(set(ids), key=ids.index))}"

@@ -25,6 +25,7 @@ from .errors import (
     record_on_this_setup,
     recorded_slowed,
     recorded_slowed_shared,
+    settings_left_fix,
     threads_left_fix,
     wait_share,
     waited_for_cpu_up_to,
@@ -149,6 +150,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             lines.append(COMPILED_IN_STEPS)
         if changed and baseline.status == "compared" and baseline.threads_left_only(baseline.verdicts):
             lines.append(threads_left_fix(baseline.threads_left_by or ""))
+        elif (changed or slower) and baseline.status == "compared" and baseline.settings_left is not None:
+            lines.append(settings_left_fix(baseline.settings_left))
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))

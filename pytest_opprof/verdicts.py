@@ -12,8 +12,9 @@ from typing import Any
 
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import KernelEntry, MemoryEntry, OpEntry
-from .errors import unrecordable_gpu, unrecordable_threads, unrecordable_tracer
+from .errors import unrecordable_gpu, unrecordable_settings, unrecordable_tracer
 from .rules import STRUCTURE, TIME, WORK, Rule  # the rule a run or marker sets: rules.py
+from .torchstate import Left
 
 REGRESSED, IMPROVED, CHANGED, INCONCLUSIVE = "regressed", "improved", "changed", "inconclusive"
 
@@ -65,7 +66,7 @@ class Machine:
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
-    threads_left: tuple[str, int] | None = None  # torch ran on the thread count (2nd) an earlier test (1st) left
+    settings_left: Left | None = None  # torch ran on settings (the thread count, the default dtype...) a test left
 
     @property
     def contended(self) -> bool:
@@ -77,14 +78,14 @@ class Machine:
         """Why no baseline is written from this measurement, or None: throttled GPU clocks, or a
         Python tracer (coverage, a debugger), which slows the Python between the ops: a trial's
         baseline recorded under --cov held that slower step wall, and a 3x slower one passed; or
-        a thread count an earlier test left (a review's recording wrote it, and the test then
-        depended on test order)."""
+        a thread count or other torch settings an earlier test left (a review's recording wrote it,
+        and the test then depended on test order)."""
         if self.gpu_unreliable:
             return unrecordable_gpu(self.gpu_unreliable)
         if self.python_tracer:
             return unrecordable_tracer(self.python_tracer)
-        if self.threads_left:
-            return unrecordable_threads(*self.threads_left)
+        if self.settings_left is not None:
+            return unrecordable_settings(self.settings_left)
         return None
 
 

@@ -380,7 +380,6 @@ def checks_the_code_builds() -> set[str]:
     """The name of every Check the package builds with a name it spells out (a text, or a module's
     constant); names a caller passes in (`stepped_aside`, `unmeasured`) are not found here."""
     import ast
-    import importlib
 
     package = Path(pytest_opprof.__file__).parent
     found = set()
@@ -388,14 +387,31 @@ def checks_the_code_builds() -> set[str]:
         module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check" and node.args:
-                first = node.args[0]
-                if isinstance(first, ast.Constant):
-                    found.add(first.value)
-                elif isinstance(first, ast.Name) and isinstance(
-                    getattr(importlib.import_module(module), first.id, None), str
-                ):
-                    found.add(getattr(importlib.import_module(module), first.id))
+                first = node.args[0]  # a name, or one of two (`THREADS if ... else SETTINGS`)
+                for named in (first.body, first.orelse) if isinstance(first, ast.IfExp) else (first,):
+                    found |= _spelled_out(named, module, path)
     return found
+
+
+def _spelled_out(node: object, module: str, path: Path) -> set[str]:
+    """A check's name as a text, or as a constant of its module or of one it imports in the hook."""
+    import ast
+    import importlib
+
+    if isinstance(node, ast.Constant):
+        return {node.value}
+    if not isinstance(node, ast.Name):
+        return set()
+    value = getattr(importlib.import_module(module), node.id, None)
+    if isinstance(value, str):
+        return {value}
+    for imported in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # `from ..runlines import THREADS`
+        if isinstance(imported, ast.ImportFrom) and any(a.name == node.id for a in imported.names):
+            package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+            source = importlib.import_module(("." * imported.level) + (imported.module or ""), package)
+            if isinstance(getattr(source, node.id, None), str):
+                return {getattr(source, node.id)}
+    return set()
 
 
 def test_the_trust_check_table_names_every_check_the_code_builds():
@@ -403,5 +419,12 @@ def test_the_trust_check_table_names_every_check_the_code_builds():
     (a docs audit found `compiled_kernels`, which the fixture's docs point to, missing from it)."""
     table = set(re.findall(r"^\| `([a-z_]+)` \|", (ROOT / "docs" / "devices.md").read_text(), re.M))
     built = checks_the_code_builds()
-    assert {"events", "spread", "compiled_kernels", "mps_untraced", "threads"} <= built  # the scan reads them
+    assert {
+        "events",
+        "spread",
+        "compiled_kernels",
+        "mps_untraced",
+        "threads",
+        "settings",
+    } <= built  # the scan reads them
     assert sorted(built - table) == []

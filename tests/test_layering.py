@@ -25,6 +25,7 @@ LAYERS = [
         "layout",
         "rules",
         "jsontext",
+        "torchstate",
     },  # know no Profile
     {
         "analysis",

@@ -40,7 +40,7 @@ from .options import (
     refuse_shadowed_ini,
     refuse_unknown_ini_keys,
 )
-from .watch import ProfilerLeaks, RecordCollector, ThreadLeaks
+from .watch import ProfilerLeaks, RecordCollector, SettingLeaks
 
 if TYPE_CHECKING:  # the measuring modules, for annotations: imported where they run (the docstring)
     from ..fixture import OpprofFixture
@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
         everywhere = getattr(config.option, "dist", None) == "each"
         config.pluginmanager.register(RecordCollector(state, everywhere), "opprof-records")
     if settings.measuring:
-        config.pluginmanager.register(ThreadLeaks(), "opprof-thread-leaks")
+        config.pluginmanager.register(SettingLeaks(), "opprof-setting-leaks")
         config.pluginmanager.register(ProfilerLeaks(state), "opprof-profiler-leaks")
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..fixture import OpprofFixture
     from ..report import TestResult
     from ..results import TestRecord
+    from ..torchstate import TorchState  # noqa: F401 (SETTINGS_LEFT_BY's type)
 
 
 MARKER = "opprof"
@@ -83,7 +84,7 @@ def typed_id(config: pytest.Config, nodeid: str) -> str:
 
 
 # the earlier test whose changed thread count this one ran on, the count before it and the count it left
-THREADS_LEFT_BY = pytest.StashKey["tuple[str, int, int]"]()
+SETTINGS_LEFT_BY = pytest.StashKey["tuple[str, TorchState, TorchState]"]()  # (leakers, before, left)
 CHECKS = pytest.StashKey["list[Check]"]()  # the run's checks of a test, beside its profile's (a thread leak...)
 
 

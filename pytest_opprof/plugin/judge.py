@@ -15,7 +15,8 @@ import pytest
 from ..errors import stepped_aside_unmeasured
 from ..layout import baseline_root, shown_path
 from ..settings import RunState
-from .base import CHECKS, TEST, THREADS_LEFT_BY, add_check, baseline_id, item_rule, runnable
+from ..torchstate import Left, seen_in
+from .base import CHECKS, SETTINGS_LEFT_BY, TEST, add_check, baseline_id, item_rule, runnable
 
 if TYPE_CHECKING:
     from ..baseline import Undo
@@ -126,21 +127,26 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
 
     profile = measured.profile
     doc = baseline_from_profile(profile, baseline_id(item), state.device_key or "", state.device, number)
-    left = _leak_ran_on(item, profile)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
-        profile.compiled_in, threads_left=(left[0], left[2]) if left is not None else None,
+        profile.compiled_in, settings_left=_leak_ran_on(item, profile),
     )  # fmt: skip
     places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
 
 
-def _leak_ran_on(item: pytest.Item, profile: Any) -> tuple[str, int, int] | None:
-    """The thread leak the test started its call on (THREADS_LEFT_BY), where `profile` ran on its
-    count: a test that sets its own count for its measurement is no victim (a trial's test pinned
-    2 inside try/finally after a leak of 1, and was not recorded)."""
-    left = item.stash.get(THREADS_LEFT_BY, None)
-    return left if left is not None and profile.threads in (None, left[2]) else None
+def _leak_ran_on(item: pytest.Item, profile: Any) -> Left | None:
+    """The part of the settings leak the test started its call on (SETTINGS_LEFT_BY) that
+    `profile` ran on (its thread count; the others as its capture began): a test that sets its
+    own count for its measurement is no victim (a trial's test pinned 2 inside try/finally after
+    a leak of 1, and was not recorded)."""
+    found = item.stash.get(SETTINGS_LEFT_BY, None)
+    if found is None:
+        return None
+    by, before, left = found
+    fixture = item.stash.get(TEST, None)
+    ran = seen_in(before, left, fixture.settings if fixture is not None else None, profile.threads)
+    return None if ran == before else Left(by, before, ran)
 
 
 def _remeasured(again: Any, item: pytest.Item, state: RunState, number: int) -> Measurement | None:
@@ -190,11 +196,12 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         return []
     settings, nodeid = state.settings, baseline_id(item)
     path, shown, root = _baseline_place(item, state)
-    if THREADS_LEFT_BY in item.stash and _leak_ran_on(item, profile) is None:  # it measured on its own count
-        from ..runlines import THREADS
+    left = _leak_ran_on(item, profile)
+    if SETTINGS_LEFT_BY in item.stash and left is None:  # it measured on its own count (dtype, ...)
+        from ..runlines import LEAK_CHECKS
 
-        del item.stash[THREADS_LEFT_BY]
-        item.stash[CHECKS] = [c for c in item.stash.get(CHECKS, []) if c.name != THREADS]
+        del item.stash[SETTINGS_LEFT_BY]
+        item.stash[CHECKS] = [c for c in item.stash.get(CHECKS, []) if c.name not in LEAK_CHECKS]
 
     def remeasure() -> Measurement | None:  # recording: the ranges' measurements run() took
         return _remeasured(fixture.next_measurement(), item, state, fixture.captures)
@@ -212,10 +219,10 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         # comparing, run() took the confirmations (none where the baseline holds another capture)
         remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
-    if THREADS_LEFT_BY in item.stash and _threads_were(
-        result, item.stash[THREADS_LEFT_BY][1]
-    ):  # (leaker, before, left)
-        result = replace(result, threads_left_by=item.stash[THREADS_LEFT_BY][0])  # the fix is there, not a recording
+    if left is not None and left.after.threads != left.before.threads and _threads_were(result, left.before.threads):
+        result = replace(result, threads_left_by=left.by)  # the fix is there, not a recording
+    if left is not None and left.without_threads() is not None:  # the default dtype, grad mode...: the same
+        result = replace(result, settings_left=left)
     if result.status not in WRITTEN and UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[UNDO]
     fixture.baseline = result

@@ -1,6 +1,7 @@
 """Plugins the run registers beside the hooks: the records collector (each measured test's
 record from its report, xdist's workers' too, and a crashed worker's test), and the watchers of
-torch's thread count and of a profiler a test left running."""
+torch's settings (torchstate: the thread count, the default dtype, ...) and of a profiler a test
+left running."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, SCOPED_LEAKER, XUNIT_LEAKER, threads_left_changed
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, SCOPED_LEAKER, XUNIT_LEAKER, settings_left_changed
 from ..settings import RunState
-from .base import THREADS_LEFT_BY, add_check, is_measured, to_record
+from .base import SETTINGS_LEFT_BY, add_check, is_measured, to_record
 
 if TYPE_CHECKING:
     from ..baseline import Undo
     from ..results import TestRecord
+    from ..torchstate import TorchState
 
 
 class RecordCollector:
@@ -89,12 +91,12 @@ class RecordCollector:
 
 @dataclass(frozen=True, slots=True)
 class _Frame:
-    """A fixture whose setup changed torch's thread count: its name in the messages, the count
+    """A fixture whose setup changed torch's settings: its name in the messages, the settings
     before its setup and after it, whether it is wider than a function, and whether its setup raised."""
 
     leaker: str
-    before: int
-    after: int
+    before: TorchState
+    after: TorchState
     argname: str
     wider: bool
     failed: bool
@@ -102,13 +104,13 @@ class _Frame:
 
 @dataclass(frozen=True, slots=True)
 class _Leak:
-    """A thread count left changed: by whom, in turn (tests, fixtures), the count before and the
-    count left, and the leak's fixtures (id(FixtureDef)), which a test that sets one up runs on by
-    its own doing."""
+    """Settings left changed: by whom, in turn (tests, fixtures), the settings before and those
+    left, and the leak's fixtures (id(FixtureDef)), which a test that sets one up runs on by its
+    own doing."""
 
     leakers: tuple[str, ...]
-    before: int
-    left: int
+    before: TorchState
+    left: TorchState
     fixtures: frozenset[int] = frozenset()
     within: int | None = None  # id(FixtureDef) of the wider fixture whose scope it began in: it ends with it
 
@@ -119,28 +121,30 @@ class _Leak:
 
 @dataclass
 class _TestState:
-    """What one test's setup, call and teardown did to torch's thread count: each change in turn,
-    as (who, the count after it), and the fixtures that changed it in their setup."""
+    """What one test's setup, call and teardown did to torch's settings: each change in turn, as
+    (who, the settings after it), and the fixtures that changed them in their setup."""
 
     nodeid: str = ""
-    start: int | None = None  # before its setup
+    start: TorchState | None = None  # before its setup
     set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it
     opened: list[int] = field(default_factory=list)  # those that changed the count, in setup order
     closed: list[tuple[int, _Frame]] = field(default_factory=list)  # count-changing fixtures torn down in it
-    steps: list[tuple[str, int]] = field(default_factory=list)  # (who, the count after): each change in turn
-    last: int | None = None  # the count after the last step seen
+    steps: list[tuple[str, TorchState]] = field(default_factory=list)  # (who, the settings after): in turn
+    last: TorchState | None = None  # the settings after the last step seen
 
-    def saw(self, who: str, now: int | None) -> None:
-        """A point of the test where the count is `now`: a change since the last is `who`'s."""
+    def saw(self, who: str, now: TorchState | None) -> None:
+        """A point of the test where the settings are `now`: a change since the last is `who`'s."""
         if now is not None and self.last is not None and now != self.last:
             self.steps.append((who, now))
         self.last = now if now is not None else self.last
 
 
-class ThreadLeaks:
+class SettingLeaks:
     """Finds the tests whose calls, and the fixtures whose setup or teardown, changed torch's
-    thread count and left it so, and marks the measured tests that then ran on that count
-    (order-dependent times).
+    settings (torchstate.TorchState: the thread count, the default dtype, grad mode, ...) and left
+    them so, and marks the measured tests that then ran on them (order-dependent times and work: a
+    trial's gradcheck test left the default dtype float64, the test after it recorded double ops
+    and failed `work changed` alone, told to record itself). "The count" below: the settings.
 
     Each test is judged once its teardown is over, on the count it leaves against the count it
     should leave: the one before its setup, or where a wider fixture's scope began in it, that
@@ -160,26 +164,31 @@ class ThreadLeaks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        from ..capture import torch_threads
+        from ..capture import torch_state
 
-        start = torch_threads()
+        start = torch_state()
         self._test = _TestState(item.nodeid, start=start, last=start)
         self._put_back(start)  # since, before this test's fixtures ran
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
-        from ..capture import torch_threads
+        from ..capture import torch_state
 
-        before, failed = torch_threads(), True
+        before, failed = torch_state(), True
         try:
             result = yield
             failed = False
             return result
         finally:
-            self._set_up(fixturedef, request, before, torch_threads(), failed)
+            self._set_up(fixturedef, request, before, torch_state(), failed)
 
     def _set_up(
-        self, fixturedef: Any, request: pytest.FixtureRequest, before: int | None, after: int | None, failed: bool
+        self,
+        fixturedef: Any,
+        request: pytest.FixtureRequest,
+        before: TorchState | None,
+        after: TorchState | None,
+        failed: bool,
     ) -> None:
         """A fixture set up for the test: a frame where it changed the count, and a mark of the
         count as its teardown begins (its finalizer runs first: last in, first out)."""
@@ -195,28 +204,30 @@ class ThreadLeaks:
             fixturedef.addfinalizer(self._teardown_begins)
 
     def _teardown_begins(self) -> None:
-        from ..capture import torch_threads
+        from ..capture import torch_state
 
-        self._test.saw(self._test.nodeid, torch_threads())  # a change since: the test's own finalizers
+        self._test.saw(self._test.nodeid, torch_state())  # a change since: the test's own finalizers
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
         from ..analysis.model import WARNING, Check
-        from ..capture import torch_threads
+        from ..capture import torch_state
+        from ..runlines import SETTINGS, THREADS
+        from ..torchstate import threads_only
 
-        start = torch_threads()
+        start = torch_state()
         victim = self._victim_of(item, start) if is_measured(item) else None
         if victim is not None:
-            message = threads_left_changed(victim.named, victim.before, victim.left)
-            add_check(item, Check("threads", WARNING, message))
-            item.stash[THREADS_LEFT_BY] = (victim.named, victim.before, victim.left)
+            message = settings_left_changed(victim.named, victim.before, victim.left)
+            add_check(item, Check(THREADS if threads_only(victim.before, victim.left) else SETTINGS, WARNING, message))
+            item.stash[SETTINGS_LEFT_BY] = (victim.named, victim.before, victim.left)
         try:
             return (yield)
         finally:
-            self._test.saw(item.nodeid, torch_threads())
+            self._test.saw(item.nodeid, torch_state())
 
-    def _victim_of(self, item: pytest.Item, start: int | None) -> _Leak | None:
+    def _victim_of(self, item: pytest.Item, start: TorchState | None) -> _Leak | None:
         """The leak whose count the test's call starts on, where that is not its own doing: a
         wider fixture's it does not ask for, or the latest leak that left this count (not one of
         its fixtures', nor its own: a rerun)."""
@@ -227,7 +238,7 @@ class ThreadLeaks:
         own = leak is not None and (bool(leak.fixtures & self._test.set_up) or leak.leakers[-1] == item.nodeid)
         return None if own else leak
 
-    def _scoped(self, item: pytest.Item, start: int | None) -> _Frame | None:
+    def _scoped(self, item: pytest.Item, start: TorchState | None) -> _Frame | None:
         """The innermost wider fixture, set up before this test and not asked for by it, whose
         count its call starts on (a trial's module fixture set the count for the tests asking for
         it, and the test after them there that did not recorded that count; run alone, it failed)."""
@@ -240,23 +251,23 @@ class ThreadLeaks:
         return None if (fid in asked if asked is not None else frame.argname in names) else frame
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
-        from ..capture import torch_threads
+        from ..capture import torch_state
 
         frame = self._frames.pop(id(fixturedef), None)
         name = frame.leaker if frame is not None else _fixture_name(fixturedef, request)
         if frame is not None:
             self._test.closed.append((id(fixturedef), frame))
             self.leaks = [leak for leak in self.leaks if leak.within != id(fixturedef)]  # its scope's count is gone
-        self._test.saw(name, torch_threads())
+        self._test.saw(name, torch_state())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        from ..capture import torch_threads
+        from ..capture import torch_state
 
         try:
             return (yield)
         finally:
-            self._test.saw(item.nodeid, torch_threads())  # a change after the last fixture: the test's
+            self._test.saw(item.nodeid, torch_state())  # a change after the last fixture: the test's
             self._judge(item.nodeid)
 
     def _judge(self, nodeid: str) -> None:
@@ -272,7 +283,7 @@ class ThreadLeaks:
         wider = [fid for fid, frame in self._frames.items() if frame.wider and not frame.failed]
         self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
 
-    def _expected(self, test: _TestState) -> int | None:
+    def _expected(self, test: _TestState) -> TorchState | None:
         """The count the test should leave: a wider fixture's it set up that is still set up, or
         where one set up before it ended in its teardown, the count before that fixture, else the
         count before its setup."""
@@ -296,7 +307,7 @@ class ThreadLeaks:
         else:
             self.leaks.append(found)
 
-    def _put_back(self, count: int | None) -> bool:
+    def _put_back(self, count: TorchState | None) -> bool:
         """Where `count` is one a leak began from: that leak and those after it end."""
         for index, leak in enumerate(self.leaks):
             if leak.before == count:

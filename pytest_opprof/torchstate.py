@@ -1,0 +1,154 @@
+"""torch's process-wide settings that change what a measurement measures, as a test can leave
+them for the tests after it: the thread count, the default dtype, grad mode, deterministic
+algorithms, anomaly detection, the float32 matmul precision and cuDNN's benchmark mode. A
+record of them (`TorchState`), what changed between two (`changes`), and the words and code
+the leak messages use. Pure: the plugin reads the settings (capture.torch_state)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TorchState:
+    """torch's settings at one moment (the defaults: a fresh process's)."""
+
+    threads: int
+    dtype: str = "float32"  # torch.get_default_dtype(), without `torch.`
+    grad: bool = True
+    deterministic: bool = False
+    anomaly: bool = False
+    matmul: str = "highest"  # torch.get_float32_matmul_precision()
+    cudnn_benchmark: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    words: str  # how the messages name it: `thread count`
+    shown: Callable[[Any], str]  # its value in the messages
+    restore: Callable[[Any], str]  # the call that sets it back to a value
+
+
+def _on(value: Any) -> str:
+    return "on" if value else "off"
+
+
+_SETTINGS = {
+    "threads": _Setting("thread count", str, lambda v: f"torch.set_num_threads({v})"),
+    "dtype": _Setting("default dtype", str, lambda v: f"torch.set_default_dtype(torch.{v})"),
+    "grad": _Setting("grad mode", _on, lambda v: f"torch.set_grad_enabled({v})"),
+    "deterministic": _Setting("deterministic algorithms", _on, lambda v: f"torch.use_deterministic_algorithms({v})"),
+    "anomaly": _Setting("anomaly detection", _on, lambda v: f"torch.autograd.set_detect_anomaly({v})"),
+    "matmul": _Setting("float32 matmul precision", str, lambda v: f'torch.set_float32_matmul_precision("{v}")'),
+    "cudnn_benchmark": _Setting("cuDNN benchmark mode", _on, lambda v: f"torch.backends.cudnn.benchmark = {v}"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One setting that differs: its name (a TorchState field), and its value before and after."""
+
+    name: str
+    before: Any
+    after: Any
+
+    @property
+    def text(self) -> str:
+        """`default dtype float32 -> float64`"""
+        setting = _SETTINGS[self.name]
+        return f"{setting.words} {setting.shown(self.before)} -> {setting.shown(self.after)}"
+
+    @property
+    def left(self) -> str:
+        """`the default dtype float64`"""
+        setting = _SETTINGS[self.name]
+        return f"the {setting.words} {setting.shown(self.after)}"
+
+    @property
+    def restore(self) -> str:
+        """`torch.set_default_dtype(torch.float32)`"""
+        return _SETTINGS[self.name].restore(self.before)
+
+
+def changes(before: TorchState, after: TorchState) -> tuple[Change, ...]:
+    """The settings that differ between `before` and `after`, in TorchState's order."""
+    return tuple(
+        Change(f.name, getattr(before, f.name), getattr(after, f.name))
+        for f in fields(TorchState)
+        if getattr(before, f.name) != getattr(after, f.name)
+    )
+
+
+def threads_only(before: TorchState, after: TorchState) -> bool:
+    """Whether the thread count is all that differs (the thread leak messages' own words)."""
+    return [c.name for c in changes(before, after)] == ["threads"]
+
+
+def _joined(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def changed_text(before: TorchState, after: TorchState) -> str:
+    """`torch's default dtype float32 -> float64 and grad mode on -> off`"""
+    return "torch's " + _joined([c.text for c in changes(before, after)])
+
+
+def left_text(before: TorchState, after: TorchState) -> str:
+    """What the tests after a leak ran on: `the default dtype float64 and grad mode off`."""
+    found = changes(before, after)
+    return _joined([found[0].left] + [c.left.removeprefix("the ") for c in found[1:]])
+
+
+def restore_code(before: TorchState, after: TorchState) -> str:
+    """`torch.set_default_dtype(torch.float32); torch.set_grad_enabled(True)`"""
+    return "; ".join(c.restore for c in changes(before, after))
+
+
+def seen_in(before: TorchState, left: TorchState, now: TorchState | None, threads: int | None) -> TorchState:
+    """The part of a leak (`before` -> `left`) a measurement ran on: each leaked setting whose
+    value at its capture (`now`; the thread count: the profile's, `threads`) is the leaked one
+    (unknown: it is); the others as before the leak (the test set them itself)."""
+    kept = {}
+    for change in changes(before, left):
+        if change.name == "threads":
+            ran = threads is None or threads == left.threads
+        else:
+            ran = now is None or getattr(now, change.name) == change.after
+        kept[change.name] = change.after if ran else change.before
+    return replace(before, **kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Left:
+    """Settings earlier tests (`by`: errors.LEAKS_JOINED between them, or a wider fixture with
+    errors.SCOPED_LEAKER) left changed from `before` to `after`, which a measurement ran on."""
+
+    by: str
+    before: TorchState
+    after: TorchState
+
+    @property
+    def threads_only(self) -> bool:
+        return threads_only(self.before, self.after)
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"by": ..., "changed": {"dtype": ["float32", "float64"]}}: the JSON's `settings_left`."""
+        return {"by": self.by, "changed": {c.name: [c.before, c.after] for c in changes(self.before, self.after)}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Left | None:
+        """The inverse of to_dict (from an xdist worker); the settings it does not name as fresh."""
+        if not isinstance(data, dict):
+            return None
+        changed = {name: pair for name, pair in data.get("changed", {}).items() if name in _SETTINGS}
+        threads = changed.pop("threads", [0, 0])
+        before = replace(TorchState(threads[0]), **{name: pair[0] for name, pair in changed.items()})
+        after = replace(TorchState(threads[1]), **{name: pair[1] for name, pair in changed.items()})
+        return cls(str(data.get("by", "")), before, after)
+
+    def without_threads(self) -> Left | None:
+        """The leak but for its thread count (a baseline on that count keeps it), or None."""
+        after = replace(self.after, threads=self.before.threads)
+        return None if after == self.before else Left(self.by, self.before, after)

@@ -1,0 +1,230 @@
+"""End to end: torch settings other than the thread count (the default dtype, grad mode, the
+matmul precision...) that a test or fixture changed and left for the tests after it, through
+pytest runs of a user project. The thread count's own cases: test_plugin_baselines.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from plugin_project import deterministic_fixture, project_fixture, run  # noqa: E402, F401 (fixtures: used by name)
+
+GRADCHECK = """
+import os
+import torch
+from conftest import infer
+
+def test_a_gradcheck():  # a numerical check in float64, the default dtype left so where OPPROF_LEAK is set
+    torch.set_default_dtype(torch.float64)
+    x = torch.randn(3, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: (t * t).sum(), (x,))
+    if not os.environ.get("OPPROF_LEAK"):
+        torch.set_default_dtype(torch.float32)
+
+def test_b_after(opprof, mlp):  # mlp builds its model and input in the default dtype
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+
+
+def run_restoring(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, leak: bool, *args: str):
+    """An in-process run (OPPROF_LEAK set where `leak`), torch's settings put back after it for the
+    tests of this process."""
+    if leak:
+        monkeypatch.setenv("OPPROF_LEAK", "1")
+    else:
+        monkeypatch.delenv("OPPROF_LEAK", raising=False)
+    saved = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_float32_matmul_precision())
+    try:
+        return run(project, *args, "-p", "no:xdist")
+    finally:
+        torch.set_default_dtype(saved[0])
+        torch.set_grad_enabled(saved[1])
+        torch.set_float32_matmul_precision(saved[2])
+
+
+def _tests(project: pytest.Pytester) -> dict[str, dict]:
+    return {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
+
+
+def test_a_default_dtype_left_by_an_earlier_test_is_named_and_no_baseline_is_recorded_on_it(project, monkeypatch):
+    """A trial's gradcheck test left the default dtype float64: the test after it recorded double
+    ops in the full run without a word, and run alone failed `work changed: double -> float` with
+    `record it`, which recorded float and made the full run fail: a flip-flop. The leak is named,
+    nothing is recorded on it, and the victim's failure names the fix in the leaking test."""
+    project.makepyfile(test_l=GRADCHECK)
+    run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=2)
+    (after,) = (project.path / ".opprof").rglob("test_b_after.json")
+    before = after.read_bytes()
+    leak_line = (
+        "opprof: test_l.py::test_a_gradcheck changed torch's default dtype float32 -> float64 and did not put it "
+        "back: the tests after it ran on the default dtype float64, so their measurements depend on test order *; "
+        "restore it in that test (try/finally: torch.set_default_dtype(torch.float32)); measured after it: "
+        "test_l.py::test_b_after"
+    )
+    recorded = run_restoring(project, monkeypatch, True, "--opprof-update-baseline=all")
+    recorded.assert_outcomes(passed=2)
+    recorded.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline not written: it ran on the default dtype float64 that test_l.py::test_a_gradcheck "
+            "left (a baseline recorded on it would depend on test order): restore it in that test (try/finally: "
+            "torch.set_default_dtype(torch.float32)), then record",
+            leak_line,
+        ]
+    )
+    assert after.read_bytes() == before
+    compared = run_restoring(project, monkeypatch, True, "--opprof", "--opprof-json=r.json")
+    compared.assert_outcomes(passed=1, failed=1)
+    fix = (
+        "it ran on the default dtype float64 that test_l.py::test_a_gradcheck left (it ran earlier and did not put "
+        "it back): restore it in that test (try/finally: torch.set_default_dtype(torch.float32)) and run again; "
+        "recording this test would record it, not undo it"
+    )
+    compared.stdout.fnmatch_lines(["work changed: aten::*(float*) -> (double*", fix])  # the failure
+    compared.stdout.fnmatch_lines([f"test_l.py::test_b_after: {fix}", leak_line])  # the summary
+    assert "record it: pytest --opprof-update-baseline test_l.py::test_b_after" not in compared.stdout.str()
+    victim = _tests(project)["test_l.py::test_b_after"]
+    assert victim["baseline"]["settings_left"] == {
+        "by": "test_l.py::test_a_gradcheck",
+        "changed": {"dtype": ["float32", "float64"]},
+    }
+    assert [c["name"] for c in victim["checks"] if c["name"] in ("threads", "settings")] == ["settings"]
+    # the leak fixed: the same baseline passes, and nothing is said
+    fixed = run_restoring(project, monkeypatch, False, "--opprof")
+    fixed.assert_outcomes(passed=2)
+    assert "default dtype" not in fixed.stdout.str()
+
+
+def test_a_fixture_that_turns_grad_mode_off_and_leaves_it_is_named_with_its_restore(project, monkeypatch):
+    """Grad mode off left by a fixture's setup (no teardown) makes every later forward pass
+    record no autograd graph: faster, and order-dependent. The fixture is named where it is
+    defined, with the call that puts it back; no baseline is recorded from the tests after it."""
+    project.makepyfile(
+        test_g="""
+        import os
+        import pytest
+        import torch
+
+        @pytest.fixture
+        def inference():
+            if os.environ.get("OPPROF_LEAK"):
+                torch.set_grad_enabled(False)
+
+        def test_a_uses(inference):
+            pass
+
+        def test_b_forward(opprof, mlp):
+            model, x = mlp
+            opprof.run(model, x, warmup=1, steps=2)
+        """
+    )
+    result = run_restoring(project, monkeypatch, True, "--opprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline not written: it ran on the grad mode off that fixture inference (test_g.py:5) left *",
+            "opprof: fixture inference (test_g.py:5) changed torch's grad mode on -> off and did not put it back: *; "
+            "restore it in that fixture's teardown (after its yield, or in a finalizer it adds before anything can "
+            "raise: torch.set_grad_enabled(True)); measured after it: test_g.py::test_b_forward",
+        ]
+    )
+    assert not list(project.path.rglob("test_b_forward.json"))
+
+
+def test_settings_a_test_or_fixture_puts_back_are_no_leak(project, monkeypatch):
+    """No false leak: a context manager (no_grad, set_detect_anomaly), a try/finally and a
+    fixture's teardown that put the settings back leave nothing for the next test, whose
+    baseline is written."""
+    project.makepyfile(
+        test_n="""
+        import pytest
+        import torch
+        from conftest import infer
+
+        @pytest.fixture
+        def doubles():
+            torch.set_default_dtype(torch.float64)
+            yield
+            torch.set_default_dtype(torch.float32)
+
+        def test_a_contexts(doubles):
+            with torch.no_grad(), torch.autograd.set_detect_anomaly(True):
+                torch.ones(2).sum()
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("medium")
+            try:
+                torch.ones(2, 2) @ torch.ones(2, 2)
+            finally:
+                torch.set_float32_matmul_precision(before)
+
+        def test_b_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 new*"])
+    assert "did not put" not in result.stdout.str()
+    assert not [c for c in _tests(project)["test_n.py::test_b_after"]["checks"] if c["name"] == "settings"]
+
+
+def test_a_test_that_sets_its_own_dtype_for_its_measurement_is_no_victim(project, monkeypatch):
+    """A test that sets the default dtype itself around its measurement (try/finally) after a leak
+    measured its own setting: it is recorded, and named nowhere as the leak's victim."""
+    project.makepyfile(
+        test_o=GRADCHECK
+        + """
+def test_c_own(opprof):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        model = torch.nn.Linear(8, 8)
+        opprof.run(model, torch.randn(2, 8), warmup=1, steps=2)
+    finally:
+        torch.set_default_dtype(before)
+"""
+    )
+    result = run_restoring(project, monkeypatch, True, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["opprof: baselines written: 1 new*", "*measured after it: test_o.py::test_b_after"])
+    assert list(project.path.rglob("test_c_own.json"))
+    assert not [c for c in _tests(project)["test_o.py::test_c_own"]["checks"] if c["name"] == "settings"]
+
+
+def test_a_test_in_a_module_fixtures_scope_that_does_not_ask_for_it_is_its_victim(project, monkeypatch):
+    """A module fixture sets the float32 matmul precision for the tests asking for it (and puts it
+    back at the module's end): a test there that does not ask for it ran on it only because an
+    earlier test did. It is named as that fixture's victim, with the fix for its scope."""
+    project.makepyfile(
+        test_m="""
+        import pytest
+        import torch
+        from conftest import infer
+
+        @pytest.fixture(scope="module")
+        def fast_matmul():
+            torch.set_float32_matmul_precision("medium")
+            yield
+            torch.set_float32_matmul_precision("highest")
+
+        def test_a_asks(fast_matmul):
+            pass
+
+        def test_b_does_not(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 baseline not written: it ran on the float32 matmul precision medium that fixture fast_matmul "
+            "(test_m.py:5) sets for its scope, without asking for it *: ask for the fixture in this test, or set it "
+            "in a function-scoped fixture that puts it back, then record",
+            "opprof: fixture fast_matmul (test_m.py:5), set up by an earlier test, changed torch's float32 matmul "
+            "precision highest -> medium for its scope, and tests there that do not ask for it ran on the float32 "
+            "matmul precision medium: *; measured on it without asking for it: test_m.py::test_b_does_not",
+        ]
+    )
