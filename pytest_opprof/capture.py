@@ -335,8 +335,15 @@ def torch_state() -> TorchState | None:
         int(torch.get_num_threads()), str(torch.get_default_dtype()).removeprefix("torch."),
         bool(torch.is_grad_enabled()), bool(torch.are_deterministic_algorithms_enabled()),
         bool(torch.is_anomaly_enabled()), str(torch.get_float32_matmul_precision()),
-        bool(torch.backends.cudnn.benchmark),
+        bool(torch.backends.cudnn.benchmark), _default_device(torch),
     )  # fmt: skip
+
+
+def _default_device(torch: Any) -> str | None:
+    """torch.set_default_device's device, or None where none is set (torch's own global: its
+    getter names "cpu" for none too, and takes twice as long as the rest together)."""
+    context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+    return str(context.device) if context is not None and hasattr(context, "device") else None
 
 
 _WARMED: list[bool] = []  # a profiler was started and stopped in this process (warm_profiler)

@@ -19,12 +19,15 @@ import sys
 import traceback
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .events import without_overload
 from .opnames import is_glob
 from .textout import ELLIPSIS, shell_quote
-from .torchstate import Left, TorchState, changed_text, changes, left_text, restore_code, threads_only
 from .units import count_of, first_three, ms_text, ns_to_ms
+
+if TYPE_CHECKING:  # a plain run imports errors: torchstate only where a leak is told
+    from .torchstate import Left, TorchState
 
 
 class OpprofError(Exception):
@@ -1312,6 +1315,8 @@ def settings_left_changed(leaker: str, before: TorchState, after: TorchState) ->
     """`leaker`: a test or a fixture, or several joined by LEAKS_JOINED (in turn, from `before` to
     `after`), or a wider fixture a test ran on without asking for it (SCOPED_LEAKER); the thread
     count alone in its own words (threads_left_changed)."""
+    from .torchstate import changed_text, left_text, restore_code, threads_only
+
     if threads_only(before, after):
         return threads_left_changed(leaker, before.threads, after.threads)
     changed, left, it = changed_text(before, after), left_text(before, after), _it(before, after)
@@ -1330,6 +1335,9 @@ def settings_left_changed(leaker: str, before: TorchState, after: TorchState) ->
 
 
 def _it(before: TorchState, after: TorchState) -> str:
+    """How the messages refer to the settings that changed: `it`, or `them` for several."""
+    from .torchstate import changes
+
     return "them" if len(changes(before, after)) > 1 else "it"
 
 
@@ -1341,6 +1349,8 @@ def _scope_fix(fix: str, it: str) -> str:
 def settings_left_fix(found: Left) -> str:
     """The fix of a test's change in its measurement where it ran on settings other than the
     thread count alone that an earlier test left: in that test, not by recording."""
+    from .torchstate import left_text, restore_code
+
     leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)
     if leaker.endswith(SCOPED_LEAKER):
         return (
@@ -1358,6 +1368,8 @@ def settings_left_fix(found: Left) -> str:
 
 def unrecordable_settings(found: Left) -> str:
     """A measurement on settings that earlier tests left: the thread count alone in its own words."""
+    from .torchstate import left_text, restore_code
+
     if found.threads_only:
         return unrecordable_threads(found.by, found.after.threads)
     leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)

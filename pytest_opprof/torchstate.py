@@ -1,6 +1,7 @@
 """torch's process-wide settings that change what a measurement measures, as a test can leave
 them for the tests after it: the thread count, the default dtype, grad mode, deterministic
-algorithms, anomaly detection, the float32 matmul precision and cuDNN's benchmark mode. A
+algorithms, anomaly detection, the float32 matmul precision, cuDNN's benchmark mode and the
+default device. A
 record of them (`TorchState`), what changed between two (`changes`), and the words and code
 the leak messages use. Pure: the plugin reads the settings (capture.torch_state)."""
 
@@ -22,6 +23,7 @@ class TorchState:
     anomaly: bool = False
     matmul: str = "highest"  # torch.get_float32_matmul_precision()
     cudnn_benchmark: bool = False
+    device: str | None = None  # torch.set_default_device's (None: not set); with "cpu" too, each op pays its mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,9 @@ _SETTINGS = {
     "anomaly": _Setting("anomaly detection", _on, lambda v: f"torch.autograd.set_detect_anomaly({v})"),
     "matmul": _Setting("float32 matmul precision", str, lambda v: f'torch.set_float32_matmul_precision("{v}")'),
     "cudnn_benchmark": _Setting("cuDNN benchmark mode", _on, lambda v: f"torch.backends.cudnn.benchmark = {v}"),
+    "device": _Setting(
+        "default device", lambda v: "not set" if v is None else v, lambda v: f"torch.set_default_device({v!r})"
+    ),
 }
 
 

@@ -677,6 +677,35 @@ def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
     assert loaded.threads == live.threads == torch.get_num_threads()  # and the threads they ran on
 
 
+def test_torch_state_reads_each_setting_a_test_can_leave_changed():
+    """The settings the leak watcher compares (capture.torch_state), each as torch has it now."""
+    from pytest_opprof.capture import torch_state
+    from pytest_opprof.torchstate import TorchState, changes, restore_code
+
+    fresh = torch_state()
+    assert fresh == TorchState(torch.get_num_threads())  # this process runs on torch's defaults
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    torch.set_float32_matmul_precision("medium")
+    torch.set_default_device("cpu")  # a mode every op then pays for, though it names the same device
+    try:
+        changed = torch_state()
+        assert changed is not None
+        assert {c.name: c.after for c in changes(fresh, changed)} == {
+            "dtype": "float64",
+            "grad": False,
+            "matmul": "medium",
+            "device": "cpu",
+        }
+        exec(restore_code(fresh, changed), {"torch": torch})  # the code the messages give puts it back
+        assert torch_state() == fresh
+    finally:
+        torch.set_default_dtype(torch.float32)
+        torch.set_grad_enabled(True)
+        torch.set_float32_matmul_precision("highest")
+        torch.set_default_device(None)
+
+
 def test_captures_record_the_torch_threads_the_code_ran_on():
     """run() and capture() record torch.get_num_threads() as the capture ends, so a test that sets
     its own thread count is seen (compare.py tells it from the machine's default)."""

@@ -40,6 +40,10 @@ def test_changes_name_each_setting_that_differs_in_order_with_the_code_that_puts
         "torch.autograd.set_detect_anomaly(False)"
     )
     assert changes(FRESH, FRESH) == ()
+    device = replace(FRESH, device="cuda:0")
+    assert changed_text(FRESH, device) == "torch's default device not set -> cuda:0"
+    assert restore_code(FRESH, device) == "torch.set_default_device(None)"
+    assert restore_code(device, FRESH) == "torch.set_default_device('cuda:0')"
 
 
 def test_a_measurement_ran_on_the_leaked_settings_it_did_not_set_itself():

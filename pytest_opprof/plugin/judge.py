@@ -15,13 +15,13 @@ import pytest
 from ..errors import stepped_aside_unmeasured
 from ..layout import baseline_root, shown_path
 from ..settings import RunState
-from ..torchstate import Left, seen_in
 from .base import CHECKS, SETTINGS_LEFT_BY, TEST, add_check, baseline_id, item_rule, runnable
 
 if TYPE_CHECKING:
     from ..baseline import Undo
     from ..decide import BaselineResult, Judged, Measurement
     from ..fixture import OpprofFixture, Remeasured
+    from ..torchstate import Left
 
 
 def new_fixture(item: pytest.Item, state: RunState) -> OpprofFixture:
@@ -140,6 +140,8 @@ def _leak_ran_on(item: pytest.Item, profile: Any) -> Left | None:
     `profile` ran on (its thread count; the others as its capture began): a test that sets its
     own count for its measurement is no victim (a trial's test pinned 2 inside try/finally after
     a leak of 1, and was not recorded)."""
+    from ..torchstate import Left, seen_in
+
     found = item.stash.get(SETTINGS_LEFT_BY, None)
     if found is None:
         return None
