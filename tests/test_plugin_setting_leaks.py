@@ -228,3 +228,27 @@ def test_a_test_in_a_module_fixtures_scope_that_does_not_ask_for_it_is_its_victi
             "matmul precision medium: *; measured on it without asking for it: test_m.py::test_b_does_not",
         ]
     )
+
+
+def test_a_fake_torch_in_sys_modules_during_a_test_ends_no_run(project, monkeypatch):
+    """A test that puts a fake `torch` in sys.modules (to test code without it) ran the watchers'
+    readings on the fake: it failed with an AttributeError from the plugin's profiler watcher.
+    The settings are unknown there, the profiler not running, and the test passes."""
+    project.makepyfile(
+        test_f="""
+        import sys
+        import types
+        from conftest import infer
+
+        def test_a_without_torch(monkeypatch):
+            monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="0"))
+            assert sys.modules["torch"].__version__ == "0"
+
+        def test_b_after(opprof, mlp):
+            opprof.run(infer, *mlp, warmup=1, steps=2)
+        """
+    )
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert list(project.path.rglob("test_b_after.json"))
