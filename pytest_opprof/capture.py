@@ -56,7 +56,7 @@ from .references import (
 )
 from .runargs import fn_first, validate_run_args
 from .threadwatch import ThreadWatch, threads_watched
-from .torchstate import TorchState
+from .torchstate import MIXED_MATMUL, TorchState
 
 T = TypeVar("T")
 
@@ -334,14 +334,29 @@ def torch_state() -> TorchState | None:
     if torch is None:
         return None
     try:
+        backends = torch.backends
         return TorchState(
             int(torch.get_num_threads()), str(torch.get_default_dtype()).removeprefix("torch."),
             bool(torch.is_grad_enabled()), bool(torch.are_deterministic_algorithms_enabled()),
-            bool(torch.is_anomaly_enabled()), str(torch.get_float32_matmul_precision()),
-            bool(torch.backends.cudnn.benchmark), _default_device(torch),
+            bool(torch.is_anomaly_enabled()), _matmul_precision(torch), bool(backends.cudnn.benchmark),
+            _default_device(torch), bool(backends.mkldnn.enabled), bool(backends.cudnn.enabled),
+            bool(backends.cudnn.deterministic),
         )  # fmt: skip
     except Exception:  # noqa: BLE001 (a fake torch in sys.modules: the watcher must not end the run)
         return None
+
+
+def _matmul_precision(torch: Any) -> str:
+    """torch.get_float32_matmul_precision(), or where torch 2.9+'s fp32_precision API was set
+    beside the legacy one and that getter raises (a break trial's conftest set
+    `torch.backends.mkldnn.matmul.fp32_precision = "bf16"`: every test then erred in our hooks),
+    the matmul backends' own values (torchstate.MIXED_MATMUL)."""
+    try:
+        return str(torch.get_float32_matmul_precision())
+    except RuntimeError:
+        backends = torch.backends
+        found = {"cuda.matmul": backends.cuda.matmul, "mkldnn.matmul": backends.mkldnn.matmul}
+        return ", ".join(f"{name}{MIXED_MATMUL}{backend.fp32_precision}" for name, backend in found.items())
 
 
 def _default_device(torch: Any) -> str | None:

@@ -134,10 +134,10 @@ def decide(
     `remeasure` measures the test once more (run() captures only); it is called when a time
     verdict alone would fail the test or rewrite its baseline, and before a baseline is written
     (RANGE_MEASUREMENTS times: `recorded`)."""
-    left = current.machine.settings_left
-    if old is not None and left is not None and old.threads == current.doc.threads != left.before.threads:
+    if old is not None and current.machine.settings_left and old.threads == current.doc.threads:
         # on a leaked count that is the baseline's own (the test sets it itself): recording keeps it
-        current = replace(current, machine=replace(current.machine, settings_left=left.without_threads()))
+        kept = tuple(_but_threads_of(found, old.threads) for found in current.machine.settings_left)
+        current = replace(current, machine=replace(current.machine, settings_left=tuple(k for k in kept if k)))
     if old is None:
         if not update:
             return Outcome(MISSING)
@@ -497,6 +497,12 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     )
 
 
+def _but_threads_of(found: Left, threads: int | None) -> Left | None:
+    """A leak the measurement ran on, but for its thread count where that is `threads` (the
+    baseline's: the test sets it itself), or None where nothing else is left."""
+    return found.without_threads() if found.after.threads == threads != found.before.threads else found
+
+
 def _status(
     comparison: Comparison,
     update: str | None,
@@ -607,7 +613,9 @@ class BaselineResult:
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
     threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
-    settings_left: Left | None = None  # the other torch settings (the default dtype...) earlier tests left, it ran on
+    settings_left: tuple[
+        Left, ...
+    ] = ()  # the other torch settings (the default dtype...) earlier tests left, it ran on
     written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
 
@@ -678,8 +686,8 @@ class BaselineResult:
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
         if changed and self.threads_left_only(failing):
             listed.append(threads_left_fix(self.threads_left_by or ""))
-        elif self.settings_left is not None and failing:  # the fix is in the test that left them
-            listed.append(settings_left_fix(self.settings_left))
+        elif self.settings_left and failing:  # the fix is in the test that left them
+            listed.extend(settings_left_fix(found) for found in self.settings_left)
         elif changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
@@ -739,7 +747,7 @@ class BaselineResult:
             "unrecordable": self.unrecordable,
             "nodeid": self.nodeid,
             "threads_left_by": self.threads_left_by,
-            "settings_left": self.settings_left.to_dict() if self.settings_left else None,
+            "settings_left": [found.to_dict() for found in self.settings_left],
             "written_slowed": self.written_slowed.to_dict() if self.written_slowed else None,
             "first_slowed": self.first_slowed,
         }
@@ -762,7 +770,7 @@ class BaselineResult:
             written_from=data.get("written_from") or 1, written_wait=data.get("written_wait"),
             recorded_wait=data.get("recorded_wait"), unrecordable=data.get("unrecordable"),
             nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
-            settings_left=Left.from_dict(data.get("settings_left")),
+            settings_left=tuple(found for d in data.get("settings_left") or () if (found := Left.from_dict(d))),
             written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
         )  # fmt: skip
 

@@ -1293,14 +1293,7 @@ def _restore_in(leaker: str, code: str = "") -> str:
         where = _restore_in(leaker)
         return f"{where[:-1]}: {code})" if where.endswith("(try/finally)") else f"{where}: {code}"
     if LEAKS_JOINED in leaker:
-        fixtures = [part.startswith((FIXTURE_LEAKER, XUNIT_LEAKER)) for part in leaker.split(LEAKS_JOINED)]
-        if all(fixtures):
-            return "those fixtures' teardowns (after their yield)"
-        return (
-            "each of them (a test: try/finally; a fixture: after its yield)"
-            if any(fixtures)
-            else "those tests (try/finally)"
-        )
+        return _restore_in_each(leaker.split(LEAKS_JOINED))
     if leaker.startswith(FIXTURE_LEAKER):
         return (
             "that fixture's teardown (after its yield, or in a finalizer it adds before anything can raise: "
@@ -1309,6 +1302,28 @@ def _restore_in(leaker: str, code: str = "") -> str:
     if leaker.startswith(XUNIT_LEAKER):
         return "its teardown method (teardown_module, teardown_function, tearDownClass, ...)"
     return "that test (try/finally)"
+
+
+_RESTORE_WAYS = {  # how each kind of leaker puts a setting back, where several of kinds are named
+    "test": ("those tests (try/finally)", "a test: try/finally"),
+    "fixture": ("those fixtures' teardowns (after their yield)", "a fixture: after its yield"),
+    "setup": (
+        "their teardown methods (teardown_module, teardown_function, tearDownClass, ...)",
+        "a setup method: its teardown method",
+    ),
+}
+
+
+def _restore_in_each(leakers: list[str]) -> str:
+    """Where several leakers in turn put the count back: by their kinds (a break trial's two setup
+    methods were told `after their yield`)."""
+    kinds = {
+        "fixture" if part.startswith(FIXTURE_LEAKER) else "setup" if part.startswith(XUNIT_LEAKER) else "test"
+        for part in leakers
+    }
+    if len(kinds) == 1:
+        return _RESTORE_WAYS[kinds.pop()][0]
+    return "each of them (" + "; ".join(way for kind, (_, way) in _RESTORE_WAYS.items() if kind in kinds) + ")"
 
 
 def settings_left_changed(leaker: str, before: TorchState, after: TorchState) -> str:
@@ -1323,12 +1338,12 @@ def settings_left_changed(leaker: str, before: TorchState, after: TorchState) ->
     if leaker.endswith(SCOPED_LEAKER):
         return (
             f"{leaker.removesuffix(SCOPED_LEAKER)}, set up by an earlier test, changed {changed} {SCOPE_WORDS} ran "
-            f"on {left}: their measurements depend on which tests ran before them (a flake under -k or "
+            f"with {left}: their measurements depend on which tests ran before them (a flake under -k or "
             f"pytest-randomly) and no baseline is recorded from them; {_scope_fix(SCOPE_FIX, it)}"
         )
     them = "them" if LEAKS_JOINED in leaker else "it"
     return (
-        f"{leaker} changed {changed} and did not put {it} back: the tests after {them} ran on {left}, so their "
+        f"{leaker} changed {changed} and did not put {it} back: the tests after {them} ran with {left}, so their "
         f"measurements depend on test order (a flake under -k or pytest-randomly) and no baseline is recorded "
         f"from them; restore {it} in {_restore_in(leaker, restore_code(before, after))}"
     )
@@ -1354,13 +1369,13 @@ def settings_left_fix(found: Left) -> str:
     leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)
     if leaker.endswith(SCOPED_LEAKER):
         return (
-            f"it ran on {left}, which {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope and this test does not "
+            f"it ran with {left}, which {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope and this test does not "
             f"ask for (an earlier test did): {_scope_fix(SCOPE_FIX_ONE, it)}, and run again; recording this test "
             f"would record {it}, not undo {it}"
         )
     they = "they" if LEAKS_JOINED in leaker else "it"
     return (
-        f"it ran on {left} that {leaker} left ({they} ran earlier and did not put {it} back): restore {it} in "
+        f"it ran with {left} that {leaker} left ({they} ran earlier and did not put {it} back): restore {it} in "
         f"{_restore_in(leaker, restore_code(found.before, found.after))} and run again; recording this test would "
         f"record {it}, not undo {it}"
     )
@@ -1376,11 +1391,11 @@ def unrecordable_settings(found: Left) -> str:
     code = restore_code(found.before, found.after)
     if leaker.endswith(SCOPED_LEAKER):
         return (
-            f"it ran on {left} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, without asking for it "
+            f"it ran with {left} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, without asking for it "
             f"(a baseline recorded on {it} would depend on test order): {_scope_fix(SCOPE_FIX_ONE, it)}, then record"
         )
     return (
-        f"it ran on {left} that {leaker} left (a baseline recorded on {it} would depend on test order): restore "
+        f"it ran with {left} that {leaker} left (a baseline recorded on {it} would depend on test order): restore "
         f"{it} in {_restore_in(leaker, code)}, then record"
     )
 

@@ -150,8 +150,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             lines.append(COMPILED_IN_STEPS)
         if changed and baseline.status == "compared" and baseline.threads_left_only(baseline.verdicts):
             lines.append(threads_left_fix(baseline.threads_left_by or ""))
-        elif (changed or slower) and baseline.status == "compared" and baseline.settings_left is not None:
-            lines.append(settings_left_fix(baseline.settings_left))
+        elif (changed or slower) and baseline.status == "compared" and baseline.settings_left:
+            lines.extend(settings_left_fix(found) for found in baseline.settings_left)
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))

@@ -1,9 +1,9 @@
 """torch's process-wide settings that change what a measurement measures, as a test can leave
 them for the tests after it: the thread count, the default dtype, grad mode, deterministic
-algorithms, anomaly detection, the float32 matmul precision, cuDNN's benchmark mode and the
-default device. A
-record of them (`TorchState`), what changed between two (`changes`), and the words and code
-the leak messages use. Pure: the plugin reads the settings (capture.torch_state)."""
+algorithms, anomaly detection, the float32 matmul precision, the default device, and the oneDNN
+and cuDNN switches. A record of them (`TorchState`), what changed between two (`changes`), and
+the words and code the leak messages use. Pure: the plugin reads the settings
+(capture.torch_state)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,17 @@ class TorchState:
     grad: bool = True
     deterministic: bool = False
     anomaly: bool = False
-    matmul: str = "highest"  # torch.get_float32_matmul_precision()
+    matmul: str = "highest"  # torch.get_float32_matmul_precision(), or MIXED_MATMUL's per-backend values
     cudnn_benchmark: bool = False
     device: str | None = None  # torch.set_default_device's (None: not set); with "cpu" too, each op pays its mode
+    mkldnn: bool = True  # torch.backends.mkldnn.enabled: oneDNN's CPU kernels (convolutions...)
+    cudnn: bool = True  # torch.backends.cudnn.enabled
+    cudnn_deterministic: bool = False  # torch.backends.cudnn.deterministic
+
+
+SETTING_NAMES = tuple(f.name for f in fields(TorchState))
+MIXED_MATMUL = "="  # in a matmul value: torch 2.9+'s fp32_precision API set beside the legacy one
+# (`cuda.matmul=ieee, mkldnn.matmul=bf16`), where torch's legacy getter raises (a trial's conftest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,23 +39,48 @@ class _Setting:
     words: str  # how the messages name it: `thread count`
     shown: Callable[[Any], str]  # its value in the messages
     restore: Callable[[Any], str]  # the call that sets it back to a value
+    left: Callable[[Any], str]  # what a test ran with: `the default dtype float64`, `grad mode off`
 
 
 def _on(value: Any) -> str:
     return "on" if value else "off"
 
 
+def _valued(words: str, shown: Callable[[Any], str], restore: Callable[[Any], str]) -> _Setting:
+    """A setting with a value: a test ran with `the default dtype float64`."""
+    return _Setting(words, shown, restore, lambda v: f"the {words} {shown(v)}")
+
+
+def _switch(words: str, restore: Callable[[Any], str]) -> _Setting:
+    """A setting on or off: a test ran with `grad mode off`."""
+    return _Setting(words, _on, restore, lambda v: f"{words} {_on(v)}")
+
+
+def _matmul_restore(value: str) -> str:
+    """The code that sets the float32 matmul precision back to `value`."""
+    if MIXED_MATMUL not in value:
+        return f'torch.set_float32_matmul_precision("{value}")'
+    pairs = [part.split(MIXED_MATMUL, 1) for part in value.split(", ")]
+    return "; ".join(f'torch.backends.{name}.fp32_precision = "{setting}"' for name, setting in pairs)
+
+
 _SETTINGS = {
-    "threads": _Setting("thread count", str, lambda v: f"torch.set_num_threads({v})"),
-    "dtype": _Setting("default dtype", str, lambda v: f"torch.set_default_dtype(torch.{v})"),
-    "grad": _Setting("grad mode", _on, lambda v: f"torch.set_grad_enabled({v})"),
-    "deterministic": _Setting("deterministic algorithms", _on, lambda v: f"torch.use_deterministic_algorithms({v})"),
-    "anomaly": _Setting("anomaly detection", _on, lambda v: f"torch.autograd.set_detect_anomaly({v})"),
-    "matmul": _Setting("float32 matmul precision", str, lambda v: f'torch.set_float32_matmul_precision("{v}")'),
-    "cudnn_benchmark": _Setting("cuDNN benchmark mode", _on, lambda v: f"torch.backends.cudnn.benchmark = {v}"),
+    "threads": _valued("thread count", str, lambda v: f"torch.set_num_threads({v})"),
+    "dtype": _valued("default dtype", str, lambda v: f"torch.set_default_dtype(torch.{v})"),
+    "grad": _switch("grad mode", lambda v: f"torch.set_grad_enabled({v})"),
+    "deterministic": _switch("deterministic algorithms", lambda v: f"torch.use_deterministic_algorithms({v})"),
+    "anomaly": _switch("anomaly detection", lambda v: f"torch.autograd.set_detect_anomaly({v})"),
+    "matmul": _valued("float32 matmul precision", str, _matmul_restore),
+    "cudnn_benchmark": _switch("cuDNN benchmark mode", lambda v: f"torch.backends.cudnn.benchmark = {v}"),
     "device": _Setting(
-        "default device", lambda v: "not set" if v is None else v, lambda v: f"torch.set_default_device({v!r})"
+        "default device",
+        lambda v: "not set" if v is None else v,
+        lambda v: f"torch.set_default_device({v!r})",
+        lambda v: "no default device" if v is None else f"the default device {v}",
     ),
+    "mkldnn": _switch("oneDNN (torch.backends.mkldnn)", lambda v: f"torch.backends.mkldnn.enabled = {v}"),
+    "cudnn": _switch("cuDNN", lambda v: f"torch.backends.cudnn.enabled = {v}"),
+    "cudnn_deterministic": _switch("cuDNN deterministic mode", lambda v: f"torch.backends.cudnn.deterministic = {v}"),
 }
 
 
@@ -67,9 +100,8 @@ class Change:
 
     @property
     def left(self) -> str:
-        """`the default dtype float64`"""
-        setting = _SETTINGS[self.name]
-        return f"the {setting.words} {setting.shown(self.after)}"
+        """What a test ran with after it: `the default dtype float64`, `grad mode off`."""
+        return _SETTINGS[self.name].left(self.after)
 
     @property
     def restore(self) -> str:
@@ -101,9 +133,8 @@ def changed_text(before: TorchState, after: TorchState) -> str:
 
 
 def left_text(before: TorchState, after: TorchState) -> str:
-    """What the tests after a leak ran on: `the default dtype float64 and grad mode off`."""
-    found = changes(before, after)
-    return _joined([found[0].left] + [c.left.removeprefix("the ") for c in found[1:]])
+    """What the tests after a leak ran with: `the default dtype float64 and grad mode off`."""
+    return _joined([c.left for c in changes(before, after)])
 
 
 def restore_code(before: TorchState, after: TorchState) -> str:

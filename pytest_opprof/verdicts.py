@@ -66,7 +66,7 @@ class Machine:
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
-    settings_left: Left | None = None  # torch ran on settings (the thread count, the default dtype...) a test left
+    settings_left: tuple[Left, ...] = ()  # torch ran on settings (the thread count, the default dtype...) tests left
 
     @property
     def contended(self) -> bool:
@@ -84,8 +84,8 @@ class Machine:
             return unrecordable_gpu(self.gpu_unreliable)
         if self.python_tracer:
             return unrecordable_tracer(self.python_tracer)
-        if self.settings_left is not None:
-            return unrecordable_settings(self.settings_left)
+        if self.settings_left:
+            return "; ".join(unrecordable_settings(found) for found in self.settings_left)
         return None
 
 

@@ -28,7 +28,7 @@ def test_changes_name_each_setting_that_differs_in_order_with_the_code_that_puts
         "cuDNN benchmark mode off -> on"
     )
     assert left_text(FRESH, after) == (
-        "the thread count 3, grad mode off, float32 matmul precision medium and cuDNN benchmark mode on"
+        "the thread count 3, grad mode off, the float32 matmul precision medium and cuDNN benchmark mode on"
     )
     assert restore_code(FRESH, after) == (
         'torch.set_num_threads(2); torch.set_grad_enabled(True); torch.set_float32_matmul_precision("highest"); '
@@ -77,13 +77,13 @@ def test_a_dtype_leak_by_a_test_a_fixture_or_a_wider_fixture_names_the_setting_a
     by_test = settings_left_changed("t.py::test_a", FRESH, DOUBLE)
     assert by_test == (
         "t.py::test_a changed torch's default dtype float32 -> float64 and did not put it back: the tests after it "
-        "ran on the default dtype float64, so their measurements depend on test order (a flake under -k or "
+        "ran with the default dtype float64, so their measurements depend on test order (a flake under -k or "
         "pytest-randomly) and no baseline is recorded from them; restore it in that test (try/finally: "
         "torch.set_default_dtype(torch.float32))"
     )
     fixture = "fixture doubles (conftest.py:4)"
     assert settings_left_changed(fixture, FRESH, replace(DOUBLE, grad=False)).endswith(
-        "did not put them back: the tests after it ran on the default dtype float64 and grad mode off, so their "
+        "did not put them back: the tests after it ran with the default dtype float64 and grad mode off, so their "
         "measurements depend on test order (a flake under -k or pytest-randomly) and no baseline is recorded from "
         "them; restore them in that fixture's teardown (after its yield, or in a finalizer it adds before anything "
         "can raise: torch.set_default_dtype(torch.float32); torch.set_grad_enabled(True))"
@@ -96,17 +96,17 @@ def test_a_dtype_leak_by_a_test_a_fixture_or_a_wider_fixture_names_the_setting_a
 def test_a_victims_fix_and_unrecordable_reason_name_the_leaker_and_the_restore():
     left = Left("t.py::test_a", FRESH, DOUBLE)
     assert settings_left_fix(left) == (
-        "it ran on the default dtype float64 that t.py::test_a left (it ran earlier and did not put it back): "
+        "it ran with the default dtype float64 that t.py::test_a left (it ran earlier and did not put it back): "
         "restore it in that test (try/finally: torch.set_default_dtype(torch.float32)) and run again; recording "
         "this test would record it, not undo it"
     )
     assert unrecordable_settings(left) == (
-        "it ran on the default dtype float64 that t.py::test_a left (a baseline recorded on it would depend on "
+        "it ran with the default dtype float64 that t.py::test_a left (a baseline recorded on it would depend on "
         "test order): restore it in that test (try/finally: torch.set_default_dtype(torch.float32)), then record"
     )
     scoped = Left("fixture doubles (conftest.py:4)" + SCOPED_LEAKER, FRESH, replace(DOUBLE, anomaly=True))
     assert settings_left_fix(scoped).startswith(
-        "it ran on the default dtype float64 and anomaly detection on, which fixture doubles (conftest.py:4) sets "
+        "it ran with the default dtype float64 and anomaly detection on, which fixture doubles (conftest.py:4) sets "
         "for its scope and this test does not ask for"
     )
 
@@ -116,7 +116,7 @@ def test_a_victims_result_carries_its_leak_from_an_xdist_worker():
     from pytest_opprof.decide import BaselineResult
 
     left = Left("t.py::test_a", FRESH, replace(DOUBLE, grad=False))
-    result = BaselineResult("p.json", "compared", settings_left=left)
+    result = BaselineResult("p.json", "compared", settings_left=(left,))
     again = BaselineResult.from_dict(json.loads(json.dumps(result.to_dict())))
-    assert again.settings_left is not None and again.settings_left.to_dict() == left.to_dict()
-    assert BaselineResult.from_dict(BaselineResult("p.json", "compared").to_dict()).settings_left is None
+    assert [found.to_dict() for found in again.settings_left] == [left.to_dict()]
+    assert BaselineResult.from_dict(BaselineResult("p.json", "compared").to_dict()).settings_left == ()

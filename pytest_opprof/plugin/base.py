@@ -84,7 +84,7 @@ def typed_id(config: pytest.Config, nodeid: str) -> str:
 
 
 # the earlier test whose changed thread count this one ran on, the count before it and the count it left
-SETTINGS_LEFT_BY = pytest.StashKey["tuple[str, TorchState, TorchState]"]()  # (leakers, before, left)
+SETTINGS_LEFT_BY = pytest.StashKey["tuple[tuple[str, TorchState, TorchState], ...]"]()  # (leakers, before, left)
 CHECKS = pytest.StashKey["list[Check]"]()  # the run's checks of a test, beside its profile's (a thread leak...)
 
 

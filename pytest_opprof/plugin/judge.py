@@ -135,20 +135,18 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
     return Measurement(doc, machine, places)
 
 
-def _leak_ran_on(item: pytest.Item, profile: Any) -> Left | None:
-    """The part of the settings leak the test started its call on (SETTINGS_LEFT_BY) that
+def _leak_ran_on(item: pytest.Item, profile: Any) -> tuple[Left, ...]:
+    """The parts of the settings leaks the test started its call on (SETTINGS_LEFT_BY) that
     `profile` ran on (its thread count; the others as its capture began): a test that sets its
     own count for its measurement is no victim (a trial's test pinned 2 inside try/finally after
     a leak of 1, and was not recorded)."""
     from ..torchstate import Left, seen_in
 
-    found = item.stash.get(SETTINGS_LEFT_BY, None)
-    if found is None:
-        return None
-    by, before, left = found
     fixture = item.stash.get(TEST, None)
-    ran = seen_in(before, left, fixture.settings if fixture is not None else None, profile.threads)
-    return None if ran == before else Left(by, before, ran)
+    now = fixture.settings if fixture is not None else None
+    found = item.stash.get(SETTINGS_LEFT_BY, ())
+    ran = ((by, before, seen_in(before, left, now, profile.threads)) for by, before, left in found)
+    return tuple(Left(by, before, seen) for by, before, seen in ran if seen != before)
 
 
 def _remeasured(again: Any, item: pytest.Item, state: RunState, number: int) -> Measurement | None:
@@ -199,7 +197,7 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
     settings, nodeid = state.settings, baseline_id(item)
     path, shown, root = _baseline_place(item, state)
     left = _leak_ran_on(item, profile)
-    if SETTINGS_LEFT_BY in item.stash and left is None:  # it measured on its own count (dtype, ...)
+    if SETTINGS_LEFT_BY in item.stash and not left:  # it measured on its own count (dtype, ...)
         from ..runlines import LEAK_CHECKS
 
         del item.stash[SETTINGS_LEFT_BY]
@@ -221,10 +219,12 @@ def _baseline_step(item: pytest.Item, fixture: OpprofFixture, state: RunState) -
         # comparing, run() took the confirmations (none where the baseline holds another capture)
         remeasure if fixture.can_measure_again and settings.update_baseline else None, root, keep_undo, early.judged,
     )  # fmt: skip
-    if left is not None and left.after.threads != left.before.threads and _threads_were(result, left.before.threads):
-        result = replace(result, threads_left_by=left.by)  # the fix is there, not a recording
-    if left is not None and left.without_threads() is not None:  # the default dtype, grad mode...: the same
-        result = replace(result, settings_left=left)
+    threads = next((found for found in left if found.after.threads != found.before.threads), None)
+    if threads is not None and _threads_were(result, threads.before.threads):
+        result = replace(result, threads_left_by=threads.by)  # the fix is there, not a recording
+    others = tuple(found for found in left if found.without_threads() is not None)
+    if others:  # the default dtype, grad mode...: the same
+        result = replace(result, settings_left=others)
     if result.status not in WRITTEN and UNDO in item.stash:  # the write failed: nothing to put back
         del item.stash[UNDO]
     fixture.baseline = result

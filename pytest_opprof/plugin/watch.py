@@ -89,14 +89,17 @@ class RecordCollector:
             records[place] = kept
 
 
+Value = tuple[Any]  # one setting's value, as a 1-tuple: None is a value of its own (no default device)
+
+
 @dataclass(frozen=True, slots=True)
 class _Frame:
-    """A fixture whose setup changed torch's settings: its name in the messages, the settings
-    before its setup and after it, whether it is wider than a function, and whether its setup raised."""
+    """A fixture whose setup changed a setting: its name in the messages, the value before its
+    setup and after it, whether it is wider than a function, and whether its setup raised."""
 
     leaker: str
-    before: TorchState
-    after: TorchState
+    before: Value
+    after: Value
     argname: str
     wider: bool
     failed: bool
@@ -104,13 +107,13 @@ class _Frame:
 
 @dataclass(frozen=True, slots=True)
 class _Leak:
-    """Settings left changed: by whom, in turn (tests, fixtures), the settings before and those
+    """A setting left changed: by whom, in turn (tests, fixtures), the value before and the value
     left, and the leak's fixtures (id(FixtureDef)), which a test that sets one up runs on by its
     own doing."""
 
     leakers: tuple[str, ...]
-    before: TorchState
-    left: TorchState
+    before: Value
+    left: Value
     fixtures: frozenset[int] = frozenset()
     within: int | None = None  # id(FixtureDef) of the wider fixture whose scope it began in: it ends with it
 
@@ -121,22 +124,166 @@ class _Leak:
 
 @dataclass
 class _TestState:
-    """What one test's setup, call and teardown did to torch's settings: each change in turn, as
-    (who, the settings after it), and the fixtures that changed them in their setup."""
+    """What one test's setup, call and teardown did to a setting: each change in turn, as (who,
+    the value after it), and the fixtures that changed it in their setup."""
 
     nodeid: str = ""
-    start: TorchState | None = None  # before its setup
+    start: Value | None = None  # before its setup (None: unknown, torch not imported)
     set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it
-    opened: list[int] = field(default_factory=list)  # those that changed the count, in setup order
-    closed: list[tuple[int, _Frame]] = field(default_factory=list)  # count-changing fixtures torn down in it
-    steps: list[tuple[str, TorchState]] = field(default_factory=list)  # (who, the settings after): in turn
-    last: TorchState | None = None  # the settings after the last step seen
+    opened: list[int] = field(default_factory=list)  # those that changed the value, in setup order
+    closed: list[tuple[int, _Frame]] = field(default_factory=list)  # value-changing fixtures torn down in it
+    steps: list[tuple[str, Value]] = field(default_factory=list)  # (who, the value after): each change in turn
+    last: Value | None = None  # the value after the last step seen
 
-    def saw(self, who: str, now: TorchState | None) -> None:
-        """A point of the test where the settings are `now`: a change since the last is `who`'s."""
+    def saw(self, who: str, now: Value | None) -> None:
+        """A point of the test where the value is `now`: a change since the last is `who`'s."""
         if now is not None and self.last is not None and now != self.last:
             self.steps.append((who, now))
         self.last = now if now is not None else self.last
+
+
+class _Fixture:
+    """A fixture as the lanes see it: id(FixtureDef), its argname, whether it is wider than a
+    function, and its name in the messages (read from its code once a lane needs it)."""
+
+    __slots__ = ("_name", "_request", "argname", "fixturedef", "fid", "wider")
+
+    def __init__(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
+        self.fixturedef, self._request, self._name = fixturedef, request, ""
+        self.fid, self.argname = id(fixturedef), str(getattr(fixturedef, "argname", ""))
+        self.wider = getattr(fixturedef, "scope", "function") != "function"
+
+    @property
+    def name(self) -> str:
+        if not self._name:
+            self._name = _fixture_name(self.fixturedef, self._request)
+        return self._name
+
+
+class _Lane:
+    """One setting's leaks: the tests whose calls, and the fixtures whose setup or teardown,
+    changed its value ("the count") and left it so.
+
+    Each test is judged once its teardown is over, on the count it leaves against the count it
+    should leave: the one before its setup, or where a wider fixture's scope began in it, that
+    fixture's count, or where one ended in it, the count before that fixture (a trial's two
+    fixtures that each put the count back, torn down in one teardown, read as a leak, as did a
+    call's change a fixture's teardown undid). The leakers named are those whose changes came
+    after the count was last where it should be; where it never was in the test and a wider
+    fixture's scope ended in it, that fixture first (a trial's module fixture that never put the
+    dtype back was blamed on the module's last test). Leaks nest: one inside a wider fixture's
+    scope stands beside the one before it (a review's was dropped). A count put back to where a
+    leak began ends it, and those after it. A test that set up a fixture of the leak runs on its
+    count by its own doing, as does a rerun of the leaking test: no victim; a test in a wider
+    fixture's scope that does not ask for it is that fixture's victim."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # a TorchState field
+        self.leaks: list[_Leak] = []  # the live leaks, the latest last
+        self.frames: dict[int, _Frame] = {}  # id(FixtureDef) -> its frame, while it is set up
+        self.test = _TestState()
+
+    def begin(self, nodeid: str, start: Value | None) -> None:
+        """A test's setup begins on `start`: a leak it puts back ends (before its fixtures ran)."""
+        self.test = _TestState(nodeid, start=start, last=start)
+        self._put_back(start)
+
+    def set_up(self, fixture: _Fixture, before: Value | None, after: Value | None, failed: bool) -> None:
+        """A fixture set up for the test: a frame where it changed the count."""
+        test = self.test
+        test.set_up.add(fixture.fid)
+        if before is not None and after is not None and after != before:
+            self.frames[fixture.fid] = _Frame(fixture.name, before, after, fixture.argname, fixture.wider, failed)
+            test.opened.append(fixture.fid)
+            test.saw(fixture.name, after)
+
+    def victim_of(self, item: pytest.Item, start: Value | None, asked: set[int] | None) -> _Leak | None:
+        """The leak whose count the test's call starts on, where that is not its own doing: a
+        wider fixture's it does not ask for, or the latest leak that left this count (not one of
+        its fixtures', nor its own: a rerun)."""
+        scoped = self._scoped(item, start, asked)
+        if scoped is not None:
+            return _Leak((scoped.leaker + SCOPED_LEAKER,), scoped.before, scoped.after)
+        leak = next((leak for leak in reversed(self.leaks) if leak.left == start), None)
+        own = leak is not None and (bool(leak.fixtures & self.test.set_up) or leak.leakers[-1] == item.nodeid)
+        return None if own else leak
+
+    def _scoped(self, item: pytest.Item, start: Value | None, asked: set[int] | None) -> _Frame | None:
+        """The innermost wider fixture, set up before this test and not asked for by it, whose
+        count its call starts on (a trial's module fixture set the count for the tests asking for
+        it, and the test after them there that did not recorded that count; run alone, it failed)."""
+        alive = [(fid, f) for fid, f in self.frames.items() if f.wider and fid not in self.test.set_up]
+        if not alive or alive[-1][1].after != start or alive[-1][1].failed:
+            return None
+        fid, frame = alive[-1]
+        names = set(getattr(item, "fixturenames", ()))
+        return None if (fid in asked if asked is not None else frame.argname in names) else frame
+
+    def torn_down(self, fixture: _Fixture, now: Value | None) -> None:
+        """A fixture's teardown is over (pytest_fixture_post_finalizer), the count `now`."""
+        frame = self.frames.pop(fixture.fid, None)
+        if frame is not None:
+            self.test.closed.append((fixture.fid, frame))
+            self.leaks = [leak for leak in self.leaks if leak.within != fixture.fid]  # its scope's count is gone
+        if now != self.test.last:  # its teardown changed the count (the name only then: a 600-test trial)
+            self.test.saw(frame.leaker if frame is not None else fixture.name, now)
+
+    def judge(self) -> None:
+        """After a test's teardown: whether what it left is a leak (it begins, grows or ends), and
+        who left it: those whose changes came after the count was last where it should be."""
+        test = self.test
+        (expected, ended), end = self._expected(test), test.last
+        if expected is None or end is None or end == expected:
+            return
+        since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == expected), default=0)
+        leakers = tuple(who for who, _ in test.steps[since:])
+        if (
+            since == 0 and ended is not None
+        ):  # never where it should be here: the fixture that ended did not put it back
+            leakers = (ended.leaker, *leakers)
+        leakers = tuple(dict.fromkeys(leakers)) or (test.nodeid,)
+        fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
+        wider = [fid for fid, frame in self.frames.items() if frame.wider and not frame.failed]
+        self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
+
+    def _expected(self, test: _TestState) -> tuple[Value | None, _Frame | None]:
+        """The count the test should leave: a wider fixture's it set up that is still set up, or
+        where one set up before it ended in its teardown, the count before that fixture (and that
+        fixture), else the count before its setup."""
+        # a fixture whose setup raised (pytest.skip too) opened no scope: its count is a leak at once
+        alive = [fid for fid in test.opened if fid in self.frames and not self.frames[fid].failed]
+        if alive:
+            return self.frames[alive[-1]].after, None
+        earlier = [frame for fid, frame in test.closed if fid not in test.opened]
+        return (earlier[-1].before, earlier[-1]) if earlier else (test.start, None)
+
+    def _ended(self, found: _Leak) -> None:
+        """A test that left `found.left` where `found.before` was due: it puts back the count a
+        leak began from (that leak ends, and those after it), takes the latest leak further, or
+        begins a leak of its own (inside a wider fixture's scope: beside the one before)."""
+        top = self.leaks[-1] if self.leaks else None
+        if top is not None and top.left == found.before:
+            if self._put_back(found.left):
+                return
+            chain = top.leakers + tuple(n for n in found.leakers if n != top.leakers[-1])  # a rerun, a parameter
+            self.leaks[-1] = replace(top, leakers=chain, left=found.left, fixtures=top.fixtures | found.fixtures)
+        else:
+            self.leaks.append(found)
+
+    def _put_back(self, count: Value | None) -> bool:
+        """Where `count` is one a leak began from: that leak and those after it end."""
+        for index, leak in enumerate(self.leaks):
+            if leak.before == count:
+                del self.leaks[index:]
+                return True
+        return False
+
+
+def _values(state: TorchState | None) -> dict[str, Value | None]:
+    """Each setting's value in `state` for its lane (None for each where torch is not imported)."""
+    from ..torchstate import SETTING_NAMES
+
+    return {name: (getattr(state, name),) if state is not None else None for name in SETTING_NAMES}
 
 
 class SettingLeaks:
@@ -144,31 +291,33 @@ class SettingLeaks:
     settings (torchstate.TorchState: the thread count, the default dtype, grad mode, ...) and left
     them so, and marks the measured tests that then ran on them (order-dependent times and work: a
     trial's gradcheck test left the default dtype float64, the test after it recorded double ops
-    and failed `work changed` alone, told to record itself). "The count" below: the settings.
-
-    Each test is judged once its teardown is over, on the count it leaves against the count it
-    should leave: the one before its setup, or where a wider fixture's scope began in it, that
-    fixture's count, or where one ended in it, the count before that fixture (a trial's two
-    fixtures that each put the count back, torn down in one teardown, read as a leak, as did a
-    call's change a fixture's teardown undid). The leakers named are those whose changes came
-    after the count was last where it should be. Leaks nest: one inside a wider fixture's scope
-    stands beside the one before it (a review's was dropped). A count put back to where a leak
-    began ends it, and those after it. A test that set up a fixture of the leak runs on its
-    count by its own doing, as does a rerun of the leaking test: no victim; a test in a wider
-    fixture's scope that does not ask for it is that fixture's victim."""
+    and failed `work changed` alone, told to record itself). Each setting has a lane of its own
+    (_Lane): a trial's chain named a test that had only put the dtype back as a leaker of grad
+    mode, a victim whose fixture set the thread count went unseen as the dtype's, and a module
+    fixture that put its dtype back was named for a test's grad mode inside its scope."""
 
     def __init__(self) -> None:
-        self.leaks: list[_Leak] = []  # the live leaks, the latest last
-        self._frames: dict[int, _Frame] = {}  # id(FixtureDef) -> its frame, while it is set up
-        self._test = _TestState()
+        from ..torchstate import SETTING_NAMES
+
+        self.lanes = [_Lane(name) for name in SETTING_NAMES]
+        self._last: TorchState | None = None  # the settings at the last point every lane saw
+
+    def _saw(self, who: str | None, state: TorchState | None) -> None:
+        """Each lane's value at a point of the test; a change since is `who`'s (None: the test's)."""
+        if state is None or state == self._last:  # nothing changed, for any lane
+            return
+        self._last, values = state, _values(state)
+        for lane in self.lanes:
+            lane.test.saw(who or lane.test.nodeid, values[lane.name])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from ..capture import torch_state
 
-        start = torch_state()
-        self._test = _TestState(item.nodeid, start=start, last=start)
-        self._put_back(start)  # since, before this test's fixtures ran
+        self._last = start = torch_state()
+        values = _values(start)
+        for lane in self.lanes:
+            lane.begin(item.nodeid, values[lane.name])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
@@ -190,75 +339,63 @@ class SettingLeaks:
         after: TorchState | None,
         failed: bool,
     ) -> None:
-        """A fixture set up for the test: a frame where it changed the count, and a mark of the
-        count as its teardown begins (its finalizer runs first: last in, first out)."""
-        test, fid = self._test, id(fixturedef)
-        test.set_up.add(fid)
-        if before is not None and after is not None and after != before:
-            name, argname = _fixture_name(fixturedef, request), str(getattr(fixturedef, "argname", ""))
-            wider = getattr(fixturedef, "scope", "function") != "function"
-            self._frames[fid] = _Frame(name, before, after, argname, wider, failed)
-            test.opened.append(fid)
-            test.saw(name, after)
+        """A fixture set up for the test: to each lane, and a mark of the settings as its teardown
+        begins (its finalizer runs first: last in, first out)."""
+        fixture, was, now = _Fixture(fixturedef, request), _values(before), _values(after)
+        for lane in self.lanes:
+            lane.set_up(fixture, was[lane.name], now[lane.name], failed)
+        self._last = after if before == self._last else None  # a change before it (another plugin's): lanes read next
         with suppress(Exception):  # a pytest without FixtureDef.addfinalizer: teardowns are told apart less finely
             fixturedef.addfinalizer(self._teardown_begins)
 
     def _teardown_begins(self) -> None:
         from ..capture import torch_state
 
-        self._test.saw(self._test.nodeid, torch_state())  # a change since: the test's own finalizers
+        self._saw(None, torch_state())  # a change since: the test's own finalizers
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         __tracebackhide__ = True  # a failure outside the test's code (hypothesis's health check) shows no frame of ours
-        from ..analysis.model import WARNING, Check
         from ..capture import torch_state
-        from ..runlines import SETTINGS, THREADS
-        from ..torchstate import threads_only
 
         start = torch_state()
-        victim = self._victim_of(item, start) if is_measured(item) else None
-        if victim is not None:
-            message = settings_left_changed(victim.named, victim.before, victim.left)
-            add_check(item, Check(THREADS if threads_only(victim.before, victim.left) else SETTINGS, WARNING, message))
-            item.stash[SETTINGS_LEFT_BY] = (victim.named, victim.before, victim.left)
+        if is_measured(item) and start is not None:
+            self._mark_victim(item, start)
         try:
             return (yield)
         finally:
-            self._test.saw(item.nodeid, torch_state())
+            self._saw(None, torch_state())
 
-    def _victim_of(self, item: pytest.Item, start: TorchState | None) -> _Leak | None:
-        """The leak whose count the test's call starts on, where that is not its own doing: a
-        wider fixture's it does not ask for, or the latest leak that left this count (not one of
-        its fixtures', nor its own: a rerun)."""
-        scoped = self._scoped(item, start)
-        if scoped is not None:
-            return _Leak((scoped.leaker + SCOPED_LEAKER,), scoped.before, scoped.after)
-        leak = next((leak for leak in reversed(self.leaks) if leak.left == start), None)
-        own = leak is not None and (bool(leak.fixtures & self._test.set_up) or leak.leakers[-1] == item.nodeid)
-        return None if own else leak
+    def _mark_victim(self, item: pytest.Item, start: TorchState) -> None:
+        """Where the test's call starts on settings earlier tests left: a check per leaker (those
+        of several settings in one), and the leaks in the stash (SETTINGS_LEFT_BY)."""
+        from ..analysis.model import WARNING, Check
+        from ..runlines import SETTINGS, THREADS
+        from ..torchstate import threads_only
 
-    def _scoped(self, item: pytest.Item, start: TorchState | None) -> _Frame | None:
-        """The innermost wider fixture, set up before this test and not asked for by it, whose
-        count its call starts on (a trial's module fixture set the count for the tests asking for
-        it, and the test after them there that did not recorded that count; run alone, it failed)."""
-        asked = _asked_for(item)
-        alive = [(fid, f) for fid, f in self._frames.items() if f.wider and fid not in self._test.set_up]
-        if not alive or alive[-1][1].after != start or alive[-1][1].failed:
-            return None
-        fid, frame = alive[-1]
-        names = set(getattr(item, "fixturenames", ()))
-        return None if (fid in asked if asked is not None else frame.argname in names) else frame
+        values, asked = _values(start), _asked_for(item)
+        by: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # leaker -> (values before, values left)
+        for lane in self.lanes:
+            leak = lane.victim_of(item, values[lane.name], asked)
+            if leak is not None:
+                before, left = by.setdefault(leak.named, ({}, {}))
+                before[lane.name], left[lane.name] = leak.before[0], leak.left[0]
+        found = tuple((named, replace(start, **before), replace(start, **left)) for named, (before, left) in by.items())
+        for named, before_state, left_state in found:
+            message = settings_left_changed(named, before_state, left_state)
+            add_check(item, Check(THREADS if threads_only(before_state, left_state) else SETTINGS, WARNING, message))
+        if found:
+            item.stash[SETTINGS_LEFT_BY] = found
 
     def pytest_fixture_post_finalizer(self, fixturedef: Any, request: pytest.FixtureRequest) -> None:
         from ..capture import torch_state
 
-        frame = self._frames.pop(id(fixturedef), None)
-        name = frame.leaker if frame is not None else _fixture_name(fixturedef, request)
-        if frame is not None:
-            self._test.closed.append((id(fixturedef), frame))
-            self.leaks = [leak for leak in self.leaks if leak.within != id(fixturedef)]  # its scope's count is gone
-        self._test.saw(name, torch_state())
+        state, fixture = torch_state(), _Fixture(fixturedef, request)
+        if state is not None and state == self._last and all(fixture.fid not in lane.frames for lane in self.lanes):
+            return  # no lane's frame, nothing changed
+        self._last, now = state if state is not None else self._last, _values(state)
+        for lane in self.lanes:
+            lane.torn_down(fixture, now[lane.name])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -267,53 +404,9 @@ class SettingLeaks:
         try:
             return (yield)
         finally:
-            self._test.saw(item.nodeid, torch_state())  # a change after the last fixture: the test's
-            self._judge(item.nodeid)
-
-    def _judge(self, nodeid: str) -> None:
-        """After a test's teardown: whether what it left is a leak (it begins, grows or ends), and
-        who left it: those whose changes came after the count was last where it should be."""
-        test = self._test
-        expected, end = self._expected(test), test.last
-        if expected is None or end is None or end == expected:
-            return
-        since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == expected), default=0)
-        leakers = tuple(dict.fromkeys(who for who, _ in test.steps[since:])) or (nodeid,)
-        fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
-        wider = [fid for fid, frame in self._frames.items() if frame.wider and not frame.failed]
-        self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
-
-    def _expected(self, test: _TestState) -> TorchState | None:
-        """The count the test should leave: a wider fixture's it set up that is still set up, or
-        where one set up before it ended in its teardown, the count before that fixture, else the
-        count before its setup."""
-        # a fixture whose setup raised (pytest.skip too) opened no scope: its count is a leak at once
-        alive = [fid for fid in test.opened if fid in self._frames and not self._frames[fid].failed]
-        if alive:
-            return self._frames[alive[-1]].after
-        earlier = [frame for fid, frame in test.closed if fid not in test.opened]
-        return earlier[-1].before if earlier else test.start
-
-    def _ended(self, found: _Leak) -> None:
-        """A test that left `found.left` where `found.before` was due: it puts back the count a
-        leak began from (that leak ends, and those after it), takes the latest leak further, or
-        begins a leak of its own (inside a wider fixture's scope: beside the one before)."""
-        top = self.leaks[-1] if self.leaks else None
-        if top is not None and top.left == found.before:
-            if self._put_back(found.left):
-                return
-            chain = top.leakers + tuple(n for n in found.leakers if n != top.leakers[-1])  # a rerun, a parameter
-            self.leaks[-1] = replace(top, leakers=chain, left=found.left, fixtures=top.fixtures | found.fixtures)
-        else:
-            self.leaks.append(found)
-
-    def _put_back(self, count: TorchState | None) -> bool:
-        """Where `count` is one a leak began from: that leak and those after it end."""
-        for index, leak in enumerate(self.leaks):
-            if leak.before == count:
-                del self.leaks[index:]
-                return True
-        return False
+            self._saw(None, torch_state())  # a change after the last fixture: the test's
+            for lane in self.lanes:
+                lane.judge()
 
 
 def _asked_for(item: pytest.Item) -> set[int] | None:
