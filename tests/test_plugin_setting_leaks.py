@@ -438,3 +438,29 @@ def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
     ], result.stdout.str()
     assert "grad mode" not in result.stdout.str()  # test_1 turned it off, test_3 on again: no leak
     assert not list(project.path.rglob("test_*_victim.json"))  # both victims, neither recorded
+
+
+def test_an_autouse_module_fixture_that_never_restores_leaves_no_victim_among_the_modules_it_sets(project, monkeypatch):
+    """A break trial's conftest module fixture (autouse) set the dtype and never put it back: its
+    first module's last test was named the leaker, and the next module's measured test, which its
+    own instance of that fixture sets to the same dtype, was not recorded as the leak's victim
+    (recorded alone it held double too). The fixture is the leaker, and a test that sets it up
+    runs on its dtype by its own doing."""
+    sub = project.mkpydir("sub")
+    (sub / "conftest.py").write_text(
+        "import pytest\nimport torch\n\n\n"
+        '@pytest.fixture(scope="module", autouse=True)\n'
+        "def double():\n"
+        "    torch.set_default_dtype(torch.float64)\n"
+    )
+    (sub / "test_a.py").write_text("def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+    (sub / "test_b.py").write_text("from conftest import infer\n" + MLP_TEST)
+    tail = project.mkpydir("tail")  # after sub: outside the fixture's reach, its victim
+    (tail / "test_c.py").write_text("from conftest import infer\n" + MLP_TEST.replace("test_mlp", "test_after"))
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
+    result.assert_outcomes(passed=4)
+    lines = _leak_lines(result)
+    assert [line.split(" changed ")[0] for line in lines] == ["opprof: fixture double (sub/conftest.py:5)"]
+    assert lines[0].endswith("measured after it: tail/test_c.py::test_after")
+    result.stdout.fnmatch_lines(["opprof: 1 baseline not written: it ran with the default dtype float64 that fixture*"])
+    assert list(project.path.rglob("test_mlp.json")) and not list(project.path.rglob("test_after.json"))
