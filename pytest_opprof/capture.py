@@ -56,7 +56,7 @@ from .references import (
 )
 from .runargs import fn_first, validate_run_args
 from .threadwatch import ThreadWatch, threads_watched
-from .torchstate import MIXED_MATMUL, TorchState
+from .torchstate import TorchState, mixed
 
 T = TypeVar("T")
 
@@ -340,7 +340,9 @@ def torch_state() -> TorchState | None:
             bool(torch.is_grad_enabled()), bool(torch.are_deterministic_algorithms_enabled()),
             bool(torch.is_anomaly_enabled()), _matmul_precision(torch), bool(backends.cudnn.benchmark),
             _default_device(torch), bool(backends.mkldnn.enabled), bool(backends.cudnn.enabled),
-            bool(backends.cudnn.deterministic),
+            bool(backends.cudnn.deterministic), _cudnn_tf32(backends),
+            bool(backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+            bool(backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
         )  # fmt: skip
     except Exception:  # noqa: BLE001 (a fake torch in sys.modules: the watcher must not end the run)
         return None
@@ -355,8 +357,18 @@ def _matmul_precision(torch: Any) -> str:
         return str(torch.get_float32_matmul_precision())
     except RuntimeError:
         backends = torch.backends
-        found = {"cuda.matmul": backends.cuda.matmul, "mkldnn.matmul": backends.mkldnn.matmul}
-        return ", ".join(f"{name}{MIXED_MATMUL}{backend.fp32_precision}" for name, backend in found.items())
+        return mixed(
+            {"cuda.matmul": backends.cuda.matmul.fp32_precision, "mkldnn.matmul": backends.mkldnn.matmul.fp32_precision}
+        )
+
+
+def _cudnn_tf32(backends: Any) -> bool | str:
+    """torch.backends.cudnn.allow_tf32, or where its convolutions and RNNs were given different
+    fp32_precision values (torch 2.9+) and that getter raises, those values."""
+    try:
+        return bool(backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return mixed({"cudnn.conv": backends.cudnn.conv.fp32_precision, "cudnn.rnn": backends.cudnn.rnn.fp32_precision})
 
 
 def _default_device(torch: Any) -> str | None:

@@ -684,18 +684,30 @@ class BaselineResult:
             more = count_of(len(work) - WORK_LISTED, "more op")
             listed.append(f"work changed in {more} (--opprof-json lists every verdict)")
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
-        if changed and self.threads_left_only(failing):
-            listed.append(threads_left_fix(self.threads_left_by or ""))
-        elif self.settings_left and failing:  # the fix is in the test that left them
-            listed.extend(settings_left_fix(found) for found in self.settings_left)
+        fixes = self.leak_fixes(failing) if failing else []
+        listed += fixes  # the fix is in the tests that left the settings it ran on
+        if fixes and self.leaks_explain(failing):
+            pass
         elif changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
 
-    def threads_left_only(self, verdicts: Iterable[Verdict]) -> bool:
-        """Whether the structure and work changes among `verdicts` are only the thread count an
-        earlier test left (threads_left_by): recording this test would not change it (a trial's
-        victim test, told to record itself, recorded nothing and failed again)."""
+    def leak_fixes(self, verdicts: Iterable[Verdict]) -> list[str]:
+        """The fixes in the tests that left the settings this test ran on: the thread count's
+        where `verdicts` change it (threads_left_by), and each other leak's (settings_left; a
+        review's victim of two leakers was told only one)."""
+        changes = [v for v in verdicts if v.kind in (STRUCTURE, WORK) and v.status == VERDICT_CHANGED]
+        threads = self.threads_left_by is not None and any(v.kind == WORK and not v.op for v in changes)
+        fixes = [threads_left_fix(self.threads_left_by or "")] if threads else []
+        return fixes + [settings_left_fix(found) for found in self.settings_left]
+
+    def leaks_explain(self, verdicts: Iterable[Verdict]) -> bool:
+        """Whether the leaks this test ran on account for `verdicts` (no `record it`): any where
+        settings other than the count were left (a dtype changes every op's work, grad mode its
+        times), else where the structure and work changes are only the leaked thread count: a
+        trial's victim test, told to record itself, recorded nothing and failed again."""
+        if self.settings_left:
+            return True
         changes = [v for v in verdicts if v.kind in (STRUCTURE, WORK) and v.status == VERDICT_CHANGED]
         return self.threads_left_by is not None and bool(changes) and all(v.kind == WORK and not v.op for v in changes)
 

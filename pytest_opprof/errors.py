@@ -1289,9 +1289,9 @@ SCOPE_FIX_ONE = SCOPE_FIX.replace("those tests", "this test")  # the fix as one 
 def _restore_in(leaker: str, code: str = "") -> str:
     """Where to put the count back: a test's call (try/finally), a fixture's teardown, or each;
     `code`: the calls that put settings other than the count alone back (torchstate.restore_code)."""
-    if code and not leaker.startswith(FIXTURE_LEAKER):
-        where = _restore_in(leaker)
-        return f"{where[:-1]}: {code})" if where.endswith("(try/finally)") else f"{where}: {code}"
+    if code and (LEAKS_JOINED in leaker or not leaker.startswith(FIXTURE_LEAKER)):  # a fixture's own: below
+        where = _restore_in(leaker)  # `...)`: the code inside, but where the parentheses list kinds
+        return f"{where[:-1]}: {code})" if not where.startswith("each of them") else f"{where} with {code}"
     if LEAKS_JOINED in leaker:
         return _restore_in_each(leaker.split(LEAKS_JOINED))
     if leaker.startswith(FIXTURE_LEAKER):
@@ -1358,7 +1358,7 @@ def _it(before: TorchState, after: TorchState) -> str:
 
 def _scope_fix(fix: str, it: str) -> str:
     """SCOPE_FIX (or SCOPE_FIX_ONE) for settings other than the count alone."""
-    return fix.replace("set the count", f"set {it}")
+    return fix.replace("set the count", f"set {it}").replace("puts it back", f"puts {it} back")
 
 
 def settings_left_fix(found: Left) -> str:

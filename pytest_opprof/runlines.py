@@ -221,16 +221,18 @@ LEAK_CHECKS = (THREADS, SETTINGS)
 
 
 def _thread_leak_lines(records: list[TestRecord]) -> list[str]:
-    """A line per test that left torch's thread count changed, naming the measured tests that
-    ran on it (their `threads` checks, one per test in the JSON, say the same)."""
-    ran_on: dict[str, list[str]] = {}
+    """A line per test (or fixture) that left torch's settings changed, naming the measured tests
+    that ran on them (their `threads` and `settings` checks, one per test in the JSON, say the
+    same; a review's leaker had two lines where a later test put part of its leak back)."""
+    ran_on: dict[str, tuple[str, list[str]]] = {}  # the leaker -> its first victim's message, its victims
     for record in records:
         for check in record.checks:
-            if check.name in LEAK_CHECKS:
-                ran_on.setdefault(check.message, []).append(record.nodeid)
+            if check.name in LEAK_CHECKS:  # `<leaker> changed torch's ...`, `<leaker>, set up by ...`
+                leaker = check.message.split(" changed torch's ")[0]
+                ran_on.setdefault(leaker, (check.message, []))[1].append(record.nodeid)
     return [
         f"opprof: {message}; {_ran_on(message)}: {first_three(sorted(set(ids), key=ids.index))}"
-        for message, ids in ran_on.items()
+        for message, ids in ran_on.values()
     ]
 
 

@@ -25,8 +25,6 @@ from .errors import (
     record_on_this_setup,
     recorded_slowed,
     recorded_slowed_shared,
-    settings_left_fix,
-    threads_left_fix,
     wait_share,
     waited_for_cpu_up_to,
     with_its_id,
@@ -36,7 +34,7 @@ from .excuses import FASTER_FIX, QUIET_MACHINE_FIX
 from .report import format_summary
 from .results import WRITTEN, TestRecord
 from .rules import ENVIRONMENT, STRUCTURE, WORK
-from .runlines import RECORD_ALL, THREADS, kept_slower, listed_ids, run_lines, whole_run_commands
+from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
 from .textout import shell_quote
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, largest_first, verdict_lines
@@ -72,7 +70,7 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     shared = shared or _Shared()
     lines = _measurement_lines(record) + _baseline_lines_of(record, verbose, shared, strict) + _run_of_lines(record)
     lines = [with_its_id(line, record.nodeid) for line in lines]
-    shown = [c for c in record.checks if c.status != "ok" and c.name != THREADS]  # threads: one line for the run
+    shown = [c for c in record.checks if c.status != "ok" and c.name not in LEAK_CHECKS]  # one line for the run
     contention_said = _said_contention(record.baseline) or _recorded_contended(record) or record.nodeid in shared.warned
     if not verbose and contention_said:
         shown = [c for c in shown if c.name != CONTENTION]  # a newcomer's loaded run: said once, not twice a test
@@ -148,10 +146,10 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
             lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
         if changed and any(c.name == COMPILATION for c in record.checks):
             lines.append(COMPILED_IN_STEPS)
-        if changed and baseline.status == "compared" and baseline.threads_left_only(baseline.verdicts):
-            lines.append(threads_left_fix(baseline.threads_left_by or ""))
-        elif (changed or slower) and baseline.status == "compared" and baseline.settings_left:
-            lines.extend(settings_left_fix(found) for found in baseline.settings_left)
+        fixes = baseline.leak_fixes(baseline.verdicts) if (changed or slower) and baseline.status == "compared" else []
+        lines += fixes
+        if fixes and baseline.leaks_explain(baseline.verdicts):
+            pass  # the fix is in the tests that left the settings, not a recording
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))

@@ -27,11 +27,15 @@ class TorchState:
     mkldnn: bool = True  # torch.backends.mkldnn.enabled: oneDNN's CPU kernels (convolutions...)
     cudnn: bool = True  # torch.backends.cudnn.enabled
     cudnn_deterministic: bool = False  # torch.backends.cudnn.deterministic
+    cudnn_tf32: bool | str = True  # torch.backends.cudnn.allow_tf32, or MIXED's per-operator values
+    fp16_reduction: bool = True  # torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    bf16_reduction: bool = True  # torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
 
 
 SETTING_NAMES = tuple(f.name for f in fields(TorchState))
-MIXED_MATMUL = "="  # in a matmul value: torch 2.9+'s fp32_precision API set beside the legacy one
-# (`cuda.matmul=ieee, mkldnn.matmul=bf16`), where torch's legacy getter raises (a trial's conftest)
+MIXED = "="  # in a value: torch 2.9+'s fp32_precision API set beside the legacy one, where torch's
+# legacy getter raises (a trial's conftest), as the backends' own values: `cuda.matmul=ieee/mkldnn.matmul=bf16`
+PROFILED_DTYPES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +60,26 @@ def _switch(words: str, restore: Callable[[Any], str]) -> _Setting:
     return _Setting(words, _on, restore, lambda v: f"{words} {_on(v)}")
 
 
-def _matmul_restore(value: str) -> str:
-    """The code that sets the float32 matmul precision back to `value`."""
-    if MIXED_MATMUL not in value:
-        return f'torch.set_float32_matmul_precision("{value}")'
-    pairs = [part.split(MIXED_MATMUL, 1) for part in value.split(", ")]
-    return "; ".join(f'torch.backends.{name}.fp32_precision = "{setting}"' for name, setting in pairs)
+def mixed(values: dict[str, str]) -> str:
+    """A MIXED value: the fp32_precision of each backend named (`cuda.matmul`: its key)."""
+    return "/".join(f"{name}{MIXED}{value}" for name, value in values.items())
+
+
+def _restore_of(legacy: Callable[[Any], str]) -> Callable[[Any], str]:
+    """The code that sets a setting back to a value: `legacy`'s, or a MIXED value's fp32_precision
+    assignments."""
+
+    def restore(value: Any) -> str:
+        if not isinstance(value, str) or MIXED not in value:
+            return legacy(value)
+        pairs = [part.split(MIXED, 1) for part in value.split("/")]
+        return "; ".join(f'torch.backends.{name}.fp32_precision = "{setting}"' for name, setting in pairs)
+
+    return restore
+
+
+def _on_or_mixed(value: Any) -> str:
+    return value if isinstance(value, str) else _on(value)
 
 
 _SETTINGS = {
@@ -70,7 +88,9 @@ _SETTINGS = {
     "grad": _switch("grad mode", lambda v: f"torch.set_grad_enabled({v})"),
     "deterministic": _switch("deterministic algorithms", lambda v: f"torch.use_deterministic_algorithms({v})"),
     "anomaly": _switch("anomaly detection", lambda v: f"torch.autograd.set_detect_anomaly({v})"),
-    "matmul": _valued("float32 matmul precision", str, _matmul_restore),
+    "matmul": _valued(
+        "float32 matmul precision", str, _restore_of(lambda v: f'torch.set_float32_matmul_precision("{v}")')
+    ),
     "cudnn_benchmark": _switch("cuDNN benchmark mode", lambda v: f"torch.backends.cudnn.benchmark = {v}"),
     "device": _Setting(
         "default device",
@@ -81,6 +101,20 @@ _SETTINGS = {
     "mkldnn": _switch("oneDNN (torch.backends.mkldnn)", lambda v: f"torch.backends.mkldnn.enabled = {v}"),
     "cudnn": _switch("cuDNN", lambda v: f"torch.backends.cudnn.enabled = {v}"),
     "cudnn_deterministic": _switch("cuDNN deterministic mode", lambda v: f"torch.backends.cudnn.deterministic = {v}"),
+    "cudnn_tf32": _Setting(
+        "cuDNN TF32",
+        _on_or_mixed,
+        _restore_of(lambda v: f"torch.backends.cudnn.allow_tf32 = {v}"),
+        lambda v: f"cuDNN TF32 {_on_or_mixed(v)}",
+    ),
+    "fp16_reduction": _switch(
+        "reduced-precision fp16 matmul reductions",
+        lambda v: f"torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = {v}",
+    ),
+    "bf16_reduction": _switch(
+        "reduced-precision bf16 matmul reductions",
+        lambda v: f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}",
+    ),
 }
 
 
@@ -124,7 +158,9 @@ def threads_only(before: TorchState, after: TorchState) -> bool:
 
 
 def _joined(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def changed_text(before: TorchState, after: TorchState) -> str:
@@ -142,14 +178,29 @@ def restore_code(before: TorchState, after: TorchState) -> str:
     return "; ".join(c.restore for c in changes(before, after))
 
 
-def seen_in(before: TorchState, left: TorchState, now: TorchState | None, threads: int | None) -> TorchState:
-    """The part of a leak (`before` -> `left`) a measurement ran on: each leaked setting whose
-    value at its capture (`now`; the thread count: the profile's, `threads`) is the leaked one
-    (unknown: it is); the others as before the leak (the test set them itself)."""
+def seen_in(
+    before: TorchState,
+    left: TorchState,
+    now: TorchState | None,
+    threads: int | None,
+    dtypes: frozenset[str] | None = None,
+) -> TorchState:
+    """The part of a leak (`before` -> `left`) a measurement ran on; the others as before the
+    leak (the test set them itself). The thread count: where the profile's (`threads`) is the
+    leaked one; the default dtype: where the profile's ops took inputs of it (`dtypes`: their
+    input types as the profiler names them), as a model built in a fixture does, in the dtype of
+    its setup (a review's test set float32 around run() on a model built in float64 and recorded
+    double); the default device: always (tensors are made before the capture); the others:
+    where their value as the capture began (`now`) is the leaked one. Unknown: it ran on it."""
     kept = {}
     for change in changes(before, left):
         if change.name == "threads":
             ran = threads is None or threads == left.threads
+        elif change.name == "dtype":
+            profiled = PROFILED_DTYPES.get(str(change.after))
+            ran = dtypes is None or profiled is None or profiled in dtypes
+        elif change.name == "device":
+            ran = True
         else:
             ran = now is None or getattr(now, change.name) == change.after
         kept[change.name] = change.after if ran else change.before
@@ -179,6 +230,8 @@ class Left:
         if not isinstance(data, dict):
             return None
         changed = {name: pair for name, pair in data.get("changed", {}).items() if name in _SETTINGS}
+        if not changed:
+            return None
         threads = changed.pop("threads", [0, 0])
         before = replace(TorchState(threads[0]), **{name: pair[0] for name, pair in changed.items()})
         after = replace(TorchState(threads[1]), **{name: pair[1] for name, pair in changed.items()})

@@ -299,9 +299,9 @@ def test_torchs_fp32_precision_api_beside_the_legacy_one_ends_no_test_and_its_le
     leaked.assert_outcomes(passed=2)
     leaked.stdout.fnmatch_lines(
         [
-            "opprof: test_q.py::test_a_leaks changed torch's float32 matmul precision highest -> cuda.matmul=*, "
+            "opprof: test_q.py::test_a_leaks changed torch's float32 matmul precision highest -> cuda.matmul=*/"
             "mkldnn.matmul=bf16 and did not put it back: the tests after it ran with the float32 matmul precision "
-            "cuda.matmul=*, mkldnn.matmul=bf16, so their measurements depend on test order (a flake under -k or "
+            "cuda.matmul=*/mkldnn.matmul=bf16, so their measurements depend on test order (a flake under -k or "
             "pytest-randomly) and no baseline is recorded from them; restore it in that test (try/finally: "
             'torch.set_float32_matmul_precision("highest")); measured after it: test_q.py::test_mlp'
         ]
@@ -351,8 +351,8 @@ def test_a_wider_fixture_or_setup_method_that_never_puts_a_setting_back_is_named
         "opprof: setup method setup_module of test_b",
     ], lines
     assert lines[1].endswith(
-        "restore it in its teardown method (teardown_module, teardown_function, tearDownClass, ...): "
-        "torch.set_grad_enabled(True); measured after it: test_c.py::test_mlp"
+        "restore it in its teardown method (teardown_module, teardown_function, tearDownClass, ...: "
+        "torch.set_grad_enabled(True)); measured after it: test_c.py::test_mlp"
     )
 
 
@@ -464,3 +464,129 @@ def test_an_autouse_module_fixture_that_never_restores_leaves_no_victim_among_th
     assert lines[0].endswith("measured after it: tail/test_c.py::test_after")
     result.stdout.fnmatch_lines(["opprof: 1 baseline not written: it ran with the default dtype float64 that fixture*"])
     assert list(project.path.rglob("test_mlp.json")) and not list(project.path.rglob("test_after.json"))
+
+
+TWO_LEAKERS = """
+import os
+import torch
+from conftest import infer
+
+def test_a_threads():
+    if os.environ.get("LEAK_THREADS"):
+        torch.set_num_threads(1)
+
+def test_b_dtype():
+    if os.environ.get("OPPROF_LEAK"):
+        torch.set_default_dtype(torch.float64)
+
+def test_c_deterministic():
+    if os.environ.get("OPPROF_LEAK"):
+        torch.use_deterministic_algorithms(True)
+
+def test_d_own_dtype(opprof):  # builds and measures its model in float32 itself
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        opprof.run(torch.nn.Linear(8, 8), torch.randn(2, 8), warmup=1, steps=2)
+    finally:
+        torch.set_default_dtype(before)
+
+def test_e_pins_dtype_late(opprof, mlp):  # its model was built by mlp, in the leaked dtype
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        opprof.run(infer, *mlp, warmup=1, steps=2)
+    finally:
+        torch.set_default_dtype(before)
+"""
+
+
+def test_a_victim_is_named_for_the_part_of_each_leak_its_measurement_ran_on(project, monkeypatch):
+    """A review: a victim of two leakers that measured its own dtype was still named the dtype
+    leaker's victim (its check and the run line) while its JSON named the other; a test that set
+    float32 around run() on a model its fixture had built in the leaked float64 was exempt, and
+    recorded double. The dtype is judged by the inputs its ops took; each leaker has one line,
+    with no per-test copy of it."""
+    project.makepyfile(test_t=TWO_LEAKERS)
+    result = run_restoring(project, monkeypatch, True, "--opprof-update-baseline", "--opprof-json=r.json")
+    result.assert_outcomes(passed=5)
+    lines = _leak_lines(result)
+    assert [line.split(" and did not")[0] for line in lines] == [
+        "opprof: test_t.py::test_c_deterministic changed torch's deterministic algorithms off -> on",
+        "opprof: test_t.py::test_b_dtype changed torch's default dtype float32 -> float64",
+    ], lines
+    assert lines[0].endswith("measured after it: test_t.py::test_d_own_dtype, test_t.py::test_e_pins_dtype_late")
+    assert lines[1].endswith("measured after it: test_t.py::test_e_pins_dtype_late")
+    assert "warning settings" not in result.stdout.str()  # said once, in the run's lines
+    tests = _tests(project)
+    own = tests["test_t.py::test_d_own_dtype"]
+    assert [c["message"].split(" changed")[0] for c in own["checks"] if c["name"] == "settings"] == [
+        "test_t.py::test_c_deterministic"
+    ]
+    assert [found["by"] for found in own["baseline"]["settings_left"]] == ["test_t.py::test_c_deterministic"]
+    assert not list(project.path.rglob("test_e_pins_dtype_late.json"))
+
+
+def test_a_failure_on_two_leakers_settings_names_both_fixes(project, monkeypatch):
+    """A review's victim of a thread-count leaker and a dtype leaker was told only the dtype's fix."""
+    project.makepyfile(test_t=TWO_LEAKERS)
+    run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=5)
+    monkeypatch.setenv("LEAK_THREADS", "1")
+    threads = torch.get_num_threads()
+    try:
+        result = run_restoring(project, monkeypatch, True, "--opprof", "-k", "a_threads or b_dtype or e_pins")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_t.py::test_e_pins_dtype_late: the count is the one test_t.py::test_a_threads left *",
+            "test_t.py::test_e_pins_dtype_late: it ran with the default dtype float64 that test_t.py::test_b_dtype left *",
+        ]
+    )
+    assert "record it: pytest --opprof-update-baseline test_t.py::test_e" not in result.stdout.str()
+
+
+def test_a_fixture_that_puts_its_own_change_back_is_no_co_leaker_of_a_wider_one(project, monkeypatch):
+    """A review: where a module fixture that never put the precision back ended in a test that
+    also used a function fixture putting its own change back, both were named (`fixture high
+    then fixture medium`). The chain now begins where the count was last the wider fixture's.
+    A chain that begins with a fixture gives the code that puts the setting back too."""
+    project.makepyfile(
+        test_n="""
+        import pytest
+        import torch
+
+        @pytest.fixture(scope="module")
+        def high():
+            torch.set_float32_matmul_precision("high")
+
+        @pytest.fixture
+        def medium():
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("medium")
+            yield
+            torch.set_float32_matmul_precision(before)
+
+        def test_1(high):
+            pass
+
+        def test_2_last(high, medium):
+            pass
+
+        def test_3_more():
+            torch.set_float32_matmul_precision("medium")
+        """,
+        test_z="from conftest import infer\n" + MLP_TEST,
+    )
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
+    result.assert_outcomes(passed=4)
+    (line,) = _leak_lines(result)
+    assert line.startswith(
+        "opprof: fixture high (test_n.py:4) then test_n.py::test_3_more changed torch's float32 matmul precision "
+        "highest -> medium"
+    ), line
+    assert line.endswith(
+        "restore it in each of them (a test: try/finally; a fixture: after its yield) with "
+        'torch.set_float32_matmul_precision("highest"); measured after them: test_z.py::test_mlp'
+    ), line

@@ -236,12 +236,11 @@ class _Lane:
         if expected is None or end is None or end == expected:
             return
         since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == expected), default=0)
-        leakers = tuple(who for who, _ in test.steps[since:])
-        if (
-            since == 0 and ended is not None
-        ):  # never where it should be here: the fixture that ended did not put it back
-            leakers = (ended.leaker, *leakers)
-        leakers = tuple(dict.fromkeys(leakers)) or (test.nodeid,)
+        first: tuple[str, ...] = ()
+        if since == 0 and ended is not None:  # never where it should be: the fixture that ended left it
+            first = (ended.leaker,)  # and those after the count was last its (not one that put its own back)
+            since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == ended.after), default=0)
+        leakers = tuple(dict.fromkeys(first + tuple(who for who, _ in test.steps[since:]))) or (test.nodeid,)
         fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
         wider = [fid for fid, frame in self.frames.items() if frame.wider and not frame.failed]
         self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
@@ -359,6 +358,8 @@ class SettingLeaks:
         from ..capture import torch_state
 
         start = torch_state()
+        if SETTINGS_LEFT_BY in item.stash:  # an earlier run of this test (pytest-rerunfailures)
+            del item.stash[SETTINGS_LEFT_BY]
         if is_measured(item) and start is not None:
             self._mark_victim(item, start)
         try:
