@@ -613,9 +613,7 @@ class BaselineResult:
     unrecordable: str | None = None  # status unreliable: why nothing was written (GPU clocks, a Python tracer)
     nodeid: str = ""  # the node id the file is named by and holds (a pytest-repeat repeat's: the test it repeats)
     threads_left_by: str | None = None  # the earlier test that left torch's thread count this test ran on
-    settings_left: tuple[
-        Left, ...
-    ] = ()  # the other torch settings (the default dtype...) earlier tests left, it ran on
+    settings_left: tuple[Left, ...] = ()  # other torch settings earlier tests left that it ran on
     written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
 
@@ -686,9 +684,8 @@ class BaselineResult:
         changed = any(v.kind in (STRUCTURE, WORK) for v in failing)
         fixes = self.leak_fixes(failing) if failing else []
         listed += fixes  # the fix is in the tests that left the settings it ran on
-        if fixes and self.leaks_explain(failing):
-            pass
-        elif changed or any(v.kind == TIME for v in failing):  # not an environment change alone: no recording undoes it
+        explained = bool(fixes) and self.leaks_explain(failing)
+        if not explained and (changed or any(v.kind == TIME for v in failing)):  # not an environment change alone
             listed.append(record_if_intended(nodeid, everything=not changed))
         return listed
 

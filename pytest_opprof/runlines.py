@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .decide import TIMES_WRITTEN, BaselineResult
 from .errors import (
@@ -17,13 +17,18 @@ from .errors import (
     TRACER_RECORD_FIX,
     closest_names,
     repeats_disagreed,
+    settings_left_changed,
     wait_share,
 )
 from .opnames import is_glob, is_known_op
 from .results import WRITTEN, TestRecord, file_test
 from .textout import shell_quote
+from .torchstate import TorchState, threads_only
 from .units import count_of, first_three
 from .verdicts import MIN_TIME_STEPS
+
+if TYPE_CHECKING:
+    from .analysis.model import Check
 
 T = TypeVar("T")
 
@@ -218,6 +223,14 @@ def _known_op(glob: str) -> bool:
 THREADS = "threads"  # the check on a test that ran on a thread count an earlier test left
 SETTINGS = "settings"  # ... on other torch settings (the default dtype, grad mode, ...), the count maybe too
 LEAK_CHECKS = (THREADS, SETTINGS)
+
+
+def leak_check(leaker: str, before: TorchState, left: TorchState) -> Check:
+    """The warning a test gets that ran on settings `leaker` left (`before` -> `left`)."""
+    from .analysis.model import WARNING, Check
+
+    message = settings_left_changed(leaker, before, left)
+    return Check(THREADS if threads_only(before, left) else SETTINGS, WARNING, message)
 
 
 def _thread_leak_lines(records: list[TestRecord]) -> list[str]:

@@ -147,9 +147,9 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         if changed and any(c.name == COMPILATION for c in record.checks):
             lines.append(COMPILED_IN_STEPS)
         fixes = baseline.leak_fixes(baseline.verdicts) if (changed or slower) and baseline.status == "compared" else []
-        lines += fixes
+        lines += fixes  # the fix is in the tests that left the settings, not a recording
         if fixes and baseline.leaks_explain(baseline.verdicts):
-            pass  # the fix is in the tests that left the settings, not a recording
+            pass
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
             lines.append(record_if_intended(nodeid, everything=slower and not changed))

@@ -356,15 +356,7 @@ def test_a_wider_fixture_or_setup_method_that_never_puts_a_setting_back_is_named
     )
 
 
-def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
-    """A break trial, on one tracker of all the settings at once: a test that only put the dtype
-    back was named a leaker of grad mode (`test_a then test_b changed torch's grad mode`), a
-    module fixture that put its dtype back was named for a test's grad mode inside its scope, a
-    victim of the dtype whose own fixture set the thread count went unseen (its baseline held
-    double and failed alone), and so did a victim of a session fixture's dtype that asked only for
-    a module fixture of another setting. Each setting is tracked on its own now."""
-    project.makepyfile(
-        conftest_extra="""
+SESSION_AND_MODULE_FIXTURES = """
         import pytest
         import torch
 
@@ -379,8 +371,9 @@ def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
             torch.use_deterministic_algorithms(True)
             yield
             torch.use_deterministic_algorithms(False)
-        """,
-        test_a="""
+        """
+
+LANES_TEST_A = """
         import pytest
         import torch
         from conftest import infer
@@ -415,8 +408,9 @@ def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
 
         def test_5_victim(one_thread, opprof, mlp):
             opprof.run(infer, *mlp, warmup=1, steps=2)
-        """,
-        test_b="""
+        """
+
+LANES_TEST_B = """
         import torch
         from conftest import infer
         from conftest_extra import det, double
@@ -426,8 +420,17 @@ def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
 
         def test_2_victim(det, opprof, mlp):
             opprof.run(infer, *mlp, warmup=1, steps=2)
-        """,
-    )
+        """
+
+
+def test_each_setting_has_its_own_leakers_and_victims(project, monkeypatch):
+    """A break trial, on one tracker of all the settings at once: a test that only put the dtype
+    back was named a leaker of grad mode (`test_a then test_b changed torch's grad mode`), a
+    module fixture that put its dtype back was named for a test's grad mode inside its scope, a
+    victim of the dtype whose own fixture set the thread count went unseen (its baseline held
+    double and failed alone), and so did a victim of a session fixture's dtype that asked only for
+    a module fixture of another setting. Each setting is tracked on its own now."""
+    project.makepyfile(conftest_extra=SESSION_AND_MODULE_FIXTURES, test_a=LANES_TEST_A, test_b=LANES_TEST_B)
     result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
     result.assert_outcomes(passed=7)
     assert [line.split(" and did not")[0].split(", set up by")[0] for line in _leak_lines(result)] == [

@@ -137,9 +137,9 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
 
 def _leak_ran_on(item: pytest.Item, profile: Any) -> tuple[Left, ...]:
     """The parts of the settings leaks the test started its call on (SETTINGS_LEFT_BY) that
-    `profile` ran on (its thread count; the others as its capture began): a test that sets its
-    own count for its measurement is no victim (a trial's test pinned 2 inside try/finally after
-    a leak of 1, and was not recorded)."""
+    `profile` ran on (torchstate.seen_in: its thread count, the dtypes its ops took, the others
+    as its capture began): a test that sets its own count for its measurement is no victim (a
+    trial's test pinned 2 inside try/finally after a leak of 1, and was not recorded)."""
     from ..torchstate import Left, seen_in
 
     fixture = item.stash.get(TEST, None)
@@ -243,15 +243,10 @@ def _recheck(item: pytest.Item, left: tuple[Left, ...]) -> None:
     """The test's leak checks again, from the parts of the leaks its measurement ran on (a
     review's victim that set its own dtype was still named the dtype leaker's victim beside
     another leaker's)."""
-    from ..analysis.model import WARNING, Check
-    from ..errors import settings_left_changed
-    from ..runlines import LEAK_CHECKS, SETTINGS, THREADS
+    from ..runlines import LEAK_CHECKS, leak_check
 
     checks = [c for c in item.stash.get(CHECKS, []) if c.name not in LEAK_CHECKS]
-    for found in left:
-        message = settings_left_changed(found.by, found.before, found.after)
-        checks.append(Check(THREADS if found.threads_only else SETTINGS, WARNING, message))
-    item.stash[CHECKS] = checks
+    item.stash[CHECKS] = checks + [leak_check(found.by, found.before, found.after) for found in left]
     if not left:
         del item.stash[SETTINGS_LEFT_BY]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, SCOPED_LEAKER, XUNIT_LEAKER, settings_left_changed
+from ..errors import FIXTURE_LEAKER, LEAKS_JOINED, SCOPED_LEAKER, XUNIT_LEAKER
 from ..settings import RunState
 from .base import SETTINGS_LEFT_BY, add_check, is_measured, to_record
 
@@ -370,9 +370,7 @@ class SettingLeaks:
     def _mark_victim(self, item: pytest.Item, start: TorchState) -> None:
         """Where the test's call starts on settings earlier tests left: a check per leaker (those
         of several settings in one), and the leaks in the stash (SETTINGS_LEFT_BY)."""
-        from ..analysis.model import WARNING, Check
-        from ..runlines import SETTINGS, THREADS
-        from ..torchstate import threads_only
+        from ..runlines import leak_check
 
         values, asked = _values(start), _asked_for(item)
         by: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # leaker -> (values before, values left)
@@ -383,8 +381,7 @@ class SettingLeaks:
                 before[lane.name], left[lane.name] = leak.before[0], leak.left[0]
         found = tuple((named, replace(start, **before), replace(start, **left)) for named, (before, left) in by.items())
         for named, before_state, left_state in found:
-            message = settings_left_changed(named, before_state, left_state)
-            add_check(item, Check(THREADS if threads_only(before_state, left_state) else SETTINGS, WARNING, message))
+            add_check(item, leak_check(named, before_state, left_state))
         if found:
             item.stash[SETTINGS_LEFT_BY] = found
 
