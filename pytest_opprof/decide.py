@@ -695,6 +695,8 @@ class BaselineResult:
         review's victim of two leakers was told only one)."""
         changes = [v for v in verdicts if v.kind in (STRUCTURE, WORK) and v.status == VERDICT_CHANGED]
         threads = self.threads_left_by is not None and any(v.kind == WORK and not v.op for v in changes)
+        # one leaker of the count and more: its own line says both (a recheck read the count twice)
+        threads = threads and not any(f.by == self.threads_left_by and not f.threads_only for f in self.settings_left)
         fixes = [threads_left_fix(self.threads_left_by or "")] if threads else []
         return fixes + [settings_left_fix(found) for found in self.settings_left]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: its __init__ took 2 us of a 9 us reading (never changed once made)
 class TorchState:
     """torch's settings at one moment (the defaults: a fresh process's)."""
 
@@ -30,6 +30,7 @@ class TorchState:
     cudnn_tf32: bool | str = True  # torch.backends.cudnn.allow_tf32, or MIXED's per-operator values
     fp16_reduction: bool = True  # torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
     bf16_reduction: bool = True  # torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+    fp32: str | None = "none"  # torch.backends.fp32_precision (torch 2.9+; None: older torch)
 
 
 SETTING_NAMES = tuple(f.name for f in fields(TorchState))
@@ -115,6 +116,7 @@ _SETTINGS = {
         "reduced-precision bf16 matmul reductions",
         lambda v: f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}",
     ),
+    "fp32": _valued("fp32 precision of torch.backends", str, lambda v: f'torch.backends.fp32_precision = "{v}"'),
 }
 
 

@@ -593,3 +593,61 @@ def test_a_fixture_that_puts_its_own_change_back_is_no_co_leaker_of_a_wider_one(
         "restore it in each of them (a test: try/finally; a fixture: after its yield) with "
         'torch.set_float32_matmul_precision("highest"); measured after them: test_z.py::test_mlp'
     ), line
+
+
+def test_a_fixture_set_up_beside_a_never_restoring_wider_one_in_one_test_is_no_co_leaker(project, monkeypatch):
+    """A recheck: where both fixtures were first set up in the same test (the module's only one),
+    the function fixture that put back what it found was still named beside the module fixture
+    that never put its precision back."""
+    project.makepyfile(
+        test_n="""
+        import pytest
+        import torch
+
+        @pytest.fixture(scope="module")
+        def high():
+            torch.set_float32_matmul_precision("high")
+
+        @pytest.fixture
+        def medium():
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("medium")
+            yield
+            torch.set_float32_matmul_precision(before)
+
+        def test_only(high, medium):
+            pass
+        """,
+        test_z="from conftest import infer\n" + MLP_TEST,
+    )
+    result = run_restoring(project, monkeypatch, False, "--opprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    (line,) = _leak_lines(result)
+    assert line.startswith("opprof: fixture high (test_n.py:4) changed torch's float32 matmul precision"), line
+
+
+def test_one_leaker_of_the_count_and_the_dtype_gets_one_fix_line(project, monkeypatch):
+    """A recheck: a test that left both the thread count and the dtype was given two lines for
+    the count, the count's own and the combined one."""
+    project.makepyfile(test_t=TWO_LEAKERS.replace('os.environ.get("OPPROF_LEAK")', 'os.environ.get("LEAK_BOTH")'))
+    source = (project.path / "test_t.py").read_text()
+    (project.path / "test_t.py").write_text(
+        source.replace(
+            "def test_a_threads():\n",
+            "def test_a_threads():\n    if os.environ.get('LEAK_BOTH'):\n"
+            "        torch.set_default_dtype(torch.float64)\n",
+        )
+    )
+    run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=5)
+    monkeypatch.setenv("LEAK_THREADS", "1")
+    monkeypatch.setenv("LEAK_BOTH", "1")
+    threads = torch.get_num_threads()
+    try:
+        result = run_restoring(project, monkeypatch, False, "--opprof", "-k", "a_threads or e_pins")
+    finally:
+        torch.set_num_threads(threads)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["test_t.py::test_e_pins_dtype_late: it ran with the thread count 1 and the default dtype float64 that *"]
+    )
+    assert "the count is the one test_t.py::test_a_threads left" not in result.stdout.str()

@@ -240,10 +240,20 @@ class _Lane:
         if since == 0 and ended is not None:  # never where it should be: the fixture that ended left it
             first = (ended.leaker,)  # and those after the count was last its (not one that put its own back)
             since = max((i + 1 for i, (_, count) in enumerate(test.steps) if count == ended.after), default=0)
-        leakers = tuple(dict.fromkeys(first + tuple(who for who, _ in test.steps[since:]))) or (test.nodeid,)
+        leakers = tuple(dict.fromkeys(first + tuple(who for who, _ in test.steps[since:])))
+        restored = {frame.leaker for _, frame in test.closed if self._put_own_back(test, frame)}
+        leakers = tuple(who for who in leakers if who not in restored) or leakers or (test.nodeid,)
         fixtures = frozenset(fid for fid, frame in test.closed if frame.leaker in leakers)
         wider = [fid for fid, frame in self.frames.items() if frame.wider and not frame.failed]
         self._ended(_Leak(leakers, expected, end, fixtures, wider[-1] if wider else None))
+
+    @staticmethod
+    def _put_own_back(test: _TestState, frame: _Frame) -> bool:
+        """Whether a fixture torn down in the test left the count where its setup found it (its
+        last change): no leaker, though its changes fall in the chain (a review's function
+        fixture that put its precision back was named beside a module one that never did)."""
+        own = [count for who, count in test.steps if who == frame.leaker]
+        return bool(own) and own[-1] == frame.before
 
     def _expected(self, test: _TestState) -> tuple[Value | None, _Frame | None]:
         """The count the test should leave: a wider fixture's it set up that is still set up, or
