@@ -550,13 +550,7 @@ def test_a_failure_on_two_leakers_settings_names_both_fixes(project, monkeypatch
     assert "record it: pytest --opprof-update-baseline test_t.py::test_e" not in result.stdout.str()
 
 
-def test_a_fixture_that_puts_its_own_change_back_is_no_co_leaker_of_a_wider_one(project, monkeypatch):
-    """A review: where a module fixture that never put the precision back ended in a test that
-    also used a function fixture putting its own change back, both were named (`fixture high
-    then fixture medium`). The chain now begins where the count was last the wider fixture's.
-    A chain that begins with a fixture gives the code that puts the setting back too."""
-    project.makepyfile(
-        test_n="""
+HIGH_AND_MEDIUM = """
         import pytest
         import torch
 
@@ -570,7 +564,17 @@ def test_a_fixture_that_puts_its_own_change_back_is_no_co_leaker_of_a_wider_one(
             torch.set_float32_matmul_precision("medium")
             yield
             torch.set_float32_matmul_precision(before)
+"""  # a module fixture that never puts the precision back, a function one that does
 
+
+def test_a_fixture_that_puts_its_own_change_back_is_no_co_leaker_of_a_wider_one(project, monkeypatch):
+    """A review: where a module fixture that never put the precision back ended in a test that
+    also used a function fixture putting its own change back, both were named (`fixture high
+    then fixture medium`). The chain now begins where the count was last the wider fixture's.
+    A chain that begins with a fixture gives the code that puts the setting back too."""
+    project.makepyfile(
+        test_n=HIGH_AND_MEDIUM
+        + """
         def test_1(high):
             pass
 
@@ -600,21 +604,8 @@ def test_a_fixture_set_up_beside_a_never_restoring_wider_one_in_one_test_is_no_c
     the function fixture that put back what it found was still named beside the module fixture
     that never put its precision back."""
     project.makepyfile(
-        test_n="""
-        import pytest
-        import torch
-
-        @pytest.fixture(scope="module")
-        def high():
-            torch.set_float32_matmul_precision("high")
-
-        @pytest.fixture
-        def medium():
-            before = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("medium")
-            yield
-            torch.set_float32_matmul_precision(before)
-
+        test_n=HIGH_AND_MEDIUM
+        + """
         def test_only(high, medium):
             pass
         """,
