@@ -1408,8 +1408,8 @@ def threads_left_changed(leaker: str, before: int, after: int) -> str:
     return (
         f"{leaker} changed torch's thread count {before} -> {after} and did not put it back: the tests after {them} "
         f"ran on {after}, so their CPU times depend on test order (a flake under -k or pytest-randomly) and no "
-        f"baseline is recorded from them; restore the count in {_restore_in(leaker)}"
-    )
+        f"baseline is recorded from them; restore the count in {_restore_in(leaker, f'torch.set_num_threads({before})')}"
+    )  # the count before is known here: the code with it (a recheck read `<the count before>` beside real code)
 
 
 COMPILED_IN_STEPS = (

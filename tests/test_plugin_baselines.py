@@ -1387,7 +1387,8 @@ def test_a_thread_count_a_test_left_changed_is_named_with_the_measured_tests_tha
         [
             f"opprof: test_t.py::test_leaves_it_changed changed torch's thread count {module} -> {module + 1} and "
             f"did not put it back: the tests after it ran on {module + 1}, *; restore the count in that test "
-            "(try/finally); measured after it: test_t.py::test_after, test_t.py::test_after_too"
+            f"(try/finally: torch.set_num_threads({module})); measured after it: test_t.py::test_after, "
+            "test_t.py::test_after_too"
         ]
     )
     assert result.stdout.str().count("did not put it back") == 1
@@ -1661,13 +1662,12 @@ def test_in_module(opprof, mlp):
         [
             f"opprof: fixture one_more (test_f.py:6) changed torch's thread count {threads} -> {threads + 1} and did "
             f"not put it back: the tests after it ran on {threads + 1}, *; restore the count in that fixture's "
-            "teardown (after its yield, or in a finalizer it adds before anything can raise: torch.set_num_threads(<the "
-            "count before>)); measured after it: "
-            "test_f.py::test_b_after",
+            "teardown (after its yield, or in a finalizer it adds before anything can raise: "
+            f"torch.set_num_threads({threads})); measured after it: test_f.py::test_b_after",
             # the module's fixture began on the count the first left: one leak, in turn
             f"opprof: fixture one_more (test_f.py:6) then fixture module_count (test_g.py:6) changed torch's thread "
-            f"count {threads} -> {threads + 2} *; restore the count in those fixtures' teardowns (after their yield); "
-            "measured after them: test_h.py::test_next_module",
+            f"count {threads} -> {threads + 2} *; restore the count in those fixtures' teardowns (after their yield: "
+            f"torch.set_num_threads({threads})); measured after them: test_h.py::test_next_module",
         ]
     )
     tests = {t["nodeid"]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
@@ -1783,7 +1783,7 @@ class TestA:
         pass
 """,
         "setup method setup_class of TestA changed torch's thread count {t} -> {t2} *; restore the count in its "
-        "teardown method (teardown_module, teardown_function, tearDownClass, ...); *",
+        "teardown method (teardown_module, teardown_function, tearDownClass, ...: torch.set_num_threads({t})); *",
     ),
 }
 
@@ -2059,7 +2059,7 @@ def test_a_chain_of_thread_leaks_names_every_leaking_test(project, monkeypatch):
             "(they ran earlier and did not put it back): restore it in those tests (try/finally) and run again; *",
             f"opprof: test_l.py::test_a_leak then test_l.py::test_b_leak changed torch's thread count {threads} -> "
             f"{threads + 2} and did not put it back: the tests after them ran on {threads + 2}, *; restore the count "
-            "in those tests (try/finally); measured after them: test_l.py::test_c_after",
+            f"in those tests (try/finally: torch.set_num_threads({threads})); measured after them: test_l.py::test_c_after",
         ]
     )
 
