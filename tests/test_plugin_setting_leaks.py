@@ -30,13 +30,14 @@ def test_b_after(opprof, mlp):  # mlp builds its model and input in the default 
 
 
 def run_restoring(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, leak: bool, *args: str):
-    """An in-process run (OPPROF_LEAK set where `leak`), torch's settings put back after it for the
-    tests of this process."""
+    """An in-process run (OPPROF_LEAK set where `leak`), torch's settings (the thread count too)
+    put back after it for the tests of this process."""
     if leak:
         monkeypatch.setenv("OPPROF_LEAK", "1")
     else:
         monkeypatch.delenv("OPPROF_LEAK", raising=False)
     saved = (torch.get_default_dtype(), torch.is_grad_enabled(), torch.get_float32_matmul_precision())
+    threads = torch.get_num_threads()
     matmuls = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul)
     new_api = [m.fp32_precision for m in matmuls]  # torch 2.9+'s own per backend
     try:
@@ -48,6 +49,7 @@ def run_restoring(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, lea
         for backend, value in zip(matmuls, new_api):
             backend.fp32_precision = value
         torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(threads)
 
 
 def _tests(project: pytest.Pytester) -> dict[str, dict]:
@@ -535,11 +537,7 @@ def test_a_failure_on_two_leakers_settings_names_both_fixes(project, monkeypatch
     project.makepyfile(test_t=TWO_LEAKERS)
     run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=5)
     monkeypatch.setenv("LEAK_THREADS", "1")
-    threads = torch.get_num_threads()
-    try:
-        result = run_restoring(project, monkeypatch, True, "--opprof", "-k", "a_threads or b_dtype or e_pins")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_restoring(project, monkeypatch, True, "--opprof", "-k", "a_threads or b_dtype or e_pins")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -632,11 +630,7 @@ def test_one_leaker_of_the_count_and_the_dtype_gets_one_fix_line(project, monkey
     run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=5)
     monkeypatch.setenv("LEAK_THREADS", "1")
     monkeypatch.setenv("LEAK_BOTH", "1")
-    threads = torch.get_num_threads()
-    try:
-        result = run_restoring(project, monkeypatch, False, "--opprof", "-k", "a_threads or e_pins")
-    finally:
-        torch.set_num_threads(threads)
+    result = run_restoring(project, monkeypatch, False, "--opprof", "-k", "a_threads or e_pins")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["test_t.py::test_e_pins_dtype_late: it ran with the thread count 1 and the default dtype float64 that *"]
