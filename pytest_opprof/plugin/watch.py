@@ -129,7 +129,7 @@ class _TestState:
 
     nodeid: str = ""
     start: Value | None = None  # before its setup (None: unknown, torch not imported)
-    set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it
+    set_up: set[int] = field(default_factory=set)  # id(FixtureDef) of the fixtures set up for it (every lane's)
     opened: list[int] = field(default_factory=list)  # those that changed the value, in setup order
     closed: list[tuple[int, _Frame]] = field(default_factory=list)  # value-changing fixtures torn down in it
     steps: list[tuple[str, Value]] = field(default_factory=list)  # (who, the value after): each change in turn
@@ -183,15 +183,14 @@ class _Lane:
         self.frames: dict[int, _Frame] = {}  # id(FixtureDef) -> its frame, while it is set up
         self.test = _TestState()
 
-    def begin(self, nodeid: str, start: Value | None) -> None:
+    def begin(self, nodeid: str, start: Value | None, set_up: set[int]) -> None:
         """A test's setup begins on `start`: a leak it puts back ends (before its fixtures ran)."""
-        self.test = _TestState(nodeid, start=start, last=start)
+        self.test = _TestState(nodeid, start=start, set_up=set_up, last=start)
         self._put_back(start)
 
     def set_up(self, fixture: _Fixture, before: Value | None, after: Value | None, failed: bool) -> None:
-        """A fixture set up for the test: a frame where it changed the count."""
+        """A fixture set up for the test (in the set every lane shares): a frame where it changed the count."""
         test = self.test
-        test.set_up.add(fixture.fid)
         if before is not None and after is not None and after != before:
             self.frames[fixture.fid] = _Frame(fixture.name, before, after, fixture.argname, fixture.wider, failed)
             test.opened.append(fixture.fid)
@@ -310,23 +309,24 @@ class SettingLeaks:
 
         self.lanes = [_Lane(name) for name in SETTING_NAMES]
         self._last: TorchState | None = None  # the settings at the last point every lane saw
+        self._set_up_ids: set[int] = set()  # id(FixtureDef) of the fixtures set up for this test (the lanes')
 
-    def _saw(self, who: str | None, state: TorchState | None) -> None:
-        """Each lane's value at a point of the test; a change since is `who`'s (None: the test's)."""
+    def _saw(self, state: TorchState | None) -> None:
+        """Each lane's value at a point of the test: a change since is the test's (its call, its finalizers)."""
         if state is None or state == self._last:  # nothing changed, for any lane
             return
         self._last, values = state, _values(state)
         for lane in self.lanes:
-            lane.test.saw(who or lane.test.nodeid, values[lane.name])
+            lane.test.saw(lane.test.nodeid, values[lane.name])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         from ..capture import torch_state
 
         self._last = start = torch_state()
-        values = _values(start)
+        values, self._set_up_ids = _values(start), set()
         for lane in self.lanes:
-            lane.begin(item.nodeid, values[lane.name])
+            lane.begin(item.nodeid, values[lane.name], self._set_up_ids)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, Any]:
@@ -350,9 +350,11 @@ class SettingLeaks:
     ) -> None:
         """A fixture set up for the test: to each lane, and a mark of the settings as its teardown
         begins (its finalizer runs first: last in, first out)."""
-        fixture, was, now = _Fixture(fixturedef, request), _values(before), _values(after)
-        for lane in self.lanes:
-            lane.set_up(fixture, was[lane.name], now[lane.name], failed)
+        self._set_up_ids.add(id(fixturedef))
+        if before != after:  # a frame in the lanes of what it changed (most fixtures change nothing)
+            fixture, was, now = _Fixture(fixturedef, request), _values(before), _values(after)
+            for lane in self.lanes:
+                lane.set_up(fixture, was[lane.name], now[lane.name], failed)
         self._last = after if before == self._last else None  # a change before it (another plugin's): lanes read next
         with suppress(Exception):  # a pytest without FixtureDef.addfinalizer: teardowns are told apart less finely
             fixturedef.addfinalizer(self._teardown_begins)
@@ -360,7 +362,7 @@ class SettingLeaks:
     def _teardown_begins(self) -> None:
         from ..capture import torch_state
 
-        self._saw(None, torch_state())  # a change since: the test's own finalizers
+        self._saw(torch_state())  # a change since: the test's own finalizers
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -375,7 +377,7 @@ class SettingLeaks:
         try:
             return (yield)
         finally:
-            self._saw(None, torch_state())
+            self._saw(torch_state())
 
     def _mark_victim(self, item: pytest.Item, start: TorchState) -> None:
         """Where the test's call starts on settings earlier tests left: a check per leaker (those
@@ -412,7 +414,7 @@ class SettingLeaks:
         try:
             return (yield)
         finally:
-            self._saw(None, torch_state())  # a change after the last fixture: the test's
+            self._saw(torch_state())  # a change after the last fixture: the test's
             for lane in self.lanes:
                 lane.judge()
 
