@@ -1386,7 +1386,7 @@ def unrecordable_settings(found: Left) -> str:
     from .torchstate import left_text, restore_code
 
     if found.threads_only:
-        return unrecordable_threads(found.by, found.after.threads)
+        return unrecordable_threads(found.by, found.after.threads, found.before.threads)
     leaker, left, it = found.by, left_text(found.before, found.after), _it(found.before, found.after)
     code = restore_code(found.before, found.after)
     if leaker.endswith(SCOPED_LEAKER):
@@ -1652,8 +1652,9 @@ def unrecordable_gpu(reason: str) -> str:
     return f"unreliable GPU clocks ({reason})"
 
 
-def unrecordable_threads(leaker: str, count: int) -> str:
-    """A measurement on the torch thread count earlier tests left (threads_left_changed)."""
+def unrecordable_threads(leaker: str, count: int, before: int | None = None) -> str:
+    """A measurement on the torch thread count earlier tests left (threads_left_changed); `before`:
+    the count they found, the code that puts it back (None: unknown, no code)."""
     if leaker.endswith(SCOPED_LEAKER):
         return (
             f"it ran on the torch thread count {count} that {leaker.removesuffix(SCOPED_LEAKER)} sets for its scope, "
@@ -1662,8 +1663,13 @@ def unrecordable_threads(leaker: str, count: int) -> str:
         )
     return (
         f"it ran on the torch thread count {count} that {leaker} left (a baseline recorded on it would depend on "
-        f"test order): restore the count in {_restore_in(leaker)}, then record"
+        f"test order): restore the count in {_restore_in(leaker, _set_threads(before))}, then record"
     )
+
+
+def _set_threads(count: int | None) -> str:
+    """The call that sets the thread count back, or nothing where the count before is unknown."""
+    return f"torch.set_num_threads({count})" if count is not None else ""
 
 
 def unrecordable_tracer(tracer: str) -> str:

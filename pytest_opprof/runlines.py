@@ -303,11 +303,19 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
         {file_test(r) for r in records if r.baseline and (r.baseline.unrecordable or "").startswith(TRACER_RAN)}
     )
     # several reasons: each with its tests (a break trial read `it ran ...; it ran ...` and could not tell whose)
-    reasons = [f"{first_three(ids)}: {reason}" if len(why) > 1 else reason for reason, ids in why.items()]
+    reasons = [
+        f"{first_three(ids)}: {_their(reason, ids)}" if len(why) > 1 else _their(reason, ids)
+        for reason, ids in why.items()
+    ]
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(reasons) or 'unreliable GPU clocks (see above)'}"
     if traced:
         line += f"; record {first_three(traced, verbose)} in a run without it: {TRACER_RECORD_FIX}"
     return line
+
+
+def _their(reason: str, ids: list[str]) -> str:
+    """A reason told of several tests in the plural (`3 baselines not written: they ran with ...`)."""
+    return f"they {reason.removeprefix('it ')}" if len(ids) > 1 and reason.startswith("it ran ") else reason
 
 
 def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: bool = False) -> list[str]:

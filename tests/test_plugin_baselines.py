@@ -2085,9 +2085,9 @@ def test_a_recording_writes_no_baseline_from_a_test_on_a_thread_count_an_earlier
         result.assert_outcomes(passed=3)
         result.stdout.fnmatch_lines(
             [
-                f"opprof: 2 baselines not written: it ran on the torch thread count {threads + 1} that "
+                f"opprof: 2 baselines not written: they ran on the torch thread count {threads + 1} that "
                 "test_l.py::test_a_leaker left (a baseline recorded on it would depend on test order): restore the "
-                "count in that test (try/finally), then record"
+                f"count in that test (try/finally: torch.set_num_threads({threads})), then record"
             ]
         )
         assert after.read_bytes() == before and not list((project.path / ".opprof").rglob("test_c_new.json"))

@@ -74,7 +74,10 @@ def test_a_leak_without_its_thread_count_keeps_the_rest_and_round_trips_through_
 
 def test_the_thread_count_alone_keeps_its_own_words():
     assert settings_left_changed("t.py::test_a", FRESH, TorchState(3)) == threads_left_changed("t.py::test_a", 2, 3)
-    assert unrecordable_settings(Left("t.py::test_a", FRESH, TorchState(3))) == unrecordable_threads("t.py::test_a", 3)
+    left = unrecordable_settings(Left("t.py::test_a", FRESH, TorchState(3)))
+    assert left == unrecordable_threads("t.py::test_a", 3, 2)
+    assert left.endswith("restore the count in that test (try/finally: torch.set_num_threads(2)), then record")
+    assert unrecordable_threads("t.py::test_a", 3).endswith("in that test (try/finally), then record")  # before unknown
 
 
 def test_a_dtype_leak_by_a_test_a_fixture_or_a_wider_fixture_names_the_setting_and_its_restore():
