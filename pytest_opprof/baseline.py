@@ -273,6 +273,7 @@ def _document(
         "dispatch_reference_ms": (
             round_sig(profile.dispatch_reference_ns / 1e6) if profile.dispatch_reference_ns else None
         ),
+        "small_reference_ms": round_sig(profile.small_reference_ns / 1e6) if profile.small_reference_ns else None,
         "workload_reference": _workload_entry(profile),  # BaselineDoc.to_dict writes it only when taken
         "wall_ms": _samples(tuple(s.wall_ns for s in profile.step_spans), 1e6) if profile.wall_known else None,
         # BaselineDoc.to_dict writes it only when known (a file written before it reads back the same)
@@ -372,6 +373,7 @@ SCHEMA_KEYS = frozenset(
     {
         "schema", "nodeid", "device_key", "environment", "capture", "reference_ms", "dispatch_reference_ms",
         "wall_ms", "events_per_step", "ops", "kernels", "memory_ops", "workload_reference", "outside_ms",
+        "small_reference_ms",
     }
 )  # fmt: skip
 OP_KEYS = frozenset({"calls_per_step", "cpu_ms", "device_ms", "on_device", "work", "recorded_range_ms", "records_lost"})

@@ -610,6 +610,7 @@ def merge_measurements(first: BaselineDoc, second: BaselineDoc) -> BaselineDoc:
         steps=len(events),
         reference_ms=_faster(first.reference_ms, second.reference_ms),
         dispatch_reference_ms=_faster(first.dispatch_reference_ms, second.dispatch_reference_ms),
+        small_reference_ms=_faster(first.small_reference_ms, second.small_reference_ms),
     )
 
 

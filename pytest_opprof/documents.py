@@ -422,6 +422,8 @@ class BaselineDoc:
     # capture.kernels_dropped: kernel launches its capture holds no kernel record of (the tracer
     # dropped them: its kernels and device times are short); 0 where none were, or unknown
     kernels_dropped: int = 0
+    # the small matmul reference (None: a file written before it was taken, or unknown)
+    small_reference_ms: float | None = None
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -481,6 +483,8 @@ class BaselineDoc:
             found["workload_reference"] = self.workload_reference.to_dict()
         if self.outside_ms is not None:
             found["outside_ms"] = list(self.outside_ms)
+        if self.small_reference_ms is not None:
+            found["small_reference_ms"] = self.small_reference_ms
         return found
 
     def _capture(self) -> dict[str, Any]:
@@ -553,6 +557,7 @@ class BaselineDoc:
             _capture_number(capture.get("number")),
             _capture_wait(capture.get("cpu_wait")),
             _kernels_dropped(capture.get("kernels_dropped")),
+            _reference(data, "small_reference_ms"),
         )
 
 

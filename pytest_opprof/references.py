@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import clock  # as a module: tests put a fake clock on it
 from .analysis import Profile
@@ -67,9 +67,42 @@ def dispatch_reference_ns(torch: Any) -> int:
         return _best_ns(work)
 
 
-def take_references(torch: Any) -> tuple[int, int]:
+_SMALL_SHAPES = ((4, 64), (64, 256))  # 70 KB of operands: in a core's own caches on any CPU
+
+
+_SMALL_PRODUCTS = 20
+
+
+def small_reference_ns(torch: Any) -> int:
+    """The best of 8 timings of 20 small float matmuls (4x64 @ 64x256, one thread's work).
+
+    On a shared 2-vCPU VM small products, and the ops made of them (an LSTM, an attention
+    layer, a small MLP), run x1.2-1.5 slower in spells of seconds to minutes while the 256x256
+    matmul and the dispatch path hold: in 240 s of one process, the 14 four-second windows where an
+    LSTM, a transformer layer and an MLP ran over x1.2 slower were the 14 where this ran over
+    x1.15 (x1.30-1.33), and it moved in no other (docs/design.md, "A small product reference").
+    """
+    a, b = torch.ones(*_SMALL_SHAPES[0]), torch.ones(*_SMALL_SHAPES[1])
+
+    def work() -> None:
+        for _ in range(_SMALL_PRODUCTS):
+            torch.mm(a, b)
+
+    with torch.no_grad():
+        return _best_ns(work)
+
+
+class References(NamedTuple):
+    """One reading of the fixed machine references (ns)."""
+
+    matmul: int
+    dispatch: int
+    small: int
+
+
+def take_references(torch: Any) -> References:
     keep_forked_children_working(torch)
-    return machine_reference_ns(torch), dispatch_reference_ns(torch)
+    return References(machine_reference_ns(torch), dispatch_reference_ns(torch), small_reference_ns(torch))
 
 
 _FORK_HOOKED: list[bool] = []  # once per process: os.register_at_fork hooks cannot be taken back
@@ -164,12 +197,13 @@ def with_overhead(profile: Profile, unprofiled: list[int]) -> Profile:
     return replace(profile, overhead=round(ratio, 3), checks=profile.checks + ((check,) if check else ()))
 
 
-def with_reference(profile: Profile, threads: int, *references: tuple[int, int]) -> Profile:
+def with_reference(profile: Profile, threads: int, *references: References) -> Profile:
     """The best of each reference taken around the capture, and the fewest torch threads it ran
     on (the references run on torch's threads: compare.py compares them only at equal counts)."""
     return replace(
         profile,
-        reference_ns=min(r[0] for r in references),
-        dispatch_reference_ns=min(r[1] for r in references),
+        reference_ns=min(r.matmul for r in references),
+        dispatch_reference_ns=min(r.dispatch for r in references),
+        small_reference_ns=min(r.small for r in references),
         threads=threads,
     )

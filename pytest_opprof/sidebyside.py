@@ -277,7 +277,7 @@ class MachineSpeed:
     """How many times slower B's machine ran a reference than A's: the median over the tests
     whose documents both hold it (baselines do; traces hold none)."""
 
-    reference: str  # "dispatch" or "matmul"
+    reference: str  # "dispatch", "matmul" or "small matmul"
     ratio: float
     tests: int
 

@@ -37,8 +37,8 @@ from .rules import ENVIRONMENT, STRUCTURE, WORK
 from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
 from .textout import shell_quote
 from .units import count_of, first_three
-from .verdictlines import SHARED_OUTCOME, largest_first, verdict_lines
-from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE
+from .verdictlines import SHARED_OUTCOME, verdict_lines
+from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, largest_first
 
 
 def format_problems(

@@ -49,6 +49,7 @@ from .verdicts import (
     Machine,
     Verdict,
     ignored,
+    largest_first,
     rank_test_p,
     step_cost_ms,
     steps_run,
@@ -146,7 +147,9 @@ def time_verdicts(
     )
     if wall is None and outside is not None and new_wall and old_wall:
         wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
-    return verdicts + ([wall] if wall is not None else [])
+    # the largest move first: a failure's first line and its short summary name what moved most (a
+    # trial's 2 ms sleep, the step wall's +2.2 ms, came third after an LSTM's +0.12 ms: `and 2 more`)
+    return largest_first(verdicts + ([wall] if wall is not None else []))
 
 
 MEDIAN_MOVE = 3.0  # identical code's per-step medians ranged x1.9 between idle runs (DESIGN §6)
@@ -567,7 +570,11 @@ def _change_text(
     (`step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+103% of its 1.100 ms step, slower`)."""
     way = "slower" if move.own > 0 else "faster"
     if outside:
-        share = f"{_pct(100 * move.own / old_min, tolerance)} of its {old_min:.3f} ms step" if old_min > 0 else "from 0"
+        # with the ms: the share alone read as the time outside's own change (a trial)
+        share = (
+            f": {_pct(100 * move.own / old_min, tolerance)} of its {old_min:.3f} ms step" if old_min > 0 else " from 0"
+        )
+        share = f"{move.own:+.3f} ms{share}"
         return f"{name}: {min(move.new):.3f} ms/step outside the ops vs baseline {min(move.old):.3f} ms ({share}, {way}"
     percent = _pct(100 * (new_min - old_min) / old_min, tolerance) if old_min > 0 else "from 0"
     return f"{name}: {new_min:.3f} ms/step vs {of} {old_min:.3f} ms ({percent}, {way}"

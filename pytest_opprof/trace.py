@@ -586,6 +586,10 @@ def read_trace(path: str | os.PathLike[str]) -> TraceFile:
     return TraceFile(str(p), _table_from_rows(rows, str(p)), metadata)
 
 
+# The machine-speed references of a capture, as the header of a trace opprof exported holds them.
+REFERENCE_KEYS = ("reference_ns", "dispatch_reference_ns", "small_reference_ns")
+
+
 def load_trace(path: str | os.PathLike[str]) -> Profile:
     """Read a Kineto/Chrome trace file and analyse it into a Profile."""
     with gc_paused():
@@ -598,11 +602,9 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = analyze(trace.table, source=trace.path, metadata=trace.metadata, stray_step=stray)
     profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
-    found = {key: _positive_int(opprof.get(key)) for key in ("reference_ns", "dispatch_reference_ns")}
-    if any(found.values()):
-        profile = replace(
-            profile, reference_ns=found["reference_ns"], dispatch_reference_ns=found["dispatch_reference_ns"]
-        )
+    matmul, dispatch, small = (_positive_int(opprof.get(key)) for key in REFERENCE_KEYS)
+    if matmul or dispatch or small:
+        profile = replace(profile, reference_ns=matmul, dispatch_reference_ns=dispatch, small_reference_ns=small)
     threads = _positive_int(opprof.get("threads"))
     if threads is not None and threads <= MAX_THREADS:
         profile = replace(profile, threads=threads)

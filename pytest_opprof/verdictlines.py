@@ -4,7 +4,6 @@ with the verdict and its fix (one line a kind; inconclusive ones with why)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
 from .compare import MAX_LISTED
 from .decide import SPEED, TIMES_WRITTEN, lets_pass
@@ -19,7 +18,7 @@ from .rules import DEFAULT_FAIL_ON, STRUCTURE, TIME, WORK
 from .textout import shell_quote
 from .timing import MOST_STEPS_WHY, PERIODIC_WHY, range_span
 from .units import count_of, first_three
-from .verdicts import CHANGED, INCONCLUSIVE, Verdict
+from .verdicts import CHANGED, INCONCLUSIVE, Verdict, added_ms, largest_first
 
 _MORE = "-v or --opprof-json lists them all"
 
@@ -98,20 +97,6 @@ def _time_line(group: list[Verdict], status: str | None = None, time_fails: bool
     return f"time: {first.message}{more}{keep}{once}"
 
 
-def _added_ms(verdict: Verdict) -> float:
-    """What a time verdict's move added to a step (ms, negative for a speed-up): an op that ran
-    in one step only holds no baseline time, its whole cost added; 0 where it holds no times."""
-    if verdict.new_ms is None:
-        return 0.0
-    return verdict.new_ms - (verdict.base_ms or 0.0)
-
-
-def largest_first(group: Iterable[Verdict]) -> list[Verdict]:
-    """Time verdicts, the largest move first, either way (a trial's +320% step wall sat among
-    `and 5 more` behind three ops that moved a few microseconds)."""
-    return sorted(group, key=lambda v: abs(_added_ms(v)), reverse=True)
-
-
 def _why_kind(verdict: Verdict) -> str:
     """What an inconclusive verdict's lines are grouped by: its why, or `recorded range` for every
     op a recorded range made inconclusive, `most steps` for every op most of whose steps slowed
@@ -181,7 +166,7 @@ def _written_fix(group: list[Verdict]) -> str:
     """What to do once the file holds this run's times: nothing where the run was the quicker
     one (a trial's =all run was told to run =all again), else record on a quiet machine if
     what slowed it was load."""
-    if all(_added_ms(v) <= 0 for v in group):
+    if all(added_ms(v) <= 0 for v in group):
         return "nothing more to do: the file now holds this quicker run's times"
     return (
         "its times are this run's, slower than the baseline's were: if the machine was loaded, record it "

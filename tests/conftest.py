@@ -20,15 +20,20 @@ def shared_traces() -> Path:
 
 
 def set_references(
-    monkeypatch: pytest.MonkeyPatch, matmul_ns: int, dispatch_ns: int, workload_ns: int | None = 500_000
+    monkeypatch: pytest.MonkeyPatch,
+    matmul_ns: int,
+    dispatch_ns: int,
+    workload_ns: int | None = 500_000,
+    small_ns: int = 150_000,
 ) -> None:
-    """From now on the matmul, dispatch and workload references read these (a machine in one
-    state; `workload_ns` None: no workload reference is taken)."""
+    """From now on the matmul, dispatch, small matmul and workload references read these (a
+    machine in one state; `workload_ns` None: no workload reference is taken)."""
     import importlib
 
     references = importlib.import_module("pytest_opprof.references")
     monkeypatch.setattr(references, "machine_reference_ns", lambda torch: matmul_ns)
     monkeypatch.setattr(references, "dispatch_reference_ns", lambda torch: dispatch_ns)
+    monkeypatch.setattr(references, "small_reference_ns", lambda torch: small_ns)
     monkeypatch.setattr(references, "workload_reference_ns", lambda torch, choice: workload_ns)
 
 

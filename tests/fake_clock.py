@@ -110,6 +110,7 @@ def install_in_worker(costs: dict[str, int] | None = None, pauses: bool = False)
     capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
     references.machine_reference_ns = lambda torch: 1_000_000
     references.dispatch_reference_ns = lambda torch: 400_000
+    references.small_reference_ns = lambda torch: 150_000
     references.workload_reference_ns = lambda torch, choice: 500_000
     fixture.host_ns = clock.host_ns
     if not pauses:

@@ -673,7 +673,7 @@ def test_live_capture_and_its_exported_trace_give_the_same_numbers(tmp_path):
     loaded = load_trace(path)
     assert live.to_dict()["source"] == "capture"
     assert loaded.to_dict() == {**live.to_dict(), "source": str(path)}
-    assert live.reference_ns > 0 and live.dispatch_reference_ns > 0  # both machine references travel
+    assert live.reference_ns > 0 and live.dispatch_reference_ns > 0 and live.small_reference_ns > 0  # they travel
     assert loaded.threads == live.threads == torch.get_num_threads()  # and the threads they ran on
 
 

@@ -231,12 +231,13 @@ def test_reading_a_trace_leaves_the_garbage_collector_as_it_found_it(tmp_path):
 
 def test_the_machine_speed_references_an_exported_trace_carries_are_read(tmp_path):
     events = [step(1, 0, 100), op("aten::mm", 10, 20)]
-    write_trace(tmp_path / "t.json", events, {"opprof": {"reference_ns": 1200, "dispatch_reference_ns": 300}})
+    header = {"reference_ns": 1200, "dispatch_reference_ns": 300, "small_reference_ns": 140}
+    write_trace(tmp_path / "t.json", events, {"opprof": header})
     profile = load_trace(tmp_path / "t.json")
-    assert (profile.reference_ns, profile.dispatch_reference_ns) == (1200, 300)
+    assert (profile.reference_ns, profile.dispatch_reference_ns, profile.small_reference_ns) == (1200, 300, 140)
     write_trace(tmp_path / "u.json", events, {"opprof": {"dispatch_reference_ns": 300}})
     profile = load_trace(tmp_path / "u.json")
-    assert (profile.reference_ns, profile.dispatch_reference_ns) == (None, 300)
+    assert (profile.reference_ns, profile.dispatch_reference_ns, profile.small_reference_ns) == (None, 300, None)
 
 
 @pytest.mark.parametrize(

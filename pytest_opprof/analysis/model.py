@@ -813,6 +813,8 @@ class Profile:
     reference_ns: int | None = field(default=None, compare=False)
     # Best time of 100 one-element ops around it (dispatch speed: a core shared with another tenant).
     dispatch_reference_ns: int | None = field(default=None, compare=False)
+    # Best time of 20 small products around it (a spell that slows small products alone).
+    small_reference_ns: int | None = field(default=None, compare=False)
     # Steps the ops' work (input signatures, FLOPs) was recorded over: 0 when not recorded.
     work_steps: int = field(default=0, compare=False)
     # Op names and parent indices of the analysed ops, for naming an op's callers in messages.
@@ -1036,6 +1038,7 @@ class Profile:
             "outside_step_ops": self.outside_step_ops,
             "reference_ms": ns_to_ms(self.reference_ns) if self.reference_ns else None,
             "dispatch_reference_ms": ns_to_ms(self.dispatch_reference_ns) if self.dispatch_reference_ns else None,
+            "small_reference_ms": ns_to_ms(self.small_reference_ns) if self.small_reference_ns else None,
             "workload_reference": self.workload_reference.to_dict() if self.workload_reference else None,
             "work_steps": self.work_steps,
             "times_include_inputs": self.times_include_inputs,
@@ -1114,6 +1117,7 @@ class Profile:
             "source": self.source,
             "reference_ns": self.reference_ns,
             "dispatch_reference_ns": self.dispatch_reference_ns,
+            "small_reference_ns": self.small_reference_ns,
             "overhead": self.overhead,
             "threads": self.threads,
             "list_shapes": self.list_shapes,
