@@ -735,7 +735,7 @@ def test_a_machine_slightly_slower_excuses_no_op_four_times_slower(baselined, mo
         ),
         (
             1_240_000, 400_000, {"aten::addmm": 300_000},
-            "test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.24x slower than *",
+            "test_base.py::test_big: time inconclusive for aten::addmm, aten::linear: the machine ran 1.24x slower than *",
         ),
     )  # fmt: skip
 
@@ -781,7 +781,7 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
     result.stdout.fnmatch_lines(
         [
             "test_base.py::test_big: measured 4 times, with pauses between: each differs from the baseline; *",
-            "test_base.py::test_big: time: step wall: 0.800 ms/step outside the ops vs baseline 0.000 ms (+133% of "
+            "test_base.py::test_big: time: step wall: 0.800 ms/step outside the ops vs baseline 0.000 ms (+0.800 ms: +133% of "
             "its 0.600 ms step, slower; the time went there (Python code, hooks, data preparation, a wait for another thread or process); limit +20%, "
             "p=*) [[].opprof/cpu-*/test_big.json[]]",
         ]
@@ -979,7 +979,7 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert was != str(other) and f"OMP_NUM_THREADS={other}" in thread_setup()
     result.stdout.fnmatch_lines(
         [
-            f"test_base.py::test_big: time inconclusive for aten::*addmm: torch ran on {other} thread*, the baseline on "
+            f"test_base.py::test_big: time inconclusive for aten::addmm*: torch ran on {other} thread*, the baseline on "
             f"{default}; neither passed nor failed (--opprof-strict makes this an error); record the baseline on the "
             "machine that checks it (--opprof-update-baseline=all there), or run with the baseline's thread "
             f"variables: env {'OMP_NUM_THREADS=' + was if was else '-u OMP_NUM_THREADS'} pytest ...",
@@ -1178,7 +1178,7 @@ def test_a_spell_only_the_small_matmul_reference_sees_is_inconclusive_and_only_t
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "test_base.py::test_big: time inconclusive for aten::linear, aten::addmm: the machine ran 1.33x slower "
+            "test_base.py::test_big: time inconclusive for aten::addmm, aten::linear: the machine ran 1.33x slower "
             "than when the baseline was recorded (small matmul reference); neither passed nor failed *"
         ]
     )
