@@ -165,7 +165,9 @@ def main() -> int:
         f"  the time rule's own cost per run() test (references twice + judgement): {rule_ms:.1f} ms   (target ~20 ms)"
     )
     print(f"  the MLP call unprofiled: {p['fn_s'] * ms:.2f} ms")
-    print(f"  machine references (matmul + dispatch), taken twice per run(): {p['references_s'] * ms:.1f} ms each time")
+    print(
+        f"  machine references (matmul + dispatch + small matmul), taken twice per run(): {p['references_s'] * ms:.1f} ms each time"
+    )
     print(
         f"  untimed signature step (one call with record_shapes + with_flops, analysed): {p['signature_step_s'] * ms:.1f} ms"
     )

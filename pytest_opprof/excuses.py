@@ -11,7 +11,17 @@ from .analysis.model import WORKLOAD_OPS
 from .documents import BaselineDoc
 from .errors import waited_for_cpu
 from .units import count_of
-from .verdicts import CONTENTION_SLACK, CONTENTION_WHY, OP_SLACK, SPELL_LIMIT, STATE_NOISE, WORKLOAD_MIN_MS, Machine
+from .verdicts import (
+    CONTENTION_SLACK,
+    CONTENTION_WHY,
+    OP_SLACK,
+    SMALL_SLACK,
+    SMALL_SPELL,
+    SPELL_LIMIT,
+    STATE_NOISE,
+    WORKLOAD_MIN_MS,
+    Machine,
+)
 
 
 def thread_setup(doc: BaselineDoc) -> str | None:
@@ -102,7 +112,8 @@ def explained_by_machine(
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
     `moved`: the op's (or the step wall's) time ratio, new / baseline: the workload reference
-    explains a move no larger than its own, the dispatch and matmul references one up to `slack`
+    explains a move no larger than its own, the dispatch and matmul references one up to `slack` (the small matmul
+    one less: _slack, _explaining)
     times their own (OP_SLACK for an op; a trial's x4 slower ops passed on a machine x1.24 slower).
     `blas`: a matrix product (aten::addmm, mm, bmm), whose BLAS kernels take no part in torch's
     CPU capability (the references speak for them: a review's addmm x4 slower beside an unmoved
@@ -128,13 +139,27 @@ def explained_by_machine(
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
         return Excuse(f"{CONTENTION_WHY}: {waited_for_cpu(machine.cpu_wait or 0.0)}")
     for ratio, what, bounded in _reference_ratios(current, baseline, workload=not python_time, wall=python_time):
-        explains = _within(moved, ratio) if bounded else within_slowdown(moved, ratio, slack)
+        explains = (
+            _within(moved, ratio) if bounded else within_slowdown(moved, _explaining(what, ratio), _slack(what, slack))
+        )
         if not explains:  # the op moved further than its own product did alone, or x4 on a machine x1.24
             continue
         if ratio > STATE_NOISE if slower else ratio < 1 / STATE_NOISE:
             why = f"the machine ran {speed_words(ratio)} than when the baseline was recorded ({what} reference)"
             return Excuse(why, _machine_fix(ratio, current, baseline, machine))
     return None
+
+
+def _slack(what: str, slack: float) -> float:
+    """How many times its own move a fixed reference explains: `slack`, at most SMALL_SLACK for the
+    small matmul reference."""
+    return min(slack, SMALL_SLACK) if what == SMALL_REFERENCE else slack
+
+
+def _explaining(what: str, ratio: float) -> float:
+    """A fixed reference's move as it explains others: its own, the small matmul reference's up to
+    SMALL_SPELL either way (the spells it follows; a review's reading x2.13 excused a 3x addmm)."""
+    return min(max(ratio, 1 / SMALL_SPELL), SMALL_SPELL) if what == SMALL_REFERENCE else ratio
 
 
 def _threads_explain(moved: float | None, current: BaselineDoc, baseline: BaselineDoc, slack: float) -> bool:
@@ -264,15 +289,15 @@ def machine_too_little(
     moved: float, current: BaselineDoc, baseline: BaselineDoc, slack: float, wall: bool = False
 ) -> str:
     """For a slowdown that fails on a slower machine: the clause saying that the machine's
-    slowdown (its dispatch or matmul reference's, beyond their noise) explains too little of it,
+    slowdown (its fixed references', beyond their noise, each as far as it explains) explains too little of it,
     and for the `wall`, that a reference stalled alone explains none of it."""
     found = [(r, what) for r, what, _ in _reference_ratios(current, baseline, workload=False, wall=wall)]
-    ratio, what = max(found, default=(1.0, ""))
     stalled = _stall_clause(current, baseline) if wall else ""
-    if ratio <= STATE_NOISE:
+    slower = [(1 + _slack(what, slack) * (_explaining(what, r) - 1), r, what) for r, what in found if r > STATE_NOISE]
+    if not slower:
         return stalled
-    reach = _reach(1 + slack * (ratio - 1), moved)
-    return f"; the machine ran {speed_words(ratio)} ({what} reference): {reach}{stalled}"
+    most, ratio, what = max(slower)  # the reference that explains the most (each its own slack)
+    return f"; the machine ran {speed_words(ratio)} ({what} reference): {_reach(most, moved)}{stalled}"
 
 
 def _machine_fix(ratio: float, current: BaselineDoc, baseline: BaselineDoc, machine: Machine) -> str:
@@ -326,7 +351,7 @@ def _reference_ratios(
 
 
 def _fixed_ratios(current: BaselineDoc, baseline: BaselineDoc) -> list[tuple[float, str]]:
-    """The fixed references both sides took (dispatch, matmul): this run's time / the baseline's, its name."""
+    """The fixed references both sides took (dispatch, matmul, small matmul): this run's time / the baseline's, its name."""
     return [(r, what) for key, what in REFERENCES if (r := _reference_ratio(current, baseline, key)) is not None]
 
 
@@ -388,7 +413,12 @@ def workload_ratio(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, fl
     return mine.op, mine.ms / theirs.ms
 
 
-REFERENCES = (("dispatch_reference_ms", "dispatch"), ("reference_ms", "matmul"), ("small_reference_ms", "small matmul"))
+SMALL_REFERENCE = "small matmul"
+REFERENCES = (
+    ("dispatch_reference_ms", "dispatch"),
+    ("reference_ms", "matmul"),
+    ("small_reference_ms", SMALL_REFERENCE),
+)
 LOAD_REFERENCES = REFERENCES[:2]  # a baseline recorded under load: both of these x2 (files before the third have none)
 
 

@@ -74,13 +74,14 @@ _SMALL_PRODUCTS = 20
 
 
 def small_reference_ns(torch: Any) -> int:
-    """The best of 8 timings of 20 small float matmuls (4x64 @ 64x256, one thread's work).
+    """The best of 8 timings of 20 small float matmuls (4x64 @ 64x256, on torch's threads).
 
     On a shared 2-vCPU VM small products, and the ops made of them (an LSTM, an attention
     layer, a small MLP), run x1.2-1.5 slower in spells of seconds to minutes while the 256x256
     matmul and the dispatch path hold: in 240 s of one process, the 14 four-second windows where an
     LSTM, a transformer layer and an MLP ran over x1.2 slower were the 14 where this ran over
     x1.15 (x1.30-1.33), and it moved in no other (docs/design.md, "A small product reference").
+    It explains less than the other two (excuses._slack, _explaining).
     """
     a, b = torch.ones(*_SMALL_SHAPES[0]), torch.ones(*_SMALL_SHAPES[1])
 

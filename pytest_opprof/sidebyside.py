@@ -275,7 +275,7 @@ def _added_costs(row: SideRow, min_delta_ms: float, tolerance: float, a_fastest_
 @dataclass(frozen=True)
 class MachineSpeed:
     """How many times slower B's machine ran a reference than A's: the median over the tests
-    whose documents both hold it (baselines do; traces hold none)."""
+    whose documents both hold it (baselines do, and traces opprof exported; other traces hold none)."""
 
     reference: str  # "dispatch", "matmul" or "small matmul"
     ratio: float

@@ -602,7 +602,7 @@ def load_trace(path: str | os.PathLike[str]) -> Profile:
         profile = analyze(trace.table, source=trace.path, metadata=trace.metadata, stray_step=stray)
     profile = replace(profile, list_shapes=trace.table.has_shapes)  # Kineto's Input Dims hold lists' shapes
     # A trace we exported carries the machine-speed references of its capture.
-    matmul, dispatch, small = (_positive_int(opprof.get(key)) for key in REFERENCE_KEYS)
+    matmul, dispatch, small = (_reference_ns(opprof.get(key)) for key in REFERENCE_KEYS)
     if matmul or dispatch or small:
         profile = replace(profile, reference_ns=matmul, dispatch_reference_ns=dispatch, small_reference_ns=small)
     threads = _positive_int(opprof.get("threads"))
@@ -689,6 +689,16 @@ def _header_number(value: object) -> float | None:
 
 def _positive_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+_MAX_REFERENCE_NS = 10**15  # 11 days: a reading past it is none
+
+
+def _reference_ns(value: object) -> int | None:
+    """A machine reference from a trace's header, or None where it is no reading (a review's 10**40
+    made `opprof compare` raise from its baseline document: ms past 1e30)."""
+    found = _positive_int(value)
+    return found if found is not None and found < _MAX_REFERENCE_NS else None
 
 
 def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -> Profile:

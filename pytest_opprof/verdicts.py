@@ -41,6 +41,12 @@ WALL_SLACK = 2.0  # a slower machine explains a slower step up to this times its
 # references (x1.38) in a slow spell, and a trial's ops x4 on a machine x1.24 are not the machine
 OP_SLACK = 4.0
 
+# ...but by the small matmul reference, which stands for small products only (a review: at x2.13 it
+# excused a 3x addmm), an op up to this: in a model zoo's 20 runs its 40 excuses of ops (ops x1.45-1.89
+# beside it x1.22-1.38) were all within three times its move, 35 within twice
+SMALL_SLACK = 3.0
+SMALL_SPELL = 1.5  # ...and counting a move of its own up to this either way (its spells ran x1.22-1.38)
+
 
 REST_SHARE = 0.2  # the rest of a step (outside the op judged) must be this share of it to be a reference
 

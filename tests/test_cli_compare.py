@@ -452,6 +452,17 @@ def test_compare_written_traces_exact_ratio(capsys, tmp_path):
     assert ops["aten::addmm"]["a"]["ms_per_step"] == 0.35
 
 
+def test_compare_reads_an_out_of_range_machine_reference_in_a_trace_header_as_none(capsys, tmp_path):
+    """A trace header's reference of 10**40 ns (hand-edited, or another tool's) is no reading: the
+    comparison runs and exits by its verdict (a review's raised from the baseline document, exit 1,
+    which says B regressed)."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, profile(700).events, {"opprof": {"small_reference_ns": 140_000}})
+    write_trace(b, profile(700).events, {"opprof": {"small_reference_ns": 10**40, "reference_ns": 10**40}})
+    code, out, err = run_cli(capsys, "compare", a, b)
+    assert code == 0 and "Traceback" not in err
+
+
 def test_a_trace_without_flops_against_one_with_them_is_no_work_change(capsys, tmp_path):
     """A plain torch.profiler trace (record_shapes, no with_flops) against opprof's of the same
     model: FLOPs unknown on one side, not `0 -> 134.2M`: exit 0 under --fail-on work (a trial's

@@ -238,6 +238,10 @@ def test_the_machine_speed_references_an_exported_trace_carries_are_read(tmp_pat
     write_trace(tmp_path / "u.json", events, {"opprof": {"dispatch_reference_ns": 300}})
     profile = load_trace(tmp_path / "u.json")
     assert (profile.reference_ns, profile.dispatch_reference_ns, profile.small_reference_ns) == (None, 300, None)
+    huge = {"reference_ns": 10**40, "dispatch_reference_ns": 300, "small_reference_ns": 10**15}  # no readings
+    write_trace(tmp_path / "v.json", events, {"opprof": huge})
+    profile = load_trace(tmp_path / "v.json")
+    assert (profile.reference_ns, profile.dispatch_reference_ns, profile.small_reference_ns) == (None, 300, None)
 
 
 @pytest.mark.parametrize(
