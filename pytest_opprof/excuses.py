@@ -112,9 +112,9 @@ def explained_by_machine(
 ) -> Excuse | None:
     """Why the machine, not the code, may have moved an op's time this way; None if it cannot.
     `moved`: the op's (or the step wall's) time ratio, new / baseline: the workload reference
-    explains a move no larger than its own, the dispatch and matmul references one up to `slack` (the small matmul
-    one less: _slack, _explaining)
-    times their own (OP_SLACK for an op; a trial's x4 slower ops passed on a machine x1.24 slower).
+    explains a move no larger than its own, the dispatch and matmul references one up to `slack`
+    times their own (OP_SLACK for an op; a trial's x4 slower ops passed on a machine x1.24 slower),
+    the small matmul reference less (_slack, _explaining).
     `blas`: a matrix product (aten::addmm, mm, bmm), whose BLAS kernels take no part in torch's
     CPU capability (the references speak for them: a review's addmm x4 slower beside an unmoved
     replay of its own product passed as inconclusive on AVX2 against AVX512).

@@ -567,7 +567,7 @@ def _change_text(
 ) -> str:
     """`aten::addmm: 1.700 ms/step vs baseline 0.500 ms (+240%, slower`; for the wall judged
     outside the ops, its time there and its move as a share of the baseline's step
-    (`step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+103% of its 1.100 ms step, slower`)."""
+    (`step wall: 1.430 ms/step outside the ops vs baseline 0.300 ms (+1.130 ms: +103% of its 1.100 ms step, slower`)."""
     way = "slower" if move.own > 0 else "faster"
     if outside:
         # with the ms: the share alone read as the time outside's own change (a trial)
