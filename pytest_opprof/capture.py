@@ -46,6 +46,7 @@ from .errors import (
     torch_missing,
 )
 from .kineto import SET_ASIDE, events_carry_category, read_profiler, release_results
+from .owntorch import own
 from .references import (
     keep_forked_children_working,
     take_references,
@@ -323,7 +324,7 @@ def _stop_quietly(torch: Any, prof: Any) -> None:
 def torch_threads() -> int | None:
     """torch's intra-op thread count now; None before torch is imported (nothing is imported)."""
     torch = sys.modules.get("torch")
-    return int(torch.get_num_threads()) if torch is not None else None
+    return int(own(torch).get_num_threads()) if torch is not None else None
 
 
 def torch_state() -> TorchState | None:
@@ -347,7 +348,7 @@ _READER: list[tuple[Any, Callable[[], TorchState]]] = []  # (the torch module, i
 
 def _settings_reader(torch: Any) -> Callable[[], TorchState]:
     """A function that reads torch's settings, each by torch's fastest getter this version has."""
-    backends, c = torch.backends, torch._C
+    backends, c, threads = torch.backends, torch._C, own(torch).get_num_threads
     flags = [
         _getter(c, "_get_cudnn_benchmark", lambda: backends.cudnn.benchmark),
         _getter(c, "_get_mkldnn_enabled", lambda: backends.mkldnn.enabled),
@@ -362,7 +363,7 @@ def _settings_reader(torch: Any) -> Callable[[], TorchState]:
     def read() -> TorchState:
         benchmark, mkldnn, cudnn, deterministic, fp16, bf16 = (bool(flag()) for flag in flags)
         return TorchState(
-            int(torch.get_num_threads()), str(torch.get_default_dtype()).removeprefix("torch."),
+            int(threads()), str(torch.get_default_dtype()).removeprefix("torch."),
             bool(torch.is_grad_enabled()), bool(torch.are_deterministic_algorithms_enabled()),
             bool(torch.is_anomaly_enabled()), _matmul_precision(torch), benchmark, _default_device(torch),
             mkldnn, cudnn, deterministic, _cudnn_tf32(backends), fp16, bf16, _fp32_precision(c),
@@ -630,7 +631,7 @@ def settle_cpus(seconds: float, threads: int | None = None) -> None:
     threads where given. Run before a confirmation: on a 2-vCPU VM, a parallel op measured
     0.3 s after the process idled ran 1.5-3x slower in 16 of 30 windows, after 0.5 s of this in
     9 of 30 (after a busy Python loop on one thread: 16 of 30; python bench/spells.py)."""
-    torch = _torch()
+    torch = own(_torch())  # not a test's spy or mock of torch.add
     keep_forked_children_working(torch)
     with torch.no_grad(), _on_threads(torch, threads):
         ones = torch.ones(_SETTLE_ELEMENTS, device="cpu")  # not the test's default device
@@ -708,6 +709,7 @@ def _read_cut_short(prof: Any, aside: bool = False) -> Profile | None:
 
 @contextmanager
 def _on_threads(torch: Any, threads: int | None) -> Iterator[None]:
+    torch = own(torch)
     before = torch.get_num_threads()
     if threads is None or threads == before:
         yield

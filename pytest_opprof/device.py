@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import shown_value
+from .owntorch import own
 from .units import count_of
 
 # Every fact, in the order the JSON report and `opprof show` list them.
@@ -241,7 +242,7 @@ def _torch_facts() -> dict[str, Any]:
         return {}
     facts: dict[str, Any] = {
         "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": own(torch).get_num_threads(),  # keeps torch's functions: before any test
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),
         "cpu_capability": _cpu_capability(torch),

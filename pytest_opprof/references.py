@@ -19,6 +19,7 @@ from .analysis.checks import (
     overhead_check,
 )
 from .analysis.model import WORKLOAD_DTYPES, WORKLOAD_OPS, WorkloadReference, workload_problem
+from .owntorch import own
 
 _REFERENCE_SIZE = 256
 
@@ -46,6 +47,7 @@ def machine_reference_ns(torch: Any) -> int:
     Taken around every capture and stored with baselines: a time move in the machine's direction
     is then inconclusive (excuses.explained_by_machine; measurements in docs/design.md).
     """
+    torch = own(torch)  # not a test's spy or mock of torch.mm
     a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
     with torch.no_grad():
         return _best_ns(lambda: torch.mm(a, a))
@@ -57,6 +59,7 @@ def dispatch_reference_ns(torch: Any) -> int:
     Scalar code notices a core shared with another tenant that the vector matmul barely does
     (docs/design.md); a slowdown while it ran slower is inconclusive.
     """
+    torch = own(torch)
     one = torch.ones(1)
 
     def work() -> None:
@@ -83,6 +86,7 @@ def small_reference_ns(torch: Any) -> int:
     x1.15 (x1.30-1.33), and it moved in no other (docs/design.md, "A small product reference").
     It explains less than the other two (excuses._slack, _explaining).
     """
+    torch = own(torch)
     a, b = torch.ones(*_SMALL_SHAPES[0]), torch.ones(*_SMALL_SHAPES[1])
 
     def work() -> None:
@@ -123,6 +127,7 @@ def keep_forked_children_working(torch: Any) -> None:
 
 
 def _one_thread(torch: Any) -> None:
+    torch = own(torch)
     with suppress(Exception):  # a child must not fail for this
         if torch.get_num_threads() > 1:
             torch.set_num_threads(1)
@@ -156,6 +161,7 @@ def workload_reference_ns(torch: Any, choice: WorkloadReference) -> int | None:
     types (torch's threads, no grad): as many as fit WORKLOAD_BUDGET_NS, at least 2, or the one
     call of a product longer than that; None when they do not make a valid product (a bias that
     does not broadcast)."""
+    torch = own(torch)
     try:
         tensors = [
             torch.ones(shape, dtype=getattr(torch, WORKLOAD_DTYPES[t]), device="cpu")

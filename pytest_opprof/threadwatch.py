@@ -14,6 +14,7 @@ from typing import Any
 from . import clock, device  # as modules: tests put fakes on device
 from .analysis.model import OtherThread
 from .breaks import in_torch
+from .owntorch import own
 
 
 class ThreadWatch:
@@ -29,7 +30,8 @@ class ThreadWatch:
         self._original: Any = None
         self._wrapper: Any = None
         self._python = PythonThreadWatch()
-        self.seen = [torch.get_num_threads()]
+        self._read = own(torch).get_num_threads  # not a test's mock of it
+        self.seen = [self._read()]
 
     @property
     def others(self) -> tuple[OtherThread, ...]:
@@ -43,7 +45,7 @@ class ThreadWatch:
         def set_num_threads(n: int) -> None:
             original(n)
             if threading.get_ident() == me:
-                seen.append(torch.get_num_threads())
+                seen.append(self._read())
 
         torch.set_num_threads = self._wrapper = set_num_threads
 
@@ -51,7 +53,7 @@ class ThreadWatch:
         if self._original is not None and self._torch.set_num_threads is self._wrapper:
             self._torch.set_num_threads = self._original  # not when the test replaced it meanwhile
         self._original = self._wrapper = None
-        self.seen.append(self._torch.get_num_threads())
+        self.seen.append(self._read())
         self._python.stop()
 
     @property

@@ -149,6 +149,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import torch._dynamo  # noqa: F401
 
     from pytest_opprof.capture import quiet_profiler
+    from pytest_opprof.owntorch import keep
+
+    keep(torch)  # opprof's own calls of torch's functions, kept before any test monkeypatches them
 
     with quiet_profiler():  # Kineto's USDT lines at start and stop
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):

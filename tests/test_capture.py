@@ -1275,6 +1275,36 @@ def test_a_run_takes_a_workload_reference_of_its_costliest_product():
     assert workload_reference_ns(torch, WorkloadReference("aten::mm", ((3, 5), (4, 2)), ("float",) * 2, 0)) is None
 
 
+def test_the_references_and_the_busy_pause_go_past_a_tests_mocks_of_torch():
+    """opprof's own torch calls (the references, the busy pause before a confirmation, its thread
+    readings) go to torch's functions as they were before any test: a test's mock of torch.mm,
+    torch.add, torch.ones or torch.get_num_threads neither sees them nor changes what they read
+    (a trial's raising torch.add failed a test with a traceback from the dispatch reference, its
+    monkeypatched torch.ones wrote a matmul reference of 0.0018 ms)."""
+    from unittest import mock
+
+    from pytest_opprof.analysis.model import WorkloadReference
+    from pytest_opprof.capture import settle_cpus, torch_state, torch_threads
+    from pytest_opprof.references import take_references, workload_reference_ns
+    from pytest_opprof.threadwatch import ThreadWatch
+
+    refused = mock.Mock(side_effect=AssertionError("the test's own function was called"))
+    threads = torch.get_num_threads()
+    names = ("mm", "addmm", "add", "ones", "empty_like", "get_num_threads", "set_num_threads")
+    with mock.patch.multiple(torch, **dict.fromkeys(names, refused)):
+        references = take_references(torch)
+        replay = WorkloadReference("aten::addmm", ((8,), (4, 16), (16, 8)), ("float",) * 3, 0)
+        workload = workload_reference_ns(torch, replay)
+        settle_cpus(0.001, threads=1)
+        watch = ThreadWatch(torch)
+        watch.start()
+        watch.stop()
+        read = (torch_threads(), torch_state().threads, watch.fewest)
+    assert refused.call_count == 0
+    assert min(references) > 0 and workload is not None and workload > 0
+    assert read == (threads,) * 3
+
+
 @pytest.mark.parametrize("dtype", ["float", "double", "c10::BFloat16", "c10::Half"])
 def test_a_workload_reference_replays_each_float_type_torch_records(dtype):
     """A half or bfloat16 model's product (autocast on CPU) is replayed in its own type: a type
@@ -1291,6 +1321,7 @@ def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(mon
     device (a review: after set_default_device they followed it), on the first measurement's
     thread count, which it then restores."""
     from pytest_opprof.capture import settle_cpus
+    from pytest_opprof.owntorch import own
 
     seen = []
     real_add = torch.add
@@ -1299,7 +1330,7 @@ def test_settle_cpus_runs_on_the_cpu_on_the_threads_asked_and_puts_them_back(mon
         seen.append((args[0].device.type, torch.get_num_threads()))
         return real_add(*args, **kwargs)
 
-    monkeypatch.setattr(torch, "add", add)
+    monkeypatch.setitem(own(torch)._kept, "add", add)  # opprof's own add (a test's torch.add is not it)
     before = torch.get_num_threads()
     torch.set_default_device("meta")
     try:

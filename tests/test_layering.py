@@ -26,6 +26,7 @@ LAYERS = [
         "rules",
         "jsontext",
         "torchstate",
+        "owntorch",
     },  # know no Profile
     {
         "analysis",

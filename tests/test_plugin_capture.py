@@ -1728,3 +1728,62 @@ def test_a_failure_outside_the_tests_code_shows_no_frame_of_ours(pytester):
     result.assert_outcomes(failed=2)
     assert result.stdout.str().count("RuntimeError: refused by the wrapper") >= 2
     assert not re.search(r"pytest_opprof/plugin[/\w]*\.py", result.stdout.str())
+
+
+# -- a test that spies on or mocks torch's functions: opprof's own calls go past it --------------
+
+MOCKING_TESTS = """
+from unittest import mock
+
+import torch
+
+
+def scale_and_project(a, w):
+    return torch.mm(torch.add(a, 1.0), w)
+
+
+def test_spy_sees_its_own_calls(opprof):
+    a, w = torch.randn(8, 8), torch.randn(8, 4)
+    with mock.patch("torch.mm", wraps=torch.mm) as mm, mock.patch("torch.add", wraps=torch.add) as add:
+        with opprof.capture():
+            scale_and_project(a, w)
+    assert (mm.call_count, add.call_count) == (1, 1)
+
+
+def test_add_made_to_raise(opprof):
+    a = torch.randn(8, 8)
+    with mock.patch("torch.add", side_effect=RuntimeError("add is not to be called here")):
+        opprof.run(torch.mm, a, a, warmup=1, steps=5)
+
+
+def test_thread_count_mocked(opprof):
+    a = torch.randn(8, 8)
+    with mock.patch("torch.get_num_threads", return_value=97), mock.patch("torch.set_num_threads"):
+        opprof.run(torch.mm, a, a, warmup=1, steps=5)
+
+
+def test_thread_count_bare_mock(opprof):
+    a = torch.randn(8, 8)
+    with mock.patch("torch.get_num_threads"):
+        opprof.run(torch.mm, a, a, warmup=1, steps=5)
+"""
+
+
+def test_a_tests_spies_and_mocks_of_torch_see_its_own_calls_and_opprof_reads_the_machine(project):
+    """A test that spies on or mocks torch.mm, torch.add or torch.get_num_threads (pytest-mock,
+    monkeypatch) sees its own calls only, and opprof's references and thread count stay true: a
+    trial's spy counted 169 calls of torch.mm around a capture of one, a torch.add made to raise
+    failed with a traceback from opprof's dispatch reference, a bare mock of get_num_threads with
+    a TypeError from opprof's thread watch, and one returning 8 recorded 8 threads on a 2-CPU
+    machine. (This project's clock and references are fake: the references under mocks are
+    test_capture's test_the_references_and_the_busy_pause_go_past_a_tests_mocks_of_torch.)"""
+    project.makepyfile(test_mocking=MOCKING_TESTS)
+    result = run(project, "--opprof-update-baseline")
+    result.assert_outcomes(passed=4)
+    assert "Traceback" not in result.stdout.str()
+    baselines = sorted((project.path / ".opprof").rglob("test_thread_count*.json"))
+    assert len(baselines) == 2
+    for path in baselines:
+        assert json.loads(path.read_text())["capture"]["threads"] == torch.get_num_threads(), path
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=4)
