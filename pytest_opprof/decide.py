@@ -39,7 +39,7 @@ from .errors import (
     threads_left_fix,
     unconfirmable,
 )
-from .excuses import QUIET_MACHINE_FIX, recorded_under_load
+from .excuses import QUIET_MACHINE_FIX, TRACER_FIX, recorded_under_load
 from .rules import STRUCTURE, TIME, WORK, Rule
 from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower
@@ -118,6 +118,7 @@ class Outcome:
     unrecordable: str | None = None  # UNRELIABLE: why nothing was written (Machine.unrecordable)
     written_slowed: Slowed | None = None  # the written measurement's references ran slower than a calm one's
     first_slowed: float | None = None  # written from a later one: how much slower the first's references ran
+    traced_first: str | None = None  # the Python tracer the first measurement ran under, its confirmations without it
 
 
 def decide(
@@ -158,7 +159,7 @@ def decide(
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.unrecordable
     further = Further(remeasure)  # the confirmations' measurements serve the ranges too
-    if remeasure is not None and update != "all" and _time_decides(comparison, rule, updating):
+    if remeasure is not None and update != "all" and _confirms(comparison, rule, updating, current.machine):
         confirmation = _confirm(current, old, rule, path, further, updating, comparison)
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
@@ -174,12 +175,14 @@ def decide(
         write = old.replace(number=current.doc.number)
     unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
     unconfirmed = confirmation.unconfirmed
+    untraced = remeasured is not None and all(m.machine.python_tracer is None for m in further.taken)
     return Outcome(
         status, comparison, remeasured, write, old.schema, confirmation.measurements, unconfirmed,
         written.span if written else 0, unrepeated, moved,
         written_from=written.position if written else 1, written_wait=written.wait if written else None,
         unrecordable=current.machine.unrecordable if status == UNRELIABLE else None,
         written_slowed=written.slowed if written else None, first_slowed=written.first_slowed if written else None,
+        traced_first=current.machine.python_tracer if untraced else None,
     )  # fmt: skip
 
 
@@ -450,12 +453,13 @@ def _confirm(
     first measurement shared its spell, and an idle trial's unchanged code failed in 4 of 8
     runs. The fixture keeps the CPUs busy before each (fixture.CONFIRM_SETTLE_S), and the pooled
     minimum takes the fastest spell: a slowdown of the code shows in every one."""
-    suspected = tuple(v.op for v in comparison.changes if v.kind == TIME and v.op)
+    suspected = tuple(v.op for v in [*comparison.changes, *_tracer_excused(comparison)] if v.kind == TIME and v.op)
+    tracer_only = not _time_decides(comparison, rule, updating)  # what a tracer excused: judged without it
     pooled, remeasured, measurements, other_work = current, None, 1, set[str]()
     for index in range(CONFIRMATIONS):
         again = further.at(index)
-        if again is None:
-            break
+        if again is None or (tracer_only and again.machine.python_tracer):
+            break  # traced again (a tracer opprof cannot take off): it tells nothing the first did not
         if again.machine.gpu_unreliable and not current.machine.gpu_unreliable:
             continue  # throttled clocks tell nothing of the code: pooled, they made a real 2x inconclusive (a review)
         if differing := unrepeated(current.doc, again.doc, rule.ignore_ops):
@@ -470,6 +474,21 @@ def _confirm(
     if measurements == 1 and other_work:  # nothing confirmed or cleared it: one spell is no verdict
         comparison = unconfirmed_slower(comparison, unconfirmable(first_three(sorted(other_work))), SAME_WORK_FIX, path)
     return Confirmation(comparison, remeasured, measurements)
+
+
+def _confirms(comparison: Comparison, rule: Rule, updating: bool, machine: Machine) -> bool:
+    """Whether to measure a run() capture again: a time verdict alone would decide (_time_decides),
+    or a Python tracer (coverage) excused a slower time, which a measurement without it (the
+    fixture's confirmations run untraced) judges: under --cov a trial's hook and custom op failed
+    unchanged code 6 of 10 runs, and a 3 ms sleep added to each step passed as inconclusive in 3 of 3."""
+    if _time_decides(comparison, rule, updating):
+        return True
+    return machine.python_tracer is not None and TIME in rule.fail_on and bool(_tracer_excused(comparison))
+
+
+def _tracer_excused(comparison: Comparison) -> list[Verdict]:
+    """The slower times a Python tracer made inconclusive."""
+    return [v for v in comparison.inconclusive if v.kind == TIME and v.fix == TRACER_FIX]
 
 
 def _time_decides(comparison: Comparison, rule: Rule, updating: bool) -> bool:
@@ -488,7 +507,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     return Machine(
         calm.cpu_wait if calm else None,
         a.gpu_unreliable or b.gpu_unreliable,
-        a.python_tracer or b.python_tracer,
+        a.python_tracer if b.python_tracer else None,  # one measured untraced: the tracer explains no pooled minimum
         calm.waited_ms_per_step if calm else None,
         # the pooled steps: the first's, then the second's
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
@@ -616,6 +635,7 @@ class BaselineResult:
     settings_left: tuple[Left, ...] = ()  # other torch settings earlier tests left that it ran on
     written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
+    traced_first: str | None = None  # the Python tracer the first measurement ran under, its confirmations without it
 
     @property
     def slower(self) -> bool:
@@ -761,6 +781,7 @@ class BaselineResult:
             "settings_left": [found.to_dict() for found in self.settings_left],
             "written_slowed": self.written_slowed.to_dict() if self.written_slowed else None,
             "first_slowed": self.first_slowed,
+            "traced_first": self.traced_first,
         }
 
     @classmethod
@@ -783,6 +804,7 @@ class BaselineResult:
             nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
             settings_left=tuple(found for d in data.get("settings_left") or () if (found := Left.from_dict(d))),
             written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
+            traced_first=data.get("traced_first"),
         )  # fmt: skip
 
 
@@ -949,4 +971,5 @@ def baseline_step(
         written_from=outcome.written_from, written_wait=outcome.written_wait,
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
         nodeid=nodeid, written_slowed=outcome.written_slowed, first_slowed=outcome.first_slowed,
+        traced_first=outcome.traced_first,
     )  # fmt: skip

@@ -20,13 +20,15 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import shown_value
 from .owntorch import own
 from .units import count_of
+
+T = TypeVar("T")
 
 # Every fact, in the order the JSON report and `opprof show` list them.
 FACT_KEYS = (
@@ -364,6 +366,40 @@ def python_tracer() -> str | None:
     monitoring: Any = getattr(sys, "monitoring", None)  # Python 3.12+: coverage's sys.monitoring core
     names = [monitoring.get_tool(tool) for tool in range(6)] if monitoring is not None else []
     return next((str(name) for name in names if name), None)
+
+
+def untraced(run: Callable[[], T]) -> tuple[T, str | None]:
+    """`run()` with this thread's Python tracer (coverage's, a debugger's: sys.settrace) off, and
+    the one threading gives the threads it starts, each put back after; and what traced Python
+    during it (python_tracer(): a profiler function, sys.monitoring's tools or a tracer that
+    cannot be called back in stay on, and are named).
+
+    For a run() capture's confirmations: under --cov, Python inside an op (a hook, a custom op)
+    made unchanged code fail on time, and the tracer's excuse of the step wall passed a real
+    slowdown, each measured only traced. The code already ran traced in the first measurement,
+    so coverage loses no line. The tracer is taken off and put back in this one frame, and
+    frames begun while it was off end before it is back: coverage keeps a stack of the frames
+    it saw, which a frame it saw begin but not end would shift."""
+    trace = sys.gettrace()
+    if trace is None or not callable(trace):
+        return run(), python_tracer()
+    for_threads = threading.gettrace()
+    sys.settrace(None)
+    threading.settrace(None)
+    try:
+        result = run()
+        during = python_tracer()
+    finally:
+        sys.settrace(trace)
+        threading.settrace(for_threads)
+        _called()
+    return result, during
+
+
+def _called() -> None:
+    """A Python call right after sys.settrace(tracer): a C tracer put back through sys.settrace
+    (coverage's CTracer) takes its own place again at a call's event; till then this frame's
+    events go to no one."""
 
 
 def child_cpu_ticks() -> dict[str, int] | None:

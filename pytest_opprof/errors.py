@@ -1645,7 +1645,7 @@ def capture_off_thread(what: str, thread: str) -> str:
 # -- measurements no baseline is written from ---------------------------------------------
 
 TRACER_RAN = "a Python tracer ran"
-TRACER_RECORD_FIX = "pytest --opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
+TRACER_RECORD_FIX = "--no-cov (with pytest-cov; without a debugger)"  # after the record command and its tests
 
 
 def unrecordable_gpu(reason: str) -> str:
@@ -1672,9 +1672,18 @@ def _set_threads(count: int | None) -> str:
     return f"torch.set_num_threads({count})" if count is not None else ""
 
 
+def traced_budget(tracer: str) -> str:
+    """A failing time budget's clause: a Python tracer ran in its capture."""
+    return (
+        f"a Python tracer ({tracer}) ran in the capture, which slows the Python between the ops and inside them "
+        "(a hook, a custom op, an autograd Function): measure without coverage or a debugger for a time budget"
+    )
+
+
 def unrecordable_tracer(tracer: str) -> str:
-    """A measurement under a Python tracer: it slows the Python between the ops (the step wall)."""
-    return f"{TRACER_RAN} ({tracer}): it slows the Python between the ops"
+    """A measurement under a Python tracer: it slows the Python between the ops (the step wall) and
+    inside them (a hook, a custom op)."""
+    return f"{TRACER_RAN} ({tracer}): it slows the Python between the ops and inside them"
 
 
 # -- opprof mv ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .errors import (
     ran_no_op_in_body,
     ran_no_op_in_run,
     stepped_aside,
+    traced_budget,
     unknown_op_name,
     untrusted_earlier,
     untrusted_measurement,
@@ -615,11 +616,16 @@ class OpprofFixture:
         return f" (checked on the latest of {self.captures} captures)" if self.captures > 1 else ""
 
     def _contended(self, timed: Timed | None) -> str:
-        """For a failing time budget (`timed` holds for the profile: what it limits ran), the clause
-        saying other load slowed the capture, or ''."""
+        """For a failing time budget (`timed` holds for the profile: what it limits ran), the clauses
+        saying other load, or a Python tracer (coverage: a trial's budget failed under --cov only,
+        with no word of it), slowed the capture; or ''."""
+        if timed is None or not timed(self._profile):
+            return ""
         wait = self.cpu_wait
-        loaded = timed is not None and wait is not None and wait > CONTENTION_LIMIT and timed(self._profile)
-        return f"; {waited_for_cpu(wait)}: other load slowed it" if loaded and wait else ""
+        loaded = (
+            f"; {waited_for_cpu(wait)}: other load slowed it" if wait is not None and wait > CONTENTION_LIMIT else ""
+        )
+        return loaded + (f"; {traced_budget(self.python_tracer)}" if self.python_tracer else "")
 
     def _probe(self) -> None:
         self._sample(self._host, self._clocks)
@@ -633,7 +639,8 @@ class OpprofFixture:
 
     def _measure_again(self, fn: Callable[..., Any], args: Any, kwargs: Any, warmup: int, steps: int) -> Remeasured:
         """run()'s measurement once more, with its own CPU-wait share and GPU clock verdict (the
-        report keeps the first one's)."""
+        report keeps the first one's), without a Python tracer where one ran (device.untraced:
+        coverage's slows the Python inside and between the ops)."""
 
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
@@ -642,21 +649,13 @@ class OpprofFixture:
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
         probe = partial(self._sample, host, clocks)
         recording = self.measure_ahead > 0  # the file may hold this one (its workload reference too)
-        profile, result = run_steps(
-            fn,
-            args,
-            kwargs,
-            warmup,
-            steps,
-            probe=probe,
-            work=False,
-            threads=threads,
-            signature=True,
+        steps_run = partial(
+            run_steps, fn, args, kwargs, warmup, steps, probe=probe, work=False, threads=threads, signature=True,
             workload=recording,
-        )
+        )  # fmt: skip
+        (profile, result), tracer = device.untraced(steps_run)
         return Remeasured(
-            profile, _wait_of(host), device.unreliable_reason(clocks), device.python_tracer(),
-            _waited_per_step(host, profile), result,
+            profile, _wait_of(host), device.unreliable_reason(clocks), tracer, _waited_per_step(host, profile), result,
         )  # fmt: skip
 
     def _cut(self, profile: Any, raised: BaseException) -> None:

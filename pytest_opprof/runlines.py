@@ -309,7 +309,8 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
     ]
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(reasons) or 'unreliable GPU clocks (see above)'}"
     if traced:
-        line += f"; record {first_three(traced, verbose)} in a run without it: {TRACER_RECORD_FIX}"
+        # the tests named, =all: a bare command in a run that picked them recorded the whole suite, changed ones only
+        line += f"; record {first_three(traced, verbose)} in a run without it: {RECORD_ALL} {listed_ids(traced)} {TRACER_RECORD_FIX}"
     return line
 
 

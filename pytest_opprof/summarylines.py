@@ -84,6 +84,13 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     return [f"{record.nodeid}: {line}" for line in lines]
 
 
+def _why_unconfirmed(baseline: BaselineResult | None) -> str:
+    """What may have slowed a first measurement that later ones did not confirm."""
+    if baseline is not None and baseline.traced_first:
+        return f"the first ran under a Python tracer ({baseline.traced_first}), the later ones without it"
+    return "interference, or a slow spell of the machine"
+
+
 def _measurement_lines(record: TestRecord) -> list[str]:
     """What to make of the measurement itself: unreliable clocks, a second measurement."""
     lines = []
@@ -99,7 +106,7 @@ def _measurement_lines(record: TestRecord) -> list[str]:
         so = "its time passes" if baseline and baseline.status == "compared" else "the file was kept"
         lines.append(
             f"the first measurement's time differed from the baseline's; {later}, after a pause, did not confirm it "
-            f"(interference, or a slow spell of the machine), so {so}"
+            f"({_why_unconfirmed(baseline)}), so {so}"
         )
     elif remeasured == "confirmed":
         lines.append(

@@ -8,6 +8,7 @@ as torch recorded them; the times are exact and the same on a loaded CI machine.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +24,9 @@ class FakeClock:
     (the first run() measurement, its confirmation, ...); after the plan, 1.0."""
 
     costs: dict[str, int] = field(default_factory=dict)
+    # the costs, where different, of a capture whose steps ran under a Python tracer (coverage): read
+    # where the capture is read, on the thread and in the state its steps ran in
+    traced_costs: dict[str, int] = field(default_factory=dict)
     plan: list[float] = field(default_factory=list)
     captures: int = 0  # timed captures rewritten so far
     signature_captures: int = 0  # captures with inputs recorded (run()'s signature steps, one-step captures)
@@ -44,7 +48,8 @@ class FakeClock:
     def cost(self, name: str, scale: float) -> int:
         if name.startswith("ProfilerStep#") or name.startswith("opprof::"):
             return 0
-        return int(self.costs.get(name, DEFAULT_COST_NS) * scale)
+        traced = self.traced_costs if sys.gettrace() is not None else {}
+        return int(traced.get(name, self.costs.get(name, DEFAULT_COST_NS)) * scale)
 
     def apply(self, table: EventTable, with_shapes: bool) -> EventTable:
         """Rewrite the CPU-side times of one capture (a signature step is not a timed capture)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
 import uuid as uuid_module
 import warnings
 from types import SimpleNamespace
@@ -451,6 +452,57 @@ def test_python_tracer_names_what_traces_python_or_says_none(monkeypatch):
     assert device.python_tracer() == "test_device._tracer"
     monkeypatch.setattr(sys, "gettrace", lambda: fake_nvml)  # an object: named by its type
     assert device.python_tracer() == "builtins.module"
+
+
+class _StackTracer:
+    """A Python tracer as coverage's keeps it: a stack of the frames it saw begin, popped as they end."""
+
+    def __init__(self):
+        self.stack, self.lines = [], []
+
+    def __call__(self, frame, event, arg):
+        if event == "call":
+            self.stack.append(frame.f_code.co_name)
+        elif event == "return":
+            self.stack.pop()
+        elif event == "line":
+            self.lines.append((frame.f_code.co_name, frame.f_lineno - frame.f_code.co_firstlineno))
+        return self
+
+
+def _untraced_inside():
+    return sys.gettrace(), threading.gettrace()
+
+
+def _after_the_pause():
+    return 2
+
+
+def _pausing(tracer):
+    (inside, threads_inside), during = device.untraced(_untraced_inside)
+    after = _after_the_pause()
+    return inside, threads_inside, during, after, sys.gettrace() is tracer
+
+
+def test_untraced_runs_with_the_python_tracer_off_and_puts_it_back_keeping_its_frames_whole():
+    """A run() capture's confirmations run without a Python tracer (coverage under --cov), put
+    back after in the frame that took it off: a tracer that keeps a stack of frames (coverage's)
+    sees every frame it saw begin end, and the lines after the pause (a shifted stack loses them)."""
+    tracer = _StackTracer()
+    for_threads = threading.gettrace()
+    threading.settrace(tracer)
+    sys.settrace(tracer)
+    try:
+        inside, threads_inside, during, after, back = _pausing(tracer)
+    finally:
+        sys.settrace(None)
+        threading.settrace(for_threads)
+    assert (inside, threads_inside, during) == (None, None, None)
+    assert back and after == 2 and threading.gettrace() is for_threads
+    assert tracer.stack == []  # every frame it saw begin, it saw end
+    assert ("_pausing", 2) in tracer.lines and ("_after_the_pause", 1) in tracer.lines
+    assert not [name for name, _ in tracer.lines if name == "_untraced_inside"]
+    assert device.untraced(lambda: 5) == (5, device.python_tracer())  # nothing traced: as it is
 
 
 def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
