@@ -214,6 +214,30 @@ def test_no_stray_lines_from_torch_or_kineto_but_the_users_own_warnings_stay(pyt
     assert "the user's own warning" in text
 
 
+@pytest.mark.parametrize(
+    "how",
+    [("-o", "opprof_update_baseline=true"), ("-o", "opprof=true"), ("ini", "opprof_update_baseline = all")],
+    ids=["-o update", "-o opprof", "ini update"],
+)
+def test_the_numpy_warning_is_hidden_when_the_ini_or_o_turns_recording_on(pytester, how):
+    """Recording (or measuring) turned on by the ini file or `-o`, not a flag: the NumPy warning
+    of a rootdir conftest's `import torch` is hidden all the same (a trial's `-W error -o
+    opprof_update_baseline=true` stopped at the conftest's import, rc 4; the flag ran)."""
+    import importlib.util
+
+    if importlib.util.find_spec("numpy") is not None:
+        pytest.skip("numpy is installed: torch does not warn at import")
+    pytester.makeconftest("import torch\n")
+    pytester.makepyfile("import torch\ndef test_one(opprof):\n    opprof.run(torch.ones, 3, warmup=1, steps=2)\n")
+    args = list(how)
+    if how[0] == "ini":
+        pytester.makeini(f"[pytest]\n{how[1]}\n")
+        args = []
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    assert "Failed to initialize NumPy" not in result.stdout.str() + result.stderr.str()
+
+
 def test_quiet_profiler_keeps_every_other_line_written_to_stderr(capfd):
     """Around a profiler start or stop only Kineto's USDT and STAGE lines, and its no-driver line
     of a CUDA build without a GPU, are dropped from stderr; torch's one-cycle warning is dropped

@@ -328,7 +328,11 @@ def refuse_unknown_ini_keys(config: pytest.Config) -> None:
 
 
 def ini_on(config: pytest.Config) -> bool:
+    """Whether the ini file or an `-o` override turns measuring on (`opprof = true`), or recording
+    (`opprof_update_baseline = all`), before the options are parsed (the early NumPy filter)."""
     try:
-        return str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
+        measure = str(config.getini("opprof")).strip().lower() in ("1", "true", "yes", "on")
+        update = str(config.getini("opprof_update_baseline") or "").strip().lower()
     except (ValueError, pytest.UsageError):  # a bad value: pytest_configure says so
         return False
+    return measure or update not in ("", "0", "false", "no", "off", "none")
