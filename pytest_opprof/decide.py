@@ -513,6 +513,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
         pooled=True,
         settings_left=a.settings_left or b.settings_left,
+        env_set_inside=a.env_set_inside,
     )
 
 

@@ -183,6 +183,33 @@ def thread_setup() -> str:
     return ", ".join(parts + found)
 
 
+def set_in_process(names: Iterable[str]) -> tuple[str, ...]:
+    """Which of these environment variables this process set or changed itself since it started
+    (pytest-env's `env` ini key, a conftest, a plugin), which the shell's `env -u NAME` or
+    `NAME=value` before the command cannot change: a trial's fix `env -u OMP_NUM_THREADS pytest`
+    ran on the same 1 thread, pytest-env setting it again. Linux only (/proc/self/environ holds
+    the environment the process started with); () where that cannot be read."""
+    started = _started_environ()
+    if started is None:
+        return ()
+    return tuple(n for n in names if os.environ.get(n) is not None and os.environ.get(n) != started.get(n))
+
+
+_STARTED: list[dict[str, str] | None] = []
+
+
+def _started_environ() -> dict[str, str] | None:
+    """The environment this process started with (read once), or None where Linux does not say."""
+    if not _STARTED:
+        try:
+            with open("/proc/self/environ", "rb") as f:
+                pairs = [entry.split(b"=", 1) for entry in f.read().split(b"\0") if b"=" in entry]
+            _STARTED.append({k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs})
+        except OSError:
+            _STARTED.append(None)
+    return _STARTED[0]
+
+
 def _physical_cores(cpus: list[int]) -> int | None:
     """How many cores those CPUs are (SMT siblings counted once); None where Linux does not say."""
     siblings = set()

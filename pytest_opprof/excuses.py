@@ -144,7 +144,8 @@ def explained_by_machine(
         return None
     if threads_differ(current, baseline) and not python_time and _threads_explain(moved, current, baseline, slack):
         threads = count_of(current.threads or 0, "thread")
-        return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", threads_fix(current, baseline))
+        fix = threads_fix(current, baseline, machine.env_set_inside)
+        return Excuse(f"torch ran on {threads}, the baseline on {baseline.threads}", fix)
     if not python_time and not blas and _capability_explains(moved, current, baseline, slack):
         return Excuse(_capability_why(current, baseline), CAPABILITY_FIX)
     if slower and machine.contended and _contention_explains(machine, added_ms, current, baseline):
@@ -493,10 +494,12 @@ def _moved(a: dict[str, str], b: dict[str, str]) -> list[str]:
     return [key for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
 
 
-def threads_fix(current: BaselineDoc, baseline: BaselineDoc) -> str:
+def threads_fix(current: BaselineDoc, baseline: BaselineDoc, set_inside: tuple[str, ...] = ()) -> str:
     """What to do where torch ran on another thread count than the baseline: set the baseline's
     thread variables where the setups' differ (a trial's fix said to set OMP_NUM_THREADS, already
-    set, where MKL_NUM_THREADS=1 had made the difference), else its count; or record there."""
+    set, where MKL_NUM_THREADS=1 had made the difference), else its count; or record there.
+    `set_inside`: the variables this process set itself (pytest-env's `env`, a conftest), which
+    the shell's `env` cannot change: the fix says where they are set."""
     (their_counts, theirs), (my_counts, mine) = (
         _setup_parts(thread_setup(baseline)),
         _setup_parts(thread_setup(current)),
@@ -514,4 +517,11 @@ def threads_fix(current: BaselineDoc, baseline: BaselineDoc) -> str:
         what = "variables"
     unset = [f"-u {k}" for k in moved if k not in theirs]
     wanted = " ".join([*unset, *(f"{k}={shlex.quote(theirs[k])}" for k in moved if k in theirs)])
+    if inside := [k for k in moved if k in set_inside]:
+        it, is_ = ("it", "is") if len(inside) == 1 else ("them", "are")
+        return (
+            f"{record}, or run with the baseline's thread {what} ({wanted.replace('-u ', 'unset ')}): "
+            f"{' and '.join(inside)} {is_} set inside the pytest process (pytest-env's env ini key, a conftest or a "
+            f"plugin), where the shell's env cannot change {it}: change {it} there"
+        )
     return f"{record}, or run with the baseline's thread {what}: env {wanted} pytest ..."

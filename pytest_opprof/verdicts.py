@@ -73,6 +73,7 @@ class Machine:
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
     settings_left: tuple[Left, ...] = ()  # torch ran on settings (the thread count, the default dtype...) tests left
+    env_set_inside: tuple[str, ...] = ()  # thread variables the process set itself (pytest-env): no shell fix for them
 
     @property
     def contended(self) -> bool:

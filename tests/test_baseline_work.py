@@ -718,6 +718,22 @@ def test_another_thread_setup_names_the_part_that_differs_and_its_fix_the_baseli
     assert addmm_verdict(both, base).fix.endswith("thread count: env -u MKL_NUM_THREADS OMP_NUM_THREADS=2 pytest ...")
 
 
+def test_a_thread_variable_set_inside_pytest_is_fixed_where_it_is_set_not_by_the_shells_env():
+    """pytest-env's `env = ["OMP_NUM_THREADS=1"]` sets the variable inside the pytest process: a
+    trial's fix `env -u OMP_NUM_THREADS pytest ...` ran on the same 1 thread. The fix says where
+    it is set instead."""
+    from pytest_opprof.excuses import threads_fix
+
+    base = threaded(doc(profile()).replace(reference_ms=0.4), 2, setup="2 cpus")
+    new = threaded(doc(profile(addmm_us=(1400,) * 8)).replace(reference_ms=0.4), 1, setup="2 cpus, OMP_NUM_THREADS=1")
+    assert threads_fix(new, base).endswith("env -u OMP_NUM_THREADS pytest ...")  # set by the shell: it can unset it
+    assert threads_fix(new, base, ("OMP_NUM_THREADS",)) == (
+        "record the baseline on the machine that checks it (--opprof-update-baseline=all there), or run with the "
+        "baseline's thread variables (unset OMP_NUM_THREADS): OMP_NUM_THREADS is set inside the pytest process "
+        "(pytest-env's env ini key, a conftest or a plugin), where the shell's env cannot change it: change it there"
+    )
+
+
 def test_unknown_threads_on_either_side_compare_as_before():
     """A baseline from before threads were recorded (or from a trace): no thread verdict, and
     the machine references judge as they did."""

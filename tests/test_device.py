@@ -505,6 +505,20 @@ def test_untraced_runs_with_the_python_tracer_off_and_puts_it_back_keeping_its_f
     assert device.untraced(lambda: 5) == (5, device.python_tracer())  # nothing traced: as it is
 
 
+def test_set_in_process_names_the_variables_this_process_set_itself(monkeypatch):
+    """A variable the process set or changed since it started (pytest-env, a conftest) is named;
+    one the shell gave it, as it gave it, is not; where Linux does not say, none is."""
+    monkeypatch.setattr(device, "_STARTED", [{"MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "4"}])
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")  # as the shell gave it
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # changed inside
+    assert device.set_in_process(device.THREAD_VARIABLES) == ("OMP_NUM_THREADS",)
+    monkeypatch.delenv("OMP_NUM_THREADS")  # unset inside: the shell's env cannot set it back either, but none is set
+    assert device.set_in_process(device.THREAD_VARIABLES) == ()
+    monkeypatch.setattr(device, "_STARTED", [None])
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert device.set_in_process(device.THREAD_VARIABLES) == ()
+
+
 def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):
     """The CPUs this process may use and the thread variables: what gives torch its default,
     whatever a conftest did to torch's count since."""

@@ -120,6 +120,7 @@ def _baseline_place(item: pytest.Item, state: RunState) -> tuple[Path, str, Path
 def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int) -> Measurement:
     """A capture (the fixture, or a Remeasured) of the test `item` as its baseline document and the
     machine's state; `number`: which of the test's captures it is (or measures again)."""
+    from .. import device
     from ..assertions import context
     from ..baseline import baseline_from_profile
     from ..decide import Measurement
@@ -130,6 +131,7 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
         profile.compiled_in, settings_left=_leak_ran_on(item, profile),
+        env_set_inside=device.set_in_process(device.THREAD_VARIABLES),
     )  # fmt: skip
     places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
