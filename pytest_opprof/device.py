@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import shown_value
-from .owntorch import own
 from .units import count_of
 
 T = TypeVar("T")
@@ -265,13 +264,15 @@ def use_worker_gpu(worker: str) -> int | None:
 
 def _torch_facts() -> dict[str, Any]:
     """What torch says: versions, threads, and the GPU it uses (its current device)."""
+    from . import owntorch  # here: a plain run imports no measuring module
+
     try:
         import torch
     except ImportError:
         return {}
     facts: dict[str, Any] = {
         "torch": torch.__version__,
-        "torch_threads": own(torch).get_num_threads(),  # keeps torch's functions: before any test
+        "torch_threads": owntorch.own(torch).get_num_threads(),  # keeps torch's functions: before any test
         "cuda": torch.version.cuda,
         "hip": getattr(torch.version, "hip", None),
         "cpu_capability": _cpu_capability(torch),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -1039,6 +1040,7 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     recorded = next((baselined.path / ".opprof").rglob("test_big.json")).read_text()
     setup = json.loads(recorded)["environment"]["thread_setup"]
     monkeypatch.setenv("OMP_NUM_THREADS", str(other))
+    monkeypatch.setattr(device, "_STARTED", [dict(os.environ)])  # as the shell set it (this run is in-process)
     fake_clock.costs["aten::addmm"] = 800_000
     result = run(baselined, "--opprof", "-k", "big")
     result.assert_outcomes(passed=1)
