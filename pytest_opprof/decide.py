@@ -159,7 +159,7 @@ def decide(
     confirmation = Confirmation(comparison)
     updating = update == "changed" and not current.machine.unrecordable
     further = Further(remeasure)  # the confirmations' measurements serve the ranges too
-    if remeasure is not None and update != "all" and _confirms(comparison, rule, updating, current.machine):
+    if remeasure is not None and update != "all" and _confirms(comparison, rule, updating, current.machine, not update):
         confirmation = _confirm(current, old, rule, path, further, updating, comparison)
     first_slower = slower(comparison)  # a slow state of the machine: nothing is written from it
     comparison, remeasured = confirmation.comparison, confirmation.remeasured
@@ -476,13 +476,15 @@ def _confirm(
     return Confirmation(comparison, remeasured, measurements)
 
 
-def _confirms(comparison: Comparison, rule: Rule, updating: bool, machine: Machine) -> bool:
+def _confirms(comparison: Comparison, rule: Rule, updating: bool, machine: Machine, comparing: bool) -> bool:
     """Whether to measure a run() capture again: a time verdict alone would decide (_time_decides),
     or a Python tracer (coverage) excused a slower time, which a measurement without it (the
     fixture's confirmations run untraced) judges: under --cov a trial's hook and custom op failed
     unchanged code 6 of 10 runs, and a 3 ms sleep added to each step passed as inconclusive in 3 of 3."""
     if _time_decides(comparison, rule, updating):
         return True
+    if comparing is False:  # a recording under a tracer writes nothing: no measurement to take (a review's 58 calls)
+        return False
     return machine.python_tracer is not None and TIME in rule.fail_on and bool(_tracer_excused(comparison))
 
 
@@ -502,7 +504,10 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
     """The pooled samples of two measurements are judged by the calmer one's state: a contended
     first measurement must not excuse a clean second one's slowdown (seen: a real 2x missed)."""
     a, b = first.machine, second.machine
-    waits = [m for m in (a, b) if m.cpu_wait is not None]
+    # where one ran under a Python tracer and the other not, the untraced one's wait: the tracer's
+    # longer steps inflated the other's ms waited per step, which then excused a real x2 (a review)
+    untraced = [m for m in (a, b) if not m.python_tracer] if bool(a.python_tracer) != bool(b.python_tracer) else [a, b]
+    waits = [m for m in untraced if m.cpu_wait is not None]
     calm = min(waits, key=lambda m: m.cpu_wait or 0.0) if waits else None
     return Machine(
         calm.cpu_wait if calm else None,
@@ -891,6 +896,8 @@ def ranges_serve(
     runs of fn) can serve the test's file: it is absent, or usable and the first measurement alone
     does not keep it as it is (decide asks no confirmation and writes nothing: a scale trial's
     re-recording of 80 unchanged tests spent 1.6 s a test on measurements no file took)."""
+    if current.machine.unrecordable:  # a Python tracer, throttled clocks: no file is written from it
+        return False
     try:
         old = read_baseline(path, nodeid, inside=root)
     except BaselineError:

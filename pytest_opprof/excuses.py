@@ -65,13 +65,6 @@ QUIET_MACHINE_FIX = "rerun on a quiet machine (no other load, no -n on a small r
 TRACER_FIX = "measure without coverage or a debugger (a pytest --opprof run of its own) for a time verdict"
 
 
-def tracer_slowed(tracer: str, python_time: bool) -> str:
-    """Why a Python tracer may explain a slower CPU time: the step wall's, or an op's."""
-    if python_time:
-        return f"a Python tracer ({tracer}) slowed the Python between the ops"
-    return f"a Python tracer ({tracer}) ran, which slows any Python inside the op (a hook, a custom op, an autograd Function)"
-
-
 REST_FIX = (
     "rerun on a quiet machine for a time verdict; a slowdown that stays across reruns, with the rest of the "
     "step, comes from a change to more than this op (a setting, a library, the data)"
@@ -131,15 +124,16 @@ def explained_by_machine(
 
     Only a move in the machine's direction is excused: a slowdown on a slower or contended
     machine, a speed-up on a faster one. A GPU with throttled clocks excuses both; a Python
-    tracer (coverage) a slower CPU time: `python_time` (the step wall: the Python between the ops)
-    and an op's, which holds the Python run inside it (a tensor hook, a custom op or an autograd
-    Function written in Python: a trial's `AccumulateGrad` with a hook ran +165% under --cov).
-    A run() capture is measured again without the tracer (decide._confirms), and its pooled
-    measurements then have none to excuse them."""
+    tracer (coverage) a slower `python_time` (the step wall: the Python between the ops), which a
+    run() capture then measures again without the tracer (decide._confirms). An op's time, which
+    holds any Python run inside it (a tensor hook, a custom op: a trial's `AccumulateGrad` ran
+    +165% under --cov), is judged as measured: a regressed one is confirmed without the tracer
+    where it can be taken off, and where it cannot (a profiler function, sys.monitoring tools)
+    an excuse would pass a real regression (a review's 3x aten::mm under cProfile)."""
     if machine.gpu_unreliable:
         return Excuse(f"unreliable GPU clocks ({machine.gpu_unreliable})")
-    if slower and machine.python_tracer and (python_time or not on_device):
-        return Excuse(tracer_slowed(machine.python_tracer, python_time), TRACER_FIX)
+    if python_time and slower and machine.python_tracer:
+        return Excuse(f"a Python tracer ({machine.python_tracer}) slowed the Python between the ops", TRACER_FIX)
     if on_device:
         return None
     if threads_differ(current, baseline) and not python_time and _threads_explain(moved, current, baseline, slack):

@@ -9,9 +9,10 @@ made to raise failed the test with a traceback from opprof's dispatch reference,
 `torch.get_num_threads` recorded a baseline of 8 threads on a 2-CPU machine, and a
 monkeypatched `torch.ones` one whose matmul reference read 0.0018 ms.
 
-`keep(torch)` takes the functions (the plugin calls it before the first test, where it imports
-torch; elsewhere the first `own()` does); `own(torch)` gives torch with those functions as kept,
-every other attribute torch's own as it is now. Imports nothing of torch itself.
+`keep(torch)` takes the functions from torch._C, where `torch.mm` and the others are bound at
+import and a test's patch of `torch.mm` does not reach (the plugin calls it before the first test;
+elsewhere the first `own()` does); `own(torch)` gives torch with those functions as kept, every
+other attribute torch's own as it is now. Imports nothing of torch itself.
 """
 
 from __future__ import annotations
@@ -55,8 +56,21 @@ def keep(torch: Any) -> OwnTorch:
     first call's stand: call it before any test can replace them)."""
     kept = _KEPT.get(id(torch))
     if kept is None or kept._module is not torch:
-        kept = _KEPT[id(torch)] = OwnTorch(torch, {name: getattr(torch, name, None) for name in OWN_CALLS})
+        kept = _KEPT[id(torch)] = OwnTorch(torch, {name: _original(torch, name) for name in OWN_CALLS})
     return kept
+
+
+def _original(torch: Any, name: str) -> Any:
+    """torch's own function of that name: the builtin in torch._C that `torch.<name>` is bound to
+    at import, out of reach of a patch of `torch.<name>` (kept while a mock was on, as by a first
+    `measure()` inside `mock.patch`, the module's name would keep the mock for good: a review);
+    the module's name where torch._C has none (a stand-in torch)."""
+    c = getattr(torch, "_C", None)
+    for home in (getattr(c, "_VariableFunctions", None), c):
+        found = getattr(home, name, None) if home is not None else None
+        if callable(found):
+            return found
+    return getattr(torch, name, None)
 
 
 def own(torch: Any) -> Any:

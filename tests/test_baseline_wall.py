@@ -173,12 +173,12 @@ def test_a_slower_machine_excuses_a_slower_wall_up_to_twice_its_own_slowdown():
     assert wall_verdict(1.05 + 0.2, 1.0, addmm_us=730) is None  # addmm and linear +0.03 ms each: 0.2 left, +19%
 
 
-def test_a_python_tracer_makes_a_slower_step_wall_and_cpu_op_inconclusive_in_one_measurement():
-    """Under coverage (or a debugger) the Python between the ops runs slower, and any Python
-    inside an op (a hook, a custom op): a slower step wall or CPU op measured under it is
-    inconclusive with its own fix (found by trials: `pytest --cov` failed unchanged code on the
-    wall, and on a hook's AccumulateGrad); a faster wall is judged as ever, and so are a device
-    op and the pooled samples of a measurement without the tracer (calmer: no tracer)."""
+def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():
+    """Under coverage (or a debugger) the Python between the ops runs slower: a slower step wall
+    is inconclusive with its own fix (found by a trial: `pytest --cov` failed unchanged code on
+    the wall), and a run() measures it again without the tracer (decide). An op's slowdown is
+    judged as measured, then confirmed without the tracer where it can be taken off: excused, a
+    3x op under a tracer that cannot (cProfile) passed (a review); a faster wall as ever."""
     traced = Machine(python_tracer="coverage.tracer.CTracer")
     base = walled(doc(profile()), 10.0)
     (wall,) = compare(walled(doc(profile()), 20.0), base, Rule(), machine=traced).verdicts
@@ -186,15 +186,7 @@ def test_a_python_tracer_makes_a_slower_step_wall_and_cpu_op_inconclusive_in_one
     assert wall.why == "a Python tracer (coverage.tracer.CTracer) slowed the Python between the ops"
     assert wall.fix.startswith("measure without coverage or a debugger")
     assert compare(walled(doc(profile()), 5.0), base, Rule(), machine=traced).verdicts[0].status == "improved"
-    slower_op = walled(doc(profile(addmm_us=(1400,) * 8)), 20.0)
-    op = addmm_verdict(slower_op, base, traced)
-    assert (op.status, op.fix) == ("inconclusive", wall.fix)
-    assert op.why == (
-        "a Python tracer (coverage.tracer.CTracer) ran, which slows any Python inside the op (a hook, a custom op, "
-        "an autograd Function)"
-    )
-    untraced = addmm_verdict(slower_op, base, Machine(pooled=True))  # pooled with a measurement without it
-    assert untraced == addmm_verdict(slower_op, base) and "tracer" not in (untraced.why or "")
+    assert addmm_verdict(walled(doc(profile(addmm_us=(1400,) * 8)), 20.0), base, traced).status == "regressed"
 
 
 def test_the_step_wall_is_not_judged_for_a_capture_with_device_work():
@@ -349,8 +341,8 @@ def test_a_step_that_slowed_as_a_whole_makes_an_op_inconclusive_a_lone_op_fails(
     assert addmm_verdict(walled(doc(profile(addmm_us=(2600,) * 8)), 21.9), small_base).status == "regressed"
     nearly_all = walled(doc(profile()), 0.85)  # the rest 0.15 of 0.85 ms: too small a part to tell
     assert addmm_verdict(walled(doc(profile(addmm_us=(950,) * 8)), 1.2), nearly_all).status == "regressed"
-    traced = Machine(python_tracer="coverage.tracer.CTracer")  # the tracer's excuse, not the rest's (it slowed that)
-    assert addmm_verdict(whole, base, traced).why.startswith("a Python tracer (coverage.tracer.CTracer) ran")
+    traced = Machine(python_tracer="coverage.tracer.CTracer")
+    assert addmm_verdict(whole, base, traced).status == "regressed"
     # a newcomer trial's denormal weights: every op x20 and the rest of the step with them, far past
     # any spell of a machine (x1.5-3): each op excused by the others passed, every run
     denormal = walled(doc(profile(addmm_us=(14000,) * 8)), 40.0)  # addmm x20, the rest 1.2 -> 26 ms (x21.7)

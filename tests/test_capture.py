@@ -1305,6 +1305,21 @@ def test_the_references_and_the_busy_pause_go_past_a_tests_mocks_of_torch():
     assert read == (threads,) * 3
 
 
+def test_torchs_own_functions_are_kept_from_torch_c_even_while_a_mock_is_on():
+    """Kept while a test's mock of torch.get_num_threads or torch.mm is on (a first measure() of a
+    script inside mock.patch), opprof's functions are torch's own all the same, for good: they come
+    from torch._C, which a patch of the module's names does not reach (a review's kept mock read
+    8 threads in every later measure())."""
+    from unittest import mock
+
+    from pytest_opprof.owntorch import OwnTorch, _original
+
+    with mock.patch("torch.get_num_threads", return_value=8), mock.patch("torch.mm"):
+        kept = OwnTorch(torch, {name: _original(torch, name) for name in ("get_num_threads", "mm")})
+    assert kept.get_num_threads is torch.get_num_threads and kept.mm is torch.mm
+    assert kept.get_num_threads() == torch.get_num_threads()
+
+
 @pytest.mark.parametrize("dtype", ["float", "double", "c10::BFloat16", "c10::Half"])
 def test_a_workload_reference_replays_each_float_type_torch_records(dtype):
     """A half or bfloat16 model's product (autocast on CPU) is replayed in its own type: a type

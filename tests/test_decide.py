@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from baseline_docs import threaded
@@ -136,6 +137,40 @@ def test_the_calmer_measurement_brings_its_own_wait_per_step():
     assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True)
     unknown = Measurement(doc(profile()), Machine())
     assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0, pooled=True)
+
+
+def test_pooled_with_a_measurement_without_the_tracer_the_untraced_ones_wait_judges():
+    """A first measurement under a Python tracer and a confirmation without it: the pooled samples
+    are judged by the untraced one's CPU wait, even where the traced one's share was lower: the
+    tracer's longer steps inflated its ms waited per step, which excused a real x2 as CPU
+    contention (a review); and no tracer excuses the pooled samples."""
+    from pytest_opprof.decide import calmer
+
+    traced = Measurement(doc(profile()), Machine(cpu_wait=0.15, waited_ms_per_step=6.0, python_tracer="coverage"))
+    untraced = Measurement(doc(profile()), Machine(cpu_wait=0.2, waited_ms_per_step=0.2))
+    assert calmer(traced, untraced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True)
+    assert calmer(untraced, traced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True)
+    both = Measurement(doc(profile()), Machine(cpu_wait=0.1, waited_ms_per_step=1.0, python_tracer="coverage"))
+    assert calmer(traced, both) == Machine(0.1, None, "coverage", 1.0, pooled=True)
+
+
+def test_a_recording_under_a_python_tracer_takes_no_further_measurement():
+    """A recording under a tracer writes nothing (unrecordable): its slower step wall, excused by
+    the tracer, asks no measurement without it (a review's fn ran 58 times where 16 did)."""
+    from baseline_docs import walled
+
+    from pytest_opprof.decide import ranges_serve
+
+    base = walled(doc(profile()), 10.0)
+    traced = Measurement(walled(doc(profile()), 30.0), Machine(python_tracer="coverage"))  # the wall x3
+    asked = []
+    for update in ("changed", "all", "new"):
+        decide(traced, base, Rule(), update, lambda update=update: asked.append(update))
+    assert asked == []
+    assert decide(traced, base, Rule(), None, lambda: asked.append("compare")).remeasured is None
+    assert asked == ["compare"]  # a comparing run measures it again without the tracer
+    for update in ("changed", "all"):  # nor does a recording run measure ahead for the ranges
+        assert not ranges_serve(Path("absent.json"), "t", "t.py::t", traced, Rule(), update)
 
 
 def test_update_all_rewrites_without_confirming_and_measures_the_ranges():

@@ -489,13 +489,13 @@ def test_untraced_runs_with_the_python_tracer_off_and_puts_it_back_keeping_its_f
     back after in the frame that took it off: a tracer that keeps a stack of frames (coverage's)
     sees every frame it saw begin end, and the lines after the pause (a shifted stack loses them)."""
     tracer = _StackTracer()
-    for_threads = threading.gettrace()
+    for_threads, before = threading.gettrace(), sys.gettrace()  # a run of this suite under --cov: coverage's
     threading.settrace(tracer)
     sys.settrace(tracer)
     try:
         inside, threads_inside, during, after, back = _pausing(tracer)
     finally:
-        sys.settrace(None)
+        sys.settrace(before)
         threading.settrace(for_threads)
     assert (inside, threads_inside, during) == (None, None, None)
     assert back and after == 2 and threading.gettrace() is for_threads
