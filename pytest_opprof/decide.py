@@ -477,13 +477,14 @@ def _confirm(
 
 
 def _confirms(comparison: Comparison, rule: Rule, updating: bool, machine: Machine, comparing: bool) -> bool:
-    """Whether to measure a run() capture again: a time verdict alone would decide (_time_decides),
-    or a Python tracer (coverage) excused a slower time, which a measurement without it (the
-    fixture's confirmations run untraced) judges: under --cov a trial's hook and custom op failed
-    unchanged code 6 of 10 runs, and a 3 ms sleep added to each step passed as inconclusive in 3 of 3."""
+    """Whether to measure a run() capture again: a time verdict alone would decide (_time_decides:
+    a regressed op, which under --cov may be a hook's or a custom op's Python, traced: a trial's
+    failed unchanged code 6 of 10 runs), or, comparing, a Python tracer (coverage) excused a slower
+    step wall (a 3 ms sleep added to each step passed as inconclusive 3 of 3 under --cov). The
+    fixture's confirmations run without the tracer, and judge it."""
     if _time_decides(comparison, rule, updating):
         return True
-    if comparing is False:  # a recording under a tracer writes nothing: no measurement to take (a review's 58 calls)
+    if not comparing:  # a recording under a tracer writes nothing: no measurement to take (a review's 58 calls)
         return False
     return machine.python_tracer is not None and TIME in rule.fail_on and bool(_tracer_excused(comparison))
 
