@@ -405,9 +405,10 @@ def untraced(run: Callable[[], T]) -> tuple[T, str | None]:
     For a run() capture's confirmations: under --cov, Python inside an op (a hook, a custom op)
     made unchanged code fail on time, and the tracer's excuse of the step wall passed a real
     slowdown, each measured only traced. The code already ran traced in the first measurement,
-    so coverage loses only lines that run in these calls alone (a path taken every 20th call). The tracer is taken off and put back in this one frame, and
-    frames begun while it was off end before it is back: coverage keeps a stack of the frames
-    it saw, which a frame it saw begin but not end would shift."""
+    so coverage loses only lines that run in these calls alone (a path taken every 20th call).
+    The tracer is taken off and put back in this one frame, and frames begun while it was off
+    end before it is back: coverage keeps a stack of the frames it saw, which a frame it saw
+    begin but not end would shift."""
     trace = sys.gettrace()
     if trace is None or not callable(trace):
         return run(), python_tracer()

@@ -1051,6 +1051,16 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
             f"machine setup: OMP_NUM_THREADS {was or 'unset'} -> {other})*",
         ]
     )
+    # set inside the pytest process (pytest-env's `env`, a conftest): the shell's env cannot undo it
+    started = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    monkeypatch.setattr(device, "_STARTED", [{**started, **({"OMP_NUM_THREADS": was} if was else {})}])
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: time inconclusive for aten::addmm*: OMP_NUM_THREADS is set inside the pytest process*"
+        ]
+    )
     assert torch.get_num_threads() == default
 
 
