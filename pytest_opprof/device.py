@@ -182,16 +182,21 @@ def thread_setup() -> str:
     return ", ".join(parts + found)
 
 
-def set_in_process(names: Iterable[str]) -> tuple[str, ...]:
+def set_in_process(names: Iterable[str], by_controller: Iterable[str] = ()) -> tuple[str, ...]:
     """Which of these environment variables this process set or changed itself since it started
     (pytest-env's `env` ini key, a conftest, a plugin), which the shell's `env -u NAME` or
     `NAME=value` before the command cannot change: a trial's fix `env -u OMP_NUM_THREADS pytest`
     ran on the same 1 thread, pytest-env setting it again. Linux only (/proc/self/environ holds
-    the environment the process started with); () where that cannot be read."""
+    the environment the process started with); () where that cannot be read. `by_controller`:
+    those xdist's controller set (its workers start with them, so their own start says nothing)."""
     started = _started_environ()
-    if started is None:
-        return ()
-    return tuple(n for n in names if os.environ.get(n) is not None and os.environ.get(n) != started.get(n))
+    inherited = set(by_controller)
+    return tuple(
+        n
+        for n in names
+        if os.environ.get(n) is not None
+        and (n in inherited or (started is not None and os.environ.get(n) != started.get(n)))
+    )
 
 
 _STARTED: list[dict[str, str] | None] = []

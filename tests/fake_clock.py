@@ -127,8 +127,10 @@ def install_in_worker(costs: dict[str, int] | None = None, pauses: bool = False)
 
 
 # For a pytester project's conftest.py: its xdist workers (a new test run's, not the outer
-# suite's own, whose workers the fixtures reach) time their captures on the fake clock too.
+# suite's own, whose workers the fixtures reach) time their captures on the fake clock too, with
+# the costs OPPROF_FAKE_WORKER_COSTS gives (JSON, op name -> ns) over the defaults.
 WORKER_FAKE_CLOCK = """
+import json as _json
 import os as _os
 import sys as _sys
 
@@ -138,5 +140,5 @@ if _os.environ.get("PYTEST_XDIST_WORKER") and _os.environ.get("OPPROF_FAKE_CLOCK
     _sys.path.insert(0, _os.environ["OPPROF_FAKE_CLOCK_DIR"])
     import fake_clock as _fake_clock
 
-    _fake_clock.install_in_worker()
+    _fake_clock.install_in_worker(_json.loads(_os.environ.get("OPPROF_FAKE_WORKER_COSTS", "{}")))
 """

@@ -517,6 +517,13 @@ def test_set_in_process_names_the_variables_this_process_set_itself(monkeypatch)
     monkeypatch.setattr(device, "_STARTED", [None])
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert device.set_in_process(device.THREAD_VARIABLES) == ()
+    # an xdist worker starts with what its controller set: the controller's word names it
+    assert device.set_in_process(device.THREAD_VARIABLES, ["OMP_NUM_THREADS", "MKL_NUM_THREADS"]) == (
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    )
+    monkeypatch.delenv("MKL_NUM_THREADS")  # the controller's, unset since: none
+    assert device.set_in_process(device.THREAD_VARIABLES, ["MKL_NUM_THREADS"]) == ()
 
 
 def test_thread_setup_is_read_from_the_machine_not_from_torch(monkeypatch):

@@ -1064,6 +1064,33 @@ def test_another_machine_thread_setup_is_environment_and_its_times_inconclusive(
     assert torch.get_num_threads() == default
 
 
+def test_a_thread_variable_the_xdist_controller_set_is_named_as_set_inside_on_its_workers(
+    pytester, fake_clock, monkeypatch
+):
+    """pytest-env sets its `env` in xdist's controller, whose workers start with it: a worker's own
+    start called it the shell's, and its fix said `env -u OMP_NUM_THREADS pytest ...`, which
+    pytest-env undoes. The controller tells its workers which it set."""
+    default = torch.get_num_threads()
+    other = 1 if default > 1 else 2
+    pytester.makeconftest(WORKER_FAKE_CLOCK)
+    pytester.makepyfile(test_t=BASELINE_TESTS)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(device, "_STARTED", [dict(os.environ)])  # the controller (this process) started without it
+    fake_clock.costs["aten::addmm"] = 200_000
+    run(pytester, "--opprof-update-baseline", "-k", "big").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_FAKE_WORKER_COSTS", json.dumps({"aten::addmm": 800_000}))
+    monkeypatch.setenv("OMP_NUM_THREADS", str(other))  # set inside the controller, as pytest-env's `env` is
+    result = run(pytester, "--opprof", "-k", "big", "-n", "1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_t.py::test_big: time inconclusive for aten::addmm*: torch ran on "
+            f"{other} thread*, the baseline on {default}*OMP_NUM_THREADS is set inside the pytest process*"
+        ]
+    )
+    assert "pytest ..." not in result.stdout.str()  # no shell fix
+
+
 ELEMENTWISE_TESTS = """
 import torch
 

@@ -162,8 +162,13 @@ def _narrowed(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Tells each xdist worker whether it runs under `--dist each` (its own option says `no`)."""
+    """Tells each xdist worker whether it runs under `--dist each` (its own option says `no`), and
+    which thread variables the controller set itself (pytest-env's `env`: the worker inherits them,
+    and its own start would call them the shell's, whose fix `env -u` cannot undo them)."""
+    from ..device import THREAD_VARIABLES, set_in_process
+
     node.workerinput["opprof_each"] = getattr(node.config.option, "dist", None) == "each"
+    node.workerinput["opprof_env_set_inside"] = list(set_in_process(THREAD_VARIABLES))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -131,7 +131,9 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
     machine = Machine(
         measured.cpu_wait, measured.unreliable, measured.python_tracer, measured.cpu_waited_ms,
         profile.compiled_in, settings_left=_leak_ran_on(item, profile),
-        env_set_inside=device.set_in_process(device.THREAD_VARIABLES),
+        env_set_inside=device.set_in_process(
+            device.THREAD_VARIABLES, getattr(item.config, "workerinput", {}).get("opprof_env_set_inside", ())
+        ),
     )  # fmt: skip
     places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
