@@ -173,6 +173,35 @@ def test_a_recording_under_a_python_tracer_takes_no_further_measurement():
         assert not ranges_serve(Path("absent.json"), "t", "t.py::t", traced, Rule(), update)
 
 
+def test_a_tracer_excused_step_wall_is_measured_again_only_where_time_can_fail_the_test():
+    """A slower step wall excused by a Python tracer is measured again without it where a time
+    verdict can fail the test; with time out of fail_on nothing it says could, and the further
+    measurement would only cost the test's time."""
+    from baseline_docs import walled
+
+    base = walled(doc(profile()), 10.0)
+    traced = Measurement(walled(doc(profile()), 30.0), Machine(python_tracer="coverage"))
+    asked = []
+    decide(traced, base, Rule(fail_on=frozenset({"structure", "work"})), None, lambda: asked.append("no time"))
+    assert asked == []
+    untraced = Measurement(walled(doc(profile()), 30.0), Machine())  # no tracer to excuse it: failing as measured
+    decide(untraced, base, Rule(), None, lambda: asked.append("untraced"))
+    decide(traced, base, Rule(), None, lambda: asked.append("time"))
+    assert asked == ["untraced", "time"]
+
+
+def test_pooled_samples_keep_the_thread_variables_set_inside_the_process():
+    """The variables pytest-env or a conftest set inside the process hold for both measurements of
+    one test: the pooled samples' fix still says to change them there, not with the shell's env."""
+    from pytest_opprof.decide import calmer
+
+    inside = ("OMP_NUM_THREADS",)
+    first = Measurement(doc(profile()), Machine(cpu_wait=0.5, env_set_inside=inside))
+    second = Measurement(doc(profile()), Machine(cpu_wait=0.1, env_set_inside=inside))
+    assert calmer(first, second).env_set_inside == inside
+    assert calmer(second, first).env_set_inside == inside
+
+
 def test_update_all_rewrites_without_confirming_and_measures_the_ranges():
     """=all writes every baseline, changed or not, confirming nothing: its only further
     measurements are the three for the ops' recorded ranges."""
