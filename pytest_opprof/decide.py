@@ -481,12 +481,14 @@ def _confirms(comparison: Comparison, rule: Rule, updating: bool, machine: Machi
     a regressed op, which under --cov may be a hook's or a custom op's Python, traced: a trial's
     failed unchanged code 6 of 10 runs), or, comparing, a Python tracer (coverage) excused a slower
     step wall (a 3 ms sleep added to each step passed as inconclusive 3 of 3 under --cov). The
-    fixture's confirmations run without the tracer, and judge it."""
+    fixture's confirmations run without the tracer, and judge it; one that cannot be taken off
+    (cProfile, sys.monitoring) would trace the confirmation too, which then excuses nothing more."""
     if _time_decides(comparison, rule, updating):
         return True
     if not comparing:  # a recording under a tracer writes nothing: no measurement to take (a review's 58 calls)
         return False
-    return machine.python_tracer is not None and TIME in rule.fail_on and bool(_tracer_excused(comparison))
+    traced = machine.python_tracer is not None and not machine.tracer_stays
+    return traced and TIME in rule.fail_on and bool(_tracer_excused(comparison))
 
 
 def _tracer_excused(comparison: Comparison) -> list[Verdict]:

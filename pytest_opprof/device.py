@@ -401,6 +401,17 @@ def python_tracer() -> str | None:
     return next((str(name) for name in names if name), None)
 
 
+def tracer_stays() -> bool:
+    """Whether something traces Python that untraced() cannot take off: a profiler function
+    (sys.setprofile: cProfile), sys.monitoring's tools (coverage's default core on Python 3.14),
+    a tracer that cannot be called back in. A measurement under it would be traced again."""
+    trace = sys.gettrace()
+    if sys.getprofile() is not None or (trace is not None and not callable(trace)):
+        return True
+    monitoring: Any = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(tool) for tool in range(6))
+
+
 def untraced(run: Callable[[], T]) -> tuple[T, str | None]:
     """`run()` with this thread's Python tracer (coverage's, a debugger's: sys.settrace) off, and
     the one threading gives the threads it starts, each put back after; and what traced Python

@@ -258,6 +258,7 @@ class OpprofFixture:
         self.cpu_wait: float | None = None  # share of the capture our threads waited for a CPU
         self.cpu_waited_ms: float | None = None  # and the ms they waited, per step
         self.python_tracer: str | None = None  # what traced Python during it (coverage, a debugger)
+        self.tracer_stays = False  # and whether that tracer cannot be taken off for a confirmation
         self.settings: TorchState | None = None  # torch's settings as its latest capture began (torchstate)
         self._remeasure: Callable[[], Remeasured] | None = None  # measures run()'s fn again, for confirmation
         self.measure_ahead = 0  # recording: further measurements run() takes before it returns (recorded ranges)
@@ -693,6 +694,7 @@ class OpprofFixture:
         self.child_processes = device.busy_children(self._children[0], self._children[-1]) if self._children else 0
         self._profile = profile = _overhead_under_load(profile, self.cpu_wait)
         self.python_tracer = device.python_tracer()
+        self.tracer_stays = self.python_tracer is not None and device.tracer_stays()
         self._trust = [f"{c.name}: {c.message}" for c in profile.errors]
         if profile.recorded_nothing:
             self._trust.append(ran_nothing)

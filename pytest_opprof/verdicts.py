@@ -74,6 +74,9 @@ class Machine:
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
     settings_left: tuple[Left, ...] = ()  # torch ran on settings (the thread count, the default dtype...) tests left
     env_set_inside: tuple[str, ...] = ()  # thread variables the process set itself (pytest-env): no shell fix for them
+    tracer_stays: bool = (
+        False  # python_tracer cannot be taken off (cProfile, sys.monitoring): a confirmation is traced too
+    )
 
     @property
     def contended(self) -> bool:

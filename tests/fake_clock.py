@@ -48,7 +48,7 @@ class FakeClock:
     def cost(self, name: str, scale: float) -> int:
         if name.startswith("ProfilerStep#") or name.startswith("opprof::"):
             return 0
-        traced = self.traced_costs if sys.gettrace() is not None else {}
+        traced = self.traced_costs if (sys.gettrace() or sys.getprofile()) is not None else {}
         return int(traced.get(name, self.costs.get(name, DEFAULT_COST_NS)) * scale)
 
     def apply(self, table: EventTable, with_shapes: bool) -> EventTable:

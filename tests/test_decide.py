@@ -188,6 +188,9 @@ def test_a_tracer_excused_step_wall_is_measured_again_only_where_time_can_fail_t
     decide(untraced, base, Rule(), None, lambda: asked.append("untraced"))
     decide(traced, base, Rule(), None, lambda: asked.append("time"))
     assert asked == ["untraced", "time"]
+    staying = Measurement(traced.doc, Machine(python_tracer="cProfile", tracer_stays=True))  # traced again if taken
+    decide(staying, base, Rule(), None, lambda: asked.append("stays"))
+    assert asked == ["untraced", "time"]
 
 
 def test_pooled_samples_keep_the_thread_variables_set_inside_the_process():

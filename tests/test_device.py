@@ -454,6 +454,23 @@ def test_python_tracer_names_what_traces_python_or_says_none(monkeypatch):
     assert device.python_tracer() == "builtins.module"
 
 
+def test_tracer_stays_says_whether_untraced_can_take_the_tracer_off(monkeypatch):
+    """A sys.settrace tracer can be taken off for a confirmation; a profiler function, a
+    sys.monitoring tool or a tracer that cannot be called back in cannot."""
+    monkeypatch.setattr(sys, "gettrace", lambda: _tracer)
+    monkeypatch.setattr(sys, "getprofile", lambda: None)
+    monkeypatch.delattr(sys, "monitoring", raising=False)
+    assert not device.tracer_stays()
+    monkeypatch.setattr(sys, "monitoring", _Monitoring(), raising=False)
+    assert device.tracer_stays()
+    monkeypatch.delattr(sys, "monitoring")
+    monkeypatch.setattr(sys, "getprofile", lambda: _tracer)
+    assert device.tracer_stays()
+    monkeypatch.setattr(sys, "getprofile", lambda: None)
+    monkeypatch.setattr(sys, "gettrace", lambda: object())
+    assert device.tracer_stays()
+
+
 class _StackTracer:
     """A Python tracer as coverage's keeps it: a stack of the frames it saw begin, popped as they end."""
 

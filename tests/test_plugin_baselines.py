@@ -308,17 +308,18 @@ def infer(model, x):
         return y
 
 
-def traced(fn):  # fn under a Python tracer when INJECT says so (as coverage or a debugger would)
-    if "traced" not in INJECT:
+def traced(fn):  # fn under a Python tracer when INJECT says so (as coverage, a debugger or cProfile would)
+    if "traced" not in INJECT and "profiled" not in INJECT:
         return fn()
     import sys
 
-    before = sys.gettrace()
-    sys.settrace(lambda frame, event, arg: None)
+    put, read = (sys.setprofile, sys.getprofile) if "profiled" in INJECT else (sys.settrace, sys.gettrace)
+    before = read()
+    put(lambda frame, event, arg: None)
     try:
         return fn()
     finally:
-        sys.settrace(before)
+        put(before)
 
 
 def limited(fn):  # fn on one thread, the count restored before it returns
@@ -834,6 +835,24 @@ def test_under_a_python_tracer_that_cannot_be_taken_off_a_slower_op_fails(baseli
     result.stdout.fnmatch_lines(
         ["test_base.py::test_big: time: aten::addmm: 1.300 ms/step vs baseline 0.500 ms (+160%, slower;*"]
     )
+
+
+def test_a_tracer_that_cannot_be_taken_off_is_not_measured_again_for_the_step_wall(baselined, monkeypatch, fake_clock):
+    """A slower step wall under a profiler function (cProfile; sys.monitoring tools alike) is the
+    tracer's excuse with no measurement without it to judge it: none is taken, which would run
+    traced again (a measurement's worth of the test's time for nothing)."""
+    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
+    monkeypatch.setenv("OPPROF_INJECT", "hook profiled")
+    fake_clock.traced_costs["slow_hook"] = 800_000  # the wall, slowed by the tracer
+    before = fake_clock.captures
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: time inconclusive for step wall: a Python tracer (test_base.traced.<locals>.<lambda>)*"
+        ]
+    )
+    assert fake_clock.captures - before == 1
 
 
 TRACED_BUDGET = """

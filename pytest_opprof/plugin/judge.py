@@ -134,6 +134,7 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
         env_set_inside=device.set_in_process(
             device.THREAD_VARIABLES, getattr(item.config, "workerinput", {}).get("opprof_env_set_inside", ())
         ),
+        tracer_stays=getattr(measured, "tracer_stays", False),
     )  # fmt: skip
     places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
     return Measurement(doc, machine, places)
