@@ -35,14 +35,15 @@ T = TypeVar("T")
 
 def run_lines(
     records: list[TestRecord],
-    recording: bool = False,
+    recording: bool | str = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
     verbose: bool = False,
 ) -> list[str]:
     """The run's lines (tests named three at a time, all with `verbose`): tests not judged on time,
     old baselines, then missing and written ones
-    (and, when recording, the tests that were not recorded because they failed)."""
+    (and, when recording, the tests that were not recorded because they failed). `recording`: the
+    run's mode (settings.UPDATE_MODES), or whether it records."""
     lines = []
     lines += _untimed_lines(records, recording, verbose)
     # What the files read say of themselves, for those this run left as they were: a file it
@@ -62,7 +63,7 @@ def run_lines(
         + _lists_lines(standing)
         + _loaded_lines(standing)
         + _recorded_loaded_lines(standing)
-        + _baseline_lines(records, looked_in, verbose)
+        + _baseline_lines(records, looked_in, verbose, recording)
         + _ignore_lines(records, unjudged_globs, verbose)
         + _thread_leak_lines(records)
     )
@@ -292,9 +293,10 @@ def _ignore_lines(records: list[TestRecord], unjudged: Collection[str] = (), ver
     return lines
 
 
-def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
+def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool, mode: bool | str) -> str:
     """The files a recording run did not write from throttled or traced measurements, and why:
-    a Python tracer's (`--cov`) with the run that records them."""
+    a Python tracer's (`--cov`) with the run that records them, in this run's `mode` (a bare
+    recording of the whole suite under --cov was told `=all`, which rewrites every unchanged file)."""
     why: dict[str, list[str]] = {}
     for r in records:
         if r.baseline and r.baseline.unrecordable:
@@ -308,9 +310,9 @@ def _unrecorded_line(records: list[TestRecord], n: int, verbose: bool) -> str:
         for reason, ids in why.items()
     ]
     line = f"opprof: {count_of(n, 'baseline')} not written: {'; '.join(reasons) or 'unreliable GPU clocks (see above)'}"
-    if traced:
-        # the tests named, =all: a bare command in a run that picked them recorded the whole suite, changed ones only
-        line += f"; record {first_three(traced, verbose)} in a run without it: {RECORD_ALL} {listed_ids(traced)} {TRACER_RECORD_FIX}"
+    if traced:  # the tests named (whole_run_commands makes a bare command of a run that picked none)
+        command = RECORD_ALL if mode == "all" else RECORD_COMMAND
+        line += f"; record {first_three(traced, verbose)} in a run without it: {command} {listed_ids(traced)} {TRACER_RECORD_FIX}"
     return line
 
 
@@ -319,7 +321,9 @@ def _their(reason: str, ids: list[str]) -> str:
     return f"they {reason.removeprefix('it ')}" if len(ids) > 1 and reason.startswith("it ran ") else reason
 
 
-def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: bool = False) -> list[str]:
+def _baseline_lines(
+    records: list[TestRecord], looked_in: str | None, verbose: bool = False, recording: bool | str = False
+) -> list[str]:
     lines = []
     # One baseline file each: `--dist each` measures a test per worker, pytest-repeat's repeats share one.
     by_file: dict[str, str] = {}
@@ -336,7 +340,7 @@ def _baseline_lines(records: list[TestRecord], looked_in: str | None, verbose: b
         )
     written = {k: statuses.get(k, 0) for k in WRITTEN}
     if statuses.get("unreliable"):
-        lines.append(_unrecorded_line(records, statuses["unreliable"], verbose))
+        lines.append(_unrecorded_line(records, statuses["unreliable"], verbose, recording))
     if any(written.values()) or statuses.get("kept"):
         changed = _tests_of_files(records, lambda b: b.status == "changed")
         files = _file_statuses(records)  # a file another record of the test wrote is not kept

@@ -44,7 +44,7 @@ from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, largest_first
 def format_problems(
     records: list[TestRecord],
     verbose: bool = False,
-    recording: bool = False,
+    recording: bool | str = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
     strict: bool = False,
@@ -423,7 +423,7 @@ def summary_lines(
     records: list[TestRecord],
     verbose: bool,
     workers: object = None,
-    recording: bool = False,
+    recording: bool | str = False,
     looked_in: str | None = None,
     unjudged_globs: Collection[str] = (),
     strict: bool = False,

@@ -893,7 +893,8 @@ def test_a_time_budget_failing_under_a_python_tracer_says_it_ran(pytester, monke
 def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeypatch, fake_clock, mode):
     """A trial recorded under --cov: the file held the tracer's slower step wall, and a later
     run without it passed a 3x slower one. A measurement under a Python tracer is no reference:
-    no file is written or rewritten (=all neither), and one line says why and how to record."""
+    no file is written or rewritten (=all neither), and one line says why and how to record: in
+    the run's own mode (a bare recording of the whole suite was told =all, rewriting every file)."""
     monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setenv("OPPROF_INJECT", "extra traced")  # a structure change: a bare recording would write it
     (path,) = baselined.path.joinpath(".opprof").rglob("test_big.json")
@@ -906,11 +907,12 @@ def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeyp
     result.stdout.fnmatch_lines(
         [
             "opprof: 1 baseline not written: a Python tracer ran (test_base.traced.<locals>.<lambda>): it slows the "
-            "Python between the ops and inside them; record test_base.py::test_big in a run without it: pytest "
-            "--opprof-update-baseline=all test_base.py::test_big --no-cov (with pytest-cov; without a debugger)"
+            "Python between the ops and inside them; record test_base.py::test_big in a run without it: "
+            f"pytest {flag} test_base.py::test_big --no-cov (with pytest-cov; without a debugger)"
         ]
     )
     assert (path.read_text() == before) if mode != "new" else not path.exists()
+
     (test,) = json.loads((baselined.path / "r.json").read_text())["tests"]
     assert test["baseline"]["status"] == "unreliable"
     assert test["baseline"]["unrecordable"].startswith("a Python tracer ran (test_base.traced.")

@@ -800,3 +800,30 @@ def test_ops_most_of_whose_steps_slowed_share_one_line():
         "--opprof-json gives each op's); neither passed nor failed"
     )
     assert len(verdict_lines([inner, conv2d], verbose=True)) == 2
+
+
+def test_a_recording_under_a_tracer_is_told_the_command_of_its_own_mode():
+    """The tests a recording under a Python tracer did not write are recorded again in the run's
+    own mode: a bare recording of the whole suite under --cov was told `=all`, which rewrites
+    every unchanged file with new numbers; an =all run keeps =all; a run that picked its tests
+    names them."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.errors import unrecordable_tracer
+    from pytest_opprof.summarylines import format_problems
+
+    def traced(nodeid):
+        result = BaselineResult(f".opprof/cpu/{nodeid}.json", "unreliable", unrecordable=unrecordable_tracer("cov"))
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": result})
+
+    records = [traced("t.py::a"), traced("t.py::b")]
+
+    def fix(mode, picked):
+        (line,) = [
+            x for x in format_problems(records, recording=mode, picked=picked).splitlines() if "not written" in x
+        ]
+        return line.split("in a run without it: ")[1]
+
+    assert fix("changed", False) == "pytest --opprof-update-baseline --no-cov (with pytest-cov; without a debugger)"
+    assert fix("all", False) == "pytest --opprof-update-baseline=all --no-cov (with pytest-cov; without a debugger)"
+    assert fix("changed", True).startswith("pytest --opprof-update-baseline t.py::a t.py::b --no-cov")
+    assert fix("all", True).startswith("pytest --opprof-update-baseline=all t.py::a t.py::b --no-cov")

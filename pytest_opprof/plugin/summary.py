@@ -182,7 +182,7 @@ def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
             state.records,
             config.option.verbose > 0,
             getattr(config.option, "numprocesses", None),
-            bool(state.settings.update_baseline),
+            state.settings.update_baseline or False,
             _looked_in(config, state),
             state.settings.ignore_ops if picked else (),  # may match in the tests left out
             state.settings.strict,
