@@ -45,7 +45,7 @@ def run_lines(
     (and, when recording, the tests that were not recorded because they failed). `recording`: the
     run's mode (settings.UPDATE_MODES), or whether it records."""
     lines = []
-    lines += _untimed_lines(records, recording, verbose)
+    lines += _untimed_lines(records, bool(recording), verbose)
     # What the files read say of themselves, for those this run left as they were: a file it
     # wrote holds this run's times and work (an =all run was told to run =all again).
     standing = [r for r in records if r.baseline and r.baseline.status not in TIMES_WRITTEN]
