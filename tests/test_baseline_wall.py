@@ -173,6 +173,34 @@ def test_a_slower_machine_excuses_a_slower_wall_up_to_twice_its_own_slowdown():
     assert wall_verdict(1.05 + 0.2, 1.0, addmm_us=730) is None  # addmm and linear +0.03 ms each: 0.2 left, +19%
 
 
+def test_on_the_same_machine_only_the_dispatch_reference_judges_the_step_wall():
+    """The Python between the ops runs on one thread, as the dispatch reference does; the matmul
+    references time BLAS on torch's threads, which a spell slows alone. A regression trial's 0.5 ms
+    sleep per step passed as `the machine ran 1.35x slower (matmul reference)` with the dispatch
+    reference x1.00 and the small matmul's x0.78. Where the dispatch reference moved it judges; on
+    another CPU model (or a baseline without it) the others still count."""
+    base = walled(doc(profile()), 1.0).replace(reference_ms=1.0, dispatch_reference_ms=0.4, small_reference_ms=0.1)
+
+    def wall_verdict(matmul, dispatch, env=None):
+        current = walled(doc(profile()), 1.6).replace(
+            reference_ms=matmul, dispatch_reference_ms=0.4 * dispatch, small_reference_ms=0.078
+        )
+        current = current if env is None else current.replace(environment={**current.environment, **env})
+        return {v.op: v for v in compare(current, base, Rule()).verdicts}[STEP_WALL]
+
+    assert wall_verdict(1.35, 1.0).status == "regressed"
+    assert "(matmul reference)" not in wall_verdict(1.35, 1.0).message
+    assert wall_verdict(1.35, 1.35).status == "inconclusive"  # the one thread ran slower too
+    other_cpu = wall_verdict(1.35, 1.0, {"cpu_model": "Another CPU"})
+    assert other_cpu.status == "inconclusive" and "(matmul reference)" in other_cpu.why
+    unread = compare(  # a baseline without the dispatch reference: the matmul's counts
+        walled(doc(profile()), 1.6).replace(reference_ms=1.35, dispatch_reference_ms=0.4),
+        base.replace(dispatch_reference_ms=None),
+        Rule(),
+    )
+    assert {v.op: v for v in unread.verdicts}[STEP_WALL].status == "inconclusive"
+
+
 def test_a_python_tracer_makes_a_slower_step_wall_inconclusive_not_the_ops():
     """Under coverage (or a debugger) the Python between the ops runs slower: a slower step wall
     is inconclusive with its own fix (found by a trial: `pytest --cov` failed unchanged code on
