@@ -147,6 +147,8 @@ def time_verdicts(
     )
     if wall is None and outside is not None and new_wall and old_wall:
         wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
+    if wall is None and outside is not None and new_wall and old_wall:  # a regression trial's sleep every 3rd call
+        wall = _periodic_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
     # the largest move first: a failure's first line and its short summary name what moved most (a
     # trial's 2 ms sleep, the step wall's +2.2 ms, came third after an LSTM's +0.12 ms: `and 2 more`)
     return largest_first(verdicts + ([wall] if wall is not None else []))
@@ -205,7 +207,13 @@ PERIODIC_STEPS = 4  # slow steps at one gap: 3 of 10 steps fall so by chance in 
 
 
 def _periodic_slower(
-    name: str, new_s: list[float], old_s: list[float], rule: Rule, machine: Machine, where: str
+    name: str,
+    new_s: list[float],
+    old_s: list[float],
+    rule: Rule,
+    machine: Machine,
+    where: str,
+    step_ms: float | None = None,
 ) -> Verdict | None:
     """A slowdown of some steps at a fixed period, each past MEDIAN_MOVE times the baseline's
     slowest step and the floor: the fastest steps hold it (the rule's) and the median does too
@@ -213,13 +221,17 @@ def _periodic_slower(
     least PERIODIC_STEPS such steps, at one gap of 2 or more, and not all but 2 of the steps; not
     where the machine explains a slow step (a CPU wait, a tracer, throttled GPU clocks,
     compilation) nor on pooled measurements, nor where the baseline holds too few steps to have
-    shown the period twice. Inconclusive, never a failure: the fastest held."""
+    shown the period twice. Inconclusive, never a failure: the fastest held. `step_ms`: the
+    samples are the steps' time outside the ops, each slow step past the margin of the baseline's
+    fastest step (as _most_steps_slower's): a regression trial's 5 ms sleep every 3rd call passed
+    in silence, 4 of 10 steps x10."""
     if min(len(new_s), len(old_s)) < MIN_TIME_STEPS or machine.python_tracer or machine.gpu_unreliable:
         return None
     if machine.pooled or machine.compiled_in or machine.contended:
         return None
     top = max(old_s)
-    slow = [i for i, t in enumerate(new_s) if t >= MEDIAN_MOVE * top and t > top + _margin(top, rule)]
+    margin = _margin(top if step_ms is None else step_ms, rule)
+    slow = [i for i, t in enumerate(new_s) if t >= MEDIAN_MOVE * top and t > top + margin]
     period = fixed_period(slow)
     if len(slow) < PERIODIC_STEPS or len(slow) > len(new_s) - 2 or period is None:
         return None
@@ -232,9 +244,8 @@ def _periodic_slower(
         "time rule, and time is judged on the fastest: steps that do other work (an input that grows every few "
         "calls, a branch taken every few steps)"
     )
-    message = (
-        f"{name}: up to {max(slow_ms):.3f} ms in a step vs baseline up to {top:.3f} ms (inconclusive: {why}){where}"
-    )
+    what = " outside the ops" if step_ms is not None else ""
+    message = f"{name}: up to {max(slow_ms):.3f} ms in a step{what} vs baseline up to {top:.3f} ms (inconclusive: {why}){where}"
     return Verdict(TIME, INCONCLUSIVE, message, name, top, median(slow_ms), None, why, SOME_STEPS_FIX)
 
 

@@ -1074,6 +1074,28 @@ def test_most_steps_slower_with_the_fastest_held_is_inconclusive_not_silent():
     assert ops.failing(Rule()) == []
 
 
+def test_python_in_some_steps_at_a_fixed_period_is_inconclusive_on_the_step_wall():
+    """A regression trial's 5 ms sleep every 3rd call (no op of its own): the steps' time outside
+    the ops ran 6.55, 0.55, 0.63, 6.24, ... ms against a baseline up to 0.58 ms, the fastest steps
+    and the median held, and the test passed in silence. The wall's time outside the ops is read
+    for a fixed period as an op's time is; within the margin of a long step it is none."""
+    base = doc(waits([300] * 10))
+    slow = doc(waits([6000 if i % 3 == 0 else 300 for i in range(10)]))
+    c = compare(slow, base, Rule(), machine=Machine(cpu_wait=0.01))
+    (wall,) = [v for v in c.verdicts if v.kind == TIME]
+    assert (wall.op, wall.status) == ("step wall", "inconclusive")
+    assert wall.message.startswith(
+        "step wall: up to 6.000 ms in a step outside the ops vs baseline up to 0.300 ms (inconclusive: some steps "
+        "slowed beyond every baseline step, at a fixed period (4 of 10 steps, every 3rd: 6.000-6.000 ms vs up to "
+        "0.300 ms)"
+    )
+    assert c.failing(Rule()) == []
+    assert not [v for v in compare(slow, base, Rule(), machine=Machine(cpu_wait=0.5)).verdicts if v.kind == TIME]
+    long_base = doc(waits([100] * 10, op_us=10_000))  # 0.1 -> 0.4 ms outside a 10 ms step: within its tolerance
+    long_slow = doc(waits([400 if i % 3 == 0 else 100 for i in range(10)], op_us=10_000))
+    assert not [v for v in compare(long_slow, long_base, Rule()).verdicts if v.kind == TIME]
+
+
 def test_a_slowdown_of_some_steps_at_a_fixed_period_is_inconclusive_not_silent():
     """A diagnosis trial's 16x input every 3rd call: 4 of 10 steps x9, the fastest steps and the
     median held, and the test passed in silence. Four or more steps past x3 the baseline's slowest
