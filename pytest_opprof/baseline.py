@@ -231,6 +231,11 @@ def _work_entry(op: OpStats, kernels: dict[str, dict[str, int | float]]) -> dict
         "flops_per_step": _per_step(op.work.flops_per_step),
         "kernels": kernels.get(op.name, {}),
         "bytes_per_step": {name: _per_step(d) for name, d in op.work.bytes_per_step},
+        **(
+            {}
+            if op.work.autograd_per_step is None
+            else {"autograd_calls_per_step": _per_step(op.work.autograd_per_step)}
+        ),
     }
 
 

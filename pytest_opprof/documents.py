@@ -93,6 +93,8 @@ class WorkEntry:
     flops_per_step: float
     kernels: dict[str, float] = field(default_factory=dict)
     bytes_per_step: dict[str, float] = field(default_factory=dict)
+    # its calls autograd recorded per step (grad mode on as they ran); None in files written before
+    autograd_calls_per_step: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +102,11 @@ class WorkEntry:
             "flops_per_step": self.flops_per_step,
             "kernels": dict(self.kernels),
             "bytes_per_step": dict(self.bytes_per_step),
+            **(
+                {}
+                if self.autograd_calls_per_step is None
+                else {"autograd_calls_per_step": self.autograd_calls_per_step}
+            ),
         }
 
     @classmethod
@@ -120,7 +127,10 @@ class WorkEntry:
             if not isinstance(table, dict) or not all(_amount(v) for v in table.values()):
                 raise ValueError(f"has no {key} object of numbers >= 0")
             tables.append(dict(table))
-        return cls(signatures, data["flops_per_step"], tables[0], tables[1])
+        autograd = data.get("autograd_calls_per_step")
+        if "autograd_calls_per_step" in data and not _amount(autograd):
+            raise ValueError("has an autograd_calls_per_step that is no number >= 0")
+        return cls(signatures, data["flops_per_step"], tables[0], tables[1], autograd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,6 +152,9 @@ class EventTable:
     # "async" op: a TorchScript function that forks and waits ends on the thread that finished
     # its work, after its caller went on): its end bounds nothing on its own thread.
     end_threads: dict[int, int] = field(default_factory=dict, init=False)
+    # The CPU ops autograd recorded (a sequence number: grad mode was on as they ran), by row;
+    # None where the source does not say (read with the inputs, from torch's live events only).
+    autograd: set[int] | None = field(default=None, init=False)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -248,6 +251,8 @@ def without_spans(table: EventTable, name: str, trimmed: str = "") -> EventTable
     kept = EventTable(*(list(map(column.__getitem__, keep)) for column in columns))
     if table.end_threads:
         kept.end_threads = {new: table.end_threads[old] for new, old in enumerate(keep) if old in table.end_threads}
+    if table.autograd is not None:
+        kept.autograd = {new for new, old in enumerate(keep) if old in table.autograd}
     if trimmed:
         _trim_tails(kept, spans, trimmed)
     return kept

@@ -201,10 +201,13 @@ def _bytes_from_launches(table: EventTable, kineto_events: Any, sizeless: dict[i
 
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
-    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes).
+    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes), and
+    whether autograd recorded it (its sequence number: grad mode was on, a forgotten no_grad()).
     Shapes as torch's structured input shapes give them, a list of tensors (torch.cat's) with each
     tensor's shape; an event class without them gives such an input as `[]` (records_list_shapes)."""
     shapes = getattr(cls, "structured_input_shapes", cls.shapes)
+    sequence_nr = getattr(cls, "sequence_nr", None)
+    autograd: set[int] = set()
     for i, kind in enumerate(table.kind):
         if kind is CPU_OP:
             e = kineto_events[i]
@@ -212,6 +215,9 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
             table.shapes[i] = capped_lists(freeze(shapes(e)), dtypes)  # nested tuples of ints
             table.dtypes[i] = dtypes
             table.flops[i] = int(cls.flops(e) or 0)
+            if sequence_nr is not None and sequence_nr(e) >= 0:
+                autograd.add(i)
+    table.autograd = autograd if sequence_nr is not None else None
 
 
 def from_profiler(prof: Any) -> Profile:

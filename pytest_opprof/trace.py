@@ -350,7 +350,7 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
                 # copy's size (ROCm's device copies carry no bytes; the launching call has them)
                 args
                 if kind in DEVICE_KINDS
-                or (kind is CPU_OP and ("Input Dims" in args or END_THREAD in args))
+                or (kind is CPU_OP and ("Input Dims" in args or END_THREAD in args or SEQUENCE in args))
                 or (kind is RUNTIME and "size" in args)
                 else None,
             )
@@ -442,7 +442,12 @@ def _table_from_rows(rows: list[tuple[Any, ...]], source: str) -> EventTable:
         columns.shapes, columns.dtypes, columns.flops,
     )  # fmt: skip
     table.end_threads = columns.end_threads
+    if table.has_shapes:  # the inputs' trace args say where autograd recorded an op
+        table.autograd = columns.autograd
     return table
+
+
+SEQUENCE = "Sequence number"  # an op's arg where autograd recorded it (grad mode on as it ran)
 
 
 def _whole_number(value: Any, i: int, names: list[Any], what: str, source: str) -> int:
@@ -472,6 +477,7 @@ class _ArgColumns:
         self.launch_size: dict[int, int] = {}  # correlation -> the size a runtime copy call gave
         self.sizeless: list[int] = []  # device copies without bytes of their own
         self.end_threads: dict[int, int] = {}  # ops whose end another thread recorded (opprof's traces say)
+        self.autograd: set[int] = set()  # ops autograd recorded (their SEQUENCE)
 
     def take(
         self, i: int, kind: str, a: dict[str, Any], pid: Any, tid: Any, corr: int, names: list[Any],
@@ -480,6 +486,9 @@ class _ArgColumns:
         if kind is CPU_OP:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
             self._end_thread(i, a, tid, names, source)
+            sequence = a.get(SEQUENCE, -1)  # torch writes it where autograd recorded the op
+            if type(sequence) is int and sequence >= 0:
+                self.autograd.add(i)
             return
         if kind is RUNTIME:  # a size that is not a whole number is not one we need: left out
             size = _whole(a["size"])

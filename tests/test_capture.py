@@ -890,6 +890,38 @@ def test_an_exported_traces_ops_carry_the_inputs_of_the_step_that_recorded_them(
     assert loaded.op("aten::addmm").work == live.op("aten::addmm").work and not loaded.times_include_inputs
 
 
+def test_the_calls_autograd_recorded_are_read_with_the_inputs():
+    """Each op's work says how many of its calls autograd recorded (torch's sequence number: grad
+    mode on as they ran): none under no_grad() or inference_mode(), the forward's under grad mode
+    (a forgotten no_grad, whose ops and inputs are the same), none of an optimizer's step."""
+    model, x = make_mlp()
+
+    def autograd(fn):
+        profile, _ = run_steps(fn, (), {}, 1, 3, work=True)
+        return {op.name: op.work.autograd_per_step.median for op in profile.ops if op.work}
+
+    def infer(mode):
+        def call():
+            with mode():
+                return model(x)
+
+        return call
+
+    assert not any(autograd(infer(torch.no_grad)).values())
+    assert not any(autograd(infer(torch.inference_mode)).values())
+    graded = autograd(infer(contextlib.nullcontext))
+    assert graded["aten::linear"] == graded["aten::addmm"] == 2
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+    trained = autograd(train)
+    assert trained["aten::linear"] == 2 and trained["aten::add_"] == 0  # SGD's step runs under no_grad
+
+
 def test_older_torch_reads_its_capture_through_kinetos_trace_with_the_same_numbers(monkeypatch):
     """torch before 2.12 does not say an event's Kineto category (a runtime call would pass for an
     op, a copy for a kernel): its captures go through Kineto's own trace of them. On the same

@@ -298,7 +298,7 @@ def make(width):
 
 
 def infer(model, x):
-    with torch.no_grad():
+    with (torch.enable_grad() if INJECT == "forgot_no_grad" else torch.no_grad()):
         y = model(x)
         if INJECT == "extra":
             y = y.clone()
@@ -916,6 +916,28 @@ def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeyp
     (test,) = json.loads((baselined.path / "r.json").read_text())["tests"]
     assert test["baseline"]["status"] == "unreliable"
     assert test["baseline"]["unrecordable"].startswith("a Python tracer ran (test_base.traced.")
+
+
+def test_a_forgotten_no_grad_fails_as_work_naming_grad_mode(baselined, monkeypatch):
+    """The same ops on the same inputs with grad mode on: a regression trial's forgotten
+    torch.no_grad() passed every run on four models. Autograd recording the calls where it did not
+    is a work change; a baseline written before it was read says nothing of it."""
+    monkeypatch.setenv("OPPROF_INJECT", "forgot_no_grad")
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: work changed in 4 ops: aten::linear: autograd records its calls now (0 -> 2/step): grad "
+            "mode was on as it ran, off in the baseline (a forgotten torch.no_grad() or torch.inference_mode()?)*"
+        ]
+    )
+    (path,) = baselined.path.joinpath(".opprof").rglob("test_big.json")
+    data = json.loads(path.read_text())
+    for entry in data["ops"].values():
+        if entry["work"]:
+            del entry["work"]["autograd_calls_per_step"]
+    path.write_text(json.dumps(data))
+    run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
 
 
 def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):

@@ -368,6 +368,30 @@ def test_a_traces_lists_of_tensors_keep_their_shapes_up_to_the_limit(tmp_path):
     assert profile.op("aten::stack").work.signatures[0].shapes == ((), ())
 
 
+def test_a_traces_sequence_numbers_say_which_ops_autograd_recorded(tmp_path):
+    """torch writes an op's `Sequence number` where autograd recorded it (grad mode on as it ran):
+    with the inputs recorded, each op's work says how many of its calls autograd recorded; an
+    odd value is taken as none, and a trace without inputs says nothing of it."""
+    path = tmp_path / "t.json"
+    inputs = {"Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"]}
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": 2, "pid": 1, "tid": 1, "args": {**inputs, **extra}}
+        for name, ts, extra in (
+            ("aten::mm", 1, {"Sequence number": 7}),
+            ("aten::mm", 5, {"Sequence number": "7"}),
+            ("aten::add", 9, {}),
+        )
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    profile = load_trace(path)
+    assert profile.op("aten::mm").work.autograd_per_step.samples == (1,)
+    assert profile.op("aten::add").work.autograd_per_step.samples == (0,)
+    for event in events:
+        event["args"] = {"Sequence number": 7}
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert load_trace(path).op("aten::mm").work is None
+
+
 def _event(**fields):
     """One complete event; a field given as None is left out."""
     event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1, **fields}

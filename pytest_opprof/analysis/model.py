@@ -196,6 +196,8 @@ class OpWork:
     signatures: tuple[Signature, ...]
     flops_per_step: Dist
     bytes_per_step: tuple[tuple[str, Dist], ...] = ()  # (memory op, bytes per step) launched by the op
+    # its calls autograd recorded per step (grad mode on as they ran); None where the source does not say
+    autograd_per_step: Dist | None = None
 
     @property
     def flops(self) -> int:
@@ -216,6 +218,7 @@ class OpWork:
             ],
             "flops_per_step": list(self.flops_per_step.samples),
             "bytes_per_step": {name: list(d.samples) for name, d in self.bytes_per_step},
+            **({} if self.autograd_per_step is None else {"autograd_per_step": list(self.autograd_per_step.samples)}),
         }
 
     @classmethod
@@ -231,7 +234,8 @@ class OpWork:
             for s in data["signatures"]
         )
         copies = tuple((str(name), Dist(_ints(v))) for name, v in sorted(data["bytes_per_step"].items()))
-        return cls(signatures, Dist(_ints(data["flops_per_step"])), copies)
+        autograd = Dist(_ints(data["autograd_per_step"])) if "autograd_per_step" in data else None
+        return cls(signatures, Dist(_ints(data["flops_per_step"])), copies, autograd)
 
 
 def _ints(values: Any) -> tuple[int, ...]:
@@ -309,10 +313,16 @@ class OpStats(_ShownTime):
                 "device_ms": self.device_per_step.to_dict(1e6),
                 "self_device_ms": self.self_device_per_step.to_dict(1e6),
                 "flops": self.work.flops_per_step.to_dict() if self.work else None,
+                "autograd_calls": _autograd_of(self.work),
             },
             "flops": self.work.flops if self.work else None,
             "signatures": [sig.to_dict() for sig in self.work.signatures] if self.work else None,
         }
+
+
+def _autograd_of(work: OpWork | None) -> dict[str, Any] | None:
+    """The calls autograd recorded per step (OpWork.autograd_per_step), as JSON; None where unread."""
+    return work.autograd_per_step.to_dict() if work is not None and work.autograd_per_step is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from operator import add, lt, neg, sub
@@ -964,23 +964,28 @@ def _in_window(windows: dict[tuple[int, int], list[tuple[int, int]]], e: Event) 
 
 @dataclass(frozen=True, slots=True)
 class _Inputs:
-    """The analysed ops' input shapes, types and FLOPs; empty lists when not recorded."""
+    """The analysed ops' input shapes, types and FLOPs; empty lists when not recorded. `autograd`:
+    whether autograd recorded each (EventTable.autograd), None where the source does not say."""
 
     shapes: list[Any]
     dtypes: list[tuple[str, ...]]
     flops: list[int]
+    autograd: list[bool] | None = None
 
 
 def _op_inputs(t: EventTable, op_rows: Sequence[int]) -> _Inputs:
     if not t.has_shapes:
         return _Inputs([], [], [])
+    recorded = t.autograd
+    autograd = None if recorded is None else [row in recorded for row in op_rows]
     if isinstance(op_rows, range) and len(op_rows) == len(t):
-        return _Inputs(t.shapes, t.dtypes, t.flops)
+        return _Inputs(t.shapes, t.dtypes, t.flops, autograd)
     pick = list(op_rows)
     return _Inputs(
         list(map(t.shapes.__getitem__, pick)),
         list(map(t.dtypes.__getitem__, pick)),
         list(map(t.flops.__getitem__, pick)),
+        autograd,
     )
 
 
@@ -993,20 +998,24 @@ def op_work(
     inputs: _Inputs,
 ) -> dict[str, OpWork]:
     """Per op name: its calls per step by input signature (with the callers of its first call),
-    its FLOPs and the bytes its memory ops moved per step. Empty when no inputs were recorded."""
+    its FLOPs, the bytes its memory ops moved and its calls autograd recorded per step. Empty
+    when no inputs were recorded."""
     if not inputs.shapes:
         return {}
     names = list(cpu.name_index)
     calls: dict[int, dict[tuple[Any, tuple[str, ...]], list[int]]] = {}
     first_call: dict[tuple[int, Any, tuple[str, ...]], int] = {}
     flops = [0] * (len(names) * n_steps)
-    for i, (k, s, shapes, dtypes, f) in enumerate(
-        zip(cpu.nid, tree.op_step, inputs.shapes, inputs.dtypes, inputs.flops)
+    graded = [0] * (len(names) * n_steps)
+    autograd: Iterable[bool] = inputs.autograd or repeat(False)
+    for i, (k, s, shapes, dtypes, f, g) in enumerate(
+        zip(cpu.nid, tree.op_step, inputs.shapes, inputs.dtypes, inputs.flops, autograd)
     ):
         if s >= 0:
             calls.setdefault(k, {}).setdefault((shapes, dtypes), [0] * n_steps)[s] += 1
             first_call.setdefault((k, shapes, dtypes), i)
             flops[k * n_steps + s] += f
+            graded[k * n_steps + s] += g
     copies: dict[str, list[tuple[str, Dist]]] = {}
     for (op, memory_op), per_step in sorted(op_copies.items()):
         copies.setdefault(op, []).append((memory_op, Dist(tuple(per_step))))
@@ -1018,8 +1027,13 @@ def op_work(
             for (shapes, dtypes), per_step in by_calls
         )
 
+    def recorded(k: int) -> Dist | None:
+        return None if inputs.autograd is None else Dist(tuple(graded[k * n_steps : (k + 1) * n_steps]))
+
     return {
-        name: OpWork(signatures(k), Dist(tuple(flops[k * n_steps : (k + 1) * n_steps])), tuple(copies.get(name, ())))
+        name: OpWork(
+            signatures(k), Dist(tuple(flops[k * n_steps : (k + 1) * n_steps])), tuple(copies.get(name, ())), recorded(k)
+        )
         for k, name in enumerate(names)
     }
 
