@@ -226,7 +226,8 @@ class Further:
         return self._remeasure is not None
 
 
-REPLACED, MEASURED = "replaced", "measured"  # Slowed.than: the baseline a recording replaced, another measurement
+# Slowed.than: the baseline a recording replaced, another measurement, the run's other recordings
+REPLACED, MEASURED, RUN = "replaced", "measured", "run"
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +250,29 @@ class Slowed:
         if not isinstance(data, dict) or not isinstance(data.get("factor"), (int, float)):
             return None
         return cls(float(data["factor"]), str(data.get("than") or MEASURED))
+
+
+@dataclass(frozen=True, slots=True)
+class References:
+    """A written document's fixed machine references (ms; None: not taken), which the run's lines
+    hold against its other recordings' (summarylines.run_spells)."""
+
+    dispatch_ms: float | None
+    matmul_ms: float | None
+
+    @classmethod
+    def of(cls, doc: BaselineDoc) -> References:
+        return cls(doc.dispatch_reference_ms, doc.reference_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dispatch_ms": self.dispatch_ms, "matmul_ms": self.matmul_ms}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> References | None:
+        if not isinstance(data, dict):
+            return None
+        found = [data.get(key) for key in ("dispatch_ms", "matmul_ms")]
+        return cls(*(float(v) if isinstance(v, (int, float)) else None for v in found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -645,6 +669,7 @@ class BaselineResult:
     written_slowed: Slowed | None = None  # a written file: its references ran x2+ slower than a calm one's
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
     traced_first: str | None = None  # the Python tracer the first measurement ran under, its confirmations without it
+    written_references: References | None = None  # a written file: its machine references (ms)
 
     @property
     def slower(self) -> bool:
@@ -791,6 +816,7 @@ class BaselineResult:
             "written_slowed": self.written_slowed.to_dict() if self.written_slowed else None,
             "first_slowed": self.first_slowed,
             "traced_first": self.traced_first,
+            "written_references": self.written_references.to_dict() if self.written_references else None,
         }
 
     @classmethod
@@ -813,7 +839,7 @@ class BaselineResult:
             nodeid=data.get("nodeid") or "", threads_left_by=data.get("threads_left_by"),
             settings_left=tuple(found for d in data.get("settings_left") or () if (found := Left.from_dict(d))),
             written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
-            traced_first=data.get("traced_first"),
+            traced_first=data.get("traced_first"), written_references=References.from_dict(data.get("written_references")),
         )  # fmt: skip
 
 
@@ -983,4 +1009,5 @@ def baseline_step(
         recorded_wait=old.recorded_wait if old is not None else None, unrecordable=outcome.unrecordable,
         nodeid=nodeid, written_slowed=outcome.written_slowed, first_slowed=outcome.first_slowed,
         traced_first=outcome.traced_first,
+        written_references=References.of(outcome.write) if outcome.status in TIMES_WRITTEN and outcome.write else None,
     )  # fmt: skip

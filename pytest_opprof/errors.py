@@ -448,7 +448,11 @@ def waited_for_cpu_up_to(wait: float) -> str:
     return f"their threads waited for a CPU up to {wait_share(wait, 'threads')}"
 
 
-SLOWED_THAN = {"replaced": "for the baseline it replaced", "measured": "in another measurement of the test"}
+SLOWED_THAN = {
+    "replaced": "for the baseline it replaced",
+    "measured": "in another measurement of the test",
+    "run": "for the other baselines this run wrote",
+}
 
 
 def recorded_slowed(factor: float, than: str, command: str) -> str:
@@ -461,12 +465,16 @@ def recorded_slowed(factor: float, than: str, command: str) -> str:
     )
 
 
-SLOWED_THAN_SHARED = {"replaced": "for the baselines they replaced", "measured": "in other measurements of the tests"}
+SLOWED_THAN_SHARED = {
+    "replaced": "for the baselines they replaced",
+    "measured": "in other measurements of the tests",
+    "run": "for the other baselines this run wrote",
+}
 
 
 def recorded_slowed_shared(count: int, factor: float, than: set[str], command: str) -> str:
     """`recorded_slowed` for several tests at once, `factor` the largest, `than` what each was slower than."""
-    words = SLOWED_THAN_SHARED[next(iter(than))] if len(than) == 1 else " or ".join(SLOWED_THAN_SHARED.values())
+    words = " or ".join(SLOWED_THAN_SHARED.get(what, what) for what in sorted(than))
     return (
         f"opprof: {count} baselines recorded while the machine ran their references up to {factor:.1f}x slower than "
         f"{words} (other load, or a slow spell of the machine): their CPU times may be inflated and hide later "

@@ -1430,6 +1430,13 @@ def test_a_recording_under_load_its_threads_did_not_wait_for_says_so_when_writte
     assert "recorded while the machine ran" not in result.stdout.str()
     (test,) = json.loads(out.read_text())["tests"]
     assert (test["baseline"]["written_from"], test["baseline"]["first_slowed"]) == (2, 20.0)
+    written = json.loads(next((pytester.path / ".opprof").rglob("test_big.json")).read_text())
+    assert test["baseline"][
+        "written_references"
+    ] == {  # the written file's: the run's lines hold them against each other
+        "dispatch_ms": written["dispatch_reference_ms"],
+        "matmul_ms": written["reference_ms"],
+    }
 
 
 def test_recordings_under_load_of_several_tests_say_so_in_one_line(pytester, fake_clock, monkeypatch):

@@ -827,3 +827,38 @@ def test_a_recording_under_a_tracer_is_told_the_command_of_its_own_mode():
     assert fix("all", False) == "pytest --opprof-update-baseline=all --no-cov (with pytest-cov; without a debugger)"
     assert fix("changed", True).startswith("pytest --opprof-update-baseline t.py::a t.py::b --no-cov")
     assert fix("all", True).startswith("pytest --opprof-update-baseline=all t.py::a t.py::b --no-cov")
+
+
+def test_a_file_written_in_a_slow_spell_of_the_run_is_named_with_its_command():
+    """A regression trial's training step was written with its dispatch reference at 0.82 ms, the
+    run's six other files at 0.46-0.48 ms: its times were inflated, it read `improved` on unchanged
+    code and hid a 2 ms sleep, and nothing said so. A file whose reference ran x1.5 (dispatch) or x2
+    (matmul) the median of the files the run wrote is named; under that, with fewer than three
+    files, or where another word already stands, nothing more is said."""
+    from pytest_opprof.decide import BaselineResult, References, Slowed
+    from pytest_opprof.summarylines import format_problems
+
+    def wrote(nodeid, dispatch, matmul=1.0, slowed=None):
+        result = BaselineResult(
+            f".opprof/cpu/{nodeid}.json", "new", written_references=References(dispatch, matmul), written_slowed=slowed
+        )
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": result})
+
+    calm = [wrote(f"t.py::c{i}", ms) for i, ms in enumerate((0.46, 0.47, 0.48))]
+    lines = format_problems([*calm, wrote("t.py::spell", 0.82)], recording="changed").splitlines()
+    assert (
+        "t.py::spell: baseline recorded while the machine ran its references 1.7x slower than for the other baselines "
+        "this run wrote (other load, or a slow spell of the machine): its CPU times may be inflated and hide later "
+        "slowdowns; record it again on a quiet machine: pytest --opprof-update-baseline=all t.py::spell"
+    ) in lines
+    assert not [x for x in lines if "t.py::c" in x and "slower than" in x]
+    for quiet in (
+        [*calm, wrote("t.py::x", 0.68)],  # x1.45 of the median: within
+        [*calm, wrote("t.py::x", 0.47, matmul=1.9)],  # the matmul reference x1.9: within its x2
+        [calm[0], wrote("t.py::x", 0.82)],  # two files: no run to hold it against
+    ):
+        assert "slower than for the other baselines" not in format_problems(quiet, recording="changed")
+    measured = format_problems([*calm, wrote("t.py::x", 0.82, slowed=Slowed(2.5, "measured"))], recording="changed")
+    assert "2.5x slower than in another measurement of the test" in measured and "other baselines" not in measured
+    back = BaselineResult.from_dict(wrote("t.py::x", 0.82).baseline.to_dict())
+    assert back.written_references == References(0.82, 1.0)
