@@ -202,7 +202,8 @@ def _bytes_from_launches(table: EventTable, kineto_events: Any, sizeless: dict[i
 
 def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
     """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes), and
-    whether autograd recorded it (its sequence number: grad mode was on, a forgotten no_grad()).
+    whether autograd recorded one with inputs (its sequence number: grad mode was on, a forgotten
+    no_grad(); Kineto's trace carries it with the inputs, not for the engine's own functions).
     Shapes as torch's structured input shapes give them, a list of tensors (torch.cat's) with each
     tensor's shape; an event class without them gives such an input as `[]` (records_list_shapes)."""
     shapes = getattr(cls, "structured_input_shapes", cls.shapes)
@@ -215,7 +216,7 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
             table.shapes[i] = capped_lists(freeze(shapes(e)), dtypes)  # nested tuples of ints
             table.dtypes[i] = dtypes
             table.flops[i] = int(cls.flops(e) or 0)
-            if sequence_nr is not None and sequence_nr(e) >= 0:
+            if sequence_nr is not None and dtypes and sequence_nr(e) >= 0:  # an op with inputs, as traces say
                 autograd.add(i)
     table.autograd = autograd if sequence_nr is not None else None
 

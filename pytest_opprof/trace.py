@@ -350,7 +350,7 @@ def _parse(path: Path, data: bytes | bytearray) -> tuple[Any, list[tuple[Any, ..
                 # copy's size (ROCm's device copies carry no bytes; the launching call has them)
                 args
                 if kind in DEVICE_KINDS
-                or (kind is CPU_OP and ("Input Dims" in args or END_THREAD in args or SEQUENCE in args))
+                or (kind is CPU_OP and ("Input Dims" in args or END_THREAD in args))
                 or (kind is RUNTIME and "size" in args)
                 else None,
             )
@@ -486,7 +486,7 @@ class _ArgColumns:
         if kind is CPU_OP:
             self.shapes[i], self.dtypes[i], self.flops[i] = _inputs(a)
             self._end_thread(i, a, tid, names, source)
-            sequence = a.get(SEQUENCE, -1)  # torch writes it where autograd recorded the op
+            sequence = a.get(SEQUENCE, -1)  # torch writes it where autograd recorded the op (read with its inputs)
             if type(sequence) is int and sequence >= 0:
                 self.autograd.add(i)
             return
