@@ -421,7 +421,7 @@ def _autograd_change(old: float | None, new: float | None) -> str | None:
         )
     return (
         f"autograd no longer records its calls ({count_text(old)} -> 0/step): grad mode was off as it ran, on in the "
-        "baseline (a torch.no_grad() around code that trains?)"
+        "baseline (a torch.no_grad() around it, or grad mode left off by an earlier test?)"
     )
 
 

@@ -495,7 +495,7 @@ def _work_lines(work: tuple[str, ...], shown: int = 3) -> list[str]:
     word of the shapes that the plugin failed), the first `shown` and a count of the others."""
     lines = [f"work changed: {change}" for change in work[:shown]]
     if len(work) > shown:
-        lines.append(f"work changed for {len(work) - shown} more ops (--json lists each)")
+        lines.append(f"work changed for {count_of(len(work) - shown, 'more op')} (--json lists each)")
     return lines
 
 

@@ -710,6 +710,21 @@ def _reference_ns(value: object) -> int | None:
     return found if found is not None and found < _MAX_REFERENCE_NS else None
 
 
+def _check_work(name: str, work: OpWork, steps: int) -> None:
+    """ValueError where an op's exported work holds a per-step series that is not one count >= 0 a
+    work step: a hand-edited header's `[-3]` was read as -3 calls, and `opprof compare` of the
+    trace then ended in a traceback (exit 1, as for a regression)."""
+    series = [
+        ("flops_per_step", work.flops_per_step),
+        *((f"bytes_per_step of {copy}", d) for copy, d in work.bytes_per_step),
+        *(("calls_per_step of a signature", s.calls_per_step) for s in work.signatures),
+        *((("autograd_per_step", work.autograd_per_step),) if work.autograd_per_step is not None else ()),
+    ]
+    for what, dist in series:
+        if len(dist.samples) != steps or min(dist.samples, default=0) < 0:
+            raise ValueError(f"op {name!r}: {what} {list(dist.samples)!r} is not {steps} counts >= 0, one a work step")
+
+
 def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -> Profile:
     """The ops' work that a trace we exported carries in its header (a run()'s signature step)."""
     try:
@@ -717,6 +732,8 @@ def _with_exported_work(profile: Profile, opprof: dict[str, Any], source: str) -
         steps = opprof.get("work_steps")
         if type(steps) is not int or steps < 0:
             raise ValueError(f"work_steps {steps!r}")
+        for name, entry in work.items():
+            _check_work(name, entry, steps)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise TraceError(bad_trace(source, f"the 'opprof.work' header is malformed ({exc})")) from None
     return profile.with_work(work, steps, opprof.get("list_shapes") is True) if work else profile

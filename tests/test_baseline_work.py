@@ -164,7 +164,7 @@ def test_grad_mode_switched_as_an_op_ran_is_a_work_change():
     ]
     assert work_changes(entry(0), entry(1.5)) == [
         "autograd no longer records its calls (1.5 -> 0/step): grad mode was off as it ran, on in the baseline (a "
-        "torch.no_grad() around code that trains?)"
+        "torch.no_grad() around it, or grad mode left off by an earlier test?)"
     ]
     for new, old in ((2, 1), (0, 0), (2, None), (None, 0)):
         assert work_changes(entry(new), entry(old)) == [], (new, old)

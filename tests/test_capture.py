@@ -869,6 +869,34 @@ def test_exported_trace_carries_the_signature_steps_work(tmp_path):
         load_trace(path)
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("autograd_per_step", "[-3]"), ("autograd_per_step", "[1, 2, 3, 4]"), ("flops_per_step", "[-3]")]
+)
+def test_an_exported_traces_work_of_negative_or_other_step_counts_is_refused(tmp_path, capsys, key, value):
+    """A hand-edited header's `autograd_per_step: [-3]`, or 4 samples for 1 work step, was read as
+    such (`opprof analyze` printed -3 calls), and `opprof compare` of the trace ended in a traceback,
+    exit 1 as for a regression (a review's). One line and exit 2, as for any other malformed header."""
+    model, x = make_mlp()
+
+    def graded():
+        return model(x)  # grad mode on: autograd records the forward's calls
+
+    live = measure(graded, warmup=1, steps=2)
+    path = tmp_path / "t.json"
+    live.export_chrome_trace(str(path))
+    text = path.read_text()
+    at = text.index(f'"{key}": [', text.index('"aten::addmm": {'))
+    end = text.index("]", at) + 1
+    path.write_text(text[:at] + f'"{key}": {value}' + text[end:])
+    with pytest.raises(TraceError, match=rf"the 'opprof.work' header is malformed \(op 'aten::addmm': {key} "):
+        load_trace(path)
+    other = tmp_path / "o.json"
+    live.export_chrome_trace(str(other))
+    assert cli_main(["compare", str(other), str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "is not 1 counts >= 0, one a work step" in err
+
+
 def test_an_exported_traces_ops_carry_the_inputs_of_the_step_that_recorded_them(tmp_path):
     """A diagnosis trial's Perfetto showed no op's inputs (0 of 550 events had args): a run()'s
     timed steps record none. Each op event carries its name's signatures from the signature step

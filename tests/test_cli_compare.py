@@ -1217,7 +1217,7 @@ def test_three_work_changes_are_listed_with_no_more_line_and_a_fourth_is_counted
         return analyze(events)
 
     three, four = ["aten::a", "aten::b", "aten::c"], ["aten::a", "aten::b", "aten::c", "aten::d"]
-    for ops, more in ((three, None), (four, "work changed for 1 more ops (--json lists each)")):
+    for ops, more in ((three, None), (four, "work changed for 1 more op (--json lists each)")):
         a = write_folder(tmp_path / f"a{len(ops)}", "k", {"t.py::test": shaped(4, ops)})
         b = write_folder(tmp_path / f"b{len(ops)}", "k", {"t.py::test": shaped(8, ops)})
         out = run_cli(capsys, "compare", a, b)[1]
