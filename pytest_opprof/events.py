@@ -153,7 +153,7 @@ class EventTable:
     # its work, after its caller went on): its end bounds nothing on its own thread.
     end_threads: dict[int, int] = field(default_factory=dict, init=False)
     # The CPU ops autograd recorded (a sequence number: grad mode was on as they ran), by row;
-    # None where the source does not say (read with the inputs, from torch's live events only).
+    # None where the source does not say (read with the inputs: torch's events, a trace's `Sequence number`).
     autograd: set[int] | None = field(default=None, init=False)
 
     def __len__(self) -> int:

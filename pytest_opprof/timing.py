@@ -145,10 +145,11 @@ def time_verdicts(
     wall = _judged(
         STEP_WALL, new_wall, old_wall, False, docs, rule, machine, where, wall=True, explained_ms=added, outside=outside
     )
-    if wall is None and outside is not None and new_wall and old_wall:
-        wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
-    if wall is None and outside is not None and new_wall and old_wall:  # a regression trial's sleep every 3rd call
-        wall = _periodic_slower(STEP_WALL, *outside, rule, machine, where, step_ms=min(old_wall))
+    if wall is None and outside is not None and new_wall and old_wall:  # the time outside the ops, by step
+        step_ms = min(old_wall)
+        wall = _most_steps_slower(STEP_WALL, *outside, rule, machine, where, step_ms=step_ms) or _periodic_slower(
+            STEP_WALL, *outside, rule, machine, where, step_ms=step_ms
+        )  # a regression trial's sleep every 3rd call: some steps, at a fixed period
     # the largest move first: a failure's first line and its short summary name what moved most (a
     # trial's 2 ms sleep, the step wall's +2.2 ms, came third after an LSTM's +0.12 ms: `and 2 more`)
     return largest_first(verdicts + ([wall] if wall is not None else []))
