@@ -91,6 +91,7 @@ def compare(
         baseline.steps < MIN_TIME_STEPS <= current.steps,
         bool(unread),
         (current.kernels_dropped, baseline.kernels_dropped),
+        _grad_unrecorded(current, baseline),
     )
 
 
@@ -467,6 +468,14 @@ def work_unrecorded(current: BaselineDoc, baseline: BaselineDoc, unread: Collect
         if new.work and new.work.signatures and old.work is None and _steady(new) and _steady(old):
             found.append(name)
     return tuple(found)
+
+
+def _grad_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> bool:
+    """Whether the baseline holds its ops' work without the calls autograd recorded (written by an
+    earlier pytest-opprof) where this capture holds them: grad mode is not compared."""
+    works = [(entry.work, baseline.ops[name].work) for name, entry in current.ops.items() if name in baseline.ops]
+    pairs = [(new, old) for new, old in works if new is not None and old is not None]
+    return any(new.autograd_calls_per_step is not None and old.autograd_calls_per_step is None for new, old in pairs)
 
 
 def _lists_unrecorded(current: BaselineDoc, baseline: BaselineDoc) -> tuple[str, ...]:

@@ -670,6 +670,7 @@ class BaselineResult:
     first_slowed: float | None = None  # written from a later measurement: how much slower the first's references ran
     traced_first: str | None = None  # the Python tracer the first measurement ran under, its confirmations without it
     written_references: References | None = None  # a written file: its machine references (ms)
+    grad_unrecorded: bool = False  # the file compared holds no autograd record (Comparison.grad_unrecorded)
 
     @property
     def slower(self) -> bool:
@@ -817,6 +818,7 @@ class BaselineResult:
             "first_slowed": self.first_slowed,
             "traced_first": self.traced_first,
             "written_references": self.written_references.to_dict() if self.written_references else None,
+            "grad_unrecorded": self.grad_unrecorded,
         }
 
     @classmethod
@@ -840,6 +842,7 @@ class BaselineResult:
             settings_left=tuple(found for d in data.get("settings_left") or () if (found := Left.from_dict(d))),
             written_slowed=Slowed.from_dict(data.get("written_slowed")), first_slowed=data.get("first_slowed"),
             traced_first=data.get("traced_first"), written_references=References.from_dict(data.get("written_references")),
+            grad_unrecorded=bool(data.get("grad_unrecorded")),
         )  # fmt: skip
 
 
@@ -1010,4 +1013,5 @@ def baseline_step(
         nodeid=nodeid, written_slowed=outcome.written_slowed, first_slowed=outcome.first_slowed,
         traced_first=outcome.traced_first,
         written_references=References.of(outcome.write) if outcome.status in TIMES_WRITTEN and outcome.write else None,
+        grad_unrecorded=comparison.grad_unrecorded and old is not None,
     )  # fmt: skip

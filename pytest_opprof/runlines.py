@@ -67,6 +67,7 @@ def run_lines(
         + _ignore_lines(records, unjudged_globs, verbose)
         + _thread_leak_lines(records)
     )
+    lines += _grad_lines(records) if recording else []
     unrecorded = [r.nodeid for r in records if r.baseline is None and r.outcome in ("failed", "error")]
     if recording and unrecorded:
         lines.append(
@@ -116,6 +117,25 @@ def _graph_call_lines(records: list[TestRecord]) -> list[str]:
         f"opprof: {count_of(len(ids), 'baseline')} recorded before pytest-opprof read torch.compile's graph call "
         "(CompiledFxGraph) as an op in every capture: its calls and work were not compared; record them again: "
         f"pytest --opprof-update-baseline=all {listed_ids(ids)}"
+    ]
+
+
+def _grad_lines(records: list[TestRecord]) -> list[str]:
+    """For a recording run: one line for the files it kept that hold no autograd record (written by
+    an earlier pytest-opprof), where a bare recording leaves them so and grad mode is not compared."""
+    ids = list(
+        dict.fromkeys(
+            r.nodeid
+            for r in records
+            if r.baseline and r.baseline.grad_unrecorded and r.baseline.status not in TIMES_WRITTEN
+        )
+    )
+    if not ids:
+        return []
+    return [
+        f"opprof: {count_of(len(ids), 'baseline')} kept {'holds' if len(ids) == 1 else 'hold'} no autograd record (written by an earlier pytest-opprof): "
+        f"grad mode is not compared for {'it' if len(ids) == 1 else 'them'} (a forgotten torch.no_grad() is not "
+        f"caught); =all records it: pytest --opprof-update-baseline=all {listed_ids(ids)}"
     ]
 
 

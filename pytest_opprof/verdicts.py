@@ -216,6 +216,9 @@ class Comparison:
     # kernel launches with no kernel record in this run's capture and in the baseline's
     # (capture.kernels_dropped): each op's own are allowed for (OpEntry.records_lost)
     kernels_dropped: tuple[int, int] = (0, 0)
+    # the baseline holds its ops' work but no autograd record (an earlier pytest-opprof) where this
+    # capture has one: grad mode is not compared (a forgotten no_grad() not caught)
+    grad_unrecorded: bool = False
 
     @property
     def changes(self) -> list[Verdict]:

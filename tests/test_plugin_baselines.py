@@ -937,7 +937,18 @@ def test_a_forgotten_no_grad_fails_as_work_naming_grad_mode(baselined, monkeypat
         if entry["work"]:
             del entry["work"]["autograd_calls_per_step"]
     path.write_text(json.dumps(data))
-    run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
+    result = run(baselined, "--opprof", "-k", "big")
+    result.assert_outcomes(passed=1)
+    assert "autograd record" not in result.stdout.str()  # a comparing run: the CHANGELOG says it, no line every run
+    line = (  # a recording run that keeps such a file says so, with the command that records it
+        "opprof: 1 baseline kept holds no autograd record (written by an earlier pytest-opprof): grad mode is not "
+        "compared for it (a forgotten torch.no_grad() is not caught); =all records it: pytest "
+        "--opprof-update-baseline=all test_base.py::test_big"
+    )
+    run(baselined, "--opprof-update-baseline", "-k", "big").stdout.fnmatch_lines([line])
+    run(baselined, "--opprof-update-baseline=all", "-k", "big").assert_outcomes(passed=1)
+    assert "autograd_calls_per_step" in path.read_text()
+    assert "autograd record" not in run(baselined, "--opprof-update-baseline", "-k", "big").stdout.str()
 
 
 def test_a_wider_layer_fails_as_work_naming_flops_and_shapes(baselined, monkeypatch):
