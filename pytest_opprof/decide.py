@@ -1013,5 +1013,5 @@ def baseline_step(
         nodeid=nodeid, written_slowed=outcome.written_slowed, first_slowed=outcome.first_slowed,
         traced_first=outcome.traced_first,
         written_references=References.of(outcome.write) if outcome.status in TIMES_WRITTEN and outcome.write else None,
-        grad_unrecorded=comparison.grad_unrecorded and old is not None,
+        grad_unrecorded=comparison.grad_unrecorded,
     )  # fmt: skip

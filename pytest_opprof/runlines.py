@@ -123,13 +123,7 @@ def _graph_call_lines(records: list[TestRecord]) -> list[str]:
 def _grad_lines(records: list[TestRecord]) -> list[str]:
     """For a recording run: one line for the files it kept that hold no autograd record (written by
     an earlier pytest-opprof), where a bare recording leaves them so and grad mode is not compared."""
-    ids = list(
-        dict.fromkeys(
-            r.nodeid
-            for r in records
-            if r.baseline and r.baseline.grad_unrecorded and r.baseline.status not in TIMES_WRITTEN
-        )
-    )
+    ids = list(_by_test(records, lambda b: b.grad_unrecorded and b.status not in TIMES_WRITTEN))
     if not ids:
         return []
     return [

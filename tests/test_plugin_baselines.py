@@ -792,13 +792,20 @@ def test_a_step_slower_outside_its_ops_fails_on_the_step_wall(baselined, monkeyp
     run(baselined, "--opprof", "-k", "big").assert_outcomes(passed=1)
 
 
-def test_under_a_python_tracer_a_slowdown_is_judged_on_a_measurement_without_it(baselined, monkeypatch, fake_clock):
+@pytest.fixture
+def real_tracer(fake_clock, monkeypatch):
+    """The real device.python_tracer (fake_clock's reads None): these tests run code under one."""
+    monkeypatch.setattr(device, "python_tracer", python_tracer)
+
+
+def test_under_a_python_tracer_a_slowdown_is_judged_on_a_measurement_without_it(
+    baselined, monkeypatch, fake_clock, real_tracer
+):
     """Under a Python tracer (coverage, a debugger) a slower time may be the tracer's: the Python
     between the ops (the step wall) or inside an op (a hook, a custom op). run() measures again
     without it: what the tracer alone slowed passes, said so; what is slow without it fails. A
     trial under --cov: a hook's AccumulateGrad failed unchanged code 6 of 6 runs (+165%), and a
     3 ms sleep added to each step passed as inconclusive 3 of 3."""
-    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setenv("OPPROF_INJECT", "hook traced")
     fake_clock.traced_costs.update({"slow_hook": 800_000, "aten::addmm": 600_000})  # slowed by the tracer only
     before = fake_clock.captures
@@ -822,11 +829,12 @@ def test_under_a_python_tracer_a_slowdown_is_judged_on_a_measurement_without_it(
     assert "inconclusive" not in result.stdout.str()
 
 
-def test_under_a_python_tracer_that_cannot_be_taken_off_a_slower_op_fails(baselined, monkeypatch, fake_clock):
+def test_under_a_python_tracer_that_cannot_be_taken_off_a_slower_op_fails(
+    baselined, monkeypatch, fake_clock, real_tracer
+):
     """Where no measurement without the tracer can be taken (a profiler function, sys.monitoring
     tools: coverage's default core on Python 3.14), an op's slowdown under it is judged as
     measured, confirmed under it: excusing it passed a review's 3x aten::mm under cProfile."""
-    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setattr(device, "untraced", lambda run: (run(), device.python_tracer()))
     monkeypatch.setenv("OPPROF_INJECT", "traced")
     fake_clock.traced_costs["aten::addmm"] = 600_000
@@ -837,11 +845,12 @@ def test_under_a_python_tracer_that_cannot_be_taken_off_a_slower_op_fails(baseli
     )
 
 
-def test_a_tracer_that_cannot_be_taken_off_is_not_measured_again_for_the_step_wall(baselined, monkeypatch, fake_clock):
+def test_a_tracer_that_cannot_be_taken_off_is_not_measured_again_for_the_step_wall(
+    baselined, monkeypatch, fake_clock, real_tracer
+):
     """A slower step wall under a profiler function (cProfile; sys.monitoring tools alike) is the
     tracer's excuse with no measurement without it to judge it: none is taken, which would run
     traced again (a measurement's worth of the test's time for nothing)."""
-    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setenv("OPPROF_INJECT", "hook profiled")
     fake_clock.traced_costs["slow_hook"] = 800_000  # the wall, slowed by the tracer
     before = fake_clock.captures
@@ -873,10 +882,9 @@ def test_budget(opprof):
 """
 
 
-def test_a_time_budget_failing_under_a_python_tracer_says_it_ran(pytester, monkeypatch, fake_clock):
+def test_a_time_budget_failing_under_a_python_tracer_says_it_ran(pytester, monkeypatch, fake_clock, real_tracer):
     """A time budget judged on a capture under a Python tracer: its failure says the tracer ran,
     as it says other load (a trial's budget failed under --cov only, with no word of coverage)."""
-    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     pytester.makepyfile(test_traced=TRACED_BUDGET)
     result = run(pytester, "--opprof", "-k", "budget")
     result.assert_outcomes(failed=1)
@@ -890,12 +898,11 @@ def test_a_time_budget_failing_under_a_python_tracer_says_it_ran(pytester, monke
 
 
 @pytest.mark.parametrize("mode", ["changed", "all", "new"])
-def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeypatch, fake_clock, mode):
+def test_a_recording_under_a_python_tracer_writes_no_baseline(baselined, monkeypatch, fake_clock, mode, real_tracer):
     """A trial recorded under --cov: the file held the tracer's slower step wall, and a later
     run without it passed a 3x slower one. A measurement under a Python tracer is no reference:
     no file is written or rewritten (=all neither), and one line says why and how to record: in
     the run's own mode (a bare recording of the whole suite was told =all, rewriting every file)."""
-    monkeypatch.setattr(device, "python_tracer", python_tracer)  # the real one (fake_clock's reads None)
     monkeypatch.setenv("OPPROF_INJECT", "extra traced")  # a structure change: a bare recording would write it
     (path,) = baselined.path.joinpath(".opprof").rglob("test_big.json")
     before = path.read_text()
