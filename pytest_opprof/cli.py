@@ -60,8 +60,8 @@ from .rules import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .runfiles import op_csv
 from .settings import NONE_ALONE, parse_fail_on, parse_ms, parse_percentage
 from .showtables import baseline_tables
-from .tables import as_markdown, markdown_tables, profile_tables
-from .textout import fit_stream, os_text
+from .tables import as_markdown, fitted_to, markdown_tables, profile_tables
+from .textout import fit_stream, os_text, terminal_columns
 from .trace import load_trace
 
 _T = TypeVar("_T")
@@ -435,9 +435,11 @@ _COMMANDS = {"analyze": _analyze, "show": _show, "compare": run_compare, "mv": _
 
 
 def _run(args: argparse.Namespace) -> Done:
-    """The command's result; with --markdown, its text as Markdown (its tables made as such)."""
+    """The command's result; with --markdown, its text as Markdown (its tables made as such);
+    else its tables fit the terminal it prints to (names cut), and a file or pipe gets them whole."""
     if not getattr(args, "markdown", False):
-        return _COMMANDS[args.command](args)
+        with fitted_to(terminal_columns()):
+            return _COMMANDS[args.command](args)
     with markdown_tables():
         done = _COMMANDS[args.command](args)
     return replace(done, out=as_markdown(done.out))

@@ -10,8 +10,6 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
-
 from .analysis import Check, Profile
 from .decide import BaselineResult, OpRow
 from .errors import (
@@ -25,6 +23,8 @@ from .results import TestRecord, export_trace_path
 from .runfiles import csv_of_test
 from .tables import (
     by_shown_time,
+    fitted_to,
+    grid,
     median_wall_ns,
     ms_cell,
     of_step,
@@ -117,13 +117,24 @@ class TestResult:
             self.outcome = "passed"
 
     def to_record(
-        self, top: int, with_profile: bool = True, with_csv: bool = False, html_dir: Path | None = None
+        self,
+        top: int,
+        with_profile: bool = True,
+        with_csv: bool = False,
+        html_dir: Path | None = None,
+        width: int | None = None,
     ) -> TestRecord:
         """What the controller needs of this test: it prints and writes the run's report from
         these records alone. The full profile (every op's per-step samples) only when the JSON
-        report wants it."""
+        report wants it. `width`: the terminal's, which the summary's tables fit (tables.grid)."""
         profile = self.profile
         named = self.worker if self.everywhere else None  # in the header and the HTML section
+        with fitted_to(width):
+            summary = (
+                _summary_block(self.nodeid, self.outcome, profile, top, self.baseline, self.cut_short, named)
+                if profile is not None
+                else None
+            )
         return TestRecord(
             self.nodeid,
             self.outcome,
@@ -134,9 +145,7 @@ class TestResult:
             self.unreliable,
             self.cpu_wait,
             self.baseline,
-            _summary_block(self.nodeid, self.outcome, profile, top, self.baseline, self.cut_short, named)
-            if profile is not None
-            else None,
+            summary,
             self.trace_error,
             csv_of_test(profile, self.nodeid, self.baseline, self.outcome, self.worker) if with_csv else None,
             test_section(
@@ -249,7 +258,7 @@ def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None =
     headers = ["op", "calls/step", "ms/step", "self", "min", "time", "of step"]
     if compared:
         headers += ["baseline min", "delta", "verdict"]
-    return with_more_rows(tabulate(rows, headers=headers, disable_numparse=True), len(profile.ops), shown, "op")
+    return with_more_rows(grid(rows, headers), len(profile.ops), shown, "op")
 
 
 def _base_rows(profile: Profile, baseline: BaselineResult) -> dict[str, OpRow]:

@@ -87,6 +87,7 @@ class RunState:
     ran_tests: bool = False  # the session reached its test loop (not --help, nor a start refused)
     exit_status: int | None = None  # the session's, as it finished
     profiler_left_by: str | None = None  # the test after which a torch profiler not opprof's still ran
+    table_width: int | None = None  # the terminal's, where the summary goes to one (the controller's: xdist)
 
 
 def bad_option(flag: str, value: object, expected: str, source: str) -> str:

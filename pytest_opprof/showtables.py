@@ -111,7 +111,7 @@ def _baseline_kernel_table(doc: BaselineDoc, top: int | None) -> str:
         for name, k in kernels[:top]
     ]
     headers = ["kernel", "launched by", "calls/step", "device ms/step"]
-    table = grid(rows, headers)
+    table = grid(rows, headers, names=(0, 1))
     return with_more_rows(table, len(kernels), len(rows), "kernel") if rows else ""
 
 
@@ -203,4 +203,4 @@ def kernels_under_ops_table(rows: list[Any], top: int | None = 20, per_op: int =
     if not table:
         return ""
     headers = ["op", "A kernels", "calls x ms/step", "B kernels", "calls x ms/step"]
-    return grid(table, headers)
+    return grid(table, headers, names=(0, 1, 3))

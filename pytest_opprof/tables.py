@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # for annotations only: the model imports this module
 
 
 _MARKDOWN: ContextVar[bool] = ContextVar("opprof_markdown_tables", default=False)
+_WIDTH: ContextVar[int | None] = ContextVar("opprof_table_width", default=None)
+NAME_FLOOR = 20  # a name column is cut no narrower: `aten::_scaled_dot_p…` still says which op
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~&])")  # what GitHub would read as markup in a name
 
 
@@ -40,16 +42,59 @@ def markdown_tables() -> Iterator[None]:
         _MARKDOWN.reset(token)
 
 
-def grid(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+@contextmanager
+def fitted_to(width: int | None) -> Iterator[None]:
+    """Plain tables made inside it fit `width` columns where cutting their names can make them
+    (an interactive terminal's width; None: as wide as their names)."""
+    token = _WIDTH.set(width)
+    try:
+        yield
+    finally:
+        _WIDTH.reset(token)
+
+
+def grid(rows: Sequence[Sequence[Any]], headers: Sequence[str], names: Sequence[int] = (0,)) -> str:
     """Rows under their headers: tabulate's plain columns, or inside markdown_tables() a GitHub
     table, its cells escaped (a kernel's `<float, 4>` would read as an HTML tag, a `|` end a
-    cell), set apart by blank lines."""
+    cell), set apart by blank lines. Inside fitted_to(), the `names` columns (op, kernel names)
+    are cut to fit the width, no narrower than NAME_FLOOR; a table that cannot fit is left whole."""
     if not _MARKDOWN.get():
+        width = _WIDTH.get()
+        table = str(tabulate(rows, headers=headers, disable_numparse=True))
+        if width is None or not rows or (over := _widest(table) - width) <= 0:
+            return table
+        cut = _cut_widths(rows, headers, names, over)
+        if cut is None:
+            return table
+        rows = [[_cut(cell, cut.get(i)) for i, cell in enumerate(row)] for row in rows]
         return str(tabulate(rows, headers=headers, disable_numparse=True))
     cells = [["" if cell is None else markdown_escaped(str(cell)) for cell in row] for row in rows]
     heads = [markdown_escaped(head) for head in headers]
     table = str(tabulate(cells, headers=heads, tablefmt="github", disable_numparse=True))
     return "\n" + "\n".join(TABLE_LINE + line for line in table.split("\n")) + "\n"
+
+
+def _widest(table: str) -> int:
+    return max(len(line) for line in table.split("\n"))
+
+
+def _cut_widths(
+    rows: Sequence[Sequence[Any]], headers: Sequence[str], names: Sequence[int], over: int
+) -> dict[int, int] | None:
+    """The width each name column is cut to so the table loses `over` columns, the widest column
+    cut first; None where cutting them all to the floor (or their headers) is not enough."""
+    widths = {i: max(len(str(row[i])) for row in rows) for i in names if i < len(headers)}
+    floors = {i: max(NAME_FLOOR, len(headers[i])) for i in widths}
+    if sum(max(0, widths[i] - floors[i]) for i in widths) < over:
+        return None
+    for _ in range(over):
+        i = max(widths, key=lambda c: (widths[c] - floors[c], -c))
+        widths[i] -= 1
+    return widths
+
+
+def _cut(cell: Any, width: int | None) -> Any:
+    return short(cell, width) if width is not None and isinstance(cell, str) and len(cell) > width else cell
 
 
 def markdown_escaped(text: str) -> str:
@@ -201,7 +246,7 @@ def kernels_table(profile: Profile, top: int | None = 20) -> str:
     rows = [
         [short(k.name, 60), k.op or "-", k.calls, ms_cell(k.device_ns / 1e6)] for k in profile.kernels[: top or None]
     ]
-    table = grid(rows, ["kernel", "launched by", "calls", "device ms"])
+    table = grid(rows, ["kernel", "launched by", "calls", "device ms"], names=(0, 1))
     return with_more_rows(table, len(profile.kernels), len(rows), "kernel")
 
 
@@ -212,7 +257,7 @@ def graph_launches_table(profile: Profile, top: int | None = 20) -> str:
         for g in profile.graph_launches[: top or None]
     ]  # fmt: skip
     headers = ["graph replay", "launched in", "replays/step", "kernels/step", "device ms/step"]
-    table = grid(rows, headers)
+    table = grid(rows, headers, names=(0, 1))
     return with_more_rows(table, len(profile.graph_launches), len(rows), "graph replay")
 
 
@@ -282,7 +327,7 @@ def runtime_table(profile: Profile, top: int | None = 20) -> str:
 
 def checks_table(profile: Profile) -> str:
     rows = [[c.status, c.name, c.message] for c in profile.checks]
-    return grid(rows, ["check", "name", "message"])
+    return grid(rows, ["check", "name", "message"], names=())  # a message is not cut: its fix is in it
 
 
 def _wall_words(profile: Profile) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
+import sys
 from typing import Any
 
 ELLIPSIS = "\u2026"  # where the tables and error lines cut a long name (tables.short, errors._cut)
@@ -61,6 +63,23 @@ def fit_stream(text: str, stream: Any) -> str:
         return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
     except LookupError:
         return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+MIN_COLUMNS = 40  # a width below it is a terminal that says none, as pytest reads it
+
+
+def terminal_columns(stream: Any = None) -> int | None:
+    """The width of the interactive terminal `stream` (stdout) writes to, as pytest reads it
+    (`COLUMNS`, else the terminal's own); None for a file, a pipe or a CI log, whose readers
+    scroll or wrap and want names whole."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        interactive = bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # a replaced stream without one, or closed
+        return None
+    if not interactive:
+        return None
+    return max(MIN_COLUMNS, shutil.get_terminal_size(fallback=(80, 24)).columns)
 
 
 _CMD_PLAIN = re.compile(r"[^\s\"'&|<>^()%!;,`$]+")  # what cmd.exe and PowerShell read as one plain word

@@ -27,6 +27,7 @@ from ..device import Nvml, describe, device_facts, former_key, gpus_like_first, 
 from ..errors import device_key_hook_raised, former_key_source, torch_not_importable, worker_gpus
 from ..layout import baseline_root, reached_from, shown_path
 from ..settings import OPTIONS, RunState, Settings, SettingsError, parse_settings, trace_dir_problem
+from ..textout import terminal_columns
 from .base import IN_CALL, MARKER, RUN, TEST
 from .judge import new_fixture
 from .options import (
@@ -95,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     idle = () if settings.measuring else tuple(o.flag for o in OPTIONS if o.field not in SWITCHES and given(config, o))
     spool = _report_spool(settings) if reporting else None
     state = RunState(settings, spool=spool, idle_outputs=idle, trace_tag=_each_worker(config))
+    state.table_width = _table_width(config)
     if settings.measuring:
         _start_measuring(config, state)
     config.stash[RUN] = state
@@ -104,6 +106,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.measuring:
         config.pluginmanager.register(SettingLeaks(), "opprof-setting-leaks")
         config.pluginmanager.register(ProfilerLeaks(state), "opprof-profiler-leaks")
+
+
+def _table_width(config: pytest.Config) -> int | None:
+    """The width the summary's tables fit: the terminal's where the run prints to one and pytest
+    cuts its own long lines (not under -vv); None (names whole) for a CI log or a pipe. An xdist
+    worker prints nothing: it takes the controller's."""
+    if hasattr(config, "workerinput"):
+        width = config.workerinput.get("opprof_table_width")
+        return width if isinstance(width, int) else None
+    if (config.option.verbose or 0) >= 2:
+        return None
+    return terminal_columns()
 
 
 def _report_spool(settings: Settings) -> ReportSpool | None:

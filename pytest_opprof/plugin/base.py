@@ -138,11 +138,13 @@ def is_measured(item: pytest.Item) -> bool:
     return carries(item) and item.config.stash[RUN].settings.measuring
 
 
-def to_record(result: TestResult, settings: Settings) -> TestRecord:
+def to_record(result: TestResult, state: RunState) -> TestRecord:
     """The test's record, with what the run's reports want of it."""
+    settings = state.settings
     return result.to_record(
         settings.top,
         with_profile=settings.json_path is not None,
         with_csv=settings.csv_path is not None,
         html_dir=Path(settings.html_path).absolute().parent if settings.html_path else None,
+        width=state.table_width,
     )

@@ -169,6 +169,8 @@ def pytest_configure_node(node: Any) -> None:
 
     node.workerinput["opprof_each"] = getattr(node.config.option, "dist", None) == "each"
     node.workerinput["opprof_env_set_inside"] = list(set_in_process(THREAD_VARIABLES))
+    state = node.config.stash.get(RUN, None)
+    node.workerinput["opprof_table_width"] = state.table_width if state is not None else None
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -377,4 +377,4 @@ def _finished(item: pytest.Item, result: TestResult) -> tuple[TestRecord, list[C
         keep=traced, tag=state.trace_tag, environment=stable_facts(state.device),
     )  # fmt: skip
     item.stash[_TRACED] = traced or result.trace_path is not None
-    return to_record(result, settings), checks
+    return to_record(result, state), checks

@@ -73,7 +73,7 @@ class RecordCollector:
             except OSError as exc:
                 failure += f"; its baseline {undo.path} stays as this run wrote it ({exc.strerror or exc})"
         result = TestResult(report.nodeid, "failed", failure=failure, worker=worker, everywhere=self.everywhere)
-        self.add(to_record(result, self.state.settings))
+        self.add(to_record(result, self.state))
 
     def add(self, found: TestRecord) -> None:
         spool, records = self.state.spool, self.state.records
