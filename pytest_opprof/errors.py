@@ -1809,10 +1809,20 @@ def recording_by_setting(source: str) -> str:
     )
 
 
-def idle_outputs(flags: Iterable[str]) -> str:
+def idle_outputs(flags: Iterable[str], removed: Sequence[str] = (), kept: Sequence[str] = ()) -> str:
     """opprof's flags given without --opprof: nothing is measured, so nothing is checked or written
-    (a CI command missing --opprof passed every regression, its gates given and idle)."""
-    return f"opprof: {', '.join(flags)} without --opprof: nothing measured, checked or written; add --opprof"
+    (a CI command missing --opprof passed every regression, its gates given and idle); `removed`:
+    the earlier reports at their paths, which a dashboard would have read as this run's (a
+    scripting trial's); `kept`: those that could not be removed, each with why."""
+    gone = f"; the earlier {_reports(removed)} removed: not this run's" if removed else ""
+    stays = f"; the earlier {_reports(kept)} could not be removed: not this run's" if kept else ""
+    return (
+        f"opprof: {', '.join(flags)} without --opprof: nothing measured, checked or written{gone}{stays}; add --opprof"
+    )
+
+
+def _reports(paths: Sequence[str]) -> str:
+    return ("report " if len(paths) == 1 else "reports ") + ", ".join(paths)
 
 
 NO_CPU_WAIT = (

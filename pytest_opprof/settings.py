@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -551,6 +552,29 @@ def _earlier_report(path: Path, head: bytes) -> bool:
     except OSError:
         return True  # unreadable: writing it says why, in one line
     return not found or found == head
+
+
+def earlier_reports(settings: Settings, flags: Iterable[str]) -> list[Path]:
+    """The report files among `flags` that hold an earlier run's report of their kind (a plain
+    file beginning as the report does, never a link, a stream or someone's file): a run that
+    measures nothing removes them, or a dashboard would read an earlier run's as this one's."""
+    paths = {
+        "--opprof-json": settings.json_path,
+        "--opprof-csv": settings.csv_path,
+        "--opprof-html": settings.html_path,
+    }
+    found = []
+    for flag in flags:
+        value = paths.get(flag)
+        if not value:
+            continue
+        path = Path(value)
+        if path.is_symlink() or not path.is_file():
+            continue
+        with suppress(OSError), path.open("rb") as file:
+            if file.read(len(REPORT_HEAD[flag])) == REPORT_HEAD[flag]:
+                found.append(path)
+    return found
 
 
 def _not_a_report(flag: str, value: str, path: Path) -> str:

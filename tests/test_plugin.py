@@ -553,6 +553,18 @@ def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_pat
         ]
     )
     assert not out.exists() and not (pytester.path / "tr").exists()
+    # an earlier run's report at the path would pass for this run's (a scripting trial's dashboard
+    # read one): removed, and said; someone's file there, a report of another kind, stays
+    run(pytester, "--opprof", f"--opprof-json={out}", f"--opprof-csv={tmp_path / 'r.csv'}")
+    (tmp_path / "notes.json").write_text("{}")
+    result = run(pytester, f"--opprof-json={out}", f"--opprof-csv={tmp_path / 'notes.json'}")
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: --opprof-json, --opprof-csv without --opprof: nothing measured, checked or written; the "
+            f"earlier report {out} removed: not this run's; add --opprof"
+        ]
+    )
+    assert not out.exists() and (tmp_path / "r.csv").exists() and (tmp_path / "notes.json").read_text() == "{}"
     # a CI trial's gates, given without --opprof, passed a regression with exit 0 and no word of them
     result = run(pytester, "--opprof-fail-on=structure,work", "--opprof-require-baseline", "--opprof-strict")
     result.assert_outcomes(passed=1)

@@ -25,7 +25,7 @@ from ..errors import (
     run_stopped,
 )
 from ..layout import baseline_root, reached_from, shown_path
-from ..settings import RunState, standing
+from ..settings import RunState, earlier_reports, standing
 from ..textout import fit_stream
 from .base import RUN, runnable, typed_id
 
@@ -166,7 +166,21 @@ def _inert_lines(terminalreporter: Any, state: RunState) -> None:
     if state.carrying:
         say(inert_summary(state.carrying))
     if state.idle_outputs:
-        say(idle_outputs(state.idle_outputs))
+        say(idle_outputs(state.idle_outputs, *_remove_earlier_reports(state)))
+
+
+def _remove_earlier_reports(state: RunState) -> tuple[list[str], list[str]]:
+    """The report files given to a run that measured nothing, holding an earlier run's report:
+    removed (shown as given), and those that could not be (with why)."""
+    removed, kept = [], []
+    for path in earlier_reports(state.settings, state.idle_outputs):
+        try:
+            path.unlink()
+        except OSError as exc:
+            kept.append(f"{path} ({exc.strerror or exc})")
+        else:
+            removed.append(str(path))
+    return removed, kept
 
 
 def _records_lines(config: pytest.Config, state: RunState) -> list[str]:
