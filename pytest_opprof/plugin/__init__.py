@@ -115,7 +115,7 @@ def _table_width(config: pytest.Config) -> int | None:
     if hasattr(config, "workerinput"):
         width = config.workerinput.get("opprof_table_width")
         return width if isinstance(width, int) else None
-    if (config.option.verbose or 0) >= 2:
+    if (getattr(config.option, "verbose", 0) or 0) >= 2:  # no such option: -p no:terminal
         return None
     return terminal_columns()
 
