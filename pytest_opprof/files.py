@@ -200,11 +200,13 @@ def read_regular(path: Path, limit: int) -> bytes:
     return path.read_bytes()
 
 
-def safe_name(text: str, device_names: bool = False) -> str:
+def safe_name(text: str, device_names: bool = False, keep_end: bool = False) -> str:
     """One path component made file-system safe: readable where it can be, unique always (a
     short hash of the original whenever it had to change or was longer than NAME_LIMIT). With
     `device_names`, for a file's name, a name Windows keeps for a device is changed too (a folder
-    of that name cannot be checked out there at all: its files' names are left as they were)."""
+    of that name cannot be checked out there at all: its files' names are left as they were).
+    A long name keeps its start; with `keep_end` (a trace's flat name of a node id) its start and
+    its end, the test's name and parameters (a trial's kept only a long folder's name)."""
     raw = os_bytes(text)  # a C locale's reading of a file name: hashed and named as the UTF-8 locale's
     text = os_text(text)
     normal = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
@@ -214,8 +216,18 @@ def safe_name(text: str, device_names: bool = False) -> str:
         safe = f"{head}_{dot}{rest}"
     if safe != text or len(safe) > NAME_LIMIT:
         digest = hashlib.sha1(raw).hexdigest()[:8]
-        safe = f"{safe[:NAME_LIMIT]}-{digest}"
+        safe = f"{_ends(safe) if keep_end else safe[:NAME_LIMIT]}-{digest}"
     return safe
+
+
+KEPT_START = 30  # of a long name cut in its middle: the top folder or the file
+
+
+def _ends(safe: str) -> str:
+    """`tests_dddd...test_models.py__test_attn[long-param]`: NAME_LIMIT characters at most."""
+    if len(safe) <= NAME_LIMIT:
+        return safe
+    return f"{safe[:KEPT_START]}...{safe[-(NAME_LIMIT - KEPT_START - 3) :]}"
 
 
 LFS_POINTER = "version https://git-lfs.github.com/spec/"  # how a Git LFS pointer file opens

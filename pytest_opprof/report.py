@@ -172,11 +172,13 @@ class TestResult:
 def _other_namings(trace_dir: Path, nodeid: str, tag: str | None) -> list[Path]:
     """The test's trace files named the other way: a `--dist each` run (`tag`) leaves the plain
     name stale; a plain run leaves every worker's (`<name>.gw0.json.gz`), never another worker's
-    file of its own run."""
+    file of its own run. A long id's file as releases before 2026-12-07 named it (its start only)."""
+    former = trace_dir / f"{safe_name(nodeid)}.json.gz"
+    older = [former] if former != export_trace_path(trace_dir, nodeid) else []
     if tag is not None:
-        return [export_trace_path(trace_dir, nodeid)]
-    name = glob_escape(safe_name(nodeid))
-    return sorted(trace_dir.glob(f"{name}.gw*.json.gz"))
+        return [export_trace_path(trace_dir, nodeid), *older]
+    name = glob_escape(safe_name(nodeid, keep_end=True))
+    return [*sorted(trace_dir.glob(f"{name}.gw*.json.gz")), *older]
 
 
 def _remove_stale(path: Path) -> str | None:

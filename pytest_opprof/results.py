@@ -120,7 +120,8 @@ class TestRecord:
 
 
 def export_trace_path(trace_dir: Path, nodeid: str, tag: str | None = None) -> Path:
-    return trace_dir / f"{safe_name(nodeid)}{f'.{tag}' if tag else ''}.json.gz"
+    """`DIR/<node id, file-system safe>[.gw0].json.gz`; a long id cut in its middle."""
+    return trace_dir / f"{safe_name(nodeid, keep_end=True)}{f'.{tag}' if tag else ''}.json.gz"
 
 
 def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]:

@@ -1027,6 +1027,27 @@ def test_a_trace_an_earlier_run_left_for_a_test_is_removed_when_the_test_passes(
     assert [f.name for f in (project.path / "traces").iterdir()] == ["notes.txt"]
 
 
+def test_a_long_test_ids_trace_keeps_the_test_name_and_the_earlier_naming_goes(project):
+    """A long id's trace name keeps its start and its end, the test's name (a scripting trial's
+    `tests_dddd...-f8468d97.json.gz` kept a long folder's name only); the file an earlier release
+    named by the start alone is removed as this test's stale trace."""
+    from pytest_opprof.files import safe_name
+
+    folder = project.mkpydir("d" * 120)
+    (folder / "test_deep.py").write_text(
+        "from conftest import infer\n"
+        "def test_fails(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n    assert False\n"
+        "def test_passes(opprof, mlp):\n    opprof.run(infer, *mlp, warmup=1, steps=2)\n"
+    )
+    traces = project.path / "traces"
+    traces.mkdir()
+    former = traces / f"{safe_name(f'{folder.name}/test_deep.py::test_passes')}.json.gz"
+    former.write_bytes(b"an earlier release's trace")
+    run(project, "--opprof", "--opprof-trace-dir=traces").assert_outcomes(passed=1, failed=1)
+    [trace] = [f.name for f in traces.iterdir()]
+    assert trace.startswith("d" * 30 + "...") and "_test_deep.py_test_fails-" in trace and len(trace) <= 117
+
+
 def test_reports_are_written_when_nothing_was_measured(project):
     """--opprof-json, -csv and -html replace an earlier run's also when no test was measured: the
     files say so (no tests), as does the summary."""

@@ -83,3 +83,17 @@ def test_a_suggested_command_quotes_a_test_id_as_the_users_shell_reads_it(monkey
     assert textout.shell_quote("") == '""'
     line = errors.record_if_intended(spaced)
     assert 'pytest --opprof-update-baseline "tests/test_m.py::test_a[x y]" (and commit' in line
+
+
+def test_a_long_name_cut_for_a_trace_keeps_its_start_and_its_end():
+    from pytest_opprof.files import NAME_LIMIT
+
+    nodeid = "tests/" + "d" * 150 + "/test_m.py::test_attention[float16-causal]"
+    cut = safe_name(nodeid, keep_end=True)
+    assert (
+        cut.startswith("tests_dddd")
+        and cut.endswith("d_test_m.py_test_attention[float16-causal]-" + cut[-8:])
+        and "d...d" in cut
+    )
+    assert len(cut) == NAME_LIMIT + 9 and cut[-8:] == safe_name(nodeid)[-8:]  # the same hash
+    assert safe_name("test_m.py::test_x", keep_end=True) == safe_name("test_m.py::test_x")
