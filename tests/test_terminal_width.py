@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import io
 import os
-import select
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -124,25 +123,29 @@ def on_terminal(args: list[str], cwd: Path, columns: int) -> str:
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
     )  # fmt: skip
     os.close(slave)
-    out, deadline = b"", time.monotonic() + 300
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(master, chunks), daemon=True)
+    reader.start()
     try:
-        while time.monotonic() < deadline:
-            if not select.select([master], [], [], 1)[0]:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
+        proc.wait(timeout=300)
     finally:
         proc.kill()
         proc.wait()
+        reader.join(timeout=30)
         os.close(master)
-    return out.decode("utf-8", "replace").replace("\r\n", "\n")
+    return b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def _drain(fd: int, chunks: list[bytes]) -> None:
+    """Reads the terminal until the child has closed it (EIO), or it ends."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        chunks.append(chunk)
 
 
 def op_table(text: str) -> list[str]:
