@@ -615,11 +615,7 @@ def _no_recompile(profile: Profile) -> str | None:
     if inside:
         listed = ", ".join(f"{c.compile_id} in step {c.step} ({c.dur_ns / 1e6:.1f} ms)" for c in inside[:3])
         more = f" and {len(inside) - 3} more" if len(inside) > 3 else ""
-        return (
-            f"compiled inside the measured steps: {listed}{more}; a first call (compile it in the warm-up: "
-            "opprof.run(fn, warmup=1)), or a new input shape, dtype or Python value that failed the guards of "
-            "the compiled code (TORCH_LOGS=recompiles names the guard)"
-        )
+        return f"compiled inside the measured steps: {listed}{more}; {_recompile_cause(compiled, inside, profile)}"
     varied = _compilations_varied(compiled.regions)
     if varied is None:
         return None
@@ -629,6 +625,21 @@ def _no_recompile(profile: Profile) -> str | None:
         f"frame {frame} ran as different compilations from step to step ({listed}): its guards fail for some "
         "inputs, so it was recompiled; keep input shapes fixed or mark the dimension dynamic"
     )
+
+
+def _recompile_cause(compiled: Any, inside: list[Any], profile: Profile) -> str:
+    """Why code compiled in the steps: a first call where it compiled in the first step alone;
+    else new inputs every few steps, not fixed by a warm-up (a compile trial was sent to one
+    where Dynamo recompiled every step, then hit its limit and ran eagerly: limit_clause)."""
+    guards = (
+        "a new input shape, dtype or Python value that failed the guards of the compiled code "
+        "(TORCH_LOGS=recompiles names the guard)"
+    )
+    first = min([r.step for r in compiled.regions if r.step >= 0] + [c.step for c in inside])
+    if {c.step for c in inside} == {first}:
+        return f"a first call (compile it in the warm-up: opprof.run(fn, warmup=1)), or {guards}{limit_clause(profile)}"
+    steps = count_of(len({c.step for c in inside}), "step")
+    return f"in {steps}, not a first call: {guards}{limit_clause(profile)}"
 
 
 def _compilations_varied(regions: Any) -> tuple[int, list[tuple[int, frozenset[int]]]] | None:

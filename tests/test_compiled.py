@@ -4,6 +4,7 @@ The real thing runs in tests/test_compiled_live.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -276,7 +277,16 @@ def test_no_recompile_fails_on_a_compilation_in_the_steps_and_on_alternating_com
             op(f"Torch-Compiled Region: 0/{k}", k * 10_000 + 4100, 80),
         )
     ]
-    assert "0/3 in step 3 (4.0 ms) and 1 more; a first call" in no_recompile()(analyze(four))
+    # compiled in every step: new inputs each call, which no warm-up fixes (a compile trial was sent to one)
+    assert "0/3 in step 3 (4.0 ms) and 1 more; in 4 steps, not a first call: a new input shape" in no_recompile()(
+        analyze(four)
+    )
+    limited = dataclasses.replace(analyze(four), metadata={"recompile_limit_hit": 8})
+    assert no_recompile()(limited).endswith(
+        "(TORCH_LOGS=recompiles names the guard); Dynamo hit its recompile limit (8) in this run and ran the frame "
+        "eagerly from then on: each new input shape or Python value compiled it anew; keep them fixed, mark the "
+        "dimension dynamic (torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
+    )
     alternating = analyze(compiled_step(1, 0, compile_=0) + compiled_step(2, 200, compile_=1))
     assert no_recompile()(alternating) == (
         "frame 0 ran as different compilations from step to step (step 1: 0/0; step 2: 0/1): its guards fail for "
