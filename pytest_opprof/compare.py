@@ -26,7 +26,7 @@ from statistics import median
 from typing import Any, TypeVar
 
 from .analysis import inputs_text
-from .analysis.compiled import FX_GRAPH, REGION
+from .analysis.compiled import COMPILED_CODE, FX_GRAPH, REGION
 from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
 from .errors import closest_names, compiled_regions_moved
@@ -311,12 +311,43 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         steady = _steady(current.ops[name]) and _steady(baseline.ops[name])
         lost = (current.ops[name].lost_per_step, baseline.ops[name].lost_per_step)
         parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
+        if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
+            parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(
                 ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
             )
     return [verdict for _, verdict in sorted(found, key=lambda f: f[0])]
+
+
+def _sizes_as_numbers(new: WorkEntry, old: WorkEntry) -> str | None:
+    """Why a compiled graph's inputs differ only by number inputs: the same tensors, and sizes
+    passed as SymInts (`Scalar`) on one side, where Dynamo compiled the graph with dynamic
+    shapes. It does so after a function ran with another shape in the process (automatic
+    dynamic): a compile trial's test compiled dynamic after an earlier test's other batch size
+    and static alone (`-k`, another xdist worker), and failed unchanged code. None otherwise."""
+
+    def tensors(work: WorkEntry) -> list[str]:
+        return sorted(
+            json.dumps([[(s, d) for s, d in zip(sig.shapes, sig.dtypes) if d != "Scalar"], sig.calls_per_step])
+            for sig in work.signatures
+        )
+
+    def numbers(work: WorkEntry) -> float:
+        return sum(sig.dtypes.count("Scalar") * sig.calls_per_step for sig in work.signatures)
+
+    if tensors(new) != tensors(old) or numbers(new) == numbers(old):
+        return None
+    side = "here, not in the baseline" if numbers(new) > numbers(old) else "in the baseline, not here"
+    return (
+        f": the same tensors, with sizes passed as numbers (SymInts) {side}: Dynamo compiled the graph with "
+        "dynamic shapes on one side and static on the other. It compiles a function dynamic after it ran with "
+        "another shape in the same process (automatic dynamic), as when an earlier test calls the same forward "
+        "with another shape, so the graph follows which tests ran before it (-k, xdist, test order): give each "
+        "test its own compilation (torch._dynamo.reset() in an autouse fixture), or fix the choice "
+        "(torch.compile(..., dynamic=False), torch._dynamo.mark_dynamic), then record again"
+    )
 
 
 def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

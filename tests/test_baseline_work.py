@@ -272,6 +272,34 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
     assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"
 
 
+def test_a_compiled_graph_with_sizes_as_numbers_on_one_side_is_said_to_be_dynamic_there():
+    """A compiled graph's inputs that differ only by sizes passed as numbers (SymInts): Dynamo
+    compiled it dynamic on one side (automatic dynamic, after another shape in the process: a
+    compile trial's test after an earlier test's other batch size), static alone under `-k`. Still
+    a work change (another graph ran), said with its cause and fix; an eager op's extra number
+    input is the code's own change, said as before."""
+
+    def graph(name, with_size):
+        shapes = ((128, 64), (128,), *([()] if with_size else []), (32, 64))
+        dtypes = ("float", "float", *(["Scalar"] if with_size else []), "float")
+        return doc(analyze([step(1, 0, 100), op(name, 10, 50, shapes=shapes, dtypes=dtypes)]))
+
+    (verdict,) = compare(graph("CompiledFunction", False), graph("CompiledFunction", True), Rule()).verdicts
+    assert verdict.kind == WORK and verdict.message.startswith(
+        "CompiledFunction: inputs (float[128,64], float[128], Scalar, float[32,64]) -> (float[128,64], float[128], "
+        "float[32,64]): the same tensors, with sizes passed as numbers (SymInts) in the baseline, not here: Dynamo "
+        "compiled the graph with dynamic shapes on one side and static on the other."
+    )
+    assert "torch._dynamo.reset() in an autouse fixture" in verdict.message
+    (verdict,) = compare(graph("CompiledFunction", True), graph("CompiledFunction", False), Rule()).verdicts
+    assert "(SymInts) here, not in the baseline:" in verdict.message
+    (verdict,) = compare(graph("aten::add", False), graph("aten::add", True), Rule()).verdicts
+    assert (
+        verdict.message
+        == "aten::add: inputs (float[128,64], float[128], Scalar, float[32,64]) -> (float[128,64], float[128], float[32,64])"
+    )
+
+
 def cat_doc(*lists, dim="Scalar", list_shapes=True):
     """A document of one aten::cat call per tensor list given (each a tuple of shapes), recorded
     with the shapes of lists of tensors (or, `list_shapes=False`, as a torch without structured input shapes and earlier
