@@ -180,7 +180,8 @@ def _structure(
     shown = ", ".join(c.text for c in changes[:MAX_LISTED])
     more = f" and {len(changes) - MAX_LISTED} more ({every_change})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
-    mode += _compiled_hint(current, baseline, rule)
+    if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
+        shown = f"{compiled}; the ops: {shown}"
     if threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
         mode += (
             f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
@@ -249,8 +250,18 @@ def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> s
     Region 1 -> 2/step` and `- Torch-Compiled Region` among op names and had to work it out)."""
     if ignored(REGION, rule.ignore_ops):
         return ""
-    old, new = (median_calls(doc.ops[REGION]) if REGION in doc.ops else 0 for doc in (baseline, current))
-    return "" if old == new else "; " + compiled_regions_moved(old, new, count_text(old), count_text(new))
+    old, new = _regions_per_step(baseline), _regions_per_step(current)
+    return "" if old == new else compiled_regions_moved(old, new, count_text(old), count_text(new))
+
+
+def _regions_per_step(doc: BaselineDoc) -> float:
+    return median_calls(doc.ops[REGION]) if REGION in doc.ops else 0
+
+
+def compiled_on_one_side(current: BaselineDoc, baseline: BaselineDoc) -> bool:
+    """Whether compiled code ran on one side only: its ops' calls (out= forms, decompositions)
+    are not the eager code's."""
+    return bool(_regions_per_step(current)) != bool(_regions_per_step(baseline))
 
 
 def _median_ms(entry: OpEntry | MemoryEntry | None) -> float:
@@ -313,12 +324,20 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
         if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
             parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
+        elif parts and compiled_on_one_side(current, baseline):  # a compile trial's took it for a change of its own
+            parts[-1] += ONE_SIDE_COMPILED
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(
                 ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
             )
     return [verdict for _, verdict in sorted(found, key=lambda f: f[0])]
+
+
+ONE_SIDE_COMPILED = (
+    " (compiled code ran on one side only, and calls ops otherwise: out= forms, decompositions; the structure "
+    "change says which side)"
+)
 
 
 def _sizes_as_numbers(new: WorkEntry, old: WorkEntry) -> str | None:

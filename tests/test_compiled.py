@@ -725,15 +725,42 @@ def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
         (verdict,) = [v for v in compare(current, baseline, Rule()).verdicts if v.kind == "structure"]
         return verdict.message
 
-    assert (
-        "; compiled regions 1 -> 2/step: a graph break splits the compiled code, or another compiled model runs"
-        in said(broken, clean)
+    # the cause first, then the ops (a compile trial's sat at the end of a 1,000-character line)
+    assert said(broken, clean).startswith(
+        "structure changed: compiled regions 1 -> 2/step: a graph break splits the compiled code, or another "
+        "compiled model runs (assert_no_graph_break tells them apart); the ops: "
     )
-    assert "; compiled regions 2 -> 1/step: fewer graph breaks, or less of it compiled" in said(clean, broken)
-    assert "; no compiled region ran: the code is no longer compiled" in said(eager, clean)
-    assert "; compiled regions ran where none did: the code is now compiled" in said(clean, eager)
+    assert said(clean, broken).startswith(
+        "structure changed: compiled regions 2 -> 1/step: fewer graph breaks, or less of it compiled; the ops: "
+    )
+    assert said(eager, clean).startswith("structure changed: no compiled region ran: the code is no longer compiled")
+    assert said(clean, eager).startswith(
+        "structure changed: compiled regions ran where none did: the code is now compiled; the ops: "
+    )
     ignoring = compare(broken, clean, Rule(ignore_ops=("Torch-Compiled Region",))).verdicts
     assert not any("graph break" in v.message for v in ignoring)
+
+
+def test_an_ops_work_beside_compiled_code_on_one_side_only_says_so():
+    """Compiled code calls ops otherwise (`addmm` with an `out=` tensor): with the compile removed,
+    a compile trial's `aten::addmm` work change read as a change of its own beside the structure's
+    `no compiled region ran`; it now says why. Where both sides ran compiled code, as before."""
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.compare import ONE_SIDE_COMPILED, compare
+    from pytest_opprof.verdicts import Rule
+
+    three, four = ((16, 64), (64, 128), (128,)), ((128,), (16, 64), (64, 128), (16, 128))
+
+    def doc(compiled, shapes):
+        events = [step(1, 0, 100)]
+        events += [op("Torch-Compiled Region: 0/0", 5, 80)] if compiled else []
+        events += [op("aten::addmm", 10, 50, shapes=shapes, dtypes=("float",) * len(shapes))]
+        return baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", {})
+
+    work = [v for v in compare(doc(False, three), doc(True, four), Rule()).verdicts if v.kind == "work"]
+    assert [v.message.endswith(ONE_SIDE_COMPILED) for v in work] == [True]
+    work = [v for v in compare(doc(True, three), doc(True, four), Rule()).verdicts if v.kind == "work"]
+    assert [v.message.endswith(ONE_SIDE_COMPILED) for v in work] == [False]
 
 
 def test_compiled_code_whose_kernels_went_unprofiled_is_warned_of():
