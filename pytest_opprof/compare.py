@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
@@ -176,8 +177,9 @@ def _structure(
                 changes.append(change)
     if not changes:
         return [], names
+    changes = _renumbered(changes)
     changes.sort(key=lambda c: (-c.ms, c.op))
-    shown = ", ".join(c.text for c in changes[:MAX_LISTED])
+    shown = ", ".join(dict.fromkeys(c.text for c in changes[:MAX_LISTED]))
     more = f" and {len(changes) - MAX_LISTED} more ({every_change})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
     if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
@@ -190,6 +192,25 @@ def _structure(
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
+
+
+_KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor numbers a graph's kernels
+
+
+def _renumbered(changes: list[Change]) -> list[Change]:
+    """A kernel gone and one added that differ by their index in the graph only, at the same calls:
+    the same kernel renumbered (a graph break made it the first of the resumed graph: a compile
+    trial read `- cpp_fused_add_relu_1 (was 1/step), + cpp_fused_add_relu_0 (...)`). Both stay
+    changes (each in the JSON), said once as one."""
+    gone = {(m.group(1), c.was): c for c in changes if not c.now and (m := _KERNEL_INDEX.search(c.op))}
+    joint: dict[str, str] = {}
+    for c in changes:
+        m = _KERNEL_INDEX.search(c.op) if not c.was else None
+        old = gone.pop((m.group(1), c.now), None) if m else None
+        if old is not None:
+            text = f"{old.op} -> {c.op} ({count_text(c.now)}/step: the same kernel, renumbered in its graph)"
+            joint[old.op] = joint[c.op] = text
+    return [replace(c, text=joint[c.op]) if c.op in joint else c for c in changes]
 
 
 def _change(

@@ -741,6 +741,32 @@ def test_a_structure_change_of_the_compiled_regions_says_what_it_means():
     assert not any("graph break" in v.message for v in ignoring)
 
 
+def test_a_kernel_renumbered_in_its_graph_is_said_as_one_change():
+    """A graph break makes a kernel the first of the resumed graph, its index 1 -> 0: one change
+    said once (a compile trial read `- cpp_fused_add_relu_1 ..., + cpp_fused_add_relu_0 ...`), both
+    kept in the verdict's changes; another index at other calls, or another kernel, is not paired."""
+    from pytest_opprof.baseline import baseline_from_profile
+    from pytest_opprof.compare import compare
+    from pytest_opprof.verdicts import Rule
+
+    def doc(*names):
+        events = [step(1, 0, 100)] + [op(name, 10 + 10 * i, 5) for i, name in enumerate(names)]
+        return baseline_from_profile(analyze(events), "t.py::t", "cpu-x86_64", {})
+
+    before = doc("cpp_fused_gelu_0", "cpp_fused_add_relu_1")
+    (verdict,) = compare(doc("cpp_fused_gelu_0", "aten::sin", "cpp_fused_add_relu_0"), before, Rule()).verdicts
+    assert (
+        verdict.message.count("cpp_fused_add_relu_1 -> cpp_fused_add_relu_0 (1/step: the same kernel, renumbered") == 1
+    )
+    assert "- cpp_fused_add_relu_1" not in verdict.message and "+ aten::sin" in verdict.message
+    assert {c.op for c in verdict.changes} == {"aten::sin", "cpp_fused_add_relu_0", "cpp_fused_add_relu_1"}
+    (verdict,) = compare(doc("cpp_fused_gelu_0", "cpp_fused_mul_0"), before, Rule()).verdicts
+    assert "- cpp_fused_add_relu_1" in verdict.message and "+ cpp_fused_mul_0" in verdict.message
+    twice = doc("cpp_fused_gelu_0", "cpp_fused_add_relu_0", "cpp_fused_add_relu_0")
+    (verdict,) = compare(twice, before, Rule()).verdicts
+    assert "renumbered" not in verdict.message  # 1 call, then 2: not the same kernel's
+
+
 def test_an_ops_work_beside_compiled_code_on_one_side_only_says_so():
     """Compiled code calls ops otherwise (`addmm` with an `out=` tensor): with the compile removed,
     a compile trial's `aten::addmm` work change read as a change of its own beside the structure's
