@@ -346,7 +346,9 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
             parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
         elif parts and compiled_on_one_side(current, baseline):  # a compile trial's took it for a change of its own
-            parts[-1] += ONE_SIDE_COMPILED
+            # inside compiled code autograd records the graph's call, not its ops: no forgotten no_grad()
+            parts = [part for part in parts if not part.startswith(AUTOGRAD_WORDS)]
+            parts[-1:] = [part + ONE_SIDE_COMPILED for part in parts[-1:]]
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(
@@ -477,6 +479,9 @@ def work_changes(
     return parts
 
 
+AUTOGRAD_WORDS = ("autograd records its calls", "autograd no longer records its calls")
+
+
 def _autograd_change(old: float | None, new: float | None) -> str | None:
     """Grad mode on as the op ran where it was off in the baseline, or the reverse: autograd
     recorded its calls (a sequence number) on one side only. A forgotten torch.no_grad() runs the
@@ -488,11 +493,11 @@ def _autograd_change(old: float | None, new: float | None) -> str | None:
         return None
     if new:
         return (
-            f"autograd records its calls now ({count_text(old)} -> {count_text(new)}/step): grad mode was on as it "
+            f"{AUTOGRAD_WORDS[0]} now ({count_text(old)} -> {count_text(new)}/step): grad mode was on as it "
             "ran, off in the baseline (a forgotten torch.no_grad() or torch.inference_mode()?)"
         )
     return (
-        f"autograd no longer records its calls ({count_text(old)} -> 0/step): grad mode was off as it ran, on in the "
+        f"{AUTOGRAD_WORDS[1]} ({count_text(old)} -> 0/step): grad mode was off as it ran, on in the "
         "baseline (a torch.no_grad() around it, or grad mode left off by an earlier test?)"
     )
 

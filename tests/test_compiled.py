@@ -771,6 +771,8 @@ def test_an_ops_work_beside_compiled_code_on_one_side_only_says_so():
     """Compiled code calls ops otherwise (`addmm` with an `out=` tensor): with the compile removed,
     a compile trial's `aten::addmm` work change read as a change of its own beside the structure's
     `no compiled region ran`; it now says why. Where both sides ran compiled code, as before."""
+    from dataclasses import replace
+
     from pytest_opprof.baseline import baseline_from_profile
     from pytest_opprof.compare import ONE_SIDE_COMPILED, compare
     from pytest_opprof.verdicts import Rule
@@ -787,6 +789,18 @@ def test_an_ops_work_beside_compiled_code_on_one_side_only_says_so():
     assert [v.message.endswith(ONE_SIDE_COMPILED) for v in work] == [True]
     work = [v for v in compare(doc(True, three), doc(True, four), Rule()).verdicts if v.kind == "work"]
     assert [v.message.endswith(ONE_SIDE_COMPILED) for v in work] == [False]
+
+    def grad(d, calls):  # autograd recorded the op's calls (grad mode on), or not
+        entry = d.ops["aten::addmm"]
+        return d.replace(
+            ops={**d.ops, "aten::addmm": replace(entry, work=replace(entry.work, autograd_calls_per_step=calls))}
+        )
+
+    # inside compiled code autograd records the graph's call, not its ops: no forgotten no_grad() (a trial's line said one)
+    verdicts = compare(grad(doc(False, three), 1), grad(doc(True, three), 0), Rule()).verdicts
+    assert [v.kind for v in verdicts] == ["structure"]
+    (work,) = [v for v in compare(grad(doc(True, three), 1), grad(doc(True, three), 0), Rule()).verdicts]
+    assert "autograd records its calls now" in work.message
 
 
 def test_compiled_code_whose_kernels_went_unprofiled_is_warned_of():
