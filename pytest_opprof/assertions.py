@@ -19,7 +19,7 @@ from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import OtherThread, validate_name, validate_op
+from .analysis.model import Compilation, Compiled, OtherThread, validate_name, validate_op
 from .analysis.ranges import op_calls, ranges_around
 from .errors import (
     ASKED,
@@ -39,6 +39,7 @@ from .errors import (
     no_range,
     no_step_wall,
     over_limit,
+    recompiled_in_steps,
     share_hidden_by_median,
     share_over_limit,
     shown_name,
@@ -627,19 +628,13 @@ def _no_recompile(profile: Profile) -> str | None:
     )
 
 
-def _recompile_cause(compiled: Any, inside: list[Any], profile: Profile) -> str:
+def _recompile_cause(compiled: Compiled, inside: list[Compilation], profile: Profile) -> str:
     """Why code compiled in the steps: a first call where it compiled in the first step alone;
     else new inputs every few steps, not fixed by a warm-up (a compile trial was sent to one
     where Dynamo recompiled every step, then hit its limit and ran eagerly: limit_clause)."""
-    guards = (
-        "a new input shape, dtype or Python value that failed the guards of the compiled code "
-        "(TORCH_LOGS=recompiles names the guard)"
-    )
     first = min([r.step for r in compiled.regions if r.step >= 0] + [c.step for c in inside])
-    if {c.step for c in inside} == {first}:
-        return f"a first call (compile it in the warm-up: opprof.run(fn, warmup=1)), or {guards}{limit_clause(profile)}"
-    steps = count_of(len({c.step for c in inside}), "step")
-    return f"in {steps}, not a first call: {guards}{limit_clause(profile)}"
+    steps = {c.step for c in inside}
+    return recompiled_in_steps(None if steps == {first} else len(steps), limit_clause(profile))
 
 
 def _compilations_varied(regions: Any) -> tuple[int, list[tuple[int, frozenset[int]]]] | None:

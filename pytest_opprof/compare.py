@@ -30,7 +30,7 @@ from .analysis import inputs_text
 from .analysis.compiled import COMPILED_CODE, FX_GRAPH, REGION
 from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import closest_names, compiled_regions_moved
+from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
 from .rules import ENVIRONMENT, STRUCTURE, WORK, Rule
@@ -179,7 +179,7 @@ def _structure(
         return [], names
     changes = _renumbered(changes)
     changes.sort(key=lambda c: (-c.ms, c.op))
-    shown = ", ".join(dict.fromkeys(c.text for c in changes[:MAX_LISTED]))
+    shown = ", ".join(c.text for c in changes[:MAX_LISTED])
     more = f" and {len(changes) - MAX_LISTED} more ({every_change})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
     if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
@@ -200,17 +200,17 @@ _KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor 
 def _renumbered(changes: list[Change]) -> list[Change]:
     """A kernel gone and one added that differ by their index in the graph only, at the same calls:
     the same kernel renumbered (a graph break made it the first of the resumed graph: a compile
-    trial read `- cpp_fused_add_relu_1 (was 1/step), + cpp_fused_add_relu_0 (...)`). Both stay
-    changes (each in the JSON), said once as one."""
+    trial read `- cpp_fused_add_relu_1 (was 1/step), + cpp_fused_add_relu_0 (...)`): one change,
+    of the new name, its calls the same on both sides."""
     gone = {(m.group(1), c.was): c for c in changes if not c.now and (m := _KERNEL_INDEX.search(c.op))}
-    joint: dict[str, str] = {}
+    paired: dict[str, Change] = {}
     for c in changes:
         m = _KERNEL_INDEX.search(c.op) if not c.was else None
         old = gone.pop((m.group(1), c.now), None) if m else None
         if old is not None:
             text = f"{old.op} -> {c.op} ({count_text(c.now)}/step: the same kernel, renumbered in its graph)"
-            joint[old.op] = joint[c.op] = text
-    return [replace(c, text=joint[c.op]) if c.op in joint else c for c in changes]
+            paired[old.op] = paired[c.op] = Change(c.op, old.was, c.now, max(c.ms, old.ms), text)
+    return [paired.get(c.op, c) for c in changes if paired.get(c.op, c).op == c.op]  # the pair once, as the new name
 
 
 def _change(
@@ -279,9 +279,11 @@ def _regions_per_step(doc: BaselineDoc) -> float:
     return median_calls(doc.ops[REGION]) if REGION in doc.ops else 0
 
 
-def compiled_on_one_side(current: BaselineDoc, baseline: BaselineDoc) -> bool:
-    """Whether compiled code ran on one side only: its ops' calls (out= forms, decompositions)
-    are not the eager code's."""
+def compiled_on_one_side(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> bool:
+    """Whether compiled code ran on one side only, as the structure verdict says it (not where
+    its regions are ignored): its ops' calls (out= forms, decompositions) are not the eager code's."""
+    if ignored(REGION, rule.ignore_ops):
+        return False
     return bool(_regions_per_step(current)) != bool(_regions_per_step(baseline))
 
 
@@ -345,7 +347,9 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
         if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
             parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
-        elif parts and compiled_on_one_side(current, baseline):  # a compile trial's took it for a change of its own
+        elif parts and compiled_on_one_side(
+            current, baseline, rule
+        ):  # a compile trial's took it for a change of its own
             # inside compiled code autograd records the graph's call, not its ops: no forgotten no_grad()
             parts = [part for part in parts if not part.startswith(AUTOGRAD_WORDS)]
             parts[-1:] = [part + ONE_SIDE_COMPILED for part in parts[-1:]]
@@ -355,12 +359,6 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
                 ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
             )
     return [verdict for _, verdict in sorted(found, key=lambda f: f[0])]
-
-
-ONE_SIDE_COMPILED = (
-    " (compiled code ran on one side only, and calls ops otherwise: out= forms, decompositions; the structure "
-    "change says which side)"
-)
 
 
 def _sizes_as_numbers(new: WorkEntry, old: WorkEntry) -> str | None:
@@ -379,17 +377,9 @@ def _sizes_as_numbers(new: WorkEntry, old: WorkEntry) -> str | None:
     def numbers(work: WorkEntry) -> float:
         return sum(sig.dtypes.count("Scalar") * sig.calls_per_step for sig in work.signatures)
 
-    if tensors(new) != tensors(old) or numbers(new) == numbers(old):
-        return None
-    side = "here, not in the baseline" if numbers(new) > numbers(old) else "in the baseline, not here"
-    return (
-        f": the same tensors, with sizes passed as numbers (SymInts) {side}: Dynamo compiled the graph with "
-        "dynamic shapes on one side and static on the other. It compiles a function dynamic after it ran with "
-        "another shape in the same process (automatic dynamic), as when an earlier test calls the same forward "
-        "with another shape, so the graph follows which tests ran before it (-k, xdist, test order): give each "
-        "test its own compilation (torch._dynamo.reset() in an autouse fixture), or fix the choice "
-        "(torch.compile(..., dynamic=False), torch._dynamo.mark_dynamic), then record again"
-    )
+    if tensors(new) != tensors(old) or min(numbers(new), numbers(old)) or numbers(new) == numbers(old):
+        return None  # the same tensors, and sizes as numbers on one side only (dynamic on both: the code's own change)
+    return sizes_as_numbers(here=numbers(new) > numbers(old))
 
 
 def _threads_set_by_test(current: BaselineDoc, baseline: BaselineDoc, where: str) -> list[Verdict]:

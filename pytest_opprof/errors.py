@@ -280,6 +280,43 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
     return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
 
 
+def recompiled_in_steps(steps: int | None, limit: str = "") -> str:
+    """Why code compiled inside the measured steps: in the first only (`steps` None), a first
+    call a warm-up takes; in several, new inputs, which no warm-up fixes. `limit`: the clause
+    saying Dynamo hit its recompile limit, with its own fix, or empty."""
+    guards = (
+        "a new input shape, dtype or Python value that failed the guards of the compiled code "
+        "(TORCH_LOGS=recompiles names the guard)"
+    )
+    if steps is None:
+        return f"a first call (compile it in the warm-up: opprof.run(fn, warmup=1)), or {guards}{limit}"
+    fix = limit or (
+        "; keep the inputs' shapes and Python values fixed from call to call, or mark the dimension dynamic "
+        "(torch._dynamo.mark_dynamic)"
+    )
+    return f"in {count_of(steps, 'step')}, not a first call: {guards}{fix}"
+
+
+ONE_SIDE_COMPILED = (
+    " (compiled code ran on one side only, and calls ops otherwise: out= forms, decompositions; the structure "
+    "change says which side)"
+)
+
+
+def sizes_as_numbers(here: bool) -> str:
+    """A compiled graph's inputs that differ only by sizes passed as numbers, on this run's side
+    (`here`) or the baseline's: Dynamo compiled it dynamic there (compare._sizes_as_numbers)."""
+    side = "here, not in the baseline" if here else "in the baseline, not here"
+    return (
+        f": the same tensors, with sizes passed as numbers (SymInts) {side}: Dynamo compiled the graph with "
+        "dynamic shapes on one side and static on the other. It compiles a function dynamic after it ran with "
+        "another shape in the same process (automatic dynamic), as when an earlier test calls the same forward "
+        "with another shape, so the graph follows which tests ran before it (-k, xdist, test order): give each "
+        "test its own compilation (torch._dynamo.reset() in an autouse fixture), or fix the choice "
+        "(torch.compile(..., dynamic=False), torch._dynamo.mark_dynamic), then record again"
+    )
+
+
 def ops_overrun(count: int, op: str, where: str, over: str, parent: str, scope: str = "op") -> str:
     """The `nesting` check's message: `count` ops end past the op (or `scope` step) they started
     in; `op` the one that ends furthest past its `parent`, by `over` (`0.917 ms`), `where` ` in

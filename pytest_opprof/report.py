@@ -173,8 +173,10 @@ def _other_namings(trace_dir: Path, nodeid: str, tag: str | None) -> list[Path]:
     """The test's trace files named the other way: a `--dist each` run (`tag`) leaves the plain
     name stale; a plain run leaves every worker's (`<name>.gw0.json.gz`), never another worker's
     file of its own run. A long id's file as releases before 2026-12-07 named it (its start only)."""
-    former = trace_dir / f"{safe_name(nodeid)}.json.gz"
-    older = [former] if former != export_trace_path(trace_dir, nodeid) else []
+    former = safe_name(nodeid)
+    older = []
+    if former != safe_name(nodeid, keep_end=True):  # and a worker's of `--dist each` so named
+        older = [trace_dir / f"{former}.json.gz", *sorted(trace_dir.glob(f"{glob_escape(former)}.gw*.json.gz"))]
     if tag is not None:
         return [export_trace_path(trace_dir, nodeid), *older]
     name = glob_escape(safe_name(nodeid, keep_end=True))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -544,14 +543,19 @@ REPORT_HEAD = {
 }
 
 
-def _earlier_report(path: Path, head: bytes) -> bool:
-    """Whether an existing file is empty or begins as the report does (an earlier run's)."""
+def _head(path: Path, size: int) -> bytes | None:
+    """A file's first `size` bytes; None where it cannot be read."""
     try:
         with path.open("rb") as file:
-            found = file.read(len(head))
+            return file.read(size)
     except OSError:
-        return True  # unreadable: writing it says why, in one line
-    return not found or found == head
+        return None
+
+
+def _earlier_report(path: Path, head: bytes) -> bool:
+    """Whether an existing file is empty or begins as the report does (an earlier run's)."""
+    found = _head(path, len(head))
+    return found is None or not found or found == head  # unreadable: writing it says why, in one line
 
 
 def earlier_reports(settings: Settings, flags: Iterable[str]) -> list[Path]:
@@ -569,11 +573,8 @@ def earlier_reports(settings: Settings, flags: Iterable[str]) -> list[Path]:
         if not value:
             continue
         path = Path(value)
-        if path.is_symlink() or not path.is_file():
-            continue
-        with suppress(OSError), path.open("rb") as file:
-            if file.read(len(REPORT_HEAD[flag])) == REPORT_HEAD[flag]:
-                found.append(path)
+        if not path.is_symlink() and path.is_file() and _head(path, len(REPORT_HEAD[flag])) == REPORT_HEAD[flag]:
+            found.append(path)
     return found
 
 

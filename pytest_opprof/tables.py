@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterator, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -57,21 +58,53 @@ def grid(rows: Sequence[Sequence[Any]], headers: Sequence[str], names: Sequence[
     """Rows under their headers: tabulate's plain columns, or inside markdown_tables() a GitHub
     table, its cells escaped (a kernel's `<float, 4>` would read as an HTML tag, a `|` end a
     cell), set apart by blank lines. Inside fitted_to(), the `names` columns (op, kernel names)
-    are cut to fit the width, no narrower than NAME_FLOOR; a table that cannot fit is left whole."""
+    are cut to fit the width (_fitted)."""
     if not _MARKDOWN.get():
-        width = _WIDTH.get()
         table = str(tabulate(rows, headers=headers, disable_numparse=True))
-        if width is None or not rows or (over := _widest(table) - width) <= 0:
-            return table
-        cut = _cut_widths(rows, headers, names, over)
-        if cut is None:
-            return table
-        rows = [[_cut(cell, cut.get(i)) for i, cell in enumerate(row)] for row in rows]
-        return str(tabulate(rows, headers=headers, disable_numparse=True))
+        width = _WIDTH.get()
+        return table if width is None or not rows else _fitted(table, rows, headers, names, width)
     cells = [["" if cell is None else markdown_escaped(str(cell)) for cell in row] for row in rows]
     heads = [markdown_escaped(head) for head in headers]
     table = str(tabulate(cells, headers=heads, tablefmt="github", disable_numparse=True))
     return "\n" + "\n".join(TABLE_LINE + line for line in table.split("\n")) + "\n"
+
+
+def _fitted(table: str, rows: Sequence[Sequence[Any]], headers: Sequence[str], names: Sequence[int], width: int) -> str:
+    """The table with its name columns cut to `width`, no narrower than NAME_FLOOR: at their end,
+    or in their middle where two names would read alike so (a review's flash and efficient
+    attention ops both read `aten::_scaled_dot_pr…`). Left whole where cutting cannot make it
+    fit, where names read alike either way, and where a name holds wide characters (a CJK range
+    name: the terminal gives each two columns)."""
+    over = _widest(table) - width
+    if over <= 0 or any(_wide(row[i]) for row in rows for i in names if i < len(row)):
+        return table
+    cut = _cut_widths(rows, headers, names, over)
+    if cut is None:
+        return table
+    for cutter in (short, _short_middle):
+        shorter = [[_cut(cell, cut.get(i), cutter) for i, cell in enumerate(row)] for row in rows]
+        if not _alike(rows, shorter, cut):
+            return str(tabulate(shorter, headers=headers, disable_numparse=True))
+    return table
+
+
+def _alike(rows: Sequence[Sequence[Any]], shorter: list[list[Any]], columns: Iterable[int]) -> bool:
+    """Whether two different names of a column read alike cut."""
+    for i in columns:
+        pairs = {(row[i], new[i]) for row, new in zip(rows, shorter) if i < len(row)}
+        if len({new for _, new in pairs}) < len(pairs):
+            return True
+    return False
+
+
+def _short_middle(name: str, width: int) -> str:
+    """`aten::_scal…on_for_cpu`: the start and the end, where names differ."""
+    head = (width - 1) // 2
+    return name[:head] + ELLIPSIS + name[len(name) - (width - 1 - head) :]
+
+
+def _wide(cell: Any) -> bool:
+    return isinstance(cell, str) and any(unicodedata.east_asian_width(ch) in "WF" for ch in cell)
 
 
 def _widest(table: str) -> int:
@@ -83,7 +116,7 @@ def _cut_widths(
 ) -> dict[int, int] | None:
     """The width each name column is cut to so the table loses `over` columns, the widest column
     cut first; None where cutting them all to the floor (or their headers) is not enough."""
-    widths = {i: max(len(str(row[i])) for row in rows) for i in names if i < len(headers)}
+    widths = {i: max((len(str(row[i])) for row in rows if i < len(row)), default=0) for i in names if i < len(headers)}
     floors = {i: max(NAME_FLOOR, len(headers[i])) for i in widths}
     if sum(max(0, widths[i] - floors[i]) for i in widths) < over:
         return None
@@ -93,8 +126,8 @@ def _cut_widths(
     return widths
 
 
-def _cut(cell: Any, width: int | None) -> Any:
-    return short(cell, width) if width is not None and isinstance(cell, str) and len(cell) > width else cell
+def _cut(cell: Any, width: int | None, cutter: Callable[[str, int], str]) -> Any:
+    return cutter(cell, width) if width is not None and isinstance(cell, str) and len(cell) > width else cell
 
 
 def markdown_escaped(text: str) -> str:

@@ -65,7 +65,7 @@ def fit_stream(text: str, stream: Any) -> str:
         return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
-MIN_COLUMNS = 40  # a width below it is a terminal that says none, as pytest reads it
+MIN_COLUMNS = 40  # a width below it is a terminal that says none: 80, as pytest reads it
 
 
 def terminal_columns(stream: Any = None) -> int | None:
@@ -79,7 +79,8 @@ def terminal_columns(stream: Any = None) -> int | None:
         return None
     if not interactive:
         return None
-    return max(MIN_COLUMNS, shutil.get_terminal_size(fallback=(80, 24)).columns)
+    columns = shutil.get_terminal_size(fallback=(80, 24)).columns
+    return columns if columns >= MIN_COLUMNS else 80
 
 
 _CMD_PLAIN = re.compile(r"[^\s\"'&|<>^()%!;,`$]+")  # what cmd.exe and PowerShell read as one plain word

@@ -293,6 +293,19 @@ def test_a_compiled_graph_with_sizes_as_numbers_on_one_side_is_said_to_be_dynami
     assert "torch._dynamo.reset() in an autouse fixture" in verdict.message
     (verdict,) = compare(graph("CompiledFunction", True), graph("CompiledFunction", False), Rule()).verdicts
     assert "(SymInts) here, not in the baseline:" in verdict.message
+    dynamic_both = doc(
+        analyze(
+            [
+                step(1, 0, 100),
+                op("CompiledFunction", 10, 50, shapes=((128, 64), (), ()), dtypes=("float", "Scalar", "Scalar")),
+            ]
+        )
+    )
+    dynamic_one = doc(
+        analyze([step(1, 0, 100), op("CompiledFunction", 10, 50, shapes=((128, 64), ()), dtypes=("float", "Scalar"))])
+    )
+    (verdict,) = compare(dynamic_both, dynamic_one, Rule()).verdicts  # dynamic on both sides: the code's own change
+    assert "SymInts" not in verdict.message
     (verdict,) = compare(graph("aten::add", False), graph("aten::add", True), Rule()).verdicts
     assert (
         verdict.message

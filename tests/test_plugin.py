@@ -555,16 +555,20 @@ def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_pat
     assert not out.exists() and not (pytester.path / "tr").exists()
     # an earlier run's report at the path would pass for this run's (a scripting trial's dashboard
     # read one): removed, and said; someone's file there, a report of another kind, stays
-    run(pytester, "--opprof", f"--opprof-json={out}", f"--opprof-csv={tmp_path / 'r.csv'}")
+    csv = tmp_path / "r.csv"
+    run(pytester, "--opprof", f"--opprof-json={out}", f"--opprof-csv={csv}")
     (tmp_path / "notes.json").write_text("{}")
-    result = run(pytester, f"--opprof-json={out}", f"--opprof-csv={tmp_path / 'notes.json'}")
+    result = run(pytester, f"--opprof-json={out}", "--collect-only")  # runs nothing: the files stay (as with --opprof)
+    assert out.exists() and "removed" not in result.stdout.str()
+    kept = (f"--opprof-csv={tmp_path / 'notes.json'}", f"--opprof-html={csv}")  # someone's file; a CSV report
+    result = run(pytester, f"--opprof-json={out}", *kept)
     result.stdout.fnmatch_lines(
         [
-            f"opprof: --opprof-json, --opprof-csv without --opprof: nothing measured, checked or written; the "
-            f"earlier report {out} removed: not this run's; add --opprof"
+            f"opprof: --opprof-json, --opprof-csv, --opprof-html without --opprof: nothing measured, checked or "
+            f"written; the earlier report {out} removed: not this run's; add --opprof"
         ]
     )
-    assert not out.exists() and (tmp_path / "r.csv").exists() and (tmp_path / "notes.json").read_text() == "{}"
+    assert not out.exists() and csv.read_text().startswith("test,op,") and (tmp_path / "notes.json").read_text() == "{}"
     # a CI trial's gates, given without --opprof, passed a regression with exit 0 and no word of them
     result = run(pytester, "--opprof-fail-on=structure,work", "--opprof-require-baseline", "--opprof-strict")
     result.assert_outcomes(passed=1)

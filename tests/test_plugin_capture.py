@@ -1041,8 +1041,9 @@ def test_a_long_test_ids_trace_keeps_the_test_name_and_the_earlier_naming_goes(p
     )
     traces = project.path / "traces"
     traces.mkdir()
-    former = traces / f"{safe_name(f'{folder.name}/test_deep.py::test_passes')}.json.gz"
-    former.write_bytes(b"an earlier release's trace")
+    former = safe_name(f"{folder.name}/test_deep.py::test_passes")
+    for name in (f"{former}.json.gz", f"{former}.gw1.json.gz"):  # and a `--dist each` worker's
+        (traces / name).write_bytes(b"an earlier release's trace")
     run(project, "--opprof", "--opprof-trace-dir=traces").assert_outcomes(passed=1, failed=1)
     [trace] = [f.name for f in traces.iterdir()]
     assert trace.startswith("d" * 30 + "...") and "_test_deep.py_test_fails-" in trace and len(trace) <= 117

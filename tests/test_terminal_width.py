@@ -28,6 +28,7 @@ def widest(text: str) -> int:
 
 
 def test_a_table_wider_than_the_terminal_cuts_its_long_names_to_fit():
+    """Its name column is cut with `…` to the terminal's width exactly; short names stay as they are."""
     whole = grid(ROWS, HEADERS)
     with fitted_to(60):
         fitted = grid(ROWS, HEADERS)
@@ -37,6 +38,7 @@ def test_a_table_wider_than_the_terminal_cuts_its_long_names_to_fit():
 
 
 def test_a_table_that_fits_or_cannot_fit_keeps_its_names_whole():
+    """Nothing to cut where it fits; nothing cut where cutting to the floor would not stop the wrap."""
     with fitted_to(200):
         assert grid(ROWS, HEADERS) == grid(ROWS, HEADERS, names=())
     with fitted_to(30):  # the numbers alone take more than 30 - NAME_FLOOR: cutting would not stop the wrap
@@ -44,6 +46,7 @@ def test_a_table_that_fits_or_cannot_fit_keeps_its_names_whole():
 
 
 def test_names_are_cut_no_narrower_than_the_floor():
+    """NAME_FLOOR characters at least, the ellipsis among them."""
     rows = [[LONG, "x" * 40]]
     with fitted_to(NAME_FLOOR + 2 + 40):
         text = grid(rows, ["op", "message"])
@@ -51,6 +54,7 @@ def test_names_are_cut_no_narrower_than_the_floor():
 
 
 def test_only_the_name_columns_are_cut_the_widest_first():
+    """Of a kernel table's two name columns the wider is cut first; a check's message never."""
     kernel, launcher = "void gemm_kernel<float, 128, 64, 8, true>(Params)", "aten::_addmm_activation"
     rows = [[kernel, launcher, "3", "0.100"]]
     headers = ["kernel", "launched by", "calls", "device ms"]
@@ -62,7 +66,22 @@ def test_only_the_name_columns_are_cut_the_widest_first():
     assert "x" * 70 in message  # a check's message is never cut: its fix is in it
 
 
+def test_names_that_would_read_alike_are_cut_in_the_middle_or_left_whole():
+    """Cut at their end, the flash and efficient attention ops both read `aten::_scaled_dot_pr…` (a
+    review's): cut in the middle they read apart; names alike either way, or with wide characters
+    (two columns each on a terminal), leave the table whole."""
+    efficient = "aten::_scaled_dot_product_efficient_attention"
+    with fitted_to(60):
+        text = grid([*ROWS, [efficient, "1", "0.020", "cpu"]], HEADERS)
+    assert "aten::_scaled…ntion_for_cpu  1" in text and "aten::_scaled…ent_attention  1" in text
+    alike = [[LONG + "_x", "1"], [LONG + "_y", "1"], [LONG[:-1] + "v_x", "1"]]
+    with fitted_to(30):
+        assert grid(alike, ["op", "calls/step"]) == grid(alike, ["op", "calls/step"], names=())
+        assert "範囲" * 20 in grid([["範囲" * 20, "1"]], ["range", "calls"])
+
+
 def test_markdown_tables_are_never_cut():
+    """--markdown is for a page that scrolls: names whole."""
     with fitted_to(40), markdown_tables():
         assert "flash\\_attention\\_for\\_cpu" in grid(ROWS, HEADERS)
 
@@ -73,12 +92,13 @@ class Terminal(io.StringIO):
 
 
 def test_the_width_is_read_where_output_goes_to_a_terminal(monkeypatch):
+    """COLUMNS where stdout is a terminal, as pytest reads it; None for a file, a pipe or a stream without isatty."""
     monkeypatch.setenv("COLUMNS", "97")
     assert terminal_columns(Terminal()) == 97
     assert terminal_columns(io.StringIO()) is None  # a file, a pipe, a CI log
     assert terminal_columns(object()) is None  # a replaced stream without isatty
     monkeypatch.setenv("COLUMNS", "12")
-    assert terminal_columns(Terminal()) == 40  # as pytest reads a terminal too narrow to be one
+    assert terminal_columns(Terminal()) == 80  # as pytest reads a terminal too narrow to be one
 
 
 def baseline_with_long_names(tmp_path: Path) -> Path:
@@ -89,6 +109,7 @@ def baseline_with_long_names(tmp_path: Path) -> Path:
 
 
 def test_opprof_show_fits_the_terminal_and_writes_names_whole_to_a_pipe(monkeypatch, capsys, tmp_path):
+    """The command's tables through its real entry point: cut on a terminal, whole into a pipe."""
     path = baseline_with_long_names(tmp_path)
     assert cli.main(["show", str(path)]) == 0
     piped = capsys.readouterr().out
@@ -168,6 +189,7 @@ def test_the_summary_fits_the_terminal_it_prints_to(pytester, extra):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal: POSIX")
 def test_a_ci_log_and_a_very_verbose_run_keep_the_names_whole(pytester):
+    """Not a terminal (a CI log), or -vv on one, as pytest keeps its own lines whole there."""
     pytester.makepyfile(test_attn=ATTENTION_TEST)
     piped = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--opprof")
     assert any(line.startswith("aten::scaled_dot_product_attention ") for line in op_table(piped.stdout.str()))

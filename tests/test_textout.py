@@ -86,6 +86,7 @@ def test_a_suggested_command_quotes_a_test_id_as_the_users_shell_reads_it(monkey
 
 
 def test_a_long_name_cut_for_a_trace_keeps_its_start_and_its_end():
+    """A trace's flat name of a long node id: its first and last characters, the test's name and its hash."""
     from pytest_opprof.files import NAME_LIMIT
 
     nodeid = "tests/" + "d" * 150 + "/test_m.py::test_attention[float16-causal]"

@@ -113,7 +113,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     state.summarized = True
     if not state.settings.measuring:
-        _inert_lines(terminalreporter, state)
+        _inert_lines(terminalreporter, state, config.option.collectonly)
         return
     lines = _records_lines(config, state) + _orphans_lines(config, state)
     if state.settings.update_baseline and standing(state.settings.update_from):
@@ -160,13 +160,16 @@ def _writer(terminalreporter: Any) -> Callable[[str], None]:
     return say
 
 
-def _inert_lines(terminalreporter: Any, state: RunState) -> None:
-    """A run without --opprof: what it carries that only a measuring run would use."""
+def _inert_lines(terminalreporter: Any, state: RunState, collect_only: bool) -> None:
+    """A run without --opprof: what it carries that only a measuring run would use. An earlier
+    report at a given path is removed, but by --collect-only, which leaves the files as they were
+    (as with --opprof: a review's run removed it)."""
     say = _writer(terminalreporter)
     if state.carrying:
         say(inert_summary(state.carrying))
     if state.idle_outputs:
-        say(idle_outputs(state.idle_outputs, *_remove_earlier_reports(state)))
+        removed = ([], []) if collect_only else _remove_earlier_reports(state)
+        say(idle_outputs(state.idle_outputs, *removed))
 
 
 def _remove_earlier_reports(state: RunState) -> tuple[list[str], list[str]]:
