@@ -347,10 +347,9 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
         if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
             parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
-        elif parts and compiled_on_one_side(
-            current, baseline, rule
-        ):  # a compile trial's took it for a change of its own
-            # inside compiled code autograd records the graph's call, not its ops: no forgotten no_grad()
+        elif parts and compiled_on_one_side(current, baseline, rule):
+            # a compile trial's read as a change of its own; and inside compiled code autograd
+            # records the graph's call, not its ops: no forgotten no_grad()
             parts = [part for part in parts if not part.startswith(AUTOGRAD_WORDS)]
             parts[-1:] = [part + ONE_SIDE_COMPILED for part in parts[-1:]]
         if parts:
