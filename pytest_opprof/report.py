@@ -173,14 +173,15 @@ def _other_namings(trace_dir: Path, nodeid: str, tag: str | None) -> list[Path]:
     """The test's trace files named the other way: a `--dist each` run (`tag`) leaves the plain
     name stale; a plain run leaves every worker's (`<name>.gw0.json.gz`), never another worker's
     file of its own run. A long id's file as releases before 2026-12-07 named it (its start only)."""
-    former = safe_name(nodeid)
-    older = []
-    if former != safe_name(nodeid, keep_end=True):  # and a worker's of `--dist each` so named
-        older = [trace_dir / f"{former}.json.gz", *sorted(trace_dir.glob(f"{glob_escape(former)}.gw*.json.gz"))]
-    if tag is not None:
-        return [export_trace_path(trace_dir, nodeid), *older]
-    name = glob_escape(safe_name(nodeid, keep_end=True))
-    return [*sorted(trace_dir.glob(f"{name}.gw*.json.gz")), *older]
+    name, former = safe_name(nodeid, keep_end=True), safe_name(nodeid)
+    older = _named(trace_dir, former, plain=True) if former != name else []
+    return [trace_dir / f"{name}.json.gz", *older] if tag is not None else [*_named(trace_dir, name), *older]
+
+
+def _named(trace_dir: Path, name: str, plain: bool = False) -> list[Path]:
+    """The traces of that file-safe name: each worker's (`<name>.gw0.json.gz`), and the plain one."""
+    workers = sorted(trace_dir.glob(f"{glob_escape(name)}.gw*.json.gz"))
+    return [trace_dir / f"{name}.json.gz", *workers] if plain else workers
 
 
 def _remove_stale(path: Path) -> str | None:

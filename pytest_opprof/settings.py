@@ -562,14 +562,10 @@ def earlier_reports(settings: Settings, flags: Iterable[str]) -> list[Path]:
     """The report files among `flags` that hold an earlier run's report of their kind (a plain
     file beginning as the report does, never a link, a stream or someone's file): a run that
     measures nothing removes them, or a dashboard would read an earlier run's as this one's."""
-    paths = {
-        "--opprof-json": settings.json_path,
-        "--opprof-csv": settings.csv_path,
-        "--opprof-html": settings.html_path,
-    }
+    paths = dict(_outputs(settings))
     found = []
     for flag in flags:
-        value = paths.get(flag)
+        value = paths.get(flag) if flag in REPORT_HEAD else None
         if not value:
             continue
         path = Path(value)
@@ -611,6 +607,16 @@ def trace_dir_problem(settings: Settings, baseline_folder: Path, device_key: str
     )
 
 
+def _outputs(settings: Settings) -> list[tuple[str, str | None]]:
+    """Where the run writes, by flag: the reports and the trace folder."""
+    return [
+        ("--opprof-json", settings.json_path),
+        ("--opprof-csv", settings.csv_path),
+        ("--opprof-html", settings.html_path),
+        ("--opprof-trace-dir", settings.trace_dir),
+    ]
+
+
 def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
     second would replace the first), a report or the trace folder inside a device-key folder of
@@ -618,14 +624,8 @@ def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: st
     folder (`opprof show` and `opprof compare` read every .json there as a baseline). Pipes and
     devices (/dev/null) may be shared."""
     folder = Path(os.path.realpath(baseline_folder))
-    outputs = [
-        ("--opprof-json", settings.json_path),
-        ("--opprof-csv", settings.csv_path),
-        ("--opprof-html", settings.html_path),
-        ("--opprof-trace-dir", settings.trace_dir),
-    ]
     taken: dict[Path, str] = {Path(os.path.realpath(junitxml)): "--junitxml"} if junitxml else {}
-    for flag, value in outputs:
+    for flag, value in _outputs(settings):
         if not value or own_descriptor(Path(value)) is not None or is_stream(Path(value)):
             continue  # written into, never replaced: /dev/stdout (a log or a pipe behind it), a FIFO
         try:

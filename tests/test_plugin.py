@@ -587,6 +587,29 @@ def test_output_flags_without_the_flag_say_nothing_was_written(pytester, tmp_pat
     assert "nothing measured" not in result.stdout.str()
 
 
+def test_an_earlier_report_that_cannot_be_removed_is_said_not_to_be_this_runs(pytester, tmp_path, monkeypatch):
+    """A run without --opprof that cannot remove the earlier report at its path names it and why:
+    it is not this run's (a dashboard would read it as one)."""
+    import pathlib
+
+    pytester.makepyfile("def test_x(opprof):\n    opprof.run(lambda: None)\n")
+    out = tmp_path / "r.json"
+    run(pytester, "--opprof", f"--opprof-json={out}")
+
+    def refused(self, missing_ok=False):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(pathlib.Path, "unlink", refused)
+    result = run(pytester, f"--opprof-json={out}")
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: --opprof-json without --opprof: nothing measured, checked or written; the earlier report {out} "
+            "(Permission denied) could not be removed: not this run's; add --opprof"
+        ]
+    )
+    assert out.exists()
+
+
 def test_bad_arguments_fail_without_the_flag_too(pytester):
     """Off, an assertion or run() with a bad argument fails its test with the same one line as
     under --opprof (a typo must not wait for the first measured run), still without torch; a
