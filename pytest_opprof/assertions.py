@@ -19,7 +19,7 @@ from statistics import median
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import Compilation, Compiled, OtherThread, validate_name, validate_op
+from .analysis.model import Compilation, Compiled, OtherThread, RegionCall, validate_name, validate_op
 from .analysis.ranges import op_calls, ranges_around
 from .errors import (
     ASKED,
@@ -535,7 +535,7 @@ def _no_graph_break(profile: Profile) -> str | None:
         return nothing_compiled(profile)
     broken = [r for r in regions if r.nested]
     if not broken:
-        return None
+        return _ran_eagerly_after_limit(profile, regions)
     first = min(broken, key=lambda r: r.step)
     steps = len({r.step for r in regions})
     found = [str(r) for r in profile.metadata.get("graph_break_reasons") or []]
@@ -552,6 +552,19 @@ def _no_graph_break(profile: Profile) -> str | None:
         f"graph break: in step {first.step} {REGION} {first.inside} resumed its frame in {REGION} "
         f"{first.compile_id}; {len(broken)} resumed regions in {steps} steps{why}"
     )
+
+
+def _ran_eagerly_after_limit(profile: Profile, regions: list[RegionCall]) -> str | None:
+    """Steps that ran no compiled region where others did, in a run that hit Dynamo's recompile
+    limit: the frame ran eagerly there, as one long break (a compile trial's gate passed it)."""
+    limit = limit_clause(profile)
+    ran = {r.step for r in regions}
+    eager = [s.number for s in profile.step_spans if s.number not in ran]
+    if not limit or not eager:
+        return None
+    listed = ", ".join(str(n) for n in eager[:3]) + (", ..." if len(eager) > 3 else "")
+    steps = f"in {len(eager)} of {len(profile.step_spans)} steps ({listed})"
+    return f"{steps} no compiled region ran (step {min(ran)} ran one): the model ran eagerly there{limit}"
 
 
 _SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")  # not inside `(e.g. clamping ...)`

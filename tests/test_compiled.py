@@ -350,6 +350,25 @@ def test_no_graph_break_names_the_regions_and_torchs_reason():
     assert no_graph_break()(analyze(compiled_step(1, 0) + compiled_step(2, 200))) is None
 
 
+def test_no_graph_break_fails_steps_run_eagerly_after_dynamos_recompile_limit():
+    """A frame Dynamo gave up on (its recompile limit) ran eagerly in the later steps: no region
+    nested, so no break, yet no graph either (a compile trial's gate passed it). Without the limit
+    a step that calls no compiled code (an optimizer step every 4th call) passes."""
+    eager = [e for n, t0 in ((3, 400), (4, 600)) for e in (step(n, t0, 100), op("aten::addmm", t0 + 11, 30))]
+    profile = analyze(compiled_step(1, 0) + compiled_step(2, 200) + eager)
+    assert no_graph_break()(profile) is None
+    profile.metadata["recompile_limit_hit"] = "8"
+    assert no_graph_break()(profile) == (
+        "in 2 of 4 steps (3, 4) no compiled region ran (step 1 ran one): the model ran eagerly there; Dynamo hit its "
+        "recompile limit (8) in this run and ran the frame eagerly from then on: each new input shape or Python "
+        "value compiled it anew; keep them fixed, mark the dimension dynamic (torch._dynamo.mark_dynamic), or "
+        "raise torch._dynamo.config.recompile_limit"
+    )
+    one = analyze(compiled_step(1, 0) + eager[:2])
+    one.metadata["recompile_limit_hit"] = ""
+    assert no_graph_break()(one).startswith("in 1 of 2 steps (3) no compiled region ran (step 1 ran one)")
+
+
 BRANCH_REASON = """Data-dependent branching
   Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow.
 
