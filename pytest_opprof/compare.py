@@ -19,7 +19,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
-import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
@@ -33,6 +32,7 @@ from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEnt
 from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
+from .opnames import inductor_kernel_stem
 from .rules import ENVIRONMENT, STRUCTURE, WORK, Rule
 from .timing import AROUND_CHANGE_FIX, RANGE_FIX, time_verdicts, untimed_why
 from .units import count_of, count_text, stored_ms_text
@@ -194,22 +194,19 @@ def _structure(
     ], names
 
 
-_KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor numbers a graph's kernels
-
-
 def _renumbered(changes: list[Change]) -> list[Change]:
     """A kernel gone and one added that differ by their index in the graph only, at the same calls:
     the same kernel renumbered (a graph break made it the first of the resumed graph: a compile
     trial read `- cpp_fused_add_relu_1 (was 1/step), + cpp_fused_add_relu_0 (...)`): one change,
     of the new name, its calls the same on both sides."""
-    gone = {(m.group(1), c.was): c for c in changes if not c.now and (m := _KERNEL_INDEX.search(c.op))}
+    gone = {(stem, c.was): c for c in changes if not c.now and (stem := inductor_kernel_stem(c.op))}
     paired: dict[str, Change] = {}
     for c in changes:
-        m = _KERNEL_INDEX.search(c.op) if not c.was else None
-        old = gone.pop((m.group(1), c.now), None) if m else None
+        stem = inductor_kernel_stem(c.op) if not c.was else None
+        old = gone.pop((stem, c.now), None) if stem else None
         if old is not None:
             text = f"{old.op} -> {c.op} ({count_text(c.now)}/step: the same kernel, renumbered in its graph)"
-            paired[old.op] = paired[c.op] = Change(c.op, old.was, c.now, max(c.ms, old.ms), text)
+            paired[old.op] = paired[c.op] = Change(c.op, old.was, c.now, max(c.ms, old.ms), text, old.op)
     return [paired.get(c.op, c) for c in changes if paired.get(c.op, c).op == c.op]  # the pair once, as the new name
 
 

@@ -306,7 +306,7 @@ def _compared(
     environment = tuple(v.why or "" for v in verdicts if v.kind == ENVIRONMENT and told)
     found = {STRUCTURE: structure, WORK: work, TIME: worse, ENVIRONMENT: environment}
     failed = tuple(kind for kind in KINDS if kind in args.fail_on and found[kind])
-    ops = tuple(c.op for v in structured for c in v.changes)
+    ops = tuple(c.op for v in structured for c in v.changes if not c.renumbered_from)  # its calls held
     return _Compared(name, names, rows, worse, untimed, work, structure, environment, line, failed, ops)
 
 

@@ -20,6 +20,16 @@ AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event 
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
 
 
+_KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor numbers a graph's kernels
+
+
+def inductor_kernel_stem(name: str) -> str | None:
+    """An Inductor kernel's name without its index in the graph (`cpp_fused_add_relu_1` ->
+    `cpp_fused_add_relu_`), which a graph break elsewhere renumbers; None for another name."""
+    m = _KERNEL_INDEX.search(name)
+    return m.group(1) if m else None
+
+
 _GLOB = re.compile(r"[*?]|\[.*\]")  # a `[` with no `]` after it is a literal character, as fnmatch reads it
 
 

@@ -179,6 +179,7 @@ def side_by_side_table(rows: list[Any], top: int | None = 20, judged: bool = Tru
 def _side_status_cell(row: Any, judged: bool) -> str:
     """`slower`, `same (calls)`, `added (in 2 of 6 steps)`, `slower (not judged)`."""
     notes = ["calls"] if row.calls_changed else []
+    notes += [f"renumbered: A's {row.renumbered_from}"] if row.renumbered_from else []
     notes += [row.in_some_steps] if row.in_some_steps else []
     notes += [row.judged_by_median] if row.judged_by_median else []
     notes += ["not judged"] if row.status == "slower" and not judged else []

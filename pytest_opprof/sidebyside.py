@@ -5,12 +5,13 @@ kernels; the verdicts of a test against its baseline are compare.py's."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
 from .documents import BaselineDoc, KernelShare
 from .excuses import REFERENCES
+from .opnames import inductor_kernel_stem
 from .rules import DEFAULT_MIN_DELTA_MS, DEFAULT_TOLERANCE
 from .units import stored_ms_text
 from .verdicts import STATE_NOISE, STEP_WALL, median_calls, step_cost_ms, steps_run
@@ -38,6 +39,7 @@ class SideRow:
     b_peak_ms: float | None = None
     b_median_ms: float | None = None  # B's median over its steps, whatever the stat (an added op's cost)
     a_median_ms: float | None = None
+    renumbered_from: str | None = None  # A's name of the Inductor kernel B renumbered in its graph
 
     @property
     def in_some_steps(self) -> str:
@@ -81,6 +83,7 @@ class SideRow:
             "diff_ms": _r(self.diff_ms),
             "ratio": float(f"{ratio:.4g}") if ratio is not None else None,  # 4 significant digits
             "calls_changed": self.calls_changed,
+            "renumbered_from": self.renumbered_from,
             "kernels": {
                 side: [{"name": n, "calls_per_step": _n(c), "device_ms_per_step": _r(ms)} for n, c, ms in kernels]
                 for side, kernels in (("a", self.kernels_a), ("b", self.kernels_b))
@@ -180,10 +183,35 @@ def side_by_side(
                 a_steps, b_steps, a_peak, b_peak, b_median, a_median,
             )
         )  # fmt: skip
+    rows = _renumbered(rows, tolerance, min_delta_ms)
     wall = _wall_row(a, b, tolerance, min_delta_ms, stat)
     rows += [wall] if wall is not None else []
     rows.sort(key=lambda r: (-abs(r.diff_ms), r.op))
     return rows
+
+
+def _renumbered(rows: list[SideRow], tolerance: float, min_delta_ms: float) -> list[SideRow]:
+    """An Inductor kernel only A has and one only B has that differ by their index in the graph
+    alone, at the same calls: the same kernel, renumbered by a graph break elsewhere (compare.py
+    says it as one change): one row, B's name, its times compared (as two rows, B's read `added`
+    and made B regress by its whole time)."""
+    gone = {(stem, r.a_calls): r for r in rows if r.status == "removed" and (stem := inductor_kernel_stem(r.op))}
+    merged: dict[str, SideRow] = {}
+    for r in rows:
+        stem = inductor_kernel_stem(r.op) if r.status == "added" else None
+        old = gone.pop((stem, r.b_calls), None) if stem else None
+        if old is not None:
+            status = _side_status(old.a_ms, r.b_ms, tolerance, min_delta_ms)
+            merged[old.op] = merged[r.op] = _with_a_side(r, old, status)
+    return [merged.get(r.op, r) for r in rows if merged.get(r.op, r).op == r.op]  # the pair once, as B's name
+
+
+def _with_a_side(row: SideRow, a: SideRow, status: str) -> SideRow:
+    """B's row of a renumbered kernel with A's side of the other name's row."""
+    return replace(
+        row, a_calls=a.a_calls, a_ms=a.a_ms, a_time=a.a_time, kernels_a=a.kernels_a, a_steps=a.a_steps,
+        a_peak_ms=a.a_peak_ms, a_median_ms=a.a_median_ms, status=status, renumbered_from=a.op,
+    )  # fmt: skip
 
 
 def _wall_row(a: BaselineDoc, b: BaselineDoc, tolerance: float, min_delta_ms: float, stat: str) -> SideRow | None:

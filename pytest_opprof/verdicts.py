@@ -111,13 +111,17 @@ class Change:
     now: float
     ms: float
     text: str
+    renumbered_from: str | None = None  # the baseline's name of a compiled kernel renumbered in its graph
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "was": self.was, "now": self.now, "ms_per_step": round(self.ms, 6), "text": self.text}
+        return {
+            "op": self.op, "was": self.was, "now": self.now, "ms_per_step": round(self.ms, 6), "text": self.text,
+            "renumbered_from": self.renumbered_from,
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Change:
-        return cls(data["op"], data["was"], data["now"], data["ms_per_step"], data["text"])
+        return cls(data["op"], data["was"], data["now"], data["ms_per_step"], data["text"], data.get("renumbered_from"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -603,7 +603,8 @@ def test_a_structure_verdict_lists_the_costliest_change_first_and_every_change_f
     assert (verdict.changes[0].was, verdict.changes[0].now, verdict.changes[0].ms) == (1.0, 0.0, 0.8)
     assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
     assert verdict.to_dict()["changes"][0] == {
-        "op": "aten::linear", "was": 1.0, "now": 0.0, "ms_per_step": 0.8, "text": "- aten::linear (was 1/step)"
+        "op": "aten::linear", "was": 1.0, "now": 0.0, "ms_per_step": 0.8, "text": "- aten::linear (was 1/step)",
+        "renumbered_from": None,
     }  # fmt: skip
     assert "and 3 more (-v or --opprof-json lists every change)" in verdict.message
     (every,) = verdict_lines([verdict], verbose=True)

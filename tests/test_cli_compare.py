@@ -1407,3 +1407,42 @@ def test_an_op_making_more_calls_in_the_steps_it_ran_is_not_folded_and_named(cap
     )
     assert any(line.startswith("aten::mm ") for line in out.splitlines())
     assert "t.py::test_same: B not slower; every row of its table the same" in out
+
+
+def kernel_steps(kernel_name, us=300, steps=6):
+    """CPU steps of a compiled graph: an Inductor kernel of `us`, then a relu."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events += [step(i + 1, base, 1_000), op(kernel_name, base + 10, us), op("aten::relu", base + 500, 20)]
+    return events
+
+
+def test_compare_reads_a_renumbered_inductor_kernel_as_one_row(capsys, tmp_path):
+    """A graph break elsewhere renumbers a kernel in its graph (`cpp_fused_add_relu_1` ->
+    `_0`): one row of B's name, its times compared, not `removed` beside an `added` that made B
+    regress by its whole 0.3 ms; a slower renumbered kernel still regresses B; another kernel
+    (another stem, or other calls) stays two rows."""
+    a, b, slow, other = (tmp_path / f"{n}.json" for n in ("a", "b", "slow", "other"))
+    write_trace(a, kernel_steps("cpp_fused_add_relu_1"), {})
+    write_trace(b, kernel_steps("cpp_fused_add_relu_0"), {})
+    write_trace(slow, kernel_steps("cpp_fused_add_relu_0", us=900), {})
+    write_trace(other, kernel_steps("cpp_fused_mul_0"), {})
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    (test,) = json.loads(out)["tests"]
+    (row,) = [r for r in test["ops"] if r["op"].startswith("cpp_fused")]
+    assert (code, row["op"], row["status"], row["renumbered_from"]) == (
+        0,
+        "cpp_fused_add_relu_0",
+        "same",
+        a_name := "cpp_fused_add_relu_1",
+    )
+    assert (row["a"]["ms_per_step"], row["b"]["ms_per_step"]) == (0.3, 0.3)
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 0 and f"same (renumbered: A's {a_name})" in out and "added" not in out
+    assert "calls differ" not in out  # its calls held: the structure's renumbered change is no calls change
+    code, out, _ = run_cli(capsys, "compare", a, slow)
+    assert code == 1 and "slower (renumbered: A's cpp_fused_add_relu_1)" in out
+    code, out, _ = run_cli(capsys, "compare", a, other, "--json")
+    statuses = {r["op"]: r["status"] for r in json.loads(out)["tests"][0]["ops"]}
+    assert code == 1 and statuses["cpp_fused_add_relu_1"] == "removed" and statuses["cpp_fused_mul_0"] == "added"

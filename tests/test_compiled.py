@@ -783,7 +783,11 @@ def test_a_kernel_renumbered_in_its_graph_is_said_as_one_change():
     )
     assert "- cpp_fused_add_relu_1" not in verdict.message and "+ aten::sin" in verdict.message
     renamed = next(c for c in verdict.changes if c.op == "cpp_fused_add_relu_0")
-    assert len(verdict.changes) == 2 and (renamed.was, renamed.now) == (1, 1)  # one change: counted and listed once
+    assert len(verdict.changes) == 2 and (renamed.was, renamed.now, renamed.renumbered_from) == (
+        1,
+        1,
+        "cpp_fused_add_relu_1",
+    )  # one change: counted and listed once
     (verdict,) = compare(doc("cpp_fused_gelu_0", "cpp_fused_mul_0"), before, Rule()).verdicts
     assert "- cpp_fused_add_relu_1" in verdict.message and "+ cpp_fused_mul_0" in verdict.message
     twice = doc("cpp_fused_gelu_0", "cpp_fused_add_relu_0", "cpp_fused_add_relu_0")
