@@ -411,8 +411,8 @@ def near_misses(profile: Profile, op: str, memory: bool = True) -> list[str]:
     names match exactly, so an absence asserted with such a slip passes beside what it meant.
     `memory`: memory ops too (an absence; a count or a time limit never matches them)."""
     wanted = _loose(op)
-    prefixed = wanted if "::" in wanted else f"aten::{wanted}"
-    ops = [o.name for o in profile.ops if o.calls and fnmatch.fnmatchcase(_loose(o.name), prefixed)]
+    forms = {wanted, wanted if "::" in wanted else f"aten::{wanted}"}  # `tocopybackward0`: no namespace either
+    ops = [o.name for o in profile.ops if o.calls and any(fnmatch.fnmatchcase(_loose(o.name), f) for f in forms)]
     if not memory:
         return ops
     return ops + [m.name for m in profile.memory_ops if m.calls and fnmatch.fnmatchcase(_loose(m.name), wanted)]

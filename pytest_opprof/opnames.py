@@ -18,6 +18,7 @@ def _torch() -> Any:
 
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
+_NODE_LIKE = re.compile(r"\w+Backwards?\d*")  # a backward node's name, or a slip of one (`ToCopyBackwards0`)
 
 
 _KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor numbers a graph's kernels
@@ -88,9 +89,9 @@ def is_known_op(name: str, ran: Iterable[str] = ()) -> bool:
     such an op (_known_glob)."""
     if is_glob(name):
         return _known_glob(name, ran)
-    node = _NODE_NAME.fullmatch(name.removeprefix(AUTOGRAD_PREFIX))
-    if node is not None:
-        return _known_node(node.group(0), node.group(1))
+    node = name.removeprefix(AUTOGRAD_PREFIX)
+    if _NODE_LIKE.fullmatch(node):
+        return _known_node(node)
     if profiler_spelling(name) is not None:
         return False
     namespace, sep, op = name.partition("::")
@@ -157,15 +158,25 @@ def _known_glob(pattern: str, ran: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for name in [*(f"{namespace}::{op}" for op in known), *ran])
 
 
-def _known_node(name: str, stem: str) -> bool:
-    """Whether a backward node name is torch's, or a custom autograd.Function's (`MyFnBackward`):
-    torch numbers its generated nodes, so `ToCopyBackward` (or `ToCopyBackward7`) where torch
-    has `ToCopyBackward0` is a typo that would pass assert_no_op forever."""
+def _known_node(name: str) -> bool:
+    """Whether a backward node name is torch's, or a custom autograd.Function's (`MyFnBackward`),
+    where a typo would pass assert_no_op forever. torch registers each of its nodes (numbered,
+    `ToCopyBackward0`, and its few unnumbered ones, `CopyBackwards`), so a numbered or `...Backwards`
+    name it lacks is a slip (`AddmBackward0`, `ToCopyBackwards0`: a training trial's passed); so
+    is an unnumbered one beside its numbered node (`ToCopyBackward`), or one that differs from a
+    node by letter case only (`TocopyBackward0`). Any other `...Backward` may be the node of a
+    Function not defined yet: True."""
     torch = _torch()
     functions = getattr(torch._C, "_functions", None)
-    if functions is None or hasattr(functions, name) or name in _custom_nodes(torch):
+    custom = _custom_nodes(torch)
+    if functions is None or hasattr(functions, name) or name in custom:
         return True
-    return not any(hasattr(functions, f"{stem}{n}") for n in range(4))
+    node = _NODE_NAME.fullmatch(name)
+    if node is None or node.group(2):
+        return False
+    if name.lower() in {n.lower() for n in [*dir(functions), *custom]}:
+        return False
+    return not any(hasattr(functions, f"{node.group(1)}{n}") for n in range(4))
 
 
 def _custom_nodes(torch: Any) -> set[str]:
@@ -187,5 +198,5 @@ def known_op_names() -> list[str]:
     torch = _torch()
     registered: list[str] = getattr(torch._C, "_dispatch_get_all_op_names", list)()
     names = {n.split(".")[0] for n in registered if n.startswith(("aten::", "prim::"))}
-    names |= {n for n in dir(getattr(torch._C, "_functions", None)) if _NODE_NAME.fullmatch(n)}
-    return sorted(names)
+    names |= {n for n in dir(getattr(torch._C, "_functions", None)) if _NODE_LIKE.fullmatch(n)}
+    return sorted(names | _custom_nodes(torch))

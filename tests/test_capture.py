@@ -272,6 +272,13 @@ def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
         ("ToCopyBackward7", False),
         ("autograd::engine::evaluate_function: ToCopyBackward", False),
         ("MyFunctionBackward", True),
+        ("ToCopyBackwards0", False),  # a training trial's slips passed assert_no_op beside ToCopyBackward0
+        ("TocopyBackward0", False),
+        ("AddmBackward0", False),
+        ("MyFunctionBackwards", False),  # a node's name ends in Backward; torch's CopyBackwards aside
+        ("autograd::engine::evaluate_function: AddmBackward0", False),
+        ("CopyBackwards", True),
+        ("UndefinedGradBackward", True),
         ("AccumulateGrad", True),
         ("torch.ops.aten._to_copy.default", False),  # as FX and Inductor graph dumps print it
         ("ops.aten._to_copy", False),
@@ -302,8 +309,10 @@ def test_is_known_op_checks_aten_names_and_their_separator(name, known):
     unknown too (a review: `onednn::qadd`, of named overloads only, is known); one none of whose
     ops ran cannot be checked (torch fills `prims` as Inductor loads: the tests' order decided).
     A backward node torch numbers is known only by its number (a training trial's
-    `assert_no_op("ToCopyBackward")` passed beside 7 `ToCopyBackward0` a step); a custom
-    autograd.Function's node (`MyFunctionBackward`) cannot be checked. A glob with its namespace
+    `assert_no_op("ToCopyBackward")` passed beside 7 `ToCopyBackward0` a step); a numbered name
+    or a `...Backwards` one torch lacks is a slip (`AddmBackward0`, `ToCopyBackwards0`), and so is
+    a node's name in other letter case; a custom autograd.Function's node (`MyFunctionBackward`)
+    cannot be checked. A glob with its namespace
     written out is known where it matches a name so known (a contract trial's
     `assert_no_op("aten::copyy*")` passed forever); one without cannot be checked."""
     from pytest_opprof.opnames import is_known_op
