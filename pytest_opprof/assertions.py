@@ -10,6 +10,7 @@ import fnmatch
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -20,7 +21,7 @@ from statistics import median
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
 from .analysis.model import Compilation, Compiled, OtherThread, RegionCall, validate_name, validate_op
-from .analysis.ranges import op_calls, ranges_around
+from .analysis.ranges import op_calls, ranges_around_each
 from .errors import (
     ASKED,
     NAMES_THE_LINE,
@@ -324,7 +325,7 @@ def context(profile: Profile, name: str, say_unread: bool = True) -> str:
     step that recorded the others' inputs says so (a diagnosis trial read no inputs, and no why),
     unless `say_unread` is false (a structure verdict's list of several such ops)."""
     stats = profile.op(name)
-    around = ranges_around(profile.event_table, name) if profile.event_table is not None else ()
+    around = _places(profile, profile.event_table, name) if profile.event_table is not None else ""
     if stats is None or stats.work is None or not stats.work.signatures:
         unread = (
             "; inputs not recorded: it did not run in the step that recorded them"
@@ -344,9 +345,44 @@ def _inputs_read(profile: Profile) -> bool:
     return any(op.work is not None and op.work.signatures for op in profile.ops)
 
 
-def _where(callers: tuple[str, ...], ranges: tuple[str, ...] = ()) -> str:
-    where = "in " + " <- ".join(callers) if callers else "called from Python"
-    return where + (" inside " + " <- ".join(ranges) if ranges else "")
+def _where(callers: tuple[str, ...], around: str = "") -> str:
+    """`in aten::to <- aten::div_` or `called from Python`, then where among the ranges (_places)."""
+    return ("in " + " <- ".join(callers) if callers else "called from Python") + around
+
+
+def _places(profile: Profile, table: EventTable, name: str, rows: list[int] | None = None) -> str:
+    """Where the op's calls in the steps (or `rows`) ran among the ranges: ` inside R` where all
+    ran in one place; where in several, each with its calls per step, the most first (a training
+    trial's added `loss.item()` read as inside `Optimizer.step#AdamW.step`, where AdamW's 20
+    step-count reads ran: `: 20/step inside Optimizer.step#AdamW.step, 1/step outside every range`)."""
+    rows = _in_steps(profile, table, op_calls(table, name) if rows is None else rows)
+    places = Counter(ranges_around_each(table, rows))
+    if len(places) <= 1:
+        (only,) = places or [()]
+        return " inside " + " <- ".join(only) if only else ""
+    steps = max(profile.steps, 1)
+    parts = [
+        f"{count_text(n / steps)}/step " + ("inside " + " <- ".join(place) if place else "outside every range")
+        for place, n in places.most_common(3)
+    ]
+    return f": {', '.join(parts)}{', ...' if len(places) > 3 else ''}"
+
+
+def spread_places(profile: Profile, name: str) -> str:
+    """Where the op's calls in the steps ran, where in several places (_places): a structure
+    verdict's count change says it (a training trial's `aten::item 20 -> 21/step` named none);
+    "" where they ran in one, or the profile holds no events."""
+    table = profile.event_table
+    around = _places(profile, table, name) if table is not None else ""
+    return _where(profile.callers(name), around) if around.startswith(":") else ""
+
+
+def _in_steps(profile: Profile, table: EventTable, rows: list[int]) -> list[int]:
+    """The rows that started inside a measured step (all of them without step markers)."""
+    spans = [(s.start_ns, s.end_ns) for s in profile.step_spans] if profile.wall_known else []
+    if not spans:
+        return rows
+    return [r for r in rows if any(start <= table.start_ns[r] <= end for start, end in spans)]
 
 
 _PLACED = 5  # the ops found by assert_no_op whose message says where they ran
@@ -456,7 +492,7 @@ def _device_reads(profile: Profile, table: EventTable, name: str) -> tuple[str, 
     rows = op_calls(table, name, launching=True)
     if not rows:
         return None
-    where = _where(profile.callers(name), ranges_around(table, name, row=rows[0]))
+    where = _where(profile.callers(name), _places(profile, table, name, rows))
     return name, f"{count_text(len(rows) / max(1, profile.steps))}/step", where
 
 

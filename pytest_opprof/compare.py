@@ -41,11 +41,13 @@ from .verdicts import (
     MIN_TIME_STEPS,
     SOMETIMES_STEPS,
     STEP_WALL,
+    UNPLACED,
     Change,
     Comparison,
     Differs,
     Ignore,
     Machine,
+    Places,
     Verdict,
     ignored,
     median_calls,
@@ -63,12 +65,13 @@ def compare(
     path: str = "",
     machine: Machine | None = None,
     every_change: str = EVERY_CHANGE,
-    places: Callable[[str], str] | None = None,
+    places: Places | None = None,
 ) -> Comparison:
     """Verdicts for `current` against `baseline`, both baseline documents. Time is judged only for
     ops whose structure and work are unchanged, and only where `machine` cannot explain a move.
     `every_change`: where a structure verdict's capped list of changes sends the reader for all;
-    `places`: where an op ran in the current measurement, said of an op it added."""
+    `places`: where an op ran in the current measurement, said of an op it added, and of one whose
+    calls moved where they ran in several places."""
     where = f" [{path}]" if path else ""
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
     structure, recounted = _structure(current, baseline, rule, where, unread, every_change, places)
@@ -154,7 +157,7 @@ def _structure(
     where: str,
     unread: Collection[str] = (),
     every_change: str = EVERY_CHANGE,
-    places: Callable[[str], str] | None = None,
+    places: Places | None = None,
 ) -> tuple[list[Verdict], set[str]]:
     """One verdict listing every op and memory op whose calls per step changed, the costliest
     first (a trial's vanished attention op sat in `and 4 more` behind alphabetical small ones);
@@ -170,8 +173,10 @@ def _structure(
         for name in sorted(set(new_ops) | set(old_ops)):
             if ignored(name, rule.ignore_ops) or name in unread:
                 continue
-            place_of = partial(places, name) if places is not None and name in current.ops else str
-            change = _change(name, new_ops.get(name), old_ops.get(name), place_of)
+            here = places if places is not None and name in current.ops else UNPLACED
+            change = _change(name, new_ops.get(name), old_ops.get(name), partial(here.added, name))
+            if change is not None and change.was and change.now and (spread := here.spread(name)):
+                change = replace(change, text=f"{change.text} ({spread})")
             if change is not None:
                 names.add(name)
                 changes.append(change)

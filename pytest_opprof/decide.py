@@ -53,6 +53,7 @@ from .verdicts import (
     Comparison,
     Ignore,
     Machine,
+    Places,
     Verdict,
     ignored,
     median_calls,
@@ -80,7 +81,7 @@ class Measurement:
     machine: Machine = field(default_factory=Machine)
     # where an op ran in the measurement (`in aten::to <- aten::linear; inputs float[4, 8]`), for a
     # structure verdict's added op; None where the measurement holds no events (a document alone)
-    places: Callable[[str], str] | None = None
+    places: Places | None = None
 
 
 @dataclass(frozen=True, slots=True)

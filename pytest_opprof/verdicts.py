@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -58,6 +58,20 @@ SPELL_LIMIT = 4.0
 
 
 WORKLOAD_MIN_MS = 0.05  # a workload reference replayed faster than this is timer noise, no reference
+
+
+@dataclass(frozen=True, slots=True)
+class Places:
+    """Where an op ran in a measurement, from its events, for a structure verdict: `added`, an
+    op's place (`in aten::to <- aten::linear; inputs float[4, 8]`); `spread`, where an op's calls
+    ran in several places, each with its calls per step (`called from Python: 20/step inside
+    Optimizer.step#AdamW.step, 1/step outside every range`), "" where in one."""
+
+    added: Callable[[str], str]
+    spread: Callable[[str], str] = lambda name: ""
+
+
+UNPLACED = Places(lambda name: "")  # a measurement without events: no op's place known
 
 
 @dataclass(frozen=True, slots=True)

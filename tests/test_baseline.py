@@ -174,23 +174,37 @@ def test_every_key_a_baseline_can_hold_is_one_a_rewrite_never_takes_from_the_old
 
 
 def test_a_structure_verdict_says_where_an_added_op_ran_and_nothing_of_a_removed_one():
-    """compare's `places` names where an op the measurement added ran; a count change and a
-    removed op say nothing more (the baseline keeps no callers), and without `places` the text is
-    as before."""
+    """compare's `places` names where an op the measurement added ran, and where an op whose
+    calls moved ran in several places (a training trial's `aten::item 20 -> 21/step` named none);
+    a removed op says nothing more (the baseline keeps no callers), and without `places` the text
+    is as before."""
+    from pytest_opprof.verdicts import Places
+
     base = doc(profile())
     added = base.replace(ops={**base.ops, "aten::item": replace(base.ops["aten::addmm"], calls_per_step=(1.0,) * 8)})
     asked = []
 
-    def places(name: str) -> str:
+    def where(name: str) -> str:
         asked.append(name)
         return "called from Python; inputs float[]"
 
+    def spread(name: str) -> str:
+        return "called from Python: 2/step inside opt, 1/step outside every range" if name == "aten::item" else ""
+
+    places = Places(where, spread)
     (verdict,) = [v for v in compare(added, base, Rule(), places=places).verdicts if v.kind == STRUCTURE]
     assert "+ aten::item (1/step, called from Python; inputs float[])" in verdict.message and asked == ["aten::item"]
     (verdict,) = [v for v in compare(added, base, Rule()).verdicts if v.kind == STRUCTURE]
     assert "+ aten::item (1/step)" in verdict.message
     (verdict,) = [v for v in compare(base, added, Rule(), places=places).verdicts if v.kind == STRUCTURE]
     assert "- aten::item (was 1/step)" in verdict.message and asked == ["aten::item"]
+    more = added.replace(ops={**added.ops, "aten::item": replace(added.ops["aten::item"], calls_per_step=(3.0,) * 8)})
+    (verdict,) = [v for v in compare(more, added, Rule(), places=places).verdicts if v.kind == STRUCTURE]
+    assert verdict.message.startswith(
+        "structure changed: aten::item 1 -> 3/step (called from Python: 2/step inside opt, 1/step outside every range)"
+    )
+    (change,) = verdict.changes
+    assert change.text == verdict.message.removeprefix("structure changed: ").split(" [")[0]
 
 
 def test_same_measurement_gives_byte_identical_file():

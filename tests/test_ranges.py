@@ -206,9 +206,11 @@ def test_annotations_inside_a_compilation_are_its_stages_not_ranges():
 # -- where an op ran, by its ranges (mutation trial F) -------------------------------------------
 
 
-def test_an_op_is_placed_in_the_two_innermost_ranges_around_its_first_call():
+def test_an_op_is_placed_in_the_two_innermost_ranges_around_each_call():
     """Three ranges enclose aten::relu's first call, innermost first (of two starting together, the
-    shorter) and two at most; a range that ended before it, or that starts after it, is not named."""
+    shorter) and two at most; a range that ended before it, or that starts after it, is not named.
+    Its calls in other places are each said with their calls per step (a training trial's added
+    `loss.item()` read as inside the optimizer's range, where 20 other calls ran)."""
     from pytest_opprof import assertions
 
     events = [
@@ -222,6 +224,11 @@ def test_an_op_is_placed_in_the_two_innermost_ranges_around_its_first_call():
         op("aten::relu", 500, 10),
     ]
     assert assertions.op_count("aten::relu", 1)(analyze(events)) == (
+        "aten::relu: 2 calls/step, expected 1 (per step: 2; called from Python: 1/step inside inner <- middle, "
+        "1/step outside every range)"
+    )
+    alike = [e for e in events if e.start_ns != 500_000] + [op("aten::relu", 60, 5)]
+    assert assertions.op_count("aten::relu", 1)(analyze(alike)) == (
         "aten::relu: 2 calls/step, expected 1 (per step: 2; called from Python inside inner <- middle)"
     )
 

@@ -160,19 +160,27 @@ def ranges_around(table: EventTable, op: str, limit: int = 2, row: int | None = 
     innermost first (at most `limit`): `Optimizer.step#Adam.step` for the scalar reads of Adam's
     step counts, which an op's callers cannot name (a range is no op)."""
     calls = op_calls(table, op) if row is None else [row]
-    if not calls:
-        return ()
-    first = calls[0]
-    start, end = table.start_ns[first], table.start_ns[first] + table.dur_ns[first]
-    thread = (table.pid[first], table.tid[first])
-    around = [
-        i
-        for i, kind in enumerate(table.kind)
-        if kind == ANNOTATION
-        and (table.pid[i], table.tid[i]) == thread
-        and table.start_ns[i] <= start
-        and table.start_ns[i] + table.dur_ns[i] >= end
-        and is_range(table.name[i])
-    ]
-    around.sort(key=lambda i: (table.start_ns[i], -table.dur_ns[i]), reverse=True)
-    return tuple(stable_name(table.name[i]) for i in around[:limit])
+    return ranges_around_each(table, calls[:1], limit)[0] if calls else ()
+
+
+def ranges_around_each(table: EventTable, rows: Iterable[int], limit: int = 2) -> list[tuple[str, ...]]:
+    """ranges_around for each of `rows`: the ranges on its thread that hold it, innermost first
+    (at most `limit`); the table's ranges found once."""
+    ranges = [i for i, kind in enumerate(table.kind) if kind == ANNOTATION and is_range(table.name[i])]
+    found = []
+    for row in rows:
+        start, end, thread = (
+            table.start_ns[row],
+            table.start_ns[row] + table.dur_ns[row],
+            (table.pid[row], table.tid[row]),
+        )
+        around = [
+            i
+            for i in ranges
+            if (table.pid[i], table.tid[i]) == thread
+            and table.start_ns[i] <= start
+            and table.start_ns[i] + table.dur_ns[i] >= end
+        ]
+        around.sort(key=lambda i: (table.start_ns[i], -table.dur_ns[i]), reverse=True)
+        found.append(tuple(stable_name(table.name[i]) for i in around[:limit]))
+    return found

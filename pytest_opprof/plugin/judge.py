@@ -121,10 +121,10 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
     """A capture (the fixture, or a Remeasured) of the test `item` as its baseline document and the
     machine's state; `number`: which of the test's captures it is (or measures again)."""
     from .. import device
-    from ..assertions import context
+    from ..assertions import context, spread_places
     from ..baseline import baseline_from_profile
     from ..decide import Measurement
-    from ..verdicts import Machine
+    from ..verdicts import Machine, Places
 
     profile = measured.profile
     doc = baseline_from_profile(profile, baseline_id(item), state.device_key or "", state.device, number)
@@ -136,7 +136,9 @@ def _measurement(measured: Any, item: pytest.Item, state: RunState, number: int)
         ),
         tracer_stays=getattr(measured, "tracer_stays", False),
     )  # fmt: skip
-    places = (lambda name: context(profile, name, say_unread=False)) if profile.event_table is not None else None
+    places = None
+    if profile.event_table is not None:
+        places = Places(partial(context, profile, say_unread=False), partial(spread_places, profile))
     return Measurement(doc, machine, places)
 
 
