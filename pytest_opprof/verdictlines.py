@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .compare import MAX_LISTED
+from .compare import EVERY_CHANGE, MAX_LISTED
 from .decide import SPEED, TIMES_WRITTEN, lets_pass
 from .errors import (
     NOT_FAILING,
@@ -36,7 +36,7 @@ def verdict_lines(
     fail the test; `nodeid`: the test's, named in the command that records faster times."""
     time_fails = TIME in fails
     if verbose:  # a structure verdict's cut list in full; an op's work change led by its kind
-        return [_recorded(v.titled + _every_change(v), v, status, fails) for v in verdicts]
+        return [_recorded(_in_full(v), v, status, fails) for v in verdicts]
     groups: dict[str, list[Verdict]] = {}
     for v in verdicts:  # inconclusive apart by why: a trial's three ops read the first op's range
         key = f"inconclusive: {_why_kind(v)}" if v.status == INCONCLUSIVE else v.kind
@@ -68,11 +68,14 @@ def _recorded(line: str, verdict: Verdict, status: str | None, fails: frozenset[
     return f"{line}; {NOT_FAILING}" if lets_pass(verdict, fails, compared) else line
 
 
-def _every_change(verdict: Verdict) -> str:
-    """`; every change: ...` for a structure verdict whose message names only the first changes."""
-    if len(verdict.changes) <= MAX_LISTED:
-        return ""
-    return "; every change: " + ", ".join(c.text for c in verdict.changes)
+def _in_full(verdict: Verdict) -> str:
+    """The verdict's line, a structure verdict's list of changes in full where its message cut it
+    (` and 3 more (-v or --opprof-json lists every change)` became the 3: a training trial's -v
+    line sent the reader to -v, then listed every change after it)."""
+    cut = f" and {len(verdict.changes) - MAX_LISTED} more ({EVERY_CHANGE})"
+    if len(verdict.changes) <= MAX_LISTED or cut not in verdict.titled:
+        return verdict.titled
+    return verdict.titled.replace(cut, ", " + ", ".join(c.text for c in verdict.changes[MAX_LISTED:]), 1)
 
 
 def _changed_in(kind: str, group: list[Verdict]) -> str:
