@@ -21,7 +21,7 @@ from statistics import median
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
 from .analysis.model import Compilation, Compiled, OtherThread, RegionCall, validate_name, validate_op
-from .analysis.ranges import op_calls, ranges_around_each
+from .analysis.ranges import in_backward_each, op_calls, ranges_around_each
 from .errors import (
     ASKED,
     NAMES_THE_LINE,
@@ -356,16 +356,23 @@ def _places(profile: Profile, table: EventTable, name: str, rows: list[int] | No
     trial's added `loss.item()` read as inside `Optimizer.step#AdamW.step`, where AdamW's 20
     step-count reads ran: `: 20/step inside Optimizer.step#AdamW.step, 1/step outside every range`)."""
     rows = _in_steps(profile, table, op_calls(table, name) if rows is None else rows)
-    places = Counter(ranges_around_each(table, rows))
+    places = Counter(zip(in_backward_each(table, rows), ranges_around_each(table, rows)))
     if len(places) <= 1:
-        (only,) = places or [()]
-        return " inside " + " <- ".join(only) if only else ""
+        (only,) = places or [(False, ())]
+        return "" if only == (False, ()) else " " + _place_text(*only, backward_elsewhere=False)
     steps = max(profile.steps, 1)
-    parts = [
-        f"{count_text(n / steps)}/step " + ("inside " + " <- ".join(place) if place else "outside every range")
-        for place, n in places.most_common(3)
-    ]
+    elsewhere = any(backward for backward, _ in places)
+    parts = [f"{count_text(n / steps)}/step {_place_text(*place, elsewhere)}" for place, n in places.most_common(3)]
     return f": {', '.join(parts)}{', ...' if len(places) > 3 else ''}"
+
+
+def _place_text(backward: bool, ranges: tuple[str, ...], backward_elsewhere: bool) -> str:
+    """`in the backward pass inside R`, `inside R`; in neither, `outside the backward pass` beside
+    calls in it (activation checkpointing's recomputed forward ops), else `outside every range`."""
+    inside = "inside " + " <- ".join(ranges) if ranges else ""
+    if backward:
+        return "in the backward pass" + (f" {inside}" if inside else "")
+    return inside or ("outside the backward pass" if backward_elsewhere else "outside every range")
 
 
 def spread_places(profile: Profile, name: str) -> str:
@@ -374,7 +381,7 @@ def spread_places(profile: Profile, name: str) -> str:
     "" where they ran in one, or the profile holds no events."""
     table = profile.event_table
     around = _places(profile, table, name) if table is not None else ""
-    return _where(profile.callers(name), around) if around.startswith(":") else ""
+    return around.removeprefix(": ") if around.startswith(":") else ""  # no callers: the first call's only
 
 
 def _in_steps(profile: Profile, table: EventTable, rows: list[int]) -> list[int]:

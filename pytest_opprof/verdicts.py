@@ -64,7 +64,7 @@ WORKLOAD_MIN_MS = 0.05  # a workload reference replayed faster than this is time
 class Places:
     """Where an op ran in a measurement, from its events, for a structure verdict: `added`, an
     op's place (`in aten::to <- aten::linear; inputs float[4, 8]`); `spread`, where an op's calls
-    ran in several places, each with its calls per step (`called from Python: 20/step inside
+    ran in several places, each with its calls per step (`20/step inside
     Optimizer.step#AdamW.step, 1/step outside every range`), "" where in one."""
 
     added: Callable[[str], str]

@@ -189,7 +189,7 @@ def test_a_structure_verdict_says_where_an_added_op_ran_and_nothing_of_a_removed
         return "called from Python; inputs float[]"
 
     def spread(name: str) -> str:
-        return "called from Python: 2/step inside opt, 1/step outside every range" if name == "aten::item" else ""
+        return "2/step inside opt, 1/step outside every range" if name == "aten::item" else ""
 
     places = Places(where, spread)
     (verdict,) = [v for v in compare(added, base, Rule(), places=places).verdicts if v.kind == STRUCTURE]
@@ -201,7 +201,7 @@ def test_a_structure_verdict_says_where_an_added_op_ran_and_nothing_of_a_removed
     more = added.replace(ops={**added.ops, "aten::item": replace(added.ops["aten::item"], calls_per_step=(3.0,) * 8)})
     (verdict,) = [v for v in compare(more, added, Rule(), places=places).verdicts if v.kind == STRUCTURE]
     assert verdict.message.startswith(
-        "structure changed: aten::item 1 -> 3/step (called from Python: 2/step inside opt, 1/step outside every range)"
+        "structure changed: aten::item 1 -> 3/step (2/step inside opt, 1/step outside every range)"
     )
     (change,) = verdict.changes
     assert change.text == verdict.message.removeprefix("structure changed: ").split(" [")[0]

@@ -233,6 +233,31 @@ def test_an_op_is_placed_in_the_two_innermost_ranges_around_each_call():
     )
 
 
+def test_an_ops_calls_in_the_backward_pass_are_said_apart():
+    """Activation checkpointing recomputes forward ops inside the backward pass: a training trial's
+    count change named no place. Calls inside an autograd engine's node call are said apart, with
+    the ranges around them; all calls there, the place is said alone."""
+    from pytest_opprof import assertions
+
+    events = [
+        step(1, 0, 1000),
+        op("aten::addmm", 10, 10),
+        op("aten::addmm", 30, 10),
+        annotation("bwd", 100, 200),
+        op("autograd::engine::evaluate_function: AddmmBackward0", 110, 100),
+        op("aten::addmm", 120, 10),
+    ]
+    assert assertions.op_count("aten::addmm", 2)(analyze(events)) == (
+        "aten::addmm: 3 calls/step, expected 2 (per step: 3; called from Python: 2/step outside the backward "
+        "pass, 1/step in the backward pass inside bwd)"
+    )
+    backward = [e for e in events if e.start_ns >= 100_000 or e.name.startswith("ProfilerStep")]
+    assert assertions.op_count("aten::addmm", 2)(analyze(backward)) == (
+        "aten::addmm: 1 calls/step, expected 2 (per step: 1; in autograd::engine::evaluate_function: AddmmBackward0 "
+        "in the backward pass inside bwd)"
+    )
+
+
 def test_an_annotation_inside_a_compilation_is_no_range_whatever_its_name():
     """A compiler stage named as no rule of is_range knows (`fx_codegen_and_compile`), inside a
     `dynamo` compilation, is no range; the same name outside the compilation is one."""

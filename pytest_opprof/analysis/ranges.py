@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
 
 from ..events import ANNOTATION, CPU_OP, RUNTIME, Event, EventTable
+from ..opnames import AUTOGRAD_PREFIX
 from ..tables import by_shown_time
 from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
 from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
@@ -161,6 +162,34 @@ def ranges_around(table: EventTable, op: str, limit: int = 2, row: int | None = 
     step counts, which an op's callers cannot name (a range is no op)."""
     calls = op_calls(table, op) if row is None else [row]
     return ranges_around_each(table, calls[:1], limit)[0] if calls else ()
+
+
+def in_backward_each(table: EventTable, rows: Iterable[int]) -> list[bool]:
+    """For each of `rows`, whether it ran in the backward pass: inside an autograd engine's call
+    of a node on its thread (`autograd::engine::evaluate_function: AddmmBackward0`), as the
+    forward ops activation checkpointing recomputes do."""
+    engine = [
+        i
+        for i, (kind, name) in enumerate(zip(table.kind, table.name))
+        if kind == CPU_OP and name.startswith(AUTOGRAD_PREFIX)
+    ]
+    found = []
+    for row in rows:
+        start, end, thread = (
+            table.start_ns[row],
+            table.start_ns[row] + table.dur_ns[row],
+            (table.pid[row], table.tid[row]),
+        )
+        found.append(
+            any(
+                (table.pid[i], table.tid[i]) == thread
+                and table.start_ns[i] <= start
+                and table.start_ns[i] + table.dur_ns[i] >= end
+                and i != row
+                for i in engine
+            )
+        )
+    return found
 
 
 def ranges_around_each(table: EventTable, rows: Iterable[int], limit: int = 2) -> list[tuple[str, ...]]:
