@@ -7,7 +7,7 @@ Pure: annotation, runtime and device events in, RangeStats out.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from itertools import accumulate, compress
@@ -167,49 +167,70 @@ def ranges_around(table: EventTable, op: str, limit: int = 2, row: int | None = 
 def in_backward_each(table: EventTable, rows: Iterable[int]) -> list[bool]:
     """For each of `rows`, whether it ran in the backward pass: inside an autograd engine's call
     of a node on its thread (`autograd::engine::evaluate_function: AddmmBackward0`), as the
-    forward ops activation checkpointing recomputes do."""
-    engine = [
-        i
-        for i, (kind, name) in enumerate(zip(table.kind, table.name))
-        if kind == CPU_OP and name.startswith(AUTOGRAD_PREFIX)
-    ]
-    found = []
-    for row in rows:
-        start, end, thread = (
-            table.start_ns[row],
-            table.start_ns[row] + table.dur_ns[row],
-            (table.pid[row], table.tid[row]),
-        )
-        found.append(
-            any(
-                (table.pid[i], table.tid[i]) == thread
-                and table.start_ns[i] <= start
-                and table.start_ns[i] + table.dur_ns[i] >= end
-                and i != row
-                for i in engine
-            )
-        )
-    return found
+    forward ops activation checkpointing recomputes do. The engine's calls on a thread nest, so
+    their union, in disjoint spans, is searched by bisection."""
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for i, (kind, name) in enumerate(zip(table.kind, table.name)):
+        if kind == CPU_OP and name.startswith(AUTOGRAD_PREFIX):
+            spans[(table.pid[i], table.tid[i])].append((table.start_ns[i], table.start_ns[i] + table.dur_ns[i]))
+    union = {thread: _union(found) for thread, found in spans.items()}
+    return [_within(union.get((table.pid[r], table.tid[r])), table.start_ns[r], table.dur_ns[r]) for r in rows]
+
+
+def _union(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Spans merged where they overlap, as their starts and ends."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(spans):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
+
+
+def _within(union: tuple[list[int], list[int]] | None, start: int, dur: int) -> bool:
+    """Whether [start, start + dur] lies in one of the union's spans (an engine call is not in
+    itself: its span starts with it, so only a strictly wider span, or one it starts after, holds it)."""
+    if union is None:
+        return False
+    starts, ends = union
+    k = bisect_right(starts, start) - 1
+    return k >= 0 and start + dur <= ends[k] and (starts[k] < start or start + dur < ends[k])
 
 
 def ranges_around_each(table: EventTable, rows: Iterable[int], limit: int = 2) -> list[tuple[str, ...]]:
     """ranges_around for each of `rows`: the ranges on its thread that hold it, innermost first
-    (at most `limit`); the table's ranges found once."""
-    ranges = [i for i, kind in enumerate(table.kind) if kind == ANNOTATION and is_range(table.name[i])]
-    found = []
+    (at most `limit`). One sweep per thread over the rows and the ranges by start, keeping the
+    ranges open at each row's start (10,000 calls beside 1,000 ranges took 1.7 s one row at a
+    time)."""
+    rows = list(rows)
+    by_thread: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, kind in enumerate(table.kind):
+        if kind == ANNOTATION and is_range(table.name[i]):
+            by_thread[(table.pid[i], table.tid[i])].append(i)
+    found: dict[int, tuple[str, ...]] = {}
+    wanted: dict[tuple[int, int], list[int]] = defaultdict(list)
     for row in rows:
-        start, end, thread = (
-            table.start_ns[row],
-            table.start_ns[row] + table.dur_ns[row],
-            (table.pid[row], table.tid[row]),
-        )
-        around = [
-            i
-            for i in ranges
-            if (table.pid[i], table.tid[i]) == thread
-            and table.start_ns[i] <= start
-            and table.start_ns[i] + table.dur_ns[i] >= end
-        ]
-        around.sort(key=lambda i: (table.start_ns[i], -table.dur_ns[i]), reverse=True)
-        found.append(tuple(stable_name(table.name[i]) for i in around[:limit]))
+        wanted[(table.pid[row], table.tid[row])].append(row)
+    for thread, thread_rows in wanted.items():
+        ranges = sorted(by_thread.get(thread, ()), key=lambda i: (table.start_ns[i], -table.dur_ns[i]))
+        found.update(_sweep(table, sorted(thread_rows, key=table.start_ns.__getitem__), ranges, limit))
+    return [found[row] for row in rows]
+
+
+def _sweep(table: EventTable, rows: list[int], ranges: list[int], limit: int) -> dict[int, tuple[str, ...]]:
+    """The ranges around each of `rows` (by start), of one thread's `ranges` (by start, the wider first)."""
+    found: dict[int, tuple[str, ...]] = {}
+    open_ranges: list[int] = []
+    j = 0
+    for row in rows:
+        start, end = table.start_ns[row], table.start_ns[row] + table.dur_ns[row]
+        while j < len(ranges) and table.start_ns[ranges[j]] <= start:
+            open_ranges.append(ranges[j])
+            j += 1
+        open_ranges = [i for i in open_ranges if table.start_ns[i] + table.dur_ns[i] >= start]
+        around = [i for i in open_ranges if table.start_ns[i] + table.dur_ns[i] >= end]
+        found[row] = tuple(stable_name(table.name[i]) for i in reversed(around[-limit:]))
     return found
