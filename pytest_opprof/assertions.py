@@ -297,7 +297,11 @@ def _op_count(
         contexts.append(f"and {len(matched) - 3} more ops")
     nested = [_nested_calls(m) for m in matched]
     if any(nested):  # autocast's aten::linear calls aten::linear: say so, or 4 reads as 4 layers
-        inside = [f"{count_text(n)} of them called inside {m.name} itself" for m, n in zip(matched, nested) if n]
+        inside = [
+            f"{count_text(n)} of them called inside {m.name} itself (as autocast does, casting the inputs first)"
+            for m, n in zip(matched, nested)
+            if n
+        ]
         contexts.insert(0, "; ".join(inside))
     return count_mismatch(op, per_step, expected, contexts)
 
