@@ -345,7 +345,8 @@ def _show_found(args: argparse.Namespace, found: list[tuple[Path, BaselineDoc]],
             doc["ops_left_out"] = len(found_doc.ops) - len(doc["ops"])
             docs.append(doc)
         return Done(json_text({"schema": SHOW_SCHEMA, "baselines": docs, "unreadable": unreadable}))
-    return Done("\n\n".join(baseline_tables(str(path), doc, args.top or DEFAULT_TOP) for path, doc in found) + "\n")
+    tables = (baseline_tables(str(path), doc, args.top or DEFAULT_TOP, inputs=bool(args.op)) for path, doc in found)
+    return Done("\n\n".join(tables) + "\n")
 
 
 # -- main -----------------------------------------------------------------------------------------

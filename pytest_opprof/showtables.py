@@ -6,10 +6,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .analysis import inputs_text
 from .documents import BaselineDoc
 from .errors import wait_share
 from .sidebyside import shown_side_rows
-from .tables import grid, short, some_steps_text, with_more_rows
+from .tables import grid, inputs_table, short, some_steps_text, with_more_rows
 from .textout import shell_quote
 from .units import count_of, count_text, stored_decimals, stored_ms_text
 
@@ -18,12 +19,20 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20) -> str:
-    """One baseline file as a header and tables: ops, kernels, memory ops (all per step)."""
+def baseline_tables(path: str, doc: BaselineDoc, top: int | None = 20, inputs: bool = False) -> str:
+    """One baseline file as a header and tables: ops, kernels, memory ops (all per step), and
+    with `inputs` (`show --op`) the ops' input signatures."""
     parts = _baseline_header(path, doc)
     if doc.ops or not (doc.kernels or doc.memory_ops):  # `show --op` may choose kernels or copies only
         parts += ["", _baseline_op_table(doc, top)]
-    for table in (_baseline_kernel_table(doc, top), _baseline_memory_table(doc, top)):
+    signatures = [
+        (name, inputs_text(sig.shapes, sig.dtypes), sig.calls_per_step)
+        for name in doc.ops_by_time()
+        if (work := doc.ops[name].work) is not None
+        for sig in work.signatures
+    ]
+    tables = (_baseline_kernel_table(doc, top), _baseline_memory_table(doc, top))
+    for table in (*tables, inputs_table(signatures, top) if inputs else ""):
         if table:
             parts += ["", table]
     return "\n".join(parts)

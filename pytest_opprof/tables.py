@@ -418,8 +418,22 @@ def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None
         parts += ["", memory_table(profile, top)]
     if runtime:
         parts += ["", runtime_table(profile, top)]
+    chosen = [(o.name, sig.text, sig.calls_per_step.median) for o in profile.ops if o.work for sig in o.work.signatures]
+    if whole is not None and chosen:
+        parts += ["", inputs_table(chosen, top)]
     parts += ["", checks_table(profile)]
     return "\n".join(parts)
+
+
+def inputs_table(rows: Sequence[tuple[str, str, float]], top: int | None = 20) -> str:
+    """The chosen ops' input signatures (`opprof show/analyze --op`), each with its calls per
+    step: an op's bfloat16 calls apart from its float ones (a training trial found its tables
+    gave one row for both, and no dtype)."""
+    shown = rows[:top] if top is not None else rows
+    table = grid(
+        [[name, inputs, count_text(calls)] for name, inputs, calls in shown], ["op", "inputs", "calls/step"], names=(0,)
+    )
+    return with_more_rows(table, len(rows), len(shown), "signature") if shown else ""
 
 
 DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed

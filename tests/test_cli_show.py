@@ -609,3 +609,39 @@ def test_show_says_the_time_of_an_op_that_ran_in_some_steps_only(capsys, tmp_pat
         tmp_path / "e", "k", {"t.py::test_every": analyze(stepped(5, 10_000, lambda i, b: body(1, b)))}
     )
     assert "some steps" not in run_cli(capsys, "show", every)[1]
+
+
+def mixed_precision_steps(steps=3):
+    """Steps of one aten::mm on bfloat16 inputs, twice, and on float inputs, once (autocast's
+    casts left out): one op, two signatures."""
+    events = []
+    for i in range(steps):
+        base = i * 10_000
+        events += [step(i + 1, base, 1_000)]
+        events += [
+            op("aten::mm", base + 10 + 100 * k, 50, shapes=((64, 128), (128, 64)), dtypes=("c10::BFloat16",) * 2)
+            for k in range(2)
+        ]
+        events += [op("aten::mm", base + 400, 80, shapes=((64, 64), (64, 10)), dtypes=("float", "float"))]
+        events += [op("aten::relu", base + 600, 10, shapes=((64, 64),), dtypes=("float",))]
+    return events
+
+
+def test_show_and_analyze_op_list_the_chosen_ops_inputs_with_their_calls(capsys, tmp_path):
+    """A training trial's tables gave an op's bfloat16 and float calls one row, no dtype: under
+    --op, `opprof show` of a baseline and `opprof analyze` of a trace list the chosen ops' input
+    signatures with their calls per step; without --op, no such table."""
+    trace = tmp_path / "t.json"
+    write_trace(trace, mixed_precision_steps(), {})
+    folder = write_folder(tmp_path / ".opprof", "cpu-x", {"t.py::test_mixed": analyze(mixed_precision_steps())})
+    for command, path in (("show", folder), ("analyze", trace)):
+        code, out, _ = run_cli(capsys, command, path, "--op", "aten::mm")
+        assert code == 0
+        rows = [line.split() for line in out.splitlines() if line.startswith("aten::mm ") and "[" in line]
+        assert rows == [
+            ["aten::mm", "c10::BFloat16[64,128],", "c10::BFloat16[128,64]", "2"],
+            ["aten::mm", "float[64,64],", "float[64,10]", "1"],
+        ], out
+        assert "aten::relu" not in out
+        code, out, _ = run_cli(capsys, command, path)
+        assert code == 0 and "calls/step\n" not in out.replace(" ", "")  # no table ending in calls/step
