@@ -445,10 +445,18 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
         def test_missing(opprof):
             opprof.run(torch.mm, torch.ones(4, 4), torch.ones(4, 4), warmup=1, steps=3)
             opprof.assert_op_below("aten::addmm", ms=0.5)
+
+        def inductor_cpu_kernel():  # as Inductor's C++ kernels are recorded: timed on the CPU
+            with torch._C._profiler._RecordFunctionFast("cpp_fused_mm_0"):
+                torch.mm(torch.ones(4, 4), torch.ones(4, 4))
+
+        def test_kernel_budget(opprof):  # a contributor's review: its line said nothing of the load
+            opprof.run(inductor_cpu_kernel, warmup=1, steps=3)
+            opprof.assert_kernel_below("cpp_fused_*", ms=0.5)
         """
     )
     result = run(pytester, "--opprof", "--opprof-json=r.json")
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     out = result.stdout.str()
     assert (
         "ms/step > limit 0.50 ms (median of 3 steps; min 0.83, max 0.83); the test's threads "
@@ -458,7 +466,8 @@ def test_a_time_budget_failing_under_contention_says_so(pytester, fake_clock, mo
     counts = [line for line in raised if "calls/step, expected 2 (per step: 1, 1, 1" in line]
     budgets = [line for line in raised if "ms/step > limit 0.50 ms" in line]
     assert counts and not [line for line in counts if "other load" in line]  # load does not change counts
-    assert budgets and all(line.endswith("other load slowed it") for line in budgets)
+    assert len(budgets) == 2 and all(line.endswith("other load slowed it") for line in budgets)
+    assert [line for line in budgets if "cpp_fused_mm_0: 0." in line]
     missing = [line for line in raised if "aten::addmm: no op of that name ran" in line]  # a trial's: no time at all
     assert missing and not [line for line in missing if "waited for a CPU" in line]
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
