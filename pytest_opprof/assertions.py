@@ -13,14 +13,12 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
-
-Assertion = Callable[["Profile"], "str | None"]  # a failure message, or None
 from statistics import median
+from typing import Any
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import Compilation, Compiled, OtherThread, RegionCall, validate_name, validate_op
+from .analysis.model import Compilation, Compiled, Dist, OtherThread, RegionCall, validate_name, validate_op
 from .analysis.ranges import in_backward_each, op_calls, ranges_around_each
 from .errors import (
     ASKED,
@@ -58,6 +56,8 @@ Reduce = Callable[[Sequence[float]], float]  # median, min or max over the steps
 STATS: dict[str, Reduce] = {"median": median, "min": min, "max": max}
 PERS = ("step", "call")
 _DTOH = "Memcpy DtoH*"
+
+Assertion = Callable[[Profile], "str | None"]  # a failure message, or None
 
 
 def validate_ms(name: str, value: object) -> float:
@@ -286,7 +286,7 @@ def _op_count(
         if profile.compiled is not None and profile.compiled.regions and not near_misses(profile, op, memory=False):
             message += "; compiled code ran here, which decomposes and fuses ops: assert on its kernels instead"
         return message
-    per_step = tuple(sum(s) for s in zip(*(m.calls_per_step.samples for m in matched)))
+    per_step = Dist.summed(m.calls_per_step for m in matched).samples
     expected = _expected_count(per_step, n, min, max)
     if expected is None:
         return None
@@ -780,7 +780,7 @@ def _kernel_count(profile: Profile, pattern: str, n: int | None, min: int | None
         if n == 0 or (n is None and not min):
             return _kernel_typo(pattern, profile)  # zero launches expected and seen, unless a typo
         return no_kernel(pattern, profile) + _records_dropped(profile)
-    per_step = tuple(sum(s) for s in zip(*(k.calls_per_step.samples for k in matched)))
+    per_step = Dist.summed(k.calls_per_step for k in matched).samples
     expected = _expected_count(per_step, n, min, max)
     if expected is None:
         return None

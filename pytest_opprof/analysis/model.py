@@ -42,10 +42,6 @@ INDUCTOR_CPU_KERNEL = re.compile(r"(?:graph_\d+_)?cpp_fused_\w+$")
 GRAPH_NUMBERED_KERNEL = re.compile(r"graph_\d+_(cpp_fused_\w+)$")
 
 
-def _summed(dists: Iterable[Dist]) -> Dist:
-    return Dist(tuple(map(sum, zip(*(d.samples for d in dists)))))
-
-
 Interval = tuple[int, int]
 
 
@@ -118,6 +114,11 @@ class Dist:
             return 0.0
         q1, _, q3 = statistics.quantiles(self.samples, n=4, method="inclusive")
         return q3 - q1
+
+    @staticmethod
+    def summed(dists: Iterable[Dist]) -> Dist:
+        """Several quantities' distributions added step by step (the calls of the ops a glob matches)."""
+        return Dist(tuple(map(sum, zip(*(d.samples for d in dists)))))
 
     def to_dict(self, scale: float = 1.0) -> dict[str, Any]:
         """median, min, max and the samples, each divided by `scale` (1e6: ns to ms)."""
@@ -1005,7 +1006,7 @@ class Profile:
         for k in self.kernels:
             device.setdefault(k.name, []).append(k)
         rows = [
-            KernelRow(name, True, _summed(k.calls_per_step for k in ks), _summed(k.device_per_step for k in ks))
+            KernelRow(name, True, Dist.summed(k.calls_per_step for k in ks), Dist.summed(k.device_per_step for k in ks))
             for name, ks in device.items()
         ]
         rows += [

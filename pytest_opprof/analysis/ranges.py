@@ -6,6 +6,7 @@ Pure: annotation, runtime and device events in, RangeStats out.
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
@@ -16,7 +17,7 @@ from ..events import ANNOTATION, CPU_OP, RUNTIME, Event, EventTable
 from ..opnames import AUTOGRAD_PREFIX
 from ..tables import by_shown_time
 from .compiled import COMPILE_MARK, CompileSpan, outside_spans, stable_name
-from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats
+from .model import OPPROF_SYNC_ANNOTATION, STEP_NAME, Dist, RangeStats, merged
 
 # torch.compile's compile-stage annotations carry process-dependent ids: not the code's ranges
 _COMPILE_ID = re.compile(r"compile_id=\[?\d+/\d+")
@@ -173,31 +174,15 @@ def in_backward_each(table: EventTable, rows: Iterable[int]) -> list[bool]:
     for i, (kind, name) in enumerate(zip(table.kind, table.name)):
         if kind == CPU_OP and name.startswith(AUTOGRAD_PREFIX):
             spans[(table.pid[i], table.tid[i])].append((table.start_ns[i], table.start_ns[i] + table.dur_ns[i]))
-    union = {thread: _union(found) for thread, found in spans.items()}
-    return [_within(union.get((table.pid[r], table.tid[r])), table.start_ns[r], table.dur_ns[r]) for r in rows]
+    union = {thread: merged(found) for thread, found in spans.items()}
+    return [_within(union.get((table.pid[r], table.tid[r]), []), table.start_ns[r], table.dur_ns[r]) for r in rows]
 
 
-def _union(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Spans merged where they overlap, as their starts and ends."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for start, end in sorted(spans):
-        if ends and start <= ends[-1]:
-            ends[-1] = max(ends[-1], end)
-        else:
-            starts.append(start)
-            ends.append(end)
-    return starts, ends
-
-
-def _within(union: tuple[list[int], list[int]] | None, start: int, dur: int) -> bool:
+def _within(union: list[tuple[int, int]], start: int, dur: int) -> bool:
     """Whether [start, start + dur] lies in one of the union's spans (an engine call is not in
     itself: its span starts with it, so only a strictly wider span, or one it starts after, holds it)."""
-    if union is None:
-        return False
-    starts, ends = union
-    k = bisect_right(starts, start) - 1
-    return k >= 0 and start + dur <= ends[k] and (starts[k] < start or start + dur < ends[k])
+    k = bisect_right(union, (start, math.inf)) - 1
+    return k >= 0 and start + dur <= union[k][1] and (union[k][0] < start or start + dur < union[k][1])
 
 
 def ranges_around_each(table: EventTable, rows: Iterable[int], limit: int = 2) -> list[tuple[str, ...]]:
