@@ -155,6 +155,9 @@ class EventTable:
     # The CPU ops autograd recorded (a sequence number: grad mode was on as they ran), by row;
     # None where the source does not say (read with the inputs: torch's events, a trace's `Sequence number`).
     autograd: set[int] | None = field(default=None, init=False)
+    # Indexes the analysis derives from the complete columns, built once on first use and kept
+    # with the table (analysis.ranges: an op's rows by name, the ranges and backward spans by thread).
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.kind)
