@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from statistics import median
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
@@ -127,7 +127,7 @@ def _op_below(
     if not matched:
         return unmatched(profile)
     # per call: of the calls the time is of (a call nested in one of its name is in the outer's time)
-    return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
+    return _over_limits(matched, limit, per, per, stat, reduce, calls=_outer_calls)
 
 
 def _unmatched_op(
@@ -209,19 +209,56 @@ def _range_below(profile: Profile, name: str, limit: float, per: str, stat: str,
         seen = (r.name for r in by_shown_time(profile.ranges))
         return no_range(name, seen, is_op=bool(profile.match(name)), compiled=profile.compiled is not None)
     # per call: of the calls the time is of (a range nested in one of its name is in the outer's time)
-    return _over_limits(matched, limit, per, per, stat, reduce, calls="outer_calls_per_step")
+    return _over_limits(matched, limit, per, per, stat, reduce, calls=_outer_calls)
+
+
+class TimedMatch(Protocol):
+    """What a time limit reads of an op, a kernel or a range that matched it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def time_per_step(self) -> Dist: ...
+
+    @property
+    def calls_per_step(self) -> Dist: ...
+
+
+class _Nesting(TimedMatch, Protocol):
+    """An op or a range: its calls not nested in one of its own name are those its time is of."""
+
+    @property
+    def outer_calls_per_step(self) -> Dist: ...
+
+
+def _all_calls(match: TimedMatch) -> Dist:
+    return match.calls_per_step
+
+
+def _outer_calls(match: _Nesting) -> Dist:
+    return match.outer_calls_per_step
+
+
+M = TypeVar("M", bound=TimedMatch)
 
 
 def _over_limits(
-    matched: Sequence[Any], limit: float, per: str, unit: str, stat: str, reduce: Reduce, calls: str = "calls_per_step"
+    matched: Sequence[M],
+    limit: float,
+    per: str,
+    unit: str,
+    stat: str,
+    reduce: Reduce,
+    calls: Callable[[M], Dist] = _all_calls,
 ) -> str | None:
-    """The matches (ops, kernels or ranges: name, time_per_step, and the `calls` per step their
-    time is of) over `limit` ms per step (or per call), by `stat`; the worst first, or None."""
+    """The matches (ops, kernels or ranges) over `limit` ms per step (or per call: of their
+    `calls` per step, those their time is of), by `stat`; the worst first, or None."""
     failures = []
     for m in matched:
         samples: tuple[float, ...] = m.time_per_step.samples
         if per == "call":
-            samples = tuple(t / c for t, c in zip(samples, getattr(m, calls).samples) if c)
+            samples = tuple(t / c for t, c in zip(samples, calls(m).samples) if c)
         if samples and (value := reduce(samples)) / 1e6 > limit:  # in ms: a limit of n / 1e6 ms passes n ns
             failures.append((value, over_limit(m.name, value, limit, unit, stat, samples)))
         elif samples and per == "step" and stat == "median" and (hidden := _hidden(m, samples, limit, calls)):
@@ -229,11 +266,11 @@ def _over_limits(
     return "; ".join(msg for _, msg in sorted(failures, reverse=True)) or None
 
 
-def _hidden(match: Any, samples: tuple[float, ...], limit: float, calls: str) -> str | None:
+def _hidden(match: M, samples: tuple[float, ...], limit: float, calls: Callable[[M], Dist]) -> str | None:
     """Where a match ran in under half the steps, its median per step is 0 whatever it costs: a
     step over the limit then fails the test rather than pass behind that 0 (a trial's optimizer
     update, every 4th call, passed a limit of 0.0001 ms)."""
-    ran = [c > 0 for c in getattr(match, calls).samples]
+    ran = [c > 0 for c in calls(match).samples]
     if sum(ran) * 2 >= len(ran) or max(samples) / 1e6 <= limit:
         return None
     return hidden_by_median(match.name, sum(ran), len(ran), max(samples), limit)
@@ -306,7 +343,7 @@ def _op_count(
     return count_mismatch(op, per_step, expected, contexts)
 
 
-def _nested_calls(op: Any) -> float:
+def _nested_calls(op: _Nesting) -> float:
     """An op's calls per step (median) made inside a call of its own name."""
     return float(op.calls_per_step.median - op.outer_calls_per_step.median)
 
@@ -697,7 +734,7 @@ def _recompile_cause(compiled: Compiled, inside: list[Compilation], profile: Pro
     return recompiled_in_steps(None if steps == {first} else len(steps), limit_clause(profile))
 
 
-def _compilations_varied(regions: Any) -> tuple[int, list[tuple[int, frozenset[int]]]] | None:
+def _compilations_varied(regions: Iterable[RegionCall]) -> tuple[int, list[tuple[int, frozenset[int]]]] | None:
     """The first frame whose compilations differ between the steps it ran in, with the first two
     steps that differ. A frame may run as several compilations in every step (two instances of
     one module class compiled apart share their code, and so the frame): that is no recompile."""
