@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from statistics import median
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
