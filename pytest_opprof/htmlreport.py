@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from .errors import CUT_SHORT, NOT_FAILING
 from .files import write_output
-from .tables import by_shown_time, median_wall_ns, of_step, profiler_cost_text
+from .tables import by_shown_time, of_step, profiler_cost_text
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _meta(
     ok (the capture's and the run's of the test: contention, threads...)."""
     bits = [count_of(profile.steps, "step"), *([CUT_SHORT] if cut_short else [])]
     if profile.wall_ms is not None and profile.steps:
-        bits.append(f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median)")
+        bits.append(f"{profile.median_wall_ns / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:
         bits.append(profiler_cost_text(profile.overhead))
     if baseline is not None:
@@ -212,7 +212,7 @@ def _timeline(profile: Profile) -> str:
 def _ops_table(profile: Profile, baseline: BaselineResult | None) -> str:
     if not profile.ops:
         return ""
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     compared = baseline is not None and baseline.compared
     head = "<tr><th>op</th><th>calls/step</th><th>ms/step</th><th>self</th><th>min</th><th>time</th><th>of step</th>"
     head += "<th>baseline min</th><th>delta</th><th>verdict</th></tr>"
@@ -251,7 +251,7 @@ def _ranges_table(profile: Profile) -> str:
     """The test's ranges (record_function blocks): calls, CPU and device ms per step (medians)."""
     if not profile.ranges:
         return ""
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     rows = "".join(
         f"<tr><td>{_e(r.name)}</td><td>{count_text(r.calls_per_step.median)}</td><td>{_ms(r.cpu_per_step.median)}</td>"
         f"<td>{_ms(r.device_per_step.median) if r.on_device else '-'}</td>"

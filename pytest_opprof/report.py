@@ -25,7 +25,6 @@ from .tables import (
     by_shown_time,
     fitted_to,
     grid,
-    median_wall_ns,
     ms_cell,
     of_step,
     profiler_cost_text,
@@ -207,7 +206,7 @@ def _summary_block(
     """The test's header and tables; `worker`: the xdist worker named in the header (`--dist
     each`, where every worker runs the test)."""
     # the median step, as "of step" divides by it
-    wall = f", {median_wall_ns(profile) / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
+    wall = f", {profile.median_wall_ns / 1e6:.3f} ms/step wall" if profile.wall_ms is not None else ""
     steps = count_of(profile.steps, "step") + (f", {CUT_SHORT}" if cut_short else "")
     if profile.times_include_inputs:  # a one-step capture records them in its step
         wall += ", times include recording inputs"
@@ -230,7 +229,7 @@ def format_summary(records: list[TestRecord]) -> str:
 
 
 def _summary_table(profile: Profile, top: int, baseline: BaselineResult | None = None) -> str:
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     compared = baseline is not None and baseline.compared
     base_rows = _base_rows(profile, baseline) if compared and baseline else {}
     rows = []

@@ -13,9 +13,6 @@ from typing import Any
 from .analysis import Check, Profile
 from .decide import TIMES_WRITTEN, BaselineResult
 from .files import safe_name
-from .tables import (
-    median_wall_ns,
-)
 from .units import count_text, positional
 
 WRITTEN = (*TIMES_WRITTEN, "renumbered")  # and of every file it wrote (renumbered: the capture's number alone)
@@ -129,7 +126,7 @@ def format_junit_properties(profile: Profile, top: int) -> list[tuple[str, str]]
     props = [("opprof.steps", str(profile.steps))]
     if profile.wall_ms is not None:
         props.append(("opprof.wall_ms", _ms_text(profile.wall_ms)))  # over all the steps, as the JSON's
-        props.append(("opprof.wall_ms_per_step", _ms_text(median_wall_ns(profile) / 1e6)))  # the median step
+        props.append(("opprof.wall_ms_per_step", _ms_text(profile.median_wall_ns / 1e6)))  # the median step
     for op in profile.ops[:top]:
         props.append((f"opprof.op.{op.name}.calls_per_step", count_text(op.calls_per_step.median)))
         props.append((f"opprof.op.{op.name}.ms_per_step", _ms_text(op.time_per_step.median / 1e6)))

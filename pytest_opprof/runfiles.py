@@ -18,9 +18,6 @@ from .decide import BaselineResult
 from .files import write_output
 from .jsontext import json_text
 from .results import TestRecord
-from .tables import (
-    median_wall_ns,
-)
 from .textout import file_bytes, os_text
 from .units import positional
 
@@ -194,7 +191,7 @@ def op_csv(
     over the steps; ms): with a `test` column, the baseline's columns and the test's `outcome`
     when `nodeid` is given (--opprof-csv: a trial's failed test read `ok` in every row), without
     them for one trace (opprof analyze --csv)."""
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     rows: list[list[Any]] = []
     if header:
         rows.append(["test", *CSV_COLUMNS, *CSV_BASELINE_COLUMNS] if nodeid is not None else CSV_COLUMNS)

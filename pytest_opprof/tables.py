@@ -174,15 +174,6 @@ def with_more_rows(table: str, total: int, shown: int, noun: str) -> str:
     return table + (f"\n({count_of(left, f'more {noun}')})" if left > 0 else "")
 
 
-def median_wall_ns(profile: Profile) -> float:
-    """The median step wall time (the mean of the middle two for an even step count, as the JSON's
-    `step_wall_ms.median`), 0 when unknown (a trace without step markers)."""
-    if not profile.wall_known:
-        return 0.0
-    walls = [s.wall_ns for s in profile.step_spans]
-    return float(statistics.median(walls)) if walls else 0.0
-
-
 def of_step(ns: float, median_wall: float) -> str:
     """A time per step as a share of the median step's wall time: the `of step` column of every
     table ('' for a capture without step markers, which has no step to be a share of)."""
@@ -200,7 +191,7 @@ def by_shown_time(ops: Any) -> list[Any]:
 def ops_table(profile: Profile, top: int | None = 20) -> str:
     """Ops by time per step (device time for ops that ran on a device, else CPU), largest
     first, as the share column shows it: medians per step."""
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     rows = []
     for op in by_shown_time(profile.ops)[: top or None]:
         per = op.time_per_step
@@ -257,7 +248,7 @@ def _time_where_ran(op: Any) -> float | None:
 def ranges_table(profile: Profile, top: int | None = 20) -> str:
     """The capture's ranges (record_function blocks, annotations) by time per step: wall time on
     their thread, and the device time of the work launched inside them."""
-    median_wall = median_wall_ns(profile)
+    median_wall = profile.median_wall_ns
     rows = []
     for r in by_shown_time(profile.ranges)[: top or None]:
         share = of_step(r.time_per_step.median, median_wall)
@@ -379,7 +370,7 @@ def _wall_words(profile: Profile) -> str:
     )
     if profile.steps <= 1:
         return f"{profile.wall_ms:.3f} ms wall{f' ({between})' if between else ''}{inputs}"
-    return f"{median_wall_ns(profile) / 1e6:.3f} ms/step wall (median; {profile.wall_ms:.3f} ms in all{f'; {between}' if between else ''}){inputs}"
+    return f"{profile.median_wall_ns / 1e6:.3f} ms/step wall (median; {profile.wall_ms:.3f} ms in all{f'; {between}' if between else ''}){inputs}"
 
 
 def profile_tables(profile: Profile, top: int | None = 20, whole: Profile | None = None) -> str:

@@ -940,6 +940,13 @@ class Profile:
         return len(self.step_spans)
 
     @property
+    def median_wall_ns(self) -> float:
+        """The median step wall time (the mean of the middle two for an even step count, as the
+        JSON's `step_wall_ms.median`), 0 when unknown (a trace without step markers)."""
+        walls = [s.wall_ns for s in self.step_spans] if self.wall_known else []
+        return float(statistics.median(walls)) if walls else 0.0
+
+    @property
     def compiled_in(self) -> tuple[int, ...]:
         """The steps torch.compile compiled in, by position (0: the first step)."""
         if self.compiled is None:
