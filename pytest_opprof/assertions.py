@@ -10,6 +10,7 @@ import fnmatch
 import math
 import os
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -387,24 +388,44 @@ def _inputs_read(profile: Profile) -> bool:
 
 
 def _where(callers: tuple[str, ...], around: str = "") -> str:
-    """`in aten::to <- aten::div_` or `called from Python`, then where among the ranges (_places)."""
+    """`in aten::to <- aten::div_` or `called from Python` (the callers of the op's first call),
+    then where among the ranges (_places); calls in several places by place alone (a review read
+    `in aten::to: 1/step inside A, 1/step outside every range` of two calls, one not in aten::to)."""
+    if around.startswith(":"):
+        return f"by place{around}"
     return ("in " + " <- ".join(callers) if callers else "called from Python") + around
 
 
+Place = tuple[bool, tuple[str, ...]]  # (in the backward pass, the ranges around it, innermost first)
+
+
 def _places(profile: Profile, table: EventTable, name: str, rows: list[int] | None = None) -> str:
-    """Where the op's calls in the steps (or `rows`) ran among the ranges: ` inside R` where all
-    ran in one place; where in several, each with its calls per step, the most first (a training
-    trial's added `loss.item()` read as inside `Optimizer.step#AdamW.step`, where AdamW's 20
-    step-count reads ran: `: 20/step inside Optimizer.step#AdamW.step, 1/step outside every range`)."""
-    rows = _in_steps(profile, table, op_calls(table, name) if rows is None else rows)
-    places = Counter(zip(in_backward_each(table, rows), ranges_around_each(table, rows)))
+    """Where the op's calls in the steps (or `rows`) ran among the ranges and the backward pass:
+    ` inside R` where all ran in one place; where in several, each with its median calls per step
+    (or the steps it ran in), the most calls first (a training trial's added `loss.item()` read as
+    inside `Optimizer.step#AdamW.step`, where AdamW's 20 step-count reads ran: `: 20/step inside
+    Optimizer.step#AdamW.step, 1/step outside every range`)."""
+    steps = _step_of_rows(profile, table, op_calls(table, name) if rows is None else rows)
+    kept = [row for row, step in steps if step is not None]
+    keys: list[Place] = list(zip(in_backward_each(table, kept), ranges_around_each(table, kept)))
+    places = Counter(keys)
     if len(places) <= 1:
         (only,) = places or [(False, ())]
         return "" if only == (False, ()) else " " + _place_text(*only, backward_elsewhere=False)
-    steps = max(profile.steps, 1)
+    n_steps = max(len(profile.step_spans) if profile.wall_known else 1, 1)
+    per_step: dict[Place, list[int]] = {key: [0] * n_steps for key in places}
+    for key, step in zip(keys, (step for _, step in steps if step is not None)):
+        per_step[key][step] += 1
     elsewhere = any(backward for backward, _ in places)
-    parts = [f"{count_text(n / steps)}/step {_place_text(*place, elsewhere)}" for place, n in places.most_common(3)]
+    parts = [f"{_calls_of(per_step[key])} {_place_text(*key, elsewhere)}" for key, _ in places.most_common(3)]
     return f": {', '.join(parts)}{', ...' if len(places) > 3 else ''}"
+
+
+def _calls_of(counts: list[int]) -> str:
+    """A place's median calls per step, or `in 1 of 4 steps` where that median is 0 (a review's
+    20 reads in one step of four read `5/step` beside a headline of medians)."""
+    middle = median(counts)
+    return f"{count_text(middle)}/step" if middle else f"in {sum(1 for c in counts if c)} of {len(counts)} steps"
 
 
 def _place_text(backward: bool, ranges: tuple[str, ...], backward_elsewhere: bool) -> str:
@@ -422,15 +443,23 @@ def spread_places(profile: Profile, name: str) -> str:
     "" where they ran in one, or the profile holds no events."""
     table = profile.event_table
     around = _places(profile, table, name) if table is not None else ""
-    return around.removeprefix(": ") if around.startswith(":") else ""  # no callers: the first call's only
+    return around.removeprefix(": ") if around.startswith(":") else ""
 
 
-def _in_steps(profile: Profile, table: EventTable, rows: list[int]) -> list[int]:
-    """The rows that started inside a measured step (all of them without step markers)."""
-    spans = [(s.start_ns, s.end_ns) for s in profile.step_spans] if profile.wall_known else []
+def _step_of_rows(profile: Profile, table: EventTable, rows: list[int]) -> list[tuple[int, int | None]]:
+    """Each row with the index of the measured step it started in (None outside every step; 0
+    for all without step markers), by bisection over the steps' starts (a review's 3,000 steps
+    took 4.8 s one step at a time)."""
+    spans = sorted((s.start_ns, s.end_ns) for s in profile.step_spans) if profile.wall_known else []
     if not spans:
-        return rows
-    return [r for r in rows if any(start <= table.start_ns[r] <= end for start, end in spans)]
+        return [(row, 0) for row in rows]
+    starts = [start for start, _ in spans]
+    found: list[tuple[int, int | None]] = []
+    for row in rows:
+        at = table.start_ns[row]
+        k = bisect_right(starts, at) - 1
+        found.append((row, k if k >= 0 and at <= spans[k][1] else None))
+    return found
 
 
 _PLACED = 5  # the ops found by assert_no_op whose message says where they ran
@@ -639,16 +668,18 @@ def _no_graph_break(profile: Profile) -> str | None:
 
 
 def _ran_eagerly_after_limit(profile: Profile, regions: list[RegionCall]) -> str | None:
-    """Steps that ran no compiled region where others did, in a run that hit Dynamo's recompile
-    limit: the frame ran eagerly there, as one long break (a compile trial's gate passed it)."""
+    """The steps after the last that ran a compiled region, in a run whose measured steps hit
+    Dynamo's recompile limit: the frame ran eagerly from then on, as one long break (a compile
+    trial's gate passed it). Not a step between compiled ones (an optimizer step every 2nd call),
+    nor a limit hit before the steps (a review's)."""
     limit = limit_clause(profile)
-    ran = {r.step for r in regions}
-    eager = [s.number for s in profile.step_spans if s.number not in ran]
-    if not limit or not eager:
+    last = max(r.step for r in regions)
+    eager = [s.number for s in profile.step_spans if s.number > last]
+    if not limit or not profile.metadata.get("limit_in_steps", True) or not eager:
         return None
     listed = ", ".join(str(n) for n in eager[:3]) + (", ..." if len(eager) > 3 else "")
-    steps = f"in {len(eager)} of {len(profile.step_spans)} steps ({listed})"
-    return f"{steps} no compiled region ran (step {min(ran)} ran one): the model ran eagerly there{limit}"
+    steps = f"in the last {len(eager)} of {len(profile.step_spans)} steps ({listed})"
+    return f"{steps} no compiled region ran, after step {last} ran one: the model ran eagerly there{limit}"
 
 
 _SENTENCE_END = re.compile(r"\.\s+(?=[A-Z])")  # not inside `(e.g. clamping ...)`

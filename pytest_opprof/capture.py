@@ -746,6 +746,7 @@ def _run_steps(
     # (after them when there is no warmup: the first profiled step is then the cold call asked for).
     observed = UNPROFILED_STEPS if work else 0  # a confirming measurement reads only the times
     unprofiled = [unprofiled_step_ns(torch, fn, args, kwargs) for _ in range(observed if warmup else 0)]
+    steps_before = breaks_seen()
     prof, threads, result = _profiled_steps(torch, fn, args, kwargs, steps, cut_short, probe)
     try:
         with _cut_short_as(
@@ -762,7 +763,8 @@ def _run_steps(
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
     limit = recompile_limit_hit(breaks_before)
     if limit is not None:  # Dynamo gave up compiling a frame: it ran eagerly from then on
-        timed = replace(timed, metadata={**timed.metadata, "recompile_limit_hit": limit})
+        in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
+        timed = replace(timed, metadata={**timed.metadata, "recompile_limit_hit": limit, "limit_in_steps": in_steps})
     if not (work or signature):
         return timed, result
     with _cut_short_as(cut_short, lambda: timed):

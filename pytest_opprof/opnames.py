@@ -19,6 +19,7 @@ def _torch() -> Any:
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
 _NODE_LIKE = re.compile(r"\w+Backwards?\d*")  # a backward node's name, or a slip of one (`ToCopyBackwards0`)
+_NODE_ANY_CASE = re.compile(r"\w+backwards?\d*", re.IGNORECASE)
 
 
 _KERNEL_INDEX = re.compile(r"((?:cpp|triton)_\w*fused\w*?_)(\d+)$")  # Inductor numbers a graph's kernels
@@ -92,6 +93,8 @@ def is_known_op(name: str, ran: Iterable[str] = ()) -> bool:
     node = name.removeprefix(AUTOGRAD_PREFIX)
     if _NODE_LIKE.fullmatch(node):
         return _known_node(node)
+    if _NODE_ANY_CASE.fullmatch(node):  # `ToCopybackward0`: a node's name in other letters only
+        return node.lower() not in _node_names_lowered()
     if profiler_spelling(name) is not None:
         return False
     namespace, sep, op = name.partition("::")
@@ -174,9 +177,16 @@ def _known_node(name: str) -> bool:
     node = _NODE_NAME.fullmatch(name)
     if node is None or node.group(2):
         return False
-    if name.lower() in {n.lower() for n in [*dir(functions), *custom]}:
+    if name.lower() in _node_names_lowered():
         return False
     return not any(hasattr(functions, f"{node.group(1)}{n}") for n in range(4))
+
+
+def _node_names_lowered() -> set[str]:
+    """torch's backward nodes and the custom Functions' defined so far, in lower case."""
+    torch = _torch()
+    registered = dir(getattr(torch._C, "_functions", None))
+    return {n.lower() for n in [*registered, *_custom_nodes(torch)] if _NODE_ANY_CASE.fullmatch(n)}
 
 
 def _custom_nodes(torch: Any) -> set[str]:

@@ -274,6 +274,9 @@ def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
         ("MyFunctionBackward", True),
         ("ToCopyBackwards0", False),  # a training trial's slips passed assert_no_op beside ToCopyBackward0
         ("TocopyBackward0", False),
+        ("ToCopybackward0", False),  # the `Backward` in other letters (a review's passed)
+        ("addmmbackward0", False),
+        ("my_fused_backward", True),  # no node's name in any letters: a label, a library's op
         ("AddmBackward0", False),
         ("MyFunctionBackwards", False),  # a node's name ends in Backward; torch's CopyBackwards aside
         ("autograd::engine::evaluate_function: AddmBackward0", False),

@@ -227,7 +227,7 @@ def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester):
     # its own read said apart from Adam's (a training trial's `loss.item()` read as inside the optimizer)
     result.stdout.fnmatch_lines(
         [
-            "E * host-device syncs: aten::item (3/step, called from Python: 2/step inside Optimizer.step#Adam.step, "
+            "E * host-device syncs: aten::item (3/step, by place: 2/step inside Optimizer.step#Adam.step, "
             "1/step outside every range), *"
         ]
     )

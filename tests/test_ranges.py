@@ -224,7 +224,7 @@ def test_an_op_is_placed_in_the_two_innermost_ranges_around_each_call():
         op("aten::relu", 500, 10),
     ]
     assert assertions.op_count("aten::relu", 1)(analyze(events)) == (
-        "aten::relu: 2 calls/step, expected 1 (per step: 2; called from Python: 1/step inside inner <- middle, "
+        "aten::relu: 2 calls/step, expected 1 (per step: 2; by place: 1/step inside inner <- middle, "
         "1/step outside every range)"
     )
     alike = [e for e in events if e.start_ns != 500_000] + [op("aten::relu", 60, 5)]
@@ -248,7 +248,7 @@ def test_an_ops_calls_in_the_backward_pass_are_said_apart():
         op("aten::addmm", 120, 10),
     ]
     assert assertions.op_count("aten::addmm", 2)(analyze(events)) == (
-        "aten::addmm: 3 calls/step, expected 2 (per step: 3; called from Python: 2/step outside the backward "
+        "aten::addmm: 3 calls/step, expected 2 (per step: 3; by place: 2/step outside the backward "
         "pass, 1/step in the backward pass inside bwd)"
     )
     backward = [e for e in events if e.start_ns >= 100_000 or e.name.startswith("ProfilerStep")]
@@ -256,6 +256,43 @@ def test_an_ops_calls_in_the_backward_pass_are_said_apart():
         "aten::addmm: 1 calls/step, expected 2 (per step: 1; in autograd::engine::evaluate_function: AddmmBackward0 "
         "in the backward pass inside bwd)"
     )
+
+
+def test_a_place_that_ran_in_some_steps_only_says_in_how_many():
+    """Each place's calls are its median per step, as the headline's; a place that ran in under
+    half the steps says in how many (a review's 20 reads in one step of four read `5/step`)."""
+    from pytest_opprof import assertions
+
+    events = []
+    for n in range(4):
+        base = n * 1000
+        events += [step(n + 1, base, 900), op("aten::item", base + 10, 5), op("aten::item", base + 20, 5)]
+        if n == 3:
+            events += [annotation("opt", base + 100, 500)]
+            events += [op("aten::item", base + 110 + 10 * k, 5) for k in range(20)]
+    assert assertions.op_count("aten::item", 2)(analyze(events)) == (
+        "aten::item: 2-22 calls/step, expected 2 (per step: 2, 2, 2, 22; by place: in 1 of 4 steps inside "
+        "opt, 2/step outside every range)"
+    )
+
+
+def test_a_call_spanning_its_engine_call_exactly_is_in_the_backward_pass():
+    """A trace in whole microseconds gives an engine call and the node and op inside it one
+    span: they ran in the backward pass (a review's `aten::t` read outside it); the engine call
+    itself, alone, is not inside another."""
+    from pytest_opprof.analysis.ranges import in_backward_each, op_calls
+
+    events = [
+        step(1, 0, 1000),
+        op("autograd::engine::evaluate_function: TBackward0", 100, 5),
+        op("TBackward0", 100, 5),
+        op("aten::t", 100, 5),
+        op("aten::t", 300, 5),
+    ]
+    table = analyze(events).event_table
+    assert in_backward_each(table, op_calls(table, "aten::t")) == [True, False]
+    assert in_backward_each(table, op_calls(table, "TBackward0")) == [True]
+    assert in_backward_each(table, op_calls(table, "autograd::engine::evaluate_function: TBackward0")) == [False]
 
 
 def test_an_annotation_inside_a_compilation_is_no_range_whatever_its_name():

@@ -179,7 +179,7 @@ def op_calls(table: EventTable, op: str, launching: bool = False) -> list[int]:
     """The rows of the op named `op`, by start time; with `launching`, only the calls inside which
     their thread made a runtime call (a scalar read that copied from the device, not one of a
     CPU tensor: Adam's step counts)."""
-    calls = CallIndex.of(table).rows.get(op, [])
+    calls = list(CallIndex.of(table).rows.get(op, ()))  # a copy: the index's stays as built
     if not launching or not calls:
         return calls
     runtime: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -197,28 +197,31 @@ def op_calls(table: EventTable, op: str, launching: bool = False) -> list[int]:
     return [i for i in calls if launched(i)]
 
 
-def ranges_around(table: EventTable, op: str, limit: int = 2, row: int | None = None) -> tuple[str, ...]:
-    """The ranges around the first call of the op named `op` (or around `row`) on its thread,
-    innermost first (at most `limit`): `Optimizer.step#Adam.step` for the scalar reads of Adam's
-    step counts, which an op's callers cannot name (a range is no op)."""
-    calls = op_calls(table, op) if row is None else [row]
-    return ranges_around_each(table, calls[:1], limit)[0] if calls else ()
-
-
 def in_backward_each(table: EventTable, rows: Iterable[int]) -> list[bool]:
     """For each of `rows`, whether it ran in the backward pass: inside an autograd engine's call
     of a node on its thread (`autograd::engine::evaluate_function: AddmmBackward0`), as the
     forward ops activation checkpointing recomputes do. The engine's calls on a thread nest, so
     their union, in disjoint spans, is searched by bisection."""
     union = CallIndex.of(table).backward
-    return [_within(union.get((table.pid[r], table.tid[r]), []), table.start_ns[r], table.dur_ns[r]) for r in rows]
+    return [
+        _within(
+            union.get((table.pid[r], table.tid[r]), []),
+            table.start_ns[r],
+            table.dur_ns[r],
+            strictly=table.name[r].startswith(AUTOGRAD_PREFIX),
+        )
+        for r in rows
+    ]
 
 
-def _within(union: list[tuple[int, int]], start: int, dur: int) -> bool:
-    """Whether [start, start + dur] lies in one of the union's spans (an engine call is not in
-    itself: its span starts with it, so only a strictly wider span, or one it starts after, holds it)."""
+def _within(union: list[tuple[int, int]], start: int, dur: int, strictly: bool) -> bool:
+    """Whether [start, start + dur] lies in one of the union's spans; `strictly` for an engine
+    call itself, whose own span is in the union: only a wider span holds it. Another op may span
+    its engine call exactly (a trace's whole microseconds: `aten::t` in `TBackward0`, 100 us for 5)."""
     k = bisect_right(union, (start, math.inf)) - 1
-    return k >= 0 and start + dur <= union[k][1] and (union[k][0] < start or start + dur < union[k][1])
+    if k < 0 or start + dur > union[k][1]:
+        return False
+    return not strictly or union[k][0] < start or start + dur < union[k][1]
 
 
 def ranges_around_each(table: EventTable, rows: Iterable[int], limit: int = 2) -> list[tuple[str, ...]]:
