@@ -362,8 +362,9 @@ def no_op(
 def context(profile: Profile, name: str, say_unread: bool = True) -> str:
     """Where an op ran and on what: `in aten::to <- aten::div_; inputs long int[]` — its most
     frequent input signature and the callers of that signature's first call (innermost first),
-    or, without recorded inputs, the callers of its first call; and the ranges around its first
-    call (`called from Python inside Optimizer.step#Adam.step`). An op that did not run in the
+    or, without recorded inputs, the callers of its first call; and the ranges around its calls
+    (`called from Python inside Optimizer.step#Adam.step`), or, where its calls ran in several
+    places, each (`by place: 2/step inside ..., 1/step outside every range`: _places). An op that did not run in the
     step that recorded the others' inputs says so (a diagnosis trial read no inputs, and no why),
     unless `say_unread` is false (a structure verdict's list of several such ops)."""
     stats = profile.op(name)
