@@ -181,51 +181,45 @@ def test_an_input_replaced_in_an_op_of_some_steps_is_a_work_change(pytester, mon
     )
 
 
-def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester):
+ADAM_STEP = """
+import os
+import torch
+
+def test_adam_step(opprof):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.Adam(model.parameters(), foreach=False)
+    x = torch.randn(4, 8)
+
+    def train_step():
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        return loss.item() if os.environ.get("ITEM") else None
+
+    opprof.run(train_step, warmup=2, steps=int(os.environ.get("STEPS", "3")))
+    if os.environ.get("NO_SYNC"):
+        opprof.assert_no_sync()
+"""
+
+
+def test_a_scalar_read_in_an_optimizer_step_is_named_where_it_ran(pytester, monkeypatch):
     """Adam reads its step counts with `.item()`: on a CPU-only machine assert_no_sync fails (it
     stands in for a device run), and the failure says where the reads ran and that a scalar kept
     on the CPU never syncs, where a training trial's said only `aten::item (12/step)`; a read of
     the test's own beside them is said apart (another's `loss.item()` read as inside the
     optimizer's range)."""
-    pytester.makepyfile(
-        test_adam="""
-        import torch
-
-        def test_adam_step(opprof):
-            torch.manual_seed(0)
-            model = torch.nn.Linear(8, 2)
-            opt = torch.optim.Adam(model.parameters(), foreach=False)
-            x = torch.randn(4, 8)
-
-            def train_step():
-                opt.zero_grad()
-                model(x).sum().backward()
-                opt.step()
-
-            opprof.run(train_step, warmup=2, steps=2)
-            opprof.assert_no_sync()
-
-        def test_adam_step_and_loss_item(opprof):
-            torch.manual_seed(0)
-            model = torch.nn.Linear(8, 2)
-            opt = torch.optim.Adam(model.parameters(), foreach=False)
-            x = torch.randn(4, 8)
-
-            def train_step():
-                opt.zero_grad()
-                loss = model(x).sum()
-                loss.backward()
-                opt.step()
-                return loss.item()
-
-            opprof.run(train_step, warmup=2, steps=2)
-            opprof.assert_no_sync()
-        """
-    )
+    pytester.makepyfile(test_adam=ADAM_STEP)
+    monkeypatch.setenv("NO_SYNC", "1")
+    monkeypatch.setenv("STEPS", "2")
     result = run(pytester, "--opprof")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=1)
+    monkeypatch.setenv("ITEM", "1")
+    with_item = run(pytester, "--opprof")
+    with_item.assert_outcomes(failed=1)
     # its own read said apart from Adam's (a training trial's `loss.item()` read as inside the optimizer)
-    result.stdout.fnmatch_lines(
+    with_item.stdout.fnmatch_lines(
         [
             "E * host-device syncs: aten::item (3/step, by place: 2/step inside Optimizer.step#Adam.step, "
             "1/step outside every range), *"
@@ -279,27 +273,6 @@ def test_a_run_keyword_misspelled_is_refused_before_the_warm_up(pytester):
                 "E *OpprofUsageError: warm_up=1: fn takes no keyword 'warm_up', * did you mean warmup=1?",
             ]
         )
-
-
-ADAM_STEP = """
-import os
-import torch
-
-def test_adam_step(opprof):
-    torch.manual_seed(0)
-    model = torch.nn.Linear(8, 2)
-    opt = torch.optim.Adam(model.parameters(), foreach=False)
-    x = torch.randn(4, 8)
-
-    def train_step():
-        opt.zero_grad()
-        loss = model(x).sum()
-        loss.backward()
-        opt.step()
-        return loss.item() if os.environ.get("ITEM") else None
-
-    opprof.run(train_step, warmup=2, steps=3)
-"""
 
 
 def test_a_count_change_of_an_op_run_in_several_places_says_each(pytester, monkeypatch):
