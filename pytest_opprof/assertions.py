@@ -364,9 +364,10 @@ def context(profile: Profile, name: str, say_unread: bool = True) -> str:
     frequent input signature and the callers of that signature's first call (innermost first),
     or, without recorded inputs, the callers of its first call; and the ranges around its calls
     (`called from Python inside Optimizer.step#Adam.step`), or, where its calls ran in several
-    places, each (`by place: 2/step inside ..., 1/step outside every range`: _places). An op that did not run in the
-    step that recorded the others' inputs says so (a diagnosis trial read no inputs, and no why),
-    unless `say_unread` is false (a structure verdict's list of several such ops)."""
+    places, each (`by place: 2/step inside ..., 1/step outside every range`: _places). An op
+    that did not run in the step that recorded the others' inputs says so (a diagnosis trial
+    read no inputs, and no why), unless `say_unread` is false (a structure verdict's list of
+    several such ops)."""
     stats = profile.op(name)
     around = _places(profile, profile.event_table, name) if profile.event_table is not None else ""
     if stats is None or stats.work is None or not stats.work.signatures:
