@@ -189,11 +189,7 @@ def _structure(
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
     if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
         shown = f"{compiled}; the ops: {shown}"
-    if threads_differ(current, baseline):  # a verdict trial's one thread read as a structure change first
-        mode += (
-            f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
-            "a thread count changes how some ops split their work"
-        )
+    mode += _threads_clause(current, baseline)  # a verdict trial's one thread read as a structure change first
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
@@ -329,6 +325,18 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool, place: str 
 # -- 2. work -----------------------------------------------------------------------------------
 
 
+def _threads_clause(current: BaselineDoc, baseline: BaselineDoc) -> str:
+    """`; torch ran on 1 thread, the baseline on 2: ...` where the thread counts differ: reductions
+    split otherwise (a scale trial's OMP_NUM_THREADS=1, as the xdist note advises, failed 12 tests
+    on `aten::zero_: inputs (float[2,2,32]) -> (float[2,1,32])`, no word of threads on their lines)."""
+    if not threads_differ(current, baseline):
+        return ""
+    return (
+        f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
+        "a thread count changes how some ops split their work"
+    )
+
+
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
     """A verdict per op whose work changed (both sides recorded it; its call count did not change;
     of one whose calls differ between steps, only replaced inputs: _steady), those whose FLOPs
@@ -337,6 +345,7 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
     (a trial's doubled LSTM), and `aten::addmm: 1.8x the FLOPs` before the 13 inputs of the
     transformer layer's fused op that called it (a trial's wider feed-forward)."""
     found = []
+    threads = _threads_clause(current, baseline)
     cost = {name: min(entry.time_samples, default=0.0) for name, entry in baseline.ops.items()}
     flops = records_flops(current) and records_flops(baseline)
     for name in set(current.ops) & set(baseline.ops):
@@ -357,7 +366,10 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(
-                ((flops_same, -cost[name], name), Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{where}", name))
+                (
+                    (flops_same, -cost[name], name),
+                    Verdict(WORK, CHANGED, f"{name}: {'; '.join(parts)}{threads}{where}", name),
+                )
             )
     return [verdict for _, verdict in sorted(found, key=lambda f: f[0])]
 

@@ -519,8 +519,9 @@ def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None 
         return (
             f"opprof: measured under pytest-xdist (-n {workers}): {workers} workers of {count_of(threads, 'torch thread')} "
             f"each share {count_of(cpus, 'CPU')}, so a test's ops may wait for CPUs another worker holds: its times "
-            "and time assertions (assert_op_below, assert_total_below) read that load; op counts are exact as ever. "
-            f"For times, {fix}, recording and checking alike"
+            "and time assertions (assert_op_below, assert_total_below) read that load, and the run takes longer; op "
+            f"counts are exact as ever. For times, {fix}, recording and checking alike (a thread count changes how "
+            "some ops split their work: record the baselines with the setting that checks them)"
         )
     return (
         f"opprof: measured under pytest-xdist (-n {workers}): timings on shared CPUs are noisier; "

@@ -129,6 +129,22 @@ def test_a_dtype_change_is_a_work_verdict_with_the_same_flops():
     assert "FLOPs" not in verdict.message
 
 
+def test_a_work_change_on_other_threads_names_the_thread_count():
+    """A scale trial ran its suite with OMP_NUM_THREADS=1 (the xdist note's advice) against
+    baselines of 2 threads: reductions split otherwise, and 12 tests failed on `aten::zero_:
+    inputs (...)` with no word of threads on their lines. Each work verdict names the counts."""
+    one, two = threaded(doc(mlp_profile(dtype="double")), 1), threaded(doc(mlp_profile()), 2)
+    ops = [v for v in compare(one, two, Rule()).verdicts if v.kind == WORK and v.op]
+    assert ops and all(
+        v.message.endswith(
+            "; torch ran on 1 thread, the baseline on 2: a thread count changes how some ops split their work"
+        )
+        for v in ops
+    )
+    (verdict, *_) = compare(threaded(doc(mlp_profile(dtype="double")), 2), two, Rule()).verdicts
+    assert "torch ran on" not in verdict.message
+
+
 def test_unchanged_work_and_unrecorded_work_give_no_work_verdict():
     """Identical work is no verdict; a side without recorded inputs (schema 1, a trace) skips work."""
     assert compare(doc(mlp_profile()), doc(mlp_profile()), Rule()).verdicts == ()

@@ -1441,8 +1441,10 @@ def test_{i}(opprof, mlp):
             [
                 f"opprof: measured under pytest-xdist (-n 2): 2 workers of {cpus} torch thread* each share {cpus} CPU*, "
                 "so a test's ops may wait for CPUs another worker holds: its times and time assertions "
-                "(assert_op_below, assert_total_below) read that load; op counts are exact as ever. For times, "
-                f"run without -n, or *OMP_NUM_THREADS={share}*, recording and checking alike"
+                "(assert_op_below, assert_total_below) read that load, and the run takes longer; op counts are exact "
+                f"as ever. For times, run without -n, or *OMP_NUM_THREADS={share}*, recording and checking alike (a "
+                "thread count changes how some ops split their work: record the baselines with the setting that checks "
+                "them)"
             ]
         )
     assert {t["worker"] for t in tests} <= {"gw0", "gw1"}
