@@ -3954,6 +3954,53 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
     assert "keep its baseline" not in result.stdout.str() and "read by no test" in result.stdout.str()
 
 
+def test_an_id_part_renamed_in_every_case_pairs_each_with_its_baseline(pytester, monkeypatch):
+    """A scale trial renamed `id="fp32"` to `"f32"` in a function of 2 x 2 cases: no case paired
+    (one of each per folder only), and `rm` was offered for every file. The one replacement of an
+    id part that maps every orphan onto a test without a baseline pairs them; where two parts
+    changed, nothing is paired."""
+    pytester.makepyfile(
+        test_r="""
+        import os, pytest, torch
+
+        DT = os.environ.get("DT", "fp32")
+
+        @pytest.mark.parametrize("n", [4, 5], ids=["b1", "b2"])
+        @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=[DT, "fp64"])
+        def test_m(opprof, n, dtype):
+            opprof.run(lambda: torch.ones(n, dtype=dtype) + 1, warmup=1, steps=3)
+
+        @pytest.mark.parametrize("dtype", [torch.float32], ids=[DT])
+        def test_one(opprof, dtype):
+            opprof.run(lambda: torch.ones(3, dtype=dtype) * 2, warmup=1, steps=3)
+        """
+    )
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=5)
+    monkeypatch.setenv("DT", "f32")
+    result = run(pytester, "--opprof")
+    lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
+    assert [line.split(" has no baseline")[0] for line in lines] == [
+        "opprof: test_r.py::test_m[f32-b1]",
+        "opprof: test_r.py::test_m[f32-b2]",
+        "opprof: test_r.py::test_one[f32]",  # one of each: paired as before
+    ], result.stdout.str()
+    for line in lines:
+        old, nodeid = shlex.split(line.split("opprof mv ")[1])
+        assert json.loads((pytester.path / old).read_text())["nodeid"].replace("fp32", "f32") == nodeid
+        _run_kept(line, pytester.path, monkeypatch)
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=5)
+    assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
+    monkeypatch.setenv("DT", "fp16")  # back to one name, then another part too: not the same tests
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=5)
+    pytester.path.joinpath("test_r.py").write_text(
+        pytester.path.joinpath("test_r.py").read_text().replace('ids=["b1", "b2"]', 'ids=["c1", "c2"]')
+    )
+    monkeypatch.setenv("DT", "f16")
+    result = run(pytester, "--opprof")
+    assert "test_m[f16-c1] has no baseline, and" not in result.stdout.str()
+
+
 def test_tests_whose_baseline_files_differ_only_in_case_are_named(pytester):
     """A CI trial's ids `[A]` and `[a]` (or tests `test_A`, `test_a`) get files that differ only
     in letter case: one file on macOS or Windows, where one recording overwrites the other's
