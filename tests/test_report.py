@@ -447,14 +447,16 @@ def test_the_xdist_note_gives_each_worker_its_share_or_fewer_workers():
     from pytest_opprof.summarylines import xdist_noise_note
 
     assert xdist_noise_note(2, 1, 2).endswith("timings on shared CPUs are noisier; op counts are exact as ever")
+    alike = (
+        "recording and checking alike (a thread count changes how some ops split their work: record the baselines "
+        "with the setting that checks them)"
+    )
     assert xdist_noise_note(2, 2, 2).endswith(
-        "For times, run without -n, or give each worker 1 torch thread (OMP_NUM_THREADS=1), recording and checking alike"
+        f"For times, run without -n, or give each worker 1 torch thread (OMP_NUM_THREADS=1), {alike}"
     )
-    assert xdist_noise_note(2, 8, 8).endswith(
-        "give each worker 4 torch threads (OMP_NUM_THREADS=4), recording and checking alike"
-    )
+    assert xdist_noise_note(2, 8, 8).endswith(f"give each worker 4 torch threads (OMP_NUM_THREADS=4), {alike}")
     assert xdist_noise_note(3, 1, 2).endswith(
-        "For times, run without -n, or with -n 2 or fewer and OMP_NUM_THREADS=1, recording and checking alike"
+        f"For times, run without -n, or with -n 2 or fewer and OMP_NUM_THREADS=1, {alike}"
     )
     assert xdist_noise_note(3, None, 2).endswith("noisier; op counts are exact as ever")  # threads unknown
 
