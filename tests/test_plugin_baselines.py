@@ -35,6 +35,17 @@ def _run_kept(line: str, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         assert cli_main(argv[1:]) == 0
 
 
+def _keep_renamed(result: pytest.RunResult, cwd: Path, monkeypatch: pytest.MonkeyPatch, renamed) -> list[str]:
+    """Runs every `keep its baseline:` line's `opprof mv`, after checking each moves the file of the
+    test `renamed(old node id)` names; the tests the lines name, sorted."""
+    lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
+    for line in lines:
+        old, nodeid = shlex.split(line.split("opprof mv ")[1])
+        assert renamed(json.loads((cwd / old).read_text())["nodeid"]) == nodeid
+        _run_kept(line, cwd, monkeypatch)
+    return [line.split(" has no baseline")[0] for line in lines]
+
+
 # -- baselines --------------------------------------------------------------------------------
 
 ORPHAN_TESTS = """
@@ -3934,17 +3945,14 @@ def test_a_renamed_parametrized_function_pairs_each_id_with_its_baseline(pyteste
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=3)
     monkeypatch.setenv("NAME", "test_params")
     result = run(pytester, "--opprof")
-    lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
-    assert [line.split(" has no baseline")[0] for line in lines] == [
+    # the same id, of the old name
+    assert _keep_renamed(
+        result, pytester.path, monkeypatch, lambda was: was.replace("::test_param[", "::test_params[")
+    ) == [
         "opprof: test_r.py::test_params[a b]",
         "opprof: test_r.py::test_params[c]",
         "opprof: test_r.py::test_params[x/y]",
     ]
-    for line in lines:
-        old, nodeid = shlex.split(line.split("opprof mv ")[1])
-        was = json.loads((pytester.path / old).read_text())["nodeid"]  # the same id, of the old name
-        assert was.replace("::test_param[", "::test_params[") == nodeid
-        _run_kept(line, pytester.path, monkeypatch)
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=3)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
@@ -3978,16 +3986,11 @@ def test_an_id_part_renamed_in_every_case_pairs_each_with_its_baseline(pytester,
     run(pytester, "--opprof-update-baseline").assert_outcomes(passed=5)
     monkeypatch.setenv("DT", "f32")
     result = run(pytester, "--opprof")
-    lines = sorted(line for line in result.stdout.lines if "keep its baseline" in line)
-    assert [line.split(" has no baseline")[0] for line in lines] == [
+    assert _keep_renamed(result, pytester.path, monkeypatch, lambda was: was.replace("fp32", "f32")) == [
         "opprof: test_r.py::test_m[f32-b1]",
         "opprof: test_r.py::test_m[f32-b2]",
         "opprof: test_r.py::test_one[f32]",  # one of each: paired as before
     ], result.stdout.str()
-    for line in lines:
-        old, nodeid = shlex.split(line.split("opprof mv ")[1])
-        assert json.loads((pytester.path / old).read_text())["nodeid"].replace("fp32", "f32") == nodeid
-        _run_kept(line, pytester.path, monkeypatch)
     result = run(pytester, "--opprof")
     result.assert_outcomes(passed=5)
     assert "no baseline" not in result.stdout.str() and "read by no test" not in result.stdout.str()
