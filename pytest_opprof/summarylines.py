@@ -36,6 +36,7 @@ from .report import format_summary
 from .results import WRITTEN, TestRecord
 from .rules import ENVIRONMENT, STRUCTURE, WORK
 from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
+from .structurelines import shared_structure
 from .textout import shell_quote
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, verdict_lines
@@ -59,6 +60,9 @@ def format_problems(
     measured is no bare one)."""
     records = run_spells(records)
     shared = _Shared() if verbose else _shared_environment(records, _shared_load(records, strict))
+    if not verbose:
+        structure = shared_structure(records, picked)
+        shared = dataclasses.replace(shared, lines=shared.lines + structure.lines, structure=structure.tests)
     lines = []
     for record in records:
         lines += _test_lines(record, verbose, shared, strict)
@@ -146,6 +150,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
         if nodeid in shared.environment:
             verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
+        if nodeid in shared.structure:  # and its record command: the shared line has one for all
+            verdicts = [v for v in verdicts if v.kind != STRUCTURE]
         status = "strict" if _strict_error(record, strict) else baseline.status
         lines += verdict_lines(verdicts, verbose, status, frozenset(baseline.fails), nodeid)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
@@ -158,6 +164,8 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         fixes = baseline.leak_fixes(baseline.verdicts) if (changed or slower) and baseline.status == "compared" else []
         lines += fixes  # the fix is in the tests that left the settings, not a recording
         if fixes and baseline.leaks_explain(baseline.verdicts):
+            pass
+        elif nodeid in shared.structure:
             pass
         elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
             # a slower time alone is written only by =all (it may be intended too: a larger model)
@@ -306,6 +314,7 @@ class _Shared:
     warned: frozenset[str] = frozenset()
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
     slowed: frozenset[str] = frozenset()  # tests whose 'recorded while the references ran slower' line one stands for
+    structure: frozenset[str] = frozenset()  # tests whose structure line and record command one stands for
 
 
 def _torch_moved(baseline: BaselineResult) -> str | None:

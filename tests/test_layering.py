@@ -57,6 +57,7 @@ LAYERS = [
         "report",
         "verdictlines",
         "runlines",
+        "structurelines",
         "summarylines",
         "fixture",
         "htmlreport",

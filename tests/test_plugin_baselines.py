@@ -4089,3 +4089,45 @@ def test_a_renamed_or_moved_test_and_a_moved_test_file_are_paired_with_their_bas
     assert [line for line in result.stdout.lines if "has no baseline" in line] == [
         line for line in lines if "test_a.py::test_new" in line
     ]
+
+
+ALIKE_TESTS = """
+import os
+import pytest
+import torch
+from conftest import infer
+
+@pytest.mark.parametrize("b", [1, 2, 4])
+def test_p(opprof, mlp, b):
+    model, x = mlp
+    def step():
+        y = infer(model, x.repeat(b, 1))
+        return y * 2 if os.environ.get("OPPROF_T_EXTRA") else y
+    opprof.run(step, warmup=1, steps=2)
+
+def test_other(opprof, mlp):
+    opprof.run(infer, *mlp, warmup=1, steps=2)
+"""
+
+
+def test_one_regression_in_many_tests_reads_as_one_line_with_one_command(project, monkeypatch):
+    """A scale trial's one regression failed 24 tests, each with its structure line and its own
+    record command: the cases that changed alike share one line, whose command (the function's id:
+    the run picked no tests) records them all, as written; the other test is untouched."""
+    project.makepyfile(test_alike=ALIKE_TESTS)
+    run(project, "--opprof-update-baseline").assert_outcomes(passed=4)
+    monkeypatch.setenv("OPPROF_T_EXTRA", "1")
+    result = run(project, "--opprof")
+    result.assert_outcomes(passed=1, failed=3)
+    (line,) = [line for line in result.stdout.lines if "changed alike" in line]
+    assert line.startswith("opprof: structure changed alike in 3 tests: + aten::mul (1/step), ")
+    assert "aten::copy_ 3 -> 4/step" in line and "inputs" not in line.split("; each test's line")[0]
+    assert line.endswith("record them: pytest --opprof-update-baseline test_alike.py::test_p (and commit the files)")
+    assert not [x for x in result.stdout.lines if x.startswith("test_alike.py::test_p[") and "structure" in x]
+    assert "record it" not in result.stdout.str().split("opprof ====")[1]  # the FAILURES section has each test's
+    other = next((project.path / ".opprof").rglob("test_other.json"))
+    before = other.read_text()
+    argv = shlex.split(line.split("record them: ")[1].removesuffix(" (and commit the files)"))
+    run(project, *argv[1:]).assert_outcomes(passed=3)
+    assert other.read_text() == before
+    run(project, "--opprof").assert_outcomes(passed=4)
