@@ -178,11 +178,14 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
     )
 
 
-def quiet_tables(left_out: int) -> str:
-    """The line for the tables pytest -qq leaves out."""
+def quiet_tables(left_out: int, warned: int = 0) -> str:
+    """The line for the tables pytest -qq leaves out (`warned`: of tests with a warning's line)."""
     one = left_out == 1
+    own = f"no line of {'its' if one else 'their'} own"
+    if warned:
+        own += " but a warning (above)" if one else f" but warnings ({warned} of them, above)"
     return (
-        f"opprof: {count_of(left_out, 'measured test')} passed with no line of {'its' if one else 'their'} own: "
+        f"opprof: {count_of(left_out, 'measured test')} passed with {own}: "
         f"{'its table is' if one else 'their tables are'} left out under -qq (run with -q or without it to see "
         f"{'it' if one else 'them'}; --opprof-json and --opprof-html hold them always)"
     )

@@ -503,15 +503,22 @@ def summary_lines(
     if problems:
         lines.append(problems)
     if len(shown) < len(records):
-        lines.append(quiet_tables(len({r.nodeid for r in records} - {r.nodeid for r in shown})))
+        left = {r.nodeid for r in records} - {r.nodeid for r in shown}
+        lines.append(quiet_tables(len(left), sum(1 for nodeid in left if f"{nodeid}: " in problems)))
     if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other
         lines.append(xdist_noise_note(workers, *shares))
     return lines
 
 
 def _worth_a_table(record: TestRecord, problems: str) -> bool:
-    """Under -qq: a test that did not pass, or one a line of the problems names."""
-    return record.outcome not in ("passed", None) or f"{record.nodeid}: " in problems
+    """Under -qq: a test that did not pass, or one a line of the problems names other than a check's
+    warning (a scale trial's -qq run printed the tables of passing tests for a `spread` warning:
+    the warning's own line says it)."""
+    if record.outcome not in ("passed", None):
+        return True
+    prefix = f"{record.nodeid}: "
+    own = [line[len(prefix) :] for line in problems.splitlines() if line.startswith(prefix)]
+    return any(not line.startswith("warning ") for line in own)
 
 
 def xdist_noise_note(workers: int, threads: int | None = None, cpus: int | None = None) -> str:

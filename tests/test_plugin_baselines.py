@@ -1290,6 +1290,21 @@ def test_qq_leaves_out_the_tables_of_tests_that_passed_with_nothing_to_say(basel
     )
 
 
+def test_qq_leaves_out_the_tables_of_passing_tests_whose_only_lines_are_warnings(baselined, fake_clock):
+    """A scale trial's -qq run printed the tables of passing tests for a `spread` warning: the
+    warning's line stays, the table goes, and the count says there were warnings."""
+    fake_clock.unprofiled_ns = 10_000  # the profiled steps x20 the unprofiled: an overhead warning
+    result = run(baselined, "--opprof", "-qq", "-k", "big")
+    assert result.ret == 0 and " [passed] (" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "test_base.py::test_big: warning overhead: profiled steps took x* the time of unprofiled ones*",
+            "opprof: 1 measured test passed with no line of its own but a warning (above): its table is left out under -qq *",
+        ]
+    )
+    assert " [passed] (" in run(baselined, "--opprof", "-q", "-k", "big").stdout.str()
+
+
 def test_a_tests_own_environment_line_gives_the_command_that_adopts_the_setup(baselined):
     """A baseline of another CPU model: each run (a bare recording too, which keeps the file) said
     so with no fix, a team trial's line every run; its own line now gives the =all command, which,
