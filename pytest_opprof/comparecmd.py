@@ -462,10 +462,14 @@ def _not_slower(rows: Sequence[SideRow], structure_shown: bool = False, structur
     only the structure verdict sees it (1 -> 8 calls in the 3 of 10 steps an op ran in, whose
     medians per step are 0 on both sides), unless that verdict's line under it says so (--fail-on
     structure)."""
-    if structure_shown:
-        return not_slower([])
+    return not_slower([] if structure_shown else _calls_moved(rows, structure_ops))
+
+
+def _calls_moved(rows: Sequence[SideRow], structure_ops: Sequence[str]) -> list[str]:
+    """The ops whose calls differ: rows added, removed or calls changed, then the structure
+    verdict's other ops (not a renumbered kernel's, whose calls held)."""
     moved = [r.op for r in rows if r.calls_changed or r.status in ("added", "removed")]
-    return not_slower(moved + [op for op in structure_ops if op not in moved])
+    return moved + [op for op in structure_ops if op not in moved]
 
 
 def _test_verdict(r: _Compared, fail_on: frozenset[str]) -> str:
@@ -558,6 +562,18 @@ def _launches(kernels: tuple[tuple[str, float, float], ...]) -> list[tuple[str, 
     return [(name, calls) for name, calls, _ in kernels]
 
 
+def _calls_differ(results: list[_Compared]) -> str:
+    """`; calls differ in 4 (...)`: the tests whose ops B calls otherwise, which the default judges
+    not (a scale trial's 144 tests added ops each, above a last line of `0 of 144 regressed`)."""
+    moved = [r.name for r in results if _calls_moved(r.rows, r.structure_ops)]
+    if not moved:
+        return ""
+    return (
+        f"; calls differ in {len(moved)} ({first_three(moved)}), which --fail-on structure fails on, as the plugin's "
+        "structure verdict does"
+    )
+
+
 def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:
     """What B failed in: under the default (time) the tests it regressed in; under another --fail-on
     each failed test with the kinds it failed on (`tests/t.py::x (structure, work)`)."""
@@ -566,7 +582,7 @@ def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:
         worse = [r.name for r in results if r.worse]
         # named: a scale trial's 1 regression of 400 sat in 6,000 lines above a line that named none
         named = f": {first_three(worse)}" if worse and len(results) > 1 else ""
-        return f"opprof compare: {len(worse)} of {compared} regressed in B{named}"
+        return f"opprof compare: {len(worse)} of {compared} regressed in B{named}{_calls_differ(results)}"
     failed = [f"{r.name} ({', '.join(r.failed)})" for r in results if r.failed]
     named = f": {first_three(failed)}" if failed else ""
     return f"opprof compare: {len(failed)} of {compared} failed in B (--fail-on {_kinds_text(fail_on)}){named}"

@@ -191,7 +191,10 @@ def test_compare_folders_tables(capsys, folders):
     assert "only in A (1): tests/test_m.py::test_old" in out
     assert "only in B (1): tests/test_m.py::test_new" in out
     # the last line names them: a scale trial's 1 of 400 sat 6,000 lines above it
-    assert out.rstrip().endswith("opprof compare: 1 of 2 compared tests regressed in B: tests/test_m.py::test_mlp")
+    assert out.rstrip().endswith(
+        "opprof compare: 1 of 2 compared tests regressed in B: tests/test_m.py::test_mlp; calls differ in 1 "
+        "(tests/test_m.py::test_mlp), which --fail-on structure fails on, as the plugin's structure verdict does"
+    )
 
 
 def test_b_faster_or_equal_exits_0(capsys, folders):
@@ -966,11 +969,16 @@ def kinds(tmp_path):
     return a, b
 
 
+CALLS_DIFFER = (  # the default judges time; a scale trial's 144 tests added ops above `0 of 144 regressed`
+    "; calls differ in 1 (t.py::test_cast), which --fail-on structure fails on, as the plugin's structure verdict does"
+)
+
+
 @pytest.mark.parametrize(
     ("fail_on", "code", "last"),
     [
-        (None, 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow"),
-        ("time", 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow"),
+        (None, 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow" + CALLS_DIFFER),
+        ("time", 1, "opprof compare: 1 of 4 compared tests regressed in B: t.py::test_slow" + CALLS_DIFFER),
         (
             "structure",
             1,
