@@ -49,6 +49,7 @@ from .errors import (
     OpprofError,
     closest_names,
     csv_chose_no_op,
+    markdown_too_long,
     moved_before_line,
     moved_line,
     mv_not_a_file,
@@ -369,6 +370,8 @@ def _emit(done: Done) -> int:
         return EXIT_BAD_INPUT
     for error in done.errors:
         _say(f"opprof: error: {printable_name(error)}")
+    for note in done.notes:
+        _say(f"opprof: note: {note}")
     return done.code
 
 
@@ -443,7 +446,8 @@ def _run(args: argparse.Namespace) -> Done:
             return _COMMANDS[args.command](args)
     with markdown_tables():
         done = _COMMANDS[args.command](args)
-    return replace(done, out=as_markdown(done.out))
+    out = as_markdown(done.out)
+    return replace(done, out=out, notes=(*done.notes, *markdown_too_long(len(out), len(out.encode()))))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

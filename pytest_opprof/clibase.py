@@ -158,11 +158,13 @@ def is_trace(path: Path) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """A command's result: what it prints, its exit code, and a line for stderr after the output."""
+    """A command's result: what it prints, its exit code, and lines for stderr after the output:
+    errors, then notes (what the output is fit for, as a Markdown too long for a comment)."""
 
     out: str
     code: int = EXIT_OK
     errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def json_text(data: Any) -> str:

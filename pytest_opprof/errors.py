@@ -178,6 +178,23 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
     )
 
 
+GITHUB_COMMENT_CHARS = 65_536  # what a GitHub issue or pull-request comment holds
+GITHUB_SUMMARY_BYTES = 1_048_576  # what a GitHub Actions step's summary file holds ($GITHUB_STEP_SUMMARY)
+
+
+def markdown_too_long(chars: int, size: int) -> tuple[str, ...]:
+    """The note for a --markdown output too long for where it is meant to go (a scale trial's
+    comparison of 144 tests made a comment GitHub refuses)."""
+    cut = "--top N and --op GLOB cut its tables (a compare's changed rows stay)"
+    if size > GITHUB_SUMMARY_BYTES:
+        return (f"the Markdown is {size:,} bytes, over the 1 MiB a GitHub job summary holds, and a comment's "
+                f"{GITHUB_COMMENT_CHARS:,} characters: {cut}",)  # fmt: skip
+    if chars > GITHUB_COMMENT_CHARS:
+        return (f"the Markdown is {chars:,} characters, over the {GITHUB_COMMENT_CHARS:,} a GitHub comment holds "
+                f"(a job summary holds 1 MiB): {cut}",)  # fmt: skip
+    return ()
+
+
 def quiet_tables(left_out: int, warned: int = 0) -> str:
     """The line for the tables pytest -qq leaves out (`warned`: of tests with a warning's line)."""
     one = left_out == 1

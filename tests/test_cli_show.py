@@ -317,6 +317,28 @@ def test_compare_as_markdown_for_a_pull_request_comment(capsys, tmp_path):
     assert out.rstrip().endswith("opprof compare: 1 of 1 compared test regressed in B")
 
 
+def test_a_markdown_too_long_for_a_comment_says_so_on_stderr(capsys, tmp_path):
+    """A scale trial's comparison of 144 tests made a Markdown GitHub refuses as a comment: a note
+    on stderr says its size, where it fits and what cuts it; the output and exit code are the same."""
+    from pytest_opprof.errors import markdown_too_long
+
+    root = tmp_path / ".opprof"
+    ids = [f"tests/test_m.py::test_mlp[{i}]" for i in range(150)]
+    a = write_folder(root, "nvidia-tesla-t4", {nodeid: profile(700) for nodeid in ids})
+    b = write_folder(root, "nvidia-a10", {nodeid: profile(1400) for nodeid in ids})
+    code, out, err = run_cli(capsys, "compare", a, b, "--markdown")
+    assert code == 1 and len(out) > 65_536
+    assert err == (
+        f"opprof: note: the Markdown is {len(out):,} characters, over the 65,536 a GitHub comment "
+        "holds (a job summary holds 1 MiB): --top N and --op GLOB cut its tables (a compare's changed rows stay)\n"
+    )
+    code, out, err = run_cli(capsys, "compare", a, b, "--markdown", "--op", "aten::relu")
+    assert (code, err) == (0, "") and len(out) < 65_536
+    assert run_cli(capsys, "compare", a, b)[2] == ""  # the text has no such limit
+    (big,) = markdown_too_long(2_000_000, 2_000_000)
+    assert big.startswith("the Markdown is 2,000,000 bytes, over the 1 MiB a GitHub job summary holds")
+
+
 def test_show_and_analyze_as_markdown(capsys, tmp_path, folders):
     a, _ = folders
     code, out, _ = run_cli(capsys, "show", a, "--markdown")
