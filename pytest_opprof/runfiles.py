@@ -9,7 +9,8 @@ import io
 import os
 import tempfile
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,28 @@ def run_report_json(
     (Profile.to_dict()), checks and trace path."""
     tests = [_json_part(r) for r in sorted(records, key=lambda r: r.nodeid)]
     found = {"schema": REPORT_SCHEMA, "device_key": device_key, "device": device, "orphan_baselines": list(orphans)}
+    found["summary"] = report_counts(records)
     return {**found, "rootdir": rootdir, "stopped_in": stopped_in, "partial": partial, "tests": tests}
+
+
+def report_counts(records: Iterable[TestRecord]) -> dict[str, Any]:
+    """The run's totals, that a script reads without walking the tests (a scale trial's CI summed
+    144 entries with jq): the tests listed, by outcome, by what their baseline step did (`none`
+    where none ran), and per verdict kind the tests with a verdict of each status."""
+    outcomes: Counter[str] = Counter()
+    baselines: Counter[str] = Counter()
+    verdicts: dict[str, Counter[str]] = {}
+    listed = 0
+    for record in records:
+        listed += 1
+        outcomes[record.outcome or "unknown"] += 1
+        baselines[record.baseline.status if record.baseline else "none"] += 1
+        for kind, status in {(v.kind, v.status) for v in (record.baseline.verdicts if record.baseline else ())}:
+            verdicts.setdefault(kind, Counter())[status] += 1
+    return {
+        "tests": listed, "outcomes": dict(outcomes), "baselines": dict(baselines),
+        "verdicts": {kind: dict(statuses) for kind, statuses in verdicts.items()},
+    }  # fmt: skip
 
 
 class ReportSpool:
@@ -55,6 +77,7 @@ class ReportSpool:
         self._parts: dict[tuple[str, str], tuple[int, int]] = {}
         self._csv_parts: dict[tuple[str, str], tuple[int, int]] = {}
         self._html_parts: dict[tuple[str, str], tuple[int, int]] = {}
+        self._records: dict[tuple[str, str], TestRecord] = {}
 
     def add(self, record: TestRecord) -> TestRecord:
         """Spool the record's JSON part; give back the record without its profile."""
@@ -63,7 +86,13 @@ class ReportSpool:
             self._parts[key] = self._spool(json_text(_json_part(record)))
         self._keep(self._csv_parts, key, record.csv if self.csv else None)
         self._keep(self._html_parts, key, record.html if self.html else None)
-        return dataclasses.replace(record, profile=None, csv=None, html=None)
+        kept = dataclasses.replace(record, profile=None, csv=None, html=None)
+        self._records[key] = kept
+        return kept
+
+    def records(self) -> list[TestRecord]:
+        """The records spooled, without their profiles: a test run again once, its last run's."""
+        return list(self._records.values())
 
     def _keep(self, parts: dict[tuple[str, str], tuple[int, int]], key: tuple[str, str], text: str | None) -> None:
         """The test's part (none without text): an earlier run's of the same test goes."""
@@ -115,6 +144,7 @@ def write_run_report(
     """The --opprof-json document (schema 1), streamed from the spool: the same bytes as
     jsontext.json_text of the whole document ("tests" sorts last)."""
     found = run_report_json([], device, device_key, orphans, rootdir, stopped_in, partial)
+    found["summary"] = report_counts(spool.records())
     del found["tests"]
     head = json_text(found)
 

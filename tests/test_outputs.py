@@ -177,6 +177,7 @@ def test_the_json_report_holds_each_tests_fields_and_not_its_terminal_csv_or_htm
         "rootdir",
         "stopped_in",
         "partial",
+        "summary",
         "tests",
     }
     assert doc["partial"] is False  # the default: a whole run

@@ -4132,8 +4132,13 @@ def test_one_regression_in_many_tests_reads_as_one_line_with_one_command(project
     project.makepyfile(test_alike=ALIKE_TESTS)
     run(project, "--opprof-update-baseline").assert_outcomes(passed=4)
     monkeypatch.setenv("OPPROF_T_EXTRA", "1")
-    result = run(project, "--opprof")
+    result = run(project, "--opprof", "--opprof-json=r.json")
     result.assert_outcomes(passed=1, failed=3)
+    summary = json.loads((project.path / "r.json").read_text())["summary"]  # a script's totals, no walk
+    assert summary == {
+        "tests": 4, "outcomes": {"failed": 3, "passed": 1}, "baselines": {"compared": 4},
+        "verdicts": {"structure": {"changed": 3}},
+    }  # fmt: skip
     (line,) = [line for line in result.stdout.lines if "changed alike" in line]
     assert line.startswith("opprof: structure changed alike in 3 tests: + aten::mul (1/step), ")
     assert "aten::copy_ 3 -> 4/step" in line and "inputs" not in line.split("; each test's line")[0]

@@ -22,6 +22,26 @@ def record(nodeid: str, with_profile: bool = True) -> TestRecord:
     )  # fmt: skip
 
 
+def test_the_reports_summary_counts_each_test_once_by_its_last_run(tmp_path):
+    """`summary`: tests, outcomes, baseline steps (`none` without one) and the tests with each
+    verdict kind and status; a test run again (a rerun plugin) counts once, as its last run."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.verdicts import Verdict
+
+    regressed = Verdict("time", "regressed", "aten::mm: slower", "aten::mm")
+    failed = TestRecord(**{**record("t.py::a").__dict__, "outcome": "failed"})
+    compared = BaselineResult(".opprof/cpu/t.py/b.json", "compared", verdicts=(regressed, regressed))
+    spool = ReportSpool()
+    for r in (failed, record("t.py::a"), TestRecord(**{**record("t.py::b").__dict__, "baseline": compared})):
+        spool.add(r)
+    write_run_report(tmp_path / "r.json", {}, "cpu-x86_64", spool)
+    spool.close()
+    assert json.loads((tmp_path / "r.json").read_text())["summary"] == {
+        "tests": 2, "outcomes": {"passed": 2}, "baselines": {"none": 1, "compared": 1},
+        "verdicts": {"time": {"regressed": 1}},
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize("nodeids", [[], ["t.py::b", "t.py::a", "t.py::c[ü]"]])
 def test_the_spooled_report_is_byte_identical_to_the_whole_document(tmp_path, nodeids):
     """Streaming the tests from the spool gives exactly the whole document's JSON text (jsontext:
