@@ -39,6 +39,7 @@ from .errors import (
     no_range,
     no_step_wall,
     over_limit,
+    recompile_limit_hit_text,
     recompiled_in_steps,
     share_hidden_by_median,
     share_over_limit,
@@ -615,12 +616,8 @@ def limit_clause(profile: Profile) -> str:
     limit = profile.metadata.get("recompile_limit_hit")
     if limit is None:
         return ""
-    value = f" ({limit})" if limit else ""
-    return (
-        f"; Dynamo hit its recompile limit{value} in this run and ran the frame eagerly from then on: each new "
-        "input shape or Python value compiled it anew; keep them fixed, mark the dimension dynamic "
-        "(torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
-    )
+    compiled = profile.metadata.get("graphs_in_run")
+    return "; " + recompile_limit_hit_text(limit, compiled if isinstance(compiled, int) else None)
 
 
 def fused_into(profile: Profile, op: str) -> list[str]:

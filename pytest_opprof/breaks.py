@@ -31,6 +31,7 @@ class BreaksSeen:
 
     counted: Counter[tuple[str, str]]
     listed: int
+    graphs: int = 0  # graphs Dynamo compiled in the process so far (its `unique_graphs` stat)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,19 @@ class ListedBreak:
 
 
 def breaks_seen() -> BreaksSeen:
-    return BreaksSeen(_counted(), len(_listed()))
+    return BreaksSeen(_counted(), len(_listed()), _graphs())
+
+
+def graphs_since(before: BreaksSeen) -> int:
+    """The graphs Dynamo compiled since `before` (0 where it reset its counters since)."""
+    return max(0, _graphs() - before.graphs)
+
+
+def _graphs() -> int:
+    counters = getattr(_utils(), "counters", None)
+    stats = counters.get("stats") if isinstance(counters, dict) else None
+    found = stats.get("unique_graphs", 0) if isinstance(stats, dict) else 0
+    return found if isinstance(found, int) else 0
 
 
 def new_break_reasons(before: BreaksSeen) -> list[str]:

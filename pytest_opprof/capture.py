@@ -30,11 +30,13 @@ from .analysis.checks import (
     cuda_untraced_check,
     last_step_partial,
     mps_untraced_check,
+    not_compiled_check,
+    recompile_limit_check,
     unprofiled_kernels_check,
     with_other_threads,
 )
 from .analysis.model import OtherThread
-from .breaks import breaks_seen, new_break_reasons, recompile_limit_hit
+from .breaks import BreaksSeen, breaks_seen, graphs_since, new_break_reasons, recompile_limit_hit
 from .errors import (
     CaptureError,
     OpprofUsageError,
@@ -721,6 +723,39 @@ def _on_threads(torch: Any, threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _with_dynamo_facts(timed: Profile, fn: Any, breaks_before: BreaksSeen, steps_before: BreaksSeen) -> Profile:
+    """The run's profile with what Dynamo did in it: the graph breaks it found, with torch's reasons;
+    where it hit its recompile limit (and ran the frame eagerly from then on), when, after how many
+    graphs, and a warning; a warning where a compiled model ran no compiled region (Dynamo skips a
+    function that hit its limit earlier in the process without a word)."""
+    new_breaks = new_break_reasons(breaks_before)
+    if new_breaks:
+        timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
+    limit = recompile_limit_hit(breaks_before)
+    if limit is not None:
+        in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
+        compiled = graphs_since(breaks_before)  # fewer than the limit: earlier calls in the process compiled it
+        found = {"recompile_limit_hit": limit, "limit_in_steps": in_steps, "graphs_in_run": compiled}
+        check = recompile_limit_check(limit, compiled)
+        return replace(timed, metadata={**timed.metadata, **found}, checks=(*timed.checks, check))
+    if compiled_callable(fn) and not (timed.compiled and any(r.step >= 0 for r in timed.compiled.regions)):
+        return replace(timed, checks=(*timed.checks, not_compiled_check()))
+    return timed
+
+
+def compiled_callable(fn: Any) -> bool:
+    """Whether `fn` is torch.compile's: a compiled module, a compiled function, or a module whose
+    .compile() was called."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    optimized = getattr(eval_frame, "OptimizedModule", None)
+    if isinstance(optimized, type) and isinstance(fn, optimized):
+        return True
+    return (
+        callable(getattr(fn, "_torchdynamo_orig_callable", None))
+        or getattr(fn, "_compiled_call_impl", None) is not None
+    )
+
+
 def _run_steps(
     torch: Any,
     fn: Callable[..., T],
@@ -758,13 +793,7 @@ def _run_steps(
         raise
     timed = with_overhead(with_reference(_read_own(prof), threads.fewest, before, take_references(torch)), unprofiled)
     timed = with_other_threads(timed, threads.others)
-    new_breaks = new_break_reasons(breaks_before)
-    if new_breaks:  # Dynamo compiled during this run: the graph breaks it found, with torch's reasons
-        timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
-    limit = recompile_limit_hit(breaks_before)
-    if limit is not None:  # Dynamo gave up compiling a frame: it ran eagerly from then on
-        in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
-        timed = replace(timed, metadata={**timed.metadata, "recompile_limit_hit": limit, "limit_in_steps": in_steps})
+    timed = _with_dynamo_facts(timed, fn, breaks_before, steps_before)
     if not (work or signature):
         return timed, result
     with _cut_short_as(cut_short, lambda: timed):

@@ -300,6 +300,36 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
     return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
 
 
+NOT_COMPILED_TEXT = (
+    "run() was given a torch.compile'd model and no compiled region ran in its steps: Dynamo ran it eagerly, so "
+    "the op table is the eager model's. It does so without a word for a function that hit its recompile limit "
+    "earlier in the process (Dynamo's cache is per function, shared by every torch.compile of it: a parametrized "
+    "test compiling one model class at many sizes), so the test alone measures compiled code; give each test its "
+    "own compilation (torch._dynamo.reset() in an autouse fixture), or raise torch._dynamo.config.recompile_limit"
+)
+
+
+def recompile_limit_hit_text(limit: str, compiled: int | None = None) -> str:
+    """Dynamo hit its recompile limit (`limit`: its value as torch words it, or "") in a run that
+    compiled `compiled` graphs: fewer than the limit, earlier code in the process compiled the frame
+    (a parametrized test compiling one model class at 12 sizes passed alone and ran eagerly from its
+    9th case on in the suite); else the run's own new shapes or values did."""
+    value = f" ({limit})" if limit else ""
+    said = f"Dynamo hit its recompile limit{value} in this run and ran the frame eagerly from then on"
+    if compiled is not None and limit.isdigit() and compiled < int(limit):
+        return (
+            f"{said}, after this run compiled {count_of(compiled, 'graph')}: earlier tests or calls in this process "
+            "compiled the same function (Dynamo's cache is per function, shared by every torch.compile of it), so "
+            "the test measures compiled code alone and eager code after them (-k, xdist and test order disagree); "
+            "give each test its own compilation (torch._dynamo.reset() in an autouse fixture), or raise "
+            "torch._dynamo.config.recompile_limit"
+        )
+    return (
+        f"{said}: each new input shape or Python value compiled it anew; keep them fixed, mark the dimension "
+        "dynamic (torch._dynamo.mark_dynamic), or raise torch._dynamo.config.recompile_limit"
+    )
+
+
 def recompiled_in_steps(steps: int | None, limit: str = "") -> str:
     """Why code compiled inside the measured steps: in the first only (`steps` None), a first
     call a warm-up takes; in several, new inputs, which no warm-up fixes. `limit`: the clause

@@ -405,3 +405,61 @@ def test_an_in_process_measured_run_leaves_kernel_profiling_as_it_found_it(pytes
     )
     pytester.runpytest("-p", "no:cacheprovider", "--opprof").assert_outcomes(passed=1)
     assert os.environ["TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"] == "0"
+
+
+SIZED_TESTS = """
+import os
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def low_limit():
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 2
+    if os.environ.get("OPPROF_T_RESET"):
+        torch._dynamo.reset()  # each test its own compilation, as the warnings advise
+    yield
+    torch._dynamo.config.recompile_limit = limit
+
+
+class Sized(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.l = torch.nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.relu(self.l(x))
+
+
+@pytest.mark.parametrize("n", [8, 9, 10, 11])
+def test_sized(opprof, n):
+    opprof.run(torch.compile(Sized(n), backend="eager", dynamic=False), torch.ones(4, n), warmup=1, steps=2)
+"""
+
+
+def test_cases_that_share_dynamos_cache_past_its_limit_are_warned(compiled_project, monkeypatch):
+    """A parametrized test compiling one model class at 12 sizes passed alone and, in the suite, ran
+    eagerly from its 9th case on without a word (Dynamo's recompile limit is per function, counted
+    over the process): the case that hits the limit says earlier tests compiled the function, each
+    later case that its compiled model ran no compiled region; each test its own compilation
+    (torch._dynamo.reset()) silences both."""
+    p = compiled_project
+    p.makepyfile(test_sized=SIZED_TESTS)
+    result = run(p, "--opprof", "--opprof-device-key=cpu")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "test_sized.py::test_sized[[]10[]]: warning recompile_limit: Dynamo hit its recompile limit (2) in this "
+            "run and ran the frame eagerly from then on, after this run compiled 0 graphs: earlier tests or calls in "
+            "this process compiled the same function *torch._dynamo.reset() in an autouse fixture*",
+            "test_sized.py::test_sized[[]11[]]: warning not_compiled: run() was given a torch.compile'd model and no "
+            "compiled region ran in its steps: Dynamo ran it eagerly*",
+        ]
+    )
+    assert "test_sized.py::test_sized[9]: warning" not in result.stdout.str()
+    monkeypatch.setenv("OPPROF_T_RESET", "1")
+    result = run(p, "--opprof", "--opprof-device-key=cpu")
+    result.assert_outcomes(passed=4)
+    assert "recompile_limit" not in result.stdout.str() and "not_compiled" not in result.stdout.str()

@@ -13,10 +13,12 @@ from itertools import compress, repeat
 from operator import add, lt, sub
 
 from ..errors import (
+    NOT_COMPILED_TEXT,
     asked,
     contended_capture,
     device_before_launch,
     ops_overrun,
+    recompile_limit_hit_text,
     shared_correlation,
     shown_name,
     step_marked_twice,
@@ -587,6 +589,8 @@ def _outside_steps(outside: int, n_ops: int) -> Check | None:
 OVERHEAD_LIMIT = 3.0  # profiled / unprofiled step time above which the profiler distorted the run
 CONTENTION_LIMIT = 0.10  # threads waiting for a CPU over this share of a capture: times unjudgeable
 COMPILATION = "compilation"  # torch.compile compiled inside the measured steps
+NOT_COMPILED = "not_compiled"  # a compiled model's run() ran no compiled region: Dynamo ran it eagerly
+RECOMPILE_LIMIT = "recompile_limit"  # Dynamo gave up compiling a frame in a run(): eager from then on
 CONTENTION = "contention"  # the warning of a capture whose threads waited for a CPU past it (the plugin's)
 
 
@@ -681,6 +685,20 @@ def cuda_untraced_check() -> Check:
         "CUDA is initialised as a capture starts): initialise it before, with a warmup step (warmup=1) or "
         "torch.cuda.init()",
     )
+
+
+def recompile_limit_check(limit: str, compiled: int) -> Check:
+    """Dynamo gave up compiling a frame in a run() (`limit`: the limit as torch words it; `compiled`:
+    the graphs the run compiled): its steps from then on ran eagerly, which the op table shows as if
+    it were the compiled model's (a parametrized test's 9th case in the suite recorded eager code)."""
+    return Check(RECOMPILE_LIMIT, WARNING, recompile_limit_hit_text(limit, compiled))
+
+
+def not_compiled_check() -> Check:
+    """A run() of a torch.compile'd model in whose steps no compiled region ran: Dynamo ran it
+    eagerly, as it does without a word for a function that hit its recompile limit earlier in the
+    process (a parametrized test's 10th case and on, in the suite; alone, each compiled)."""
+    return Check(NOT_COMPILED, WARNING, NOT_COMPILED_TEXT)
 
 
 def mps_untraced_check() -> Check:
