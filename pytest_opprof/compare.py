@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
@@ -190,6 +191,7 @@ def _structure(
     if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
         shown = f"{compiled}; the ops: {shown}"
     mode += _threads_clause(current, baseline)  # a verdict trial's one thread read as a structure change first
+    mode += _precision_clause(current, baseline, changes)
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
@@ -323,6 +325,48 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool, place: str 
 
 
 # -- 2. work -----------------------------------------------------------------------------------
+
+
+CAST_OPS = frozenset(
+    {"aten::to", "aten::_to_copy", "aten::_autocast_to_reduced_precision", "aten::_autocast_to_full_precision"}
+)
+
+
+def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list[Change]) -> str:
+    """`; the baseline's ops took c10::BFloat16 inputs, none here: autocast removed ...` where casts
+    changed and reduced-precision inputs ran on one side only (a training trial's autocast removed
+    read as `aten::linear 4 -> 2/step, - aten::to (was 5/step), ...`: the cause was in the work lines)."""
+    if not any(c.op in CAST_OPS for c in changes):
+        return ""
+    was, now = _reduced_types(baseline), _reduced_types(current)
+    if was and not now:
+        types = ", ".join(sorted(was))
+        return (
+            f"; the baseline's ops took {types} inputs, none here: autocast removed (or a cast to {types}), whose "
+            "casts and re-dispatched calls (an op called inside itself) these counts were"
+        )
+    if now and not was:
+        types = ", ".join(sorted(now))
+        return (
+            f"; the ops take {types} inputs here, none in the baseline: autocast added (or a cast to {types}), whose "
+            "casts and re-dispatched calls (an op called inside itself) these counts are"
+        )
+    return ""
+
+
+_REDUCED = re.compile(r"^c10::(BFloat16|Half|Float8\w*)$")
+
+
+def _reduced_types(doc: BaselineDoc) -> set[str]:
+    """The reduced-precision input types any op of the document took (its recorded work)."""
+    return {
+        dtype
+        for entry in doc.ops.values()
+        if entry.work is not None
+        for signature in entry.work.signatures
+        for dtype in signature.dtypes
+        if _REDUCED.match(dtype)
+    }
 
 
 def _threads_clause(current: BaselineDoc, baseline: BaselineDoc) -> str:

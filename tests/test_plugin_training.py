@@ -323,3 +323,44 @@ def test_ops_activation_checkpointing_recomputes_are_said_in_the_backward_pass(p
         ["*structure changed: *aten::addmm 3 -> 5/step (3/step outside the backward pass, "
          "2/step in the backward pass)*"]
     )  # fmt: skip
+
+
+AUTOCAST_TEST = """
+import os
+import torch
+
+def test_mixed(opprof):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=os.environ.get("OPPROF_T_AUTOCAST") == "1"):
+            return model(x)
+
+    opprof.run(step, warmup=1, steps=5)
+"""
+
+
+@pytest.mark.parametrize(("recorded", "now", "words"), [("1", "0", "removed"), ("0", "1", "added")])
+def test_autocast_removed_or_added_is_named_on_the_structure_line(pytester, monkeypatch, recorded, now, words):
+    """A training trial's autocast removed read `aten::linear 4 -> 2/step, - aten::to (was 5/step), ...`,
+    the cause only in the work lines: the structure line says the reduced-precision inputs ran on one
+    side only, and what its counts are."""
+    pytester.makepyfile(test_mixed=AUTOCAST_TEST)
+    monkeypatch.setenv("OPPROF_T_AUTOCAST", recorded)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_T_AUTOCAST", now)
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    side = (
+        "the baseline's ops took c10::BFloat16 inputs, none here"
+        if words == "removed"
+        else "the ops take c10::BFloat16 inputs here, none in the baseline"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            f"test_mixed.py::test_mixed: structure changed: *aten::to*; {side}: autocast {words} (or a cast to "
+            "c10::BFloat16), whose casts and re-dispatched calls (an op called inside itself) these counts *"
+        ]
+    )
