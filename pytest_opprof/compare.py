@@ -324,9 +324,6 @@ def _sometimes(name: str, entry: OpEntry | MemoryEntry, added: bool, place: str 
     return f"+ {name} ({steps}{', ' + place if place else ''})" if added else f"- {name} (was {steps})"
 
 
-# -- 2. work -----------------------------------------------------------------------------------
-
-
 CAST_OPS = frozenset(
     {"aten::to", "aten::_to_copy", "aten::_autocast_to_reduced_precision", "aten::_autocast_to_full_precision"}
 )
@@ -379,6 +376,9 @@ def _threads_clause(current: BaselineDoc, baseline: BaselineDoc) -> str:
         f"; torch ran on {count_of(current.threads or 0, 'thread')}, the baseline on {baseline.threads}: "
         "a thread count changes how some ops split their work"
     )
+
+
+# -- 2. work -----------------------------------------------------------------------------------
 
 
 def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str], where: str) -> list[Verdict]:
