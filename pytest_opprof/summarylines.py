@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from .analysis import Check
 from .analysis.checks import COMPILATION, CONTENTION, CONTENTION_LIMIT
 from .compare import EXCUSING_FACTS
 from .decide import RUN, TIMES_WRITTEN, BaselineResult, References, Slowed
@@ -62,7 +63,9 @@ def format_problems(
     shared = _Shared() if verbose else _shared_environment(records, _shared_load(records, strict))
     if not verbose:
         structure = shared_structure(records, picked)
-        shared = dataclasses.replace(shared, lines=shared.lines + structure.lines, structure=structure.tests)
+        checks, alike = _shared_checks(records)
+        said = shared.lines + structure.lines + checks
+        shared = dataclasses.replace(shared, lines=said, structure=structure.tests, checks=alike)
     lines = []
     for record in records:
         lines += _test_lines(record, verbose, shared, strict)
@@ -80,7 +83,7 @@ def _test_lines(record: TestRecord, verbose: bool, shared: _Shared | None = None
     contention_said = _said_contention(record.baseline) or _recorded_contended(record) or record.nodeid in shared.warned
     if not verbose and contention_said:
         shown = [c for c in shown if c.name != CONTENTION]  # a newcomer's loaded run: said once, not twice a test
-    lines += [f"{c.status} {c.name}: {c.message}" for c in shown]
+    lines += [f"{c.status} {c.name}: {c.message}" for c in shown if _check_key(c) not in shared.checks]
     if record.trace:
         lines.append(f"trace written to {record.trace}")
     if record.trace_error:
@@ -315,6 +318,34 @@ class _Shared:
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
     slowed: frozenset[str] = frozenset()  # tests whose 'recorded while the references ran slower' line one stands for
     structure: frozenset[str] = frozenset()  # tests whose structure line and record command one stands for
+    checks: frozenset[tuple[str, str, str]] = frozenset()  # (status, name, message) of checks a run line says
+
+
+SHARED_CHECK_TESTS = 3  # tests whose check reads alike that share one line
+
+
+def _check_key(check: Check) -> tuple[str, str, str]:
+    return check.status, check.name, check.message
+
+
+def _shared_checks(records: list[TestRecord]) -> tuple[tuple[str, ...], frozenset[tuple[str, str, str]]]:
+    """One line for a check that reads the same, word for word, in three tests or more (a
+    parametrized compiled test's 136 cases each printed the same `not_compiled` warning), naming
+    the tests; and the checks it stands for (not contention's, which its own run lines say)."""
+    alike: dict[tuple[str, str, str], list[str]] = {}
+    for record in {r.nodeid: r for r in records}.values():
+        for check in record.checks:
+            if check.status != "ok" and check.name not in LEAK_CHECKS and check.name != CONTENTION:
+                alike.setdefault(_check_key(check), []).append(record.nodeid)
+    lines: list[str] = []
+    said: set[tuple[str, str, str]] = set()
+    for (status, name, message), ids in alike.items():
+        if len(ids) >= SHARED_CHECK_TESTS:
+            lines.append(
+                f"opprof: {status} {name} in {count_of(len(ids), 'test')} ({first_three(ids)}; -v: each test's line): {message}"
+            )
+            said.add((status, name, message))
+    return tuple(lines), frozenset(said)
 
 
 def _torch_moved(baseline: BaselineResult) -> str | None:

@@ -884,3 +884,27 @@ def test_a_file_written_in_a_slow_spell_of_the_run_is_named_with_its_command():
     assert "2.5x slower than in another measurement of the test" in measured and "other baselines" not in measured
     back = BaselineResult.from_dict(wrote("t.py::x", 0.82).baseline.to_dict())
     assert back.written_references == References(0.82, 1.0)
+
+
+def test_a_check_that_reads_alike_in_three_tests_is_one_line():
+    """A parametrized compiled test's later cases each printed the same `not_compiled` warning:
+    three tests or more whose check reads the same word for word share one line naming them; two,
+    or another message, keep their own lines; -v keeps each test's."""
+    from pytest_opprof.summarylines import format_problems
+
+    def warned(nodeid: str, message: str = "no compiled region ran") -> TestRecord:
+        checks = (Check("events", "ok", "3 CPU ops"), Check("not_compiled", "warning", message))
+        return TestRecord(**{**record(nodeid).__dict__, "checks": checks})
+
+    records = [warned(f"t.py::c[{i}]") for i in range(4)] + [warned("t.py::d", "another message")]
+    lines = format_problems(records).splitlines()
+    assert lines == [
+        "t.py::d: warning not_compiled: another message",
+        "opprof: warning not_compiled in 4 tests (t.py::c[0], t.py::c[1], t.py::c[2] and 1 more; -v: each test's "
+        "line): no compiled region ran",
+    ]
+    assert format_problems(records[:2]).splitlines() == [
+        "t.py::c[0]: warning not_compiled: no compiled region ran",
+        "t.py::c[1]: warning not_compiled: no compiled region ran",
+    ]
+    assert format_problems(records, verbose=True).count("warning not_compiled: no compiled region ran") == 4
