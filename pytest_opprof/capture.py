@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from . import clock, device  # as modules: tests put fakes on device
 from .analysis import OPPROF_SYNC_ANNOTATION, Profile
 from .analysis.checks import (
+    NOT_COMPILED,
     cuda_untraced_check,
     last_step_partial,
     mps_untraced_check,
@@ -736,9 +737,11 @@ def _with_dynamo_facts(timed: Profile, fn: Any, breaks_before: BreaksSeen, steps
         in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
         compiled = graphs_since(breaks_before)  # fewer than the limit: earlier calls in the process compiled it
         found = {"recompile_limit_hit": limit, "limit_in_steps": in_steps, "graphs_in_run": compiled}
+        kept = tuple(c for c in timed.checks if c.name != NOT_COMPILED)  # the limit's check says why
         check = recompile_limit_check(limit, compiled)
-        return replace(timed, metadata={**timed.metadata, **found}, checks=(*timed.checks, check))
-    if compiled_callable(fn) and not (timed.compiled and any(r.step >= 0 for r in timed.compiled.regions)):
+        return replace(timed, metadata={**timed.metadata, **found}, checks=(*kept, check))
+    ran = timed.compiled and any(r.step >= 0 for r in timed.compiled.regions)
+    if compiled_callable(fn) and not ran and NOT_COMPILED not in {c.name for c in timed.checks}:
         return replace(timed, checks=(*timed.checks, not_compiled_check()))
     return timed
 

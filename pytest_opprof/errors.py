@@ -301,11 +301,12 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
 
 
 NOT_COMPILED_TEXT = (
-    "run() was given a torch.compile'd model and no compiled region ran in its steps: Dynamo ran it eagerly, so "
-    "the op table is the eager model's. It does so without a word for a function that hit its recompile limit "
-    "earlier in the process (Dynamo's cache is per function, shared by every torch.compile of it: a parametrized "
-    "test compiling one model class at many sizes), so the test alone measures compiled code; give each test its "
-    "own compilation (torch._dynamo.reset() in an autouse fixture), or raise torch._dynamo.config.recompile_limit"
+    "a torch.compile'd model or function ran eagerly in the steps: no compiled region ran (Dynamo looked up its "
+    "compiled code, or run() was given it), so the op table is eager code's, and a baseline recorded from it too. "
+    "Dynamo does so without a word for a function that hit its recompile limit earlier in the process (its cache "
+    "is per function, shared by every torch.compile of it: a parametrized test compiling one model class at many "
+    "sizes), so the test alone measures compiled code; give each test its own compilation (torch._dynamo.reset() "
+    "in an autouse fixture), or raise torch._dynamo.config.recompile_limit"
 )
 
 
@@ -320,7 +321,8 @@ def recompile_limit_hit_text(limit: str, compiled: int | None = None) -> str:
         return (
             f"{said}, after this run compiled {count_of(compiled, 'graph')}: earlier tests or calls in this process "
             "compiled the same function (Dynamo's cache is per function, shared by every torch.compile of it), so "
-            "the test measures compiled code alone and eager code after them (-k, xdist and test order disagree); "
+            "the test measures compiled code alone and eager code after them, as a baseline recorded now does (-k, "
+            "xdist and test order disagree); "
             "give each test its own compilation (torch._dynamo.reset() in an autouse fixture), or raise "
             "torch._dynamo.config.recompile_limit"
         )

@@ -1081,3 +1081,27 @@ def test_a_structure_change_beside_a_compilation_in_the_steps_points_to_it():
             "t.py::test_w", "failed", None, checks, None, (), None, 0.01, compared, "t.py::test_w [failed]"
         )
         assert (f"t.py::test_w: {COMPILED_IN_STEPS}" in format_problems([record]).splitlines()) is said
+
+
+def test_dynamos_cache_lookup_without_a_compiled_region_is_a_not_compiled_warning():
+    """Dynamo looked up its compiled code in the steps and no compiled region ran: the model ran
+    eagerly (a lambda around a compiled model whose forward had used up the recompile limit in
+    earlier tests: a trial's, without a word); with a region, or no lookup, no warning."""
+
+    def steps(region: bool, lookup: bool = True) -> list[Event]:
+        events = []
+        for i in range(3):
+            base = i * 1000
+            events.append(step(i + 1, base, 900))
+            if lookup:
+                events.append(op("TorchDynamo Cache Lookup", base + 10, 20))
+            if region:
+                events.append(op("Torch-Compiled Region: 0/0", base + 40, 500))
+            events.append(op("aten::addmm", base + 50, 300))
+        return events
+
+    (check,) = [c for c in analyze(steps(region=False)).checks if c.name == "not_compiled"]
+    assert check.status == "warning"
+    assert check.message.startswith("a torch.compile'd model or function ran eagerly in the steps: no compiled")
+    for found in (analyze(steps(region=True)), analyze(steps(region=False, lookup=False))):
+        assert "not_compiled" not in {c.name for c in found.checks}

@@ -436,6 +436,17 @@ class Sized(torch.nn.Module):
 @pytest.mark.parametrize("n", [8, 9, 10, 11])
 def test_sized(opprof, n):
     opprof.run(torch.compile(Sized(n), backend="eager", dynamic=False), torch.ones(4, n), warmup=1, steps=2)
+
+
+class Wrapped(Sized):
+    def forward(self, x):
+        return torch.relu(self.l(x)) + 1
+
+
+@pytest.mark.parametrize("n", [8, 9, 10, 11])
+def test_wrapped(opprof, n):  # a lambda around the compiled model: only Dynamo's cache lookup tells
+    model, x = torch.compile(Wrapped(n), backend="eager", dynamic=False), torch.ones(4, n)
+    opprof.run(lambda: model(x), warmup=1, steps=2)
 """
 
 
@@ -448,18 +459,20 @@ def test_cases_that_share_dynamos_cache_past_its_limit_are_warned(compiled_proje
     p = compiled_project
     p.makepyfile(test_sized=SIZED_TESTS)
     result = run(p, "--opprof", "--opprof-device-key=cpu")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(
-        [
-            "test_sized.py::test_sized[[]10[]]: warning recompile_limit: Dynamo hit its recompile limit (2) in this "
-            "run and ran the frame eagerly from then on, after this run compiled 0 graphs: earlier tests or calls in "
-            "this process compiled the same function *torch._dynamo.reset() in an autouse fixture*",
-            "test_sized.py::test_sized[[]11[]]: warning not_compiled: run() was given a torch.compile'd model and no "
-            "compiled region ran in its steps: Dynamo ran it eagerly*",
-        ]
-    )
-    assert "test_sized.py::test_sized[9]: warning" not in result.stdout.str()
+    result.assert_outcomes(passed=8)
+    for test in ("test_sized", "test_wrapped"):
+        result.stdout.fnmatch_lines(
+            [
+                f"test_sized.py::{test}[[]10[]]: warning recompile_limit: Dynamo hit its recompile limit (2) in this "
+                "run and ran the frame eagerly from then on, after this run compiled 0 graphs: earlier tests or calls "
+                "in this process compiled the same function *torch._dynamo.reset() in an autouse fixture*",
+                f"test_sized.py::{test}[[]11[]]: warning not_compiled: a torch.compile'd model or function ran eagerly "
+                "in the steps: no compiled region ran*",
+            ]
+        )
+        assert f"test_sized.py::{test}[9]: warning" not in result.stdout.str()
+        assert f"test_sized.py::{test}[10]: warning not_compiled" not in result.stdout.str()  # the limit's says it
     monkeypatch.setenv("OPPROF_T_RESET", "1")
     result = run(p, "--opprof", "--opprof-device-key=cpu")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=8)
     assert "recompile_limit" not in result.stdout.str() and "not_compiled" not in result.stdout.str()

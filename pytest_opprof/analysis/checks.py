@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..events import Event
 from ..units import count_of, first_three, fixed_period, ms_text, ns_to_ms, ordinal
-from .compiled import FX_GRAPH
+from .compiled import FX_GRAPH, REGION
 from .model import (
     ERROR,
     INDUCTOR_CPU_KERNEL,
@@ -116,6 +116,7 @@ def trust_checks(
         _correlation(with_ids, launched) if cols.device else None,
         _clock(cols.device, launched),
         _compilation(compilations),
+        _looked_up_not_compiled(ops),
         _step_events(cols.op_step, len(spans), ops),
         _step_ranges(ranges, len(spans)),
         _wall_time(cols, spans, busy_by_step, step_thread, host_may_lead) if n_events else None,
@@ -359,6 +360,17 @@ def _why_dropped(launches: list[Event], missing: list[Event]) -> str:
             "built for it)"
         )
     return "profile fewer steps or raise the tracer's buffer size"
+
+
+CACHE_LOOKUP = "TorchDynamo Cache Lookup"
+
+
+def _looked_up_not_compiled(ops: Sequence[OpStats]) -> Check | None:
+    """Dynamo looked up its compiled code in the steps and no compiled region ran: it ran a compiled
+    model or function eagerly (a lambda around a compiled model, in a suite whose earlier cases had
+    used up Dynamo's recompile limit for its forward: no word of it, a trial's)."""
+    names = {op.name for op in ops if sum(op.calls_per_step.samples)}
+    return not_compiled_check() if CACHE_LOOKUP in names and REGION not in names else None
 
 
 def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
