@@ -199,8 +199,10 @@ def quiet_tables(left_out: int, warned: int = 0) -> str:
     """The line for the tables pytest -qq leaves out (`warned`: of tests with a warning's line)."""
     one = left_out == 1
     own = f"no line of {'its' if one else 'their'} own"
-    if warned:
-        own += " but a warning (above)" if one else f" but warnings ({warned} of them, above)"
+    if warned:  # `but warnings (4 of them)` read as if all had some (a trial's)
+        own = "no verdict or error to show (" + (
+            "with a warning, above)" if one else f"{warned} of them with warnings, above)"
+        )
     return (
         f"opprof: {count_of(left_out, 'measured test')} passed with {own}: "
         f"{'its table is' if one else 'their tables are'} left out under -qq (run with -q or without it to see "

@@ -61,8 +61,10 @@ def format_problems(
     measured is no bare one)."""
     records = run_spells(records)
     shared = _Shared() if verbose else _shared_environment(records, _shared_load(records, strict))
-    if not verbose:
-        structure = shared_structure(records, picked)
+    structure = shared_structure(records, picked)  # -v too: each test's lines, and the one command
+    if verbose:
+        shared = dataclasses.replace(shared, lines=structure.lines)
+    else:
         checks, alike = _shared_checks(records)
         said = shared.lines + structure.lines + checks
         shared = dataclasses.replace(shared, lines=said, structure=structure.tests, checks=alike)

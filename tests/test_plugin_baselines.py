@@ -1299,7 +1299,8 @@ def test_qq_leaves_out_the_tables_of_passing_tests_whose_only_lines_are_warnings
     result.stdout.fnmatch_lines(
         [
             "test_base.py::test_big: warning overhead: profiled steps took x* the time of unprofiled ones*",
-            "opprof: 1 measured test passed with no line of its own but a warning (above): its table is left out under -qq *",
+            "opprof: 1 measured test passed with no verdict or error to show (with a warning, above): its table is left out "
+            "under -qq *",
         ]
     )
     assert " [passed] (" in run(baselined, "--opprof", "-q", "-k", "big").stdout.str()
