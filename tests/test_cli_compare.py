@@ -1047,6 +1047,9 @@ def test_fail_on_in_json_says_what_failed_and_why(capsys, kinds):
     data = json.loads(out)
     assert (code, data["fail_on"], data["failed"]) == (1, ["time"], True)
     assert [t["failed_on"] for t in data["tests"]] == [[], [], ["time"], []]
+    # the last line's count of tests whose calls differ, as a script reads it (a trial's)
+    assert data["calls_differ"] == ["t.py::test_cast"]
+    assert [t["calls_differ"] for t in data["tests"]] == [["aten::to"], [], [], []]
 
 
 def test_fail_on_environment_fails_two_device_keys(capsys, folders):
