@@ -197,8 +197,9 @@ def whole_run_commands(lines: list[str], records: list[TestRecord], picked: bool
 def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
     """One line for the baselines read whose recording waited for a CPU (their capture.cpu_wait):
     a trial's recording beside CPU hogs said so once, and no later run did. A baseline whose
-    references say it was recorded under load has that line (_loaded_lines), not this one too."""
-    waited = _by_test(records, lambda b: 0.0 if b.under_load else b.recorded_wait or 0.0)
+    references say it was recorded under load has that line (_loaded_lines), not this one too; a
+    test whose time is not judged (under 5 steps) neither: its times judge nothing."""
+    waited = _by_test(records, lambda b: 0.0 if b.under_load or b.untimed else b.recorded_wait or 0.0)
     if not waited:
         return []
     one = len(waited) == 1
@@ -214,7 +215,7 @@ def _recorded_loaded_lines(records: list[TestRecord]) -> list[str]:
 def _loaded_lines(records: list[TestRecord]) -> list[str]:
     """One line for the baselines recorded under load (excuses.recorded_under_load), with the
     command that records them again: re-recording keeps them (their times are inconclusive)."""
-    loaded = _by_test(records, lambda b: b.under_load or 0.0)
+    loaded = _by_test(records, lambda b: 0.0 if b.untimed else b.under_load or 0.0)
     if not loaded:
         return []
     return [

@@ -758,6 +758,13 @@ def test_baselines_recorded_under_load_are_named_in_every_later_run_once():
         "again on a quiet machine: pytest --opprof-update-baseline=all t.py::a"
     ]
     assert [line for line in lines if "recorded under load" in line and "t.py::b" in line]
+    # never judged on time (under 5 steps): no call to record them again (a trial's single-step suite
+    # read one for 30 tests under `time not judged for 33 tests`, every run)
+    untimed = "1 step: time is judged on 5 or more"
+    quiet = format_problems(
+        [read("t.py::d", recorded_wait=1.27, untimed=untimed), read("t.py::e", under_load=3.0, untimed=untimed)]
+    )
+    assert "cpu_wait" not in quiet and "recorded under load" not in quiet and "time not judged for 2 tests" in quiet
 
 
 def test_contention_names_the_threads_that_ran_the_captures_work_though_unmeasured():
