@@ -336,9 +336,10 @@ def test_cpu_contention_reaches_the_verdict(remeasure_project, fake_clock, monke
 
 def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatch, fake_clock):
     """Recording while threads waited for a CPU half the capture writes the baseline (its
-    structure is exact) and says its CPU times may be inflated; a calm recording says nothing."""
+    structure is exact) and says its CPU times may be inflated; a calm recording says nothing. A
+    test whose time is never judged (under 5 steps) is not asked to record again in later runs."""
     monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
-    pytester.makepyfile(MEASURED)
+    pytester.makepyfile(MEASURED.replace("steps=3", "steps=5"))
     result = run(pytester, "--opprof-update-baseline")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
@@ -367,6 +368,12 @@ def test_a_baseline_recorded_under_contention_is_called_out(pytester, monkeypatc
     assert "waited for a CPU" not in result.stdout.str()
     assert "cpu_wait" not in json.loads(written.read_text())["capture"]
     assert "waited for a CPU" not in run(pytester, "--opprof").stdout.str()
+    pytester.makepyfile(MEASURED)  # 3 steps: its times judge nothing
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: fake_clock.now_ns // 2)
+    run(pytester, "--opprof-update-baseline=all").assert_outcomes(passed=1)
+    monkeypatch.setattr(device, "cpu_wait_ns", lambda: 0)
+    result = run(pytester, "--opprof")
+    assert "waited for a CPU" not in result.stdout.str() and "time not judged for 1 test" in result.stdout.str()
 
 
 def test_contention_beside_a_busy_thread_of_the_tests_own_names_it(pytester, monkeypatch, fake_clock):
