@@ -34,6 +34,7 @@ from .compare import exact_verdicts, work_unrecorded
 from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
+    calls_differ_in,
     cut_short_trace,
     device_against_cpu,
     empty_compare_side,
@@ -570,10 +571,7 @@ def _calls_differ(results: list[_Compared]) -> str:
     moved = [r.name for r in results if _calls_moved(r.rows, r.structure_ops)]
     if not moved:
         return ""
-    return (
-        f"; calls differ in {len(moved)} ({first_three(moved)}), which --fail-on structure fails on, as the plugin's "
-        "structure verdict does"
-    )
+    return calls_differ_in(len(moved), first_three(moved))
 
 
 def _last_line(results: list[_Compared], fail_on: frozenset[str]) -> str:

@@ -178,6 +178,28 @@ def conflict_fix(nodeid: str | None = None, recording: bool = False) -> str:
     )
 
 
+def structure_changed_alike(tests: int, changes: str, command: str) -> str:
+    """The one line for tests whose structure changed alike (structurelines), with the command that
+    records them all."""
+    return (
+        f"opprof: structure changed alike in {count_of(tests, 'test')}: {changes}; each test's line says where each "
+        f"op ran and its inputs (-v); if the change is intended, record them: {command} (and commit the files)"
+    )
+
+
+def checks_alike(status: str, name: str, tests: int, named: str, message: str) -> str:
+    """The one line for a check that reads the same in several tests."""
+    return f"opprof: {status} {name} in {count_of(tests, 'test')} ({named}; -v: each test's line): {message}"
+
+
+def calls_differ_in(tests: int, named: str) -> str:
+    """opprof compare's last-line clause: the tests whose calls differ, which the default judges not."""
+    return (
+        f"; calls differ in {tests} ({named}), which --fail-on structure fails on, as the plugin's structure "
+        "verdict does"
+    )
+
+
 GITHUB_COMMENT_CHARS = 65_536  # what a GitHub issue or pull-request comment holds
 GITHUB_SUMMARY_BYTES = 1_048_576  # what a GitHub Actions step's summary file holds ($GITHUB_STEP_SUMMARY)
 

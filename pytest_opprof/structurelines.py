@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .errors import RECORD_COMMAND
-from .results import TestRecord
+from .errors import RECORD_COMMAND, structure_changed_alike
+from .results import TestRecord, file_test
 from .rules import STRUCTURE
 from .textout import shell_quote
-from .units import count_of, count_text
+from .units import count_text
 from .verdicts import CHANGED, Change, Verdict
 
 SHARED_STRUCTURE_TESTS = 3  # tests that share a line: two keep their own, richer lines (where each op ran)
@@ -19,32 +19,45 @@ SHARED_STRUCTURE_TESTS = 3  # tests that share a line: two keep their own, riche
 _PREFIX = "structure changed: "
 
 
+_Key = tuple[tuple[str, ...], str]
+
+
 @dataclass(frozen=True)
 class SharedStructure:
-    """The run's lines for tests whose structure changed alike, and the tests whose structure line
-    and record command they stand for."""
+    """The run's lines for tests whose structure changed alike, and the changes each line stands
+    for: (node id, its key) of every record a line says (under `--dist each` a worker whose record
+    changed otherwise keeps its own lines)."""
 
     lines: tuple[str, ...] = ()
-    tests: frozenset[str] = frozenset()
+    members: frozenset[tuple[str, _Key]] = frozenset()
+
+    def says(self, record: TestRecord) -> bool:
+        """Whether a line stands for the record's structure line and record command."""
+        verdict = _failing_structure(record) if self.members else None
+        return verdict is not None and (record.nodeid, _key(verdict, record)) in self.members
 
 
 def shared_structure(records: list[TestRecord], picked: bool = True) -> SharedStructure:
     """One line for each set of three tests or more whose structure verdicts fail them with the same
-    changes (op, calls before and after; not their inputs' shapes, which a parametrized test varies),
-    and one command that records them all. A test counts once (`--dist each` runs it on each worker)."""
-    alike: dict[tuple[tuple[str, ...], str], list[tuple[str, Verdict]]] = {}
-    for record in {r.nodeid: r for r in records}.values():
+    changes (each op and its calls per step, before and after; not their inputs' shapes, which a
+    parametrized test varies), and one command that records them all. A test counts once: a node id
+    on several workers (`--dist each`), a pytest-repeat repeat (its baseline is the test's)."""
+    alike: dict[_Key, dict[str, tuple[TestRecord, Verdict]]] = {}
+    for record in records:
         verdict = _failing_structure(record)
         if verdict is not None:
-            alike.setdefault(_key(verdict, record), []).append((record.nodeid, verdict))
-    lines, said = [], set()
+            alike.setdefault(_key(verdict, record), {})[record.nodeid] = (record, verdict)
+    lines: list[str] = []
+    members: set[tuple[str, _Key]] = set()
     measured = [r.nodeid for r in records]
-    for group in alike.values():
-        if len(group) >= SHARED_STRUCTURE_TESTS:
-            ids = [nodeid for nodeid, _ in group]
-            lines.append(_line(group[0][1], _where(group[0][0], records), ids, measured, picked))
-            said.update(ids)
-    return SharedStructure(tuple(lines), frozenset(said))
+    for key, group in alike.items():
+        if len({file_test(record) for record, _ in group.values()}) >= SHARED_STRUCTURE_TESTS:
+            record, verdict = next(iter(group.values()))
+            tests = len({file_test(r) for r, _ in group.values()})
+            command = f"{RECORD_COMMAND} {record_ids(group, measured, picked)}"
+            lines.append(structure_changed_alike(tests, _shown(verdict, _where(record)), command))
+            members.update((nodeid, key) for nodeid in group)
+    return SharedStructure(tuple(lines), frozenset(members))
 
 
 def _failing_structure(record: TestRecord) -> Verdict | None:
@@ -59,19 +72,20 @@ def _failing_structure(record: TestRecord) -> Verdict | None:
     return found[0]
 
 
-def _where(nodeid: str, records: list[TestRecord]) -> str:
+def _where(record: TestRecord) -> str:
     """The ` [path]` a test's verdict message ends with."""
-    baseline = next(r.baseline for r in records if r.nodeid == nodeid)
-    return f" [{baseline.path}]" if baseline and baseline.path else ""
+    return f" [{record.baseline.path}]" if record.baseline and record.baseline.path else ""
 
 
-def _key(verdict: Verdict, record: TestRecord) -> tuple[tuple[str, ...], str]:
-    """What tests changed alike share: each change's op and counts, and the message's other words
-    (a compiled region's hint, a thread count's clause), whatever order their times listed them in."""
-    rest = _without_where(verdict.message, f" [{record.baseline.path}]" if record.baseline else "")
+def _key(verdict: Verdict, record: TestRecord) -> _Key:
+    """What tests changed alike share: each change's words with its calls per step (short_text:
+    `+ aten::mul (1/step)` and `(2/step)` differ, as a depth parameter's do), and the message's
+    other words (a compiled region's hint, a thread count's clause), whatever order their times
+    listed them in."""
+    rest = _without_where(verdict.message, _where(record))
     for change in verdict.changes:
         rest = rest.replace(change.text, "", 1)
-    return tuple(sorted(_head(c) for c in verdict.changes)), rest
+    return tuple(sorted(short_text(c) for c in verdict.changes)), rest
 
 
 def _without_where(message: str, where: str) -> str:
@@ -102,17 +116,12 @@ def short_text(change: Change) -> str:
     return head
 
 
-def _line(verdict: Verdict, where: str, ids: list[str], measured: list[str], picked: bool) -> str:
-    """`opprof: structure changed alike in 24 tests: + aten::mul (1/step), ...; ...record them: ...`."""
+def _shown(verdict: Verdict, where: str) -> str:
+    """The verdict's words without its file and each change's test-only details."""
     shown = _without_where(verdict.message, where)
     for change in verdict.changes:
         shown = shown.replace(change.text, short_text(change), 1)
-    shown = shown.removeprefix(_PREFIX)
-    return (
-        f"opprof: structure changed alike in {count_of(len(ids), 'test')}: {shown}; each test's line says where "
-        "each op ran and its inputs (-v); if the change is intended, record them: "
-        f"{RECORD_COMMAND} {record_ids(ids, measured, picked)} (and commit the files)"
-    )
+    return shown.removeprefix(_PREFIX)
 
 
 def record_ids(ids: Iterable[str], measured: Iterable[str], picked: bool = True) -> str:
@@ -123,21 +132,30 @@ def record_ids(ids: Iterable[str], measured: Iterable[str], picked: bool = True)
     ids, measured = sorted(set(ids)), set(measured)
     if picked or set(ids) == measured:
         return " ".join(shell_quote(i) for i in ids)
-    names = _covered(ids, measured, lambda i: i.split("[")[0] if "[" in i else None)
-    names = _covered(names, {_function(i) for i in measured}, lambda i: i.split("::")[0] if "::" in i else None)
+    names = _covered(ids, measured, _function_of)
+    names = _covered(names, {_function_of(i) or i for i in measured}, _file_of)
     return " ".join(shell_quote(i) for i in sorted(set(names)))
 
 
-def _function(nodeid: str) -> str:
-    return nodeid.split("[")[0] if "[" in nodeid else nodeid
+def _function_of(nodeid: str) -> str | None:
+    """A parametrized case's function id (`t.py::test_m[1-16]` -> `t.py::test_m`); None for
+    another id. Its bracket is looked for after the path (a folder may be named `[gpu]`)."""
+    path, sep, rest = nodeid.partition("::")
+    at = rest.find("[")
+    return f"{path}{sep}{rest[:at]}" if sep and at > 0 else None
+
+
+def _file_of(nodeid: str) -> str | None:
+    path, sep, _ = nodeid.partition("::")
+    return path if sep else None
 
 
 def _covered(ids: list[str], measured: set[str], parent_of: Callable[[str], str | None]) -> list[str]:
     """The ids, those whose parent's every measured id is among them replaced by the parent."""
-    mine = set(ids)
-    out = []
-    for nodeid in ids:
+    children: dict[str, set[str]] = {}
+    for nodeid in measured:
         parent = parent_of(nodeid)
-        siblings = {m for m in measured if parent is not None and parent_of(m) == parent}
-        out.append(parent if parent is not None and siblings <= mine else nodeid)
-    return out
+        if parent is not None:
+            children.setdefault(parent, set()).add(nodeid)
+    mine = set(ids)
+    return [p if (p := parent_of(i)) is not None and children.get(p, set()) <= mine else i for i in ids]

@@ -21,6 +21,7 @@ from .errors import (
     SAME_WORK_FIX,
     capture_moved_compared,
     capture_moved_written,
+    checks_alike,
     other_work_measured,
     quiet_tables,
     record_if_intended,
@@ -37,11 +38,11 @@ from .report import format_summary
 from .results import WRITTEN, TestRecord
 from .rules import ENVIRONMENT, STRUCTURE, WORK
 from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
-from .structurelines import shared_structure
+from .structurelines import SharedStructure, shared_structure
 from .textout import shell_quote
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, verdict_lines
-from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, largest_first
+from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, Verdict, largest_first
 
 
 def format_problems(
@@ -67,7 +68,7 @@ def format_problems(
     else:
         checks, alike = _shared_checks(records)
         said = shared.lines + structure.lines + checks
-        shared = dataclasses.replace(shared, lines=said, structure=structure.tests, checks=alike)
+        shared = dataclasses.replace(shared, lines=said, structure=structure, checks=alike)
     lines = []
     for record in records:
         lines += _test_lines(record, verbose, shared, strict)
@@ -155,30 +156,18 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
         verdicts = [v for v in baseline.verdicts if v.status != INCONCLUSIVE or nodeid not in shared.inconclusive]
         if nodeid in shared.environment:
             verdicts = [v for v in verdicts if v.kind != ENVIRONMENT]
-        if nodeid in shared.structure:  # and its record command: the shared line has one for all
+        said_alike = shared.structure.says(record)  # and its record command: the shared line has one for all
+        if said_alike:
             verdicts = [v for v in verdicts if v.kind != STRUCTURE]
         status = "strict" if _strict_error(record, strict) else baseline.status
         lines += verdict_lines(verdicts, verbose, status, frozenset(baseline.fails), nodeid)
         changed = any(v.kind in (STRUCTURE, WORK) and v.status == CHANGED for v in baseline.verdicts)
-        slower = baseline.slower
         torch = _torch_moved(baseline)
         if changed and torch:  # a trial's upgrade: `aten::reshape 15 -> 16/step` beside an unlinked torch line
             lines.append(f"torch differs from the baseline's ({torch}): the change may be torch's own, not the code's")
         if changed and any(c.name == COMPILATION for c in record.checks):
             lines.append(COMPILED_IN_STEPS)
-        fixes = baseline.leak_fixes(baseline.verdicts) if (changed or slower) and baseline.status == "compared" else []
-        lines += fixes  # the fix is in the tests that left the settings, not a recording
-        if fixes and baseline.leaks_explain(baseline.verdicts):
-            pass
-        elif nodeid in shared.structure:
-            pass
-        elif (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
-            # a slower time alone is written only by =all (it may be intended too: a larger model)
-            lines.append(record_if_intended(nodeid, everything=slower and not changed))
-        elif baseline.status in ("kept", "renumbered") and kept_slower(baseline):
-            lines.append(KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True))
-        elif baseline.status in ("compared", "kept") and any(v.kind == ENVIRONMENT for v in verdicts):
-            lines.append(record_on_this_setup(nodeid))  # a team trial's cpu_model line came every run, with no fix
+        lines += _fix_lines(record, verdicts, changed, said_alike)
     wait = _written_wait(record)
     if _recorded_contended(record) and wait is not None and nodeid not in shared.recorded:
         lines.append(
@@ -193,6 +182,28 @@ def _baseline_lines_of(record: TestRecord, verbose: bool, shared: _Shared, stric
     if slowed is not None and nodeid not in shared.slowed:
         lines.append(recorded_slowed(slowed.factor, slowed.than, f"{RECORD_ALL} {shell_quote(nodeid)}"))
     return lines
+
+
+def _fix_lines(record: TestRecord, verdicts: list[Verdict], changed: bool, said_alike: bool) -> list[str]:
+    """What to do about a compared test's changes: the fix in the tests that left torch's settings
+    changed, else record it (not where a line for the tests that changed alike has the command), a
+    kept slower file's =all, or adopt this setup."""
+    baseline, nodeid = record.baseline, record.nodeid
+    assert baseline is not None
+    slower = baseline.slower
+    fixes = baseline.leak_fixes(baseline.verdicts) if (changed or slower) and baseline.status == "compared" else []
+    if fixes and baseline.leaks_explain(baseline.verdicts):
+        return fixes  # the fix is in the tests that left the settings, not a recording
+    if said_alike:
+        return fixes
+    if (changed or slower) and baseline.status == "compared":  # a recording run has recorded it
+        # a slower time alone is written only by =all (it may be intended too: a larger model)
+        return [*fixes, record_if_intended(nodeid, everything=slower and not changed)]
+    if baseline.status in ("kept", "renumbered") and kept_slower(baseline):
+        return [*fixes, KEPT_SLOWER + "; " + record_if_intended(nodeid, everything=True)]
+    if baseline.status in ("compared", "kept") and any(v.kind == ENVIRONMENT for v in verdicts):
+        return [*fixes, record_on_this_setup(nodeid)]  # a team trial's cpu_model line came every run, with no fix
+    return fixes
 
 
 # a written file's reference this many times the median of the run's other written files': a
@@ -319,7 +330,7 @@ class _Shared:
     warned: frozenset[str] = frozenset()
     environment: frozenset[str] = frozenset()  # tests whose environment line a run line stands for
     slowed: frozenset[str] = frozenset()  # tests whose 'recorded while the references ran slower' line one stands for
-    structure: frozenset[str] = frozenset()  # tests whose structure line and record command one stands for
+    structure: SharedStructure = SharedStructure()  # the tests' structure lines and commands one stands for
     checks: frozenset[tuple[str, str, str]] = frozenset()  # (status, name, message) of checks a run line says
 
 
@@ -343,9 +354,7 @@ def _shared_checks(records: list[TestRecord]) -> tuple[tuple[str, ...], frozense
     said: set[tuple[str, str, str]] = set()
     for (status, name, message), ids in alike.items():
         if len(ids) >= SHARED_CHECK_TESTS:
-            lines.append(
-                f"opprof: {status} {name} in {count_of(len(ids), 'test')} ({first_three(ids)}; -v: each test's line): {message}"
-            )
+            lines.append(checks_alike(status, name, len(ids), first_three(ids), message))
             said.add((status, name, message))
     return tuple(lines), frozenset(said)
 

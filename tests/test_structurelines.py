@@ -109,3 +109,45 @@ def test_a_changes_short_words_leave_out_what_one_test_alone_says():
     assert [short_text(c) for c in (sometimes, renumbered, label)] == [
         "+ aten::mm (in some steps)", "cpp_fused_1 -> cpp_fused_0 (renumbered)", "+ block (x) (2/step)",
     ]  # fmt: skip
+
+
+def test_the_same_ops_at_other_calls_per_step_do_not_share_a_line():
+    """A depth parameter adds an op once per layer: `+ aten::mul (1/step)`, `(2/step)`, `(4/step)`
+    are three changes, each test's own (a review's: they read as one line of the first's counts)."""
+    records = []
+    for i, calls in enumerate((1.0, 2.0, 4.0)):
+        change = Change("aten::mul", 0.0, calls, 0.01, f"+ aten::mul ({calls:g}/step, called from Python)")
+        records.append(_failed(f"t.py::test_d[{i}]", (change,)))
+    sometimes = Change("aten::mul", 0.0, 0.0, 0.01, "+ aten::mul (in 2 of 10 steps, up to 0.010 ms a step)")
+    records.append(_failed("t.py::test_e", (sometimes,)))
+    assert "alike" not in format_problems(records)
+
+
+def test_a_worker_whose_record_changed_otherwise_keeps_its_own_lines():
+    """Under --dist each a test runs on every worker: a group stands for the records whose change
+    it names, and another worker's record of the same test that changed otherwise keeps its lines."""
+    alike = [_failed(f"t.py::a{i}", _changes("1")) for i in range(3)]
+    other = TestRecord(**{**_failed("t.py::a0", _changes("1", extra=True)).__dict__, "worker": "gw1"})
+    lines = format_problems([*alike, other]).splitlines()
+    assert any(line.startswith("t.py::a0: structure changed: ") and "aten::add" in line for line in lines)
+    assert any(line.startswith("opprof: structure changed alike in 3 tests:") for line in lines)
+
+
+def test_repeats_of_one_test_are_one_test():
+    """pytest-repeat's `--count 3` runs one test three times, its baseline the test's: no line
+    for `3 tests`."""
+    from dataclasses import replace
+
+    records = [_failed(f"t.py::test_x[{i}-3]", _changes("1")) for i in (1, 2, 3)]
+    records = [replace(r, baseline=replace(r.baseline, nodeid="t.py::test_x")) for r in records]
+    assert "alike" not in format_problems(records)
+
+
+def test_a_folder_named_with_brackets_is_no_parametrized_case():
+    """`tests/[gpu]/a.py::t1` is no case of a function `tests/`: collapsing it there recorded a
+    measured test outside the group (a review's)."""
+    ids = ["tests/[gpu]/a.py::t1", "tests/[gpu]/a.py::t2", "tests/[gpu]/b.py::t3"]
+    measured = [*ids, "tests/cpu/c.py::t4"]
+    assert record_ids(ids, measured, picked=False) == "'tests/[gpu]/a.py' 'tests/[gpu]/b.py'"
+    cases = ["t.py::test_p[a::b]", "t.py::test_p[c]"]
+    assert record_ids(cases, [*cases, "t.py::test_q"], picked=False) == "t.py::test_p"
