@@ -31,7 +31,7 @@ class BreaksSeen:
 
     counted: Counter[tuple[str, str]]
     listed: int
-    graphs: int = 0  # graphs Dynamo compiled in the process so far (its `unique_graphs` stat)
+    graphs: int | None = None  # graphs Dynamo compiled in the process so far (its `unique_graphs` stat), if kept
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,22 @@ def breaks_seen() -> BreaksSeen:
     return BreaksSeen(_counted(), len(_listed()), _graphs())
 
 
-def graphs_since(before: BreaksSeen) -> int:
-    """The graphs Dynamo compiled since `before` (0 where it reset its counters since)."""
-    return max(0, _graphs() - before.graphs)
+def graphs_since(before: BreaksSeen) -> int | None:
+    """The graphs Dynamo compiled since `before`; None where it keeps no count, or reset its
+    counters since (torch._dynamo.reset() in the run: the count no longer tells)."""
+    now = _graphs()
+    if now is None or before.graphs is None or now < before.graphs:
+        return None
+    return now - before.graphs
 
 
-def _graphs() -> int:
+def _graphs() -> int | None:
     counters = getattr(_utils(), "counters", None)
     stats = counters.get("stats") if isinstance(counters, dict) else None
-    found = stats.get("unique_graphs", 0) if isinstance(stats, dict) else 0
-    return found if isinstance(found, int) else 0
+    if not isinstance(stats, dict):
+        return None
+    found = stats.get("unique_graphs", 0)  # a Counter: no graph compiled yet reads as absent
+    return found if isinstance(found, int) else None
 
 
 def new_break_reasons(before: BreaksSeen) -> list[str]:

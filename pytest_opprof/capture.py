@@ -747,16 +747,28 @@ def _with_dynamo_facts(timed: Profile, fn: Any, breaks_before: BreaksSeen, steps
 
 
 def compiled_callable(fn: Any) -> bool:
-    """Whether `fn` is torch.compile's: a compiled module, a compiled function, or a module whose
-    .compile() was called."""
+    """Whether `fn` is torch.compile's, to run compiled: a compiled module, a compiled function, or a
+    module whose .compile() was called; not one torch.compiler.disable made (its marks are a compiled
+    one's), nor any while Dynamo is off (torch.compiler.set_stance("force_eager"), config.disable)."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    if eval_frame is None or _dynamo_off(eval_frame) or getattr(fn, "_torchdynamo_disable", False):
+        return False
     optimized = getattr(eval_frame, "OptimizedModule", None)
     if isinstance(optimized, type) and isinstance(fn, optimized):
-        return True
+        disabled = getattr(eval_frame, "DisableContext", None)
+        return not (isinstance(disabled, type) and isinstance(getattr(fn, "dynamo_ctx", None), disabled))
     return (
         callable(getattr(fn, "_torchdynamo_orig_callable", None))
         or getattr(fn, "_compiled_call_impl", None) is not None
     )
+
+
+def _dynamo_off(eval_frame: Any) -> bool:
+    """Whether Dynamo runs compiled code eagerly by the user's choice: the force_eager stance, or
+    torch._dynamo.config.disable."""
+    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
+    config = sys.modules.get("torch._dynamo.config")
+    return stance == "force_eager" or bool(getattr(config, "disable", False))
 
 
 def _run_steps(

@@ -335,7 +335,10 @@ def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list
     read as `aten::linear 4 -> 2/step, - aten::to (was 5/step), ...`: the cause was in the work lines)."""
     if not any(c.op in CAST_OPS for c in changes):
         return ""
-    was, now = _reduced_types(baseline), _reduced_types(current)
+    both = [
+        n for n, e in current.ops.items() if e.work is not None and (o := baseline.ops.get(n)) and o.work is not None
+    ]
+    was, now = _reduced_types(baseline, both), _reduced_types(current, both)
     if was and not now:
         types = ", ".join(sorted(was))
         return (
@@ -354,12 +357,14 @@ def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list
 _REDUCED = re.compile(r"^c10::(BFloat16|Half|Float8\w*)$")
 
 
-def _reduced_types(doc: BaselineDoc) -> set[str]:
-    """The reduced-precision input types any op of the document took (its recorded work)."""
+def _reduced_types(doc: BaselineDoc, names: list[str]) -> set[str]:
+    """The reduced-precision input types the named ops of the document took (their recorded work:
+    ops whose work both sides hold, so a side that holds none, a schema-1 file or a trace without
+    record_shapes, reads as no types of its own, not as none taken, a review's)."""
     return {
         dtype
-        for entry in doc.ops.values()
-        if entry.work is not None
+        for name in names
+        if (entry := doc.ops[name]).work is not None
         for signature in entry.work.signatures
         for dtype in signature.dtypes
         if _REDUCED.match(dtype)

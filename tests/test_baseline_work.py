@@ -943,3 +943,25 @@ def test_the_capture_number_is_written_and_a_file_without_one_reads_back_the_sam
 def test_a_hand_edited_capture_number_is_an_error_naming_the_file(tmp_path, number, reason):
     """capture.number that is not a capture's number: one error naming file and field."""
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(number=number), reason)
+
+
+def test_autocast_removed_is_named_only_where_both_sides_hold_the_ops_work():
+    """Casts gone and bf16 inputs on the baseline's side only: `autocast removed`; a baseline that
+    holds no work (schema 1, `work` null, a trace without record_shapes) says nothing of types,
+    so no clause (a review's: it read as `none in the baseline: autocast added`)."""
+    from pytest_opprof.compare import CAST_OPS
+
+    assert "aten::to" in CAST_OPS
+    bf16, plain = doc(mlp_profile(dtype="c10::BFloat16", steps=6)), doc(mlp_profile(steps=6))
+    to = {"aten::to": replace(bf16.ops["aten::addmm"], work=None, calls_per_step=(2.0,) * 6)}
+    baseline = bf16.replace(ops={**bf16.ops, **to})
+    (structure,) = [v for v in compare(plain, baseline, Rule()).verdicts if v.kind == "structure"]
+    assert (
+        "- aten::to (was 2/step); the baseline's ops took c10::BFloat16 inputs, none here: autocast removed"
+        in structure.message
+    )
+    (structure,) = [v for v in compare(baseline, plain, Rule()).verdicts if v.kind == "structure"]
+    assert "the ops take c10::BFloat16 inputs here, none in the baseline: autocast added" in structure.message
+    workless = plain.replace(ops={name: replace(e, work=None) for name, e in plain.ops.items()})
+    (structure,) = [v for v in compare(baseline, workless, Rule()).verdicts if v.kind == "structure"]
+    assert "autocast" not in structure.message

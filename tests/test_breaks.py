@@ -226,18 +226,21 @@ def test_an_entry_without_frames_gives_its_reason_alone(dynamo):
 
 
 def test_the_graphs_compiled_since_a_moment_and_the_limits_two_causes(dynamo):
-    """Dynamo's `unique_graphs` stat counts the graphs it compiled (0 without it, or after a reset
-    that cleared it); a limit hit after fewer graphs in the run than the limit is earlier code's in
-    the process, else the run's own new shapes."""
+    """Dynamo's `unique_graphs` stat counts the graphs it compiled (unknown without its stats, or
+    after a reset that cleared them); a limit hit after fewer graphs in the run than the limit is
+    earlier code's in the process, else (or unknown) the run's own new shapes."""
     from pytest_opprof.breaks import graphs_since
     from pytest_opprof.errors import recompile_limit_hit_text
 
     before = breaks_seen()
-    assert graphs_since(before) == 0
+    assert graphs_since(before) is None  # no stats kept: unknown, not 0 (a review's)
+    dynamo.counters["stats"] = {}
+    before = breaks_seen()
     dynamo.counters["stats"] = {"unique_graphs": 3}
     assert graphs_since(before) == 3 and graphs_since(breaks_seen()) == 0
-    dynamo.counters["stats"] = {}
-    assert graphs_since(before) == 0
+    before = breaks_seen()
+    dynamo.counters["stats"] = {}  # torch._dynamo.reset() in the run: the count no longer tells
+    assert graphs_since(before) is None
     earlier = recompile_limit_hit_text("8", 0)
     assert "after this run compiled 0 graphs: earlier tests or calls in this process" in earlier
     for own in (recompile_limit_hit_text("2", 2), recompile_limit_hit_text("", 0), recompile_limit_hit_text("2")):
@@ -246,7 +249,8 @@ def test_the_graphs_compiled_since_a_moment_and_the_limits_two_causes(dynamo):
 
 def test_a_compiled_callable_is_told_in_each_of_its_forms():
     """torch.compile(module), torch.compile(function) and module.compile() are compiled; a plain
-    module, a function or a lambda around a compiled model are not (nothing says so there)."""
+    module, a function or a lambda around a compiled model are not (nothing says so there), nor
+    torch.compiler.disable's, nor any under the force_eager stance (a review's false warnings)."""
     torch = pytest.importorskip("torch")
     from pytest_opprof.capture import compiled_callable
 
@@ -255,3 +259,8 @@ def test_a_compiled_callable_is_told_in_each_of_its_forms():
     compiled = [torch.compile(torch.nn.Linear(2, 2)), torch.compile(lambda x: x + 1), compiled_method]
     assert all(compiled_callable(fn) for fn in compiled)
     assert not any(compiled_callable(fn) for fn in (torch.nn.Linear(2, 2), torch.relu, lambda x: compiled[0](x)))
+    # what is meant to run eagerly: torch.compiler.disable's (marked as a compiled one is), Dynamo off
+    disabled = [torch.compiler.disable(lambda x: x + 1), torch.compiler.disable(torch.nn.Linear(2, 2))]
+    assert not any(compiled_callable(fn) for fn in disabled)
+    with torch.compiler.set_stance("force_eager"):
+        assert not any(compiled_callable(fn) for fn in compiled)

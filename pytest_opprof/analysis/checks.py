@@ -699,9 +699,9 @@ def cuda_untraced_check() -> Check:
     )
 
 
-def recompile_limit_check(limit: str, compiled: int) -> Check:
+def recompile_limit_check(limit: str, compiled: int | None) -> Check:
     """Dynamo gave up compiling a frame in a run() (`limit`: the limit as torch words it; `compiled`:
-    the graphs the run compiled): its steps from then on ran eagerly, which the op table shows as if
+    the graphs the run compiled, None where unknown): its steps from then on ran eagerly, which the op table shows as if
     it were the compiled model's (a parametrized test's 9th case in the suite recorded eager code)."""
     return Check(RECOMPILE_LIMIT, WARNING, recompile_limit_hit_text(limit, compiled))
 
