@@ -313,9 +313,11 @@ def _contended(record: TestRecord) -> bool:
 
 
 def _recorded_contended(record: TestRecord) -> bool:
-    """A baseline this run wrote from a capture whose threads waited for a CPU."""
+    """A baseline this run wrote from a capture whose threads waited for a CPU (not one whose time
+    is known to be judged never: its times judge nothing)."""
     wait = _written_wait(record)
-    return record.baseline_status in TIMES_WRITTEN and wait is not None and wait > CONTENTION_LIMIT
+    untimed = record.baseline is not None and record.baseline.untimed is not None
+    return record.baseline_status in TIMES_WRITTEN and wait is not None and wait > CONTENTION_LIMIT and not untimed
 
 
 @dataclass(frozen=True)
@@ -357,6 +359,12 @@ def _shared_checks(records: list[TestRecord]) -> tuple[tuple[str, ...], frozense
             lines.append(checks_alike(status, name, len(ids), first_three(ids), message))
             said.add((status, name, message))
     return tuple(lines), frozenset(said)
+
+
+def _folded_ids(records: list[TestRecord]) -> set[str]:
+    """The tests a shared check line names (_shared_checks)."""
+    _, keys = _shared_checks(records)
+    return {r.nodeid for r in records if any(_check_key(c) in keys for c in r.checks)}
 
 
 def _torch_moved(baseline: BaselineResult) -> str | None:
@@ -546,7 +554,8 @@ def summary_lines(
         lines.append(problems)
     if len(shown) < len(records):
         left = {r.nodeid for r in records} - {r.nodeid for r in shown}
-        lines.append(quiet_tables(len(left), sum(1 for nodeid in left if f"{nodeid}: " in problems)))
+        folded = set() if verbose else _folded_ids(records)  # their warning is in a line for several tests
+        lines.append(quiet_tables(len(left), sum(1 for n in left if f"{n}: " in problems or n in folded)))
     if isinstance(workers, int) and workers > 1:  # one worker shares its CPUs with no other
         lines.append(xdist_noise_note(workers, *shares))
     return lines

@@ -915,3 +915,9 @@ def test_a_check_that_reads_alike_in_three_tests_is_one_line():
         "t.py::c[1]: warning not_compiled: no compiled region ran",
     ]
     assert format_problems(records, verbose=True).count("warning not_compiled: no compiled region ran") == 4
+    from pytest_opprof.summarylines import summary_lines
+
+    # -qq: the tests a shared line names had warnings too (a review: `no line of their own` under it)
+    assert summary_lines(records, verbose=False, quiet=True)[-1].startswith(
+        "opprof: 5 measured tests passed with no verdict or error to show (5 of them with warnings, above)"
+    )

@@ -96,6 +96,8 @@ def test_the_command_names_a_function_or_file_for_all_its_cases_in_a_run_that_pi
 
 
 def test_a_changes_short_words_leave_out_what_one_test_alone_says():
+    """The shared line's words for a change: its op and calls per step, not its inputs or places
+    (a label with ` (` in its name kept whole)."""
     assert [short_text(c) for c in _changes("1,16", extra=True)] == [
         "+ aten::mul (1/step)", "aten::copy_ 1 -> 3/step", "- aten::bmm (was 2/step)", "+ aten::add (1/step)",
     ]  # fmt: skip
