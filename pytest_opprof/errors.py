@@ -187,6 +187,16 @@ def structure_changed_alike(tests: int, changes: str, command: str) -> str:
     )
 
 
+def within_ranges_shared(tests: int, outcome: str, command: str) -> str:
+    """The one line for tests whose every inconclusive time is within its ops' recorded ranges."""
+    return (
+        f"opprof: time inconclusive in {count_of(tests, 'test')}: each op's time is within the slowest of its "
+        f"baseline's measurements of the same code on this machine and its tolerance; {outcome}; to judge moves "
+        "this size, record them again where their times hold steadier (a dedicated runner, not a shared VM; -v: "
+        f"each test's line with its ranges): {command}"
+    )
+
+
 def checks_alike(status: str, name: str, tests: int, named: str, message: str) -> str:
     """The one line for a check that reads the same in several tests."""
     return f"opprof: {status} {name} in {count_of(tests, 'test')} ({named}; -v: each test's line): {message}"

@@ -31,6 +31,7 @@ from .errors import (
     wait_share,
     waited_for_cpu_up_to,
     with_its_id,
+    within_ranges_shared,
     written_later,
 )
 from .excuses import FASTER_FIX, QUIET_MACHINE_FIX
@@ -40,6 +41,7 @@ from .rules import ENVIRONMENT, STRUCTURE, WORK
 from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
 from .structurelines import SharedStructure, shared_structure
 from .textout import shell_quote
+from .timing import RANGE_FIX, range_span
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, verdict_lines
 from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, Verdict, largest_first
@@ -313,11 +315,9 @@ def _contended(record: TestRecord) -> bool:
 
 
 def _recorded_contended(record: TestRecord) -> bool:
-    """A baseline this run wrote from a capture whose threads waited for a CPU (not one whose time
-    is known to be judged never: its times judge nothing)."""
+    """A baseline this run wrote from a capture whose threads waited for a CPU."""
     wait = _written_wait(record)
-    untimed = record.baseline is not None and record.baseline.untimed is not None
-    return record.baseline_status in TIMES_WRITTEN and wait is not None and wait > CONTENTION_LIMIT and not untimed
+    return record.baseline_status in TIMES_WRITTEN and wait is not None and wait > CONTENTION_LIMIT
 
 
 @dataclass(frozen=True)
@@ -453,7 +453,36 @@ def _inconclusive_shared(records: list[TestRecord], strict: bool) -> tuple[list[
             )
             said.update(ids)
     faster_lines, faster_said = _faster_shared(records, strict)
-    return lines + faster_lines, said | faster_said
+    range_lines, range_said = _range_shared(records, strict)
+    return lines + faster_lines + range_lines, said | faster_said | range_said
+
+
+def _range_shared(records: list[TestRecord], strict: bool) -> tuple[list[str], set[str]]:
+    """One line for three tests or more whose every inconclusive time is within its ops' recorded
+    ranges, with one outcome (a noisy runner's suite printed a line and an =all command per test)."""
+    alike: dict[str, list[str]] = {}
+    for record in {r.nodeid: r for r in records}.values():
+        outcome = _range_inconclusive(record, strict)
+        if outcome:
+            alike.setdefault(outcome, []).append(record.nodeid)
+    lines, said = [], set()
+    for outcome, ids in alike.items():
+        if len(ids) >= SHARED_CHECK_TESTS:
+            lines.append(within_ranges_shared(len(ids), SHARED_OUTCOME[outcome], f"{RECORD_ALL} {listed_ids(ids)}"))
+            said.update(ids)
+    return lines, said
+
+
+def _range_inconclusive(record: TestRecord, strict: bool) -> str | None:
+    """The outcome of a compared test whose every inconclusive time verdict is within its op's
+    recorded range (and asks for the range's fix); None for any other."""
+    baseline = record.baseline
+    if not baseline or baseline.status != "compared":
+        return None
+    group = [v for v in baseline.verdicts if v.status == INCONCLUSIVE]
+    if not group or not all(range_span(v.why) and v.fix == RANGE_FIX for v in group):
+        return None
+    return "strict" if _strict_error(record, strict) else "compared" if baseline.time_fails else "reported"
 
 
 def _faster_shared(records: list[TestRecord], strict: bool) -> tuple[list[str], set[str]]:

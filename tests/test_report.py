@@ -921,3 +921,38 @@ def test_a_check_that_reads_alike_in_three_tests_is_one_line():
     assert summary_lines(records, verbose=False, quiet=True)[-1].startswith(
         "opprof: 5 measured tests passed with no verdict or error to show (5 of them with warnings, above)"
     )
+
+
+def test_tests_inconclusive_within_their_recorded_ranges_share_one_line():
+    """A noisy runner's suite printed, per test, a `within the slowest of its baseline's
+    measurements` line with its own =all command: three tests or more whose every inconclusive
+    time is within its ops' recorded ranges share one line and one command; two, or a test with
+    another inconclusive why besides, keep their own lines; -v keeps each test's."""
+    from pytest_opprof.decide import BaselineResult
+    from pytest_opprof.summarylines import format_problems
+    from pytest_opprof.timing import RANGE_FIX
+    from pytest_opprof.verdicts import Verdict
+
+    why = (
+        "its baseline's measurements of the same code ranged 0.195-0.286 ms on this machine; this time is "
+        "within the slowest and its tolerance (up to 0.343 ms)"
+    )
+    within = Verdict("time", "inconclusive", f"aten::mm: ... ({why})", "aten::mm", 0.2, 0.3, None, why, RANGE_FIX)
+    other = Verdict("time", "inconclusive", "m", "aten::add", 0.4, 0.5, 0.01, "GPU clocks throttled", "rerun quietly")
+
+    def noisy(nodeid: str, *more: Verdict) -> TestRecord:
+        baseline = BaselineResult(".opprof/cpu/t.py/x.json", "compared", verdicts=(within, *more))
+        return TestRecord(**{**record(nodeid).__dict__, "baseline": baseline})
+
+    records = [noisy(f"t.py::t[{i}]") for i in range(3)] + [noisy("t.py::u", other)]
+    lines = format_problems(records).splitlines()
+    assert lines[-1] == (
+        "opprof: time inconclusive in 3 tests: each op's time is within the slowest of its baseline's measurements of "
+        "the same code on this machine and its tolerance; neither passed nor failed (--opprof-strict makes this an "
+        "error); to judge moves this size, record them again where their times hold steadier (a dedicated runner, "
+        "not a shared VM; -v: each test's line with its ranges): pytest --opprof-update-baseline=all 't.py::t[0]' "
+        "'t.py::t[1]' 't.py::t[2]'"
+    )
+    assert all(line.startswith("t.py::u: time inconclusive for aten::") for line in lines[:-1]) and len(lines) == 3
+    assert "in 3 tests" not in format_problems(records, verbose=True)
+    assert "in 2 tests" not in format_problems(records[:2]) and len(format_problems(records[:2]).splitlines()) == 2
