@@ -600,7 +600,7 @@ def _total_below(profile: Profile, limit: float, stat: str, reduce: Reduce) -> s
 
 NOTHING_COMPILED = (
     "no torch.compile'd region ran in the measured steps, so there is nothing compiled to check: "
-    "wrap the model in torch.compile, and check Dynamo did not fall back to eager (TORCH_LOGS=recompiles)"
+    "wrap the model in torch.compile, and check Dynamo did not fall back to eager (TORCH_LOGS=recompiles,graph_breaks)"
 )
 
 

@@ -13,6 +13,7 @@ machine's references and the profiler's overhead. torch's own `prof.events()` an
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -724,26 +725,59 @@ def _on_threads(torch: Any, threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _with_dynamo_facts(timed: Profile, fn: Any, breaks_before: BreaksSeen, steps_before: BreaksSeen) -> Profile:
+def _with_dynamo_facts(
+    timed: Profile, given: tuple[Any, ...], breaks_before: BreaksSeen, steps_before: BreaksSeen
+) -> Profile:
     """The run's profile with what Dynamo did in it: the graph breaks it found, with torch's reasons;
-    where it hit its recompile limit (and ran the frame eagerly from then on), when, after how many
-    graphs, and a warning; a warning where a compiled model ran no compiled region (Dynamo skips a
-    function that hit its limit earlier in the process without a word)."""
+    where it hit its recompile limit, when and after how many graphs; and a warning where compiled
+    code ran eagerly in the steps (`given`: fn and what it was handed): the `recompile_limit`
+    warning where the limit was hit in the run, else `not_compiled`. Not where the steps ran compiled
+    throughout (a limit hit by another frame, or by shapes the steps do not use: a trial's), nor
+    where eager was the user's choice (the force_eager and eager_on_recompile stances)."""
     new_breaks = new_break_reasons(breaks_before)
     if new_breaks:
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
+    checks = [c for c in timed.checks if c.name != NOT_COMPILED]
+    eager = len(checks) < len(timed.checks) or _given_ran_none(timed, given)
+    if _eager_chosen():
+        return replace(timed, checks=tuple(checks))
     limit = recompile_limit_hit(breaks_before)
     if limit is not None:
-        in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
         compiled = graphs_since(breaks_before)  # fewer than the limit: earlier calls in the process compiled it
+        in_steps = recompile_limit_hit(steps_before) is not None  # (or after them: the unprofiled calls)
         found = {"recompile_limit_hit": limit, "limit_in_steps": in_steps, "graphs_in_run": compiled}
-        kept = tuple(c for c in timed.checks if c.name != NOT_COMPILED)  # the limit's check says why
-        check = recompile_limit_check(limit, compiled)
-        return replace(timed, metadata={**timed.metadata, **found}, checks=(*kept, check))
-    ran = timed.compiled and any(r.step >= 0 for r in timed.compiled.regions)
-    if compiled_callable(fn) and not ran and NOT_COMPILED not in {c.name for c in timed.checks}:
+        said = [recompile_limit_check(limit, compiled)] if eager else []
+        return replace(timed, metadata={**timed.metadata, **found}, checks=(*checks, *said))
+    if eager and len(checks) == len(timed.checks):  # the events showed none: what run() was given did
         return replace(timed, checks=(*timed.checks, not_compiled_check()))
     return timed
+
+
+def _given_ran_none(timed: Profile, given: tuple[Any, ...]) -> bool:
+    """run() was given torch.compile'd code (as fn, an argument, or in fn's closure: `run(infer,
+    model, x)`, `run(lambda: model(x))`) and no compiled region ran in the steps, though ops did."""
+    ran = timed.compiled is not None and any(r.step >= 0 for r in timed.compiled.regions)
+    return not ran and bool(timed.ops) and any(compiled_callable(obj) for obj in _reachable(given))
+
+
+def _reachable(given: tuple[Any, ...]) -> list[Any]:
+    """The objects a run() hands its steps: fn, its arguments, fn's closure and bound object, a
+    partial's function and arguments (one level: enough for a lambda or a helper around a model)."""
+    found: list[Any] = []
+    for obj in given:
+        found.append(obj)
+        found.extend(getattr(cell, "cell_contents", None) for cell in getattr(obj, "__closure__", None) or ())
+        found.append(getattr(obj, "__self__", None))  # `model.forward` of a module whose .compile() was called
+        if isinstance(obj, functools.partial):
+            found += [obj.func, *obj.args, *obj.keywords.values()]
+    return found
+
+
+def _eager_chosen() -> bool:
+    """Whether eager runs are the user's choice now: Dynamo off, or the eager_on_recompile stance."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
+    return eval_frame is not None and (_dynamo_off(eval_frame) or stance == "eager_on_recompile")
 
 
 def compiled_callable(fn: Any) -> bool:
@@ -808,7 +842,7 @@ def _run_steps(
         raise
     timed = with_overhead(with_reference(_read_own(prof), threads.fewest, before, take_references(torch)), unprofiled)
     timed = with_other_threads(timed, threads.others)
-    timed = _with_dynamo_facts(timed, fn, breaks_before, steps_before)
+    timed = _with_dynamo_facts(timed, (fn, *args, *kwargs.values()), breaks_before, steps_before)
     if not (work or signature):
         return timed, result
     with _cut_short_as(cut_short, lambda: timed):

@@ -334,14 +334,28 @@ def compiled_regions_moved(old: float, new: float, old_text: str, new_text: str)
     return f"compiled regions {old_text} -> {new_text}/step: fewer graph breaks, or less of it compiled"
 
 
-NOT_COMPILED_TEXT = (
-    "a torch.compile'd model or function ran eagerly in the steps: no compiled region ran (Dynamo looked up its "
-    "compiled code, or run() was given it), so the op table is eager code's, and a baseline recorded from it too. "
-    "Dynamo does so without a word for a function that hit its recompile limit earlier in the process (its cache "
-    "is per function, shared by every torch.compile of it: a parametrized test compiling one model class at many "
-    "sizes), so the test alone measures compiled code; give each test its own compilation (torch._dynamo.reset() "
-    "in an autouse fixture), or raise torch._dynamo.config.recompile_limit"
-)
+def not_compiled_text(eager: int = 0, looked_up: int = 0) -> str:
+    """torch.compile'd code that ran eagerly in the steps: `eager` of the `looked_up` calls Dynamo
+    looked up its compiled code for (0 of 0: run() was given compiled code and no region ran)."""
+    if eager and eager < looked_up:
+        what = (
+            f"{eager} of the {looked_up} calls of torch.compile'd code in the steps ran eagerly (Dynamo looked up "
+            f"its compiled code {looked_up} times and ran {looked_up - eager} compiled regions), so part of the op "
+            "table is eager code's"
+        )
+    else:
+        what = (
+            "a torch.compile'd model or function ran eagerly in the steps: no compiled region ran (Dynamo looked "
+            "up its compiled code, or run() was given it), so the op table is eager code's"
+        )
+    return (
+        f"{what}, and a baseline recorded from it too. Dynamo does so without a word for a function that hit its "
+        "recompile limit earlier in the process (its cache is per function, shared by every torch.compile of it: a "
+        "parametrized test compiling one model class at many sizes passes alone), and for one it skipped (a graph "
+        "break inside a loop, a backend error under suppress_errors); TORCH_LOGS=recompiles,graph_breaks names "
+        "which. For the limit: give each test its own compilation (torch._dynamo.reset() in an autouse fixture), "
+        "or raise torch._dynamo.config.recompile_limit"
+    )
 
 
 def recompile_limit_hit_text(limit: str, compiled: int | None = None) -> str:

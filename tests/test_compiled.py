@@ -1105,3 +1105,9 @@ def test_dynamos_cache_lookup_without_a_compiled_region_is_a_not_compiled_warnin
     assert check.message.startswith("a torch.compile'd model or function ran eagerly in the steps: no compiled")
     for found in (analyze(steps(region=True)), analyze(steps(region=False, lookup=False))):
         assert "not_compiled" not in {c.name for c in found.checks}
+    # two lookups a step and one region: one call ran eagerly (a cached shape and one new past the limit)
+    half = [e for e in steps(region=True)] + [op("TorchDynamo Cache Lookup", i * 1000 + 600, 20) for i in range(3)]
+    (check,) = [c for c in analyze(half).checks if c.name == "not_compiled"]
+    assert check.message.startswith(
+        "3 of the 6 calls of torch.compile'd code in the steps ran eagerly (Dynamo looked up"
+    )

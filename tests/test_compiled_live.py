@@ -476,3 +476,102 @@ def test_cases_that_share_dynamos_cache_past_its_limit_are_warned(compiled_proje
     result = run(p, "--opprof", "--opprof-device-key=cpu")
     result.assert_outcomes(passed=8)
     assert "recompile_limit" not in result.stdout.str() and "not_compiled" not in result.stdout.str()
+
+
+GIVEN_TESTS = """
+import itertools
+
+import pytest
+import torch
+
+X = torch.randn(16, 32)
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    torch._dynamo.reset()
+
+
+class Looped(torch.nn.Module):  # a graph break inside a loop: Dynamo skips the whole frame
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum().item() > 1e9:
+                x = x * 0
+        return x
+
+
+class Plain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return torch.relu(self.l(x))
+
+
+def infer(model, x):
+    with torch.no_grad():
+        return model(x)
+
+
+def test_skipped_through_a_helper(opprof):
+    opprof.run(infer, torch.compile(Looped(), backend="eager"), X, warmup=2, steps=5)
+
+
+def test_half_eager(opprof):
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 2
+    try:
+        model = torch.compile(Plain(), backend="eager", dynamic=False)
+        for n in (2, 3):
+            model(torch.randn(n, 32))
+        a, b = torch.randn(2, 32), torch.randn(20, 32)  # a cached shape, and one past the limit
+        opprof.run(lambda: (model(a), model(b)), warmup=2, steps=5)
+    finally:
+        torch._dynamo.config.recompile_limit = limit
+
+
+def test_eager_on_recompile_is_a_choice(opprof):
+    model = torch.compile(Plain(), backend="eager", dynamic=False)
+    model(X)
+    with torch.compiler.set_stance("eager_on_recompile"):
+        opprof.run(model, torch.randn(7, 32), warmup=2, steps=5)
+
+
+def test_limit_hit_by_shapes_the_steps_do_not_use(opprof):
+    model, x1, calls = torch.compile(Plain(), backend="eager", dynamic=False), torch.randn(1, 32), itertools.count()
+
+    def fn():
+        if next(calls) == 0:
+            for n in range(1, 12):
+                model(torch.randn(n, 32))
+        return model(x1)
+
+    opprof.run(fn, warmup=2, steps=5)
+"""
+
+
+def test_compiled_code_that_ran_eagerly_is_warned_and_eager_by_choice_is_not(compiled_project):
+    """A compile trial's misses: a model Dynamo skipped (a graph break in a loop) handed to a
+    helper, `run(infer, model, x)`, and a step half of whose calls ran eagerly past the limit; its
+    false warnings: the eager_on_recompile stance, and a limit hit in the warm-up by shapes the
+    compiled steps never use."""
+    p = compiled_project
+    p.makepyfile(test_given=GIVEN_TESTS)
+    result = run(p, "--opprof", "--opprof-device-key=cpu")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "test_given.py::test_skipped_through_a_helper: warning not_compiled: a torch.compile'd model or "
+            "function ran eagerly in the steps: no compiled region ran *TORCH_LOGS=recompiles,graph_breaks*",
+            "test_given.py::test_half_eager: warning recompile_limit: Dynamo hit its recompile limit (2) in this run*",
+        ]
+    )
+    out = result.stdout.str()
+    for test in ("test_eager_on_recompile_is_a_choice", "test_limit_hit_by_shapes_the_steps_do_not_use"):
+        assert f"{test}: warning recompile_limit" not in out and f"{test}: warning not_compiled" not in out

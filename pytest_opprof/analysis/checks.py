@@ -13,10 +13,10 @@ from itertools import compress, repeat
 from operator import add, lt, sub
 
 from ..errors import (
-    NOT_COMPILED_TEXT,
     asked,
     contended_capture,
     device_before_launch,
+    not_compiled_text,
     ops_overrun,
     recompile_limit_hit_text,
     shared_correlation,
@@ -366,11 +366,14 @@ CACHE_LOOKUP = "TorchDynamo Cache Lookup"
 
 
 def _looked_up_not_compiled(ops: Sequence[OpStats]) -> Check | None:
-    """Dynamo looked up its compiled code in the steps and no compiled region ran: it ran a compiled
-    model or function eagerly (a lambda around a compiled model, in a suite whose earlier cases had
-    used up Dynamo's recompile limit for its forward: no word of it, a trial's)."""
-    names = {op.name for op in ops if sum(op.calls_per_step.samples)}
-    return not_compiled_check() if CACHE_LOOKUP in names and REGION not in names else None
+    """Dynamo looked up its compiled code in the steps more often than a compiled region ran: those
+    calls of a compiled model or function ran eagerly (a lambda around a compiled model, in a suite
+    whose earlier cases had used up Dynamo's recompile limit for its forward: no word of it, a
+    trial's; a step of one cached shape and one new shape past the limit: half of it eager). A
+    graph break's resumed code is looked up and runs as a region too: the counts stay equal."""
+    calls = {op.name: sum(op.calls_per_step.samples) for op in ops}
+    looked_up, ran = calls.get(CACHE_LOOKUP, 0), calls.get(REGION, 0)
+    return not_compiled_check(looked_up - ran, looked_up) if looked_up > ran else None
 
 
 def _compilation(compilations: tuple[Compilation, ...]) -> Check | None:
@@ -706,11 +709,13 @@ def recompile_limit_check(limit: str, compiled: int | None) -> Check:
     return Check(RECOMPILE_LIMIT, WARNING, recompile_limit_hit_text(limit, compiled))
 
 
-def not_compiled_check() -> Check:
-    """A run() of a torch.compile'd model in whose steps no compiled region ran: Dynamo ran it
-    eagerly, as it does without a word for a function that hit its recompile limit earlier in the
-    process (a parametrized test's 10th case and on, in the suite; alone, each compiled)."""
-    return Check(NOT_COMPILED, WARNING, NOT_COMPILED_TEXT)
+def not_compiled_check(eager: int = 0, looked_up: int = 0) -> Check:
+    """Calls of torch.compile'd code in the steps that ran eagerly (`eager` of the `looked_up`
+    calls Dynamo looked up its code for; none counted: a run() given compiled code that ran no
+    compiled region), as Dynamo does without a word for a function that hit its recompile limit
+    earlier in the process (a parametrized test's 10th case and on, in the suite; alone, each
+    compiled), or one it skipped."""
+    return Check(NOT_COMPILED, WARNING, not_compiled_text(eager, looked_up))
 
 
 def mps_untraced_check() -> Check:
