@@ -247,6 +247,7 @@ def test_the_graphs_compiled_since_a_moment_and_the_limits_two_causes(dynamo):
         assert "each new input shape or Python value compiled it anew" in own and "earlier tests" not in own
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own imports
 def test_a_compiled_callable_is_told_in_each_of_its_forms():
     """torch.compile(module), torch.compile(function) and module.compile() are compiled; a plain
     module, a function or a lambda around a compiled model are not (nothing says so there), nor
