@@ -756,8 +756,19 @@ def _with_dynamo_facts(
 def _given_ran_none(timed: Profile, given: tuple[Any, ...]) -> bool:
     """run() was given torch.compile'd code (as fn, an argument, or in fn's closure: `run(infer,
     model, x)`, `run(lambda: model(x))`) and no compiled region ran in the steps, though ops did."""
+    if "torch._dynamo.eval_frame" not in sys.modules:  # nothing was compiled in this process
+        return False
     ran = timed.compiled is not None and any(r.step >= 0 for r in timed.compiled.regions)
-    return not ran and bool(timed.ops) and any(compiled_callable(obj) for obj in _reachable(given))
+    return not ran and bool(timed.ops) and any(_compiled_safely(obj) for obj in _reachable(given))
+
+
+def _compiled_safely(obj: Any) -> bool:
+    """compiled_callable of any object a test hands run(): one whose attributes raise (a mock, a
+    proxy) is none."""
+    try:
+        return compiled_callable(obj)
+    except Exception:
+        return False
 
 
 def _reachable(given: tuple[Any, ...]) -> list[Any]:
@@ -766,11 +777,22 @@ def _reachable(given: tuple[Any, ...]) -> list[Any]:
     found: list[Any] = []
     for obj in given:
         found.append(obj)
-        found.extend(getattr(cell, "cell_contents", None) for cell in getattr(obj, "__closure__", None) or ())
-        found.append(getattr(obj, "__self__", None))  # `model.forward` of a module whose .compile() was called
-        if isinstance(obj, functools.partial):
-            found += [obj.func, *obj.args, *obj.keywords.values()]
+        try:  # an object whose attributes raise (a mock, a proxy) hands nothing more
+            found.extend(_cell_contents(cell) for cell in getattr(obj, "__closure__", None) or ())
+            found.append(getattr(obj, "__self__", None))  # `model.forward` of a module whose .compile() was called
+            if isinstance(obj, functools.partial):
+                found += [obj.func, *obj.args, *obj.keywords.values()]
+        except Exception:
+            continue
     return found
+
+
+def _cell_contents(cell: Any) -> Any:
+    """A closure cell's object; None for an empty one (a name the function reads before it is bound)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
 
 
 def _eager_chosen() -> bool:

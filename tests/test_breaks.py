@@ -265,3 +265,25 @@ def test_a_compiled_callable_is_told_in_each_of_its_forms():
     assert not any(compiled_callable(fn) for fn in disabled)
     with torch.compiler.set_stance("force_eager"):
         assert not any(compiled_callable(fn) for fn in compiled)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own imports
+def test_what_run_was_handed_is_read_safely():
+    """run()'s fn and arguments are looked through for compiled code: an empty closure cell (a name
+    the lambda reads before it is bound) and an object whose attributes raise are none, no crash."""
+    torch = pytest.importorskip("torch")
+    from pytest_opprof.capture import _compiled_safely, _reachable
+
+    def outer():
+        fn = lambda: later  # noqa: E731, F821 - `later` is bound after: its cell is empty now
+        assert fn.__closure__ is not None
+        return fn
+        later = 1  # noqa: F841
+
+    class Hostile:
+        def __getattr__(self, name):
+            raise RuntimeError(name)
+
+    compiled = torch.compile(torch.nn.Linear(2, 2))
+    found = _reachable((outer(), Hostile(), lambda: compiled))
+    assert not any(_compiled_safely(obj) for obj in found[:-2]) and any(_compiled_safely(obj) for obj in found)
