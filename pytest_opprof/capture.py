@@ -738,9 +738,9 @@ def _with_dynamo_facts(
     if new_breaks:
         timed = replace(timed, metadata={**timed.metadata, "graph_break_reasons": new_breaks})
     checks = [c for c in timed.checks if c.name != NOT_COMPILED]
-    eager = len(checks) < len(timed.checks) or _given_ran_none(timed, given)
     if _eager_chosen():
         return replace(timed, checks=tuple(checks))
+    eager = len(checks) < len(timed.checks) or _given_ran_none(timed, given)
     limit = recompile_limit_hit(breaks_before)
     if limit is not None:
         compiled = graphs_since(breaks_before)  # fewer than the limit: earlier calls in the process compiled it
@@ -798,8 +798,7 @@ def _cell_contents(cell: Any) -> Any:
 def _eager_chosen() -> bool:
     """Whether eager runs are the user's choice now: Dynamo off, or the eager_on_recompile stance."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
-    return eval_frame is not None and (_dynamo_off(eval_frame) or stance == "eager_on_recompile")
+    return eval_frame is not None and (_dynamo_off(eval_frame) or _stance(eval_frame) == "eager_on_recompile")
 
 
 def compiled_callable(fn: Any) -> bool:
@@ -822,9 +821,13 @@ def compiled_callable(fn: Any) -> bool:
 def _dynamo_off(eval_frame: Any) -> bool:
     """Whether Dynamo runs compiled code eagerly by the user's choice: the force_eager stance, or
     torch._dynamo.config.disable."""
-    stance = getattr(getattr(eval_frame, "_stance", None), "stance", None)
     config = sys.modules.get("torch._dynamo.config")
-    return stance == "force_eager" or bool(getattr(config, "disable", False))
+    return _stance(eval_frame) == "force_eager" or bool(getattr(config, "disable", False))
+
+
+def _stance(eval_frame: Any) -> str | None:
+    """Dynamo's stance now (torch.compiler.set_stance): `default`, `force_eager`, ..."""
+    return getattr(getattr(eval_frame, "_stance", None), "stance", None)
 
 
 def _run_steps(

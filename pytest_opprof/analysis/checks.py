@@ -371,8 +371,12 @@ def _looked_up_not_compiled(ops: Sequence[OpStats]) -> Check | None:
     whose earlier cases had used up Dynamo's recompile limit for its forward: no word of it, a
     trial's; a step of one cached shape and one new shape past the limit: half of it eager). A
     graph break's resumed code is looked up and runs as a region too: the counts stay equal."""
-    calls = {op.name: sum(op.calls_per_step.samples) for op in ops}
-    looked_up, ran = calls.get(CACHE_LOOKUP, 0), calls.get(REGION, 0)
+    looked_up = ran = 0
+    for op in ops:  # every capture's analysis: the two rows' calls only
+        if op.name == CACHE_LOOKUP:
+            looked_up = sum(op.calls_per_step.samples)
+        elif op.name == REGION:
+            ran = sum(op.calls_per_step.samples)
     return not_compiled_check(looked_up - ran, looked_up) if looked_up > ran else None
 
 
