@@ -24,7 +24,7 @@ from .opnames import is_glob, is_known_op
 from .results import WRITTEN, TestRecord, file_test
 from .textout import shell_quote
 from .torchstate import TorchState, threads_only
-from .units import count_of, first_three
+from .units import count_of, first_three, id_order
 from .verdicts import MIN_TIME_STEPS
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def listed_ids(nodeids: Iterable[str]) -> str:
     """The node ids as command-line arguments, each of them: a command cut at three with `...` ran
     three tests or none (a CI trial's fifteen). A command naming every test of a run that picked
     none becomes a bare one (whole_run_commands)."""
-    return " ".join(shell_quote(i) for i in sorted(set(nodeids)))
+    return " ".join(shell_quote(i) for i in sorted(set(nodeids), key=id_order))
 
 
 RECORD_ALL = f"{RECORD_COMMAND}=all"

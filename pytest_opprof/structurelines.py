@@ -11,7 +11,7 @@ from .errors import RECORD_COMMAND, structure_changed_alike
 from .results import TestRecord, file_test
 from .rules import STRUCTURE
 from .textout import shell_quote
-from .units import count_text
+from .units import count_text, id_order
 from .verdicts import CHANGED, Change, Verdict
 
 SHARED_STRUCTURE_TESTS = 3  # tests that share a line: two keep their own, richer lines (where each op ran)
@@ -129,12 +129,12 @@ def record_ids(ids: Iterable[str], measured: Iterable[str], picked: bool = True)
     a file's for all its tests, where this run measured every test of the function or file and
     picked none (-k, a node id, ...: the tests left out would be recorded too). Every measured test
     stays a list of ids, which whole_run_commands makes the bare command."""
-    ids, measured = sorted(set(ids)), set(measured)
+    ids, measured = sorted(set(ids), key=id_order), set(measured)
     if picked or set(ids) == measured:
         return " ".join(shell_quote(i) for i in ids)
     names = _covered(ids, measured, _function_of)
     names = _covered(names, {_function_of(i) or i for i in measured}, _file_of)
-    return " ".join(shell_quote(i) for i in sorted(set(names)))
+    return " ".join(shell_quote(i) for i in sorted(set(names), key=id_order))
 
 
 def _function_of(nodeid: str) -> str | None:

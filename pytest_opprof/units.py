@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from decimal import Decimal
@@ -78,6 +79,18 @@ def ordinal(n: int) -> str:
 def count_of(n: int, noun: str) -> str:
     """`1 step`, `3 steps`."""
     return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def id_order(nodeid: str) -> list[str | int]:
+    """A sort key that reads the numbers in a test id as numbers: `test_m[64]` before `test_m[128]`,
+    as a person lists a parametrized test's cases."""
+    parts: list[str | int] = []
+    for index, part in enumerate(_DIGITS.split(nodeid)):
+        parts.append(int(part) if index % 2 else part)
+    return parts
 
 
 def first_three(names: list[str], every: bool = False) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pytest_opprof.analysis import Check
 from pytest_opprof.decide import BaselineResult
 from pytest_opprof.results import TestRecord
+from pytest_opprof.runlines import listed_ids
 from pytest_opprof.structurelines import record_ids, short_text
 from pytest_opprof.summarylines import format_problems
+from pytest_opprof.units import id_order
 from pytest_opprof.verdicts import Change, Verdict
 
 
@@ -153,3 +155,18 @@ def test_a_folder_named_with_brackets_is_no_parametrized_case():
     assert record_ids(ids, measured, picked=False) == "'tests/[gpu]/a.py' 'tests/[gpu]/b.py'"
     cases = ["t.py::test_p[a::b]", "t.py::test_p[c]"]
     assert record_ids(cases, [*cases, "t.py::test_q"], picked=False) == "t.py::test_p"
+
+
+def test_commands_list_a_parametrized_tests_cases_in_their_numbers_order():
+    """`[64]` before `[128]`, as a person lists the cases (string order put `[128]` first), in the
+    structure line's command and in every other command that lists ids (listed_ids)."""
+    cases = ["t.py::test_m[128-x]", "t.py::test_m[8-x]", "t.py::test_m[64-x]", "t.py::test_m[64-a]"]
+    expected = "'t.py::test_m[8-x]' 't.py::test_m[64-a]' 't.py::test_m[64-x]' 't.py::test_m[128-x]'"
+    assert record_ids(cases, [*cases, "t.py::test_n"], picked=True) == expected
+    assert listed_ids(cases) == expected
+    assert sorted(["test_b2", "test_a10", "test_a9", "test_a"], key=id_order) == [
+        "test_a",
+        "test_a9",
+        "test_a10",
+        "test_b2",
+    ]
