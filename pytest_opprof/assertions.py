@@ -22,34 +22,36 @@ from .analysis.compiled import REGION
 from .analysis.model import Compilation, Compiled, Dist, OtherThread, RegionCall, validate_name, validate_op
 from .analysis.ranges import in_backward_each, op_calls, ranges_around_each
 from .errors import (
-    ASKED,
     NAMES_THE_LINE,
     OpprofUsageError,
+    bad_argument,
+    closest_names,
+    looks_mistyped,
+    recompile_limit_hit_text,
+    recompiled_in_steps,
+    shown_name,
+)
+from .events import EventTable
+from .opmessages import (
+    ASKED,
     a_range_in_other_letters,
     a_range_not_an_op,
     asked,
-    bad_argument,
-    closest_names,
     count_mismatch,
     hidden_by_median,
     host_syncs,
-    looks_mistyped,
     near_miss,
     no_match,
     no_range,
     no_step_wall,
     over_limit,
-    recompile_limit_hit_text,
-    recompiled_in_steps,
     share_hidden_by_median,
     share_over_limit,
-    shown_name,
     unexpected_ops,
     unknown_op,
     unknown_op_name,
     unseen_on_other_threads,
 )
-from .events import EventTable
 from .opnames import is_glob, is_kernel_glob
 from .tables import by_shown_time, steps_or_span
 from .units import calls_text, count_of, count_text, first_three, share_text

@@ -46,10 +46,10 @@ from .errors import (
     profiler_already_running,
     profiler_inside_capture,
     profiler_off_thread,
-    ran_no_op_in_run,
     torch_missing,
 )
 from .kineto import SET_ASIDE, events_carry_category, read_profiler, release_results
+from .opmessages import ran_no_op_in_run
 from .owntorch import own
 from .references import (
     keep_forked_children_working,

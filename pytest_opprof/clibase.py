@@ -18,15 +18,10 @@ from .baseline import (
     scan_baseline_dir,
 )
 from .documents import BaselineDoc
-from .errors import (
-    FORKED_FUNCTION,
-    FORKED_TRACE,
-    chooses_no_op,
-    selects_nothing,
-    unreadable_files,
-)
+from .errors import FORKED_FUNCTION, FORKED_TRACE, unreadable_files
 from .events import is_printable_name, printable_name
 from .files import broken_link
+from .opmessages import chooses_no_op, selects_nothing
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT = 0, 1, 2
 

@@ -34,12 +34,11 @@ from .errors import (
     conflict_fix,
     raised_confirming,
     record_if_intended,
-    settings_left_fix,
     strict_inconclusive,
-    threads_left_fix,
     unconfirmable,
 )
 from .excuses import QUIET_MACHINE_FIX, TRACER_FIX, recorded_under_load
+from .leakmessages import settings_left_fix, threads_left_fix
 from .rules import STRUCTURE, TIME, WORK, Rule
 from .textout import shell_quote
 from .timing import judged_base, unconfirmed_slower

@@ -24,7 +24,6 @@ from .analysis.checks import CONTENTION_LIMIT, overhead_check
 from .capture import StepRecorder, by_failure, run_steps, settle_cpus, torch_state
 from .decide import BaselineResult
 from .errors import (
-    RAN_NO_OP_IN_BLOCK,
     REPEATABLE_FIX,
     OpprofUsageError,
     assertion_inside_capture,
@@ -33,14 +32,17 @@ from .errors import (
     capture_after_call,
     capture_off_thread,
     closest_names,
-    ran_no_op_in_body,
-    ran_no_op_in_run,
     stepped_aside,
     traced_budget,
+    waited_for_cpu,
+)
+from .opmessages import (
+    RAN_NO_OP_IN_BLOCK,
+    ran_no_op_in_body,
+    ran_no_op_in_run,
     unknown_op_name,
     untrusted_earlier,
     untrusted_measurement,
-    waited_for_cpu,
 )
 from .opnames import is_known_op, known_op_names
 from .runargs import fn_first, validate_run_args

@@ -9,17 +9,8 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, TypeVar
 
 from .decide import TIMES_WRITTEN, BaselineResult
-from .errors import (
-    LEAKS_JOINED,
-    RECORD_COMMAND,
-    SCOPE_WORDS,
-    TRACER_RAN,
-    TRACER_RECORD_FIX,
-    closest_names,
-    repeats_disagreed,
-    settings_left_changed,
-    wait_share,
-)
+from .errors import RECORD_COMMAND, TRACER_RAN, TRACER_RECORD_FIX, closest_names, repeats_disagreed, wait_share
+from .leakmessages import LEAKS_JOINED, SCOPE_WORDS, settings_left_changed
 from .opnames import is_glob, is_known_op
 from .results import WRITTEN, TestRecord, file_test
 from .textout import shell_quote

@@ -12,7 +12,8 @@ from typing import Any
 
 from .analysis.checks import CONTENTION_LIMIT
 from .documents import KernelEntry, MemoryEntry, OpEntry
-from .errors import unrecordable_gpu, unrecordable_settings, unrecordable_tracer
+from .errors import unrecordable_gpu, unrecordable_tracer
+from .leakmessages import unrecordable_settings
 from .rules import STRUCTURE, TIME, WORK, Rule  # the rule a run or marker sets: rules.py
 from .torchstate import Left
 

@@ -7,13 +7,8 @@ from builders import annotation, kernel, launch, memcpy, op, step, stepped
 
 from pytest_opprof import assertions
 from pytest_opprof.analysis import analyze
-from pytest_opprof.errors import (
-    OpprofUsageError,
-    closest_names,
-    count_mismatch,
-    no_match,
-    over_limit,
-)
+from pytest_opprof.errors import OpprofUsageError, closest_names
+from pytest_opprof.opmessages import count_mismatch, no_match, over_limit
 
 
 def three_steps(addmm_us=(100, 120, 140)):
@@ -242,7 +237,7 @@ def test_a_time_limit_on_a_name_torch_does_not_know_says_so_as_a_plain_run_and_o
     plain run and `no op of that name ran ...; closest: aten::addmm` under --opprof: op_below and
     op_share_below, told which names torch knows, say the first as op_count does; a name torch
     knows that did not run still gets the closest ops that ran."""
-    from pytest_opprof.errors import unknown_op_name
+    from pytest_opprof.opmessages import unknown_op_name
 
     p = three_steps()
     unknown, known = (lambda name: False), (lambda name: True)
@@ -740,7 +735,7 @@ def test_an_op_name_with_letters_that_are_not_ascii_says_which():
     """An audit's `assert_no_op("aten::\u0430ddmm")` (a Cyrillic a) was told `did you mean
     aten::addmm?`: two names that look the same. The name says which letter is not ASCII; a
     range's name, which may be any text, is shown as it is."""
-    from pytest_opprof.errors import asked, unknown_op
+    from pytest_opprof.opmessages import asked, unknown_op
 
     assert unknown_op("aten::\u0430ddmm", ["aten::addmm"]).startswith(
         "aten::\u0430ddmm (it holds '\u0430' U+0430, not ASCII as op names are): not an operator torch knows"
@@ -871,7 +866,7 @@ def test_a_wildcard_where_a_pointer_could_stand_is_a_wildcard():
 def test_a_limit_message_names_ten_steps_over_it_and_counts_the_rest():
     """Of 13 steps, 12 over the limit: the first ten are named and the others counted, in the ms
     and the share messages alike (a line stays readable for a run of 100 steps)."""
-    from pytest_opprof.errors import over_limit, share_over_limit
+    from pytest_opprof.opmessages import over_limit, share_over_limit
 
     samples = (100_000.0,) + (300_000.0,) * 12  # ns: 0.1 ms, then 0.3 ms
     assert over_limit("aten::mm", 300_000, 0.2, "step", "median", samples).endswith(

@@ -14,6 +14,8 @@ LAYERS = [
     {
         "units",
         "errors",
+        "opmessages",
+        "leakmessages",
         "files",
         "events",
         "chrome",

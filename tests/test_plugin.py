@@ -321,6 +321,7 @@ INERT_MODULES = {
     "files",
     "hooks",
     "layout",
+    "leakmessages",
     "opnames",
     "plugin",
     "plugin.base",

@@ -123,7 +123,7 @@ def test_a_range_in_some_steps_only_is_warned_about_and_caught_per_call():
     step_ranges warning names it; the median assertion fails where a step that ran it is over the
     limit, saying to assert it per="call" or by stat="max", which catch it too."""
     from pytest_opprof import assertions
-    from pytest_opprof.errors import hidden_by_median
+    from pytest_opprof.opmessages import hidden_by_median
 
     profile = analyze(three_steps(annotation("rare", 110, 20)))
     (check,) = [c for c in profile.checks if c.name == "step_ranges"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from pytest_opprof.errors import (
+from pytest_opprof.leakmessages import (
     SCOPED_LEAKER,
     settings_left_changed,
     settings_left_fix,

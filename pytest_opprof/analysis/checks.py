@@ -13,7 +13,6 @@ from itertools import compress, repeat
 from operator import add, lt, sub
 
 from ..errors import (
-    asked,
     contended_capture,
     device_before_launch,
     not_compiled_text,
@@ -27,6 +26,7 @@ from ..errors import (
     waited_for_cpu,
 )
 from ..events import Event
+from ..opmessages import asked
 from ..units import count_of, first_three, fixed_period, ms_text, ns_to_ms, ordinal
 from .compiled import FX_GRAPH, REGION
 from .model import (
