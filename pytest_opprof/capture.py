@@ -147,7 +147,7 @@ def _read_own(prof: Any, aside: bool = False) -> Profile:
     used (CUDA first initialised inside it), in place of the device tracer's (CUPTI's) blame.
     Then its results are let go (release_results)."""
     try:
-        profile = read_profiler(prof, aside=aside)
+        profile = read_profiler(prof, aside=aside, own=True)
         if _cuda_untraced(prof):
             kept = tuple(check for check in profile.checks if check.name != "device_events")
             profile = replace(profile, checks=(*kept, cuda_untraced_check()))
@@ -165,16 +165,18 @@ def _cuda_untraced(prof: Any) -> bool:
     return torch.profiler.ProfilerActivity.CUDA not in getattr(prof, "activities", ()) and _cuda_active(torch)
 
 
-def new_profiler(torch: Any, cuda: bool, work: bool) -> Any:
-    """A torch.profiler.profile as opprof's captures make it (CPU, and CUDA where asked; shapes and
-    FLOPs where `work`): scripts/gpu_probe.py and record_gpu_traces.py record with this one too."""
+def new_profiler(torch: Any, cuda: bool, work: bool, torch_flops: bool = True) -> Any:
+    """A torch.profiler.profile as opprof's captures make it (CPU, and CUDA where asked; inputs
+    and FLOPs where `work`; `torch_flops` False: FLOPs counted from the inputs after the capture,
+    not by torch as the ops run, flops.py): scripts/gpu_probe.py and record_gpu_traces.py record
+    with this one too."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     return torch.profiler.profile(
         activities=activities,
         record_shapes=work,
-        with_flops=work,
+        with_flops=work and torch_flops,
         with_stack=False,
         profile_memory=False,
         experimental_config=_device_details(torch) if cuda else None,
@@ -189,13 +191,14 @@ def _device_details(torch: Any) -> Any:
     return torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)
 
 
-def _start_profiler(torch: Any, work: bool = False) -> tuple[Any, bool]:
+def _start_profiler(torch: Any, work: bool = False, torch_flops: bool = True) -> tuple[Any, bool]:
     """Start a profiler (CUDA traced when initialised); refuse when another one is running.
-    `work`: record op inputs and FLOPs too (record_shapes, with_flops: every op costs more)."""
+    `work`: record op inputs and FLOPs too (record_shapes, with_flops: every op costs more;
+    `torch_flops`: see new_profiler)."""
     _refuse_a_running_profiler(torch)
     cuda = _cuda_active(torch)
     wait_for_devices(torch, cuda)  # earlier work must not spill into the first step
-    prof = new_profiler(torch, cuda, work)
+    prof = new_profiler(torch, cuda, work, torch_flops)
     try:
         with quiet_profiler():
             prof.start()
@@ -529,8 +532,9 @@ class StepRecorder:
         if self._probe is not None:
             self._probe()
         # One step carries both: its times include the cost of recording inputs (one-step
-        # captures are reported, never judged on time).
-        prof, self._cuda = _start_profiler(torch, work=True)
+        # captures are reported, never judged on time). Its FLOPs are counted after it: torch's
+        # with_flops would fix the dynamic sizes of what torch.export or torch.compile trace in it.
+        prof, self._cuda = _start_profiler(torch, work=True, torch_flops=False)
         self._prof = prof
         self._threads = ThreadWatch(torch)
         self._threads.start()

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import compress, repeat
 from typing import Any
@@ -48,6 +49,7 @@ from .events import (
     printable_names,
     without_spans,
 )
+from .flops import COUNTED_OPS, torch_flops
 from .trace import read_trace
 
 _BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
@@ -56,12 +58,15 @@ _BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
 _SIZE = re.compile(r'"size"\s*:\s*"?(\d+)"?')
 
 
-def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: bool = False) -> EventTable:
+def table_from_kineto(
+    kineto_events: Any, pid: int | None = None, with_shapes: bool = False, own_flops: bool = False
+) -> EventTable:
     """Convert torch's raw _KinetoEvent list to a neutral event table.
 
     Read column by column through the unbound accessors: a bound-method call per field per
     event costs 3x more, and this runs on every measured test. Op inputs and FLOPs are read
-    only `with_shapes` (a capture with record_shapes): ~10 us per op.
+    only `with_shapes` (a capture with record_shapes): ~10 us per op; `own_flops`: a capture
+    made without torch's with_flops, whose FLOPs are counted from the inputs (flops.py).
     """
     if not kineto_events:
         return EventTable.from_events([])
@@ -91,7 +96,7 @@ def table_from_kineto(kineto_events: Any, pid: int | None = None, with_shapes: b
         flops=[0] * n,
     )
     if with_shapes:
-        _read_inputs(table, kineto_events, cls)
+        _read_inputs(table, kineto_events, cls, own_flops)
     if links_needed:
         _link_device_work(table, kineto_events, corrs)
     table.end_threads = _ends_elsewhere(table, kineto_events, cls)
@@ -200,8 +205,9 @@ def _bytes_from_launches(table: EventTable, kineto_events: Any, sizeless: dict[i
                 table.bytes[copy] = size
 
 
-def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
-    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes), and
+def _read_inputs(table: EventTable, kineto_events: Any, cls: Any, own_flops: bool = False) -> None:
+    """Input shapes, input types and FLOPs of every CPU op (a capture with record_shapes; `own_flops`:
+    counted from the inputs, as torch counts them, where torch was not asked to), and
     whether autograd recorded one with inputs (its sequence number: grad mode was on, a forgotten
     no_grad(); Kineto's trace carries it with the inputs, not for the engine's own functions).
     Shapes as torch's structured input shapes give them, a list of tensors (torch.cat's) with each
@@ -213,12 +219,23 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any) -> None:
         if kind is CPU_OP:
             e = kineto_events[i]
             dtypes = tuple(cls.dtypes(e))
-            table.shapes[i] = capped_lists(freeze(shapes(e)), dtypes)  # nested tuples of ints
+            inputs = freeze(shapes(e))  # nested tuples of ints
+            table.shapes[i] = capped_lists(inputs, dtypes)
             table.dtypes[i] = dtypes
-            table.flops[i] = int(cls.flops(e) or 0)
+            table.flops[i] = _counted_flops(e, inputs, dtypes) if own_flops else int(cls.flops(e) or 0)
             if sequence_nr is not None and dtypes and sequence_nr(e) >= 0:  # an op with inputs, as traces say
                 autograd.add(i)
     table.autograd = autograd if sequence_nr is not None else None
+
+
+def _counted_flops(event: Any, shapes: Any, dtypes: Sequence[str]) -> int:
+    """An op event's FLOPs as torch's with_flops counts them, from its recorded inputs (flops.py);
+    the values of a conv2d's stride, padding... from torch's concrete inputs (0 where torch keeps none)."""
+    name = event.name()
+    if name not in COUNTED_OPS:
+        return 0
+    values = event.concrete_inputs() if name == "aten::conv2d" and hasattr(event, "concrete_inputs") else ()
+    return torch_flops(name, shapes, dtypes, values)
 
 
 def from_profiler(prof: Any) -> Profile:
@@ -236,16 +253,18 @@ def release_results(prof: Any) -> None:
         prof.profiler = None
 
 
-def read_profiler(prof: Any, stray_step: bool = False, aside: bool = False) -> Profile:
+def read_profiler(prof: Any, stray_step: bool = False, aside: bool = False, own: bool = False) -> Profile:
     """A finished profiler's Profile (`stray_step`: see analyze; opprof's own mark each step as a
-    call of fn; `aside`: work run in set_aside() is left out)."""
+    call of fn; `aside`: work run in set_aside() is left out; `own`: a profiler opprof made, whose
+    FLOPs, where it recorded inputs without torch's with_flops, are counted from them)."""
     inner = getattr(prof, "profiler", prof)
     results = getattr(inner, "kineto_results", None)
     if results is None:
         raise CaptureError(_no_results(prof))
     with_shapes = bool(getattr(prof, "record_shapes", False))
+    own_flops = own and with_shapes and not getattr(prof, "with_flops", False)
     with gc_paused():
-        table = table_of(results, with_shapes=with_shapes)
+        table = table_of(results, with_shapes=with_shapes, own_flops=own_flops)
         table = without_spans(table, SET_ASIDE, trimmed="ProfilerStep#") if aside else table
         profile = analyze(table, source="capture", stray_step=stray_step)
     if not profile.ops and (cleared_at := _cycle_cleared_at(prof)) is not None:
@@ -351,7 +370,7 @@ def events_carry_category() -> bool:
     return hasattr(sys.modules["torch"]._C._autograd._KinetoEvent, "activity_type")
 
 
-def table_of(results: Any, with_shapes: bool = False) -> EventTable:
+def table_of(results: Any, with_shapes: bool = False, own_flops: bool = False) -> EventTable:
     """A finished capture's events (torch's `kineto_results`) as a neutral table.
 
     Where torch's events carry their Kineto category (`activity_type`, torch 2.12 on), they are read
@@ -359,10 +378,10 @@ def table_of(results: Any, with_shapes: bool = False) -> EventTable:
     memory copy or a GPU-side annotation for a kernel. There the capture goes through Kineto's
     own Chrome trace of it (`save()`, as `export_chrome_trace` writes) and the trace reader,
     whose categories are Kineto's; that trace has no FLOPs, which come from the events, matched
-    by the op's External id. Such a torch writes a capture's trace once: the profilers opprof
+    by the op's External id (`own_flops`: counted from the events' inputs, flops.py). Such a torch writes a capture's trace once: the profilers opprof
     starts are its own; a user's, already written, is refused in one line naming load_trace."""
     if events_carry_category():
-        return table_from_kineto(results.events(), with_shapes=with_shapes)
+        return table_from_kineto(results.events(), with_shapes=with_shapes, own_flops=own_flops)
     with tempfile.TemporaryDirectory(prefix="opprof-") as folder:
         path = os.path.join(folder, "capture.json")
         try:
@@ -375,11 +394,20 @@ def table_of(results: Any, with_shapes: bool = False) -> EventTable:
     _names_from_events(table, results)
     table.end_threads = _ends_elsewhere_by_id(table, results)
     if with_shapes:
-        flops = {e.correlation_id(): e.flops() for e in results.events() if e.flops()}
+        flops = _flops_by_id(results.events(), own_flops)
         for i, kind in enumerate(table.kind):
             if kind is CPU_OP:
                 table.flops[i] = flops.get(table.external_id[i], 0)
     return table
+
+
+def _flops_by_id(events: Any, own_flops: bool) -> dict[int, int]:
+    """The ops' FLOPs by their External id: torch's, or (`own_flops`) counted from their inputs."""
+    if not own_flops:
+        return {e.correlation_id(): e.flops() for e in events if e.flops()}
+    counted = (e for e in events if e.name() in COUNTED_OPS)
+    flops = {e.correlation_id(): _counted_flops(e, freeze(e.shapes()), tuple(e.dtypes())) for e in counted}
+    return {ext: n for ext, n in flops.items() if n}
 
 
 def _names_from_events(table: EventTable, results: Any) -> None:

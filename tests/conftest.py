@@ -67,8 +67,8 @@ def fake_clock(uncontended: None, monkeypatch: pytest.MonkeyPatch):
     clock = FakeClock()
     read = kineto.table_of
 
-    def timed(results, with_shapes=False):
-        return clock.apply(read(results, with_shapes), with_shapes)
+    def timed(results, with_shapes=False, own_flops=False):
+        return clock.apply(read(results, with_shapes, own_flops), with_shapes)
 
     monkeypatch.setattr(kineto, "table_of", timed)
 

@@ -111,7 +111,9 @@ def install_in_worker(costs: dict[str, int] | None = None, pauses: bool = False)
     fixture = importlib.import_module("pytest_opprof.fixture")
     clock = FakeClock(costs=dict(costs or {}))
     read = kineto.table_of
-    kineto.table_of = lambda results, with_shapes=False: clock.apply(read(results, with_shapes), with_shapes)
+    kineto.table_of = lambda results, with_shapes=False, own_flops=False: clock.apply(
+        read(results, with_shapes, own_flops), with_shapes
+    )
     capture.unprofiled_step_ns = lambda torch, fn, args, kwargs: (fn(*args, **kwargs), clock.unprofiled_ns)[1]
     references.machine_reference_ns = lambda torch: 1_000_000
     references.dispatch_reference_ns = lambda torch: 400_000

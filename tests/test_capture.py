@@ -1218,7 +1218,7 @@ def test_a_capture_that_initialised_cuda_inside_says_so_not_that_cupti_failed(mo
     launches_only = [e for e in gpu_shaped_capture() if e.cat not in ("kernel", "gpu_memcpy")]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    read = lambda prof, aside=False: analyze(
+    read = lambda prof, aside=False, own=False: analyze(
         importlib.import_module("pytest_opprof.kineto").table_from_kineto(launches_only), source="capture"
     )  # noqa: E731  # any torch: the events as 2.12+ gives them
     monkeypatch.setattr(capture_module, "read_profiler", read)

@@ -4,6 +4,7 @@ named. Captures are timed by the fake clock; compilation itself is real (a few s
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -575,3 +576,52 @@ def test_compiled_code_that_ran_eagerly_is_warned_and_eager_by_choice_is_not(com
     out = result.stdout.str()
     for test in ("test_eager_on_recompile_is_a_choice", "test_limit_hit_by_shapes_the_steps_do_not_use"):
         assert f"{test}: warning recompile_limit" not in out and f"{test}: warning not_compiled" not in out
+
+
+DYNAMIC_TESTS = """
+import json
+
+import pytest
+import torch
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).eval()
+
+
+def test_exported_in_the_body(opprof):
+    batch = torch.export.Dim("batch", max=1024)
+    exported = torch.export.export(mlp(), (torch.randn(32, 128),), dynamic_shapes=({0: batch},)).module()
+    opprof.run(exported, torch.randn(64, 128), warmup=1, steps=2)
+
+
+def test_compiled_dynamic_in_a_whole_call(opprof):
+    compiled = torch.compile(mlp(), backend="eager")
+    x = torch.randn(32, 128)
+    torch._dynamo.mark_dynamic(x, 0)
+    with torch.no_grad():
+        compiled(x)
+        compiled(torch.randn(40, 128))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.opprof
+def test_flops_of_a_whole_call():
+    with torch.no_grad():
+        mlp()(torch.randn(8, 128))
+"""
+
+
+def test_what_export_and_compile_trace_in_a_one_step_capture_keeps_its_dynamic_sizes(compiled_project):
+    """The whole-call capture records the ops' inputs; torch's with_flops, reading the fake tensors'
+    sizes, fixed a dynamic dimension: torch.export with a Dim erred `Constraints violated` and
+    mark_dynamic compiled a graph per size, only under --opprof (a trial's). The FLOPs are counted
+    after the capture, torch's numbers: 2 x 8 x 128 x 256 and 2 x 8 x 256 x 64 for the two Linears."""
+    compiled_project.makepyfile(test_dynamic=DYNAMIC_TESTS)
+    result = run(compiled_project, "--opprof", "--opprof-json=report.json")
+    result.assert_outcomes(passed=3)
+    report = json.loads((compiled_project.path / "report.json").read_text())
+    test = next(t for t in report["tests"] if t["nodeid"].endswith("test_flops_of_a_whole_call"))
+    ops = {op["name"]: op for op in test["profile"]["ops"]}
+    assert ops["aten::addmm"]["flops"] == 2 * 8 * 128 * 256 + 2 * 8 * 256 * 64

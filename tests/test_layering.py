@@ -16,6 +16,7 @@ LAYERS = [
         "errors",
         "opmessages",
         "leakmessages",
+        "flops",
         "files",
         "events",
         "chrome",
