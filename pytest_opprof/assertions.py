@@ -339,12 +339,16 @@ def _op_count(
     nested = [_nested_calls(m) for m in matched]
     if any(nested):  # autocast's aten::linear calls aten::linear: say so, or 4 reads as 4 layers
         inside = [
-            f"{count_text(n)} of them called inside {m.name} itself (as autocast does, casting the inputs first)"
+            f"{count_text(n)} of them called inside {m.name} itself ({REDISPATCH_CAUSES})"
             for m, n in zip(matched, nested)
             if n
         ]
         contexts.insert(0, "; ".join(inside))
     return count_mismatch(op, per_step, expected, contexts)
+
+
+# Why torch calls an op inside itself (a trial's vmap and nested-tensor counts were said to be autocast's).
+REDISPATCH_CAUSES = "torch calls it again inside: autocast after casting the inputs, vmap, a nested tensor or subclass"
 
 
 def _nested_calls(op: _Nesting) -> float:

@@ -78,8 +78,8 @@ def test_per_call_divides_by_the_calls_the_time_is_of():
     )
     assert p.to_dict()["ops"][0]["per_step"]["outer_calls"]["samples"] == [2]
     assert assertions.op_count("aten::linear", 2)(p) == (
-        "aten::linear: 4 calls/step, expected 2 (per step: 4; 2 of them called inside aten::linear itself (as "
-        "autocast does, casting the inputs first); called from Python)"
+        "aten::linear: 4 calls/step, expected 2 (per step: 4; 2 of them called inside aten::linear itself (torch "
+        "calls it again inside: autocast after casting the inputs, vmap, a nested tensor or subclass); called from Python)"
     )
 
 

@@ -233,6 +233,26 @@ def test_an_op_is_placed_in_the_two_innermost_ranges_around_each_call():
     )
 
 
+def test_an_ops_places_count_its_calls_as_its_count_does():
+    """An op whose only child is a call of its own name is one call (torch's rule): PowBackward0's
+    aten::mul calls aten::mul. Its places count it once too (a trial read `5/step in the backward
+    pass, 1/step outside the backward pass` beside a count of 5)."""
+    from pytest_opprof import assertions
+
+    events = [
+        step(1, 0, 1000),
+        op("aten::mul", 10, 10),
+        op("autograd::engine::evaluate_function: PowBackward0", 100, 100),
+        op("aten::mul", 110, 20),
+        op("aten::mul", 112, 10),  # the only child of the call above: folded into it
+        op("aten::mul", 140, 10),
+    ]
+    assert assertions.op_count("aten::mul", 2)(analyze(events)) == (
+        "aten::mul: 3 calls/step, expected 2 (per step: 3; by place: 2/step in the backward pass, "
+        "1/step outside the backward pass)"
+    )
+
+
 def test_an_ops_calls_in_the_backward_pass_are_said_apart():
     """Activation checkpointing recomputes forward ops inside the backward pass: a training trial's
     count change named no place. Calls inside an autograd engine's node call are said apart, with

@@ -175,11 +175,19 @@ class CallIndex:
         )
 
 
+REDISPATCHED = "redispatched"  # an analysed table's rows torch's counting rule folded into their callers
+
+
 def op_calls(table: EventTable, op: str, launching: bool = False) -> list[int]:
-    """The rows of the op named `op`, by start time; with `launching`, only the calls inside which
-    their thread made a runtime call (a scalar read that copied from the device, not one of a
-    CPU tensor: Adam's step counts)."""
+    """The rows of the op named `op`, by start time, as the op's calls are counted: without the
+    redispatches the analysis folded into their callers (a trial's `by place: 5/step in the backward
+    pass, 1/step outside it` beside a count of 5: PowBackward0's aten::mul calls aten::mul); with
+    `launching`, only the calls inside which their thread made a runtime call (a scalar read that
+    copied from the device, not one of a CPU tensor: Adam's step counts)."""
     calls = list(CallIndex.of(table).rows.get(op, ()))  # a copy: the index's stays as built
+    folded = table.derived.get(REDISPATCHED)
+    if folded:
+        calls = [i for i in calls if i not in folded]
     if not launching or not calls:
         return calls
     runtime: dict[tuple[int, int], list[int]] = defaultdict(list)

@@ -67,7 +67,7 @@ from .model import (
     StepSpan,
     Timeline,
 )
-from .ranges import range_statistics
+from .ranges import REDISPATCHED, range_statistics
 from .timeline import GRAPH_LAUNCHES, Launches, timeline
 
 _CPU_OP_KIND = frozenset({CPU_OP})
@@ -138,7 +138,7 @@ def _analyze(t: EventTable, source: str, metadata: dict[str, Any], stray_step: b
     ops = op_columns(t, rows)
     scan, ops = set_compilation_apart(rows, ops)
     tree = nest(ops, rows.runtime, steps, t.end_threads)
-    ops, tree = fold_redispatches(ops, tree)
+    ops, tree = fold_redispatches(ops, tree, t)
     compiled = compiled_summary(t, ops, tree, steps, scan) if scan.present else None
     cpu = cpu_statistics(ops, tree, steps.count)
     device = attribute_device_time(rows, t, ops, tree, cpu, steps)
@@ -574,13 +574,16 @@ def redispatches(names: list[str], parent: list[int], nested_same_name: list[boo
     return {i for i in same if children[parent[i]] == 1}
 
 
-def fold_redispatches(ops: OpColumns, tree: Tree) -> tuple[OpColumns, Tree]:
+def fold_redispatches(ops: OpColumns, tree: Tree, table: EventTable | None = None) -> tuple[OpColumns, Tree]:
     """Fold each redispatch into its caller: its children and launches become the caller's, and
-    its self time too (the caller's child time loses it and gains its children's)."""
+    its self time too (the caller's child time loses it and gains its children's). The `table`
+    keeps the folded rows (`redispatched`: op_calls leaves them out, as the counts do)."""
     folded = redispatches(ops.names, tree.parent, tree.nested_same_name)
     if folded:  # one that runs past its caller's end is a broken duration, left for the nesting check
         ends = list(map(add, ops.starts, ops.durs))  # (an `aten::mm` whose `dur` swallowed the next: hidden)
         folded = {i for i in folded if ends[i] <= ends[tree.parent[i]] + NEST_SLACK_NS}
+    if table is not None:
+        table.derived[REDISPATCHED] = frozenset(ops.rows[i] for i in folded)
     if not folded:
         return ops, tree
     parent = tree.parent
