@@ -119,7 +119,39 @@ def _known_in_namespace(namespace: str, op: str, ran: Iterable[str]) -> bool:
     registers no op in (`torch::autograd::AccumulateGrad` is an event, not a registered op).
     A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the op it meant."""
     known = _checkable(namespace, ran)
-    return not known or op.split(".")[0] in known
+    if not known:
+        return not _namespace_slip(namespace, op.split(".")[0], ran)
+    return op.split(".")[0] in known
+
+
+def _namespace_slip(namespace: str, op: str, ran: Iterable[str]) -> bool:
+    """Whether `namespace` is a slip for one where `op` exists: torch registers nothing in it, and
+    it is a letter or two from a namespace whose `op` ran, or aten's or prim's where torch has it
+    (a trial's `assert_no_op("mylb::myop")` passed beside the mylib::myop that ran, and `atn::sin`
+    beside aten::sin)."""
+    ran = list(ran)
+    others = {name.partition("::")[0] for name in ran if name.partition("::")[2].split(".")[0] == op}
+    others.update(ns for ns in ("aten", "prim") if _near(namespace, ns) and op in _registered(ns))
+    near = [other for other in others - {namespace} if _near(namespace, other)]
+    return bool(near) and not _registered(namespace)
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether two names are a slip apart: an edit distance of 1, or 2 for names of 5 letters or more."""
+    return _edits(a, b, 2) <= (2 if min(len(a), len(b)) >= 5 else 1)
+
+
+def _edits(a: str, b: str, most: int) -> int:
+    """The edit distance of two short names (insertions, deletions, substitutions), or `most + 1`
+    where it is over `most`."""
+    if abs(len(a) - len(b)) > most:
+        return most + 1
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
+    return min(row[-1], most + 1)
 
 
 def _checkable(namespace: str, ran: Iterable[str]) -> set[str]:

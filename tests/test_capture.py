@@ -261,6 +261,12 @@ def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
         ("aten ::addmm", False),
         ("aten::ADDMM", False),
         ("my_lib::op", True),  # a namespace torch holds no op of: cannot be checked
+        ("quantizd::linear_dynamic", False),  # a letter from a namespace whose op of that name ran (a trial's)
+        ("quantised::linear_dynamic", False),
+        ("atn::addmm", False),  # aten's, a letter out, where torch has the op
+        ("atn::zzz_never", True),  # no such op in aten either: a label's namespace
+        ("qnt::linear_dynamic", True),  # too far from quantized to be a slip
+        ("prims::addmm", True),  # a namespace torch registers ops in, a letter from prim's: not a slip
         ("quantized::linear_dynamic", True),
         ("quantized::linear_dynamc", False),  # a trial's typo passed assert_no_op beside the op it meant
         ("quantized::linear_dynamic.default", True),

@@ -177,7 +177,8 @@ EXPECTED_MESSAGES = {
 def test_a_typo_of_an_op_of_another_namespace_that_ran_fails_assert_no_op(pytester):
     """A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the
     `quantized::linear_dynamic` it meant: where an op of the namespace ran, the name is checked as
-    an aten name is. A namespace none of whose ops ran (a label's) cannot be checked."""
+    an aten name is; so is a namespace a letter from one whose op of that name ran (a trial's
+    `mylb::myop` beside mylib::myop). A namespace none of whose ops ran (a label's) cannot be checked."""
     pytester.makepyfile(
         test_q="""
         import torch
@@ -192,12 +193,19 @@ def test_a_typo_of_an_op_of_another_namespace_that_ran_fails_assert_no_op(pytest
         def test_label(opprof):
             opprof.run(model, x, warmup=1, steps=2)
             opprof.assert_no_op("my_lib::never_ran")
+
+        def test_namespace_slip(opprof):
+            opprof.run(model, x, warmup=1, steps=2)
+            opprof.assert_no_op("quantizd::linear_dynamic")
         """
     )
     result = run(pytester, "--opprof")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         ["*quantized::linear_dynamc: not an operator torch knows*did you mean quantized::linear_dynamic?*"]
+    )
+    result.stdout.fnmatch_lines(
+        ["*quantizd::linear_dynamic: not an operator torch knows*did you mean quantized::linear_dynamic?*"]
     )
 
 
