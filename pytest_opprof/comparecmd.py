@@ -34,6 +34,7 @@ from .compare import exact_verdicts, work_unrecorded
 from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
+    NO_STEP_MARKERS,
     calls_differ_in,
     cut_short_trace,
     device_against_cpu,
@@ -86,10 +87,12 @@ class _Side:
         device_key: str | None,
         warnings: tuple[str, ...] = (),
         test: str | None = None,
+        stepless: bool = False,
     ) -> None:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
         self.warnings = warnings  # a trace's warning-level checks, as `name: message`
         self.test = test  # the test of a trace opprof exported (its header's node id) or of a baseline file
+        self.stepless = stepless  # a trace without step markers: its whole capture is one step
 
     def to_dict(self) -> dict[str, Any]:
         environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
@@ -137,10 +140,12 @@ def _load_side(text: str) -> _Side:
         key = key_from_trace_metadata(profile.metadata) or UNKNOWN_KEY
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
+        if not profile.wall_known:  # a trial's 5 calls without markers read as 1 step: `slower (calls)`
+            warned += (NO_STEP_MARKERS,)
         header = profile.metadata.get("opprof")
         test = header.get("nodeid") if isinstance(header, dict) else None
         test = printable_name(test) if isinstance(test, str) else None
-        return _Side(path, "trace", {path.name: doc}, key, warned, test)
+        return _Side(path, "trace", {path.name: doc}, key, warned, test, stepless=not profile.wall_known)
     found = baselines_at(path)
     if path.is_dir():
         keys = sorted({str(doc.device_key) for _, doc in found})
@@ -259,10 +264,11 @@ def run_compare(args: argparse.Namespace) -> Done:
         pairs = [(name, names, da.only(args.op), db.only(args.op)) for name, names, da, db in pairs]
     kinds = (a.kind, b.kind)
     same_device = a.device_key == b.device_key
-    compared = [_compared(name, names, da, db, args, kinds, same_device) for name, names, da, db in pairs]
+    stepless = a.stepless or b.stepless
+    compared = [_compared(name, names, da, db, args, kinds, same_device, stepless) for name, names, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
-    untimed = [r.name for r in results if r.untimed]
+    untimed = [] if stepless else [r.name for r in results if r.untimed]  # (the side's own warning says why)
     outcome = _Outcome(a, b, results, only_a, only_b, unchosen, _compare_warnings(a, b, pairs, untimed, args.fail_on))
     out = json_text(_compare_json(args, outcome)) if args.json else "\n".join(_compare_text(args, outcome)) + "\n"
     if not pairs:  # nothing compared is no pass (an audit's CI step read `0 of 0 regressed`, exit 0)
@@ -290,9 +296,12 @@ def _compared(
     args: argparse.Namespace,
     kinds: tuple[str, str],
     same_device: bool,
+    stepless: bool = False,
 ) -> _Compared:
+    """One test's comparison; `stepless`: a side is a trace without step markers, whose times are
+    the whole capture's (shown, not judged)."""
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
-    untimed = any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
+    untimed = stepless or any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
     fastest = min(a.wall_ms) if a.wall_ms and not untimed else None  # an added op's costliest step: time
     worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it

@@ -716,6 +716,14 @@ def output_unwritable(exc: Exception) -> str:
     return f"cannot write the output: {why}; send it where it can be written (> a file with room)"
 
 
+NO_STEP_MARKERS = (
+    "steps: no step markers (torch.profiler's ProfilerStep#N, which prof.step() writes): the whole trace "
+    "reads as one step, so its calls and times per step are the whole capture's; its times are shown, not "
+    "judged; compare traces that mark their steps (a profiler schedule with prof.step() after each step, "
+    "or opprof's own)"
+)
+
+
 def single_step_tests(names: list[str], min_steps: int) -> str:
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return (

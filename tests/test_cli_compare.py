@@ -17,7 +17,7 @@ from pytest_opprof.analysis import analyze
 from pytest_opprof.baseline import baseline_from_profile, baseline_path, write_baseline
 from pytest_opprof.chrome import write_trace
 from pytest_opprof.cli import main
-from pytest_opprof.errors import not_slower
+from pytest_opprof.errors import NO_STEP_MARKERS, not_slower
 from pytest_opprof.trace import load_trace
 
 
@@ -453,6 +453,23 @@ def test_compare_written_traces_exact_ratio(capsys, tmp_path):
     ops = {o["op"]: o for o in json.loads(out)["tests"][0]["ops"]}
     assert ops["aten::addmm"]["ratio"] == 3.0
     assert ops["aten::addmm"]["a"]["ms_per_step"] == 0.35
+
+
+def test_a_trace_without_step_markers_is_said_so_and_its_times_are_not_judged(capsys, tmp_path):
+    """A torch.profiler trace of 5 calls made without prof.step() reads as one step of 5 calls: a
+    trial's compare against opprof's trace of the same code read `B regressed` on every op, with
+    `slower (calls)` rows and no word of the missing markers."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_trace(a, steps_with([700] * 5), {})
+    write_trace(b, [op("aten::mm", i * 10_000 + 10, 700) for i in range(5)], {})
+    code, out, _ = run_cli(capsys, "compare", a, b)
+    assert code == 0
+    assert f"warning: B: {NO_STEP_MARKERS}" in out.splitlines()
+    assert out.splitlines()[-1].startswith("opprof compare: 0 of 1 compared test regressed in B; calls differ in 1")
+    code, out, _ = run_cli(capsys, "compare", a, b, "--json")
+    assert json.loads(out)["tests"][0]["time_judged"] is False
+    code, out, _ = run_cli(capsys, "compare", a, a)  # both marked: judged, no word
+    assert code == 0 and "no step markers" not in out
 
 
 def test_compare_reads_an_out_of_range_machine_reference_in_a_trace_header_as_none(capsys, tmp_path):
