@@ -30,7 +30,7 @@ from .excuses import (
     workload_ratio,
 )
 from .rules import TIME, Rule
-from .units import fixed_period, ordinal
+from .units import PERIODIC_STEPS, fixed_period, ordinal
 from .verdicts import (
     ALPHA,
     CONTENTION_SLACK,
@@ -204,7 +204,6 @@ def _most_steps_slower(
 
 MOST_STEPS_WHY = "most steps slowed beyond every baseline step"  # how _most_steps_slower's why begins
 PERIODIC_WHY = "some steps slowed beyond every baseline step, at a fixed period"  # _periodic_slower's
-PERIODIC_STEPS = 4  # slow steps at one gap: 3 of 10 steps fall so by chance in 10% of placements, 4 in 2.4%
 
 
 def _periodic_slower(

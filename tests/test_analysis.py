@@ -1011,9 +1011,12 @@ def test_a_spread_of_two_levels_says_which_steps_and_a_period_says_it_is_the_cod
         "a fixed period read inconclusive); make every step do the same work, or measure those steps in a test of "
         "their own"
     )
+    three = _spread_message([1400, 150, 1000, 120, 1260, 140, 210])  # every 2nd, 3 times: chance's too
+    assert "(1, 3, 5: 1.000-1.400 vs 0.120-0.210 ms): a slow spell of the machine, or steps that do other" in three
+    assert "every 2nd" not in three  # a trial's loaded machine read `every 2nd step: steps that do other work`
     spell = _spread_message([150, 140, 1200, 1300, 110, 130, 120, 140, 210, 150])
     assert "(3, 4: 1.200-1.300 vs 0.110-0.210 ms): a slow spell of the machine, or steps that do other work" in spell
-    assert spell.endswith("find them in the trace (--opprof-trace=all)")
+    assert spell.endswith("find them in a trace of the steps (pytest --opprof-trace=all keeps each test's)")
     noisy = _spread_message([100, 100, 150, 200, 100, 150, 200, 100])
     assert noisy.endswith("use more warmup or steps, or a quieter machine") and "took x" not in noisy
     one_slow = _spread_message([100, 100, 100, 400, 100, 300, 100, 100])  # x3 from the fastest half: 2 steps

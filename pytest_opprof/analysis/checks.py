@@ -27,7 +27,7 @@ from ..errors import (
 )
 from ..events import Event
 from ..opmessages import asked
-from ..units import count_of, first_three, fixed_period, ms_text, ns_to_ms, ordinal
+from ..units import PERIODIC_STEPS, count_of, first_three, fixed_period, ms_text, ns_to_ms, ordinal
 from .compiled import FX_GRAPH, REGION
 from .model import (
     ERROR,
@@ -546,7 +546,7 @@ def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
     where = (
         f"{op.name} took x{ratio:.1f} the other steps' time in {len(slow)} of {len(samples)} steps ({steps}: {times})"
     )
-    if len(slow) >= 3 and period is not None:
+    if len(slow) >= PERIODIC_STEPS and period is not None:  # 3 fall at one gap by chance (a trial's, under load)
         return (
             f"{where}, every {ordinal(period)} step: steps that do other work (an input that grows every few calls, a "
             "branch taken every few steps), which time verdicts judge by the fastest steps (against a baseline "
@@ -555,7 +555,7 @@ def _two_levels(spread: list[OpStats], spans: Sequence[StepSpan]) -> str | None:
         )
     return (
         f"{where}: a slow spell of the machine, or steps that do other work (an input that changes by step), which "
-        "time verdicts, judged on the fastest steps, do not see; find them in the trace (--opprof-trace=all)"
+        "time verdicts, judged on the fastest steps, do not see; find them in a trace of the steps (pytest --opprof-trace=all keeps each test's)"
     )
 
 
