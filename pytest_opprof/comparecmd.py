@@ -92,7 +92,7 @@ class _Side:
         self.path, self.kind, self.docs, self.device_key = path, kind, docs, device_key
         self.warnings = warnings  # a trace's warning-level checks, as `name: message`
         self.test = test  # the test of a trace opprof exported (its header's node id) or of a baseline file
-        self.stepless = stepless  # a trace without step markers: its whole capture is one step
+        self.stepless = stepless  # a trace without step markers: its whole capture is one step (two such compare alike)
 
     def to_dict(self) -> dict[str, Any]:
         environments = {json.dumps(d.environment, sort_keys=True) for d in self.docs.values()}
@@ -140,8 +140,6 @@ def _load_side(text: str) -> _Side:
         key = key_from_trace_metadata(profile.metadata) or UNKNOWN_KEY
         doc = baseline_from_profile(profile, path.name, key, _trace_environment(profile.metadata))
         warned = tuple(f"{c.name}: {c.message}" for c in profile.warnings)
-        if not profile.wall_known:  # a trial's 5 calls without markers read as 1 step: `slower (calls)`
-            warned += (NO_STEP_MARKERS,)
         header = profile.metadata.get("opprof")
         test = header.get("nodeid") if isinstance(header, dict) else None
         test = printable_name(test) if isinstance(test, str) else None
@@ -258,13 +256,16 @@ class _Outcome:
 def run_compare(args: argparse.Namespace) -> Done:
     _check_compare_paths(args.a, args.b)
     a, b = _load_side(args.a), _load_side(args.b)
+    stepless = a.stepless != b.stepless  # one side's whole trace against the other's steps
+    for side in (a, b):
+        if stepless and side.stepless:  # a trial's 5 calls without markers read as 1 step: `slower (calls)`
+            side.warnings += (NO_STEP_MARKERS,)
     pairs, only_a, only_b = _pairs(a, b)
     if args.op:
         check_chooses_ops(args.op, [*a.docs.values(), *b.docs.values()], f"{args.a} or {args.b}")
         pairs = [(name, names, da.only(args.op), db.only(args.op)) for name, names, da, db in pairs]
     kinds = (a.kind, b.kind)
     same_device = a.device_key == b.device_key
-    stepless = a.stepless or b.stepless
     compared = [_compared(name, names, da, db, args, kinds, same_device, stepless) for name, names, da, db in pairs]
     results = [r for r in compared if r.rows or not args.op]
     unchosen = [r.name for r in compared if not r.rows and args.op]
@@ -298,8 +299,8 @@ def _compared(
     same_device: bool,
     stepless: bool = False,
 ) -> _Compared:
-    """One test's comparison; `stepless`: a side is a trace without step markers, whose times are
-    the whole capture's (shown, not judged)."""
+    """One test's comparison; `stepless`: one side is a trace without step markers, whose times are
+    the whole capture's, against the other's steps (shown, not judged)."""
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
     untimed = stepless or any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
     fastest = min(a.wall_ms) if a.wall_ms and not untimed else None  # an added op's costliest step: time

@@ -458,7 +458,8 @@ def test_compare_written_traces_exact_ratio(capsys, tmp_path):
 def test_a_trace_without_step_markers_is_said_so_and_its_times_are_not_judged(capsys, tmp_path):
     """A torch.profiler trace of 5 calls made without prof.step() reads as one step of 5 calls: a
     trial's compare against opprof's trace of the same code read `B regressed` on every op, with
-    `slower (calls)` rows and no word of the missing markers."""
+    `slower (calls)` rows and no word of the missing markers. Two such traces compare as two whole
+    captures (test_compare_reads_a_trace_that_is_a_bare_list_of_events)."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     write_trace(a, steps_with([700] * 5), {})
     write_trace(b, [op("aten::mm", i * 10_000 + 10, 700) for i in range(5)], {})
@@ -470,6 +471,9 @@ def test_a_trace_without_step_markers_is_said_so_and_its_times_are_not_judged(ca
     assert json.loads(out)["tests"][0]["time_judged"] is False
     code, out, _ = run_cli(capsys, "compare", a, a)  # both marked: judged, no word
     assert code == 0 and "no step markers" not in out
+    code, out, _ = run_cli(capsys, "compare", b, b)  # neither: two whole captures, compared as such
+    assert code == 0 and "no step markers" not in out
+    assert json.loads(run_cli(capsys, "compare", b, b, "--json")[1])["tests"][0]["time_judged"] is True
 
 
 def test_compare_reads_an_out_of_range_machine_reference_in_a_trace_header_as_none(capsys, tmp_path):
