@@ -34,6 +34,7 @@ from .errors import (
 from .events import EventTable
 from .opmessages import (
     ASKED,
+    REDISPATCH_CAUSES,
     a_range_in_other_letters,
     a_range_not_an_op,
     asked,
@@ -345,10 +346,6 @@ def _op_count(
         ]
         contexts.insert(0, "; ".join(inside))
     return count_mismatch(op, per_step, expected, contexts)
-
-
-# Why torch calls an op inside itself (a trial's vmap and nested-tensor counts were said to be autocast's).
-REDISPATCH_CAUSES = "torch calls it again inside: autocast after casting the inputs, vmap, a nested tensor or subclass"
 
 
 def _nested_calls(op: _Nesting) -> float:

@@ -35,6 +35,7 @@ from .device import UNKNOWN_KEY, key_from_trace_metadata
 from .documents import BaselineDoc
 from .errors import (
     NO_STEP_MARKERS,
+    STEPLESS_NOT_JUDGED,
     calls_differ_in,
     cut_short_trace,
     device_against_cpu,
@@ -228,6 +229,12 @@ class _Compared:
     structure_line: str = ""  # the structure verdict as the text shows it: the costliest changes, a count of the rest
     failed: tuple[str, ...] = ()  # the --fail-on kinds B differs in, in the verdicts' order: why it exits 1
     structure_ops: tuple[str, ...] = ()  # the ops of `structure`, in its order
+    stepless: bool = False  # a side's whole trace against the other's steps: nothing judged
+
+    def calls_moved(self) -> list[str]:
+        """The ops whose calls differ (_calls_moved); none where a side marks no steps (its calls per
+        step are the whole capture's)."""
+        return [] if self.stepless else _calls_moved(self.rows, self.structure_ops)
 
 
 @dataclass(frozen=True)
@@ -299,15 +306,16 @@ def _compared(
     same_device: bool,
     stepless: bool = False,
 ) -> _Compared:
-    """One test's comparison; `stepless`: one side is a trace without step markers, whose times are
-    the whole capture's, against the other's steps (shown, not judged)."""
+    """One test's comparison; `stepless`: one side is a trace without step markers, whose calls and
+    times per step are the whole capture's, against the other's steps: shown, nothing judged (a
+    review's read `structure changed: aten::mm 1 -> 5/step` of the same code)."""
     rows = side_by_side(a, b, tolerance=args.tolerance, min_delta_ms=args.min_delta_ms, stat=args.stat)
     untimed = stepless or any(kind != "trace" and doc.steps < MIN_TIME_STEPS for kind, doc in zip(kinds, (a, b)))
     fastest = min(a.wall_ms) if a.wall_ms and not untimed else None  # an added op's costliest step: time
-    worse = b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
+    worse = [] if stepless else b_regressed(rows, args.min_delta_ms, args.tolerance, fastest)
     if untimed:  # a single-step capture's time, shown and never judged, as the plugin never fails it
         worse = [r for r in worse if r.status != "slower"]
-    verdicts = exact_verdicts(b, a, kernels=same_device, every_change=EVERY_CHANGE_HERE)
+    verdicts = [] if stepless else exact_verdicts(b, a, kernels=same_device, every_change=EVERY_CHANGE_HERE)
     work = tuple(v.message for v in verdicts if v.kind == WORK)
     structured = [v for v in verdicts if v.kind == STRUCTURE]
     structure = tuple(c.text for v in structured for c in v.changes)
@@ -318,7 +326,7 @@ def _compared(
     found = {STRUCTURE: structure, WORK: work, TIME: worse, ENVIRONMENT: environment}
     failed = tuple(kind for kind in KINDS if kind in args.fail_on and found[kind])
     ops = tuple(c.op for v in structured for c in v.changes if not c.renumbered_from)  # its calls held
-    return _Compared(name, names, rows, worse, untimed, work, structure, environment, line, failed, ops)
+    return _Compared(name, names, rows, worse, untimed, work, structure, environment, line, failed, ops, stepless)
 
 
 def _compare_warnings(
@@ -442,7 +450,7 @@ def _compare_json(args: argparse.Namespace, outcome: _Outcome) -> dict[str, Any]
         "unit": "ms per step; device time for ops that ran on a device, else CPU time",
         "regressed": outcome.regressed,
         "failed": outcome.failed,
-        "calls_differ": [r.name for r in outcome.results if _calls_moved(r.rows, r.structure_ops)],
+        "calls_differ": [r.name for r in outcome.results if r.calls_moved()],
         "tests": [_compared_json(r, args.top) for r in outcome.results],
         "warnings": outcome.warnings,
         "only_in_a": outcome.only_a,
@@ -461,7 +469,7 @@ def _compared_json(r: _Compared, top: int | None) -> dict[str, Any]:
         "time_judged": not r.untimed,
         "work_changes": list(r.work),
         "structure_changes": list(r.structure),
-        "calls_differ": _calls_moved(r.rows, r.structure_ops),
+        "calls_differ": r.calls_moved(),
         "environment_changes": list(r.environment),
         "failed_on": list(r.failed),
         "ops": [row.to_dict() for row in shown],
@@ -489,6 +497,8 @@ def _test_verdict(r: _Compared, fail_on: frozenset[str]) -> str:
     """A test's line: B regressed in time or not, and where time does not fail (--fail-on), said so;
     not slower, the kinds it failed on, or a work change that does not fail (a trial read `B not
     slower` over 1.58x the FLOPs, and a test that failed on structure read the same)."""
+    if r.stepless:
+        return STEPLESS_NOT_JUDGED
     if not r.worse:
         line = _not_slower(r.rows, STRUCTURE in fail_on and bool(r.structure), r.structure_ops)
         if r.failed:
@@ -578,7 +588,7 @@ def _launches(kernels: tuple[tuple[str, float, float], ...]) -> list[tuple[str, 
 def _calls_differ(results: list[_Compared]) -> str:
     """`; calls differ in 4 (...)`: the tests whose ops B calls otherwise, which the default judges
     not (a scale trial's 144 tests added ops each, above a last line of `0 of 144 regressed`)."""
-    moved = [r.name for r in results if _calls_moved(r.rows, r.structure_ops)]
+    moved = [r.name for r in results if r.calls_moved()]
     if not moved:
         return ""
     return calls_differ_in(len(moved), first_three(moved))

@@ -718,10 +718,13 @@ def output_unwritable(exc: Exception) -> str:
 
 NO_STEP_MARKERS = (
     "steps: no step markers (torch.profiler's ProfilerStep#N, which prof.step() writes): the whole trace "
-    "reads as one step, so its calls and times per step are the whole capture's; its times are shown, not "
-    "judged; compare traces that mark their steps (a profiler schedule with prof.step() after each step, "
-    "or opprof's own)"
+    "reads as one step, so its calls and times per step are the whole capture's, against the other side's "
+    "steps: shown, nothing judged (time, calls, work); compare traces that mark their steps (a profiler "
+    "schedule with prof.step() after each step, or opprof's own)"
 )
+
+
+STEPLESS_NOT_JUDGED = "not judged: one side's trace marks no steps (its warning above)"  # a test's line
 
 
 def single_step_tests(names: list[str], min_steps: int) -> str:

@@ -38,7 +38,16 @@ COUNTED_OPS = frozenset(_TENSOR_INPUTS)
 def torch_flops(name: str, shapes: Sequence[Any], types: Sequence[str], values: Sequence[Any] = ()) -> int:
     """The FLOPs torch's profiler gives one call of op `name` with these inputs (0 for an op it does
     not count, or inputs it cannot count: a nested tensor, a conv2d padding given as a string).
-    `values`: the inputs' recorded values (torch's concrete inputs), read for conv2d only."""
+    `values`: the inputs' recorded values (torch's concrete inputs), read for conv2d only. As torch's
+    unsigned 64-bit count: a conv2d whose output would be empty (a call that raises, in a test of
+    that error) wraps as torch's does, not negative (a review's failed the document's check)."""
+    return _counted(name, shapes, types, values) % _UINT64
+
+
+_UINT64 = 1 << 64
+
+
+def _counted(name: str, shapes: Sequence[Any], types: Sequence[str], values: Sequence[Any]) -> int:
     indexes = _TENSOR_INPUTS.get(name)
     if indexes is None or len(shapes) < max(indexes) + 1 or len(types) < len(shapes):
         return 0
@@ -93,6 +102,7 @@ def _whole(value: Any) -> bool:
 
 
 def _divided(numerator: int, denominator: int) -> int:
-    """Integer division that rounds toward zero, as C++'s does."""
+    """Integer division that rounds toward zero, as C++'s of int64 does (torch's count is then made
+    unsigned: torch_flops)."""
     quotient = abs(numerator) // abs(denominator)
     return quotient if (numerator >= 0) == (denominator >= 0) else -quotient

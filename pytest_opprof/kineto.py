@@ -405,9 +405,8 @@ def _flops_by_id(events: Any, own_flops: bool) -> dict[int, int]:
     """The ops' FLOPs by their External id: torch's, or (`own_flops`) counted from their inputs."""
     if not own_flops:
         return {e.correlation_id(): e.flops() for e in events if e.flops()}
-    counted = (e for e in events if e.name() in COUNTED_OPS)
-    flops = {e.correlation_id(): _counted_flops(e, freeze(e.shapes()), tuple(e.dtypes())) for e in counted}
-    return {ext: n for ext, n in flops.items() if n}
+    counted = ((e, _counted_flops(e, freeze(e.shapes()), tuple(e.dtypes()))) for e in events if e.name() in COUNTED_OPS)
+    return {e.correlation_id(): n for e, n in counted if n}
 
 
 def _names_from_events(table: EventTable, results: Any) -> None:

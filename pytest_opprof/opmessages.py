@@ -16,6 +16,9 @@ from .opnames import is_glob
 from .textout import ELLIPSIS
 from .units import count_of, first_three, ms_text, ns_to_ms
 
+# Why torch calls an op inside itself (a trial's vmap and nested-tensor counts were said to be autocast's).
+REDISPATCH_CAUSES = "torch calls it again inside: autocast after casting the inputs, vmap, a nested tensor or subclass"
+
 
 def _ms(value_ns: float) -> str:
     return _ms_of(ns_to_ms(value_ns))

@@ -126,19 +126,27 @@ def _known_in_namespace(namespace: str, op: str, ran: Iterable[str]) -> bool:
 
 def _namespace_slip(namespace: str, op: str, ran: Iterable[str]) -> bool:
     """Whether `namespace` is a slip for one where `op` exists: torch registers nothing in it, and
-    it is a letter or two from a namespace whose `op` ran, or aten's or prim's where torch has it
-    (a trial's `assert_no_op("mylb::myop")` passed beside the mylib::myop that ran, and `atn::sin`
-    beside aten::sin)."""
+    it is a letter from a namespace whose `op` ran (not a digit: `mylib2` beside `mylib3`, versions
+    of a library that share op names), or a letter left out of or added to aten's or prim's where
+    torch has it (not one changed: `attn::softmax` is a label's). A trial's `assert_no_op("mylb::myop")`
+    passed beside the mylib::myop that ran, and `atn::sin` beside aten::sin."""
     ran = list(ran)
     others = {name.partition("::")[0] for name in ran if name.partition("::")[2].split(".")[0] == op}
-    others.update(ns for ns in ("aten", "prim") if _near(namespace, ns) and op in _registered(ns))
-    near = [other for other in others - {namespace} if _near(namespace, other)]
+    others -= {namespace, "aten", "prim"}  # (theirs: a letter left out or added only, below)
+    near = [other for other in others if _edits(namespace, other, 1) == 1 and not _digits_differ(namespace, other)]
+    near += [ns for ns in ("aten", "prim") if _one_letter_more(namespace, ns) and op in _registered(ns)]
     return bool(near) and not _registered(namespace)
 
 
-def _near(a: str, b: str) -> bool:
-    """Whether two names are a slip apart: an edit distance of 1, or 2 for names of 5 letters or more."""
-    return _edits(a, b, 2) <= (2 if min(len(a), len(b)) >= 5 else 1)
+def _digits_differ(a: str, b: str) -> bool:
+    """Whether two names differ in their digits (`fa2`, `fa3`): versions, not a slip."""
+    return [c for c in a if c.isdigit()] != [c for c in b if c.isdigit()]
+
+
+def _one_letter_more(a: str, b: str) -> bool:
+    """Whether one name is the other with one letter added (`atn`, `aten`; `atenn`)."""
+    short, long = sorted((a, b), key=len)
+    return len(long) == len(short) + 1 and any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _edits(a: str, b: str, most: int) -> int:

@@ -87,13 +87,15 @@ def count_of(n: int, noun: str) -> str:
 _DIGITS = re.compile(r"(\d+)")
 
 
-def id_order(nodeid: str) -> list[str | int]:
-    """A sort key that reads the numbers in a test id as numbers: `test_m[64]` before `test_m[128]`,
-    as a person lists a parametrized test's cases."""
+def id_order(nodeid: str) -> tuple[list[str | int], str]:
+    """A sort key that reads the runs of digits in a test id as whole numbers: `test_m[64]` before
+    `test_m[128]`, as a parametrized test's cases are listed; ids alike so (`[v1]`, `[v01]`) in
+    their own order, whatever the order they came in (a review's listed them by hash seed).
+    Signs and decimal points are text: `[-2]` after `[-1]`, `[0.25]` after `[0.5]`."""
     parts: list[str | int] = []
     for index, part in enumerate(_DIGITS.split(nodeid)):
         parts.append(int(part) if index % 2 else part)
-    return parts
+    return parts, nodeid
 
 
 def first_three(names: list[str], every: bool = False) -> str:

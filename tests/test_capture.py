@@ -267,6 +267,9 @@ def test_a_profiles_exact_lookups_name_the_profilers_spelling(name, fix):
         ("atn::zzz_never", True),  # no such op in aten either: a label's namespace
         ("qnt::linear_dynamic", True),  # too far from quantized to be a slip
         ("prims::addmm", True),  # a namespace torch registers ops in, a letter from prim's: not a slip
+        ("quantized2::linear_dynamic", True),  # a digit: a library's other version (a review's mylib2 beside mylib3)
+        ("attn::addmm", True),  # a letter changed in aten's: a label's prefix (a review's attn::softmax)
+        ("atenn::addmm", False),  # a letter added to aten's
         ("quantized::linear_dynamic", True),
         ("quantized::linear_dynamc", False),  # a trial's typo passed assert_no_op beside the op it meant
         ("quantized::linear_dynamic.default", True),

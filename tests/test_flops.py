@@ -47,6 +47,14 @@ CONV_TYPES = ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "S
         ("aten::add", [[[2], [3]], []], ["TensorList", "Scalar"], (), 0),
         ("aten::relu", [[8, 16]], ["float"], (), 0),
         ("aten::mm", [[8, 16]], ["float"], (), 0),  # fewer inputs than the op takes
+        # an output height of -1 (a call that raises): torch's unsigned count wraps (a review's read -2160)
+        (
+            "aten::conv2d",
+            [[1, 3, 1, 10], [5, 3, 3, 3], [], [], [], [], []],
+            CONV_TYPES,
+            [*CONV_ARGS[:3], [1, 1], [0, 0], [1, 1], 1],
+            2**64 - 2160,
+        ),
     ],
 )
 def test_the_rule_counts_as_torch_does(name, shapes, types, values, expected):
@@ -85,6 +93,7 @@ def _calls(torch):
     yield lambda: torch.randn(2, 3).add(torch.randn(3), alpha=2)
     yield lambda: torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)]) * 2
     yield lambda: torch.randn(4, 4, dtype=torch.bfloat16) + 1
+    yield lambda: F.conv2d(torch.randn(1, 3, 1, 10), w)  # raises: its output would have no rows
 
 
 def test_the_counts_are_torchs_own_for_the_same_calls():
@@ -93,16 +102,26 @@ def test_the_counts_are_torchs_own_for_the_same_calls():
     torch = pytest.importorskip("torch")
     from pytest_opprof.kineto import _flops_by_id, table_from_kineto
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # nested tensors are a prototype; torch warns it cannot count some
-        with torch.profiler.profile(record_shapes=True, with_flops=True) as prof:
-            for call in _calls(torch):
-                call()
-    events = prof.profiler.kineto_results.events()
+    def profiled(with_flops: bool):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nested tensors are a prototype; torch warns it cannot count some
+            with torch.profiler.profile(record_shapes=True, with_flops=with_flops) as prof:
+                for call in _calls(torch):
+                    try:
+                        call()
+                    except RuntimeError:  # the conv2d of an empty output, as a test of that error calls it
+                        pass
+        return prof.profiler.kineto_results.events()
+
+    events = profiled(with_flops=True)
     theirs = table_from_kineto(events, with_shapes=True)
     ours = table_from_kineto(events, with_shapes=True, own_flops=True)
     counted = [(name, f) for name, f in zip(theirs.name, theirs.flops) if name in COUNTED_OPS]
     assert {name for name, _ in counted} == COUNTED_OPS  # every op torch counts was called
     assert sum(f > 0 for _, f in counted) >= 15 and any(f == 0 for _, f in counted)
+    assert any(f >= 2**63 for _, f in counted)  # the raising conv2d's wrapped count
     assert list(zip(ours.name, ours.flops)) == list(zip(theirs.name, theirs.flops))
     assert _flops_by_id(events, own_flops=True) == _flops_by_id(events, own_flops=False)
+    # as opprof's one-step captures record (no with_flops): the same inputs, so the same counts
+    plain = table_from_kineto(profiled(with_flops=False), with_shapes=True, own_flops=True)
+    assert [(n, f) for n, f in zip(plain.name, plain.flops) if n in COUNTED_OPS] == counted

@@ -170,3 +170,7 @@ def test_commands_list_a_parametrized_tests_cases_in_their_numbers_order():
         "test_a10",
         "test_b2",
     ]
+    assert listed_ids(["t[v01]", "t[v001]", "t[v1]"]) == listed_ids(
+        ["t[v1]", "t[v01]", "t[v001]"]
+    )  # whatever came first
+    assert listed_ids(["t[v1]", "t[v01]", "t[v001]"]) == "'t[v001]' 't[v01]' 't[v1]'"
