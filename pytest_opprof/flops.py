@@ -89,7 +89,8 @@ def _conv2d(image: tuple[int, ...], kernel: tuple[int, ...], values: Sequence[An
     out_channels, _, kernel_h, kernel_w = kernel
     out_h = _divided(height + 2 * padding[0] - dilation[0] * (kernel_h - 1) - 1, stride[0]) + 1
     out_w = _divided(width + 2 * padding[1] - dilation[1] * (kernel_w - 1) - 1, stride[1]) + 1
-    return 2 * batch * out_h * out_w * kernel_h * kernel_w * channels * out_channels // groups
+    # unsigned 64-bit, as torch's: the product wraps before the division by the groups
+    return (2 * batch * out_h * out_w * kernel_h * kernel_w * channels * out_channels) % _UINT64 // groups
 
 
 def _pair(value: Any) -> bool:

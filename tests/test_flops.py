@@ -94,6 +94,7 @@ def _calls(torch):
     yield lambda: torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)]) * 2
     yield lambda: torch.randn(4, 4, dtype=torch.bfloat16) + 1
     yield lambda: F.conv2d(torch.randn(1, 3, 1, 10), w)  # raises: its output would have no rows
+    yield lambda: F.conv2d(torch.randn(1, 6, 1, 10), torch.randn(6, 2, 3, 3), groups=3)  # raises, in groups
 
 
 def test_the_counts_are_torchs_own_for_the_same_calls():
