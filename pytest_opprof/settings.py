@@ -617,14 +617,17 @@ def _outputs(settings: Settings) -> list[tuple[str, str | None]]:
     ]
 
 
-def output_paths_problem(settings: Settings, baseline_folder: Path, junitxml: str | None = None) -> str | None:
+def output_paths_problem(
+    settings: Settings, baseline_folder: Path, others: Mapping[str, str] | None = None
+) -> str | None:
     """What is wrong with where the reports go, taken together: two reports at one file (the
-    second would replace the first), a report or the trace folder inside a device-key folder of
-    the baseline folder (it could replace a baseline), or the JSON report anywhere in the baseline
+    second would replace the first; `others`: the reports of pytest and its plugins by their flag,
+    `--junitxml`, `--html`...), a report or the trace folder inside a device-key folder of the
+    baseline folder (it could replace a baseline), or the JSON report anywhere in the baseline
     folder (`opprof show` and `opprof compare` read every .json there as a baseline). Pipes and
     devices (/dev/null) may be shared."""
     folder = Path(os.path.realpath(baseline_folder))
-    taken: dict[Path, str] = {Path(os.path.realpath(junitxml)): "--junitxml"} if junitxml else {}
+    taken: dict[Path, str] = {Path(os.path.realpath(path)): flag for flag, path in (others or {}).items()}
     for flag, value in _outputs(settings):
         if not value or own_descriptor(Path(value)) is not None or is_stream(Path(value)):
             continue  # written into, never replaced: /dev/stdout (a log or a pipe behind it), a FIFO

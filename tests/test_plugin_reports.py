@@ -349,6 +349,37 @@ def test_reports_that_would_replace_a_baseline_or_each_other_are_refused_at_star
     assert baseline.read_text() == '{"committed": true}\n' and not (pytester.path / "out").exists()
 
 
+OTHER_PLUGINS_CONFTEST = """
+from pathlib import Path
+
+
+def pytest_addoption(parser):  # as pytest-html and pytest-benchmark register their reports
+    parser.addoption("--html", action="store", dest="htmlpath", default=None)
+    parser.addoption("--benchmark-json", type=Path, default=None)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--html", "r.html", "--opprof-html", "r.html"], "--opprof-html: 'r.html' is also --html's path"),
+        (
+            ["--benchmark-json", "b.json", "--opprof-json", "./b.json"],
+            "--opprof-json: './b.json' is also --benchmark-json's path",
+        ),
+    ],
+)
+def test_a_report_another_plugin_writes_to_is_refused_at_start(pytester, args, message):
+    """A trial's `--html=r.html --opprof-html=r.html` left opprof's page under pytest-html's
+    `Generated html report` line, and `--benchmark-json` held opprof's JSON: refused as --junitxml's is."""
+    pytester.makeconftest(OTHER_PLUGINS_CONFTEST)
+    pytester.makepyfile("def test_x(opprof): pass")
+    result = run(pytester, "--opprof", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}, which it would overwrite; give each report its own file"])
+    assert run(pytester, "--opprof", *args[:2], "--opprof-html", "mine.html").ret != pytest.ExitCode.USAGE_ERROR
+
+
 def test_reports_go_into_pipes_and_through_a_symlink_as_the_shell_would(project):
     """--opprof-json and --opprof-html into FIFOs are written into them (readers get the
     documents; the FIFOs stay FIFOs: /dev/stdout and /dev/null work the same way), a symlinked
@@ -439,7 +470,7 @@ def test_two_reports_may_share_a_pipe_but_not_a_file(tmp_path):
     clash = Settings(json_path=str(tmp_path / "r"), csv_path=str(tmp_path / "r"))
     assert "is also --opprof-json's path" in (output_paths_problem(clash, tmp_path / ".opprof") or "")
     junit = output_paths_problem(
-        Settings(json_path=str(tmp_path / "r.xml")), tmp_path / ".opprof", str(tmp_path / "r.xml")
+        Settings(json_path=str(tmp_path / "r.xml")), tmp_path / ".opprof", {"--junitxml": str(tmp_path / "r.xml")}
     )
     assert "is also --junitxml's path" in (junit or "")
     inside = Settings(html_path=str(tmp_path / ".opprof" / "cpu" / "r.html"))

@@ -237,6 +237,27 @@ def _names_a_path(config: pytest.Config, value: object) -> bool:
     return (config.invocation_params.dir / value.split("::")[0]).exists()
 
 
+# The report files of pytest and its plugins, by flag and option name: opprof's must not take one
+# (a trial's `--html=r.html --opprof-html=r.html` kept opprof's page under pytest-html's line).
+OTHER_REPORTS = (
+    ("--junitxml", "xmlpath"),
+    ("--html", "htmlpath"),  # pytest-html
+    ("--benchmark-json", "benchmark_json"),  # pytest-benchmark
+    ("--report-log", "report_log"),  # pytest-reportlog
+)
+
+
+def other_reports(config: pytest.Config) -> dict[str, str]:
+    """The report files pytest and its plugins write in this run, by their flag."""
+    found = {}
+    for flag, dest in OTHER_REPORTS:
+        value = getattr(config.option, dest, None)
+        value = getattr(value, "name", value)  # an open file: an argparse.FileType option
+        if isinstance(value, (str, os.PathLike)) and os.fspath(value):
+            found[flag] = os.fspath(value)
+    return found
+
+
 def refuse_bad_paths(config: pytest.Config, settings: Settings) -> None:
     """Where the run would read and write, checked together before any test runs. A plain run
     writes nothing: it judges the paths given (as it judges every value), not the default's."""
@@ -245,7 +266,7 @@ def refuse_bad_paths(config: pytest.Config, settings: Settings) -> None:
         problem = (
             spaced_path_outside(config)
             or _baseline_dir_problem(config, settings, folder)
-            or output_paths_problem(settings, folder, getattr(config.option, "xmlpath", None))
+            or output_paths_problem(settings, folder, other_reports(config))
         )
     else:
         problem = spaced_path_outside(config) or (
