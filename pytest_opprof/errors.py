@@ -1378,6 +1378,17 @@ def repeats_disagreed(path: str, tests: list[str], verbose: bool = False) -> str
     )
 
 
+def benchmark_rounds() -> str:
+    """A whole-call capture of a test that used pytest-benchmark's `benchmark` fixture."""
+    return (
+        "pytest-benchmark's benchmark fixture ran in the test's whole-call capture: it runs its function as many "
+        "rounds as its timing picks, so the ops' calls per step change from run to run (a trial's aten::addmm "
+        "6580 -> 8520/step failed as a structure change), and the profiler slows each round it times; measure "
+        "the function with opprof.run(fn, ...), or give benchmark fixed rounds (benchmark.pedantic(fn, rounds=N, "
+        "iterations=1))"
+    )
+
+
 def hypothesis_test(nodeid: str) -> str:
     """A hypothesis `@given` test that carries opprof."""
     return (

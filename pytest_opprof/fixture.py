@@ -722,6 +722,11 @@ class OpprofFixture:
         self._clocks, self._host, self._children = [], [], []
         self.settings = torch_state()
 
+    @property
+    def whole_call_running(self) -> bool:
+        """Whether the whole-call capture still runs: the test started no capture of its own."""
+        return self._whole_call is not None
+
     def start_whole_call(self) -> None:
         """Capture the test call as one step, until a run() or capture() of its own replaces it."""
         self._begin_capture()

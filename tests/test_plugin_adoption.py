@@ -677,3 +677,45 @@ def test_repeats_that_change_one_baseline_in_turn_are_named(pytester, monkeypatc
     )
     assert "test_steady.json was written" not in result.stdout.str()
     assert "1 changed (test_flip.py::test_flip); kept " in result.stdout.str()  # the file's test, not a repeat
+
+
+def test_pytest_benchmarks_fixture_in_a_whole_call_capture_is_warned(pytester):
+    """A trial's marker test around pytest-benchmark's `benchmark(model, x)` recorded, then failed
+    `structure changed: aten::addmm 6580 -> 8520/step`: benchmark picks its rounds by timing. A
+    whole-call capture of a test that used the fixture says so; a run() of the test's own does not
+    (faked here: pytest-benchmark is no dependency)."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture
+        def benchmark():  # as pytest-benchmark's: calls the function as many rounds as it picks
+            def bench(fn, *args):
+                for _ in range(3):
+                    result = fn(*args)
+                return result
+            return bench
+        """
+    )
+    pytester.makepyfile(
+        test_b="""
+        import pytest, torch
+
+        @pytest.mark.opprof
+        def test_marked(benchmark):
+            benchmark(torch.ones, 3)
+
+        def test_whole(opprof, benchmark):
+            benchmark(torch.ones, 3)
+
+        def test_own_run(opprof, benchmark):
+            benchmark(torch.ones, 3)
+            opprof.run(torch.ones, 3, warmup=1, steps=2)
+        """
+    )
+    result = run(pytester, "--opprof", "-v")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    for name in ("test_marked", "test_whole"):
+        assert f"test_b.py::{name}: warning benchmark_rounds: pytest-benchmark's benchmark fixture ran" in out
+    assert "test_own_run: warning benchmark_rounds" not in out

@@ -13,6 +13,7 @@ from itertools import compress, repeat
 from operator import add, lt, sub
 
 from ..errors import (
+    benchmark_rounds,
     contended_capture,
     device_before_launch,
     not_compiled_text,
@@ -614,6 +615,14 @@ CONTENTION = "contention"  # the warning of a capture whose threads waited for a
 
 
 BUSY_THREAD_MS = 1.0  # CPU an other Python thread used in a capture from which it is named a cause of contention
+
+
+BENCHMARK = "benchmark_rounds"
+
+
+def benchmark_check() -> Check:
+    """A whole-call capture of a test that used pytest-benchmark's `benchmark` fixture (benchmark_rounds)."""
+    return Check(BENCHMARK, WARNING, benchmark_rounds())
 
 
 def contention_check(

@@ -105,10 +105,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     except BaseException as exc:
         fixture.end_whole_call(raised=exc)
         raise
+    whole = fixture.whole_call_running
     fixture.end_whole_call(raised=_unittest_outcome(item))
+    if whole and BENCHMARK_FIXTURE in getattr(item, "fixturenames", ()):
+        from ..analysis.checks import benchmark_check
+
+        add_check(item, benchmark_check())
     if _call_passed(item):
         judge_call(item, fixture, state)
     return result
+
+
+BENCHMARK_FIXTURE = "benchmark"  # pytest-benchmark's: it picks its rounds by timing
 
 
 _SUBTESTS_FAILED = pytest.StashKey[int]()  # the call's failed subtests: the test fails at its end
