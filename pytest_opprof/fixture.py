@@ -429,6 +429,14 @@ class OpprofFixture:
             return
         self._finish(recorder.stop(), RAN_NO_OP_IN_BLOCK)
 
+    def end_open_block(self, failure: BaseException) -> None:
+        """A `with opprof.capture():` block still open when the test's call ended by `failure`: a
+        coroutine suspended in it that a timeout ended (pytest-timeout raises in the event loop, not
+        in the block, which closes later, if ever: a trial's async test got no line at all). Ended
+        now, cut short by that failure."""
+        if self._block is not None and threading.get_ident() == self._thread:
+            self._end_block(raised=failure)
+
     def _refuse_other_thread(self, what: str) -> None:
         """A capture begun on a thread of the test's would stop the whole-call profiler from there,
         which leaves it running on the test's thread (a trial: every later test then failed). The

@@ -891,19 +891,33 @@ def test_skip_in_block(opprof, mlp):
     with opprof.capture():
         infer(*mlp)
         pytest.skip("not here")
+
+def test_suspended_block(opprof, mlp):  # an async test's block, suspended at an await a timeout ended
+    def coroutine():
+        with opprof.capture():
+            infer(*mlp)
+            yield
+    suspended = coroutine()
+    next(suspended)
+    pytest.fail("Timeout (>1.0s) from pytest-timeout.")  # raised in the event loop, outside the block
+
+def test_after_the_suspended_block():
+    assert not torch.autograd._profiler_enabled()
 """
 
 
 def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(project, capsys):
     """A capture the test's exception ended (the whole call, a block, run()'s steps) is the failing
-    test's trace, table and JSON profile, said to be cut short; it writes no baseline."""
+    test's trace, table and JSON profile, said to be cut short; it writes no baseline. So is a block
+    a failure left open (an async test suspended in it that pytest-timeout ended: a trial's got no
+    line), and the profiler is stopped before the next test."""
     project.makepyfile(test_cut=CUT_SHORT_TESTS)
     result = run(
         project, "--opprof-update-baseline", "--opprof-trace-dir=traces", "--opprof-json=r.json", "--junitxml=j.xml"
     )
-    result.assert_outcomes(passed=1, failed=6, skipped=1)
+    result.assert_outcomes(passed=2, failed=7, skipped=1)
     tests = {t["nodeid"].split("::")[1]: t for t in json.loads((project.path / "r.json").read_text())["tests"]}
-    failing = ("test_marker", "test_whole_call", "test_block", "test_run", "test_signature")
+    failing = ("test_marker", "test_whole_call", "test_block", "test_run", "test_signature", "test_suspended_block")
     for name in failing:
         assert tests[name]["cut_short"] is True and tests[name]["outcome"] == "failed"
         ops = {op["name"]: op for op in tests[name]["profile"]["ops"]}
@@ -925,7 +939,7 @@ def test_a_test_failing_in_a_capture_leaves_the_timeline_up_to_its_failure(proje
     assert tests["test_caught"]["cut_short"] is False and tests["test_caught"]["profile"]["steps"] == 1
     later = tests["test_caught_then_fails"]  # the failure is not the caught exception: its run() is shown
     assert later["cut_short"] is False and later["profile"]["steps"] == 2
-    assert len(list((project.path / "traces").iterdir())) == 6
+    assert len(list((project.path / "traces").iterdir())) == 7
     assert [p.name for p in (project.path / ".opprof").rglob("*.json")] == ["test_caught.json"]
     # The trace says it was cut short: opprof compare refuses it (a trial's compared, exit 0 or 1 by chance)
     cut, whole = tests["test_run"]["trace"], tests["test_caught_then_fails"]["trace"]

@@ -228,6 +228,8 @@ def _take_profile(
     from ..results import format_junit_properties
 
     ended = report.failed or _outcome_word(report) == "xfailed"  # an xfail's capture as far as it went too
+    if ended and call.excinfo is not None:
+        fixture.end_open_block(call.excinfo.value)
     cut_short = fixture.cut_short(call.excinfo.value) if ended and call.excinfo is not None else None
     if cut_short is not None:
         result.profile, result.cut_short = cut_short, True
