@@ -222,18 +222,18 @@ def _read_inputs(table: EventTable, kineto_events: Any, cls: Any, own_flops: boo
             inputs = freeze(shapes(e))  # nested tuples of ints
             table.shapes[i] = capped_lists(inputs, dtypes)
             table.dtypes[i] = dtypes
-            table.flops[i] = _counted_flops(e, inputs, dtypes) if own_flops else int(cls.flops(e) or 0)
+            if not own_flops:
+                table.flops[i] = int(cls.flops(e) or 0)
+            elif table.name[i] in COUNTED_OPS:  # the name read once, from the table: every op passes here
+                table.flops[i] = _counted_flops(e, table.name[i], inputs, dtypes)
             if sequence_nr is not None and dtypes and sequence_nr(e) >= 0:  # an op with inputs, as traces say
                 autograd.add(i)
     table.autograd = autograd if sequence_nr is not None else None
 
 
-def _counted_flops(event: Any, shapes: Any, dtypes: Sequence[str]) -> int:
+def _counted_flops(event: Any, name: str, shapes: Any, dtypes: Sequence[str]) -> int:
     """An op event's FLOPs as torch's with_flops counts them, from its recorded inputs (flops.py);
     the values of a conv2d's stride, padding... from torch's concrete inputs (0 where torch keeps none)."""
-    name = event.name()
-    if name not in COUNTED_OPS:
-        return 0
     values = event.concrete_inputs() if name == "aten::conv2d" and hasattr(event, "concrete_inputs") else ()
     return torch_flops(name, shapes, dtypes, values)
 
@@ -405,7 +405,10 @@ def _flops_by_id(events: Any, own_flops: bool) -> dict[int, int]:
     """The ops' FLOPs by their External id: torch's, or (`own_flops`) counted from their inputs."""
     if not own_flops:
         return {e.correlation_id(): e.flops() for e in events if e.flops()}
-    counted = ((e, _counted_flops(e, freeze(e.shapes()), tuple(e.dtypes()))) for e in events if e.name() in COUNTED_OPS)
+    named = ((e, e.name()) for e in events)
+    counted = (
+        (e, _counted_flops(e, name, freeze(e.shapes()), tuple(e.dtypes()))) for e, name in named if name in COUNTED_OPS
+    )
     return {e.correlation_id(): n for e, n in counted if n}
 
 
