@@ -188,10 +188,10 @@ def _structure(
     shown = ", ".join(c.text for c in changes[:MAX_LISTED])
     more = f" and {len(changes) - MAX_LISTED} more ({every_change})" if len(changes) > MAX_LISTED else ""
     mode = DISPATCH_MODE_HINT if DISPATCH_MODE in set(current.ops) - set(baseline.ops) else ""
-    if compiled := _compiled_hint(current, baseline, rule):  # the cause first: a compile trial's sat past 12 ops
-        shown = f"{compiled}; the ops: {shown}"
+    causes = [c for c in (_compiled_hint(current, baseline, rule), _precision_clause(current, baseline, changes)) if c]
+    if causes:  # the cause first: a compile trial's sat past 12 ops, an LLM trial's bf16 behind 7 incidental ones
+        shown = f"{'; '.join(causes)}; the ops: {shown}"
     mode += _threads_clause(current, baseline)  # a verdict trial's one thread read as a structure change first
-    mode += _precision_clause(current, baseline, changes)
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
@@ -330,9 +330,11 @@ CAST_OPS = frozenset(
 
 
 def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list[Change]) -> str:
-    """`; the baseline's ops took c10::BFloat16 inputs, none here: autocast removed ...` where casts
+    """`the baseline's ops took c10::BFloat16 (torch.bfloat16) inputs, none here: ...` where casts
     changed and reduced-precision inputs ran on one side only (a training trial's autocast removed
-    read as `aten::linear 4 -> 2/step, - aten::to (was 5/step), ...`: the cause was in the work lines)."""
+    read as `aten::linear 4 -> 2/step, - aten::to (was 5/step), ...`: the cause was in the work
+    lines). Both causes are named: a model moved to another dtype casts as autocast does (an LLM
+    trial's `model.to(torch.bfloat16)` undone read as `autocast removed`)."""
     if not any(c.op in CAST_OPS for c in changes):
         return ""
     both = [
@@ -340,18 +342,30 @@ def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list
     ]
     was, now = _reduced_types(baseline, both), _reduced_types(current, both)
     if was and not now:
-        types = ", ".join(sorted(was))
         return (
-            f"; the baseline's ops took {types} inputs, none here: autocast removed (or a cast to {types}), whose "
-            "casts and re-dispatched calls (an op called inside itself) these counts were"
+            f"the baseline's ops took {_dtype_words(was)} inputs, none here: the model or its inputs in another "
+            "dtype now (model.to(...), a cast), or autocast removed (its casts and re-dispatched calls, an op "
+            "called inside itself, were in these counts)"
         )
     if now and not was:
-        types = ", ".join(sorted(now))
         return (
-            f"; the ops take {types} inputs here, none in the baseline: autocast added (or a cast to {types}), whose "
-            "casts and re-dispatched calls (an op called inside itself) these counts are"
+            f"the ops take {_dtype_words(now)} inputs here, none in the baseline: the model or its inputs cast "
+            "to it now (model.to(...), a cast), or autocast added (its casts and re-dispatched calls, an op "
+            "called inside itself, are in these counts)"
         )
     return ""
+
+
+def _dtype_words(types: set[str]) -> str:
+    """`c10::BFloat16 (torch.bfloat16)`: as the inputs list them, and as Python spells the dtype."""
+    return ", ".join(f"{t} ({_torch_dtype(t)})" for t in sorted(types))
+
+
+def _torch_dtype(name: str) -> str:
+    """c10::BFloat16 -> torch.bfloat16, c10::Half -> torch.float16, c10::Float8_e4m3fn -> torch.float8_e4m3fn."""
+    if name.startswith("c10::Float8_"):
+        return "torch.float8_" + name.removeprefix("c10::Float8_")
+    return {"c10::BFloat16": "torch.bfloat16", "c10::Half": "torch.float16"}.get(name, name)
 
 
 _REDUCED = re.compile(r"^c10::(BFloat16|Half|Float8\w*)$")

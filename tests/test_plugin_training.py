@@ -354,13 +354,15 @@ def test_autocast_removed_or_added_is_named_on_the_structure_line(pytester, monk
     result = run(pytester, "--opprof")
     result.assert_outcomes(failed=1)
     side = (
-        "the baseline's ops took c10::BFloat16 inputs, none here"
+        "the baseline's ops took c10::BFloat16 (torch.bfloat16) inputs, none here: the model or its inputs in "
+        "another dtype now"
         if words == "removed"
-        else "the ops take c10::BFloat16 inputs here, none in the baseline"
+        else "the ops take c10::BFloat16 (torch.bfloat16) inputs here, none in the baseline: the model or its inputs "
+        "cast to it now"
     )
     result.stdout.fnmatch_lines(
         [
-            f"test_mixed.py::test_mixed: structure changed: *aten::to*; {side}: autocast {words} (or a cast to "
-            "c10::BFloat16), whose casts and re-dispatched calls (an op called inside itself) these counts *"
+            f"test_mixed.py::test_mixed: structure changed: {side} (model.to(...), a cast), or autocast {words} (its "
+            "casts and re-dispatched calls, an op called inside itself, * in these counts); the ops: *aten::to*"
         ]
     )
