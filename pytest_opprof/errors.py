@@ -1019,7 +1019,9 @@ def _namespace(name: str) -> str | None:
 def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]:
     """Names among `seen` that look like `wanted` (for 'did you mean' hints), closest first.
     Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"; a
-    namespace mistyped as "aten:" or "aten." counts as one ("aten:mm" finds "aten::mm")."""
+    namespace mistyped as "aten:" or "aten." counts as one ("aten:mm" finds "aten::mm"). A name
+    that is the initials of one's words comes first ("aten::sdpa" finds
+    aten::scaled_dot_product_attention: an LLM trial's was offered nothing)."""
 
     def bare(name: str) -> str:
         return name.rsplit("::", 1)[-1].lower() if "::" in name else _NAMESPACE_SLIP.sub("", name).lower()
@@ -1028,12 +1030,22 @@ def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]
     space = _namespace(wanted)
     scored = []
     for name in dict.fromkeys(seen):
+        if _abbreviates(target, bare(name)) and (not space or _namespace(name) in (None, space)):
+            scored.append((-2.0, name))
+            continue
         ratio = difflib.SequenceMatcher(None, target, bare(name)).ratio()
         # in another namespace only a closer likeness (a trial's prim::Nope was offered aten::ne)
         least = 0.8 if space and _namespace(name) not in (None, space) else 0.6
         if ratio >= least or (len(target) >= 3 and target in bare(name)):
             scored.append((-ratio, name))
     return [name for _, name in sorted(scored)[:limit]]
+
+
+def _abbreviates(short: str, name: str) -> bool:
+    """Whether `short` is the initials of `name`'s words, 2 or more of them: sdpa of
+    scaled_dot_product_attention, bn of batch_norm."""
+    words = [w for w in name.split("_") if w]
+    return len(words) >= 2 and "_" not in short and short == "".join(w[0] for w in words)
 
 
 class OpprofUsageError(OpprofError):

@@ -578,6 +578,15 @@ def test_bad_arguments_raise_one_line(build, message):
         ("prim::Nope", ["aten::ne", "aten::mm"], []),
         ("prims::add", ["aten::add", "aten::mm"], ["aten::add"]),
         ("aten::nope", ["aten::ne"], ["aten::ne"]),
+        # the initials of an op's words, first: an LLM trial's aten::sdpa was offered nothing
+        (
+            "aten::sdpa",
+            ["aten::linear", "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::scaled_dot_product_attention"],
+            ["aten::scaled_dot_product_attention"],
+        ),
+        ("aten::BN", ["aten::bn_x", "aten::batch_norm", "aten::bmm"], ["aten::batch_norm", "aten::bn_x"]),
+        ("prim::sdpa", ["aten::scaled_dot_product_attention"], []),  # another namespace: no initials
+        ("aten::s", ["aten::scaled_dot_product_attention", "aten::sin"], []),  # one letter abbreviates nothing
     ],
 )
 def test_closest_names_compare_without_the_namespace(wanted, seen, expected):

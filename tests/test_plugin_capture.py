@@ -174,6 +174,27 @@ EXPECTED_MESSAGES = {
 }
 
 
+def test_an_abbreviated_op_name_is_offered_the_op_it_abbreviates(pytester):
+    """An LLM trial's `assert_op_count("aten::sdpa", 2)` read `not an operator torch knows`, no
+    more: initials of an op's words name it first."""
+    pytester.makepyfile(
+        test_abbr="""
+        import torch
+
+        q = torch.randn(1, 2, 4, 8)
+
+        def test_sdpa(opprof):
+            opprof.run(torch.nn.functional.scaled_dot_product_attention, q, q, q, warmup=1, steps=2)
+            opprof.assert_op_count("aten::sdpa", 1)
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["E *: aten::sdpa: not an operator torch knows; did you mean aten::scaled_dot_product_attention?"]
+    )
+
+
 def test_a_typo_of_an_op_of_another_namespace_that_ran_fails_assert_no_op(pytester):
     """A trial's `assert_no_op("quantized::linear_dynamc")` passed beside the
     `quantized::linear_dynamic` it meant: where an op of the namespace ran, the name is checked as
