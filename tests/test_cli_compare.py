@@ -765,6 +765,9 @@ def test_compare_has_a_step_wall_row_judged_like_an_op(capsys, tmp_path):
     assert code == 1 and "B regressed: the step wall worse" in out
     code, out, _ = run_cli(capsys, "compare", fa, fa)
     assert code == 0 and "step wall" in out  # the row is shown, `same`
+    # labelled as what it holds: `opprof show` gives the whole step's wall beside it (an LLM trial's)
+    (row,) = [line for line in out.splitlines() if line.startswith("step wall")]
+    assert row.startswith("step wall (outside the ops)  ") and row.split()[-1] == "same", row
     ga = write_folder(root, "gpu-a", {"t.py::test_x": profile(700)})
     gb = write_folder(root, "gpu-b", {"t.py::test_x": profile(700)})
     code, out, _ = run_cli(capsys, "compare", ga, gb)
