@@ -30,13 +30,13 @@ from .analysis import inputs_text
 from .analysis.compiled import COMPILED_CODE, FX_GRAPH, REGION
 from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers
+from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers, state_kept
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
 from .opnames import inductor_kernel_stem
 from .rules import ENVIRONMENT, STRUCTURE, WORK, Rule
 from .timing import AROUND_CHANGE_FIX, RANGE_FIX, time_verdicts, untimed_why
-from .units import count_of, count_text, stored_ms_text
+from .units import count_of, count_text, first_three, stored_ms_text
 from .verdicts import (
     CHANGED,
     MIN_TIME_STEPS,
@@ -192,6 +192,8 @@ def _structure(
     if causes:  # the cause first: a compile trial's sat past 12 ops, an LLM trial's bf16 behind 7 incidental ones
         shown = f"{'; '.join(causes)}; the ops: {shown}"
     mode += _threads_clause(current, baseline)  # a verdict trial's one thread read as a structure change first
+    if varied := [c.op for c in changes if c.op in baseline.unrepeated]:
+        mode += state_kept(first_three(varied))
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
@@ -426,6 +428,8 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
             # records the graph's call, not its ops: no forgotten no_grad()
             parts = [part for part in parts if not part.startswith(AUTOGRAD_WORDS)]
             parts[-1:] = [part + ONE_SIDE_COMPILED for part in parts[-1:]]
+        if parts and name in baseline.unrepeated:
+            parts[-1] += state_kept()
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(

@@ -316,6 +316,7 @@ def recorded(
     ranging = _ranging([base, *others])
     docs = [base.doc] + [m.doc for m, ranges in zip(others, ranging[1:]) if ranges and ranging[0]]
     doc, span = with_recorded_ranges(docs, ignore)
+    doc = doc.replace(unrepeated=_unrepeated_in(current, further, ignore))  # later runs' work verdicts say it
     passed_over = None if at == 0 or current.machine.contended else _slowed(current, [base, *others])
     first_slowed = round(passed_over, 1) if passed_over else None  # as _calm_base read it
     slowed = _slowed_than(base, others, old)

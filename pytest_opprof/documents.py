@@ -434,6 +434,9 @@ class BaselineDoc:
     kernels_dropped: int = 0
     # the small matmul reference (None: a file written before it was taken, or unknown)
     small_reference_ms: float | None = None
+    # capture.unrepeated: ops whose calls or inputs differed in the recording's further measurements
+    # of run()'s fn (state fn keeps: a growing cache); () where none did, or unknown
+    unrepeated: tuple[str, ...] = ()
 
     def replace(self, **changes: Any) -> BaselineDoc:
         return replace(self, **changes)
@@ -498,8 +501,8 @@ class BaselineDoc:
         return found
 
     def _capture(self) -> dict[str, Any]:
-        """capture.threads and capture.number only when known, capture.list_shapes and kernels_dropped only when
-        true: a file written before they existed reads back the same."""
+        """capture.threads and capture.number only when known, capture.list_shapes, kernels_dropped and
+        unrepeated only when true or some: a file written before they existed reads back the same."""
         found: dict[str, Any] = {"steps": self.steps, "source": self.source}
         if self.number is not None:
             found["number"] = self.number
@@ -511,6 +514,8 @@ class BaselineDoc:
             found["cpu_wait"] = self.recorded_wait
         if self.kernels_dropped:
             found["kernels_dropped"] = self.kernels_dropped
+        if self.unrepeated:
+            found["unrepeated"] = list(self.unrepeated)
         return found
 
     @classmethod
@@ -568,6 +573,7 @@ class BaselineDoc:
             _capture_wait(capture.get("cpu_wait")),
             _kernels_dropped(capture.get("kernels_dropped")),
             _reference(data, "small_reference_ms"),
+            _unrepeated(capture.get("unrepeated")),
         )
 
 
@@ -717,6 +723,16 @@ def _kernels_dropped(value: Any) -> int:
             f"'capture.kernels_dropped' is {_shown(value)}, not a count of kernel launches (0 to {MAX_LAUNCHES}) or null"
         )
     return value or 0
+
+
+def _unrepeated(value: Any) -> tuple[str, ...]:
+    """capture.unrepeated: absent or null (none, or unknown), else the op names whose work differed
+    from call to call of run()'s fn when the file was recorded."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(n, str) and n and is_printable_name(n) for n in value):
+        raise ValueError(f"'capture.unrepeated' is {_shown(value)}, not a list of op names or null")
+    return tuple(dict.fromkeys(value))
 
 
 MAX_WAIT = 1000.0  # a capture's CPU wait share, summed over its threads: far past any machine's

@@ -296,6 +296,17 @@ ONE_MEASUREMENT = "measured once, not confirmed: time does not fail this test (-
 NOT_FAILING = "does not fail this test (--opprof-fail-on, or its marker's)"  # a structure or work change's line
 
 
+def state_kept(ops: str | None = None) -> str:
+    """The clause of a structure or work change in ops whose work differed from call to call of
+    run()'s fn when the baseline was recorded (an LLM trial's decode step with a growing cache
+    failed `work changed` on `warmup=3` -> `4` alone: its inputs are read after the steps)."""
+    return (
+        f"; when the baseline was recorded, run()'s fn did other work from call to call{f' in {ops}' if ops else ''} "
+        "(state it keeps, such as a growing cache), so warmup=, steps= and the state it starts from change what "
+        f"is measured; {SAME_WORK_FIX}"
+    )
+
+
 def unconfirmable(ops: str) -> str:
     """Why a slower time is inconclusive when every confirmation ran other work than the first."""
     return (

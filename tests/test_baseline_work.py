@@ -945,6 +945,39 @@ def test_a_hand_edited_capture_number_is_an_error_naming_the_file(tmp_path, numb
     assert_edit_refused(tmp_path, lambda d: d["capture"].update(number=number), reason)
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("aten::mm", "'capture.unrepeated' is 'aten::mm', not a list of op names or null"),
+        ([1], "'capture.unrepeated' is [1], not a list of op names or null"),
+        ([""], "'capture.unrepeated' is [''], not"),
+        (["aten::mm\x1b[31m"], "'capture.unrepeated' is "),
+    ],
+)
+def test_a_hand_edited_unrepeated_list_is_an_error_naming_the_file(tmp_path, value, reason):
+    """capture.unrepeated that is not a list of op names: one error naming file and field."""
+    assert_edit_refused(tmp_path, lambda d: d["capture"].update(unrepeated=value), reason)
+
+
+def test_the_ops_that_varied_when_recorded_are_kept_and_said_by_a_later_change():
+    """capture.unrepeated (the ops whose work varied in the recording's further measurements of
+    run()'s fn) is written only where some did, read back, and a later structure or work change in
+    one of them says fn keeps state (an LLM trial's growing cache failed on `warmup=` alone)."""
+    base = doc(mlp_profile(steps=6))
+    assert "unrepeated" not in base.to_dict()["capture"]
+    varied = base.replace(unrepeated=("aten::addmm",))
+    assert varied.to_dict()["capture"]["unrepeated"] == ["aten::addmm"]
+    assert BaselineDoc.from_dict(json.loads(json.dumps(varied.to_dict()))).unrepeated == ("aten::addmm",)
+    wider = doc(mlp_profile(hidden=2048, steps=6))
+    clause = "when the baseline was recorded, run()'s fn did other work from call to call"
+    (work,) = [v for v in compare(wider, varied, Rule()).verdicts if v.kind == "work" and v.op == "aten::addmm"]
+    assert clause + " (state it keeps, such as a growing cache)" in work.message
+    assert all(clause not in v.message for v in compare(wider, base, Rule()).verdicts)
+    fewer = base.replace(ops={**base.ops, "aten::addmm": replace(base.ops["aten::addmm"], calls_per_step=(1.0,) * 6)})
+    (structure,) = [v for v in compare(fewer, varied, Rule()).verdicts if v.kind == "structure"]
+    assert f"; {clause} in aten::addmm (state it keeps" in structure.message
+
+
 def test_autocast_removed_is_named_only_where_both_sides_hold_the_ops_work():
     """Casts gone and bf16 inputs on the baseline's side only: `autocast removed`; a baseline that
     holds no work (schema 1, `work` null, a trace without record_shapes) says nothing of types,

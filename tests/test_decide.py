@@ -488,7 +488,8 @@ def test_a_contended_first_measurement_gives_way_to_the_first_calm_one_of_the_sa
     assert (outcome.status, outcome.written_from, outcome.written_wait) == ("new", 3, 0.01)
     assert outcome.write.ops["aten::addmm"].recorded_range is None  # the one calm measurement of that work
     assert (outcome.recorded_from, "aten::clone" in outcome.write.ops) == (1, False)
-    assert unranged(outcome.write) == doc(profile(addmm_us=(700,) * 8))
+    # the file names the op that other work ran (a later change in it says fn keeps state)
+    assert unranged(outcome.write) == doc(profile(addmm_us=(700,) * 8)).replace(unrepeated=("aten::clone",))
     calm = [measured(profile(addmm_us=(700,) * 8), wait=0.01), measured(profile(addmm_us=(900,) * 8)), None]
     outcome = decide(first, None, Rule(), "changed", lambda: calm.pop(0))
     assert (outcome.written_from, outcome.recorded_from) == (2, 2)

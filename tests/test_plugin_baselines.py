@@ -3404,6 +3404,36 @@ def test_decode(opprof):
 """
 
 
+def test_a_work_change_in_ops_that_varied_when_recorded_says_fn_keeps_state(pytester, fake_clock, monkeypatch):
+    """An LLM trial's decode step (a growing KV cache) failed `work changed` on `warmup=3` -> `4`
+    alone, its inputs read after the steps: the file keeps the ops whose work varied in the
+    recording's further measurements (`capture.unrepeated`), and a later work change in them says
+    fn keeps state."""
+    pytester.makepyfile(test_grow=GROWING_CACHE_TESTS.replace("warmup=2", "warmup=int(os.environ['WARMUP'])"))
+    pytester.makeconftest("import os, builtins\nbuiltins.os = os")
+    monkeypatch.setenv("WARMUP", "2")
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    assert "aten::mm" in json.loads(path.read_text())["capture"]["unrepeated"]
+    monkeypatch.setenv("WARMUP", "3")
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_grow.py::test_decode: work changed in * ops: aten::mm: *inputs (*) -> (*); when the baseline was "
+            "recorded, run()'s fn did other work from call to call (state it keeps, such as a growing cache), so "
+            "warmup=, steps= and the state it starts from change what is measured; make each call of fn do the "
+            "same work *",
+        ]
+    )
+    data = json.loads(path.read_text())
+    del data["capture"]["unrepeated"]  # a file recorded before: the change alone
+    path.write_text(json.dumps(data))
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(failed=1)
+    assert "work changed" in result.stdout.str() and "state it keeps" not in result.stdout.str()
+
+
 def test_a_growing_caches_further_measurements_are_other_work(pytester, fake_clock):
     """A KV cache that grows at each call runs the same ops on larger inputs: a trial's further
     measurements widened a recorded range to 1.0-6.4 ms, within which a real x4.9 then passed.
