@@ -19,8 +19,19 @@ from typing import Protocol, TypeVar
 
 from .analysis import NO_TENSOR_INPUTS, SYNC_OPS, SYNC_RUNTIME_CALL, Profile
 from .analysis.compiled import REGION
-from .analysis.model import Compilation, Compiled, Dist, OtherThread, RegionCall, validate_name, validate_op
+from .analysis.model import (
+    Compilation,
+    Compiled,
+    Dist,
+    OpStats,
+    OtherThread,
+    RegionCall,
+    Signature,
+    validate_name,
+    validate_op,
+)
 from .analysis.ranges import in_backward_each, op_calls, ranges_around_each
+from .dtypes import profiler_dtype
 from .errors import (
     NAMES_THE_LINE,
     OpprofUsageError,
@@ -31,7 +42,7 @@ from .errors import (
     recompiled_in_steps,
     shown_name,
 )
-from .events import EventTable
+from .events import TENSOR_LIST, EventTable
 from .opmessages import (
     ASKED,
     REDISPATCH_CAUSES,
@@ -39,6 +50,8 @@ from .opmessages import (
     a_range_not_an_op,
     asked,
     count_mismatch,
+    count_on_mismatch,
+    dtype_unread,
     hidden_by_median,
     host_syncs,
     near_miss,
@@ -48,7 +61,9 @@ from .opmessages import (
     over_limit,
     share_hidden_by_median,
     share_over_limit,
+    unexpected_on,
     unexpected_ops,
+    unknown_dtype,
     unknown_op,
     unknown_op_name,
     unseen_on_other_threads,
@@ -289,13 +304,28 @@ def op_count(
     max: int | None = None,
     is_known: Callable[[str], bool] | None = None,
     known_names: Callable[[], Iterable[str]] = tuple,
+    dtype: object = None,
 ) -> Assertion:
-    """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max].
-    A count that admits zero on an exact name torch does not know is an error, as in no_op."""
+    """Calls per step of the ops matching `op` (summed over matches): exactly n, or within [min, max];
+    with `dtype`, only the calls that took a tensor input of that dtype (_count_on). A count that
+    admits zero on an exact name torch does not know is an error, as in no_op."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     _validate_counts(n, min, max, "a call count")
-    return lambda profile: _op_count(profile, op, n, min, max, is_known, known_names)
+    type_name = validate_dtype(dtype)
+    return lambda profile: _op_count(profile, op, n, min, max, is_known, known_names, type_name)
+
+
+def validate_dtype(value: object) -> str | None:
+    """An assertion's dtype= as the profiler's inputs name it (`c10::BFloat16`), from a torch dtype
+    (read by its name: no torch import) or a name; None for None; OpprofUsageError otherwise."""
+    if value is None:
+        return None
+    name = str(value) if type(value).__module__ == "torch" else value
+    found = profiler_dtype(name) if isinstance(name, str) else None
+    if found is None:
+        raise OpprofUsageError(unknown_dtype(value))
+    return found
 
 
 def _op_count(
@@ -306,8 +336,11 @@ def _op_count(
     max: int | None,
     is_known: Callable[[str], bool] | None,
     known_names: Callable[[], Iterable[str]] = tuple,
+    dtype: str | None = None,
 ) -> str | None:
     matched = profile.match(op)
+    if matched and dtype is not None:
+        return _count_on(profile, op, matched, n, min, max, dtype)
     if not matched:
         fused = fused_into(profile, op)
         if fused:  # the op's work ran all the same: zero calls is not "absent", as for assert_no_op
@@ -348,19 +381,61 @@ def _op_count(
     return count_mismatch(op, per_step, expected, contexts)
 
 
+def _count_on(
+    profile: Profile, op: str, matched: list[OpStats], n: int | None, min: int | None, max: int | None, dtype: str
+) -> str | None:
+    """assert_op_count with dtype=: the calls whose inputs hold a tensor of `dtype`, counted in the
+    steps that recorded inputs (run()'s signature step, a one-step capture's step). An op whose
+    calls ran without recorded dtypes cannot be counted: said, never a pass."""
+    taken, unread = _calls_on(matched, dtype)
+    if unread:
+        return dtype_unread(op, dtype, unread)
+    recorded = next((len(s.calls_per_step.samples) for m in matched if m.work for s in m.work.signatures), 1)
+    per_step = Dist.summed(s.calls_per_step for _, s in taken).samples if taken else (0,) * recorded
+    expected = _expected_count(tuple(int(c) for c in per_step), n, min, max)
+    if expected is None:
+        return None
+    named = len({name for name, _ in taken}) > 1  # as _op_count says them: the op's name where several
+    contexts = [f"{name + ' ' if named else ''}{_where(sig.callers)}; inputs {sig.text}" for name, sig in taken[:3]]
+    return count_on_mismatch(op, dtype, tuple(int(c) for c in per_step), expected, contexts)
+
+
+def _calls_on(ops: Iterable[OpStats], dtype: str) -> tuple[list[tuple[str, Signature]], list[str]]:
+    """The (op, signature) pairs whose inputs hold a tensor of `dtype`, and the ops that ran with
+    calls whose dtypes were not recorded: no signature (it did not run in the step that recorded
+    inputs), or a list of tensors and none of the dtype beside it (a list's dtypes are not given)."""
+    taken: list[tuple[str, Signature]] = []
+    unread: list[str] = []
+    for o in ops:
+        if not o.calls:
+            continue
+        signatures = o.work.signatures if o.work is not None else ()
+        if not signatures:
+            unread.append(o.name)
+        taken += [(o.name, s) for s in signatures if dtype in s.dtypes]
+        if any(TENSOR_LIST in s.dtypes and dtype not in s.dtypes for s in signatures):
+            unread.append(o.name)
+    return taken, list(dict.fromkeys(unread))
+
+
 def _nested_calls(op: _Nesting) -> float:
     """An op's calls per step (median) made inside a call of its own name."""
     return float(op.calls_per_step.median - op.outer_calls_per_step.median)
 
 
 def no_op(
-    op: str, is_known: Callable[[str], bool] | None = None, known_names: Callable[[], Iterable[str]] = tuple
+    op: str,
+    is_known: Callable[[str], bool] | None = None,
+    known_names: Callable[[], Iterable[str]] = tuple,
+    dtype: object = None,
 ) -> Assertion:
-    """No op (or memory op) matching `op` ran. An exact name torch does not know is an error:
-    a typo would otherwise pass forever."""
+    """No op (or memory op) matching `op` ran; with `dtype`, no call of one took a tensor input of
+    that dtype (memory ops have none). An exact name torch does not know is an error: a typo
+    would otherwise pass forever."""
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
-    return lambda profile: _no_op(profile, op, is_known, known_names)
+    type_name = validate_dtype(dtype)
+    return lambda profile: _no_op(profile, op, is_known, known_names, type_name)
 
 
 def context(profile: Profile, name: str, say_unread: bool = True) -> str:
@@ -476,13 +551,17 @@ def _no_op(
     op: str,
     is_known: Callable[[str], bool] | None,
     known_names: Callable[[], Iterable[str]] = tuple,
+    dtype: str | None = None,
 ) -> str | None:
     ran = [o for o in profile.match(op) if o.calls]
+    if ran and dtype is not None:
+        return _none_on(op, ran, dtype)
     found = [  # where each ran, for the first few: a glob can match hundreds
         (o.name, calls_text(o.calls_per_step.samples), context(profile, o.name) if i < _PLACED else "")
         for i, o in enumerate(ran)
     ]
-    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in profile.match_memory_ops(op) if m.calls]
+    memory = profile.match_memory_ops(op) if dtype is None else []  # a copy has no dtype of its own
+    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in memory if m.calls]
     if found:
         return unexpected_ops(op, found)
     fused = fused_into(profile, op)
@@ -495,6 +574,28 @@ def _no_op(
     if is_known is not None and not is_known(op):
         return unknown_op(op, _closest_ops(profile, op, known_names))
     return _unproven_absence(profile, op)
+
+
+def _none_on(op: str, ran: list[OpStats], dtype: str) -> str | None:
+    """assert_no_op with dtype=: no call of the ops that ran took a tensor input of `dtype` (an
+    LLM trial's bf16 model wanted no upcast where torch's own integer casts run anyway)."""
+    taken, unread = _calls_on(ran, dtype)
+    if taken:
+        return unexpected_on(op, dtype, _found_on(taken))
+    return dtype_unread(op, dtype, unread) if unread else None
+
+
+def _found_on(taken: list[tuple[str, Signature]]) -> list[tuple[str, str, str]]:
+    """Per op, its calls on the dtype and its first such signature: where it ran and on what."""
+    by_op: dict[str, list[Signature]] = {}
+    for name, sig in taken:
+        by_op.setdefault(name, []).append(sig)
+    found = []
+    for name, sigs in by_op.items():
+        calls = calls_text(Dist.summed(s.calls_per_step for s in sigs).samples)
+        more = f" (+{count_of(len(sigs) - 1, 'other signature')})" if len(sigs) > 1 else ""
+        found.append((name, calls, f"{_where(sigs[0].callers)}; inputs {sigs[0].text}{more}"))
+    return found
 
 
 def _no_match_of(profile: Profile, op: str) -> str:

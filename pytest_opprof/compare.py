@@ -30,6 +30,7 @@ from .analysis import inputs_text
 from .analysis.compiled import COMPILED_CODE, FX_GRAPH, REGION
 from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
+from .dtypes import dtype_words
 from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers, state_kept
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
@@ -345,29 +346,17 @@ def _precision_clause(current: BaselineDoc, baseline: BaselineDoc, changes: list
     was, now = _reduced_types(baseline, both), _reduced_types(current, both)
     if was and not now:
         return (
-            f"the baseline's ops took {_dtype_words(was)} inputs, none here: the model or its inputs in another "
+            f"the baseline's ops took {', '.join(map(dtype_words, sorted(was)))} inputs, none here: the model or its inputs in another "
             "dtype now (model.to(...), a cast), or autocast removed (its casts and re-dispatched calls, an op "
             "called inside itself, were in these counts)"
         )
     if now and not was:
         return (
-            f"the ops take {_dtype_words(now)} inputs here, none in the baseline: the model or its inputs cast "
+            f"the ops take {', '.join(map(dtype_words, sorted(now)))} inputs here, none in the baseline: the model or its inputs cast "
             "to it now (model.to(...), a cast), or autocast added (its casts and re-dispatched calls, an op "
             "called inside itself, are in these counts)"
         )
     return ""
-
-
-def _dtype_words(types: set[str]) -> str:
-    """`c10::BFloat16 (torch.bfloat16)`: as the inputs list them, and as Python spells the dtype."""
-    return ", ".join(f"{t} ({_torch_dtype(t)})" for t in sorted(types))
-
-
-def _torch_dtype(name: str) -> str:
-    """c10::BFloat16 -> torch.bfloat16, c10::Half -> torch.float16, c10::Float8_e4m3fn -> torch.float8_e4m3fn."""
-    if name.startswith("c10::Float8_"):
-        return "torch.float8_" + name.removeprefix("c10::Float8_")
-    return {"c10::BFloat16": "torch.bfloat16", "c10::Half": "torch.float16"}.get(name, name)
 
 
 _REDUCED = re.compile(r"^c10::(BFloat16|Half|Float8\w*)$")

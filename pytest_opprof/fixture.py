@@ -484,17 +484,24 @@ class OpprofFixture:
         self._plain_name_check(op)
 
     @_arguments_checked
-    def assert_op_count(self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None) -> None:
-        """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max."""
+    def assert_op_count(
+        self, op: str, n: int | None = None, *, min: int | None = None, max: int | None = None, dtype: Any = None
+    ) -> None:
+        """Calls per step of the ops matching `op`: exactly `n` in every step, or within min/max;
+        with `dtype` (torch.float32, "bfloat16"), only the calls that took a tensor of that dtype."""
         __tracebackhide__ = True
-        self._check(assertions.op_count(op, n, min=min, max=max, is_known=self._is_known, known_names=known_op_names))
+        check = assertions.op_count(
+            op, n, min=min, max=max, is_known=self._is_known, known_names=known_op_names, dtype=dtype
+        )
+        self._check(check)
         self._plain_name_check(op)
 
     @_arguments_checked
-    def assert_no_op(self, op: str) -> None:
-        """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*")."""
+    def assert_no_op(self, op: str, *, dtype: Any = None) -> None:
+        """No op or memory op matching `op` ran (e.g. "aten::copy_", "Memcpy DtoH*"); with `dtype`
+        (torch.bfloat16, "float32"), no call of one took a tensor of that dtype."""
         __tracebackhide__ = True
-        self._check(assertions.no_op(op, self._is_known, known_op_names))
+        self._check(assertions.no_op(op, self._is_known, known_op_names, dtype=dtype))
         self._plain_name_check(op)
 
     @_arguments_checked

@@ -10,6 +10,7 @@ import functools
 import inspect
 from collections.abc import Iterable, Sequence
 
+from .dtypes import dtype_words
 from .errors import closest_names, shown_name, shown_value
 from .events import without_overload
 from .opnames import is_glob
@@ -268,6 +269,46 @@ def unknown_op(pattern: str, close: list[str], claim: str = "asserting it is abs
 
 def _not_known(pattern: str) -> str:
     return "matches no operator torch knows" if is_glob(pattern) else "not an operator torch knows"
+
+
+def unknown_dtype(value: object) -> str:
+    """An assertion's dtype= that names no tensor dtype torch has."""
+    return (
+        f"dtype={shown_value(value)}: not a tensor dtype torch has; pass one such as torch.bfloat16 (or its name, "
+        "'bfloat16', or the name the profiler's inputs give it, 'c10::BFloat16')"
+    )
+
+
+def unexpected_on(pattern: str, dtype: str, found: list[tuple[str, str, str]]) -> str:
+    """`aten::_to_copy: expected no calls on c10::BFloat16 (torch.bfloat16) inputs, found aten::_to_copy
+    (4/step, in aten::to; inputs c10::BFloat16[1,4,1,32], ...)`; `found` as unexpected_ops takes it."""
+    listed = ", ".join(f"{name} ({calls}{', ' + where if where else ''})" for name, calls, where in found)
+    return f"{asked(pattern)}: expected no calls on {dtype_words(dtype)} inputs, found {listed}"
+
+
+def dtype_unread(pattern: str, dtype: str, names: list[str]) -> str:
+    """dtype= on an op that ran without recorded dtypes: no call of it can be told apart."""
+    return (
+        f"{asked(pattern)}: {first_three(names)} ran, but the dtypes of {'its' if len(names) == 1 else 'their'} "
+        "inputs were not recorded (it did not run in the call that recorded inputs, or took a list of tensors, "
+        f"whose dtypes the profiler does not give), so whether a call took {dtype_words(dtype)} inputs cannot be "
+        "told; assert on it without dtype="
+    )
+
+
+def count_on_mismatch(
+    pattern: str, dtype: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str]
+) -> str:
+    """`aten::mm: 2 calls/step on float (torch.float32) inputs, expected 0 (in the calls that recorded
+    inputs: 2; in aten::matmul; inputs float[4,1,32], float[4,32,32])`."""
+    shown = sorted(set(per_step))
+    got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
+    where = "".join(f"; {c}" for c in contexts if c)
+    steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
+    return (
+        f"{asked(pattern)}: {got} calls/step on {dtype_words(dtype)} inputs, expected {expected} (in the steps "
+        f"that recorded inputs: {steps}{where})"
+    )
 
 
 def count_mismatch(

@@ -17,6 +17,7 @@ LAYERS = [
         "opmessages",
         "leakmessages",
         "flops",
+        "dtypes",
         "files",
         "events",
         "chrome",

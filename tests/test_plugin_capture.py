@@ -554,7 +554,7 @@ def test_an_assertions_wrong_keyword_is_a_usage_error_naming_what_it_takes(pytes
                 "E *OpprofUsageError: opprof.assert_kernel_count() takes no keyword 'mni'; did you mean min=1? "
                 "(it takes kernel, n=None, *, min=None, max=None)",
                 "E *OpprofUsageError: opprof.assert_op_below(): missing a required argument: 'ms' (it takes *)",
-                "E *OpprofUsageError: opprof.assert_no_op(): too many positional arguments (it takes op)",
+                "E *OpprofUsageError: opprof.assert_no_op(): too many positional arguments (it takes op, *, dtype=None)",
             ]
         )
         assert "TypeError" not in result.stdout.str()
