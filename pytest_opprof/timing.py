@@ -204,6 +204,7 @@ def _most_steps_slower(
 
 MOST_STEPS_WHY = "most steps slowed beyond every baseline step"  # how _most_steps_slower's why begins
 PERIODIC_WHY = "some steps slowed beyond every baseline step, at a fixed period"  # _periodic_slower's
+REST_WHY = "the rest of the step slowed alike"  # how _rest_slowed_alike's why begins
 
 
 def _periodic_slower(
@@ -626,7 +627,7 @@ def _rest_slowed_alike(
     if ratio - 1 <= rule.tolerance or not alike or ratio > SPELL_LIMIT:
         return None
     why = (
-        f"the rest of the step slowed alike ({speed_words(ratio)} outside {name}, with the same calls and work): "
+        f"{REST_WHY} ({speed_words(ratio)} outside {name}, with the same calls and work): "
         "the machine, or a change to more than this op"
     )
     return Excuse(why, REST_FIX)

@@ -16,7 +16,7 @@ from .excuses import QUIET_MACHINE_FIX
 from .results import RECORDING
 from .rules import DEFAULT_FAIL_ON, STRUCTURE, TIME, WORK
 from .textout import shell_quote
-from .timing import MOST_STEPS_WHY, PERIODIC_WHY, range_span
+from .timing import MOST_STEPS_WHY, PERIODIC_WHY, REST_WHY, range_span
 from .units import count_of, first_three
 from .verdicts import CHANGED, INCONCLUSIVE, Verdict, added_ms, largest_first
 
@@ -104,10 +104,11 @@ def _why_kind(verdict: Verdict) -> str:
     """What an inconclusive verdict's lines are grouped by: its why, or `recorded range` for every
     op a recorded range made inconclusive, `most steps` for every op most of whose steps slowed
     (each its own numbers: one line names them all; a diagnosis trial's conv2d read four lines, one
-    for each op of its call chain)."""
+    for each op of its call chain), `the rest of the step` for every op the rest of its step excused
+    (an LLM trial's slower step read a line for each of its ops)."""
     if range_span(verdict.why):
         return "recorded range"
-    for prefix in (MOST_STEPS_WHY, PERIODIC_WHY):
+    for prefix in (MOST_STEPS_WHY, PERIODIC_WHY, REST_WHY):
         if (verdict.why or "").startswith(prefix):
             return prefix
     return verdict.why or ""
@@ -118,7 +119,7 @@ def _inconclusive_why(group: list[Verdict]) -> str:
     if len(group) > 1 and range_span(group[0].why):
         spans = first_three([f"{v.op} {range_span(v.why)}" for v in group])
         return f"each is within the slowest of its baseline's measurements of the same code on this machine and its tolerance ({spans})"
-    if len(group) > 1 and _why_kind(group[0]) in (MOST_STEPS_WHY, PERIODIC_WHY):
+    if len(group) > 1 and _why_kind(group[0]) in (MOST_STEPS_WHY, PERIODIC_WHY, REST_WHY):
         return f"{group[0].why} (the figures of {group[0].op}; -v or --opprof-json gives each op's)"
     return group[0].why or ""
 

@@ -831,6 +831,28 @@ def test_ops_most_of_whose_steps_slowed_share_one_line():
     assert len(verdict_lines([inner, conv2d], verbose=True)) == 2
 
 
+def test_ops_the_rest_of_whose_step_slowed_alike_share_one_line():
+    """An LLM trial's step slowed by a sleep read a `the rest of the step slowed alike` line for
+    each op it excused (aten::embedding, aten::index_select, each its own ratio): one line names
+    them, the largest move first, with its figures; -v lists each."""
+    from pytest_opprof.excuses import REST_FIX
+    from pytest_opprof.timing import REST_WHY
+    from pytest_opprof.verdictlines import verdict_lines
+    from pytest_opprof.verdicts import INCONCLUSIVE, TIME, Verdict
+
+    def excused(op: str, ratio: float, old: float, new: float) -> Verdict:
+        why = f"{REST_WHY} ({ratio:.2f}x slower outside {op}, with the same calls and work): the machine, or a change to more than this op"
+        return Verdict(TIME, INCONCLUSIVE, f"{op}: ... ({why})", op, old, new, None, why, REST_FIX)
+
+    embedding, select = excused("aten::embedding", 2.91, 0.1, 0.3), excused("aten::index_select", 2.90, 0.05, 0.1)
+    (line,) = verdict_lines([select, embedding])
+    assert line.startswith(
+        f"time inconclusive for aten::embedding, aten::index_select: {embedding.why} (the figures of "
+        "aten::embedding; -v or --opprof-json gives each op's); neither passed nor failed"
+    )
+    assert len(verdict_lines([select, embedding], verbose=True)) == 2
+
+
 def test_a_recording_under_a_tracer_is_told_the_command_of_its_own_mode():
     """The tests a recording under a Python tracer did not write are recorded again in the run's
     own mode: a bare recording of the whole suite under --cov was told `=all`, which rewrites
