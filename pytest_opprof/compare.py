@@ -411,7 +411,7 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
         lost = (current.ops[name].lost_per_step, baseline.ops[name].lost_per_step)
         parts = work_changes(new, old, lists, lost, flops) if steady else _inputs_replaced(new, old, lists)
         if parts and name in COMPILED_CODE and (sizes := _sizes_as_numbers(new, old)):
-            parts = [part + sizes if part.startswith("inputs ") else part for part in parts]
+            parts = [part.replace(FULL_LEGEND, "") + sizes if part.startswith("inputs ") else part for part in parts]
         elif parts and compiled_on_one_side(current, baseline, rule):
             # a compile trial's read as a change of its own; and inside compiled code autograd
             # records the graph's call, not its ops: no forgotten no_grad()
@@ -495,7 +495,8 @@ def _inputs_replaced(new: WorkEntry, old: WorkEntry, lists: bool) -> list[str]:
     if not gone or not came:
         return []
     return [
-        f"inputs {_listed(gone, came)} -> {_listed(came, gone)} (in the steps that ran it: its calls differ between steps)"
+        f"inputs {_listed(gone, came)} -> {_listed(came, gone)}{_legend(gone, came)} (in the steps that ran it: its calls "
+        "differ between steps)"
     ]
 
 
@@ -520,7 +521,7 @@ def work_changes(
         parts.append(_flops_change(old.flops_per_step, new.flops_per_step))
     sig_new, sig_old = _signatures(new, not lists), _signatures(old, not lists)
     if sig_new != sig_old:
-        parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}")
+        parts.append(f"inputs {_listed(sig_old, sig_new)} -> {_listed(sig_new, sig_old)}{_legend(sig_old, sig_new)}")
     if grad := _autograd_change(old.autograd_calls_per_step, new.autograd_calls_per_step):
         parts.append(grad)
     tables = (
@@ -650,10 +651,30 @@ def _tuples(value: Any) -> Any:
     return tuple(map(_tuples, value)) if isinstance(value, list) else value
 
 
+FULL_LEGEND = " (every input shown: `-` an optional one not given, `Scalar` a number, `ScalarList` a list of them)"
+
+
+def _legend(old: dict[str, tuple[str, float]], new: dict[str, tuple[str, float]]) -> str:
+    """FULL_LEGEND where _listed shows either side's signatures in full: their short texts read
+    alike, the change is in what is not a tensor (an LLM trial read `aten::empty_strided: inputs
+    (ScalarList, ScalarList, Scalar, Scalar, -, Scalar) x6 and (..., -, -) x2 -> ...` as noise)."""
+    return FULL_LEGEND if _shown_in_full(old, new) or _shown_in_full(new, old) else ""
+
+
+def _differ(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]]) -> list[tuple[str, str, float]]:
+    """The signatures of `these` that `others` lacks or calls differently: (key, text, calls)."""
+    return [(key, text, calls) for key, (text, calls) in these.items() if others.get(key, (None, None))[1] != calls]
+
+
+def _shown_in_full(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]], limit: int = 2) -> bool:
+    other_texts = {text for text, _ in others.values()}
+    return any(text in other_texts for _, text, _ in _differ(these, others)[:limit])
+
+
 def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]], limit: int = 2) -> str:
     """The signatures of `these` that `others` lacks (or calls differently), with their calls;
     in full (every input position) where the short texts of the two sides would read alike."""
-    differ = [(key, text, calls) for key, (text, calls) in these.items() if others.get(key, (None, None))[1] != calls]
+    differ = _differ(these, others)
     if not differ:
         return "(none)"
     other_texts = {text for text, _ in others.values()}

@@ -19,7 +19,7 @@ from pytest_opprof.baseline import (
     read_baseline,
     write_baseline,
 )
-from pytest_opprof.compare import _flops_change, compare, work_changes
+from pytest_opprof.compare import FULL_LEGEND, _flops_change, compare, work_changes
 from pytest_opprof.documents import BaselineDoc, SignatureEntry, WorkEntry
 from pytest_opprof.rules import ENVIRONMENT
 from pytest_opprof.verdicts import STEP_WALL, STRUCTURE, TIME, WORK, Machine, Rule
@@ -285,7 +285,16 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
 
     old, new = doc(clamp(("float", "Scalar", ""))), doc(clamp(("float", "", "Scalar")))
     (verdict,) = compare(new, old, Rule()).verdicts
-    assert verdict.message == "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar)"
+    assert verdict.message == (
+        "aten::clamp: inputs (float[4,4], Scalar, -) -> (float[4,4], -, Scalar) (every input shown: `-` an optional "
+        "one not given, `Scalar` a number, `ScalarList` a list of them)"
+    )
+    # the legend only where a side is shown in full (an LLM trial read `(ScalarList, ..., -, Scalar)` as noise)
+    wider = doc(
+        analyze([step(1, 0, 100), op("aten::clamp", 10, 50, shapes=((8, 4), (), ()), dtypes=("float", "Scalar", ""))])
+    )
+    (verdict,) = [v for v in compare(wider, old, Rule()).verdicts if v.kind == WORK]
+    assert verdict.message == "aten::clamp: inputs (float[4,4]) -> (float[8,4])"
 
 
 def test_a_compiled_graph_with_sizes_as_numbers_on_one_side_is_said_to_be_dynamic_there():
@@ -326,6 +335,7 @@ def test_a_compiled_graph_with_sizes_as_numbers_on_one_side_is_said_to_be_dynami
     assert (
         verdict.message
         == "aten::add: inputs (float[128,64], float[128], Scalar, float[32,64]) -> (float[128,64], float[128], float[32,64])"
+        + FULL_LEGEND
     )
 
 
@@ -363,7 +373,7 @@ def test_a_side_without_tensor_list_shapes_compares_those_inputs_as_unrecorded()
         c = compare(*pair, Rule())
         assert c.verdicts == () and c.lists_unrecorded == ("aten::cat",)
     (verdict,) = compare(cat_doc(((64, 192), (64, 64)), dim=""), unrecorded, Rule()).verdicts
-    assert verdict.message == "aten::cat: inputs (TensorList, Scalar) -> (TensorList, -)"
+    assert verdict.message == "aten::cat: inputs (TensorList, Scalar) -> (TensorList, -)" + FULL_LEGEND
 
 
 def test_capture_list_shapes_is_written_only_when_true_and_read_strictly(tmp_path):
