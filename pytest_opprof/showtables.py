@@ -12,7 +12,7 @@ from .errors import wait_share
 from .sidebyside import shown_side_rows
 from .tables import grid, inputs_table, short, some_steps_text, with_more_rows
 from .textout import shell_quote
-from .units import count_of, count_text, stored_decimals, stored_ms_text
+from .units import count_of, count_text, first_three, stored_decimals, stored_ms_text
 from .verdicts import STEP_WALL
 
 
@@ -65,6 +65,12 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
             f"recorded while its threads waited for a CPU {wait_share(doc.recorded_wait)}: its CPU times may be "
             "inflated and hide slowdowns; record it again on a quiet machine, in the test's rootdir and with the "
             f"options it was recorded with: pytest --opprof-update-baseline=all {shell_quote(doc.nodeid)}"
+        )
+    if doc.unrepeated:  # what a later work change in them says too (capture.unrepeated)
+        lines.append(
+            f"recorded from a run() whose fn did other work from call to call in {first_three(list(doc.unrepeated))} "
+            "(state it keeps, such as a growing cache): a later run's slowdown cannot be confirmed by measuring again, "
+            "and warmup=, steps= and the state fn starts from change what is measured"
         )
     return lines
 

@@ -232,6 +232,23 @@ def test_show_says_a_baseline_was_recorded_under_load(capsys, folders):
     assert "recorded while" not in run_cli(capsys, "show", file)[1]
 
 
+def test_show_says_a_baseline_was_recorded_from_a_fn_that_keeps_state(capsys, folders):
+    """`capture.unrepeated` (the ops whose work varied in the recording's further measurements of
+    run()'s fn): the header says what it means for later runs; a file without it says nothing."""
+    a, _ = folders
+    file = a / "tests" / "test_m.py" / "test_mlp.json"
+    assert "other work from call to call" not in run_cli(capsys, "show", file)[1]
+    data = json.loads(file.read_text())
+    data["capture"] = {**data.get("capture", {}), "unrepeated": ["aten::cat", "aten::mm"]}
+    file.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "show", file)
+    assert code == 0 and out.splitlines()[2] == (
+        "recorded from a run() whose fn did other work from call to call in aten::cat, aten::mm (state it keeps, "
+        "such as a growing cache): a later run's slowdown cannot be confirmed by measuring again, and warmup=, "
+        "steps= and the state fn starts from change what is measured"
+    )
+
+
 def test_a_key_folder_holding_another_keys_file_names_that_file(capsys, folders):
     """A device-key folder holding a file of another key: its files are named, with the fix, not
     `<folder>/<key>`, which does not exist (a trial's `e.g. .opprof/cpu-x86_64/cpu-x86_64`)."""
