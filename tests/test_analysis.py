@@ -347,6 +347,22 @@ def test_the_step_comparisons_the_whole_steps_before_a_cut_bear_out(calls, durat
     assert differ_before_the_last_step(profile.ops, profile.steps) == fired
 
 
+@pytest.mark.parametrize(
+    ("calls", "fix"),
+    [
+        ([3, 1, 1, 1, 1, 1], "the first step differs from the rest: raise warmup"),
+        ([3, 2, 1, 1, 1, 1], "the first 2 steps differ from the rest: raise warmup"),
+        # a reset every 3rd step (an LLM trial's cache) is no warm-up: more warmup changes nothing
+        ([1, 1, 3, 1, 1, 3], "check for data-dependent code (work that changes with the data or with state fn keeps"),
+        ([3, 3, 3, 3, 1, 1], "check for data-dependent code"),  # most steps: no warm-up of a few
+    ],
+)
+def test_uneven_steps_are_told_to_warm_up_only_where_the_first_steps_differ(calls, fix):
+    profile = analyze(_mm_steps(calls, [80] * len(calls)))
+    (check,) = [c for c in profile.checks if c.name == "step_events"]
+    assert check.status == "warning" and f"the steps do not repeat the same work; {fix}" in check.message
+
+
 def test_steady_steps_do_not_warn_on_spread():
     """Equal per-step times give an ok spread check."""
     events = []

@@ -411,9 +411,22 @@ def _step_events(op_step: list[int], n_steps: int, ops: Sequence[OpStats] = ()) 
             "step_events",
             WARNING,
             f"CPU ops per step differ between steps ({', '.join(map(str, per_step))}){which}: "
-            "the steps do not repeat the same work; raise warmup or check for data-dependent code",
+            f"the steps do not repeat the same work; {_uneven_steps_fix(per_step)}",
         )
     return Check("step_events", OK, f"{per_step[0]} CPU ops in each of {n_steps} steps")
+
+
+def _uneven_steps_fix(per_step: list[int]) -> str:
+    """Raise warmup where only the first steps differ and the rest repeat one count (a lazy first
+    call); else the work depends on the data or on state: an LLM trial's cache reset every 8th
+    decode step was told to raise warmup."""
+    settled = len(per_step) - 1
+    while settled > 0 and per_step[settled - 1] == per_step[-1]:
+        settled -= 1
+    if 0 < settled <= len(per_step) // 2:
+        first = "the first step differs" if settled == 1 else f"the first {settled} steps differ"
+        return f"{first} from the rest: raise warmup"
+    return "check for data-dependent code (work that changes with the data or with state fn keeps, such as a periodic reset)"
 
 
 def _wall_time(
