@@ -31,7 +31,7 @@ from .analysis.model import (
     validate_op,
 )
 from .analysis.ranges import in_backward_each, op_calls, ranges_around_each
-from .dtypes import profiler_dtype
+from .dtypes import dtype_words, profiler_dtype
 from .errors import (
     NAMES_THE_LINE,
     OpprofUsageError,
@@ -46,14 +46,16 @@ from .events import TENSOR_LIST, EventTable
 from .opmessages import (
     ASKED,
     REDISPATCH_CAUSES,
+    UNREAD_LIST,
+    UNREAD_NOT_RUN,
     a_range_in_other_letters,
     a_range_not_an_op,
     asked,
     count_mismatch,
-    count_on_mismatch,
     dtype_unread,
     hidden_by_median,
     host_syncs,
+    memory_op_dtype,
     near_miss,
     no_match,
     no_range,
@@ -61,11 +63,11 @@ from .opmessages import (
     over_limit,
     share_hidden_by_median,
     share_over_limit,
-    unexpected_on,
     unexpected_ops,
     unknown_dtype,
     unknown_op,
     unknown_op_name,
+    unread_other_calls,
     unseen_on_other_threads,
 )
 from .opnames import is_glob, is_kernel_glob
@@ -316,9 +318,10 @@ def op_count(
     return lambda profile: _op_count(profile, op, n, min, max, is_known, known_names, type_name)
 
 
-def validate_dtype(value: object) -> str | None:
-    """An assertion's dtype= as the profiler's inputs name it (`c10::BFloat16`), from a torch dtype
-    (read by its name: no torch import) or a name; None for None; OpprofUsageError otherwise."""
+def validate_dtype(value: object) -> tuple[str, ...] | None:
+    """An assertion's dtype= as the profiler's inputs may name it (`c10::BFloat16`; `long int` or
+    clang's `long`), from a torch dtype (read by its name: no torch import) or a name; None for
+    None; OpprofUsageError otherwise."""
     if value is None:
         return None
     name = str(value) if type(value).__module__ == "torch" else value
@@ -336,7 +339,7 @@ def _op_count(
     max: int | None,
     is_known: Callable[[str], bool] | None,
     known_names: Callable[[], Iterable[str]] = tuple,
-    dtype: str | None = None,
+    dtype: tuple[str, ...] | None = None,
 ) -> str | None:
     matched = profile.match(op)
     if matched and dtype is not None:
@@ -370,52 +373,72 @@ def _op_count(
     ]
     if len(matched) > 3:
         contexts.append(f"and {len(matched) - 3} more ops")
-    nested = [_nested_calls(m) for m in matched]
-    if any(nested):  # autocast's aten::linear calls aten::linear: say so, or 4 reads as 4 layers
-        inside = [
-            f"{count_text(n)} of them called inside {m.name} itself ({REDISPATCH_CAUSES})"
-            for m, n in zip(matched, nested)
-            if n
-        ]
-        contexts.insert(0, "; ".join(inside))
-    return count_mismatch(op, per_step, expected, contexts)
+    return count_mismatch(op, per_step, expected, _redispatched(matched) + contexts)
+
+
+def _redispatched(matched: list[OpStats]) -> list[str]:
+    """The calls of each op made inside a call of its own name, as a count's first context:
+    autocast's aten::linear calls aten::linear, so 4 would read as 4 layers."""
+    inside = [
+        f"{count_text(n)} of them called inside {m.name} itself ({REDISPATCH_CAUSES})"
+        for m in matched
+        if (n := _nested_calls(m))
+    ]
+    return ["; ".join(inside)] if inside else []
 
 
 def _count_on(
-    profile: Profile, op: str, matched: list[OpStats], n: int | None, min: int | None, max: int | None, dtype: str
+    profile: Profile,
+    op: str,
+    matched: list[OpStats],
+    n: int | None,
+    min: int | None,
+    max: int | None,
+    dtype: tuple[str, ...],
 ) -> str | None:
-    """assert_op_count with dtype=: the calls whose inputs hold a tensor of `dtype`, counted in the
-    steps that recorded inputs (run()'s signature step, a one-step capture's step). An op whose
+    """assert_op_count with dtype=: the calls one of whose tensor inputs has the dtype, counted
+    where inputs were recorded (run()'s signature call, a one-step capture's step). An op whose
     calls ran without recorded dtypes cannot be counted: said, never a pass."""
     taken, unread = _calls_on(matched, dtype)
     if unread:
-        return dtype_unread(op, dtype, unread)
+        return dtype_unread(op, dtype[0], unread, is_glob(op))
     recorded = next((len(s.calls_per_step.samples) for m in matched if m.work for s in m.work.signatures), 1)
-    per_step = Dist.summed(s.calls_per_step for _, s in taken).samples if taken else (0,) * recorded
-    expected = _expected_count(tuple(int(c) for c in per_step), n, min, max)
+    per_step = Dist.summed(s.calls_per_step for _, s in taken).samples if taken else (0.0,) * recorded
+    expected = _expected_count(per_step, n, min, max)
     if expected is None:
         return None
     named = len({name for name, _ in taken}) > 1  # as _op_count says them: the op's name where several
-    contexts = [f"{name + ' ' if named else ''}{_where(sig.callers)}; inputs {sig.text}" for name, sig in taken[:3]]
-    return count_on_mismatch(op, dtype, tuple(int(c) for c in per_step), expected, contexts)
+    contexts = [f"{name + ' ' if named else ''}{where}" for name, _, where in _found_on(taken)]
+    on = f" on {dtype_words(dtype[0])} inputs"
+    return count_mismatch(op, per_step, expected, _redispatched(matched) + contexts, on=on, steps=RECORDED_STEPS)
 
 
-def _calls_on(ops: Iterable[OpStats], dtype: str) -> tuple[list[tuple[str, Signature]], list[str]]:
-    """The (op, signature) pairs whose inputs hold a tensor of `dtype`, and the ops that ran with
-    calls whose dtypes were not recorded: no signature (it did not run in the step that recorded
-    inputs), or a list of tensors and none of the dtype beside it (a list's dtypes are not given)."""
+RECORDED_STEPS = "where inputs were recorded"  # what a dtype count's per-step figures are
+
+
+def _calls_on(
+    ops: Iterable[OpStats], dtype: tuple[str, ...]
+) -> tuple[list[tuple[str, Signature]], list[tuple[str, str]]]:
+    """The (op, signature) pairs one of whose tensor inputs has the dtype (any of its spellings),
+    and (op, why) for the ops that ran calls whose dtypes cannot be told: no recorded inputs, a
+    list of tensors (the profiler gives no dtype for those) and none of the dtype beside it, or
+    other calls in the steps than where inputs were recorded."""
     taken: list[tuple[str, Signature]] = []
-    unread: list[str] = []
+    unread: list[tuple[str, str]] = []
     for o in ops:
         if not o.calls:
             continue
         signatures = o.work.signatures if o.work is not None else ()
+        mine = [s for s in signatures if any(d in dtype for d in s.dtypes)]
+        taken += [(o.name, s) for s in mine]
+        recorded = sum(s.calls_per_step.median for s in signatures)
         if not signatures:
-            unread.append(o.name)
-        taken += [(o.name, s) for s in signatures if dtype in s.dtypes]
-        if any(TENSOR_LIST in s.dtypes and dtype not in s.dtypes for s in signatures):
-            unread.append(o.name)
-    return taken, list(dict.fromkeys(unread))
+            unread.append((o.name, UNREAD_NOT_RUN))
+        elif any(TENSOR_LIST in s.dtypes for s in signatures if s not in mine):
+            unread.append((o.name, UNREAD_LIST))
+        elif recorded != o.calls_per_step.median:
+            unread.append((o.name, unread_other_calls(o.calls_per_step.median, recorded)))
+    return taken, unread
 
 
 def _nested_calls(op: _Nesting) -> float:
@@ -551,17 +574,19 @@ def _no_op(
     op: str,
     is_known: Callable[[str], bool] | None,
     known_names: Callable[[], Iterable[str]] = tuple,
-    dtype: str | None = None,
+    dtype: tuple[str, ...] | None = None,
 ) -> str | None:
     ran = [o for o in profile.match(op) if o.calls]
+    copies = [m.name for m in profile.match_memory_ops(op) if m.calls]
+    if dtype is not None and copies:  # a copy's bytes have no dtype: the absence would prove nothing
+        return memory_op_dtype(op, copies)
     if ran and dtype is not None:
         return _none_on(op, ran, dtype)
     found = [  # where each ran, for the first few: a glob can match hundreds
         (o.name, calls_text(o.calls_per_step.samples), context(profile, o.name) if i < _PLACED else "")
         for i, o in enumerate(ran)
     ]
-    memory = profile.match_memory_ops(op) if dtype is None else []  # a copy has no dtype of its own
-    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in memory if m.calls]
+    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in profile.match_memory_ops(op) if m.calls]
     if found:
         return unexpected_ops(op, found)
     fused = fused_into(profile, op)
@@ -576,17 +601,18 @@ def _no_op(
     return _unproven_absence(profile, op)
 
 
-def _none_on(op: str, ran: list[OpStats], dtype: str) -> str | None:
-    """assert_no_op with dtype=: no call of the ops that ran took a tensor input of `dtype` (an
+def _none_on(op: str, ran: list[OpStats], dtype: tuple[str, ...]) -> str | None:
+    """assert_no_op with dtype=: no call of the ops that ran took a tensor input of the dtype (an
     LLM trial's bf16 model wanted no upcast where torch's own integer casts run anyway)."""
     taken, unread = _calls_on(ran, dtype)
     if taken:
-        return unexpected_on(op, dtype, _found_on(taken))
-    return dtype_unread(op, dtype, unread) if unread else None
+        return unexpected_ops(op, _found_on(taken), on=f" on {dtype_words(dtype[0])} inputs")
+    return dtype_unread(op, dtype[0], unread, is_glob(op)) if unread else None
 
 
 def _found_on(taken: list[tuple[str, Signature]]) -> list[tuple[str, str, str]]:
-    """Per op, its calls on the dtype and its first such signature: where it ran and on what."""
+    """Per op, in the order taken: its calls on the dtype, and where its first such signature ran
+    and on what (`in aten::to; inputs c10::BFloat16[4,4] (+1 other signature)`)."""
     by_op: dict[str, list[Signature]] = {}
     for name, sig in taken:
         by_op.setdefault(name, []).append(sig)
@@ -972,7 +998,7 @@ def _records_dropped(profile: Profile) -> str:
     )
 
 
-def _expected_count(per_step: tuple[int, ...], n: int | None, min: int | None, max: int | None) -> str | None:
+def _expected_count(per_step: Sequence[float], n: int | None, min: int | None, max: int | None) -> str | None:
     """None when every step's count is n (or within min/max); else what was expected, in words."""
     if n is not None:
         return None if all(c == n for c in per_step) else str(n)

@@ -15,7 +15,7 @@ from .errors import closest_names, shown_name, shown_value
 from .events import without_overload
 from .opnames import is_glob
 from .textout import ELLIPSIS
-from .units import count_of, first_three, ms_text, ns_to_ms
+from .units import count_of, count_text, first_three, ms_text, ns_to_ms
 
 # Why torch calls an op inside itself (a trial's vmap and nested-tensor counts were said to be autocast's).
 REDISPATCH_CAUSES = "torch calls it again inside: autocast after casting the inputs, vmap, a nested tensor or subclass"
@@ -272,61 +272,67 @@ def _not_known(pattern: str) -> str:
 
 
 def unknown_dtype(value: object) -> str:
-    """An assertion's dtype= that names no tensor dtype torch has."""
+    """An assertion's dtype= that names no dtype opprof knows the profiler's name of."""
     return (
-        f"dtype={shown_value(value)}: not a tensor dtype torch has; pass one such as torch.bfloat16 (or its name, "
-        "'bfloat16', or the name the profiler's inputs give it, 'c10::BFloat16')"
+        f"dtype={shown_value(value)}: not a dtype opprof can find in the profiler's inputs; pass a torch dtype "
+        "(torch.bfloat16), its name ('bfloat16', 'torch.half') or the name the inputs give it ('c10::BFloat16')"
     )
 
 
-def unexpected_on(pattern: str, dtype: str, found: list[tuple[str, str, str]]) -> str:
-    """`aten::_to_copy: expected no calls on c10::BFloat16 (torch.bfloat16) inputs, found aten::_to_copy
-    (4/step, in aten::to; inputs c10::BFloat16[1,4,1,32], ...)`; `found` as unexpected_ops takes it."""
-    listed = ", ".join(f"{name} ({calls}{', ' + where if where else ''})" for name, calls, where in found)
-    return f"{asked(pattern)}: expected no calls on {dtype_words(dtype)} inputs, found {listed}"
+UNREAD_NOT_RUN = "it did not run where inputs were recorded: run()'s one call of fn after the steps"
+UNREAD_LIST = "it took a list of tensors, whose dtypes the profiler does not give"
 
 
-def dtype_unread(pattern: str, dtype: str, names: list[str]) -> str:
-    """dtype= on an op that ran without recorded dtypes: no call of it can be told apart."""
+def unread_other_calls(in_steps: float, recorded: float) -> str:
+    """Why an op's dtypes cannot be told: the call that recorded inputs made other calls of it."""
+    return f"it made {count_text(in_steps)} calls a step, {count_text(recorded)} where inputs were recorded"
+
+
+def dtype_unread(pattern: str, dtype: str, unread: Sequence[tuple[str, str]], glob: bool) -> str:
+    """dtype= where an op ran calls whose dtypes cannot be told (`unread`: (op, why)): never a pass."""
+    name, why = unread[0]
+    more = f" (and {count_of(len(unread) - 1, 'more op')})" if len(unread) > 1 else ""
+    fix = "narrow the glob to leave it out, or assert without dtype=" if glob else "assert on it without dtype="
     return (
-        f"{asked(pattern)}: {first_three(names)} ran, but the dtypes of {'its' if len(names) == 1 else 'their'} "
-        "inputs were not recorded (it did not run in the call that recorded inputs, or took a list of tensors, "
-        f"whose dtypes the profiler does not give), so whether a call took {dtype_words(dtype)} inputs cannot be "
-        "told; assert on it without dtype="
+        f"{asked(pattern)}: {name} ran on inputs whose dtypes cannot be told ({why}){more}, so whether a call took "
+        f"{dtype_words(dtype)} inputs cannot be either; {fix}"
     )
 
 
-def count_on_mismatch(
-    pattern: str, dtype: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str]
-) -> str:
-    """`aten::mm: 2 calls/step on float (torch.float32) inputs, expected 0 (in the calls that recorded
-    inputs: 2; in aten::matmul; inputs float[4,1,32], float[4,32,32])`."""
-    shown = sorted(set(per_step))
-    got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
-    where = "".join(f"; {c}" for c in contexts if c)
-    steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
+def memory_op_dtype(pattern: str, copies: list[str]) -> str:
+    """dtype= on a pattern matching memory ops, whose bytes have no dtype."""
     return (
-        f"{asked(pattern)}: {got} calls/step on {dtype_words(dtype)} inputs, expected {expected} (in the steps "
-        f"that recorded inputs: {steps}{where})"
+        f"{asked(pattern)}: it matches {first_three(copies)}, memory copies, whose bytes have no dtype the profiler "
+        "gives; assert on the op that makes the copy (aten::copy_, aten::_to_copy) with dtype=, or on the copy "
+        "without it"
     )
 
 
 def count_mismatch(
-    pattern: str, per_step: tuple[int, ...], expected: str, contexts: Iterable[str] = (), unit: str = "calls"
+    pattern: str,
+    per_step: Sequence[float],
+    expected: str,
+    contexts: Iterable[str] = (),
+    unit: str = "calls",
+    on: str = "",
+    steps: str = "per step",
 ) -> str:
-    """`aten::addmm: 3 calls/step, expected 2 (per step: 3, 3; in aten::linear; inputs float[64,256], ...)`."""
-    shown = sorted(set(per_step))
-    got = str(shown[0]) if len(shown) == 1 else f"{min(per_step)}-{max(per_step)}"
-    steps = ", ".join(map(str, per_step[:10])) + (", ..." if len(per_step) > 10 else "")
+    """`aten::addmm: 3 calls/step, expected 2 (per step: 3, 3; in aten::linear; inputs float[64,256], ...)`;
+    `on`: which calls (` on float (torch.float32) inputs`), `steps`: what the figures are of."""
+    counts = [int(c) for c in per_step]
+    shown = sorted(set(counts))
+    got = str(shown[0]) if len(shown) == 1 else f"{min(counts)}-{max(counts)}"
+    figures = ", ".join(map(str, counts[:10])) + (", ..." if len(counts) > 10 else "")
     where = "".join(f"; {c}" for c in contexts if c)
-    return f"{asked(pattern)}: {got} {unit}/step, expected {expected} (per step: {steps}{where})"
+    return f"{asked(pattern)}: {got} {unit}/step{on}, expected {expected} ({steps}: {figures}{where})"
 
 
-def unexpected_ops(pattern: str, found: list[tuple[str, str, str]]) -> str:
+def unexpected_ops(pattern: str, found: list[tuple[str, str, str]], on: str = "") -> str:
     """`aten::_to_copy: expected no calls, found aten::_to_copy (1/step, in aten::to <- aten::div_; inputs long int[])`;
-    `found`: (name, its calls as units.calls_text says them, where it ran)."""
+    `found`: (name, its calls as units.calls_text says them, where it ran); `on`: which calls
+    (` on c10::BFloat16 (torch.bfloat16) inputs`)."""
     listed = ", ".join(f"{name} ({calls}{', ' + where if where else ''})" for name, calls, where in found)
-    return f"{asked(pattern)}: expected no calls, found {listed}"
+    return f"{asked(pattern)}: expected no calls{on}, found {listed}"
 
 
 def host_syncs(found: list[tuple[str, str, str]], cpu_only: bool = False) -> str:
