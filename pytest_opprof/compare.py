@@ -495,8 +495,8 @@ def _inputs_replaced(new: WorkEntry, old: WorkEntry, lists: bool) -> list[str]:
     if not gone or not came:
         return []
     return [
-        f"inputs {_listed(gone, came)} -> {_listed(came, gone)}{_legend(gone, came)} (in the steps that ran it: its calls "
-        "differ between steps)"
+        f"inputs {_listed(gone, came)} -> {_listed(came, gone)} (in the steps that ran it: its calls differ between "
+        f"steps{'; ' + LEGEND if _legend(gone, came) else ''})"
     ]
 
 
@@ -651,7 +651,8 @@ def _tuples(value: Any) -> Any:
     return tuple(map(_tuples, value)) if isinstance(value, list) else value
 
 
-FULL_LEGEND = " (every input shown: `-` an optional one not given, `Scalar` a number, `ScalarList` a list of them)"
+LEGEND = "every input shown: `-` an optional one not given, `Scalar` a number, `ScalarList` a list of them"
+FULL_LEGEND = f" ({LEGEND})"
 
 
 def _legend(old: dict[str, tuple[str, float]], new: dict[str, tuple[str, float]]) -> str:
@@ -667,8 +668,14 @@ def _differ(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, fl
 
 
 def _shown_in_full(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]], limit: int = 2) -> bool:
+    """Whether _listed shows one of `these` in full with an input its short text leaves out (a
+    review's: same shapes moving between signatures needed no legend)."""
     other_texts = {text for text, _ in others.values()}
-    return any(text in other_texts for _, text, _ in _differ(these, others)[:limit])
+    full = [_full_text(key) for key, text, _ in _differ(these, others)[:limit] if text in other_texts]
+    return any(_NOT_SHOWN.intersection(text.split(", ")) for text in full)
+
+
+_NOT_SHOWN = frozenset({"-", "Scalar", "ScalarList"})  # the inputs a short signature text leaves out
 
 
 def _listed(these: dict[str, tuple[str, float]], others: dict[str, tuple[str, float]], limit: int = 2) -> str:

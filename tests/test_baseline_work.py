@@ -296,6 +296,20 @@ def test_signatures_that_differ_only_in_scalars_are_a_work_change_shown_in_full(
     (verdict,) = [v for v in compare(wider, old, Rule()).verdicts if v.kind == WORK]
     assert verdict.message == "aten::clamp: inputs (float[4,4]) -> (float[8,4])"
 
+    def mm(*firsts):
+        calls = [
+            op("aten::mm", 10 + 100 * i, 50, shapes=(s, (4, 4)), dtypes=("float", "float"))
+            for i, s in enumerate(firsts)
+        ]
+        return doc(analyze([step(1, 0, 1000), *calls]))
+
+    # shown in full but with nothing left out of the short text: no legend (a review's)
+    (verdict,) = compare(mm((4, 4), (8, 4), (8, 4)), mm((4, 4), (4, 4), (8, 4)), Rule()).verdicts
+    assert (
+        verdict.message.startswith("aten::mm: inputs (float[4,4], float[4,4]) x2")
+        and "every input" not in verdict.message
+    )
+
 
 def test_a_compiled_graph_with_sizes_as_numbers_on_one_side_is_said_to_be_dynamic_there():
     """A compiled graph's inputs that differ only by sizes passed as numbers (SymInts): Dynamo
