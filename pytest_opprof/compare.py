@@ -79,6 +79,7 @@ def compare(
     structure, recounted = _structure(current, baseline, rule, where, unread, every_change, places)
     threads = _threads_set_by_test(current, baseline, where)
     work = threads + _work(current, baseline, rule, recounted, where)
+    structure, work = _state_said_once(structure, work, {*baseline.unrepeated, *current.unrepeated}, where)
     untimed = untimed_why(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
     if threads:  # its CPU times moved with the threads: the work verdict says why
@@ -193,11 +194,28 @@ def _structure(
     if causes:  # the cause first: a compile trial's sat past 12 ops, an LLM trial's bf16 behind 7 incidental ones
         shown = f"{'; '.join(causes)}; the ops: {shown}"
     mode += _threads_clause(current, baseline)  # a verdict trial's one thread read as a structure change first
-    if varied := [c.op for c in changes if c.op in baseline.unrepeated]:
-        mode += state_kept(first_three(varied))
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
+
+
+def _state_said_once(
+    structure: list[Verdict], work: list[Verdict], varied: set[str], where: str
+) -> tuple[list[Verdict], list[Verdict]]:
+    """The clause that run()'s fn keeps state (state_kept), once per test: on the structure verdict
+    where it changed in ops whose work varied when either side was recorded, else on the first op's
+    work verdict where such an op's work changed (a review read it in full on each of a test's lines)."""
+    if named := list(dict.fromkeys(c.op for v in structure for c in v.changes if c.op in varied)):
+        return [_stating(structure[0], named, where), *structure[1:]], work
+    if named := [v.op for v in work if v.op in varied]:
+        at = next(i for i, v in enumerate(work) if v.op)  # not the test's thread-count verdict
+        return structure, [*work[:at], _stating(work[at], named, where), *work[at + 1 :]]
+    return structure, work
+
+
+def _stating(verdict: Verdict, ops: list[str], where: str) -> Verdict:
+    """The verdict with state_kept's clause before its file."""
+    return replace(verdict, message=verdict.message.removesuffix(where) + state_kept(first_three(ops)) + where)
 
 
 def _renumbered(changes: list[Change]) -> list[Change]:
@@ -417,8 +435,6 @@ def _work(current: BaselineDoc, baseline: BaselineDoc, rule: Rule, skip: set[str
             # records the graph's call, not its ops: no forgotten no_grad()
             parts = [part for part in parts if not part.startswith(AUTOGRAD_WORDS)]
             parts[-1:] = [part + ONE_SIDE_COMPILED for part in parts[-1:]]
-        if parts and name in baseline.unrepeated:
-            parts[-1] += state_kept()
         if parts:
             flops_same = not steady or not flops or new.flops_per_step == old.flops_per_step
             found.append(

@@ -995,7 +995,9 @@ def test_the_ops_that_varied_when_recorded_are_kept_and_said_by_a_later_change()
     wider = doc(mlp_profile(hidden=2048, steps=6))
     clause = "when the baseline was recorded, run()'s fn did other work from call to call"
     (work,) = [v for v in compare(wider, varied, Rule()).verdicts if v.kind == "work" and v.op == "aten::addmm"]
-    assert clause + " (state it keeps, such as a growing cache)" in work.message
+    assert clause + " in aten::addmm (state it keeps, such as a growing cache)" in work.message
+    assert work.message.endswith("Confirmation by more measurements)")  # no file given: nothing after it
+    assert clause in compare(varied, wider, Rule()).verdicts[0].message  # either side's (opprof compare A B)
     assert all(clause not in v.message for v in compare(wider, base, Rule()).verdicts)
     fewer = base.replace(ops={**base.ops, "aten::addmm": replace(base.ops["aten::addmm"], calls_per_step=(1.0,) * 6)})
     (structure,) = [v for v in compare(fewer, varied, Rule()).verdicts if v.kind == "structure"]
