@@ -1032,7 +1032,8 @@ def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]
     Compared without the namespace, so "aten::matmull" finds "aten::matmul", not "aten::t"; a
     namespace mistyped as "aten:" or "aten." counts as one ("aten:mm" finds "aten::mm"). A name
     that is the initials of one's words comes first ("aten::sdpa" finds
-    aten::scaled_dot_product_attention: an LLM trial's was offered nothing)."""
+    aten::scaled_dot_product_attention: an LLM trial's was offered nothing), a public op before a
+    private one (`_`) and without its in-place twin (`op_`)."""
 
     def bare(name: str) -> str:
         return name.rsplit("::", 1)[-1].lower() if "::" in name else _NAMESPACE_SLIP.sub("", name).lower()
@@ -1041,22 +1042,24 @@ def closest_names(wanted: str, seen: Iterable[str], limit: int = 3) -> list[str]
     space = _namespace(wanted)
     scored = []
     for name in dict.fromkeys(seen):
-        if _abbreviates(target, bare(name)) and (not space or _namespace(name) in (None, space)):
-            scored.append((-2.0, name))
-            continue
         ratio = difflib.SequenceMatcher(None, target, bare(name)).ratio()
+        if _abbreviates(target, bare(name)) and (not space or _namespace(name) in (None, space)):
+            scored.append((0, bare(name).startswith("_"), -ratio, name))
+            continue
         # in another namespace only a closer likeness (a trial's prim::Nope was offered aten::ne)
         least = 0.8 if space and _namespace(name) not in (None, space) else 0.6
         if ratio >= least or (len(target) >= 3 and target in bare(name)):
-            scored.append((-ratio, name))
-    return [name for _, name in sorted(scored)[:limit]]
+            scored.append((1, False, -ratio, name))
+    ranked = [(group, name) for group, _, _, name in sorted(scored)]
+    names = {name for _, name in ranked}
+    return [name for group, name in ranked if group or name[:-1] not in names or not name.endswith("_")][:limit]
 
 
 def _abbreviates(short: str, name: str) -> bool:
-    """Whether `short` is the initials of `name`'s words, 2 or more of them: sdpa of
-    scaled_dot_product_attention, bn of batch_norm."""
+    """Whether `short`, 3 letters or more (`ne`, `le` are ops of their own), is the initials of
+    `name`'s words: sdpa of scaled_dot_product_attention."""
     words = [w for w in name.split("_") if w]
-    return len(words) >= 2 and "_" not in short and short == "".join(w[0] for w in words)
+    return len(short) >= 3 and len(words) >= 2 and "_" not in short and short == "".join(w[0] for w in words)
 
 
 class OpprofUsageError(OpprofError):

@@ -584,7 +584,9 @@ def test_bad_arguments_raise_one_line(build, message):
             ["aten::linear", "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::scaled_dot_product_attention"],
             ["aten::scaled_dot_product_attention"],
         ),
-        ("aten::BN", ["aten::bn_x", "aten::batch_norm", "aten::bmm"], ["aten::batch_norm", "aten::bn_x"]),
+        # a public op before a private one, without its in-place twin (a review's aten::bn: bitwise_not_ too)
+        ("aten::SDPA", ["aten::_s_d_p_a", "aten::s_d_p_a_", "aten::s_d_p_a"], ["aten::s_d_p_a", "aten::_s_d_p_a"]),
+        ("aten::ne", ["aten::new_empty", "aten::not_equal"], []),  # 2 letters: ne is an op of its own
         ("prim::sdpa", ["aten::scaled_dot_product_attention"], []),  # another namespace: no initials
         ("aten::s", ["aten::scaled_dot_product_attention", "aten::sin"], []),  # one letter abbreviates nothing
     ],
