@@ -146,9 +146,8 @@ def decide(
             return Outcome(UNRELIABLE, unrecordable=current.machine.unrecordable)
         further = Further(remeasure)
         new = recorded(current, further, rule.ignore_ops)
-        unrepeated = _unrepeated_in(current, further, rule.ignore_ops)
         return Outcome(
-            NEW, write=new.doc, recorded_from=new.span, unrepeated=unrepeated,
+            NEW, write=new.doc, recorded_from=new.span, unrepeated=new.doc.unrepeated,
             written_from=new.position, written_wait=new.wait, written_slowed=new.slowed, first_slowed=new.first_slowed,
         )  # fmt: skip
     comparison = compare(current.doc, old, rule, path, current.machine, places=current.places)
@@ -173,7 +172,8 @@ def decide(
         status == RENUMBERED
     ):  # the number alone: the times stay the baseline's (a slow first measurement inflates none)
         write = old.replace(number=current.doc.number)
-    unrepeated = _unrepeated_in(current, further, rule.ignore_ops)  # the confirmations' and the ranges'
+    # the confirmations' and the ranges' (the written file's, where one was written from them)
+    unrepeated = write.unrepeated if written and write else _unrepeated_in(current, further, rule.ignore_ops)
     unconfirmed = confirmation.unconfirmed
     untraced = remeasured is not None and all(m.machine.python_tracer is None for m in further.taken)
     return Outcome(
