@@ -20,6 +20,7 @@ import fnmatch
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
@@ -246,7 +247,7 @@ def _change(
     ms = _median_ms(old if old is not None else new)  # the baseline's: a stable order
     if new_calls == old_calls:
         if new is not None and old is not None:
-            return _calls_where_ran(name, new, old, ms)
+            return _calls_where_ran(name, new, old, ms) or _counts_moved(name, new, old, ms)
         if not _sometimes_on_one_side(new, old):
             return None
         entry = new if new is not None else old
@@ -285,6 +286,42 @@ def _calls_where_ran(name: str, new: OpEntry | MemoryEntry, old: OpEntry | Memor
     was, now = median(old_ran), median(new_ran)
     text = f"{name} {count_text(was)} -> {count_text(now)}/step where it ran ({_ran_in(new)}; was {_ran_in(old)})"
     return Change(name, float(was), float(now), ms, text)
+
+
+def _counts_moved(name: str, new: OpEntry | MemoryEntry, old: OpEntry | MemoryEntry, ms: float) -> Change | None:
+    """Per-step counts the median hides: a count one side made in SOMETIMES_STEPS steps or more that
+    no step of the other made, past x2 of every count there (a data trial's early exit never taken
+    any more: aten::linear 14, 14, 2 -> 14, 14, 14 kept its median and passed). Counts near the
+    other side's are not: which steps fall in the window moves them (`-k`, warmup=)."""
+    was, now = Counter(old.calls_per_step), Counter(new.calls_per_step)
+
+    def far(counts: Counter[float], others: Counter[float]) -> list[float]:
+        return sorted(c for c, k in counts.items() if k >= SOMETIMES_STEPS and all(_far(c, o) for o in others))
+
+    gone, came = far(was, now), far(now, was)
+    if not gone and not came:
+        return None
+    steps = len(old.calls_per_step) if gone else len(new.calls_per_step)
+    count = gone[0] if gone else came[0]
+    where = (
+        f"{count_text(count)}/step in {was[count]} of {steps} baseline steps, in no step now"
+        if gone
+        else f"{count_text(count)}/step in {now[count]} of {steps} steps now, in no baseline step"
+    )
+    median_now = count_text(median_calls(new))
+    text = f"{name} per step {_some_counts(old)} -> {_some_counts(new)} ({where}; the median {median_now} the same)"
+    return Change(name, median_calls(old), median_calls(new), ms, text)
+
+
+def _far(a: float, b: float) -> bool:
+    """Whether two per-step counts are past x2 apart (0 is far from any other)."""
+    return a != b and (min(a, b) == 0 or max(a, b) > 2 * min(a, b))
+
+
+def _some_counts(entry: OpEntry | MemoryEntry, shown: int = 6) -> str:
+    """`14, 14, 2, 14, 14, 2, ...`: an entry's first per-step counts."""
+    counts = [count_text(c) for c in entry.calls_per_step]
+    return ", ".join(counts[:shown]) + (", ..." if len(counts) > shown else "")
 
 
 def _compiled_hint(current: BaselineDoc, baseline: BaselineDoc, rule: Rule) -> str:

@@ -302,8 +302,8 @@ def state_kept(ops: str | None = None) -> str:
     failed `work changed` on `warmup=3` -> `4` alone: its inputs are read after the steps)."""
     return (
         f"; when the baseline was recorded, run()'s fn did other work from call to call{f' in {ops}' if ops else ''} "
-        "(state it keeps, such as a growing cache), so warmup=, steps= and the state it starts from change what "
-        f"is measured; {SAME_WORK_FIX}"
+        "(the data it reads, or state it keeps such as a growing cache), so warmup=, steps=, -k and the order of "
+        f"tests change what is measured; {SAME_WORK_FIX}"
     )
 
 

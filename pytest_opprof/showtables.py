@@ -69,8 +69,8 @@ def _baseline_header(path: str, doc: BaselineDoc) -> list[str]:
     if doc.unrepeated:  # what a later work change in them says too (capture.unrepeated)
         lines.append(
             f"recorded from a run() whose fn did other work from call to call in {first_three(list(doc.unrepeated))} "
-            "(state it keeps, such as a growing cache): a later run's slowdown cannot be confirmed by measuring again, "
-            "and warmup=, steps= and the state fn starts from change what is measured"
+            "(the data it reads, or state it keeps such as a growing cache): a later run's slowdown cannot be "
+            "confirmed by measuring again, and warmup=, steps=, -k and the order of tests change what is measured"
         )
     return lines
 

@@ -995,13 +995,13 @@ def test_the_ops_that_varied_when_recorded_are_kept_and_said_by_a_later_change()
     wider = doc(mlp_profile(hidden=2048, steps=6))
     clause = "when the baseline was recorded, run()'s fn did other work from call to call"
     (work,) = [v for v in compare(wider, varied, Rule()).verdicts if v.kind == "work" and v.op == "aten::addmm"]
-    assert clause + " in aten::addmm (state it keeps, such as a growing cache)" in work.message
+    assert clause + " in aten::addmm (the data it reads, or state it keeps such as a growing cache)" in work.message
     assert work.message.endswith("Confirmation by more measurements)")  # no file given: nothing after it
     assert clause in compare(varied, wider, Rule()).verdicts[0].message  # either side's (opprof compare A B)
     assert all(clause not in v.message for v in compare(wider, base, Rule()).verdicts)
     fewer = base.replace(ops={**base.ops, "aten::addmm": replace(base.ops["aten::addmm"], calls_per_step=(1.0,) * 6)})
     (structure,) = [v for v in compare(fewer, varied, Rule()).verdicts if v.kind == "structure"]
-    assert f"; {clause} in aten::addmm (state it keeps" in structure.message
+    assert f"; {clause} in aten::addmm (the data it reads, or state it keeps" in structure.message
 
 
 def test_autocast_removed_is_named_only_where_both_sides_hold_the_ops_work():
@@ -1029,3 +1029,31 @@ def test_autocast_removed_is_named_only_where_both_sides_hold_the_ops_work():
     workless = plain.replace(ops={name: replace(e, work=None) for name, e in plain.ops.items()})
     (structure,) = [v for v in compare(baseline, workless, Rule()).verdicts if v.kind == "structure"]
     assert "autocast" not in structure.message
+
+
+def counts_doc(counts):
+    """A document of steps making counts[i] calls of aten::linear in step i (and one aten::relu)."""
+    events = []
+    for i, n in enumerate(counts):
+        base = i * 1000
+        events.append(step(i + 1, base, 1000))
+        events += [op("aten::linear", base + 10 + 20 * k, 10) for k in range(n)]
+        events.append(op("aten::relu", base + 900, 10))
+    return doc(analyze(events))
+
+
+def test_per_step_counts_the_median_hides_are_a_structure_change():
+    """A data trial's early exit never taken any more (aten::linear 14, 14, 2 -> 14 every step)
+    kept its median and passed structure and work: a count one side made in 2 steps or more and the
+    other in none, past x2 of every count there, is a structure change; counts near the other
+    side's (a window moved by -k or warmup=) are not."""
+    (verdict,) = [v for v in compare(counts_doc([14] * 9), counts_doc([14, 14, 2] * 3), Rule()).verdicts]
+    assert verdict.kind == STRUCTURE and verdict.message == (
+        "structure changed: aten::linear per step 14, 14, 2, 14, 14, 2, ... -> 14, 14, 14, 14, 14, 14, ... "
+        "(2/step in 3 of 9 baseline steps, in no step now; the median 14 the same)"
+    )
+    (verdict,) = compare(counts_doc([14, 14, 40] * 3), counts_doc([14] * 9), Rule()).verdicts
+    assert "(40/step in 3 of 9 steps now, in no baseline step; the median 14 the same)" in verdict.message
+    assert not compare(counts_doc([14, 2, 14] * 3), counts_doc([14, 14, 2] * 3), Rule()).verdicts  # shifted
+    assert not compare(counts_doc([4, 4, 4, 2, 2]), counts_doc([4, 4, 4, 3, 3]), Rule()).verdicts  # near: x1.5
+    assert not compare(counts_doc([14] * 8 + [2]), counts_doc([14] * 9), Rule()).verdicts  # in one step only

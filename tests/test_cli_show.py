@@ -243,9 +243,9 @@ def test_show_says_a_baseline_was_recorded_from_a_fn_that_keeps_state(capsys, fo
     file.write_text(json.dumps(data))
     code, out, _ = run_cli(capsys, "show", file)
     assert code == 0 and out.splitlines()[2] == (
-        "recorded from a run() whose fn did other work from call to call in aten::cat, aten::mm (state it keeps, "
-        "such as a growing cache): a later run's slowdown cannot be confirmed by measuring again, and warmup=, "
-        "steps= and the state fn starts from change what is measured"
+        "recorded from a run() whose fn did other work from call to call in aten::cat, aten::mm (the data it reads, "
+        "or state it keeps such as a growing cache): a later run's slowdown cannot be confirmed by measuring again, "
+        "and warmup=, steps=, -k and the order of tests change what is measured"
     )
 
 

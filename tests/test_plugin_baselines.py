@@ -3421,9 +3421,9 @@ def test_a_work_change_in_ops_that_varied_when_recorded_says_fn_keeps_state(pyte
     result.stdout.fnmatch_lines(
         [
             "test_grow.py::test_decode: work changed in * ops: aten::mm: *inputs (*) -> (*); when the baseline was "
-            "recorded, run()'s fn did other work from call to call in aten::mm* (state it keeps, such as a growing "
-            "cache), so warmup=, steps= and the state it starts from change what is measured; make each call of fn "
-            "do the same work *",
+            "recorded, run()'s fn did other work from call to call in aten::mm* (the data it reads, or state it keeps "
+            "such as a growing cache), so warmup=, steps=, -k and the order of tests change what is measured; make "
+            "each call of fn do the same work *",
         ]
     )
     said = [line for line in result.stdout.lines if "state it keeps" in line]  # once a test, not on each op's line
