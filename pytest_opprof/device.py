@@ -425,6 +425,7 @@ def untraced(run: Callable[[], T]) -> tuple[T, str | None]:
     The tracer is taken off and put back in this one frame, and frames begun while it was off
     end before it is back: coverage keeps a stack of the frames it saw, which a frame it saw
     begin but not end would shift."""
+    __tracebackhide__ = True  # a failure of fn in a further measurement shows the test's frames
     trace = sys.gettrace()
     if trace is None or not callable(trace):
         return run(), python_tracer()

@@ -322,7 +322,7 @@ class OpprofFixture:
         finally:
             self._inside = None
         self._finish(profile, ran_no_op_in_run(fn, steps, result))
-        self._remeasure = lambda: self._measure_again(fn, args, kwargs, warmup, steps)
+        self._remeasure = partial(self._measure_again, fn, args, kwargs, warmup, steps)
         ahead = self._measured_ahead(steps)
         if ahead:  # fn ran again after the first measurement: its last result, as run() promises
             result = ahead[-1].result  # (a trial's decode cache held another call's result)
@@ -338,6 +338,7 @@ class OpprofFixture:
         operation on closed file`). Recording: the recorded ranges' measurements, for the baseline
         step; comparing: a suspected time's confirmations, pooled by the decision judge_in_run
         takes here (the baseline step gives that decision)."""
+        __tracebackhide__ = True  # a failure of fn in a further measurement shows the test's frames
         if self._profile is None or self.error_messages:
             return []
         if self.measure_ahead:
@@ -347,6 +348,7 @@ class OpprofFixture:
         taken: list[Remeasured] = []
 
         def confirmation() -> Remeasured | None:
+            __tracebackhide__ = True
             again = self.measure_again()
             if again is not None:
                 taken.append(again)
@@ -358,6 +360,7 @@ class OpprofFixture:
     def _for_ranges(self, steps: int) -> list[Remeasured]:
         """Recording: the recorded ranges' measurements (none for a run() too short to judge on time,
         nor where the recording leaves the test's file as it is: unreadable)."""
+        __tracebackhide__ = True  # a failure of fn in a further measurement shows the test's frames
         if steps < MIN_TIME_STEPS or not self.ranges_wanted():
             return []
         ahead = []
@@ -384,6 +387,7 @@ class OpprofFixture:
         """The latest run() once more, after CONFIRM_SETTLE_S of busy CPUs (a slow spell that
         followed idle time may be over by then), or as long idle (idle_pause) with `pauses_idle`:
         to confirm a suspected time change, or, recording, for the recorded ranges."""
+        __tracebackhide__ = True  # a failure of fn in a further measurement shows the test's frames
         if self._remeasure is None:
             return None
         threads = self._profile.threads if self._profile is not None else None  # the first measurement's
@@ -661,7 +665,7 @@ class OpprofFixture:
         """run()'s measurement once more, with its own CPU-wait share and GPU clock verdict (the
         report keeps the first one's), without a Python tracer where one ran (device.untraced:
         coverage's slows the Python inside and between the ops)."""
-
+        __tracebackhide__ = True
         host: list[tuple[int, int | None]] = []
         clocks: list[Any] = []
         # Its signature step tells whether fn ran the first's work (decide.unrepeated: a growing

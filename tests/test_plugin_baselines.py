@@ -3571,6 +3571,10 @@ def test_fn_raising_in_a_recordings_further_measurement_fails_the_test_saying_so
             ["*opprof: raised while run()'s fn was measured again for its baseline's recorded ranges*"]
         )
     assert not (pytester.path / ".opprof").exists() or not list((pytester.path / ".opprof").rglob("*.json"))
+    # the test's frames only (a data trial's StopIteration showed 6 of pytest-opprof's)
+    frames = [line for line in result.stdout.lines if re.match(r"^\S+\.py:\d+: ", line)]
+    assert any(line.startswith("test_re.py:") for line in frames), frames
+    assert not any("pytest_opprof" in line for line in frames), frames
 
 
 def test_fn_raising_in_a_confirmation_fails_the_test_saying_so(remeasure_project, fake_clock):
