@@ -85,7 +85,7 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
         times = list(op.time_samples) or [0]
         row = [
             short(name),
-            count_text(_median(list(op.calls_per_step or [0]))),
+            _calls_cell(op.calls_per_step),
             stored_ms_text(_median(times)),
             stored_ms_text(min(times)),
             stored_ms_text(_median(list(op.cpu_ms or [0]))),
@@ -101,6 +101,15 @@ def _baseline_op_table(doc: BaselineDoc, top: int | None) -> str:
     table = with_more_rows(grid(rows, headers), len(doc.ops), len(rows), "op")
     some = _some_steps_line(doc)
     return f"{table}\n{some}" if some else table
+
+
+def _calls_cell(calls: tuple[float, ...]) -> str:
+    """`13` or, where steps made other counts, `13 (11-15)`: the median and the range (a data
+    trial's MoE file held 15, 13, 11, ... per step and read 13)."""
+    counts = list(calls or [0])
+    low, high = min(counts), max(counts)
+    median = count_text(_median(counts))
+    return median if low == high else f"{median} ({count_text(low)}-{count_text(high)})"
 
 
 def _some_steps_line(doc: BaselineDoc) -> str | None:

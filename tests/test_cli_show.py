@@ -232,6 +232,21 @@ def test_show_says_a_baseline_was_recorded_under_load(capsys, folders):
     assert "recorded while" not in run_cli(capsys, "show", file)[1]
 
 
+def test_show_gives_the_range_of_calls_per_step_where_steps_differ(capsys, folders):
+    """A data trial's MoE file held 15, 13, 11, ... calls per step and `opprof show` read 13: the
+    median, and the range beside it where steps made other counts."""
+    a, _ = folders
+    file = a / "tests" / "test_m.py" / "test_mlp.json"
+    data = json.loads(file.read_text())
+    calls = data["ops"]["aten::addmm"]["calls_per_step"]
+    data["ops"]["aten::addmm"]["calls_per_step"] = [1] + [2] * (len(calls) - 2) + [5]
+    file.write_text(json.dumps(data))
+    code, out, _ = run_cli(capsys, "show", file)
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("aten::")}
+    assert code == 0 and rows["aten::addmm"].split()[1:3] == ["2", "(1-5)"]
+    assert rows["aten::relu"].split()[1] == "1" and "(" not in rows["aten::relu"]
+
+
 def test_show_says_a_baseline_was_recorded_from_a_fn_that_keeps_state(capsys, folders):
     """`capture.unrepeated` (the ops whose work varied in the recording's further measurements of
     run()'s fn): the header says what it means for later runs; a file without it says nothing."""
