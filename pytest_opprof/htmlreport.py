@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from .errors import CUT_SHORT, NOT_FAILING
 from .files import write_output
-from .tables import by_shown_time, of_step, profiler_cost_text
+from .tables import by_shown_time, of_step, profiler_cost_text, steps_differ
 from .units import count_of, count_text
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def _meta(
     if profile.wall_ms is not None and profile.steps:
         bits.append(f"{profile.median_wall_ns / 1e6:.3f} ms/step wall (median)")
     if profile.overhead is not None:
-        bits.append(profiler_cost_text(profile.overhead))
+        bits.append(profiler_cost_text(profile.overhead, steps_differ(profile)))
     if baseline is not None:
         bits.append(f"baseline {baseline.status}")
     said = failure or ""  # a trust error the failure above says already is not said twice

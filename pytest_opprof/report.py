@@ -31,6 +31,7 @@ from .tables import (
     ranges_table,
     short,
     some_steps_line,
+    steps_differ,
     timeline_line,
     with_more_rows,
 )
@@ -211,7 +212,7 @@ def _summary_block(
     if profile.times_include_inputs:  # a one-step capture records them in its step
         wall += ", times include recording inputs"
     if profile.overhead is not None:  # best profiled step / best unprofiled one
-        wall += f", {profiler_cost_text(profile.overhead)}"
+        wall += f", {profiler_cost_text(profile.overhead, steps_differ(profile))}"
     lines = [f"{nodeid} [{outcome}{f' on {worker}' if worker else ''}] ({steps}{wall})"]
     if timeline := timeline_line(profile):
         lines.append(timeline)

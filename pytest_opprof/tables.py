@@ -430,9 +430,18 @@ def inputs_table(rows: Sequence[tuple[str, str, float]], top: int | None = 20) -
 DISTURBED_BELOW = 0.5  # profiled steps twice as fast as unprofiled ones: the unprofiled timing was disturbed
 
 
-def profiler_cost_text(overhead: float) -> str:
+def profiler_cost_text(overhead: float, steps_differ: bool = False) -> str:
     """What profiling cost a step (best profiled / best unprofiled), or why it is unknown: below
-    DISTURBED_BELOW the unprofiled calls were the disturbed ones (a trial read `x0.02` as a figure)."""
+    DISTURBED_BELOW the unprofiled calls were the disturbed ones (a trial read `x0.02` as a figure);
+    where the steps did other work (`steps_differ`: the step_events warning), the fastest step and
+    the unprofiled calls ran other data (a data trial's cycled batches read `profiler x0.52`)."""
+    if steps_differ:
+        return f"profiler cost unknown (the steps did other work: x{overhead:.2f})"
     if overhead < DISTURBED_BELOW:
         return f"profiler cost unknown (the unprofiled calls were disturbed: x{overhead:.2f})"
     return f"profiler x{overhead:.2f}"
+
+
+def steps_differ(profile: Profile) -> bool:
+    """Whether the capture's steps ran other ops or counts (its step_events check warned)."""
+    return any(c.name == "step_events" and c.status == "warning" for c in profile.checks)

@@ -738,6 +738,36 @@ def test_json_report_has_every_measured_test_with_per_step_counts(user_run):
     assert tests["test_error_nothing_measured"]["failure"].startswith("opprof: the measurement")
 
 
+def test_the_profiler_cost_of_steps_that_did_other_work_is_unknown(pytester):
+    """A data trial's cycled batches read `profiler x0.52`: the fastest profiled step ran the
+    cheapest batch, the unprofiled calls others. Where the steps did other work the header says the
+    cost is unknown, and why."""
+    pytester.makepyfile(
+        test_cycle="""
+        import itertools
+        import torch
+
+        batches = itertools.cycle([torch.randn(8, 8), torch.randn(64, 64), torch.randn(8, 8)])
+
+        def fn(x):
+            y = x
+            for _ in range(1 if x.shape[0] == 8 else 6):
+                y = torch.relu(y @ x)
+            return y
+
+        def test_cycle(opprof):
+            opprof.run(lambda: fn(next(batches)), warmup=1, steps=6)
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_cycle.py::test_cycle [[]passed[]] (6 steps, *.* ms/step wall, profiler cost unknown (the steps did other work: x*))"
+        ]
+    )
+
+
 def test_terminal_summary_shows_top_ops(user_run):
     """The summary has, per measured test, a table of its top ops."""
     result, _ = user_run
