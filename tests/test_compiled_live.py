@@ -471,7 +471,8 @@ def test_cases_that_share_dynamos_cache_past_its_limit_are_warned(compiled_proje
                 "in the steps: no compiled region ran*",
             ]
         )
-        assert f"test_sized.py::{test}[9]: warning" not in result.stdout.str()
+        ninth = [line for line in result.stdout.lines if line.startswith(f"test_sized.py::{test}[9]: warning ")]
+        assert not [line for line in ninth if " warning contention:" not in line], ninth  # load may warn; Dynamo not
         assert f"test_sized.py::{test}[10]: warning not_compiled" not in result.stdout.str()  # the limit's says it
     monkeypatch.setenv("OPPROF_T_RESET", "1")
     result = run(p, "--opprof", "--opprof-device-key=cpu")
