@@ -16,6 +16,7 @@ def _torch() -> Any:
     return torch
 
 
+COLLECTIVE_PREFIX = "c10d::"  # torch.distributed's collectives (c10d::allreduce_), launched on a process group
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
 _NODE_LIKE = re.compile(r"\w+Backwards?\d*")  # a backward node's name, or a slip of one (`ToCopyBackwards0`)

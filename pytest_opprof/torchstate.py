@@ -1,7 +1,7 @@
 """torch's process-wide settings that change what a measurement measures, as a test can leave
 them for the tests after it: the thread count, the default dtype, grad mode, deterministic
-algorithms, anomaly detection, the float32 matmul precision, the default device, and the oneDNN
-and cuDNN switches. A record of them (`TorchState`), what changed between two (`changes`), and
+algorithms, anomaly detection, the float32 matmul precision, the default device, the oneDNN
+and cuDNN switches, and torch.distributed's default process group. A record of them (`TorchState`), what changed between two (`changes`), and
 the words and code the leak messages use. Pure: the plugin reads the settings
 (capture.torch_state)."""
 
@@ -31,6 +31,7 @@ class TorchState:
     fp16_reduction: bool = True  # torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
     bf16_reduction: bool = True  # torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
     fp32: str | None = "none"  # torch.backends.fp32_precision (torch 2.9+; None: older torch)
+    process_group: bool = False  # torch.distributed's default process group initialised
 
 
 SETTING_NAMES = tuple(f.name for f in fields(TorchState))
@@ -117,6 +118,14 @@ _SETTINGS = {
         lambda v: f"torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = {v}",
     ),
     "fp32": _valued("fp32 precision of torch.backends", str, lambda v: f'torch.backends.fp32_precision = "{v}"'),
+    "process_group": _Setting(
+        "distributed default process group",
+        lambda v: "initialised" if v else "not initialised",
+        lambda v: (
+            "torch.distributed.init_process_group(<as before>)" if v else "torch.distributed.destroy_process_group()"
+        ),
+        lambda v: f"torch.distributed's default process group {'initialised' if v else 'destroyed'}",
+    ),
 }
 
 
@@ -186,14 +195,18 @@ def seen_in(
     now: TorchState | None,
     threads: int | None,
     dtypes: frozenset[str] | None = None,
+    collectives: bool | None = None,
 ) -> TorchState:
     """The part of a leak (`before` -> `left`) a measurement ran on; the others as before the
     leak (the test set them itself). The thread count: where the profile's (`threads`) is the
     leaked one; the default dtype: where the profile's ops took inputs of it (`dtypes`: their
     input types as the profiler names them), as a model built in a fixture does, in the dtype of
     its setup (a review's test set float32 around run() on a model built in float64 and recorded
-    double); the default device: always (tensors are made before the capture); the others:
-    where their value as the capture began (`now`) is the leaked one. Unknown: it ran on it."""
+    double); the default device: always (tensors are made before the capture); a process group
+    left initialised: where the profile ran collectives (`collectives`: c10d ops; a trial's test
+    all-reduced only where a group was up, and was told to record the leak), not every test after
+    it; the others: where their value as the capture began (`now`) is the leaked one. Unknown: it
+    ran on it."""
     kept = {}
     for change in changes(before, left):
         if change.name == "threads":
@@ -203,6 +216,8 @@ def seen_in(
             ran = dtypes is None or profiled is None or profiled in dtypes
         elif change.name == "device":
             ran = True
+        elif change.name == "process_group" and change.after:
+            ran = collectives is None or collectives
         else:
             ran = now is None or getattr(now, change.name) == change.after
         kept[change.name] = change.after if ran else change.before

@@ -636,3 +636,71 @@ def test_one_leaker_of_the_count_and_the_dtype_gets_one_fix_line(project, monkey
         ["test_t.py::test_e_pins_dtype_late: it ran with the thread count 1 and the default dtype float64 that *"]
     )
     assert "the count is the one test_t.py::test_a_threads left" not in result.stdout.str()
+
+
+PROCESS_GROUP = """
+import os
+import tempfile
+import torch
+import torch.distributed as dist
+
+def test_a_init():
+    if not dist.is_initialized():
+        where = os.path.join(tempfile.mkdtemp(), "pg")
+        dist.init_process_group("gloo", init_method="file://" + where, rank=0, world_size=1)
+    if not os.environ.get("OPPROF_LEAK"):
+        dist.destroy_process_group()
+
+def test_b_reduces(opprof):  # all-reduces only where a group is up, as a trial's did
+    t = torch.ones(64)
+    def step():
+        if dist.is_initialized():
+            dist.all_reduce(t)
+        return t * 2
+    opprof.run(step, warmup=1, steps=2)
+
+def test_c_plain(opprof):
+    x = torch.ones(8, 8)
+    opprof.run(torch.mm, x, x, warmup=1, steps=2)
+"""
+
+
+def test_a_process_group_left_initialised_is_named_in_the_tests_that_ran_collectives_on_it(project, monkeypatch):
+    """A trial's test called init_process_group and no destroy_process_group: a later test that
+    all-reduces where a group is up failed `+ c10d::allreduce_` run alone or on another xdist
+    worker and was told to record it, which broke the full run. The leaker is named with
+    destroy_process_group(), the victim not told to record, nothing recorded on the leak; a test
+    that ran no collective is no victim of it."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch built without torch.distributed")
+    project.makepyfile(test_pg=PROCESS_GROUP)
+    try:
+        run_restoring(project, monkeypatch, False, "--opprof-update-baseline").assert_outcomes(passed=3)
+        compared = run_restoring(project, monkeypatch, True, "--opprof")
+        compared.assert_outcomes(passed=2, failed=1)
+        fix = (
+            "it ran with torch.distributed's default process group initialised that test_pg.py::test_a_init left (it "
+            "ran earlier and did not put it back): restore it in that test (try/finally: "
+            "torch.distributed.destroy_process_group()) and run again; recording this test would record it, not undo it"
+        )
+        compared.stdout.fnmatch_lines(["*structure changed: + c10d::allreduce_*", f"test_pg.py::test_b_reduces: {fix}"])
+        compared.stdout.fnmatch_lines(
+            [
+                "opprof: test_pg.py::test_a_init changed torch's distributed default process group not "
+                "initialised -> initialised and did not put it back*measured after it: test_pg.py::test_b_reduces"
+            ]
+        )
+        out = compared.stdout.str()
+        assert "record it: pytest --opprof-update-baseline test_pg.py::test_b_reduces" not in out
+        assert "test_pg.py::test_c_plain: it ran with" not in out
+        dist.destroy_process_group()
+        (b_file,) = (project.path / ".opprof").rglob("test_b_reduces.json")
+        before = b_file.read_bytes()
+        recorded = run_restoring(project, monkeypatch, True, "--opprof-update-baseline=all")
+        recorded.assert_outcomes(passed=3)
+        recorded.stdout.fnmatch_lines(["opprof: 1 baseline not written: it ran with torch.distributed's default *"])
+        assert b_file.read_bytes() == before
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

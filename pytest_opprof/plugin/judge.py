@@ -14,6 +14,7 @@ import pytest
 
 from ..errors import stepped_aside_unmeasured
 from ..layout import baseline_root, shown_path
+from ..opnames import COLLECTIVE_PREFIX
 from ..settings import RunState
 from .base import CHECKS, SETTINGS_LEFT_BY, TEST, add_check, baseline_id, item_rule, runnable
 
@@ -152,7 +153,8 @@ def _leak_ran_on(item: pytest.Item, profile: Any) -> tuple[Left, ...]:
     fixture = item.stash.get(TEST, None)
     now = fixture.settings if fixture is not None else None
     found, dtypes = item.stash.get(SETTINGS_LEFT_BY, ()), _input_dtypes(profile)
-    ran = ((by, before, seen_in(before, left, now, profile.threads, dtypes)) for by, before, left in found)
+    collectives = any(op.name.startswith(COLLECTIVE_PREFIX) for op in getattr(profile, "ops", ()))
+    ran = ((by, before, seen_in(before, left, now, profile.threads, dtypes, collectives)) for by, before, left in found)
     return tuple(Left(by, before, seen) for by, before, seen in ran if seen != before)
 
 
