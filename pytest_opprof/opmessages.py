@@ -65,6 +65,15 @@ def _steps_over(over: Sequence[bool]) -> str:
     return f"; over it in step{'s' if len(numbers) > 1 else ''} {', '.join(numbers[:10])}{more}"
 
 
+def collective_over_limit(op: str, failed: str) -> str:
+    """A c10d op within its limit whose collective, on gloo's threads, was over it (`failed`: the
+    range's over_limit)."""
+    return (
+        f"{op} launched a collective that gloo ran on its own threads, over the op's limit: {failed}; the op's "
+        "own time is its launch alone"
+    )
+
+
 def hidden_by_median(name: str, ran: int, steps: int, worst_ns: float, limit_ms: float) -> str:
     """A time assertion's failure where the match ran in under half the steps: the median per step
     (0) would have passed it whatever the steps that ran it cost."""

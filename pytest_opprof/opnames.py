@@ -17,6 +17,24 @@ def _torch() -> Any:
 
 
 COLLECTIVE_PREFIX = "c10d::"  # torch.distributed's collectives (c10d::allreduce_), launched on a process group
+GLOO_PREFIX = "gloo:"  # the range of a collective gloo runs on its own threads (gloo:all_reduce)
+
+
+def _collective_key(name: str) -> str:
+    """`c10d::_allgather_base_` and `gloo:all_gather` -> `allgather`: what a collective's op and its
+    gloo range have in common."""
+    key = name.removeprefix(COLLECTIVE_PREFIX).removeprefix(GLOO_PREFIX).replace("_", "")
+    return key.removesuffix("base")
+
+
+def gloo_ranges_of(op: str, ranges: Iterable[str]) -> list[str]:
+    """The gloo ranges among `ranges` of the collective the c10d op `op` launches (`c10d::allreduce_`
+    -> `gloo:all_reduce`): gloo runs it on its own threads, so the op's time is the launch alone."""
+    if not op.startswith(COLLECTIVE_PREFIX):
+        return []
+    return [r for r in ranges if r.startswith(GLOO_PREFIX) and _collective_key(r) == _collective_key(op)]
+
+
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
 _NODE_NAME = re.compile(r"(\w+Backward)(\d*)")
 _NODE_LIKE = re.compile(r"\w+Backwards?\d*")  # a backward node's name, or a slip of one (`ToCopyBackwards0`)

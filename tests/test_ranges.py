@@ -12,8 +12,10 @@ import pytest
 from builders import annotation, kernel, launch, op, step, stepped
 from conftest import SHARED_TRACES
 
-from pytest_opprof import load_trace
+from pytest_opprof import assertions, load_trace
 from pytest_opprof.analysis import analyze
+from pytest_opprof.opmessages import collective_over_limit
+from pytest_opprof.opnames import gloo_ranges_of
 
 
 def test_a_range_has_its_calls_wall_time_and_launched_device_time_per_step():
@@ -122,7 +124,6 @@ def test_a_range_in_some_steps_only_is_warned_about_and_caught_per_call():
     whatever the block cost (a trial's optimizer update every 4th call passed 0.0001 ms). A
     step_ranges warning names it; the median assertion fails where a step that ran it is over the
     limit, saying to assert it per="call" or by stat="max", which catch it too."""
-    from pytest_opprof import assertions
     from pytest_opprof.opmessages import hidden_by_median
 
     profile = analyze(three_steps(annotation("rare", 110, 20)))
@@ -144,7 +145,6 @@ def test_a_range_in_some_steps_only_is_warned_about_and_caught_per_call():
 def test_per_call_time_of_a_recursive_range_is_per_outermost_call():
     """A block opened 4 times recursively in each step: 4 calls per step, one 40 us outer call;
     per call is 40 us (a quarter of it was reported, and a limit of 30 us passed)."""
-    from pytest_opprof import assertions
 
     nested = [annotation("tree", i * 100 + 10 + d, 40 - 2 * d) for i in range(3) for d in range(4)]
     profile = analyze(three_steps(*nested))
@@ -367,3 +367,50 @@ def test_a_range_nested_twice_in_one_of_its_name_is_two_nested_calls():
     time (the first nested one does not end the outer one)."""
     (blk,) = analyze(three_steps(annotation("blk", 10, 50), annotation("blk", 15, 5), annotation("blk", 30, 5))).ranges
     assert (blk.calls, blk.cpu_ns, blk.outer_calls_per_step.samples[0]) == (3, 50_000, 1)
+
+
+def test_an_op_limit_on_a_gloo_collective_holds_for_the_collective_gloo_ran_on_its_threads():
+    """A trial's assert_op_below("c10d::allreduce_", ms=1) passed an all-reduce that waited 409 ms
+    a step for a slower rank: the op's own time is its launch; gloo runs the collective on its own
+    threads, in a range of its name (gloo:all_reduce). The op's limit holds for that range too,
+    per step and per call; a collective within it, or another op's range, passes."""
+    events = stepped(
+        3,
+        1000,
+        lambda i, base: [
+            op("c10d::allreduce_", base + 10, 40),  # the launch
+            annotation("gloo:all_reduce", base + 20, 400 + 100 * i, tid=7),  # the collective, on gloo's thread
+            op("c10d::broadcast_", base + 500, 5),
+            annotation("gloo:broadcast", base + 505, 10, tid=7),
+        ],
+    )
+    profile = analyze(events)
+    failed = assertions.op_below("c10d::allreduce_", ms=0.3)(profile)
+    assert failed == collective_over_limit(
+        "c10d::allreduce_",
+        "gloo:all_reduce: 0.50 ms/step > limit 0.30 ms (median of 3 steps; min 0.40, max 0.60)",
+    )
+    assert failed.startswith("c10d::allreduce_ launched a collective that gloo ran on its own threads")
+    assert "gloo:all_reduce: 0.50 ms/call" in assertions.op_below("c10d::*", ms=0.3, per="call")(profile)
+    assert assertions.op_below("c10d::allreduce_", ms=0.7)(profile) is None  # the collective within it too
+    assert assertions.op_below("c10d::broadcast_", ms=0.02)(profile) is None  # its own range: 10 us
+    assert "gloo:broadcast" in assertions.op_below("c10d::broadcast_", ms=0.008)(profile)
+    both = assertions.op_below("c10d::allreduce_", ms=0.03)(profile)  # the launch over too: both said
+    assert both.startswith("c10d::allreduce_: 0.040 ms/step > limit 0.030 ms (median of 3 steps; min 0.040, max")
+    assert "; c10d::allreduce_ launched a collective that gloo ran on its own threads, over the op's limit" in both
+
+
+@pytest.mark.parametrize(
+    ("op_name", "ranges", "found"),
+    [
+        ("c10d::allreduce_", ["gloo:all_reduce", "gloo:reduce"], ["gloo:all_reduce"]),
+        ("c10d::_allgather_base_", ["gloo:all_gather"], ["gloo:all_gather"]),
+        ("c10d::alltoall_base_", ["gloo:all_to_all"], ["gloo:all_to_all"]),
+        ("c10d::reduce_scatter_", ["gloo:reduce_scatter", "gloo:reduce"], ["gloo:reduce_scatter"]),
+        ("c10d::barrier", ["gloo:barrier"], ["gloo:barrier"]),
+        ("aten::mm", ["gloo:all_reduce"], []),  # no collective
+        ("c10d::allreduce_", ["nccl:all_reduce"], []),  # NCCL's runs on the device: its kernels are the op's
+    ],
+)
+def test_a_collectives_gloo_range_is_found_by_its_name(op_name, ranges, found):
+    assert gloo_ranges_of(op_name, ranges) == found
