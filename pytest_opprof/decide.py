@@ -545,6 +545,7 @@ def calmer(first: Measurement, second: Measurement) -> Machine:
         # the pooled steps: the first's, then the second's
         a.compiled_in + tuple(first.doc.steps + step for step in b.compiled_in),
         pooled=True,
+        pooled_steps=(a.pooled_steps or (first.doc.steps,)) + (second.doc.steps,),
         settings_left=a.settings_left or b.settings_left,
         env_set_inside=a.env_set_inside,
     )

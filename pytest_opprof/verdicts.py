@@ -87,6 +87,7 @@ class Machine:
     waited_ms_per_step: float | None = None  # what cpu_wait is in ms, per step: the most it can add to one
     compiled_in: tuple[int, ...] = ()  # the steps torch.compile compiled in, by position (0: the first)
     pooled: bool = False  # the samples are several measurements' (a confirmation's), not one's steps
+    pooled_steps: tuple[int, ...] = ()  # with pooled: each measurement's steps, in the samples' order
     settings_left: tuple[Left, ...] = ()  # torch ran on settings (the thread count, the default dtype...) tests left
     env_set_inside: tuple[str, ...] = ()  # thread variables the process set itself (pytest-env): no shell fix for them
     tracer_stays: bool = (

@@ -1090,6 +1090,50 @@ def test_most_steps_slower_with_the_fastest_held_is_inconclusive_not_silent():
     assert ops.failing(Rule()) == []
 
 
+def test_most_steps_slower_in_every_pooled_measurement_or_after_a_baseline_warming_up_is_inconclusive():
+    """A distributed trial's slower peer rank made most steps x5 (the test's rank waited in its
+    all-reduce) while a step of each measurement found the peer done: the first measurement's
+    suspected time was pooled with its confirmations, which the most-steps rule skipped, and the
+    test passed 8 runs in 13. Each pooled measurement's median beyond the baseline says so; one
+    slow spell beside a calm measurement still says nothing. The trial's baseline began with two
+    39 ms steps of its ~1.3 ms (the peer still starting): beyond every step but those."""
+    base = doc(waits([300] * 8))
+    slow = [300, 280, 6000, 6500, 7000, 6000, 5500, 6200]
+    calm = [300, 290, 310, 300, 305, 295, 300, 300]
+    both = doc(waits(slow + slow[::-1]))
+    pooled = Machine(cpu_wait=0.01, pooled=True, pooled_steps=(8, 8))
+    (wall,) = [v for v in compare(both, base, Rule(), machine=pooled).verdicts if v.kind == TIME]
+    assert wall.status == "inconclusive" and wall.message.startswith(
+        "step wall: 6.000 ms/step outside the ops median vs baseline 0.300 ms (x20.0 slower; inconclusive: most steps "
+        "slowed beyond every baseline step in each of 2 measurements (up to 0.300 ms) while the fastest steps did not "
+        "fail the time rule (0.280 vs 0.300 ms)"
+    )
+    spell = doc(waits(slow + calm))  # one slow spell, a calm confirmation: what confirmations clear
+    assert not [v for v in compare(spell, base, Rule(), machine=pooled).verdicts if v.kind == TIME]
+    unknown = Machine(cpu_wait=0.01, pooled=True)  # pooled, each one's steps not known: nothing said
+    assert not [v for v in compare(both, base, Rule(), machine=unknown).verdicts if v.kind == TIME]
+    warming = doc(waits([39000, 38000] + [300] * 8))
+    (wall,) = [v for v in compare(doc(waits(slow)), warming, Rule(), machine=Machine(cpu_wait=0.01)).verdicts]
+    assert (
+        wall.status == "inconclusive"
+        and (
+            "most steps slowed beyond every baseline step (up to 0.300 ms, but for its first 2 steps, still warming up: "
+            "up to 39.000 ms) while the fastest steps did not fail the time rule (0.280 vs 0.300 ms)"
+        )
+        in wall.message
+    )
+    median_3 = doc(waits([300, 280, 3000, 3000, 3000, 3000, 3000, 3000, 3000, 3000]))
+    assert [v.status for v in compare(median_3, warming, Rule(), machine=Machine(cpu_wait=0.01)).verdicts] == [
+        "inconclusive"
+    ]
+    for slow_steps in (
+        [300, 5000, 300, 300, 5000, 300, 300, 300, 5000, 300],  # slow steps later too: no warm-up, its top holds
+        [5000] * 4 + [300] * 6,  # a third of its steps or more: the baseline's own steps
+    ):
+        steps = doc(waits(slow_steps))
+        assert not [v for v in compare(median_3, steps, Rule(), machine=Machine(cpu_wait=0.01)).verdicts], slow_steps
+
+
 def test_python_in_some_steps_at_a_fixed_period_is_inconclusive_on_the_step_wall():
     """A regression trial's 5 ms sleep every 3rd call (no op of its own): the steps' time outside
     the ops ran 6.55, 0.55, 0.63, 6.24, ... ms against a baseline up to 0.58 ms, the fastest steps

@@ -133,10 +133,10 @@ def test_the_calmer_measurement_brings_its_own_wait_per_step():
 
     first = Measurement(doc(profile()), Machine(cpu_wait=0.5, waited_ms_per_step=9.0))
     second = Measurement(doc(profile()), Machine(cpu_wait=0.2, waited_ms_per_step=0.3))
-    assert calmer(first, second) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True)
-    assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True)
+    assert calmer(first, second) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True, pooled_steps=(8, 8))
+    assert calmer(second, first) == Machine(cpu_wait=0.2, waited_ms_per_step=0.3, pooled=True, pooled_steps=(8, 8))
     unknown = Measurement(doc(profile()), Machine())
-    assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0, pooled=True)
+    assert calmer(unknown, first) == Machine(cpu_wait=0.5, waited_ms_per_step=9.0, pooled=True, pooled_steps=(8, 8))
 
 
 def test_pooled_with_a_measurement_without_the_tracer_the_untraced_ones_wait_judges():
@@ -148,10 +148,10 @@ def test_pooled_with_a_measurement_without_the_tracer_the_untraced_ones_wait_jud
 
     traced = Measurement(doc(profile()), Machine(cpu_wait=0.15, waited_ms_per_step=6.0, python_tracer="coverage"))
     untraced = Measurement(doc(profile()), Machine(cpu_wait=0.2, waited_ms_per_step=0.2))
-    assert calmer(traced, untraced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True)
-    assert calmer(untraced, traced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True)
+    assert calmer(traced, untraced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True, pooled_steps=(8, 8))
+    assert calmer(untraced, traced) == Machine(cpu_wait=0.2, waited_ms_per_step=0.2, pooled=True, pooled_steps=(8, 8))
     both = Measurement(doc(profile()), Machine(cpu_wait=0.1, waited_ms_per_step=1.0, python_tracer="coverage"))
-    assert calmer(traced, both) == Machine(0.1, None, "coverage", 1.0, pooled=True)
+    assert calmer(traced, both) == Machine(0.1, None, "coverage", 1.0, pooled=True, pooled_steps=(8, 8))
 
 
 def test_a_recording_under_a_python_tracer_takes_no_further_measurement():
