@@ -41,7 +41,7 @@ from .rules import ENVIRONMENT, STRUCTURE, WORK
 from .runlines import LEAK_CHECKS, RECORD_ALL, kept_slower, listed_ids, run_lines, whole_run_commands
 from .structurelines import SharedStructure, shared_structure
 from .textout import shell_quote
-from .timing import RANGE_FIX, range_span
+from .timing import MOST_STEPS_WHY, RANGE_FIX, range_span
 from .units import count_of, first_three
 from .verdictlines import SHARED_OUTCOME, verdict_lines
 from .verdicts import CHANGED, CONTENTION_WHY, INCONCLUSIVE, Verdict, largest_first
@@ -118,9 +118,13 @@ def _measurement_lines(record: TestRecord) -> list[str]:
     if remeasured == "not confirmed":
         later = "a second one" if n == 2 else f"measurement {n}"
         so = "its time passes" if baseline and baseline.status == "compared" else "the file was kept"
+        if baseline and any(v.why and v.why.startswith(MOST_STEPS_WHY) for v in baseline.verdicts):
+            so, why = "but most steps of each were slower (its time line)", "on its fastest steps"
+        else:
+            why = f"({_why_unconfirmed(baseline)})"
         lines.append(
             f"the first measurement's time differed from the baseline's; {later}, after a pause, did not confirm it "
-            f"({_why_unconfirmed(baseline)}), so {so}"
+            f"{why}, {'' if so.startswith('but') else 'so '}{so}"
         )
     elif remeasured == "confirmed":
         lines.append(

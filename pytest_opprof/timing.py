@@ -30,7 +30,7 @@ from .excuses import (
     workload_ratio,
 )
 from .rules import TIME, Rule
-from .units import PERIODIC_STEPS, count_of, fixed_period, ordinal
+from .units import PERIODIC_STEPS, fixed_period, ordinal
 from .verdicts import (
     ALPHA,
     CONTENTION_SLACK,
@@ -191,7 +191,7 @@ def _most_steps_slower(
     what = " outside the ops" if step_ms is not None else ""
     each = f" in each of {len(measurements)} measurements" if len(measurements) > 1 else ""
     warming = (
-        f", but for its first {count_of(len(old_s) - settled, 'step')}, still warming up: up to {max(old_s):.3f} ms"
+        f", but for its first {_steps(len(old_s) - settled)}, still warming up: up to {max(old_s):.3f} ms"
         if settled < len(old_s)
         else ""
     )
@@ -219,6 +219,11 @@ def _measurements(samples: list[float], machine: Machine) -> list[list[float]] |
     return parts if all(len(part) >= MIN_TIME_STEPS for part in parts) else None
 
 
+def _steps(n: int) -> str:
+    """`step`, `2 steps`: what follows `its first`."""
+    return "step" if n == 1 else f"{n} steps"
+
+
 def _median_beyond(samples: list[float], old_ms: float, top_ms: float, floor: float, rule: Rule) -> bool:
     """Whether the samples' median moved past MEDIAN_MOVE times the baseline's median (`old_ms`),
     past the floor, and beyond its slowest settled step (`top_ms`)."""
@@ -232,7 +237,7 @@ def _settled(old_s: list[float]) -> tuple[int, float]:
     baseline began with two 39 ms steps of its ~1.3 ms, a peer rank still starting, and no slower
     step could be beyond every one."""
     first = 0
-    while first < len(old_s) // 3 and old_s[first] > MEDIAN_MOVE * median(old_s[first + 1 :]):
+    while 3 * (first + 1) < len(old_s) and old_s[first] > MEDIAN_MOVE * median(old_s[first + 1 :]):
         first += 1
     return len(old_s) - first, max(old_s[first:])
 

@@ -1122,13 +1122,16 @@ def test_most_steps_slower_in_every_pooled_measurement_or_after_a_baseline_warmi
         )
         in wall.message
     )
+    one_warming = doc(waits([39000] + [300] * 8))
+    (wall,) = compare(doc(waits(slow)), one_warming, Rule(), machine=Machine(cpu_wait=0.01)).verdicts
+    assert "(up to 0.300 ms, but for its first step, still warming up: up to 39.000 ms)" in wall.message
     median_3 = doc(waits([300, 280, 3000, 3000, 3000, 3000, 3000, 3000, 3000, 3000]))
     assert [v.status for v in compare(median_3, warming, Rule(), machine=Machine(cpu_wait=0.01)).verdicts] == [
         "inconclusive"
     ]
     for slow_steps in (
         [300, 5000, 300, 300, 5000, 300, 300, 300, 5000, 300],  # slow steps later too: no warm-up, its top holds
-        [5000] * 4 + [300] * 6,  # a third of its steps or more: the baseline's own steps
+        [5000] * 4 + [300] * 8,  # a third of its steps or more: the baseline's own steps
     ):
         steps = doc(waits(slow_steps))
         assert not [v for v in compare(median_3, steps, Rule(), machine=Machine(cpu_wait=0.01)).verdicts], slow_steps

@@ -4191,3 +4191,51 @@ def test_one_regression_in_many_tests_reads_as_one_line_with_one_command(project
     run(project, *argv[1:]).assert_outcomes(passed=3)
     assert other.read_text() == before
     run(project, "--opprof").assert_outcomes(passed=4)
+
+
+PEER_WAITS = """
+import itertools
+import os
+import torch
+from torch.profiler import record_function
+
+a, b = torch.randn(64, 64), torch.randn(64, 64)
+calls = itertools.count()
+
+
+def step():  # a slower peer rank: a wait in most steps, none where it was done first
+    torch.mm(a, b)
+    if os.environ.get("OPPROF_PEER_SLOW") and next(calls) % 5:
+        with record_function("peer_wait"):
+            pass
+
+
+def test_wait(opprof):
+    opprof.run(step, warmup=2, steps=8)
+"""
+
+
+def test_most_steps_slower_in_every_confirmation_is_inconclusive_not_a_pass(pytester, fake_clock, monkeypatch):
+    """A distributed trial's slower peer rank made most steps wait while a step of each
+    measurement found it done: the first measurement's suspected time was cleared by the pooled
+    minimum, `did not confirm it (interference...), so its time passes`. Where each measurement's
+    median waited, the step wall is inconclusive, and the confirmation line says the fastest steps
+    did not confirm it, most steps did; --opprof-strict makes it an error."""
+    fake_clock.costs.update({"aten::mm": 200_000, "peer_wait": 5_000_000})
+    pytester.makepyfile(test_peer=PEER_WAITS)
+    run(pytester, "--opprof-update-baseline").assert_outcomes(passed=1)
+    monkeypatch.setenv("OPPROF_PEER_SLOW", "1")
+    fake_clock.plan, fake_clock.captures = [8.0, 1.0], 0  # the first measurement slower in every op: confirmed
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_peer.py::test_wait: the first measurement's time differed from the baseline's; a second one, after a "
+            "pause, did not confirm it on its fastest steps, but most steps of each were slower (its time line)",
+            "test_peer.py::test_wait: time inconclusive for step wall: *most steps slowed beyond every baseline step in "
+            "each of 2 measurements*",
+        ]
+    )
+    assert "so its time passes" not in result.stdout.str()
+    fake_clock.plan, fake_clock.captures = [8.0, 1.0], 0
+    run(pytester, "--opprof", "--opprof-strict").assert_outcomes(errors=1)
