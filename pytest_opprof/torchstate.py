@@ -205,7 +205,7 @@ def seen_in(
     double); the default device: always (tensors are made before the capture); a process group
     left initialised: where the profile ran collectives (`collectives`: c10d ops; a trial's test
     all-reduced only where a group was up, and was told to record the leak), not every test after
-    it; the others: where their value as the capture began (`now`) is the leaked one. Unknown: it
+    it, and one destroyed: never (a review's plain matmul test after it was not recorded); the others: where their value as the capture began (`now`) is the leaked one. Unknown: it
     ran on it."""
     kept = {}
     for change in changes(before, left):
@@ -216,8 +216,8 @@ def seen_in(
             ran = dtypes is None or profiled is None or profiled in dtypes
         elif change.name == "device":
             ran = True
-        elif change.name == "process_group" and change.after:
-            ran = collectives is None or collectives
+        elif change.name == "process_group":  # destroyed: a test that needs it errs, one that does not ran alike
+            ran = change.after and (collectives is None or collectives)
         else:
             ran = now is None or getattr(now, change.name) == change.after
         kept[change.name] = change.after if ran else change.before

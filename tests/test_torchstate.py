@@ -62,6 +62,19 @@ def test_a_measurement_ran_on_the_leaked_settings_it_did_not_set_itself():
     assert seen_in(FRESH, replace(FRESH, device="cuda:0"), FRESH, 2) == replace(FRESH, device="cuda:0")  # made before
 
 
+def test_a_process_group_leak_has_victims_only_among_tests_that_ran_collectives_on_it():
+    """Left initialised: the tests whose profile ran collectives (c10d ops) ran on it, unknown too;
+    a plain test did not (a trial's later matmul tests would all have gone unrecorded). Destroyed
+    (a session fixture's group a test took down): no test ran on it (a review's plain test after
+    it was not recorded; one that needs the group errs)."""
+    up = replace(FRESH, process_group=True)
+    assert seen_in(FRESH, up, up, 2, collectives=True) == up
+    assert seen_in(FRESH, up, up, 2, collectives=None) == up
+    assert seen_in(FRESH, up, up, 2, collectives=False) == FRESH
+    assert seen_in(up, FRESH, FRESH, 2, collectives=False) == up
+    assert seen_in(up, FRESH, FRESH, 2, collectives=None) == up
+
+
 def test_a_leak_without_its_thread_count_keeps_the_rest_and_round_trips_through_json():
     both = Left("t.py::test_a", FRESH, replace(DOUBLE, threads=3))
     assert both.without_threads() == Left("t.py::test_a", FRESH, DOUBLE)
