@@ -65,12 +65,20 @@ def _steps_over(over: Sequence[bool]) -> str:
     return f"; over it in step{'s' if len(numbers) > 1 else ''} {', '.join(numbers[:10])}{more}"
 
 
-def collective_over_limit(op: str, failed: str) -> str:
-    """A c10d op within its limit whose collective, on gloo's threads, was over it (`failed`: the
-    range's over_limit)."""
+def collective_over_limit(ops: list[str], others: list[str], range_name: str, failed: str) -> str:
+    """c10d ops (`ops`, matched by a limit) within it whose collective, on gloo's threads, was over
+    it (`failed`: the range's over_limit); where the range holds more ops' collectives (`others`,
+    or several of `ops`), that each one's part is not told apart."""
+    if len(ops) == 1 and not others:
+        return (
+            f"{ops[0]} launched a collective that gloo ran on its own threads, over the op's limit: {failed}; the "
+            "op's own time is its launch alone"
+        )
     return (
-        f"{op} launched a collective that gloo ran on its own threads, over the op's limit: {failed}; the op's "
-        "own time is its launch alone"
+        f"{first_three(ops)} launched collectives that gloo ran on its own threads in {range_name}"
+        f"{f' with those of {first_three(others)}' if others else ''}, which gloo names alike, over the op's limit "
+        f"together: {failed}; each one's part is not told apart: budget them together "
+        f'(assert_range_below("{range_name}", ms=...))'
     )
 
 

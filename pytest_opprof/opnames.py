@@ -17,22 +17,29 @@ def _torch() -> Any:
 
 
 COLLECTIVE_PREFIX = "c10d::"  # torch.distributed's collectives (c10d::allreduce_), launched on a process group
-GLOO_PREFIX = "gloo:"  # the range of a collective gloo runs on its own threads (gloo:all_reduce)
+# the range each collective's op runs in on gloo's own threads, as torch 2.13 names them (a
+# reduce-scatter runs as an all-reduce; a sparse all-reduce has its own): the op's time is its launch
+GLOO_RANGES = {
+    "c10d::allreduce_": ("gloo:all_reduce", "gloo:sparse_all_reduce"),
+    "c10d::allreduce_coalesced_": ("gloo:all_reduce",),
+    "c10d::reduce_scatter_": ("gloo:all_reduce",),
+    "c10d::_reduce_scatter_base_": ("gloo:all_reduce",),
+    "c10d::broadcast_": ("gloo:broadcast",),
+    "c10d::reduce_": ("gloo:reduce",),
+    "c10d::allgather_": ("gloo:all_gather",),
+    "c10d::_allgather_base_": ("gloo:all_gather",),
+    "c10d::alltoall_": ("gloo:all_to_all",),
+    "c10d::alltoall_base_": ("gloo:all_to_all",),
+    "c10d::gather_": ("gloo:gather",),
+    "c10d::scatter_": ("gloo:scatter",),
+    "c10d::barrier": ("gloo:barrier",),
+}
 
 
-def _collective_key(name: str) -> str:
-    """`c10d::_allgather_base_` and `gloo:all_gather` -> `allgather`: what a collective's op and its
-    gloo range have in common."""
-    key = name.removeprefix(COLLECTIVE_PREFIX).removeprefix(GLOO_PREFIX).replace("_", "")
-    return key.removesuffix("base")
-
-
-def gloo_ranges_of(op: str, ranges: Iterable[str]) -> list[str]:
-    """The gloo ranges among `ranges` of the collective the c10d op `op` launches (`c10d::allreduce_`
-    -> `gloo:all_reduce`): gloo runs it on its own threads, so the op's time is the launch alone."""
-    if not op.startswith(COLLECTIVE_PREFIX):
-        return []
-    return [r for r in ranges if r.startswith(GLOO_PREFIX) and _collective_key(r) == _collective_key(op)]
+def gloo_ranges_of(op: str) -> tuple[str, ...]:
+    """The gloo ranges the collective of the c10d op `op` can run in (`c10d::allreduce_` ->
+    `gloo:all_reduce`, `gloo:sparse_all_reduce`); () for another op."""
+    return GLOO_RANGES.get(op, ())
 
 
 AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "  # the engine's event around a backward node
