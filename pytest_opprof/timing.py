@@ -126,7 +126,8 @@ def time_verdicts(
                 name, new, old, current.ops[name].on_device, (current, baseline), rule, machine, where, base=base, of=of
             )
         if verdict is None:
-            verdict = _most_steps_slower(name, new, old, rule, machine, where)
+            lost = current.ops[name].lost_in_steps() if current.ops[name].on_device else ()
+            verdict = _most_steps_slower(name, new, old, rule, machine, where, lost=lost)
         whole = len(new) == len(current.ops[name].time_samples) and len(old) == len(baseline.ops[name].time_samples)
         if verdict is None and whole:  # no step left out (lost kernel records): the gaps are the steps'
             verdict = _periodic_slower(name, new, old, rule, machine, where)
@@ -166,6 +167,7 @@ def _most_steps_slower(
     machine: Machine,
     where: str,
     step_ms: float | None = None,
+    lost: tuple[float, ...] = (),
 ) -> Verdict | None:
     """The time rule judges per-step minima, which a slowdown of most steps but not the fastest
     leaves where it was: a trial's DataLoader whose workers got x13 slower kept one step a step
@@ -176,10 +178,11 @@ def _most_steps_slower(
     pass in silence. A CPU wait explains it up to CONTENTION_SLACK times the ms it waited a step
     (the trial's own DataLoader workers made it wait 2 ms of a 9 ms step). `step_ms`: the samples
     are the steps' time outside the ops, and the move must pass the margin of the baseline's
-    fastest step as the wall rule's does (a review's 0.1 -> 0.4 ms outside a 10 ms step read x4)."""
+    fastest step as the wall rule's does (a review's 0.1 -> 0.4 ms outside a 10 ms step read x4).
+    `lost`: the current side's kernel records lost per step, whose steps `new_s` leaves out."""
     if min(len(new_s), len(old_s)) < MIN_TIME_STEPS or machine.python_tracer or machine.gpu_unreliable:
         return None
-    measurements = _measurements(new_s, machine)
+    measurements = _measurements(new_s, machine, lost)
     new_ms, old_ms = median(new_s), median(old_s)
     settled, top_ms = _settled(old_s)
     floor = rule.min_delta_ms if step_ms is None else _margin(step_ms, rule)
@@ -205,17 +208,23 @@ def _most_steps_slower(
     return Verdict(TIME, INCONCLUSIVE, message, name, old_ms, new_ms, None, why, SOME_STEPS_FIX)
 
 
-def _measurements(samples: list[float], machine: Machine) -> list[list[float]] | None:
+def _measurements(samples: list[float], machine: Machine, lost: tuple[float, ...] = ()) -> list[list[float]] | None:
     """The samples of each measurement: one, or where confirmations were pooled, each one's steps
     (every one must show the move: one measurement's slow spell beside a calm one is what
     confirmations clear, but a slower peer rank slowed each of a trial's while a step of each found
-    it done); None where the pooled samples cannot be told apart, or one holds too few steps."""
+    it done), less the steps that lost kernel records (`lost`, per pooled step: the samples leave
+    them out); None where the pooled samples cannot be told apart, or one holds too few steps."""
     if not machine.pooled:
         return [samples]
-    if sum(machine.pooled_steps) != len(samples):
+    steps = sum(machine.pooled_steps)
+    kept = [not x for x in lost] if any(lost) else [True] * steps
+    if len(kept) != steps or sum(kept) != len(samples):
         return None
-    starts = [sum(machine.pooled_steps[:i]) for i in range(len(machine.pooled_steps))]
-    parts = [samples[start : start + n] for start, n in zip(starts, machine.pooled_steps)]
+    parts, at, step = [], 0, 0
+    for n in machine.pooled_steps:
+        count = sum(kept[step : step + n])
+        parts.append(samples[at : at + count])
+        at, step = at + count, step + n
     return parts if all(len(part) >= MIN_TIME_STEPS for part in parts) else None
 
 

@@ -1137,6 +1137,21 @@ def test_most_steps_slower_in_every_pooled_measurement_or_after_a_baseline_warmi
         assert not [v for v in compare(median_3, steps, Rule(), machine=Machine(cpu_wait=0.01)).verdicts], slow_steps
 
 
+def test_pooled_measurements_are_told_apart_with_the_steps_that_lost_kernel_records_left_out():
+    """A device op's samples leave out its steps that lost kernel records: each pooled measurement
+    keeps its own steps' samples (a review: one lost record in any measurement turned the
+    most-steps rule off without a word); unknown parts, or too few steps kept in one, say nothing."""
+    from pytest_opprof.timing import _measurements
+
+    pooled = Machine(pooled=True, pooled_steps=(8, 8))
+    assert _measurements(list(range(16)), pooled) == [list(range(8)), list(range(8, 16))]
+    lost = (1,) + (0,) * 14 + (2,)  # the first measurement's first step, the second's last
+    assert _measurements(list(range(14)), pooled, lost) == [list(range(7)), list(range(7, 14))]
+    assert _measurements(list(range(15)), pooled) is None  # a step left out, but which is unknown
+    assert _measurements(list(range(10)), pooled, (1,) * 6 + (0,) * 10) is None  # 2 steps kept in the first
+    assert _measurements([1.0, 2.0], Machine()) == [[1.0, 2.0]]  # one measurement
+
+
 def test_python_in_some_steps_at_a_fixed_period_is_inconclusive_on_the_step_wall():
     """A regression trial's 5 ms sleep every 3rd call (no op of its own): the steps' time outside
     the ops ran 6.55, 0.55, 0.63, 6.24, ... ms against a baseline up to 0.58 ms, the fastest steps
