@@ -117,14 +117,14 @@ def _measurement_lines(record: TestRecord) -> list[str]:
     remeasured, n = (baseline.remeasured, baseline.measurements) if baseline else (None, 1)
     if remeasured == "not confirmed":
         later = "a second one" if n == 2 else f"measurement {n}"
-        so = "its time passes" if baseline and baseline.status == "compared" else "the file was kept"
         if baseline and any(v.why and v.why.startswith(MOST_STEPS_WHY) for v in baseline.verdicts):
-            so, why = "but most steps of each were slower (its time line)", "on its fastest steps"
+            outcome = "on its fastest steps, but most steps of each were slower (its time line)"
         else:
-            why = f"({_why_unconfirmed(baseline)})"
+            so = "its time passes" if baseline and baseline.status == "compared" else "the file was kept"
+            outcome = f"({_why_unconfirmed(baseline)}), so {so}"
         lines.append(
             f"the first measurement's time differed from the baseline's; {later}, after a pause, did not confirm it "
-            f"{why}, {'' if so.startswith('but') else 'so '}{so}"
+            f"{outcome}"
         )
     elif remeasured == "confirmed":
         lines.append(

@@ -1,9 +1,9 @@
 """torch's process-wide settings that change what a measurement measures, as a test can leave
 them for the tests after it: the thread count, the default dtype, grad mode, deterministic
 algorithms, anomaly detection, the float32 matmul precision, the default device, the oneDNN
-and cuDNN switches, and torch.distributed's default process group. A record of them (`TorchState`), what changed between two (`changes`), and
-the words and code the leak messages use. Pure: the plugin reads the settings
-(capture.torch_state)."""
+and cuDNN switches, and torch.distributed's default process group. A record of them
+(`TorchState`), what changed between two (`changes`), and the words and code the leak messages
+use. Pure: the plugin reads the settings (capture.torch_state)."""
 
 from __future__ import annotations
 
@@ -205,8 +205,9 @@ def seen_in(
     double); the default device: always (tensors are made before the capture); a process group
     left initialised: where the profile ran collectives (`collectives`: c10d ops; a trial's test
     all-reduced only where a group was up, and was told to record the leak), not every test after
-    it, and one destroyed: never (a review's plain matmul test after it was not recorded); the others: where their value as the capture began (`now`) is the leaked one. Unknown: it
-    ran on it."""
+    it, and one destroyed: never (a review's plain matmul test after it was not recorded); the
+    others: where their value as the capture began (`now`) is the leaked one. Unknown: it ran on
+    it."""
     kept = {}
     for change in changes(before, left):
         if change.name == "threads":
