@@ -48,6 +48,7 @@ from .opmessages import (
     REDISPATCH_CAUSES,
     UNREAD_LIST,
     UNREAD_NOT_RUN,
+    UNREAD_PACKED,
     a_range_in_other_letters,
     a_range_not_an_op,
     asked,
@@ -339,6 +340,7 @@ def op_count(
     validate_op(op)
     _validate_counts(n, min, max, "a call count")
     type_name = validate_dtype(dtype)
+    _refuse_memory_dtype(op, type_name)
     return lambda profile: _op_count(profile, op, n, min, max, is_known, known_names, type_name)
 
 
@@ -346,6 +348,7 @@ def validate_dtype(value: object) -> tuple[str, ...] | None:
     """An assertion's dtype= as the profiler's inputs may name it (`c10::BFloat16`; `long int` or
     clang's `long`), from a torch dtype (read by its name: no torch import) or a name; None for
     None; OpprofUsageError otherwise."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not ours (a trial read our source)
     if value is None:
         return None
     name = str(value) if type(value).__module__ == "torch" else value
@@ -433,11 +436,21 @@ def _count_on(
         return None
     named = len({name for name, _ in taken}) > 1  # as _op_count says them: the op's name where several
     contexts = [f"{name + ' ' if named else ''}{where}" for name, _, where in _found_on(taken)]
+    if not taken:  # what its calls took instead (a trial read `0 calls/step on double`, not the float they took)
+        contexts += [
+            f"{name} ran {calls} on other dtypes, {where}" for name, calls, where in _found_on(_taken_any(matched))
+        ]
     on = f" on {dtype_words(dtype[0])} inputs"
     return count_mismatch(op, per_step, expected, _redispatched(matched) + contexts, on=on, steps=RECORDED_STEPS)
 
 
-RECORDED_STEPS = "where inputs were recorded"  # what a dtype count's per-step figures are
+RECORDED_STEPS = "in the step that recorded inputs"  # what a dtype count's per-step figures are
+
+
+def _taken_any(ops: Sequence[OpStats], most: int = 3) -> list[tuple[str, Signature]]:
+    """Every recorded signature of the first few ops that have one, as _calls_on gives its pairs."""
+    with_work = [o for o in ops if o.work is not None and o.work.signatures][:most]
+    return [(o.name, s) for o in with_work for s in o.work.signatures]  # type: ignore[union-attr]
 
 
 def _calls_on(
@@ -460,6 +473,8 @@ def _calls_on(
             unread.append((o.name, UNREAD_NOT_RUN))
         elif any(TENSOR_LIST in s.dtypes for s in signatures if s not in mine):
             unread.append((o.name, UNREAD_LIST))
+        elif o.name.startswith(PACKED_PREFIX) and any("" in s.dtypes for s in signatures if s not in mine):
+            unread.append((o.name, UNREAD_PACKED))
         elif recorded != o.calls_per_step.median:
             unread.append((o.name, unread_other_calls(o.calls_per_step.median, recorded)))
     return taken, unread
@@ -482,7 +497,21 @@ def no_op(
     __tracebackhide__ = True  # pytest shows the caller's line, not ours
     validate_op(op)
     type_name = validate_dtype(dtype)
+    _refuse_memory_dtype(op, type_name)
     return lambda profile: _no_op(profile, op, is_known, known_names, type_name)
+
+
+PACKED_PREFIX = "quantized::"  # ops that take packed weights (a dynamically quantized Linear's), read as no dtype
+MEMORY_OP_PREFIXES = ("Memcpy", "Memset")  # the device copies' names (`Memcpy DtoH (Device -> Pageable)`)
+
+
+def _refuse_memory_dtype(op: str, dtype: tuple[str, ...] | None) -> None:
+    """dtype= on a name or glob of memory copies, whose bytes have no dtype, is refused as the
+    assertion is made: on a CPU machine no copy ran, and it passed there (a trial) where a GPU
+    run refused it."""
+    __tracebackhide__ = True
+    if dtype is not None and op.startswith(MEMORY_OP_PREFIXES):
+        raise OpprofUsageError(memory_op_dtype(op))
 
 
 def context(profile: Profile, name: str, say_unread: bool = True) -> str:
@@ -601,16 +630,14 @@ def _no_op(
     dtype: tuple[str, ...] | None = None,
 ) -> str | None:
     ran = [o for o in profile.match(op) if o.calls]
-    copies = [m.name for m in profile.match_memory_ops(op) if m.calls]
-    if dtype is not None and copies:  # a copy's bytes have no dtype: the absence would prove nothing
-        return memory_op_dtype(op, copies)
     if ran and dtype is not None:
         return _none_on(op, ran, dtype)
     found = [  # where each ran, for the first few: a glob can match hundreds
         (o.name, calls_text(o.calls_per_step.samples), context(profile, o.name) if i < _PLACED else "")
         for i, o in enumerate(ran)
     ]
-    found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in profile.match_memory_ops(op) if m.calls]
+    if dtype is None:  # a copy's bytes have no dtype: with dtype=, a glob that matches copies too judges its ops
+        found += [(m.name, calls_text(m.calls_per_step.samples), "") for m in profile.match_memory_ops(op) if m.calls]
     if found:
         return unexpected_ops(op, found)
     fused = fused_into(profile, op)

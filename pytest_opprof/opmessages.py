@@ -298,6 +298,7 @@ def unknown_dtype(value: object) -> str:
 
 UNREAD_NOT_RUN = "it did not run where inputs were recorded: run()'s one call of fn after the steps"
 UNREAD_LIST = "it took a list of tensors, whose dtypes the profiler does not give"
+UNREAD_PACKED = "it took packed weights, whose dtype the profiler does not give"
 
 
 def unread_other_calls(in_steps: float, recorded: float) -> str:
@@ -309,19 +310,22 @@ def dtype_unread(pattern: str, dtype: str, unread: Sequence[tuple[str, str]], gl
     """dtype= where an op ran calls whose dtypes cannot be told (`unread`: (op, why)): never a pass."""
     name, why = unread[0]
     more = f" (and {count_of(len(unread) - 1, 'more op')})" if len(unread) > 1 else ""
-    fix = "narrow the glob to leave it out, or assert without dtype=" if glob else "assert on it without dtype="
+    fix = (
+        "assert the ops you mean by name, one assertion each (a glob cannot leave one out), or without dtype="
+        if glob
+        else "assert on it without dtype="
+    )
     return (
         f"{asked(pattern)}: {name} ran on inputs whose dtypes cannot be told ({why}){more}, so whether a call took "
         f"{dtype_words(dtype)} inputs cannot be either; {fix}"
     )
 
 
-def memory_op_dtype(pattern: str, copies: list[str]) -> str:
-    """dtype= on a pattern matching memory ops, whose bytes have no dtype."""
+def memory_op_dtype(pattern: str) -> str:
+    """dtype= on a name or glob of memory copies, whose bytes have no dtype."""
     return (
-        f"{asked(pattern)}: it matches {first_three(copies)}, memory copies, whose bytes have no dtype the profiler "
-        "gives; assert on the op that makes the copy (aten::copy_, aten::_to_copy) with dtype=, or on the copy "
-        "without it"
+        f"{asked(pattern)}: it names memory copies, whose bytes have no dtype the profiler gives; assert on the op "
+        "that makes the copy (aten::copy_, aten::_to_copy) with dtype=, or on the copy without it"
     )
 
 

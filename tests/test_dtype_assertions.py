@@ -108,15 +108,16 @@ def test_op_count_with_a_dtype_counts_the_calls_on_it():
     assert assertions.op_count("aten::mm", 2, dtype="bfloat16")(p) is None
     assert assertions.op_count("aten::mm", 0, dtype="torch.float32")(p) is None
     assert assertions.op_count("aten::mm", max=1, dtype="bfloat16")(p) == (
-        "aten::mm: 2 calls/step on c10::BFloat16 (torch.bfloat16) inputs, expected at most 1 (where inputs were "
-        "recorded: 2; called from Python; inputs c10::BFloat16[4,4], c10::BFloat16[4,4])"
+        "aten::mm: 2 calls/step on c10::BFloat16 (torch.bfloat16) inputs, expected at most 1 (in the step that "
+        "recorded inputs: 2; called from Python; inputs c10::BFloat16[4,4], c10::BFloat16[4,4])"
     )
-    assert assertions.op_count("aten::mm", 2, dtype="float")(p) == (
-        "aten::mm: 0 calls/step on float (torch.float32) inputs, expected 2 (where inputs were recorded: 0)"
+    assert assertions.op_count("aten::mm", 2, dtype="float")(p) == (  # a trial's read no dtype its calls took
+        "aten::mm: 0 calls/step on float (torch.float32) inputs, expected 2 (in the step that recorded inputs: 0; "
+        "aten::mm ran 2/step on other dtypes, called from Python; inputs c10::BFloat16[4,4], c10::BFloat16[4,4])"
     )
     # a glob counts over the ops it matches, each named once
     assert assertions.op_count("aten::*", 0, dtype="long")(p) == (
-        "aten::*: 1 calls/step on long int (torch.int64) inputs, expected 0 (where inputs were recorded: 1; "
+        "aten::*: 1 calls/step on long int (torch.int64) inputs, expected 0 (in the step that recorded inputs: 1; "
         "in aten::mean; inputs long int[])"
     )
 
@@ -133,7 +134,7 @@ def test_a_dtype_count_of_an_op_called_inside_itself_says_so():
     ]
     message = assertions.op_count("aten::linear", 0, dtype="float")(analyze(events))
     assert message.startswith(
-        "aten::linear: 1 calls/step on float (torch.float32) inputs, expected 0 (where inputs were recorded: 1; 1 of "
+        "aten::linear: 1 calls/step on float (torch.float32) inputs, expected 0 (in the step that recorded inputs: 1; 1 of "
         "them called inside aten::linear itself ("
     )
 
@@ -167,21 +168,34 @@ def test_an_op_whose_dtypes_cannot_be_told_is_never_a_pass():
     )
     assert assertions.no_op("aten::*", dtype="float")(cat).endswith(
         "(it took a list of tensors, whose dtypes the profiler does not give), so whether a call took float "
-        "(torch.float32) inputs cannot be either; narrow the glob to leave it out, or assert without dtype="
+        "(torch.float32) inputs cannot be either; assert the ops you mean by name, one assertion each (a glob cannot "
+        "leave one out), or without dtype="
     )
 
 
 def test_a_dtype_on_a_memory_op_is_refused_saying_why():
     """A copy's bytes have no dtype: `assert_no_op("Memcpy DtoH*", dtype=...)` said the copy that ran
-    was a near miss of itself (a review's); it names the copies and the op to assert on instead."""
+    was a near miss of itself (a review's); it names the op to assert on instead, as the assertion
+    is made: a trial's passed on a CPU machine, where no copy ran, and was refused on a GPU. A glob
+    that matches copies and ops too judges its ops (the copies have no dtype to take)."""
+    refused = (
+        "Memcpy DtoH*: it names memory copies, whose bytes have no dtype the profiler gives; assert on the op that "
+        "makes the copy (aten::copy_, aten::_to_copy) with dtype=, or on the copy without it"
+    )
+    with pytest.raises(OpprofUsageError) as no_op:
+        assertions.no_op("Memcpy DtoH*", dtype="float")
+    with pytest.raises(OpprofUsageError) as count:
+        assertions.op_count("Memcpy DtoH*", 1, dtype="float")
+    assert str(no_op.value) == str(count.value) == refused
     p = analyze(
-        [step(1, 0, 1000), op("aten::copy_", 10, 100), memcpy("Memcpy DtoH (Device -> Pageable)", 20, 50, 1024)]
+        [
+            step(1, 0, 1000),
+            op("aten::relu", 10, 100, shapes=((4,),), dtypes=("float",)),
+            memcpy("Memcpy DtoH (Device -> Pageable)", 20, 50, 1024),
+        ]
     )
-    assert assertions.no_op("Memcpy DtoH*", dtype="float")(p) == (
-        "Memcpy DtoH*: it matches Memcpy DtoH (Device -> Pageable), memory copies, whose bytes have no dtype the "
-        "profiler gives; assert on the op that makes the copy (aten::copy_, aten::_to_copy) with dtype=, or on the "
-        "copy without it"
-    )
+    assert assertions.no_op("*", dtype="double")(p) is None  # the op took no double; the copy has no dtype
+    assert assertions.no_op("*")(p).startswith("*: expected no calls, found aten::relu")
 
 
 def test_an_op_that_did_not_run_is_judged_as_without_a_dtype():
@@ -249,8 +263,8 @@ def test_the_fixtures_assertions_take_a_dtype(pytester):
     result.assert_outcomes(passed=1, failed=3)
     result.stdout.fnmatch_lines(
         [
-            "E *AssertionError: aten::addmm: 1 calls/step on float (torch.float32) inputs, expected 0 (where inputs "
-            "were recorded: 1; in aten::linear; inputs float[[]16], float[[]4,16], float[[]16,16])",
+            "E *AssertionError: aten::addmm: 1 calls/step on float (torch.float32) inputs, expected 0 (in the step "
+            "that recorded inputs: 1; in aten::linear; inputs float[[]16], float[[]4,16], float[[]16,16])",
             "*test_dtypes.py:*: aten::_to_copy: expected no calls on c10::Half (torch.float16) inputs, found "
             "aten::_to_copy (1/step, in aten::to; inputs c10::Half[[]4,4]*",
         ]
@@ -259,3 +273,27 @@ def test_the_fixtures_assertions_take_a_dtype(pytester):
     plain = run(pytester)
     plain.assert_outcomes(passed=3, failed=1)
     plain.stdout.fnmatch_lines(["*OpprofUsageError: dtype='bf16': not a dtype opprof can find*"])
+    for out in (result.stdout.str(), plain.stdout.str()):  # the test's line, not opprof's source (a trial's)
+        assert "test_dtypes.py:" in out.split("test_bad_dtype", 1)[1] and "assertions.py" not in out
+
+
+def test_a_quantized_ops_packed_weights_are_unread_never_a_pass():
+    """A dynamically quantized Linear's op takes its int8 weight packed, which the profiler records
+    with no dtype: a trial's assert_no_op("quantized::linear_dynamic", dtype=torch.qint8) passed.
+    Its dtypes cannot be told (a failure saying why); its float input is read as any other."""
+    p = analyze(
+        [
+            step(1, 0, 1000),
+            op("quantized::linear_dynamic", 10, 100, shapes=((16, 64), (), ()), dtypes=("float", "", "Scalar")),
+        ]
+    )
+    absent = assertions.no_op("quantized::linear_dynamic", dtype="qint8")(p)
+    assert absent == (
+        "quantized::linear_dynamic: quantized::linear_dynamic ran on inputs whose dtypes cannot be told (it took "
+        "packed weights, whose dtype the profiler does not give), so whether a call took c10::qint8 (torch.qint8) "
+        "inputs cannot be either; assert on it without dtype="
+    )
+    assert assertions.op_count("quantized::linear_dynamic", 1, dtype="qint8")(p) == absent
+    assert assertions.op_count("quantized::linear_dynamic", 1, dtype="float")(p) is None
+    none = analyze([step(1, 0, 1000), op("aten::linear", 10, 100, shapes=((4, 8), (), ()), dtypes=("float", "", ""))])
+    assert assertions.no_op("aten::linear", dtype="qint8")(none) is None  # an aten op's "": a None (no bias)
