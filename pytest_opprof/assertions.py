@@ -657,7 +657,18 @@ def _none_on(op: str, ran: list[OpStats], dtype: tuple[str, ...]) -> str | None:
     LLM trial's bf16 model wanted no upcast where torch's own integer casts run anyway)."""
     taken, unread = _calls_on(ran, dtype)
     if taken:
-        return unexpected_ops(op, _found_on(taken), on=f" on {dtype_words(dtype[0])} inputs")
+        nested = {o.name: n for o in ran if (n := _nested_calls(o))}  # autocast's outer call took the original dtype
+        found = [
+            (
+                name,
+                calls,
+                f"{where}; {count_text(nested[name])} of them called inside {name} itself ({REDISPATCH_CAUSES})",
+            )
+            if name in nested
+            else (name, calls, where)
+            for name, calls, where in _found_on(taken)
+        ]
+        return unexpected_ops(op, found, on=f" on {dtype_words(dtype[0])} inputs")
     return dtype_unread(op, dtype[0], unread, is_glob(op)) if unread else None
 
 

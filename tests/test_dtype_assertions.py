@@ -137,6 +137,12 @@ def test_a_dtype_count_of_an_op_called_inside_itself_says_so():
         "aten::linear: 1 calls/step on float (torch.float32) inputs, expected 0 (in the step that recorded inputs: 1; 1 of "
         "them called inside aten::linear itself ("
     )
+    # the same for assert_no_op (a trial's read as autocast off)
+    absent = assertions.no_op("aten::linear", dtype="float")(analyze(events))
+    assert absent.startswith(
+        "aten::linear: expected no calls on float (torch.float32) inputs, found aten::linear (1/step, called from "
+        "Python; inputs float[4,16], float[16,16]; 1 of them called inside aten::linear itself ("
+    )
 
 
 def test_an_op_whose_dtypes_cannot_be_told_is_never_a_pass():
