@@ -31,7 +31,7 @@ from .analysis import inputs_text
 from .analysis.compiled import COMPILED_CODE, FX_GRAPH, REGION
 from .device import same_device_key
 from .documents import BaselineDoc, KernelEntry, KernelShare, MemoryEntry, OpEntry, WorkEntry
-from .dtypes import dtype_words
+from .dtypes import dtype_words, profiler_dtype
 from .errors import ONE_SIDE_COMPILED, closest_names, compiled_regions_moved, sizes_as_numbers, state_kept
 from .events import TENSOR_LIST
 from .excuses import recorded_under_load, same_thread_setup, setup_changes, thread_setup, threads_differ
@@ -79,7 +79,7 @@ def compare(
     unread = {FX_GRAPH} if graph_call_unread(current, baseline) else set()  # not compared
     structure, recounted = _structure(current, baseline, rule, where, unread, every_change, places)
     threads = _threads_set_by_test(current, baseline, where)
-    work = threads + _work(current, baseline, rule, recounted, where)
+    work = threads + _dtypes_swapped(current, baseline, _work(current, baseline, rule, recounted, where), where)
     structure, work = _state_said_once(structure, work, {*baseline.unrepeated, *current.unrepeated}, where)
     untimed = untimed_why(current, baseline)
     skip = recounted | {v.op for v in work if v.op}
@@ -198,6 +198,39 @@ def _structure(
     return [
         Verdict(STRUCTURE, CHANGED, f"structure changed: {shown}{more}{mode}{where}", changes=tuple(changes))
     ], names
+
+
+def _dtypes_swapped(current: BaselineDoc, baseline: BaselineDoc, work: list[Verdict], where: str) -> list[Verdict]:
+    """Where the inputs of several ops whose work changed went from some dtypes to others as a
+    whole (no input of the old ones left in them, none of the new ones before), one clause on the
+    first op's verdict says so: a precision trial's autocast bf16 -> fp16 read `work changed in
+    11 ops: aten::linear: inputs (c10::BFloat16[16,64], ...) -> (c10::Half[16,64], ...)`, and the
+    other ten in JSON only."""
+    ops = [v.op for v in work if v.op]
+    if len(ops) < 2:
+        return work
+    was, now = (_input_dtypes(doc, ops) for doc in (baseline, current))
+    gone, came = sorted(was - now), sorted(now - was)
+    if not gone or not came:
+        return work
+    clause = (
+        f"; the inputs of all {len(ops)} ops whose work changed went from {', '.join(map(dtype_words, gone))} to "
+        f"{', '.join(map(dtype_words, came))}"
+    )
+    at = next(i for i, v in enumerate(work) if v.op)
+    first = work[at]
+    return [*work[:at], replace(first, message=first.message.removesuffix(where) + clause + where), *work[at + 1 :]]
+
+
+def _input_dtypes(doc: BaselineDoc, ops: list[str]) -> set[str]:
+    """The dtypes the ops' recorded inputs took (profiler names, `c10::BFloat16`), not `Scalar`,
+    lists or a None's empty name."""
+    found: set[str] = set()
+    for name in ops:
+        work = doc.ops[name].work if name in doc.ops else None
+        for sig in work.signatures if work is not None else ():
+            found.update(d for d in sig.dtypes if profiler_dtype(d) is not None)
+    return found
 
 
 def _state_said_once(

@@ -1425,3 +1425,27 @@ def test_the_small_matmul_reference_excuses_a_spell_of_small_products_the_others
     write_baseline(path, older)
     assert "small_reference_ms" not in json.loads(path.read_text())
     assert read_baseline(path, NODE).small_reference_ms is None
+
+
+def test_a_whole_model_dtype_change_is_said_once_on_the_first_work_verdict():
+    """A precision trial's autocast bf16 -> fp16 read `work changed in 11 ops: aten::linear: inputs
+    (c10::BFloat16[16,64], ...) -> (c10::Half[16,64], ...)` and the other ten in JSON only: where
+    every op whose work changed went from some input dtypes to others, the first verdict says so
+    once; a change of shapes alone, or one op's, says nothing more."""
+
+    def model(dtype: str, rows: int = 16) -> BaselineDoc:
+        events = [step(1, 0, 1000)]
+        for i, name in enumerate(("aten::linear", "aten::addmm", "aten::relu")):
+            events.append(op(name, 10 + 100 * i, 50, shapes=((rows, 64), ()), dtypes=(dtype, "Scalar")))
+        return doc(analyze(events))
+
+    bf16, fp16 = model("c10::BFloat16"), model("c10::Half")
+    work = [v for v in compare(fp16, bf16, Rule()).verdicts if v.kind == WORK]
+    assert len(work) == 3
+    assert work[0].message.endswith(
+        "; the inputs of all 3 ops whose work changed went from c10::BFloat16 (torch.bfloat16) to c10::Half "
+        "(torch.float16)"
+    )
+    assert not any("went from" in v.message for v in work[1:])
+    wider = [v for v in compare(model("c10::BFloat16", 32), bf16, Rule()).verdicts if v.kind == WORK]
+    assert len(wider) == 3 and not any("went from" in v.message for v in wider)
