@@ -218,8 +218,9 @@ def _dtypes_swapped(current: BaselineDoc, baseline: BaselineDoc, work: list[Verd
         f"{', '.join(map(dtype_words, came))}"
     )
     at = next(i for i, v in enumerate(work) if v.op)
-    first = work[at]
-    return [*work[:at], replace(first, message=first.message.removesuffix(where) + clause + where), *work[at + 1 :]]
+    first, threads = work[at], _threads_clause(current, baseline)  # the thread count's clause ends each op's
+    message = first.message.removesuffix(where).removesuffix(threads) + clause + threads + where
+    return [*work[:at], replace(first, message=message), *work[at + 1 :]]
 
 
 def _input_dtypes(doc: BaselineDoc, ops: list[str]) -> set[str]:

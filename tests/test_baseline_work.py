@@ -141,6 +141,11 @@ def test_a_work_change_on_other_threads_names_the_thread_count():
         )
         for v in ops
     )
+    # the whole model's dtype change, said once on the first, before the thread clause ends it
+    assert (
+        "; the inputs of all 2 ops whose work changed went from float (torch.float32) to double (torch.float64); torch ran on 1"
+        in ops[0].message
+    )
     (verdict, *_) = compare(threaded(doc(mlp_profile(dtype="double")), 2), two, Rule()).verdicts
     assert "torch ran on" not in verdict.message
 
