@@ -406,12 +406,13 @@ def _op_count(
 def _redispatched(matched: list[OpStats]) -> list[str]:
     """The calls of each op made inside a call of its own name, as a count's first context:
     autocast's aten::linear calls aten::linear, so 4 would read as 4 layers."""
-    inside = [
-        f"{count_text(n)} of them called inside {m.name} itself ({REDISPATCH_CAUSES})"
-        for m in matched
-        if (n := _nested_calls(m))
-    ]
+    inside = [_inside_itself(m.name, n) for m in matched if (n := _nested_calls(m))]
     return ["; ".join(inside)] if inside else []
+
+
+def _inside_itself(name: str, calls: float) -> str:
+    """`2 of them called inside aten::linear itself (torch calls it again inside: ...)`."""
+    return f"{count_text(calls)} of them called inside {name} itself ({REDISPATCH_CAUSES})"
 
 
 def _count_on(
@@ -450,7 +451,7 @@ RECORDED_STEPS = "in the step that recorded inputs"  # what a dtype count's per-
 def _taken_any(ops: Sequence[OpStats], most: int = 3) -> list[tuple[str, Signature]]:
     """Every recorded signature of the first few ops that have one, as _calls_on gives its pairs."""
     with_work = [o for o in ops if o.work is not None and o.work.signatures][:most]
-    return [(o.name, s) for o in with_work for s in o.work.signatures]  # type: ignore[union-attr]
+    return [(o.name, s) for o in with_work if o.work is not None for s in o.work.signatures]
 
 
 def _calls_on(
@@ -659,13 +660,7 @@ def _none_on(op: str, ran: list[OpStats], dtype: tuple[str, ...]) -> str | None:
     if taken:
         nested = {o.name: n for o in ran if (n := _nested_calls(o))}  # autocast's outer call took the original dtype
         found = [
-            (
-                name,
-                calls,
-                f"{where}; {count_text(nested[name])} of them called inside {name} itself ({REDISPATCH_CAUSES})",
-            )
-            if name in nested
-            else (name, calls, where)
+            (name, calls, f"{where}; {_inside_itself(name, nested[name])}" if name in nested else where)
             for name, calls, where in _found_on(taken)
         ]
         return unexpected_ops(op, found, on=f" on {dtype_words(dtype[0])} inputs")

@@ -213,8 +213,14 @@ def _dtypes_swapped(current: BaselineDoc, baseline: BaselineDoc, work: list[Verd
     gone, came = sorted(was - now), sorted(now - was)
     if not gone or not came:
         return work
+    swapped = sum(  # each op's own: one whose shapes alone changed took neither
+        1 for name in ops if _input_dtypes(baseline, [name]) & set(gone) and _input_dtypes(current, [name]) & set(came)
+    )
+    if swapped < 2:
+        return work
+    which = f"all {len(ops)}" if swapped == len(ops) else f"{swapped} of the {len(ops)}"
     clause = (
-        f"; the inputs of all {len(ops)} ops whose work changed went from {', '.join(map(dtype_words, gone))} to "
+        f"; the inputs of {which} ops whose work changed went from {', '.join(map(dtype_words, gone))} to "
         f"{', '.join(map(dtype_words, came))}"
     )
     at = next(i for i, v in enumerate(work) if v.op)
