@@ -206,16 +206,10 @@ def _dtypes_swapped(current: BaselineDoc, baseline: BaselineDoc, work: list[Verd
     first op's verdict says so: a precision trial's autocast bf16 -> fp16 read `work changed in
     11 ops: aten::linear: inputs (c10::BFloat16[16,64], ...) -> (c10::Half[16,64], ...)`, and the
     other ten in JSON only."""
-    ops = [v.op for v in work if v.op]
-    if len(ops) < 2:
-        return work
-    was, now = (_input_dtypes(doc, ops) for doc in (baseline, current))
+    ops = {v.op: (_input_dtypes(baseline, v.op), _input_dtypes(current, v.op)) for v in work if v.op}
+    was, now = set().union(*(old for old, _ in ops.values())), set().union(*(new for _, new in ops.values()))
     gone, came = sorted(was - now), sorted(now - was)
-    if not gone or not came:
-        return work
-    swapped = sum(  # each op's own: one whose shapes alone changed took neither
-        1 for name in ops if _input_dtypes(baseline, [name]) & set(gone) and _input_dtypes(current, [name]) & set(came)
-    )
+    swapped = sum(1 for old, new in ops.values() if old & was - now and new & now - was)  # not shapes alone
     if swapped < 2:
         return work
     which = f"all {len(ops)}" if swapped == len(ops) else f"{swapped} of the {len(ops)}"
@@ -229,15 +223,12 @@ def _dtypes_swapped(current: BaselineDoc, baseline: BaselineDoc, work: list[Verd
     return [*work[:at], replace(first, message=message), *work[at + 1 :]]
 
 
-def _input_dtypes(doc: BaselineDoc, ops: list[str]) -> set[str]:
-    """The dtypes the ops' recorded inputs took (profiler names, `c10::BFloat16`), not `Scalar`,
+def _input_dtypes(doc: BaselineDoc, name: str) -> set[str]:
+    """The dtypes an op's recorded inputs took (profiler names, `c10::BFloat16`), not `Scalar`,
     lists or a None's empty name."""
-    found: set[str] = set()
-    for name in ops:
-        work = doc.ops[name].work if name in doc.ops else None
-        for sig in work.signatures if work is not None else ():
-            found.update(d for d in sig.dtypes if profiler_dtype(d) is not None)
-    return found
+    work = doc.ops[name].work if name in doc.ops else None
+    signatures = work.signatures if work is not None else ()
+    return {d for sig in signatures for d in sig.dtypes if profiler_dtype(d) is not None}
 
 
 def _state_said_once(
